@@ -1,0 +1,89 @@
+// Package llm defines the small interface between the agent and a language
+// model: a [Request] (history, tool definitions, settings) goes in, a
+// [Response] (text and tool calls, usage) comes out, optionally streamed as
+// [Delta]s.
+//
+// Implementations: package openaicompat (any OpenAI-compatible endpoint
+// through go-openai), package testmodel (deterministic, schema-driven) and
+// package script (turns from a Go function or a YAML/JSON file).
+package llm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"github.com/offload-dev/offload/pkg/message"
+)
+
+// Model is a language model.
+type Model interface {
+	// Name returns the model's name, as recorded in responses and metrics.
+	Name() string
+	// Generate returns the model's response to req.
+	Generate(ctx context.Context, req *Request) (*Response, error)
+	// Stream is Generate delivering the response incrementally: onDelta is
+	// called for each fragment, in order, from the calling goroutine, before
+	// Stream returns the assembled response.
+	Stream(ctx context.Context, req *Request, onDelta func(Delta)) (*Response, error)
+}
+
+// ToolDef is a tool as offered to the model.
+type ToolDef struct {
+	Name        string
+	Description string
+	// Parameters is the JSON Schema of the arguments (an object schema).
+	Parameters json.RawMessage
+}
+
+// Settings are optional request settings. Zero values mean "provider default".
+type Settings struct {
+	// Temperature, when non-nil, is sent as is.
+	Temperature *float64
+	// MaxTokens caps the completion, when > 0.
+	MaxTokens int
+	// ToolChoice is "", "auto", "none", "required" or a tool name.
+	ToolChoice string
+	// ParallelToolCalls, when non-nil, enables or disables parallel calls.
+	ParallelToolCalls *bool
+}
+
+// Request is what the agent sends to the model.
+type Request struct {
+	// Messages is the history, oldest first.
+	Messages []message.Message
+	// Tools are the tools the model may call.
+	Tools []ToolDef
+	// Settings are optional knobs.
+	Settings Settings
+}
+
+// Response is what the model returned.
+type Response struct {
+	// Parts are Text and ToolCall parts, in the model's order.
+	Parts []message.Part
+	// Usage is the token usage of this request (Requests is not set).
+	Usage message.Usage
+	// ModelName is the model that answered, as reported by the provider.
+	ModelName string
+	// FinishReason is the provider's finish reason.
+	FinishReason string
+}
+
+// Delta is a streamed fragment of a response.
+type Delta struct {
+	// Text is a fragment of text, if any.
+	Text string
+	// ToolCallIndex and ToolCall describe a tool call fragment, if ToolCall
+	// is non-nil: a new call carries its ID and name, later fragments carry
+	// argument text only.
+	ToolCallIndex int
+	ToolCall      *message.ToolCall
+}
+
+// ErrIncomplete is returned when a streamed response ended before the
+// provider said it was finished (connection cut, no finish reason).
+var ErrIncomplete = errors.New("llm: incomplete response")
+
+// ErrScriptExhausted is returned by scripted models that ran out of turns.
+var ErrScriptExhausted = errors.New("llm: script exhausted")

@@ -1,0 +1,117 @@
+package tool
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+)
+
+// ModelRetry asks the model to call the tool again. Returned by a tool body or
+// an args validator, it consumes one unit of the tool's retry budget.
+type ModelRetry struct {
+	// Message tells the model what to fix.
+	Message string
+}
+
+// Error implements error.
+func (e *ModelRetry) Error() string { return e.Message }
+
+// Retry returns a *ModelRetry with the given message.
+func Retry(msg string) error { return &ModelRetry{Message: msg} }
+
+// ToolFailed is a terminal failure the model sees as a failed tool return.
+// It does not consume the retry budget.
+type ToolFailed struct {
+	// Message is shown to the model.
+	Message string
+}
+
+// Error implements error.
+func (e *ToolFailed) Error() string { return e.Message }
+
+// Fail returns a *ToolFailed with the given message.
+func Fail(msg string) error { return &ToolFailed{Message: msg} }
+
+// ApprovalRequired defers the call until a person approves it. Returned by a
+// tool body or its args validator; the tool's RunContext.ToolCallApproved is
+// true when it runs again after approval.
+type ApprovalRequired struct {
+	// Metadata is passed to whoever decides (DeferredToolRequests.Metadata).
+	// Nil adds no entry.
+	Metadata map[string]any
+}
+
+// Error implements error.
+func (e *ApprovalRequired) Error() string { return "tool call requires approval" }
+
+// CallDeferred defers the call to be executed externally; its result is
+// supplied later.
+type CallDeferred struct {
+	// Metadata is passed to whoever executes the call. Nil adds no entry.
+	Metadata map[string]any
+}
+
+// Error implements error.
+func (e *CallDeferred) Error() string { return "tool call deferred for external execution" }
+
+// ValidationError is returned when arguments fail to parse or to match the
+// tool's schema. The agent turns it into a retry prompt.
+type ValidationError struct {
+	// Tool is the tool name.
+	Tool string
+	// Message describes what is wrong, in terms the model can act on.
+	Message string
+}
+
+// Error implements error.
+func (e *ValidationError) Error() string { return e.Message }
+
+// ErrInvalidName is wrapped by errors about tool names that do not match
+// [NamePattern].
+var ErrInvalidName = errors.New("tool: invalid name")
+
+// ErrInvalidTool is wrapped by errors about an ill-formed tool definition.
+var ErrInvalidTool = errors.New("tool: invalid definition")
+
+// ErrorType returns the name the model sees for an unexpected error: the Go
+// type name without package or '*' (e.g. "PathError"). Wrapping done with
+// fmt.Errorf is looked through, so fmt.Errorf("open: %w", pathErr) reports
+// "PathError"; a plain errors.New reports "errorString".
+func ErrorType(err error) string {
+	for err != nil {
+		t := reflect.TypeOf(err)
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if t.PkgPath() == "fmt" && strings.HasPrefix(t.Name(), "wrapError") {
+			next := unwrapOne(err)
+			if next == nil {
+				return t.Name()
+			}
+			err = next
+			continue
+		}
+		if t.Name() == "" {
+			return t.String()
+		}
+		return t.Name()
+	}
+	return ""
+}
+
+func unwrapOne(err error) error {
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		return u.Unwrap()
+	case interface{ Unwrap() []error }:
+		if errs := u.Unwrap(); len(errs) > 0 {
+			return errs[0]
+		}
+	}
+	return nil
+}
+
+func invalid(name, format string, args ...any) error {
+	return fmt.Errorf("%w: tool %q: %s", ErrInvalidTool, name, fmt.Sprintf(format, args...))
+}
