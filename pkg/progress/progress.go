@@ -1,0 +1,53 @@
+package progress
+
+import "context"
+
+// Reporter receives progress reports from a running tool. Implementations
+// must be safe for concurrent use and should not block: a tool calls Report
+// from its own goroutine while it works.
+type Reporter interface {
+	// Report records a human-readable message and, when known, the fraction
+	// of the work done, between 0 and 1. A nil fraction means unknown.
+	Report(message string, fraction *float64)
+}
+
+// ReporterFunc adapts a function to a [Reporter].
+type ReporterFunc func(message string, fraction *float64)
+
+// Report implements [Reporter].
+func (f ReporterFunc) Report(message string, fraction *float64) { f(message, fraction) }
+
+type ctxKey struct{}
+
+// WithReporter returns a copy of ctx carrying r. A nil r returns ctx
+// unchanged.
+func WithReporter(ctx context.Context, r Reporter) context.Context {
+	if r == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, ctxKey{}, r)
+}
+
+// FromContext returns the reporter carried by ctx, if any.
+func FromContext(ctx context.Context) (Reporter, bool) {
+	r, ok := ctx.Value(ctxKey{}).(Reporter)
+	return r, ok
+}
+
+// Report sends a progress report to the reporter carried by ctx. It is a
+// no-op when ctx carries none. A fraction outside [0, 1] is clamped; a nil
+// fraction means unknown.
+func Report(ctx context.Context, message string, fraction *float64) {
+	r, ok := FromContext(ctx)
+	if !ok {
+		return
+	}
+	if fraction != nil {
+		f := min(max(*fraction, 0), 1)
+		fraction = &f
+	}
+	r.Report(message, fraction)
+}
+
+// Fraction returns a pointer to f, for the fraction argument of [Report].
+func Fraction(f float64) *float64 { return &f }
