@@ -1,0 +1,152 @@
+package metrics
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Label values of offload_tokens_total's direction label.
+const (
+	// DirectionInput counts prompt (input) tokens.
+	DirectionInput = "input"
+	// DirectionOutput counts completion (output) tokens.
+	DirectionOutput = "output"
+)
+
+// RefuseReason is the reason label of offload_refused_messages_total: why
+// the agent refused an incoming result or decision (SPEC §5.5).
+type RefuseReason string
+
+// The reasons a message is refused.
+const (
+	// RefuseUnknownTask: the message names a task the conversation's pending
+	// record does not hold.
+	RefuseUnknownTask RefuseReason = "unknown_task"
+	// RefuseDuplicate: the task was already answered (first wins).
+	RefuseDuplicate RefuseReason = "duplicate"
+	// RefuseMalformed: the payload is not valid JSON or misses required fields.
+	RefuseMalformed RefuseReason = "malformed"
+	// RefuseWrongConversation: the task belongs to another conversation.
+	RefuseWrongConversation RefuseReason = "wrong_conversation"
+	// RefuseWrongKind: the message does not fit the call (e.g. a decision for
+	// a call that awaits a result).
+	RefuseWrongKind RefuseReason = "wrong_kind"
+	// RefuseOversize: the payload exceeds the size limit.
+	RefuseOversize RefuseReason = "oversize"
+	// RefuseLate: the call was already cancelled or otherwise closed.
+	RefuseLate RefuseReason = "late"
+)
+
+// RefuseReasons returns every [RefuseReason], in a fixed order.
+func RefuseReasons() []RefuseReason {
+	return []RefuseReason{
+		RefuseUnknownTask, RefuseDuplicate, RefuseMalformed, RefuseWrongConversation,
+		RefuseWrongKind, RefuseOversize, RefuseLate,
+	}
+}
+
+// Agent is the agent's metric set. Build it with [NewAgent]; its fields are
+// safe for concurrent use. Agent is a [prometheus.Collector] of all its
+// metrics.
+type Agent struct {
+	// RunsTotal counts finished runs: offload_runs_total{outcome}.
+	RunsTotal *prometheus.CounterVec
+	// ModelRequestsTotal counts model requests:
+	// offload_model_requests_total{model,outcome}.
+	ModelRequestsTotal *prometheus.CounterVec
+	// ModelRequestDuration observes model request latency in seconds:
+	// offload_model_request_duration_seconds{model}.
+	ModelRequestDuration *prometheus.HistogramVec
+	// TokensTotal counts tokens by model and direction ([DirectionInput],
+	// [DirectionOutput]): offload_tokens_total{model,direction}.
+	TokensTotal *prometheus.CounterVec
+	// ToolCallsTotal counts finished tool calls:
+	// offload_tool_calls_total{tool,mode,outcome}.
+	ToolCallsTotal *prometheus.CounterVec
+	// PendingCalls is the number of calls dispatched and not yet answered:
+	// offload_pending_calls{mode}.
+	PendingCalls *prometheus.GaugeVec
+	// ToolCallDuration observes the time from dispatch to result in seconds:
+	// offload_tool_call_duration_seconds{tool,mode}.
+	ToolCallDuration *prometheus.HistogramVec
+	// ApprovalWait observes the time a call waited for a person's decision in
+	// seconds: offload_approval_wait_seconds.
+	ApprovalWait prometheus.Histogram
+	// RefusedMessagesTotal counts refused results and decisions by
+	// [RefuseReason]: offload_refused_messages_total{reason}. Every reason is
+	// exported from the start, at zero.
+	RefusedMessagesTotal *prometheus.CounterVec
+
+	all collectors
+}
+
+var _ prometheus.Collector = (*Agent)(nil)
+
+// NewAgent builds the agent's metric set and registers it with reg. A nil
+// reg builds a working set that is not registered. NewAgent panics if the
+// metrics conflict with metrics already registered with reg (a programming
+// error, as with promauto); to get an error instead, call NewAgent(nil) and
+// then reg.Register.
+func NewAgent(reg prometheus.Registerer) *Agent {
+	a := &Agent{
+		RunsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "offload_runs_total",
+			Help: "Total number of agent runs finished, by outcome.",
+		}, []string{"outcome"}),
+		ModelRequestsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "offload_model_requests_total",
+			Help: "Total number of requests sent to a language model, by model and outcome.",
+		}, []string{"model", "outcome"}),
+		ModelRequestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "offload_model_request_duration_seconds",
+			Help:    "Latency of language model requests in seconds, by model.",
+			Buckets: modelBuckets,
+		}, []string{"model"}),
+		TokensTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "offload_tokens_total",
+			Help: "Total number of tokens used, by model and direction (input or output).",
+		}, []string{"model", "direction"}),
+		ToolCallsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "offload_tool_calls_total",
+			Help: "Total number of tool calls finished, by tool, execution mode and outcome.",
+		}, []string{"tool", "mode", "outcome"}),
+		PendingCalls: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "offload_pending_calls",
+			Help: "Number of tool calls dispatched and not yet answered, by execution mode.",
+		}, []string{"mode"}),
+		ToolCallDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "offload_tool_call_duration_seconds",
+			Help:    "Time from a tool call's dispatch to its result in seconds, by tool and execution mode.",
+			Buckets: durationBuckets,
+		}, []string{"tool", "mode"}),
+		ApprovalWait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "offload_approval_wait_seconds",
+			Help:    "Time a tool call waited for a person's approval decision in seconds.",
+			Buckets: approvalBuckets,
+		}),
+		RefusedMessagesTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "offload_refused_messages_total",
+			Help: "Total number of incoming results and decisions refused, by reason.",
+		}, []string{"reason"}),
+	}
+	for _, r := range RefuseReasons() {
+		a.RefusedMessagesTotal.WithLabelValues(string(r))
+	}
+	a.all = collectors{
+		a.RunsTotal, a.ModelRequestsTotal, a.ModelRequestDuration, a.TokensTotal,
+		a.ToolCallsTotal, a.PendingCalls, a.ToolCallDuration, a.ApprovalWait,
+		a.RefusedMessagesTotal,
+	}
+	if reg != nil {
+		reg.MustRegister(a)
+	}
+	return a
+}
+
+// Refused counts one message refused for reason.
+func (a *Agent) Refused(reason RefuseReason) {
+	a.RefusedMessagesTotal.WithLabelValues(string(reason)).Inc()
+}
+
+// Describe implements [prometheus.Collector].
+func (a *Agent) Describe(ch chan<- *prometheus.Desc) { a.all.describe(ch) }
+
+// Collect implements [prometheus.Collector].
+func (a *Agent) Collect(ch chan<- prometheus.Metric) { a.all.collect(ch) }
