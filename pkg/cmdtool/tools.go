@@ -1,0 +1,217 @@
+package cmdtool
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/offload-dev/offload/pkg/tool"
+)
+
+// MaxOutputBytes is the largest stdout a command may write (1 MiB).
+const MaxOutputBytes = 1 << 20
+
+// maxStderrBytes is how much of stderr is kept for the logs.
+const maxStderrBytes = 8 << 10
+
+// waitDelay bounds how long a command's output pipes are drained after it
+// exited or was killed (a grandchild may hold them open).
+const waitDelay = 2 * time.Second
+
+// Options configures the tools built by [Config.Tools].
+type Options struct {
+	// Dir is the working directory of the commands. Defaults to the
+	// directory of the config file for a config from [Load], and to the
+	// current directory for one from [Parse].
+	Dir string
+	// Logger receives failed commands' stderr. Defaults to discarding.
+	Logger *slog.Logger
+}
+
+// Tools builds the declared tools. It fails when a program cannot be found
+// (in PATH, or relative to the working directory).
+func (c *Config) Tools(opts Options) ([]*tool.Tool, error) {
+	dir := opts.Dir
+	if dir == "" {
+		dir = c.dir
+	}
+	if dir == "" {
+		dir = "."
+	}
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("cmdtool: working directory: %w", err)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	out := make([]*tool.Tool, 0, len(c.Specs))
+	for i := range c.Specs {
+		s := &c.Specs[i]
+		def, err := s.def()
+		if err != nil {
+			return nil, err
+		}
+		prog, err := resolve(dir, s.Command[0])
+		if err != nil {
+			return nil, s.errorf("command: %v", err)
+		}
+		r := &runner{
+			name:    s.Name,
+			prog:    prog,
+			args:    s.Command[1:],
+			dir:     dir,
+			timeout: s.timeout(),
+			json:    s.Output == OutputJSON,
+			log:     log,
+		}
+		t, err := tool.New(def, r.run)
+		if err != nil {
+			return nil, s.errorf("%v", err)
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// resolve returns the program to run: a path relative to dir if it has a
+// separator, else the result of a PATH lookup.
+func resolve(dir, prog string) (string, error) {
+	if !strings.ContainsRune(prog, filepath.Separator) && !strings.ContainsRune(prog, '/') {
+		return exec.LookPath(prog)
+	}
+	if !filepath.IsAbs(prog) {
+		prog = filepath.Join(dir, prog)
+	}
+	fi, err := os.Stat(prog)
+	if err != nil {
+		return "", err
+	}
+	if fi.IsDir() {
+		return "", fmt.Errorf("%s is a directory", prog)
+	}
+	return prog, nil
+}
+
+// runner runs one tool's command.
+type runner struct {
+	name    string
+	prog    string
+	args    []string
+	dir     string
+	timeout time.Duration
+	json    bool
+	log     *slog.Logger
+}
+
+func (r *runner) run(ctx context.Context, _ *tool.RunContext, args json.RawMessage) (any, error) {
+	if len(bytes.TrimSpace(args)) == 0 {
+		args = json.RawMessage("{}")
+	}
+	runCtx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+
+	cmd := exec.CommandContext(runCtx, r.prog, r.args...)
+	cmd.Dir = r.dir
+	cmd.Stdin = bytes.NewReader(args)
+	stdout := &capped{limit: MaxOutputBytes}
+	stderr := &capped{limit: maxStderrBytes, keepTail: true}
+	cmd.Stdout = stdout
+	cmd.Stderr = stderr
+	cmd.WaitDelay = waitDelay
+	killGroupOnCancel(cmd)
+
+	start := time.Now()
+	err := cmd.Run()
+	elapsed := time.Since(start)
+
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("cmdtool: tool %s: %w", r.name, context.Cause(ctx))
+	}
+	if runCtx.Err() != nil {
+		r.log.WarnContext(ctx, "cmdtool: command timed out",
+			slog.String("tool", r.name), slog.Duration("timeout", r.timeout), slog.String("stderr", stderr.String()))
+		return nil, &DeadlineExceeded{Tool: r.name, Timeout: r.timeout}
+	}
+	var exitErr *exec.ExitError
+	switch {
+	case errors.As(err, &exitErr):
+		e := &CommandFailed{Tool: r.name, ExitCode: exitErr.ExitCode(), Stderr: stderr.String()}
+		r.log.WarnContext(ctx, "cmdtool: command failed",
+			slog.String("tool", r.name), slog.Int("exit_code", e.ExitCode),
+			slog.Duration("elapsed", elapsed), slog.String("stderr", e.Stderr))
+		return nil, e
+	case errors.Is(err, exec.ErrWaitDelay):
+		// The command exited 0 but something it started kept stdout open;
+		// what was written so far is the result.
+	case err != nil:
+		return nil, fmt.Errorf("cmdtool: tool %s: %w", r.name, err)
+	}
+	if stderr.Len() > 0 {
+		r.log.DebugContext(ctx, "cmdtool: command stderr",
+			slog.String("tool", r.name), slog.String("stderr", stderr.String()))
+	}
+	if stdout.overflow {
+		return nil, &ResultTooLarge{Tool: r.name, Limit: MaxOutputBytes}
+	}
+	out := stdout.Bytes()
+	out = bytes.TrimSuffix(out, []byte("\n"))
+	if !r.json {
+		return string(out), nil
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, out); err != nil {
+		return nil, &InvalidOutput{Tool: r.name, Err: err}
+	}
+	if buf.Len() == 0 {
+		return nil, &InvalidOutput{Tool: r.name, Err: errors.New("empty output")}
+	}
+	return json.RawMessage(buf.Bytes()), nil
+}
+
+// capped is an io.Writer keeping at most limit bytes (the first ones, or the
+// last ones with keepTail) and swallowing the rest, so that the command never
+// blocks on a full pipe. The buffer is not embedded: its ReadFrom would let
+// io.Copy bypass Write.
+type capped struct {
+	buf      bytes.Buffer
+	limit    int
+	keepTail bool
+	overflow bool
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	n := len(p)
+	if c.keepTail {
+		c.buf.Write(p)
+		if extra := c.buf.Len() - c.limit; extra > 0 {
+			c.overflow = true
+			c.buf.Next(extra)
+		}
+		return n, nil
+	}
+	if room := c.limit - c.buf.Len(); len(p) > room {
+		c.overflow = true
+		p = p[:max(room, 0)]
+	}
+	c.buf.Write(p)
+	return n, nil
+}
+
+// Bytes returns the kept bytes.
+func (c *capped) Bytes() []byte { return c.buf.Bytes() }
+
+// Len returns the number of kept bytes.
+func (c *capped) Len() int { return c.buf.Len() }
+
+// String returns the kept bytes as a string.
+func (c *capped) String() string { return c.buf.String() }
