@@ -1,0 +1,204 @@
+package agent
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/offload-dev/offload/pkg/deferred"
+	"github.com/offload-dev/offload/pkg/message"
+)
+
+// EventType names an [Event]. The values are the "type" field of the
+// --json output lines (SPEC §6.3).
+type EventType string
+
+// Event types, in the order they typically occur.
+const (
+	EventRunStarted             EventType = "run_started"
+	EventModelRequestStarted    EventType = "model_request_started"
+	EventTextDelta              EventType = "text_delta"
+	EventToolCall               EventType = "tool_call"
+	EventToolResult             EventType = "tool_result"
+	EventDeferredToolRequests   EventType = "deferred_tool_requests"
+	EventDeferredToolResults    EventType = "deferred_tool_results"
+	EventBackgroundTaskStarted  EventType = "background_task_started"
+	EventBackgroundTaskFinished EventType = "background_task_finished"
+	EventProgress               EventType = "progress"
+	EventFinal                  EventType = "final"
+)
+
+// Status is how a run ended.
+type Status string
+
+// Run statuses of the final event.
+const (
+	StatusFinished    Status = "finished"
+	StatusPaused      Status = "paused"
+	StatusFailed      Status = "failed"
+	StatusInterrupted Status = "interrupted"
+)
+
+// Pending is a deferred call in the final event.
+type Pending struct {
+	TaskID     string          `json:"task_id"`
+	ToolCallID string          `json:"tool_call_id"`
+	Kind       deferred.Kind   `json:"kind"`
+	Tool       string          `json:"tool"`
+	Args       json.RawMessage `json:"args"`
+}
+
+// Final is the content of the final event.
+type Final struct {
+	Status   Status        `json:"status"`
+	Output   string        `json:"output"`
+	Error    string        `json:"error,omitempty"`
+	Pending  []Pending     `json:"pending"`
+	Usage    message.Usage `json:"usage"`
+	ExitCode int           `json:"exit_code"`
+}
+
+// Event is something that happened during a run. Only the fields of its
+// Type are set; MarshalJSON writes exactly those (SPEC §6.3).
+type Event struct {
+	Type           EventType
+	RunID          string
+	ConversationID string
+	At             time.Time
+
+	// Delta is the text of a text_delta.
+	Delta string
+	// ToolCallID and Tool identify the call of tool_call, tool_result and
+	// background events.
+	ToolCallID string
+	Tool       string
+	// Args are the model's arguments (tool_call).
+	Args json.RawMessage
+	// ArgsValid is nil when the arguments were not validated (denied or
+	// externally answered calls).
+	ArgsValid *bool
+	// Outcome and Content describe a tool_result; Outcome is "retry" for a
+	// retry prompt.
+	Outcome string
+	Content json.RawMessage
+	// Requests is the batch of deferred_tool_requests.
+	Requests *deferred.Requests
+	// Results are the handler's answers of deferred_tool_results.
+	Results *deferred.Results
+	// TaskID and Status describe background and progress events.
+	TaskID   string
+	Status   string
+	Message  string
+	Fraction *float64
+	// Final is set on the final event.
+	Final *Final
+}
+
+// MarshalJSON writes the event as one --json line object.
+func (e Event) MarshalJSON() ([]byte, error) {
+	m := map[string]any{
+		"type":            e.Type,
+		"run_id":          e.RunID,
+		"conversation_id": e.ConversationID,
+		"at":              e.At.UTC().Format(time.RFC3339Nano),
+	}
+	switch e.Type {
+	case EventTextDelta:
+		m["delta"] = e.Delta
+	case EventToolCall:
+		m["tool_call_id"], m["tool"] = e.ToolCallID, e.Tool
+		m["args"] = argsValue(e.Args)
+		if e.ArgsValid != nil {
+			m["args_valid"] = *e.ArgsValid
+		} else {
+			m["args_valid"] = nil
+		}
+	case EventToolResult:
+		m["tool_call_id"], m["tool"], m["outcome"] = e.ToolCallID, e.Tool, e.Outcome
+		m["content"] = rawOrNull(e.Content)
+	case EventDeferredToolRequests:
+		r := e.Requests
+		if r == nil {
+			r = &deferred.Requests{}
+		}
+		m["calls"], m["approvals"] = orEmpty(r.Calls), orEmpty(r.Approvals)
+		m["metadata"], m["task_ids"] = orEmptyMap(r.Metadata), orEmptyStrMap(r.TaskIDs)
+	case EventDeferredToolResults:
+		res := deferred.Results{}
+		if e.Results != nil {
+			res = *e.Results
+		}
+		raw, err := json.Marshal(res)
+		if err != nil {
+			return nil, err
+		}
+		var parts struct {
+			Calls     json.RawMessage `json:"calls"`
+			Approvals json.RawMessage `json:"approvals"`
+		}
+		_ = json.Unmarshal(raw, &parts)
+		m["calls"], m["approvals"] = parts.Calls, parts.Approvals
+	case EventBackgroundTaskStarted:
+		m["task_id"], m["tool"], m["tool_call_id"] = e.TaskID, e.Tool, e.ToolCallID
+	case EventBackgroundTaskFinished:
+		m["task_id"], m["tool"], m["status"] = e.TaskID, e.Tool, e.Status
+	case EventProgress:
+		m["task_id"], m["message"] = e.TaskID, e.Message
+		if e.Fraction != nil {
+			m["fraction"] = *e.Fraction
+		} else {
+			m["fraction"] = nil
+		}
+	case EventFinal:
+		f := e.Final
+		if f == nil {
+			f = &Final{}
+		}
+		m["status"], m["output"], m["error"] = f.Status, f.Output, f.Error
+		m["pending"] = f.Pending
+		if f.Pending == nil {
+			m["pending"] = []Pending{}
+		}
+		m["usage"], m["exit_code"] = f.Usage, f.ExitCode
+	}
+	return json.Marshal(m)
+}
+
+// argsValue returns the arguments as a JSON value when they parse, else as
+// the raw string the model sent.
+func argsValue(raw json.RawMessage) any {
+	if len(raw) == 0 {
+		return map[string]any{}
+	}
+	if json.Valid(raw) {
+		return raw
+	}
+	return string(raw)
+}
+
+func rawOrNull(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 {
+		return json.RawMessage("null")
+	}
+	return raw
+}
+
+func orEmpty(c []message.ToolCall) []message.ToolCall {
+	if c == nil {
+		return []message.ToolCall{}
+	}
+	return c
+}
+
+func orEmptyMap(m map[string]map[string]any) map[string]map[string]any {
+	if m == nil {
+		return map[string]map[string]any{}
+	}
+	return m
+}
+
+func orEmptyStrMap(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
+}

@@ -1,0 +1,548 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/offload-dev/offload/pkg/deferred"
+	"github.com/offload-dev/offload/pkg/llm"
+	"github.com/offload-dev/offload/pkg/message"
+	"github.com/offload-dev/offload/pkg/tool"
+)
+
+// run is the state of one Agent.Run.
+type run struct {
+	a             *Agent
+	prompt        string
+	opts          *RunOptions
+	caps          []Capability
+	limits        UsageLimits
+	allowDeferred bool
+	log           *slog.Logger
+	info          *RunInfo
+
+	runID, convID string
+	newFrom       int
+
+	emitMu sync.Mutex
+
+	mu        sync.Mutex // guards the fields below
+	history   message.History
+	usage     message.Usage
+	retries   map[string]int
+	asap      [][]message.Content
+	whenIdle  [][]message.Content
+	cancelled bool
+	cancelRun context.CancelCauseFunc
+}
+
+func newRun(a *Agent, prompt string, opts *RunOptions) *run {
+	r := &run{
+		a:             a,
+		prompt:        prompt,
+		opts:          opts,
+		caps:          append(slices.Clone(a.cfg.Capabilities), opts.Capabilities...),
+		limits:        a.cfg.Limits,
+		allowDeferred: a.cfg.AllowDeferred || opts.AllowDeferred,
+		log:           a.log,
+		runID:         ulid.Make().String(),
+		history:       slices.Clone(opts.History),
+		retries:       map[string]int{},
+	}
+	if opts.Limits != nil {
+		r.limits = *opts.Limits
+	}
+	r.convID = opts.ConversationID
+	if r.convID == "" {
+		for i := len(r.history) - 1; i >= 0; i-- {
+			if id := r.history[i].ConversationID; id != "" {
+				r.convID = id
+				break
+			}
+		}
+	}
+	if r.convID == "" {
+		r.convID = ulid.Make().String()
+	}
+	r.newFrom = len(r.history)
+	r.info = &RunInfo{RunID: r.runID, ConversationID: r.convID, Deps: opts.Deps, r: r}
+	r.log = r.log.With(slog.String("run_id", r.runID), slog.String("conversation_id", r.convID))
+	return r
+}
+
+func (r *run) emit(e Event) {
+	if r.opts.OnEvent == nil {
+		return
+	}
+	e.RunID, e.ConversationID = r.runID, r.convID
+	if e.At.IsZero() {
+		e.At = time.Now().UTC()
+	}
+	r.emitMu.Lock()
+	defer r.emitMu.Unlock()
+	r.opts.OnEvent(e)
+}
+
+func (r *run) usageSnapshot() message.Usage {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.usage
+}
+
+func (r *run) historySnapshot() message.History {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.history)
+}
+
+func (r *run) addToolCalls(n int) {
+	r.mu.Lock()
+	r.usage.ToolCalls += n
+	r.mu.Unlock()
+}
+
+// Cancel implements tool.RunControl.
+func (r *run) Cancel() {
+	r.mu.Lock()
+	r.cancelled = true
+	cancel := r.cancelRun
+	r.mu.Unlock()
+	if cancel != nil {
+		cancel(ErrRunCancelled)
+	}
+}
+
+// Enqueue implements tool.RunControl.
+func (r *run) Enqueue(p tool.Priority, content ...message.Content) error {
+	if len(content) == 0 {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p == tool.PriorityWhenIdle {
+		r.whenIdle = append(r.whenIdle, slices.Clone(content))
+	} else {
+		r.asap = append(r.asap, slices.Clone(content))
+	}
+	return nil
+}
+
+func (r *run) stamp(m message.Message) message.Message {
+	m.RunID, m.ConversationID = r.runID, r.convID
+	if m.Timestamp.IsZero() {
+		m.Timestamp = time.Now().UTC()
+	}
+	return m
+}
+
+func (r *run) appendMessage(m message.Message) {
+	r.mu.Lock()
+	r.history = append(r.history, r.stamp(m))
+	r.mu.Unlock()
+}
+
+// execute runs the capability chain around the loop and emits the final
+// event.
+func (r *run) execute(ctx context.Context) (*Result, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	r.mu.Lock()
+	r.cancelRun = cancel
+	r.mu.Unlock()
+
+	r.emit(Event{Type: EventRunStarted})
+	next := r.loop
+	for i := len(r.caps) - 1; i >= 0; i-- {
+		if w, ok := r.caps[i].(RunWrapper); ok {
+			inner := next
+			next = func(ctx context.Context) (*Result, error) { return w.WrapRun(ctx, r.info, inner) }
+		}
+	}
+	res, err := next(ctx)
+	if err != nil {
+		err = r.runError(ctx, err)
+	}
+	if res == nil {
+		res = r.result("", nil)
+	}
+	r.emit(Event{Type: EventFinal, Final: finalOf(res, err)})
+	if err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// runError turns a context error caused by Cancel into ErrRunCancelled.
+func (r *run) runError(ctx context.Context, err error) error {
+	r.mu.Lock()
+	cancelled := r.cancelled
+	r.mu.Unlock()
+	if cancelled && (errors.Is(err, context.Canceled) || errors.Is(err, ErrRunCancelled)) {
+		return ErrRunCancelled
+	}
+	if errors.Is(err, context.Canceled) {
+		if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+			return cause
+		}
+	}
+	return err
+}
+
+func (r *run) result(output string, reqs *deferred.Requests) *Result {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return &Result{
+		Output:         output,
+		Deferred:       reqs,
+		Messages:       slices.Clone(r.history),
+		Usage:          r.usage,
+		RunID:          r.runID,
+		ConversationID: r.convID,
+		newFrom:        r.newFrom,
+	}
+}
+
+// finalOf describes a run's outcome for the final event.
+func finalOf(res *Result, err error) *Final {
+	f := &Final{Output: res.Output, Usage: res.Usage, Status: StatusFinished, ExitCode: 0}
+	switch {
+	case err != nil && errors.Is(err, context.Canceled) && !errors.Is(err, ErrRunCancelled):
+		f.Status, f.ExitCode, f.Error = StatusInterrupted, 130, err.Error()
+	case err != nil:
+		f.Status, f.ExitCode, f.Error = StatusFailed, 1, err.Error()
+		var ue *UserError
+		if errors.As(err, &ue) {
+			f.ExitCode = 2
+		}
+	case res.Paused():
+		f.Status, f.ExitCode = StatusPaused, 3
+		f.Pending = PendingOf(res.Deferred)
+	}
+	return f
+}
+
+// PendingOf lists deferred requests as final-event entries: approvals
+// first, then external calls.
+func PendingOf(reqs *deferred.Requests) []Pending {
+	if reqs == nil {
+		return nil
+	}
+	var out []Pending
+	add := func(kind deferred.Kind, calls []message.ToolCall) {
+		for _, c := range calls {
+			out = append(out, Pending{TaskID: reqs.TaskIDs[c.ToolCallID], ToolCallID: c.ToolCallID, Kind: kind, Tool: c.ToolName, Args: c.ArgsJSON()})
+		}
+	}
+	add(deferred.KindApproval, reqs.Approvals)
+	add(deferred.KindExternal, reqs.Calls)
+	return out
+}
+
+// loop is the run: handle the starting point, then alternate model requests
+// and tool steps until the model answers with no calls pending.
+func (r *run) loop(ctx context.Context) (*Result, error) {
+	req, res, err := r.start(ctx)
+	if err != nil || res != nil {
+		return res, err
+	}
+	for {
+		resp, err := r.request(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		if len(resp.ToolCalls()) > 0 {
+			parts, reqs, err := r.step(ctx, len(r.history)-1, nil)
+			if err != nil {
+				return nil, err
+			}
+			if reqs != nil {
+				return r.pause(parts, reqs)
+			}
+			more, err := r.afterStep(ctx, false)
+			if err != nil {
+				return nil, err
+			}
+			req = message.NewRequest(append(parts, more...)...)
+			continue
+		}
+		// The model answered without tool calls: the run ends unless queued
+		// messages or capabilities keep it going.
+		more, err := r.afterStep(ctx, true)
+		if err != nil {
+			return nil, err
+		}
+		if queued := r.drainAtEnd(); len(queued) > 0 || len(more) > 0 {
+			if len(queued) == 0 {
+				req = message.NewRequest(more...)
+				continue
+			}
+			for _, q := range queued[:len(queued)-1] {
+				r.appendMessage(message.NewRequest(message.UserPrompt{Content: q}))
+			}
+			req = message.NewRequest(append(more, message.UserPrompt{Content: queued[len(queued)-1]})...)
+			continue
+		}
+		return r.result(resp.Text(), nil), nil
+	}
+}
+
+// afterStep runs the StepHooks.
+func (r *run) afterStep(ctx context.Context, final bool) ([]message.Part, error) {
+	var parts []message.Part
+	for _, c := range r.caps {
+		if h, ok := c.(StepHook); ok {
+			p, err := h.AfterStep(ctx, r.info, final)
+			if err != nil {
+				return nil, err
+			}
+			parts = append(parts, p...)
+		}
+	}
+	return parts, nil
+}
+
+// pause ends the run with deferred requests, recording the results of the
+// calls that did run.
+func (r *run) pause(parts []message.Part, reqs *deferred.Requests) (*Result, error) {
+	if !r.allowDeferred {
+		return nil, userErrorf(ErrDeferredNotAllowed, "A deferred tool call was present, but neither the agent nor the run allows ending with DeferredToolRequests. To resolve this, set AllowDeferred on the agent or the run, or use a HandleDeferredToolCalls capability to handle deferred tool calls inline.")
+	}
+	if len(parts) > 0 {
+		r.appendMessage(message.NewRequest(parts...))
+	}
+	return r.result("", reqs), nil
+}
+
+// start works out the first request from the prompt and the history, or
+// handles the tool calls the history ended with.
+func (r *run) start(ctx context.Context) (message.Message, *Result, error) {
+	if r.opts.DeferredResults != nil {
+		parts, reqs, err := r.resume(ctx, r.opts.DeferredResults)
+		if err != nil {
+			return message.Message{}, nil, err
+		}
+		if reqs != nil {
+			res, err := r.pause(parts, reqs)
+			return message.Message{}, res, err
+		}
+		if r.prompt != "" {
+			parts = append(parts, message.UserText(r.prompt))
+		}
+		return message.NewRequest(parts...), nil, nil
+	}
+	if n := len(r.history); n > 0 && r.history[n-1].Role == message.RoleResponse && len(r.history[n-1].ToolCalls()) > 0 {
+		if r.prompt != "" {
+			return message.Message{}, nil, userErrorf(ErrPendingCalls, "Cannot provide a new user prompt when the message history contains unprocessed tool calls.")
+		}
+		parts, reqs, err := r.step(ctx, n-1, nil)
+		if err != nil {
+			return message.Message{}, nil, err
+		}
+		if reqs != nil {
+			res, err := r.pause(parts, reqs)
+			return message.Message{}, res, err
+		}
+		return message.NewRequest(parts...), nil, nil
+	}
+	var parts []message.Part
+	if len(r.history) == 0 {
+		if sys := r.instructions(); sys != "" {
+			parts = append(parts, message.SystemPrompt{Content: sys})
+		}
+	}
+	if r.prompt != "" {
+		parts = append(parts, message.UserText(r.prompt))
+	}
+	return message.NewRequest(parts...), nil, nil
+}
+
+func (r *run) instructions() string {
+	texts := []string{}
+	if r.a.cfg.Instructions != "" {
+		texts = append(texts, r.a.cfg.Instructions)
+	}
+	for _, c := range r.caps {
+		if p, ok := c.(InstructionsProvider); ok {
+			if s := p.Instructions(); s != "" {
+				texts = append(texts, s)
+			}
+		}
+	}
+	return strings.Join(texts, "\n\n")
+}
+
+// drainAtEnd takes the queued messages that redirect a run about to end:
+// leftover asap messages first, then when_idle ones.
+func (r *run) drainAtEnd() [][]message.Content {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := append(r.asap, r.whenIdle...)
+	r.asap, r.whenIdle = nil, nil
+	return out
+}
+
+// request sends req (plus queued asap messages) to the model and records the
+// response.
+func (r *run) request(ctx context.Context, req message.Message) (message.Message, error) {
+	for _, c := range r.caps {
+		if h, ok := c.(ModelRequestHook); ok {
+			if err := h.BeforeModelRequest(ctx, r.info, &req); err != nil {
+				return message.Message{}, err
+			}
+		}
+	}
+	r.mu.Lock()
+	queued := r.asap
+	r.asap = nil
+	r.mu.Unlock()
+	if len(req.Parts) > 0 {
+		r.appendMessage(req)
+	}
+	for _, q := range queued {
+		r.appendMessage(message.NewRequest(message.UserPrompt{Content: q}))
+	}
+
+	usage := r.usageSnapshot()
+	if max := r.requestLimit(); max >= 0 && usage.Requests >= max {
+		return message.Message{}, &UsageLimitExceeded{Limit: "request_limit", Max: max, Count: usage.Requests + 1}
+	}
+	tools, err := r.tools(ctx)
+	if err != nil {
+		return message.Message{}, err
+	}
+	lreq := &llm.Request{Messages: wireMessages(r.historySnapshot()), Settings: r.a.cfg.Settings}
+	for _, t := range tools {
+		lreq.Tools = append(lreq.Tools, llm.ToolDef{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
+	}
+	r.emit(Event{Type: EventModelRequestStarted})
+	var resp *llm.Response
+	if r.a.cfg.Stream {
+		resp, err = r.a.cfg.Model.Stream(ctx, lreq, func(d llm.Delta) {
+			if d.Text != "" {
+				r.emit(Event{Type: EventTextDelta, Delta: d.Text})
+			}
+		})
+	} else {
+		resp, err = r.a.cfg.Model.Generate(ctx, lreq)
+	}
+	r.mu.Lock()
+	r.usage.Requests++
+	r.mu.Unlock()
+	if err != nil {
+		return message.Message{}, fmt.Errorf("model %s: %w", r.a.cfg.Model.Name(), err)
+	}
+	m := message.NewResponse(resp.Parts...)
+	m.ModelName, m.FinishReason, m.Usage = resp.ModelName, resp.FinishReason, resp.Usage
+	if m.ModelName == "" {
+		m.ModelName = r.a.cfg.Model.Name()
+	}
+	r.mu.Lock()
+	r.usage.InputTokens += resp.Usage.InputTokens
+	r.usage.OutputTokens += resp.Usage.OutputTokens
+	usage = r.usage
+	r.mu.Unlock()
+	r.appendMessage(m)
+	if err := r.checkTokens(usage); err != nil {
+		return message.Message{}, err
+	}
+	return r.history[len(r.history)-1], nil
+}
+
+func (r *run) requestLimit() int {
+	if r.limits.Requests == nil {
+		return DefaultRequestLimit
+	}
+	return *r.limits.Requests
+}
+
+func (r *run) checkTokens(u message.Usage) error {
+	check := func(limit *int, name string, n int) error {
+		if limit != nil && n > *limit {
+			return &UsageLimitExceeded{Limit: name, Max: *limit, Count: n}
+		}
+		return nil
+	}
+	return errors.Join(
+		check(r.limits.InputTokens, "input_tokens_limit", u.InputTokens),
+		check(r.limits.OutputTokens, "output_tokens_limit", u.OutputTokens),
+		check(r.limits.TotalTokens, "total_tokens_limit", u.TotalTokens()),
+	)
+}
+
+// tools returns the tools of this step: every toolset's, prepared by the
+// capabilities. Duplicate names are an error.
+func (r *run) tools(ctx context.Context) ([]*tool.Tool, error) {
+	var all []*tool.Tool
+	seen := map[string]bool{}
+	for _, ts := range r.a.cfg.Toolsets {
+		tools, err := ts.Tools(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("agent: list tools: %w", err)
+		}
+		for _, t := range tools {
+			if seen[t.Name] {
+				return nil, &UserError{Message: fmt.Sprintf("agent: tool name %q is offered by more than one toolset", t.Name)}
+			}
+			seen[t.Name] = true
+			all = append(all, t)
+		}
+	}
+	for _, c := range r.caps {
+		if p, ok := c.(ToolsPreparer); ok {
+			var err error
+			if all, err = p.PrepareTools(ctx, r.info, all); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return all, nil
+}
+
+// wireMessages prepares the history for the model: consecutive requests are
+// merged (a paused run's trailing request and the resume's request, queued
+// messages), and in every request tool results come before other parts, as
+// OpenAI-compatible APIs require tool messages right after the assistant
+// message that called them.
+func wireMessages(h message.History) []message.Message {
+	out := make([]message.Message, 0, len(h))
+	for _, m := range h {
+		if n := len(out); n > 0 && m.Role == message.RoleRequest && out[n-1].Role == message.RoleRequest {
+			prev := out[n-1]
+			prev.Parts = append(slices.Clone(prev.Parts), m.Parts...)
+			out[n-1] = prev
+			continue
+		}
+		out = append(out, m)
+	}
+	for i, m := range out {
+		if m.Role != message.RoleRequest {
+			continue
+		}
+		var results, rest []message.Part
+		for _, p := range m.Parts {
+			switch x := p.(type) {
+			case message.ToolReturn:
+				results = append(results, p)
+			case message.RetryPrompt:
+				if x.ToolCallID != "" {
+					results = append(results, p)
+					continue
+				}
+				rest = append(rest, p)
+			default:
+				rest = append(rest, p)
+			}
+		}
+		m.Parts = append(results, rest...)
+		out[i] = m
+	}
+	return out
+}
