@@ -1,0 +1,199 @@
+package protocol
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/offload-dev/offload/pkg/message"
+)
+
+// Mode says how the agent awaits a remote tool call.
+type Mode string
+
+// Task modes. The empty mode means [ModeInline].
+const (
+	// ModeInline: the agent awaits the result within the run.
+	ModeInline Mode = "inline"
+	// ModeBackground: the run continues; the result is injected later.
+	ModeBackground Mode = "background"
+	// ModeExternal: an external deferred call (answered by a result message).
+	ModeExternal Mode = "external"
+)
+
+// Valid reports whether m is one of the defined modes.
+func (m Mode) Valid() bool {
+	switch m {
+	case ModeInline, ModeBackground, ModeExternal:
+		return true
+	}
+	return false
+}
+
+// Status says how a tool call ended.
+type Status string
+
+// Result statuses. The empty status means [StatusOK].
+const (
+	// StatusOK: the tool returned a value (content).
+	StatusOK Status = "ok"
+	// StatusRetry: the model should call the tool again (message says why).
+	StatusRetry Status = "retry"
+	// StatusFailed: a terminal failure the model sees (message).
+	StatusFailed Status = "failed"
+	// StatusError: an unexpected error; the model sees only error_type.
+	StatusError Status = "error"
+	// StatusCancelled: the call was cancelled on request (terminal).
+	StatusCancelled Status = "cancelled"
+	// StatusApprovalRequired: the tool asked for a person's approval.
+	StatusApprovalRequired Status = "approval_required"
+	// StatusCallDeferred: the tool deferred the call to external execution.
+	StatusCallDeferred Status = "call_deferred"
+)
+
+// Valid reports whether s is one of the defined statuses.
+func (s Status) Valid() bool {
+	switch s {
+	case StatusOK, StatusRetry, StatusFailed, StatusError, StatusCancelled,
+		StatusApprovalRequired, StatusCallDeferred:
+		return true
+	}
+	return false
+}
+
+// Error types carried by a result of status error besides Go type names.
+const (
+	// ErrorPanic: the tool panicked.
+	ErrorPanic = "Panic"
+	// ErrorCommandFailed: an external command exited unsuccessfully.
+	ErrorCommandFailed = "CommandFailed"
+	// ErrorDeliveriesExhausted: the task was delivered the maximum number of
+	// times without a result.
+	ErrorDeliveriesExhausted = "DeliveriesExhausted"
+	// ErrorDeadlineExceeded: the task's deadline passed.
+	ErrorDeadlineExceeded = "DeadlineExceeded"
+	// ErrorResultTooLarge: the result did not fit in a message.
+	ErrorResultTooLarge = "ResultTooLarge"
+	// ErrorInvalidArguments: the arguments failed the tool's schema.
+	ErrorInvalidArguments = "InvalidArguments"
+)
+
+// Task asks the workers serving Tool to run it. It is published on
+// <prefix>.task.<tool> with header Nats-Msg-Id set to TaskID.
+type Task struct {
+	// TaskID identifies the task (ULID). Required.
+	TaskID string `json:"task_id"`
+	// Tool is the tool's name. Required.
+	Tool string `json:"tool"`
+	// Args is the call's arguments, a JSON object. Required.
+	Args json.RawMessage `json:"args"`
+	// ConversationID is the conversation the call belongs to (ULID). Required.
+	ConversationID string `json:"conversation_id"`
+	// ToolCallID is the model's ID of the call.
+	ToolCallID string `json:"tool_call_id,omitempty"`
+	// RunID is the agent run that made the call.
+	RunID string `json:"run_id,omitempty"`
+	// Mode is how the agent awaits the result. Defaults to [ModeInline].
+	Mode Mode `json:"mode,omitempty"`
+	// Metadata is application-only data about the call.
+	Metadata map[string]any `json:"metadata,omitempty"`
+	// Approved is true when a person approved the call.
+	Approved bool `json:"approved,omitempty"`
+	// ToolCallMetadata is the metadata supplied with the approval.
+	ToolCallMetadata map[string]any `json:"tool_call_metadata,omitempty"`
+	// Retry is how many retries of this tool the run has used so far.
+	Retry int `json:"retry,omitempty"`
+	// Deadline, when set, is the time after which the call is pointless.
+	Deadline time.Time `json:"deadline,omitzero"`
+	// CreatedAt is when the task was made. Defaults to the time received.
+	CreatedAt time.Time `json:"created_at,omitzero"`
+	// Traceparent is the W3C trace context of the call.
+	Traceparent string `json:"traceparent,omitempty"`
+}
+
+// Result answers a task. It is published on <prefix>.result.<conv>.<task> by a
+// worker or, for external calls, by a person or a UI.
+type Result struct {
+	// TaskID is the task answered. Defaults to the subject's task ID.
+	TaskID string `json:"task_id"`
+	// ToolCallID is the model's ID of the call.
+	ToolCallID string `json:"tool_call_id,omitempty"`
+	// Status says how the call ended. Defaults to [StatusOK].
+	Status Status `json:"status"`
+	// Content is the tool's return value (any JSON) for [StatusOK].
+	Content json.RawMessage `json:"content,omitempty"`
+	// UserContent is extra content for the model (text or files).
+	UserContent []message.Content `json:"user_content,omitempty"`
+	// Message explains a retry or a failure to the model.
+	Message string `json:"message,omitempty"`
+	// ErrorType names the error of [StatusError]: a Go type name or one of
+	// the ErrorXxx constants.
+	ErrorType string `json:"error_type,omitempty"`
+	// Metadata is application-only data (for approval_required and
+	// call_deferred: the metadata passed to whoever decides or executes).
+	Metadata map[string]any `json:"metadata,omitempty"`
+	// Worker identifies the worker that ran the task.
+	Worker string `json:"worker,omitempty"`
+	// StartedAt is when the tool started.
+	StartedAt time.Time `json:"started_at,omitzero"`
+	// FinishedAt is when the tool finished.
+	FinishedAt time.Time `json:"finished_at,omitzero"`
+}
+
+// Approval announces a call waiting for a person's decision. It is published
+// by the agent on <prefix>.approval.<conv>.<task>.
+type Approval struct {
+	// TaskID identifies the pending call (ULID). Required.
+	TaskID string `json:"task_id"`
+	// ToolCallID is the model's ID of the call.
+	ToolCallID string `json:"tool_call_id,omitempty"`
+	// Tool is the tool's name. Required.
+	Tool string `json:"tool"`
+	// Args is the call's arguments, a JSON object. Required.
+	Args json.RawMessage `json:"args"`
+	// Metadata is DeferredToolRequests.Metadata[tool_call_id].
+	Metadata map[string]any `json:"metadata,omitempty"`
+	// ConversationID is the conversation (ULID). Required.
+	ConversationID string `json:"conversation_id"`
+	// RunID is the agent run that made the call.
+	RunID string `json:"run_id,omitempty"`
+	// RequestedAt is when approval was requested. Defaults to the time received.
+	RequestedAt time.Time `json:"requested_at,omitzero"`
+}
+
+// Decision is a person's answer to an [Approval], published on
+// <prefix>.decision.<conv>.<task>.
+type Decision struct {
+	// Approved says whether the call may run. Required in the JSON.
+	Approved bool `json:"approved"`
+	// OverrideArgs, only when approved, replaces the call's arguments (a JSON
+	// object).
+	OverrideArgs json.RawMessage `json:"override_args,omitempty"`
+	// Message, only when denied, tells the model why.
+	Message string `json:"message,omitempty"`
+	// Metadata becomes the tool's RunContext.ToolCallMetadata.
+	Metadata map[string]any `json:"metadata,omitempty"`
+	// By names who decided (recorded for audit).
+	By string `json:"by,omitempty"`
+}
+
+// Cancel asks the worker running a task to stop it, published on
+// <prefix>.cancel.<conv>.<task>.
+type Cancel struct {
+	// TaskID is the task to cancel. Defaults to the subject's task ID.
+	TaskID string `json:"task_id"`
+	// Reason says why.
+	Reason string `json:"reason,omitempty"`
+}
+
+// Progress reports how a running task is doing, published on
+// <prefix>.progress.<conv>.<task> (core NATS). It is never shown to the model.
+type Progress struct {
+	// TaskID is the task concerned. Defaults to the subject's task ID.
+	TaskID string `json:"task_id"`
+	// Message describes the progress.
+	Message string `json:"message,omitempty"`
+	// Fraction is the part done, in [0, 1]; nil when unknown.
+	Fraction *float64 `json:"fraction"`
+	// At is when the progress was reported. Defaults to the time received.
+	At time.Time `json:"at,omitzero"`
+}
