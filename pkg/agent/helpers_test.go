@@ -67,7 +67,9 @@ func (m *fnModel) requests() []*llm.Request {
 	return m.reqs
 }
 
-func text(s string) *llm.Response { return &llm.Response{Parts: []message.Part{message.Text{Content: s}}} }
+func text(s string) *llm.Response {
+	return &llm.Response{Parts: []message.Part{message.Text{Content: s}}}
+}
 
 func calls(cs ...message.ToolCall) *llm.Response {
 	r := &llm.Response{}
