@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -536,8 +538,11 @@ func TestValidatorMetadataNotMergedForDeferredKinds(t *testing.T) {
 // Scenario: test_tool_call_metadata_not_available_for_unapproved_calls
 func TestToolCallMetadata(t *testing.T) {
 	t.Parallel()
+	var mu sync.Mutex
 	var got []string
 	gated := tool.Func("gated", "", func(_ context.Context, rc *tool.RunContext, a xArgs) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
 		got = append(got, mustJSON(t, []any{a.X, rc.ToolCallApproved, rc.ToolCallMetadata}))
 		return a.X, nil
 	}, tool.NeedsApproval())
@@ -559,6 +564,7 @@ func TestToolCallMetadata(t *testing.T) {
 		t.Fatal(err)
 	}
 	md["a"]["user"] = "mallory" // the run must have used a copy
+	sort.Strings(got[1:]) // approved calls run concurrently
 	want := `["plain",false,null]|[1,true,{"user":"alice"}]|[100,true,null]`
 	if strings.Join(got, "|") != want {
 		t.Errorf("got  %s\nwant %s", strings.Join(got, "|"), want)

@@ -346,11 +346,16 @@ func (r *run) resolveInline(ctx context.Context, st *stepState, slots []*slot, n
 		}
 	}
 	// Approvals first, then external calls, as the reference does.
-	sort.SliceStable(resolved, func(i, j int) bool {
-		return resolved[i].deferKind == deferred.KindApproval && resolved[j].deferKind != deferred.KindApproval
-	})
-	if err := r.answer(ctx, st, resolved, names, answered, false); err != nil {
-		return nil, err
+	for _, kind := range []deferred.Kind{deferred.KindApproval, deferred.KindExternal} {
+		var group []*slot
+		for _, s := range resolved {
+			if s.deferKind == kind {
+				group = append(group, s)
+			}
+		}
+		if err := r.answer(ctx, st, group, names, answered, false); err != nil {
+			return nil, err
+		}
 	}
 	remaining = reqs.Remaining(answered)
 	again, err := r.collectDeferred(resolved, respIdx)
