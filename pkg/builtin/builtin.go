@@ -1,0 +1,184 @@
+package builtin
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/offload-dev/offload/pkg/tool"
+)
+
+// Names of the built-in tools.
+const (
+	NameHTTPFetch = "http_fetch"
+	NameReadFile  = "read_file"
+	NameListDir   = "list_dir"
+	NameWriteFile = "write_file"
+	NameShell     = "shell"
+	NameSleep     = "sleep"
+)
+
+// Limits and defaults.
+const (
+	// DefaultHTTPMaxBytes is the default body size limit of http_fetch.
+	DefaultHTTPMaxBytes = 1 << 20
+	// DefaultHTTPTimeout is the default time limit of an http_fetch call.
+	DefaultHTTPTimeout = 30 * time.Second
+	// DefaultShellTimeout is the timeout of a shell call that sets none.
+	DefaultShellTimeout = time.Minute
+	// DefaultShellMaxTimeout caps the timeout a shell call may ask for.
+	DefaultShellMaxTimeout = 10 * time.Minute
+	// MaxShellOutputBytes is how much of stdout and of stderr shell returns.
+	MaxShellOutputBytes = 64 << 10
+	// MaxFileBytes is the largest file read_file reads and write_file writes.
+	MaxFileBytes = 1 << 20
+	// MaxDirEntries is the most entries list_dir returns.
+	MaxDirEntries = 1000
+	// MaxSleepSeconds is the longest sleep.
+	MaxSleepSeconds = 3600
+)
+
+// Config configures the built-in tools. The zero value is usable.
+type Config struct {
+	// Root is the directory the file tools are confined to and shell runs
+	// in. Defaults to ".". It must exist.
+	Root string
+	// HTTPClient sends http_fetch's requests. Defaults to a client using
+	// http.DefaultTransport. Its own Timeout, if any, applies on top of
+	// HTTPTimeout.
+	HTTPClient *http.Client
+	// HTTPMaxBytes limits the body http_fetch returns; longer bodies are
+	// truncated with a marker. Defaults to [DefaultHTTPMaxBytes].
+	HTTPMaxBytes int64
+	// HTTPTimeout limits an http_fetch call, body included. Defaults to
+	// [DefaultHTTPTimeout].
+	HTTPTimeout time.Duration
+	// ShellTimeout is the timeout of a shell call that sets none. Defaults
+	// to [DefaultShellTimeout].
+	ShellTimeout time.Duration
+	// ShellMaxTimeout caps the timeout a shell call may ask for, and
+	// ShellTimeout. Defaults to [DefaultShellMaxTimeout] (or ShellTimeout, if
+	// larger).
+	ShellMaxTimeout time.Duration
+	// SleepProgressInterval is how often sleep reports progress. Defaults to
+	// one second.
+	SleepProgressInterval time.Duration
+	// Logger records shell commands and file writes (an audit trail).
+	// Defaults to discarding.
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Root == "" {
+		c.Root = "."
+	}
+	abs, err := filepath.Abs(c.Root)
+	if err != nil {
+		return c, fmt.Errorf("builtin: root: %w", err)
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return c, fmt.Errorf("builtin: root: %w", err)
+	}
+	if !fi.IsDir() {
+		return c, fmt.Errorf("builtin: root %s is not a directory", abs)
+	}
+	c.Root = abs
+	if c.HTTPClient == nil {
+		c.HTTPClient = &http.Client{}
+	}
+	if c.HTTPMaxBytes <= 0 {
+		c.HTTPMaxBytes = DefaultHTTPMaxBytes
+	}
+	if c.HTTPTimeout <= 0 {
+		c.HTTPTimeout = DefaultHTTPTimeout
+	}
+	if c.ShellTimeout <= 0 {
+		c.ShellTimeout = DefaultShellTimeout
+	}
+	if c.ShellMaxTimeout <= 0 {
+		c.ShellMaxTimeout = max(DefaultShellMaxTimeout, c.ShellTimeout)
+	}
+	c.ShellTimeout = min(c.ShellTimeout, c.ShellMaxTimeout)
+	if c.SleepProgressInterval <= 0 {
+		c.SleepProgressInterval = time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c, nil
+}
+
+// Names returns the names of the built-in tools, in the order [Tools]
+// returns them.
+func Names() []string {
+	return []string{NameHTTPFetch, NameReadFile, NameListDir, NameWriteFile, NameShell, NameSleep}
+}
+
+// Tools builds the built-in tools, in the order of [Names]. It fails when
+// Config.Root is not a directory.
+func Tools(cfg Config) ([]*tool.Tool, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	files := &files{root: cfg.Root, log: cfg.Logger}
+	builders := []func() (*tool.Tool, error){
+		func() (*tool.Tool, error) { return httpFetchTool(cfg) },
+		files.readTool,
+		files.listTool,
+		files.writeTool,
+		func() (*tool.Tool, error) { return shellTool(cfg) },
+		func() (*tool.Tool, error) { return sleepTool(cfg) },
+	}
+	out := make([]*tool.Tool, 0, len(builders))
+	for _, b := range builders {
+		t, err := b()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// constrain returns t with its schema edited by edit (the inferred schema
+// cannot express bounds or enums).
+func constrain(t *tool.Tool, edit func(props map[string]*jsonschema.Schema)) (*tool.Tool, error) {
+	var s jsonschema.Schema
+	if err := json.Unmarshal(t.Parameters, &s); err != nil {
+		return nil, fmt.Errorf("builtin: %s: %w", t.Name, err)
+	}
+	edit(s.Properties)
+	b, err := json.Marshal(&s)
+	if err != nil {
+		return nil, fmt.Errorf("builtin: %s: %w", t.Name, err)
+	}
+	return t.WithParameters(b)
+}
+
+// ctxErr returns the error to report when ctx ended the call.
+func ctxErr(name string, ctx context.Context) error {
+	return fmt.Errorf("builtin: %s: %w", name, context.Cause(ctx))
+}
+
+func fail(format string, args ...any) error { return tool.Fail(fmt.Sprintf(format, args...)) }
+
+// size formats a byte count for a tool description ("1 MiB", "64 KiB").
+func size(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	default:
+		return fmt.Sprintf("%d bytes", n)
+	}
+}

@@ -1,0 +1,129 @@
+package builtin
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/offload-dev/offload/pkg/tool"
+)
+
+// ShellArgs are the arguments of shell.
+type ShellArgs struct {
+	// Command is run with /bin/sh -c in the root directory.
+	Command string `json:"command" jsonschema:"The command, run with /bin/sh -c in the root directory."`
+	// TimeoutSeconds is the command's timeout; 0 means the default.
+	TimeoutSeconds float64 `json:"timeout_seconds,omitempty" jsonschema:"Timeout in seconds. Defaults to the tool's default timeout; capped at its maximum."`
+}
+
+// ShellResult is the result of shell. A non-zero exit code is a result, not
+// an error.
+type ShellResult struct {
+	// ExitCode is the command's exit code; -1 when a signal killed it.
+	ExitCode int `json:"exit_code"`
+	// Stdout is the command's standard output, truncated with a marker after
+	// [MaxShellOutputBytes].
+	Stdout string `json:"stdout"`
+	// Stderr is the command's standard error, truncated likewise.
+	Stderr string `json:"stderr"`
+}
+
+// shellWaitDelay bounds how long output pipes are drained after the shell
+// exited or was killed.
+const shellWaitDelay = 2 * time.Second
+
+func shellTool(cfg Config) (*tool.Tool, error) {
+	desc := fmt.Sprintf("Run a shell command with /bin/sh -c in the root directory and return its exit code, stdout and stderr (each at most %s). The command times out after %s unless timeout_seconds says otherwise (at most %s).",
+		size(MaxShellOutputBytes), cfg.ShellTimeout, cfg.ShellMaxTimeout)
+	run := func(ctx context.Context, _ *tool.RunContext, a ShellArgs) (ShellResult, error) {
+		return shell(ctx, cfg, a)
+	}
+	t, err := tool.NewFunc(NameShell, desc, run, tool.NeedsApproval())
+	if err != nil {
+		return nil, err
+	}
+	return constrain(t, func(p map[string]*jsonschema.Schema) {
+		p["timeout_seconds"].Minimum = jsonschema.Ptr(0.0)
+	})
+}
+
+func shell(ctx context.Context, cfg Config, a ShellArgs) (ShellResult, error) {
+	if strings.TrimSpace(a.Command) == "" {
+		return ShellResult{}, fail("shell: command is empty")
+	}
+	timeout := cfg.ShellTimeout
+	if a.TimeoutSeconds < 0 {
+		return ShellResult{}, fail("shell: timeout_seconds must not be negative")
+	}
+	if a.TimeoutSeconds > 0 {
+		timeout = min(time.Duration(a.TimeoutSeconds*float64(time.Second)), cfg.ShellMaxTimeout)
+	}
+	runCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	cmd := exec.CommandContext(runCtx, "/bin/sh", "-c", a.Command)
+	cmd.Dir = cfg.Root
+	stdout := &capped{limit: MaxShellOutputBytes}
+	stderr := &capped{limit: MaxShellOutputBytes}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.WaitDelay = shellWaitDelay
+	killGroupOnCancel(cmd)
+
+	start := time.Now()
+	err := cmd.Run()
+	log := cfg.Logger.With(slog.String("command", a.Command), slog.Duration("elapsed", time.Since(start)))
+	if ctx.Err() != nil {
+		log.InfoContext(ctx, "builtin: shell command cancelled")
+		return ShellResult{}, ctxErr(NameShell, ctx)
+	}
+	if runCtx.Err() != nil {
+		log.InfoContext(ctx, "builtin: shell command timed out", slog.Duration("timeout", timeout))
+		return ShellResult{}, fail("shell: the command timed out after %s and was killed", timeout)
+	}
+	res := ShellResult{Stdout: stdout.text(), Stderr: stderr.text()}
+	var exitErr *exec.ExitError
+	switch {
+	case err == nil, errors.Is(err, exec.ErrWaitDelay):
+	case errors.As(err, &exitErr):
+		res.ExitCode = exitErr.ExitCode()
+	default:
+		return ShellResult{}, fmt.Errorf("builtin: shell: %w", err)
+	}
+	log.InfoContext(ctx, "builtin: shell command ran", slog.Int("exit_code", res.ExitCode))
+	return res, nil
+}
+
+// capped is an io.Writer keeping the first limit bytes and counting the
+// rest, so that the command never blocks on a full pipe. The buffer is not
+// embedded: its ReadFrom would let io.Copy bypass Write.
+type capped struct {
+	buf     bytes.Buffer
+	limit   int
+	dropped int64
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	n := len(p)
+	if room := c.limit - c.buf.Len(); len(p) > room {
+		c.dropped += int64(len(p) - max(room, 0))
+		p = p[:max(room, 0)]
+	}
+	c.buf.Write(p)
+	return n, nil
+}
+
+// text returns the kept output as valid UTF-8, with a marker if truncated.
+func (c *capped) text() string {
+	s := strings.ToValidUTF8(c.buf.String(), "\uFFFD")
+	if c.dropped > 0 {
+		s += fmt.Sprintf("\n[truncated: %d more bytes]", c.dropped)
+	}
+	return s
+}
