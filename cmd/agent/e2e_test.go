@@ -1,0 +1,200 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/offload-dev/offload/pkg/llm"
+	"github.com/offload-dev/offload/pkg/llm/openaicompat/openaitest"
+	"github.com/offload-dev/offload/pkg/llm/script"
+	"github.com/offload-dev/offload/pkg/message"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// agentBinary builds cmd/agent once per test binary.
+func agentBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "offload-agent-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "agent")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = &buildError{out: string(out), err: err}
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+type buildError struct {
+	out string
+	err error
+}
+
+func (e *buildError) Error() string { return e.err.Error() + ": " + e.out }
+
+type runOutput struct {
+	stdout, stderr string
+	code           int
+}
+
+func runBinary(t *testing.T, env []string, args ...string) runOutput {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), agentBinary(t), args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Dir = t.TempDir()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return runOutput{stdout.String(), stderr.String(), code}
+}
+
+// TestBinaryAgainstOpenAICompatibleServer drives the built agent binary
+// against a fake OpenAI-compatible server: a tool call round trip, then a
+// streamed answer, with --json output parsed line by line.
+func TestBinaryAgainstOpenAICompatibleServer(t *testing.T) {
+	t.Parallel()
+	brain := script.New("fake-model", func(_ context.Context, req *llm.Request) (*llm.Response, error) {
+		last := req.Messages[len(req.Messages)-1]
+		for _, p := range last.Parts {
+			if r, ok := p.(message.ToolReturn); ok {
+				return &llm.Response{Parts: []message.Part{message.Text{Content: "The tool said " + message.ContentText(r.Content) + " indeed."}}}, nil
+			}
+		}
+		return &llm.Response{Parts: []message.Part{message.ToolCall{ToolName: "sleep", ToolCallID: "call_1", Args: `{"seconds":0,"message":"nap"}`}}}, nil
+	})
+	srv := openaitest.NewServer(brain, openaitest.WithAPIKey("sk-test"))
+	defer srv.Close()
+
+	out := runBinary(t, []string{"OPENAI_API_KEY=sk-test", "OPENAI_BASE_URL=" + srv.URL()},
+		"run", "--json", "--model", "openai:fake-model", "--tools", "sleep", "take a nap")
+	if out.code != 0 {
+		t.Fatalf("exit %d\nstderr: %s", out.code, out.stderr)
+	}
+	var types []string
+	var deltas strings.Builder
+	var final map[string]any
+	sc := bufio.NewScanner(strings.NewReader(out.stdout))
+	for sc.Scan() {
+		var ev map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			t.Fatalf("stdout line is not JSON: %q", sc.Text())
+		}
+		for _, k := range []string{"type", "run_id", "conversation_id", "at"} {
+			if _, ok := ev[k]; !ok {
+				t.Errorf("line lacks %q: %s", k, sc.Text())
+			}
+		}
+		typ := ev["type"].(string)
+		types = append(types, typ)
+		switch typ {
+		case "text_delta":
+			deltas.WriteString(ev["delta"].(string))
+		case "tool_result":
+			if ev["outcome"] != "success" || ev["tool"] != "sleep" {
+				t.Errorf("tool_result = %v", ev)
+			}
+		case "final":
+			final = ev
+		}
+	}
+	if types[len(types)-1] != "final" {
+		t.Fatalf("last line is %s", types[len(types)-1])
+	}
+	want := "run_started model_request_started tool_call tool_result model_request_started"
+	if got := strings.Join(types[:5], " "); got != want {
+		t.Errorf("events start %q, want %q", got, want)
+	}
+	if final["status"] != "finished" || final["exit_code"] != float64(0) {
+		t.Errorf("final = %v", final)
+	}
+	if got := final["output"].(string); got != `The tool said {"slept_seconds":0,"message":"nap"} indeed.` || deltas.String() != got {
+		t.Errorf("output %q, deltas %q", got, deltas.String())
+	}
+	if !strings.HasPrefix(out.stderr, "conversation: ") {
+		t.Errorf("stderr should start with the conversation: %q", out.stderr)
+	}
+	// The streamed requests went through the real client path.
+	var streamed int
+	for _, r := range srv.Requests() {
+		if bytes.Contains(r.Body, []byte(`"stream":true`)) {
+			streamed++
+		}
+	}
+	if streamed != 2 {
+		t.Errorf("streamed requests = %d, want 2", streamed)
+	}
+}
+
+func TestBinaryHumanOutputAndExitCodes(t *testing.T) {
+	t.Parallel()
+	// Test model, human mode: final output alone on stdout.
+	out := runBinary(t, nil, "run", "--model", "test", "--tools", "sleep", "hello")
+	if out.code != 0 || strings.TrimSpace(out.stdout) != `{"sleep":{"slept_seconds":0}}` {
+		t.Fatalf("exit %d stdout %q stderr %q", out.code, out.stdout, out.stderr)
+	}
+	// Approval-gated tool without a terminal: the run pauses (exit 3) and
+	// lists the pending call.
+	out = runBinary(t, nil, "run", "--model", "test", "--tools", "write_file", "write")
+	if out.code != 3 || !strings.Contains(out.stdout, " approval write_file ") {
+		t.Fatalf("exit %d stdout %q stderr %q", out.code, out.stdout, out.stderr)
+	}
+	// --json ends with the final event on a pause too.
+	out = runBinary(t, nil, "run", "--json", "--model", "test", "--tools", "write_file", "write")
+	lines := strings.Split(strings.TrimSpace(out.stdout), "\n")
+	var final map[string]any
+	_ = json.Unmarshal([]byte(lines[len(lines)-1]), &final)
+	if out.code != 3 || final["type"] != "final" || final["status"] != "paused" || final["exit_code"] != float64(3) {
+		t.Fatalf("exit %d final %v", out.code, final)
+	}
+	// A limit ends the run with exit 1 and a final event.
+	out = runBinary(t, nil, "run", "--json", "--model", "test", "--tools", "sleep", "--tool-calls-limit", "0", "x")
+	lines = strings.Split(strings.TrimSpace(out.stdout), "\n")
+	_ = json.Unmarshal([]byte(lines[len(lines)-1]), &final)
+	if out.code != 1 || final["status"] != "failed" || !strings.Contains(final["error"].(string), "tool_calls_limit of 0") {
+		t.Fatalf("exit %d final %v", out.code, final)
+	}
+	// Usage errors exit 2.
+	for _, args := range [][]string{{"run"}, {"run", "--model", "nope", "x"}, {"run", "--bogus", "x"}, {"run", "--approve", "maybe", "x"}, {"frobnicate"}} {
+		if out := runBinary(t, nil, args...); out.code != 2 {
+			t.Errorf("%v: exit %d, want 2 (stderr %q)", args, out.code, out.stderr)
+		}
+	}
+	// A scripted model that runs out fails loudly (exit 1).
+	dir := t.TempDir()
+	path := filepath.Join(dir, "one.yaml")
+	if err := os.WriteFile(path, []byte("turns:\n  - tool_calls: [{tool: sleep, args: {seconds: 0}}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out = runBinary(t, nil, "run", "--model", "script:"+path, "--tools", "sleep", "x")
+	if out.code != 1 || !strings.Contains(out.stderr, "script exhausted") {
+		t.Fatalf("exit %d stderr %q", out.code, out.stderr)
+	}
+}
+
+

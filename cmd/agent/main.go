@@ -1,0 +1,102 @@
+// Command agent runs an LLM agent whose tools run in-process or on
+// toolworker replicas over NATS JetStream.
+//
+//	agent run [flags] PROMPT
+//
+// Exit codes: 0 finished; 3 paused with pending deferred calls; 1 run failed;
+// 2 usage or configuration error; 130 interrupted. See README.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes of SPEC §6.1.
+const (
+	exitOK          = 0
+	exitFailed      = 1
+	exitUsage       = 2
+	exitPaused      = 3
+	exitInterrupted = 130
+)
+
+// env is what a command sees of its process: arguments, environment and
+// standard streams. Tests drive commands through it.
+type env struct {
+	getenv func(string) string
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+	// isTerminal reports whether stdin and stdout are both terminals.
+	isTerminal bool
+}
+
+// exitError carries an exit code out of a command.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func (e *exitError) Unwrap() error { return e.err }
+
+func usageErr(format string, args ...any) error {
+	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...)}
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	e := env{getenv: os.Getenv, stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, isTerminal: isTerminal(os.Stdin) && isTerminal(os.Stdout)}
+	os.Exit(execute(ctx, os.Args[1:], e))
+}
+
+// execute runs the command line and returns the process exit code.
+func execute(ctx context.Context, args []string, e env) int {
+	root := &cobra.Command{
+		Use:           "agent",
+		Short:         "Run an LLM agent whose slow and approval-gated tools run on workers over NATS JetStream",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetArgs(args)
+	root.SetIn(e.stdin)
+	root.SetOut(e.stdout)
+	root.SetErr(e.stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{code: exitUsage, err: err} })
+	root.AddCommand(newRunCmd(e))
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.err != nil {
+			fmt.Fprintln(e.stderr, "agent:", ee.err)
+		}
+		return ee.code
+	}
+	// Errors from cobra itself (unknown command, bad arguments) are usage
+	// errors.
+	fmt.Fprintln(e.stderr, "agent:", err)
+	return exitUsage
+}
+
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

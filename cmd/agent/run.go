@@ -1,0 +1,265 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/spf13/cobra"
+
+	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/builtin"
+	"github.com/offload-dev/offload/pkg/deferred"
+	"github.com/offload-dev/offload/pkg/message"
+	"github.com/offload-dev/offload/pkg/tool"
+)
+
+// runFlags are the flags of `agent run`.
+type runFlags struct {
+	model          string
+	json           bool
+	toolCallsLimit int
+	requestLimit   int
+	tools          string
+	approve        string
+	root           string
+	verbose        bool
+}
+
+func newRunCmd(e env) *cobra.Command {
+	f := &runFlags{}
+	cmd := &cobra.Command{
+		Use:   "run [flags] PROMPT",
+		Short: "Start a conversation with PROMPT",
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 || strings.TrimSpace(args[0]) == "" {
+				return usageErr("run takes exactly one non-empty PROMPT argument")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runAgent(cmd.Context(), e, f, args[0])
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.model, "model", defaultModel(e.getenv), "model: openai:NAME, test or script:FILE (default openai:gpt-4o-mini when OPENAI_API_KEY is set, else test)")
+	fl.BoolVar(&f.json, "json", false, "write events as JSON lines on stdout; the last line is the final event")
+	fl.IntVar(&f.toolCallsLimit, "tool-calls-limit", -1, "maximum successful tool calls in the run (-1: no limit)")
+	fl.IntVar(&f.requestLimit, "request-limit", agent.DefaultRequestLimit, "maximum model requests in the run")
+	fl.StringVar(&f.tools, "tools", "", "comma-separated tools to offer (default: all)")
+	fl.StringVar(&f.approve, "approve", "", "how approvals are decided: ask, all, none or defer (default ask when stdin and stdout are terminals, else defer)")
+	fl.StringVar(&f.root, "root", ".", "directory the built-in file and shell tools work in")
+	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log more on stderr")
+	return cmd
+}
+
+func runAgent(ctx context.Context, e env, f *runFlags, prompt string) error {
+	level := slog.LevelWarn
+	if f.verbose {
+		level = slog.LevelInfo
+	}
+	logger := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level}))
+
+	if f.approve == "" {
+		f.approve = "defer"
+		if e.isTerminal {
+			f.approve = "ask"
+		}
+	}
+	if !slices.Contains([]string{"ask", "all", "none", "defer"}, f.approve) {
+		return usageErr("unknown --approve %q: use ask, all, none or defer", f.approve)
+	}
+	if f.requestLimit < 1 {
+		return usageErr("--request-limit must be at least 1")
+	}
+	toolset, err := localTools(f, logger)
+	if err != nil {
+		return err
+	}
+	model, err := newModel(f.model, e.getenv, nil)
+	if err != nil {
+		return err
+	}
+	cfg := agent.Config{
+		Model:         model,
+		Toolsets:      []tool.Toolset{toolset},
+		Instructions:  "You are a helpful assistant. Use the tools when they help.",
+		AllowDeferred: true,
+		Stream:        true,
+		Logger:        logger,
+		Limits:        agent.UsageLimits{Requests: agent.Limit(f.requestLimit)},
+	}
+	if f.toolCallsLimit >= 0 {
+		cfg.Limits.ToolCalls = agent.Limit(f.toolCallsLimit)
+	}
+	if h := approvalHandler(f.approve, e); h != nil {
+		cfg.Capabilities = append(cfg.Capabilities, h)
+	}
+	a, err := agent.New(cfg)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	out := newPrinter(e, f.json)
+	res, err := a.Run(ctx, prompt, &agent.RunOptions{OnEvent: out.event})
+	return out.finish(res, err)
+}
+
+// localTools returns the built-in tools run in this process, restricted to
+// --tools.
+func localTools(f *runFlags, logger *slog.Logger) (tool.Toolset, error) {
+	all, err := builtin.Tools(builtin.Config{Root: f.root, Logger: logger})
+	if err != nil {
+		return nil, usageErr("built-in tools: %v", err)
+	}
+	want := splitList(f.tools)
+	if len(want) == 0 {
+		return tool.NewSet(all...)
+	}
+	byName := map[string]*tool.Tool{}
+	for _, t := range all {
+		byName[t.Name] = t
+	}
+	var chosen []*tool.Tool
+	for _, name := range want {
+		t, ok := byName[name]
+		if !ok {
+			return nil, usageErr("unknown tool %q in --tools (available: %s)", name, strings.Join(builtin.Names(), ", "))
+		}
+		chosen = append(chosen, t)
+	}
+	return tool.NewSet(chosen...)
+}
+
+// approvalHandler resolves approvals inline for --approve all|none|ask;
+// defer leaves them pending so the run pauses.
+func approvalHandler(mode string, e env) agent.Capability {
+	decide := func(c message.ToolCall) any { return true }
+	switch mode {
+	case "all":
+	case "none":
+		decide = func(message.ToolCall) any { return false }
+	case "ask":
+		in := bufio.NewReader(e.stdin)
+		decide = func(c message.ToolCall) any {
+			fmt.Fprintf(e.stderr, "approve %s %s? [y/N, or a reason to deny] ", c.ToolName, c.ArgsJSON())
+			line, _ := in.ReadString('\n')
+			line = strings.TrimSpace(line)
+			switch strings.ToLower(line) {
+			case "y", "yes":
+				return true
+			case "", "n", "no":
+				return false
+			}
+			return deferred.ToolDenied{Message: line}
+		}
+	default:
+		return nil
+	}
+	return agent.HandleDeferredToolCalls(func(_ context.Context, _ *tool.RunContext, reqs *deferred.Requests) (*deferred.Results, error) {
+		res := &deferred.Results{Approvals: map[string]any{}}
+		for _, c := range reqs.Approvals {
+			res.Approvals[c.ToolCallID] = decide(c)
+		}
+		return res, nil
+	})
+}
+
+// printer writes a run's events: JSON lines with --json, else a short live
+// view on stderr and the final output on stdout.
+type printer struct {
+	e        env
+	json     bool
+	mu       sync.Mutex
+	enc      *json.Encoder
+	final    *agent.Final
+	convSeen bool
+}
+
+func newPrinter(e env, jsonOut bool) *printer {
+	return &printer{e: e, json: jsonOut, enc: json.NewEncoder(e.stdout)}
+}
+
+func (p *printer) event(ev agent.Event) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.convSeen && ev.ConversationID != "" {
+		p.convSeen = true
+		fmt.Fprintf(p.e.stderr, "conversation: %s\n", ev.ConversationID)
+	}
+	if ev.Type == agent.EventFinal {
+		p.final = ev.Final
+	}
+	if p.json {
+		_ = p.enc.Encode(ev)
+		return
+	}
+	switch ev.Type {
+	case agent.EventToolCall:
+		fmt.Fprintf(p.e.stderr, "→ %s %s\n", ev.Tool, compact(ev.Args))
+	case agent.EventToolResult:
+		fmt.Fprintf(p.e.stderr, "← %s %s: %s\n", ev.Tool, ev.Outcome, clip(message.ContentText(ev.Content), 200))
+	}
+}
+
+// finish prints the outcome and maps it to the exit code.
+func (p *printer) finish(res *agent.Result, runErr error) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f := p.final
+	if f == nil {
+		// The run failed before it started (no events).
+		return &exitError{code: exitFailed, err: runErr}
+	}
+	if !p.json {
+		switch f.Status {
+		case agent.StatusFinished:
+			fmt.Fprintln(p.e.stdout, f.Output)
+		case agent.StatusPaused:
+			writePending(p.e.stdout, res.Deferred)
+		}
+	}
+	var ue *agent.UserError
+	switch {
+	case f.Status == agent.StatusFinished:
+		return nil
+	case f.Status == agent.StatusPaused:
+		return &exitError{code: exitPaused}
+	case f.Status == agent.StatusInterrupted:
+		return &exitError{code: exitInterrupted, err: errors.New("interrupted")}
+	case errors.As(runErr, &ue):
+		return &exitError{code: exitUsage, err: runErr}
+	default:
+		return &exitError{code: exitFailed, err: runErr}
+	}
+}
+
+// writePending prints one line per pending call: task, kind, tool, args.
+func writePending(w io.Writer, reqs *deferred.Requests) {
+	for _, p := range agent.PendingOf(reqs) {
+		fmt.Fprintf(w, "%s %s %s %s\n", p.TaskID, p.Kind, p.Tool, compact(p.Args))
+	}
+}
+
+func compact(raw json.RawMessage) string {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return string(raw)
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func clip(s string, n int) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
