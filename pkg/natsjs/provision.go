@@ -1,0 +1,465 @@
+package natsjs
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	defs "github.com/offload-dev/offload/jetstream"
+	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/tool"
+)
+
+// The definitions are written for this prefix.
+const (
+	defPrefix      = protocol.DefaultPrefix
+	defStreamPre   = "TOOLS_"
+	defKVStreamPre = "KV_tools_"
+	defKVSubjPre   = "$KV.tools_"
+	toolholder     = "<tool>"
+)
+
+// Names are the names of a prefix's JetStream assets.
+type Names struct {
+	// Prefix is the subject prefix.
+	Prefix string
+	// Tasks is the stream of <prefix>.task.> (work queue).
+	Tasks string
+	// Results is the stream of <prefix>.result.>.
+	Results string
+	// Approvals is the stream of <prefix>.approval.>.
+	Approvals string
+	// Decisions is the stream of <prefix>.decision.>.
+	Decisions string
+	// Cancel is the stream of <prefix>.cancel.>.
+	Cancel string
+	// RegistryBucket is the tool registry KV bucket, <prefix>_registry.
+	RegistryBucket string
+	// RegistryStream is the registry's backing stream, KV_<prefix>_registry.
+	RegistryStream string
+}
+
+// NamesFor returns the asset names of prefix ("" means
+// [protocol.DefaultPrefix]): stream names are the upper-cased prefix followed
+// by _TASKS, _RESULTS, _APPROVALS, _DECISIONS, _CANCEL.
+func NamesFor(prefix string) Names {
+	if prefix == "" {
+		prefix = defPrefix
+	}
+	up := strings.ToUpper(prefix) + "_"
+	return Names{
+		Prefix:         prefix,
+		Tasks:          up + "TASKS",
+		Results:        up + "RESULTS",
+		Approvals:      up + "APPROVALS",
+		Decisions:      up + "DECISIONS",
+		Cancel:         up + "CANCEL",
+		RegistryBucket: prefix + "_registry",
+		RegistryStream: "KV_" + prefix + "_registry",
+	}
+}
+
+// TaskConsumerName returns the durable name of a tool's task consumer,
+// task_<tool>.
+func TaskConsumerName(toolName string) string { return "task_" + toolName }
+
+// ProvisionOptions configures [Provision], [EnsureTaskConsumer] and
+// [Registry]. The zero value provisions the definitions as written.
+type ProvisionOptions struct {
+	// Prefix is the subject prefix. Defaults to [protocol.DefaultPrefix].
+	Prefix string
+	// Replicas, when positive, sets num_replicas of every stream (and is
+	// then compared with existing streams). Zero keeps the definitions'
+	// value for new streams and accepts any replica count on existing ones.
+	Replicas int
+	// MemoryStorage stores new streams and consumers in memory (tests).
+	MemoryStorage bool
+	// AckWait, when positive, replaces the task consumer's ack_wait and drops
+	// its backoff, so that redeliveries come every AckWait (tests).
+	AckWait time.Duration
+	// MaxDeliver, when positive, replaces the task consumer's max_deliver.
+	MaxDeliver int
+	// FS holds the definitions (streams/*.json, consumers/task.json).
+	// Defaults to the embedded jetstream/ directory.
+	FS fs.FS
+}
+
+func (o ProvisionOptions) prefix() string {
+	if o.Prefix == "" {
+		return defPrefix
+	}
+	return o.Prefix
+}
+
+func (o ProvisionOptions) fsys() fs.FS {
+	if o.FS == nil {
+		return defs.FS
+	}
+	return o.FS
+}
+
+// ErrInvalidDefinition is wrapped by errors about a definition file that does
+// not parse or does not follow the naming rules.
+var ErrInvalidDefinition = errors.New("natsjs: invalid definition")
+
+// ErrIncompatibleStream is wrapped by an [*IncompatibleError] about a stream.
+var ErrIncompatibleStream = errors.New("natsjs: existing stream has an incompatible configuration")
+
+// ErrIncompatibleConsumer is wrapped by an [*IncompatibleError] about a
+// consumer.
+var ErrIncompatibleConsumer = errors.New("natsjs: existing consumer has an incompatible configuration")
+
+// FieldDiff is one configuration field that differs.
+type FieldDiff struct {
+	// Field is the JSON name of the field (e.g. "max_age").
+	Field string
+	// Want is the definition's value; Have the existing asset's.
+	Want, Have any
+}
+
+// IncompatibleError reports an existing stream or consumer whose
+// configuration differs from its definition. It wraps
+// [ErrIncompatibleStream] or, when Consumer is set, [ErrIncompatibleConsumer].
+type IncompatibleError struct {
+	// Stream is the stream's name.
+	Stream string
+	// Consumer is the consumer's name; empty for a stream.
+	Consumer string
+	// Diffs lists the fields that differ.
+	Diffs []FieldDiff
+}
+
+// Error implements error.
+func (e *IncompatibleError) Error() string {
+	var b strings.Builder
+	if e.Consumer == "" {
+		fmt.Fprintf(&b, "natsjs: stream %s exists with an incompatible configuration:", e.Stream)
+	} else {
+		fmt.Fprintf(&b, "natsjs: consumer %s on stream %s exists with an incompatible configuration:", e.Consumer, e.Stream)
+	}
+	for i, d := range e.Diffs {
+		if i > 0 {
+			b.WriteByte(';')
+		}
+		fmt.Fprintf(&b, " %s: want %v, have %v", d.Field, d.Want, d.Have)
+	}
+	return b.String()
+}
+
+// Unwrap returns ErrIncompatibleStream or ErrIncompatibleConsumer.
+func (e *IncompatibleError) Unwrap() error {
+	if e.Consumer == "" {
+		return ErrIncompatibleStream
+	}
+	return ErrIncompatibleConsumer
+}
+
+// strictUnmarshal decodes a definition, refusing unknown fields.
+func strictUnmarshal(name string, data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrInvalidDefinition, name, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("%w: %s: trailing data", ErrInvalidDefinition, name)
+	}
+	return nil
+}
+
+// Streams returns the stream configurations of the definitions, rewritten
+// for opts.Prefix and with the overrides of opts applied, sorted by name.
+func Streams(opts ProvisionOptions) ([]jetstream.StreamConfig, error) {
+	if err := protocol.ValidatePrefix(opts.prefix()); err != nil {
+		return nil, err
+	}
+	fsys := opts.fsys()
+	files, err := fs.Glob(fsys, "streams/*.json")
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidDefinition, err)
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("%w: no streams/*.json", ErrInvalidDefinition)
+	}
+	var out []jetstream.StreamConfig
+	for _, file := range files {
+		data, err := fs.ReadFile(fsys, file)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalidDefinition, err)
+		}
+		var cfg jetstream.StreamConfig
+		if err := strictUnmarshal(file, data, &cfg); err != nil {
+			return nil, err
+		}
+		if want := strings.TrimSuffix(path.Base(file), ".json"); cfg.Name != want {
+			return nil, fmt.Errorf("%w: %s: name %q does not match the file name", ErrInvalidDefinition, file, cfg.Name)
+		}
+		if err := rewriteStream(&cfg, opts.prefix()); err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", ErrInvalidDefinition, file, err)
+		}
+		if opts.Replicas > 0 {
+			cfg.Replicas = opts.Replicas
+		}
+		if opts.MemoryStorage {
+			cfg.Storage = jetstream.MemoryStorage
+		}
+		out = append(out, cfg)
+	}
+	slices.SortFunc(out, func(a, b jetstream.StreamConfig) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+func rewriteStream(cfg *jetstream.StreamConfig, prefix string) error {
+	switch {
+	case strings.HasPrefix(cfg.Name, defStreamPre):
+		cfg.Name = strings.ToUpper(prefix) + "_" + strings.TrimPrefix(cfg.Name, defStreamPre)
+	case strings.HasPrefix(cfg.Name, defKVStreamPre):
+		cfg.Name = "KV_" + prefix + "_" + strings.TrimPrefix(cfg.Name, defKVStreamPre)
+	default:
+		return fmt.Errorf("name %q starts with neither %s nor %s", cfg.Name, defStreamPre, defKVStreamPre)
+	}
+	if len(cfg.Subjects) == 0 {
+		return fmt.Errorf("no subjects")
+	}
+	for i, s := range cfg.Subjects {
+		switch {
+		case strings.HasPrefix(s, defPrefix+"."):
+			cfg.Subjects[i] = prefix + "." + strings.TrimPrefix(s, defPrefix+".")
+		case strings.HasPrefix(s, defKVSubjPre):
+			cfg.Subjects[i] = "$KV." + prefix + "_" + strings.TrimPrefix(s, defKVSubjPre)
+		default:
+			return fmt.Errorf("subject %q starts with neither %s. nor %s", s, defPrefix, defKVSubjPre)
+		}
+	}
+	return nil
+}
+
+// TaskConsumerConfig returns the task consumer configuration of toolName
+// from the consumers/task.json template, rewritten for opts.Prefix and with
+// the overrides of opts applied.
+func TaskConsumerConfig(toolName string, opts ProvisionOptions) (jetstream.ConsumerConfig, error) {
+	if err := tool.ValidateName(toolName); err != nil {
+		return jetstream.ConsumerConfig{}, err
+	}
+	if err := protocol.ValidatePrefix(opts.prefix()); err != nil {
+		return jetstream.ConsumerConfig{}, err
+	}
+	const file = "consumers/task.json"
+	data, err := fs.ReadFile(opts.fsys(), file)
+	if err != nil {
+		return jetstream.ConsumerConfig{}, fmt.Errorf("%w: %v", ErrInvalidDefinition, err)
+	}
+	// Substitute the placeholder the way an operator does with sed.
+	data = bytes.ReplaceAll(data, []byte(toolholder), []byte(toolName))
+	var cfg jetstream.ConsumerConfig
+	if err := strictUnmarshal(file, data, &cfg); err != nil {
+		return jetstream.ConsumerConfig{}, err
+	}
+	subjects := protocol.Subjects{Prefix: defPrefix}
+	if cfg.Durable != TaskConsumerName(toolName) || cfg.FilterSubject != subjects.Task(toolName) {
+		return jetstream.ConsumerConfig{}, fmt.Errorf("%w: %s: want durable_name %q and filter_subject %q, have %q and %q",
+			ErrInvalidDefinition, file, TaskConsumerName("<tool>"), subjects.Task("<tool>"), cfg.Durable, cfg.FilterSubject)
+	}
+	cfg.FilterSubject = protocol.Subjects{Prefix: opts.prefix()}.Task(toolName)
+	if opts.AckWait > 0 {
+		cfg.AckWait = opts.AckWait
+		cfg.BackOff = nil
+	}
+	if opts.MaxDeliver > 0 {
+		cfg.MaxDeliver = opts.MaxDeliver
+	}
+	if opts.MemoryStorage {
+		cfg.MemoryStorage = true
+	}
+	return cfg, nil
+}
+
+// Provision creates every stream of the definitions for opts.Prefix (tasks,
+// results, approvals, decisions, cancel and the registry's backing stream),
+// idempotently: a missing stream is created, an existing one must have the
+// same configuration in every field the definition sets (replicas only when
+// opts.Replicas is set), otherwise an [*IncompatibleError] wrapping
+// [ErrIncompatibleStream] is returned. Existing streams are never updated.
+func Provision(ctx context.Context, js jetstream.JetStream, opts ProvisionOptions) error {
+	cfgs, err := Streams(opts)
+	if err != nil {
+		return err
+	}
+	for _, cfg := range cfgs {
+		if _, err := ensureStream(ctx, js, cfg, opts.Replicas > 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig, checkReplicas bool) (jetstream.Stream, error) {
+	s, err := js.Stream(ctx, want.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		s, err = js.CreateStream(ctx, want)
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			// Created meanwhile by another process: compare below.
+			s, err = js.Stream(ctx, want.Name)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("natsjs: ensure stream %s: %w", want.Name, err)
+	}
+	if diffs := diffStream(want, s.CachedInfo().Config, checkReplicas); len(diffs) > 0 {
+		return nil, &IncompatibleError{Stream: want.Name, Diffs: diffs}
+	}
+	return s, nil
+}
+
+type differ []FieldDiff
+
+func (d *differ) cmp(field string, want, have any) {
+	if !reflect.DeepEqual(want, have) {
+		*d = append(*d, FieldDiff{Field: field, Want: want, Have: have})
+	}
+}
+
+// sortedCopy returns a sorted copy of s, nil when s is empty.
+func sortedCopy(s []string) []string {
+	if len(s) == 0 {
+		return nil
+	}
+	c := slices.Clone(s)
+	slices.Sort(c)
+	return c
+}
+
+// nilIfEmpty returns s, or nil when s is empty.
+func nilIfEmpty[T any](s []T) []T {
+	if len(s) == 0 {
+		return nil
+	}
+	return s
+}
+
+// orDefault returns v, or def when v is zero (the server's normalisation of
+// "unset" limits).
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+func diffStream(want, have jetstream.StreamConfig, checkReplicas bool) []FieldDiff {
+	var d differ
+	d.cmp("subjects", sortedCopy(want.Subjects), sortedCopy(have.Subjects))
+	d.cmp("retention", want.Retention.String(), have.Retention.String())
+	d.cmp("max_consumers", orDefault(want.MaxConsumers, -1), orDefault(have.MaxConsumers, -1))
+	d.cmp("max_msgs", orDefault(want.MaxMsgs, -1), orDefault(have.MaxMsgs, -1))
+	d.cmp("max_bytes", orDefault(want.MaxBytes, -1), orDefault(have.MaxBytes, -1))
+	d.cmp("max_age", want.MaxAge, have.MaxAge)
+	d.cmp("max_msgs_per_subject", orDefault(want.MaxMsgsPerSubject, -1), orDefault(have.MaxMsgsPerSubject, -1))
+	d.cmp("max_msg_size", orDefault(want.MaxMsgSize, -1), orDefault(have.MaxMsgSize, -1))
+	d.cmp("discard", want.Discard.String(), have.Discard.String())
+	d.cmp("discard_new_per_subject", want.DiscardNewPerSubject, have.DiscardNewPerSubject)
+	d.cmp("storage", want.Storage.String(), have.Storage.String())
+	if checkReplicas {
+		d.cmp("num_replicas", orDefault(want.Replicas, 1), orDefault(have.Replicas, 1))
+	}
+	d.cmp("no_ack", want.NoAck, have.NoAck)
+	if want.Duplicates != 0 {
+		d.cmp("duplicate_window", want.Duplicates, have.Duplicates)
+	}
+	d.cmp("sealed", want.Sealed, have.Sealed)
+	d.cmp("deny_delete", want.DenyDelete, have.DenyDelete)
+	d.cmp("deny_purge", want.DenyPurge, have.DenyPurge)
+	d.cmp("allow_rollup_hdrs", want.AllowRollup, have.AllowRollup)
+	d.cmp("compression", want.Compression.String(), have.Compression.String())
+	d.cmp("allow_direct", want.AllowDirect, have.AllowDirect)
+	d.cmp("mirror_direct", want.MirrorDirect, have.MirrorDirect)
+	d.cmp("allow_msg_ttl", want.AllowMsgTTL, have.AllowMsgTTL)
+	d.cmp("subject_delete_marker_ttl", want.SubjectDeleteMarkerTTL, have.SubjectDeleteMarkerTTL)
+	d.cmp("mirror", want.Mirror != nil, have.Mirror != nil)
+	d.cmp("sources", len(want.Sources), len(have.Sources))
+	return d
+}
+
+func diffConsumer(want, have jetstream.ConsumerConfig) []FieldDiff {
+	var d differ
+	d.cmp("durable_name", want.Durable, have.Durable)
+	d.cmp("filter_subject", want.FilterSubject, have.FilterSubject)
+	d.cmp("filter_subjects", sortedCopy(want.FilterSubjects), sortedCopy(have.FilterSubjects))
+	d.cmp("deliver_policy", want.DeliverPolicy.String(), have.DeliverPolicy.String())
+	d.cmp("ack_policy", want.AckPolicy.String(), have.AckPolicy.String())
+	wantWait := want.AckWait
+	if len(want.BackOff) > 0 {
+		wantWait = want.BackOff[0] // the server's rule
+	}
+	d.cmp("ack_wait", orDefault(wantWait, 30*time.Second), orDefault(have.AckWait, 30*time.Second))
+	d.cmp("max_deliver", orDefault(want.MaxDeliver, -1), orDefault(have.MaxDeliver, -1))
+	d.cmp("backoff", nilIfEmpty(want.BackOff), nilIfEmpty(have.BackOff))
+	d.cmp("replay_policy", want.ReplayPolicy.String(), have.ReplayPolicy.String())
+	d.cmp("max_waiting", orDefault(want.MaxWaiting, 512), orDefault(have.MaxWaiting, 512))
+	d.cmp("max_ack_pending", orDefault(want.MaxAckPending, 1000), orDefault(have.MaxAckPending, 1000))
+	d.cmp("headers_only", want.HeadersOnly, have.HeadersOnly)
+	d.cmp("inactive_threshold", want.InactiveThreshold, have.InactiveThreshold)
+	d.cmp("mem_storage", want.MemoryStorage, have.MemoryStorage)
+	return d
+}
+
+// EnsureTaskConsumer creates or binds the durable pull consumer of toolName
+// on the tasks stream of opts.Prefix ([TaskConsumerConfig]), shared by every
+// worker replica serving the tool. The tasks stream must exist (see
+// [Provision]). An existing consumer with a different configuration is an
+// [*IncompatibleError] wrapping [ErrIncompatibleConsumer]; it is never
+// updated.
+func EnsureTaskConsumer(ctx context.Context, js jetstream.JetStream, toolName string, opts ProvisionOptions) (jetstream.Consumer, error) {
+	want, err := TaskConsumerConfig(toolName, opts)
+	if err != nil {
+		return nil, err
+	}
+	stream := NamesFor(opts.prefix()).Tasks
+	c, err := js.Consumer(ctx, stream, want.Durable)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		c, err = js.CreateConsumer(ctx, stream, want)
+		if errors.Is(err, jetstream.ErrConsumerExists) {
+			c, err = js.Consumer(ctx, stream, want.Durable)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("natsjs: ensure consumer %s on %s: %w", want.Durable, stream, err)
+	}
+	if diffs := diffConsumer(want, c.CachedInfo().Config); len(diffs) > 0 {
+		return nil, &IncompatibleError{Stream: stream, Consumer: want.Durable, Diffs: diffs}
+	}
+	return c, nil
+}
+
+// Registry ensures the registry bucket's backing stream (as [Provision] does)
+// and binds the bucket <prefix>_registry: key <tool>.<worker-id>, TTL 30 s.
+func Registry(ctx context.Context, js jetstream.JetStream, opts ProvisionOptions) (jetstream.KeyValue, error) {
+	names := NamesFor(opts.prefix())
+	cfgs, err := Streams(opts)
+	if err != nil {
+		return nil, err
+	}
+	i := slices.IndexFunc(cfgs, func(c jetstream.StreamConfig) bool { return c.Name == names.RegistryStream })
+	if i < 0 {
+		return nil, fmt.Errorf("%w: no definition of stream %s", ErrInvalidDefinition, names.RegistryStream)
+	}
+	if _, err := ensureStream(ctx, js, cfgs[i], opts.Replicas > 0); err != nil {
+		return nil, err
+	}
+	kv, err := js.KeyValue(ctx, names.RegistryBucket)
+	if err != nil {
+		return nil, fmt.Errorf("natsjs: bind KV bucket %s: %w", names.RegistryBucket, err)
+	}
+	return kv, nil
+}

@@ -1,0 +1,539 @@
+package natsjs_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/goleak"
+
+	defs "github.com/offload-dev/offload/jetstream"
+	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/tool"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const week = 7 * 24 * time.Hour
+
+func byName(t *testing.T, cfgs []jetstream.StreamConfig) map[string]jetstream.StreamConfig {
+	t.Helper()
+	m := map[string]jetstream.StreamConfig{}
+	for _, c := range cfgs {
+		m[c.Name] = c
+	}
+	return m
+}
+
+// TestDefinitionsInSync keeps jetstream/ and this package in step: every
+// file parses into the nats.go types with no unknown field, follows the
+// naming rules and keeps the retention invariants of SPEC §5.1.
+func TestDefinitionsInSync(t *testing.T) {
+	t.Parallel()
+	for _, prefix := range []string{"tools", "acme"} {
+		t.Run(prefix, func(t *testing.T) {
+			cfgs, err := natsjs.Streams(natsjs.ProvisionOptions{Prefix: prefix})
+			if err != nil {
+				t.Fatal(err)
+			}
+			names := natsjs.NamesFor(prefix)
+			subj := protocol.Subjects{Prefix: prefix}
+			streams := byName(t, cfgs)
+			want := map[string]string{
+				names.Tasks:          subj.All(protocol.KindTask),
+				names.Results:        subj.All(protocol.KindResult),
+				names.Approvals:      subj.All(protocol.KindApproval),
+				names.Decisions:      subj.All(protocol.KindDecision),
+				names.Cancel:         subj.All(protocol.KindCancel),
+				names.RegistryStream: "$KV." + names.RegistryBucket + ".>",
+			}
+			if len(streams) != len(want) {
+				t.Errorf("streams %v, want %v", slices.Sorted(mapsKeys(streams)), slices.Sorted(mapsKeys(want)))
+			}
+			for name, subject := range want {
+				c, ok := streams[name]
+				if !ok {
+					t.Errorf("no definition of stream %s", name)
+					continue
+				}
+				if !slices.Equal(c.Subjects, []string{subject}) {
+					t.Errorf("%s: subjects %v, want [%s]", name, c.Subjects, subject)
+				}
+				if c.Storage != jetstream.FileStorage || c.Replicas != 1 {
+					t.Errorf("%s: storage %v replicas %d", name, c.Storage, c.Replicas)
+				}
+				if c.Duplicates <= 0 || c.Duplicates > c.MaxAge {
+					t.Errorf("%s: duplicate_window %v must be in (0, max_age %v]", name, c.Duplicates, c.MaxAge)
+				}
+			}
+			tasks := streams[names.Tasks]
+			if tasks.Retention != jetstream.WorkQueuePolicy || tasks.Discard != jetstream.DiscardNew ||
+				tasks.MaxMsgSize <= 0 || tasks.MaxMsgSize > protocol.DefaultMaxSize || tasks.MaxAge <= 0 {
+				t.Errorf("tasks stream: %+v", tasks)
+			}
+			for _, name := range []string{names.Results, names.Approvals, names.Decisions, names.Cancel} {
+				c := streams[name]
+				if c.Retention != jetstream.LimitsPolicy {
+					t.Errorf("%s: retention %v, want limits", name, c.Retention)
+				}
+				if c.MaxAge < week {
+					t.Errorf("%s: max_age %v < 7 days", name, c.MaxAge)
+				}
+			}
+			if streams[names.Cancel].MaxAge < tasks.MaxAge {
+				t.Errorf("cancel max_age %v < tasks max_age %v", streams[names.Cancel].MaxAge, tasks.MaxAge)
+			}
+			reg := streams[names.RegistryStream]
+			if reg.MaxAge != 30*time.Second || reg.MaxMsgsPerSubject != 1 || !reg.AllowRollup || !reg.DenyDelete || !reg.AllowDirect {
+				t.Errorf("registry stream: %+v", reg)
+			}
+
+			c, err := natsjs.TaskConsumerConfig("search", natsjs.ProvisionOptions{Prefix: prefix})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Durable != "task_search" || c.FilterSubject != subj.Task("search") || c.AckPolicy != jetstream.AckExplicitPolicy {
+				t.Errorf("consumer: %+v", c)
+			}
+			if len(c.BackOff) > 0 && (c.BackOff[0] != c.AckWait || c.MaxDeliver <= len(c.BackOff)) {
+				t.Errorf("consumer backoff %v must start at ack_wait %v and be shorter than max_deliver %d", c.BackOff, c.AckWait, c.MaxDeliver)
+			}
+			if c.MaxDeliver <= 1 || c.MaxAckPending <= 0 || c.AckWait <= 0 || c.AckWait > time.Minute || c.InactiveThreshold != 0 {
+				t.Errorf("consumer limits: %+v", c)
+			}
+		})
+	}
+}
+
+func mapsKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// TestDefinitionFilesRoundTrip checks that the files hold exactly what the
+// types hold: a file re-encoded from its parsed value has the same fields.
+func TestDefinitionFilesRoundTrip(t *testing.T) {
+	t.Parallel()
+	files, _ := fs.Glob(defs.FS, "*/*.json")
+	if len(files) != 7 {
+		t.Errorf("definition files: %v", files)
+	}
+	for _, file := range files {
+		data, _ := fs.ReadFile(defs.FS, file)
+		var raw map[string]any
+		if err := json.Unmarshal(data, &raw); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		var typed any = &jetstream.StreamConfig{}
+		if strings.HasPrefix(file, "consumers/") {
+			typed = &jetstream.ConsumerConfig{}
+		}
+		if err := json.Unmarshal(data, typed); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		back, _ := json.Marshal(typed)
+		var reencoded map[string]any
+		_ = json.Unmarshal(back, &reencoded)
+		for k, v := range raw {
+			// Zero values may be omitted on re-encoding.
+			if rv, ok := reencoded[k]; ok && !jsonEqual(rv, v) {
+				t.Errorf("%s: field %s = %v in the file, %v after a round trip", file, k, v, rv)
+			}
+		}
+	}
+}
+
+func jsonEqual(a, b any) bool {
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	return string(ja) == string(jb)
+}
+
+// TestRegistryMatchesKVAPI checks the registry stream against the stream
+// nats.go's own KV API creates for the same bucket settings.
+func TestRegistryMatchesKVAPI(t *testing.T) {
+	t.Parallel()
+	js := natstest.Start(t).JetStream(t)
+	ctx := context.Background()
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: "tools_registry", History: 1, TTL: 30 * time.Second, LimitMarkerTTL: 30 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = kv
+	// Provisioning over the bucket nats.go made must find it compatible.
+	if err := natsjs.Provision(ctx, js, natsjs.ProvisionOptions{}); err != nil {
+		t.Fatalf("provision over a KV-API bucket: %v", err)
+	}
+}
+
+func TestProvisionIdempotent(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	ctx := context.Background()
+	opts := natsjs.ProvisionOptions{} // file storage, as in production
+	for range 2 {
+		if err := natsjs.Provision(ctx, js, opts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	names := natsjs.NamesFor("")
+	for _, name := range []string{names.Tasks, names.Results, names.Approvals, names.Decisions, names.Cancel, names.RegistryStream} {
+		s, err := js.Stream(ctx, name)
+		if err != nil {
+			t.Fatalf("stream %s: %v", name, err)
+		}
+		if s.CachedInfo().Config.Storage != jetstream.FileStorage {
+			t.Errorf("%s: storage %v", name, s.CachedInfo().Config.Storage)
+		}
+	}
+	for range 2 {
+		c, err := natsjs.EnsureTaskConsumer(ctx, js, "search", opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.CachedInfo().Config.FilterSubject; got != "tools.task.search" {
+			t.Errorf("filter %q", got)
+		}
+	}
+	// Concurrent provisioning by several processes converges.
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	clients := make([]jetstream.JetStream, len(errs))
+	for i := range clients {
+		clients[i] = srv.JetStream(t)
+	}
+	for i := range errs {
+		wg.Go(func() {
+			js := clients[i]
+			if errs[i] = natsjs.Provision(ctx, js, natsjs.ProvisionOptions{Prefix: "race", MemoryStorage: true}); errs[i] == nil {
+				_, errs[i] = natsjs.EnsureTaskConsumer(ctx, js, "t", natsjs.ProvisionOptions{Prefix: "race", MemoryStorage: true})
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Errorf("concurrent provision: %v", err)
+		}
+	}
+}
+
+func TestProvisionIncompatibleStream(t *testing.T) {
+	t.Parallel()
+	js := natstest.Start(t).JetStream(t)
+	ctx := context.Background()
+	opts := natsjs.ProvisionOptions{MemoryStorage: true}
+	cfgs, err := natsjs.Streams(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := byName(t, cfgs)["TOOLS_RESULTS"]
+	results.MaxAge = time.Hour
+	results.Discard = jetstream.DiscardNew
+	if _, err := js.CreateStream(ctx, results); err != nil {
+		t.Fatal(err)
+	}
+	err = natsjs.Provision(ctx, js, opts)
+	if !errors.Is(err, natsjs.ErrIncompatibleStream) {
+		t.Fatalf("err = %v, want ErrIncompatibleStream", err)
+	}
+	var ie *natsjs.IncompatibleError
+	if !errors.As(err, &ie) || ie.Stream != "TOOLS_RESULTS" || ie.Consumer != "" {
+		t.Fatalf("err = %#v", err)
+	}
+	var fields []string
+	for _, d := range ie.Diffs {
+		fields = append(fields, d.Field)
+	}
+	if !slices.Equal(fields, []string{"max_age", "discard"}) {
+		t.Errorf("diff fields %v", fields)
+	}
+	if !strings.Contains(err.Error(), "max_age: want 168h0m0s, have 1h0m0s") {
+		t.Errorf("error text: %v", err)
+	}
+	// Never silently changed.
+	s, _ := js.Stream(ctx, "TOOLS_RESULTS")
+	if s.CachedInfo().Config.MaxAge != time.Hour {
+		t.Errorf("stream was updated")
+	}
+
+	// Storage counts too: file definitions against memory streams.
+	if err := natsjs.Provision(ctx, js, natsjs.ProvisionOptions{Prefix: "other", MemoryStorage: true}); err != nil {
+		t.Fatal(err)
+	}
+	err = natsjs.Provision(ctx, js, natsjs.ProvisionOptions{Prefix: "other"})
+	if !errors.As(err, &ie) || ie.Diffs[0].Field != "storage" {
+		t.Errorf("storage mismatch: %v", err)
+	}
+}
+
+func TestProvisionReplicas(t *testing.T) {
+	t.Parallel()
+	js := natstest.Start(t).JetStream(t)
+	ctx := context.Background()
+	if err := natsjs.Provision(ctx, js, natsjs.ProvisionOptions{MemoryStorage: true, Replicas: 1}); err != nil {
+		t.Fatal(err)
+	}
+	// Replicas are compared only when asked for; a single server cannot
+	// run R3, so the mismatch is checked without creating anything.
+	err := natsjs.Provision(ctx, js, natsjs.ProvisionOptions{MemoryStorage: true, Replicas: 3})
+	var ie *natsjs.IncompatibleError
+	if !errors.As(err, &ie) || ie.Diffs[0].Field != "num_replicas" {
+		t.Errorf("replicas mismatch: %v", err)
+	}
+}
+
+func TestProvisionPrefix(t *testing.T) {
+	t.Parallel()
+	js := natstest.Start(t).JetStream(t)
+	ctx := context.Background()
+	acme := natsjs.ProvisionOptions{Prefix: "acme", MemoryStorage: true}
+	for _, opts := range []natsjs.ProvisionOptions{acme, {MemoryStorage: true}} {
+		if err := natsjs.Provision(ctx, js, opts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := js.Stream(ctx, "ACME_TASKS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.CachedInfo().Config.Subjects; !slices.Equal(got, []string{"acme.task.>"}) {
+		t.Errorf("subjects %v", got)
+	}
+
+	subj := protocol.Subjects{Prefix: "acme"}
+	task := protocol.NewID()
+	ack, err := js.Publish(ctx, subj.Task("search"), []byte(`{}`), jetstream.WithMsgID(task))
+	if err != nil || ack.Stream != "ACME_TASKS" {
+		t.Fatalf("publish: %+v %v", ack, err)
+	}
+	// Dedup window: the same task ID is dropped.
+	ack, err = js.Publish(ctx, subj.Task("search"), []byte(`{}`), jetstream.WithMsgID(task))
+	if err != nil || !ack.Duplicate {
+		t.Fatalf("duplicate publish: %+v %v", ack, err)
+	}
+	c, err := natsjs.EnsureTaskConsumer(ctx, js, "search", acme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := c.Next(jetstream.FetchMaxWait(5 * time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg.Subject() != "acme.task.search" {
+		t.Errorf("subject %q", msg.Subject())
+	}
+	if err := msg.Ack(); err != nil {
+		t.Fatal(err)
+	}
+	// The default prefix's consumer of the same tool is a different one.
+	if _, err := natsjs.EnsureTaskConsumer(ctx, js, "search", natsjs.ProvisionOptions{MemoryStorage: true}); err != nil {
+		t.Fatal(err)
+	}
+
+	kv, err := natsjs.Registry(ctx, js, acme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kv.Bucket() != "acme_registry" {
+		t.Errorf("bucket %q", kv.Bucket())
+	}
+}
+
+func TestEnsureTaskConsumerOverridesAndIncompatible(t *testing.T) {
+	t.Parallel()
+	js := natstest.Start(t).JetStream(t)
+	ctx := context.Background()
+	fast := natsjs.ProvisionOptions{MemoryStorage: true, AckWait: 500 * time.Millisecond, MaxDeliver: 2}
+	if err := natsjs.Provision(ctx, js, fast); err != nil {
+		t.Fatal(err)
+	}
+	c, err := natsjs.EnsureTaskConsumer(ctx, js, "slow", fast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := c.CachedInfo().Config
+	if cfg.AckWait != 500*time.Millisecond || cfg.MaxDeliver != 2 || len(cfg.BackOff) != 0 || !cfg.MemoryStorage {
+		t.Errorf("overrides not applied: %+v", cfg)
+	}
+
+	// The short AckWait gives a prompt redelivery of an unacknowledged task.
+	if _, err := js.Publish(ctx, "tools.task.slow", []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	m1, err := c.Next(jetstream.FetchMaxWait(5 * time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m2, err := c.Next(jetstream.FetchMaxWait(5 * time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	md1, _ := m1.Metadata()
+	md2, _ := m2.Metadata()
+	if md1.NumDelivered != 1 || md2.NumDelivered != 2 {
+		t.Errorf("deliveries %d, %d", md1.NumDelivered, md2.NumDelivered)
+	}
+	_ = m2.Ack()
+
+	// The same consumer under the production template is incompatible.
+	_, err = natsjs.EnsureTaskConsumer(ctx, js, "slow", natsjs.ProvisionOptions{MemoryStorage: true})
+	var ie *natsjs.IncompatibleError
+	if !errors.Is(err, natsjs.ErrIncompatibleConsumer) || !errors.As(err, &ie) || ie.Consumer != "task_slow" {
+		t.Fatalf("err = %v", err)
+	}
+	var fields []string
+	for _, d := range ie.Diffs {
+		fields = append(fields, d.Field)
+	}
+	if !slices.Equal(fields, []string{"ack_wait", "max_deliver", "backoff"}) {
+		t.Errorf("diff fields %v", fields)
+	}
+}
+
+func TestEnsureTaskConsumerErrors(t *testing.T) {
+	t.Parallel()
+	js := natstest.Start(t).JetStream(t)
+	ctx := context.Background()
+	if _, err := natsjs.EnsureTaskConsumer(ctx, js, "bad.name", natsjs.ProvisionOptions{}); !errors.Is(err, tool.ErrInvalidName) {
+		t.Errorf("bad tool: %v", err)
+	}
+	if _, err := natsjs.EnsureTaskConsumer(ctx, js, "t", natsjs.ProvisionOptions{Prefix: "a.b"}); !errors.Is(err, protocol.ErrInvalidPrefix) {
+		t.Errorf("bad prefix: %v", err)
+	}
+	if err := natsjs.Provision(ctx, js, natsjs.ProvisionOptions{Prefix: "a b"}); !errors.Is(err, protocol.ErrInvalidPrefix) {
+		t.Errorf("bad prefix: %v", err)
+	}
+	if _, err := natsjs.EnsureTaskConsumer(ctx, js, "t", natsjs.ProvisionOptions{}); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Errorf("no stream: %v", err)
+	}
+}
+
+func TestRegistry(t *testing.T) {
+	t.Parallel()
+	js := natstest.Start(t).JetStream(t)
+	ctx := context.Background()
+	kv, err := natsjs.Registry(ctx, js, natsjs.ProvisionOptions{MemoryStorage: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, "search.w1", []byte(`{"name":"search"}`)); err != nil {
+		t.Fatal(err)
+	}
+	e, err := kv.Get(ctx, "search.w1")
+	if err != nil || string(e.Value()) != `{"name":"search"}` {
+		t.Fatalf("get: %v %v", e, err)
+	}
+	st, err := kv.Status(ctx)
+	if err != nil || st.TTL() != 30*time.Second || st.History() != 1 {
+		t.Errorf("status: ttl %v history %d %v", st.TTL(), st.History(), err)
+	}
+	// Binding again (as Provision would) is fine.
+	if _, err := natsjs.Registry(ctx, js, natsjs.ProvisionOptions{MemoryStorage: true}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestInvalidDefinitions(t *testing.T) {
+	t.Parallel()
+	good, _ := fs.ReadFile(defs.FS, "streams/TOOLS_RESULTS.json")
+	for name, fsys := range map[string]fstest.MapFS{
+		"empty":         {},
+		"unknown field": {"streams/TOOLS_X.json": {Data: []byte(`{"name":"TOOLS_X","subjects":["tools.x.>"],"max_agee":1}`)}},
+		"not JSON":      {"streams/TOOLS_X.json": {Data: []byte(`{`)}},
+		"trailing":      {"streams/TOOLS_X.json": {Data: []byte(`{"name":"TOOLS_X","subjects":["tools.x.>"]} {}`)}},
+		"file name":     {"streams/OTHER.json": {Data: good}},
+		"bad name":      {"streams/X.json": {Data: []byte(`{"name":"X","subjects":["tools.x.>"]}`)}},
+		"bad subject":   {"streams/TOOLS_X.json": {Data: []byte(`{"name":"TOOLS_X","subjects":["other.>"]}`)}},
+		"no subject":    {"streams/TOOLS_X.json": {Data: []byte(`{"name":"TOOLS_X"}`)}},
+	} {
+		if _, err := natsjs.Streams(natsjs.ProvisionOptions{FS: fsys}); !errors.Is(err, natsjs.ErrInvalidDefinition) {
+			t.Errorf("%s: err = %v, want ErrInvalidDefinition", name, err)
+		}
+	}
+	for name, data := range map[string]string{
+		"missing":      "",
+		"no template":  `{"durable_name":"fixed","filter_subject":"tools.task.fixed"}`,
+		"unknown":      `{"durable_name":"task_<tool>","filter_subject":"tools.task.<tool>","ack_wiat":1}`,
+		"wrong filter": `{"durable_name":"task_<tool>","filter_subject":"tools.task"}`,
+	} {
+		fsys := fstest.MapFS{}
+		if data != "" {
+			fsys["consumers/task.json"] = &fstest.MapFile{Data: []byte(data)}
+		}
+		if _, err := natsjs.TaskConsumerConfig("t", natsjs.ProvisionOptions{FS: fsys}); !errors.Is(err, natsjs.ErrInvalidDefinition) {
+			t.Errorf("%s: err = %v, want ErrInvalidDefinition", name, err)
+		}
+	}
+}
+
+func TestConnect(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	logs := &syncBuffer{}
+	nc, err := natsjs.Connect(srv.URL(), natsjs.ConnectOptions{Name: "test", Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if nc.Opts.MaxReconnect != -1 || !nc.Opts.RetryOnFailedConnect || nc.Opts.Name != "test" {
+		t.Errorf("options: %+v", nc.Opts)
+	}
+
+	// With nothing listening the connection still comes up, reconnecting.
+	nc2, err := natsjs.Connect("nats://127.0.0.1:1", natsjs.ConnectOptions{ReconnectWait: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc2.Close()
+
+	// Connection events are logged.
+	srv.NATS().Shutdown()
+	srv.NATS().WaitForShutdown()
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(logs.String(), "nats disconnected") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no disconnect logged: %q", logs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
