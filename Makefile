@@ -1,0 +1,59 @@
+# offload — see README.md.
+.DEFAULT_GOAL := help
+SHELL := /bin/bash
+
+GO          ?= go
+GOBIN       ?= $(CURDIR)/.bin
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+NATSCLI     := github.com/nats-io/natscli/nats@v0.5.0
+PROMPT      ?= What is in this directory?
+FUZZTIME    ?= 20s
+export GOTOOLCHAIN ?= local
+
+.PHONY: help
+help: ## Show this help
+	@grep -hE '^[a-zA-Z/_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}'
+
+.PHONY: build
+build: ## Build bin/agent and bin/toolworker
+	$(GO) build -o bin/ ./cmd/...
+
+.PHONY: run
+run: ## Run the agent on the embedded default (test model unless OPENAI_API_KEY is set)
+	$(GO) run ./cmd/agent run --tools list_dir,sleep "$(PROMPT)"
+
+.PHONY: test
+test: $(GOBIN)/nats ## Run all tests with the race detector (installs the nats CLI for end-to-end tests)
+	PATH="$(GOBIN):$$PATH" $(GO) test -race -timeout 15m ./...
+
+.PHONY: test/short
+test/short: ## Run the tests without the race detector and without end-to-end tests
+	$(GO) test -short ./...
+
+.PHONY: lint
+lint: ## gofmt, go vet and staticcheck (pinned)
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
+
+.PHONY: fuzz
+fuzz: ## Run every fuzz target for FUZZTIME each (default 20s)
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; \
+	done
+
+.PHONY: bench
+bench: ## Run the benchmarks of SPEC §8 and print ratios against baselines measured in the same run
+	$(GO) run ./cmd/offload-bench
+
+.PHONY: tools
+tools: $(GOBIN)/nats ## Install the pinned nats CLI into .bin/
+
+$(GOBIN)/nats:
+	GOBIN=$(GOBIN) $(GO) install $(NATSCLI)
+
+.PHONY: clean
+clean: ## Remove build outputs
+	rm -rf bin .bin

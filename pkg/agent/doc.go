@@ -1,0 +1,54 @@
+// Package agent runs conversations between a model and tools: the run loop,
+// its events, usage limits, capabilities, and deferred tool calls (human
+// approval and external execution).
+//
+// # The loop
+//
+// [Agent.Run] sends the history to the model; when the response calls tools,
+// the calls of that response run in parallel (a Sequential tool runs alone),
+// their results are placed in the model's emission order, and the next
+// request carries them. The run ends when the model answers without calls and
+// nothing is queued. Before a batch runs, the tool-call limit is checked for
+// the whole batch (all or nothing); before every model request, the request
+// limit. A [tool.ModelRetry] or invalid arguments send a retry prompt and use
+// the tool's retry budget; [tool.ToolFailed] is a failed return; any other
+// error is shown to the model only as {"error":"<type>"}.
+//
+// # Deferred calls
+//
+// Calls of tools with RequiresApproval, of external tools, and calls whose
+// tool or args validator returned [tool.ApprovalRequired] or
+// [tool.CallDeferred] are deferred. They are first offered to the
+// [DeferredHandler] capabilities (see [HandleDeferredToolCalls]); what remains
+// ends the run with Result.Deferred (when Config.AllowDeferred or
+// RunOptions.AllowDeferred is set; otherwise the run fails with
+// ErrDeferredNotAllowed). A follow-up run passes the history and
+// RunOptions.DeferredResults; it gets a new run ID and keeps the
+// conversation ID. Each deferred call gets a ULID task ID when first deferred,
+// kept in the response's metadata so it survives resumes and processes.
+//
+// # Capabilities and their hooks
+//
+// A [Capability] is any value implementing one or more hook interfaces;
+// capabilities run in order (agent's, then the run's):
+//
+//   - [RunWrapper].WrapRun: around the whole run (start and stop owned work).
+//   - [ToolsPreparer].PrepareTools: once per step, to change the offered tools.
+//   - [InstructionsProvider].Instructions: text added to the system prompt of
+//     a new conversation.
+//   - [ModelRequestHook].BeforeModelRequest: between model requests, before
+//     each one; may add parts to the request.
+//   - [ToolCallWrapper].WrapToolCall: around each tool call's execution, after
+//     its arguments were validated (run it remotely, in the background, …).
+//   - [DeferredHandler].HandleDeferred: once per step with the deferred calls
+//     still unresolved (the chain of [HandleDeferredToolCalls]).
+//   - [StepHook].AfterStep: after each model response was handled; may keep a
+//     run going that would otherwise end.
+//
+// # Events
+//
+// RunOptions.OnEvent and [Agent.Iter] deliver the [Event]s of SPEC §6.3 in
+// order: run_started, model_request_started, text_delta, tool_call,
+// tool_result, deferred_tool_requests, deferred_tool_results, and always
+// final last.
+package agent
