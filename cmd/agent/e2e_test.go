@@ -196,5 +196,3 @@ func TestBinaryHumanOutputAndExitCodes(t *testing.T) {
 		t.Fatalf("exit %d stderr %q", out.code, out.stderr)
 	}
 }
-
-

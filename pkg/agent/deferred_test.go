@@ -564,7 +564,7 @@ func TestToolCallMetadata(t *testing.T) {
 		t.Fatal(err)
 	}
 	md["a"]["user"] = "mallory" // the run must have used a copy
-	sort.Strings(got[1:]) // approved calls run concurrently
+	sort.Strings(got[1:])       // approved calls run concurrently
 	want := `["plain",false,null]|[1,true,{"user":"alice"}]|[100,true,null]`
 	if strings.Join(got, "|") != want {
 		t.Errorf("got  %s\nwant %s", strings.Join(got, "|"), want)

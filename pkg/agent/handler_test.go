@@ -66,7 +66,9 @@ func TestHandleDeferredToolCalls(t *testing.T) {
 		})}, wantParts: "tool-return:42", wantLeft: "b|", wantCalls: 1},
 		// Scenario: test_deferred_tool_handler_accumulation
 		{name: "accumulation", calls: []message.ToolCall{call("gated", "a", `{"x":1}`), call("gated", "b", `{"x":2}`)}, handlers: []agent.Capability{
-			handler(func(r *deferred.Requests) *deferred.Results { return &deferred.Results{Approvals: approvals("a", true)} }),
+			handler(func(r *deferred.Requests) *deferred.Results {
+				return &deferred.Results{Approvals: approvals("a", true)}
+			}),
 			handler(func(r *deferred.Requests) *deferred.Results {
 				if len(r.Approvals) != 1 || r.Approvals[0].ToolCallID != "b" {
 					return nil // the second handler must see only b
