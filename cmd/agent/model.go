@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/offload-dev/offload/pkg/llm"
@@ -60,5 +59,3 @@ func splitList(s string) []string {
 	}
 	return out
 }
-
-func fmtList(items []string) string { return fmt.Sprintf("%q", items) }

@@ -6,8 +6,16 @@ import (
 	"strings"
 )
 
-// ErrRunCancelled ends a run cancelled by RunContext.Cancel.
-var ErrRunCancelled = errors.New("The agent run was cancelled.")
+// RunCancelled is the error of a run cancelled by RunContext.Cancel. Its
+// text is the reference's: "The agent run was cancelled."
+type RunCancelled struct{}
+
+// Error implements error.
+func (RunCancelled) Error() string { return "The agent run was cancelled." }
+
+// ErrRunCancelled ends a run cancelled by RunContext.Cancel; match it with
+// errors.Is.
+var ErrRunCancelled error = RunCancelled{}
 
 // ErrDeferredNotAllowed is wrapped by the error returned when deferred calls
 // remain unresolved and neither the agent nor the run allows ending with

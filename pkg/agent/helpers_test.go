@@ -19,11 +19,10 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // fnModel is a model whose turns come from a function of the request count
 // and the request.
 type fnModel struct {
-	mu    sync.Mutex
-	n     int
-	fn    func(n int, req *llm.Request) *llm.Response
-	reqs  []*llm.Request
-	calls int
+	mu   sync.Mutex
+	n    int
+	fn   func(n int, req *llm.Request) *llm.Response
+	reqs []*llm.Request
 }
 
 func model(fn func(n int, req *llm.Request) *llm.Response) *fnModel { return &fnModel{fn: fn} }
