@@ -90,8 +90,13 @@ type ToolReturn struct {
 func (r ToolReturn) ModelText() string {
 	s := ContentText(r.Content)
 	if r.Outcome == OutcomeFailed {
-		b, _ := json.Marshal(map[string]string{"error": s})
-		return string(b)
+		// Like Pydantic AI, do not escape <, > and & for HTML: the model
+		// reads this text.
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(map[string]string{"error": s})
+		return string(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
 	}
 	return s
 }
