@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"reflect"
 	"regexp"
 	"strings"
 
@@ -277,12 +278,11 @@ func (t *Tool) ParseArgs(raw string) (json.RawMessage, error) {
 	var v any
 	dec := json.NewDecoder(strings.NewReader(trimmed))
 	dec.UseNumber()
-	if err := dec.Decode(&v); err != nil || dec.More() {
-		msg := "invalid JSON"
-		if err != nil {
-			msg = "invalid JSON: " + err.Error()
-		}
-		return nil, &ValidationError{Tool: t.Name, Message: msg}
+	if err := dec.Decode(&v); err != nil {
+		return nil, &ValidationError{Tool: t.Name, Message: "invalid JSON: " + err.Error()}
+	}
+	if dec.InputOffset() != int64(len(trimmed)) {
+		return nil, &ValidationError{Tool: t.Name, Message: "invalid JSON: unexpected data after the top-level value"}
 	}
 	obj, ok := v.(map[string]any)
 	if !ok {
@@ -355,8 +355,9 @@ func cloneMap(m map[string]any) map[string]any {
 	return DeepCopy(m)
 }
 
-// DeepCopy returns a deep copy of a JSON-like map (nested maps and slices are
-// copied; other values are shared).
+// DeepCopy returns a deep copy of a JSON-like map (nested maps and slices,
+// of any element type, are copied; other values, pointers included, are
+// shared).
 func DeepCopy(m map[string]any) map[string]any {
 	if m == nil {
 		return nil
@@ -373,12 +374,47 @@ func deepCopyValue(v any) any {
 	case map[string]any:
 		return DeepCopy(x)
 	case []any:
+		if x == nil {
+			return x
+		}
 		out := make([]any, len(x))
 		for i, e := range x {
 			out[i] = deepCopyValue(e)
 		}
 		return out
-	default:
-		return v
 	}
+	// Other slices and maps (e.g. []string, map[string]string) built in Go.
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Slice:
+		if rv.IsNil() {
+			return v
+		}
+		out := reflect.MakeSlice(rv.Type(), rv.Len(), rv.Len())
+		for i := range rv.Len() {
+			out.Index(i).Set(deepCopyReflect(rv.Index(i)))
+		}
+		return out.Interface()
+	case reflect.Map:
+		if rv.IsNil() {
+			return v
+		}
+		out := reflect.MakeMapWithSize(rv.Type(), rv.Len())
+		for it := rv.MapRange(); it.Next(); {
+			out.SetMapIndex(it.Key(), deepCopyReflect(it.Value()))
+		}
+		return out.Interface()
+	}
+	return v
+}
+
+func deepCopyReflect(e reflect.Value) reflect.Value {
+	if e.Kind() == reflect.Interface && e.IsNil() {
+		return e
+	}
+	c := deepCopyValue(e.Interface())
+	if c == nil {
+		return reflect.Zero(e.Type())
+	}
+	return reflect.ValueOf(c)
 }

@@ -20,12 +20,16 @@ type Set struct {
 
 var _ Toolset = (*Set)(nil)
 
-// NewSet returns a toolset holding tools. Duplicate names are an error.
+// NewSet returns a toolset holding tools. Duplicate names are an error, and
+// so are names that do not match [NamePattern] (wrapping [ErrInvalidName]).
 func NewSet(tools ...*Tool) (*Set, error) {
 	seen := map[string]bool{}
 	for _, t := range tools {
 		if t == nil {
 			return nil, fmt.Errorf("%w: nil tool", ErrInvalidTool)
+		}
+		if err := ValidateName(t.Name); err != nil {
+			return nil, err
 		}
 		if seen[t.Name] {
 			return nil, fmt.Errorf("%w: duplicate tool name %q", ErrInvalidTool, t.Name)
@@ -111,7 +115,8 @@ func RequireApproval(ts Toolset, pred ApprovalPredicate) Toolset {
 			c := t.Clone()
 			inner := t.Handler
 			c.Handler = func(ctx context.Context, rc *RunContext, args json.RawMessage) (any, error) {
-				if !rc.ToolCallApproved && (pred == nil || pred(ctx, rc, t, args)) {
+				approved := rc != nil && rc.ToolCallApproved
+				if !approved && (pred == nil || pred(ctx, rc, t, args)) {
 					return nil, &ApprovalRequired{}
 				}
 				return inner(ctx, rc, args)
