@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -50,6 +51,9 @@ func (r *Requests) Len() int {
 // Kind returns the category of the call with the given ID, or "" if it is
 // not pending.
 func (r *Requests) Kind(toolCallID string) Kind {
+	if r == nil {
+		return ""
+	}
 	for _, c := range r.Approvals {
 		if c.ToolCallID == toolCallID {
 			return KindApproval
@@ -72,10 +76,7 @@ func (r *Requests) Clone() *Requests {
 		Calls:     slices.Clone(r.Calls),
 		Approvals: slices.Clone(r.Approvals),
 		Metadata:  copyMetadata(r.Metadata),
-		TaskIDs:   map[string]string{},
-	}
-	for k, v := range r.TaskIDs {
-		out.TaskIDs[k] = v
+		TaskIDs:   maps.Clone(r.TaskIDs),
 	}
 	return out
 }
@@ -213,8 +214,14 @@ func (r *Requests) BuildResults(approvals, calls map[string]any, metadata map[st
 
 // Remaining returns the requests not resolved by results, filtering each
 // category by its own results only (an approval answered under Calls stays
-// pending), or nil when nothing remains.
+// pending), or nil when nothing remains. Nil results answer nothing.
 func (r *Requests) Remaining(results *Results) *Requests {
+	if r == nil {
+		return nil
+	}
+	if results == nil {
+		results = &Results{}
+	}
 	out := &Requests{Metadata: map[string]map[string]any{}, TaskIDs: map[string]string{}}
 	keep := func(c message.ToolCall) {
 		if md, ok := r.Metadata[c.ToolCallID]; ok {
