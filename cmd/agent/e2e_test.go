@@ -136,8 +136,8 @@ func TestBinaryAgainstOpenAICompatibleServer(t *testing.T) {
 	if got := final["output"].(string); got != `The tool said {"slept_seconds":0,"message":"nap"} indeed.` || deltas.String() != got {
 		t.Errorf("output %q, deltas %q", got, deltas.String())
 	}
-	if !strings.HasPrefix(out.stderr, "conversation: ") {
-		t.Errorf("stderr should start with the conversation: %q", out.stderr)
+	if !strings.HasPrefix(out.stderr, "nats: nats://127.0.0.1:") || !strings.Contains(out.stderr, "\nconversation: "+final["conversation_id"].(string)+"\n") {
+		t.Errorf("stderr should name the embedded server, then the conversation: %q", out.stderr)
 	}
 	// The streamed requests went through the real client path.
 	var streamed int

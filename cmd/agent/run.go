@@ -18,6 +18,8 @@ import (
 	"github.com/offload-dev/offload/pkg/builtin"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/message"
+	"github.com/offload-dev/offload/pkg/metrics"
+	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
@@ -31,6 +33,10 @@ type runFlags struct {
 	approve        string
 	root           string
 	verbose        bool
+	nats           string
+	store          string
+	prefix         string
+	local          bool
 }
 
 func newRunCmd(e env) *cobra.Command {
@@ -57,6 +63,10 @@ func newRunCmd(e env) *cobra.Command {
 	fl.StringVar(&f.approve, "approve", "", "how approvals are decided: ask, all, none or defer (default ask when stdin and stdout are terminals, else defer)")
 	fl.StringVar(&f.root, "root", ".", "directory the built-in file and shell tools work in")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log more on stderr")
+	fl.StringVar(&f.nats, "nats", e.getenv("NATS_URL"), "NATS server URL (env NATS_URL; default: an embedded server on --store)")
+	fl.StringVar(&f.store, "store", "./.offload", "directory of the embedded server's data and URL file")
+	fl.StringVar(&f.prefix, "prefix", protocol.DefaultPrefix, "subject prefix")
+	fl.BoolVar(&f.local, "local", false, "run the built-in tools in this process, without NATS")
 	return cmd
 }
 
@@ -79,13 +89,29 @@ func runAgent(ctx context.Context, e env, f *runFlags, prompt string) error {
 	if f.requestLimit < 1 {
 		return usageErr("--request-limit must be at least 1")
 	}
-	toolset, err := localTools(f, logger)
-	if err != nil {
-		return err
+	if err := protocol.ValidatePrefix(f.prefix); err != nil {
+		return usageErr("--prefix: %v", err)
 	}
 	model, err := newModel(f.model, e.getenv, nil)
 	if err != nil {
 		return err
+	}
+	var toolset tool.Toolset
+	if f.local {
+		if toolset, err = localTools(f, logger); err != nil {
+			return err
+		}
+	} else {
+		ts, release, err := remoteTools(ctx, e, f, logger, metrics.NewAgent(nil))
+		if err != nil {
+			var ee *exitError
+			if errors.As(err, &ee) {
+				return err
+			}
+			return &exitError{code: exitFailed, err: err}
+		}
+		defer release()
+		toolset = ts
 	}
 	cfg := agent.Config{
 		Model:         model,

@@ -1,0 +1,274 @@
+// Command toolworker serves tools to offload agents over NATS JetStream:
+// built-in tools and tools backed by a command in any language.
+//
+//	toolworker [--nats URL] [--config tools.yaml] [--tools a,b|all] [--root DIR]
+//	           [--concurrency N] [--metrics ADDR] [--id NAME] [--prefix P] [--grace D]
+//
+// Run any number of replicas: they share one durable consumer per tool.
+// SIGTERM or SIGINT stops fetching, lets running tasks finish within the
+// grace period, then hands the rest back for another replica; a second
+// signal cancels them at once.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/offload-dev/offload/pkg/builtin"
+	"github.com/offload-dev/offload/pkg/cmdtool"
+	"github.com/offload-dev/offload/pkg/metrics"
+	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/tool"
+)
+
+const (
+	exitOK     = 0
+	exitFailed = 1
+	exitUsage  = 2
+)
+
+type options struct {
+	natsURL     string
+	config      string
+	tools       string
+	root        string
+	concurrency int
+	metrics     string
+	id          string
+	prefix      string
+	grace       time.Duration
+	verbose     bool
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Getenv, os.Stderr, nil))
+}
+
+// run is the whole command; signals, when nil, are the process's SIGINT and
+// SIGTERM. It returns the exit code.
+func run(args []string, getenv func(string) string, stderr io.Writer, signals <-chan os.Signal) int {
+	opts, err := parseFlags(args, getenv, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		fmt.Fprintln(stderr, "toolworker:", err)
+		return exitUsage
+	}
+	level := slog.LevelInfo
+	if opts.verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	tools, err := selectTools(opts, log)
+	if err != nil {
+		fmt.Fprintln(stderr, "toolworker:", err)
+		return exitUsage
+	}
+	if signals == nil {
+		ch := make(chan os.Signal, 2)
+		signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
+		defer signal.Stop(ch)
+		signals = ch
+	}
+	if err := serve(opts, tools, log, signals); err != nil {
+		log.Error("toolworker failed", slog.Any("error", err))
+		return exitFailed
+	}
+	return exitOK
+}
+
+func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("toolworker", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	defURL := getenv("NATS_URL")
+	if defURL == "" {
+		defURL = "nats://127.0.0.1:4222"
+	}
+	host, _ := os.Hostname()
+	fs.StringVar(&o.natsURL, "nats", defURL, "NATS server URL (env NATS_URL)")
+	fs.StringVar(&o.config, "config", "", "YAML file declaring command-backed tools")
+	fs.StringVar(&o.tools, "tools", "", "tools to serve: comma-separated names, or all (default: the tools of --config)")
+	fs.StringVar(&o.root, "root", ".", "directory the built-in file and shell tools work in")
+	fs.IntVar(&o.concurrency, "concurrency", 4, "tasks run at once by this replica")
+	fs.StringVar(&o.metrics, "metrics", "", "address serving /metrics, /healthz and /readyz (e.g. 127.0.0.1:9101)")
+	fs.StringVar(&o.id, "id", fmt.Sprintf("%s-%d", host, os.Getpid()), "worker ID in the registry")
+	fs.StringVar(&o.prefix, "prefix", protocol.DefaultPrefix, "subject prefix")
+	fs.DurationVar(&o.grace, "grace", 30*time.Second, "how long running tasks may finish after SIGTERM before they are handed back")
+	fs.BoolVar(&o.verbose, "v", false, "debug logs")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if o.concurrency < 1 {
+		return nil, errors.New("--concurrency must be at least 1")
+	}
+	if err := protocol.ValidatePrefix(o.prefix); err != nil {
+		return nil, err
+	}
+	if o.id == "" || strings.ContainsAny(o.id, ". *>") {
+		return nil, fmt.Errorf("--id %q must be non-empty and contain no '.', ' ', '*' or '>'", o.id)
+	}
+	return o, nil
+}
+
+// selectTools builds the served tools: the --config tools by default, the
+// built-ins only when named or with --tools all.
+func selectTools(o *options, log *slog.Logger) ([]*tool.Tool, error) {
+	var fromConfig []*tool.Tool
+	if o.config != "" {
+		cfg, err := cmdtool.Load(o.config)
+		if err != nil {
+			return nil, err
+		}
+		if fromConfig, err = cfg.Tools(cmdtool.Options{Dir: filepath.Dir(o.config), Logger: log}); err != nil {
+			return nil, err
+		}
+	}
+	builtins, err := builtin.Tools(builtin.Config{Root: o.root, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range fromConfig {
+		if slices.Contains(builtin.Names(), t.Name) {
+			return nil, fmt.Errorf("--config tool %q has the name of a built-in tool", t.Name)
+		}
+	}
+	want := strings.TrimSpace(o.tools)
+	switch want {
+	case "":
+		if len(fromConfig) == 0 {
+			return nil, errors.New("nothing to serve: give --config with tools, or --tools (names or all)")
+		}
+		return fromConfig, nil
+	case "all":
+		return append(fromConfig, builtins...), nil
+	}
+	byName := map[string]*tool.Tool{}
+	for _, t := range append(fromConfig, builtins...) {
+		byName[t.Name] = t
+	}
+	var out []*tool.Tool
+	for _, name := range strings.Split(want, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
+		}
+		t, ok := byName[name]
+		if !ok {
+			return nil, fmt.Errorf("unknown tool %q in --tools (built-ins: %s)", name, strings.Join(builtin.Names(), ", "))
+		}
+		if !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+func serve(o *options, tools []*tool.Tool, log *slog.Logger, signals <-chan os.Signal) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	wm := metrics.NewWorker(reg)
+
+	nc, err := natsjs.Connect(o.natsURL, natsjs.ConnectOptions{Name: "toolworker " + o.id, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+
+	w, err := natsjs.NewWorker(natsjs.WorkerConfig{
+		Conn:        nc,
+		Prefix:      o.prefix,
+		ID:          o.id,
+		Tools:       tools,
+		Concurrency: o.concurrency,
+		GracePeriod: o.grace,
+		Logger:      log,
+		Metrics:     wm,
+	})
+	if err != nil {
+		return err
+	}
+
+	var srv *http.Server
+	if o.metrics != "" {
+		ln, err := net.Listen("tcp", o.metrics)
+		if err != nil {
+			return fmt.Errorf("--metrics: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", metrics.Handler(reg))
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+		mux.HandleFunc("/readyz", func(rw http.ResponseWriter, _ *http.Request) {
+			if !w.Ready() {
+				http.Error(rw, "not ready", http.StatusServiceUnavailable)
+				return
+			}
+			_, _ = io.WriteString(rw, "ready\n")
+		})
+		srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = srv.Serve(ln) }()
+		log.Info("serving metrics", slog.String("addr", ln.Addr().String()))
+		defer func() {
+			sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer scancel()
+			_ = srv.Shutdown(sctx)
+		}()
+	}
+
+	if err := w.Start(ctx); err != nil {
+		return err
+	}
+	names := make([]string, len(tools))
+	for i, t := range tools {
+		names[i] = t.Name
+	}
+	log.Info("toolworker started", slog.String("id", o.id), slog.String("nats", nc.ConnectedUrlRedacted()), slog.Any("tools", names), slog.Int("concurrency", o.concurrency))
+
+	select {
+	case sig := <-signals:
+		log.Info("stopping", slog.String("signal", sig.String()), slog.Duration("grace", o.grace))
+	case <-w.Stopped():
+		return errors.New("worker stopped unexpectedly")
+	}
+	stopCtx, stopCancel := context.WithTimeout(context.Background(), o.grace)
+	defer stopCancel()
+	done := make(chan error, 1)
+	go func() { done <- w.Stop(stopCtx) }()
+	select {
+	case err = <-done:
+	case sig := <-signals:
+		log.Warn("second signal: cancelling running tasks", slog.String("signal", sig.String()))
+		stopCancel()
+		err = <-done
+	}
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	log.Info("toolworker stopped")
+	return nil
+}
