@@ -1,0 +1,180 @@
+// Command offload-bench measures offload against baselines in the same run
+// (SPEC §8) and prints the figures as ratios:
+//
+//   - round trip of a no-op tool call through JetStream (dispatch → worker →
+//     result → back in the caller), p50 and p99, against a raw nats.go
+//     program doing the same publish/consume/publish, and against the
+//     in-process executor;
+//   - throughput of no-op calls with 1, 2 and 4 worker replicas, against the
+//     raw baseline with the same replicas.
+//
+// Everything runs in this process against an embedded nats-server with file
+// storage on loopback; the machine's cores are shared by server, workers and
+// caller, so compare the ratios, not the absolute figures.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/offload-dev/offload/pkg/embedded"
+)
+
+type config struct {
+	n, warmup, tn, inflight, slots int
+	replicas                       []int
+}
+
+func main() {
+	var c config
+	flag.IntVar(&c.n, "n", 2000, "round trips measured for latency")
+	flag.IntVar(&c.warmup, "warmup", 200, "round trips before measuring")
+	flag.IntVar(&c.tn, "throughput-n", 5000, "calls per throughput run")
+	flag.IntVar(&c.inflight, "inflight", 64, "calls in flight in throughput runs")
+	flag.IntVar(&c.slots, "slots", 16, "concurrent tasks per worker replica")
+	flag.Parse()
+	c.replicas = []int{1, 2, 4}
+	if err := run(context.Background(), c, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "offload-bench:", err)
+		os.Exit(1)
+	}
+}
+
+// caller makes one no-op tool call and returns when its result is back.
+type caller func(ctx context.Context) error
+
+type latency struct{ p50, p99 time.Duration }
+
+func measureLatency(ctx context.Context, call caller, n, warmup int) (latency, error) {
+	for range warmup {
+		if err := call(ctx); err != nil {
+			return latency{}, err
+		}
+	}
+	d := make([]time.Duration, n)
+	for i := range n {
+		start := time.Now()
+		if err := call(ctx); err != nil {
+			return latency{}, err
+		}
+		d[i] = time.Since(start)
+	}
+	slices.Sort(d)
+	return latency{p50: d[n/2], p99: d[n*99/100]}, nil
+}
+
+// measureThroughput makes n calls with inflight of them in flight at once
+// and returns calls per second.
+func measureThroughput(ctx context.Context, call caller, n, inflight int) (float64, error) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var once sync.Once
+	var firstErr error
+	start := time.Now()
+	for range inflight {
+		wg.Go(func() {
+			for next.Add(1) <= int64(n) {
+				if err := call(ctx); err != nil {
+					once.Do(func() { firstErr = err })
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return float64(n) / time.Since(start).Seconds(), firstErr
+}
+
+func run(ctx context.Context, c config, out io.Writer) error {
+	dir, err := os.MkdirTemp("", "offload-bench")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	srv, err := embedded.Start(ctx, embedded.Config{StoreDir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		return err
+	}
+	defer srv.Shutdown(context.Background())
+	url := srv.URL()
+
+	raw, err := newRawSystem(ctx, url)
+	if err != nil {
+		return fmt.Errorf("raw baseline: %w", err)
+	}
+	defer raw.close()
+	off, err := newOffloadSystem(ctx, url)
+	if err != nil {
+		return fmt.Errorf("offload: %w", err)
+	}
+	defer off.close()
+
+	fmt.Fprintf(out, "offload-bench: embedded nats-server (file storage), loopback; latency n=%d (warm-up %d); throughput n=%d, %d in flight, %d slots per replica\n\n",
+		c.n, c.warmup, c.tn, c.inflight, c.slots)
+
+	// Latency: one replica, one call in flight.
+	if err := raw.startWorkers(ctx, url, 1, 1); err != nil {
+		return err
+	}
+	rawLat, err := measureLatency(ctx, raw.call, c.n, c.warmup)
+	raw.stopWorkers()
+	if err != nil {
+		return fmt.Errorf("raw latency: %w", err)
+	}
+	if err := off.startWorkers(ctx, url, 1, 1); err != nil {
+		return err
+	}
+	offLat, err := measureLatency(ctx, off.call, c.n, c.warmup)
+	off.stopWorkers(ctx)
+	if err != nil {
+		return fmt.Errorf("offload latency: %w", err)
+	}
+	inLat, err := measureLatency(ctx, inProcessCall(), c.n, c.warmup)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "Round trip of a no-op tool call (1 replica, 1 in flight)")
+	fmt.Fprintln(out, "| system | p50 | p99 | p50 / raw | p99 / raw |")
+	fmt.Fprintln(out, "| --- | --- | --- | --- | --- |")
+	row := func(name string, l latency) {
+		fmt.Fprintf(out, "| %s | %s | %s | %.2f× | %.2f× |\n", name, l.p50.Round(time.Microsecond), l.p99.Round(time.Microsecond),
+			float64(l.p50)/float64(rawLat.p50), float64(l.p99)/float64(rawLat.p99))
+	}
+	row("raw nats.go baseline", rawLat)
+	row("offload (dispatcher → worker → result)", offLat)
+	row("offload in-process executor", inLat)
+	fmt.Fprintf(out, "\nTarget: offload p50 ≤ 1.3× raw — measured %.2f×\n\n", float64(offLat.p50)/float64(rawLat.p50))
+
+	fmt.Fprintf(out, "Throughput of no-op calls (%d in flight)\n", c.inflight)
+	fmt.Fprintln(out, "| replicas | raw calls/s | offload calls/s | offload / raw |")
+	fmt.Fprintln(out, "| --- | --- | --- | --- |")
+	for _, r := range c.replicas {
+		if err := raw.startWorkers(ctx, url, r, c.slots); err != nil {
+			return err
+		}
+		rawTP, err := measureThroughput(ctx, raw.call, c.tn, c.inflight)
+		raw.stopWorkers()
+		if err != nil {
+			return fmt.Errorf("raw throughput: %w", err)
+		}
+		if err := off.startWorkers(ctx, url, r, c.slots); err != nil {
+			return err
+		}
+		offTP, err := measureThroughput(ctx, off.call, c.tn, c.inflight)
+		off.stopWorkers(ctx)
+		if err != nil {
+			return fmt.Errorf("offload throughput: %w", err)
+		}
+		fmt.Fprintf(out, "| %d | %.0f | %.0f | %.2f× |\n", r, rawTP, offTP, offTP/rawTP)
+	}
+	fmt.Fprintln(out, "\nTarget: offload throughput ≥ 0.8× raw")
+	return nil
+}

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/tool"
+)
+
+// noop is the tool measured: it does nothing.
+func noop() *tool.Tool {
+	return tool.Func("noop", "Does nothing.", func(context.Context, *tool.RunContext, struct{}) (any, error) { return nil, nil })
+}
+
+// offloadSystem measures offload's path: the remote tool's handler (what the
+// agent loop calls) → Dispatcher → task stream → Worker → result stream →
+// Dispatcher → back in the handler.
+type offloadSystem struct {
+	nc      *nats.Conn
+	disp    *natsjs.Dispatcher
+	remote  *natsjs.RemoteToolset
+	workers []*offloadWorker
+	conv    string
+}
+
+type offloadWorker struct {
+	nc *nats.Conn
+	w  *natsjs.Worker
+}
+
+func newOffloadSystem(ctx context.Context, url string) (*offloadSystem, error) {
+	nc, err := natsjs.Connect(url, natsjs.ConnectOptions{Name: "bench agent"})
+	if err != nil {
+		return nil, err
+	}
+	d, err := natsjs.NewDispatcher(natsjs.DispatcherConfig{Conn: nc})
+	if err != nil {
+		return nil, err
+	}
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := d.Start(sctx); err != nil {
+		return nil, err
+	}
+	rt, err := natsjs.NewRemoteToolset(sctx, natsjs.RemoteConfig{Conn: nc, Dispatcher: d})
+	if err != nil {
+		return nil, err
+	}
+	return &offloadSystem{nc: nc, disp: d, remote: rt, conv: protocol.NewID()}, nil
+}
+
+func (s *offloadSystem) startWorkers(ctx context.Context, url string, n, slots int) error {
+	for i := range n {
+		nc, err := natsjs.Connect(url, natsjs.ConnectOptions{Name: "bench worker"})
+		if err != nil {
+			return err
+		}
+		w, err := natsjs.NewWorker(natsjs.WorkerConfig{Conn: nc, ID: fmt.Sprintf("bench-%d", i), Tools: []*tool.Tool{noop()}, Concurrency: slots})
+		if err != nil {
+			return err
+		}
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err = w.Start(sctx)
+		cancel()
+		if err != nil {
+			return err
+		}
+		s.workers = append(s.workers, &offloadWorker{nc: nc, w: w})
+	}
+	// Wait until the registry shows the tool to the agent side.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		tools, _ := s.remote.Tools(ctx)
+		if len(tools) > 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the noop tool never appeared in the registry")
+		}
+		select {
+		case <-s.remote.Changed():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (s *offloadSystem) stopWorkers(ctx context.Context) {
+	for _, w := range s.workers {
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_ = w.w.Stop(sctx)
+		cancel()
+		w.nc.Close()
+	}
+	s.workers = nil
+}
+
+func (s *offloadSystem) call(ctx context.Context) error {
+	tools, err := s.remote.Tools(ctx)
+	if err != nil || len(tools) == 0 {
+		return fmt.Errorf("no remote tool: %v", err)
+	}
+	rc := &tool.RunContext{ConversationID: s.conv, RunID: s.conv, ToolCallID: "c", ToolName: "noop"}
+	_, err = tools[0].Run(ctx, rc, json.RawMessage(`{}`))
+	return err
+}
+
+func (s *offloadSystem) close() {
+	s.stopWorkers(context.Background())
+	s.remote.Close()
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = s.disp.Stop(sctx)
+	s.nc.Close()
+}
+
+// inProcessCall is the in-process executor: argument validation and the
+// tool's handler, as the agent loop runs a local tool.
+func inProcessCall() caller {
+	t := noop()
+	rc := &tool.RunContext{ToolName: "noop"}
+	return func(ctx context.Context) error {
+		args, err := t.ParseArgs("{}")
+		if err != nil {
+			return err
+		}
+		_, err = t.Run(ctx, rc, args)
+		return err
+	}
+}
