@@ -1,0 +1,289 @@
+package natsjs
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/tool"
+)
+
+// RemoteConfig configures a [RemoteToolset].
+type RemoteConfig struct {
+	// Conn is the NATS connection. Required.
+	Conn *nats.Conn
+	// Prefix is the subject prefix. Defaults to [protocol.DefaultPrefix].
+	Prefix string
+	// Dispatcher runs the calls. Required, and started before the tools are
+	// called.
+	Dispatcher *Dispatcher
+	// Filter, when not nil, restricts the toolset to these tool names.
+	Filter []string
+	// Logger receives the toolset's logs. Defaults to discarding them.
+	Logger *slog.Logger
+	// MemoryStorage creates the registry's stream in memory when missing
+	// (tests).
+	MemoryStorage bool
+}
+
+// RemoteToolset is the [tool.Toolset] of the tools workers advertise in the
+// registry (SPEC §5.4). It watches the registry, so tools appear and
+// disappear as workers come and go; entries past their expires_at are
+// ignored. When several workers advertise a tool, the definition of the one
+// with the smallest registry key is used. Calling one of its tools
+// publishes a task through the [Dispatcher] and waits for the result.
+type RemoteToolset struct {
+	cfg    RemoteConfig
+	log    *slog.Logger
+	kv     jetstream.KeyValue
+	filter map[string]bool
+
+	mu      sync.Mutex
+	entries map[string]RegistryEntry // by registry key
+	built   map[string]builtTool     // by tool name
+	changed chan struct{}            // closed at the next change
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+type builtTool struct {
+	sig string
+	t   *tool.Tool
+}
+
+var _ tool.Toolset = (*RemoteToolset)(nil)
+
+// Time a broken registry watch waits before watching again.
+const rewatchWait = time.Second
+
+// NewRemoteToolset binds the registry bucket (creating its stream when
+// missing), reads its current entries and keeps watching it until
+// [RemoteToolset.Close].
+func NewRemoteToolset(ctx context.Context, cfg RemoteConfig) (*RemoteToolset, error) {
+	if cfg.Conn == nil {
+		return nil, fmt.Errorf("%w: remote toolset: no Conn", ErrInvalidConfig)
+	}
+	if cfg.Dispatcher == nil {
+		return nil, fmt.Errorf("%w: remote toolset: no Dispatcher", ErrInvalidConfig)
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = protocol.DefaultPrefix
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	js, err := jetstream.New(cfg.Conn)
+	if err != nil {
+		return nil, fmt.Errorf("natsjs: remote toolset: %w", err)
+	}
+	kv, err := Registry(ctx, js, ProvisionOptions{Prefix: cfg.Prefix, MemoryStorage: cfg.MemoryStorage})
+	if err != nil {
+		return nil, fmt.Errorf("natsjs: remote toolset: %w", err)
+	}
+	r := &RemoteToolset{
+		cfg:     cfg,
+		log:     log,
+		kv:      kv,
+		entries: make(map[string]RegistryEntry),
+		built:   make(map[string]builtTool),
+		changed: make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	if cfg.Filter != nil {
+		r.filter = make(map[string]bool, len(cfg.Filter))
+		for _, n := range cfg.Filter {
+			r.filter[n] = true
+		}
+	}
+	wctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	w, err := kv.WatchAll(wctx)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("natsjs: remote toolset: watch registry: %w", err)
+	}
+	// Read the current entries before returning.
+	var last uint64
+	for initial := true; initial; {
+		select {
+		case e, ok := <-w.Updates():
+			if !ok {
+				cancel()
+				return nil, fmt.Errorf("natsjs: remote toolset: registry watch closed")
+			}
+			if e == nil {
+				initial = false
+				break
+			}
+			last = e.Revision()
+			r.apply(e)
+		case <-ctx.Done():
+			_ = w.Stop()
+			cancel()
+			return nil, ctx.Err()
+		}
+	}
+	go r.watch(wctx, w, last)
+	return r, nil
+}
+
+// watch applies registry updates until ctx ends, watching again from the
+// last revision seen when the watch breaks (e.g. after a reconnect).
+func (r *RemoteToolset) watch(ctx context.Context, w jetstream.KeyWatcher, last uint64) {
+	defer close(r.done)
+	for {
+		for e := range w.Updates() {
+			if e == nil {
+				continue
+			}
+			last = e.Revision()
+			r.apply(e)
+		}
+		_ = w.Stop()
+		if ctx.Err() != nil {
+			return
+		}
+		r.log.Warn("registry watch broke; watching again", slog.Uint64("revision", last))
+		for {
+			select {
+			case <-time.After(rewatchWait):
+			case <-ctx.Done():
+				return
+			}
+			var err error
+			if w, err = r.kv.WatchAll(ctx, jetstream.ResumeFromRevision(last+1)); err == nil {
+				break
+			}
+			r.log.Warn("registry watch failed", slog.Any("error", err))
+		}
+	}
+}
+
+// apply records one registry update.
+func (r *RemoteToolset) apply(e jetstream.KeyValueEntry) {
+	key := e.Key()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e.Operation() == jetstream.KeyValuePut {
+		entry, err := decodeEntry(key, e.Value())
+		if err != nil {
+			r.log.Warn("registry entry ignored", slog.String("key", key), slog.Any("error", err))
+			delete(r.entries, key)
+		} else {
+			r.entries[key] = entry
+		}
+	} else {
+		delete(r.entries, key)
+	}
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+// Changed returns a channel closed at the next registry update seen.
+func (r *RemoteToolset) Changed() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.changed
+}
+
+// Tools implements [tool.Toolset]: the tools advertised now by at least one
+// worker (and allowed by the filter), sorted by name.
+func (r *RemoteToolset) Tools(context.Context) ([]*tool.Tool, error) {
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	chosen := make(map[string]string) // name → key
+	for key, e := range r.entries {
+		if !e.ExpiresAt.After(now) {
+			continue
+		}
+		if r.filter != nil && !r.filter[e.Name] {
+			continue
+		}
+		if k, ok := chosen[e.Name]; !ok || key < k {
+			chosen[e.Name] = key
+		}
+	}
+	out := make([]*tool.Tool, 0, len(chosen))
+	for name, key := range chosen {
+		t, err := r.buildLocked(r.entries[key])
+		if err != nil {
+			r.log.Warn("registry entry unusable", slog.String("key", key), slog.Any("error", err))
+			continue
+		}
+		out = append(out, t)
+		_ = name
+	}
+	slices.SortFunc(out, func(a, b *tool.Tool) int {
+		switch {
+		case a.Name < b.Name:
+			return -1
+		case a.Name > b.Name:
+			return 1
+		}
+		return 0
+	})
+	return out, nil
+}
+
+// buildLocked returns the tool of an entry, reusing the one built for the
+// same definition.
+func (r *RemoteToolset) buildLocked(e RegistryEntry) (*tool.Tool, error) {
+	def := e.Def()
+	sigBytes, err := json.Marshal(def)
+	if err != nil {
+		return nil, err
+	}
+	sig := string(sigBytes)
+	if b, ok := r.built[def.Name]; ok && b.sig == sig {
+		return b.t, nil
+	}
+	t, err := tool.New(def, r.handler(def.Name))
+	if err != nil {
+		return nil, err
+	}
+	r.built[def.Name] = builtTool{sig: sig, t: t}
+	return t, nil
+}
+
+// handler dispatches a call of the named tool and turns its result into
+// the tool's outcome.
+func (r *RemoteToolset) handler(name string) tool.HandlerFunc {
+	return func(ctx context.Context, rc *tool.RunContext, args json.RawMessage) (any, error) {
+		task := protocol.Task{
+			TaskID:           protocol.NewID(),
+			Tool:             name,
+			Args:             args,
+			ConversationID:   rc.ConversationID,
+			RunID:            rc.RunID,
+			ToolCallID:       rc.ToolCallID,
+			Mode:             protocol.ModeInline,
+			Approved:         rc.ToolCallApproved,
+			ToolCallMetadata: rc.ToolCallMetadata,
+			Retry:            rc.Retry,
+		}
+		res, err := r.cfg.Dispatcher.Call(ctx, task)
+		if err != nil {
+			return nil, err
+		}
+		return res.Outcome()
+	}
+}
+
+// Close stops watching the registry. The tools already returned keep
+// working as long as the dispatcher runs.
+func (r *RemoteToolset) Close() error {
+	r.cancel()
+	<-r.done
+	return nil
+}

@@ -1,0 +1,205 @@
+package natsjs_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/llm/testmodel"
+	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/tool"
+)
+
+func newRemote(t *testing.T, srv *natstest.Server, d *natsjs.Dispatcher, filter []string) *natsjs.RemoteToolset {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	r, err := natsjs.NewRemoteToolset(ctx, natsjs.RemoteConfig{Conn: srv.Conn(t), Dispatcher: d, Filter: filter, Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	return r
+}
+
+func toolNames(t *testing.T, r *natsjs.RemoteToolset) []string {
+	t.Helper()
+	tools, err := r.Tools(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, x := range tools {
+		names = append(names, x.Name)
+	}
+	return names
+}
+
+// waitTools waits, on the toolset's change signal, until its tool names are
+// want.
+func waitTools(t *testing.T, r *natsjs.RemoteToolset, want ...string) {
+	t.Helper()
+	deadline := time.After(wait)
+	for {
+		changed := r.Changed()
+		if got := toolNames(t, r); slices.Equal(got, want) {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("tools %v, want %v", toolNames(t, r), want)
+		}
+	}
+}
+
+func TestRegistryEntriesAppearAndVanish(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	d, _ := startDispatcher(t, srv, natsjs.DispatcherConfig{})
+	r := newRemote(t, srv, d, nil)
+	filtered := newRemote(t, srv, d, []string{"echo"})
+	if got := toolNames(t, r); len(got) != 0 {
+		t.Fatalf("tools before any worker: %v", got)
+	}
+
+	approve := tool.Func("approve_me", "Needs approval.", func(context.Context, *tool.RunContext, struct{}) (string, error) {
+		return "ok", nil
+	}, tool.NeedsApproval(), tool.Meta(map[string]any{"background": true}))
+	w1 := startWorker(t, srv, natsjs.WorkerConfig{ID: "host.one-1", Tools: []*tool.Tool{echoTool(""), approve}})
+	w2 := startWorker(t, srv, natsjs.WorkerConfig{ID: "two", Tools: []*tool.Tool{echoTool("")}})
+	waitTools(t, r, "approve_me", "echo")
+	waitTools(t, filtered, "echo")
+
+	tools, _ := r.Tools(context.Background())
+	a := tools[0]
+	if !a.RequiresApproval || a.Metadata["background"] != true || a.Description != "Needs approval." {
+		t.Errorf("approve_me as seen remotely: %+v", a.Def())
+	}
+	if !tools[1].HasParameter("text") {
+		t.Errorf("echo schema %s", tools[1].Parameters)
+	}
+
+	// The stored entry follows SPEC §5.4.
+	js, err := jetstream.New(srv.Conn(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(context.Background(), "tools_registry")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := kv.Get(context.Background(), natsjs.RegistryKey("echo", "host.one-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Key() != "echo.host_one-1" {
+		t.Errorf("key %s", e.Key())
+	}
+	var fields map[string]any
+	if err := json.Unmarshal(e.Value(), &fields); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"name", "description", "parameters", "metadata", "requires_approval", "worker", "expires_at"} {
+		if _, ok := fields[k]; !ok {
+			t.Errorf("registry value lacks %q: %s", k, e.Value())
+		}
+	}
+
+	// An expired entry is ignored.
+	stale, _ := json.Marshal(natsjs.RegistryEntry{Name: "stale", Parameters: json.RawMessage(`{"type":"object"}`), Worker: "gone", ExpiresAt: time.Now().Add(-time.Minute)})
+	if _, err := kv.Put(context.Background(), natsjs.RegistryKey("stale", "gone"), stale); err != nil {
+		t.Fatal(err)
+	}
+	changed := r.Changed()
+	recv(t, changed, "the stale entry to be seen")
+	waitTools(t, r, "approve_me", "echo")
+
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if err := w1.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitTools(t, r, "echo") // still served by w2
+	if err := w2.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitTools(t, r)
+	waitTools(t, filtered)
+}
+
+type weatherArgs struct {
+	City string `json:"city" jsonschema:"the city"`
+}
+
+func TestRemoteToolThroughAgentLoop(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	weather := tool.Func("get_weather", "Get the weather of a city.", func(_ context.Context, rc *tool.RunContext, a weatherArgs) (string, error) {
+		return "sunny in " + a.City + " for " + rc.ToolCallID, nil
+	})
+	startWorker(t, srv, natsjs.WorkerConfig{ID: "weather-1", Tools: []*tool.Tool{weather}})
+	d, am := startDispatcher(t, srv, natsjs.DispatcherConfig{})
+	remote := newRemote(t, srv, d, nil)
+	waitTools(t, remote, "get_weather")
+
+	a, err := agent.New(agent.Config{Model: testmodel.New(testmodel.Config{}), Toolsets: []tool.Toolset{remote}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	res, err := a.Run(ctx, "What is the weather?", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out map[string]string
+	if err := json.Unmarshal([]byte(res.Output), &out); err != nil {
+		t.Fatalf("output %q: %v", res.Output, err)
+	}
+	if got := out["get_weather"]; !strings.HasPrefix(got, "sunny in a for call_") {
+		t.Fatalf("output %q", res.Output)
+	}
+	if got := testutil.ToFloat64(am.ToolCallsTotal.WithLabelValues("get_weather", "inline", "ok")); got != 1 {
+		t.Errorf("tool_calls_total{get_weather,inline,ok} = %v, want 1", got)
+	}
+}
+
+func TestRemoteToolOutcomes(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	failing := tool.Func("failing", "Fail.", func(context.Context, *tool.RunContext, struct{}) (string, error) {
+		return "", tool.Fail("no luck")
+	})
+	startWorker(t, srv, natsjs.WorkerConfig{ID: "w", Tools: []*tool.Tool{failing, echoTool("remote:")}})
+	d, _ := startDispatcher(t, srv, natsjs.DispatcherConfig{})
+	remote := newRemote(t, srv, d, nil)
+	waitTools(t, remote, "echo", "failing")
+	tools, _ := remote.Tools(context.Background())
+	rc := &tool.RunContext{ConversationID: protocol.NewID(), ToolCallID: "call_1"}
+	ctx := context.Background()
+
+	v, err := tools[0].Run(ctx, rc, json.RawMessage(`{"text":"hi"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ret, ok := v.(tool.Return)
+	if !ok || string(ret.Value.(json.RawMessage)) != `"remote:hi"` {
+		t.Fatalf("echo returned %#v", v)
+	}
+	_, err = tools[1].Run(ctx, rc, json.RawMessage(`{}`))
+	var failed *tool.ToolFailed
+	if !errors.As(err, &failed) || failed.Message != "no luck" {
+		t.Fatalf("failing returned %v", err)
+	}
+}

@@ -1,0 +1,95 @@
+package natsjs
+
+import (
+	"context"
+	"slices"
+	"sync"
+)
+
+// slotPool bounds how many tasks a worker holds at once, across its tools.
+// A tool's fetcher holds a slot while its pull request is outstanding, so a
+// task is only ever pulled when it can run at once (no prefetching). With
+// more fetchers than free slots, pulls would starve the waiting fetchers:
+// so a fetcher that has to wait preempts one long pull, and pulls started
+// while others wait are short, making the slots rotate among the tools.
+type slotPool struct {
+	mu      sync.Mutex
+	free    int
+	waiters []chan struct{}    // FIFO; closed when granted a slot
+	long    map[*pull]struct{} // outstanding long pulls, preemptible
+}
+
+// pull is one outstanding pull request.
+type pull struct {
+	cancel context.CancelFunc
+	long   bool
+}
+
+func newSlotPool(n int) *slotPool {
+	return &slotPool{free: n, long: make(map[*pull]struct{})}
+}
+
+// acquire takes a slot, waiting (and preempting a long pull) when none is
+// free. It fails only when ctx ends.
+func (p *slotPool) acquire(ctx context.Context) error {
+	p.mu.Lock()
+	if p.free > 0 && len(p.waiters) == 0 {
+		p.free--
+		p.mu.Unlock()
+		return nil
+	}
+	ch := make(chan struct{})
+	p.waiters = append(p.waiters, ch)
+	for pl := range p.long { // preempt one
+		delete(p.long, pl)
+		pl.cancel()
+		break
+	}
+	p.mu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		p.mu.Lock()
+		if i := slices.Index(p.waiters, ch); i >= 0 {
+			p.waiters = slices.Delete(p.waiters, i, i+1)
+			p.mu.Unlock()
+		} else { // granted meanwhile: give it back
+			p.mu.Unlock()
+			p.release()
+		}
+		return ctx.Err()
+	}
+}
+
+// release returns a slot, to the first waiter if any.
+func (p *slotPool) release() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.waiters) > 0 {
+		ch := p.waiters[0]
+		p.waiters = p.waiters[1:]
+		close(ch)
+		return
+	}
+	p.free++
+}
+
+// startPull records a pull about to be issued by a slot holder: long when
+// nobody waits for a slot (and then preemptible), short otherwise.
+func (p *slotPool) startPull(cancel context.CancelFunc) *pull {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pl := &pull{cancel: cancel, long: len(p.waiters) == 0}
+	if pl.long {
+		p.long[pl] = struct{}{}
+	}
+	return pl
+}
+
+// endPull forgets a pull that returned.
+func (p *slotPool) endPull(pl *pull) {
+	p.mu.Lock()
+	delete(p.long, pl)
+	p.mu.Unlock()
+}

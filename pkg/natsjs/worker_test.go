@@ -1,0 +1,677 @@
+package natsjs_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/offload-dev/offload/pkg/metrics"
+	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/pkg/progress"
+	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/tool"
+)
+
+// wait bounds every wait on a signal in these tests.
+const wait = 15 * time.Second
+
+// testAckWait is the consumers' ack wait in these tests.
+const testAckWait = time.Second
+
+// testLogger logs to stderr when OFFLOAD_TEST_LOG is set.
+func testLogger() *slog.Logger {
+	if os.Getenv("OFFLOAD_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+type echoArgs struct {
+	Text string `json:"text"`
+}
+
+// echoTool returns "<prefix><text>".
+func echoTool(prefix string) *tool.Tool {
+	return tool.Func("echo", "Echo the text.", func(_ context.Context, _ *tool.RunContext, a echoArgs) (string, error) {
+		return prefix + a.Text, nil
+	})
+}
+
+// gate is a tool body that signals when it starts and blocks until it is
+// released or its context ends.
+type gate struct {
+	started chan string    // task's tool call ID, at start
+	release chan struct{}  // closed to let every run return
+	ctxDone chan time.Time // when a run saw its context end
+	once    sync.Once
+}
+
+func newGate() *gate {
+	return &gate{started: make(chan string, 64), release: make(chan struct{}), ctxDone: make(chan time.Time, 64)}
+}
+
+func (g *gate) open() { g.once.Do(func() { close(g.release) }) }
+
+func (g *gate) tool(name, result string) *tool.Tool {
+	return tool.Func(name, "Wait for the gate.", func(ctx context.Context, rc *tool.RunContext, _ struct{}) (string, error) {
+		g.started <- rc.ToolCallID
+		select {
+		case <-g.release:
+			return result, nil
+		case <-ctx.Done():
+			g.ctxDone <- time.Now()
+			return "", ctx.Err()
+		}
+	})
+}
+
+func recv[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(wait):
+		t.Fatalf("timed out waiting for %s", what)
+		var zero T
+		return zero
+	}
+}
+
+// startWorker starts a worker on its own connection (closed at the end of
+// the test, after the worker is stopped).
+func startWorker(t *testing.T, srv *natstest.Server, cfg natsjs.WorkerConfig) *natsjs.Worker {
+	t.Helper()
+	if cfg.Conn == nil {
+		cfg.Conn = srv.Conn(t)
+	}
+	if cfg.AckWait == 0 {
+		cfg.AckWait = testAckWait
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = testLogger().With("test", t.Name())
+	}
+	w, err := natsjs.NewWorker(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !w.Ready() {
+		t.Fatal("worker not ready after Start")
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		if err := w.StopAndCancel(ctx); err != nil {
+			t.Errorf("stop worker %s: %v", w.ID(), err)
+		}
+	})
+	return w
+}
+
+// startDispatcher starts a dispatcher with metrics on its own connection.
+func startDispatcher(t *testing.T, srv *natstest.Server, cfg natsjs.DispatcherConfig) (*natsjs.Dispatcher, *metrics.Agent) {
+	t.Helper()
+	if cfg.Conn == nil {
+		cfg.Conn = srv.Conn(t)
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.NewAgent(prometheus.NewRegistry())
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = testLogger().With("test", t.Name())
+	}
+	d, err := natsjs.NewDispatcher(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if err := d.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		if err := d.Stop(ctx); err != nil {
+			t.Errorf("stop dispatcher: %v", err)
+		}
+	})
+	return d, cfg.Metrics
+}
+
+func newTask(toolName, conv, args string) protocol.Task {
+	return protocol.Task{TaskID: protocol.NewID(), Tool: toolName, Args: json.RawMessage(args), ConversationID: conv, ToolCallID: "call_" + protocol.NewID()}
+}
+
+// call runs d.Call in a goroutine; the result arrives on the channel.
+type callResult struct {
+	res protocol.Result
+	err error
+}
+
+func goCall(ctx context.Context, d *natsjs.Dispatcher, task protocol.Task) <-chan callResult {
+	ch := make(chan callResult, 1)
+	go func() {
+		res, err := d.Call(ctx, task)
+		ch <- callResult{res, err}
+	}()
+	return ch
+}
+
+// subscribeResults subscribes (core) to every result of the default prefix.
+func subscribeResults(t *testing.T, nc *nats.Conn) <-chan protocol.Result {
+	t.Helper()
+	ch := make(chan protocol.Result, 64)
+	sub, err := nc.Subscribe("tools.result.>", func(m *nats.Msg) {
+		var r protocol.Result
+		if err := json.Unmarshal(m.Data, &r); err != nil {
+			t.Errorf("result on %s: %v", m.Subject, err)
+			return
+		}
+		ch <- r
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	return ch
+}
+
+func content(t *testing.T, res protocol.Result) string {
+	t.Helper()
+	if res.Status != protocol.StatusOK {
+		t.Fatalf("result status %s (%s %s), want ok", res.Status, res.ErrorType, res.Message)
+	}
+	var s string
+	if err := json.Unmarshal(res.Content, &s); err != nil {
+		t.Fatalf("content %s: %v", res.Content, err)
+	}
+	return s
+}
+
+func TestWorkerReplicasShareBurst(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	d, am := startDispatcher(t, srv, natsjs.DispatcherConfig{})
+	g := newGate()
+	var mu sync.Mutex
+	runs := map[string]int{}     // tool call ID → executions
+	byWorker := map[string]int{} // worker → executions of the blocked wave
+	wm := metrics.NewWorker(prometheus.NewRegistry())
+	for i := range 3 {
+		id := fmt.Sprintf("w%d", i)
+		slow := tool.Func("slow", "Block until released.", func(ctx context.Context, rc *tool.RunContext, _ struct{}) (string, error) {
+			mu.Lock()
+			runs[rc.ToolCallID]++
+			byWorker[id]++
+			mu.Unlock()
+			g.started <- rc.ToolCallID
+			select {
+			case <-g.release:
+				return "done by " + id, nil
+			case <-ctx.Done():
+				return "", ctx.Err()
+			}
+		})
+		startWorker(t, srv, natsjs.WorkerConfig{ID: id, Tools: []*tool.Tool{slow, echoTool(id + ":")}, Concurrency: 2, Metrics: wm})
+	}
+	ctx := context.Background()
+	conv := protocol.NewID()
+
+	// Six blocking tasks can only all run if every replica takes exactly two:
+	// no replica prefetches beyond its free slots.
+	var slowCalls []<-chan callResult
+	for range 6 {
+		slowCalls = append(slowCalls, goCall(ctx, d, newTask("slow", conv, `{}`)))
+	}
+	for range 6 {
+		recv(t, g.started, "a slow task to start")
+	}
+	mu.Lock()
+	for id, n := range byWorker {
+		if n != 2 {
+			t.Errorf("worker %s runs %d slow tasks, want 2 (%v)", id, n, byWorker)
+		}
+	}
+	mu.Unlock()
+	g.open()
+
+	// A burst of fast tasks.
+	const burst = 30
+	calls := make(map[string]<-chan callResult, burst)
+	for i := range burst {
+		task := newTask("echo", conv, fmt.Sprintf(`{"text":"%d"}`, i))
+		calls[fmt.Sprint(i)] = goCall(ctx, d, task)
+	}
+	workers := map[string]bool{}
+	for text, ch := range calls {
+		cr := recv(t, ch, "an echo result")
+		if cr.err != nil {
+			t.Fatal(cr.err)
+		}
+		got := content(t, cr.res)
+		if want := cr.res.Worker + ":" + text; got != want {
+			t.Errorf("echo %s = %q, want %q", text, got, want)
+		}
+		workers[cr.res.Worker] = true
+	}
+	for _, ch := range slowCalls {
+		cr := recv(t, ch, "a slow result")
+		if cr.err != nil {
+			t.Fatal(cr.err)
+		}
+		if got := content(t, cr.res); got != "done by "+cr.res.Worker {
+			t.Errorf("slow result %q from %s", got, cr.res.Worker)
+		}
+	}
+	mu.Lock()
+	for id, n := range runs {
+		if n != 1 {
+			t.Errorf("task %s executed %d times", id, n)
+		}
+	}
+	mu.Unlock()
+	if got := testutil.ToFloat64(wm.TasksTotal.WithLabelValues("echo", "ok")); got != burst {
+		t.Errorf("worker tasks_total{echo,ok} = %v, want %d", got, burst)
+	}
+	if got := testutil.ToFloat64(am.ToolCallsTotal.WithLabelValues("echo", "inline", "ok")); got != burst {
+		t.Errorf("tool_calls_total{echo,inline,ok} = %v, want %d", got, burst)
+	}
+	if got := testutil.ToFloat64(am.PendingCalls.WithLabelValues("inline")); got != 0 {
+		t.Errorf("pending calls = %v, want 0", got)
+	}
+	for _, r := range metrics.RefuseReasons() {
+		if got := testutil.ToFloat64(am.RefusedMessagesTotal.WithLabelValues(string(r))); got != 0 {
+			t.Errorf("refused{%s} = %v, want 0", r, got)
+		}
+	}
+	t.Logf("echo tasks served by %d workers", len(workers))
+}
+
+func TestWorkerCrashRedelivers(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	d, am := startDispatcher(t, srv, natsjs.DispatcherConfig{})
+	g := newGate()
+	crashConn := srv.Conn(t)
+	crashed := startWorker(t, srv, natsjs.WorkerConfig{ID: "crashes", Conn: crashConn, Tools: []*tool.Tool{g.tool("job", "from the crashed worker")}})
+	conv := protocol.NewID()
+	ch := goCall(context.Background(), d, newTask("job", conv, `{}`))
+	recv(t, g.started, "the job to start on the first worker")
+
+	// The second replica can only get the task once the first lets go of it.
+	other := tool.Func("job", "Wait for the gate.", func(context.Context, *tool.RunContext, struct{}) (string, error) {
+		return "from the survivor", nil
+	})
+	startWorker(t, srv, natsjs.WorkerConfig{ID: "survivor", Tools: []*tool.Tool{other}})
+	crashConn.Close() // crash: no ack, no nak, no more heartbeats
+
+	cr := recv(t, ch, "the redelivered result")
+	if cr.err != nil {
+		t.Fatal(cr.err)
+	}
+	if got := content(t, cr.res); got != "from the survivor" || cr.res.Worker != "survivor" {
+		t.Errorf("result %q from %q", got, cr.res.Worker)
+	}
+	g.open() // the crashed worker's tool returns; its result cannot leave
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if err := crashed.StopAndCancel(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(am.RefusedMessagesTotal.WithLabelValues(string(metrics.RefuseDuplicate))); got != 0 {
+		t.Errorf("duplicates refused: %v", got)
+	}
+}
+
+func TestCancelBeforePickup(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	nc := srv.Conn(t)
+	results := subscribeResults(t, nc)
+	d, am := startDispatcher(t, srv, natsjs.DispatcherConfig{})
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	conv := protocol.NewID()
+	task := newTask("never", conv, `{}`)
+	data, _ := json.Marshal(task)
+	if _, err := js.Publish(ctx, "tools.task.never", data, jetstream.WithMsgID(task.TaskID)); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Cancel(ctx, conv, task.TaskID, "changed my mind"); err != nil {
+		t.Fatal(err)
+	}
+	wm := metrics.NewWorker(prometheus.NewRegistry())
+	never := tool.Func("never", "Must not run.", func(context.Context, *tool.RunContext, struct{}) (string, error) {
+		t.Error("a cancelled task ran")
+		return "", nil
+	})
+	startWorker(t, srv, natsjs.WorkerConfig{ID: "w", Tools: []*tool.Tool{never}, Metrics: wm})
+	res := recv(t, results, "the cancelled result")
+	if res.Status != protocol.StatusCancelled || res.TaskID != task.TaskID {
+		t.Fatalf("result %+v, want cancelled", res)
+	}
+	if got := testutil.ToFloat64(wm.TasksTotal.WithLabelValues("never", "cancelled")); got != 1 {
+		t.Errorf("tasks_total{never,cancelled} = %v", got)
+	}
+	// The worker's confirmation is neither late nor unknown.
+	for _, r := range metrics.RefuseReasons() {
+		if got := testutil.ToFloat64(am.RefusedMessagesTotal.WithLabelValues(string(r))); got != 0 {
+			t.Errorf("refused{%s} = %v, want 0", r, got)
+		}
+	}
+}
+
+func TestCancelDuringRun(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	results := subscribeResults(t, srv.Conn(t))
+	d, _ := startDispatcher(t, srv, natsjs.DispatcherConfig{})
+	g := newGate()
+	wm := metrics.NewWorker(prometheus.NewRegistry())
+	startWorker(t, srv, natsjs.WorkerConfig{ID: "w", Tools: []*tool.Tool{g.tool("job", "finished")}, Metrics: wm})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	task := newTask("job", protocol.NewID(), `{}`)
+	ch := goCall(ctx, d, task)
+	recv(t, g.started, "the job to start")
+	cancelled := time.Now()
+	cancel()
+	seen := recv(t, g.ctxDone, "the tool's context to end")
+	t.Logf("tool context cancelled %v after the call's", seen.Sub(cancelled))
+	cr := recv(t, ch, "Call to return")
+	if cr.err != context.Canceled {
+		t.Fatalf("Call error %v, want context.Canceled", cr.err)
+	}
+	res := recv(t, results, "the cancelled result")
+	if res.Status != protocol.StatusCancelled || res.TaskID != task.TaskID {
+		t.Fatalf("result %+v, want cancelled", res)
+	}
+	if got := testutil.ToFloat64(wm.CancellationsTotal.WithLabelValues("job")); got != 1 {
+		t.Errorf("cancellations = %v, want 1", got)
+	}
+}
+
+func TestWorkerOutcomes(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	d, _ := startDispatcher(t, srv, natsjs.DispatcherConfig{})
+	var panicked sync.Once
+	boom := tool.Func("boom", "Panic once.", func(context.Context, *tool.RunContext, struct{}) (string, error) {
+		panicked.Do(func() { panic("kaboom") })
+		return "fine", nil
+	})
+	sleepy := tool.Func("sleepy", "Wait for the context.", func(ctx context.Context, _ *tool.RunContext, _ struct{}) (string, error) {
+		<-ctx.Done()
+		return "", ctx.Err()
+	})
+	reports := make(chan protocol.Progress, 4)
+	reporting := tool.Func("reporting", "Report progress.", func(ctx context.Context, rc *tool.RunContext, _ struct{}) (map[string]any, error) {
+		progress.Report(ctx, "half way", progress.Fraction(0.5))
+		return map[string]any{"approved": rc.ToolCallApproved, "meta": rc.ToolCallMetadata, "retry": rc.Retry, "conv": rc.ConversationID}, nil
+	})
+	retrying := tool.Func("retrying", "Ask for a retry.", func(context.Context, *tool.RunContext, struct{}) (string, error) {
+		return "", tool.Retry("try harder")
+	})
+	nc := srv.Conn(t)
+	sub, err := nc.Subscribe("tools.progress.>", func(m *nats.Msg) {
+		var p protocol.Progress
+		if err := json.Unmarshal(m.Data, &p); err == nil {
+			reports <- p
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, srv, natsjs.WorkerConfig{ID: "w", Concurrency: 1, Tools: []*tool.Tool{boom, echoTool(""), sleepy, reporting, retrying}})
+	ctx := context.Background()
+	conv := protocol.NewID()
+	call := func(task protocol.Task) protocol.Result {
+		t.Helper()
+		res, err := d.Call(ctx, task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+
+	t.Run("panic then serve", func(t *testing.T) {
+		res := call(newTask("boom", conv, `{}`))
+		if res.Status != protocol.StatusError || res.ErrorType != protocol.ErrorPanic {
+			t.Fatalf("panic result %+v", res)
+		}
+		if got := content(t, call(newTask("boom", conv, `{}`))); got != "fine" {
+			t.Fatalf("after the panic: %q", got)
+		}
+	})
+	t.Run("invalid arguments", func(t *testing.T) {
+		res := call(newTask("echo", conv, `{"text":5}`))
+		if res.Status != protocol.StatusRetry || res.ErrorType != protocol.ErrorInvalidArguments || res.Message == "" {
+			t.Fatalf("result %+v, want retry InvalidArguments", res)
+		}
+		_, err := res.Outcome()
+		var retry *tool.ModelRetry
+		if !errors.As(err, &retry) {
+			t.Fatalf("outcome %v, want *tool.ModelRetry", err)
+		}
+	})
+	t.Run("deadline", func(t *testing.T) {
+		task := newTask("sleepy", conv, `{}`)
+		task.Deadline = time.Now().Add(200 * time.Millisecond)
+		res := call(task)
+		if res.Status != protocol.StatusError || res.ErrorType != protocol.ErrorDeadlineExceeded {
+			t.Fatalf("result %+v, want DeadlineExceeded", res)
+		}
+	})
+	t.Run("run context and progress", func(t *testing.T) {
+		task := newTask("reporting", conv, `{}`)
+		task.Approved, task.Retry, task.ToolCallMetadata = true, 1, map[string]any{"by": "ann"}
+		res := call(task)
+		var got map[string]any
+		if err := json.Unmarshal(res.Content, &got); err != nil {
+			t.Fatal(err)
+		}
+		if got["approved"] != true || got["retry"] != 1.0 || got["conv"] != conv || fmt.Sprint(got["meta"]) != "map[by:ann]" {
+			t.Errorf("run context seen by the tool: %v", got)
+		}
+		p := recv(t, reports, "a progress report")
+		if p.TaskID != task.TaskID || p.Message != "half way" || p.Fraction == nil || *p.Fraction != 0.5 {
+			t.Errorf("progress %+v", p)
+		}
+	})
+	t.Run("retry", func(t *testing.T) {
+		res := call(newTask("retrying", conv, `{}`))
+		if res.Status != protocol.StatusRetry || res.Message != "try harder" {
+			t.Fatalf("result %+v", res)
+		}
+	})
+}
+
+func TestMalformedTask(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	nc := srv.Conn(t)
+	results := subscribeResults(t, nc)
+	wm := metrics.NewWorker(prometheus.NewRegistry())
+	startWorker(t, srv, natsjs.WorkerConfig{ID: "w", Concurrency: 1, Tools: []*tool.Tool{echoTool("")}, Metrics: wm})
+	d, _ := startDispatcher(t, srv, natsjs.DispatcherConfig{})
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := js.Publish(ctx, "tools.task.echo", []byte("{not json")); err != nil {
+		t.Fatal(err)
+	}
+	task, conv := protocol.NewID(), protocol.NewID()
+	bad := fmt.Sprintf(`{"task_id":%q,"conversation_id":%q,"tool":"echo","args":5}`, task, conv)
+	if _, err := js.Publish(ctx, "tools.task.echo", []byte(bad)); err != nil {
+		t.Fatal(err)
+	}
+	res := recv(t, results, "the error result of the malformed task")
+	if res.TaskID != task || res.Status != protocol.StatusError || res.ErrorType != "DecodeError" {
+		t.Fatalf("result %+v", res)
+	}
+	// With one slot, a later task is fetched only after both were
+	// terminated: then neither is left in the work queue.
+	if got, err := d.Call(ctx, newTask("echo", conv, `{"text":"next"}`)); err != nil || content(t, got) != "next" {
+		t.Fatalf("next task: %+v %v", got, err)
+	}
+	s, err := js.Stream(ctx, "TOOLS_TASKS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seq := uint64(1); seq <= 2; seq++ {
+		if _, err := s.GetMsg(ctx, seq); !errors.Is(err, jetstream.ErrMsgNotFound) {
+			t.Errorf("task %d still in the stream: %v", seq, err)
+		}
+	}
+	if got := testutil.ToFloat64(wm.TasksTotal.WithLabelValues("echo", "error")); got != 2 {
+		t.Errorf("tasks_total{echo,error} = %v, want 2", got)
+	}
+}
+
+func TestDeliveriesExhausted(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	d, _ := startDispatcher(t, srv, natsjs.DispatcherConfig{})
+	g := newGate()
+	first := startWorker(t, srv, natsjs.WorkerConfig{ID: "first", MaxDeliver: 1, Tools: []*tool.Tool{g.tool("job", "never")}})
+	ch := goCall(context.Background(), d, newTask("job", protocol.NewID(), `{}`))
+	recv(t, g.started, "the only delivery")
+	startWorker(t, srv, natsjs.WorkerConfig{ID: "second", MaxDeliver: 1, Tools: []*tool.Tool{g.tool("job", "never")}})
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	// The first worker hands the task back: its last delivery is used up.
+	if err := first.StopAndCancel(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cr := recv(t, ch, "the DeliveriesExhausted result")
+	if cr.err != nil {
+		t.Fatal(cr.err)
+	}
+	if cr.res.Status != protocol.StatusError || cr.res.ErrorType != protocol.ErrorDeliveriesExhausted || cr.res.Worker != "second" {
+		t.Fatalf("result %+v", cr.res)
+	}
+	_, err := cr.res.Outcome()
+	var remote *protocol.RemoteError
+	if !errors.As(err, &remote) || remote.Type != protocol.ErrorDeliveriesExhausted {
+		t.Fatalf("outcome %v", err)
+	}
+}
+
+func TestGracefulStop(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	d, _ := startDispatcher(t, srv, natsjs.DispatcherConfig{})
+	g := newGate()
+	w := startWorker(t, srv, natsjs.WorkerConfig{ID: "w", Tools: []*tool.Tool{g.tool("job", "finished in grace")}})
+	ch := goCall(context.Background(), d, newTask("job", protocol.NewID(), `{}`))
+	recv(t, g.started, "the job to start")
+
+	stopped := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		stopped <- w.Stop(ctx)
+	}()
+	select {
+	case <-w.Stopped():
+		t.Fatal("stopped while a task runs")
+	case cr := <-ch:
+		t.Fatalf("result before the tool returned: %+v", cr)
+	default:
+	}
+	g.open()
+	cr := recv(t, ch, "the result finished during the grace period")
+	if cr.err != nil {
+		t.Fatal(cr.err)
+	}
+	if got := content(t, cr.res); got != "finished in grace" {
+		t.Fatalf("result %q", got)
+	}
+	if err := recv(t, stopped, "Stop to return"); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, w.Stopped(), "Stopped to close")
+	if w.Ready() {
+		t.Error("ready after Stop")
+	}
+}
+
+func TestStopHandsBack(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	results := subscribeResults(t, srv.Conn(t))
+	d, _ := startDispatcher(t, srv, natsjs.DispatcherConfig{})
+	g := newGate()
+	w := startWorker(t, srv, natsjs.WorkerConfig{ID: "leaving", GracePeriod: 50 * time.Millisecond, Tools: []*tool.Tool{g.tool("job", "x")}})
+	ch := goCall(context.Background(), d, newTask("job", protocol.NewID(), `{}`))
+	recv(t, g.started, "the job to start")
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if err := w.Stop(ctx); err != nil { // the grace period ends first
+		t.Fatal(err)
+	}
+	recv(t, g.ctxDone, "the tool to be cancelled")
+	select {
+	case r := <-results:
+		t.Fatalf("a handed-back task got a result: %+v", r)
+	default:
+	}
+	stays := tool.Func("job", "Answer.", func(context.Context, *tool.RunContext, struct{}) (string, error) { return "taken over", nil })
+	startWorker(t, srv, natsjs.WorkerConfig{ID: "stays", Tools: []*tool.Tool{stays}})
+	cr := recv(t, ch, "the result from the other replica")
+	if cr.err != nil {
+		t.Fatal(cr.err)
+	}
+	if got := content(t, cr.res); got != "taken over" {
+		t.Fatalf("result %q", got)
+	}
+}
+
+func TestWorkerConfigErrors(t *testing.T) {
+	t.Parallel()
+	ext, err := tool.New(tool.Def{Name: "ext"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc := &nats.Conn{}
+	for name, cfg := range map[string]natsjs.WorkerConfig{
+		"no conn":   {Tools: []*tool.Tool{echoTool("")}},
+		"no tools":  {Conn: nc},
+		"external":  {Conn: nc, Tools: []*tool.Tool{ext}},
+		"duplicate": {Conn: nc, Tools: []*tool.Tool{echoTool(""), echoTool("")}},
+		"prefix":    {Conn: nc, Prefix: "a.b", Tools: []*tool.Tool{echoTool("")}},
+	} {
+		if _, err := natsjs.NewWorker(cfg); !errors.Is(err, natsjs.ErrInvalidConfig) {
+			t.Errorf("%s: %v, want ErrInvalidConfig", name, err)
+		}
+	}
+}
