@@ -6,6 +6,9 @@ import (
 	"errors"
 	"io/fs"
 	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -536,4 +539,52 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestDefinitionsApplyWithNATSCLI applies the files with the nats CLI, as the
+// README tells operators to, and checks that provisioning then finds every
+// stream and the consumer compatible. Skipped when `nats` is not on PATH.
+func TestDefinitionsApplyWithNATSCLI(t *testing.T) {
+	t.Parallel()
+	cli, err := exec.LookPath("nats")
+	if err != nil {
+		t.Skip("nats CLI not on PATH")
+	}
+	srv := natstest.Start(t)
+	run := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command(cli, append([]string{"--server", srv.URL(), "--no-context"}, args...)...)
+		cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir())
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("nats %v: %v\n%s", args, err, out)
+		}
+	}
+	dir := t.TempDir()
+	files, _ := fs.Glob(defs.FS, "streams/*.json")
+	for _, file := range files {
+		data, _ := fs.ReadFile(defs.FS, file)
+		path := filepath.Join(dir, filepath.Base(file))
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		run("stream", "add", "--config", path)
+	}
+	tmpl, _ := fs.ReadFile(defs.FS, "consumers/task.json")
+	path := filepath.Join(dir, "task_search.json")
+	if err := os.WriteFile(path, []byte(strings.ReplaceAll(string(tmpl), "<tool>", "search")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run("consumer", "add", "TOOLS_TASKS", "--config", path)
+
+	ctx := context.Background()
+	js := srv.JetStream(t)
+	if err := natsjs.Provision(ctx, js, natsjs.ProvisionOptions{Replicas: 1}); err != nil {
+		t.Fatalf("provision over CLI-made streams: %v", err)
+	}
+	if _, err := natsjs.EnsureTaskConsumer(ctx, js, "search", natsjs.ProvisionOptions{}); err != nil {
+		t.Fatalf("consumer made by the CLI: %v", err)
+	}
+	if _, err := natsjs.Registry(ctx, js, natsjs.ProvisionOptions{}); err != nil {
+		t.Fatalf("registry made by the CLI: %v", err)
+	}
 }
