@@ -77,9 +77,13 @@ var ErrInvalidTool = errors.New("tool: invalid definition")
 // ErrorType returns the name the model sees for an unexpected error: the Go
 // type name without package or '*' (e.g. "PathError"). Wrapping done with
 // fmt.Errorf is looked through, so fmt.Errorf("open: %w", pathErr) reports
-// "PathError"; a plain errors.New reports "errorString".
+// "PathError"; a plain errors.New reports "errorString". An error with an
+// ErrorType() string method (e.g. a remote tool's error) reports its own.
 func ErrorType(err error) string {
 	for err != nil {
+		if typed, ok := err.(interface{ ErrorType() string }); ok {
+			return typed.ErrorType()
+		}
 		t := reflect.TypeOf(err)
 		for t.Kind() == reflect.Pointer {
 			t = t.Elem()

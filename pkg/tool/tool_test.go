@@ -819,3 +819,15 @@ func TestFuncRunContextAndReturn(t *testing.T) {
 		t.Errorf("Run with undecodable args = %v", err)
 	}
 }
+
+type typedErr struct{}
+
+func (typedErr) Error() string     { return "remote failure" }
+func (typedErr) ErrorType() string { return "CommandFailed" }
+
+func TestErrorTypeMethodWins(t *testing.T) {
+	t.Parallel()
+	if got := tool.ErrorType(fmt.Errorf("call: %w", typedErr{})); got != "CommandFailed" {
+		t.Fatalf("ErrorType = %q", got)
+	}
+}
