@@ -33,8 +33,8 @@ type DispatcherConfig struct {
 	// offload_tool_call_duration_seconds, offload_pending_calls and
 	// offload_refused_messages_total.
 	Metrics *metrics.Agent
-	// MaxPayload is the largest result accepted, in bytes. Defaults to the
-	// server's max_payload.
+	// MaxPayload is the largest result accepted, in bytes; larger ones are
+	// refused as oversize. Zero leaves the bound to the server's max_payload.
 	MaxPayload int
 	// Remember is how long finished and cancelled tasks are remembered to
 	// refuse their duplicate and late results. Defaults to [DefaultRemember].

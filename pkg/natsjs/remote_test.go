@@ -118,10 +118,10 @@ func TestRegistryEntriesAppearAndVanish(t *testing.T) {
 
 	// An expired entry is ignored.
 	stale, _ := json.Marshal(natsjs.RegistryEntry{Name: "stale", Parameters: json.RawMessage(`{"type":"object"}`), Worker: "gone", ExpiresAt: time.Now().Add(-time.Minute)})
+	changed := r.Changed()
 	if _, err := kv.Put(context.Background(), natsjs.RegistryKey("stale", "gone"), stale); err != nil {
 		t.Fatal(err)
 	}
-	changed := r.Changed()
 	recv(t, changed, "the stale entry to be seen")
 	waitTools(t, r, "approve_me", "echo")
 

@@ -311,7 +311,9 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 		w.advSubs = append(w.advSubs, sub)
 		w.mu.Unlock()
 	}
-	if err := w.cfg.Conn.FlushWithContext(ctx); err != nil {
+	fctx, cancel := context.WithTimeout(ctx, publishTimeout) // Flush needs a deadline
+	defer cancel()
+	if err := w.cfg.Conn.FlushWithContext(fctx); err != nil {
 		return fmt.Errorf("natsjs: worker: flush subscriptions: %w", err)
 	}
 	if err := w.writeRegistry(ctx); err != nil {
