@@ -54,6 +54,8 @@ type options struct {
 	id          string
 	prefix      string
 	grace       time.Duration
+	ackWait     time.Duration
+	maxDeliver  int
 	verbose     bool
 }
 
@@ -114,6 +116,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	fs.StringVar(&o.id, "id", fmt.Sprintf("%s-%d", host, os.Getpid()), "worker ID in the registry")
 	fs.StringVar(&o.prefix, "prefix", protocol.DefaultPrefix, "subject prefix")
 	fs.DurationVar(&o.grace, "grace", 30*time.Second, "how long running tasks may finish after SIGTERM before they are handed back")
+	fs.DurationVar(&o.ackWait, "ack-wait", 0, "ack wait of the task consumers, kept alive by in-progress acks (default: jetstream/consumers/task.json); every replica must agree")
+	fs.IntVar(&o.maxDeliver, "max-deliver", 0, "deliveries of a task before it fails with DeliveriesExhausted (default: jetstream/consumers/task.json); every replica must agree")
 	fs.BoolVar(&o.verbose, "v", false, "debug logs")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -207,6 +211,8 @@ func serve(o *options, tools []*tool.Tool, log *slog.Logger, signals <-chan os.S
 		Tools:       tools,
 		Concurrency: o.concurrency,
 		GracePeriod: o.grace,
+		AckWait:     o.ackWait,
+		MaxDeliver:  o.maxDeliver,
 		Logger:      log,
 		Metrics:     wm,
 	})
@@ -240,7 +246,10 @@ func serve(o *options, tools []*tool.Tool, log *slog.Logger, signals <-chan os.S
 		}()
 	}
 
-	if err := w.Start(ctx); err != nil {
+	startCtx, startCancel := context.WithTimeout(ctx, 30*time.Second)
+	err = w.Start(startCtx)
+	startCancel()
+	if err != nil {
 		return err
 	}
 	names := make([]string, len(tools))

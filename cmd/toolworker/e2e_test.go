@@ -1,0 +1,365 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/pkg/protocol"
+)
+
+// These tests build the binaries and drive them as an operator would, with
+// the real nats CLI (natscli v0.5.0, installed by `make test` into .bin/).
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+func binaries(t *testing.T) (toolworker, agent string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end test: builds binaries")
+	}
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "offload-e2e")
+		if buildErr != nil {
+			return
+		}
+		out, err := exec.Command("go", "build", "-o", binDir+"/", "../toolworker", "../agent").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return filepath.Join(binDir, "toolworker"), filepath.Join(binDir, "agent")
+}
+
+// natsCLI returns the path of the nats CLI. Without it the test skips,
+// unless OFFLOAD_REQUIRE_NATS_CLI is set (make test and CI set it).
+func natsCLI(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("nats")
+	if err != nil {
+		if os.Getenv("OFFLOAD_REQUIRE_NATS_CLI") != "" {
+			t.Fatal("the nats CLI is not on PATH (make tools installs it into .bin/)")
+		}
+		t.Skip("the nats CLI is not on PATH; run make test")
+	}
+	return p
+}
+
+func writeFile(t *testing.T, path, content string, mode os.FileMode) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// worker is a running toolworker process.
+type worker struct {
+	cmd    *exec.Cmd
+	stderr *bytes.Buffer
+	mu     *sync.Mutex
+	done   chan struct{}
+}
+
+// startWorker starts toolworker and waits for its "toolworker started" log
+// line.
+func startWorker(t *testing.T, bin string, args ...string) *worker {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	pr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w := &worker{cmd: cmd, stderr: &bytes.Buffer{}, mu: &sync.Mutex{}, done: make(chan struct{})}
+	started := make(chan struct{})
+	go func() {
+		defer close(w.done)
+		sc := bufio.NewScanner(pr)
+		once := sync.Once{}
+		for sc.Scan() {
+			w.mu.Lock()
+			w.stderr.WriteString(sc.Text() + "\n")
+			w.mu.Unlock()
+			if strings.Contains(sc.Text(), `"msg":"toolworker started"`) {
+				once.Do(func() { close(started) })
+			}
+		}
+		_ = cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		<-w.done
+	})
+	select {
+	case <-started:
+	case <-w.done:
+		t.Fatalf("toolworker exited before it started:\n%s", w.logs())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("toolworker did not start:\n%s", w.logs())
+	}
+	return w
+}
+
+func (w *worker) logs() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.stderr.String()
+}
+
+const shoutScript = `#!/bin/sh
+# Reads the arguments as JSON on stdin and answers with a line of text.
+read -r args
+echo "heard: $args"
+`
+
+const brokenScript = `#!/bin/sh
+echo "secret stack trace: password=hunter2" >&2
+exit 1
+`
+
+const configYAML = `tools:
+  - name: shout
+    description: Repeat the arguments.
+    command: ["./shout.sh"]
+    timeout: 10s
+    parameters:
+      type: object
+      properties: {text: {type: string}}
+      required: [text]
+  - name: broken
+    description: Always fails.
+    command: ["./broken.sh"]
+    parameters: {type: object, properties: {}}
+`
+
+func TestToolworkerWithNatsCLI(t *testing.T) {
+	t.Parallel()
+	twBin, _ := binaries(t)
+	nats := natsCLI(t)
+	srv := natstest.Start(t)
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "shout.sh"), shoutScript, 0o755)
+	writeFile(t, filepath.Join(dir, "broken.sh"), brokenScript, 0o755)
+	writeFile(t, filepath.Join(dir, "tools.yaml"), configYAML, 0o644)
+	w := startWorker(t, twBin, "--nats", srv.URL(), "--config", filepath.Join(dir, "tools.yaml"), "--id", "e2e-1")
+
+	conv := protocol.NewID()
+	shoutID, brokenID := protocol.NewID(), protocol.NewID()
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	pub := func(subject, body string, headers ...string) {
+		args := []string{"--server", srv.URL(), "pub", subject, body}
+		for _, h := range headers {
+			args = append(args, "-H", h)
+		}
+		if out, err := exec.CommandContext(ctx, nats, args...).CombinedOutput(); err != nil {
+			t.Fatalf("nats pub: %v\n%s", err, out)
+		}
+	}
+	pub("tools.task.shout", fmt.Sprintf(`{"task_id":%q,"tool":"shout","args":{"text":"hello"},"conversation_id":%q}`, shoutID, conv), "Nats-Msg-Id:"+shoutID)
+	pub("tools.task.broken", fmt.Sprintf(`{"task_id":%q,"tool":"broken","args":{},"conversation_id":%q}`, brokenID, conv), "Nats-Msg-Id:"+brokenID)
+
+	// The results stream keeps results, so nats sub --all reads them whenever
+	// they were published.
+	out, err := exec.CommandContext(ctx, nats, "--server", srv.URL(), "sub", "tools.result."+conv+".>", "--all", "--count", "2", "--raw").Output()
+	if err != nil {
+		t.Fatalf("nats sub: %v\nworker logs:\n%s", err, w.logs())
+	}
+	results := map[string]protocol.Result{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var r protocol.Result
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("result line %q: %v", line, err)
+		}
+		results[r.TaskID] = r
+	}
+	shout := results[shoutID]
+	var content string
+	_ = json.Unmarshal(shout.Content, &content)
+	if shout.Status != protocol.StatusOK || content != `heard: {"text":"hello"}` || shout.Worker != "e2e-1" {
+		t.Errorf("shout result = %+v (content %q)", shout, content)
+	}
+	broken := results[brokenID]
+	if broken.Status != protocol.StatusError || broken.ErrorType != protocol.ErrorCommandFailed {
+		t.Errorf("broken result = %+v", broken)
+	}
+	raw, _ := json.Marshal(broken)
+	if bytes.Contains(raw, []byte("hunter2")) || bytes.Contains(raw, []byte("secret")) {
+		t.Errorf("the command's stderr leaked into the result: %s", raw)
+	}
+	if !strings.Contains(w.logs(), "hunter2") {
+		t.Errorf("stderr of the failed command should be logged by the worker")
+	}
+}
+
+// slowScript announces itself on a FIFO (its toolworker's PID), then waits
+// for a release file.
+const slowScript = `#!/bin/sh
+echo "$PPID" > "$(dirname "$0")/started.fifo"
+while [ ! -f "$(dirname "$0")/release" ]; do sleep 0.05; done
+echo "finished"
+`
+
+func TestKilledWorkerTaskFinishedByAnother(t *testing.T) {
+	t.Parallel()
+	twBin, _ := binaries(t)
+	srv := natstest.Start(t)
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "slow.sh"), slowScript, 0o755)
+	writeFile(t, filepath.Join(dir, "tools.yaml"), `tools:
+  - name: slow
+    description: Waits to be released.
+    command: ["./slow.sh"]
+    timeout: 1m
+`, 0o644)
+	fifo := filepath.Join(dir, "started.fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--nats", srv.URL(), "--config", filepath.Join(dir, "tools.yaml"), "--ack-wait", "1s"}
+	w1 := startWorker(t, twBin, append(args, "--id", "w1")...)
+	w2 := startWorker(t, twBin, append(args, "--id", "w2")...)
+	byPID := map[int]*worker{w1.cmd.Process.Pid: w1, w2.cmd.Process.Pid: w2}
+
+	// Keep the FIFO open for reading so that writers never block.
+	f, err := os.OpenFile(fifo, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	starts := make(chan int, 4)
+	go func() {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			var pid int
+			fmt.Sscan(sc.Text(), &pid)
+			starts <- pid
+		}
+	}()
+
+	nc := srv.Conn(t)
+	d, err := natsjs.NewDispatcher(natsjs.DispatcherConfig{Conn: nc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	if err := d.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Stop(context.Background())
+	type callResult struct {
+		res protocol.Result
+		err error
+	}
+	done := make(chan callResult, 1)
+	go func() {
+		res, err := d.Call(ctx, protocol.Task{TaskID: protocol.NewID(), Tool: "slow", Args: json.RawMessage(`{}`), ConversationID: protocol.NewID()})
+		done <- callResult{res, err}
+	}()
+
+	var first int
+	select {
+	case first = <-starts:
+	case <-ctx.Done():
+		t.Fatal("the task never started")
+	}
+	victim, ok := byPID[first]
+	if !ok {
+		t.Fatalf("task started under unknown pid %d", first)
+	}
+	if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-victim.done
+	var second int
+	select {
+	case second = <-starts:
+	case <-ctx.Done():
+		t.Fatal("the task was never redelivered")
+	}
+	if second == first || byPID[second] == nil {
+		t.Fatalf("redelivered to pid %d, first ran on %d", second, first)
+	}
+	writeFile(t, filepath.Join(dir, "release"), "", 0o644)
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	var content string
+	_ = json.Unmarshal(r.res.Content, &content)
+	survivor := "w1"
+	if victim == w1 {
+		survivor = "w2"
+	}
+	if r.res.Status != protocol.StatusOK || content != "finished" || r.res.Worker != survivor {
+		t.Fatalf("result = %+v", r.res)
+	}
+}
+
+func TestAgentUsesToolworkerTools(t *testing.T) {
+	t.Parallel()
+	twBin, agentBin := binaries(t)
+	srv := natstest.Start(t)
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "shout.sh"), shoutScript, 0o755)
+	writeFile(t, filepath.Join(dir, "broken.sh"), brokenScript, 0o755)
+	writeFile(t, filepath.Join(dir, "tools.yaml"), configYAML, 0o644)
+	startWorker(t, twBin, "--nats", srv.URL(), "--config", filepath.Join(dir, "tools.yaml"), "--id", "e2e-agent")
+
+	cmd := exec.CommandContext(t.Context(), agentBin, "run", "--nats", srv.URL(), "--model", "test", "--tools", "shout,broken", "--json", "use the tools")
+	cmd.Dir = dir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("agent: %v\nstderr: %s", err, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	var final struct {
+		Type, Status, Output string
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &final); err != nil {
+		t.Fatal(err)
+	}
+	if final.Type != "final" || final.Status != "finished" {
+		t.Fatalf("final = %+v", final)
+	}
+	// The test model answers with a summary of what each tool returned.
+	var summary map[string]any
+	if err := json.Unmarshal([]byte(final.Output), &summary); err != nil {
+		t.Fatalf("output %q: %v", final.Output, err)
+	}
+	if summary["shout"] != `heard: {"text":"a"}` {
+		t.Errorf("shout = %v", summary["shout"])
+	}
+	if fmt.Sprint(summary["broken"]) != "map[error:CommandFailed]" {
+		t.Errorf("broken = %v (the model must see only the error type)", summary["broken"])
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".offload")); err == nil {
+		t.Errorf("with --nats the agent must not start an embedded server")
+	}
+}
+
+
