@@ -361,5 +361,3 @@ func TestAgentUsesToolworkerTools(t *testing.T) {
 		t.Errorf("with --nats the agent must not start an embedded server")
 	}
 }
-
-
