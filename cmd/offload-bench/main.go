@@ -20,6 +20,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -40,10 +41,23 @@ func main() {
 	flag.IntVar(&c.tn, "throughput-n", 5000, "calls per throughput run")
 	flag.IntVar(&c.inflight, "inflight", 64, "calls in flight in throughput runs")
 	flag.IntVar(&c.slots, "slots", 16, "concurrent tasks per worker replica")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "offload-bench:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	c.replicas = []int{1, 2, 4}
 	if err := run(context.Background(), c, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "offload-bench:", err)
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }

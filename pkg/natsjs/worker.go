@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"runtime/debug"
 	"slices"
@@ -119,14 +120,21 @@ type Worker struct {
 	ready   atomic.Bool
 	stopped chan struct{}
 
-	mu       sync.Mutex
-	started  bool
-	closing  bool                   // no new callbacks may start
-	running  map[*inflight]struct{} // tasks whose tool may be running
-	subs     []*nats.Subscription   // cancellations
-	advSubs  []*nats.Subscription   // max-deliveries advisories
-	stopOnce sync.Once
-	stopErr  error
+	mu      sync.Mutex
+	started bool
+	closing bool                   // no new callbacks may start
+	running map[*inflight]struct{} // tasks whose tool may be running
+	subs    []*nats.Subscription   // cancellations
+	advSubs []*nats.Subscription   // max-deliveries advisories
+
+	// Cancels seen by the subscription, so that a task stored after the
+	// subscription was live is checked in memory instead of with a
+	// JetStream look-up (a cancel is always stored after its task).
+	cancelSeen   map[string]struct{} // "<conv>.<task>"
+	cancelOrder  []string
+	trustFromSeq uint64 // tasks with a higher stream sequence need no look-up
+	stopOnce     sync.Once
+	stopErr      error
 
 	fetchCtx    context.Context
 	fetchCancel context.CancelFunc
@@ -134,7 +142,7 @@ type Worker struct {
 	runCancel   context.CancelCauseFunc
 	regStop     chan struct{}
 
-	fetchers  sync.WaitGroup // one per tool
+	fetchers  sync.WaitGroup // Concurrency per tool
 	handlers  sync.WaitGroup // one per received task (and its tool goroutine)
 	callbacks sync.WaitGroup // advisory callbacks in progress
 	bg        sync.WaitGroup // registry refresher
@@ -316,15 +324,29 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	if err := w.cfg.Conn.FlushWithContext(fctx); err != nil {
 		return fmt.Errorf("natsjs: worker: flush subscriptions: %w", err)
 	}
+	// Every cancel stored from now on reaches the subscription; tasks stored
+	// from now on can only be cancelled from now on.
+	info, err := w.tasksStrm.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("natsjs: worker: stream info %s: %w", w.names.Tasks, err)
+	}
+	w.mu.Lock()
+	w.trustFromSeq = info.State.LastSeq
+	w.mu.Unlock()
 	if err := w.writeRegistry(ctx); err != nil {
 		return err
 	}
 
 	w.fetchCtx, w.fetchCancel = context.WithCancel(context.Background())
 	w.runCtx, w.runCancel = context.WithCancelCause(context.Background())
+	// Each tool gets as many fetchers as the worker has slots, so that a
+	// busy tool keeps every free slot pulling; a fetcher pulls only while it
+	// holds a slot (no prefetching).
 	for name, c := range consumers {
-		w.fetchers.Add(1)
-		go w.fetch(w.tools[name], c)
+		for range w.cfg.Concurrency {
+			w.fetchers.Add(1)
+			go w.fetch(w.tools[name], c)
+		}
 	}
 	w.bg.Add(1)
 	go w.refreshRegistry()
@@ -437,11 +459,11 @@ func (w *Worker) shutdown(ctx context.Context, grace time.Duration) error {
 func (w *Worker) fetch(t *tool.Tool, c jetstream.Consumer) {
 	defer w.fetchers.Done()
 	for {
-		if err := w.slots.acquire(w.fetchCtx); err != nil {
+		if err := w.slots.acquire(w.fetchCtx, t.Name); err != nil {
 			return
 		}
 		pctx, cancel := context.WithCancel(w.fetchCtx)
-		pl := w.slots.startPull(cancel)
+		pl := w.slots.startPull(cancel, t.Name)
 		expires := shortPull
 		if pl.long {
 			expires = pullWait
@@ -518,7 +540,7 @@ func (w *Worker) handle(t *tool.Tool, msg jetstream.Msg) {
 		w.mu.Unlock()
 	}()
 
-	if w.cancelledBefore(task) || errors.Is(context.Cause(taskCtx), protocol.ErrCancelled) {
+	if w.cancelledBefore(task, msg) || errors.Is(context.Cause(taskCtx), protocol.ErrCancelled) {
 		log.Info("task cancelled before it started")
 		w.count(t.Name, protocol.StatusCancelled)
 		w.respond(log, msg, task, protocol.ResultFromOutcome(nil, protocol.ErrCancelled), time.Time{}, true)
@@ -635,25 +657,33 @@ func runTool(ctx context.Context, t *tool.Tool, rc *tool.RunContext, args json.R
 }
 
 // heartbeat keeps msg's delivery alive with in-progress acks until the
-// returned function is called; that function waits for the goroutine.
+// returned function is called; that function waits for an in-progress ack
+// being sent. It uses a timer rather than a goroutine: most tasks finish
+// before the first beat.
 func (w *Worker) heartbeat(msg jetstream.Msg, log *slog.Logger) func() {
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		tick := time.NewTicker(w.hbEvery)
-		defer tick.Stop()
-		for {
-			select {
-			case <-tick.C:
-				if err := msg.InProgress(); err != nil {
-					log.Warn("in-progress ack failed", slog.Any("error", err))
-				}
-			case <-stop:
-				return
-			}
+	var mu sync.Mutex
+	stopped := false
+	var timer *time.Timer
+	beat := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
 		}
-	})
-	return func() { close(stop); wg.Wait() }
+		if err := msg.InProgress(); err != nil {
+			log.Warn("in-progress ack failed", slog.Any("error", err))
+		}
+		timer.Reset(w.hbEvery)
+	}
+	mu.Lock()
+	timer = time.AfterFunc(w.hbEvery, beat)
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		timer.Stop()
+	}
 }
 
 // reporter publishes a task's progress on core NATS.
@@ -670,8 +700,25 @@ func (w *Worker) reporter(task protocol.Task) progress.Reporter {
 	})
 }
 
-// cancelledBefore reports whether a cancel for task is stored.
-func (w *Worker) cancelledBefore(task protocol.Task) bool {
+// maxCancelSeen bounds the cancels remembered in memory.
+const maxCancelSeen = 100_000
+
+// cancelledBefore reports whether a cancel for task is stored. A task
+// stored after the cancel subscription was live is answered from memory
+// (its cancel, stored after it, went through the subscription); an older
+// one, or any once memory overflowed, with a look-up in the cancel stream.
+func (w *Worker) cancelledBefore(task protocol.Task, msg jetstream.Msg) bool {
+	key := task.ConversationID + "." + task.TaskID
+	w.mu.Lock()
+	_, seen := w.cancelSeen[key]
+	trust := w.trustFromSeq
+	w.mu.Unlock()
+	if seen {
+		return true
+	}
+	if md, err := msg.Metadata(); err == nil && md.Sequence.Stream > trust {
+		return false
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
 	defer cancel()
 	_, err := w.cancStrm.GetLastMsgForSubject(ctx, w.subj.Cancel(task.ConversationID, task.TaskID))
@@ -696,6 +743,22 @@ func (w *Worker) onCancel(m *nats.Msg) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.cancelSeen == nil {
+		w.cancelSeen = map[string]struct{}{}
+	}
+	key := conv + "." + taskID
+	if _, ok := w.cancelSeen[key]; !ok {
+		w.cancelSeen[key] = struct{}{}
+		w.cancelOrder = append(w.cancelOrder, key)
+		if len(w.cancelOrder) > maxCancelSeen {
+			// Forget the oldest half; from now on tasks are looked up.
+			for _, k := range w.cancelOrder[:maxCancelSeen/2] {
+				delete(w.cancelSeen, k)
+			}
+			w.cancelOrder = slices.Clone(w.cancelOrder[maxCancelSeen/2:])
+			w.trustFromSeq = math.MaxUint64
+		}
+	}
 	for fl := range w.running {
 		if fl.task.TaskID == taskID && fl.task.ConversationID == conv {
 			w.log.Info("cancel received", slog.String("task_id", taskID))

@@ -12,26 +12,36 @@ import (
 // more fetchers than free slots, pulls would starve the waiting fetchers:
 // so a fetcher that has to wait preempts one long pull, and pulls started
 // while others wait are short, making the slots rotate among the tools.
+//
+// Preemption is only across tools: a tool's fetchers never cut each other's
+// pulls short (a cut pull may drop a message already on its way, which then
+// waits for its ack wait to be redelivered).
 type slotPool struct {
 	mu      sync.Mutex
 	free    int
-	waiters []chan struct{}    // FIFO; closed when granted a slot
+	waiters []waiter           // FIFO
 	long    map[*pull]struct{} // outstanding long pulls, preemptible
+}
+
+type waiter struct {
+	ch   chan struct{} // closed when granted a slot
+	tool string
 }
 
 // pull is one outstanding pull request.
 type pull struct {
 	cancel context.CancelFunc
 	long   bool
+	tool   string
 }
 
 func newSlotPool(n int) *slotPool {
 	return &slotPool{free: n, long: make(map[*pull]struct{})}
 }
 
-// acquire takes a slot, waiting (and preempting a long pull) when none is
-// free. It fails only when ctx ends.
-func (p *slotPool) acquire(ctx context.Context) error {
+// acquire takes a slot for a fetcher of tool, waiting (and preempting a
+// long pull of another tool) when none is free. It fails only when ctx ends.
+func (p *slotPool) acquire(ctx context.Context, tool string) error {
 	p.mu.Lock()
 	if p.free > 0 && len(p.waiters) == 0 {
 		p.free--
@@ -39,11 +49,13 @@ func (p *slotPool) acquire(ctx context.Context) error {
 		return nil
 	}
 	ch := make(chan struct{})
-	p.waiters = append(p.waiters, ch)
-	for pl := range p.long { // preempt one
-		delete(p.long, pl)
-		pl.cancel()
-		break
+	p.waiters = append(p.waiters, waiter{ch: ch, tool: tool})
+	for pl := range p.long { // preempt one of another tool
+		if pl.tool != tool {
+			delete(p.long, pl)
+			pl.cancel()
+			break
+		}
 	}
 	p.mu.Unlock()
 	select {
@@ -51,7 +63,7 @@ func (p *slotPool) acquire(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		p.mu.Lock()
-		if i := slices.Index(p.waiters, ch); i >= 0 {
+		if i := slices.IndexFunc(p.waiters, func(w waiter) bool { return w.ch == ch }); i >= 0 {
 			p.waiters = slices.Delete(p.waiters, i, i+1)
 			p.mu.Unlock()
 		} else { // granted meanwhile: give it back
@@ -67,20 +79,22 @@ func (p *slotPool) release() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.waiters) > 0 {
-		ch := p.waiters[0]
+		w := p.waiters[0]
 		p.waiters = p.waiters[1:]
-		close(ch)
+		close(w.ch)
 		return
 	}
 	p.free++
 }
 
-// startPull records a pull about to be issued by a slot holder: long when
-// nobody waits for a slot (and then preemptible), short otherwise.
-func (p *slotPool) startPull(cancel context.CancelFunc) *pull {
+// startPull records a pull about to be issued by a slot holder of tool:
+// long when no fetcher of another tool waits for a slot (and then
+// preemptible by one), short otherwise.
+func (p *slotPool) startPull(cancel context.CancelFunc, tool string) *pull {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	pl := &pull{cancel: cancel, long: len(p.waiters) == 0}
+	others := slices.ContainsFunc(p.waiters, func(w waiter) bool { return w.tool != tool })
+	pl := &pull{cancel: cancel, long: !others, tool: tool}
 	if pl.long {
 		p.long[pl] = struct{}{}
 	}

@@ -675,3 +675,43 @@ func TestWorkerConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// A task stored while the worker runs, and cancelled before the worker has a
+// slot for it, is answered from the cancels the worker saw on its
+// subscription (no JetStream look-up): it never completes.
+func TestCancelWhileQueuedBehindBusyWorker(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	results := subscribeResults(t, srv.Conn(t))
+	d, _ := startDispatcher(t, srv, natsjs.DispatcherConfig{})
+	g := newGate()
+	startWorker(t, srv, natsjs.WorkerConfig{ID: "w", Tools: []*tool.Tool{g.tool("job", "finished")}, Concurrency: 1})
+
+	conv := protocol.NewID()
+	first := newTask("job", conv, `{}`)
+	firstDone := goCall(context.Background(), d, first)
+	recv(t, g.started, "the first job to start") // the only slot is taken
+
+	second := newTask("job", conv, `{}`)
+	js, err := jetstream.New(srv.Conn(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := json.Marshal(second)
+	if _, err := js.Publish(context.Background(), "tools.task.job", data, jetstream.WithMsgID(second.TaskID)); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Cancel(context.Background(), conv, second.TaskID, "not needed any more"); err != nil {
+		t.Fatal(err)
+	}
+	g.open()
+	if cr := recv(t, firstDone, "the first call"); cr.err != nil || cr.res.Status != protocol.StatusOK {
+		t.Fatalf("first call: %+v", cr)
+	}
+	for range 2 {
+		res := recv(t, results, "a result")
+		if res.TaskID == second.TaskID && res.Status != protocol.StatusCancelled {
+			t.Fatalf("second task result %+v, want cancelled", res)
+		}
+	}
+}
