@@ -243,7 +243,13 @@ func (d *Dispatcher) Call(ctx context.Context, task protocol.Task) (protocol.Res
 	m := nats.NewMsg(d.subj.Task(task.Tool))
 	m.Header.Set(jetstream.MsgIDHeader, task.TaskID)
 	m.Data = data
-	if _, err := d.js.PublishMsg(ctx, m); err != nil {
+	// The publish is not cut short by the caller: a task whose publish was
+	// abandoned may still be stored and run, and only a published task gets
+	// cancelled over the wire below when ctx ends.
+	pctx, pcancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
+	_, err = d.js.PublishMsg(pctx, m)
+	pcancel()
+	if err != nil {
 		if d.forget(task.TaskID) {
 			d.setPending(task.Mode, -1)
 			d.observe(task, "dispatch_error", c.started)
