@@ -24,7 +24,7 @@ run: ## Run the agent on the embedded default (test model unless OPENAI_API_KEY 
 
 .PHONY: test
 test: $(GOBIN)/nats ## Run all tests with the race detector (installs the nats CLI for end-to-end tests)
-	PATH="$(GOBIN):$$PATH" $(GO) test -race -timeout 15m ./...
+	PATH="$(GOBIN):$$PATH" OFFLOAD_REQUIRE_NATS_CLI=1 $(GO) test -race -timeout 15m ./...
 
 .PHONY: test/short
 test/short: ## Run the tests without the race detector and without end-to-end tests
