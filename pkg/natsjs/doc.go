@@ -1,8 +1,33 @@
 // Package natsjs is offload's adapter to NATS JetStream and the only package
 // that imports nats.go. It provisions the streams, the per-tool consumers and
 // the registry KV bucket of the wire protocol (SPEC §5) from the definitions
-// embedded in the jetstream/ directory, and connects to a server with
-// options fit for long-lived agents and workers.
+// embedded in the jetstream/ directory, runs tools on workers ([Worker]),
+// sends calls to them from the agent ([Dispatcher], [RemoteToolset]), and
+// connects to a server with options fit for long-lived agents and workers.
+//
+// # Worker
+//
+// A [Worker] serves tools: one durable pull consumer per tool, shared by
+// every replica, so tools scale by adding replicas. It pulls a task only
+// when it has a free slot (no prefetching), keeps a running task's delivery
+// alive with in-progress acks, validates the arguments against the tool's
+// schema, and publishes the result on <prefix>.result.<conversation>.<task>
+// with Nats-Msg-Id res:<task>. Cancels on <prefix>.cancel.> reach a running
+// tool's context at once; a task cancelled before it was picked up is
+// answered cancelled without running. A panic is an error result (Panic), a
+// task whose deliveries are exhausted one too (DeliveriesExhausted). Stop
+// lets running tasks finish within a grace period and hands the rest back;
+// StopAndCancel hands them back at once. The worker advertises its tools in
+// the registry bucket, refreshed while it runs.
+//
+// # Agent side
+//
+// A [Dispatcher] publishes tasks (Nats-Msg-Id = the task ID) and routes each
+// result to the call waiting for it; results that are malformed, oversize,
+// for unknown tasks or other conversations, duplicates or late (after a
+// cancel) are refused, logged and counted. A [RemoteToolset] is the
+// tool.Toolset of what workers advertise; its tools call the dispatcher, so
+// the agent loop runs remote tools exactly like local ones.
 //
 // # Provisioning
 //
