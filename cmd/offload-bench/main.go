@@ -140,6 +140,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	}
 	rawLat, err := measureLatency(ctx, raw.call, c.n, c.warmup)
 	raw.stopWorkers()
+
 	if err != nil {
 		return fmt.Errorf("raw latency: %w", err)
 	}

@@ -9,14 +9,16 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
 // rawSystem is the baseline: the same publish → consume → publish → consume
-// path written directly with nats.go, with no offload bookkeeping. Tasks go
-// to a work-queue stream with Nats-Msg-Id (synchronous PubAck), workers pull
-// one message at a time, publish the result to a limits stream and ack; the
-// caller reads results with an ordered consumer.
+// path written directly with nats.go, with no offload bookkeeping, over
+// streams and a consumer built from the same definitions (prefix "rawb").
+// Tasks go to the work-queue stream with Nats-Msg-Id (synchronous PubAck),
+// workers pull one message at a time, publish the result to the results
+// stream and ack; the caller reads results with an ordered consumer.
 type rawSystem struct {
 	nc      *nats.Conn
 	js      jetstream.JetStream
@@ -40,19 +42,24 @@ func newRawSystem(ctx context.Context, url string) (*rawSystem, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, cfg := range []jetstream.StreamConfig{
-		{Name: rawTasks, Subjects: []string{"rawb.task.>"}, Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage, Duplicates: 2 * time.Minute},
-		{Name: rawResults, Subjects: []string{"rawb.result.>"}, Retention: jetstream.LimitsPolicy, Storage: jetstream.FileStorage, Duplicates: 2 * time.Minute},
-	} {
+	// The same stream and consumer definitions as offload's (jetstream/),
+	// under another prefix: the baseline differs only in the code path.
+	popts := natsjs.ProvisionOptions{Prefix: "rawb"}
+	streams, err := natsjs.Streams(popts)
+	if err != nil {
+		return nil, err
+	}
+	for _, cfg := range streams {
 		_ = js.DeleteStream(ctx, cfg.Name)
 		if _, err := js.CreateStream(ctx, cfg); err != nil {
 			return nil, err
 		}
 	}
-	if _, err := js.CreateOrUpdateConsumer(ctx, rawTasks, jetstream.ConsumerConfig{
-		Durable: "noop", FilterSubject: "rawb.task.noop", AckPolicy: jetstream.AckExplicitPolicy,
-		AckWait: 30 * time.Second, MaxAckPending: 1000,
-	}); err != nil {
+	ccfg, err := natsjs.TaskConsumerConfig("noop", popts)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := js.CreateOrUpdateConsumer(ctx, rawTasks, ccfg); err != nil {
 		return nil, err
 	}
 	s := &rawSystem{nc: nc, js: js, waiting: map[string]chan struct{}{}}
@@ -134,12 +141,22 @@ func startRawWorker(ctx context.Context, url string, slots int) (*rawWorker, err
 	if err != nil {
 		return nil, err
 	}
-	cons, err := js.Consumer(ctx, rawTasks, "noop")
+	cons, err := js.Consumer(ctx, rawTasks, natsjs.TaskConsumerName("noop"))
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	w := &rawWorker{nc: nc, cancel: cancel}
+	handle := func(m jetstream.Msg) {
+		id := m.Headers().Get(jetstream.MsgIDHeader)
+		res := nats.NewMsg("rawb.result.c." + id)
+		res.Header.Set(jetstream.MsgIDHeader, "res:"+id)
+		res.Header.Set("Task-Id", id)
+		res.Data = []byte(fmt.Sprintf(`{"task_id":%q,"status":"ok","content":null}`, id))
+		if _, err := js.PublishMsg(ctx, res); err == nil {
+			_ = m.Ack()
+		}
+	}
 	for range slots {
 		w.wg.Go(func() {
 			for ctx.Err() == nil {
@@ -147,14 +164,7 @@ func startRawWorker(ctx context.Context, url string, slots int) (*rawWorker, err
 				if err != nil {
 					continue
 				}
-				id := m.Headers().Get(jetstream.MsgIDHeader)
-				res := nats.NewMsg("rawb.result.c." + id)
-				res.Header.Set(jetstream.MsgIDHeader, "res:"+id)
-				res.Header.Set("Task-Id", id)
-				res.Data = []byte(fmt.Sprintf(`{"task_id":%q,"status":"ok","content":null}`, id))
-				if _, err := js.PublishMsg(ctx, res); err == nil {
-					_ = m.Ack()
-				}
+				handle(m)
 			}
 		})
 	}
