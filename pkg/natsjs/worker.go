@@ -513,7 +513,8 @@ type outcome struct {
 // handle processes one delivered task.
 func (w *Worker) handle(t *tool.Tool, msg jetstream.Msg) {
 	log := w.log.With(slog.String("tool", t.Name))
-	if md, err := msg.Metadata(); err == nil && md.NumDelivered > 1 && w.cfg.Metrics != nil {
+	md, _ := msg.Metadata()
+	if md != nil && md.NumDelivered > 1 && w.cfg.Metrics != nil {
 		w.cfg.Metrics.RedeliveriesTotal.WithLabelValues(t.Name).Inc()
 	}
 	task, err := protocol.DecodeTask(msg.Data(), nil)
@@ -540,7 +541,7 @@ func (w *Worker) handle(t *tool.Tool, msg jetstream.Msg) {
 		w.mu.Unlock()
 	}()
 
-	if w.cancelledBefore(task, msg) || errors.Is(context.Cause(taskCtx), protocol.ErrCancelled) {
+	if w.cancelledBefore(task, md) || errors.Is(context.Cause(taskCtx), protocol.ErrCancelled) {
 		log.Info("task cancelled before it started")
 		w.count(t.Name, protocol.StatusCancelled)
 		w.respond(log, msg, task, protocol.ResultFromOutcome(nil, protocol.ErrCancelled), time.Time{}, true)
@@ -583,31 +584,15 @@ func (w *Worker) handle(t *tool.Tool, msg jetstream.Msg) {
 		w.cfg.Metrics.Inflight.WithLabelValues(t.Name).Inc()
 		defer w.cfg.Metrics.Inflight.WithLabelValues(t.Name).Dec()
 	}
-	done := make(chan outcome, 1)
-	go func() { done <- runTool(runCtx, t, rc, args, log) }()
+	// The tool runs on this goroutine: a cancel reaches it through its
+	// context at once; its cancelled result goes out when it returns.
 	stopHB := w.heartbeat(msg, log)
-
-	var o *outcome
-	select {
-	case x := <-done:
-		o = &x
-	case <-taskCtx.Done():
-		select {
-		case x := <-done:
-			o = &x
-		default:
-		}
-	}
+	ran := runTool(runCtx, t, rc, args, log)
+	o := &ran
 	stopHB()
 	if w.cfg.Metrics != nil {
 		w.cfg.Metrics.TaskDuration.WithLabelValues(t.Name).Observe(time.Since(started).Seconds())
 	}
-	// Whatever happens below, the slot is held until the tool has returned.
-	defer func() {
-		if o == nil {
-			<-done
-		}
-	}()
 
 	cause := context.Cause(taskCtx)
 	switch {
@@ -618,12 +603,12 @@ func (w *Worker) handle(t *tool.Tool, msg jetstream.Msg) {
 		}
 		w.count(t.Name, protocol.StatusCancelled)
 		w.respond(log, msg, task, protocol.ResultFromOutcome(nil, protocol.ErrCancelled), started, true)
-	case taskCtx.Err() != nil && errors.Is(cause, errShutdown) && (o == nil || o.err != nil):
+	case taskCtx.Err() != nil && errors.Is(cause, errShutdown) && o.err != nil:
 		log.Info("task handed back on shutdown")
 		if err := msg.Nak(); err != nil {
 			log.Warn("nak failed", slog.Any("error", err))
 		}
-	case taskCtx.Err() != nil && errors.Is(cause, errDeadline) && (o == nil || o.err != nil):
+	case taskCtx.Err() != nil && errors.Is(cause, errDeadline) && o.err != nil:
 		log.Info("task deadline exceeded")
 		res := protocol.ResultFromOutcome(nil, context.DeadlineExceeded)
 		w.count(t.Name, res.Status)
@@ -707,7 +692,7 @@ const maxCancelSeen = 100_000
 // stored after the cancel subscription was live is answered from memory
 // (its cancel, stored after it, went through the subscription); an older
 // one, or any once memory overflowed, with a look-up in the cancel stream.
-func (w *Worker) cancelledBefore(task protocol.Task, msg jetstream.Msg) bool {
+func (w *Worker) cancelledBefore(task protocol.Task, md *jetstream.MsgMetadata) bool {
 	key := task.ConversationID + "." + task.TaskID
 	w.mu.Lock()
 	_, seen := w.cancelSeen[key]
@@ -716,7 +701,7 @@ func (w *Worker) cancelledBefore(task protocol.Task, msg jetstream.Msg) bool {
 	if seen {
 		return true
 	}
-	if md, err := msg.Metadata(); err == nil && md.Sequence.Stream > trust {
+	if md != nil && md.Sequence.Stream > trust {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
