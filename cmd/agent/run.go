@@ -8,13 +8,18 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
 	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/agent/agentmetrics"
 	"github.com/offload-dev/offload/pkg/builtin"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/message"
@@ -37,6 +42,7 @@ type runFlags struct {
 	store          string
 	prefix         string
 	local          bool
+	metricsAddr    string
 }
 
 func newRunCmd(e env) *cobra.Command {
@@ -67,6 +73,7 @@ func newRunCmd(e env) *cobra.Command {
 	fl.StringVar(&f.store, "store", "./.offload", "directory of the embedded server's data and URL file")
 	fl.StringVar(&f.prefix, "prefix", protocol.DefaultPrefix, "subject prefix")
 	fl.BoolVar(&f.local, "local", false, "run the built-in tools in this process, without NATS")
+	fl.StringVar(&f.metricsAddr, "metrics", "", "serve Prometheus metrics on ADDR/metrics while the run lasts (e.g. 127.0.0.1:9100)")
 	return cmd
 }
 
@@ -96,13 +103,23 @@ func runAgent(ctx context.Context, e env, f *runFlags, prompt string) error {
 	if err != nil {
 		return err
 	}
+	reg := prometheus.NewRegistry()
+	am := metrics.NewAgent(reg)
+	if f.metricsAddr != "" {
+		stop, err := serveMetrics(f.metricsAddr, reg, logger)
+		if err != nil {
+			return usageErr("--metrics: %v", err)
+		}
+		defer stop()
+	}
+	model = agentmetrics.Model(model, am)
 	var toolset tool.Toolset
 	if f.local {
 		if toolset, err = localTools(f, logger); err != nil {
 			return err
 		}
 	} else {
-		ts, release, err := remoteTools(ctx, e, f, logger, metrics.NewAgent(nil))
+		ts, release, err := remoteTools(ctx, e, f, logger, am)
 		if err != nil {
 			var ee *exitError
 			if errors.As(err, &ee) {
@@ -125,7 +142,8 @@ func runAgent(ctx context.Context, e env, f *runFlags, prompt string) error {
 	if f.toolCallsLimit >= 0 {
 		cfg.Limits.ToolCalls = agent.Limit(f.toolCallsLimit)
 	}
-	if h := approvalHandler(f.approve, e); h != nil {
+	cfg.Capabilities = append(cfg.Capabilities, agentmetrics.Runs(am))
+	if h := approvalHandler(f.approve, e, am); h != nil {
 		cfg.Capabilities = append(cfg.Capabilities, h)
 	}
 	a, err := agent.New(cfg)
@@ -165,7 +183,7 @@ func localTools(f *runFlags, logger *slog.Logger) (tool.Toolset, error) {
 
 // approvalHandler resolves approvals inline for --approve all|none|ask;
 // defer leaves them pending so the run pauses.
-func approvalHandler(mode string, e env) agent.Capability {
+func approvalHandler(mode string, e env, am *metrics.Agent) agent.Capability {
 	decide := func(c message.ToolCall) any { return true }
 	switch mode {
 	case "all":
@@ -188,13 +206,13 @@ func approvalHandler(mode string, e env) agent.Capability {
 	default:
 		return nil
 	}
-	return agent.HandleDeferredToolCalls(func(_ context.Context, _ *tool.RunContext, reqs *deferred.Requests) (*deferred.Results, error) {
+	return agent.HandleDeferredToolCalls(agentmetrics.TimeApprovals(am, func(_ context.Context, _ *tool.RunContext, reqs *deferred.Requests) (*deferred.Results, error) {
 		res := &deferred.Results{Approvals: map[string]any{}}
 		for _, c := range reqs.Approvals {
 			res.Approvals[c.ToolCallID] = decide(c)
 		}
 		return res, nil
-	})
+	}))
 }
 
 // printer writes a run's events: JSON lines with --json, else a short live
@@ -288,4 +306,23 @@ func clip(s string, n int) string {
 		return s[:n] + "…"
 	}
 	return s
+}
+
+// serveMetrics serves reg on addr/metrics until the returned function is
+// called.
+func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (func(), error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", metrics.Handler(reg))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	log.Info("serving metrics", slog.String("addr", ln.Addr().String()))
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}, nil
 }

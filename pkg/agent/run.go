@@ -210,6 +210,15 @@ func (r *run) result(output string, reqs *deferred.Requests) *Result {
 	}
 }
 
+// StatusOf returns how a run that returned res and err ended, as in its
+// final event.
+func StatusOf(res *Result, err error) Status {
+	if res == nil {
+		res = &Result{}
+	}
+	return finalOf(res, err).Status
+}
+
 // finalOf describes a run's outcome for the final event.
 func finalOf(res *Result, err error) *Final {
 	f := &Final{Output: res.Output, Usage: res.Usage, Status: StatusFinished, ExitCode: 0}
