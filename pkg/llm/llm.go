@@ -87,3 +87,45 @@ var ErrIncomplete = errors.New("llm: incomplete response")
 
 // ErrScriptExhausted is returned by scripted models that ran out of turns.
 var ErrScriptExhausted = errors.New("llm: script exhausted")
+
+// Deltas splits a response's parts into the deltas a streaming model would
+// send: text word by word (each piece keeps the white space after it, so
+// the pieces concatenate back to the text), tool calls whole, numbered in
+// order. Test and scripted models stream with it.
+func Deltas(parts []message.Part) []Delta {
+	var out []Delta
+	idx := 0
+	for _, p := range parts {
+		switch p := p.(type) {
+		case message.Text:
+			for _, w := range SplitWords(p.Content) {
+				out = append(out, Delta{Text: w})
+			}
+		case message.ToolCall:
+			out = append(out, Delta{ToolCallIndex: idx, ToolCall: &p})
+			idx++
+		}
+	}
+	return out
+}
+
+// SplitWords splits s after each run of white space that follows a word, so
+// that the pieces concatenate back to s: "a b  c" → "a ", "b  ", "c";
+// leading white space stays with the first word.
+func SplitWords(s string) []string {
+	var out []string
+	start, word := 0, false
+	for i := 0; i < len(s); i++ {
+		if i > 0 && word && isSpace(s[i-1]) && !isSpace(s[i]) {
+			out = append(out, s[start:i])
+			start = i
+		}
+		word = word || !isSpace(s[i])
+	}
+	if start < len(s) {
+		out = append(out, s[start:])
+	}
+	return out
+}
+
+func isSpace(b byte) bool { return b == ' ' || b == '\t' || b == '\n' || b == '\r' }

@@ -117,7 +117,7 @@ func emit(ctx context.Context, resp *llm.Response, onDelta func(llm.Delta)) erro
 	for _, p := range resp.Parts {
 		switch p := p.(type) {
 		case message.Text:
-			for _, w := range splitWords(p.Content) {
+			for _, w := range llm.SplitWords(p.Content) {
 				if err := ctx.Err(); err != nil {
 					return err
 				}
@@ -133,24 +133,3 @@ func emit(ctx context.Context, resp *llm.Response, onDelta func(llm.Delta)) erro
 	}
 	return nil
 }
-
-// splitWords splits s after each run of white space that follows a word, so
-// that the pieces concatenate back to s: "a b  c" → "a ", "b  ", "c"; leading
-// white space stays with the first word.
-func splitWords(s string) []string {
-	var out []string
-	start, word := 0, false
-	for i := 0; i < len(s); i++ {
-		if i > 0 && word && isSpace(s[i-1]) && !isSpace(s[i]) {
-			out = append(out, s[start:i])
-			start = i
-		}
-		word = word || !isSpace(s[i])
-	}
-	if start < len(s) {
-		out = append(out, s[start:])
-	}
-	return out
-}
-
-func isSpace(b byte) bool { return b == ' ' || b == '\t' || b == '\n' || b == '\r' }

@@ -110,7 +110,7 @@ func (m *Model) Stream(ctx context.Context, req *llm.Request, onDelta func(llm.D
 		return nil, err
 	}
 	if onDelta != nil {
-		for _, d := range deltas(resp.Parts) {
+		for _, d := range llm.Deltas(resp.Parts) {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
@@ -382,43 +382,6 @@ func partsWords(parts []message.Part) int {
 }
 
 // deltas splits a response into the deltas Stream emits.
-func deltas(parts []message.Part) []llm.Delta {
-	var out []llm.Delta
-	idx := 0
-	for _, p := range parts {
-		switch p := p.(type) {
-		case message.Text:
-			for _, w := range splitWords(p.Content) {
-				out = append(out, llm.Delta{Text: w})
-			}
-		case message.ToolCall:
-			out = append(out, llm.Delta{ToolCallIndex: idx, ToolCall: &p})
-			idx++
-		}
-	}
-	return out
-}
-
-// splitWords splits s after each run of white space that follows a word, so
-// that the pieces concatenate back to s: "a b  c" → "a ", "b  ", "c"; leading
-// white space stays with the first word.
-func splitWords(s string) []string {
-	var out []string
-	start, word := 0, false
-	for i := 0; i < len(s); i++ {
-		if i > 0 && word && isSpace(s[i-1]) && !isSpace(s[i]) {
-			out = append(out, s[start:i])
-			start = i
-		}
-		word = word || !isSpace(s[i])
-	}
-	if start < len(s) {
-		out = append(out, s[start:])
-	}
-	return out
-}
-
-func isSpace(b byte) bool { return b == ' ' || b == '\t' || b == '\n' || b == '\r' }
 
 func cloneRequest(r *llm.Request) *llm.Request {
 	c := &llm.Request{Settings: r.Settings}

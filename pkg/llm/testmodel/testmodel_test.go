@@ -367,23 +367,6 @@ func TestStreamConcatenatesToGenerate(t *testing.T) {
 	}
 }
 
-func TestSplitWords(t *testing.T) {
-	t.Parallel()
-	for in, want := range map[string][]string{
-		"":                        nil,
-		"one":                     {"one"},
-		"one two":                 {"one ", "two"},
-		"a  b\nc ":                {"a  ", "b\n", "c "},
-		"  lead":                  {"  lead"},
-		`{"k":"v w"}`:             {`{"k":"v `, `w"}`},
-		"success (no tool calls)": {"success ", "(no ", "tool ", "calls)"},
-	} {
-		if got := splitWords(in); !reflect.DeepEqual(got, want) {
-			t.Errorf("splitWords(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 func TestUsageEstimate(t *testing.T) {
 	t.Parallel()
 	m := New(Config{CallTools: []string{}, OutputText: "three little words"})

@@ -1,0 +1,44 @@
+package llm_test
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/offload-dev/offload/pkg/llm"
+	"github.com/offload-dev/offload/pkg/message"
+)
+
+func TestSplitWords(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string][]string{
+		"":                        nil,
+		"one":                     {"one"},
+		"one two":                 {"one ", "two"},
+		"a  b\nc ":                {"a  ", "b\n", "c "},
+		"  lead":                  {"  lead"},
+		`{"k":"v w"}`:             {`{"k":"v `, `w"}`},
+		"success (no tool calls)": {"success ", "(no ", "tool ", "calls)"},
+	} {
+		got := llm.SplitWords(in)
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("SplitWords(%q) = %q, want %q", in, got, want)
+		}
+		if strings.Join(got, "") != in {
+			t.Errorf("SplitWords(%q) does not concatenate back", in)
+		}
+	}
+}
+
+func TestDeltas(t *testing.T) {
+	t.Parallel()
+	parts := []message.Part{
+		message.Text{Content: "let me check"},
+		message.ToolCall{ToolName: "a", ToolCallID: "1", Args: "{}"},
+		message.ToolCall{ToolName: "b", ToolCallID: "2", Args: "{}"},
+	}
+	ds := llm.Deltas(parts)
+	if len(ds) != 5 || ds[0].Text != "let " || ds[2].ToolCall.ToolName != "a" || ds[2].ToolCallIndex != 0 || ds[3].ToolCallIndex != 1 {
+		t.Fatalf("deltas = %+v", ds)
+	}
+}
