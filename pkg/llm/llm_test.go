@@ -38,7 +38,7 @@ func TestDeltas(t *testing.T) {
 		message.ToolCall{ToolName: "b", ToolCallID: "2", Args: "{}"},
 	}
 	ds := llm.Deltas(parts)
-	if len(ds) != 5 || ds[0].Text != "let " || ds[2].ToolCall.ToolName != "a" || ds[2].ToolCallIndex != 0 || ds[3].ToolCallIndex != 1 {
+	if len(ds) != 5 || ds[0].Text != "let " || ds[2].Text != "check" || ds[3].ToolCall.ToolName != "a" || ds[3].ToolCallIndex != 0 || ds[4].ToolCallIndex != 1 {
 		t.Fatalf("deltas = %+v", ds)
 	}
 }
