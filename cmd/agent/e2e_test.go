@@ -185,6 +185,11 @@ func TestBinaryHumanOutputAndExitCodes(t *testing.T) {
 			t.Errorf("%v: exit %d, want 2 (stderr %q)", args, out.code, out.stderr)
 		}
 	}
+	// An unreachable server fails the run at once (exit 1).
+	out = runBinary(t, nil, "run", "--nats", "nats://127.0.0.1:1", "x")
+	if out.code != 1 || !strings.Contains(out.stderr, "no servers available") {
+		t.Fatalf("unreachable server: exit %d stderr %q", out.code, out.stderr)
+	}
 	// A scripted model that runs out fails loudly (exit 1).
 	dir := t.TempDir()
 	path := filepath.Join(dir, "one.yaml")

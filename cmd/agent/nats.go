@@ -55,7 +55,8 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 		url = srv.URL()
 		fmt.Fprintf(e.stderr, "nats: %s\n", url)
 	}
-	nc, err := natsjs.Connect(url, natsjs.ConnectOptions{Name: "agent", Logger: log, Extra: []nats.Option{nats.Timeout(5 * time.Second)}})
+	// An agent run fails fast when the server is not there (workers wait).
+	nc, err := natsjs.Connect(url, natsjs.ConnectOptions{Name: "agent", Logger: log, Extra: []nats.Option{nats.Timeout(5 * time.Second), nats.RetryOnFailedConnect(false)}})
 	if err != nil {
 		return fail(&exitError{code: exitFailed, err: fmt.Errorf("connect to %s: %w", url, err)})
 	}
