@@ -27,6 +27,7 @@ type offloadSystem struct {
 	remote  *natsjs.RemoteToolset
 	workers []*offloadWorker
 	conv    string
+	tool    *tool.Tool // the remote noop tool, as the agent loop gets it per step
 }
 
 type offloadWorker struct {
@@ -78,6 +79,7 @@ func (s *offloadSystem) startWorkers(ctx context.Context, url string, n, slots i
 	for {
 		tools, _ := s.remote.Tools(ctx)
 		if len(tools) > 0 {
+			s.tool = tools[0]
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -101,12 +103,8 @@ func (s *offloadSystem) stopWorkers(ctx context.Context) {
 }
 
 func (s *offloadSystem) call(ctx context.Context) error {
-	tools, err := s.remote.Tools(ctx)
-	if err != nil || len(tools) == 0 {
-		return fmt.Errorf("no remote tool: %v", err)
-	}
 	rc := &tool.RunContext{ConversationID: s.conv, RunID: s.conv, ToolCallID: "c", ToolName: "noop"}
-	_, err = tools[0].Run(ctx, rc, json.RawMessage(`{}`))
+	_, err := s.tool.Run(ctx, rc, json.RawMessage(`{}`))
 	return err
 }
 
