@@ -67,22 +67,51 @@ type caller func(ctx context.Context) error
 
 type latency struct{ p50, p99 time.Duration }
 
-func measureLatency(ctx context.Context, call caller, n, warmup int) (latency, error) {
-	for range warmup {
-		if err := call(ctx); err != nil {
-			return latency{}, err
-		}
-	}
+// samples returns the durations of n sequential calls.
+func samples(ctx context.Context, call caller, n int) ([]time.Duration, error) {
 	d := make([]time.Duration, n)
 	for i := range n {
 		start := time.Now()
 		if err := call(ctx); err != nil {
-			return latency{}, err
+			return nil, err
 		}
 		d[i] = time.Since(start)
 	}
+	return d, nil
+}
+
+func percentiles(d []time.Duration) latency {
+	d = slices.Clone(d)
 	slices.Sort(d)
-	return latency{p50: d[n/2], p99: d[n*99/100]}, nil
+	return latency{p50: d[len(d)/2], p99: d[len(d)*99/100]}
+}
+
+// measureLatencies measures each caller over n sequential calls after
+// warmup, in interleaved rounds so that drift on a shared machine affects
+// every system alike.
+func measureLatencies(ctx context.Context, calls []caller, n, warmup, rounds int) ([]latency, error) {
+	all := make([][]time.Duration, len(calls))
+	for i, call := range calls {
+		if _, err := samples(ctx, call, warmup); err != nil {
+			return nil, err
+		}
+		all[i] = make([]time.Duration, 0, n)
+	}
+	per := max(n/rounds, 1)
+	for range rounds {
+		for i, call := range calls {
+			d, err := samples(ctx, call, per)
+			if err != nil {
+				return nil, err
+			}
+			all[i] = append(all[i], d...)
+		}
+	}
+	out := make([]latency, len(calls))
+	for i := range all {
+		out[i] = percentiles(all[i])
+	}
+	return out, nil
 }
 
 // measureThroughput makes n calls with inflight of them in flight at once
@@ -131,31 +160,24 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	}
 	defer off.close()
 
-	fmt.Fprintf(out, "offload-bench: embedded nats-server (file storage), loopback; latency n=%d (warm-up %d); throughput n=%d, %d in flight, %d slots per replica\n\n",
+	fmt.Fprintf(out, "offload-bench: embedded nats-server (file storage), loopback; latency n=%d (warm-up %d, 10 interleaved rounds); throughput n=%d per round (2 interleaved rounds), %d in flight, %d slots per replica\n\n",
 		c.n, c.warmup, c.tn, c.inflight, c.slots)
 
-	// Latency: one replica, one call in flight.
+	// Latency: one replica with one slot each, one call in flight, the
+	// systems measured in alternating rounds.
 	if err := raw.startWorkers(ctx, url, 1, 1); err != nil {
 		return err
-	}
-	rawLat, err := measureLatency(ctx, raw.call, c.n, c.warmup)
-	raw.stopWorkers()
-
-	if err != nil {
-		return fmt.Errorf("raw latency: %w", err)
 	}
 	if err := off.startWorkers(ctx, url, 1, 1); err != nil {
 		return err
 	}
-	offLat, err := measureLatency(ctx, off.call, c.n, c.warmup)
+	lats, err := measureLatencies(ctx, []caller{raw.call, off.call, inProcessCall()}, c.n, c.warmup, 10)
+	raw.stopWorkers()
 	off.stopWorkers(ctx)
 	if err != nil {
-		return fmt.Errorf("offload latency: %w", err)
+		return fmt.Errorf("latency: %w", err)
 	}
-	inLat, err := measureLatency(ctx, inProcessCall(), c.n, c.warmup)
-	if err != nil {
-		return err
-	}
+	rawLat, offLat, inLat := lats[0], lats[1], lats[2]
 	fmt.Fprintln(out, "Round trip of a no-op tool call (1 replica, 1 in flight)")
 	fmt.Fprintln(out, "| system | p50 | p99 | p50 / raw | p99 / raw |")
 	fmt.Fprintln(out, "| --- | --- | --- | --- | --- |")
@@ -172,21 +194,27 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	fmt.Fprintln(out, "| replicas | raw calls/s | offload calls/s | offload / raw |")
 	fmt.Fprintln(out, "| --- | --- | --- | --- |")
 	for _, r := range c.replicas {
-		if err := raw.startWorkers(ctx, url, r, c.slots); err != nil {
-			return err
-		}
-		rawTP, err := measureThroughput(ctx, raw.call, c.tn, c.inflight)
-		raw.stopWorkers()
-		if err != nil {
-			return fmt.Errorf("raw throughput: %w", err)
-		}
-		if err := off.startWorkers(ctx, url, r, c.slots); err != nil {
-			return err
-		}
-		offTP, err := measureThroughput(ctx, off.call, c.tn, c.inflight)
-		off.stopWorkers(ctx)
-		if err != nil {
-			return fmt.Errorf("offload throughput: %w", err)
+		// Two alternating rounds per system, averaged.
+		var rawTP, offTP float64
+		for range 2 {
+			if err := raw.startWorkers(ctx, url, r, c.slots); err != nil {
+				return err
+			}
+			tp, err := measureThroughput(ctx, raw.call, c.tn, c.inflight)
+			raw.stopWorkers()
+			if err != nil {
+				return fmt.Errorf("raw throughput: %w", err)
+			}
+			rawTP += tp / 2
+			if err := off.startWorkers(ctx, url, r, c.slots); err != nil {
+				return err
+			}
+			tp, err = measureThroughput(ctx, off.call, c.tn, c.inflight)
+			off.stopWorkers(ctx)
+			if err != nil {
+				return fmt.Errorf("offload throughput: %w", err)
+			}
+			offTP += tp / 2
 		}
 		fmt.Fprintf(out, "| %d | %.0f | %.0f | %.2f× |\n", r, rawTP, offTP, offTP/rawTP)
 	}
