@@ -14,7 +14,10 @@
 // schema, and publishes the result on <prefix>.result.<conversation>.<task>
 // with Nats-Msg-Id res:<task>. Cancels on <prefix>.cancel.> reach a running
 // tool's context at once; a task cancelled before it was picked up is
-// answered cancelled without running. A panic is an error result (Panic), a
+// answered cancelled without running. A tool that requires approval runs
+// only for a task marked approved; otherwise the answer is approval_required
+// (failing closed when a task is published by hand). A panic is an error
+// result (Panic), a
 // task whose deliveries are exhausted one too (DeliveriesExhausted). Stop
 // lets running tasks finish within a grace period and hands the rest back;
 // StopAndCancel hands them back at once. The worker advertises its tools in

@@ -559,6 +559,15 @@ func (w *Worker) handle(t *tool.Tool, msg jetstream.Msg) {
 		taskCtx, cancelDeadline = context.WithDeadlineCause(taskCtx, task.Deadline, errDeadline)
 		defer cancelDeadline()
 	}
+	if t.RequiresApproval && !task.Approved {
+		// Fail closed: a tool that requires approval runs only for a task
+		// that says it was approved (the agent sets it after a decision).
+		log.Warn("task for a tool that requires approval arrived unapproved")
+		res := protocol.ResultFromOutcome(nil, &tool.ApprovalRequired{})
+		w.count(t.Name, res.Status)
+		w.respond(log, msg, task, res, time.Time{}, true)
+		return
+	}
 	args, err := t.ParseArgs(string(task.Args))
 	if err != nil {
 		log.Info("invalid arguments", slog.Any("error", err))

@@ -449,7 +449,15 @@ func TestWorkerOutcomes(t *testing.T) {
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	startWorker(t, srv, natsjs.WorkerConfig{ID: "w", Concurrency: 1, Tools: []*tool.Tool{boom, echoTool(""), sleepy, reporting, retrying}})
+	var gatedRuns sync.Mutex
+	gatedRan := 0
+	gated := tool.Func("gated", "Needs approval.", func(context.Context, *tool.RunContext, struct{}) (string, error) {
+		gatedRuns.Lock()
+		gatedRan++
+		gatedRuns.Unlock()
+		return "done", nil
+	}, tool.NeedsApproval())
+	startWorker(t, srv, natsjs.WorkerConfig{ID: "w", Concurrency: 1, Tools: []*tool.Tool{boom, echoTool(""), sleepy, reporting, retrying, gated}})
 	ctx := context.Background()
 	conv := protocol.NewID()
 	call := func(task protocol.Task) protocol.Result {
@@ -503,6 +511,22 @@ func TestWorkerOutcomes(t *testing.T) {
 		p := recv(t, reports, "a progress report")
 		if p.TaskID != task.TaskID || p.Message != "half way" || p.Fraction == nil || *p.Fraction != 0.5 {
 			t.Errorf("progress %+v", p)
+		}
+	})
+	t.Run("approval required fails closed", func(t *testing.T) {
+		res := call(newTask("gated", conv, `{}`))
+		if res.Status != protocol.StatusApprovalRequired {
+			t.Fatalf("unapproved task: %+v", res)
+		}
+		approved := newTask("gated", conv, `{}`)
+		approved.Approved = true
+		if got := content(t, call(approved)); got != "done" {
+			t.Fatalf("approved task: %q", got)
+		}
+		gatedRuns.Lock()
+		defer gatedRuns.Unlock()
+		if gatedRan != 1 {
+			t.Errorf("the tool ran %d times, want once (approved only)", gatedRan)
 		}
 	})
 	t.Run("retry", func(t *testing.T) {
