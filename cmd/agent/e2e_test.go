@@ -190,6 +190,11 @@ func TestBinaryHumanOutputAndExitCodes(t *testing.T) {
 	if out.code != 1 || !strings.Contains(out.stderr, "no servers available") {
 		t.Fatalf("unreachable server: exit %d stderr %q", out.code, out.stderr)
 	}
+	out = runBinary(t, nil, "run", "--json", "--nats", "nats://127.0.0.1:1", "x")
+	_ = json.Unmarshal([]byte(strings.TrimSpace(out.stdout)), &final)
+	if out.code != 1 || final["type"] != "final" || final["status"] != "failed" || final["exit_code"] != float64(1) {
+		t.Fatalf("unreachable server with --json: exit %d stdout %q", out.code, out.stdout)
+	}
 	// A scripted model that runs out fails loudly (exit 1).
 	dir := t.TempDir()
 	path := filepath.Join(dir, "one.yaml")

@@ -122,10 +122,17 @@ func runAgent(ctx context.Context, e env, f *runFlags, prompt string) error {
 		ts, release, err := remoteTools(ctx, e, f, logger, am)
 		if err != nil {
 			var ee *exitError
-			if errors.As(err, &ee) {
-				return err
+			if !errors.As(err, &ee) {
+				ee = &exitError{code: exitFailed, err: err}
 			}
-			return &exitError{code: exitFailed, err: err}
+			if f.json && ee.code == exitFailed {
+				// --json promises a final line on every failed run, also
+				// one that failed before it started.
+				_ = json.NewEncoder(e.stdout).Encode(agent.Event{Type: agent.EventFinal, At: time.Now().UTC(), Final: &agent.Final{
+					Status: agent.StatusFailed, Error: ee.err.Error(), ExitCode: exitFailed,
+				}})
+			}
+			return ee
 		}
 		defer release()
 		toolset = ts
