@@ -206,3 +206,49 @@ func TestBinaryHumanOutputAndExitCodes(t *testing.T) {
 		t.Fatalf("exit %d stderr %q", out.code, out.stderr)
 	}
 }
+
+// SIGINT while a tool runs: the run ends with exit 130, the --json output
+// still ends with the final event, and the running task is cancelled.
+func TestBinaryInterrupt(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	script := filepath.Join(dir, "long.yaml")
+	if err := os.WriteFile(script, []byte("turns:\n  - tool_calls: [{tool: sleep, args: {seconds: 60}}]\n  - text: never\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(t.Context(), agentBinary(t), "run", "--json", "--model", "script:"+script, "--tools", "sleep", "nap")
+	cmd.Dir = dir
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stdout)
+	var last map[string]any
+	signalled := false
+	for sc.Scan() {
+		var ev map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			t.Fatalf("not JSON: %q", sc.Text())
+		}
+		last = ev
+		if ev["type"] == "tool_call" && !signalled {
+			signalled = true
+			if err := cmd.Process.Signal(os.Interrupt); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	err = cmd.Wait()
+	ee, ok := err.(*exec.ExitError)
+	if !ok || ee.ExitCode() != 130 {
+		t.Fatalf("exit: %v\nstderr: %s", err, stderr.String())
+	}
+	if last["type"] != "final" || last["status"] != "interrupted" || last["exit_code"] != float64(130) {
+		t.Fatalf("last line %v", last)
+	}
+}
