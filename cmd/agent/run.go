@@ -256,6 +256,16 @@ func (p *printer) event(ev agent.Event) {
 		fmt.Fprintf(p.e.stderr, "→ %s %s\n", ev.Tool, compact(ev.Args))
 	case agent.EventToolResult:
 		fmt.Fprintf(p.e.stderr, "← %s %s: %s\n", ev.Tool, ev.Outcome, clip(message.ContentText(ev.Content), 200))
+	case agent.EventProgress:
+		pct := ""
+		if ev.Fraction != nil {
+			pct = fmt.Sprintf(" (%.0f%%)", *ev.Fraction*100)
+		}
+		task := ""
+		if ev.TaskID != "" {
+			task = " task " + ev.TaskID
+		}
+		fmt.Fprintf(p.e.stderr, "… %s%s: %s%s\n", ev.Tool, task, ev.Message, pct)
 	}
 }
 

@@ -143,6 +143,7 @@ func (e Event) MarshalJSON() ([]byte, error) {
 		m["task_id"], m["tool"], m["status"] = e.TaskID, e.Tool, e.Status
 	case EventProgress:
 		m["task_id"], m["message"] = e.TaskID, e.Message
+		m["tool_call_id"], m["tool"] = e.ToolCallID, e.Tool
 		if e.Fraction != nil {
 			m["fraction"] = *e.Fraction
 		} else {

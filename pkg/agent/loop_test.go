@@ -10,6 +10,7 @@ import (
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/message"
+	"github.com/offload-dev/offload/pkg/progress"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
@@ -421,5 +422,29 @@ func TestIterStopEarlyCancelsRun(t *testing.T) {
 	}
 	if _, err := result(); !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestLocalToolProgressEvents(t *testing.T) {
+	t.Parallel()
+	reporting := tool.Func("reporting", "", func(ctx context.Context, _ *tool.RunContext, _ struct{}) (string, error) {
+		progress.Report(ctx, "working", progress.Fraction(0.25))
+		return "ok", nil
+	})
+	var got []agent.Event
+	_, err := newAgent(t, turns(calls(call("reporting", "c1", "{}")), text("done")), reporting).Run(t.Context(), "go", &agent.RunOptions{OnEvent: func(e agent.Event) {
+		if e.Type == agent.EventProgress {
+			got = append(got, e)
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].ToolCallID != "c1" || got[0].Tool != "reporting" || got[0].Message != "working" || *got[0].Fraction != 0.25 || got[0].TaskID != "" {
+		t.Fatalf("progress events %+v", got)
+	}
+	b, _ := got[0].MarshalJSON()
+	if !strings.Contains(string(b), `"type":"progress"`) || !strings.Contains(string(b), `"fraction":0.25`) {
+		t.Errorf("json %s", b)
 	}
 }

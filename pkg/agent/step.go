@@ -15,6 +15,7 @@ import (
 
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/message"
+	"github.com/offload-dev/offload/pkg/progress"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
@@ -653,6 +654,7 @@ func (r *run) runCall(ctx context.Context, st *stepState, s *slot) error {
 	if s.held != nil {
 		err, s.held = s.held, nil
 	} else {
+		ctx := progress.WithReporter(ctx, callProgress{r: r, s: s})
 		call := &ToolCall{Tool: s.t, Call: s.call, Args: s.args, RunContext: r.runContext(s)}
 		next := func(ctx context.Context, c *ToolCall) (any, error) {
 			return c.Tool.Run(ctx, c.RunContext, c.Args)
@@ -801,4 +803,17 @@ func idList(ids []string) string {
 		q[i] = "'" + id + "'"
 	}
 	return "[" + strings.Join(q, ", ") + "]"
+}
+
+// callProgress turns a running call's progress reports (its own, or relayed
+// from the worker running it) into progress events.
+type callProgress struct {
+	r *run
+	s *slot
+}
+
+func (p callProgress) Report(message string, fraction *float64) { p.ReportTask("", message, fraction) }
+
+func (p callProgress) ReportTask(taskID, message string, fraction *float64) {
+	p.r.emit(Event{Type: EventProgress, TaskID: taskID, ToolCallID: p.s.call.ToolCallID, Tool: p.s.call.ToolName, Message: message, Fraction: fraction})
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/offload-dev/offload/pkg/llm/testmodel"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/pkg/progress"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
 )
@@ -201,5 +203,46 @@ func TestRemoteToolOutcomes(t *testing.T) {
 	var failed *tool.ToolFailed
 	if !errors.As(err, &failed) || failed.Message != "no luck" {
 		t.Fatalf("failing returned %v", err)
+	}
+}
+
+// A remote tool's progress reports reach the agent's events with the task
+// ID, while the call runs.
+func TestRemoteProgressReachesAgentEvents(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	release := make(chan struct{})
+	slow := tool.Func("slow", "Report, then wait.", func(ctx context.Context, _ *tool.RunContext, _ struct{}) (string, error) {
+		progress.Report(ctx, "half way", progress.Fraction(0.5))
+		select {
+		case <-release:
+			return "done", nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	})
+	startWorker(t, srv, natsjs.WorkerConfig{ID: "slow-1", Tools: []*tool.Tool{slow}})
+	d, _ := startDispatcher(t, srv, natsjs.DispatcherConfig{})
+	remote := newRemote(t, srv, d, nil)
+	waitTools(t, remote, "slow")
+
+	a, err := agent.New(agent.Config{Model: testmodel.New(testmodel.Config{}), Toolsets: []tool.Toolset{remote}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	var seen agent.Event
+	var once sync.Once
+	_, err = a.Run(ctx, "go", &agent.RunOptions{OnEvent: func(e agent.Event) {
+		if e.Type == agent.EventProgress {
+			once.Do(func() { seen = e; close(release) })
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, perr := protocol.ParseID(seen.TaskID); perr != nil || seen.Tool != "slow" || seen.Message != "half way" || seen.Fraction == nil || *seen.Fraction != 0.5 || seen.ToolCallID == "" {
+		t.Fatalf("progress event %+v", seen)
 	}
 }

@@ -51,3 +51,31 @@ func Report(ctx context.Context, message string, fraction *float64) {
 
 // Fraction returns a pointer to f, for the fraction argument of [Report].
 func Fraction(f float64) *float64 { return &f }
+
+// TaskReporter is implemented by reporters that also want to know which
+// remote task a report comes from (the agent shows it in its progress
+// events). Relaying code calls [ReportTask]; tools call [Report].
+type TaskReporter interface {
+	Reporter
+	// ReportTask is Report for the remote task taskID.
+	ReportTask(taskID, message string, fraction *float64)
+}
+
+// ReportTask relays a report of the remote task taskID to the reporter
+// carried by ctx: through ReportTask when it is a [TaskReporter], else
+// through Report. It is a no-op when ctx carries none.
+func ReportTask(ctx context.Context, taskID, message string, fraction *float64) {
+	r, ok := FromContext(ctx)
+	if !ok {
+		return
+	}
+	if fraction != nil {
+		f := min(max(*fraction, 0), 1)
+		fraction = &f
+	}
+	if tr, ok := r.(TaskReporter); ok {
+		tr.ReportTask(taskID, message, fraction)
+		return
+	}
+	r.Report(message, fraction)
+}

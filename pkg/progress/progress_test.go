@@ -3,6 +3,7 @@ package progress_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/offload-dev/offload/pkg/progress"
@@ -65,4 +66,29 @@ func ExampleReport() {
 	// Output:
 	// downloading
 	// downloaded 3 of 4 files (75%)
+}
+
+type taskRecorder struct{ got []string }
+
+func (r *taskRecorder) Report(message string, _ *float64) { r.got = append(r.got, "report:"+message) }
+func (r *taskRecorder) ReportTask(taskID, message string, fraction *float64) {
+	r.got = append(r.got, fmt.Sprintf("task:%s:%s:%v", taskID, message, *fraction))
+}
+
+func TestReportTask(t *testing.T) {
+	t.Parallel()
+	progress.ReportTask(context.Background(), "t", "nobody listens", nil) // no reporter: no-op
+	tr := &taskRecorder{}
+	ctx := progress.WithReporter(context.Background(), tr)
+	progress.ReportTask(ctx, "01J", "half", progress.Fraction(1.5))
+	progress.Report(ctx, "plain", nil)
+	if got := strings.Join(tr.got, ","); got != "task:01J:half:1,report:plain" {
+		t.Fatalf("got %s", got)
+	}
+	var plain []string
+	ctx = progress.WithReporter(context.Background(), progress.ReporterFunc(func(m string, _ *float64) { plain = append(plain, m) }))
+	progress.ReportTask(ctx, "01J", "relayed", nil)
+	if len(plain) != 1 || plain[0] != "relayed" {
+		t.Fatalf("plain reporter got %v", plain)
+	}
 }
