@@ -27,6 +27,9 @@ var (
 // agentBinary builds cmd/agent once per test binary.
 func agentBinary(t *testing.T) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end test: builds the binary")
+	}
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "offload-agent-bin")
 		if err != nil {
