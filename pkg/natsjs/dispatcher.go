@@ -464,11 +464,12 @@ func (d *Dispatcher) onResult(m jetstream.Msg) {
 }
 
 func (d *Dispatcher) refuse(reason metrics.RefuseReason, subject, task string, err error) {
-	d.log.Warn("result refused", slog.String("reason", string(reason)), slog.String("subject", subject),
-		slog.String("task_id", task), slog.Any("error", err))
+	// Count first: whoever sees the log line sees the count too.
 	if d.cfg.Metrics != nil {
 		d.cfg.Metrics.Refused(reason)
 	}
+	d.log.Warn("result refused", slog.String("reason", string(reason)), slog.String("subject", subject),
+		slog.String("task_id", task), slog.Any("error", err))
 }
 
 func (d *Dispatcher) setPending(mode protocol.Mode, delta float64) {
