@@ -16,7 +16,7 @@ import (
 
 func TestParallelToolsLandInEmissionOrder(t *testing.T) {
 	t.Parallel()
-	// slow finishes only after fast has finished: completion order is the
+	// slow finishes only after fast's result event: completion order is the
 	// reverse of emission order.
 	fastDone := make(chan struct{})
 	slow := tool.Func("slow", "", func(ctx context.Context, _ *tool.RunContext, _ struct{}) (string, error) {
@@ -28,7 +28,6 @@ func TestParallelToolsLandInEmissionOrder(t *testing.T) {
 		}
 	})
 	fast := tool.Func("fast", "", func(context.Context, *tool.RunContext, struct{}) (string, error) {
-		defer close(fastDone)
 		return "fast result", nil
 	})
 	m := turns(calls(call("slow", "c1", "{}"), call("fast", "c2", "{}")), text("done"))
@@ -37,6 +36,9 @@ func TestParallelToolsLandInEmissionOrder(t *testing.T) {
 	res, err := a.Run(t.Context(), "go", &agent.RunOptions{OnEvent: func(e agent.Event) {
 		if e.Type == agent.EventToolResult {
 			order = append(order, e.Tool)
+			if e.Tool == "fast" {
+				close(fastDone)
+			}
 		}
 	}})
 	if err != nil {
