@@ -12,7 +12,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/offload-dev/offload/pkg/builtin"
 	"github.com/offload-dev/offload/pkg/embedded"
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
@@ -46,7 +45,12 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 
 	url := f.nats
 	embeddedDefault := url == ""
+	var builtins []*tool.Tool
 	if embeddedDefault {
+		var err error
+		if builtins, err = builtinTools(f, log); err != nil {
+			return fail(err)
+		}
 		srv, err := embedded.Start(ctx, embedded.Config{StoreDir: f.store, Logger: log})
 		if err != nil {
 			return fail(fmt.Errorf("embedded nats-server: %w", err))
@@ -64,15 +68,6 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 
 	want := splitList(f.tools)
 	if embeddedDefault {
-		builtins, err := builtin.Tools(builtin.Config{Root: f.root, Logger: log})
-		if err != nil {
-			return fail(usageErr("built-in tools: %v", err))
-		}
-		for _, name := range want {
-			if !slices.Contains(builtin.Names(), name) {
-				return fail(usageErr("unknown tool %q in --tools (available: %s)", name, strings.Join(builtin.Names(), ", ")))
-			}
-		}
 		w, err := natsjs.NewWorker(natsjs.WorkerConfig{
 			Conn:        nc,
 			Prefix:      f.prefix,

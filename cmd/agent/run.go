@@ -162,30 +162,32 @@ func runAgent(ctx context.Context, e env, f *runFlags, prompt string) error {
 	return out.finish(res, err)
 }
 
-// localTools returns the built-in tools run in this process, restricted to
-// --tools.
-func localTools(f *runFlags, logger *slog.Logger) (tool.Toolset, error) {
+// builtinTools builds the built-in tools and checks the names of --tools
+// against them.
+func builtinTools(f *runFlags, logger *slog.Logger) ([]*tool.Tool, error) {
 	all, err := builtin.Tools(builtin.Config{Root: f.root, Logger: logger})
 	if err != nil {
 		return nil, usageErr("built-in tools: %v", err)
 	}
-	want := splitList(f.tools)
-	if len(want) == 0 {
-		return tool.NewSet(all...)
-	}
-	byName := map[string]*tool.Tool{}
-	for _, t := range all {
-		byName[t.Name] = t
-	}
-	var chosen []*tool.Tool
-	for _, name := range want {
-		t, ok := byName[name]
-		if !ok {
+	for _, name := range splitList(f.tools) {
+		if !slices.Contains(builtin.Names(), name) {
 			return nil, usageErr("unknown tool %q in --tools (available: %s)", name, strings.Join(builtin.Names(), ", "))
 		}
-		chosen = append(chosen, t)
 	}
-	return tool.NewSet(chosen...)
+	return all, nil
+}
+
+// localTools returns the built-in tools run in this process, restricted to
+// --tools.
+func localTools(f *runFlags, logger *slog.Logger) (tool.Toolset, error) {
+	all, err := builtinTools(f, logger)
+	if err != nil {
+		return nil, err
+	}
+	if want := splitList(f.tools); len(want) > 0 {
+		all = slices.DeleteFunc(all, func(t *tool.Tool) bool { return !slices.Contains(want, t.Name) })
+	}
+	return tool.NewSet(all...)
 }
 
 // approvalHandler resolves approvals inline for --approve all|none|ask;

@@ -654,7 +654,11 @@ func (r *run) runCall(ctx context.Context, st *stepState, s *slot) error {
 	if s.held != nil {
 		err, s.held = s.held, nil
 	} else {
-		ctx := progress.WithReporter(ctx, callProgress{r: r, s: s})
+		if r.opts.OnEvent != nil {
+			// Only an observed run turns progress into events; without a
+			// reporter, remote calls skip relaying their workers' reports.
+			ctx = progress.WithReporter(ctx, callProgress{r: r, s: s})
+		}
 		call := &ToolCall{Tool: s.t, Call: s.call, Args: s.args, RunContext: r.runContext(s)}
 		next := func(ctx context.Context, c *ToolCall) (any, error) {
 			return c.Tool.Run(ctx, c.RunContext, c.Args)

@@ -183,7 +183,7 @@ func New(def Def, handler HandlerFunc, opts ...Option) (*Tool, error) {
 		Name:             def.Name,
 		Description:      def.Description,
 		Parameters:       def.Parameters,
-		Metadata:         cloneMap(def.Metadata),
+		Metadata:         DeepCopy(def.Metadata),
 		Retries:          DefaultRetries,
 		RequiresApproval: def.RequiresApproval,
 		Handler:          handler,
@@ -244,7 +244,7 @@ func (t *Tool) Def() Def {
 		Name:             t.Name,
 		Description:      t.Description,
 		Parameters:       t.Parameters,
-		Metadata:         cloneMap(t.Metadata),
+		Metadata:         DeepCopy(t.Metadata),
 		RequiresApproval: t.RequiresApproval,
 	}
 }
@@ -253,7 +253,7 @@ func (t *Tool) Def() Def {
 // that change a field. The compiled schema is shared.
 func (t *Tool) Clone() *Tool {
 	c := *t
-	c.Metadata = cloneMap(t.Metadata)
+	c.Metadata = DeepCopy(t.Metadata)
 	return &c
 }
 
@@ -346,13 +346,6 @@ func (t *Tool) HasParameter(name string) bool {
 	_ = json.Unmarshal(t.Parameters, &s)
 	_, ok := s.Properties[name]
 	return ok
-}
-
-func cloneMap(m map[string]any) map[string]any {
-	if m == nil {
-		return nil
-	}
-	return DeepCopy(m)
 }
 
 // DeepCopy returns a deep copy of a JSON-like map (nested maps and slices,
