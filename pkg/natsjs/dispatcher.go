@@ -39,9 +39,31 @@ type DispatcherConfig struct {
 	// Remember is how long finished and cancelled tasks are remembered to
 	// refuse their duplicate and late results. Defaults to [DefaultRemember].
 	Remember time.Duration
+	// InlineDeadline is the deadline of an inline task dispatched without
+	// one. Defaults to [DefaultInlineDeadline].
+	InlineDeadline time.Duration
+	// ServerLostAfter is how long the connection may stay away from the
+	// server before every waiting call fails with [ErrServerLost] (the
+	// server may not come back: an embedded server whose process exited).
+	// A closed connection fails them at once. Defaults to
+	// [DefaultServerLostAfter].
+	ServerLostAfter time.Duration
 	// MemoryStorage creates missing streams in memory (tests).
 	MemoryStorage bool
 }
+
+// DefaultInlineDeadline is the deadline of an inline task dispatched
+// without one (SPEC §5.2).
+const DefaultInlineDeadline = 10 * time.Minute
+
+// DefaultServerLostAfter is how long a [Dispatcher] waits for a lost
+// server to come back before failing the calls that wait.
+const DefaultServerLostAfter = 10 * time.Second
+
+// ErrServerLost is wrapped by the error of calls that were waiting when the
+// connection to the server was closed or stayed away for
+// DispatcherConfig.ServerLostAfter.
+var ErrServerLost = errors.New("natsjs: lost the NATS server")
 
 // Dispatcher is the agent side of remote tool calls: [Dispatcher.Call]
 // publishes a task and waits for its result; [Dispatcher.Cancel] cancels a
@@ -69,17 +91,14 @@ type Dispatcher struct {
 
 	mu      sync.Mutex
 	state   int // 0 new, 1 started, 2 stopped
-	pending map[string]*call
+	pending map[string]*Handle
 	done    map[string]doneTask
 	doneQ   []doneRef
 	convs   map[string]int // conversation → pending + remembered tasks
+	lost    error          // set while the server is considered lost
 	cc      jetstream.ConsumeContext
-}
-
-type call struct {
-	task    protocol.Task
-	ch      chan protocol.Result // buffered 1
-	started time.Time
+	status  chan nats.Status
+	watched chan struct{} // closed when the connection watcher has stopped
 }
 
 type doneKind int
@@ -87,6 +106,7 @@ type doneKind int
 const (
 	doneAnswered doneKind = iota
 	doneCancelled
+	doneDetached
 )
 
 type doneTask struct {
@@ -121,6 +141,12 @@ func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 	if cfg.Remember <= 0 {
 		cfg.Remember = DefaultRemember
 	}
+	if cfg.InlineDeadline <= 0 {
+		cfg.InlineDeadline = DefaultInlineDeadline
+	}
+	if cfg.ServerLostAfter <= 0 {
+		cfg.ServerLostAfter = DefaultServerLostAfter
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -134,7 +160,7 @@ func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 		log:     log,
 		subj:    protocol.Subjects{Prefix: cfg.Prefix},
 		js:      js,
-		pending: make(map[string]*call),
+		pending: make(map[string]*Handle),
 		done:    make(map[string]doneTask),
 		convs:   make(map[string]int),
 	}, nil
@@ -166,11 +192,15 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		return fmt.Errorf("natsjs: dispatcher: consume results: %w", err)
 	}
 	d.cc = cc
+	d.status = d.cfg.Conn.StatusChanged(nats.CONNECTED, nats.DISCONNECTED, nats.RECONNECTING, nats.CLOSED)
+	d.watched = make(chan struct{})
+	go d.watchConn(d.status, d.watched)
 	d.state = stateStarted
 	return nil
 }
 
-// Stop stops reading results; calls still waiting return [ErrStopped].
+// Stop stops reading results; calls and handles still waiting return
+// [ErrStopped]. The tasks themselves are not cancelled.
 // Stopping twice is harmless.
 func (d *Dispatcher) Stop(ctx context.Context) error {
 	d.mu.Lock()
@@ -182,13 +212,15 @@ func (d *Dispatcher) Stop(ctx context.Context) error {
 	d.state = stateStopped
 	cc := d.cc
 	waiting := d.pending
-	d.pending = make(map[string]*call)
+	d.pending = make(map[string]*Handle)
 	d.mu.Unlock()
 
+	d.cfg.Conn.RemoveStatusListener(d.status)
+	<-d.watched
 	cc.Stop()
-	for _, c := range waiting {
-		close(c.ch)
-		d.setPending(c.task.Mode, -1)
+	for _, h := range waiting {
+		h.finish(protocol.Result{}, ErrStopped)
+		d.setPending(h.task.Mode, -1)
 	}
 	select {
 	case <-cc.Closed():
@@ -198,88 +230,88 @@ func (d *Dispatcher) Stop(ctx context.Context) error {
 	}
 }
 
-// Call publishes task on <prefix>.task.<tool> (header Nats-Msg-Id = the task
-// ID, waiting for the server's acknowledgement) and waits for its result.
-// An empty mode is inline. When ctx has a deadline and the task none, the
-// deadline travels with the task. When ctx ends first, the task is cancelled
-// over the wire (see [Dispatcher.Cancel]) and ctx's error is returned.
-// A task cancelled with [Dispatcher.Cancel] while Call waits returns a
-// cancelled result.
+// Call dispatches task (see [Dispatcher.Dispatch]) and waits for its
+// result. When ctx ends first, the task is cancelled over the wire (see
+// [Dispatcher.Cancel]) and ctx's error is returned. A task cancelled with
+// [Dispatcher.Cancel] while Call waits returns a cancelled result.
 func (d *Dispatcher) Call(ctx context.Context, task protocol.Task) (protocol.Result, error) {
-	if err := checkTask(&task); err != nil {
+	h, err := d.Dispatch(ctx, task)
+	if err != nil {
 		return protocol.Result{}, err
 	}
-	if dl, ok := ctx.Deadline(); ok && task.Deadline.IsZero() {
-		task.Deadline = dl.UTC()
+	return h.Wait(ctx)
+}
+
+// Dispatch publishes task on <prefix>.task.<tool> and returns once the
+// server has stored it, without waiting for the result: the returned
+// [Handle] reports it. The header Nats-Msg-Id is the task ID, or
+// "<task ID>:<attempt>" for a later attempt, so that the server drops
+// duplicates of one dispatch but not a dispatch again. An empty mode is
+// inline. An inline task always carries a deadline, so that the work of a
+// dead agent expires: ctx's deadline, or [DefaultInlineDeadline] from now.
+// The publish is not cut short when ctx ends (a task whose publish was
+// abandoned may still be stored and run, and only a handle can cancel it).
+func (d *Dispatcher) Dispatch(ctx context.Context, task protocol.Task) (*Handle, error) {
+	if err := checkTask(&task); err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	if task.Deadline.IsZero() {
+		if dl, ok := ctx.Deadline(); ok {
+			task.Deadline = dl.UTC()
+		} else if task.Mode == protocol.ModeInline {
+			task.Deadline = now.Add(d.cfg.InlineDeadline).UTC()
+		}
 	}
 	if task.CreatedAt.IsZero() {
-		task.CreatedAt = time.Now().UTC()
+		task.CreatedAt = now.UTC()
 	}
 	data, err := json.Marshal(task)
 	if err != nil {
-		return protocol.Result{}, fmt.Errorf("natsjs: marshal task: %w", err)
+		return nil, fmt.Errorf("natsjs: marshal task: %w", err)
 	}
 	if max := d.cfg.Conn.MaxPayload(); max > 0 && int64(len(data)) > max {
-		return protocol.Result{}, fmt.Errorf("natsjs: task %s is %d bytes, more than the server's max payload %d: %w",
+		return nil, fmt.Errorf("natsjs: task %s is %d bytes, more than the server's max payload %d: %w",
 			task.TaskID, len(data), max, protocol.ErrTooLarge)
 	}
 
-	// Register before publishing: a fast result must find its call.
-	c := &call{task: task, ch: make(chan protocol.Result, 1), started: time.Now()}
+	// Register before publishing: a fast result must find its handle.
+	h := newHandle(d, task)
 	d.mu.Lock()
-	if d.state != stateStarted {
+	switch {
+	case d.state != stateStarted:
 		d.mu.Unlock()
-		return protocol.Result{}, ErrStopped
+		return nil, ErrStopped
+	case d.lost != nil:
+		err := d.lost
+		d.mu.Unlock()
+		return nil, err
 	}
 	if _, dup := d.pending[task.TaskID]; dup {
 		d.mu.Unlock()
-		return protocol.Result{}, fmt.Errorf("%w: task %s is already in flight", ErrInvalidTask, task.TaskID)
+		return nil, fmt.Errorf("%w: task %s is already in flight", ErrInvalidTask, task.TaskID)
 	}
-	d.pending[task.TaskID] = c
+	d.pending[task.TaskID] = h
 	d.convs[task.ConversationID]++
 	d.mu.Unlock()
 	d.setPending(task.Mode, 1)
 
 	m := nats.NewMsg(d.subj.Task(task.Tool))
-	m.Header.Set(jetstream.MsgIDHeader, task.TaskID)
+	m.Header.Set(jetstream.MsgIDHeader, msgID(task.TaskID, task.Attempt))
 	m.Data = data
-	// The publish is not cut short by the caller: a task whose publish was
-	// abandoned may still be stored and run, and only a published task gets
-	// cancelled over the wire below when ctx ends.
 	pctx, pcancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
 	_, err = d.js.PublishMsg(pctx, m)
 	pcancel()
 	if err != nil {
 		if d.forget(task.TaskID) {
 			d.setPending(task.Mode, -1)
-			d.observe(task, "dispatch_error", c.started)
+			d.observe(task, "dispatch_error", h.started)
 		}
-		return protocol.Result{}, fmt.Errorf("natsjs: publish task %s: %w", task.TaskID, err)
+		err = fmt.Errorf("natsjs: publish task %s: %w", task.TaskID, err)
+		h.finish(protocol.Result{}, err)
+		return nil, err
 	}
-
-	select {
-	case res, ok := <-c.ch:
-		if !ok {
-			return protocol.Result{}, ErrStopped
-		}
-		return res, nil
-	case <-ctx.Done():
-		// A result may have won the race.
-		select {
-		case res, ok := <-c.ch:
-			if !ok {
-				return protocol.Result{}, ErrStopped
-			}
-			return res, nil
-		default:
-		}
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
-		defer cancel()
-		if err := d.Cancel(cctx, task.ConversationID, task.TaskID, "the caller gave up: "+ctx.Err().Error()); err != nil {
-			d.log.Warn("cancel not published", slog.String("task_id", task.TaskID), slog.Any("error", err))
-		}
-		return protocol.Result{}, ctx.Err()
-	}
+	return h, nil
 }
 
 // ErrInvalidTask is wrapped by errors about a task that cannot be
@@ -335,7 +367,7 @@ func (d *Dispatcher) Cancel(ctx context.Context, conv, task, reason string) erro
 	if c != nil {
 		d.setPending(c.task.Mode, -1)
 		d.observe(c.task, string(protocol.StatusCancelled), c.started)
-		c.ch <- protocol.Result{TaskID: task, ToolCallID: c.task.ToolCallID, Status: protocol.StatusCancelled, Message: reason}
+		c.finish(protocol.Result{TaskID: task, ToolCallID: c.task.ToolCallID, Status: protocol.StatusCancelled, Message: reason}, nil)
 	}
 	data, err := json.Marshal(protocol.Cancel{TaskID: task, Reason: reason})
 	if err != nil {
@@ -373,115 +405,3 @@ func (d *Dispatcher) releaseConvLocked(conv string) {
 	}
 }
 
-// rememberLocked records a finished or cancelled task (whose conversation
-// count the caller already holds) and forgets tasks older than Remember.
-func (d *Dispatcher) rememberLocked(task, conv string, kind doneKind) {
-	now := time.Now()
-	if old, ok := d.done[task]; ok {
-		d.releaseConvLocked(old.conv) // replaced below; keep one count
-	}
-	d.done[task] = doneTask{conv: conv, kind: kind}
-	d.doneQ = append(d.doneQ, doneRef{task: task, at: now})
-	n := 0
-	for n < len(d.doneQ) && now.Sub(d.doneQ[n].at) > d.cfg.Remember {
-		ref := d.doneQ[n]
-		if dt, ok := d.done[ref.task]; ok {
-			delete(d.done, ref.task)
-			d.releaseConvLocked(dt.conv)
-		}
-		n++
-	}
-	if n > 0 {
-		d.doneQ = append(d.doneQ[:0:0], d.doneQ[n:]...)
-	}
-}
-
-// onResult routes one stored result to its waiting call, or refuses it.
-func (d *Dispatcher) onResult(m jetstream.Msg) {
-	subject := m.Subject()
-	kind, conv, task, _, err := d.subj.Parse(subject)
-	if err != nil || kind != protocol.KindResult {
-		d.refuse(metrics.RefuseMalformed, subject, "", fmt.Errorf("invalid result subject: %w", err))
-		return
-	}
-	data := m.Data()
-	if d.cfg.MaxPayload > 0 && len(data) > d.cfg.MaxPayload {
-		d.refuse(metrics.RefuseOversize, subject, task, fmt.Errorf("%d bytes", len(data)))
-		return
-	}
-	opts := &protocol.DecodeOpts{MaxSize: d.cfg.MaxPayload}
-	if opts.MaxSize == 0 {
-		opts.MaxSize = -1 // the server's max payload already bounds it
-	}
-	res, err := protocol.DecodeResult(data, task, opts)
-	if err != nil {
-		reason := metrics.RefuseMalformed
-		if errors.Is(err, protocol.ErrTooLarge) {
-			reason = metrics.RefuseOversize
-		}
-		d.refuse(reason, subject, task, err)
-		return
-	}
-
-	d.mu.Lock()
-	c, inFlight := d.pending[task]
-	var prev doneTask
-	var known, convKnown bool
-	switch {
-	case inFlight && c.task.ConversationID != conv:
-		d.mu.Unlock()
-		d.refuse(metrics.RefuseWrongConversation, subject, task, fmt.Errorf("task belongs to conversation %s", c.task.ConversationID))
-		return
-	case inFlight:
-		delete(d.pending, task)
-		d.rememberLocked(task, conv, doneAnswered)
-	default:
-		prev, known = d.done[task]
-		_, convKnown = d.convs[conv]
-	}
-	d.mu.Unlock()
-
-	if inFlight {
-		d.setPending(c.task.Mode, -1)
-		d.observe(c.task, string(res.Status), c.started)
-		c.ch <- res
-		return
-	}
-	switch {
-	case known && prev.conv != conv:
-		d.refuse(metrics.RefuseWrongConversation, subject, task, fmt.Errorf("task belongs to conversation %s", prev.conv))
-	case known && prev.kind == doneAnswered:
-		d.refuse(metrics.RefuseDuplicate, subject, task, errors.New("the task already has its result"))
-	case known && res.Status == protocol.StatusCancelled:
-		d.log.Debug("cancellation confirmed", slog.String("task_id", task), slog.String("worker", res.Worker))
-	case known:
-		d.refuse(metrics.RefuseLate, subject, task, errors.New("the task was cancelled"))
-	case convKnown:
-		d.refuse(metrics.RefuseUnknownTask, subject, task, errors.New("no call waits for this task"))
-	default:
-		d.log.Debug("result of another process ignored", slog.String("subject", subject))
-	}
-}
-
-func (d *Dispatcher) refuse(reason metrics.RefuseReason, subject, task string, err error) {
-	// Count first: whoever sees the log line sees the count too.
-	if d.cfg.Metrics != nil {
-		d.cfg.Metrics.Refused(reason)
-	}
-	d.log.Warn("result refused", slog.String("reason", string(reason)), slog.String("subject", subject),
-		slog.String("task_id", task), slog.Any("error", err))
-}
-
-func (d *Dispatcher) setPending(mode protocol.Mode, delta float64) {
-	if d.cfg.Metrics != nil {
-		d.cfg.Metrics.PendingCalls.WithLabelValues(string(mode)).Add(delta)
-	}
-}
-
-func (d *Dispatcher) observe(task protocol.Task, outcome string, started time.Time) {
-	if d.cfg.Metrics == nil {
-		return
-	}
-	d.cfg.Metrics.ToolCallsTotal.WithLabelValues(task.Tool, string(task.Mode), outcome).Inc()
-	d.cfg.Metrics.ToolCallDuration.WithLabelValues(task.Tool, string(task.Mode)).Observe(time.Since(started).Seconds())
-}

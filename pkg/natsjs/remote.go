@@ -12,7 +12,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/offload-dev/offload/pkg/progress"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
 )
@@ -273,21 +272,7 @@ func (r *RemoteToolset) handler(name string) tool.HandlerFunc {
 			ToolCallMetadata: rc.ToolCallMetadata,
 			Retry:            rc.Retry,
 		}
-		// Relay the worker's progress reports to whoever listens in ctx
-		// (the agent turns them into progress events); best effort.
-		if _, ok := progress.FromContext(ctx); ok {
-			sub, err := r.cfg.Conn.Subscribe(protocol.Subjects{Prefix: r.cfg.Prefix}.Progress(task.ConversationID, task.TaskID), func(m *nats.Msg) {
-				p, err := protocol.DecodeProgress(m.Data, task.TaskID, nil)
-				if err != nil {
-					r.log.Debug("progress report refused", slog.String("task_id", task.TaskID), slog.Any("error", err))
-					return
-				}
-				progress.ReportTask(ctx, task.TaskID, p.Message, p.Fraction)
-			})
-			if err == nil {
-				defer func() { _ = sub.Unsubscribe() }()
-			}
-		}
+		defer r.relayProgress(ctx, task)()
 		res, err := r.cfg.Dispatcher.Call(ctx, task)
 		if err != nil {
 			return nil, err

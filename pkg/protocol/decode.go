@@ -276,6 +276,10 @@ func DecodeTask(data []byte, opts *DecodeOpts) (Task, error) {
 	if t.Retry < 0 {
 		f.fail("retry", ErrInvalidField, "must not be negative")
 	}
+	f.integer("attempt", &t.Attempt)
+	if t.Attempt < 0 {
+		f.fail("attempt", ErrInvalidField, "must not be negative")
+	}
 	f.timestamp("deadline", &t.Deadline)
 	f.timestamp("created_at", &t.CreatedAt)
 	if t.CreatedAt.IsZero() {

@@ -102,6 +102,10 @@ type Task struct {
 	ToolCallMetadata map[string]any `json:"tool_call_metadata,omitempty"`
 	// Retry is how many retries of this tool the run has used so far.
 	Retry int `json:"retry,omitempty"`
+	// Attempt counts dispatches of the same task: 0 for the first; a call
+	// dispatched again (after an approval or a retry) keeps its task ID and
+	// takes the next attempt, and its Nats-Msg-Id is "<task_id>:<attempt>".
+	Attempt int `json:"attempt,omitempty"`
 	// Deadline, when set, is the time after which the call is pointless.
 	Deadline time.Time `json:"deadline,omitzero"`
 	// CreatedAt is when the task was made. Defaults to the time received.

@@ -1,0 +1,128 @@
+package natsjs
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/offload-dev/offload/pkg/metrics"
+	"github.com/offload-dev/offload/pkg/protocol"
+)
+
+// rememberLocked records a finished or cancelled task (whose conversation
+// count the caller already holds) and forgets tasks older than Remember.
+func (d *Dispatcher) rememberLocked(task, conv string, kind doneKind) {
+	now := time.Now()
+	if old, ok := d.done[task]; ok {
+		d.releaseConvLocked(old.conv) // replaced below; keep one count
+	}
+	d.done[task] = doneTask{conv: conv, kind: kind}
+	d.doneQ = append(d.doneQ, doneRef{task: task, at: now})
+	n := 0
+	for n < len(d.doneQ) && now.Sub(d.doneQ[n].at) > d.cfg.Remember {
+		ref := d.doneQ[n]
+		if dt, ok := d.done[ref.task]; ok {
+			delete(d.done, ref.task)
+			d.releaseConvLocked(dt.conv)
+		}
+		n++
+	}
+	if n > 0 {
+		d.doneQ = append(d.doneQ[:0:0], d.doneQ[n:]...)
+	}
+}
+
+// onResult routes one stored result to its waiting call, or refuses it.
+func (d *Dispatcher) onResult(m jetstream.Msg) {
+	subject := m.Subject()
+	kind, conv, task, _, err := d.subj.Parse(subject)
+	if err != nil || kind != protocol.KindResult {
+		d.refuse(metrics.RefuseMalformed, subject, "", fmt.Errorf("invalid result subject: %w", err))
+		return
+	}
+	data := m.Data()
+	if d.cfg.MaxPayload > 0 && len(data) > d.cfg.MaxPayload {
+		d.refuse(metrics.RefuseOversize, subject, task, fmt.Errorf("%d bytes", len(data)))
+		return
+	}
+	opts := &protocol.DecodeOpts{MaxSize: d.cfg.MaxPayload}
+	if opts.MaxSize == 0 {
+		opts.MaxSize = -1 // the server's max payload already bounds it
+	}
+	res, err := protocol.DecodeResult(data, task, opts)
+	if err != nil {
+		reason := metrics.RefuseMalformed
+		if errors.Is(err, protocol.ErrTooLarge) {
+			reason = metrics.RefuseOversize
+		}
+		d.refuse(reason, subject, task, err)
+		return
+	}
+
+	d.mu.Lock()
+	c, inFlight := d.pending[task]
+	var prev doneTask
+	var known, convKnown bool
+	switch {
+	case inFlight && c.task.ConversationID != conv:
+		d.mu.Unlock()
+		d.refuse(metrics.RefuseWrongConversation, subject, task, fmt.Errorf("task belongs to conversation %s", c.task.ConversationID))
+		return
+	case inFlight:
+		delete(d.pending, task)
+		d.rememberLocked(task, conv, doneAnswered)
+	default:
+		prev, known = d.done[task]
+		_, convKnown = d.convs[conv]
+	}
+	d.mu.Unlock()
+
+	if inFlight {
+		d.setPending(c.task.Mode, -1)
+		d.observe(c.task, string(res.Status), c.started)
+		c.finish(res, nil)
+		return
+	}
+	switch {
+	case known && prev.conv != conv:
+		d.refuse(metrics.RefuseWrongConversation, subject, task, fmt.Errorf("task belongs to conversation %s", prev.conv))
+	case known && prev.kind == doneAnswered:
+		d.refuse(metrics.RefuseDuplicate, subject, task, errors.New("the task already has its result"))
+	case known && prev.kind == doneDetached:
+		d.log.Debug("result of a detached task left to the conversation store", slog.String("task_id", task))
+	case known && res.Status == protocol.StatusCancelled:
+		d.log.Debug("cancellation confirmed", slog.String("task_id", task), slog.String("worker", res.Worker))
+	case known:
+		d.refuse(metrics.RefuseLate, subject, task, errors.New("the task was cancelled"))
+	case convKnown:
+		d.refuse(metrics.RefuseUnknownTask, subject, task, errors.New("no call waits for this task"))
+	default:
+		d.log.Debug("result of another process ignored", slog.String("subject", subject))
+	}
+}
+
+func (d *Dispatcher) refuse(reason metrics.RefuseReason, subject, task string, err error) {
+	// Count first: whoever sees the log line sees the count too.
+	if d.cfg.Metrics != nil {
+		d.cfg.Metrics.Refused(reason)
+	}
+	d.log.Warn("result refused", slog.String("reason", string(reason)), slog.String("subject", subject),
+		slog.String("task_id", task), slog.Any("error", err))
+}
+
+func (d *Dispatcher) setPending(mode protocol.Mode, delta float64) {
+	if d.cfg.Metrics != nil {
+		d.cfg.Metrics.PendingCalls.WithLabelValues(string(mode)).Add(delta)
+	}
+}
+
+func (d *Dispatcher) observe(task protocol.Task, outcome string, started time.Time) {
+	if d.cfg.Metrics == nil {
+		return
+	}
+	d.cfg.Metrics.ToolCallsTotal.WithLabelValues(task.Tool, string(task.Mode), outcome).Inc()
+	d.cfg.Metrics.ToolCallDuration.WithLabelValues(task.Tool, string(task.Mode)).Observe(time.Since(started).Seconds())
+}

@@ -1,0 +1,126 @@
+package natsjs
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/offload-dev/offload/pkg/protocol"
+)
+
+// ErrDetached is the error of a [Handle] that was detached: the task runs
+// on, but this handle no longer reports its result.
+var ErrDetached = errors.New("natsjs: task detached")
+
+// Handle is a task dispatched with [Dispatcher.Dispatch]: it reports the
+// task's result when it arrives and can cancel or detach it. Its methods
+// are safe for concurrent use.
+type Handle struct {
+	d       *Dispatcher
+	task    protocol.Task
+	started time.Time
+
+	done chan struct{}
+	once sync.Once
+	res  protocol.Result
+	err  error
+}
+
+func newHandle(d *Dispatcher, task protocol.Task) *Handle {
+	return &Handle{d: d, task: task, started: time.Now(), done: make(chan struct{})}
+}
+
+// finish records the outcome once; it reports whether this call did.
+func (h *Handle) finish(res protocol.Result, err error) bool {
+	did := false
+	h.once.Do(func() {
+		h.res, h.err, did = res, err, true
+		close(h.done)
+	})
+	return did
+}
+
+// Task returns the task as it was published (with its deadline and
+// creation time filled in).
+func (h *Handle) Task() protocol.Task { return h.task }
+
+// Done is closed once the result is known, the task was cancelled or
+// detached, or the dispatcher can no longer report it.
+func (h *Handle) Done() <-chan struct{} { return h.done }
+
+// Result returns the task's result once Done is closed: the worker's
+// result, a cancelled result after [Handle.Cancel], or an error
+// ([ErrStopped], [ErrDetached], [ErrServerLost]). Before Done is closed it
+// returns [ErrPending].
+func (h *Handle) Result() (protocol.Result, error) {
+	select {
+	case <-h.done:
+		return h.res, h.err
+	default:
+		return protocol.Result{}, ErrPending
+	}
+}
+
+// ErrPending is returned by [Handle.Result] before the result is known.
+var ErrPending = errors.New("natsjs: result not known yet")
+
+// Wait waits for the result. When ctx ends first, the task is cancelled
+// over the wire and ctx's error is returned, unless the result won the
+// race.
+func (h *Handle) Wait(ctx context.Context) (protocol.Result, error) {
+	select {
+	case <-h.done:
+		return h.res, h.err
+	case <-ctx.Done():
+	}
+	select {
+	case <-h.done:
+		return h.res, h.err
+	default:
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
+	defer cancel()
+	if err := h.Cancel(cctx, "the caller gave up: "+ctx.Err().Error()); err != nil {
+		h.d.log.Warn("cancel not published", slog.String("task_id", h.task.TaskID), slog.Any("error", err))
+	}
+	return protocol.Result{}, ctx.Err()
+}
+
+// Cancel cancels the task over the wire with reason (see
+// [Dispatcher.Cancel]); Done is closed at once with a cancelled result
+// unless the result had arrived first.
+func (h *Handle) Cancel(ctx context.Context, reason string) error {
+	return h.d.Cancel(ctx, h.task.ConversationID, h.task.TaskID, reason)
+}
+
+// Detach stops waiting for the task without cancelling it: the worker runs
+// it on and stores its result, which a later process (a resume) reads from
+// the results stream. Done is closed with [ErrDetached] unless the result
+// had arrived first; a result arriving later is left alone, neither
+// delivered nor refused.
+func (h *Handle) Detach() {
+	d := h.d
+	d.mu.Lock()
+	_, pending := d.pending[h.task.TaskID]
+	if pending {
+		delete(d.pending, h.task.TaskID)
+		d.rememberLocked(h.task.TaskID, h.task.ConversationID, doneDetached)
+	}
+	d.mu.Unlock()
+	if pending {
+		d.setPending(h.task.Mode, -1)
+		h.finish(protocol.Result{}, ErrDetached)
+	}
+}
+
+// msgID is the Nats-Msg-Id of a task's dispatch: the task ID for the first
+// attempt, "<task ID>:<attempt>" for later ones (SPEC §5.2).
+func msgID(task string, attempt int) string {
+	if attempt <= 0 {
+		return task
+	}
+	return task + ":" + strconv.Itoa(attempt)
+}

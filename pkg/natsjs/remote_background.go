@@ -1,0 +1,139 @@
+package natsjs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/progress"
+	"github.com/offload-dev/offload/pkg/protocol"
+)
+
+// Executor returns the [agent.Executor] that runs background calls of this
+// toolset's tools on workers: each call is published as a task with mode
+// background and the call's task ID and attempt, the workers' progress
+// reports are relayed to the run, and the task outlives the run when it
+// pauses ([agent.BackgroundTask.Detach] reports true): its result stays in
+// the results stream for a later run. Calls of other tools (in-process
+// ones) go to fallback; with a nil fallback they fail to start.
+func (r *RemoteToolset) Executor(fallback agent.Executor) agent.Executor {
+	return &remoteExecutor{r: r, fallback: fallback}
+}
+
+type remoteExecutor struct {
+	r        *RemoteToolset
+	fallback agent.Executor
+}
+
+// ErrNotRemote is returned when an executor without a fallback is asked to
+// start a call of a tool that no worker serves.
+var ErrNotRemote = errors.New("natsjs: no worker serves this tool")
+
+func (e *remoteExecutor) Start(ctx context.Context, c *agent.BackgroundCall) (agent.BackgroundTask, error) {
+	name := c.Call.Call.ToolName
+	if !e.r.serves(name) {
+		if e.fallback == nil {
+			return nil, fmt.Errorf("%w: %s", ErrNotRemote, name)
+		}
+		return e.fallback.Start(ctx, c)
+	}
+	rc := c.Call.RunContext
+	task := protocol.Task{
+		TaskID:           c.TaskID,
+		Attempt:          c.Attempt,
+		Tool:             name,
+		Args:             c.Call.Args,
+		ConversationID:   rc.ConversationID,
+		RunID:            rc.RunID,
+		ToolCallID:       rc.ToolCallID,
+		Mode:             protocol.ModeBackground,
+		Approved:         rc.ToolCallApproved,
+		ToolCallMetadata: rc.ToolCallMetadata,
+		Retry:            rc.Retry,
+	}
+	// Subscribe to progress before the task exists, so no report is missed.
+	stop := e.r.relayProgress(ctx, task)
+	h, err := e.r.cfg.Dispatcher.Dispatch(context.WithoutCancel(ctx), task)
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	go func() {
+		<-h.Done()
+		stop()
+	}()
+	return &remoteTask{h: h, log: e.r.log}, nil
+}
+
+// remoteTask is a background task run by a worker.
+type remoteTask struct {
+	h   *Handle
+	log *slog.Logger
+}
+
+func (t *remoteTask) Done() <-chan struct{} { return t.h.Done() }
+
+func (t *remoteTask) Outcome() (any, error) {
+	res, err := t.h.Result()
+	if err != nil {
+		return nil, err
+	}
+	return res.Outcome()
+}
+
+func (t *remoteTask) Cancel(reason string) {
+	ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
+	defer cancel()
+	if err := t.h.Cancel(ctx, reason); err != nil {
+		t.log.Warn("cancel not published", slog.String("task_id", t.h.task.TaskID), slog.Any("error", err))
+	}
+}
+
+func (t *remoteTask) Detach() bool {
+	t.h.Detach()
+	return true
+}
+
+// serves reports whether a worker advertises the named tool now.
+func (r *RemoteToolset) serves(name string) bool {
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.filter != nil && !r.filter[name] {
+		return false
+	}
+	for _, e := range r.entries {
+		if e.Name == name && e.ExpiresAt.After(now) {
+			return true
+		}
+	}
+	return false
+}
+
+// relayProgress relays the worker's progress reports on task to whoever
+// listens in ctx (the agent turns them into progress events), best effort,
+// until the returned function is called.
+func (r *RemoteToolset) relayProgress(ctx context.Context, task protocol.Task) (stop func()) {
+	if _, ok := progress.FromContext(ctx); !ok {
+		return func() {}
+	}
+	subject := protocol.Subjects{Prefix: r.cfg.Prefix}.Progress(task.ConversationID, task.TaskID)
+	sub, err := r.cfg.Conn.Subscribe(subject, func(m *nats.Msg) {
+		p, err := protocol.DecodeProgress(m.Data, task.TaskID, nil)
+		if err != nil {
+			r.log.Debug("progress report refused", slog.String("task_id", task.TaskID), slog.Any("error", err))
+			return
+		}
+		progress.ReportTask(ctx, task.TaskID, p.Message, p.Fraction)
+	})
+	if err != nil {
+		r.log.Debug("progress not relayed", slog.String("task_id", task.TaskID), slog.Any("error", err))
+		return func() {}
+	}
+	return func() { _ = sub.Unsubscribe() }
+}
