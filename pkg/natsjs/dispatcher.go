@@ -404,4 +404,3 @@ func (d *Dispatcher) releaseConvLocked(conv string) {
 		delete(d.convs, conv)
 	}
 }
-
