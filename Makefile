@@ -31,7 +31,8 @@ test/short: ## Run the tests without the race detector and without end-to-end te
 	$(GO) test -short ./...
 
 .PHONY: lint
-lint: ## gofmt, go vet and staticcheck (pinned)
+lint: ## go.mod tidy, gofmt, go vet and staticcheck (pinned)
+	@$(GO) mod tidy -diff >/dev/null || { echo "go.mod is not tidy: run go mod tidy"; $(GO) mod tidy -diff; exit 1; }
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
