@@ -32,7 +32,11 @@ type run struct {
 	runID, convID string
 	newFrom       int
 
-	emitMu sync.Mutex
+	// emitMu serialises the events; finalSent, under it, is the one owner
+	// of "the run has ended" for observers: nothing is emitted after the
+	// final event.
+	emitMu    sync.Mutex
+	finalSent bool
 
 	mu        sync.Mutex // guards the fields below
 	history   message.History
@@ -41,6 +45,7 @@ type run struct {
 	asap      [][]message.Content
 	whenIdle  [][]message.Content
 	cancelled bool
+	ended     bool // the run has returned: Enqueue refuses, Cancel is moot
 	cancelRun context.CancelCauseFunc
 }
 
@@ -54,7 +59,7 @@ func newRun(a *Agent, prompt string, opts *RunOptions) *run {
 		allowDeferred: a.cfg.AllowDeferred || opts.AllowDeferred,
 		log:           a.log,
 		runID:         ulid.Make().String(),
-		history:       slices.Clone(opts.History),
+		history:       repairDangling(opts.History),
 		retries:       map[string]int{},
 	}
 	if opts.Limits != nil {
@@ -88,6 +93,10 @@ func (r *run) emit(e Event) {
 	}
 	r.emitMu.Lock()
 	defer r.emitMu.Unlock()
+	if r.finalSent {
+		return // a leftover goroutine reporting after the end
+	}
+	r.finalSent = e.Type == EventFinal
 	r.opts.OnEvent(e)
 }
 
@@ -127,6 +136,9 @@ func (r *run) Enqueue(p tool.Priority, content ...message.Content) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.ended {
+		return tool.ErrNoRun
+	}
 	if p == tool.PriorityWhenIdle {
 		r.whenIdle = append(r.whenIdle, slices.Clone(content))
 	} else {
@@ -173,6 +185,9 @@ func (r *run) execute(ctx context.Context) (*Result, error) {
 	if res == nil {
 		res = r.result("", nil)
 	}
+	r.mu.Lock()
+	r.ended = true
+	r.mu.Unlock()
 	r.emit(Event{Type: EventFinal, Final: finalOf(res, err)})
 	if err != nil {
 		return res, err
@@ -263,20 +278,27 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 		return res, err
 	}
 	for {
+		// A model request is a side effect: none starts once the run was
+		// cancelled or interrupted. What the last step produced is kept.
+		if err := r.alive(ctx); err != nil {
+			r.keep(req)
+			return nil, err
+		}
 		resp, err := r.request(ctx, req)
 		if err != nil {
 			return nil, err
 		}
 		if len(resp.ToolCalls()) > 0 {
-			parts, reqs, err := r.step(ctx, len(r.history)-1, nil)
+			parts, reqs, err := r.step(ctx, r.lastIndex(), nil)
 			if err != nil {
 				return nil, err
 			}
 			if reqs != nil {
-				return r.pause(parts, reqs)
+				return r.pause(ctx, parts, reqs)
 			}
 			more, err := r.afterStep(ctx, false)
 			if err != nil {
+				r.keep(message.NewRequest(parts...))
 				return nil, err
 			}
 			req = message.NewRequest(append(parts, more...)...)
@@ -303,6 +325,33 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 	}
 }
 
+// alive reports why no new side effect may start: ErrRunCancelled after
+// RunContext.Cancel, the context's error after an interrupt, else nil.
+func (r *run) alive(ctx context.Context) error {
+	r.mu.Lock()
+	cancelled := r.cancelled
+	r.mu.Unlock()
+	if cancelled {
+		return ErrRunCancelled
+	}
+	return ctx.Err()
+}
+
+// keep records a request that will not be sent (the run ends first), so
+// that the results it carries stay in the history.
+func (r *run) keep(req message.Message) {
+	if len(req.Parts) > 0 {
+		r.appendMessage(req)
+	}
+}
+
+// lastIndex returns the index of the history's last message.
+func (r *run) lastIndex() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.history) - 1
+}
+
 // afterStep runs the StepHooks.
 func (r *run) afterStep(ctx context.Context, final bool) ([]message.Part, error) {
 	var parts []message.Part
@@ -320,12 +369,21 @@ func (r *run) afterStep(ctx context.Context, final bool) ([]message.Part, error)
 
 // pause ends the run with deferred requests, recording the results of the
 // calls that did run.
-func (r *run) pause(parts []message.Part, reqs *deferred.Requests) (*Result, error) {
+func (r *run) pause(ctx context.Context, parts []message.Part, reqs *deferred.Requests) (*Result, error) {
+	// A pause is a side effect too (state saved, people asked): a
+	// cancelled or interrupted run ends as such, not as paused.
+	if err := r.alive(ctx); err != nil {
+		r.keep(message.NewRequest(parts...))
+		return nil, err
+	}
 	if !r.allowDeferred {
 		return nil, userErrorf(ErrDeferredNotAllowed, "A deferred tool call was present, but neither the agent nor the run allows ending with DeferredToolRequests. To resolve this, set AllowDeferred on the agent or the run, or use a HandleDeferredToolCalls capability to handle deferred tool calls inline.")
 	}
-	if len(parts) > 0 {
-		r.appendMessage(message.NewRequest(parts...))
+	r.keep(message.NewRequest(parts...))
+	// Messages enqueued in this step are kept in the history: the resume
+	// sends them with its first request.
+	for _, q := range r.drainAtEnd() {
+		r.appendMessage(message.NewRequest(message.UserPrompt{Content: q}))
 	}
 	return r.result("", reqs), nil
 }
@@ -339,7 +397,7 @@ func (r *run) start(ctx context.Context) (message.Message, *Result, error) {
 			return message.Message{}, nil, err
 		}
 		if reqs != nil {
-			res, err := r.pause(parts, reqs)
+			res, err := r.pause(ctx, parts, reqs)
 			return message.Message{}, res, err
 		}
 		if r.prompt != "" {
@@ -347,16 +405,21 @@ func (r *run) start(ctx context.Context) (message.Message, *Result, error) {
 		}
 		return message.NewRequest(parts...), nil, nil
 	}
-	if n := len(r.history); n > 0 && r.history[n-1].Role == message.RoleResponse && len(r.history[n-1].ToolCalls()) > 0 {
+	if li := lastResponse(r.history); li >= 0 && len(unanswered(r.history, li)) > 0 {
+		// Calls of the last response without a result (also after a
+		// trailing request holding some results): a new prompt would send
+		// the model a call without its result, so it is refused; without
+		// one the calls are processed as a first pass (approvals are
+		// deferred again, never dropped).
 		if r.prompt != "" {
 			return message.Message{}, nil, userErrorf(ErrPendingCalls, "Cannot provide a new user prompt when the message history contains unprocessed tool calls.")
 		}
-		parts, reqs, err := r.step(ctx, n-1, nil)
+		parts, reqs, err := r.step(ctx, li, nil)
 		if err != nil {
 			return message.Message{}, nil, err
 		}
 		if reqs != nil {
-			res, err := r.pause(parts, reqs)
+			res, err := r.pause(ctx, parts, reqs)
 			return message.Message{}, res, err
 		}
 		return message.NewRequest(parts...), nil, nil
@@ -479,11 +542,14 @@ func (r *run) checkTokens(u message.Usage) error {
 		}
 		return nil
 	}
-	return errors.Join(
-		check(r.limits.InputTokens, "input_tokens_limit", u.InputTokens),
-		check(r.limits.OutputTokens, "output_tokens_limit", u.OutputTokens),
-		check(r.limits.TotalTokens, "total_tokens_limit", u.TotalTokens()),
-	)
+	// The first limit exceeded is the error: one clear message.
+	if err := check(r.limits.InputTokens, "input_tokens_limit", u.InputTokens); err != nil {
+		return err
+	}
+	if err := check(r.limits.OutputTokens, "output_tokens_limit", u.OutputTokens); err != nil {
+		return err
+	}
+	return check(r.limits.TotalTokens, "total_tokens_limit", u.TotalTokens())
 }
 
 // tools returns the tools of this step: every toolset's, prepared by the

@@ -55,6 +55,8 @@ type slot struct {
 	byKind    bool // deferred by its tool's kind rather than by raising
 
 	callEmitted bool // its tool_call event was sent
+	skip        bool // answered in the history already
+	ran         bool // its tool was started
 }
 
 // stepState tracks the retry accounting of one step.
@@ -96,7 +98,19 @@ func (r *run) step(ctx context.Context, respIdx int, supplied *deferred.Results)
 		slots = append(slots, s)
 	}
 	defer r.endStep(st)
+	done := answeredAfter(r.historySnapshot(), respIdx)
+	for _, s := range slots {
+		s.skip = done[s.call.ToolCallID]
+	}
 
+	fail := func(err error) ([]message.Part, *deferred.Requests, error) {
+		// Record what ran, so that a continued history never repeats a
+		// side effect; calls that did not run get cancelled returns.
+		if errors.Is(err, context.Canceled) || errors.Is(err, ErrRunCancelled) || ranAny(slots) {
+			r.cancelDangling(slots)
+		}
+		return nil, nil, err
+	}
 	var reqs *deferred.Requests
 	if supplied == nil {
 		reqs, err = r.firstPass(ctx, st, slots, names, respIdx)
@@ -104,33 +118,50 @@ func (r *run) step(ctx context.Context, respIdx int, supplied *deferred.Results)
 		reqs, err = r.resumePass(ctx, st, slots, names, respIdx, supplied)
 	}
 	if err != nil {
-		if errors.Is(err, context.Canceled) {
-			r.cancelDangling(slots)
-		}
-		return nil, nil, err
+		return fail(err)
 	}
 	if reqs != nil {
+		// Asking the handlers, like pausing, must not start once the run
+		// was cancelled or interrupted.
+		if err := r.alive(ctx); err != nil {
+			return fail(err)
+		}
 		if reqs, err = r.resolveInline(ctx, st, slots, names, respIdx, reqs); err != nil {
-			if errors.Is(err, context.Canceled) {
-				r.cancelDangling(slots)
-			}
-			return nil, nil, err
+			return fail(err)
 		}
 	}
 	return resultParts(slots), reqs, nil
 }
 
-// cancelDangling answers every call left without a result by an interrupted
-// step with a synthetic cancelled return, so the history stays well formed.
+func ranAny(slots []*slot) bool {
+	for _, s := range slots {
+		if s.ran {
+			return true
+		}
+	}
+	return false
+}
+
+// cancelDangling answers every call left without a result by a step that
+// ends the run with a synthetic cancelled return, so the history stays well
+// formed and records the results of the calls that did run.
 func (r *run) cancelDangling(slots []*slot) {
 	var parts []message.Part
 	for _, s := range slots {
+		if s.skip {
+			continue
+		}
 		if s.part == nil {
-			s.part = message.ToolReturn{ToolName: s.call.ToolName, ToolCallID: s.call.ToolCallID, Content: jsonString(message.CancelledText), Outcome: message.OutcomeCancelled}
+			s.part = cancelledReturn(s.call)
 		}
 		parts = append(parts, s.part)
 	}
-	r.appendMessage(message.NewRequest(parts...))
+	for _, s := range slots {
+		if !s.skip && len(s.content) > 0 {
+			parts = append(parts, message.UserPrompt{Content: s.content})
+		}
+	}
+	r.keep(message.NewRequest(parts...))
 }
 
 func resultParts(slots []*slot) []message.Part {
@@ -151,7 +182,7 @@ func resultParts(slots []*slot) []message.Part {
 func (r *run) firstPass(ctx context.Context, st *stepState, slots []*slot, names []string, respIdx int) (*deferred.Requests, error) {
 	var exec []*slot
 	for _, s := range slots {
-		if s.kind == kindFunction || s.kind == kindUnknown {
+		if !s.skip && (s.kind == kindFunction || s.kind == kindUnknown) {
 			exec = append(exec, s)
 		}
 	}
@@ -172,7 +203,7 @@ func (r *run) firstPass(ctx context.Context, st *stepState, slots []*slot, names
 	}
 	for _, k := range []callKind{kindExternal, kindApproval} {
 		for _, s := range slots {
-			if s.kind != k {
+			if s.kind != k || s.skip {
 				continue
 			}
 			if err := r.validate(ctx, st, s, names, true); err != nil {
@@ -499,7 +530,7 @@ func (r *run) validate(ctx context.Context, st *stepState, s *slot, names []stri
 	}
 	s.args = args
 	if s.t.Validator != nil {
-		verr := s.t.Validator(ctx, r.runContext(s), args)
+		_, verr := protect(func() (any, error) { return nil, s.t.Validator(ctx, r.runContext(s), args) })
 		var retry *tool.ModelRetry
 		var inval *tool.ValidationError
 		var ar *tool.ApprovalRequired
@@ -601,7 +632,14 @@ func (r *run) executeAll(ctx context.Context, st *stepState, slots []*slot) erro
 		}
 		var wg sync.WaitGroup
 		errs := make([]error, len(batch))
+		// Starting a group of tools is a side effect: none starts once the
+		// run was cancelled or interrupted.
+		if err := r.alive(ctx); err != nil {
+			batch = nil
+			return err
+		}
 		for i, s := range batch {
+			s.ran = s.held == nil
 			wg.Go(func() {
 				if err := r.runCall(ctx, st, s); err != nil {
 					errs[i] = err
@@ -669,7 +707,7 @@ func (r *run) runCall(ctx context.Context, st *stepState, s *slot) error {
 				next = func(ctx context.Context, c *ToolCall) (any, error) { return w.WrapToolCall(ctx, c, inner) }
 			}
 		}
-		val, err = next(ctx, call)
+		val, err = protect(func() (any, error) { return next(ctx, call) })
 	}
 	if err := r.outcome(ctx, st, s, val, err); err != nil {
 		return err
@@ -745,6 +783,10 @@ func returnPart(name, id string, val any) (message.ToolReturn, []message.Content
 	case tool.Return:
 		val, content, md = x.Value, x.Content, x.Metadata
 	case *tool.Return:
+		if x == nil {
+			val = nil
+			break
+		}
 		val, content, md = x.Value, x.Content, x.Metadata
 	}
 	var raw json.RawMessage
