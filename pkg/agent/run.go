@@ -38,7 +38,8 @@ type run struct {
 	emitMu    sync.Mutex
 	finalSent bool
 
-	mu        sync.Mutex // guards the fields below
+	// mu guards the fields below; see state.go.
+	mu        sync.Mutex
 	history   message.History
 	usage     message.Usage
 	retries   map[string]int
@@ -100,24 +101,6 @@ func (r *run) emit(e Event) {
 	r.opts.OnEvent(e)
 }
 
-func (r *run) usageSnapshot() message.Usage {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.usage
-}
-
-func (r *run) historySnapshot() message.History {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.history)
-}
-
-func (r *run) addToolCalls(n int) {
-	r.mu.Lock()
-	r.usage.ToolCalls += n
-	r.mu.Unlock()
-}
-
 // Cancel implements tool.RunControl.
 func (r *run) Cancel() {
 	r.mu.Lock()
@@ -153,12 +136,6 @@ func (r *run) stamp(m message.Message) message.Message {
 		m.Timestamp = time.Now().UTC()
 	}
 	return m
-}
-
-func (r *run) appendMessage(m message.Message) {
-	r.mu.Lock()
-	r.history = append(r.history, r.stamp(m))
-	r.mu.Unlock()
 }
 
 // execute runs the capability chain around the loop and emits the final
@@ -345,13 +322,6 @@ func (r *run) keep(req message.Message) {
 	}
 }
 
-// lastIndex returns the index of the history's last message.
-func (r *run) lastIndex() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.history) - 1
-}
-
 // afterStep runs the StepHooks.
 func (r *run) afterStep(ctx context.Context, final bool) ([]message.Part, error) {
 	var parts []message.Part
@@ -405,7 +375,8 @@ func (r *run) start(ctx context.Context) (message.Message, *Result, error) {
 		}
 		return message.NewRequest(parts...), nil, nil
 	}
-	if li := lastResponse(r.history); li >= 0 && len(unanswered(r.history, li)) > 0 {
+	h := r.historySnapshot()
+	if li := lastResponse(h); li >= 0 && len(unanswered(h, li)) > 0 {
 		// Calls of the last response without a result (also after a
 		// trailing request holding some results): a new prompt would send
 		// the model a call without its result, so it is refused; without
@@ -425,7 +396,7 @@ func (r *run) start(ctx context.Context) (message.Message, *Result, error) {
 		return message.NewRequest(parts...), nil, nil
 	}
 	var parts []message.Part
-	if len(r.history) == 0 {
+	if len(h) == 0 {
 		if sys := r.instructions(); sys != "" {
 			parts = append(parts, message.SystemPrompt{Content: sys})
 		}
@@ -449,16 +420,6 @@ func (r *run) instructions() string {
 		}
 	}
 	return strings.Join(texts, "\n\n")
-}
-
-// drainAtEnd takes the queued messages that redirect a run about to end:
-// leftover asap messages first, then when_idle ones.
-func (r *run) drainAtEnd() [][]message.Content {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := append(r.asap, r.whenIdle...)
-	r.asap, r.whenIdle = nil, nil
-	return out
 }
 
 // request sends req (plus queued asap messages) to the model and records the
@@ -525,7 +486,7 @@ func (r *run) request(ctx context.Context, req message.Message) (message.Message
 	if err := r.checkTokens(usage); err != nil {
 		return message.Message{}, err
 	}
-	return r.history[len(r.history)-1], nil
+	return r.message(r.lastIndex()), nil
 }
 
 func (r *run) requestLimit() int {
