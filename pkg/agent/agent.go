@@ -164,10 +164,11 @@ func (a *Agent) Iter(ctx context.Context, prompt string, opts *RunOptions) (iter
 			if user != nil {
 				user(e)
 			}
-			select {
-			case events <- e:
-			case <-ctx.Done():
-			}
+			// The loop below drains the channel until it is closed (also
+			// after the caller stopped), so this send never blocks for
+			// good; the run emits nothing after final, so it never sends on
+			// the closed channel.
+			events <- e
 		}
 		go func() {
 			defer close(done)

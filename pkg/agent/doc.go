@@ -12,7 +12,24 @@
 // the whole batch (all or nothing); before every model request, the request
 // limit. A [tool.ModelRetry] or invalid arguments send a retry prompt and use
 // the tool's retry budget; [tool.ToolFailed] is a failed return; any other
-// error is shown to the model only as {"error":"<type>"}.
+// error is shown to the model only as {"error":"<type>"}; a panicking tool
+// is such an error, [Panic], and the process survives.
+//
+// # Ending a run
+//
+// RunContext.Cancel ends the run with [ErrRunCancelled]; cancelling the
+// run's context (SIGINT) interrupts it. Both are checked at every boundary
+// where a new side effect could start: before each model request, before
+// each group of tools (and each sequential tool), before asking the
+// deferred handlers and before a pause. A step that ends the run records
+// the results of the tools that ran and a cancelled return for the others,
+// so a continued history never repeats a side effect. A new prompt on a
+// history whose last response has calls without results fails with
+// [ErrPendingCalls]; without a prompt those calls are processed (approvals
+// are deferred again). A call left without a result earlier in a history
+// gets a synthetic cancelled return. Messages enqueued in a step that
+// pauses are kept in the history and reach the model on resume; Enqueue
+// after the run ended returns tool.ErrNoRun.
 //
 // # Deferred calls
 //
@@ -50,5 +67,6 @@
 // RunOptions.OnEvent and [Agent.Iter] deliver the [Event]s of SPEC §6.3 in
 // order: run_started, model_request_started, text_delta, tool_call,
 // tool_result, deferred_tool_requests, deferred_tool_results, and always
-// final last.
+// final last: nothing is emitted after it (a leftover goroutine's progress
+// report is dropped).
 package agent

@@ -90,3 +90,16 @@ func userErrorf(sentinel error, format string, args ...any) error {
 func retriesExceeded(name string, max int) error {
 	return &UnexpectedModelBehavior{Message: fmt.Sprintf("Tool '%s' exceeded max retries count of %d. Consider raising the retry limit (tool.Retries).", name, max)}
 }
+
+// Panic is the error of an in-process tool (or args validator) that
+// panicked. The model sees only {"error":"Panic"} (outcome failed) and the
+// process survives; with Config.FailOnToolError the run ends with it.
+type Panic struct {
+	// Value is what the tool passed to panic.
+	Value any
+	// Stack is the panicking goroutine's stack.
+	Stack []byte
+}
+
+// Error implements error.
+func (p *Panic) Error() string { return fmt.Sprintf("panic: %v", p.Value) }

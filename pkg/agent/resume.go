@@ -13,20 +13,15 @@ import (
 
 // resume answers the deferred calls the history ended with.
 func (r *run) resume(ctx context.Context, res *deferred.Results) ([]message.Part, *deferred.Requests, error) {
-	if len(r.history) == 0 {
+	h := r.historySnapshot()
+	if len(h) == 0 {
 		return nil, nil, userErrorf(nil, "Tool call results were provided, but the message history is empty.")
 	}
-	li := -1
-	for i := len(r.history) - 1; i >= 0; i-- {
-		if r.history[i].Role == message.RoleResponse {
-			li = i
-			break
-		}
-	}
+	li := lastResponse(h)
 	if li < 0 {
 		return nil, nil, userErrorf(nil, "Tool call results were provided, but the message history does not contain a `ModelResponse`.")
 	}
-	if len(r.history[li].ToolCalls()) == 0 {
+	if len(h[li].ToolCalls()) == 0 {
 		return nil, nil, userErrorf(nil, "Tool call results were provided, but the message history does not contain any unprocessed tool calls.")
 	}
 	return r.step(ctx, li, res)
@@ -38,17 +33,8 @@ func (r *run) resume(ctx context.Context, res *deferred.Results) ([]message.Part
 func (r *run) resumePass(ctx context.Context, st *stepState, slots []*slot, names []string, respIdx int, res *deferred.Results) (*deferred.Requests, error) {
 	// Calls answered in a request after the response were already executed.
 	skip := map[string]bool{}
-	for _, m := range r.history[respIdx+1:] {
-		for _, p := range m.Parts {
-			switch x := p.(type) {
-			case message.ToolReturn:
-				skip[x.ToolCallID] = true
-			case message.RetryPrompt:
-				if x.ToolCallID != "" {
-					skip[x.ToolCallID] = true
-				}
-			}
-		}
+	for _, s := range slots {
+		skip[s.call.ToolCallID] = s.skip
 	}
 	resultIDs := map[string]bool{}
 	for id := range res.Approvals {

@@ -32,15 +32,21 @@ type run struct {
 	runID, convID string
 	newFrom       int
 
-	emitMu sync.Mutex
+	// emitMu serialises the events; finalSent, under it, is the one owner
+	// of "the run has ended" for observers: nothing is emitted after the
+	// final event.
+	emitMu    sync.Mutex
+	finalSent bool
 
-	mu        sync.Mutex // guards the fields below
+	// mu guards the fields below; see state.go.
+	mu        sync.Mutex
 	history   message.History
 	usage     message.Usage
 	retries   map[string]int
 	asap      [][]message.Content
 	whenIdle  [][]message.Content
 	cancelled bool
+	ended     bool // the run has returned: Enqueue refuses, Cancel is moot
 	cancelRun context.CancelCauseFunc
 }
 
@@ -54,7 +60,7 @@ func newRun(a *Agent, prompt string, opts *RunOptions) *run {
 		allowDeferred: a.cfg.AllowDeferred || opts.AllowDeferred,
 		log:           a.log,
 		runID:         ulid.Make().String(),
-		history:       slices.Clone(opts.History),
+		history:       repairDangling(opts.History),
 		retries:       map[string]int{},
 	}
 	if opts.Limits != nil {
@@ -88,25 +94,11 @@ func (r *run) emit(e Event) {
 	}
 	r.emitMu.Lock()
 	defer r.emitMu.Unlock()
+	if r.finalSent {
+		return // a leftover goroutine reporting after the end
+	}
+	r.finalSent = e.Type == EventFinal
 	r.opts.OnEvent(e)
-}
-
-func (r *run) usageSnapshot() message.Usage {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.usage
-}
-
-func (r *run) historySnapshot() message.History {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.history)
-}
-
-func (r *run) addToolCalls(n int) {
-	r.mu.Lock()
-	r.usage.ToolCalls += n
-	r.mu.Unlock()
 }
 
 // Cancel implements tool.RunControl.
@@ -127,6 +119,9 @@ func (r *run) Enqueue(p tool.Priority, content ...message.Content) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.ended {
+		return tool.ErrNoRun
+	}
 	if p == tool.PriorityWhenIdle {
 		r.whenIdle = append(r.whenIdle, slices.Clone(content))
 	} else {
@@ -141,12 +136,6 @@ func (r *run) stamp(m message.Message) message.Message {
 		m.Timestamp = time.Now().UTC()
 	}
 	return m
-}
-
-func (r *run) appendMessage(m message.Message) {
-	r.mu.Lock()
-	r.history = append(r.history, r.stamp(m))
-	r.mu.Unlock()
 }
 
 // execute runs the capability chain around the loop and emits the final
@@ -173,6 +162,9 @@ func (r *run) execute(ctx context.Context) (*Result, error) {
 	if res == nil {
 		res = r.result("", nil)
 	}
+	r.mu.Lock()
+	r.ended = true
+	r.mu.Unlock()
 	r.emit(Event{Type: EventFinal, Final: finalOf(res, err)})
 	if err != nil {
 		return res, err
@@ -263,20 +255,27 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 		return res, err
 	}
 	for {
+		// A model request is a side effect: none starts once the run was
+		// cancelled or interrupted. What the last step produced is kept.
+		if err := r.alive(ctx); err != nil {
+			r.keep(req)
+			return nil, err
+		}
 		resp, err := r.request(ctx, req)
 		if err != nil {
 			return nil, err
 		}
 		if len(resp.ToolCalls()) > 0 {
-			parts, reqs, err := r.step(ctx, len(r.history)-1, nil)
+			parts, reqs, err := r.step(ctx, r.lastIndex(), nil)
 			if err != nil {
 				return nil, err
 			}
 			if reqs != nil {
-				return r.pause(parts, reqs)
+				return r.pause(ctx, parts, reqs)
 			}
 			more, err := r.afterStep(ctx, false)
 			if err != nil {
+				r.keep(message.NewRequest(parts...))
 				return nil, err
 			}
 			req = message.NewRequest(append(parts, more...)...)
@@ -303,6 +302,26 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 	}
 }
 
+// alive reports why no new side effect may start: ErrRunCancelled after
+// RunContext.Cancel, the context's error after an interrupt, else nil.
+func (r *run) alive(ctx context.Context) error {
+	r.mu.Lock()
+	cancelled := r.cancelled
+	r.mu.Unlock()
+	if cancelled {
+		return ErrRunCancelled
+	}
+	return ctx.Err()
+}
+
+// keep records a request that will not be sent (the run ends first), so
+// that the results it carries stay in the history.
+func (r *run) keep(req message.Message) {
+	if len(req.Parts) > 0 {
+		r.appendMessage(req)
+	}
+}
+
 // afterStep runs the StepHooks.
 func (r *run) afterStep(ctx context.Context, final bool) ([]message.Part, error) {
 	var parts []message.Part
@@ -320,12 +339,21 @@ func (r *run) afterStep(ctx context.Context, final bool) ([]message.Part, error)
 
 // pause ends the run with deferred requests, recording the results of the
 // calls that did run.
-func (r *run) pause(parts []message.Part, reqs *deferred.Requests) (*Result, error) {
+func (r *run) pause(ctx context.Context, parts []message.Part, reqs *deferred.Requests) (*Result, error) {
+	// A pause is a side effect too (state saved, people asked): a
+	// cancelled or interrupted run ends as such, not as paused.
+	if err := r.alive(ctx); err != nil {
+		r.keep(message.NewRequest(parts...))
+		return nil, err
+	}
 	if !r.allowDeferred {
 		return nil, userErrorf(ErrDeferredNotAllowed, "A deferred tool call was present, but neither the agent nor the run allows ending with DeferredToolRequests. To resolve this, set AllowDeferred on the agent or the run, or use a HandleDeferredToolCalls capability to handle deferred tool calls inline.")
 	}
-	if len(parts) > 0 {
-		r.appendMessage(message.NewRequest(parts...))
+	r.keep(message.NewRequest(parts...))
+	// Messages enqueued in this step are kept in the history: the resume
+	// sends them with its first request.
+	for _, q := range r.drainAtEnd() {
+		r.appendMessage(message.NewRequest(message.UserPrompt{Content: q}))
 	}
 	return r.result("", reqs), nil
 }
@@ -339,7 +367,7 @@ func (r *run) start(ctx context.Context) (message.Message, *Result, error) {
 			return message.Message{}, nil, err
 		}
 		if reqs != nil {
-			res, err := r.pause(parts, reqs)
+			res, err := r.pause(ctx, parts, reqs)
 			return message.Message{}, res, err
 		}
 		if r.prompt != "" {
@@ -347,22 +375,28 @@ func (r *run) start(ctx context.Context) (message.Message, *Result, error) {
 		}
 		return message.NewRequest(parts...), nil, nil
 	}
-	if n := len(r.history); n > 0 && r.history[n-1].Role == message.RoleResponse && len(r.history[n-1].ToolCalls()) > 0 {
+	h := r.historySnapshot()
+	if li := lastResponse(h); li >= 0 && len(unanswered(h, li)) > 0 {
+		// Calls of the last response without a result (also after a
+		// trailing request holding some results): a new prompt would send
+		// the model a call without its result, so it is refused; without
+		// one the calls are processed as a first pass (approvals are
+		// deferred again, never dropped).
 		if r.prompt != "" {
 			return message.Message{}, nil, userErrorf(ErrPendingCalls, "Cannot provide a new user prompt when the message history contains unprocessed tool calls.")
 		}
-		parts, reqs, err := r.step(ctx, n-1, nil)
+		parts, reqs, err := r.step(ctx, li, nil)
 		if err != nil {
 			return message.Message{}, nil, err
 		}
 		if reqs != nil {
-			res, err := r.pause(parts, reqs)
+			res, err := r.pause(ctx, parts, reqs)
 			return message.Message{}, res, err
 		}
 		return message.NewRequest(parts...), nil, nil
 	}
 	var parts []message.Part
-	if len(r.history) == 0 {
+	if len(h) == 0 {
 		if sys := r.instructions(); sys != "" {
 			parts = append(parts, message.SystemPrompt{Content: sys})
 		}
@@ -386,16 +420,6 @@ func (r *run) instructions() string {
 		}
 	}
 	return strings.Join(texts, "\n\n")
-}
-
-// drainAtEnd takes the queued messages that redirect a run about to end:
-// leftover asap messages first, then when_idle ones.
-func (r *run) drainAtEnd() [][]message.Content {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := append(r.asap, r.whenIdle...)
-	r.asap, r.whenIdle = nil, nil
-	return out
 }
 
 // request sends req (plus queued asap messages) to the model and records the
@@ -462,7 +486,7 @@ func (r *run) request(ctx context.Context, req message.Message) (message.Message
 	if err := r.checkTokens(usage); err != nil {
 		return message.Message{}, err
 	}
-	return r.history[len(r.history)-1], nil
+	return r.message(r.lastIndex()), nil
 }
 
 func (r *run) requestLimit() int {
@@ -479,11 +503,14 @@ func (r *run) checkTokens(u message.Usage) error {
 		}
 		return nil
 	}
-	return errors.Join(
-		check(r.limits.InputTokens, "input_tokens_limit", u.InputTokens),
-		check(r.limits.OutputTokens, "output_tokens_limit", u.OutputTokens),
-		check(r.limits.TotalTokens, "total_tokens_limit", u.TotalTokens()),
-	)
+	// The first limit exceeded is the error: one clear message.
+	if err := check(r.limits.InputTokens, "input_tokens_limit", u.InputTokens); err != nil {
+		return err
+	}
+	if err := check(r.limits.OutputTokens, "output_tokens_limit", u.OutputTokens); err != nil {
+		return err
+	}
+	return check(r.limits.TotalTokens, "total_tokens_limit", u.TotalTokens())
 }
 
 // tools returns the tools of this step: every toolset's, prepared by the

@@ -1,0 +1,287 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/offload-dev/offload/pkg/deferred"
+	"github.com/offload-dev/offload/pkg/message"
+	"github.com/offload-dev/offload/pkg/tool"
+)
+
+// deferredMetaKey is the key, in a response's Metadata, of the record of its
+// deferred calls: tool call ID → {"kind", "task_id"}. It keeps task IDs
+// stable across resumes and lets a resume check each result's category.
+const deferredMetaKey = "offload.deferred"
+
+// collectDeferred builds the requests of the deferred slots: in each
+// category, calls that raised a deferral first, then those deferred by
+// their tool's kind, each in emission order. Task IDs are minted here, or
+// reused from the response's record when the call was deferred before.
+func (r *run) collectDeferred(slots []*slot, respIdx int) (*deferred.Requests, error) {
+	var pending []*slot
+	for _, s := range slots {
+		if s.deferKind != "" && s.part == nil && !s.byKind {
+			pending = append(pending, s)
+		}
+	}
+	for _, s := range slots {
+		if s.deferKind != "" && s.part == nil && s.byKind {
+			pending = append(pending, s)
+		}
+	}
+	if len(pending) == 0 {
+		return nil, nil
+	}
+	seen, dups := map[string]bool{}, map[string]bool{}
+	for _, s := range pending {
+		if seen[s.call.ToolCallID] {
+			dups[s.call.ToolCallID] = true
+		}
+		seen[s.call.ToolCallID] = true
+	}
+	if len(dups) > 0 {
+		return nil, &UnexpectedModelBehavior{Message: "Deferred tool calls must have unique tool_call_id values; duplicate ids: " + idList(keys(dups))}
+	}
+	reqs := &deferred.Requests{Metadata: map[string]map[string]any{}, TaskIDs: map[string]string{}}
+	record := r.deferredRecord(respIdx)
+	for _, s := range pending {
+		id := s.call.ToolCallID
+		if s.deferKind == deferred.KindApproval {
+			reqs.Approvals = append(reqs.Approvals, s.call)
+		} else {
+			reqs.Calls = append(reqs.Calls, s.call)
+		}
+		if s.hasMeta {
+			reqs.Metadata[id] = tool.DeepCopy(s.deferMeta)
+		}
+		taskID := record[id].TaskID
+		if taskID == "" {
+			taskID = ulid.Make().String()
+		}
+		reqs.TaskIDs[id] = taskID
+		record[id] = deferredEntry{Kind: s.deferKind, TaskID: taskID}
+	}
+	r.setDeferredRecord(respIdx, record)
+	return reqs, nil
+}
+
+type deferredEntry struct {
+	Kind   deferred.Kind `json:"kind"`
+	TaskID string        `json:"task_id"`
+}
+
+// deferredRecord reads the record of deferred calls kept in the response's
+// metadata (it survives a JSON round trip as map[string]any).
+func (r *run) deferredRecord(respIdx int) map[string]deferredEntry {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return readDeferredRecord(r.history[respIdx])
+}
+
+func readDeferredRecord(m message.Message) map[string]deferredEntry {
+	out := map[string]deferredEntry{}
+	raw, ok := m.Metadata[deferredMetaKey]
+	if !ok {
+		return out
+	}
+	b, err := json.Marshal(raw)
+	if err == nil {
+		_ = json.Unmarshal(b, &out)
+	}
+	return out
+}
+
+func (r *run) setDeferredRecord(respIdx int, rec map[string]deferredEntry) {
+	m := map[string]any{}
+	for id, e := range rec {
+		m[id] = map[string]any{"kind": string(e.Kind), "task_id": e.TaskID}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	msg := r.history[respIdx]
+	md := tool.DeepCopy(msg.Metadata)
+	if md == nil {
+		md = map[string]any{}
+	}
+	md[deferredMetaKey] = m
+	msg.Metadata = md
+	r.history[respIdx] = msg
+}
+
+// resolveInline asks the DeferredHandler chain to resolve reqs, executes
+// what it resolved, and returns what remains (including calls that deferred
+// again).
+func (r *run) resolveInline(ctx context.Context, st *stepState, slots []*slot, names []string, respIdx int, reqs *deferred.Requests) (*deferred.Requests, error) {
+	r.emit(Event{Type: EventDeferredToolRequests, Requests: reqs.Clone()})
+	var handlers []DeferredHandler
+	for _, c := range r.caps {
+		if h, ok := c.(DeferredHandler); ok {
+			handlers = append(handlers, h)
+		}
+	}
+	if len(handlers) == 0 {
+		return reqs, nil
+	}
+	var acc *deferred.Results
+	remaining := reqs
+	rc := r.runContext(nil)
+	for _, h := range handlers {
+		res, err := h.HandleDeferred(ctx, rc, remaining.Clone())
+		if err != nil {
+			return nil, fmt.Errorf("deferred handler: %w", err)
+		}
+		if res.Empty() {
+			continue
+		}
+		if acc == nil {
+			acc = &deferred.Results{}
+		}
+		acc.Update(res)
+		if remaining = reqs.Remaining(acc); remaining == nil {
+			break
+		}
+	}
+	if acc == nil {
+		return reqs, nil
+	}
+	// Only answers for calls of this batch, in their own category, count.
+	answered := &deferred.Results{Calls: map[string]any{}, Approvals: map[string]any{}, Metadata: acc.Metadata}
+	for _, c := range reqs.Approvals {
+		if v, ok := acc.Approvals[c.ToolCallID]; ok {
+			if _, err := deferred.NormalizeApproval(v); err != nil {
+				return nil, &UserError{Message: fmt.Sprintf("deferred handler: approval for %q: %v", c.ToolCallID, err), Err: err}
+			}
+			answered.Approvals[c.ToolCallID] = v
+		}
+	}
+	for _, c := range reqs.Calls {
+		if v, ok := acc.Calls[c.ToolCallID]; ok {
+			answered.Calls[c.ToolCallID] = v
+		}
+	}
+	r.emit(Event{Type: EventDeferredToolResults, Results: answered})
+	var resolved []*slot
+	for _, s := range slots {
+		id := s.call.ToolCallID
+		_, inA := answered.Approvals[id]
+		_, inC := answered.Calls[id]
+		if s.deferKind != "" && s.part == nil && (inA || inC) {
+			resolved = append(resolved, s)
+		}
+	}
+	// Approvals first, then external calls, as the reference does.
+	for _, kind := range []deferred.Kind{deferred.KindApproval, deferred.KindExternal} {
+		var group []*slot
+		for _, s := range resolved {
+			if s.deferKind == kind {
+				group = append(group, s)
+			}
+		}
+		if err := r.answer(ctx, st, group, names, answered, false); err != nil {
+			return nil, err
+		}
+	}
+	remaining = reqs.Remaining(answered)
+	again, err := r.collectDeferred(resolved, respIdx)
+	if err != nil {
+		return nil, err
+	}
+	if again != nil {
+		if remaining == nil {
+			remaining = &deferred.Requests{Metadata: map[string]map[string]any{}, TaskIDs: map[string]string{}}
+		}
+		remaining.Approvals = append(remaining.Approvals, again.Approvals...)
+		remaining.Calls = append(remaining.Calls, again.Calls...)
+		for k, v := range again.Metadata {
+			remaining.Metadata[k] = v
+		}
+		for k, v := range again.TaskIDs {
+			remaining.TaskIDs[k] = v
+		}
+	}
+	return remaining, nil
+}
+
+// answer applies supplied results to slots: approved calls are validated
+// (with override arguments) and executed; denials, external values, retries
+// and failures become result parts directly. emitCalls adds the tool_call
+// events (a resume; the inline path emitted them in the first pass).
+func (r *run) answer(ctx context.Context, st *stepState, slots []*slot, names []string, res *deferred.Results, emitCalls bool) error {
+	var runnable []*slot
+	for _, s := range slots {
+		id := s.call.ToolCallID
+		s.deferKind, s.deferMeta, s.hasMeta, s.byKind = "", nil, false, false
+		s.callEmitted = !emitCalls
+		if v, ok := res.Approvals[id]; ok {
+			n, err := deferred.NormalizeApproval(v)
+			if err != nil {
+				return &UserError{Message: fmt.Sprintf("approval for tool call %q: %v", id, err), Err: err}
+			}
+			switch a := n.(type) {
+			case deferred.ToolApproved:
+				if s.t == nil {
+					s.part = message.RetryPrompt{ToolName: s.call.ToolName, ToolCallID: id, Content: unknownToolText(s.call.ToolName, names)}
+					r.emitCall(s, boolPtr(false))
+					r.emitResult(s)
+					continue
+				}
+				if s.t.Kind == tool.KindExternal {
+					return &UserError{Message: tool.ErrExternal.Error(), Err: tool.ErrExternal}
+				}
+				s.approved = true
+				s.metadata = tool.DeepCopy(res.Metadata[id])
+				if a.OverrideArgs != nil {
+					s.call.Args = string(a.OverrideArgs)
+				}
+				if err := r.validate(ctx, st, s, names, false); err != nil {
+					return err
+				}
+				if s.part == nil {
+					runnable = append(runnable, s)
+				}
+			case deferred.ToolDenied:
+				s.part = message.ToolReturn{ToolName: s.call.ToolName, ToolCallID: id, Content: jsonString(a.Text()), Outcome: message.OutcomeDenied}
+				if emitCalls {
+					r.emitCall(s, nil)
+				}
+				r.emitResult(s)
+			}
+			continue
+		}
+		v := res.Calls[id]
+		if emitCalls {
+			r.emitCall(s, nil)
+		}
+		if err := r.supplied(s, v); err != nil {
+			return err
+		}
+		r.emitResult(s)
+	}
+	return r.executeAll(ctx, st, runnable)
+}
+
+// supplied turns an external result into the call's result part. Supplied
+// retries do not consume the retry budget.
+func (r *run) supplied(s *slot, v any) error {
+	id, name := s.call.ToolCallID, s.call.ToolName
+	switch x := v.(type) {
+	case *tool.ModelRetry:
+		s.part = message.RetryPrompt{ToolName: name, ToolCallID: id, Content: x.Message}
+	case *tool.ToolFailed:
+		s.part = message.ToolReturn{ToolName: name, ToolCallID: id, Content: jsonString(x.Message), Outcome: message.OutcomeFailed}
+	case message.RetryPrompt:
+		x.ToolName, x.ToolCallID = name, id
+		s.part = x
+	default:
+		part, content, err := returnPart(name, id, v)
+		if err != nil {
+			return &UserError{Message: fmt.Sprintf("result for tool call %q: %v", id, err), Err: err}
+		}
+		s.part, s.content = part, content
+	}
+	return nil
+}

@@ -1,0 +1,61 @@
+package agent
+
+// The run's mutable state (history, usage, retries, queued messages,
+// cancellation) lives in the fields of run guarded by run.mu. Tools,
+// capabilities and background tasks run on other goroutines than the loop,
+// so every access, also by the loop, goes through the methods below (or
+// holds run.mu): none reads a field of that group directly.
+
+import (
+	"slices"
+
+	"github.com/offload-dev/offload/pkg/message"
+)
+
+func (r *run) usageSnapshot() message.Usage {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.usage
+}
+
+func (r *run) historySnapshot() message.History {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.history)
+}
+
+func (r *run) addToolCalls(n int) {
+	r.mu.Lock()
+	r.usage.ToolCalls += n
+	r.mu.Unlock()
+}
+
+func (r *run) appendMessage(m message.Message) {
+	r.mu.Lock()
+	r.history = append(r.history, r.stamp(m))
+	r.mu.Unlock()
+}
+
+// lastIndex returns the index of the history's last message.
+func (r *run) lastIndex() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.history) - 1
+}
+
+// drainAtEnd takes the queued messages that redirect a run about to end:
+// leftover asap messages first, then when_idle ones.
+func (r *run) drainAtEnd() [][]message.Content {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := append(r.asap, r.whenIdle...)
+	r.asap, r.whenIdle = nil, nil
+	return out
+}
+
+// message returns history[i].
+func (r *run) message(i int) message.Message {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.history[i]
+}

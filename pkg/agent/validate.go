@@ -1,0 +1,127 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/offload-dev/offload/pkg/message"
+	"github.com/offload-dev/offload/pkg/tool"
+)
+
+// stepState tracks the retry accounting of one step.
+type stepState struct {
+	mu     sync.Mutex
+	failed map[string]bool
+	ok     map[string]bool
+}
+
+// precheck refuses a batch of n calls that would exceed the tool call limit.
+func (r *run) precheck(n int) error {
+	if n == 0 || r.limits.ToolCalls == nil {
+		return nil
+	}
+	projected := r.usageSnapshot().ToolCalls + n
+	if projected > *r.limits.ToolCalls {
+		return &UsageLimitExceeded{Limit: "tool_calls_limit", Max: *r.limits.ToolCalls, Count: projected}
+	}
+	return nil
+}
+
+// validate checks a call's arguments (schema, then the args validator) and
+// emits its tool_call event. A failure gives the slot a retry part (or a
+// failed return); kindDeferred ignores a deferral raised by the validator
+// (the call is deferred by its kind anyway).
+func (r *run) validate(ctx context.Context, st *stepState, s *slot, names []string, kindDeferred bool) error {
+	fail := func(msg string) error {
+		max := tool.DefaultRetries
+		if s.t != nil {
+			max = s.t.Retries
+		}
+		if err := r.consumeRetry(st, s.call.ToolName, max); err != nil {
+			r.emitCall(s, boolPtr(false))
+			return err
+		}
+		s.part = message.RetryPrompt{ToolName: s.call.ToolName, ToolCallID: s.call.ToolCallID, Content: msg}
+		r.emitCall(s, boolPtr(false))
+		r.emitResult(s)
+		return nil
+	}
+	if s.t == nil {
+		return fail(unknownToolText(s.call.ToolName, names))
+	}
+	args, err := s.t.ParseArgs(s.call.Args)
+	if err != nil {
+		return fail(validationText(err))
+	}
+	s.args = args
+	if s.t.Validator != nil {
+		_, verr := protect(func() (any, error) { return nil, s.t.Validator(ctx, r.runContext(s), args) })
+		var retry *tool.ModelRetry
+		var inval *tool.ValidationError
+		var ar *tool.ApprovalRequired
+		var cd *tool.CallDeferred
+		switch {
+		case verr == nil:
+		case errors.As(verr, &retry):
+			return fail(retry.Message)
+		case errors.As(verr, &inval):
+			return fail(validationText(inval))
+		case errors.As(verr, &ar), errors.As(verr, &cd):
+			if !kindDeferred && !s.approved {
+				s.held = verr
+			}
+		default:
+			if err := r.unexpected(s, verr); err != nil {
+				r.emitCall(s, boolPtr(false))
+				return err
+			}
+			r.emitCall(s, boolPtr(false))
+			r.emitResult(s)
+			return nil
+		}
+	}
+	r.emitCall(s, boolPtr(true))
+	return nil
+}
+
+func unknownToolText(name string, names []string) string {
+	if len(names) == 0 {
+		return fmt.Sprintf("Unknown tool name: '%s'. No tools available.", name)
+	}
+	return fmt.Sprintf("Unknown tool name: '%s'. Available tools: %s", name, strings.Join(names, ", "))
+}
+
+func validationText(err error) string {
+	return "Invalid arguments: " + err.Error()
+}
+
+func (r *run) consumeRetry(st *stepState, name string, max int) error {
+	r.mu.Lock()
+	used := r.retries[name]
+	r.mu.Unlock()
+	if used >= max {
+		return retriesExceeded(name, max)
+	}
+	st.mu.Lock()
+	st.failed[name] = true
+	st.mu.Unlock()
+	return nil
+}
+
+// endStep applies the step's retry accounting: a tool that failed in the
+// step uses one more retry; a tool that only succeeded starts over.
+func (r *run) endStep(st *stepState) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for name := range st.failed {
+		r.retries[name]++
+	}
+	for name := range st.ok {
+		if !st.failed[name] {
+			delete(r.retries, name)
+		}
+	}
+}
