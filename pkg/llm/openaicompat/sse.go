@@ -50,17 +50,24 @@ func (s *sseReader) next() ([]byte, error) {
 			}
 			line = buf
 		}
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				if len(bytes.TrimSpace(line)) > 0 {
-					return nil, errCut
-				}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, err
+		}
+		if err != nil { // io.EOF
+			last := bytes.TrimSpace(line)
+			if len(last) == 0 {
 				if s.has {
 					return s.dispatch()
 				}
 				return nil, io.EOF
 			}
-			return nil, err
+			// A last line without its newline is whole only if it is a
+			// data field holding a whole value; else the body was cut.
+			field, value, _ := bytes.Cut(last, []byte(":"))
+			value = bytes.TrimSpace(value)
+			if string(field) != "data" || (string(value) != "[DONE]" && !json.Valid(value)) {
+				return nil, errCut
+			}
 		}
 		line = bytes.TrimRight(line, "\r\n")
 		if len(line) == 0 {

@@ -27,8 +27,9 @@ import (
 //     chunk with neither index nor id (Gemini), stay apart, while an id
 //     that changes after a call's first fragment (some servers mint one
 //     per chunk) does not split the call: its first id is kept.
-//  4. A call whose arguments have not started yet is followed by a new
-//     call only when the fragment carries another id and another name.
+//  4. A fragment carrying both another id and another name always starts
+//     a new call (calls interleaved without index); before the candidate's
+//     arguments have started, nothing else does.
 //
 // Names are set, never concatenated; argument text is appended; a call's
 // extra_content is kept (the last non-null one wins). Calls are ordered by
@@ -191,6 +192,9 @@ func (a *accumulator) startsNewCall(cand *callSlot, id, name, args string) bool 
 	}
 	otherID := id != "" && cand.id != "" && id != cand.id
 	otherName := name != "" && cand.name != "" && name != cand.name
+	if otherID && otherName {
+		return true // interleaved calls told apart by id alone
+	}
 	if complete(cand.args.String()) {
 		return otherID || otherName || strings.TrimSpace(args) != ""
 	}
