@@ -318,8 +318,8 @@ type sse struct {
 	sentText     bool
 	sentThinking bool
 	sentCalls    bool
-	firstCall int // the only index kept when parallel calls are off; -1 before any
-	callIDs   map[int]string
+	firstCall    int // the only index kept when parallel calls are off; -1 before any
+	callIDs      map[int]string
 }
 
 type chunkDelta struct {
