@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 )
 
@@ -179,6 +178,3 @@ func complete(s string) bool {
 	s = strings.TrimSpace(s)
 	return s != "" && json.Valid([]byte(s))
 }
-
-// quote is strconv.Quote, named for what it is used for in messages.
-func quote(s string) string { return strconv.Quote(s) }
