@@ -1,6 +1,7 @@
 package main
 
 import (
+	"log/slog"
 	"strings"
 	"time"
 
@@ -34,6 +35,8 @@ type modelFlags struct {
 	maxTokens         int
 	parallelToolCalls *bool
 	extraBody         map[string]any
+	// logger receives the adapter's retry warnings.
+	logger *slog.Logger
 }
 
 // Defaults of the model transport flags.
@@ -77,7 +80,7 @@ func (mf *modelFlags) openAIConfig(getenv func(string) string, name string) open
 	if mf.idleTimeout == 0 {
 		cfg.IdleTimeout = -1
 	}
-	cfg.StreamUsage, cfg.ExtraBody = mf.streamUsage, mf.extraBody
+	cfg.StreamUsage, cfg.ExtraBody, cfg.Logger = mf.streamUsage, mf.extraBody, mf.logger
 	return cfg
 }
 

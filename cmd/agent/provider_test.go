@@ -117,6 +117,9 @@ func TestAgentRunProviderConformance(t *testing.T) {
 			if retries != fx.Retries {
 				t.Errorf("%d model_request_retry events, want %d", retries, fx.Retries)
 			}
+			if fx.Retries > 0 && !strings.Contains(stderr, "openaicompat: retrying request") {
+				t.Errorf("stderr does not log the retry: %s", stderr)
+			}
 			wantOut := fx.Text
 			if len(fx.Calls) > 0 {
 				wantOut = "Done."

@@ -110,6 +110,7 @@ func runAgent(ctx context.Context, e env, f *runFlags, prompt string) error {
 	for _, sec := range f.extras.unapplied {
 		logger.Warn("--spec: section validated but not applied yet", "section", sec)
 	}
+	f.mf.logger = logger
 	model, err := newModel(f.model, e.getenv, nil, &f.mf)
 	if err != nil {
 		return err
