@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -67,6 +68,10 @@ func TestAgentRunProviderConformance(t *testing.T) {
 			code, stdout, stderr := runInProcess(t, srv.URL(), append(args, "go")...)
 			evs := jsonLines(t, stdout)
 			final := evs[len(evs)-1]
+			first := string(srv.Requests()[0].Body)
+			if strings.Contains(first, "stream_options") || !strings.Contains(first, fmt.Sprintf(`"stream":%v`, fx.Stream)) {
+				t.Errorf("first request (stream_options only with stream_usage; --stream=%v): %s", fx.Stream, first)
+			}
 			if len(fx.Err) > 0 {
 				if code != exitFailed || final["status"] != "failed" {
 					t.Fatalf("exit %d, final %v; an in-band or provider error must fail the run\nstderr: %s", code, final, stderr)
