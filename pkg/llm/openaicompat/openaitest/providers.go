@@ -136,7 +136,7 @@ func Providers() []Fixture {
 		{
 			Name: "openai/stream-cut", Provider: "OpenAI",
 			Shape:  "connection cut in the middle of the arguments, then a full stream",
-			Source: "reference/model.md §1.4 (a cut stream reads as a clean end in go-openai); https://github.com/vaadin/flow-components/commit/b88af58",
+			Source: "https://github.com/Wei-Shaw/sub2api/pull/6298 (streams cut mid-generation by a connection reset); reference/model.md §1.4 (go-openai reads a cut as a clean end)",
 			Replies: []Reply{
 				{Stream: true, Cut: true, Body: SSE(role, choice(`{"content":"Let me "}`, "null"),
 					choice(`{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"sleep","arguments":"{\"sec"}}]}`, "null"))},
@@ -150,7 +150,7 @@ func Providers() []Fixture {
 		{
 			Name: "openai/stream-stall", Provider: "OpenAI",
 			Shape:  "stream silent after its first chunk (idle timeout), then a full stream",
-			Source: "https://github.com/vllm-project/vllm/issues/27572 (streams stopping without a finish reason)",
+			Source: "https://github.com/MoonshotAI/kimi-code/issues/1798 (an OpenAI-compatible stream silent mid-body, hanging forever); https://github.com/QwenLM/qwen-code/pull/5143",
 			Replies: []Reply{
 				{Stream: true, Stall: true, Body: SSE(role, choice(`{"content":"Thinking"}`, "null"))},
 				{Stream: true, Body: SSE(role, choice(`{"content":"Done."}`, "null"), choice(`{}`, `"stop"`), "[DONE]")},
