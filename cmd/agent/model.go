@@ -1,7 +1,11 @@
 package main
 
 import (
+	"log/slog"
 	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/llm/openaicompat"
@@ -18,9 +22,75 @@ func defaultModel(getenv func(string) string) string {
 	return "test"
 }
 
+// modelFlags are the model transport flags of SPEC §6.1 and the
+// model_settings of --spec.
+type modelFlags struct {
+	// stream, idleTimeout and retries are flags (and model_settings).
+	stream      bool
+	idleTimeout time.Duration
+	retries     int
+	// The rest comes from model_settings only.
+	streamUsage       bool
+	temperature       *float64
+	maxTokens         int
+	parallelToolCalls *bool
+	extraBody         map[string]any
+	// logger receives the adapter's retry warnings.
+	logger *slog.Logger
+}
+
+// Defaults of the model transport flags.
+const (
+	defaultIdleTimeout  = 60 * time.Second
+	defaultModelRetries = 3
+)
+
+// register adds --stream, --model-idle-timeout and --model-retries.
+func (mf *modelFlags) register(fl *pflag.FlagSet) {
+	fl.BoolVar(&mf.stream, "stream", true, "stream model responses (--stream=false for servers that stream badly)")
+	fl.DurationVar(&mf.idleTimeout, "model-idle-timeout", defaultIdleTimeout, "cut and retry a model response silent that long (0: never)")
+	fl.IntVar(&mf.retries, "model-retries", defaultModelRetries, "new attempts of a model request after a 429, a 5xx, or a cut or silent response (0: none)")
+}
+
+// validate checks the values of the flags.
+func (mf *modelFlags) validate() error {
+	switch {
+	case mf.idleTimeout < 0:
+		return usageErr("--model-idle-timeout must not be negative")
+	case mf.retries < 0:
+		return usageErr("--model-retries must not be negative")
+	case mf.maxTokens < 0:
+		return usageErr("model_settings.max_tokens must not be negative")
+	}
+	return nil
+}
+
+// settings returns the request settings of model_settings.
+func (mf *modelFlags) settings() llm.Settings {
+	return llm.Settings{Temperature: mf.temperature, MaxTokens: mf.maxTokens, ParallelToolCalls: mf.parallelToolCalls}
+}
+
+// openAIConfig returns the adapter's configuration for model name.
+func (mf *modelFlags) openAIConfig(getenv func(string) string, name string) openaicompat.Config {
+	cfg := openaicompat.ConfigFromEnv(getenv, name)
+	cfg.MaxRetries, cfg.IdleTimeout = mf.retries, mf.idleTimeout
+	if mf.retries == 0 {
+		cfg.MaxRetries = -1 // none; the adapter reads 0 as its default
+	}
+	if mf.idleTimeout == 0 {
+		cfg.IdleTimeout = -1
+	}
+	cfg.StreamUsage, cfg.ExtraBody, cfg.Logger = mf.streamUsage, mf.extraBody, mf.logger
+	return cfg
+}
+
 // newModel builds the model named by --model: openai:NAME, test or
-// script:FILE. tools restricts the test model's calls.
-func newModel(spec string, getenv func(string) string, tools []string) (llm.Model, error) {
+// script:FILE. tools restricts the test model's calls; mf configures the
+// transport of openai models (the others have none).
+func newModel(spec string, getenv func(string) string, tools []string, mf *modelFlags) (llm.Model, error) {
+	if err := mf.validate(); err != nil {
+		return nil, err
+	}
 	switch {
 	case spec == "test":
 		return testmodel.New(testmodel.Config{CallTools: tools}), nil
@@ -39,7 +109,7 @@ func newModel(spec string, getenv func(string) string, tools []string) (llm.Mode
 		if name == "" {
 			return nil, usageErr("--model openai:NAME needs a model name")
 		}
-		m, err := openaicompat.New(openaicompat.ConfigFromEnv(getenv, name))
+		m, err := openaicompat.New(mf.openAIConfig(getenv, name))
 		if err != nil {
 			return nil, usageErr("%v", err)
 		}

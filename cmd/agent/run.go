@@ -43,6 +43,9 @@ type runFlags struct {
 	prefix         string
 	local          bool
 	metricsAddr    string
+	spec           string
+	mf             modelFlags // model transport (model.go)
+	extras         specExtras // what --spec sets without a flag (spec.go)
 }
 
 func newRunCmd(e env) *cobra.Command {
@@ -57,6 +60,9 @@ func newRunCmd(e env) *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := applySpec(cmd.Flags(), f); err != nil {
+				return err
+			}
 			return runAgent(cmd.Context(), e, f, args[0])
 		},
 	}
@@ -74,6 +80,8 @@ func newRunCmd(e env) *cobra.Command {
 	fl.StringVar(&f.prefix, "prefix", protocol.DefaultPrefix, "subject prefix")
 	fl.BoolVar(&f.local, "local", false, "run the built-in tools in this process, without NATS")
 	fl.StringVar(&f.metricsAddr, "metrics", "", "serve Prometheus metrics on ADDR/metrics while the run lasts (e.g. 127.0.0.1:9100)")
+	fl.StringVar(&f.spec, "spec", "", "YAML file of the agent: model, instructions, limits, tools, approve, model_settings, ... (flags given win)")
+	f.mf.register(fl)
 	return cmd
 }
 
@@ -99,7 +107,11 @@ func runAgent(ctx context.Context, e env, f *runFlags, prompt string) error {
 	if err := protocol.ValidatePrefix(f.prefix); err != nil {
 		return usageErr("--prefix: %v", err)
 	}
-	model, err := newModel(f.model, e.getenv, nil)
+	for _, sec := range f.extras.unapplied {
+		logger.Warn("--spec: section validated but not applied yet", "section", sec)
+	}
+	f.mf.logger = logger
+	model, err := newModel(f.model, e.getenv, nil, &f.mf)
 	if err != nil {
 		return err
 	}
@@ -142,10 +154,12 @@ func runAgent(ctx context.Context, e env, f *runFlags, prompt string) error {
 		Toolsets:      []tool.Toolset{toolset},
 		Instructions:  "You are a helpful assistant. Use the tools when they help.",
 		AllowDeferred: true,
-		Stream:        true,
+		Stream:        f.mf.stream,
+		Settings:      f.mf.settings(),
 		Logger:        logger,
 		Limits:        agent.UsageLimits{Requests: agent.Limit(f.requestLimit)},
 	}
+	f.extras.apply(&cfg)
 	if f.toolCallsLimit >= 0 {
 		cfg.Limits.ToolCalls = agent.Limit(f.toolCallsLimit)
 	}

@@ -16,6 +16,7 @@ type EventType string
 const (
 	EventRunStarted             EventType = "run_started"
 	EventModelRequestStarted    EventType = "model_request_started"
+	EventModelRequestRetry      EventType = "model_request_retry"
 	EventTextDelta              EventType = "text_delta"
 	EventToolCall               EventType = "tool_call"
 	EventToolResult             EventType = "tool_result"
@@ -67,6 +68,11 @@ type Event struct {
 
 	// Delta is the text of a text_delta.
 	Delta string
+	// Attempt and Reason describe a model_request_retry: the number of the
+	// attempt starting and why the previous one failed. The text deltas
+	// since the last model_request_started or model_request_retry are void.
+	Attempt int
+	Reason  string
 	// ToolCallID and Tool identify the call of tool_call, tool_result and
 	// background events.
 	ToolCallID string
@@ -104,6 +110,8 @@ func (e Event) MarshalJSON() ([]byte, error) {
 	switch e.Type {
 	case EventTextDelta:
 		m["delta"] = e.Delta
+	case EventModelRequestRetry:
+		m["attempt"], m["reason"] = e.Attempt, e.Reason
 	case EventToolCall:
 		m["tool_call_id"], m["tool"] = e.ToolCallID, e.Tool
 		m["args"] = argsValue(e.Args)

@@ -452,6 +452,9 @@ func (r *run) request(ctx context.Context, req message.Message) (message.Message
 		return message.Message{}, err
 	}
 	lreq := &llm.Request{Messages: wireMessages(r.historySnapshot()), Settings: r.a.cfg.Settings}
+	lreq.OnRetry = func(rt llm.Retry) {
+		r.emit(Event{Type: EventModelRequestRetry, Attempt: rt.Attempt, Reason: rt.Reason})
+	}
 	for _, t := range tools {
 		lreq.Tools = append(lreq.Tools, llm.ToolDef{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
 	}

@@ -56,11 +56,25 @@ type Request struct {
 	Tools []ToolDef
 	// Settings are optional knobs.
 	Settings Settings
+	// OnRetry, when non-nil, is called from the calling goroutine each time
+	// the model gives up on an attempt and starts the request again (a 429
+	// or 5xx answer, a stream cut or silent for the idle timeout). Deltas
+	// delivered before the call belong to the failed attempt and are void.
+	OnRetry func(Retry)
+}
+
+// Retry describes a new attempt at a model request.
+type Retry struct {
+	// Attempt is the number of the attempt starting, 2 for the first retry.
+	Attempt int
+	// Reason says why the previous attempt failed, e.g. "status 503" or
+	// "stream idle for 1m0s".
+	Reason string
 }
 
 // Response is what the model returned.
 type Response struct {
-	// Parts are Text and ToolCall parts, in the model's order.
+	// Parts are Thinking, Text and ToolCall parts, in the model's order.
 	Parts []message.Part
 	// Usage is the token usage of this request (Requests is not set).
 	Usage message.Usage
@@ -74,6 +88,8 @@ type Response struct {
 type Delta struct {
 	// Text is a fragment of text, if any.
 	Text string
+	// Thinking is a fragment of reasoning, if any; it is not output.
+	Thinking string
 	// ToolCallIndex and ToolCall describe a tool call fragment, if ToolCall
 	// is non-nil: a new call carries its ID and name, later fragments carry
 	// argument text only.

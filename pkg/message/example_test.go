@@ -33,12 +33,12 @@ func ExampleHistory() {
 	fmt.Println(len(got), got[1].ModelName, got[1].Text(), got[1].Usage.TotalTokens())
 
 	// A history written by a newer version is refused.
-	err = json.Unmarshal([]byte(`{"version":2,"messages":[]}`), &got)
+	err = json.Unmarshal([]byte(`{"version":3,"messages":[]}`), &got)
 	fmt.Println(err)
 	// Output:
-	// {"version":1,"messages":[{"role":"request","run_id":"run1","conversation_id":"conv1","timestamp":"2025-03-14T15:09:26Z","parts":[{"part_kind":"user-prompt","content":[{"type":"text","text":"What is 6 x 7?"}]}]},{"role":"response","run_id":"run1","conversation_id":"conv1","timestamp":"2025-03-14T15:09:26Z","model_name":"gpt-4o-mini","usage":{"requests":1,"input_tokens":12,"output_tokens":3},"parts":[{"part_kind":"text","content":"42"}]}]}
+	// {"version":2,"messages":[{"role":"request","run_id":"run1","conversation_id":"conv1","timestamp":"2025-03-14T15:09:26Z","parts":[{"part_kind":"user-prompt","content":[{"type":"text","text":"What is 6 x 7?"}]}]},{"role":"response","run_id":"run1","conversation_id":"conv1","timestamp":"2025-03-14T15:09:26Z","model_name":"gpt-4o-mini","usage":{"requests":1,"input_tokens":12,"output_tokens":3},"parts":[{"part_kind":"text","content":"42"}]}]}
 	// 2 gpt-4o-mini 42 15
-	// message: unsupported history version: 2 (this build reads 1)
+	// message: unsupported history version: 3 (this build reads 1 to 2)
 }
 
 func ExampleToolReturn_ModelText() {

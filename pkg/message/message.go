@@ -98,10 +98,16 @@ func (u Usage) Add(o Usage) Usage {
 func (u Usage) TotalTokens() int { return u.InputTokens + u.OutputTokens }
 
 // Version is the version of the history JSON form written by this package.
-const Version = 1
+//
+// Version 2 added the "thinking" part and the tool call's "provider_extra";
+// version 1 histories (without them) are read as they are.
+const Version = 2
+
+// MinVersion is the oldest history version this package reads.
+const MinVersion = 1
 
 // ErrUnsupportedVersion is returned when decoding a history whose version is
-// newer than (or otherwise different from) [Version].
+// newer than [Version] or older than [MinVersion].
 var ErrUnsupportedVersion = errors.New("message: unsupported history version")
 
 // History is a sequence of messages with a stable, versioned JSON form.
@@ -143,8 +149,8 @@ func (h *History) UnmarshalJSON(data []byte) error {
 	if err := json.Unmarshal(data, &in); err != nil {
 		return fmt.Errorf("message: decode history: %w", err)
 	}
-	if in.Version != Version {
-		return fmt.Errorf("%w: %d (this build reads %d)", ErrUnsupportedVersion, in.Version, Version)
+	if in.Version < MinVersion || in.Version > Version {
+		return fmt.Errorf("%w: %d (this build reads %d to %d)", ErrUnsupportedVersion, in.Version, MinVersion, Version)
 	}
 	out := make(History, 0, len(in.Messages))
 	for i, mj := range in.Messages {

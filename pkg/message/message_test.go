@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +18,12 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
-const goldenV1 = "history_v1.json"
+// goldenV2 is the current form; goldenV1 is a history written by version 1,
+// which must stay readable.
+const (
+	goldenV2 = "history_v2.json"
+	goldenV1 = "history_v1.json"
+)
 
 // goldenHistory exercises every part kind, every outcome, metadata on
 // messages and returns, usage, model name, finish reason, IDs and
@@ -40,8 +46,10 @@ func goldenHistory() message.History {
 		{
 			Role: message.RoleResponse,
 			Parts: []message.Part{
+				message.Thinking{Content: "The user wants a summary first.", Signature: "sig-1", ID: "rs_1", Source: "reasoning_content"},
 				message.Text{Content: "Let me look."},
-				message.ToolCall{ToolName: "read_file", ToolCallID: "call_1", Args: `{"path":"notes.txt"}`},
+				message.ToolCall{ToolName: "read_file", ToolCallID: "call_1", Args: `{"path":"notes.txt"}`,
+					ProviderExtra: `{"google":{"thought_signature":"c2ln"}}`},
 				message.ToolCall{ToolName: "delete_file", ToolCallID: "call_2", Args: `{"path":"notes.txt"}`},
 				message.ToolCall{ToolName: "search", ToolCallID: "call_3", Args: `{"q": "unterminated`},
 				message.ToolCall{ToolName: "get_time", ToolCallID: "call_4", Args: ""},
@@ -104,7 +112,7 @@ func encodeGolden(t *testing.T, h message.History) []byte {
 }
 
 func TestGolden(t *testing.T) {
-	path := filepath.Join("testdata", goldenV1)
+	path := filepath.Join("testdata", goldenV2)
 	if *update {
 		if err := os.WriteFile(path, encodeGolden(t, goldenHistory()), 0o644); err != nil {
 			t.Fatal(err)
@@ -139,8 +147,10 @@ func TestGolden(t *testing.T) {
 	}
 	// The golden form pins a few details a reader relies on.
 	for _, s := range []string{
-		`"version": 1`,
+		`"version": 2`,
 		`"part_kind": "tool-call"`,
+		`"part_kind": "thinking"`,
+		`"provider_extra": "{\"google\":{\"thought_signature\":\"c2ln\"}}"`,
 		`"args": "{\"q\": \"unterminated"`,
 		`"data_base64": "aGVsbG8Ad29ybGQ="`,
 		`"timestamp": "2025-03-14T15:09:27.123456789Z"`,
@@ -149,6 +159,58 @@ func TestGolden(t *testing.T) {
 		if !bytes.Contains(want, []byte(s)) {
 			t.Errorf("golden file does not contain %s", s)
 		}
+	}
+}
+
+// TestGoldenV1StillReadable reads a history written by version 1 of the
+// form (before thinking parts): it decodes to the same messages, without the
+// parts and fields version 2 added.
+func TestGoldenV1StillReadable(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("testdata", goldenV1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, raw); err != nil {
+		t.Fatal(err)
+	}
+	var h message.History
+	if err := json.Unmarshal(compact.Bytes(), &h); err != nil {
+		t.Fatalf("decode v1 history: %v", err)
+	}
+	want := goldenHistory()
+	for i := range want {
+		want[i].Parts = slices.DeleteFunc(slices.Clone(want[i].Parts), func(p message.Part) bool {
+			_, ok := p.(message.Thinking)
+			return ok
+		})
+		for j, p := range want[i].Parts {
+			if c, ok := p.(message.ToolCall); ok {
+				c.ProviderExtra = ""
+				want[i].Parts[j] = c
+			}
+		}
+	}
+	if !reflect.DeepEqual(h, want) {
+		t.Errorf("v1 history decoded as:\n got: %#v\nwant: %#v", h, want)
+	}
+	// Written again, it takes the current version.
+	b, err := json.Marshal(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(b, []byte(`{"version":2,`)) {
+		t.Errorf("re-encoded v1 history: %.40s", b)
+	}
+}
+
+func TestThinkingIsNotText(t *testing.T) {
+	m := message.NewResponse(message.Thinking{Content: "hmm "}, message.Text{Content: "answer"})
+	if got := m.Text(); got != "answer" {
+		t.Errorf("Text() = %q, want only the answer", got)
+	}
+	if got := m.Thinking(); got != "hmm " {
+		t.Errorf("Thinking() = %q", got)
 	}
 }
 
@@ -175,8 +237,8 @@ func TestGoldenPartOrder(t *testing.T) {
 			n++
 		}
 	}
-	if n != 17 {
-		t.Errorf("got %d parts, want 17", n)
+	if n != 18 {
+		t.Errorf("got %d parts, want 18", n)
 	}
 }
 
@@ -245,11 +307,11 @@ func TestRoundTripEdgeCases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(b) != `{"version":1,"messages":[]}` {
+	if string(b) != `{"version":2,"messages":[]}` {
 		t.Errorf("empty history: %s", b)
 	}
 	b, err = json.Marshal(message.History(nil))
-	if err != nil || string(b) != `{"version":1,"messages":[]}` {
+	if err != nil || string(b) != `{"version":2,"messages":[]}` {
 		t.Errorf("nil history: %s, %v", b, err)
 	}
 
@@ -303,8 +365,8 @@ func TestDecodeErrors(t *testing.T) {
 		name, doc string
 		want      []string // substrings of the error
 	}{
-		{"unknown part kind", msg("response", `{"part_kind":"thinking","content":"hmm"}`),
-			[]string{"message: decode history", "message 0", "part 1", `unknown part_kind "thinking"`}},
+		{"unknown part kind", msg("response", `{"part_kind":"hologram","content":"hmm"}`),
+			[]string{"message: decode history", "message 0", "part 1", `unknown part_kind "hologram"`}},
 		{"missing part kind", msg("response", `{"content":"hmm"}`),
 			[]string{"message 0", "part 1", `unknown part_kind ""`}},
 		{"unknown role", msg("assistant", `{"part_kind":"text","content":"b"}`),
@@ -343,8 +405,8 @@ func TestDecodeErrors(t *testing.T) {
 
 func TestUnsupportedVersion(t *testing.T) {
 	for _, doc := range []string{
-		`{"version":2,"messages":[]}`,
-		`{"version":2,"messages":[{"role":"future","parts":[{"part_kind":"hologram"}]}]}`,
+		`{"version":3,"messages":[]}`,
+		`{"version":3,"messages":[{"role":"future","parts":[{"part_kind":"hologram"}]}]}`,
 		`{"version":0,"messages":[]}`,
 		`{"messages":[]}`,
 	} {
@@ -358,8 +420,8 @@ func TestUnsupportedVersion(t *testing.T) {
 		}
 	}
 	var h message.History
-	err := json.Unmarshal([]byte(`{"version":2,"messages":[]}`), &h)
-	if err == nil || !strings.Contains(err.Error(), "2 (this build reads 1)") {
+	err := json.Unmarshal([]byte(`{"version":3,"messages":[]}`), &h)
+	if err == nil || !strings.Contains(err.Error(), "3 (this build reads 1 to 2)") {
 		t.Errorf("error should name both versions: %v", err)
 	}
 }
@@ -435,6 +497,7 @@ func TestPartKinds(t *testing.T) {
 		message.SystemPrompt{}: "system-prompt",
 		message.Text{}:         "text",
 		message.ToolCall{}:     "tool-call",
+		message.Thinking{}:     "thinking",
 		message.RetryPrompt{}:  "retry-prompt",
 	}
 	for p, want := range parts {

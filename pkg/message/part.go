@@ -7,8 +7,8 @@ import (
 )
 
 // Part is one piece of a [Message]. The concrete types are [SystemPrompt],
-// [UserPrompt], [ToolReturn] and [RetryPrompt] (in requests) and [Text] and
-// [ToolCall] (in responses).
+// [UserPrompt], [ToolReturn] and [RetryPrompt] (in requests) and [Text],
+// [Thinking] and [ToolCall] (in responses).
 type Part interface {
 	// PartKind returns the JSON discriminator of the part, e.g. "tool-call".
 	PartKind() string
@@ -41,6 +41,10 @@ type ToolCall struct {
 	// Args are the arguments exactly as the model sent them: a JSON text,
 	// possibly invalid.
 	Args string `json:"args"`
+	// ProviderExtra holds provider fields attached to the call that must be
+	// sent back with it, as a JSON object text (e.g. Gemini's extra_content
+	// with its thought signature). Empty for most providers.
+	ProviderExtra string `json:"provider_extra,omitempty"`
 }
 
 // ArgsJSON returns the arguments as JSON, "{}" when they are empty. It does not
@@ -150,6 +154,9 @@ func (Text) PartKind() string { return "text" }
 func (ToolCall) PartKind() string { return "tool-call" }
 
 // PartKind implements [Part].
+func (Thinking) PartKind() string { return "thinking" }
+
+// PartKind implements [Part].
 func (ToolReturn) PartKind() string { return "tool-return" }
 
 // PartKind implements [Part].
@@ -215,6 +222,8 @@ func unmarshalPart(raw json.RawMessage) (Part, error) {
 		return decodePart[Text](raw)
 	case "tool-call":
 		return decodePart[ToolCall](raw)
+	case "thinking":
+		return decodePart[Thinking](raw)
 	case "tool-return":
 		p, err := decodePart[ToolReturn](raw)
 		if err == nil && len(p.Content) == 0 {

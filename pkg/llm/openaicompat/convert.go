@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"math"
 	"strings"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -24,15 +23,18 @@ const EmptyToolResult = "(no output)"
 // invalid.
 var emptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
 
-// buildRequest converts req into a chat completion request.
-func (m *Model) buildRequest(req *llm.Request, stream bool) (openai.ChatCompletionRequest, error) {
+// encodeRequest converts req into the JSON body of a chat completion
+// request: go-openai's request type, then the fields it cannot carry
+// (extra_content on tool calls, an exact temperature, extra body fields,
+// content on every message for the servers that need it).
+func (m *Model) encodeRequest(req *llm.Request, stream bool) ([]byte, error) {
 	out := openai.ChatCompletionRequest{Model: m.cfg.Model, Stream: stream}
-	msgs, err := convertMessages(req.Messages)
+	msgs, extras, err := convertMessages(req.Messages)
 	if err != nil {
-		return out, err
+		return nil, err
 	}
 	out.Messages = msgs
-	if stream {
+	if stream && m.cfg.StreamUsage {
 		out.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
 	}
 	for _, t := range req.Tools {
@@ -68,15 +70,6 @@ func (m *Model) buildRequest(req *llm.Request, stream bool) (openai.ChatCompleti
 			}
 		}
 	}
-	if s.Temperature != nil {
-		t := float32(*s.Temperature)
-		if t == 0 {
-			// go-openai omits a zero temperature; this is as close as
-			// it can send.
-			t = math.SmallestNonzeroFloat32
-		}
-		out.Temperature = t
-	}
 	if s.MaxTokens > 0 {
 		if m.cfg.UseMaxTokens {
 			//lint:ignore SA1019 the legacy field is what Ollama and llama.cpp read.
@@ -85,27 +78,84 @@ func (m *Model) buildRequest(req *llm.Request, stream bool) (openai.ChatCompleti
 			out.MaxCompletionTokens = s.MaxTokens
 		}
 	}
-	return out, nil
+	body, err := json.Marshal(out)
+	if err != nil {
+		return nil, fmt.Errorf("openaicompat: encode request: %w", err)
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(body, &top); err != nil {
+		return nil, fmt.Errorf("openaicompat: encode request: %w", err)
+	}
+	if s.Temperature != nil {
+		// go-openai drops a zero temperature (omitempty).
+		top["temperature"], _ = json.Marshal(*s.Temperature)
+	}
+	if len(extras) > 0 || m.cfg.AlwaysSendContent {
+		if top["messages"], err = patchMessages(top["messages"], extras, m.cfg.AlwaysSendContent); err != nil {
+			return nil, fmt.Errorf("openaicompat: encode request: %w", err)
+		}
+	}
+	for k, v := range m.cfg.ExtraBody {
+		top[k], _ = json.Marshal(v)
+	}
+	return json.Marshal(top)
 }
 
-// convertMessages converts the history into chat messages.
-func convertMessages(history []message.Message) ([]openai.ChatCompletionMessage, error) {
+// callExtra is a provider field to attach to tool call j of message i.
+type callExtra struct {
+	msg, call int
+	raw       json.RawMessage
+}
+
+// patchMessages adds what go-openai's message type cannot carry.
+func patchMessages(raw json.RawMessage, extras []callExtra, alwaysContent bool) (json.RawMessage, error) {
+	var msgs []map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &msgs); err != nil {
+		return nil, err
+	}
+	for _, e := range extras {
+		var calls []map[string]json.RawMessage
+		if err := json.Unmarshal(msgs[e.msg]["tool_calls"], &calls); err != nil {
+			return nil, err
+		}
+		calls[e.call]["extra_content"] = e.raw
+		b, err := json.Marshal(calls)
+		if err != nil {
+			return nil, err
+		}
+		msgs[e.msg]["tool_calls"] = b
+	}
+	if alwaysContent {
+		// go-openai omits empty content; DeepSeek and others answer 422.
+		for _, m := range msgs {
+			if _, ok := m["content"]; !ok {
+				m["content"] = json.RawMessage(`""`)
+			}
+		}
+	}
+	return json.Marshal(msgs)
+}
+
+// convertMessages converts the history into chat messages, and lists the
+// provider fields to attach to their tool calls.
+func convertMessages(history []message.Message) ([]openai.ChatCompletionMessage, []callExtra, error) {
 	out := make([]openai.ChatCompletionMessage, 0, len(history)+1)
+	var extras []callExtra
 	for i, msg := range history {
 		var err error
 		switch msg.Role {
 		case message.RoleRequest:
 			out, err = appendRequest(out, msg)
 		case message.RoleResponse:
-			out = appendResponse(out, msg)
+			out, extras = appendResponse(out, extras, msg)
 		default:
 			err = fmt.Errorf("unknown role %q", msg.Role)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("openaicompat: message %d: %w", i, err)
+			return nil, nil, fmt.Errorf("openaicompat: message %d: %w", i, err)
 		}
 	}
-	return out, nil
+	return out, extras, nil
 }
 
 // appendRequest adds the chat messages of a request: system prompts first,
@@ -199,10 +249,16 @@ func isTextMedia(mt string) bool {
 }
 
 // appendResponse adds the assistant message of a response: its text and
-// its tool calls, normalised. An empty response is left out.
-func appendResponse(out []openai.ChatCompletionMessage, msg message.Message) []openai.ChatCompletionMessage {
+// its tool calls, normalised, with their provider fields; and, on a message
+// with tool calls, the reasoning the provider sent as reasoning_content
+// (DeepSeek's thinking mode answers 400 without it). Other thinking stays
+// in the history only. An empty response is left out.
+func appendResponse(out []openai.ChatCompletionMessage, extras []callExtra, msg message.Message) ([]openai.ChatCompletionMessage, []callExtra) {
 	am := openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant, Content: msg.Text()}
 	for _, c := range msg.ToolCalls() {
+		if c.ProviderExtra != "" && json.Valid([]byte(c.ProviderExtra)) {
+			extras = append(extras, callExtra{msg: len(out), call: len(am.ToolCalls), raw: json.RawMessage(c.ProviderExtra)})
+		}
 		am.ToolCalls = append(am.ToolCalls, openai.ToolCall{
 			ID:   c.ToolCallID,
 			Type: openai.ToolTypeFunction,
@@ -212,39 +268,17 @@ func appendResponse(out []openai.ChatCompletionMessage, msg message.Message) []o
 			},
 		})
 	}
-	if am.Content == "" && len(am.ToolCalls) == 0 {
-		return out
-	}
-	return append(out, am)
-}
-
-// convertResponse converts a non-streamed response.
-func (m *Model) convertResponse(resp openai.ChatCompletionResponse) (*llm.Response, error) {
-	if len(resp.Choices) == 0 {
-		return nil, fmt.Errorf("openaicompat: %w: response has no choices", llm.ErrIncomplete)
-	}
-	ch := resp.Choices[0]
-	out := &llm.Response{
-		ModelName:    m.modelName(resp.Model),
-		FinishReason: string(ch.FinishReason),
-		Usage:        convertUsage(&resp.Usage),
-	}
-	text := ch.Message.Content
-	if text == "" && len(ch.Message.MultiContent) > 0 {
-		for _, p := range ch.Message.MultiContent {
-			text += p.Text
+	if len(am.ToolCalls) > 0 {
+		for _, p := range msg.Parts {
+			if t, ok := p.(message.Thinking); ok && t.Source == "reasoning_content" {
+				am.ReasoningContent += t.Content
+			}
 		}
 	}
-	if text == "" {
-		text = ch.Message.Refusal
+	if am.Content == "" && len(am.ToolCalls) == 0 {
+		return out, extras
 	}
-	if text != "" {
-		out.Parts = append(out.Parts, message.Text{Content: text})
-	}
-	for _, tc := range ch.Message.ToolCalls {
-		out.Parts = append(out.Parts, toolCallPart(tc.ID, tc.Function.Name, tc.Function.Arguments))
-	}
-	return out, nil
+	return append(out, am), extras
 }
 
 func toolCallPart(id, name, args string) message.ToolCall {
@@ -255,13 +289,6 @@ func toolCallPart(id, name, args string) message.ToolCall {
 		args = "{}"
 	}
 	return message.ToolCall{ToolName: name, ToolCallID: id, Args: args}
-}
-
-func convertUsage(u *openai.Usage) message.Usage {
-	if u == nil {
-		return message.Usage{}
-	}
-	return message.Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens}
 }
 
 // newCallID makes an ID for a call the provider sent without one (some

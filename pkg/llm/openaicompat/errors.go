@@ -1,13 +1,12 @@
 package openaicompat
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"time"
-
-	openai "github.com/sashabaranov/go-openai"
 )
 
 // ErrUnauthorized matches an [*APIError] with HTTP status 401 or 403: the API
@@ -15,15 +14,25 @@ import (
 var ErrUnauthorized = errors.New("openaicompat: unauthorized")
 
 // ErrRateLimited matches an [*APIError] with HTTP status 429 (or the code
-// "rate_limit_exceeded" in a streamed error) once the retries are spent.
+// "rate_limit_exceeded" in an in-band error) once the retries are spent.
 var ErrRateLimited = errors.New("openaicompat: rate limited")
 
-// APIError is an error answered by the provider: a non-2xx HTTP status, or an
-// error event in the middle of a stream (StatusCode 0).
+// ErrQuota matches an [*APIError] saying the account has no quota or credit
+// left (OpenAI's 429 insufficient_quota, OpenRouter's 402). It is never
+// retried.
+var ErrQuota = errors.New("openaicompat: quota exceeded")
+
+// APIError is an error answered by the provider: a non-2xx HTTP status, or
+// an in-band error (an error object in a stream chunk or in a 200 body, or
+// finish_reason "error").
 type APIError struct {
-	// StatusCode is the HTTP status, 0 for an error sent inside a stream.
+	// StatusCode is the HTTP status of the response (200 for an in-band
+	// error).
 	StatusCode int
-	// Code is the provider's error code, e.g. "rate_limit_exceeded".
+	// InBand is true for an error sent inside a 200 response.
+	InBand bool
+	// Code is the provider's error code, e.g. "rate_limit_exceeded" or
+	// "502"; empty when the provider sent none (or null).
 	Code string
 	// Type is the provider's error type, e.g. "invalid_request_error".
 	Type string
@@ -32,22 +41,14 @@ type APIError struct {
 	Message string
 	// RetryAfter is the wait the provider asked for, if it said one.
 	RetryAfter time.Duration
-
-	err error // the go-openai error
 }
 
-// Error implements error.
+// Error implements error: the provider's status, code and message, and
+// nothing it did not say.
 func (e *APIError) Error() string {
 	var b strings.Builder
 	b.WriteString("openaicompat: ")
-	if e.StatusCode != 0 {
-		fmt.Fprintf(&b, "status %d", e.StatusCode)
-	} else {
-		b.WriteString("stream error")
-	}
-	if e.Code != "" {
-		fmt.Fprintf(&b, " (%s)", e.Code)
-	}
+	b.WriteString(e.short())
 	if e.Message != "" {
 		b.WriteString(": ")
 		b.WriteString(e.Message)
@@ -55,64 +56,81 @@ func (e *APIError) Error() string {
 	return b.String()
 }
 
-// Is reports whether e matches [ErrUnauthorized] or [ErrRateLimited].
+// short is the status and code, without the message.
+func (e *APIError) short() string {
+	s := fmt.Sprintf("status %d", e.StatusCode)
+	if e.InBand {
+		s += ", error in the response"
+	}
+	if e.Code != "" {
+		s += " (" + e.Code + ")"
+	}
+	return s
+}
+
+// Is reports whether e matches [ErrUnauthorized], [ErrRateLimited] or
+// [ErrQuota].
 func (e *APIError) Is(target error) bool {
 	switch target {
 	case ErrUnauthorized:
 		return e.StatusCode == http.StatusUnauthorized || e.StatusCode == http.StatusForbidden
 	case ErrRateLimited:
-		return e.StatusCode == http.StatusTooManyRequests || e.Code == "rate_limit_exceeded"
+		return !e.quota() && (e.StatusCode == http.StatusTooManyRequests || e.Code == "rate_limit_exceeded")
+	case ErrQuota:
+		return e.quota()
 	}
 	return false
 }
 
-// Unwrap returns the underlying go-openai error.
-func (e *APIError) Unwrap() error { return e.err }
+func (e *APIError) quota() bool {
+	return e.Code == "insufficient_quota" || e.StatusCode == http.StatusPaymentRequired
+}
+
+// retryable reports whether a new attempt may succeed: 429 (but not a
+// quota error) and 5xx.
+func (e *APIError) retryable() bool {
+	if e.InBand || e.quota() {
+		return false
+	}
+	return e.StatusCode == http.StatusTooManyRequests || e.StatusCode >= 500
+}
 
 // maxMessageLen caps the body text copied into an APIError.
 const maxMessageLen = 512
 
-// toAPIError converts a go-openai error into an *APIError, or returns nil
-// when err is not an API error.
-func toAPIError(err error, key Secret, info *callInfo) *APIError {
-	var out *APIError
-	var apiErr *openai.APIError
-	var reqErr *openai.RequestError
+// httpError builds the error of a non-2xx answer from its body.
+func httpError(status int, body []byte, key Secret) *APIError {
+	out := &APIError{StatusCode: status}
+	var doc struct {
+		Error json.RawMessage `json:"error"`
+	}
+	var we wireError
 	switch {
-	case errors.As(err, &apiErr):
-		out = &APIError{
-			StatusCode: apiErr.HTTPStatusCode,
-			Code:       codeString(apiErr.Code),
-			Type:       apiErr.Type,
-			Message:    apiErr.Message,
-			err:        apiErr,
-		}
-	case errors.As(err, &reqErr) && reqErr.HTTPStatusCode != 0:
-		msg := strings.TrimSpace(string(reqErr.Body))
-		if msg == "" {
-			msg = http.StatusText(reqErr.HTTPStatusCode)
-		}
-		out = &APIError{StatusCode: reqErr.HTTPStatusCode, Message: msg, err: reqErr}
+	case json.Unmarshal(body, &doc) == nil && len(doc.Error) > 0 && doc.Error[0] == '{' && json.Unmarshal(doc.Error, &we) == nil:
+		out.Code, out.Type, out.Message = we.code(), we.Type, we.Message
+	case json.Unmarshal(body, &doc) == nil && len(doc.Error) > 0 && doc.Error[0] == '"':
+		_ = json.Unmarshal(doc.Error, &out.Message) // {"error":"model not found"} (Ollama)
 	default:
-		return nil
+		out.Message = strings.TrimSpace(string(body))
+		if out.Message == "" {
+			out.Message = http.StatusText(status)
+		}
 	}
-	if len(out.Message) > maxMessageLen {
-		out.Message = out.Message[:maxMessageLen] + "…"
-	}
-	out.Message = key.redact(out.Message)
-	if info != nil && out.StatusCode != 0 {
-		out.RetryAfter = info.lastRetryAfter()
-	}
+	out.Message = clipMessage(key.redact(out.Message))
 	return out
 }
 
-func codeString(code any) string {
-	switch c := code.(type) {
-	case nil:
-		return ""
-	case string:
-		return c
-	default:
-		return fmt.Sprint(c)
+// inBandError builds the error of an error object in a 200 response.
+func inBandError(we *wireError, key Secret) *APIError {
+	return &APIError{
+		StatusCode: http.StatusOK, InBand: true,
+		Code: we.code(), Type: we.Type, Message: clipMessage(key.redact(we.Message)),
 	}
+}
+
+func clipMessage(s string) string {
+	if len(s) > maxMessageLen {
+		return s[:maxMessageLen] + "…"
+	}
+	return s
 }

@@ -251,8 +251,8 @@ func TestStreamParallelToolCalls(t *testing.T) {
 	if body["stream"] != true {
 		t.Errorf("stream = %v", body["stream"])
 	}
-	if so, _ := body["stream_options"].(map[string]any); so["include_usage"] != true {
-		t.Errorf("stream_options = %v", body["stream_options"])
+	if _, ok := body["stream_options"]; ok {
+		t.Errorf("stream_options = %v sent without StreamUsage", body["stream_options"])
 	}
 	if got := f.requests()[0].Header.Get("Accept"); got != "text/event-stream" {
 		t.Errorf("Accept = %q", got)
@@ -385,7 +385,6 @@ func TestStreamIncomplete(t *testing.T) {
 		handler http.HandlerFunc
 	}{
 		{"closed without [DONE] nor finish reason", sseChunks("", chunks...)},
-		{"[DONE] without finish reason", sseChunks(done, chunks...)},
 		{"connection cut mid-body", func(w http.ResponseWriter, r *http.Request) {
 			sseChunks("", chunks...)(w, r)
 			_, _ = io.WriteString(w, `data: {"choices":[{"ind`)
@@ -396,14 +395,20 @@ func TestStreamIncomplete(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			f := newFixture(t, tt.handler)
-			m := newModel(t, f.URL)
-			_, err := m.Stream(t.Context(), userRequest("go"), func(llm.Delta) {})
+			f := newFixture(t, tt.handler, tt.handler, tt.handler)
+			m := newModel(t, f.URL, func(c *openaicompat.Config) { c.MaxRetries = 2 })
+			var retries []llm.Retry
+			req := userRequest("go")
+			req.OnRetry = func(r llm.Retry) { retries = append(retries, r) }
+			_, err := m.Stream(t.Context(), req, func(llm.Delta) {})
 			if !errors.Is(err, llm.ErrIncomplete) {
 				t.Fatalf("err = %v, want ErrIncomplete", err)
 			}
-			if n := len(f.requests()); n != 1 {
-				t.Errorf("%d requests, want 1 (a started stream is not retried)", n)
+			if n := len(f.requests()); n != 3 {
+				t.Errorf("%d requests, want 3 (an incomplete stream is retried)", n)
+			}
+			if len(retries) != 2 || retries[0].Attempt != 2 || retries[1].Attempt != 3 || retries[0].Reason == "" {
+				t.Errorf("retries = %+v", retries)
 			}
 		})
 	}
@@ -420,7 +425,7 @@ func TestStreamErrorEvent(t *testing.T) {
 	if !errors.As(err, &apiErr) {
 		t.Fatalf("err = %v, want *APIError", err)
 	}
-	if apiErr.StatusCode != 0 || apiErr.Code != "overloaded" || apiErr.Type != "server_error" || apiErr.Message != "The server is overloaded" {
+	if apiErr.StatusCode != 200 || !apiErr.InBand || apiErr.Code != "overloaded" || apiErr.Type != "server_error" || apiErr.Message != "The server is overloaded" {
 		t.Errorf("APIError = %+v", apiErr)
 	}
 }

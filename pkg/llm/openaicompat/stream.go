@@ -1,133 +1,234 @@
 package openaicompat
 
 import (
+	"bytes"
 	"cmp"
+	"encoding/json"
 	"slices"
 	"strings"
-
-	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/message"
 )
 
-// accumulator assembles a streamed response from its chunks.
+// accumulator assembles a response from its chunks (a non-streamed body is
+// one chunk).
 //
-// Tool-call fragments are keyed by the provider's index. A fragment without
-// an index belongs to the last call unless it carries a new ID; a new ID at
-// an index already in use starts a new call (Ollama sends every parallel call
-// at index 0). Deltas number calls in order of arrival; the final response
-// orders them by provider index, then arrival.
+// Tool-call fragments are assembled by these rules, in order:
+//
+//  1. A fragment whose id is that of a call already seen continues that
+//     call (providers that repeat the id on every fragment).
+//  2. Otherwise its candidate is the call at its index or, without an
+//     index, the last call (Gemini and proxies send no index).
+//  3. It starts a new call instead when there is no candidate, or when the
+//     candidate's arguments are already a whole JSON value and the
+//     fragment brings something new: another id, another name, or more
+//     argument text. So calls sent whole at one index (Ollama), or one per
+//     chunk with neither index nor id (Gemini), stay apart, while an id
+//     that changes after a call's first fragment (some servers mint one
+//     per chunk) does not split the call: its first id is kept.
+//  4. A fragment carrying both another id and another name always starts
+//     a new call (calls interleaved without index); before the candidate's
+//     arguments have started, nothing else does.
+//
+// Names are set, never concatenated; argument text is appended; a call's
+// extra_content is kept (the last non-null one wins). Calls are ordered by
+// provider index, then arrival; a call without an id gets a generated one.
 type accumulator struct {
-	text    strings.Builder
-	calls   []*callSlot
-	byIndex map[int]*callSlot
-	last    *callSlot
+	text     strings.Builder
+	thinking map[string]*strings.Builder // by source
+	sources  []string
+	calls    []*callSlot
+	byIndex  map[int]*callSlot
+	byID     map[string]*callSlot
+	last     *callSlot
 
 	finishReason string
-	usage        *openai.Usage
+	usage        *wireUsage
 	model        string
+	err          *wireError // an in-band error
+	errChoice    bool       // finish_reason "error"
 }
 
 type callSlot struct {
-	index int // provider index (or a synthetic one)
+	index int // provider index (or the last one's)
 	seq   int // arrival order
 	id    string
 	name  string
 	args  strings.Builder
+	extra json.RawMessage
 }
 
 func newAccumulator() *accumulator {
-	return &accumulator{byIndex: make(map[int]*callSlot)}
+	return &accumulator{
+		thinking: make(map[string]*strings.Builder),
+		byIndex:  make(map[int]*callSlot),
+		byID:     make(map[string]*callSlot),
+	}
 }
 
-// add folds one chunk in and reports its fragments to onDelta.
-func (a *accumulator) add(chunk openai.ChatCompletionStreamResponse, onDelta func(llm.Delta)) {
-	if chunk.Model != "" {
-		a.model = chunk.Model
+// add folds one chunk in and reports its fragments to onDelta (which may be
+// nil).
+func (a *accumulator) add(c *wireChunk, onDelta func(llm.Delta)) {
+	if c.Model != "" {
+		a.model = c.Model
 	}
-	if chunk.Usage != nil {
-		a.usage = chunk.Usage
+	if c.Usage != nil {
+		a.usage = c.Usage
 	}
-	for _, ch := range chunk.Choices {
+	if c.Error != nil && a.err == nil {
+		a.err = c.Error
+	}
+	for _, ch := range c.Choices {
 		if ch.Index != 0 { // n=1: only the first choice
 			continue
 		}
-		if ch.FinishReason != "" && ch.FinishReason != openai.FinishReasonNull {
-			a.finishReason = string(ch.FinishReason)
+		if ch.Error != nil && a.err == nil {
+			a.err = ch.Error
 		}
-		text := ch.Delta.Content
-		if text == "" {
-			text = ch.Delta.Refusal
-		}
-		if text != "" {
-			a.text.WriteString(text)
-			if onDelta != nil {
-				onDelta(llm.Delta{Text: text})
+		if ch.FinishReason != nil && *ch.FinishReason != "" {
+			a.finishReason = *ch.FinishReason
+			if a.finishReason == "error" {
+				a.errChoice = true
 			}
 		}
-		for _, tc := range ch.Delta.ToolCalls {
-			a.addCall(tc, onDelta)
+		for _, m := range []*wireMessage{&ch.Message, &ch.Delta} {
+			a.addMessage(m, onDelta)
 		}
 	}
 }
 
-func (a *accumulator) addCall(tc openai.ToolCall, onDelta func(llm.Delta)) {
-	var slot *callSlot
-	if tc.Index != nil {
-		slot = a.byIndex[*tc.Index]
-		if slot == nil || (tc.ID != "" && slot.id != "" && tc.ID != slot.id) {
-			slot = a.newSlot(*tc.Index)
+func (a *accumulator) addMessage(m *wireMessage, onDelta func(llm.Delta)) {
+	if m.ReasoningContent != nil {
+		a.addThinking("reasoning_content", *m.ReasoningContent, onDelta)
+	}
+	if m.Reasoning != nil {
+		a.addThinking("reasoning", *m.Reasoning, onDelta)
+	}
+	if m.Content.Thinking != "" {
+		a.addThinking("content", m.Content.Thinking, onDelta)
+	}
+	text := m.Content.Text
+	if text == "" && m.Refusal != nil {
+		text = *m.Refusal
+	}
+	if text != "" {
+		a.text.WriteString(text)
+		if onDelta != nil {
+			onDelta(llm.Delta{Text: text})
 		}
-	} else {
-		slot = a.last
-		if slot == nil || (tc.ID != "" && slot.id != "" && tc.ID != slot.id) {
-			next := 0
-			if a.last != nil {
-				next = a.last.index + 1
+	}
+	for i := range m.ToolCalls {
+		a.addCall(&m.ToolCalls[i], onDelta)
+	}
+}
+
+func (a *accumulator) addThinking(source, text string, onDelta func(llm.Delta)) {
+	if text == "" {
+		return
+	}
+	b := a.thinking[source]
+	if b == nil {
+		b = &strings.Builder{}
+		a.thinking[source] = b
+		a.sources = append(a.sources, source)
+	}
+	b.WriteString(text)
+	if onDelta != nil {
+		onDelta(llm.Delta{Thinking: text})
+	}
+}
+
+func (a *accumulator) addCall(tc *wireToolCall, onDelta func(llm.Delta)) {
+	args := string(tc.Function.Arguments)
+	name := tc.Function.Name
+	slot := a.byID[tc.ID]
+	if tc.ID == "" || slot == nil {
+		cand := a.last
+		if tc.Index != nil {
+			cand = a.byIndex[*tc.Index]
+		}
+		if a.startsNewCall(cand, tc.ID, name, args) {
+			index := 0
+			switch {
+			case tc.Index != nil:
+				index = *tc.Index
+			case a.last != nil:
+				index = a.last.index
 			}
-			slot = a.newSlot(next)
+			slot = &callSlot{index: index, seq: len(a.calls)}
+			a.calls = append(a.calls, slot)
+		} else {
+			slot = cand
+		}
+		if tc.Index != nil {
+			a.byIndex[*tc.Index] = slot
 		}
 	}
 	a.last = slot
-	if tc.ID != "" {
+	if tc.ID != "" && slot.id == "" {
 		slot.id = tc.ID
+		a.byID[tc.ID] = slot
 	}
-	if tc.Function.Name != "" {
-		slot.name = tc.Function.Name
+	if name != "" {
+		slot.name = name
 	}
-	slot.args.WriteString(tc.Function.Arguments)
-	if onDelta != nil && (tc.ID != "" || tc.Function.Name != "" || tc.Function.Arguments != "") {
+	slot.args.WriteString(args)
+	if raw := bytes.TrimSpace(tc.ExtraContent); len(raw) > 0 && !bytes.Equal(raw, []byte("null")) {
+		slot.extra = append(json.RawMessage(nil), raw...)
+	}
+	if onDelta != nil && (tc.ID != "" || name != "" || args != "") {
 		onDelta(llm.Delta{
 			ToolCallIndex: slot.seq,
-			ToolCall: &message.ToolCall{
-				ToolName:   tc.Function.Name,
-				ToolCallID: tc.ID,
-				Args:       tc.Function.Arguments,
-			},
+			ToolCall:      &message.ToolCall{ToolName: name, ToolCallID: tc.ID, Args: args},
 		})
 	}
 }
 
-func (a *accumulator) newSlot(index int) *callSlot {
-	s := &callSlot{index: index, seq: len(a.calls)}
-	a.calls = append(a.calls, s)
-	a.byIndex[index] = s
-	return s
+// startsNewCall applies rules 2–4 of [accumulator].
+func (a *accumulator) startsNewCall(cand *callSlot, id, name, args string) bool {
+	if cand == nil {
+		return true
+	}
+	otherID := id != "" && cand.id != "" && id != cand.id
+	otherName := name != "" && cand.name != "" && name != cand.name
+	if otherID && otherName {
+		return true // interleaved calls told apart by id alone
+	}
+	if complete(cand.args.String()) {
+		return otherID || otherName || strings.TrimSpace(args) != ""
+	}
+	if strings.TrimSpace(cand.args.String()) == "" {
+		return otherID && name != "" && cand.name != ""
+	}
+	return false
 }
 
-// finished reports whether the provider sent a finish reason.
+// complete reports whether the provider said the response is finished.
 func (a *accumulator) finished() bool { return a.finishReason != "" }
+
+// failure returns the in-band error the response carried, if any.
+func (a *accumulator) failure(key Secret) *APIError {
+	switch {
+	case a.err != nil:
+		return inBandError(a.err, key)
+	case a.errChoice:
+		return &APIError{StatusCode: 200, InBand: true, Message: `finish_reason "error" without an error object`}
+	}
+	return nil
+}
 
 // response returns the assembled response.
 func (a *accumulator) response(modelName string) *llm.Response {
-	out := &llm.Response{
-		ModelName:    modelName,
-		FinishReason: a.finishReason,
-		Usage:        convertUsage(a.usage),
-	}
+	out := &llm.Response{ModelName: modelName, FinishReason: a.finishReason}
 	if a.model != "" {
 		out.ModelName = a.model
+	}
+	if a.usage != nil {
+		out.Usage = message.Usage{InputTokens: a.usage.PromptTokens, OutputTokens: a.usage.CompletionTokens}
+	}
+	for _, src := range a.sources {
+		out.Parts = append(out.Parts, message.Thinking{Content: a.thinking[src].String(), Source: src})
 	}
 	if a.text.Len() > 0 {
 		out.Parts = append(out.Parts, message.Text{Content: a.text.String()})
@@ -135,7 +236,9 @@ func (a *accumulator) response(modelName string) *llm.Response {
 	calls := slices.Clone(a.calls)
 	slices.SortStableFunc(calls, func(x, y *callSlot) int { return cmp.Compare(x.index, y.index) })
 	for _, c := range calls {
-		out.Parts = append(out.Parts, toolCallPart(c.id, c.name, c.args.String()))
+		tc := toolCallPart(c.id, c.name, c.args.String())
+		tc.ProviderExtra = string(c.extra)
+		out.Parts = append(out.Parts, tc)
 	}
 	return out
 }

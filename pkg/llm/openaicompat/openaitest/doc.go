@@ -1,7 +1,7 @@
 // Package openaitest provides a fake OpenAI-compatible HTTP server for
 // black-box tests: [NewServer] wraps any [llm.Model] (a deterministic test
 // model, a script) behind POST /v1/chat/completions and GET /v1/models, so
-// that the real client path (go-openai, streaming, the tool-call
+// that the real client path (request encoding, streaming, the tool-call
 // accumulator) runs against it.
 //
 // The server is strict: it answers 400, as OpenAI does, to the requests that
@@ -13,6 +13,14 @@
 // fragments, a finish chunk, a usage chunk when include_usage is set, then
 // [DONE].
 //
-// Start it in-process and point a client at [Server.URL], e.g. through
+// A thinking part is rendered as reasoning_content and a call's provider
+// fields as extra_content, and both are read back from requests.
+//
+// [Replay] serves scripted raw answers instead (streams, stalls, cut
+// connections, error bodies), and [Providers] holds the conformance
+// fixtures: the response shapes real providers are reported to send, each
+// citing its source.
+//
+// Start a server in-process and point a client at its URL, e.g. through
 // OPENAI_BASE_URL for a binary under test.
 package openaitest

@@ -213,10 +213,11 @@ type outFunction struct {
 }
 
 type outToolCall struct {
-	Index    *int        `json:"index,omitempty"`
-	ID       string      `json:"id,omitempty"`
-	Type     string      `json:"type,omitempty"`
-	Function outFunction `json:"function"`
+	Index        *int            `json:"index,omitempty"`
+	ID           string          `json:"id,omitempty"`
+	Type         string          `json:"type,omitempty"`
+	Function     outFunction     `json:"function"`
+	ExtraContent json.RawMessage `json:"extra_content,omitempty"`
 }
 
 type outUsage struct {
@@ -264,13 +265,15 @@ func (s *Server) callID(c message.ToolCall) string {
 
 func (s *Server) writeCompletion(w http.ResponseWriter, req *chatRequest, resp *llm.Response) {
 	type msg struct {
-		Role      string        `json:"role"`
-		Content   *string       `json:"content"`
-		Refusal   *string       `json:"refusal"`
-		ToolCalls []outToolCall `json:"tool_calls,omitempty"`
+		Role             string        `json:"role"`
+		Content          *string       `json:"content"`
+		Refusal          *string       `json:"refusal"`
+		ReasoningContent string        `json:"reasoning_content,omitempty"`
+		ToolCalls        []outToolCall `json:"tool_calls,omitempty"`
 	}
 	m := msg{Role: "assistant"}
 	all := message.Message{Parts: resp.Parts}
+	m.ReasoningContent = all.Thinking()
 	if text := all.Text(); text != "" {
 		m.Content = &text
 	}
@@ -278,7 +281,8 @@ func (s *Server) writeCompletion(w http.ResponseWriter, req *chatRequest, resp *
 	for _, c := range calls {
 		m.ToolCalls = append(m.ToolCalls, outToolCall{
 			ID: s.callID(c), Type: "function",
-			Function: outFunction{Name: c.ToolName, Arguments: string(c.ArgsJSON())},
+			Function:     outFunction{Name: c.ToolName, Arguments: string(c.ArgsJSON())},
+			ExtraContent: extraOf(c),
 		})
 	}
 	body := map[string]any{
@@ -311,16 +315,26 @@ type sse struct {
 	model   string
 	started bool
 
-	sentText  bool
-	sentCalls bool
-	firstCall int // the only index kept when parallel calls are off; -1 before any
-	callIDs   map[int]string
+	sentText     bool
+	sentThinking bool
+	sentCalls    bool
+	firstCall    int // the only index kept when parallel calls are off; -1 before any
+	callIDs      map[int]string
 }
 
 type chunkDelta struct {
-	Role      string        `json:"role,omitempty"`
-	Content   *string       `json:"content,omitempty"`
-	ToolCalls []outToolCall `json:"tool_calls,omitempty"`
+	Role             string        `json:"role,omitempty"`
+	Content          *string       `json:"content,omitempty"`
+	ReasoningContent string        `json:"reasoning_content,omitempty"`
+	ToolCalls        []outToolCall `json:"tool_calls,omitempty"`
+}
+
+// extraOf returns a call's provider fields, rendered as extra_content.
+func extraOf(c message.ToolCall) json.RawMessage {
+	if c.ProviderExtra == "" || !json.Valid([]byte(c.ProviderExtra)) {
+		return nil
+	}
+	return json.RawMessage(c.ProviderExtra)
 }
 
 type chunkChoice struct {
@@ -390,9 +404,16 @@ func (e *sse) text(s string) {
 	e.sentText = true
 }
 
-// call streams a tool call fragment: a new call's ID, type and name, then
-// its arguments in small fragments.
-func (e *sse) call(index int, id, name, args string) {
+// thinking streams reasoning as one reasoning_content chunk.
+func (e *sse) thinking(s string) {
+	e.start()
+	e.choice(chunkDelta{ReasoningContent: s}, nil)
+	e.sentThinking = true
+}
+
+// call streams a tool call fragment: a new call's ID, type and name (and
+// provider fields), then its arguments in small fragments.
+func (e *sse) call(index int, id, name, args string, extra json.RawMessage) {
 	if e.req.ParallelToolCalls != nil && !*e.req.ParallelToolCalls {
 		if e.firstCall == -1 {
 			e.firstCall = index
@@ -410,7 +431,7 @@ func (e *sse) call(index int, id, name, args string) {
 		e.callIDs[index] = id
 		e.choice(chunkDelta{ToolCalls: []outToolCall{{
 			Index: &index, ID: id, Type: "function",
-			Function: outFunction{Name: name},
+			Function: outFunction{Name: name}, ExtraContent: extra,
 		}}}, nil)
 	}
 	for len(args) > 0 {
@@ -428,11 +449,14 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, req *chatReq
 		model: req.Model, firstCall: -1, callIDs: map[int]string{},
 	}
 	resp, err := s.model.Stream(ctx, lreq, func(d llm.Delta) {
+		if d.Thinking != "" {
+			e.thinking(d.Thinking)
+		}
 		if d.Text != "" {
 			e.text(d.Text)
 		}
 		if d.ToolCall != nil {
-			e.call(d.ToolCallIndex, d.ToolCall.ToolCallID, d.ToolCall.ToolName, d.ToolCall.Args)
+			e.call(d.ToolCallIndex, d.ToolCall.ToolCallID, d.ToolCall.ToolName, d.ToolCall.Args, extraOf(*d.ToolCall))
 		}
 	})
 	if err != nil {
@@ -452,13 +476,16 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, req *chatReq
 	}
 	// Render what the model did not stream.
 	msg := message.Message{Parts: resp.Parts}
+	if !e.sentThinking && msg.Thinking() != "" {
+		e.thinking(msg.Thinking())
+	}
 	if !e.sentText && msg.Text() != "" {
 		e.text(msg.Text())
 	}
 	calls := msg.ToolCalls()
 	if !e.sentCalls {
 		for i, c := range calls {
-			e.call(i, c.ToolCallID, c.ToolName, string(c.ArgsJSON()))
+			e.call(i, c.ToolCallID, c.ToolName, string(c.ArgsJSON()), extraOf(c))
 		}
 	}
 	e.start()

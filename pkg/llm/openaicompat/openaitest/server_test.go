@@ -92,7 +92,7 @@ func weatherScript(_ context.Context, req *llm.Request) (*llm.Response, error) {
 
 func newClient(t *testing.T, srv *openaitest.Server, mod ...func(*openaicompat.Config)) *openaicompat.Model {
 	t.Helper()
-	cfg := openaicompat.Config{BaseURL: srv.URL(), Model: "fake-model", InitialBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond}
+	cfg := openaicompat.Config{BaseURL: srv.URL(), Model: "fake-model", InitialBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond, StreamUsage: true}
 	for _, f := range mod {
 		f(&cfg)
 	}
@@ -310,7 +310,7 @@ func TestModelErrorMidStream(t *testing.T) {
 	defer srv.Close()
 	_, err := newClient(t, srv).Stream(t.Context(), &llm.Request{Messages: []message.Message{message.NewRequest(message.UserText("go"))}}, nil)
 	var apiErr *openaicompat.APIError
-	if !errors.As(err, &apiErr) || apiErr.StatusCode != 0 || apiErr.Code != "server_error" {
+	if !errors.As(err, &apiErr) || !apiErr.InBand || apiErr.StatusCode != 200 || apiErr.Code != "server_error" {
 		t.Errorf("err = %v", err)
 	}
 }

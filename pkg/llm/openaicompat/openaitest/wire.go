@@ -34,10 +34,11 @@ type streamOptions struct {
 }
 
 type wireMessage struct {
-	Role       string          `json:"role"`
-	Content    json.RawMessage `json:"content"`
-	ToolCalls  []wireToolCall  `json:"tool_calls"`
-	ToolCallID string          `json:"tool_call_id"`
+	Role             string          `json:"role"`
+	Content          json.RawMessage `json:"content"`
+	ReasoningContent string          `json:"reasoning_content"`
+	ToolCalls        []wireToolCall  `json:"tool_calls"`
+	ToolCallID       string          `json:"tool_call_id"`
 }
 
 type wireToolCall struct {
@@ -48,6 +49,7 @@ type wireToolCall struct {
 		Name      string          `json:"name"`
 		Arguments json.RawMessage `json:"arguments"`
 	} `json:"function"`
+	ExtraContent json.RawMessage `json:"extra_content"`
 }
 
 type wireTool struct {
@@ -276,6 +278,9 @@ func toHistory(in []wireMessage) ([]message.Message, error) {
 		case "assistant":
 			flush()
 			var rp []message.Part
+			if m.ReasoningContent != "" {
+				rp = append(rp, message.Thinking{Content: m.ReasoningContent, Source: "reasoning_content"})
+			}
 			if text, _ := textContent(m.Content); text != "" {
 				rp = append(rp, message.Text{Content: text})
 			}
@@ -283,7 +288,12 @@ func toHistory(in []wireMessage) ([]message.Message, error) {
 				var args string
 				_ = json.Unmarshal(c.Function.Arguments, &args)
 				names[c.ID] = c.Function.Name
-				rp = append(rp, message.ToolCall{ToolName: c.Function.Name, ToolCallID: c.ID, Args: args})
+				tc := message.ToolCall{ToolName: c.Function.Name, ToolCallID: c.ID, Args: args}
+				var extra bytes.Buffer
+				if len(c.ExtraContent) > 0 && json.Compact(&extra, c.ExtraContent) == nil && extra.String() != "null" {
+					tc.ProviderExtra = extra.String()
+				}
+				rp = append(rp, tc)
 			}
 			out = append(out, message.NewResponse(rp...))
 		default:

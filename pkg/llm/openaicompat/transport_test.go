@@ -1,0 +1,154 @@
+package openaicompat_test
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/offload-dev/offload/pkg/llm"
+	"github.com/offload-dev/offload/pkg/llm/openaicompat"
+	"github.com/offload-dev/offload/pkg/message"
+)
+
+func TestRequestExtrasAndStreamUsage(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, sseChunks(done, `"choices":[{"index":0,"delta":{"content":"ok"},"finish_reason":"stop"}]`))
+	m := newModel(t, f.URL, func(c *openaicompat.Config) {
+		c.StreamUsage = true
+		c.ExtraBody = map[string]any{"thinking": map[string]any{"type": "enabled"}, "top_k": 5}
+	})
+	zero := 0.0
+	req := userRequest("go")
+	req.Settings.Temperature = &zero
+	if _, err := m.Stream(t.Context(), req, nil); err != nil {
+		t.Fatal(err)
+	}
+	body := string(f.requests()[0].Body)
+	for _, want := range []string{`"stream_options":{"include_usage":true}`, `"temperature":0,`, `"thinking":{"type":"enabled"}`, `"top_k":5`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("body lacks %s: %s", want, body)
+		}
+	}
+	for _, k := range []string{"model", "messages", "tools", "stream"} {
+		_, err := openaicompat.New(openaicompat.Config{Model: "m", ExtraBody: map[string]any{k: 1}})
+		if !errors.Is(err, openaicompat.ErrConfig) {
+			t.Errorf("extra body %q: err = %v", k, err)
+		}
+	}
+}
+
+// TestIdleTimeoutBeforeHeaders: a server that never answers is cut after
+// the idle timeout, not waited for forever.
+func TestIdleTimeoutBeforeHeaders(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
+	m := newModel(t, f.URL, func(c *openaicompat.Config) { c.IdleTimeout = 50 * time.Millisecond; c.MaxRetries = -1 })
+	start := time.Now()
+	_, err := m.Generate(t.Context(), userRequest("go"))
+	if !errors.Is(err, llm.ErrIncomplete) || !strings.Contains(err.Error(), "response silent for 50ms (idle timeout)") {
+		t.Fatalf("err = %v", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("took %s", took)
+	}
+}
+
+// TestKeepAlivesResetTheIdleTimeout: comments are something arriving, so a
+// slow stream that keeps its connection alive is not cut.
+func TestKeepAlivesResetTheIdleTimeout(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for range 8 {
+			_, _ = io.WriteString(w, ": keep-alive\n\n")
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(25 * time.Millisecond): // the server's pace, 4× under the timeout
+			}
+		}
+		sseChunks(done, `"choices":[{"index":0,"delta":{"content":"late"},"finish_reason":"stop"}]`)(w, r)
+	})
+	m := newModel(t, f.URL, func(c *openaicompat.Config) { c.IdleTimeout = 100 * time.Millisecond; c.MaxRetries = -1 })
+	resp, err := m.Stream(t.Context(), userRequest("go"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := (message.Message{Parts: resp.Parts}).Text(); got != "late" {
+		t.Errorf("text %q", got)
+	}
+}
+
+func TestRetryAfterBeyondMaxBackoffIsNotRetried(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, status(429, rateLimitBody, "Retry-After", "120"))
+	m := newModel(t, f.URL)
+	_, err := m.Generate(t.Context(), userRequest("go"))
+	if !errors.Is(err, openaicompat.ErrRateLimited) || !strings.Contains(err.Error(), "retry asked after 2m0s") {
+		t.Fatalf("err = %v", err)
+	}
+	if n := len(f.requests()); n != 1 {
+		t.Errorf("%d requests", n)
+	}
+}
+
+func TestQuotaErrorsAreNotRetried(t *testing.T) {
+	t.Parallel()
+	for _, h := range []http.HandlerFunc{
+		status(429, `{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`),
+		status(402, `{"error":{"code":402,"message":"Insufficient credits"}}`),
+	} {
+		f := newFixture(t, h)
+		_, err := newModel(t, f.URL).Generate(t.Context(), userRequest("go"))
+		if !errors.Is(err, openaicompat.ErrQuota) || errors.Is(err, openaicompat.ErrRateLimited) {
+			t.Errorf("err = %v", err)
+		}
+		if n := len(f.requests()); n != 1 {
+			t.Errorf("%d requests for %v", n, err)
+		}
+	}
+}
+
+// TestSSEFraming: CRLF line ends, event and id fields, data without a
+// space, a JSON split over two data lines, events not separated by a blank
+// line, and a last event without its blank line.
+func TestSSEFraming(t *testing.T) {
+	t.Parallel()
+	body := "event: message\r\nid: 1\r\ndata:{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}\r\n\r\n" +
+		"data: {\"choices\":[{\"index\":0,\n" +
+		"data: \"delta\":{\"content\":\"b\"}}]}\n\n" +
+		"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"c\"}}]}\n" +
+		"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"d\"},\"finish_reason\":\"stop\"}]}\n" +
+		"data: [DONE]"
+	f := newFixture(t, sseRaw(body))
+	resp, err := newModel(t, f.URL).Stream(t.Context(), userRequest("go"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := (message.Message{Parts: resp.Parts}).Text(); got != "abcd" {
+		t.Errorf("text %q", got)
+	}
+}
+
+// TestInterleavedCallsByIDWithoutIndex: calls told apart by their ids only
+// (ids repeated on every fragment, no index).
+func TestInterleavedCallsByIDWithoutIndex(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, sseChunks(done,
+		`"choices":[{"index":0,"delta":{"tool_calls":[{"id":"a","type":"function","function":{"name":"get_weather","arguments":"{\"city\""}}]}}]`,
+		`"choices":[{"index":0,"delta":{"tool_calls":[{"id":"b","type":"function","function":{"name":"get_time","arguments":"{"}}]}}]`,
+		`"choices":[{"index":0,"delta":{"tool_calls":[{"id":"a","function":{"arguments":":\"Paris\"}"}}]}}]`,
+		`"choices":[{"index":0,"delta":{"tool_calls":[{"id":"b","function":{"arguments":"}"}}]},"finish_reason":"tool_calls"}]`,
+	))
+	resp, err := newModel(t, f.URL).Stream(t.Context(), userRequest("go"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCalls(t, resp,
+		message.ToolCall{ToolName: "get_weather", ToolCallID: "a", Args: `{"city":"Paris"}`},
+		message.ToolCall{ToolName: "get_time", ToolCallID: "b", Args: `{}`})
+}
