@@ -30,7 +30,7 @@ type modelFlags struct {
 	idleTimeout time.Duration
 	retries     int
 	// The rest comes from model_settings only.
-	streamUsage       bool
+	streamUsage       *bool // nil: on for OpenAI itself, off elsewhere
 	temperature       *float64
 	maxTokens         int
 	parallelToolCalls *bool
@@ -80,7 +80,14 @@ func (mf *modelFlags) openAIConfig(getenv func(string) string, name string) open
 	if mf.idleTimeout == 0 {
 		cfg.IdleTimeout = -1
 	}
-	cfg.StreamUsage, cfg.ExtraBody, cfg.Logger = mf.streamUsage, mf.extraBody, mf.logger
+	// Usage in streams (stream_options) is asked of OpenAI itself, which
+	// supports it; other servers get it only when model_settings says so,
+	// since some reject the field.
+	cfg.StreamUsage = getenv("OPENAI_BASE_URL") == ""
+	if mf.streamUsage != nil {
+		cfg.StreamUsage = *mf.streamUsage
+	}
+	cfg.ExtraBody, cfg.Logger = mf.extraBody, mf.logger
 	return cfg
 }
 

@@ -245,7 +245,7 @@ func applySpec(fl *pflag.FlagSet, f *runFlags) error {
 			set("model-retries", func() { mf.retries = *ms.Retries })
 		}
 		if ms.StreamUsage != nil {
-			mf.streamUsage = *ms.StreamUsage
+			mf.streamUsage = ms.StreamUsage
 		}
 		if ms.MaxTokens != nil {
 			mf.maxTokens = *ms.MaxTokens
