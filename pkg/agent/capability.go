@@ -11,8 +11,8 @@ import (
 
 // Capability is a composable extension of a run. A capability implements
 // any of the hook interfaces below ([RunWrapper], [ToolsPreparer],
-// [InstructionsProvider], [ModelRequestHook], [StepHook], [ToolCallWrapper],
-// [DeferredHandler]); the agent looks each one up with a type assertion, so
+// [InstructionsProvider], [ModelRequestHook], [StepHook], [ToolCallPreparer],
+// [ToolCallWrapper], [DeferredHandler]); the agent looks each one up with a type assertion, so
 // a capability implements only what it needs. Capabilities run in the order
 // they are given: agent capabilities first, then the run's.
 type Capability any
@@ -51,6 +51,34 @@ type StepHook interface {
 	AfterStep(ctx context.Context, info *RunInfo, final bool) ([]message.Part, error)
 }
 
+// ToolCallPreparer runs before a call's arguments are validated, in
+// capability order. It may rewrite the arguments to validate (remove a
+// flag meant for the capability), refuse them with a *tool.ModelRetry (a
+// retry prompt that uses the tool's retry budget), and name the task that
+// will run the call (shown in the tool_call event and given to the
+// [ToolCallWrapper]s as ToolCall.TaskID). Any other error ends the run.
+type ToolCallPreparer interface {
+	PrepareToolCall(ctx context.Context, info *RunInfo, call *PreparedCall) error
+}
+
+// PreparedCall is a tool call about to be validated, for
+// [ToolCallPreparer].
+type PreparedCall struct {
+	// Tool is the called tool, as prepared for this step.
+	Tool *tool.Tool
+	// Call is the model's call part; it stays in the history as it is.
+	Call message.ToolCall
+	// Args are the raw arguments that will be validated and given to the
+	// tool; a preparer may change them.
+	Args string
+	// Deferred is true when the call will not run now (its tool requires
+	// approval or is external).
+	Deferred bool
+	// TaskID, when a preparer sets it, names the task that will run the
+	// call.
+	TaskID string
+}
+
 // ToolCall describes one tool call being executed, for [ToolCallWrapper].
 type ToolCall struct {
 	// Tool is the tool's definition.
@@ -61,6 +89,8 @@ type ToolCall struct {
 	Args json.RawMessage
 	// RunContext is the call's context.
 	RunContext *tool.RunContext
+	// TaskID is the task ID a [ToolCallPreparer] gave the call, if any.
+	TaskID string
 }
 
 // ToolCallFunc executes a tool call.

@@ -114,7 +114,7 @@ func (r *run) runCall(ctx context.Context, st *stepState, s *slot) error {
 			// reporter, remote calls skip relaying their workers' reports.
 			ctx = progress.WithReporter(ctx, callProgress{r: r, s: s})
 		}
-		call := &ToolCall{Tool: s.t, Call: s.call, Args: s.args, RunContext: r.runContext(s)}
+		call := &ToolCall{Tool: s.t, Call: s.call, Args: s.args, RunContext: r.runContext(s), TaskID: s.taskID}
 		next := func(ctx context.Context, c *ToolCall) (any, error) {
 			return c.Tool.Run(ctx, c.RunContext, c.Args)
 		}
@@ -230,7 +230,11 @@ func (r *run) emitCall(s *slot, valid *bool) {
 		return
 	}
 	s.callEmitted = true
-	r.emit(Event{Type: EventToolCall, ToolCallID: s.call.ToolCallID, Tool: s.call.ToolName, Args: json.RawMessage(s.call.Args), ArgsValid: valid})
+	e := Event{Type: EventToolCall, ToolCallID: s.call.ToolCallID, Tool: s.call.ToolName, Args: json.RawMessage(s.call.Args), ArgsValid: valid}
+	if valid != nil && *valid {
+		e.TaskID = s.taskID
+	}
+	r.emit(e)
 }
 
 func (r *run) emitResult(s *slot) {

@@ -41,7 +41,8 @@ type slot struct {
 	byKind    bool // deferred by its tool's kind rather than by raising
 
 	callEmitted bool // its tool_call event was sent
-	skip        bool // answered in the history already
+	skip        bool   // answered in the history already
+	taskID      string // the task running it, named by a ToolCallPreparer
 	ran         bool // its tool was started
 }
 
