@@ -40,10 +40,10 @@ type slot struct {
 	hasMeta   bool
 	byKind    bool // deferred by its tool's kind rather than by raising
 
-	callEmitted bool // its tool_call event was sent
+	callEmitted bool   // its tool_call event was sent
 	skip        bool   // answered in the history already
 	taskID      string // the task running it, named by a ToolCallPreparer
-	ran         bool // its tool was started
+	ran         bool   // its tool was started
 }
 
 // step handles the tool calls of the response at history[respIdx]. Without
