@@ -229,7 +229,9 @@ func (w taskSeen) WrapToolCall(ctx context.Context, c *agent.ToolCall, next agen
 func TestToolCallPreparerRewritesArgsAndNamesTask(t *testing.T) {
 	t.Parallel()
 	strict := tool.MustNew(tool.Def{Name: "strict", Parameters: []byte(`{"type":"object","properties":{"x":{"type":"integer"}},"additionalProperties":false}`)},
-		func(_ context.Context, _ *tool.RunContext, args json.RawMessage) (any, error) { return string(args), nil })
+		func(_ context.Context, _ *tool.RunContext, args json.RawMessage) (any, error) {
+			return string(args), nil
+		})
 	m := turns(calls(call("strict", "c1", `{"x":1,"bad":true}`)), calls(call("strict", "c2", `{"x":1,"tag":1}`)), text("done"))
 	var ids []string
 	var events []agent.Event
