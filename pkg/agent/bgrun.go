@@ -363,7 +363,10 @@ func (br *bgRun) end(res *Result, err error) (*Result, error) {
 	var cancelled []*bgTask
 	var kept []PendingTask
 	for _, t := range live {
-		if paused && !isArrived(arrived, t) && t.task.Detach() {
+		if isArrived(arrived, t) {
+			continue // finished: its outcome is handled below
+		}
+		if paused && t.task.Detach() {
 			kept = append(kept, PendingTask{TaskID: t.id, Kind: KindBackground, Tool: t.call.Call.ToolName, ToolCallID: t.call.Call.ToolCallID, Args: t.call.Args, StartedAt: t.started})
 			continue
 		}
@@ -379,9 +382,18 @@ func (br *bgRun) end(res *Result, err error) (*Result, error) {
 	}
 	close(br.stop)
 	br.wg.Wait()
-	// A cancelled task gives back its tool call slot.
-	if len(cancelled) > 0 {
-		br.info.ReserveToolCalls(-len(cancelled))
+	// A cancelled task gives back its tool call slot; so does a failed one
+	// whose outcome is dropped (a completed one counts once).
+	release := len(cancelled)
+	if !paused {
+		for _, t := range arrived {
+			if t.err != nil {
+				release++
+			}
+		}
+	}
+	if release > 0 {
+		br.info.ReserveToolCalls(-release)
 		if res != nil {
 			res.Usage = br.r.usageSnapshot()
 		}
