@@ -1,10 +1,15 @@
 package agent_test
 
 import (
+	"context"
+	"encoding/json"
+	"reflect"
+	"sync"
 	"testing"
 
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/agent/bgtest"
+	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
@@ -18,4 +23,113 @@ func TestBackgroundScenarios(t *testing.T) {
 			return tool.MustSet(tools...), agent.InProcessExecutor{}
 		},
 	})
+}
+
+// detaching is an executor whose tasks can outlive the run (like a
+// worker's): it runs them in goroutines that the test stops itself.
+type detaching struct {
+	mu    sync.Mutex
+	tasks []agent.BackgroundTask
+}
+
+func (d *detaching) Start(ctx context.Context, call *agent.BackgroundCall) (agent.BackgroundTask, error) {
+	t, err := agent.InProcessExecutor{}.Start(ctx, call)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	d.tasks = append(d.tasks, t)
+	d.mu.Unlock()
+	return detachable{t}, nil
+}
+
+// stop cancels every task and waits for them.
+func (d *detaching) stop() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, t := range d.tasks {
+		t.Cancel("test over")
+		<-t.Done()
+	}
+}
+
+type detachable struct{ agent.BackgroundTask }
+
+func (detachable) Detach() bool { return true }
+
+func TestPauseKeepsDetachableTasksInThePendingRecord(t *testing.T) {
+	t.Parallel()
+	exec := &detaching{}
+	defer exec.stop()
+	started := make(chan struct{})
+	slow := tool.Func("slow", "", func(ctx context.Context, _ *tool.RunContext, _ struct{}) (string, error) {
+		close(started)
+		<-ctx.Done()
+		return "", ctx.Err()
+	}, tool.Meta(map[string]any{"background": true}))
+	waitStarted := agent.HandleDeferredToolCalls(func(ctx context.Context, _ *tool.RunContext, _ *deferred.Requests) (*deferred.Results, error) {
+		recv(t, started, "the task to start")
+		return nil, nil
+	})
+	m := turns(calls(call("slow", "c1", `{}`), call("gated", "c2", `{"x":1}`)), text("never"))
+	a := newAgentCfg(t, agent.Config{Model: m, AllowDeferred: true, Capabilities: []agent.Capability{
+		agent.BackgroundTools(agent.BackgroundConfig{Executor: exec}), waitStarted,
+	}}, slow, times42("gated", tool.NeedsApproval()))
+	var final *agent.Final
+	res, err := a.Run(t.Context(), "go", &agent.RunOptions{OnEvent: func(e agent.Event) {
+		if e.Type == agent.EventFinal {
+			final = e.Final
+		}
+	}})
+	if err != nil || !res.Paused() {
+		t.Fatalf("%v paused %v", err, res.Paused())
+	}
+	if len(res.Background) != 1 || res.Background[0].Tool != "slow" || res.Background[0].ToolCallID != "c1" || res.Background[0].StartedAt.IsZero() {
+		t.Fatalf("background %+v", res.Background)
+	}
+	rec := res.PendingRecord()
+	if rec.RunID != res.RunID || rec.ConversationID != res.ConversationID || len(rec.Tasks) != 2 || rec.Tasks[0].Kind != deferred.KindApproval || rec.Tasks[1].Kind != agent.KindBackground {
+		t.Fatalf("record %+v", rec)
+	}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back agent.PendingRecord
+	if err := json.Unmarshal(b, &back); err != nil || !reflect.DeepEqual(&back, rec) {
+		t.Fatalf("round trip %s: %+v %v", b, back, err)
+	}
+	if len(final.Pending) != 2 || final.Pending[1].Kind != agent.KindBackground || final.Pending[1].TaskID != res.Background[0].TaskID || final.ExitCode != 3 {
+		t.Errorf("final pending %+v", final.Pending)
+	}
+	// The detached task still runs.
+	select {
+	case <-exec.tasks[0].Done():
+		t.Error("the detached task was stopped")
+	default:
+	}
+}
+
+func TestSuspendStopsAtTheNextModelRequest(t *testing.T) {
+	t.Parallel()
+	suspend := make(chan struct{})
+	stopper := tool.Func("t", "", func(context.Context, *tool.RunContext, struct{}) (string, error) {
+		close(suspend) // SIGTERM arrives while the tool runs
+		return "ran", nil
+	})
+	m := turns(calls(call("t", "c1", `{}`)), text("continued"))
+	a := newAgent(t, m, stopper)
+	res, err := a.Run(t.Context(), "go", &agent.RunOptions{Suspend: suspend})
+	if err != nil || !res.Suspended || agent.StatusOf(res, err) != agent.StatusPaused || len(m.requests()) != 1 {
+		t.Fatalf("%v suspended %v requests %d", err, res.Suspended, len(m.requests()))
+	}
+	if rec := res.PendingRecord(); rec == nil || len(rec.Tasks) != 0 {
+		t.Errorf("record %+v", rec)
+	}
+	// The history holds the tool's result: continuing it does not run the
+	// tool again.
+	res, err = a.Run(t.Context(), "", &agent.RunOptions{History: res.Messages})
+	if err != nil || res.Output != "continued" {
+		t.Fatalf("%v %q", err, res.Output)
+	}
 }
