@@ -139,8 +139,15 @@ func (i *RunInfo) Usage() message.Usage { return i.r.usageSnapshot() }
 // History returns a copy of the run's history so far.
 func (i *RunInfo) History() message.History { return i.r.historySnapshot() }
 
-// Emit sends an event to the run's observers.
-func (i *RunInfo) Emit(e Event) { i.r.emit(e) }
+// Emit sends an event to the run's observers. The final event belongs to
+// the run: an EventFinal given here is dropped, and so is every event once
+// the run's final event was sent.
+func (i *RunInfo) Emit(e Event) {
+	if e.Type == EventFinal {
+		return
+	}
+	i.r.emit(e)
+}
 
 // ReserveToolCalls adds n (possibly negative) to the run's tool call count,
 // for calls that hold a slot while they run elsewhere.

@@ -15,6 +15,7 @@ import (
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
+// runContext returns the RunContext of a call (of the step, when s is nil).
 func (r *run) runContext(s *slot) *tool.RunContext {
 	rc := &tool.RunContext{
 		RunID:          r.runID,
