@@ -71,6 +71,38 @@ func SelectFunc(fn func(ctx context.Context, info *RunInfo, t *tool.Tool) bool) 
 	return Selector{match: fn}
 }
 
+// SelectorFromSpec builds a selector from its form in an agent spec
+// (SPEC §6.1, capabilities: [{BackgroundTools: {tools: <selector>}}]):
+// "all"; a tool name; a list of names; or a map of metadata the tools must
+// include. A nil spec is the default selector.
+func SelectorFromSpec(spec any) (Selector, error) {
+	switch v := spec.(type) {
+	case nil:
+		return DefaultSelector, nil
+	case string:
+		if v == "all" {
+			return SelectAll(), nil
+		}
+		return SelectNames(v), nil
+	case []string:
+		return SelectNames(v...), nil
+	case []any:
+		names := make([]string, 0, len(v))
+		for _, n := range v {
+			s, ok := n.(string)
+			if !ok {
+				return Selector{}, fmt.Errorf("%w: BackgroundTools tools: a list must hold tool names, got %T", ErrInvalidConfig, n)
+			}
+			names = append(names, s)
+		}
+		return SelectNames(names...), nil
+	case map[string]any:
+		return SelectMetadata(v), nil
+	default:
+		return Selector{}, fmt.Errorf("%w: BackgroundTools tools: want \"all\", a name, a list of names or a metadata map, got %T", ErrInvalidConfig, spec)
+	}
+}
+
 // includes reports whether have deeply includes every entry of want.
 func includes(have, want map[string]any) bool {
 	for k, w := range want {

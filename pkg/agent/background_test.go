@@ -3,9 +3,12 @@ package agent_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"reflect"
 	"sync"
 	"testing"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/agent/bgtest"
@@ -131,5 +134,52 @@ func TestSuspendStopsAtTheNextModelRequest(t *testing.T) {
 	res, err = a.Run(t.Context(), "", &agent.RunOptions{History: res.Messages})
 	if err != nil || res.Output != "continued" {
 		t.Fatalf("%v %q", err, res.Output)
+	}
+}
+
+// Scenario: test_constructs_from_agent_spec
+func TestSelectorFromSpec(t *testing.T) {
+	t.Parallel()
+	mk := func(name string, md map[string]any) *tool.Tool {
+		return tool.Func(name, "", func(context.Context, *tool.RunContext, struct{}) (string, error) { return "", nil }, tool.Meta(md))
+	}
+	a := mk("a", map[string]any{"background": true, "team": map[string]any{"name": "ops", "size": 3}})
+	b := mk("b", map[string]any{"background": "optional"})
+	c := mk("c", nil)
+	var spec any
+	if err := yaml.Unmarshal([]byte("{team: {name: ops}}"), &spec); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		spec any
+		want string
+	}{
+		{nil, "a"},
+		{"all", "abc"},
+		{"b", "b"},
+		{[]any{"a", "c"}, "ac"},
+		{[]string{"c"}, "c"},
+		{map[string]any{"background": "optional"}, "b"},
+		{spec, "a"},
+		{map[string]any{"team": "ops"}, ""},
+	} {
+		sel, err := agent.SelectorFromSpec(tc.spec)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.spec, err)
+		}
+		got := ""
+		for _, x := range []*tool.Tool{a, b, c} {
+			if sel.Matches(t.Context(), nil, x) {
+				got += x.Name
+			}
+		}
+		if got != tc.want {
+			t.Errorf("%#v selects %q, want %q", tc.spec, got, tc.want)
+		}
+	}
+	for _, bad := range []any{42, []any{"a", 1}} {
+		if _, err := agent.SelectorFromSpec(bad); !errors.Is(err, agent.ErrInvalidConfig) {
+			t.Errorf("%v: err = %v", bad, err)
+		}
 	}
 }
