@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/agent/bgtest"
 	"github.com/offload-dev/offload/pkg/deferred"
+	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
@@ -116,9 +118,9 @@ func TestPauseKeepsDetachableTasksInThePendingRecord(t *testing.T) {
 func TestSuspendStopsAtTheNextModelRequest(t *testing.T) {
 	t.Parallel()
 	suspend := make(chan struct{})
-	stopper := tool.Func("t", "", func(context.Context, *tool.RunContext, struct{}) (string, error) {
+	stopper := tool.Func("t", "", func(_ context.Context, rc *tool.RunContext, _ struct{}) (string, error) {
 		close(suspend) // SIGTERM arrives while the tool runs
-		return "ran", nil
+		return "ran", rc.Enqueue(tool.PriorityASAP, message.TextContent("queued before the stop"))
 	})
 	m := turns(calls(call("t", "c1", `{}`)), text("continued"))
 	a := newAgent(t, m, stopper)
@@ -134,6 +136,9 @@ func TestSuspendStopsAtTheNextModelRequest(t *testing.T) {
 	res, err = a.Run(t.Context(), "", &agent.RunOptions{History: res.Messages})
 	if err != nil || res.Output != "continued" {
 		t.Fatalf("%v %q", err, res.Output)
+	}
+	if got := mustJSON(t, m.requests()[1].Messages); !strings.Contains(got, "queued before the stop") || !strings.Contains(got, `"ran"`) {
+		t.Errorf("the continued run lost what the suspended one produced: %s", got)
 	}
 }
 

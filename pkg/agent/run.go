@@ -341,8 +341,12 @@ func (r *run) suspendRequested() bool {
 	}
 }
 
-// suspended is the result of a run stopped by RunOptions.Suspend.
+// suspended is the result of a run stopped by RunOptions.Suspend. Queued
+// messages are kept in the history, as on a pause.
 func (r *run) suspended() *Result {
+	for _, q := range r.drainAtEnd() {
+		r.appendMessage(message.NewRequest(message.UserPrompt{Content: q}))
+	}
 	res := r.result("", nil)
 	res.Suspended = true
 	return res
