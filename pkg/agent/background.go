@@ -283,7 +283,10 @@ func (b *backgroundTools) PrepareToolCall(ctx context.Context, _ *RunInfo, pc *P
 		pc.Args, background = args, flag
 	}
 	if background && !pc.Deferred && pc.Tool.Kind != tool.KindExternal {
-		pc.TaskID = ulid.Make().String()
+		pc.TaskID = pc.DeferredTaskID
+		if pc.TaskID == "" {
+			pc.TaskID = ulid.Make().String()
+		}
 	}
 	return nil
 }

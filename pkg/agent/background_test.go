@@ -14,6 +14,7 @@ import (
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/agent/bgtest"
 	"github.com/offload-dev/offload/pkg/deferred"
+	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/tool"
 )
@@ -186,5 +187,39 @@ func TestSelectorFromSpec(t *testing.T) {
 		if _, err := agent.SelectorFromSpec(bad); !errors.Is(err, agent.ErrInvalidConfig) {
 			t.Errorf("%v: err = %v", bad, err)
 		}
+	}
+}
+
+func TestApprovedBackgroundCallKeepsItsTaskID(t *testing.T) {
+	t.Parallel()
+	report := tool.Func("report", "", func(context.Context, *tool.RunContext, struct{}) (string, error) { return "reported", nil },
+		tool.Meta(map[string]any{"background": true}), tool.NeedsApproval())
+	m := model(func(n int, req *llm.Request) *llm.Response {
+		switch {
+		case n == 0:
+			return calls(call("report", "c1", `{}`))
+		case strings.Contains(mustJSON(t, req.Messages), "completed."):
+			return text("done")
+		default:
+			return text("waiting")
+		}
+	})
+	a := newAgentCfg(t, agent.Config{Model: m, AllowDeferred: true, Capabilities: []agent.Capability{agent.BackgroundTools(agent.BackgroundConfig{})}}, report)
+	paused, err := a.Run(t.Context(), "go", nil)
+	if err != nil || !paused.Paused() {
+		t.Fatalf("%v", err)
+	}
+	id := paused.Deferred.TaskIDs["c1"]
+	var started []string
+	res, err := a.Run(t.Context(), "", &agent.RunOptions{History: paused.Messages, DeferredResults: &deferred.Results{Approvals: map[string]any{"c1": true}}, OnEvent: func(e agent.Event) {
+		if e.Type == agent.EventBackgroundTaskStarted {
+			started = append(started, e.TaskID)
+		}
+	}})
+	if err != nil || res.Output != "done" {
+		t.Fatalf("%v %q", err, res.Output)
+	}
+	if len(started) != 1 || started[0] != id {
+		t.Errorf("background task %v, deferred task %s", started, id)
 	}
 }

@@ -74,6 +74,10 @@ type PreparedCall struct {
 	// Deferred is true when the call will not run now (its tool requires
 	// approval or is external).
 	Deferred bool
+	// DeferredTaskID is the task ID the call got when it was deferred (it
+	// now runs because it was approved); a preparer naming the call's task
+	// reuses it, so that one ID names the call throughout.
+	DeferredTaskID string
 	// TaskID, when a preparer sets it, names the task that will run the
 	// call.
 	TaskID string

@@ -43,7 +43,9 @@ type slot struct {
 	callEmitted bool   // its tool_call event was sent
 	skip        bool   // answered in the history already
 	taskID      string // the task running it, named by a ToolCallPreparer
-	ran         bool   // its tool was started
+
+	deferredTaskID string // the task ID it got when it was deferred
+	ran            bool   // its tool was started
 }
 
 // step handles the tool calls of the response at history[respIdx]. Without
