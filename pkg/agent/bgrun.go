@@ -308,7 +308,7 @@ func (br *bgRun) followUp(t *bgTask) (message.Part, error) {
 // model sees only its type. With Config.FailOnToolError it ends the run.
 func (br *bgRun) unexpected(t *bgTask, err error) (message.Part, error) {
 	typ := tool.ErrorType(err)
-	br.log.Error("background tool failed", slog.String("tool", t.call.Call.ToolName), slog.String("task_id", t.id), slog.String("error_type", typ), slog.Any("error", err))
+	br.log.Error("background tool failed", append([]any{slog.String("tool", t.call.Call.ToolName), slog.String("task_id", t.id), slog.String("error_type", typ), slog.Any("error", err)}, panicStack(err)...)...)
 	if br.r.a.cfg.FailOnToolError {
 		return nil, fmt.Errorf("tool %s: %w", t.call.Call.ToolName, err)
 	}

@@ -184,7 +184,7 @@ func (r *run) outcome(ctx context.Context, st *stepState, s *slot, val any, err 
 // ends the run.
 func (r *run) unexpected(s *slot, err error) error {
 	typ := tool.ErrorType(err)
-	r.log.Error("tool failed", slog.String("tool", s.call.ToolName), slog.String("tool_call_id", s.call.ToolCallID), slog.String("error_type", typ), slog.Any("error", err))
+	r.log.Error("tool failed", append([]any{slog.String("tool", s.call.ToolName), slog.String("tool_call_id", s.call.ToolCallID), slog.String("error_type", typ), slog.Any("error", err)}, panicStack(err)...)...)
 	if r.a.cfg.FailOnToolError {
 		return fmt.Errorf("tool %s: %w", s.call.ToolName, err)
 	}
