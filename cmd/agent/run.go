@@ -247,6 +247,17 @@ type printer struct {
 	enc      *json.Encoder
 	final    *agent.Final
 	convSeen bool
+	// running are the live background tasks of the live view, by task ID,
+	// in start order (order).
+	running map[string]*liveTask
+	order   []string
+}
+
+// liveTask is a running background task in the live view.
+type liveTask struct {
+	tool    string
+	started time.Time
+	last    string // last progress message
 }
 
 func newPrinter(e env, jsonOut bool) *printer {
@@ -281,12 +292,47 @@ func (p *printer) event(ev agent.Event) {
 		if ev.TaskID != "" {
 			task = " task " + ev.TaskID
 		}
-		fmt.Fprintf(p.e.stderr, "… %s%s: %s%s\n", ev.Tool, task, ev.Message, pct)
+		elapsed := ""
+		if lt := p.running[ev.TaskID]; lt != nil {
+			lt.last = ev.Message + pct
+			elapsed = " [" + since(lt.started, ev.At) + "]"
+		}
+		fmt.Fprintf(p.e.stderr, "… %s%s%s: %s%s\n", ev.Tool, task, elapsed, ev.Message, pct)
+	case agent.EventBackgroundTaskStarted:
+		if p.running == nil {
+			p.running = map[string]*liveTask{}
+		}
+		p.running[ev.TaskID] = &liveTask{tool: ev.Tool, started: ev.At}
+		p.order = append(p.order, ev.TaskID)
+		fmt.Fprintf(p.e.stderr, "⇢ %s task %s running in the background\n", ev.Tool, ev.TaskID)
+	case agent.EventBackgroundTaskFinished:
+		elapsed := ""
+		if lt := p.running[ev.TaskID]; lt != nil {
+			elapsed = " after " + since(lt.started, ev.At)
+			delete(p.running, ev.TaskID)
+			p.order = slices.DeleteFunc(p.order, func(id string) bool { return id == ev.TaskID })
+		}
+		fmt.Fprintf(p.e.stderr, "⇠ %s task %s %s%s\n", ev.Tool, ev.TaskID, ev.Status, elapsed)
+	case agent.EventModelRequestStarted:
+		// The model's turn: say what still runs in the background.
+		for _, id := range p.order {
+			lt := p.running[id]
+			last := ""
+			if lt.last != "" {
+				last = ": " + lt.last
+			}
+			fmt.Fprintf(p.e.stderr, "⋯ %s task %s running for %s%s\n", lt.tool, id, since(lt.started, ev.At), last)
+		}
 	}
 }
 
+// since renders the time from start to now, in whole seconds.
+func since(start, now time.Time) string {
+	return now.Sub(start).Truncate(time.Second).String()
+}
+
 // finish prints the outcome and maps it to the exit code.
-func (p *printer) finish(res *agent.Result, runErr error) error {
+func (p *printer) finish(_ *agent.Result, runErr error) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	f := p.final
@@ -299,7 +345,7 @@ func (p *printer) finish(res *agent.Result, runErr error) error {
 		case agent.StatusFinished:
 			fmt.Fprintln(p.e.stdout, f.Output)
 		case agent.StatusPaused:
-			writePending(p.e.stdout, res.Deferred)
+			writePending(p.e.stdout, f.Pending)
 		}
 	}
 	var ue *agent.UserError
@@ -318,8 +364,8 @@ func (p *printer) finish(res *agent.Result, runErr error) error {
 }
 
 // writePending prints one line per pending call: task, kind, tool, args.
-func writePending(w io.Writer, reqs *deferred.Requests) {
-	for _, p := range agent.PendingOf(reqs) {
+func writePending(w io.Writer, pending []agent.Pending) {
+	for _, p := range pending {
 		fmt.Fprintf(w, "%s %s %s %s\n", p.TaskID, p.Kind, p.Tool, compact(p.Args))
 	}
 }

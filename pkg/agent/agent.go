@@ -100,6 +100,13 @@ type RunOptions struct {
 	Capabilities []Capability
 	// OnEvent, if set, receives every event synchronously, in order.
 	OnEvent func(Event)
+	// Suspend, when closed, asks the run to stop at its next safe point
+	// (before the next model request, or while it waits for background
+	// tasks) as if it paused: background tasks that can outlive the process
+	// are detached and listed in Result.Background, the others are
+	// cancelled, and the run returns a paused Result (Suspended set) whose
+	// history a later run continues. It is how SIGTERM stops a run.
+	Suspend <-chan struct{}
 }
 
 // Result is the outcome of a run.
@@ -108,6 +115,12 @@ type Result struct {
 	Output string
 	// Deferred holds the unresolved deferred calls when the run paused.
 	Deferred *deferred.Requests
+	// Background lists the background tasks that run on after the run
+	// paused (kind KindBackground); a later run delivers their outcomes.
+	Background []PendingTask
+	// Suspended is set when the run stopped early because
+	// RunOptions.Suspend was closed.
+	Suspended bool
 	// Messages is the whole history after the run.
 	Messages message.History
 	// Usage is the run's usage.
@@ -126,8 +139,11 @@ func (r *Result) NewMessages() message.History {
 	return r.Messages[r.newFrom:]
 }
 
-// Paused reports whether the run ended with deferred calls.
-func (r *Result) Paused() bool { return r.Deferred.Len() > 0 }
+// Paused reports whether the run paused: it ended with deferred calls,
+// with background tasks running on, or because it was suspended.
+func (r *Result) Paused() bool {
+	return r.Deferred.Len() > 0 || len(r.Background) > 0 || r.Suspended
+}
 
 // Run runs the agent on prompt (which may be empty when resuming) and
 // returns when the model has answered and nothing is pending, or when the

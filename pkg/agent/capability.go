@@ -11,8 +11,8 @@ import (
 
 // Capability is a composable extension of a run. A capability implements
 // any of the hook interfaces below ([RunWrapper], [ToolsPreparer],
-// [InstructionsProvider], [ModelRequestHook], [StepHook], [ToolCallWrapper],
-// [DeferredHandler]); the agent looks each one up with a type assertion, so
+// [InstructionsProvider], [ModelRequestHook], [StepHook], [ToolCallPreparer],
+// [ToolCallWrapper], [DeferredHandler]); the agent looks each one up with a type assertion, so
 // a capability implements only what it needs. Capabilities run in the order
 // they are given: agent capabilities first, then the run's.
 type Capability any
@@ -51,6 +51,38 @@ type StepHook interface {
 	AfterStep(ctx context.Context, info *RunInfo, final bool) ([]message.Part, error)
 }
 
+// ToolCallPreparer runs before a call's arguments are validated, in
+// capability order. It may rewrite the arguments to validate (remove a
+// flag meant for the capability), refuse them with a *tool.ModelRetry (a
+// retry prompt that uses the tool's retry budget), and name the task that
+// will run the call (shown in the tool_call event and given to the
+// [ToolCallWrapper]s as ToolCall.TaskID). Any other error ends the run.
+type ToolCallPreparer interface {
+	PrepareToolCall(ctx context.Context, info *RunInfo, call *PreparedCall) error
+}
+
+// PreparedCall is a tool call about to be validated, for
+// [ToolCallPreparer].
+type PreparedCall struct {
+	// Tool is the called tool, as prepared for this step.
+	Tool *tool.Tool
+	// Call is the model's call part; it stays in the history as it is.
+	Call message.ToolCall
+	// Args are the raw arguments that will be validated and given to the
+	// tool; a preparer may change them.
+	Args string
+	// Deferred is true when the call will not run now (its tool requires
+	// approval or is external).
+	Deferred bool
+	// DeferredTaskID is the task ID the call got when it was deferred (it
+	// now runs because it was approved); a preparer naming the call's task
+	// reuses it, so that one ID names the call throughout.
+	DeferredTaskID string
+	// TaskID, when a preparer sets it, names the task that will run the
+	// call.
+	TaskID string
+}
+
 // ToolCall describes one tool call being executed, for [ToolCallWrapper].
 type ToolCall struct {
 	// Tool is the tool's definition.
@@ -61,6 +93,8 @@ type ToolCall struct {
 	Args json.RawMessage
 	// RunContext is the call's context.
 	RunContext *tool.RunContext
+	// TaskID is the task ID a [ToolCallPreparer] gave the call, if any.
+	TaskID string
 }
 
 // ToolCallFunc executes a tool call.
@@ -109,8 +143,15 @@ func (i *RunInfo) Usage() message.Usage { return i.r.usageSnapshot() }
 // History returns a copy of the run's history so far.
 func (i *RunInfo) History() message.History { return i.r.historySnapshot() }
 
-// Emit sends an event to the run's observers.
-func (i *RunInfo) Emit(e Event) { i.r.emit(e) }
+// Emit sends an event to the run's observers. The final event belongs to
+// the run: an EventFinal given here is dropped, and so is every event once
+// the run's final event was sent.
+func (i *RunInfo) Emit(e Event) {
+	if e.Type == EventFinal {
+		return
+	}
+	i.r.emit(e)
+}
 
 // ReserveToolCalls adds n (possibly negative) to the run's tool call count,
 // for calls that hold a slot while they run elsewhere.

@@ -170,6 +170,7 @@ func (r *run) resolveInline(ctx context.Context, st *stepState, slots []*slot, n
 		_, inA := answered.Approvals[id]
 		_, inC := answered.Calls[id]
 		if s.deferKind != "" && s.part == nil && (inA || inC) {
+			s.deferredTaskID = reqs.TaskIDs[id]
 			resolved = append(resolved, s)
 		}
 	}

@@ -44,6 +44,26 @@
 // conversation ID. Each deferred call gets a ULID task ID when first deferred,
 // kept in the response's metadata so it survives resumes and processes.
 //
+// # Background tools
+//
+// [BackgroundTools] runs chosen calls in the background (SPEC §4): a call
+// returns at once with an acknowledgement naming its task (a ULID), the run
+// goes on, and the outcome reaches the model later as a follow-up user
+// message, between model requests. When the model ends its turn while
+// tasks are live, the run waits for the next outcome; Run returns only when
+// no task is live. Tools are chosen by a [Selector] (metadata
+// background: true by default, names, or a predicate); metadata
+// background: "optional" lets the model choose with run_in_background.
+// An [Executor] starts the calls: [InProcessExecutor] (goroutines) by
+// default, or natsjs's, which hands them to workers. Each live task holds
+// one tool call slot. Ending a run cancels the live tasks; a pause (or
+// RunOptions.Suspend, SIGTERM) detaches those whose executor can and lists
+// them in Result.Background, so that [Result.PendingRecord] holds
+// everything a paused conversation waits for. The events
+// background_task_started, background_task_finished and progress (with
+// the task ID) follow the tasks; tool_call carries the task ID. Package
+// bgtest holds the scenario suite every executor must pass.
+//
 // # Capabilities and their hooks
 //
 // A [Capability] is any value implementing one or more hook interfaces;
@@ -55,6 +75,9 @@
 //     a new conversation.
 //   - [ModelRequestHook].BeforeModelRequest: between model requests, before
 //     each one; may add parts to the request.
+//   - [ToolCallPreparer].PrepareToolCall: before a call's arguments are
+//     validated; may rewrite them, refuse them with a retry, or name the
+//     task that will run the call.
 //   - [ToolCallWrapper].WrapToolCall: around each tool call's execution, after
 //     its arguments were validated (run it remotely, in the background, …).
 //   - [DeferredHandler].HandleDeferred: once per step with the deferred calls
@@ -66,7 +89,8 @@
 //
 // RunOptions.OnEvent and [Agent.Iter] deliver the [Event]s of SPEC §6.3 in
 // order: run_started, model_request_started, text_delta, tool_call,
-// tool_result, deferred_tool_requests, deferred_tool_results, and always
+// tool_result, deferred_tool_requests, deferred_tool_results, the
+// background and progress events, and always
 // final last: nothing is emitted after it (a leftover goroutine's progress
 // report is dropped).
 package agent

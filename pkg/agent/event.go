@@ -120,6 +120,9 @@ func (e Event) MarshalJSON() ([]byte, error) {
 		} else {
 			m["args_valid"] = nil
 		}
+		if e.TaskID != "" {
+			m["task_id"] = e.TaskID
+		}
 	case EventToolResult:
 		m["tool_call_id"], m["tool"], m["outcome"] = e.ToolCallID, e.Tool, e.Outcome
 		m["content"] = rawOrNull(e.Content)

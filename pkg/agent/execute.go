@@ -15,6 +15,7 @@ import (
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
+// runContext returns the RunContext of a call (of the step, when s is nil).
 func (r *run) runContext(s *slot) *tool.RunContext {
 	rc := &tool.RunContext{
 		RunID:          r.runID,
@@ -114,7 +115,7 @@ func (r *run) runCall(ctx context.Context, st *stepState, s *slot) error {
 			// reporter, remote calls skip relaying their workers' reports.
 			ctx = progress.WithReporter(ctx, callProgress{r: r, s: s})
 		}
-		call := &ToolCall{Tool: s.t, Call: s.call, Args: s.args, RunContext: r.runContext(s)}
+		call := &ToolCall{Tool: s.t, Call: s.call, Args: s.args, RunContext: r.runContext(s), TaskID: s.taskID}
 		next := func(ctx context.Context, c *ToolCall) (any, error) {
 			return c.Tool.Run(ctx, c.RunContext, c.Args)
 		}
@@ -183,7 +184,7 @@ func (r *run) outcome(ctx context.Context, st *stepState, s *slot, val any, err 
 // ends the run.
 func (r *run) unexpected(s *slot, err error) error {
 	typ := tool.ErrorType(err)
-	r.log.Error("tool failed", slog.String("tool", s.call.ToolName), slog.String("tool_call_id", s.call.ToolCallID), slog.String("error_type", typ), slog.Any("error", err))
+	r.log.Error("tool failed", append([]any{slog.String("tool", s.call.ToolName), slog.String("tool_call_id", s.call.ToolCallID), slog.String("error_type", typ), slog.Any("error", err)}, panicStack(err)...)...)
 	if r.a.cfg.FailOnToolError {
 		return fmt.Errorf("tool %s: %w", s.call.ToolName, err)
 	}
@@ -230,7 +231,11 @@ func (r *run) emitCall(s *slot, valid *bool) {
 		return
 	}
 	s.callEmitted = true
-	r.emit(Event{Type: EventToolCall, ToolCallID: s.call.ToolCallID, Tool: s.call.ToolName, Args: json.RawMessage(s.call.Args), ArgsValid: valid})
+	e := Event{Type: EventToolCall, ToolCallID: s.call.ToolCallID, Tool: s.call.ToolName, Args: json.RawMessage(s.call.Args), ArgsValid: valid}
+	if valid != nil && *valid {
+		e.TaskID = s.taskID
+	}
+	r.emit(e)
 }
 
 func (r *run) emitResult(s *slot) {

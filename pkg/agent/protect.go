@@ -1,6 +1,10 @@
 package agent
 
-import "runtime/debug"
+import (
+	"errors"
+	"log/slog"
+	"runtime/debug"
+)
 
 // protect calls fn and turns a panic into a *Panic error, so that a
 // panicking in-process tool becomes a Panic outcome and the process
@@ -12,4 +16,13 @@ func protect(fn func() (any, error)) (val any, err error) {
 		}
 	}()
 	return fn()
+}
+
+// panicStack returns the log attribute of a panic's stack, if err is one.
+func panicStack(err error) []any {
+	var p *Panic
+	if errors.As(err, &p) {
+		return []any{slog.String("stack", string(p.Stack))}
+	}
+	return nil
 }

@@ -94,6 +94,7 @@ func (r *run) resumePass(ctx context.Context, st *stepState, slots []*slot, name
 			return nil, userErrorf(nil, "Tool call '%s' was given both an approval and a result; give exactly one.", id)
 		}
 		kind := record[id].Kind
+		s.deferredTaskID = record[id].TaskID
 		if kind == "" && s.t != nil {
 			switch {
 			case s.t.Kind == tool.KindExternal:

@@ -226,6 +226,9 @@ func finalOf(res *Result, err error) *Final {
 	case res.Paused():
 		f.Status, f.ExitCode = StatusPaused, 3
 		f.Pending = PendingOf(res.Deferred)
+		for _, b := range res.Background {
+			f.Pending = append(f.Pending, Pending{TaskID: b.TaskID, ToolCallID: b.ToolCallID, Kind: b.Kind, Tool: b.Tool, Args: b.Args})
+		}
 	}
 	return f
 }
@@ -261,6 +264,10 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 			r.keep(req)
 			return nil, err
 		}
+		if r.suspendRequested() {
+			r.keep(req)
+			return r.suspended(), nil
+		}
 		resp, err := r.request(ctx, req)
 		if err != nil {
 			return nil, err
@@ -276,6 +283,9 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 			more, err := r.afterStep(ctx, false)
 			if err != nil {
 				r.keep(message.NewRequest(parts...))
+				if errors.Is(err, errSuspend) {
+					return r.suspended(), nil
+				}
 				return nil, err
 			}
 			req = message.NewRequest(append(parts, more...)...)
@@ -284,6 +294,9 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 		// The model answered without tool calls: the run ends unless queued
 		// messages or capabilities keep it going.
 		more, err := r.afterStep(ctx, true)
+		if errors.Is(err, errSuspend) {
+			return r.suspended(), nil
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -312,6 +325,31 @@ func (r *run) alive(ctx context.Context) error {
 		return ErrRunCancelled
 	}
 	return ctx.Err()
+}
+
+// errSuspend is returned by hooks (the background tasks' idle wait) that
+// saw RunOptions.Suspend closed: the run returns suspended.
+var errSuspend = errors.New("agent: run suspended")
+
+// suspendRequested reports whether RunOptions.Suspend is closed.
+func (r *run) suspendRequested() bool {
+	select {
+	case <-r.opts.Suspend:
+		return true
+	default:
+		return false
+	}
+}
+
+// suspended is the result of a run stopped by RunOptions.Suspend. Queued
+// messages are kept in the history, as on a pause.
+func (r *run) suspended() *Result {
+	for _, q := range r.drainAtEnd() {
+		r.appendMessage(message.NewRequest(message.UserPrompt{Content: q}))
+	}
+	res := r.result("", nil)
+	res.Suspended = true
+	return res
 }
 
 // keep records a request that will not be sent (the run ends first), so
@@ -414,7 +452,8 @@ func (r *run) instructions() string {
 	}
 	for _, c := range r.caps {
 		if p, ok := c.(InstructionsProvider); ok {
-			if s := p.Instructions(); s != "" {
+			// Several capabilities of one kind give the same text once.
+			if s := p.Instructions(); s != "" && !slices.Contains(texts, s) {
 				texts = append(texts, s)
 			}
 		}

@@ -59,3 +59,10 @@ func (r *run) message(i int) message.Message {
 	defer r.mu.Unlock()
 	return r.history[i]
 }
+
+// isCancelled reports whether RunContext.Cancel was called.
+func (r *run) isCancelled() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cancelled
+}

@@ -40,9 +40,12 @@ type slot struct {
 	hasMeta   bool
 	byKind    bool // deferred by its tool's kind rather than by raising
 
-	callEmitted bool // its tool_call event was sent
-	skip        bool // answered in the history already
-	ran         bool // its tool was started
+	callEmitted bool   // its tool_call event was sent
+	skip        bool   // answered in the history already
+	taskID      string // the task running it, named by a ToolCallPreparer
+
+	deferredTaskID string // the task ID it got when it was deferred
+	ran            bool   // its tool was started
 }
 
 // step handles the tool calls of the response at history[respIdx]. Without

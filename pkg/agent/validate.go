@@ -52,14 +52,22 @@ func (r *run) validate(ctx context.Context, st *stepState, s *slot, names []stri
 	if s.t == nil {
 		return fail(unknownToolText(s.call.ToolName, names))
 	}
-	args, err := s.t.ParseArgs(s.call.Args)
+	raw, err := r.prepareCall(ctx, s, kindDeferred)
+	var retry *tool.ModelRetry
+	switch {
+	case errors.As(err, &retry):
+		return fail(retry.Message)
+	case err != nil:
+		r.emitCall(s, boolPtr(false))
+		return err
+	}
+	args, err := s.t.ParseArgs(raw)
 	if err != nil {
 		return fail(validationText(err))
 	}
 	s.args = args
 	if s.t.Validator != nil {
 		_, verr := protect(func() (any, error) { return nil, s.t.Validator(ctx, r.runContext(s), args) })
-		var retry *tool.ModelRetry
 		var inval *tool.ValidationError
 		var ar *tool.ApprovalRequired
 		var cd *tool.CallDeferred
@@ -85,6 +93,22 @@ func (r *run) validate(ctx context.Context, st *stepState, s *slot, names []stri
 	}
 	r.emitCall(s, boolPtr(true))
 	return nil
+}
+
+// prepareCall runs the ToolCallPreparers on a call and returns the
+// arguments to validate; the task ID they named is kept in the slot.
+func (r *run) prepareCall(ctx context.Context, s *slot, deferred bool) (string, error) {
+	pc := &PreparedCall{Tool: s.t, Call: s.call, Args: s.call.Args, Deferred: deferred, DeferredTaskID: s.deferredTaskID}
+	s.taskID = ""
+	for _, c := range r.caps {
+		if p, ok := c.(ToolCallPreparer); ok {
+			if err := p.PrepareToolCall(ctx, r.info, pc); err != nil {
+				return "", err
+			}
+		}
+	}
+	s.taskID = pc.TaskID
+	return pc.Args, nil
 }
 
 func unknownToolText(name string, names []string) string {
@@ -124,4 +148,16 @@ func (r *run) endStep(st *stepState) {
 			delete(r.retries, name)
 		}
 	}
+}
+
+// consumeLateRetry uses one retry of a tool outside a step: a background
+// task's ModelRetry arriving later. Past the budget it fails like a step.
+func (r *run) consumeLateRetry(name string, max int) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.retries[name] >= max {
+		return retriesExceeded(name, max)
+	}
+	r.retries[name]++
+	return nil
 }

@@ -1,0 +1,352 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"slices"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/offload-dev/offload/pkg/message"
+	"github.com/offload-dev/offload/pkg/tool"
+)
+
+// Texts of SPEC §4 that the model sees.
+const (
+	// BackgroundInstructions is added to the system prompt of every run
+	// with [BackgroundTools].
+	BackgroundInstructions = "Some tools return right away and deliver their result later as a follow-up message. Pass run_in_background=true to a tool that accepts it when you want to keep working and get its result later."
+	// RunInBackgroundParam is the flag added to the schema of optional
+	// background tools.
+	RunInBackgroundParam = "run_in_background"
+	// runInBackgroundSchema is the flag's schema, as the model sees it.
+	runInBackgroundSchema = `{"type":"boolean","description":"Set to true to keep working and get the result later as a follow-up message."}`
+	// runInBackgroundRetry is the retry prompt for a non-boolean flag.
+	runInBackgroundRetry = "`run_in_background` must be true or false."
+)
+
+// Selector chooses the tools that [BackgroundTools] always runs in the
+// background. Build one with [SelectMetadata], [SelectNames], [SelectAll]
+// or [SelectFunc].
+type Selector struct {
+	match func(ctx context.Context, info *RunInfo, t *tool.Tool) bool
+}
+
+// Matches reports whether the selector chooses t. The zero Selector
+// chooses the tools whose metadata has background: true.
+func (s Selector) Matches(ctx context.Context, info *RunInfo, t *tool.Tool) bool {
+	if s.match == nil {
+		return DefaultSelector.Matches(ctx, info, t)
+	}
+	return s.match(ctx, info, t)
+}
+
+// DefaultSelector chooses the tools whose metadata has background: true.
+var DefaultSelector = SelectMetadata(map[string]any{"background": true})
+
+// SelectMetadata chooses the tools whose metadata includes every key of kv
+// with an equal value (nested maps are included recursively).
+func SelectMetadata(kv map[string]any) Selector {
+	kv = tool.DeepCopy(kv)
+	return Selector{match: func(_ context.Context, _ *RunInfo, t *tool.Tool) bool { return includes(t.Metadata, kv) }}
+}
+
+// SelectNames chooses the tools with the given names.
+func SelectNames(names ...string) Selector {
+	names = slices.Clone(names)
+	return Selector{match: func(_ context.Context, _ *RunInfo, t *tool.Tool) bool { return slices.Contains(names, t.Name) }}
+}
+
+// SelectAll chooses every tool.
+func SelectAll() Selector {
+	return Selector{match: func(context.Context, *RunInfo, *tool.Tool) bool { return true }}
+}
+
+// SelectFunc chooses the tools for which fn reports true.
+func SelectFunc(fn func(ctx context.Context, info *RunInfo, t *tool.Tool) bool) Selector {
+	return Selector{match: fn}
+}
+
+// SelectorFromSpec builds a selector from its form in an agent spec
+// (SPEC §6.1, capabilities: [{BackgroundTools: {tools: <selector>}}]):
+// "all"; a tool name; a list of names; or a map of metadata the tools must
+// include. A nil spec is the default selector.
+func SelectorFromSpec(spec any) (Selector, error) {
+	switch v := spec.(type) {
+	case nil:
+		return DefaultSelector, nil
+	case string:
+		if v == "all" {
+			return SelectAll(), nil
+		}
+		return SelectNames(v), nil
+	case []string:
+		return SelectNames(v...), nil
+	case []any:
+		names := make([]string, 0, len(v))
+		for _, n := range v {
+			s, ok := n.(string)
+			if !ok {
+				return Selector{}, fmt.Errorf("%w: BackgroundTools tools: a list must hold tool names, got %T", ErrInvalidConfig, n)
+			}
+			names = append(names, s)
+		}
+		return SelectNames(names...), nil
+	case map[string]any:
+		return SelectMetadata(v), nil
+	default:
+		return Selector{}, fmt.Errorf("%w: BackgroundTools tools: want \"all\", a name, a list of names or a metadata map, got %T", ErrInvalidConfig, spec)
+	}
+}
+
+// includes reports whether have deeply includes every entry of want.
+func includes(have, want map[string]any) bool {
+	for k, w := range want {
+		h, ok := have[k]
+		if !ok {
+			return false
+		}
+		wm, wIsMap := w.(map[string]any)
+		hm, hIsMap := h.(map[string]any)
+		switch {
+		case wIsMap && hIsMap:
+			if !includes(hm, wm) {
+				return false
+			}
+		case wIsMap || hIsMap:
+			return false
+		case !reflect.DeepEqual(h, w):
+			return false
+		}
+	}
+	return true
+}
+
+// BackgroundConfig configures [BackgroundTools].
+type BackgroundConfig struct {
+	// Tools chooses the tools that always run in the background. The zero
+	// value is [DefaultSelector] (metadata background: true). Tools whose
+	// metadata has background: "optional" run in the background when the
+	// model passes run_in_background=true.
+	Tools Selector
+	// Executor starts the background calls. Nil means [InProcessExecutor].
+	Executor Executor
+	// Logger receives the messages of unexpected failures (the model sees
+	// only their type). Nil means the agent's logger.
+	Logger *slog.Logger
+}
+
+// backgroundTools is the capability of [BackgroundTools].
+type backgroundTools struct {
+	sel  Selector
+	exec Executor
+	log  *slog.Logger
+}
+
+// BackgroundTools returns a capability that runs the chosen tool calls in
+// the background (SPEC §4): such a call returns at once with an
+// acknowledgement naming its task, the run goes on, and the call's outcome
+// reaches the model later as a follow-up user message, between model
+// requests. When the model ends its turn while tasks are live, the run
+// waits for the next outcome and gives the model another turn; Run returns
+// only when no task is live. Sequential tools never run in the background.
+//
+// Several BackgroundTools capabilities combine: a call runs once, with the
+// executor of the first capability that chooses its tool.
+//
+// Ending a run (an error, a usage limit, RunContext.Cancel, the context's
+// cancellation) cancels every live task and refuses late outcomes. A pause
+// (deferred calls, RunOptions.Suspend) is never held back by live tasks:
+// those whose executor can detach them run on and are listed in
+// Result.Background; the others are cancelled.
+func BackgroundTools(cfg BackgroundConfig) Capability {
+	if cfg.Executor == nil {
+		cfg.Executor = InProcessExecutor{}
+	}
+	return &backgroundTools{sel: cfg.Tools, exec: cfg.Executor, log: cfg.Logger}
+}
+
+// bgMode is how a tool runs under BackgroundTools.
+type bgMode int
+
+const (
+	bgNone     bgMode = iota // inline
+	bgAlways                 // always in the background
+	bgOptional               // in the background when the model asks
+)
+
+// Instructions implements [InstructionsProvider].
+func (b *backgroundTools) Instructions() string { return BackgroundInstructions }
+
+// WrapRun implements [RunWrapper]: the first BackgroundTools capability of
+// a run owns its background tasks; the others register with it.
+func (b *backgroundTools) WrapRun(ctx context.Context, info *RunInfo, next func(context.Context) (*Result, error)) (*Result, error) {
+	if br := bgRunOf(ctx); br != nil {
+		br.caps = append(br.caps, b)
+		return next(ctx)
+	}
+	log := b.log
+	if log == nil {
+		log = info.r.log
+	}
+	br := newBgRun(b, info, log)
+	res, err := next(context.WithValue(ctx, bgRunKey{}, br))
+	return br.end(res, err)
+}
+
+// owner returns the run's background state when b owns it.
+func (b *backgroundTools) owner(ctx context.Context) *bgRun {
+	br := bgRunOf(ctx)
+	if br == nil || br.owner != b {
+		return nil
+	}
+	return br
+}
+
+// PrepareTools implements [ToolsPreparer]: optional background tools get
+// the run_in_background flag in their schema.
+func (b *backgroundTools) PrepareTools(ctx context.Context, info *RunInfo, tools []*tool.Tool) ([]*tool.Tool, error) {
+	br := b.owner(ctx)
+	if br == nil {
+		return tools, nil
+	}
+	out := make([]*tool.Tool, 0, len(tools))
+	for _, t := range tools {
+		if br.mode(ctx, t) != bgOptional {
+			out = append(out, t)
+			continue
+		}
+		if t.HasParameter(RunInBackgroundParam) {
+			return nil, &UserError{Message: fmt.Sprintf("Tool '%s' already has a 'run_in_background' parameter, so it cannot be an optional background tool.", t.Name)}
+		}
+		params, err := withFlag(t.Parameters)
+		if err != nil {
+			return nil, fmt.Errorf("agent: background tool %s: %w", t.Name, err)
+		}
+		// The clone keeps the compiled schema of the tool: the flag is
+		// taken out of the arguments before they are validated.
+		c := t.Clone()
+		c.Parameters = params
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// withFlag adds the run_in_background property to an object schema.
+func withFlag(params json.RawMessage) (json.RawMessage, error) {
+	var schema map[string]json.RawMessage
+	if len(bytes.TrimSpace(params)) == 0 {
+		params = json.RawMessage(`{"type":"object","properties":{}}`)
+	}
+	if err := json.Unmarshal(params, &schema); err != nil {
+		return nil, err
+	}
+	props := map[string]json.RawMessage{}
+	if raw, ok := schema["properties"]; ok {
+		if err := json.Unmarshal(raw, &props); err != nil {
+			return nil, err
+		}
+	}
+	props[RunInBackgroundParam] = json.RawMessage(runInBackgroundSchema)
+	raw, err := json.Marshal(props)
+	if err != nil {
+		return nil, err
+	}
+	schema["properties"] = raw
+	return json.Marshal(schema)
+}
+
+// PrepareToolCall implements [ToolCallPreparer]: it takes the
+// run_in_background flag out of an optional tool's arguments (a
+// non-boolean value is a retry) and names the task of a call that will run
+// in the background.
+func (b *backgroundTools) PrepareToolCall(ctx context.Context, _ *RunInfo, pc *PreparedCall) error {
+	br := b.owner(ctx)
+	if br == nil || pc.Tool == nil {
+		return nil
+	}
+	background := false
+	switch br.mode(ctx, pc.Tool) {
+	case bgNone:
+		return nil
+	case bgAlways:
+		background = true
+	case bgOptional:
+		args, flag, err := takeFlag(pc.Args)
+		if err != nil {
+			return err
+		}
+		pc.Args, background = args, flag
+	}
+	if background && !pc.Deferred && pc.Tool.Kind != tool.KindExternal {
+		pc.TaskID = pc.DeferredTaskID
+		if pc.TaskID == "" {
+			pc.TaskID = ulid.Make().String()
+		}
+	}
+	return nil
+}
+
+// takeFlag removes run_in_background from raw arguments. Arguments that
+// are not a JSON object are left as they are (validation refuses them).
+func takeFlag(raw string) (string, bool, error) {
+	dec := json.NewDecoder(bytes.NewReader([]byte(raw)))
+	dec.UseNumber()
+	var obj map[string]any
+	if err := dec.Decode(&obj); err != nil || obj == nil {
+		return raw, false, nil
+	}
+	v, ok := obj[RunInBackgroundParam]
+	if !ok {
+		return raw, false, nil
+	}
+	flag, isBool := v.(bool)
+	if !isBool {
+		return raw, false, tool.Retry(runInBackgroundRetry)
+	}
+	delete(obj, RunInBackgroundParam)
+	out, err := json.Marshal(obj)
+	if err != nil {
+		return raw, false, nil
+	}
+	return string(out), flag, nil
+}
+
+// WrapToolCall implements [ToolCallWrapper]: a call named as a task by
+// PrepareToolCall starts in the background and returns the
+// acknowledgement.
+func (b *backgroundTools) WrapToolCall(ctx context.Context, call *ToolCall, next ToolCallFunc) (any, error) {
+	br := b.owner(ctx)
+	if br == nil || call.TaskID == "" || inBackground(ctx) {
+		return next(ctx, call)
+	}
+	exec := br.executor(ctx, call.Tool)
+	return br.spawn(ctx, exec, call, next)
+}
+
+// BeforeModelRequest implements [ModelRequestHook]: the outcomes that
+// arrived are added to the request as follow-up messages.
+func (b *backgroundTools) BeforeModelRequest(ctx context.Context, _ *RunInfo, req *message.Message) error {
+	br := b.owner(ctx)
+	if br == nil {
+		return nil
+	}
+	parts, err := br.deliver()
+	req.Parts = append(req.Parts, parts...)
+	return err
+}
+
+// AfterStep implements [StepHook]: when the model ended its turn while
+// tasks are live, it waits for the next outcome and keeps the run going
+// with it.
+func (b *backgroundTools) AfterStep(ctx context.Context, _ *RunInfo, final bool) ([]message.Part, error) {
+	br := b.owner(ctx)
+	if br == nil || !final {
+		return nil, nil
+	}
+	return br.awaitOutcome(ctx)
+}

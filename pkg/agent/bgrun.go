@@ -1,0 +1,429 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/offload-dev/offload/pkg/message"
+	"github.com/offload-dev/offload/pkg/progress"
+	"github.com/offload-dev/offload/pkg/tool"
+)
+
+// bgRunKey is the context key of a run's background state.
+type bgRunKey struct{}
+
+// inBackgroundKey marks the context of a call already running in the
+// background, so that inner BackgroundTools wrappers let it through.
+type inBackgroundKey struct{}
+
+func bgRunOf(ctx context.Context) *bgRun {
+	br, _ := ctx.Value(bgRunKey{}).(*bgRun)
+	return br
+}
+
+func inBackground(ctx context.Context) bool {
+	v, _ := ctx.Value(inBackgroundKey{}).(bool)
+	return v
+}
+
+// bgRun is the background state of one run: its live tasks and the
+// outcomes that arrived and wait for delivery. The first BackgroundTools
+// capability of the run (the owner) creates it in WrapRun and ends it when
+// the run returns; the others register their selectors with it.
+type bgRun struct {
+	owner *backgroundTools
+	caps  []*backgroundTools // in capability order, owner first
+	info  *RunInfo
+	r     *run
+	log   *slog.Logger
+
+	stop    chan struct{} // closed when the run ends: watchers return
+	arrival chan struct{} // signalled (capacity 1) when an outcome arrives
+	wg      sync.WaitGroup
+
+	mu      sync.Mutex // guards the fields below
+	live    []*bgTask  // started and not yet delivered, in start order
+	arrived []*bgTask  // finished and not yet delivered, in completion order
+	closed  bool       // the run is ending: late outcomes are refused
+}
+
+// bgTask is one background call.
+type bgTask struct {
+	id      string
+	call    *ToolCall
+	task    BackgroundTask
+	started time.Time
+
+	// Set under bgRun.mu.
+	cancelled bool // cancelled by the run: its outcome is dropped
+	val       any
+	err       error
+}
+
+func newBgRun(owner *backgroundTools, info *RunInfo, log *slog.Logger) *bgRun {
+	return &bgRun{
+		owner:   owner,
+		caps:    []*backgroundTools{owner},
+		info:    info,
+		r:       info.r,
+		log:     log,
+		stop:    make(chan struct{}),
+		arrival: make(chan struct{}, 1),
+	}
+}
+
+// mode says how t runs: sequential tools never in the background; a
+// selector match wins over optional metadata.
+func (br *bgRun) mode(ctx context.Context, t *tool.Tool) bgMode {
+	if t == nil || t.Sequential || t.Kind == tool.KindExternal {
+		return bgNone
+	}
+	for _, c := range br.caps {
+		if c.sel.Matches(ctx, br.info, t) {
+			return bgAlways
+		}
+	}
+	if v, ok := t.Metadata["background"].(string); ok && v == "optional" {
+		return bgOptional
+	}
+	return bgNone
+}
+
+// executor returns the executor of the first capability choosing t, else
+// the owner's.
+func (br *bgRun) executor(ctx context.Context, t *tool.Tool) Executor {
+	for _, c := range br.caps {
+		if c.sel.Matches(ctx, br.info, t) {
+			return c.exec
+		}
+	}
+	return br.owner.exec
+}
+
+// taskReporter gives a background call's progress reports its task ID.
+type taskReporter struct {
+	inner  progress.Reporter
+	taskID string
+}
+
+func (p taskReporter) Report(message string, fraction *float64) {
+	p.ReportTask(p.taskID, message, fraction)
+}
+
+func (p taskReporter) ReportTask(_ string, message string, fraction *float64) {
+	if tr, ok := p.inner.(progress.TaskReporter); ok {
+		tr.ReportTask(p.taskID, message, fraction)
+		return
+	}
+	p.inner.Report(message, fraction)
+}
+
+// spawn starts call in the background and returns its acknowledgement.
+func (br *bgRun) spawn(ctx context.Context, exec Executor, call *ToolCall, next ToolCallFunc) (any, error) {
+	br.mu.Lock()
+	closed := br.closed
+	br.mu.Unlock()
+	if closed {
+		return nil, ErrRunCancelled
+	}
+	tctx := context.WithValue(ctx, inBackgroundKey{}, true)
+	if rep, ok := progress.FromContext(ctx); ok {
+		tctx = progress.WithReporter(tctx, taskReporter{inner: rep, taskID: call.TaskID})
+	}
+	task, err := exec.Start(tctx, &BackgroundCall{TaskID: call.TaskID, Call: call, Run: next})
+	if err != nil {
+		return nil, fmt.Errorf("start background task: %w", err)
+	}
+	t := &bgTask{id: call.TaskID, call: call, task: task, started: time.Now().UTC()}
+	br.mu.Lock()
+	if br.closed {
+		// The run ended while the task started.
+		br.mu.Unlock()
+		task.Cancel("run ended")
+		<-task.Done()
+		return nil, ErrRunCancelled
+	}
+	br.live = append(br.live, t)
+	br.wg.Add(1)
+	br.mu.Unlock()
+	br.info.Emit(Event{Type: EventBackgroundTaskStarted, TaskID: t.id, Tool: call.Call.ToolName, ToolCallID: call.Call.ToolCallID})
+	go br.watch(t)
+	return fmt.Sprintf("Tool '%s' is running in the background as task %s. Its result will arrive later as a follow-up message; continue with other work meanwhile.", call.Call.ToolName, t.id), nil
+}
+
+// watch waits for t's outcome and queues it for delivery.
+func (br *bgRun) watch(t *bgTask) {
+	defer br.wg.Done()
+	select {
+	case <-t.task.Done():
+	case <-br.stop:
+		select {
+		case <-t.task.Done():
+		default:
+			return // detached
+		}
+	}
+	val, err := t.task.Outcome()
+	br.mu.Lock()
+	t.val, t.err = val, err
+	cancelled := t.cancelled
+	if !cancelled && !br.closed {
+		br.arrived = append(br.arrived, t)
+	}
+	br.mu.Unlock()
+	status := "completed"
+	var tc *TaskCancelled
+	switch {
+	case cancelled || errors.As(err, &tc):
+		status = "cancelled"
+	case err != nil:
+		status = "failed"
+	}
+	br.info.Emit(Event{Type: EventBackgroundTaskFinished, TaskID: t.id, Tool: t.call.Call.ToolName, ToolCallID: t.call.Call.ToolCallID, Status: status})
+	select {
+	case br.arrival <- struct{}{}:
+	default:
+	}
+}
+
+// liveCount returns the number of tasks not yet delivered.
+func (br *bgRun) liveCount() int {
+	br.mu.Lock()
+	defer br.mu.Unlock()
+	return len(br.live)
+}
+
+// deliver turns the outcomes that arrived into follow-up parts, in
+// completion order. A fatal outcome (retries exhausted, the tool's own
+// cancellation) ends the run.
+func (br *bgRun) deliver() ([]message.Part, error) {
+	br.mu.Lock()
+	arrived := br.arrived
+	br.arrived = nil
+	for _, t := range arrived {
+		for i, l := range br.live {
+			if l == t {
+				br.live = append(br.live[:i], br.live[i+1:]...)
+				break
+			}
+		}
+	}
+	br.mu.Unlock()
+	var parts []message.Part
+	for _, t := range arrived {
+		p, err := br.followUp(t)
+		if err != nil {
+			return parts, err
+		}
+		parts = append(parts, p)
+	}
+	return parts, nil
+}
+
+// awaitOutcome is the idle wait: when the model ended its turn, it
+// delivers what arrived or, while tasks are live, waits for the next
+// outcome.
+func (br *bgRun) awaitOutcome(ctx context.Context) ([]message.Part, error) {
+	for {
+		parts, err := br.deliver()
+		if err != nil || len(parts) > 0 || br.liveCount() == 0 {
+			return parts, err
+		}
+		select {
+		case <-br.arrival:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-br.r.opts.Suspend:
+			return nil, errSuspend
+		}
+	}
+}
+
+// followUp is the user message that delivers t's outcome (SPEC §4).
+func (br *bgRun) followUp(t *bgTask) (message.Part, error) {
+	name, id := t.call.Call.ToolName, t.id
+	// Each task held one tool call slot while it ran; a failed one gives
+	// it back, a completed one counts once.
+	if t.err != nil {
+		br.info.ReserveToolCalls(-1)
+	}
+	failed := func(detail string) (message.Part, error) {
+		return message.UserText(fmt.Sprintf("Background tool '%s' (task %s) failed: %s", name, id, detail)), nil
+	}
+	var retry *tool.ModelRetry
+	var tf *tool.ToolFailed
+	var ar *tool.ApprovalRequired
+	var cd *tool.CallDeferred
+	var inval *tool.ValidationError
+	var tc *TaskCancelled
+	err := t.err
+	switch {
+	case err == nil:
+		part, content, merr := returnPart(name, t.call.Call.ToolCallID, t.val)
+		if merr != nil {
+			return br.unexpected(t, merr)
+		}
+		return completed(name, id, part, content), nil
+	case errors.As(err, &retry):
+		if e := br.r.consumeLateRetry(name, t.call.Tool.Retries); e != nil {
+			return nil, e
+		}
+		if retry.Message == "" {
+			return failed("ModelRetry")
+		}
+		return failed(retry.Message)
+	case errors.As(err, &inval):
+		if e := br.r.consumeLateRetry(name, t.call.Tool.Retries); e != nil {
+			return nil, e
+		}
+		return failed(validationText(inval))
+	case errors.As(err, &tf):
+		if tf.Message == "" {
+			return failed("ToolFailed")
+		}
+		return failed(tf.Message)
+	case errors.As(err, &ar):
+		return failed("ApprovalRequired was raised; background tools cannot defer a running task.")
+	case errors.As(err, &cd):
+		return failed("CallDeferred was raised; background tools cannot defer a running task.")
+	case errors.Is(err, ErrRunCancelled):
+		return nil, ErrRunCancelled
+	case errors.As(err, &tc):
+		// Cancelled, but not by this run (a worker shutting down for
+		// good, an operator): the run cannot go on without it.
+		return nil, fmt.Errorf("background tool %s (task %s): %w", name, id, err)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		// The tool's own cancellation ends the run.
+		return nil, fmt.Errorf("background tool %s (task %s): %w", name, id, err)
+	default:
+		return br.unexpected(t, err)
+	}
+}
+
+// unexpected handles an unexpected failure: logged with its message; the
+// model sees only its type. With Config.FailOnToolError it ends the run.
+func (br *bgRun) unexpected(t *bgTask, err error) (message.Part, error) {
+	typ := tool.ErrorType(err)
+	br.log.Error("background tool failed", append([]any{slog.String("tool", t.call.Call.ToolName), slog.String("task_id", t.id), slog.String("error_type", typ), slog.Any("error", err)}, panicStack(err)...)...)
+	if br.r.a.cfg.FailOnToolError {
+		return nil, fmt.Errorf("tool %s: %w", t.call.Call.ToolName, err)
+	}
+	return message.UserText(fmt.Sprintf("Background tool '%s' (task %s) failed: %s", t.call.Call.ToolName, t.id, typ)), nil
+}
+
+// completed is the follow-up of a completed task: its result as text, and
+// the tool.Return's extra content (joined to the text when it is all text,
+// else as further items). Application metadata is not carried.
+func completed(name, id string, part message.ToolReturn, content []message.Content) message.Part {
+	text := fmt.Sprintf("Background tool '%s' (task %s) completed.\nResult: %s", name, id, part.ModelText())
+	allText := true
+	for _, c := range content {
+		if c.Type != "text" {
+			allText = false
+		}
+	}
+	if allText {
+		for _, c := range content {
+			text += "\n" + c.Text
+		}
+		return message.UserText(text)
+	}
+	items := append([]message.Content{message.TextContent(text)}, content...)
+	return message.UserPrompt{Content: items}
+}
+
+// end stops the run's background work once the run returned res, err. An
+// ended run cancels every live task (and waits for them); a paused one
+// detaches the tasks that can outlive the process, lists them in
+// res.Background, and cancels the others.
+func (br *bgRun) end(res *Result, err error) (*Result, error) {
+	br.mu.Lock()
+	br.closed = true
+	live := append([]*bgTask(nil), br.live...)
+	arrived := br.arrived
+	br.arrived = nil
+	br.mu.Unlock()
+
+	paused := err == nil && res != nil && res.Paused()
+	reason := "run ended"
+	switch {
+	case err != nil && br.r.isCancelled():
+		reason = "run cancelled"
+	case err != nil && errors.Is(err, context.Canceled):
+		reason = "run interrupted"
+	case err != nil:
+		reason = "run failed"
+	case paused:
+		reason = "run paused"
+	}
+	var cancelled []*bgTask
+	var kept []PendingTask
+	for _, t := range live {
+		if isArrived(arrived, t) {
+			continue // finished: its outcome is handled below
+		}
+		if paused && t.task.Detach() {
+			kept = append(kept, PendingTask{TaskID: t.id, Kind: KindBackground, Tool: t.call.Call.ToolName, ToolCallID: t.call.Call.ToolCallID, Args: t.call.Args, StartedAt: t.started})
+			continue
+		}
+		br.mu.Lock()
+		t.cancelled = true
+		br.mu.Unlock()
+		t.task.Cancel(reason)
+		cancelled = append(cancelled, t)
+	}
+	// Cleanup waits for the cancelled tasks, then for the watchers.
+	for _, t := range cancelled {
+		<-t.task.Done()
+	}
+	close(br.stop)
+	br.wg.Wait()
+	// A cancelled task gives back its tool call slot; so does a failed one
+	// whose outcome is dropped (a completed one counts once).
+	release := len(cancelled)
+	if !paused {
+		for _, t := range arrived {
+			if t.err != nil {
+				release++
+			}
+		}
+	}
+	if release > 0 {
+		br.info.ReserveToolCalls(-release)
+		if res != nil {
+			res.Usage = br.r.usageSnapshot()
+		}
+	}
+	if !paused {
+		return res, err
+	}
+	res.Background = append(res.Background, kept...)
+	// Outcomes that arrived before the pause are kept in the history: the
+	// resume sends them with its first request. A fatal one ends the run.
+	var parts []message.Part
+	for _, t := range arrived {
+		p, ferr := br.followUp(t)
+		if ferr != nil {
+			return res, ferr
+		}
+		parts = append(parts, p)
+	}
+	if len(parts) > 0 {
+		res.Messages = append(res.Messages, br.r.stamp(message.NewRequest(parts...)))
+	}
+	res.Usage = br.r.usageSnapshot()
+	return res, nil
+}
+
+func isArrived(arrived []*bgTask, t *bgTask) bool {
+	for _, a := range arrived {
+		if a == t {
+			return true
+		}
+	}
+	return false
+}
