@@ -22,11 +22,13 @@ import (
 
 // The definitions are written for this prefix.
 const (
-	defPrefix      = protocol.DefaultPrefix
-	defStreamPre   = "TOOLS_"
-	defKVStreamPre = "KV_tools_"
-	defKVSubjPre   = "$KV.tools_"
-	toolholder     = "<tool>"
+	defPrefix       = protocol.DefaultPrefix
+	defStreamPre    = "TOOLS_"
+	defKVStreamPre  = "KV_tools_"
+	defKVSubjPre    = "$KV.tools_"
+	defOBJStreamPre = "OBJ_tools_"
+	defOBJSubjPre   = "$O.tools_"
+	toolholder      = "<tool>"
 )
 
 // Names are the names of a prefix's JetStream assets.
@@ -47,6 +49,16 @@ type Names struct {
 	RegistryBucket string
 	// RegistryStream is the registry's backing stream, KV_<prefix>_registry.
 	RegistryStream string
+	// ConversationsBucket is the conversation store's KV bucket,
+	// <prefix>_conversations.
+	ConversationsBucket string
+	// ConversationsStream is its backing stream, KV_<prefix>_conversations.
+	ConversationsStream string
+	// HistoriesBucket is the object store of large histories,
+	// <prefix>_histories.
+	HistoriesBucket string
+	// HistoriesStream is its backing stream, OBJ_<prefix>_histories.
+	HistoriesStream string
 }
 
 // NamesFor returns the asset names of prefix ("" means
@@ -66,6 +78,11 @@ func NamesFor(prefix string) Names {
 		Cancel:         up + "CANCEL",
 		RegistryBucket: prefix + "_registry",
 		RegistryStream: "KV_" + prefix + "_registry",
+
+		ConversationsBucket: prefix + "_conversations",
+		ConversationsStream: "KV_" + prefix + "_conversations",
+		HistoriesBucket:     prefix + "_histories",
+		HistoriesStream:     "OBJ_" + prefix + "_histories",
 	}
 }
 
@@ -225,8 +242,10 @@ func rewriteStream(cfg *jetstream.StreamConfig, prefix string) error {
 		cfg.Name = strings.ToUpper(prefix) + "_" + strings.TrimPrefix(cfg.Name, defStreamPre)
 	case strings.HasPrefix(cfg.Name, defKVStreamPre):
 		cfg.Name = "KV_" + prefix + "_" + strings.TrimPrefix(cfg.Name, defKVStreamPre)
+	case strings.HasPrefix(cfg.Name, defOBJStreamPre):
+		cfg.Name = "OBJ_" + prefix + "_" + strings.TrimPrefix(cfg.Name, defOBJStreamPre)
 	default:
-		return fmt.Errorf("name %q starts with neither %s nor %s", cfg.Name, defStreamPre, defKVStreamPre)
+		return fmt.Errorf("name %q starts with none of %s, %s, %s", cfg.Name, defStreamPre, defKVStreamPre, defOBJStreamPre)
 	}
 	if len(cfg.Subjects) == 0 {
 		return fmt.Errorf("no subjects")
@@ -237,8 +256,10 @@ func rewriteStream(cfg *jetstream.StreamConfig, prefix string) error {
 			cfg.Subjects[i] = prefix + "." + strings.TrimPrefix(s, defPrefix+".")
 		case strings.HasPrefix(s, defKVSubjPre):
 			cfg.Subjects[i] = "$KV." + prefix + "_" + strings.TrimPrefix(s, defKVSubjPre)
+		case strings.HasPrefix(s, defOBJSubjPre):
+			cfg.Subjects[i] = "$O." + prefix + "_" + strings.TrimPrefix(s, defOBJSubjPre)
 		default:
-			return fmt.Errorf("subject %q starts with neither %s. nor %s", s, defPrefix, defKVSubjPre)
+			return fmt.Errorf("subject %q starts with none of %s., %s, %s", s, defPrefix, defKVSubjPre, defOBJSubjPre)
 		}
 	}
 	return nil
@@ -446,15 +467,7 @@ func EnsureTaskConsumer(ctx context.Context, js jetstream.JetStream, toolName st
 // and binds the bucket <prefix>_registry: key <tool>.<worker-id>, TTL 30 s.
 func Registry(ctx context.Context, js jetstream.JetStream, opts ProvisionOptions) (jetstream.KeyValue, error) {
 	names := NamesFor(opts.prefix())
-	cfgs, err := Streams(opts)
-	if err != nil {
-		return nil, err
-	}
-	i := slices.IndexFunc(cfgs, func(c jetstream.StreamConfig) bool { return c.Name == names.RegistryStream })
-	if i < 0 {
-		return nil, fmt.Errorf("%w: no definition of stream %s", ErrInvalidDefinition, names.RegistryStream)
-	}
-	if _, err := ensureStream(ctx, js, cfgs[i], opts.Replicas > 0); err != nil {
+	if err := ensureNamedStreams(ctx, js, opts, names.RegistryStream); err != nil {
 		return nil, err
 	}
 	kv, err := js.KeyValue(ctx, names.RegistryBucket)
@@ -462,4 +475,23 @@ func Registry(ctx context.Context, js jetstream.JetStream, opts ProvisionOptions
 		return nil, fmt.Errorf("natsjs: bind KV bucket %s: %w", names.RegistryBucket, err)
 	}
 	return kv, nil
+}
+
+// ensureNamedStreams ensures the named streams of the definitions, as
+// [Provision] does for all of them.
+func ensureNamedStreams(ctx context.Context, js jetstream.JetStream, opts ProvisionOptions, names ...string) error {
+	cfgs, err := Streams(opts)
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		i := slices.IndexFunc(cfgs, func(c jetstream.StreamConfig) bool { return c.Name == name })
+		if i < 0 {
+			return fmt.Errorf("%w: no definition of stream %s", ErrInvalidDefinition, name)
+		}
+		if _, err := ensureStream(ctx, js, cfgs[i], opts.Replicas > 0); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -54,13 +54,19 @@ func TestDefinitionsInSync(t *testing.T) {
 			subj := protocol.Subjects{Prefix: prefix}
 			streams := byName(t, cfgs)
 			want := map[string]string{
-				names.Tasks:          subj.All(protocol.KindTask),
-				names.Results:        subj.All(protocol.KindResult),
-				names.Approvals:      subj.All(protocol.KindApproval),
-				names.Decisions:      subj.All(protocol.KindDecision),
-				names.Cancel:         subj.All(protocol.KindCancel),
-				names.RegistryStream: "$KV." + names.RegistryBucket + ".>",
+				names.Tasks:               subj.All(protocol.KindTask),
+				names.Results:             subj.All(protocol.KindResult),
+				names.Approvals:           subj.All(protocol.KindApproval),
+				names.Decisions:           subj.All(protocol.KindDecision),
+				names.Cancel:              subj.All(protocol.KindCancel),
+				names.RegistryStream:      "$KV." + names.RegistryBucket + ".>",
+				names.ConversationsStream: "$KV." + names.ConversationsBucket + ".>",
 			}
+			hist, ok := streams[names.HistoriesStream]
+			if !ok || !slices.Equal(hist.Subjects, []string{"$O." + names.HistoriesBucket + ".C.>", "$O." + names.HistoriesBucket + ".M.>"}) {
+				t.Errorf("histories stream: %+v", hist)
+			}
+			delete(streams, names.HistoriesStream)
 			if len(streams) != len(want) {
 				t.Errorf("streams %v, want %v", slices.Sorted(mapsKeys(streams)), slices.Sorted(mapsKeys(want)))
 			}
@@ -96,6 +102,16 @@ func TestDefinitionsInSync(t *testing.T) {
 			}
 			if streams[names.Cancel].MaxAge < tasks.MaxAge {
 				t.Errorf("cancel max_age %v < tasks max_age %v", streams[names.Cancel].MaxAge, tasks.MaxAge)
+			}
+			// Approvals and decisions outlive the conversations they concern.
+			convs := streams[names.ConversationsStream]
+			if convs.MaxAge < 30*24*time.Hour || convs.MaxMsgsPerSubject != 1 || hist.MaxAge < convs.MaxAge {
+				t.Errorf("conversations max_age %v (history %d), histories max_age %v", convs.MaxAge, convs.MaxMsgsPerSubject, hist.MaxAge)
+			}
+			for _, name := range []string{names.Approvals, names.Decisions} {
+				if streams[name].MaxAge < convs.MaxAge {
+					t.Errorf("%s: max_age %v < the store's retention %v", name, streams[name].MaxAge, convs.MaxAge)
+				}
 			}
 			reg := streams[names.RegistryStream]
 			if reg.MaxAge != 30*time.Second || reg.MaxMsgsPerSubject != 1 || !reg.AllowRollup || !reg.DenyDelete || !reg.AllowDirect {
@@ -134,7 +150,7 @@ func mapsKeys[V any](m map[string]V) func(func(string) bool) {
 func TestDefinitionFilesRoundTrip(t *testing.T) {
 	t.Parallel()
 	files, _ := fs.Glob(defs.FS, "*/*.json")
-	if len(files) != 7 {
+	if len(files) != 9 {
 		t.Errorf("definition files: %v", files)
 	}
 	for _, file := range files {

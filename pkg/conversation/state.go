@@ -1,0 +1,108 @@
+package conversation
+
+import (
+	"encoding/json"
+	"slices"
+	"time"
+
+	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/message"
+)
+
+// State is what the store keeps of a conversation between runs. Its JSON
+// form is stable.
+type State struct {
+	// ID is the conversation's ULID.
+	ID string `json:"conversation_id"`
+	// History is the whole message history.
+	History message.History `json:"history"`
+	// Pending is what the last run left pending: deferred calls and the
+	// background tasks that outlived it. Nil when nothing is pending.
+	Pending *agent.PendingRecord `json:"pending,omitempty"`
+	// Arrivals are the decisions, answers and background outcomes that
+	// arrived for pending tasks and have not been applied by a run yet, in
+	// arrival order.
+	Arrivals []Arrival `json:"arrivals,omitempty"`
+	// Settled lists the task IDs whose arrivals earlier runs applied, so
+	// that a second message for one of them is refused as a duplicate.
+	Settled []string `json:"settled,omitempty"`
+	// Checkpoint says how far the streams of decisions, answers and
+	// results have been read for this conversation.
+	Checkpoint Checkpoint `json:"checkpoint"`
+	// UpdatedAt is when the state was last saved.
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// ArrivalKind says what arrived for a pending task.
+type ArrivalKind string
+
+const (
+	// ArrivalDecision is a person's decision on an approval.
+	ArrivalDecision ArrivalKind = "decision"
+	// ArrivalAnswer is the result of an external call.
+	ArrivalAnswer ArrivalKind = "answer"
+	// ArrivalResult is a worker's result of a background task.
+	ArrivalResult ArrivalKind = "result"
+)
+
+// Arrival is a message that resolves a pending task, kept until a run
+// applies it.
+type Arrival struct {
+	// TaskID is the pending task it resolves.
+	TaskID string `json:"task_id"`
+	// Kind says what it is.
+	Kind ArrivalKind `json:"kind"`
+	// Data is the payload as received (a Decision, an Answer or a Result of
+	// SPEC §5.2), already checked.
+	Data json.RawMessage `json:"data"`
+	// Seq is its sequence in its stream.
+	Seq uint64 `json:"seq"`
+	// At is when it was stored.
+	At time.Time `json:"at"`
+}
+
+// Checkpoint is the last stream sequence read per stream: messages up to
+// it were applied, recorded as arrivals, or refused.
+type Checkpoint struct {
+	// Decisions is the last sequence read of the decisions stream.
+	Decisions uint64 `json:"decisions,omitempty"`
+	// Answers is the last sequence read of the answers stream.
+	Answers uint64 `json:"answers,omitempty"`
+	// Results is the last sequence read of the results stream.
+	Results uint64 `json:"results,omitempty"`
+}
+
+// PendingTask returns the pending task with that ID, if any.
+func (s *State) PendingTask(taskID string) (agent.PendingTask, bool) {
+	if s == nil || s.Pending == nil {
+		return agent.PendingTask{}, false
+	}
+	i := slices.IndexFunc(s.Pending.Tasks, func(t agent.PendingTask) bool { return t.TaskID == taskID })
+	if i < 0 {
+		return agent.PendingTask{}, false
+	}
+	return s.Pending.Tasks[i], true
+}
+
+// Arrived reports whether something already arrived for the task, in this
+// pause or an earlier one.
+func (s *State) Arrived(taskID string) bool {
+	return slices.Contains(s.Settled, taskID) || slices.ContainsFunc(s.Arrivals, func(a Arrival) bool { return a.TaskID == taskID })
+}
+
+// Clone returns a deep copy, so that a store and its caller never share
+// mutable state.
+func (s *State) Clone() *State {
+	if s == nil {
+		return nil
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		panic("conversation: state does not marshal: " + err.Error())
+	}
+	var out State
+	if err := json.Unmarshal(b, &out); err != nil {
+		panic("conversation: state does not unmarshal: " + err.Error())
+	}
+	return &out
+}

@@ -1,0 +1,83 @@
+package natsjs_test
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/conversation"
+	"github.com/offload-dev/offload/pkg/deferred"
+	"github.com/offload-dev/offload/pkg/metrics"
+	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/pkg/protocol"
+)
+
+func TestInboxCollect(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	ctx := context.Background()
+	if err := natsjs.Provision(ctx, js, natsjs.ProvisionOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	am := metrics.NewAgent(prometheus.NewRegistry())
+	in, err := natsjs.NewInbox(natsjs.InboxConfig{JetStream: js, Metrics: am, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conv := protocol.NewID()
+	approval, approval2, bg := protocol.NewID(), protocol.NewID(), protocol.NewID()
+	st := &conversation.State{ID: conv, Pending: &agent.PendingRecord{ConversationID: conv, Tasks: []agent.PendingTask{
+		{TaskID: approval, Kind: deferred.KindApproval, Tool: "shell"},
+		{TaskID: approval2, Kind: deferred.KindApproval, Tool: "shell"},
+		{TaskID: bg, Kind: agent.KindBackground, Tool: "research"},
+	}}}
+	s := protocol.Subjects{}
+	pub := func(subject, data string) {
+		t.Helper()
+		if _, err := js.Publish(ctx, subject, []byte(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pub(s.Decision(conv, approval), `{"approved":true,"by":"ann"}`)
+	pub(s.Decision(conv, approval), `{"approved":false}`)             // second: duplicate
+	pub(s.Decision(conv, protocol.NewID()), `{"approved":true}`)      // unknown task
+	pub(s.Decision(conv, approval2), `{not json`)                     // malformed
+	pub(s.Decision(conv, approval2), `{"approved":"yes"}`)            // non-boolean: malformed
+	pub(s.Decision(conv, bg), `{"approved":true}`)                    // a background task: wrong kind
+	pub(s.Decision(protocol.NewID(), approval2), `{"approved":true}`) // another conversation: not read
+	pub(s.Result(conv, bg), `{"content":"found"}`)                    // the background outcome
+	pub(s.Result(conv, approval2), `{"content":"forged"}`)            // a result for an approval: wrong kind
+
+	n, err := in.Collect(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 || len(st.Arrivals) != 2 || st.Arrivals[0].TaskID != approval || st.Arrivals[0].Kind != conversation.ArrivalDecision ||
+		st.Arrivals[1].TaskID != bg || st.Arrivals[1].Kind != conversation.ArrivalResult || string(st.Arrivals[1].Data) != `{"content":"found"}` {
+		t.Fatalf("arrivals %+v", st.Arrivals)
+	}
+	for reason, want := range map[metrics.RefuseReason]float64{
+		metrics.RefuseDuplicate: 1, metrics.RefuseUnknownTask: 1, metrics.RefuseMalformed: 2, metrics.RefuseWrongKind: 2,
+	} {
+		if got := testutil.ToFloat64(am.RefusedMessagesTotal.WithLabelValues(string(reason))); got != want {
+			t.Errorf("refused{%s} = %v, want %v", reason, got, want)
+		}
+	}
+	// From the checkpoint on: nothing is read twice; a later decision is.
+	if n, err := in.Collect(ctx, st); err != nil || n != 0 {
+		t.Fatalf("second collect: %d, %v", n, err)
+	}
+	pub(s.Decision(conv, approval2), `{"approved":false,"message":"no"}`)
+	if n, err := in.Collect(ctx, st); err != nil || n != 1 || st.Arrivals[2].TaskID != approval2 {
+		t.Fatalf("third collect: %d, %v, %+v", n, err, st.Arrivals)
+	}
+	if got := testutil.ToFloat64(am.RefusedMessagesTotal.WithLabelValues(string(metrics.RefuseDuplicate))); got != 1 {
+		t.Errorf("a re-read counted again: duplicate = %v", got)
+	}
+}
