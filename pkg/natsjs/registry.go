@@ -27,6 +27,9 @@ type RegistryEntry struct {
 	Metadata map[string]any `json:"metadata"`
 	// RequiresApproval defers every call for a person's approval.
 	RequiresApproval bool `json:"requires_approval"`
+	// Retries is the tool's retry budget (an optional field beyond
+	// SPEC §5.4's list: absent, the agent's default applies).
+	Retries *int `json:"retries,omitempty"`
 	// Worker is the ID of the advertising worker.
 	Worker string `json:"worker"`
 	// ExpiresAt is when the entry stops being valid unless refreshed.
@@ -58,6 +61,7 @@ func entryFor(t *tool.Tool, worker string, expires time.Time) RegistryEntry {
 		Parameters:       params,
 		Metadata:         d.Metadata,
 		RequiresApproval: d.RequiresApproval,
+		Retries:          &t.Retries,
 		Worker:           worker,
 		ExpiresAt:        expires.UTC(),
 	}

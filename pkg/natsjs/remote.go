@@ -240,7 +240,10 @@ func (r *RemoteToolset) Tools(context.Context) ([]*tool.Tool, error) {
 // same definition.
 func (r *RemoteToolset) buildLocked(e RegistryEntry) (*tool.Tool, error) {
 	def := e.Def()
-	sigBytes, err := json.Marshal(def)
+	sigBytes, err := json.Marshal(struct {
+		Def     tool.Def
+		Retries *int
+	}{def, e.Retries})
 	if err != nil {
 		return nil, err
 	}
@@ -248,7 +251,11 @@ func (r *RemoteToolset) buildLocked(e RegistryEntry) (*tool.Tool, error) {
 	if b, ok := r.built[def.Name]; ok && b.sig == sig {
 		return b.t, nil
 	}
-	t, err := tool.New(def, r.handler(def.Name))
+	var opts []tool.Option
+	if e.Retries != nil && *e.Retries >= 0 {
+		opts = append(opts, tool.Retries(*e.Retries))
+	}
+	t, err := tool.New(def, r.handler(def.Name), opts...)
 	if err != nil {
 		return nil, err
 	}

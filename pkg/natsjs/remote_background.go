@@ -83,7 +83,11 @@ func (t *remoteTask) Outcome() (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return res.Outcome()
+	v, err := res.Outcome()
+	if errors.Is(err, protocol.ErrCancelled) {
+		return nil, &agent.TaskCancelled{Reason: res.Message}
+	}
+	return v, err
 }
 
 func (t *remoteTask) Cancel(reason string) {

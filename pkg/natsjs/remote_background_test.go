@@ -135,7 +135,8 @@ func TestRemoteExecutorCancelAndDetach(t *testing.T) {
 	recv(t, g.started, "the tool to start")
 	task.Cancel("the run ended")
 	recv(t, task.Done(), "the cancelled task")
-	if _, err := task.Outcome(); !errors.Is(err, protocol.ErrCancelled) {
+	var tc *agent.TaskCancelled
+	if _, err := task.Outcome(); !errors.As(err, &tc) || tc.Reason != "the run ended" {
 		t.Fatalf("cancelled outcome: %v", err)
 	}
 	recv(t, g.ctxDone, "the worker to stop the tool")

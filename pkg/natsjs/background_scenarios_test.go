@@ -1,0 +1,40 @@
+package natsjs_test
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/agent/bgtest"
+	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/pkg/tool"
+)
+
+// The background-tool scenarios (timing, failures, cancellation, limits)
+// against the JetStream executor: each scenario's tools are served by two
+// worker replicas on an embedded server, the agent reaches them through the
+// registry, and their background calls travel as tasks with mode
+// background.
+func TestBackgroundScenariosJetStream(t *testing.T) {
+	bgtest.Run(t, bgtest.Harness{
+		Name:   "jetstream",
+		Remote: true,
+		New: func(t *testing.T, tools ...*tool.Tool) (tool.Toolset, agent.Executor) {
+			srv := natstest.Start(t)
+			var names []string
+			for _, x := range tools {
+				names = append(names, x.Name)
+			}
+			if len(tools) > 0 {
+				startWorker(t, srv, natsjs.WorkerConfig{ID: "bg-a", Tools: tools, Concurrency: 8})
+				startWorker(t, srv, natsjs.WorkerConfig{ID: "bg-b", Tools: tools, Concurrency: 8})
+			}
+			d, _ := startDispatcher(t, srv, natsjs.DispatcherConfig{})
+			remote := newRemote(t, srv, d, nil)
+			slices.Sort(names)
+			waitTools(t, remote, slices.Compact(names)...)
+			return remote, remote.Executor(agent.InProcessExecutor{})
+		},
+	})
+}
