@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/llm/openaicompat/openaitest"
 )
 
@@ -216,10 +217,8 @@ model_settings:
 	if code != exitOK || strings.TrimSpace(stdout) != "Yes." {
 		t.Fatalf("exit %d stdout %q stderr %s", code, stdout, stderr)
 	}
-	for _, sec := range []string{"capabilities", "external_tools"} {
-		if !strings.Contains(stderr, `not applied yet" section=`+sec) {
-			t.Errorf("stderr does not warn about %s: %s", sec, stderr)
-		}
+	if !strings.Contains(stderr, `not applied yet" section=external_tools`) || strings.Contains(stderr, "section=capabilities") {
+		t.Errorf("stderr should warn about external_tools only (capabilities are applied): %s", stderr)
 	}
 	var body map[string]any
 	if err := json.Unmarshal(srv.Requests()[0].Body, &body); err != nil {
@@ -241,7 +240,8 @@ model_settings:
 		t.Errorf("extra_body not sent: %v", body["thinking"])
 	}
 	msgs := body["messages"].([]any)
-	if sys := msgs[0].(map[string]any); sys["role"] != "system" || sys["content"] != "Answer in one word." {
+	// The spec's instructions, then those of its BackgroundTools capabilities.
+	if sys := msgs[0].(map[string]any); sys["role"] != "system" || sys["content"] != "Answer in one word.\n\n"+agent.BackgroundInstructions {
 		t.Errorf("instructions: %v", msgs[0])
 	}
 	if tools := body["tools"].([]any); len(tools) != 1 {

@@ -24,6 +24,7 @@ import (
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/metrics"
+	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
 )
@@ -126,6 +127,7 @@ func runAgent(ctx context.Context, e env, f *runFlags, prompt string) error {
 	}
 	model = agentmetrics.Model(model, am)
 	var toolset tool.Toolset
+	var executor agent.Executor = agent.InProcessExecutor{}
 	if f.local {
 		if toolset, err = localTools(f, logger); err != nil {
 			return err
@@ -148,6 +150,10 @@ func runAgent(ctx context.Context, e env, f *runFlags, prompt string) error {
 		}
 		defer release()
 		toolset = ts
+		if rt, ok := ts.(*natsjs.RemoteToolset); ok {
+			// Background calls of the tools workers serve run there.
+			executor = rt.Executor(executor)
+		}
 	}
 	cfg := agent.Config{
 		Model:         model,
@@ -164,6 +170,16 @@ func runAgent(ctx context.Context, e env, f *runFlags, prompt string) error {
 		cfg.Limits.ToolCalls = agent.Limit(f.toolCallsLimit)
 	}
 	cfg.Capabilities = append(cfg.Capabilities, agentmetrics.Runs(am))
+	// BackgroundTools is on (SPEC §6.1): tools whose metadata says
+	// background: true (or "optional") run in the background, unless the
+	// spec's capabilities choose them otherwise.
+	selectors := f.extras.background
+	if len(selectors) == 0 {
+		selectors = []agent.Selector{agent.DefaultSelector}
+	}
+	for _, sel := range selectors {
+		cfg.Capabilities = append(cfg.Capabilities, agent.BackgroundTools(agent.BackgroundConfig{Tools: sel, Executor: executor, Logger: logger}))
+	}
 	if h := approvalHandler(f.approve, e, am); h != nil {
 		cfg.Capabilities = append(cfg.Capabilities, h)
 	}

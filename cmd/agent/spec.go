@@ -67,8 +67,11 @@ type specModelSettings struct {
 type specExtras struct {
 	instructions *string
 	tokens       *int
+	// background holds the selectors of the spec's BackgroundTools
+	// capabilities; none means one capability with the default selector.
+	background []agent.Selector
 	// unapplied names the validated sections whose features have not
-	// landed yet (capabilities, external_tools).
+	// landed yet (external_tools).
 	unapplied []string
 }
 
@@ -198,8 +201,8 @@ func validateSelector(n *yaml.Node) error {
 }
 
 // applySpec reads --spec, if given, into f: a flag set on the command line
-// wins over the spec. capabilities and external_tools are validated, and
-// listed in f.extras.unapplied: their features have not landed yet.
+// wins over the spec. external_tools are validated, and listed in
+// f.extras.unapplied: their feature has not landed yet.
 func applySpec(fl *pflag.FlagSet, f *runFlags) error {
 	if f.spec == "" {
 		return nil
@@ -252,8 +255,18 @@ func applySpec(fl *pflag.FlagSet, f *runFlags) error {
 		}
 		mf.temperature, mf.parallelToolCalls, mf.extraBody = ms.Temperature, ms.ParallelToolCalls, ms.ExtraBody
 	}
-	if len(s.Capabilities) > 0 {
-		f.extras.unapplied = append(f.extras.unapplied, "capabilities")
+	for i, c := range s.Capabilities {
+		var v any
+		if c.BackgroundTools.Tools.Kind != 0 {
+			if err := c.BackgroundTools.Tools.Decode(&v); err != nil {
+				return usageErr("--spec %s: capabilities[%d].BackgroundTools.tools: %v", f.spec, i, err)
+			}
+		}
+		sel, err := agent.SelectorFromSpec(v)
+		if err != nil {
+			return usageErr("--spec %s: capabilities[%d]: %v", f.spec, i, err)
+		}
+		f.extras.background = append(f.extras.background, sel)
 	}
 	if len(s.ExternalTools) > 0 {
 		f.extras.unapplied = append(f.extras.unapplied, "external_tools")

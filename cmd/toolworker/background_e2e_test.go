@@ -74,6 +74,7 @@ func TestAgentBackgroundCommandTool(t *testing.T) {
 	srv := natstest.Start(t)
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "research.sh"), researchScript, 0o755)
+	writeFile(t, filepath.Join(dir, "crawl.sh"), "#!/bin/sh\nexit 1\n", 0o755)
 	writeFile(t, filepath.Join(dir, "tools.yaml"), backgroundYAML, 0o644)
 	startWorker(t, twBin, "--nats", srv.URL(), "--config", filepath.Join(dir, "tools.yaml"), "--id", "bg-e2e")
 
@@ -150,6 +151,7 @@ func TestAgentInterruptCancelsBackgroundCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeFile(t, filepath.Join(dir, "crawl.sh"), fmt.Sprintf(crawlScript, fifo), 0o755)
+	writeFile(t, filepath.Join(dir, "research.sh"), researchScript, 0o755)
 	writeFile(t, filepath.Join(dir, "tools.yaml"), backgroundYAML, 0o644)
 	startWorker(t, twBin, "--nats", srv.URL(), "--config", filepath.Join(dir, "tools.yaml"), "--id", "bg-int")
 	results := make(chan *nats.Msg, 8)
