@@ -107,6 +107,14 @@ type RunOptions struct {
 	// cancelled, and the run returns a paused Result (Suspended set) whose
 	// history a later run continues. It is how SIGTERM stops a run.
 	Suspend <-chan struct{}
+	// Background lists the background tasks an earlier run of the
+	// conversation left running (its Result.Background, as the
+	// conversation store kept them), each with its outcome when it arrived
+	// meanwhile. The run's BackgroundTools capability adopts them: the
+	// outcomes that arrived reach the model with the first model request,
+	// in the order given; a task still running is attached through the
+	// executor (an [Attacher]) and is live like the run's own tasks.
+	Background []AdoptedTask
 }
 
 // Result is the outcome of a run.

@@ -194,6 +194,10 @@ func (b *backgroundTools) WrapRun(ctx context.Context, info *RunInfo, next func(
 		log = info.r.log
 	}
 	br := newBgRun(b, info, log)
+	if err := br.adopt(ctx, info.r.opts.Background); err != nil {
+		res, _ := br.end(nil, err)
+		return res, err
+	}
 	res, err := next(context.WithValue(ctx, bgRunKey{}, br))
 	return br.end(res, err)
 }
@@ -336,6 +340,12 @@ func (b *backgroundTools) BeforeModelRequest(ctx context.Context, _ *RunInfo, re
 		return nil
 	}
 	parts, err := br.deliver()
+	if err == nil && len(parts) == 0 && len(req.Parts) == 0 && br.liveCount() > 0 {
+		// A resumed run with nothing new for the model yet (its tasks
+		// still run): wait for the first outcome instead of asking the
+		// model again.
+		parts, err = br.awaitOutcome(ctx)
+	}
 	req.Parts = append(req.Parts, parts...)
 	return err
 }

@@ -155,6 +155,52 @@ func (br *bgRun) spawn(ctx context.Context, exec Executor, call *ToolCall, next 
 	return fmt.Sprintf("Tool '%s' is running in the background as task %s. Its result will arrive later as a follow-up message; continue with other work meanwhile.", call.Call.ToolName, t.id), nil
 }
 
+// retries is the task's tool's retry budget; an adopted task whose tool
+// this run does not know has the default.
+func (t *bgTask) retries() int {
+	if t.call.Tool == nil {
+		return tool.DefaultRetries
+	}
+	return t.call.Tool.Retries
+}
+
+// adopt takes over the background tasks an earlier run left: the outcomes
+// that arrived are queued for the first model request, in the order given;
+// the tasks still running are attached through the owner's executor and
+// watched like the run's own. Each holds a tool call slot, as it did in
+// the run that started it.
+func (br *bgRun) adopt(ctx context.Context, tasks []AdoptedTask) error {
+	for _, a := range tasks {
+		pt := a.Task
+		call := &ToolCall{Call: message.ToolCall{ToolName: pt.Tool, ToolCallID: pt.ToolCallID, Args: string(pt.Args)}, Args: pt.Args, TaskID: pt.TaskID}
+		t := &bgTask{id: pt.TaskID, call: call, started: pt.StartedAt}
+		br.info.ReserveToolCalls(1)
+		if a.Done {
+			t.val, t.err = a.Value, a.Err
+			br.mu.Lock()
+			br.live = append(br.live, t)
+			br.arrived = append(br.arrived, t)
+			br.mu.Unlock()
+			continue
+		}
+		at, ok := br.owner.exec.(Attacher)
+		if !ok {
+			return fmt.Errorf("agent: background task %s of tool %s is still running, but the executor cannot attach to it", pt.TaskID, pt.Tool)
+		}
+		task, err := at.Attach(ctx, br.info, pt)
+		if err != nil {
+			return fmt.Errorf("agent: attach background task %s: %w", pt.TaskID, err)
+		}
+		t.task = task
+		br.mu.Lock()
+		br.live = append(br.live, t)
+		br.wg.Add(1)
+		br.mu.Unlock()
+		go br.watch(t)
+	}
+	return nil
+}
+
 // watch waits for t's outcome and queues it for delivery.
 func (br *bgRun) watch(t *bgTask) {
 	defer br.wg.Done()
@@ -269,7 +315,7 @@ func (br *bgRun) followUp(t *bgTask) (message.Part, error) {
 		}
 		return completed(name, id, part, content), nil
 	case errors.As(err, &retry):
-		if e := br.r.consumeLateRetry(name, t.call.Tool.Retries); e != nil {
+		if e := br.r.consumeLateRetry(name, t.retries()); e != nil {
 			return nil, e
 		}
 		if retry.Message == "" {
@@ -277,7 +323,7 @@ func (br *bgRun) followUp(t *bgTask) (message.Part, error) {
 		}
 		return failed(retry.Message)
 	case errors.As(err, &inval):
-		if e := br.r.consumeLateRetry(name, t.call.Tool.Retries); e != nil {
+		if e := br.r.consumeLateRetry(name, t.retries()); e != nil {
 			return nil, e
 		}
 		return failed(validationText(inval))

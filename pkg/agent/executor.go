@@ -50,3 +50,25 @@ type BackgroundTask interface {
 	// outlive the process (in-process tasks): the caller cancels it then.
 	Detach() bool
 }
+
+// Attacher is an [Executor] that can take over a task an earlier run
+// started and detached (a background task that outlived its process): the
+// returned task reports its outcome as if this process had started it.
+type Attacher interface {
+	// Attach takes over task of the run described by info. ctx is as for
+	// Start.
+	Attach(ctx context.Context, info *RunInfo, task PendingTask) (BackgroundTask, error)
+}
+
+// AdoptedTask is a background task of an earlier run handed to a new one
+// (RunOptions.Background).
+type AdoptedTask struct {
+	// Task is the pending record's entry.
+	Task PendingTask
+	// Done is true when the task's outcome arrived while no run waited for
+	// it; Value and Err are then what the call returned, as
+	// [BackgroundTask.Outcome] reports it.
+	Done  bool
+	Value any
+	Err   error
+}

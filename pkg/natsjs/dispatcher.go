@@ -314,6 +314,40 @@ func (d *Dispatcher) Dispatch(ctx context.Context, task protocol.Task) (*Handle,
 	return h, nil
 }
 
+// Attach returns a handle for a task an earlier process dispatched (and
+// detached), without publishing it again: a result stored from now on
+// reaches the handle. A result stored before is not seen here; a resume
+// reads those from the stream (see [Inbox]) and then drops the handle.
+func (d *Dispatcher) Attach(task protocol.Task) (*Handle, error) {
+	if err := checkTask(&task); err != nil {
+		return nil, err
+	}
+	h := newHandle(d, task)
+	d.mu.Lock()
+	switch {
+	case d.state != stateStarted:
+		d.mu.Unlock()
+		return nil, ErrStopped
+	case d.lost != nil:
+		err := d.lost
+		d.mu.Unlock()
+		return nil, err
+	}
+	if _, dup := d.pending[task.TaskID]; dup {
+		d.mu.Unlock()
+		return nil, fmt.Errorf("%w: task %s is already in flight", ErrInvalidTask, task.TaskID)
+	}
+	if prev, ok := d.done[task.TaskID]; ok && prev.kind == doneDetached {
+		delete(d.done, task.TaskID) // attached again (its count moves to pending)
+	} else {
+		d.convs[task.ConversationID]++
+	}
+	d.pending[task.TaskID] = h
+	d.mu.Unlock()
+	d.setPending(task.Mode, 1)
+	return h, nil
+}
+
 // ErrInvalidTask is wrapped by errors about a task that cannot be
 // dispatched.
 var ErrInvalidTask = errors.New("natsjs: invalid task")

@@ -70,6 +70,25 @@ func (e *remoteExecutor) Start(ctx context.Context, c *agent.BackgroundCall) (ag
 	return &remoteTask{h: h, log: e.r.log}, nil
 }
 
+// Attach implements [agent.Attacher]: a task an earlier run left running
+// on a worker is waited for again (its progress relayed), as if this
+// process had started it. Its tool need not be advertised any more.
+func (e *remoteExecutor) Attach(ctx context.Context, info *agent.RunInfo, pt agent.PendingTask) (agent.BackgroundTask, error) {
+	task := protocol.Task{TaskID: pt.TaskID, Attempt: pt.Attempt, Tool: pt.Tool, Args: pt.Args, ToolCallID: pt.ToolCallID,
+		Mode: protocol.ModeBackground, ConversationID: info.ConversationID, RunID: info.RunID}
+	stop := e.r.relayProgress(ctx, task)
+	h, err := e.r.cfg.Dispatcher.Attach(task)
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	go func() {
+		<-h.Done()
+		stop()
+	}()
+	return &remoteTask{h: h, log: e.r.log}, nil
+}
+
 // remoteTask is a background task run by a worker.
 type remoteTask struct {
 	h   *Handle
