@@ -43,6 +43,8 @@ type Names struct {
 	Decisions string
 	// Cancel is the stream of <prefix>.cancel.>.
 	Cancel string
+	// Answers is the stream of <prefix>.answer.>.
+	Answers string
 	// RegistryBucket is the tool registry KV bucket, <prefix>_registry.
 	RegistryBucket string
 	// RegistryStream is the registry's backing stream, KV_<prefix>_registry.
@@ -51,7 +53,7 @@ type Names struct {
 
 // NamesFor returns the asset names of prefix ("" means
 // [protocol.DefaultPrefix]): stream names are the upper-cased prefix followed
-// by _TASKS, _RESULTS, _APPROVALS, _DECISIONS, _CANCEL.
+// by _TASKS, _RESULTS, _APPROVALS, _DECISIONS, _CANCEL, _ANSWERS.
 func NamesFor(prefix string) Names {
 	if prefix == "" {
 		prefix = defPrefix
@@ -64,6 +66,7 @@ func NamesFor(prefix string) Names {
 		Approvals:      up + "APPROVALS",
 		Decisions:      up + "DECISIONS",
 		Cancel:         up + "CANCEL",
+		Answers:        up + "ANSWERS",
 		RegistryBucket: prefix + "_registry",
 		RegistryStream: "KV_" + prefix + "_registry",
 	}

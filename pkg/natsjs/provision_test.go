@@ -59,6 +59,7 @@ func TestDefinitionsInSync(t *testing.T) {
 				names.Approvals:      subj.All(protocol.KindApproval),
 				names.Decisions:      subj.All(protocol.KindDecision),
 				names.Cancel:         subj.All(protocol.KindCancel),
+				names.Answers:        subj.All(protocol.KindAnswer),
 				names.RegistryStream: "$KV." + names.RegistryBucket + ".>",
 			}
 			if len(streams) != len(want) {
@@ -85,7 +86,7 @@ func TestDefinitionsInSync(t *testing.T) {
 				tasks.MaxMsgSize <= 0 || tasks.MaxMsgSize > protocol.DefaultMaxSize || tasks.MaxAge <= 0 {
 				t.Errorf("tasks stream: %+v", tasks)
 			}
-			for _, name := range []string{names.Results, names.Approvals, names.Decisions, names.Cancel} {
+			for _, name := range []string{names.Results, names.Approvals, names.Decisions, names.Cancel, names.Answers} {
 				c := streams[name]
 				if c.Retention != jetstream.LimitsPolicy {
 					t.Errorf("%s: retention %v, want limits", name, c.Retention)
