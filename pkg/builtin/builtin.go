@@ -67,6 +67,13 @@ type Config struct {
 	// ShellTimeout. Defaults to [DefaultShellMaxTimeout] (or ShellTimeout, if
 	// larger).
 	ShellMaxTimeout time.Duration
+	// Getenv reads the process environment that shell's minimal
+	// environment (PATH, HOME, LANG, TZ and ShellEnv) is taken from.
+	// Defaults to os.Getenv.
+	Getenv func(string) string
+	// ShellEnv names further environment variables passed through to shell
+	// commands (default none).
+	ShellEnv []string
 	// SleepProgressInterval is how often sleep reports progress. Defaults to
 	// one second.
 	SleepProgressInterval time.Duration
@@ -107,6 +114,9 @@ func (c Config) withDefaults() (Config, error) {
 		c.ShellMaxTimeout = max(DefaultShellMaxTimeout, c.ShellTimeout)
 	}
 	c.ShellTimeout = min(c.ShellTimeout, c.ShellMaxTimeout)
+	if c.Getenv == nil {
+		c.Getenv = os.Getenv
+	}
 	if c.SleepProgressInterval <= 0 {
 		c.SleepProgressInterval = time.Second
 	}

@@ -102,6 +102,9 @@ type Task struct {
 	ToolCallMetadata map[string]any `json:"tool_call_metadata,omitempty"`
 	// Retry is how many retries of this tool the run has used so far.
 	Retry int `json:"retry,omitempty"`
+	// Attempt counts the dispatches of the call: 0 for the first, the next
+	// one after an approval or a retry (the task ID stays the same).
+	Attempt int `json:"attempt,omitempty"`
 	// Deadline, when set, is the time after which the call is pointless.
 	Deadline time.Time `json:"deadline,omitzero"`
 	// CreatedAt is when the task was made. Defaults to the time received.
