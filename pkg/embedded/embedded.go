@@ -59,7 +59,7 @@ type Server struct {
 	url    string
 	id     string
 	store  string
-	nkey   string // absolute path of the seed file
+	nkey   string         // absolute path of the seed file
 	srv    *server.Server // nil when shared
 	log    *slog.Logger
 	once   sync.Once
