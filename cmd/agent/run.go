@@ -43,6 +43,7 @@ type runFlags struct {
 	prefix         string
 	local          bool
 	metricsAddr    string
+	conn           connFlags
 }
 
 func newRunCmd(e env) *cobra.Command {
@@ -74,6 +75,7 @@ func newRunCmd(e env) *cobra.Command {
 	fl.StringVar(&f.prefix, "prefix", protocol.DefaultPrefix, "subject prefix")
 	fl.BoolVar(&f.local, "local", false, "run the built-in tools in this process, without NATS")
 	fl.StringVar(&f.metricsAddr, "metrics", "", "serve Prometheus metrics on ADDR/metrics while the run lasts (e.g. 127.0.0.1:9100)")
+	addConnFlags(fl, &f.conn, e.getenv)
 	return cmd
 }
 
@@ -165,7 +167,7 @@ func runAgent(ctx context.Context, e env, f *runFlags, prompt string) error {
 // builtinTools builds the built-in tools and checks the names of --tools
 // against them.
 func builtinTools(f *runFlags, logger *slog.Logger) ([]*tool.Tool, error) {
-	all, err := builtin.Tools(builtin.Config{Root: f.root, Logger: logger})
+	all, err := builtin.Tools(builtin.Config{Root: f.root, Logger: logger, DenyPaths: []string{f.store}})
 	if err != nil {
 		return nil, usageErr("built-in tools: %v", err)
 	}

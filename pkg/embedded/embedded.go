@@ -195,9 +195,10 @@ func (s *Server) Addr() string {
 }
 
 // CLIOptions returns the `nats` CLI options that reach this server as the
-// store's user: --server <URL> --nkey <absolute seed path>.
+// store's user, whatever context the CLI has selected:
+// --server <URL> --nkey <absolute seed path> --no-context.
 func (s *Server) CLIOptions() []string {
-	return []string{"--server", s.url, "--nkey", s.nkey}
+	return []string{"--server", s.url, "--nkey", s.nkey, "--no-context"}
 }
 
 // Shared reports whether the server belongs to another process.
