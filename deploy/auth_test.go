@@ -53,6 +53,14 @@ type deployServer struct {
 
 func startDeployServer(t *testing.T) *deployServer {
 	t.Helper()
+	d := startBareDeployServer(t)
+	d.provision(t)
+	return d
+}
+
+// startBareDeployServer starts the server with nothing provisioned.
+func startBareDeployServer(t *testing.T) *deployServer {
+	t.Helper()
 	dir := t.TempDir()
 	opts, err := server.ProcessConfigFile("nats/nats-server.conf")
 	if err != nil {
@@ -78,9 +86,7 @@ func startDeployServer(t *testing.T) *deployServer {
 	if !srv.ReadyForConnections(10 * time.Second) {
 		t.Fatal("server not ready")
 	}
-	d := &deployServer{srv: srv, conv: protocol.NewID(), task: protocol.NewID()}
-	d.provision(t)
-	return d
+	return &deployServer{srv: srv, conv: protocol.NewID(), task: protocol.NewID()}
 }
 
 // provision creates, as admin, what `agent provision` creates, plus the
