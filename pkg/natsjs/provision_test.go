@@ -135,7 +135,7 @@ func mapsKeys[V any](m map[string]V) func(func(string) bool) {
 func TestDefinitionFilesRoundTrip(t *testing.T) {
 	t.Parallel()
 	files, _ := fs.Glob(defs.FS, "*/*.json")
-	if len(files) != 7 {
+	if len(files) != 8 {
 		t.Errorf("definition files: %v", files)
 	}
 	for _, file := range files {
