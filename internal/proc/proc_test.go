@@ -129,3 +129,19 @@ func TestEnviron(t *testing.T) {
 		t.Fatalf("got  %q\nwant %q", got, want)
 	}
 }
+
+// TestRunUnreadStdin: a command that exits without reading a large stdin,
+// leaving a child that holds it, does not block Run.
+func TestRunUnreadStdin(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command("/bin/sh", "-c", "sleep 9999 & echo started")
+	cmd.Stdin = bytes.NewReader(bytes.Repeat([]byte("x"), 1<<20))
+	var out bytes.Buffer
+	start := time.Now()
+	if err := proc.Run(cmd, &out, &bytes.Buffer{}, 500*time.Millisecond); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if d := time.Since(start); d > 3*time.Second || out.String() != "started\n" {
+		t.Errorf("took %v, stdout %q", d, out.String())
+	}
+}

@@ -40,6 +40,11 @@ func Run(cmd *exec.Cmd, stdout, stderr io.Writer, drainDelay time.Duration) erro
 	cmd.Stdout, cmd.Stderr = outW, errW
 	// exec.CommandContext sets Cancel; a plain exec.Command must keep it nil.
 	setGroup(cmd, cmd.Cancel != nil)
+	// A Stdin that is not a file is copied by a goroutine Wait waits for:
+	// bound that wait when the command exits without reading it all.
+	if cmd.WaitDelay == 0 {
+		cmd.WaitDelay = drainDelay
+	}
 	err = cmd.Start()
 	// The child has its copies; ours must go so that EOF comes when the
 	// last holder in the group dies.
@@ -64,6 +69,10 @@ func Run(cmd *exec.Cmd, stdout, stderr io.Writer, drainDelay time.Duration) erro
 	waitErr := cmd.Wait()
 	// The leader is gone; its group may not be.
 	killGroup(cmd.Process.Pid)
+	if errors.Is(waitErr, exec.ErrWaitDelay) {
+		// Only stdin was left unread: not a failure of the command.
+		waitErr = nil
+	}
 
 	drained := make(chan struct{})
 	go func() {
