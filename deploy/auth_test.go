@@ -448,11 +448,12 @@ func outcome(t *testing.T, d *deployServer, role string, o op) (string, error) {
 		opErr = <-done
 	}
 	if violation == nil {
-		// A refused subscription or publish is reported asynchronously.
+		// A refused subscription or publish is reported asynchronously; the
+		// server sends it before the flush's PONG, and the client records
+		// it as its last error when it reads it.
 		_ = nc.Flush()
-		select {
-		case violation = <-errs:
-		default:
+		if err := nc.LastError(); errors.Is(err, nats.ErrPermissionViolation) {
+			violation = err
 		}
 	}
 	switch {

@@ -105,3 +105,38 @@ func TestEmbeddedServesOnlySelectedBuiltins(t *testing.T) {
 		t.Errorf("task consumers %v, want only %s", names, natsjs.TaskConsumerName("sleep"))
 	}
 }
+
+func TestNATSCLIQuoting(t *testing.T) {
+	t.Parallel()
+	got := natsCLI([]string{"--server", "nats://127.0.0.1:4222", "--nkey", "/home/o'brien/my store/nats.nk", "--no-context"})
+	want := `nats --server nats://127.0.0.1:4222 --nkey '/home/o'\''brien/my store/nats.nk' --no-context`
+	if got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	out, err := exec.Command("/bin/sh", "-c", "printf '%s\\n' "+strings.TrimPrefix(got, "nats ")).Output()
+	if err != nil || !strings.Contains(string(out), "\n/home/o'brien/my store/nats.nk\n") {
+		t.Errorf("the shell reads %q (%v)", out, err)
+	}
+}
+
+func TestProvisionUsage(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"provision"},
+		{"provision", "--nats", "nats://127.0.0.1:1", "--prefix", "a.b"},
+		{"provision", "--nats", "nats://127.0.0.1:1", "--tools", "bad name"},
+		{"provision", "extra"},
+		{"provision", "--context", "no-such-context"},
+	} {
+		var stderr strings.Builder
+		e := env{getenv: func(k string) string {
+			if k == "XDG_CONFIG_HOME" {
+				return t.TempDir()
+			}
+			return ""
+		}, stdin: strings.NewReader(""), stdout: &strings.Builder{}, stderr: &stderr}
+		if code := execute(t.Context(), args, e); code != exitUsage {
+			t.Errorf("%v: exit %d, want %d (%s)", args, code, exitUsage, stderr.String())
+		}
+	}
+}
