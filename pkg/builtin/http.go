@@ -199,9 +199,11 @@ func (f *fetcher) fetch(ctx context.Context, a HTTPFetchArgs) (HTTPFetchResult, 
 	text := strings.ToValidUTF8(string(body), "\uFFFD")
 	marker := fmt.Sprintf("\n[truncated: the body is longer than %d bytes]", cfg.HTTPMaxBytes)
 	// The result travels JSON-encoded in a message of at most
-	// protocol.MaxContentBytes: the body gets what the rest leaves.
-	res.Truncated = true
-	budget := protocol.MaxContentBytes - encodedLen(res) - len(marker) - 8
+	// protocol.MaxContentBytes: the body gets what the rest of the result
+	// (counted with "truncated":true and the marker, escaped) leaves.
+	rest := res
+	rest.Truncated = true
+	budget := protocol.MaxContentBytes - encodedLen(rest) - 2*len(marker)
 	text, cut := truncateEncoded(text, max(budget, 0))
 	if res.Truncated = over || cut; res.Truncated {
 		if cut && !over {
