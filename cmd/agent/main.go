@@ -79,6 +79,7 @@ func execute(ctx context.Context, args []string, e env) int {
 	root.SetErr(e.stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{code: exitUsage, err: err} })
 	root.AddCommand(newRunCmd(e))
+	root.AddCommand(newProvisionCmd(e))
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return exitOK

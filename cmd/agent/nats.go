@@ -2,16 +2,18 @@ package main
 
 import (
 	"context"
-
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/spf13/pflag"
 
+	"github.com/offload-dev/offload/pkg/builtin"
 	"github.com/offload-dev/offload/pkg/embedded"
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
@@ -43,12 +45,17 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 
+	want := splitList(f.tools)
+	copts, err := f.conn.options(e.getenv)
+	if err != nil {
+		return fail(err)
+	}
 	url := f.nats
-	embeddedDefault := url == ""
+	embeddedDefault := url == "" && copts.Context == nil
 	var builtins []*tool.Tool
 	if embeddedDefault {
-		var err error
-		if builtins, err = builtinTools(f, log); err != nil {
+		// Checks the names of --tools before anything starts.
+		if _, err := builtinTools(f, log); err != nil {
 			return fail(err)
 		}
 		srv, err := embedded.Start(ctx, embedded.Config{StoreDir: f.store, Logger: log})
@@ -57,16 +64,24 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 		}
 		closers = append(closers, func(ctx context.Context) { _ = srv.Shutdown(ctx) })
 		url = srv.URL()
+		// Only the store's user is accepted, and only the server this store
+		// started is used.
+		copts = natsjs.ConnectOptions{Nkey: srv.NkeySeedFile(), ExpectServerID: srv.ServerID()}
 		fmt.Fprintf(e.stderr, "nats: %s\n", url)
+		fmt.Fprintf(e.stderr, "nats CLI: %s\n", natsCLI(srv.CLIOptions()))
+		if builtins, err = embeddedBuiltins(f, srv, want, log); err != nil {
+			return fail(err)
+		}
 	}
 	// An agent run fails fast when the server is not there (workers wait).
-	nc, err := natsjs.Connect(url, natsjs.ConnectOptions{Name: "agent", Logger: log, Extra: []nats.Option{nats.Timeout(5 * time.Second), nats.RetryOnFailedConnect(false)}})
+	copts.Name, copts.Logger = "agent", log
+	copts.Extra = []nats.Option{nats.Timeout(5 * time.Second), nats.RetryOnFailedConnect(false)}
+	nc, err := natsjs.Connect(url, copts)
 	if err != nil {
-		return fail(&exitError{code: exitFailed, err: fmt.Errorf("connect to %s: %w", url, err)})
+		return fail(&exitError{code: exitFailed, err: fmt.Errorf("connect to %s: %w", natsjs.RedactURL(url), err)})
 	}
 	closers = append(closers, func(context.Context) { nc.Close() })
 
-	want := splitList(f.tools)
 	if embeddedDefault {
 		w, err := natsjs.NewWorker(natsjs.WorkerConfig{
 			Conn:        nc,
@@ -107,7 +122,7 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 	if !embeddedDefault {
 		tools, _ := rt.Tools(ctx)
 		if len(tools) == 0 {
-			fmt.Fprintf(e.stderr, "agent: no worker advertises %s on %s yet; start toolworker replicas (the model is offered no tools)\n", describeTools(want), url)
+			fmt.Fprintf(e.stderr, "agent: no worker advertises %s on %s yet; start toolworker replicas (the model is offered no tools)\n", describeTools(want), natsjs.RedactURL(url))
 		}
 		for _, name := range want {
 			if !slices.ContainsFunc(tools, func(t *tool.Tool) bool { return t.Name == name }) && len(tools) > 0 {
@@ -116,6 +131,71 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 		}
 	}
 	return rt, release, nil
+}
+
+// embeddedBuiltins builds the built-in tools the embedded default serves:
+// only those selected by --tools (all without it), with the file tools
+// refusing the store (it holds the server's credentials) and http_fetch
+// never reaching the server's port.
+func embeddedBuiltins(f *runFlags, srv *embedded.Server, want []string, log *slog.Logger) ([]*tool.Tool, error) {
+	cfg := builtin.Config{Root: f.root, Logger: log, DenyPaths: []string{srv.StoreDir()}}
+	if ap, err := netip.ParseAddrPort(srv.Addr()); err == nil {
+		cfg.DenyAddrs = []netip.AddrPort{ap}
+	}
+	all, err := builtin.Tools(cfg)
+	if err != nil {
+		return nil, usageErr("built-in tools: %v", err)
+	}
+	if len(want) > 0 {
+		all = slices.DeleteFunc(all, func(t *tool.Tool) bool { return !slices.Contains(want, t.Name) })
+	}
+	return all, nil
+}
+
+// connFlags are the NATS credential flags, the usual NATS ways (a user and
+// password in the --nats URL work too).
+type connFlags struct {
+	creds   string
+	nkey    string
+	context string
+}
+
+// addConnFlags registers --creds, --nkey and --context on fl.
+func addConnFlags(fl *pflag.FlagSet, c *connFlags, getenv func(string) string) {
+	fl.StringVar(&c.creds, "creds", getenv("NATS_CREDS"), "NATS credentials file (env NATS_CREDS)")
+	fl.StringVar(&c.nkey, "nkey", getenv("NATS_NKEY"), "NATS nkey seed file (env NATS_NKEY)")
+	fl.StringVar(&c.context, "context", "", "nats CLI context (name or JSON file) giving the server and credentials")
+}
+
+// options returns the connection options of the flags.
+func (c *connFlags) options(getenv func(string) string) (natsjs.ConnectOptions, error) {
+	o := natsjs.ConnectOptions{Creds: c.creds, Nkey: c.nkey}
+	if c.context != "" {
+		nctx, err := natsjs.LoadContext(c.context, getenv)
+		if err != nil {
+			return o, usageErr("--context: %v", err)
+		}
+		o.Context = &nctx
+	}
+	return o, nil
+}
+
+// natsCLI returns the nats CLI invocation with opts, shell-quoted so that it
+// works when pasted.
+func natsCLI(opts []string) string {
+	parts := []string{"nats"}
+	for _, o := range opts {
+		parts = append(parts, shellQuote(o))
+	}
+	return strings.Join(parts, " ")
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:=@%+,") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func describeTools(want []string) string {

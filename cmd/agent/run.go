@@ -47,6 +47,7 @@ type runFlags struct {
 	spec           string
 	mf             modelFlags // model transport (model.go)
 	extras         specExtras // what --spec sets without a flag (spec.go)
+	conn           connFlags
 }
 
 func newRunCmd(e env) *cobra.Command {
@@ -83,6 +84,7 @@ func newRunCmd(e env) *cobra.Command {
 	fl.StringVar(&f.metricsAddr, "metrics", "", "serve Prometheus metrics on ADDR/metrics while the run lasts (e.g. 127.0.0.1:9100)")
 	fl.StringVar(&f.spec, "spec", "", "YAML file of the agent: model, instructions, limits, tools, approve, model_settings, ... (flags given win)")
 	f.mf.register(fl)
+	addConnFlags(fl, &f.conn, e.getenv)
 	return cmd
 }
 
@@ -195,7 +197,7 @@ func runAgent(ctx context.Context, e env, f *runFlags, prompt string) error {
 // builtinTools builds the built-in tools and checks the names of --tools
 // against them.
 func builtinTools(f *runFlags, logger *slog.Logger) ([]*tool.Tool, error) {
-	all, err := builtin.Tools(builtin.Config{Root: f.root, Logger: logger})
+	all, err := builtin.Tools(builtin.Config{Root: f.root, Logger: logger, DenyPaths: []string{f.store}})
 	if err != nil {
 		return nil, usageErr("built-in tools: %v", err)
 	}

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/llm/script"

@@ -1,8 +1,10 @@
 // Command toolworker serves tools to offload agents over NATS JetStream:
 // built-in tools and tools backed by a command in any language.
 //
-//	toolworker [--nats URL] [--config tools.yaml] [--tools a,b|all] [--root DIR]
-//	           [--concurrency N] [--metrics ADDR] [--id NAME] [--prefix P] [--grace D]
+//	toolworker [--nats URL] [--creds FILE | --nkey FILE | --context NAME]
+//	           [--config tools.yaml] [--tools a,b|all] [--root DIR]
+//	           [--allow-private-network] [--concurrency N] [--metrics ADDR]
+//	           [--id NAME] [--prefix P] [--grace D]
 //
 // Run any number of replicas: they share one durable consumer per tool.
 // SIGTERM or SIGINT stops fetching, lets running tasks finish within the
@@ -57,6 +59,13 @@ type options struct {
 	ackWait     time.Duration
 	maxDeliver  int
 	verbose     bool
+	// Credentials and the built-ins' network policy.
+	creds        string
+	nkey         string
+	context      string
+	allowPrivate bool
+	getenv       func(string) string
+	nctx         *natsjs.NATSContext
 }
 
 func main() {
@@ -119,6 +128,11 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	fs.DurationVar(&o.ackWait, "ack-wait", 0, "ack wait of the task consumers, kept alive by in-progress acks (default: jetstream/consumers/task.json); every replica must agree")
 	fs.IntVar(&o.maxDeliver, "max-deliver", 0, "deliveries of a task before it fails with DeliveriesExhausted (default: jetstream/consumers/task.json); every replica must agree")
 	fs.BoolVar(&o.verbose, "v", false, "debug logs")
+	fs.StringVar(&o.creds, "creds", getenv("NATS_CREDS"), "NATS credentials file (env NATS_CREDS)")
+	fs.StringVar(&o.nkey, "nkey", getenv("NATS_NKEY"), "NATS nkey seed file (env NATS_NKEY)")
+	fs.StringVar(&o.context, "context", "", "nats CLI context (name or JSON file) giving the server and credentials")
+	fs.BoolVar(&o.allowPrivate, "allow-private-network", false, "let http_fetch reach loopback, private and link-local addresses (never the NATS server)")
+	o.getenv = getenv
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -127,6 +141,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	}
 	if o.concurrency < 1 {
 		return nil, errors.New("--concurrency must be at least 1")
+	}
+	if err := o.loadContext(fs, getenv); err != nil {
+		return nil, err
 	}
 	if err := protocol.ValidatePrefix(o.prefix); err != nil {
 		return nil, err
@@ -146,11 +163,17 @@ func selectTools(o *options, log *slog.Logger) ([]*tool.Tool, error) {
 		if err != nil {
 			return nil, err
 		}
-		if fromConfig, err = cfg.Tools(cmdtool.Options{Dir: filepath.Dir(o.config), Logger: log}); err != nil {
+		if fromConfig, err = cfg.Tools(cmdtool.Options{Dir: filepath.Dir(o.config), Logger: log, Getenv: o.getenv}); err != nil {
 			return nil, err
 		}
 	}
-	builtins, err := builtin.Tools(builtin.Config{Root: o.root, Logger: log})
+	builtins, err := builtin.Tools(builtin.Config{
+		Root: o.root, Logger: log, Getenv: o.getenv,
+		AllowPrivateNetwork: o.allowPrivate,
+		// The worker's own credentials and server stay out of reach.
+		DenyPaths: credentialFiles(o),
+		DenyAddrs: serverAddrs(o.natsURL),
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -198,7 +221,12 @@ func serve(o *options, tools []*tool.Tool, log *slog.Logger, signals <-chan os.S
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	wm := metrics.NewWorker(reg)
 
-	nc, err := natsjs.Connect(o.natsURL, natsjs.ConnectOptions{Name: "toolworker " + o.id, Logger: log})
+	copts, err := o.connectOptions()
+	if err != nil {
+		return err
+	}
+	copts.Name, copts.Logger = "toolworker "+o.id, log
+	nc, err := natsjs.Connect(o.natsURL, copts)
 	if err != nil {
 		return err
 	}

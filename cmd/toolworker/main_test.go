@@ -2,10 +2,15 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/offload-dev/offload/pkg/tool"
 )
 
 func TestUsageErrors(t *testing.T) {
@@ -51,5 +56,60 @@ func TestNATSURLFromEnvironment(t *testing.T) {
 	}, os.Stderr)
 	if err != nil || o.natsURL != "nats://example.invalid:4222" || o.concurrency != 4 || o.prefix != "tools" {
 		t.Fatalf("options %+v, err %v", o, err)
+	}
+}
+
+// TestSecurityFlags: credentials and the network policy reach the built-ins:
+// the credential files are refused by read_file, the NATS server's port by
+// http_fetch even with --allow-private-network.
+func TestSecurityFlags(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	seed := filepath.Join(dir, "worker.nk")
+	writeFile(t, seed, "SUAEXAMPLE", 0o600)
+	o, err := parseFlags([]string{"--tools", "read_file,http_fetch", "--root", dir, "--nkey", seed,
+		"--allow-private-network", "--nats", "nats://127.0.0.1:4999"}, func(string) string { return "" }, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !o.allowPrivate || o.nkey != seed {
+		t.Fatalf("options %+v", o)
+	}
+	tools, err := selectTools(o, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]*tool.Tool{}
+	for _, tl := range tools {
+		byName[tl.Name] = tl
+	}
+	_, err = byName["read_file"].Run(t.Context(), &tool.RunContext{}, json.RawMessage(`{"path":"worker.nk"}`))
+	if err == nil || !strings.Contains(err.Error(), "not allowed") {
+		t.Errorf("read_file of the worker's nkey: %v", err)
+	}
+	_, err = byName["http_fetch"].Run(t.Context(), &tool.RunContext{}, json.RawMessage(`{"url":"http://localhost:4999/"}`))
+	if err == nil || !strings.Contains(err.Error(), "address not allowed") {
+		t.Errorf("http_fetch of the NATS server: %v", err)
+	}
+}
+
+func TestContextFlag(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ctxFile := filepath.Join(dir, "ops.json")
+	writeFile(t, ctxFile, `{"url":"nats://10.1.2.3:4222","creds":"/etc/offload/worker.creds"}`, 0o600)
+	o, err := parseFlags([]string{"--tools", "all", "--context", ctxFile}, func(string) string { return "" }, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.natsURL != "nats://10.1.2.3:4222" || !slices.Contains(credentialFiles(o), "/etc/offload/worker.creds") {
+		t.Errorf("url %q, credential files %v", o.natsURL, credentialFiles(o))
+	}
+	o, err = parseFlags([]string{"--tools", "all", "--context", ctxFile, "--nats", "nats://h:1"}, func(string) string { return "" }, os.Stderr)
+	if err != nil || o.natsURL != "nats://h:1" {
+		t.Errorf("--nats must win over the context: %q %v", o.natsURL, err)
+	}
+	if _, err := parseFlags([]string{"--tools", "all", "--context", "nope"}, func(string) string { return "" }, os.Stderr); err == nil {
+		t.Error("a missing context was accepted")
 	}
 }

@@ -5,7 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net/http"
+	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"time"
@@ -37,8 +38,12 @@ const (
 	DefaultShellMaxTimeout = 10 * time.Minute
 	// MaxShellOutputBytes is how much of stdout and of stderr shell returns.
 	MaxShellOutputBytes = 64 << 10
-	// MaxFileBytes is the largest file read_file reads and write_file writes.
-	MaxFileBytes = 1 << 20
+	// MaxFileBytes is the largest file read_file reads and write_file
+	// writes: 1000 KiB, which leaves room in a 1 MiB message for the
+	// result's envelope. A file within it whose content takes more than
+	// protocol.MaxContentBytes once JSON-encoded (escaped characters) is
+	// refused too.
+	MaxFileBytes = 1000 << 10
 	// MaxDirEntries is the most entries list_dir returns.
 	MaxDirEntries = 1000
 	// MaxSleepSeconds is the longest sleep.
@@ -50,10 +55,27 @@ type Config struct {
 	// Root is the directory the file tools are confined to and shell runs
 	// in. Defaults to ".". It must exist.
 	Root string
-	// HTTPClient sends http_fetch's requests. Defaults to a client using
-	// http.DefaultTransport. Its own Timeout, if any, applies on top of
-	// HTTPTimeout.
-	HTTPClient *http.Client
+	// AllowPrivateNetwork lets http_fetch reach loopback, private,
+	// link-local, unique-local, CGNAT, multicast and unspecified addresses
+	// (--allow-private-network). DenyAddrs stay refused. Ignored when
+	// HTTPAddrPolicy is set.
+	AllowPrivateNetwork bool
+	// HTTPAddrPolicy decides, at dial time, which addresses http_fetch may
+	// connect to. Defaults to [PublicOnly], or [AnyAddr] with
+	// AllowPrivateNetwork.
+	HTTPAddrPolicy AddrPolicy
+	// HTTPLookup resolves host names for http_fetch. Defaults to
+	// net.DefaultResolver.LookupNetIP.
+	HTTPLookup Lookup
+	// DenyAddrs are addresses http_fetch never reaches, whatever the policy
+	// (the NATS server's port: the embedded server, or the worker's). A
+	// loopback or unspecified entry covers every loopback and unspecified
+	// address with its port.
+	DenyAddrs []netip.AddrPort
+	// DenyPaths are directories (or files) the file tools refuse, wherever
+	// Root is: the agent's store, which holds the NATS credentials, and
+	// credential files. Symbolic links are resolved before the check.
+	DenyPaths []string
 	// HTTPMaxBytes limits the body http_fetch returns; longer bodies are
 	// truncated with a marker. Defaults to [DefaultHTTPMaxBytes].
 	HTTPMaxBytes int64
@@ -67,6 +89,13 @@ type Config struct {
 	// ShellTimeout. Defaults to [DefaultShellMaxTimeout] (or ShellTimeout, if
 	// larger).
 	ShellMaxTimeout time.Duration
+	// Getenv reads the process environment that shell's minimal
+	// environment (PATH, HOME, LANG, TZ and ShellEnv) is taken from.
+	// Defaults to os.Getenv.
+	Getenv func(string) string
+	// ShellEnv names further environment variables passed through to shell
+	// commands (default none).
+	ShellEnv []string
 	// SleepProgressInterval is how often sleep reports progress. Defaults to
 	// one second.
 	SleepProgressInterval time.Duration
@@ -91,8 +120,25 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("builtin: root %s is not a directory", abs)
 	}
 	c.Root = abs
-	if c.HTTPClient == nil {
-		c.HTTPClient = &http.Client{}
+	deny := make([]string, 0, len(c.DenyPaths))
+	for _, p := range c.DenyPaths {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return c, fmt.Errorf("builtin: deny path: %w", err)
+		}
+		deny = append(deny, realPath(abs))
+	}
+	c.DenyPaths = deny
+	if c.HTTPAddrPolicy == nil {
+		c.HTTPAddrPolicy = PublicOnly
+		if c.AllowPrivateNetwork {
+			c.HTTPAddrPolicy = AnyAddr
+		}
+	}
+	if c.HTTPLookup == nil {
+		c.HTTPLookup = func(ctx context.Context, host string) ([]netip.Addr, error) {
+			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+		}
 	}
 	if c.HTTPMaxBytes <= 0 {
 		c.HTTPMaxBytes = DefaultHTTPMaxBytes
@@ -107,6 +153,9 @@ func (c Config) withDefaults() (Config, error) {
 		c.ShellMaxTimeout = max(DefaultShellMaxTimeout, c.ShellTimeout)
 	}
 	c.ShellTimeout = min(c.ShellTimeout, c.ShellMaxTimeout)
+	if c.Getenv == nil {
+		c.Getenv = os.Getenv
+	}
 	if c.SleepProgressInterval <= 0 {
 		c.SleepProgressInterval = time.Second
 	}
@@ -129,7 +178,7 @@ func Tools(cfg Config) ([]*tool.Tool, error) {
 	if err != nil {
 		return nil, err
 	}
-	files := &files{root: cfg.Root, log: cfg.Logger}
+	files := &files{root: cfg.Root, deny: cfg.DenyPaths, log: cfg.Logger}
 	builders := []func() (*tool.Tool, error){
 		func() (*tool.Tool, error) { return httpFetchTool(cfg) },
 		files.readTool,

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
@@ -78,7 +79,46 @@ type WriteFileResult struct {
 // files implements the file tools over one root directory.
 type files struct {
 	root string // absolute
+	deny []string
 	log  *slog.Logger
+}
+
+// realPath resolves the symbolic links of p (absolute); for a path that does
+// not exist yet, those of its longest existing prefix.
+func realPath(p string) string {
+	rest := ""
+	for {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return filepath.Join(r, rest)
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return filepath.Join(p, rest)
+		}
+		rest = filepath.Join(filepath.Base(p), rest)
+		p = parent
+	}
+}
+
+// within reports whether p is dir or under it (both cleaned, absolute).
+func within(p, dir string) bool {
+	r, err := filepath.Rel(dir, p)
+	return err == nil && (r == "." || filepath.IsLocal(r))
+}
+
+// refused fails when the cleaned root-relative path p, symbolic links
+// resolved, is one of the denied paths or under one.
+func (f *files) refused(op, p, shown string) error {
+	if len(f.deny) == 0 {
+		return nil
+	}
+	real := realPath(filepath.Join(f.root, p))
+	for _, d := range f.deny {
+		if within(real, d) {
+			return fail("%s: %s: access to this path is not allowed", op, shown)
+		}
+	}
+	return nil
 }
 
 func (f *files) readTool() (*tool.Tool, error) {
@@ -152,6 +192,9 @@ func (f *files) read(ctx context.Context, _ *tool.RunContext, a ReadFileArgs) (R
 	if err != nil {
 		return ReadFileResult{}, err
 	}
+	if err := f.refused(NameReadFile, p, a.Path); err != nil {
+		return ReadFileResult{}, err
+	}
 	root, err := f.open(NameReadFile)
 	if err != nil {
 		return ReadFileResult{}, err
@@ -186,7 +229,11 @@ func (f *files) read(ctx context.Context, _ *tool.RunContext, a ReadFileArgs) (R
 	if !utf8.Valid(data) {
 		return ReadFileResult{}, fail("%s: %s is not UTF-8 text", NameReadFile, a.Path)
 	}
-	return ReadFileResult{Path: filepath.ToSlash(p), Content: string(data), Size: int64(len(data))}, nil
+	res := ReadFileResult{Path: filepath.ToSlash(p), Content: string(data), Size: int64(len(data))}
+	if n := encodedLen(res); n > protocol.MaxContentBytes {
+		return ReadFileResult{}, fail("%s: %s takes %d bytes as JSON text, over the limit of %d bytes", NameReadFile, a.Path, n, protocol.MaxContentBytes)
+	}
+	return res, nil
 }
 
 func (f *files) list(ctx context.Context, _ *tool.RunContext, a ListDirArgs) (ListDirResult, error) {
@@ -195,6 +242,9 @@ func (f *files) list(ctx context.Context, _ *tool.RunContext, a ListDirArgs) (Li
 	}
 	p, err := f.rel(NameListDir, a.Path)
 	if err != nil {
+		return ListDirResult{}, err
+	}
+	if err := f.refused(NameListDir, p, a.Path); err != nil {
 		return ListDirResult{}, err
 	}
 	root, err := f.open(NameListDir)
@@ -224,6 +274,8 @@ func (f *files) list(ctx context.Context, _ *tool.RunContext, a ListDirArgs) (Li
 	if len(ents) > MaxDirEntries {
 		ents, res.Truncated = ents[:MaxDirEntries], true
 	}
+	// The listing must fit a result message once JSON-encoded.
+	used := encodedLen(ListDirResult{Path: res.Path, Truncated: true})
 	for _, e := range ents {
 		if ctx.Err() != nil {
 			return ListDirResult{}, ctxErr(NameListDir, ctx)
@@ -231,6 +283,10 @@ func (f *files) list(ctx context.Context, _ *tool.RunContext, a ListDirArgs) (Li
 		de := DirEntry{Name: e.Name(), Type: entryType(e.Type())}
 		if info, err := e.Info(); err == nil {
 			de.Size = info.Size()
+		}
+		if used += encodedLen(de) + 1; used > protocol.MaxContentBytes {
+			res.Truncated = true
+			break
 		}
 		res.Entries = append(res.Entries, de)
 	}
@@ -257,6 +313,9 @@ func (f *files) write(ctx context.Context, _ *tool.RunContext, a WriteFileArgs) 
 	}
 	if p == "." {
 		return WriteFileResult{}, fail("%s: %s is a directory", NameWriteFile, a.Path)
+	}
+	if err := f.refused(NameWriteFile, p, a.Path); err != nil {
+		return WriteFileResult{}, err
 	}
 	if len(a.Content) > MaxFileBytes {
 		return WriteFileResult{}, fail("%s: content is %d bytes, over the limit of %d bytes", NameWriteFile, len(a.Content), MaxFileBytes)

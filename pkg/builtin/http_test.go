@@ -26,7 +26,9 @@ func setupHTTP(t *testing.T, cfg builtin.Config, h http.Handler) httpBundle {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	cfg.Root = t.TempDir()
-	cfg.HTTPClient = srv.Client()
+	if cfg.HTTPAddrPolicy == nil {
+		cfg.HTTPAddrPolicy = only(srv)
+	}
 	return httpBundle{srv: srv, fetch: toolsFor(t, cfg)["http_fetch"]}
 }
 
@@ -141,9 +143,9 @@ func TestHTTPFetchTransportError(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	url := srv.URL
 	srv.Close() // nothing listens there now
-	fetch := toolsFor(t, builtin.Config{Root: t.TempDir(), HTTPClient: &http.Client{Transport: &http.Transport{}}})["http_fetch"]
+	fetch := toolsFor(t, builtin.Config{Root: t.TempDir(), AllowPrivateNetwork: true})["http_fetch"]
 	_, err := call(t.Context(), t, fetch, `{"url":"`+url+`/x"}`)
-	wantFail(t, err, "GET "+url+"/x", "refused")
+	wantFail(t, err, "GET "+url+"/x: connection refused")
 }
 
 func TestHTTPFetchTimeout(t *testing.T) {

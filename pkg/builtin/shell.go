@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 
+	"github.com/offload-dev/offload/internal/proc"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
@@ -35,15 +36,19 @@ type ShellResult struct {
 	Stderr string `json:"stderr"`
 }
 
-// shellWaitDelay bounds how long output pipes are drained after the shell
-// exited or was killed.
-const shellWaitDelay = 2 * time.Second
+// shellDrainDelay bounds how long output pipes are drained after the
+// shell's process group was killed.
+const shellDrainDelay = 2 * time.Second
 
 func shellTool(cfg Config) (*tool.Tool, error) {
 	desc := fmt.Sprintf("Run a shell command with /bin/sh -c in the root directory and return its exit code, stdout and stderr (each at most %s). The command times out after %s unless timeout_seconds says otherwise (at most %s).",
 		size(MaxShellOutputBytes), cfg.ShellTimeout, cfg.ShellMaxTimeout)
-	run := func(ctx context.Context, _ *tool.RunContext, a ShellArgs) (ShellResult, error) {
-		return shell(ctx, cfg, a)
+	run := func(ctx context.Context, rc *tool.RunContext, a ShellArgs) (ShellResult, error) {
+		var task proc.Task
+		if rc != nil {
+			task = proc.Task{ID: rc.TaskID, ConversationID: rc.ConversationID, Attempt: rc.Attempt}
+		}
+		return shell(ctx, cfg, task, a)
 	}
 	t, err := tool.NewFunc(NameShell, desc, run, tool.NeedsApproval())
 	if err != nil {
@@ -54,7 +59,7 @@ func shellTool(cfg Config) (*tool.Tool, error) {
 	})
 }
 
-func shell(ctx context.Context, cfg Config, a ShellArgs) (ShellResult, error) {
+func shell(ctx context.Context, cfg Config, task proc.Task, a ShellArgs) (ShellResult, error) {
 	if strings.TrimSpace(a.Command) == "" {
 		return ShellResult{}, fail("shell: command is empty")
 	}
@@ -70,14 +75,15 @@ func shell(ctx context.Context, cfg Config, a ShellArgs) (ShellResult, error) {
 
 	cmd := exec.CommandContext(runCtx, "/bin/sh", "-c", a.Command)
 	cmd.Dir = cfg.Root
+	// A minimal environment: never the process's secrets (SPEC §6.5).
+	cmd.Env = proc.Environ(cfg.Getenv, cfg.ShellEnv, task)
 	stdout := &capped{limit: MaxShellOutputBytes}
 	stderr := &capped{limit: MaxShellOutputBytes}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	cmd.WaitDelay = shellWaitDelay
-	killGroupOnCancel(cmd)
 
 	start := time.Now()
-	err := cmd.Run()
+	// The process group is killed when the shell exits, times out or is
+	// cancelled: no background child outlives the call.
+	err := proc.Run(cmd, stdout, stderr, shellDrainDelay)
 	log := cfg.Logger.With(slog.String("command", a.Command), slog.Duration("elapsed", time.Since(start)))
 	if ctx.Err() != nil {
 		log.InfoContext(ctx, "builtin: shell command cancelled")
@@ -90,7 +96,7 @@ func shell(ctx context.Context, cfg Config, a ShellArgs) (ShellResult, error) {
 	res := ShellResult{Stdout: stdout.text(), Stderr: stderr.text()}
 	var exitErr *exec.ExitError
 	switch {
-	case err == nil, errors.Is(err, exec.ErrWaitDelay):
+	case err == nil, errors.Is(err, proc.ErrOutputHeld):
 	case errors.As(err, &exitErr):
 		res.ExitCode = exitErr.ExitCode()
 	default:

@@ -112,3 +112,13 @@ func TestSleepBounds(t *testing.T) {
 	_, err := sl.Run(t.Context(), nil, []byte(`{"seconds":4000}`))
 	wantFail(t, err, "between 0 and 3600")
 }
+
+// TestSleepIsOptionalBackground: the model may choose to run sleep in the
+// background (SPEC §6.1).
+func TestSleepIsOptionalBackground(t *testing.T) {
+	t.Parallel()
+	sl := toolsFor(t, builtin.Config{Root: t.TempDir()})["sleep"]
+	if got := sl.Metadata["background"]; got != "optional" {
+		t.Errorf("sleep metadata background = %v, want \"optional\"", got)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -64,10 +65,17 @@ type Spec struct {
 	// Output is how stdout is read: [OutputText] (the default) or
 	// [OutputJSON].
 	Output string `yaml:"output"`
+	// Env names the environment variables passed through to the command,
+	// on top of PATH, HOME, LANG and TZ (default none). Nothing else of the
+	// worker's environment reaches the command.
+	Env []string `yaml:"env"`
 
 	// line is the spec's line in the YAML source, for error messages.
 	line int
 }
+
+// envNameRE matches an environment variable name.
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // Duration is a time.Duration written in YAML as a Go duration string
 // ("90s", "10m", "1h30m").
@@ -176,6 +184,11 @@ func (s *Spec) def() (tool.Def, error) {
 	case "", OutputText, OutputJSON:
 	default:
 		return tool.Def{}, s.errorf("output %q must be %q or %q", s.Output, OutputText, OutputJSON)
+	}
+	for _, name := range s.Env {
+		if !envNameRE.MatchString(name) {
+			return tool.Def{}, s.errorf("env: %q is not an environment variable name", name)
+		}
 	}
 	var params json.RawMessage
 	if s.Parameters != nil {

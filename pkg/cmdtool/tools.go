@@ -10,21 +10,28 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/offload-dev/offload/internal/proc"
+	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
-// MaxOutputBytes is the largest stdout a command may write (1 MiB).
-const MaxOutputBytes = 1 << 20
+// MaxOutputBytes is the largest stdout a command may write: 1 MiB less the
+// room a result's envelope needs ([protocol.MaxContentBytes]) and the two
+// quotes of a JSON string. Output within it whose JSON encoding is larger
+// than [protocol.MaxContentBytes] (escaped characters) is refused too, so
+// that every accepted output fits a result message.
+const MaxOutputBytes = protocol.MaxContentBytes - 2
 
 // maxStderrBytes is how much of stderr is kept for the logs.
 const maxStderrBytes = 8 << 10
 
-// waitDelay bounds how long a command's output pipes are drained after it
-// exited or was killed (a grandchild may hold them open).
-const waitDelay = 2 * time.Second
+// drainDelay bounds how long a command's output pipes are drained after its
+// process group was killed (a child that left the group may hold them).
+const drainDelay = 2 * time.Second
 
 // Options configures the tools built by [Config.Tools].
 type Options struct {
@@ -34,6 +41,9 @@ type Options struct {
 	Dir string
 	// Logger receives failed commands' stderr. Defaults to discarding.
 	Logger *slog.Logger
+	// Getenv reads the process environment the commands' minimal
+	// environment is taken from. Defaults to os.Getenv.
+	Getenv func(string) string
 }
 
 // Tools builds the declared tools. It fails when a program cannot be found
@@ -54,6 +64,10 @@ func (c *Config) Tools(opts Options) ([]*tool.Tool, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	getenv := opts.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
 	out := make([]*tool.Tool, 0, len(c.Specs))
 	for i := range c.Specs {
 		s := &c.Specs[i]
@@ -72,6 +86,8 @@ func (c *Config) Tools(opts Options) ([]*tool.Tool, error) {
 			dir:     dir,
 			timeout: s.timeout(),
 			json:    s.Output == OutputJSON,
+			env:     slices.Clone(s.Env),
+			getenv:  getenv,
 			log:     log,
 		}
 		t, err := tool.New(def, r.run)
@@ -110,28 +126,33 @@ type runner struct {
 	dir     string
 	timeout time.Duration
 	json    bool
+	env     []string
+	getenv  func(string) string
 	log     *slog.Logger
 }
 
-func (r *runner) run(ctx context.Context, _ *tool.RunContext, args json.RawMessage) (any, error) {
+func (r *runner) run(ctx context.Context, rc *tool.RunContext, args json.RawMessage) (any, error) {
 	if len(bytes.TrimSpace(args)) == 0 {
 		args = json.RawMessage("{}")
 	}
 	runCtx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
 
+	var task proc.Task
+	if rc != nil {
+		task = proc.Task{ID: rc.TaskID, ConversationID: rc.ConversationID, Attempt: rc.Attempt}
+	}
 	cmd := exec.CommandContext(runCtx, r.prog, r.args...)
 	cmd.Dir = r.dir
+	cmd.Env = proc.Environ(r.getenv, r.env, task)
 	cmd.Stdin = bytes.NewReader(args)
 	stdout := &capped{limit: MaxOutputBytes}
 	stderr := &capped{limit: maxStderrBytes, keepTail: true}
-	cmd.Stdout = stdout
-	cmd.Stderr = stderr
-	cmd.WaitDelay = waitDelay
-	killGroupOnCancel(cmd)
 
 	start := time.Now()
-	err := cmd.Run()
+	// The process group is killed when the command exits, times out or is
+	// cancelled: no background child outlives the call.
+	err := proc.Run(cmd, stdout, stderr, drainDelay)
 	elapsed := time.Since(start)
 
 	if ctx.Err() != nil {
@@ -150,9 +171,11 @@ func (r *runner) run(ctx context.Context, _ *tool.RunContext, args json.RawMessa
 			slog.String("tool", r.name), slog.Int("exit_code", e.ExitCode),
 			slog.Duration("elapsed", elapsed), slog.String("stderr", e.Stderr))
 		return nil, e
-	case errors.Is(err, exec.ErrWaitDelay):
-		// The command exited 0 but something it started kept stdout open;
-		// what was written so far is the result.
+	case errors.Is(err, proc.ErrOutputHeld):
+		// The command exited 0 but something it started left the process
+		// group and kept stdout open; what was written so far is the result.
+		r.log.WarnContext(ctx, "cmdtool: a child of the command left its process group and held stdout",
+			slog.String("tool", r.name))
 	case err != nil:
 		return nil, fmt.Errorf("cmdtool: tool %s: %w", r.name, err)
 	}
@@ -165,17 +188,25 @@ func (r *runner) run(ctx context.Context, _ *tool.RunContext, args json.RawMessa
 	}
 	out := stdout.Bytes()
 	out = bytes.TrimSuffix(out, []byte("\n"))
+	var value any
 	if !r.json {
-		return string(out), nil
+		value = string(out)
+	} else {
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, out); err != nil {
+			return nil, &InvalidOutput{Tool: r.name, Err: err}
+		}
+		if buf.Len() == 0 {
+			return nil, &InvalidOutput{Tool: r.name, Err: errors.New("empty output")}
+		}
+		value = json.RawMessage(buf.Bytes())
 	}
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, out); err != nil {
-		return nil, &InvalidOutput{Tool: r.name, Err: err}
+	// The result carries the output JSON-encoded: escaping may make it
+	// larger than the message allows.
+	if enc, err := json.Marshal(value); err != nil || len(enc) > protocol.MaxContentBytes {
+		return nil, &ResultTooLarge{Tool: r.name, Limit: MaxOutputBytes}
 	}
-	if buf.Len() == 0 {
-		return nil, &InvalidOutput{Tool: r.name, Err: errors.New("empty output")}
-	}
-	return json.RawMessage(buf.Bytes()), nil
+	return value, nil
 }
 
 // capped is an io.Writer keeping at most limit bytes (the first ones, or the

@@ -23,6 +23,12 @@ import (
 const (
 	// URLFile holds the URL of the server that owns the store.
 	URLFile = "nats.url"
+	// ServerIDFile holds the ID of the server named by URLFile; a listener
+	// on that URL with another ID is not the store's server.
+	ServerIDFile = "nats.server-id"
+	// NkeyFile holds the nkey seed of the store's user: the only client
+	// identity the embedded server accepts (`nats --nkey <store>/nats.nk`).
+	NkeyFile = "nats.nk"
 	// LockFile serialises start-up between processes.
 	LockFile = "nats.lock"
 	// JetStreamDir is where the server stores JetStream data.
@@ -51,7 +57,9 @@ type Config struct {
 // process, or one started by another process (Shared).
 type Server struct {
 	url    string
+	id     string
 	store  string
+	nkey   string         // absolute path of the seed file
 	srv    *server.Server // nil when shared
 	log    *slog.Logger
 	once   sync.Once
@@ -59,11 +67,18 @@ type Server struct {
 }
 
 // Start returns the store's NATS server. If <store>/nats.url names a live
-// NATS server, the handle only reports that URL ([Server.Shared] is true).
-// Otherwise Start runs an in-process nats-server with JetStream storing
-// under <store>/jetstream, listening on 127.0.0.1 on a free port, and writes
-// its URL to <store>/nats.url (atomically). A file lock on <store>/nats.lock,
-// held during start-up only, keeps two processes from both starting one.
+// NATS server whose ID is the one recorded in <store>/nats.server-id, the
+// handle only reports it ([Server.Shared] is true). Otherwise (no server,
+// or a foreign listener on a stale URL) Start runs an in-process
+// nats-server with JetStream storing under <store>/jetstream, listening on
+// 127.0.0.1 on a free port, and writes its URL and ID to the store
+// (atomically). A file lock on <store>/nats.lock, held during start-up only,
+// keeps two processes from both starting one.
+//
+// The server accepts only the store's user, an nkey whose seed is generated
+// on first use in <store>/nats.nk: no secret crosses the wire, and clients
+// without the seed are refused. The store directory is made (or tightened
+// to) mode 0700 and its files 0600.
 func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.StoreDir == "" {
 		return nil, fmt.Errorf("%w: StoreDir is required", ErrInvalidConfig)
@@ -80,31 +95,55 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if ready <= 0 {
 		ready = 10 * time.Second
 	}
-	if err := os.MkdirAll(cfg.StoreDir, 0o700); err != nil {
-		return nil, fmt.Errorf("embedded: create store: %w", err)
+	store, err := filepath.Abs(cfg.StoreDir)
+	if err != nil {
+		return nil, fmt.Errorf("embedded: store: %w", err)
 	}
-	unlock, err := lock(ctx, filepath.Join(cfg.StoreDir, LockFile))
+	if err := secureDir(store); err != nil {
+		return nil, err
+	}
+	unlock, err := lock(ctx, filepath.Join(store, LockFile))
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
+	for _, name := range []string{URLFile, ServerIDFile, LockFile} {
+		if err := tighten(filepath.Join(store, name)); err != nil {
+			return nil, err
+		}
+	}
+	seedPath := filepath.Join(store, NkeyFile)
+	user, err := loadOrCreateUser(seedPath)
+	if err != nil {
+		return nil, err
+	}
 
-	urlPath := filepath.Join(cfg.StoreDir, URLFile)
+	urlPath := filepath.Join(store, URLFile)
+	idPath := filepath.Join(store, ServerIDFile)
 	if b, err := os.ReadFile(urlPath); err == nil {
 		u := strings.TrimSpace(string(b))
-		if alive(ctx, u, probe) {
-			log.Debug("sharing the store's nats server", "url", u)
-			return &Server{url: u, store: cfg.StoreDir, log: log}, nil
+		idb, _ := os.ReadFile(idPath)
+		id := strings.TrimSpace(string(idb))
+		got, ok := probeID(ctx, u, probe)
+		if ok && id != "" && got == id {
+			log.Debug("sharing the store's nats server", "url", u, "server_id", id)
+			return &Server{url: u, id: id, store: store, nkey: seedPath, log: log}, nil
 		}
-		log.Debug("stale nats.url replaced", "url", u)
+		if ok {
+			log.Warn("nats.url names a server that is not the store's; starting a new one", "url", u, "server_id", got, "want", id)
+		} else {
+			log.Debug("stale nats.url replaced", "url", u)
+		}
 	}
 
 	opts := &server.Options{
 		Host:      "127.0.0.1",
 		Port:      -1,
 		JetStream: true,
-		StoreDir:  filepath.Join(cfg.StoreDir, JetStreamDir),
+		StoreDir:  filepath.Join(store, JetStreamDir),
 		NoSigs:    true,
+		// Only the store's user: anonymous clients are refused.
+		Nkeys: []*server.NkeyUser{{Nkey: user}},
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
@@ -117,11 +156,14 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		srv.WaitForShutdown()
 		return nil, fmt.Errorf("embedded: server not ready within %v", ready)
 	}
-	s := &Server{url: srv.ClientURL(), store: cfg.StoreDir, srv: srv, log: log}
-	if err := writeAtomic(urlPath, []byte(s.url+"\n")); err != nil {
-		srv.Shutdown()
-		srv.WaitForShutdown()
-		return nil, fmt.Errorf("embedded: write %s: %w", URLFile, err)
+	s := &Server{url: srv.ClientURL(), id: srv.ID(), store: store, nkey: seedPath, srv: srv, log: log}
+	// The ID first: a reader that sees the new URL must see its ID.
+	for _, f := range []struct{ path, data string }{{idPath, s.id}, {urlPath, s.url}} {
+		if err := writeAtomic(f.path, []byte(f.data+"\n")); err != nil {
+			srv.Shutdown()
+			srv.WaitForShutdown()
+			return nil, fmt.Errorf("embedded: write %s: %w", filepath.Base(f.path), err)
+		}
 	}
 	log.Debug("started nats server", "url", s.url, "store", opts.StoreDir)
 	return s, nil
@@ -129,6 +171,35 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 
 // URL returns the server's client URL (nats://127.0.0.1:<port>).
 func (s *Server) URL() string { return s.url }
+
+// ServerID returns the server's ID, as recorded in the store. A client
+// checks it after connecting (natsjs.ConnectOptions.ExpectServerID): a
+// listener with another ID is not the store's server.
+func (s *Server) ServerID() string { return s.id }
+
+// NkeySeedFile returns the absolute path of the seed file of the store's
+// user, the credential clients need (nats.go: nats.NkeyOptionFromSeed; the
+// nats CLI: --nkey).
+func (s *Server) NkeySeedFile() string { return s.nkey }
+
+// StoreDir returns the absolute path of the store directory.
+func (s *Server) StoreDir() string { return s.store }
+
+// Addr returns the host and port the server listens on.
+func (s *Server) Addr() string {
+	u, err := url.Parse(s.url)
+	if err != nil {
+		return ""
+	}
+	return u.Host
+}
+
+// CLIOptions returns the `nats` CLI options that reach this server as the
+// store's user, whatever context the CLI has selected:
+// --server <URL> --nkey <absolute seed path> --no-context.
+func (s *Server) CLIOptions() []string {
+	return []string{"--server", s.url, "--nkey", s.nkey, "--no-context"}
+}
 
 // Shared reports whether the server belongs to another process.
 func (s *Server) Shared() bool { return s.srv == nil }
@@ -150,6 +221,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			if b, err := os.ReadFile(urlPath); err == nil && strings.TrimSpace(string(b)) == s.url {
 				if err := os.Remove(urlPath); err != nil {
 					errs = append(errs, fmt.Errorf("embedded: remove %s: %w", URLFile, err))
+				}
+				if err := os.Remove(filepath.Join(s.store, ServerIDFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+					errs = append(errs, fmt.Errorf("embedded: remove %s: %w", ServerIDFile, err))
 				}
 			}
 			unlock()
@@ -198,19 +272,20 @@ func lock(ctx context.Context, path string) (unlock func(), err error) {
 	}
 }
 
-// alive reports whether rawURL names a NATS server with JetStream that
-// answers within timeout. It reads the server's INFO greeting over TCP.
-func alive(ctx context.Context, rawURL string, timeout time.Duration) bool {
+// probeID returns the ID of the NATS server with JetStream at rawURL, and
+// whether one answered within timeout. It reads the server's INFO greeting
+// over TCP.
+func probeID(ctx context.Context, rawURL string, timeout time.Duration) (string, bool) {
 	u, err := url.Parse(rawURL)
 	if err != nil || u.Scheme != "nats" || u.Host == "" {
-		return false
+		return "", false
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", u.Host)
 	if err != nil {
-		return false
+		return "", false
 	}
 	defer conn.Close()
 	if deadline, ok := ctx.Deadline(); ok {
@@ -218,16 +293,20 @@ func alive(ctx context.Context, rawURL string, timeout time.Duration) bool {
 	}
 	line, err := bufio.NewReaderSize(conn, 4096).ReadString('\n')
 	if err != nil {
-		return false
+		return "", false
 	}
 	info, ok := strings.CutPrefix(strings.TrimSpace(line), "INFO ")
 	if !ok {
-		return false
+		return "", false
 	}
 	var greeting struct {
-		JetStream bool `json:"jetstream"`
+		ServerID  string `json:"server_id"`
+		JetStream bool   `json:"jetstream"`
 	}
-	return json.Unmarshal([]byte(info), &greeting) == nil && greeting.JetStream
+	if json.Unmarshal([]byte(info), &greeting) != nil || !greeting.JetStream {
+		return "", false
+	}
+	return greeting.ServerID, true
 }
 
 // writeAtomic writes data to path through a temporary file and a rename.

@@ -32,6 +32,20 @@ func start(t *testing.T, dir string) *embedded.Server {
 	return s
 }
 
+// connect connects to s as the store's user.
+func connect(t *testing.T, s *embedded.Server) *nats.Conn {
+	t.Helper()
+	opt, err := nats.NkeyOptionFromSeed(s.NkeySeedFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(s.URL(), opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc
+}
+
 func readURL(t *testing.T, dir string) (string, bool) {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(dir, embedded.URLFile))
@@ -56,10 +70,7 @@ func TestStartShareShutdown(t *testing.T) {
 	}
 
 	// JetStream works and stores under <store>/jetstream.
-	nc, err := nats.Connect(first.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc := connect(t, first)
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
 	ctx := context.Background()
@@ -101,10 +112,7 @@ func TestStartShareShutdown(t *testing.T) {
 	if third.Shared() {
 		t.Fatal("third shared a stopped server")
 	}
-	nc3, err := nats.Connect(third.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc3 := connect(t, third)
 	defer nc3.Close()
 	js3, _ := jetstream.New(nc3)
 	if _, err := js3.Stream(ctx, "S"); err != nil {

@@ -1,8 +1,12 @@
 package natsjs
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -18,17 +22,100 @@ type ConnectOptions struct {
 	Logger *slog.Logger
 	// ReconnectWait is the pause between reconnect attempts. Defaults to 2s.
 	ReconnectWait time.Duration
+	// Creds is a credentials file (JWT and nkey seed), as `nats --creds`.
+	Creds string
+	// Nkey is an nkey seed file, as `nats --nkey`.
+	Nkey string
+	// Context is a `nats` CLI context (see [LoadContext]) whose
+	// credentials, TLS files and inbox prefix are used; its URL is used when
+	// Connect gets none. Creds and Nkey take precedence over the context's
+	// credentials.
+	Context *NATSContext
+	// ExpectServerID, when set, is the ID of the only server this
+	// connection may use: Connect fails with an error wrapping
+	// [ErrWrongServer] when the server it reached has another ID, and a
+	// reconnect to another server closes the connection. The embedded
+	// default sets it to the ID recorded in its store.
+	ExpectServerID string
 	// Extra client options, applied after the defaults.
 	Extra []nats.Option
 }
 
-// Connect connects to the NATS server at url with options fit for long-lived
+// ErrWrongServer is wrapped by the error of [Connect] when the server
+// reached is not the one ConnectOptions.ExpectServerID names.
+var ErrWrongServer = errors.New("natsjs: connected to an unexpected server")
+
+// RedactURL returns the comma-separated server list urls with any password
+// or token replaced by "xxxxx", for messages and logs.
+func RedactURL(urls string) string {
+	parts := strings.Split(urls, ",")
+	for i, p := range parts {
+		u, err := url.Parse(strings.TrimSpace(p))
+		if err != nil || u.User == nil {
+			continue
+		}
+		if _, has := u.User.Password(); has {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		} else {
+			u.User = url.User("xxxxx")
+		}
+		parts[i] = u.String()
+	}
+	return strings.Join(parts, ",")
+}
+
+// credentialOptions returns the client options of the configured
+// credentials.
+func (o ConnectOptions) credentialOptions() ([]nats.Option, error) {
+	var out []nats.Option
+	creds, nkey := o.Creds, o.Nkey
+	if c := o.Context; c != nil {
+		if creds == "" && nkey == "" {
+			creds, nkey = c.Creds, c.Nkey
+			if c.User != "" {
+				out = append(out, nats.UserInfo(c.User, c.Password))
+			}
+			if c.Token != "" {
+				out = append(out, nats.Token(c.Token))
+			}
+		}
+		if c.Cert != "" || c.Key != "" {
+			out = append(out, nats.ClientCert(c.Cert, c.Key))
+		}
+		if c.CA != "" {
+			out = append(out, nats.RootCAs(c.CA))
+		}
+		if c.InboxPrefix != "" {
+			out = append(out, nats.CustomInboxPrefix(c.InboxPrefix))
+		}
+	}
+	if creds != "" {
+		if _, err := os.Stat(creds); err != nil {
+			return nil, fmt.Errorf("natsjs: credentials file: %w", err)
+		}
+		out = append(out, nats.UserCredentials(creds))
+	}
+	if nkey != "" {
+		opt, err := nats.NkeyOptionFromSeed(nkey)
+		if err != nil {
+			return nil, fmt.Errorf("natsjs: nkey seed file %s: %w", nkey, err)
+		}
+		out = append(out, opt)
+	}
+	return out, nil
+}
+
+// Connect connects to the NATS servers (a comma-separated list of URLs) with options fit for long-lived
 // processes: it keeps reconnecting forever (MaxReconnects(-1)), also when
 // the server is not up yet (RetryOnFailedConnect), and logs connection
 // events. The connection is usable at once; while the server is away,
 // publishes are buffered by the client and JetStream calls fail until it is
 // back.
-func Connect(url string, opts ConnectOptions) (*nats.Conn, error) {
+//
+// Credentials come the usual NATS ways: a user and password (or token) in
+// the URL, opts.Creds, opts.Nkey, or a `nats` CLI context (opts.Context).
+// Errors never show a password from the URL.
+func Connect(servers string, opts ConnectOptions) (*nats.Conn, error) {
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -41,12 +128,34 @@ func Connect(url string, opts ConnectOptions) (*nats.Conn, error) {
 	if wait <= 0 {
 		wait = 2 * time.Second
 	}
+	if servers == "" && opts.Context != nil {
+		servers = opts.Context.URL
+	}
+	// wrongServer closes nc when it reached a server other than the
+	// expected one.
+	wrongServer := func(nc *nats.Conn) bool {
+		want := opts.ExpectServerID
+		if want == "" || nc.ConnectedServerId() == want {
+			return false
+		}
+		log.Error("nats server is not the expected one; closing the connection",
+			"url", nc.ConnectedUrlRedacted(), "server_id", nc.ConnectedServerId(), "want", want)
+		go nc.Close()
+		return true
+	}
+	creds, err := opts.credentialOptions()
+	if err != nil {
+		return nil, err
+	}
 	options := []nats.Option{
 		nats.Name(name),
 		nats.MaxReconnects(-1),
 		nats.RetryOnFailedConnect(true),
 		nats.ReconnectWait(wait),
 		nats.ConnectHandler(func(nc *nats.Conn) {
+			if wrongServer(nc) {
+				return
+			}
 			log.Info("nats connected", "url", nc.ConnectedUrlRedacted())
 		}),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
@@ -55,6 +164,9 @@ func Connect(url string, opts ConnectOptions) (*nats.Conn, error) {
 			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
+			if wrongServer(nc) {
+				return
+			}
 			log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted())
 		}),
 		nats.ClosedHandler(func(nc *nats.Conn) {
@@ -70,9 +182,15 @@ func Connect(url string, opts ConnectOptions) (*nats.Conn, error) {
 			log.Error("nats async error", "err", err)
 		}),
 	}
-	nc, err := nats.Connect(url, append(options, opts.Extra...)...)
+	options = append(options, creds...)
+	nc, err := nats.Connect(servers, append(options, opts.Extra...)...)
 	if err != nil {
-		return nil, fmt.Errorf("natsjs: connect %s: %w", url, err)
+		return nil, fmt.Errorf("natsjs: connect %s: %w", RedactURL(servers), err)
+	}
+	if want := opts.ExpectServerID; want != "" && nc.IsConnected() && nc.ConnectedServerId() != want {
+		got := nc.ConnectedServerId()
+		nc.Close()
+		return nil, fmt.Errorf("%w: %s has server ID %s, want %s", ErrWrongServer, RedactURL(servers), got, want)
 	}
 	return nc, nil
 }

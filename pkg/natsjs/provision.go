@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	defs "github.com/offload-dev/offload/jetstream"
@@ -45,6 +46,8 @@ type Names struct {
 	Decisions string
 	// Cancel is the stream of <prefix>.cancel.>.
 	Cancel string
+	// Answers is the stream of <prefix>.answer.>.
+	Answers string
 	// RegistryBucket is the tool registry KV bucket, <prefix>_registry.
 	RegistryBucket string
 	// RegistryStream is the registry's backing stream, KV_<prefix>_registry.
@@ -63,7 +66,7 @@ type Names struct {
 
 // NamesFor returns the asset names of prefix ("" means
 // [protocol.DefaultPrefix]): stream names are the upper-cased prefix followed
-// by _TASKS, _RESULTS, _APPROVALS, _DECISIONS, _CANCEL.
+// by _TASKS, _RESULTS, _APPROVALS, _DECISIONS, _CANCEL, _ANSWERS.
 func NamesFor(prefix string) Names {
 	if prefix == "" {
 		prefix = defPrefix
@@ -76,6 +79,7 @@ func NamesFor(prefix string) Names {
 		Approvals:      up + "APPROVALS",
 		Decisions:      up + "DECISIONS",
 		Cancel:         up + "CANCEL",
+		Answers:        up + "ANSWERS",
 		RegistryBucket: prefix + "_registry",
 		RegistryStream: "KV_" + prefix + "_registry",
 
@@ -128,6 +132,21 @@ func (o ProvisionOptions) fsys() fs.FS {
 // ErrInvalidDefinition is wrapped by errors about a definition file that does
 // not parse or does not follow the naming rules.
 var ErrInvalidDefinition = errors.New("natsjs: invalid definition")
+
+// ErrNotPermitted is wrapped by the error about a missing stream or
+// consumer that the connection's user may not create.
+var ErrNotPermitted = errors.New("natsjs: not permitted")
+
+// createTimeout bounds a look-up or create request: one the server refuses
+// for lack of permission gets no reply.
+const createTimeout = 5 * time.Second
+
+// notPermitted reports whether the connection's last error is a
+// permissions violation for a subject starting with subject.
+func notPermitted(js jetstream.JetStream, subject string) bool {
+	err := js.Conn().LastError()
+	return errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), `"`+subject)
+}
 
 // ErrIncompatibleStream is wrapped by an [*IncompatibleError] about a stream.
 var ErrIncompatibleStream = errors.New("natsjs: existing stream has an incompatible configuration")
@@ -325,12 +344,22 @@ func Provision(ctx context.Context, js jetstream.JetStream, opts ProvisionOption
 }
 
 func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig, checkReplicas bool) (jetstream.Stream, error) {
-	s, err := js.Stream(ctx, want.Name)
+	lctx, cancel := context.WithTimeout(ctx, createTimeout)
+	s, err := js.Stream(lctx, want.Name)
+	cancel()
+	if err != nil && notPermitted(js, "$JS.API.STREAM.INFO."+want.Name) {
+		return nil, fmt.Errorf("natsjs: this user may not look stream %s up: %w", want.Name, ErrNotPermitted)
+	}
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		s, err = js.CreateStream(ctx, want)
+		cctx, cancel := context.WithTimeout(ctx, createTimeout)
+		s, err = js.CreateStream(cctx, want)
+		cancel()
 		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 			// Created meanwhile by another process: compare below.
 			s, err = js.Stream(ctx, want.Name)
+		}
+		if err != nil && notPermitted(js, "$JS.API.STREAM.CREATE."+want.Name) {
+			return nil, fmt.Errorf("natsjs: stream %s is missing and this user may not create it (an admin runs `agent provision`): %w", want.Name, ErrNotPermitted)
 		}
 	}
 	if err != nil {
@@ -449,9 +478,14 @@ func EnsureTaskConsumer(ctx context.Context, js jetstream.JetStream, toolName st
 	stream := NamesFor(opts.prefix()).Tasks
 	c, err := js.Consumer(ctx, stream, want.Durable)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
-		c, err = js.CreateConsumer(ctx, stream, want)
+		cctx, cancel := context.WithTimeout(ctx, createTimeout)
+		c, err = js.CreateConsumer(cctx, stream, want)
+		cancel()
 		if errors.Is(err, jetstream.ErrConsumerExists) {
 			c, err = js.Consumer(ctx, stream, want.Durable)
+		}
+		if err != nil && notPermitted(js, "$JS.API.CONSUMER.CREATE."+stream+"."+want.Durable) {
+			return nil, fmt.Errorf("natsjs: consumer %s on %s is missing and this user may not create it (an admin runs `agent provision --tools %s`): %w", want.Durable, stream, toolName, ErrNotPermitted)
 		}
 	}
 	if err != nil {

@@ -60,6 +60,7 @@ func TestDefinitionsInSync(t *testing.T) {
 				names.Decisions:           subj.All(protocol.KindDecision),
 				names.Cancel:              subj.All(protocol.KindCancel),
 				names.RegistryStream:      "$KV." + names.RegistryBucket + ".>",
+				names.Answers:             subj.All(protocol.KindAnswer),
 				names.ConversationsStream: "$KV." + names.ConversationsBucket + ".>",
 			}
 			hist, ok := streams[names.HistoriesStream]
@@ -91,7 +92,7 @@ func TestDefinitionsInSync(t *testing.T) {
 				tasks.MaxMsgSize <= 0 || tasks.MaxMsgSize > protocol.DefaultMaxSize || tasks.MaxAge <= 0 {
 				t.Errorf("tasks stream: %+v", tasks)
 			}
-			for _, name := range []string{names.Results, names.Approvals, names.Decisions, names.Cancel} {
+			for _, name := range []string{names.Results, names.Approvals, names.Decisions, names.Cancel, names.Answers} {
 				c := streams[name]
 				if c.Retention != jetstream.LimitsPolicy {
 					t.Errorf("%s: retention %v, want limits", name, c.Retention)
@@ -150,7 +151,7 @@ func mapsKeys[V any](m map[string]V) func(func(string) bool) {
 func TestDefinitionFilesRoundTrip(t *testing.T) {
 	t.Parallel()
 	files, _ := fs.Glob(defs.FS, "*/*.json")
-	if len(files) != 9 {
+	if len(files) != 10 {
 		t.Errorf("definition files: %v", files)
 	}
 	for _, file := range files {

@@ -582,6 +582,8 @@ func (w *Worker) handle(t *tool.Tool, msg jetstream.Msg) {
 		ConversationID:   task.ConversationID,
 		ToolCallID:       task.ToolCallID,
 		ToolName:         t.Name,
+		TaskID:           task.TaskID,
+		Attempt:          task.Attempt,
 		ToolCallApproved: task.Approved,
 		ToolCallMetadata: task.ToolCallMetadata,
 		Retry:            task.Retry,

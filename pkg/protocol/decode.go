@@ -15,6 +15,13 @@ import (
 // nats-server.
 const DefaultMaxSize = 1 << 20
 
+// MaxContentBytes is the most a tool's result content may take once
+// JSON-encoded (SPEC §9 "Encoded sizes"): [DefaultMaxSize] less 16 KiB for
+// the result's envelope (IDs, status, worker, times) and headers. A tool
+// whose encoded output stays within it produces a result that fits the
+// server's default max payload.
+const MaxContentBytes = DefaultMaxSize - 16<<10
+
 // Sentinels wrapped by [*DecodeError].
 var (
 	// ErrTooLarge: the payload exceeds the maximum size.

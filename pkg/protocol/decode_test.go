@@ -83,7 +83,7 @@ func TestDecodeTask(t *testing.T) {
 	t.Parallel()
 	in := `{"task_id":"` + tTask + `","tool":"search","args":{ "q" : "x" },"conversation_id":"` + tConv + `",
 		"tool_call_id":"call_1","run_id":"r1","mode":"background","metadata":{"k":1},"approved":true,
-		"tool_call_metadata":{"by":"alice"},"retry":2,"deadline":"2026-05-06T07:08:09Z",
+		"tool_call_metadata":{"by":"alice"},"retry":2,"attempt":1,"deadline":"2026-05-06T07:08:09Z",
 		"created_at":"2026-05-06T07:00:00.5+02:00","traceparent":"00-abc-def-01","unknown":{"x":[1]}}`
 	got, err := DecodeTask([]byte(in), fixedOpts)
 	if err != nil {
@@ -92,7 +92,7 @@ func TestDecodeTask(t *testing.T) {
 	want := Task{
 		TaskID: tTask, Tool: "search", Args: json.RawMessage(`{"q":"x"}`), ConversationID: tConv,
 		ToolCallID: "call_1", RunID: "r1", Mode: ModeBackground, Metadata: map[string]any{"k": 1.0},
-		Approved: true, ToolCallMetadata: map[string]any{"by": "alice"}, Retry: 2,
+		Approved: true, ToolCallMetadata: map[string]any{"by": "alice"}, Retry: 2, Attempt: 1,
 		Deadline:    time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC),
 		CreatedAt:   time.Date(2026, 5, 6, 7, 0, 0, 5e8, time.FixedZone("", 2*3600)),
 		Traceparent: "00-abc-def-01",
@@ -152,6 +152,7 @@ func TestDecodeTaskErrors(t *testing.T) {
 		{"tool_call_metadata string", with("tool_call_metadata", "x"), "tool_call_metadata", ErrInvalidField},
 		{"retry float", with("retry", 1.5), "retry", ErrInvalidField},
 		{"retry negative", with("retry", -1), "retry", ErrInvalidField},
+		{"attempt negative", with("attempt", -1), "attempt", ErrInvalidField},
 		{"deadline not RFC 3339", with("deadline", "tomorrow"), "deadline", ErrInvalidField},
 		{"deadline number", with("deadline", 12), "deadline", ErrInvalidField},
 		{"created_at bad", with("created_at", "2026-13-01T00:00:00Z"), "created_at", ErrInvalidField},

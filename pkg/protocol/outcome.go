@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 
 	"github.com/offload-dev/offload/pkg/tool"
 )
@@ -33,10 +34,25 @@ func (e *RemoteError) Error() string {
 	return "remote error: " + e.Type + ": " + e.Message
 }
 
-// ErrorType returns Type, or "RemoteError" when Type is empty.
+// ErrorTypePattern is what an error_type from the wire must match to be
+// shown to the model (SPEC §9); any other value is shown as
+// [ErrorRemoteError].
+const ErrorTypePattern = `^[A-Za-z][A-Za-z0-9_]{0,63}$`
+
+// ErrorRemoteError is the error type the model sees for a remote error whose
+// error_type is empty or not an identifier.
+const ErrorRemoteError = "RemoteError"
+
+var errorTypeRE = regexp.MustCompile(ErrorTypePattern)
+
+// ValidErrorType reports whether s matches [ErrorTypePattern].
+func ValidErrorType(s string) bool { return errorTypeRE.MatchString(s) }
+
+// ErrorType returns Type when it matches [ErrorTypePattern], else
+// [ErrorRemoteError]: a forged error_type never reaches the model as text.
 func (e *RemoteError) ErrorType() string {
-	if e.Type == "" {
-		return "RemoteError"
+	if !ValidErrorType(e.Type) {
+		return ErrorRemoteError
 	}
 	return e.Type
 }
@@ -124,7 +140,9 @@ func okResult(value any) Result {
 //   - retry: [*tool.ModelRetry]; failed: [*tool.ToolFailed];
 //   - approval_required: [*tool.ApprovalRequired]; call_deferred:
 //     [*tool.CallDeferred] (both with metadata);
-//   - error: [*RemoteError]; cancelled: [ErrCancelled].
+//   - error: [*RemoteError] (its ErrorType is the wire's error_type only
+//     when that is an identifier, SPEC §9, else "RemoteError");
+//     cancelled: [ErrCancelled].
 //
 // An unknown status gives an error wrapping [ErrInvalidField].
 func (r Result) Outcome() (any, error) {
@@ -144,7 +162,11 @@ func (r Result) Outcome() (any, error) {
 	case StatusCallDeferred:
 		return nil, &tool.CallDeferred{Metadata: r.Metadata}
 	case StatusError:
-		return nil, &RemoteError{Type: r.ErrorType, Message: r.Message}
+		typ := r.ErrorType
+		if !ValidErrorType(typ) {
+			typ = ErrorRemoteError
+		}
+		return nil, &RemoteError{Type: typ, Message: r.Message}
 	case StatusCancelled:
 		return nil, ErrCancelled
 	default:

@@ -51,6 +51,10 @@ const (
 	KindCancel
 	// KindProgress is <prefix>.progress.<conversation>.<task>.
 	KindProgress
+	// KindAnswer is <prefix>.answer.<conversation>.<task>: the result of an
+	// external call, published by a person or a UI. Only workers publish on
+	// <prefix>.result.>, so an answerer cannot forge a worker's result.
+	KindAnswer
 )
 
 var kindTokens = [...]string{
@@ -60,6 +64,7 @@ var kindTokens = [...]string{
 	KindDecision: "decision",
 	KindCancel:   "cancel",
 	KindProgress: "progress",
+	KindAnswer:   "answer",
 }
 
 // String returns the subject token of the kind ("task", "result", …), or
@@ -117,12 +122,18 @@ func (s Subjects) Cancel(conv, task string) string { return s.join(KindCancel, c
 // Progress returns <prefix>.progress.<conv>.<task>.
 func (s Subjects) Progress(conv, task string) string { return s.join(KindProgress, conv, task) }
 
+// Answer returns <prefix>.answer.<conv>.<task>.
+func (s Subjects) Answer(conv, task string) string { return s.join(KindAnswer, conv, task) }
+
 // All returns the wildcard subject of every message of a kind:
 // <prefix>.task.> or <prefix>.<kind>.> (for example tools.result.>).
 func (s Subjects) All(k Kind) string { return s.prefix() + "." + k.String() + ".>" }
 
 // ResultsFor returns <prefix>.result.<conv>.*, the results of one conversation.
 func (s Subjects) ResultsFor(conv string) string { return s.join(KindResult, conv, "*") }
+
+// AnswersFor returns <prefix>.answer.<conv>.*.
+func (s Subjects) AnswersFor(conv string) string { return s.join(KindAnswer, conv, "*") }
 
 // ApprovalsFor returns <prefix>.approval.<conv>.*.
 func (s Subjects) ApprovalsFor(conv string) string { return s.join(KindApproval, conv, "*") }

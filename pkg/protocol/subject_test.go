@@ -16,6 +16,9 @@ func TestSubjectsBuild(t *testing.T) {
 		{s.Decision(conv, task), "tools.decision." + conv + "." + task},
 		{s.Cancel(conv, task), "tools.cancel." + conv + "." + task},
 		{s.Progress(conv, task), "tools.progress." + conv + "." + task},
+		{s.Answer(conv, task), "tools.answer." + conv + "." + task},
+		{s.AnswersFor(conv), "tools.answer." + conv + ".*"},
+		{s.All(KindAnswer), "tools.answer.>"},
 		{s.All(KindTask), "tools.task.>"},
 		{s.All(KindResult), "tools.result.>"},
 		{s.ResultsFor(conv), "tools.result." + conv + ".*"},
@@ -36,7 +39,7 @@ func TestSubjectsParseRoundTrip(t *testing.T) {
 	t.Parallel()
 	s := Subjects{Prefix: "acme"}
 	conv, task := NewID(), NewID()
-	for _, k := range []Kind{KindResult, KindApproval, KindDecision, KindCancel, KindProgress} {
+	for _, k := range []Kind{KindResult, KindApproval, KindDecision, KindCancel, KindProgress, KindAnswer} {
 		subject := s.join(k, conv, task)
 		gk, gc, gt, gtool, err := s.Parse(subject)
 		if err != nil {

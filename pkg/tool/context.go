@@ -50,6 +50,11 @@ type RunContext struct {
 	ToolCallID string
 	// ToolName is the name of the called tool.
 	ToolName string
+	// TaskID is the call's task ID (a ULID) when it runs as a task (on a
+	// worker); empty otherwise.
+	TaskID string
+	// Attempt is the task's attempt (0 for the first dispatch of a call).
+	Attempt int
 	// ToolCallApproved is true when the call runs because a person approved it.
 	ToolCallApproved bool
 	// ToolCallMetadata is the metadata supplied with the approval, if any.

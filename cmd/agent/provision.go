@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/tool"
+)
+
+// provisionFlags are the flags of `agent provision`.
+type provisionFlags struct {
+	nats     string
+	prefix   string
+	replicas int
+	tools    string
+	conn     connFlags
+}
+
+// newProvisionCmd is `agent provision`: an operator (the admin user of
+// deploy/nats/auth.conf) creates every stream, KV bucket and the task
+// consumers of --tools from jetstream/, so that agents and workers can run
+// with least-privilege users.
+func newProvisionCmd(e env) *cobra.Command {
+	f := &provisionFlags{}
+	cmd := &cobra.Command{
+		Use:   "provision [flags]",
+		Short: "Create or check every stream, bucket and task consumer (as the admin user)",
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageErr("provision takes no arguments")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return provision(cmd.Context(), e, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.nats, "nats", e.getenv("NATS_URL"), "NATS server URL, e.g. nats://admin:PASSWORD@127.0.0.1:4222 (env NATS_URL)")
+	fl.StringVar(&f.prefix, "prefix", protocol.DefaultPrefix, "subject prefix")
+	fl.IntVar(&f.replicas, "replicas", 0, "replicas of every stream (default: the definitions', compared only when given)")
+	fl.StringVar(&f.tools, "tools", "", "comma-separated tools whose task consumers to create (workers may create their own)")
+	addConnFlags(fl, &f.conn, e.getenv)
+	return cmd
+}
+
+func provision(ctx context.Context, e env, f *provisionFlags) error {
+	if err := protocol.ValidatePrefix(f.prefix); err != nil {
+		return usageErr("--prefix: %v", err)
+	}
+	if f.replicas < 0 {
+		return usageErr("--replicas must not be negative")
+	}
+	tools := splitList(f.tools)
+	for _, name := range tools {
+		if err := tool.ValidateName(name); err != nil {
+			return usageErr("--tools: %v", err)
+		}
+	}
+	copts, err := f.conn.options(e.getenv)
+	if err != nil {
+		return err
+	}
+	if f.nats == "" && copts.Context == nil {
+		return usageErr("provision needs a server: --nats URL (or NATS_URL) or --context; the embedded default provisions itself")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	copts.Name = "agent provision"
+	copts.Extra = []nats.Option{nats.Timeout(5 * time.Second), nats.RetryOnFailedConnect(false)}
+	nc, err := natsjs.Connect(f.nats, copts)
+	if err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	opts := natsjs.ProvisionOptions{Prefix: f.prefix, Replicas: f.replicas}
+	if err := natsjs.Provision(ctx, js, opts); err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	streams, err := natsjs.Streams(opts)
+	if err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	for _, s := range streams {
+		fmt.Fprintf(e.stdout, "stream %s %s\n", s.Name, strings.Join(s.Subjects, ","))
+	}
+	slices.Sort(tools)
+	for _, name := range slices.Compact(tools) {
+		if _, err := natsjs.EnsureTaskConsumer(ctx, js, name, opts); err != nil {
+			return &exitError{code: exitFailed, err: err}
+		}
+		fmt.Fprintf(e.stdout, "consumer %s %s\n", natsjs.NamesFor(f.prefix).Tasks, natsjs.TaskConsumerName(name))
+	}
+	return nil
+}

@@ -1,0 +1,525 @@
+package deploy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/protocol"
+)
+
+// The roles of deploy/nats/auth.conf, and the passwords the tests give them
+// through the environment, as an operator does.
+var roles = []string{"admin", "agent", "worker", "approver", "answerer"}
+
+func password(role string) string { return "test-password-of-" + role }
+
+func passwordEnv(role string) string { return "OFFLOAD_" + strings.ToUpper(role) + "_PASSWORD" }
+
+func TestMain(m *testing.M) {
+	for _, r := range roles {
+		os.Setenv(passwordEnv(r), password(r))
+	}
+	os.Exit(m.Run())
+}
+
+// The names of the default prefix, which auth.conf is written for.
+const (
+	conversationsBucket = "tools_conversations"
+	historiesBucket     = "tools_histories"
+)
+
+var names = natsjs.NamesFor("")
+
+// deployServer is a nats-server started from deploy/nats/nats-server.conf,
+// parsed by the server's own config parser (auth.conf included, passwords
+// from the environment), on a random loopback port.
+type deployServer struct {
+	srv  *server.Server
+	conv string // a conversation and task with a message of each kind
+	task string
+}
+
+func startDeployServer(t *testing.T) *deployServer {
+	t.Helper()
+	d := startBareDeployServer(t)
+	d.provision(t)
+	return d
+}
+
+// startBareDeployServer starts the server with nothing provisioned.
+func startBareDeployServer(t *testing.T) *deployServer {
+	t.Helper()
+	dir := t.TempDir()
+	opts, err := server.ProcessConfigFile("nats/nats-server.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.Host != "127.0.0.1" {
+		t.Fatalf("the deploy config listens on %q, want loopback", opts.Host)
+	}
+	opts.Port = -1
+	opts.HTTPPort = 0
+	opts.StoreDir = dir
+	opts.NoSigs = true
+	opts.NoLog = true
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	t.Cleanup(func() {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+	})
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	return &deployServer{srv: srv, conv: protocol.NewID(), task: protocol.NewID()}
+}
+
+// provision creates, as admin, what `agent provision` creates, plus the
+// conversation store's buckets, and one message of each kind.
+func (d *deployServer) provision(t *testing.T) {
+	t.Helper()
+	ctx := t.Context()
+	nc := d.connect(t, "admin", nil)
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	if err := natsjs.Provision(ctx, js, natsjs.ProvisionOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := natsjs.EnsureTaskConsumer(ctx, js, "sleep", natsjs.ProvisionOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := natsjs.Registry(ctx, js, natsjs.ProvisionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.Put(ctx, "sleep.w1", []byte(`{"name":"sleep"}`)); err != nil {
+		t.Fatal(err)
+	}
+	convs, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: conversationsBucket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := convs.Put(ctx, d.conv, []byte(`{"pending":[]}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: historiesBucket}); err != nil {
+		t.Fatal(err)
+	}
+	s := protocol.Subjects{}
+	for _, subject := range []string{
+		s.Result(d.conv, d.task), s.Answer(d.conv, d.task), s.Decision(d.conv, d.task),
+		s.Approval(d.conv, d.task), s.Cancel(d.conv, d.task),
+		s.Task("sleep"), s.Task("sleep"),
+	} {
+		if _, err := js.Publish(ctx, subject, []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func (d *deployServer) connect(t *testing.T, role string, errs chan<- error) *nats.Conn {
+	t.Helper()
+	opts := []nats.Option{nats.UserInfo(role, password(role)), nats.MaxReconnects(0)}
+	if errs != nil {
+		opts = append(opts, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			select {
+			case errs <- err:
+			default:
+			}
+		}))
+	}
+	nc, err := nats.Connect(d.srv.ClientURL(), opts...)
+	if err != nil {
+		t.Fatalf("connect as %s: %v", role, err)
+	}
+	return nc
+}
+
+// lastSeq returns a stream's last sequence, read as admin.
+func (d *deployServer) lastSeq(t *testing.T, stream string) uint64 {
+	t.Helper()
+	nc := d.connect(t, "admin", nil)
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	s, err := js.Stream(t.Context(), stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.LastSeq
+}
+
+// opEnv is what an operation runs with: a connection as the role.
+type opEnv struct {
+	t  *testing.T
+	d  *deployServer
+	nc *nats.Conn
+	js jetstream.JetStream
+}
+
+// errUnchanged is returned by an operation whose effect did not happen
+// although no error was reported: it did not take place.
+var errUnchanged = errors.New("no effect")
+
+// publishJS publishes on subject with JetStream and checks, as admin, that
+// stream grew by it.
+func (e opEnv) publishJS(ctx context.Context, stream, subject, data string) error {
+	before := e.d.lastSeq(e.t, stream)
+	_, err := e.js.Publish(ctx, subject, []byte(data))
+	after := e.d.lastSeq(e.t, stream)
+	if err != nil {
+		if after != before {
+			e.t.Errorf("publish on %s failed (%v) but %s changed", subject, err, stream)
+		}
+		return err
+	}
+	if after != before+1 {
+		return errUnchanged
+	}
+	return nil
+}
+
+func (e opEnv) subscribe(ctx context.Context, subject string) error {
+	sub, err := e.nc.SubscribeSync(subject)
+	if err != nil {
+		return err
+	}
+	defer sub.Unsubscribe()
+	return e.nc.FlushWithContext(ctx)
+}
+
+// readStream reads the first message of stream with an ordered consumer.
+func (e opEnv) readStream(ctx context.Context, stream string) error {
+	c, err := e.js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		return err
+	}
+	_, err = c.Next(jetstream.FetchContext(ctx))
+	return err
+}
+
+func (e opEnv) kv(ctx context.Context, bucket string) (jetstream.KeyValue, error) {
+	return e.js.KeyValue(ctx, bucket)
+}
+
+type op struct {
+	name string
+	run  func(ctx context.Context, e opEnv) error
+}
+
+var s = protocol.Subjects{}
+
+// ops are the operations of SPEC §9's roles; each is measured for every
+// role, in this order (a worker pulls the first task before it loads the
+// second one).
+func ops(d *deployServer) []op {
+	conv, task := d.conv, d.task
+	taskJSON := fmt.Sprintf(`{"task_id":%q,"tool":"shell","args":{"command":"id"},"conversation_id":%q,"approved":true}`, protocol.NewID(), conv)
+	return []op{
+		{"publish a task (tools.task.>)", func(ctx context.Context, e opEnv) error {
+			return e.publishJS(ctx, names.Tasks, s.Task("shell"), taskJSON)
+		}},
+		{"publish a result (tools.result.>)", func(ctx context.Context, e opEnv) error {
+			return e.publishJS(ctx, names.Results, s.Result(conv, protocol.NewID()), `{"content":"forged"}`)
+		}},
+		{"publish an answer (tools.answer.>)", func(ctx context.Context, e opEnv) error {
+			return e.publishJS(ctx, names.Answers, s.Answer(conv, protocol.NewID()), `{"content":"42"}`)
+		}},
+		{"publish a decision (tools.decision.>)", func(ctx context.Context, e opEnv) error {
+			return e.publishJS(ctx, names.Decisions, s.Decision(conv, protocol.NewID()), `{"approved":true}`)
+		}},
+		{"publish an approval announcement (tools.approval.>)", func(ctx context.Context, e opEnv) error {
+			return e.publishJS(ctx, names.Approvals, s.Approval(conv, protocol.NewID()), `{}`)
+		}},
+		{"publish a cancel (tools.cancel.>)", func(ctx context.Context, e opEnv) error {
+			return e.publishJS(ctx, names.Cancel, s.Cancel(conv, protocol.NewID()), `{}`)
+		}},
+		{"publish progress (tools.progress.>)", func(ctx context.Context, e opEnv) error {
+			if err := e.nc.Publish(s.Progress(conv, task), []byte(`{}`)); err != nil {
+				return err
+			}
+			return e.nc.FlushWithContext(ctx)
+		}},
+		{"subscribe to progress", func(ctx context.Context, e opEnv) error { return e.subscribe(ctx, s.All(protocol.KindProgress)) }},
+		{"subscribe to cancels", func(ctx context.Context, e opEnv) error { return e.subscribe(ctx, s.All(protocol.KindCancel)) }},
+		{"subscribe to approval announcements", func(ctx context.Context, e opEnv) error { return e.subscribe(ctx, s.All(protocol.KindApproval)) }},
+		{"subscribe to tasks (core)", func(ctx context.Context, e opEnv) error { return e.subscribe(ctx, s.All(protocol.KindTask)) }},
+		{"subscribe to results (core)", func(ctx context.Context, e opEnv) error { return e.subscribe(ctx, s.All(protocol.KindResult)) }},
+		{"read the results stream", func(ctx context.Context, e opEnv) error { return e.readStream(ctx, names.Results) }},
+		{"read the answers stream", func(ctx context.Context, e opEnv) error { return e.readStream(ctx, names.Answers) }},
+		{"read the decisions stream", func(ctx context.Context, e opEnv) error { return e.readStream(ctx, names.Decisions) }},
+		{"read the approvals stream", func(ctx context.Context, e opEnv) error { return e.readStream(ctx, names.Approvals) }},
+		{"look a cancel up (direct get)", func(ctx context.Context, e opEnv) error {
+			st, err := e.js.Stream(ctx, names.Cancel)
+			if err != nil {
+				return err
+			}
+			_, err = st.GetLastMsgForSubject(ctx, s.Cancel(conv, task))
+			return err
+		}},
+		{"bind the task consumer", func(ctx context.Context, e opEnv) error {
+			_, err := e.js.Consumer(ctx, names.Tasks, natsjs.TaskConsumerName("sleep"))
+			return err
+		}},
+		{"create a tool's task consumer", func(ctx context.Context, e opEnv) error {
+			_, err := natsjs.EnsureTaskConsumer(ctx, e.js, "fetch2", natsjs.ProvisionOptions{})
+			return err
+		}},
+		{"pull a task, in-progress and ack it", func(ctx context.Context, e opEnv) error {
+			c, err := e.js.Consumer(ctx, names.Tasks, natsjs.TaskConsumerName("sleep"))
+			if err != nil {
+				return err
+			}
+			m, err := c.Next(jetstream.FetchContext(ctx))
+			if err != nil {
+				return err
+			}
+			if err := m.InProgress(); err != nil {
+				return err
+			}
+			return m.DoubleAck(ctx)
+		}},
+		{"load and delete an exhausted task", func(ctx context.Context, e opEnv) error {
+			st, err := e.js.Stream(ctx, names.Tasks)
+			if err != nil {
+				return err
+			}
+			raw, err := st.GetLastMsgForSubject(ctx, s.Task("sleep"))
+			if err != nil {
+				return err
+			}
+			return st.DeleteMsg(ctx, raw.Sequence)
+		}},
+		{"subscribe to max-deliveries advisories", func(ctx context.Context, e opEnv) error {
+			return e.subscribe(ctx, "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES."+names.Tasks+".>")
+		}},
+		{"read the registry (get, watch)", func(ctx context.Context, e opEnv) error {
+			kv, err := e.kv(ctx, names.RegistryBucket)
+			if err != nil {
+				return err
+			}
+			if _, err := kv.Get(ctx, "sleep.w1"); err != nil {
+				return err
+			}
+			w, err := kv.WatchAll(ctx)
+			if err != nil {
+				return err
+			}
+			defer w.Stop()
+			for {
+				select {
+				case u := <-w.Updates():
+					if u == nil {
+						return nil
+					}
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+		}},
+		{"write a registry key", func(ctx context.Context, e opEnv) error {
+			kv, err := e.kv(ctx, names.RegistryBucket)
+			if err != nil {
+				return err
+			}
+			_, err = kv.Put(ctx, "sleep.w2", []byte(`{"name":"sleep"}`))
+			return err
+		}},
+		{"read the conversation store (pending records)", func(ctx context.Context, e opEnv) error {
+			kv, err := e.kv(ctx, conversationsBucket)
+			if err != nil {
+				return err
+			}
+			_, err = kv.Get(ctx, conv)
+			return err
+		}},
+		{"write the conversation store", func(ctx context.Context, e opEnv) error {
+			kv, err := e.kv(ctx, conversationsBucket)
+			if err != nil {
+				return err
+			}
+			_, err = kv.Put(ctx, protocol.NewID(), []byte(`{}`))
+			return err
+		}},
+		{"write and read a history object", func(ctx context.Context, e opEnv) error {
+			obs, err := e.js.ObjectStore(ctx, historiesBucket)
+			if err != nil {
+				return err
+			}
+			if _, err := obs.PutBytes(ctx, conv, bytes.Repeat([]byte("h"), 300<<10)); err != nil {
+				return err
+			}
+			_, err = obs.GetBytes(ctx, conv)
+			return err
+		}},
+		{"create a stream", func(ctx context.Context, e opEnv) error {
+			_, err := e.js.CreateStream(ctx, jetstream.StreamConfig{Name: "EVIL", Subjects: []string{"evil.>"}})
+			return err
+		}},
+		{"purge the task stream", func(ctx context.Context, e opEnv) error {
+			st, err := e.js.Stream(ctx, names.Tasks)
+			if err != nil {
+				return err
+			}
+			return st.Purge(ctx)
+		}},
+		{"delete a stored result", func(ctx context.Context, e opEnv) error {
+			st, err := e.js.Stream(ctx, names.Results)
+			if err != nil {
+				return err
+			}
+			return st.DeleteMsg(ctx, 1)
+		}},
+	}
+}
+
+// allowed lists, per operation, the roles SPEC §9 lets do it; every other
+// role must be refused.
+var allowed = map[string][]string{
+	"publish a task (tools.task.>)":                       {"admin", "agent"},
+	"publish a result (tools.result.>)":                   {"admin", "worker"},
+	"publish an answer (tools.answer.>)":                  {"admin", "answerer"},
+	"publish a decision (tools.decision.>)":               {"admin", "approver"},
+	"publish an approval announcement (tools.approval.>)": {"admin", "agent"},
+	"publish a cancel (tools.cancel.>)":                   {"admin", "agent"},
+	"publish progress (tools.progress.>)":                 {"admin", "worker"},
+	"subscribe to progress":                               {"admin", "agent"},
+	"subscribe to cancels":                                {"admin", "worker"},
+	"subscribe to approval announcements":                 {"admin", "approver"},
+	"subscribe to tasks (core)":                           {"admin"},
+	"subscribe to results (core)":                         {"admin"},
+	"read the results stream":                             {"admin", "agent"},
+	"read the answers stream":                             {"admin", "agent"},
+	"read the decisions stream":                           {"admin", "agent"},
+	"read the approvals stream":                           {"admin", "approver"},
+	"look a cancel up (direct get)":                       {"admin", "worker"},
+	"bind the task consumer":                              {"admin", "worker"},
+	"create a tool's task consumer":                       {"admin", "worker"},
+	"pull a task, in-progress and ack it":                 {"admin", "worker"},
+	"load and delete an exhausted task":                   {"admin", "worker"},
+	"subscribe to max-deliveries advisories":              {"admin", "worker"},
+	"read the registry (get, watch)":                      {"admin", "agent"},
+	"write a registry key":                                {"admin", "worker"},
+	"read the conversation store (pending records)":       {"admin", "agent", "approver", "answerer"},
+	"write the conversation store":                        {"admin", "agent"},
+	"write and read a history object":                     {"admin", "agent"},
+	"create a stream":                                     {"admin"},
+	"purge the task stream":                               {"admin"},
+	"delete a stored result":                              {"admin"},
+}
+
+// outcome runs o as role on a fresh connection: "allowed" when it
+// succeeds, "denied" when the server refuses it (a permissions violation,
+// or no effect).
+func outcome(t *testing.T, d *deployServer, role string, o op) (string, error) {
+	t.Helper()
+	errs := make(chan error, 16)
+	nc := d.connect(t, role, errs)
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- o.run(ctx, opEnv{t: t, d: d, nc: nc, js: js}) }()
+	var opErr, violation error
+	select {
+	case opErr = <-done:
+	case violation = <-errs:
+		// Requests the server refused get no reply: stop waiting.
+		cancel()
+		opErr = <-done
+	}
+	if violation == nil {
+		// A refused subscription or publish is reported asynchronously; the
+		// server sends it before the flush's PONG, and the client records
+		// it as its last error when it reads it.
+		_ = nc.Flush()
+		if err := nc.LastError(); errors.Is(err, nats.ErrPermissionViolation) {
+			violation = err
+		}
+	}
+	switch {
+	case violation != nil || errors.Is(opErr, nats.ErrPermissionViolation):
+		return "denied", nil
+	case errors.Is(opErr, errUnchanged):
+		return "denied", nil
+	case opErr == nil:
+		return "allowed", nil
+	default:
+		return "", fmt.Errorf("%s as %s: %w", o.name, role, opErr)
+	}
+}
+
+// TestRolePermissions measures every operation of every role against a
+// nats-server whose configuration includes deploy/nats/auth.conf, and
+// prints the table of the measurements.
+func TestRolePermissions(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	table := map[string]map[string]string{}
+	var order []string
+	for _, o := range ops(&deployServer{}) {
+		order = append(order, o.name)
+	}
+	t.Run("roles", func(t *testing.T) {
+		for _, role := range roles {
+			t.Run(role, func(t *testing.T) {
+				t.Parallel()
+				d := startDeployServer(t)
+				for _, o := range ops(d) {
+					got, err := outcome(t, d, role, o)
+					if err != nil {
+						t.Error(err)
+						continue
+					}
+					want := "denied"
+					for _, r := range allowed[o.name] {
+						if r == role {
+							want = "allowed"
+						}
+					}
+					if got != want {
+						t.Errorf("%s as %s: %s, want %s", o.name, role, got, want)
+					}
+					mu.Lock()
+					if table[o.name] == nil {
+						table[o.name] = map[string]string{}
+					}
+					table[o.name][role] = got
+					mu.Unlock()
+				}
+			})
+		}
+	})
+	var b strings.Builder
+	b.WriteString("| operation | " + strings.Join(roles, " | ") + " |\n|---|" + strings.Repeat("---|", len(roles)) + "\n")
+	for _, name := range order {
+		b.WriteString("| " + name)
+		for _, r := range roles {
+			b.WriteString(" | " + table[name][r])
+		}
+		b.WriteString(" |\n")
+	}
+	t.Logf("measured permissions:\n%s", b.String())
+	if len(allowed) != len(order) || len(table) != len(order) {
+		t.Errorf("%d operations measured, %d listed, %d expected", len(table), len(order), len(allowed))
+	}
+}

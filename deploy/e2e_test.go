@@ -1,0 +1,170 @@
+package deploy
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/offload-dev/offload/pkg/protocol"
+)
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+// binaries builds cmd/agent and cmd/toolworker once.
+func binaries(t *testing.T) (agent, toolworker string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end test: builds the binaries")
+	}
+	buildOnce.Do(func() {
+		if binDir, buildErr = os.MkdirTemp("", "offload-deploy-e2e"); buildErr != nil {
+			return
+		}
+		out, err := exec.Command("go", "build", "-o", binDir+"/", "../cmd/agent", "../cmd/toolworker").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return filepath.Join(binDir, "agent"), filepath.Join(binDir, "toolworker")
+}
+
+func natsCLI(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("nats")
+	if err != nil {
+		if os.Getenv("OFFLOAD_REQUIRE_NATS_CLI") != "" {
+			t.Fatal("the nats CLI is not on PATH (make tools installs it into .bin/)")
+		}
+		t.Skip("the nats CLI is not on PATH; run make test")
+	}
+	return p
+}
+
+// roleURL is the server's URL with role's user and password, as the README
+// tells operators to pass it.
+func (d *deployServer) roleURL(role string) string {
+	return strings.Replace(d.srv.ClientURL(), "nats://", "nats://"+role+":"+password(role)+"@", 1)
+}
+
+// TestDeploymentWithRoles runs the binaries as the README's deployment
+// section does, each with its role: admin provisions, a worker and an agent
+// run a call end to end, an approver decides with the nats CLI and cannot
+// publish a task.
+func TestDeploymentWithRoles(t *testing.T) {
+	t.Parallel()
+	agentBin, workerBin := binaries(t)
+	cli := natsCLI(t)
+	d := startBareDeployServer(t)
+
+	// The agent may not provision: it is told what is missing.
+	if out, err := exec.Command(agentBin, "provision", "--nats", d.roleURL("agent")).CombinedOutput(); err == nil || !strings.Contains(string(out), "is missing and this user may not create it") {
+		t.Fatalf("agent provision as agent: %v\n%s", err, out)
+	}
+	out, err := exec.Command(agentBin, "provision", "--nats", d.roleURL("admin"), "--tools", "sleep").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "stream TOOLS_TASKS") || !strings.Contains(string(out), "consumer TOOLS_TASKS task_sleep") {
+		t.Fatalf("agent provision: %v\n%s", err, out)
+	}
+
+	w := exec.Command(workerBin, "--nats", d.roleURL("worker"), "--tools", "sleep", "--id", "deploy-e2e")
+	stderr, err := w.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	started, exited := make(chan struct{}), make(chan struct{})
+	var logs bytes.Buffer
+	var logsMu sync.Mutex
+	go func() {
+		defer close(exited)
+		sc := bufio.NewScanner(stderr)
+		var once sync.Once
+		for sc.Scan() {
+			logsMu.Lock()
+			logs.WriteString(sc.Text() + "\n")
+			logsMu.Unlock()
+			if strings.Contains(sc.Text(), `"msg":"toolworker started"`) {
+				once.Do(func() { close(started) })
+			}
+		}
+		_ = w.Wait()
+	}()
+	t.Cleanup(func() {
+		_ = w.Process.Signal(syscall.SIGTERM)
+		<-exited
+	})
+	select {
+	case <-started:
+	case <-exited:
+		t.Fatalf("toolworker exited:\n%s", logs.String())
+	case <-time.After(30 * time.Second):
+		logsMu.Lock()
+		defer logsMu.Unlock()
+		t.Fatalf("toolworker did not start:\n%s", logs.String())
+	}
+
+	run := exec.CommandContext(t.Context(), agentBin, "run", "--nats", d.roleURL("agent"), "--model", "test", "--tools", "sleep", "--json", "nap")
+	run.Dir = t.TempDir()
+	var runErr bytes.Buffer
+	run.Stderr = &runErr
+	stdout, err := run.Output()
+	if err != nil {
+		t.Fatalf("agent run: %v\n%s", err, runErr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(string(stdout)), "\n")
+	var final struct{ Type, Status string }
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &final); err != nil || final.Status != "finished" {
+		t.Fatalf("final %q: %v\nstderr: %s", lines[len(lines)-1], err, runErr.String())
+	}
+	if strings.Contains(runErr.String(), password("agent")) {
+		t.Errorf("the agent printed its password:\n%s", runErr.String())
+	}
+
+	// The approver with the nats CLI, as the README shows.
+	nats := func(role string, args ...string) (string, error) {
+		cmd := exec.Command(cli, append([]string{"--server", d.srv.ClientURL(), "--user", role, "--password", password(role), "--no-context"}, args...)...)
+		cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir())
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	conv, task := protocol.NewID(), protocol.NewID()
+	if out, err := nats("approver", "pub", "-J", "tools.decision."+conv+"."+task, `{"approved":true,"by":"alice"}`); err != nil {
+		t.Errorf("approver decision: %v\n%s", err, out)
+	}
+	before := d.lastSeq(t, names.Tasks)
+	evil := fmt.Sprintf(`{"task_id":%q,"tool":"sleep","args":{"seconds":0},"conversation_id":%q,"approved":true}`, protocol.NewID(), conv)
+	for _, role := range []string{"approver", "answerer"} {
+		if out, err := nats(role, "pub", "-J", "tools.task.sleep", evil); err == nil {
+			t.Errorf("%s published a task:\n%s", role, out)
+		}
+		if out, err := nats(role, "pub", "tools.task.sleep", evil); err == nil && !strings.Contains(strings.ToLower(out), "permissions violation") {
+			t.Logf("%s core publish: %s", role, out)
+		}
+	}
+	if after := d.lastSeq(t, names.Tasks); after != before {
+		t.Errorf("the task stream changed: last sequence %d -> %d", before, after)
+	}
+	if out, err := nats("answerer", "pub", "-J", "tools.answer."+conv+"."+task, `{"content":"42"}`); err != nil {
+		t.Errorf("answerer answer: %v\n%s", err, out)
+	}
+	if out, err := nats("answerer", "pub", "-J", "tools.result."+conv+"."+task, `{"content":"forged"}`); err == nil {
+		t.Errorf("answerer forged a worker's result:\n%s", out)
+	}
+}

@@ -1,0 +1,119 @@
+package natsjs_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
+
+	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+)
+
+// authServer starts a server with a password user and an nkey user; it
+// returns the server and the nkey's seed file.
+func authServer(t *testing.T) (*natstest.Server, string) {
+	t.Helper()
+	kp, _ := nkeys.CreateUser()
+	pub, _ := kp.PublicKey()
+	seed, _ := kp.Seed()
+	seedFile := filepath.Join(t.TempDir(), "user.nk")
+	if err := os.WriteFile(seedFile, seed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := natstest.Start(t, func(o *server.Options) {
+		o.Users = []*server.User{{Username: "alice", Password: "s3cret"}}
+		o.Nkeys = []*server.NkeyUser{{Nkey: pub}}
+	})
+	return srv, seedFile
+}
+
+func TestConnectCredentials(t *testing.T) {
+	t.Parallel()
+	srv, seedFile := authServer(t)
+	once := []nats.Option{nats.RetryOnFailedConnect(false), nats.MaxReconnects(0)}
+	withPassword := strings.Replace(srv.URL(), "nats://", "nats://alice:s3cret@", 1)
+
+	for name, tc := range map[string]struct {
+		url  string
+		opts natsjs.ConnectOptions
+	}{
+		"password in the URL": {withPassword, natsjs.ConnectOptions{}},
+		"nkey file":           {srv.URL(), natsjs.ConnectOptions{Nkey: seedFile}},
+		"context":             {"", natsjs.ConnectOptions{Context: &natsjs.NATSContext{URL: srv.URL(), User: "alice", Password: "s3cret"}}},
+		"context nkey":        {"", natsjs.ConnectOptions{Context: &natsjs.NATSContext{URL: srv.URL(), Nkey: seedFile}}},
+		"expected server":     {srv.URL(), natsjs.ConnectOptions{Nkey: seedFile, ExpectServerID: srv.NATS().ID()}},
+	} {
+		tc.opts.Extra = once
+		nc, err := natsjs.Connect(tc.url, tc.opts)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		nc.Close()
+	}
+
+	_, err := natsjs.Connect(srv.URL(), natsjs.ConnectOptions{Extra: once})
+	if err == nil {
+		t.Error("no credentials: connected")
+	}
+	bad := strings.Replace(srv.URL(), "nats://", "nats://alice:wrong@", 1)
+	_, err = natsjs.Connect(bad, natsjs.ConnectOptions{Extra: once})
+	if err == nil || strings.Contains(err.Error(), "wrong") {
+		t.Errorf("wrong password: err %v (must not show the password)", err)
+	}
+	_, err = natsjs.Connect(srv.URL(), natsjs.ConnectOptions{Nkey: seedFile, ExpectServerID: "NOTTHISONE", Extra: once})
+	if !errors.Is(err, natsjs.ErrWrongServer) {
+		t.Errorf("unexpected server: err %v, want ErrWrongServer", err)
+	}
+	if _, err := natsjs.Connect(srv.URL(), natsjs.ConnectOptions{Creds: filepath.Join(t.TempDir(), "missing.creds"), Extra: once}); err == nil {
+		t.Error("a missing creds file was accepted")
+	}
+}
+
+func TestLoadContext(t *testing.T) {
+	t.Parallel()
+	cfg := t.TempDir()
+	dir := filepath.Join(cfg, "nats", "context")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	data := `{"description":"","url":"nats://h:4222","user":"u","password":"p","creds":"/c.creds","nkey":"","inbox_prefix":"_INBOX_ops","jetstream_domain":""}`
+	if err := os.WriteFile(filepath.Join(dir, "ops.json"), []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	getenv := func(k string) string {
+		if k == "XDG_CONFIG_HOME" {
+			return cfg
+		}
+		return ""
+	}
+	c, err := natsjs.LoadContext("ops", getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.URL != "nats://h:4222" || c.User != "u" || c.Password != "p" || c.Creds != "/c.creds" || c.InboxPrefix != "_INBOX_ops" || c.Name != "ops" {
+		t.Errorf("context %+v", c)
+	}
+	if c2, err := natsjs.LoadContext(filepath.Join(dir, "ops.json"), getenv); err != nil || c2.URL != c.URL {
+		t.Errorf("by path: %+v %v", c2, err)
+	}
+	for _, name := range []string{"missing", "../ops", ""} {
+		if _, err := natsjs.LoadContext(name, getenv); !errors.Is(err, natsjs.ErrNoContext) {
+			t.Errorf("%q: err %v, want ErrNoContext", name, err)
+		}
+	}
+}
+
+func TestRedactURL(t *testing.T) {
+	t.Parallel()
+	got := natsjs.RedactURL("nats://a:pw@h1:4222, nats://tok@h2:4222,nats://h3")
+	if strings.Contains(got, "pw") || strings.Contains(got, "tok") || !strings.Contains(got, "a:xxxxx@h1") || !strings.Contains(got, "nats://h3") {
+		t.Errorf("RedactURL = %q", got)
+	}
+}

@@ -1,0 +1,36 @@
+package natsjs_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+)
+
+// TestProvisionNotPermitted: a user who may look streams up but not create
+// them gets an error naming the missing stream (SPEC §5.1), not a timeout.
+func TestProvisionNotPermitted(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t, func(o *server.Options) {
+		o.Users = []*server.User{{Username: "reader", Password: "pw", Permissions: &server.Permissions{
+			Publish:   &server.SubjectPermission{Allow: []string{"$JS.API.STREAM.INFO.>", "$JS.API.CONSUMER.INFO.>"}},
+			Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>"}},
+		}}}
+	})
+	nc, err := nats.Connect(srv.URL(), nats.UserInfo("reader", "pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	err = natsjs.Provision(t.Context(), js, natsjs.ProvisionOptions{})
+	if !errors.Is(err, natsjs.ErrNotPermitted) || !strings.Contains(err.Error(), "stream KV_tools_registry is missing") {
+		t.Errorf("err = %v, want ErrNotPermitted naming the stream", err)
+	}
+}
