@@ -110,14 +110,15 @@ func (d *deployServer) provision(t *testing.T) {
 	if _, err := reg.Put(ctx, "sleep.w1", []byte(`{"name":"sleep"}`)); err != nil {
 		t.Fatal(err)
 	}
-	convs, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: conversationsBucket})
+	// Provision made the conversation store's buckets.
+	convs, err := js.KeyValue(ctx, conversationsBucket)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := convs.Put(ctx, d.conv, []byte(`{"pending":[]}`)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: historiesBucket}); err != nil {
+	if _, err := js.ObjectStore(ctx, historiesBucket); err != nil {
 		t.Fatal(err)
 	}
 	s := protocol.Subjects{}

@@ -30,7 +30,7 @@ func TestProvisionNotPermitted(t *testing.T) {
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
 	err = natsjs.Provision(t.Context(), js, natsjs.ProvisionOptions{})
-	if !errors.Is(err, natsjs.ErrNotPermitted) || !strings.Contains(err.Error(), "stream KV_tools_registry is missing") {
+	if !errors.Is(err, natsjs.ErrNotPermitted) || !strings.Contains(err.Error(), "stream KV_tools_conversations is missing") {
 		t.Errorf("err = %v, want ErrNotPermitted naming the stream", err)
 	}
 }

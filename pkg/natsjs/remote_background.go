@@ -140,13 +140,15 @@ func (r *RemoteToolset) serves(name string) bool {
 
 // relayProgress relays the worker's progress reports on task to whoever
 // listens in ctx (the agent turns them into progress events), best effort,
-// until the returned function is called.
+// until the returned function is called. Call it before dispatching.
 func (r *RemoteToolset) relayProgress(ctx context.Context, task protocol.Task) (stop func()) {
 	if _, ok := progress.FromContext(ctx); !ok {
 		return func() {}
 	}
 	subject := protocol.Subjects{Prefix: r.cfg.Prefix}.Progress(task.ConversationID, task.TaskID)
-	sub, err := r.cfg.Conn.Subscribe(subject, func(m *nats.Msg) {
+	// On the dispatcher's connection: the server handles a connection's
+	// messages in order, so the subscription exists before the task does.
+	sub, err := r.cfg.Dispatcher.cfg.Conn.Subscribe(subject, func(m *nats.Msg) {
 		p, err := protocol.DecodeProgress(m.Data, task.TaskID, nil)
 		if err != nil {
 			r.log.Debug("progress report refused", slog.String("task_id", task.TaskID), slog.Any("error", err))
