@@ -30,7 +30,8 @@ type InboxConfig struct {
 }
 
 // Inbox reads what arrived for a paused conversation while no agent ran,
-// from the streams themselves: decisions (<prefix>.decision.<conv>.*) and
+// from the streams themselves: decisions (<prefix>.decision.<conv>.*),
+// people's answers to external calls (<prefix>.answer.<conv>.*) and
 // workers' results (<prefix>.result.<conv>.*), each read from the
 // conversation's checkpoint on. Every message is checked against the
 // stored pending record: one that resolves a pending task of the right
@@ -63,7 +64,7 @@ func NewInbox(cfg InboxConfig) (*Inbox, error) {
 
 // Collect reads the messages stored for st's conversation past its
 // checkpoint, appends the new arrivals to st.Arrivals (in stream order per
-// kind: decisions, then results) and moves the checkpoint. It returns how
+// kind: decisions, answers, then results) and moves the checkpoint. It returns how
 // many arrivals it added. The caller saves st.
 func (in *Inbox) Collect(ctx context.Context, st *conversation.State) (int, error) {
 	before := len(st.Arrivals)
@@ -71,6 +72,13 @@ func (in *Inbox) Collect(ctx context.Context, st *conversation.State) (int, erro
 	st.Checkpoint.Decisions, err = in.replay(ctx, in.names.Decisions, in.subj.DecisionsFor(st.ID), st.Checkpoint.Decisions,
 		func(task string, data []byte, meta *jetstream.MsgMetadata) {
 			in.consider(st, conversation.ArrivalDecision, task, data, meta)
+		})
+	if err != nil {
+		return 0, err
+	}
+	st.Checkpoint.Answers, err = in.replay(ctx, in.names.Answers, in.subj.AnswersFor(st.ID), st.Checkpoint.Answers,
+		func(task string, data []byte, meta *jetstream.MsgMetadata) {
+			in.consider(st, conversation.ArrivalAnswer, task, data, meta)
 		})
 	if err != nil {
 		return 0, err
@@ -150,6 +158,12 @@ func (in *Inbox) consider(st *conversation.State, kind conversation.ArrivalKind,
 	switch kind {
 	case conversation.ArrivalDecision:
 		_, err = protocol.DecodeDecision(data, opts)
+	case conversation.ArrivalAnswer:
+		var res protocol.Result
+		res, err = protocol.DecodeResult(data, task, opts)
+		if err == nil && res.Status != protocol.StatusOK && res.Status != protocol.StatusRetry && res.Status != protocol.StatusFailed {
+			err = fmt.Errorf("an answer's status is ok, retry or failed, not %s", res.Status)
+		}
 	default:
 		var res protocol.Result
 		res, err = protocol.DecodeResult(data, task, opts)

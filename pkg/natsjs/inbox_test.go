@@ -31,11 +31,12 @@ func TestInboxCollect(t *testing.T) {
 		t.Fatal(err)
 	}
 	conv := protocol.NewID()
-	approval, approval2, bg := protocol.NewID(), protocol.NewID(), protocol.NewID()
+	approval, approval2, bg, ext := protocol.NewID(), protocol.NewID(), protocol.NewID(), protocol.NewID()
 	st := &conversation.State{ID: conv, Pending: &agent.PendingRecord{ConversationID: conv, Tasks: []agent.PendingTask{
 		{TaskID: approval, Kind: deferred.KindApproval, Tool: "shell"},
 		{TaskID: approval2, Kind: deferred.KindApproval, Tool: "shell"},
 		{TaskID: bg, Kind: agent.KindBackground, Tool: "research"},
+		{TaskID: ext, Kind: deferred.KindExternal, Tool: "ask_human"},
 	}}}
 	s := protocol.Subjects{}
 	pub := func(subject, data string) {
@@ -51,6 +52,9 @@ func TestInboxCollect(t *testing.T) {
 	pub(s.Decision(conv, approval2), `{"approved":"yes"}`)            // non-boolean: malformed
 	pub(s.Decision(conv, bg), `{"approved":true}`)                    // a background task: wrong kind
 	pub(s.Decision(protocol.NewID(), approval2), `{"approved":true}`) // another conversation: not read
+	pub(s.Answer(conv, ext), `{"status":"cancelled"}`)                // not an answer's status: malformed
+	pub(s.Answer(conv, ext), `{"content":"42"}`)                      // the external call's answer
+	pub(s.Answer(conv, approval2), `{"content":"forged"}`)            // an answer for an approval: wrong kind
 	pub(s.Result(conv, bg), `{"content":"found"}`)                    // the background outcome
 	pub(s.Result(conv, approval2), `{"content":"forged"}`)            // a result for an approval: wrong kind
 
@@ -58,12 +62,13 @@ func TestInboxCollect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n != 2 || len(st.Arrivals) != 2 || st.Arrivals[0].TaskID != approval || st.Arrivals[0].Kind != conversation.ArrivalDecision ||
-		st.Arrivals[1].TaskID != bg || st.Arrivals[1].Kind != conversation.ArrivalResult || string(st.Arrivals[1].Data) != `{"content":"found"}` {
+	if n != 3 || len(st.Arrivals) != 3 || st.Arrivals[0].TaskID != approval || st.Arrivals[0].Kind != conversation.ArrivalDecision ||
+		st.Arrivals[1].TaskID != ext || st.Arrivals[1].Kind != conversation.ArrivalAnswer ||
+		st.Arrivals[2].TaskID != bg || st.Arrivals[2].Kind != conversation.ArrivalResult || string(st.Arrivals[2].Data) != `{"content":"found"}` {
 		t.Fatalf("arrivals %+v", st.Arrivals)
 	}
 	for reason, want := range map[metrics.RefuseReason]float64{
-		metrics.RefuseDuplicate: 1, metrics.RefuseUnknownTask: 1, metrics.RefuseMalformed: 2, metrics.RefuseWrongKind: 2,
+		metrics.RefuseDuplicate: 1, metrics.RefuseUnknownTask: 1, metrics.RefuseMalformed: 3, metrics.RefuseWrongKind: 3,
 	} {
 		if got := testutil.ToFloat64(am.RefusedMessagesTotal.WithLabelValues(string(reason))); got != want {
 			t.Errorf("refused{%s} = %v, want %v", reason, got, want)
@@ -74,7 +79,7 @@ func TestInboxCollect(t *testing.T) {
 		t.Fatalf("second collect: %d, %v", n, err)
 	}
 	pub(s.Decision(conv, approval2), `{"approved":false,"message":"no"}`)
-	if n, err := in.Collect(ctx, st); err != nil || n != 1 || st.Arrivals[2].TaskID != approval2 {
+	if n, err := in.Collect(ctx, st); err != nil || n != 1 || st.Arrivals[3].TaskID != approval2 {
 		t.Fatalf("third collect: %d, %v, %+v", n, err, st.Arrivals)
 	}
 	if got := testutil.ToFloat64(am.RefusedMessagesTotal.WithLabelValues(string(metrics.RefuseDuplicate))); got != 1 {

@@ -180,6 +180,27 @@ type Decision struct {
 	By string `json:"by,omitempty"`
 }
 
+// Resolution is published on the subject of an approval announcement
+// (<prefix>.approval.<conv>.<task>) once the call is decided, answered or
+// withdrawn, so that UIs stop showing it.
+type Resolution struct {
+	// TaskID is the resolved call's task.
+	TaskID string `json:"task_id"`
+	// Resolved is approved, denied or cancelled.
+	Resolved string `json:"resolved"`
+	// At is when it was resolved.
+	At time.Time `json:"at"`
+	// By names who decided, as the decision claimed it.
+	By string `json:"by,omitempty"`
+}
+
+// Resolutions of an approval.
+const (
+	ResolvedApproved  = "approved"
+	ResolvedDenied    = "denied"
+	ResolvedCancelled = "cancelled"
+)
+
 // Cancel asks the worker running a task to stop it, published on
 // <prefix>.cancel.<conv>.<task>.
 type Cancel struct {
