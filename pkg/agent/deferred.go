@@ -58,12 +58,20 @@ func (r *run) collectDeferred(slots []*slot, respIdx int) (*deferred.Requests, e
 		if s.hasMeta {
 			reqs.Metadata[id] = tool.DeepCopy(s.deferMeta)
 		}
-		taskID := record[id].TaskID
-		if taskID == "" {
-			taskID = ulid.Make().String()
+		entry := record[id]
+		if entry.TaskID == "" {
+			entry.TaskID = s.deferTask
+			if entry.TaskID != "" {
+				// The tool ran as a task that asked to be deferred: once
+				// resolved, the call is that task's next attempt.
+				entry.Attempt = s.attempt + 1
+			} else {
+				entry.TaskID = ulid.Make().String()
+			}
 		}
-		reqs.TaskIDs[id] = taskID
-		record[id] = deferredEntry{Kind: s.deferKind, TaskID: taskID}
+		entry.Kind = s.deferKind
+		reqs.TaskIDs[id] = entry.TaskID
+		record[id] = entry
 	}
 	r.setDeferredRecord(respIdx, record)
 	return reqs, nil
@@ -72,6 +80,9 @@ func (r *run) collectDeferred(slots []*slot, respIdx int) (*deferred.Requests, e
 type deferredEntry struct {
 	Kind   deferred.Kind `json:"kind"`
 	TaskID string        `json:"task_id"`
+	// Attempt is the attempt the call's task takes when it runs once
+	// resolved: 1 after a worker's deferral of attempt 0.
+	Attempt int `json:"attempt,omitempty"`
 }
 
 // deferredRecord reads the record of deferred calls kept in the response's
@@ -98,7 +109,11 @@ func readDeferredRecord(m message.Message) map[string]deferredEntry {
 func (r *run) setDeferredRecord(respIdx int, rec map[string]deferredEntry) {
 	m := map[string]any{}
 	for id, e := range rec {
-		m[id] = map[string]any{"kind": string(e.Kind), "task_id": e.TaskID}
+		v := map[string]any{"kind": string(e.Kind), "task_id": e.TaskID}
+		if e.Attempt > 0 {
+			v["attempt"] = e.Attempt
+		}
+		m[id] = v
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -171,6 +186,7 @@ func (r *run) resolveInline(ctx context.Context, st *stepState, slots []*slot, n
 		_, inC := answered.Calls[id]
 		if s.deferKind != "" && s.part == nil && (inA || inC) {
 			s.deferredTaskID = reqs.TaskIDs[id]
+			s.attempt = r.deferredRecord(respIdx)[id].Attempt
 			resolved = append(resolved, s)
 		}
 	}

@@ -28,6 +28,7 @@ func (r *run) runContext(s *slot) *tool.RunContext {
 		rc.ToolCallID, rc.ToolName = s.call.ToolCallID, s.call.ToolName
 		rc.ToolCallApproved = s.approved
 		rc.ToolCallMetadata = s.metadata
+		rc.TaskID, rc.Attempt = s.deferredTaskID, s.attempt
 		if s.t != nil {
 			rc.MaxRetries = s.t.Retries
 		}
@@ -156,9 +157,9 @@ func (r *run) outcome(ctx context.Context, st *stepState, s *slot, val any, err 
 		st.ok[name] = true
 		st.mu.Unlock()
 	case errors.As(err, &ar):
-		s.deferKind, s.deferMeta, s.hasMeta = deferred.KindApproval, tool.DeepCopy(ar.Metadata), ar.Metadata != nil
+		s.deferKind, s.deferMeta, s.hasMeta, s.deferTask = deferred.KindApproval, tool.DeepCopy(ar.Metadata), ar.Metadata != nil, ar.TaskID
 	case errors.As(err, &cd):
-		s.deferKind, s.deferMeta, s.hasMeta = deferred.KindExternal, tool.DeepCopy(cd.Metadata), cd.Metadata != nil
+		s.deferKind, s.deferMeta, s.hasMeta, s.deferTask = deferred.KindExternal, tool.DeepCopy(cd.Metadata), cd.Metadata != nil, cd.TaskID
 	case errors.As(err, &retry):
 		if e := r.consumeRetry(st, name, s.t.Retries); e != nil {
 			return e

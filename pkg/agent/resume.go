@@ -94,7 +94,7 @@ func (r *run) resumePass(ctx context.Context, st *stepState, slots []*slot, name
 			return nil, userErrorf(nil, "Tool call '%s' was given both an approval and a result; give exactly one.", id)
 		}
 		kind := record[id].Kind
-		s.deferredTaskID = record[id].TaskID
+		s.deferredTaskID, s.attempt = record[id].TaskID, record[id].Attempt
 		if kind == "" && s.t != nil {
 			switch {
 			case s.t.Kind == tool.KindExternal:

@@ -37,6 +37,7 @@ type slot struct {
 
 	deferKind deferred.Kind // set when the call is (still) deferred
 	deferMeta map[string]any
+	deferTask string // the task ID the tool asked the deferral to keep
 	hasMeta   bool
 	byKind    bool // deferred by its tool's kind rather than by raising
 
@@ -45,6 +46,7 @@ type slot struct {
 	taskID      string // the task running it, named by a ToolCallPreparer
 
 	deferredTaskID string // the task ID it got when it was deferred
+	attempt        int    // the attempt of its task: 0, or the next one after a worker deferred it
 	ran            bool   // its tool was started
 }
 

@@ -403,6 +403,12 @@ func (d *Dispatcher) Cancel(ctx context.Context, conv, task, reason string) erro
 		d.observe(c.task, string(protocol.StatusCancelled), c.started)
 		c.finish(protocol.Result{TaskID: task, ToolCallID: c.task.ToolCallID, Status: protocol.StatusCancelled, Message: reason}, nil)
 	}
+	return d.publishCancel(ctx, conv, task, reason)
+}
+
+// publishCancel publishes a Cancel for task (JetStream: a worker that has
+// not picked the task up yet finds it).
+func (d *Dispatcher) publishCancel(ctx context.Context, conv, task, reason string) error {
 	data, err := json.Marshal(protocol.Cancel{TaskID: task, Reason: reason})
 	if err != nil {
 		return fmt.Errorf("natsjs: marshal cancel: %w", err)

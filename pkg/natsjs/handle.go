@@ -96,6 +96,33 @@ func (h *Handle) Cancel(ctx context.Context, reason string) error {
 	return h.d.Cancel(ctx, h.task.ConversationID, h.task.TaskID, reason)
 }
 
+// Stop cancels the task over the wire with reason and, unlike Cancel,
+// keeps the handle waiting until the worker confirms that the tool stopped
+// (its cancelled result, or its result if it finished first), at most
+// wait; after that Done is closed with a cancelled result anyway (no worker
+// may be there to answer).
+func (h *Handle) Stop(ctx context.Context, reason string, wait time.Duration) error {
+	select {
+	case <-h.done:
+		return nil
+	default:
+	}
+	if err := h.d.publishCancel(ctx, h.task.ConversationID, h.task.TaskID, reason); err != nil {
+		_ = h.Cancel(ctx, reason) // not confirmable: give up at once
+		return err
+	}
+	t := time.AfterFunc(wait, func() {
+		cctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
+		defer cancel()
+		_ = h.Cancel(cctx, reason+" (not confirmed by a worker in "+wait.String()+")")
+	})
+	go func() {
+		<-h.done
+		t.Stop()
+	}()
+	return nil
+}
+
 // Detach stops waiting for the task without cancelling it: the worker runs
 // it on and stores its result, which a later process (a resume) reads from
 // the results stream. Done is closed with [ErrDetached] unless the result

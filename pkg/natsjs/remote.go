@@ -3,6 +3,7 @@ package natsjs
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -264,11 +265,13 @@ func (r *RemoteToolset) buildLocked(e RegistryEntry) (*tool.Tool, error) {
 }
 
 // handler dispatches a call of the named tool and turns its result into
-// the tool's outcome.
+// the tool's outcome. A call that runs after a deferral keeps the task ID
+// it was deferred under (RunContext.TaskID) and takes its attempt.
 func (r *RemoteToolset) handler(name string) tool.HandlerFunc {
 	return func(ctx context.Context, rc *tool.RunContext, args json.RawMessage) (any, error) {
 		task := protocol.Task{
-			TaskID:           protocol.NewID(),
+			TaskID:           rc.TaskID,
+			Attempt:          rc.Attempt,
 			Tool:             name,
 			Args:             args,
 			ConversationID:   rc.ConversationID,
@@ -279,12 +282,26 @@ func (r *RemoteToolset) handler(name string) tool.HandlerFunc {
 			ToolCallMetadata: rc.ToolCallMetadata,
 			Retry:            rc.Retry,
 		}
+		if task.TaskID == "" {
+			task.TaskID = protocol.NewID()
+		}
 		defer r.relayProgress(ctx, task)()
 		res, err := r.cfg.Dispatcher.Call(ctx, task)
 		if err != nil {
 			return nil, err
 		}
-		return res.Outcome()
+		v, err := res.Outcome()
+		// A worker's deferral keeps the task's ID: once resolved, the call
+		// is dispatched again as its next attempt (SPEC §5.2).
+		var ar *tool.ApprovalRequired
+		var cd *tool.CallDeferred
+		switch {
+		case errors.As(err, &ar):
+			ar.TaskID = task.TaskID
+		case errors.As(err, &cd):
+			cd.TaskID = task.TaskID
+		}
+		return v, err
 	}
 }
 

@@ -89,7 +89,13 @@ func (e *remoteExecutor) Attach(ctx context.Context, info *agent.RunInfo, pt age
 	return &remoteTask{h: h, log: e.r.log}, nil
 }
 
-// remoteTask is a background task run by a worker.
+// cancelConfirmWait bounds how long a cancelled background task waits for
+// its worker to confirm that the tool stopped.
+const cancelConfirmWait = 5 * time.Second
+
+// remoteTask is a background task run by a worker. Cancel waits for the
+// worker's confirmation (at most cancelConfirmWait), so that a run that
+// ends has its tools stopped, not just asked to stop.
 type remoteTask struct {
 	h   *Handle
 	log *slog.Logger
@@ -112,7 +118,7 @@ func (t *remoteTask) Outcome() (any, error) {
 func (t *remoteTask) Cancel(reason string) {
 	ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
 	defer cancel()
-	if err := t.h.Cancel(ctx, reason); err != nil {
+	if err := t.h.Stop(ctx, reason, cancelConfirmWait); err != nil {
 		t.log.Warn("cancel not published", slog.String("task_id", t.h.task.TaskID), slog.Any("error", err))
 	}
 }

@@ -40,6 +40,10 @@ type ApprovalRequired struct {
 	// Metadata is passed to whoever decides (DeferredToolRequests.Metadata).
 	// Nil adds no entry.
 	Metadata map[string]any
+	// TaskID, when set, is the task ID the deferred call keeps: the ID of
+	// the task a worker ran when it asked for approval, so that the call
+	// approved later is dispatched again as the next attempt of that task.
+	TaskID string
 }
 
 // Error implements error.
@@ -50,6 +54,9 @@ func (e *ApprovalRequired) Error() string { return "tool call requires approval"
 type CallDeferred struct {
 	// Metadata is passed to whoever executes the call. Nil adds no entry.
 	Metadata map[string]any
+	// TaskID, when set, is the task ID the deferred call keeps (see
+	// ApprovalRequired.TaskID).
+	TaskID string
 }
 
 // Error implements error.

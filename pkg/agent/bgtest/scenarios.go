@@ -1184,13 +1184,28 @@ func suspend(t *testing.T, h Harness) {
 // Scenario: events of SPEC §6.3 — tool_call, background_task_started,
 // progress and background_task_finished name the task of the ack.
 func eventsNameTheTask(t *testing.T, h Harness) {
+	// Progress is best effort and travels apart from the result: the tool
+	// returns once its report was seen, so the result cannot overtake it.
+	seen := make(chan struct{})
+	var once sync.Once
 	reporting := tool.Func("reporting", "", func(ctx context.Context, _ *tool.RunContext, _ struct{}) (string, error) {
 		progress.Report(ctx, "halfway", progress.Fraction(0.5))
+		select {
+		case <-seen:
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
 		return "reported", nil
 	}, bg())
 	m, rec := newModel(untilFollowUps(1, calls(call("reporting", "c1", "{}"))))
 	var ev events
-	if _, err := newAgent(t, h, m, setup{}, reporting).Run(runCtx(t), "go", &agent.RunOptions{OnEvent: ev.add}); err != nil {
+	onEvent := func(e agent.Event) {
+		ev.add(e)
+		if e.Type == agent.EventProgress {
+			once.Do(func() { close(seen) })
+		}
+	}
+	if _, err := newAgent(t, h, m, setup{}, reporting).Run(runCtx(t), "go", &agent.RunOptions{OnEvent: onEvent}); err != nil {
 		t.Fatal(err)
 	}
 	id := acks(rec.requests()[1])["c1"]
