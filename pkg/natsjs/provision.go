@@ -414,12 +414,18 @@ func diffConsumer(want, have jetstream.ConsumerConfig) []FieldDiff {
 	return d
 }
 
+// updatableConsumerFields are the consumer fields JetStream updates in
+// place (SPEC §5.1).
+var updatableConsumerFields = map[string]bool{"ack_wait": true, "backoff": true, "max_deliver": true, "max_ack_pending": true}
+
 // EnsureTaskConsumer creates or binds the durable pull consumer of toolName
 // on the tasks stream of opts.Prefix ([TaskConsumerConfig]), shared by every
 // worker replica serving the tool. The tasks stream must exist (see
-// [Provision]). An existing consumer with a different configuration is an
-// [*IncompatibleError] wrapping [ErrIncompatibleConsumer]; it is never
-// updated.
+// [Provision]). An existing consumer that differs only in fields JetStream
+// can update in place (ack_wait, backoff, max_deliver, max_ack_pending) is
+// updated to the definition; one that differs in any other field is an
+// [*IncompatibleError] wrapping [ErrIncompatibleConsumer], and is left as
+// it is.
 func EnsureTaskConsumer(ctx context.Context, js jetstream.JetStream, toolName string, opts ProvisionOptions) (jetstream.Consumer, error) {
 	want, err := TaskConsumerConfig(toolName, opts)
 	if err != nil {
@@ -435,6 +441,18 @@ func EnsureTaskConsumer(ctx context.Context, js jetstream.JetStream, toolName st
 	}
 	if err != nil {
 		return nil, fmt.Errorf("natsjs: ensure consumer %s on %s: %w", want.Durable, stream, err)
+	}
+	diffs := diffConsumer(want, c.CachedInfo().Config)
+	if len(diffs) == 0 {
+		return c, nil
+	}
+	for _, d := range diffs {
+		if !updatableConsumerFields[d.Field] {
+			return nil, &IncompatibleError{Stream: stream, Consumer: want.Durable, Diffs: diffs}
+		}
+	}
+	if c, err = js.UpdateConsumer(ctx, stream, want); err != nil {
+		return nil, fmt.Errorf("natsjs: update consumer %s on %s: %w", want.Durable, stream, err)
 	}
 	if diffs := diffConsumer(want, c.CachedInfo().Config); len(diffs) > 0 {
 		return nil, &IncompatibleError{Stream: stream, Consumer: want.Durable, Diffs: diffs}
