@@ -107,4 +107,3 @@ func TestSIGTERMHandsRunningTaskBack(t *testing.T) {
 	}
 	<-first.done
 }
-
