@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -106,4 +107,41 @@ func TestSIGTERMHandsRunningTaskBack(t *testing.T) {
 		t.Fatalf("took %v, not well within the ack wait %v", took, ackWait)
 	}
 	<-first.done
+}
+
+// nats-server SIGKILLed and restarted (same store) while 200 tasks run on
+// two toolworker replicas: 200 results, one each.
+func TestNATSServerKilledDuring200Tasks(t *testing.T) {
+	t.Parallel()
+	twBin, _ := binaries(t)
+	ns := natstest.StartNATSServer(t, natsServerBinary(t))
+	_, js := agentConn(t, ns.URL())
+	for i := range 2 {
+		startToolworker(t, twBin, ns.URL(), "w"+strconv.Itoa(i), "--concurrency", "8", "--ack-wait", "5s")
+	}
+	const n = 200
+	conv := protocol.NewID()
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	for range n {
+		if err := publishTask(ctx, js, sleepTask(conv, 0.05)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	awaitResults(t, js, conv, n/4, time.Minute)
+	ns.Kill()
+	ns.Restart(t)
+	awaitResults(t, js, conv, n, 2*time.Minute)
+	results := readResults(t, js, conv)
+	if len(results) != n {
+		t.Fatalf("%d tasks have a result, want %d", len(results), n)
+	}
+	for id, rs := range results {
+		if len(rs) != 1 {
+			t.Errorf("task %s has %d stored results", id, len(rs))
+		}
+		if rs[0].res.Status != protocol.StatusOK {
+			t.Errorf("task %s: %+v", id, rs[0].res)
+		}
+	}
 }

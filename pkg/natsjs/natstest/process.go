@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,7 +33,7 @@ func Build(t testing.TB, dir string, pkgs ...string) string {
 func BuildNATSServer(t testing.TB, dir string) string {
 	t.Helper()
 	Build(t, dir, "github.com/nats-io/nats-server/v2")
-	return filepath.Join(dir, "v2") // the package's directory name
+	return filepath.Join(dir, "nats-server")
 }
 
 // Process is a binary run by a test, with its output (stdout and stderr)
@@ -153,6 +154,13 @@ func (p *Process) Stop() {
 	case <-time.After(10 * time.Second):
 		p.Kill()
 	}
+}
+
+// Lines returns the lines printed so far by the current incarnation.
+func (p *Process) Lines() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.lines[p.from:])
 }
 
 // Logs returns the output of every incarnation so far.
