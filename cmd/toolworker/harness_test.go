@@ -169,4 +169,3 @@ func readResults(t *testing.T, js jetstream.JetStream, conv string) map[string][
 	}
 	return out
 }
-
