@@ -30,6 +30,10 @@ test: $(GOBIN)/nats ## Run all tests with the race detector (installs the nats C
 test/short: ## Run the tests without the race detector and without end-to-end tests
 	$(GO) test -short ./...
 
+.PHONY: soak
+soak: ## Fault soak (minutes): 1000 calls over 3 toolworkers, replicas and nats-server SIGKILLed (SOAK_CALLS, SOAK_KILL_EVERY)
+	$(GO) test -tags soak -run '^TestSoak$$' -count=1 -v -timeout 20m ./cmd/toolworker/
+
 .PHONY: lint
 lint: ## gofmt, go vet and staticcheck (pinned)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
