@@ -3,6 +3,7 @@ package natsjs_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"sync/atomic"
 	"testing"
@@ -378,5 +379,52 @@ func TestDeadlinePassedNotRun(t *testing.T) {
 	}
 	if runs.Load() != 0 {
 		t.Fatal("a task past its deadline ran")
+	}
+}
+
+// A tool that ignores its cancellation does not keep its task from another
+// replica: when Stop's context ends, the task is handed back at once
+// (before the ack wait), and Stop says so.
+func TestStopHandsBackToolIgnoringCancel(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	results := subscribeResults(t, srv.Conn(t))
+	stuck := make(chan struct{})
+	defer close(stuck)
+	started := make(chan struct{}, 1)
+	deaf := tool.Func("job", "Ignore cancellation.", func(context.Context, *tool.RunContext, struct{}) (string, error) {
+		started <- struct{}{}
+		<-stuck
+		return "too late", nil
+	})
+	const ackWait = 10 * time.Second
+	// Not startWorker: this worker is stopped by the test, with an error.
+	w, err := natsjs.NewWorker(natsjs.WorkerConfig{Conn: srv.Conn(t), ID: "deaf", AckWait: ackWait, GracePeriod: 10 * time.Millisecond,
+		Logger: testLogger(), Tools: []*tool.Tool{deaf}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), wait)
+	defer scancel()
+	if err := w.Start(sctx); err != nil {
+		t.Fatal(err)
+	}
+	task := newTask("job", protocol.NewID(), `{}`)
+	publishTask(t, js, task)
+	recv(t, started, "the tool to start")
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	stopped := time.Now()
+	if err := w.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Stop = %v, want the context's error", err)
+	}
+	startWorker(t, srv, natsjs.WorkerConfig{ID: "other", AckWait: ackWait, Tools: []*tool.Tool{echoLike("job", "taken over")}})
+	r := resultOf(t, results, task)
+	if got := content(t, r); got != "taken over" {
+		t.Fatalf("result %q", got)
+	}
+	if took := time.Since(stopped); took > ackWait/2 {
+		t.Fatalf("taken over after %v: not handed back", took)
 	}
 }
