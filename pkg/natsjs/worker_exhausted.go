@@ -26,9 +26,9 @@ import (
 //     most the consumer's delivered sequence) was then either acknowledged,
 //     and so deleted, or given up on; and a task given up on is never
 //     delivered again. So a task still stored on the tool's subject at or
-//     below that sequence can only be an exhausted one. (The server gives
-//     up on a task only when a replica pulls, so the sweep is the fallback
-//     for an advisory whose handler failed or was cut off.)
+//     below that sequence can only be an exhausted one. (The sweep is the
+//     fallback for an advisory sent while no replica listened, or whose
+//     handler failed.)
 //
 // Both answer with a DeliveriesExhausted result and delete the task. Both
 // may find the same task, or a task acknowledged a moment ago: the result's
