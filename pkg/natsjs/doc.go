@@ -44,11 +44,12 @@
 // [Provision] creates every stream of a prefix, [EnsureTaskConsumer] the
 // durable consumer of one tool and [Registry] binds the registry bucket. All
 // three are idempotent: a missing asset is created, an existing one with the
-// same configuration (the fields the definition sets) is used, a task
-// consumer that differs only in fields JetStream updates in place (ack_wait,
-// backoff, max_deliver, max_ack_pending) is updated to the definition, and
-// any other difference is an [*IncompatibleError] wrapping
-// [ErrIncompatibleStream] or [ErrIncompatibleConsumer].
+// same configuration (the fields the definition sets) is used, one that
+// differs only in fields JetStream updates in place (a stream's limits; a
+// task consumer's ack_wait, backoff, max_deliver, max_ack_pending) is
+// updated to the definition, and any other difference is an
+// [*IncompatibleError] wrapping [ErrIncompatibleStream] or
+// [ErrIncompatibleConsumer].
 //
 // The definitions are written for the default prefix "tools"; for another
 // prefix, stream names take the upper-cased prefix (TOOLS_TASKS →

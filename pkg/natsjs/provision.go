@@ -286,10 +286,12 @@ func TaskConsumerConfig(toolName string, opts ProvisionOptions) (jetstream.Consu
 
 // Provision creates every stream of the definitions for opts.Prefix (tasks,
 // results, approvals, decisions, cancel and the registry's backing stream),
-// idempotently: a missing stream is created, an existing one must have the
-// same configuration in every field the definition sets (replicas only when
-// opts.Replicas is set), otherwise an [*IncompatibleError] wrapping
-// [ErrIncompatibleStream] is returned. Existing streams are never updated.
+// idempotently: a missing stream is created; an existing one that differs
+// only in its limits (max_msgs, max_bytes, max_age, max_msgs_per_subject,
+// max_msg_size, duplicate_window), which JetStream updates in place, is
+// updated to the definition; any other difference (replicas only when
+// opts.Replicas is set) is an [*IncompatibleError] wrapping
+// [ErrIncompatibleStream], and the stream is left as it is.
 func Provision(ctx context.Context, js jetstream.JetStream, opts ProvisionOptions) error {
 	cfgs, err := Streams(opts)
 	if err != nil {
@@ -315,10 +317,32 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 	if err != nil {
 		return nil, fmt.Errorf("natsjs: ensure stream %s: %w", want.Name, err)
 	}
+	diffs := diffStream(want, s.CachedInfo().Config, checkReplicas)
+	if len(diffs) == 0 {
+		return s, nil
+	}
+	for _, d := range diffs {
+		if !updatableStreamFields[d.Field] {
+			return nil, &IncompatibleError{Stream: want.Name, Diffs: diffs}
+		}
+	}
+	if !checkReplicas {
+		want.Replicas = s.CachedInfo().Config.Replicas // an update must not change them
+	}
+	if s, err = js.UpdateStream(ctx, want); err != nil {
+		return nil, fmt.Errorf("natsjs: update stream %s: %w", want.Name, err)
+	}
 	if diffs := diffStream(want, s.CachedInfo().Config, checkReplicas); len(diffs) > 0 {
 		return nil, &IncompatibleError{Stream: want.Name, Diffs: diffs}
 	}
 	return s, nil
+}
+
+// updatableStreamFields are the stream limits JetStream updates in place
+// (SPEC §5.1).
+var updatableStreamFields = map[string]bool{
+	"max_msgs": true, "max_bytes": true, "max_age": true, "max_msgs_per_subject": true,
+	"max_msg_size": true, "duplicate_window": true,
 }
 
 type differ []FieldDiff

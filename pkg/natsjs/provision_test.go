@@ -279,6 +279,19 @@ func TestProvisionIncompatibleStream(t *testing.T) {
 		t.Errorf("stream was updated")
 	}
 
+	// Limits alone are updated in place.
+	results.Discard = jetstream.DiscardOld
+	if _, err := js.UpdateStream(ctx, results); err != nil {
+		t.Fatal(err)
+	}
+	if err := natsjs.Provision(ctx, js, opts); err != nil {
+		t.Fatalf("limits not updated in place: %v", err)
+	}
+	s, _ = js.Stream(ctx, "TOOLS_RESULTS")
+	if got := s.CachedInfo().Config.MaxAge; got != byName(t, cfgs)["TOOLS_RESULTS"].MaxAge {
+		t.Errorf("max_age after the update: %v", got)
+	}
+
 	// Storage counts too: file definitions against memory streams.
 	if err := natsjs.Provision(ctx, js, natsjs.ProvisionOptions{Prefix: "other", MemoryStorage: true}); err != nil {
 		t.Fatal(err)
