@@ -46,12 +46,13 @@ const (
 
 // Internal timings.
 const (
-	pullWait       = 5 * time.Second        // a pull request waits at most this long
-	shortPull      = 250 * time.Millisecond // … or this long while others wait for a slot
-	fetchRetryWait = time.Second            // pause after a failed pull
-	publishTimeout = 10 * time.Second       // bound on one result publish / API call
-	lookupNakDelay = time.Second            // redelivery delay of a task whose cancel look-up failed
-	sweepEvery     = 30 * time.Second       // how often exhausted tasks are swept
+	pullWait          = 5 * time.Second        // a pull request waits at most this long
+	shortPull         = 250 * time.Millisecond // … or this long while others wait for a slot
+	fetchRetryWait    = time.Second            // pause after a failed pull
+	publishTimeout    = 10 * time.Second       // bound on one result publish / API call
+	lookupNakDelay    = time.Second            // redelivery delay of a task whose cancel look-up failed, per delivery so far
+	maxLookupNakDelay = 10 * time.Second       // … at most
+	sweepEvery        = 30 * time.Second       // how often exhausted tasks are swept
 )
 
 // WorkerConfig configures a [Worker].

@@ -60,9 +60,14 @@ func (w *Worker) handle(t *tool.Tool, msg jetstream.Msg) {
 	}
 	cancelled, err := w.cancelled(context.Background(), task, seq)
 	if err != nil {
-		// Not run blind: another delivery looks again.
-		log.Warn("cancel look-up failed; task handed back", slog.Any("error", err))
-		fl.settle(func() error { return msg.NakWithDelay(lookupNakDelay) }, log, "nak")
+		// Not run blind: another delivery looks again, later each time, so
+		// that an outage of the cancel stream burns few deliveries.
+		delay := lookupNakDelay
+		if md != nil {
+			delay = min(time.Duration(md.NumDelivered)*lookupNakDelay, maxLookupNakDelay)
+		}
+		log.Warn("cancel look-up failed; task handed back", slog.Duration("delay", delay), slog.Any("error", err))
+		fl.settle(func() error { return msg.NakWithDelay(delay) }, log, "nak")
 		return
 	}
 	if cancelled || errors.Is(context.Cause(taskCtx), protocol.ErrCancelled) {
