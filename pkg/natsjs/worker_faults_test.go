@@ -428,3 +428,80 @@ func TestStopHandsBackToolIgnoringCancel(t *testing.T) {
 		t.Fatalf("taken over after %v: not handed back", took)
 	}
 }
+
+// inProgressAcks signals every in-progress ack (+WPI) sent for the task
+// consumer of toolName.
+func inProgressAcks(t *testing.T, nc *nats.Conn, toolName string) <-chan time.Time {
+	t.Helper()
+	ch := make(chan time.Time, 64)
+	sub, err := nc.Subscribe("$JS.ACK.TOOLS_TASKS.task_"+toolName+".>", func(m *nats.Msg) {
+		if string(m.Data) == "+WPI" {
+			select {
+			case ch <- time.Now():
+			default:
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	return ch
+}
+
+// A task that runs longer than the ack wait is kept alive by in-progress
+// acks: no other replica gets it.
+func TestHeartbeatKeepsLongTaskAlive(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	beats := inProgressAcks(t, srv.Conn(t), "job")
+	results := subscribeResults(t, srv.Conn(t))
+	g, other := newGate(), newGate()
+	startWorker(t, srv, natsjs.WorkerConfig{ID: "runs", Tools: []*tool.Tool{g.tool("job", "kept alive")}})
+	task := newTask("job", protocol.NewID(), `{}`)
+	publishTask(t, js, task)
+	recv(t, g.started, "the task to start")
+	startWorker(t, srv, natsjs.WorkerConfig{ID: "waits", Tools: []*tool.Tool{other.tool("job", "redelivered")}})
+	first := recv(t, beats, "an in-progress ack")
+	for {
+		if at := recv(t, beats, "an in-progress ack"); at.Sub(first) > 2*testAckWait {
+			break // the task outlived two ack waits
+		}
+	}
+	g.open()
+	if got := content(t, resultOf(t, results, task)); got != "kept alive" {
+		t.Fatalf("result %q", got)
+	}
+	select {
+	case id := <-other.started:
+		t.Fatalf("the running task was redelivered (%s)", id)
+	default:
+	}
+}
+
+// With the definitions' ack wait, the heartbeat follows it (a third of
+// it), not an older, longer ack wait.
+func TestHeartbeatFollowsDefinitionAckWait(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	beats := inProgressAcks(t, srv.Conn(t), "job")
+	g := newGate()
+	defer g.open()
+	startWorker(t, srv, natsjs.WorkerConfig{ID: "w", AckWait: -1, Tools: []*tool.Tool{g.tool("job", "x")}})
+	def, err := natsjs.TaskConsumerConfig("job", natsjs.ProvisionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	publishTask(t, js, newTask("job", protocol.NewID(), `{}`))
+	recv(t, g.started, "the task to start")
+	started := time.Now()
+	beat := recv(t, beats, "an in-progress ack")
+	if took := beat.Sub(started); took > def.AckWait/2 {
+		t.Fatalf("first in-progress ack after %v, ack wait %v", took, def.AckWait)
+	}
+}
