@@ -21,9 +21,10 @@ import (
 
 // This file holds the worker's lifecycle. Its other concepts have their
 // own files: fetching (worker_fetch.go, worker_slots.go), task execution
-// (worker_task.go), the cancel index (worker_cancels.go), result
-// publishing (worker_results.go), exhausted deliveries
-// (worker_exhausted.go) and registry writes (worker_registry.go).
+// (worker_task.go), the cancel index (worker_cancels.go) and the catch-up
+// after a reconnect (worker_conn.go), result publishing
+// (worker_results.go), exhausted deliveries (worker_exhausted.go) and
+// registry writes (worker_registry.go).
 
 // Errors of the worker and the dispatcher.
 var (
