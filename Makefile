@@ -30,6 +30,10 @@ test: $(GOBIN)/nats ## Run all tests with the race detector (installs the nats C
 test/short: ## Run the tests without the race detector and without end-to-end tests
 	$(GO) test -short ./...
 
+.PHONY: soak
+soak: ## Fault soak (minutes): 1000 calls over 3 toolworkers, replicas and nats-server SIGKILLed (SOAK_CALLS, SOAK_KILL_EVERY)
+	$(GO) test -tags soak -run '^TestSoak$$' -count=1 -v -timeout 20m ./cmd/toolworker/
+
 .PHONY: lint
 lint: ## go.mod tidy, gofmt, go vet and staticcheck (pinned)
 	@$(GO) mod tidy -diff >/dev/null || { echo "go.mod is not tidy: run go mod tidy"; $(GO) mod tidy -diff; exit 1; }

@@ -40,6 +40,9 @@ import (
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
+// stopMargin is how long a stop may take beyond the grace period.
+const stopMargin = 15 * time.Second
+
 const (
 	exitOK     = 0
 	exitFailed = 1
@@ -292,7 +295,13 @@ func serve(o *options, tools []*tool.Tool, log *slog.Logger, signals <-chan os.S
 	case <-w.Stopped():
 		return errors.New("worker stopped unexpectedly")
 	}
-	stopCtx, stopCancel := context.WithTimeout(context.Background(), o.grace)
+	// Stop lets running tasks finish within the grace period, then hands
+	// the rest back (nak) and flushes before it returns, so that the
+	// connection closes only after the hand-backs. Its context bounds only
+	// what comes after the grace period (tools that ignore their
+	// cancellation, results that cannot be published); a second signal
+	// ends it at once, handing back what is still held.
+	stopCtx, stopCancel := context.WithTimeout(context.Background(), o.grace+stopMargin)
 	defer stopCancel()
 	done := make(chan error, 1)
 	go func() { done <- w.Stop(stopCtx) }()

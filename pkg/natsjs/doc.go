@@ -14,14 +14,21 @@
 // schema, and publishes the result on <prefix>.result.<conversation>.<task>
 // with Nats-Msg-Id res:<task>. Cancels on <prefix>.cancel.> reach a running
 // tool's context at once; a task cancelled before it was picked up is
-// answered cancelled without running. A tool that requires approval runs
+// answered cancelled without running. After a disconnect the worker looks
+// cancels up in the cancel stream until it has caught up (a cancel
+// published while it was away still stops the task), and a task whose
+// look-up fails is handed back, never run blind. A finished tool's result is
+// kept and its publish retried, with the delivery kept alive, so a tool is
+// never run again for want of a publish. A tool that requires approval runs
 // only for a task marked approved; otherwise the answer is approval_required
-// (failing closed when a task is published by hand). A panic is an error
-// result (Panic), a
-// task whose deliveries are exhausted one too (DeliveriesExhausted). Stop
-// lets running tasks finish within a grace period and hands the rest back;
-// StopAndCancel hands them back at once. The worker advertises its tools in
-// the registry bucket, refreshed while it runs.
+// (failing closed when a task is published by hand). A task past its
+// deadline is answered DeadlineExceeded without running. A panic is an
+// error result (Panic), a task whose deliveries are exhausted one too
+// (DeliveriesExhausted), found through the server's advisory and, should
+// that be missed, by a sweep of the work queue. Stop lets running tasks
+// finish within a grace period, hands the rest back (nak) and flushes before
+// it returns; StopAndCancel hands them back at once. The worker advertises
+// its tools in the registry bucket, refreshed while it runs.
 //
 // # Agent side
 //
@@ -37,10 +44,12 @@
 // [Provision] creates every stream of a prefix, [EnsureTaskConsumer] the
 // durable consumer of one tool and [Registry] binds the registry bucket. All
 // three are idempotent: a missing asset is created, an existing one with the
-// same configuration (the fields the definition sets) is used, and an
-// existing one that differs is an [*IncompatibleError] wrapping
-// [ErrIncompatibleStream] or [ErrIncompatibleConsumer]; nothing is ever
-// updated silently.
+// same configuration (the fields the definition sets) is used, one that
+// differs only in fields JetStream updates in place (a stream's limits; a
+// task consumer's ack_wait, backoff, max_deliver, max_ack_pending) is
+// updated to the definition, and any other difference is an
+// [*IncompatibleError] wrapping [ErrIncompatibleStream] or
+// [ErrIncompatibleConsumer].
 //
 // The definitions are written for the default prefix "tools"; for another
 // prefix, stream names take the upper-cased prefix (TOOLS_TASKS →

@@ -326,10 +326,12 @@ func TaskConsumerConfig(toolName string, opts ProvisionOptions) (jetstream.Consu
 
 // Provision creates every stream of the definitions for opts.Prefix (tasks,
 // results, approvals, decisions, cancel and the registry's backing stream),
-// idempotently: a missing stream is created, an existing one must have the
-// same configuration in every field the definition sets (replicas only when
-// opts.Replicas is set), otherwise an [*IncompatibleError] wrapping
-// [ErrIncompatibleStream] is returned. Existing streams are never updated.
+// idempotently: a missing stream is created; an existing one that differs
+// only in its limits (max_msgs, max_bytes, max_age, max_msgs_per_subject,
+// max_msg_size, duplicate_window), which JetStream updates in place, is
+// updated to the definition; any other difference (replicas only when
+// opts.Replicas is set) is an [*IncompatibleError] wrapping
+// [ErrIncompatibleStream], and the stream is left as it is.
 func Provision(ctx context.Context, js jetstream.JetStream, opts ProvisionOptions) error {
 	cfgs, err := Streams(opts)
 	if err != nil {
@@ -365,10 +367,32 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 	if err != nil {
 		return nil, fmt.Errorf("natsjs: ensure stream %s: %w", want.Name, err)
 	}
+	diffs := diffStream(want, s.CachedInfo().Config, checkReplicas)
+	if len(diffs) == 0 {
+		return s, nil
+	}
+	for _, d := range diffs {
+		if !updatableStreamFields[d.Field] {
+			return nil, &IncompatibleError{Stream: want.Name, Diffs: diffs}
+		}
+	}
+	if !checkReplicas {
+		want.Replicas = s.CachedInfo().Config.Replicas // an update must not change them
+	}
+	if s, err = js.UpdateStream(ctx, want); err != nil {
+		return nil, fmt.Errorf("natsjs: update stream %s: %w", want.Name, err)
+	}
 	if diffs := diffStream(want, s.CachedInfo().Config, checkReplicas); len(diffs) > 0 {
 		return nil, &IncompatibleError{Stream: want.Name, Diffs: diffs}
 	}
 	return s, nil
+}
+
+// updatableStreamFields are the stream limits JetStream updates in place
+// (SPEC §5.1).
+var updatableStreamFields = map[string]bool{
+	"max_msgs": true, "max_bytes": true, "max_age": true, "max_msgs_per_subject": true,
+	"max_msg_size": true, "duplicate_window": true,
 }
 
 type differ []FieldDiff
@@ -464,12 +488,18 @@ func diffConsumer(want, have jetstream.ConsumerConfig) []FieldDiff {
 	return d
 }
 
+// updatableConsumerFields are the consumer fields JetStream updates in
+// place (SPEC §5.1).
+var updatableConsumerFields = map[string]bool{"ack_wait": true, "backoff": true, "max_deliver": true, "max_ack_pending": true}
+
 // EnsureTaskConsumer creates or binds the durable pull consumer of toolName
 // on the tasks stream of opts.Prefix ([TaskConsumerConfig]), shared by every
 // worker replica serving the tool. The tasks stream must exist (see
-// [Provision]). An existing consumer with a different configuration is an
-// [*IncompatibleError] wrapping [ErrIncompatibleConsumer]; it is never
-// updated.
+// [Provision]). An existing consumer that differs only in fields JetStream
+// can update in place (ack_wait, backoff, max_deliver, max_ack_pending) is
+// updated to the definition; one that differs in any other field is an
+// [*IncompatibleError] wrapping [ErrIncompatibleConsumer], and is left as
+// it is.
 func EnsureTaskConsumer(ctx context.Context, js jetstream.JetStream, toolName string, opts ProvisionOptions) (jetstream.Consumer, error) {
 	want, err := TaskConsumerConfig(toolName, opts)
 	if err != nil {
@@ -490,6 +520,18 @@ func EnsureTaskConsumer(ctx context.Context, js jetstream.JetStream, toolName st
 	}
 	if err != nil {
 		return nil, fmt.Errorf("natsjs: ensure consumer %s on %s: %w", want.Durable, stream, err)
+	}
+	diffs := diffConsumer(want, c.CachedInfo().Config)
+	if len(diffs) == 0 {
+		return c, nil
+	}
+	for _, d := range diffs {
+		if !updatableConsumerFields[d.Field] {
+			return nil, &IncompatibleError{Stream: stream, Consumer: want.Durable, Diffs: diffs}
+		}
+	}
+	if c, err = js.UpdateConsumer(ctx, stream, want); err != nil {
+		return nil, fmt.Errorf("natsjs: update consumer %s on %s: %w", want.Durable, stream, err)
 	}
 	if diffs := diffConsumer(want, c.CachedInfo().Config); len(diffs) > 0 {
 		return nil, &IncompatibleError{Stream: stream, Consumer: want.Durable, Diffs: diffs}

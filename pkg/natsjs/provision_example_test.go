@@ -18,5 +18,5 @@ func ExampleTaskConsumerConfig() {
 		panic(err)
 	}
 	fmt.Println(cfg.Durable, cfg.FilterSubject, cfg.AckPolicy, cfg.AckWait, cfg.MaxDeliver, cfg.BackOff)
-	// Output: task_search tools.task.search AckExplicit 30s 5 [30s 1m0s 2m0s 4m0s]
+	// Output: task_search tools.task.search AckExplicit 10s 20 [10s 10s 10s 30s 1m0s]
 }

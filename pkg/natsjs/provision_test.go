@@ -296,6 +296,19 @@ func TestProvisionIncompatibleStream(t *testing.T) {
 		t.Errorf("stream was updated")
 	}
 
+	// Limits alone are updated in place.
+	results.Discard = jetstream.DiscardOld
+	if _, err := js.UpdateStream(ctx, results); err != nil {
+		t.Fatal(err)
+	}
+	if err := natsjs.Provision(ctx, js, opts); err != nil {
+		t.Fatalf("limits not updated in place: %v", err)
+	}
+	s, _ = js.Stream(ctx, "TOOLS_RESULTS")
+	if got := s.CachedInfo().Config.MaxAge; got != byName(t, cfgs)["TOOLS_RESULTS"].MaxAge {
+		t.Errorf("max_age after the update: %v", got)
+	}
+
 	// Storage counts too: file definitions against memory streams.
 	if err := natsjs.Provision(ctx, js, natsjs.ProvisionOptions{Prefix: "other", MemoryStorage: true}); err != nil {
 		t.Fatal(err)
@@ -415,18 +428,65 @@ func TestEnsureTaskConsumerOverridesAndIncompatible(t *testing.T) {
 	}
 	_ = m2.Ack()
 
-	// The same consumer under the production template is incompatible.
-	_, err = natsjs.EnsureTaskConsumer(ctx, js, "slow", natsjs.ProvisionOptions{MemoryStorage: true})
+	// Under the production template, the fields JetStream can update (ack
+	// wait, backoff, max deliveries, max ack pending) are updated in place.
+	prod := natsjs.ProvisionOptions{MemoryStorage: true}
+	c, err = natsjs.EnsureTaskConsumer(ctx, js, "slow", prod)
+	if err != nil {
+		t.Fatalf("updatable fields not updated in place: %v", err)
+	}
+	want, err := natsjs.TaskConsumerConfig("slow", prod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := info.Config; got.AckWait != want.AckWait || got.MaxDeliver != want.MaxDeliver ||
+		!slices.Equal(got.BackOff, want.BackOff) || got.MaxAckPending != want.MaxAckPending {
+		t.Errorf("after the update: ack_wait %v backoff %v max_deliver %d max_ack_pending %d, want %v %v %d %d",
+			got.AckWait, got.BackOff, got.MaxDeliver, got.MaxAckPending, want.AckWait, want.BackOff, want.MaxDeliver, want.MaxAckPending)
+	}
+
+	// A field JetStream cannot update is still an incompatible configuration.
+	other := want
+	other.Durable, other.Name, other.FilterSubject = "task_other", "task_other", "tools.task.other"
+	other.MaxWaiting = 100
+	other.MaxAckPending = 7
+	if _, err := js.CreateConsumer(ctx, "TOOLS_TASKS", other); err != nil {
+		t.Fatal(err)
+	}
+	_, err = natsjs.EnsureTaskConsumer(ctx, js, "other", prod)
 	var ie *natsjs.IncompatibleError
-	if !errors.Is(err, natsjs.ErrIncompatibleConsumer) || !errors.As(err, &ie) || ie.Consumer != "task_slow" {
+	if !errors.Is(err, natsjs.ErrIncompatibleConsumer) || !errors.As(err, &ie) || ie.Consumer != "task_other" {
 		t.Fatalf("err = %v", err)
 	}
 	var fields []string
 	for _, d := range ie.Diffs {
 		fields = append(fields, d.Field)
 	}
-	if !slices.Equal(fields, []string{"ack_wait", "max_deliver", "backoff"}) {
+	if !slices.Equal(fields, []string{"max_waiting", "max_ack_pending"}) {
 		t.Errorf("diff fields %v", fields)
+	}
+	if info, err := js.Consumer(ctx, "TOOLS_TASKS", "task_other"); err != nil || info.CachedInfo().Config.MaxAckPending != 7 {
+		t.Errorf("an incompatible consumer was changed: %v", err)
+	}
+}
+
+// The task consumer's definition recovers fast (SPEC §5.3): an ack wait of at
+// most 10 s (kept alive by in-progress acks), room for hand-backs.
+func TestTaskConsumerDefinitionRecoversFast(t *testing.T) {
+	t.Parallel()
+	cfg, err := natsjs.TaskConsumerConfig("x", natsjs.ProvisionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.AckWait > 10*time.Second || (len(cfg.BackOff) > 0 && cfg.BackOff[0] > 10*time.Second) {
+		t.Errorf("ack wait %v, backoff %v: a killed replica's task waits more than 10 s", cfg.AckWait, cfg.BackOff)
+	}
+	if cfg.MaxDeliver < 10 {
+		t.Errorf("max_deliver %d: hand-backs need at least 10", cfg.MaxDeliver)
 	}
 }
 

@@ -3,6 +3,9 @@ package natstest_test
 import (
 	"context"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
@@ -51,5 +54,94 @@ func TestRestartOnSameStore(t *testing.T) {
 	}
 	if n := msg.CachedInfo().State.Msgs; n != 1 {
 		t.Errorf("messages after restart: %d", n)
+	}
+}
+
+func TestServerRestartKeepsURLAndStore(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	url := srv.URL()
+	reconnected := make(chan struct{}, 1)
+	nc := srv.Conn(t, append(natstest.Reconnecting(20*time.Millisecond),
+		nats.ReconnectHandler(func(*nats.Conn) { reconnected <- struct{}{} }))...)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, "s.1", []byte("kept")); err != nil {
+		t.Fatal(err)
+	}
+	srv.Restart(t)
+	if srv.URL() != url {
+		t.Fatalf("URL changed: %s, was %s", srv.URL(), url)
+	}
+	select {
+	case <-reconnected:
+	case <-ctx.Done():
+		t.Fatal("the client did not reconnect")
+	}
+	s, err := js.Stream(ctx, "S")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := s.CachedInfo().State.Msgs; n != 1 {
+		t.Errorf("messages after restart: %d", n)
+	}
+}
+
+func TestProxyCutAndRestore(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	proxy := natstest.NewProxy(t, srv.URL())
+	disconnected := make(chan struct{}, 1)
+	reconnected := make(chan struct{}, 1)
+	nc := natstest.Connect(t, proxy.URL(), append(natstest.Reconnecting(20*time.Millisecond),
+		nats.DisconnectErrHandler(func(*nats.Conn, error) { disconnected <- struct{}{} }),
+		nats.ReconnectHandler(func(*nats.Conn) { reconnected <- struct{}{} }))...)
+	direct := srv.Conn(t)
+	got := make(chan string, 4)
+	if _, err := nc.Subscribe("x", func(m *nats.Msg) { got <- string(m.Data) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	timeout := time.After(15 * time.Second)
+	proxy.Cut()
+	select {
+	case <-disconnected:
+	case <-timeout:
+		t.Fatal("no disconnect")
+	}
+	if err := direct.Publish("x", []byte("lost")); err != nil {
+		t.Fatal(err)
+	}
+	if err := direct.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	proxy.Restore()
+	select {
+	case <-reconnected:
+	case <-timeout:
+		t.Fatal("no reconnect")
+	}
+	if err := nc.Flush(); err != nil { // the subscription is back
+		t.Fatal(err)
+	}
+	if err := direct.Publish("x", []byte("after")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case m := <-got:
+		if m != "after" {
+			t.Fatalf("got %q: a message published while cut arrived", m)
+		}
+	case <-timeout:
+		t.Fatal("no message after the restore")
 	}
 }

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/pkg/protocol"
+)
+
+// onceSlowScript sleeps 30 s the first time it runs (it leaves a mark), and
+// answers at once the next time.
+const onceSlowScript = `#!/bin/sh
+mark="$(dirname "$0")/ran-once"
+if [ -f "$mark" ]; then echo "finished by $PPID"; exit 0; fi
+: > "$mark"
+echo "$PPID" > "$(dirname "$0")/started.fifo"
+sleep 30
+echo "slept"
+`
+
+// SIGTERM to a toolworker running a 30 s task with --grace 1s hands the task
+// back before the connection closes: another replica finishes it well
+// within the ack wait.
+func TestSIGTERMHandsRunningTaskBack(t *testing.T) {
+	t.Parallel()
+	twBin, _ := binaries(t)
+	srv := natstest.Start(t)
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "slow.sh"), onceSlowScript, 0o755)
+	writeFile(t, filepath.Join(dir, "tools.yaml"), `tools:
+  - name: slow
+    description: Sleeps 30 s the first time.
+    command: ["./slow.sh"]
+    timeout: 1m
+`, 0o644)
+	fifo := filepath.Join(dir, "started.fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const ackWait = 10 * time.Second
+	args := []string{"--nats", srv.URL(), "--config", filepath.Join(dir, "tools.yaml"), "--ack-wait", ackWait.String(), "--grace", "1s"}
+	first := startWorker(t, twBin, append(args, "--id", "first")...)
+
+	nc := srv.Conn(t)
+	d, err := natsjs.NewDispatcher(natsjs.DispatcherConfig{Conn: nc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	if err := d.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Stop(context.Background())
+	type callResult struct {
+		res protocol.Result
+		err error
+	}
+	done := make(chan callResult, 1)
+	go func() {
+		res, err := d.Call(ctx, protocol.Task{TaskID: protocol.NewID(), Tool: "slow", Args: json.RawMessage(`{}`), ConversationID: protocol.NewID()})
+		done <- callResult{res, err}
+	}()
+	started := make(chan struct{})
+	go func() {
+		f, err := os.Open(fifo)
+		if err == nil {
+			buf := make([]byte, 64)
+			_, _ = f.Read(buf)
+			_ = f.Close()
+		}
+		close(started)
+	}()
+	select {
+	case <-started:
+	case <-ctx.Done():
+		t.Fatal("the task never started")
+	}
+	startWorker(t, twBin, append(args, "--id", "second")...)
+	term := time.Now()
+	if err := first.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	var r callResult
+	select {
+	case r = <-done:
+	case <-time.After(ackWait):
+		t.Fatalf("no result within the ack wait of the SIGTERM; first worker:\n%s", first.logs())
+	}
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.res.Status != protocol.StatusOK || r.res.Worker != "second" {
+		t.Fatalf("result %+v", r.res)
+	}
+	took := time.Since(term)
+	t.Logf("finished by the other replica %v after the SIGTERM", took)
+	if took > ackWait/2 {
+		t.Fatalf("took %v, not well within the ack wait %v", took, ackWait)
+	}
+	<-first.done
+}
+
+// nats-server SIGKILLed and restarted (same store) while 200 tasks run on
+// two toolworker replicas: 200 results, one each.
+func TestNATSServerKilledDuring200Tasks(t *testing.T) {
+	t.Parallel()
+	twBin, _ := binaries(t)
+	ns := natstest.StartNATSServer(t, natsServerBinary(t))
+	_, js := agentConn(t, ns.URL())
+	for i := range 2 {
+		startToolworker(t, twBin, ns.URL(), "w"+strconv.Itoa(i), "--concurrency", "8", "--ack-wait", "5s")
+	}
+	const n = 200
+	conv := protocol.NewID()
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	for range n {
+		if err := publishTask(ctx, js, sleepTask(conv, 0.05)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	awaitResults(t, js, conv, n/4, time.Minute)
+	ns.Kill()
+	ns.Restart(t)
+	awaitResults(t, js, conv, n, 2*time.Minute)
+	results := readResults(t, js, conv)
+	if len(results) != n {
+		t.Fatalf("%d tasks have a result, want %d", len(results), n)
+	}
+	for id, rs := range results {
+		if len(rs) != 1 {
+			t.Errorf("task %s has %d stored results", id, len(rs))
+		}
+		if rs[0].res.Status != protocol.StatusOK {
+			t.Errorf("task %s: %+v", id, rs[0].res)
+		}
+	}
+}

@@ -1,0 +1,113 @@
+package natsjs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/offload-dev/offload/pkg/protocol"
+)
+
+// The connection watcher: a disconnect may lose cancels (core NATS) and
+// max-deliveries advisories, so after every reconnect the worker catches
+// up with the cancel stream before it trusts its cancel index again, and
+// sweeps the exhausted tasks.
+
+// watchConn follows the connection's status: a disconnect withdraws the
+// cancel index's trust; once connected again, the worker catches up.
+func (w *Worker) watchConn() {
+	ch := w.cfg.Conn.StatusChanged(nats.DISCONNECTED, nats.RECONNECTING, nats.CONNECTED)
+	w.mu.Lock()
+	w.status = ch
+	w.mu.Unlock()
+	w.bg.Add(1)
+	go func() {
+		defer w.bg.Done()
+		// Status events may be dropped when the channel is full: the
+		// reconnect counter is checked too.
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		caughtUp := w.cfg.Conn.Stats().Reconnects
+		behind := false
+		for {
+			select {
+			case s, ok := <-ch:
+				if !ok {
+					return
+				}
+				if s != nats.CONNECTED {
+					w.cancels.distrust()
+					behind = true
+					continue
+				}
+			case <-tick.C:
+				if r := w.cfg.Conn.Stats().Reconnects; r != caughtUp && !behind {
+					w.cancels.distrust()
+					behind = true
+				}
+				if !behind {
+					continue
+				}
+			case <-w.bgStop:
+				return
+			}
+			if w.cfg.Conn.Status() != nats.CONNECTED {
+				continue
+			}
+			reconnects := w.cfg.Conn.Stats().Reconnects
+			if err := w.catchUp(context.Background(), w.cancels.epoch()); err != nil {
+				w.log.Warn("cancel catch-up after reconnect failed; retrying", slog.Any("error", err))
+				continue // the next tick retries
+			}
+			caughtUp, behind = reconnects, false
+			w.log.Info("caught up with cancels after reconnect")
+			w.sweepExhausted(context.Background())
+		}
+	}()
+}
+
+// unwatchConn stops listening to the connection's status.
+func (w *Worker) unwatchConn() {
+	w.mu.Lock()
+	ch := w.status
+	w.status = nil
+	w.mu.Unlock()
+	if ch != nil {
+		w.cfg.Conn.RemoveStatusListener(ch)
+	}
+}
+
+// catchUp makes the cancel index trustworthy again: once the cancel
+// subscription is known to be live on the server (a flush), every cancel
+// stored from then on reaches it, so tasks stored after the tasks stream's
+// current last sequence need no look-up; the held tasks, whose cancels may
+// have been missed, are looked up now.
+func (w *Worker) catchUp(ctx context.Context, gen uint64) error {
+	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
+	defer cancel()
+	if err := w.cfg.Conn.FlushWithContext(ctx); err != nil {
+		return fmt.Errorf("flush: %w", err)
+	}
+	info, err := w.tasksStrm.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("stream info %s: %w", w.names.Tasks, err)
+	}
+	for _, fl := range w.cancels.held() {
+		found, err := w.lookupCancel(ctx, fl.task)
+		if err != nil {
+			return err
+		}
+		if found {
+			w.log.Info("cancel found after reconnect", slog.String("task_id", fl.task.TaskID))
+			fl.cancel(protocol.ErrCancelled)
+		}
+	}
+	if !w.cancels.trust(info.State.LastSeq, gen) {
+		return errors.New("disconnected again")
+	}
+	return nil
+}

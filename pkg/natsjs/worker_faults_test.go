@@ -1,0 +1,507 @@
+package natsjs_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/tool"
+)
+
+// These tests inject faults (cut connections, missing streams, a server
+// that gave up on a task while no replica was connected) and check that the
+// worker loses nothing (SPEC §5.3).
+
+// publishTask stores task on its tool's subject, as an agent does.
+func publishTask(t *testing.T, js jetstream.JetStream, task protocol.Task) {
+	t.Helper()
+	data, err := json.Marshal(task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if _, err := js.Publish(ctx, "tools.task."+task.Tool, data, jetstream.WithMsgID(task.TaskID)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// publishCancel stores a cancel for task, as an agent does.
+func publishCancel(t *testing.T, js jetstream.JetStream, task protocol.Task) {
+	t.Helper()
+	data, _ := json.Marshal(protocol.Cancel{TaskID: task.TaskID, Reason: "test"})
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if _, err := js.Publish(ctx, "tools.cancel."+task.ConversationID+"."+task.TaskID, data); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// resultOf waits for task's result on results (other results are skipped).
+func resultOf(t *testing.T, results <-chan protocol.Result, task protocol.Task) protocol.Result {
+	t.Helper()
+	timeout := time.After(wait)
+	for {
+		select {
+		case r := <-results:
+			if r.TaskID == task.TaskID {
+				return r
+			}
+		case <-timeout:
+			t.Fatalf("no result for task %s", task.TaskID)
+		}
+	}
+}
+
+// cutWorker starts a worker whose connection goes through a proxy that the
+// test can cut; it reconnects quickly once restored. The proxy is restored
+// before the worker stops at the end of the test.
+func cutWorker(t *testing.T, srv *natstest.Server, cfg natsjs.WorkerConfig) (*natsjs.Worker, *natstest.Proxy, <-chan struct{}) {
+	t.Helper()
+	proxy := natstest.NewProxy(t, srv.URL())
+	reconnected := make(chan struct{}, 16)
+	cfg.Conn = natstest.Connect(t, proxy.URL(), append(natstest.Reconnecting(20*time.Millisecond),
+		nats.ReconnectHandler(func(*nats.Conn) { reconnected <- struct{}{} }))...)
+	w := startWorker(t, srv, cfg)
+	t.Cleanup(proxy.Restore) // runs before the worker's stop
+	return w, proxy, reconnected
+}
+
+// A cancel published while the worker is cut off from the server reaches
+// the running tool once the worker reconnects.
+func TestCancelWhileDisconnectedStopsRunningTask(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	results := subscribeResults(t, srv.Conn(t))
+	g := newGate()
+	_, proxy, reconnected := cutWorker(t, srv, natsjs.WorkerConfig{ID: "cut", Tools: []*tool.Tool{g.tool("job", "finished")}})
+
+	task := newTask("job", protocol.NewID(), `{}`)
+	publishTask(t, js, task)
+	recv(t, g.started, "the task to start")
+	proxy.Cut()
+	publishCancel(t, js, task)
+	proxy.Restore()
+	recv(t, reconnected, "the worker to reconnect")
+	recv(t, g.ctxDone, "the running tool to be cancelled")
+	if r := resultOf(t, results, task); r.Status != protocol.StatusCancelled {
+		t.Fatalf("result %+v, want cancelled", r)
+	}
+}
+
+// A task stored while the worker runs, cancelled while the worker is cut
+// off, never starts once the worker is back.
+func TestCancelWhileDisconnectedNeverStartsQueuedTask(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	results := subscribeResults(t, srv.Conn(t))
+	g := newGate()
+	_, proxy, reconnected := cutWorker(t, srv, natsjs.WorkerConfig{ID: "cut", Concurrency: 1, Tools: []*tool.Tool{g.tool("job", "finished")}})
+
+	conv := protocol.NewID()
+	first, second := newTask("job", conv, `{}`), newTask("job", conv, `{}`)
+	publishTask(t, js, first)
+	if id := recv(t, g.started, "the first task to start"); id != first.ToolCallID {
+		t.Fatalf("started %s", id)
+	}
+	publishTask(t, js, second) // waits: the only slot is taken
+	proxy.Cut()
+	publishCancel(t, js, second)
+	proxy.Restore()
+	recv(t, reconnected, "the worker to reconnect")
+	g.open()
+	if r := resultOf(t, results, first); r.Status != protocol.StatusOK {
+		t.Fatalf("first result %+v", r)
+	}
+	if r := resultOf(t, results, second); r.Status != protocol.StatusCancelled {
+		t.Fatalf("second result %+v, want cancelled", r)
+	}
+	select {
+	case id := <-g.started:
+		t.Fatalf("the cancelled task started (%s)", id)
+	default:
+	}
+}
+
+// A task whose cancel look-up fails is handed back, not run blind; it runs
+// once the look-up works again.
+func TestFailedCancelLookupDoesNotRun(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	nc := srv.Conn(t)
+	results := subscribeResults(t, nc)
+	naked := make(chan struct{}, 16)
+	sub, err := nc.Subscribe("$JS.EVENT.ADVISORY.CONSUMER.MSG_NAKED.TOOLS_TASKS.task_job", func(*nats.Msg) { naked <- struct{}{} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	ctx := context.Background()
+	if err := natsjs.Provision(ctx, js, natsjs.ProvisionOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Both tasks are stored before the worker starts: both are looked up.
+	conv := protocol.NewID()
+	first, second := newTask("job", conv, `{}`), newTask("job", conv, `{}`)
+	publishTask(t, js, first)
+	publishTask(t, js, second)
+	g := newGate()
+	startWorker(t, srv, natsjs.WorkerConfig{ID: "w", Concurrency: 1, Tools: []*tool.Tool{g.tool("job", "finished")}})
+	if id := recv(t, g.started, "the first task to start"); id != first.ToolCallID {
+		t.Fatalf("started %s", id)
+	}
+	if err := js.DeleteStream(ctx, "TOOLS_CANCEL"); err != nil { // look-ups fail from now on
+		t.Fatal(err)
+	}
+	g.open()
+	if r := resultOf(t, results, first); r.Status != protocol.StatusOK {
+		t.Fatalf("first result %+v", r)
+	}
+	recv(t, naked, "the second task to be handed back")
+	select {
+	case id := <-g.started:
+		t.Fatalf("a task ran without its cancel look-up (%s)", id)
+	default:
+	}
+	if err := natsjs.Provision(ctx, js, natsjs.ProvisionOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if id := recv(t, g.started, "the second task to run once look-ups work"); id != second.ToolCallID {
+		t.Fatalf("started %s", id)
+	}
+	if r := resultOf(t, results, second); r.Status != protocol.StatusOK {
+		t.Fatalf("second result %+v", r)
+	}
+}
+
+// logSignal is a slog handler that sends on a channel every record whose
+// message is msg: a signal for tests that wait on the worker's internals.
+type logSignal struct {
+	slog.Handler
+	msg string
+	ch  chan struct{}
+}
+
+func (h logSignal) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		select {
+		case h.ch <- struct{}{}:
+		default:
+		}
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+// Enabled is true for every level: the record must reach Handle.
+func (h logSignal) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h logSignal) WithAttrs(as []slog.Attr) slog.Handler {
+	return logSignal{h.Handler.WithAttrs(as), h.msg, h.ch}
+}
+
+func (h logSignal) WithGroup(g string) slog.Handler {
+	return logSignal{h.Handler.WithGroup(g), h.msg, h.ch}
+}
+
+// signalOn returns a logger that signals every record with message msg.
+func signalOn(msg string) (*slog.Logger, <-chan struct{}) {
+	ch := make(chan struct{}, 64)
+	return slog.New(logSignal{testLogger().Handler(), msg, ch}), ch
+}
+
+// A finished tool whose result cannot be published is not run again: the
+// worker keeps the result and retries the publish until it succeeds.
+func TestResultPublishRetriedNotRerun(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	var runs atomic.Int32
+	release := make(chan struct{})
+	started := make(chan struct{}, 8)
+	job := tool.Func("job", "Count runs.", func(ctx context.Context, _ *tool.RunContext, _ struct{}) (string, error) {
+		runs.Add(1)
+		started <- struct{}{}
+		select {
+		case <-release:
+			return "done", nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	})
+	log, failed := signalOn("result not published; retrying")
+	startWorker(t, srv, natsjs.WorkerConfig{ID: "w", Logger: log, Tools: []*tool.Tool{job}})
+	task := newTask("job", protocol.NewID(), `{}`)
+	publishTask(t, js, task)
+	recv(t, started, "the tool to start")
+	ctx := context.Background()
+	if err := js.DeleteStream(ctx, "TOOLS_RESULTS"); err != nil { // results cannot be stored
+		t.Fatal(err)
+	}
+	close(release)
+	recv(t, failed, "a failed publish")
+	recv(t, failed, "a second failed publish: a retry, not a re-run")
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("the finished tool ran %d times", n)
+	}
+	if err := natsjs.Provision(ctx, js, natsjs.ProvisionOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	oc, err := js.OrderedConsumer(ctx, "TOOLS_RESULTS", jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{"tools.result." + task.ConversationID + "." + task.TaskID},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := oc.Next(jetstream.FetchMaxWait(wait))
+	if err != nil {
+		t.Fatalf("the result was never stored: %v", err)
+	}
+	var r protocol.Result
+	if err := json.Unmarshal(msg.Data(), &r); err != nil || r.Status != protocol.StatusOK {
+		t.Fatalf("stored result %s: %v", msg.Data(), err)
+	}
+	// The delivery was acknowledged: nothing is left to redeliver.
+	c, err := js.Consumer(ctx, "TOOLS_TASKS", "task_job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(wait); ; {
+		info, err := c.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.NumAckPending == 0 && info.NumPending == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task still held after its result: %+v", info)
+		}
+		time.Sleep(20 * time.Millisecond) // the ack has no signal but the consumer's state
+	}
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("the finished tool ran %d times", n)
+	}
+}
+
+// A task whose deliveries were exhausted while no replica was connected
+// (so nobody got the server's advisory) still ends in a
+// DeliveriesExhausted result once a replica starts.
+func TestDeliveriesExhaustedWhileNoReplicaConnected(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	nc := srv.Conn(t)
+	results := subscribeResults(t, nc)
+	exhausted := make(chan struct{}, 1)
+	sub, err := nc.Subscribe("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.TOOLS_TASKS.task_job", func(*nats.Msg) { exhausted <- struct{}{} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	g := newGate()
+	_, proxy, _ := cutWorker(t, srv, natsjs.WorkerConfig{ID: "dies", MaxDeliver: 1, Tools: []*tool.Tool{g.tool("job", "never")}})
+	task := newTask("job", protocol.NewID(), `{}`)
+	publishTask(t, js, task)
+	recv(t, g.started, "the only delivery")
+	proxy.Cut() // the replica is gone: no heartbeat, no advisory subscription
+	recv(t, exhausted, "the server to give up on the task")
+
+	startWorker(t, srv, natsjs.WorkerConfig{ID: "later", MaxDeliver: 1, Tools: []*tool.Tool{g.tool("job", "never")}})
+	r := resultOf(t, results, task)
+	if r.Status != protocol.StatusError || r.ErrorType != protocol.ErrorDeliveriesExhausted || r.Worker != "later" {
+		t.Fatalf("result %+v", r)
+	}
+}
+
+// A worker on the definitions' default ack wait has a killed replica's
+// task restarted elsewhere within about 10 s (SPEC §5.3).
+func TestDefaultAckWaitRecovery(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("waits for the default ack wait")
+	}
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	results := subscribeResults(t, srv.Conn(t))
+	g := newGate()
+	_, proxy, _ := cutWorker(t, srv, natsjs.WorkerConfig{ID: "killed", AckWait: -1, Tools: []*tool.Tool{g.tool("job", "from the killed one")}})
+	startWorker(t, srv, natsjs.WorkerConfig{ID: "survivor", AckWait: -1, Tools: []*tool.Tool{echoLike("job", "from the survivor")}})
+	task := newTask("job", protocol.NewID(), `{}`)
+	publishTask(t, js, task)
+	recv(t, g.started, "the task to start on the first replica")
+	killed := time.Now()
+	proxy.Cut()
+	r := resultOf(t, results, task)
+	if got := content(t, r); got != "from the survivor" {
+		t.Fatalf("result %q", got)
+	}
+	if took := time.Since(killed); took > 12*time.Second {
+		t.Fatalf("restarted after %v, want within ~10 s", took)
+	}
+}
+
+// echoLike is a tool that returns result at once.
+func echoLike(name, result string) *tool.Tool {
+	return tool.Func(name, "Answer at once.", func(context.Context, *tool.RunContext, struct{}) (string, error) { return result, nil })
+}
+
+// A task past its deadline is answered DeadlineExceeded without running.
+func TestDeadlinePassedNotRun(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	results := subscribeResults(t, srv.Conn(t))
+	var runs atomic.Int32
+	job := tool.Func("job", "Count runs.", func(context.Context, *tool.RunContext, struct{}) (string, error) {
+		runs.Add(1)
+		return "ran", nil
+	})
+	startWorker(t, srv, natsjs.WorkerConfig{ID: "w", Tools: []*tool.Tool{job}})
+	task := newTask("job", protocol.NewID(), `{}`)
+	task.Deadline = time.Now().Add(-time.Second)
+	publishTask(t, js, task)
+	r := resultOf(t, results, task)
+	if r.Status != protocol.StatusError || r.ErrorType != protocol.ErrorDeadlineExceeded {
+		t.Fatalf("result %+v", r)
+	}
+	if runs.Load() != 0 {
+		t.Fatal("a task past its deadline ran")
+	}
+}
+
+// A tool that ignores its cancellation does not keep its task from another
+// replica: when Stop's context ends, the task is handed back at once
+// (before the ack wait), and Stop says so.
+func TestStopHandsBackToolIgnoringCancel(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	results := subscribeResults(t, srv.Conn(t))
+	stuck := make(chan struct{})
+	defer close(stuck)
+	started := make(chan struct{}, 1)
+	deaf := tool.Func("job", "Ignore cancellation.", func(context.Context, *tool.RunContext, struct{}) (string, error) {
+		started <- struct{}{}
+		<-stuck
+		return "too late", nil
+	})
+	const ackWait = 10 * time.Second
+	// Not startWorker: this worker is stopped by the test, with an error.
+	w, err := natsjs.NewWorker(natsjs.WorkerConfig{Conn: srv.Conn(t), ID: "deaf", AckWait: ackWait, GracePeriod: 10 * time.Millisecond,
+		Logger: testLogger(), Tools: []*tool.Tool{deaf}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), wait)
+	defer scancel()
+	if err := w.Start(sctx); err != nil {
+		t.Fatal(err)
+	}
+	task := newTask("job", protocol.NewID(), `{}`)
+	publishTask(t, js, task)
+	recv(t, started, "the tool to start")
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	stopped := time.Now()
+	if err := w.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Stop = %v, want the context's error", err)
+	}
+	startWorker(t, srv, natsjs.WorkerConfig{ID: "other", AckWait: ackWait, Tools: []*tool.Tool{echoLike("job", "taken over")}})
+	r := resultOf(t, results, task)
+	if got := content(t, r); got != "taken over" {
+		t.Fatalf("result %q", got)
+	}
+	if took := time.Since(stopped); took > ackWait/2 {
+		t.Fatalf("taken over after %v: not handed back", took)
+	}
+}
+
+// inProgressAcks signals every in-progress ack (+WPI) sent for the task
+// consumer of toolName.
+func inProgressAcks(t *testing.T, nc *nats.Conn, toolName string) <-chan time.Time {
+	t.Helper()
+	ch := make(chan time.Time, 64)
+	sub, err := nc.Subscribe("$JS.ACK.TOOLS_TASKS.task_"+toolName+".>", func(m *nats.Msg) {
+		if string(m.Data) == "+WPI" {
+			select {
+			case ch <- time.Now():
+			default:
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	return ch
+}
+
+// A task that runs longer than the ack wait is kept alive by in-progress
+// acks: no other replica gets it.
+func TestHeartbeatKeepsLongTaskAlive(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	beats := inProgressAcks(t, srv.Conn(t), "job")
+	results := subscribeResults(t, srv.Conn(t))
+	g, other := newGate(), newGate()
+	startWorker(t, srv, natsjs.WorkerConfig{ID: "runs", Tools: []*tool.Tool{g.tool("job", "kept alive")}})
+	task := newTask("job", protocol.NewID(), `{}`)
+	publishTask(t, js, task)
+	recv(t, g.started, "the task to start")
+	startWorker(t, srv, natsjs.WorkerConfig{ID: "waits", Tools: []*tool.Tool{other.tool("job", "redelivered")}})
+	first := recv(t, beats, "an in-progress ack")
+	for {
+		if at := recv(t, beats, "an in-progress ack"); at.Sub(first) > 2*testAckWait {
+			break // the task outlived two ack waits
+		}
+	}
+	g.open()
+	if got := content(t, resultOf(t, results, task)); got != "kept alive" {
+		t.Fatalf("result %q", got)
+	}
+	select {
+	case id := <-other.started:
+		t.Fatalf("the running task was redelivered (%s)", id)
+	default:
+	}
+}
+
+// With the definitions' ack wait, the heartbeat follows it (a third of
+// it), not an older, longer ack wait.
+func TestHeartbeatFollowsDefinitionAckWait(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	beats := inProgressAcks(t, srv.Conn(t), "job")
+	g := newGate()
+	defer g.open()
+	startWorker(t, srv, natsjs.WorkerConfig{ID: "w", AckWait: -1, Tools: []*tool.Tool{g.tool("job", "x")}})
+	def, err := natsjs.TaskConsumerConfig("job", natsjs.ProvisionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	publishTask(t, js, newTask("job", protocol.NewID(), `{}`))
+	recv(t, g.started, "the task to start")
+	started := time.Now()
+	beat := recv(t, beats, "an in-progress ack")
+	if took := beat.Sub(started); took > def.AckWait/2 {
+		t.Fatalf("first in-progress ack after %v, ack wait %v", took, def.AckWait)
+	}
+}

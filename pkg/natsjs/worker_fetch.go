@@ -1,0 +1,65 @@
+package natsjs
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/offload-dev/offload/pkg/tool"
+)
+
+// fetch pulls the tasks of one tool, one per free slot: a pull request is
+// issued only once a slot is held, so no task waits in this process while
+// another replica could run it (see [slotPool] for how slots rotate among
+// the tools).
+func (w *Worker) fetch(t *tool.Tool, c jetstream.Consumer) {
+	defer w.fetchers.Done()
+	for {
+		if err := w.slots.acquire(w.fetchCtx, t.Name); err != nil {
+			return
+		}
+		pctx, cancel := context.WithCancel(w.fetchCtx)
+		pl := w.slots.startPull(cancel, t.Name)
+		expires := shortPull
+		if pl.long {
+			expires = pullWait
+		}
+		pctx, cancelTimeout := context.WithTimeout(pctx, expires)
+		msg, err := c.Next(jetstream.FetchContext(pctx))
+		w.slots.endPull(pl)
+		cancelTimeout()
+		cancel()
+		if err != nil {
+			w.slots.release()
+			if w.fetchCtx.Err() != nil {
+				return
+			}
+			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.Is(err, nats.ErrTimeout) {
+				continue
+			}
+			w.log.Warn("pull failed", slog.String("tool", t.Name), slog.Any("error", err))
+			select {
+			case <-time.After(fetchRetryWait):
+			case <-w.fetchCtx.Done():
+				return
+			}
+			continue
+		}
+		if w.fetchCtx.Err() != nil {
+			// Stopping: hand the task back at once.
+			_ = msg.Nak()
+			w.slots.release()
+			return
+		}
+		w.handlers.Add(1)
+		go func() {
+			defer w.handlers.Done()
+			defer w.slots.release()
+			w.handle(t, msg)
+		}()
+	}
+}

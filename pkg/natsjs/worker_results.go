@@ -1,0 +1,91 @@
+package natsjs
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/offload-dev/offload/pkg/protocol"
+)
+
+// Backoff of result publish retries.
+const (
+	publishRetryMin = 100 * time.Millisecond
+	publishRetryMax = 5 * time.Second
+)
+
+// respond publishes res as the held task's result, then acknowledges the
+// delivery (with Term for a cancelled task, which is never retried). A
+// result that cannot be published is kept and its publish retried, with
+// backoff, while the task's heartbeat keeps the delivery alive: a finished
+// tool is never run again for want of a publish (SPEC §5.3). Only when the
+// worker's stop gives up is the task left to be redelivered.
+func (w *Worker) respond(log *slog.Logger, fl *inflight, res protocol.Result, started time.Time, term bool) {
+	task := fl.task
+	res.TaskID = task.TaskID
+	res.ToolCallID = task.ToolCallID
+	res.Worker = w.cfg.ID
+	if !started.IsZero() {
+		res.StartedAt = started.UTC()
+	}
+	res.FinishedAt = time.Now().UTC()
+	wait := publishRetryMin
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithTimeout(w.hardCtx, publishTimeout)
+		err := w.publishResult(ctx, task.ConversationID, res)
+		cancel()
+		if err == nil {
+			break
+		}
+		if w.hardCtx.Err() != nil || w.cfg.Conn.IsClosed() {
+			log.Error("result not published before the worker stopped; the task will be redelivered", slog.Any("error", err))
+			return
+		}
+		log.Warn("result not published; retrying", slog.Int("attempt", attempt), slog.Duration("wait", wait), slog.Any("error", err))
+		timer := time.NewTimer(wait)
+		select {
+		case <-timer.C:
+		case <-w.hardCtx.Done():
+			timer.Stop()
+			log.Error("result not published before the worker stopped; the task will be redelivered", slog.Any("error", err))
+			return
+		}
+		wait = min(2*wait, publishRetryMax)
+	}
+	if term {
+		fl.settle(fl.msg.Term, log, "term")
+	} else {
+		fl.settle(fl.msg.Ack, log, "ack")
+	}
+}
+
+// publishResult publishes res on <prefix>.result.<conv>.<task> with
+// Nats-Msg-Id res:<task>, so that results of redeliveries are dropped by the
+// server within the dedup window. A result too large for a message is
+// replaced by a ResultTooLarge error.
+func (w *Worker) publishResult(ctx context.Context, conv string, res protocol.Result) error {
+	data, err := json.Marshal(res)
+	if err != nil {
+		return fmt.Errorf("marshal result: %w", err)
+	}
+	if max := w.cfg.Conn.MaxPayload(); max > 0 && int64(len(data)) > max-1024 {
+		small := protocol.ResultFromOutcome(nil, &protocol.RemoteError{Type: protocol.ErrorResultTooLarge})
+		small.TaskID, small.ToolCallID, small.Worker = res.TaskID, res.ToolCallID, res.Worker
+		small.StartedAt, small.FinishedAt = res.StartedAt, res.FinishedAt
+		if data, err = json.Marshal(small); err != nil {
+			return fmt.Errorf("marshal result: %w", err)
+		}
+	}
+	m := nats.NewMsg(w.subj.Result(conv, res.TaskID))
+	m.Header.Set(jetstream.MsgIDHeader, "res:"+res.TaskID)
+	m.Data = data
+	if _, err := w.js.PublishMsg(ctx, m); err != nil {
+		return fmt.Errorf("publish result: %w", err)
+	}
+	return nil
+}

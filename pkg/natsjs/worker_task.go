@@ -1,0 +1,256 @@
+package natsjs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/offload-dev/offload/pkg/progress"
+	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/tool"
+)
+
+// outcome is what a tool returned.
+type outcome struct {
+	value any
+	err   error
+}
+
+// handle processes one delivered task: it is kept alive with in-progress
+// acks from delivery until it is answered or handed back.
+func (w *Worker) handle(t *tool.Tool, msg jetstream.Msg) {
+	log := w.log.With(slog.String("tool", t.Name))
+	md, _ := msg.Metadata()
+	if md != nil && md.NumDelivered > 1 && w.cfg.Metrics != nil {
+		w.cfg.Metrics.RedeliveriesTotal.WithLabelValues(t.Name).Inc()
+	}
+	task, err := protocol.DecodeTask(msg.Data(), nil)
+	if err == nil && task.Tool != t.Name {
+		err = fmt.Errorf("natsjs: task for tool %q delivered on the subject of %q", task.Tool, t.Name)
+	}
+	if err != nil {
+		w.malformed(log, t, msg, err)
+		return
+	}
+	log = log.With(slog.String("task_id", task.TaskID), slog.String("conversation_id", task.ConversationID))
+	if md != nil && md.NumDelivered > 1 {
+		log = log.With(slog.Uint64("delivery", md.NumDelivered))
+	}
+
+	// Register before looking for an earlier cancel: a cancel stored after
+	// the look-up reaches the registered task through the subscription.
+	taskCtx, cancel := context.WithCancelCause(w.runCtx)
+	defer cancel(nil)
+	fl := &inflight{task: task, msg: msg, cancel: cancel}
+	w.cancels.add(fl)
+	defer w.cancels.remove(fl)
+	stopHB := w.heartbeat(msg, log)
+	defer stopHB()
+
+	var seq uint64
+	if md != nil {
+		seq = md.Sequence.Stream
+	}
+	cancelled, err := w.cancelled(context.Background(), task, seq)
+	if err != nil {
+		// Not run blind: another delivery looks again, later each time, so
+		// that an outage of the cancel stream burns few deliveries.
+		delay := lookupNakDelay
+		if md != nil {
+			delay = min(time.Duration(md.NumDelivered)*lookupNakDelay, maxLookupNakDelay)
+		}
+		log.Warn("cancel look-up failed; task handed back", slog.Duration("delay", delay), slog.Any("error", err))
+		fl.settle(func() error { return msg.NakWithDelay(delay) }, log, "nak")
+		return
+	}
+	if cancelled || errors.Is(context.Cause(taskCtx), protocol.ErrCancelled) {
+		log.Info("task cancelled before it started")
+		w.count(t.Name, protocol.StatusCancelled)
+		w.respond(log, fl, protocol.ResultFromOutcome(nil, protocol.ErrCancelled), time.Time{}, true)
+		return
+	}
+	if !task.Deadline.IsZero() {
+		if !time.Now().Before(task.Deadline) {
+			log.Info("task deadline passed before it started")
+			res := protocol.ResultFromOutcome(nil, context.DeadlineExceeded)
+			w.count(t.Name, res.Status)
+			w.respond(log, fl, res, time.Time{}, false)
+			return
+		}
+		var cancelDeadline context.CancelFunc
+		taskCtx, cancelDeadline = context.WithDeadlineCause(taskCtx, task.Deadline, errDeadline)
+		defer cancelDeadline()
+	}
+	if t.RequiresApproval && !task.Approved {
+		// Fail closed: a tool that requires approval runs only for a task
+		// that says it was approved (the agent sets it after a decision).
+		log.Warn("task for a tool that requires approval arrived unapproved")
+		res := protocol.ResultFromOutcome(nil, &tool.ApprovalRequired{})
+		w.count(t.Name, res.Status)
+		w.respond(log, fl, res, time.Time{}, true)
+		return
+	}
+	args, err := t.ParseArgs(string(task.Args))
+	if err != nil {
+		log.Info("invalid arguments", slog.Any("error", err))
+		res := protocol.ResultFromOutcome(nil, err)
+		w.count(t.Name, res.Status)
+		w.respond(log, fl, res, time.Time{}, false)
+		return
+	}
+
+	rc := &tool.RunContext{
+		RunID:            task.RunID,
+		ConversationID:   task.ConversationID,
+		ToolCallID:       task.ToolCallID,
+		ToolName:         t.Name,
+		ToolCallApproved: task.Approved,
+		ToolCallMetadata: task.ToolCallMetadata,
+		Retry:            task.Retry,
+		MaxRetries:       t.Retries,
+		TaskID:           task.TaskID,
+		Attempt:          task.Attempt,
+	}
+	runCtx := progress.WithReporter(taskCtx, w.reporter(task))
+	started := time.Now()
+	if w.cfg.Metrics != nil {
+		w.cfg.Metrics.Inflight.WithLabelValues(t.Name).Inc()
+		defer w.cfg.Metrics.Inflight.WithLabelValues(t.Name).Dec()
+	}
+	log.Debug("task started")
+	// The tool runs on this goroutine: a cancel reaches it through its
+	// context at once; its cancelled result goes out when it returns.
+	o := runTool(runCtx, t, rc, args, log)
+	if w.cfg.Metrics != nil {
+		w.cfg.Metrics.TaskDuration.WithLabelValues(t.Name).Observe(time.Since(started).Seconds())
+	}
+
+	cause := context.Cause(taskCtx)
+	switch {
+	case taskCtx.Err() != nil && errors.Is(cause, protocol.ErrCancelled):
+		log.Info("task cancelled while running")
+		if w.cfg.Metrics != nil {
+			w.cfg.Metrics.CancellationsTotal.WithLabelValues(t.Name).Inc()
+		}
+		w.count(t.Name, protocol.StatusCancelled)
+		w.respond(log, fl, protocol.ResultFromOutcome(nil, protocol.ErrCancelled), started, true)
+	case taskCtx.Err() != nil && errors.Is(cause, errShutdown) && o.err != nil:
+		log.Info("task handed back on shutdown")
+		fl.settle(msg.Nak, log, "nak")
+	case taskCtx.Err() != nil && errors.Is(cause, errDeadline) && o.err != nil:
+		log.Info("task deadline exceeded")
+		res := protocol.ResultFromOutcome(nil, context.DeadlineExceeded)
+		w.count(t.Name, res.Status)
+		w.respond(log, fl, res, started, false)
+	default:
+		if o.err != nil {
+			log.Info("tool returned an error", slog.String("error_type", tool.ErrorType(o.err)), slog.Any("error", o.err))
+		}
+		res := protocol.ResultFromOutcome(o.value, o.err)
+		w.count(t.Name, res.Status)
+		w.respond(log, fl, res, started, false)
+	}
+}
+
+// runTool runs the tool's validator and handler, turning a panic into a
+// Panic error.
+func runTool(ctx context.Context, t *tool.Tool, rc *tool.RunContext, args json.RawMessage, log *slog.Logger) (o outcome) {
+	defer func() {
+		if r := recover(); r != nil {
+			log.Error("tool panicked", slog.Any("panic", r), slog.String("stack", string(debug.Stack())))
+			o = outcome{err: &protocol.RemoteError{Type: protocol.ErrorPanic, Message: fmt.Sprint(r)}}
+		}
+	}()
+	if t.Validator != nil {
+		if err := t.Validator(ctx, rc, args); err != nil {
+			return outcome{err: err}
+		}
+	}
+	v, err := t.Run(ctx, rc, args)
+	return outcome{value: v, err: err}
+}
+
+// heartbeat keeps msg's delivery alive with in-progress acks until the
+// returned function is called; that function waits for an in-progress ack
+// being sent. It uses a timer rather than a goroutine: most tasks finish
+// before the first beat.
+func (w *Worker) heartbeat(msg jetstream.Msg, log *slog.Logger) func() {
+	var mu sync.Mutex
+	stopped := false
+	var timer *time.Timer
+	beat := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
+		}
+		if err := msg.InProgress(); err != nil {
+			log.Warn("in-progress ack failed", slog.Any("error", err))
+		}
+		timer.Reset(w.hbEvery)
+	}
+	mu.Lock()
+	timer = time.AfterFunc(w.hbEvery, beat)
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		timer.Stop()
+	}
+}
+
+// reporter publishes a task's progress on core NATS.
+func (w *Worker) reporter(task protocol.Task) progress.Reporter {
+	subject := w.subj.Progress(task.ConversationID, task.TaskID)
+	return progress.ReporterFunc(func(message string, fraction *float64) {
+		data, err := json.Marshal(protocol.Progress{TaskID: task.TaskID, Message: message, Fraction: fraction, At: time.Now().UTC()})
+		if err == nil {
+			err = w.cfg.Conn.Publish(subject, data)
+		}
+		if err != nil {
+			w.log.Debug("progress not published", slog.String("task_id", task.TaskID), slog.Any("error", err))
+		}
+	})
+}
+
+// malformed terminates a task that does not decode; when its task and
+// conversation IDs can be read, the caller gets an error result.
+func (w *Worker) malformed(log *slog.Logger, t *tool.Tool, msg jetstream.Msg, err error) {
+	log.Error("malformed task terminated", slog.Any("error", err))
+	var ids struct {
+		TaskID         string `json:"task_id"`
+		ConversationID string `json:"conversation_id"`
+		ToolCallID     string `json:"tool_call_id"`
+	}
+	if json.Unmarshal(msg.Data(), &ids) == nil {
+		_, e1 := protocol.ParseID(ids.TaskID)
+		_, e2 := protocol.ParseID(ids.ConversationID)
+		if e1 == nil && e2 == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
+			res := protocol.ResultFromOutcome(nil, &protocol.RemoteError{Type: tool.ErrorType(err), Message: err.Error()})
+			res.TaskID, res.ToolCallID, res.Worker, res.FinishedAt = ids.TaskID, ids.ToolCallID, w.cfg.ID, time.Now().UTC()
+			if perr := w.publishResult(ctx, ids.ConversationID, res); perr != nil {
+				log.Warn("error result of a malformed task not published", slog.Any("error", perr))
+			}
+			cancel()
+		}
+	}
+	w.count(t.Name, protocol.StatusError)
+	if err := msg.TermWithReason("malformed task"); err != nil {
+		log.Warn("term failed", slog.Any("error", err))
+	}
+}
+
+func (w *Worker) count(toolName string, status protocol.Status) {
+	if w.cfg.Metrics != nil {
+		w.cfg.Metrics.TasksTotal.WithLabelValues(toolName, string(status)).Inc()
+	}
+}
