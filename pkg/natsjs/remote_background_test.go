@@ -136,7 +136,7 @@ func TestRemoteExecutorCancelAndDetach(t *testing.T) {
 	task.Cancel("the run ended")
 	recv(t, task.Done(), "the cancelled task (confirmed by the worker)")
 	var tc *agent.TaskCancelled
-	if _, err := task.Outcome(); !errors.As(err, &tc) {
+	if _, err := task.Outcome(); !errors.As(err, &tc) || tc.Reason != "the run ended" {
 		t.Fatalf("cancelled outcome: %v", err)
 	}
 	recv(t, g.ctxDone, "the worker to stop the tool")

@@ -200,11 +200,30 @@ func (w *Worker) onCancel(m *nats.Msg) {
 		w.log.Debug("ignored cancel on an invalid subject", slog.String("subject", m.Subject))
 		return
 	}
+	var reason cancelReason
+	if c, err := protocol.DecodeCancel(m.Data, taskID, nil); err == nil {
+		reason = cancelReason(c.Reason)
+	}
 	for _, fl := range w.cancels.record(conv, taskID) {
-		w.log.Info("cancel received", slog.String("task_id", taskID))
-		fl.cancel(protocol.ErrCancelled)
+		w.log.Info("cancel received", slog.String("task_id", taskID), slog.String("reason", string(reason)))
+		fl.cancel(reason)
 	}
 }
+
+// cancelReason is the cause of a task cancelled by a cancel message: its
+// reason, which the cancelled result carries back to the agent. It matches
+// protocol.ErrCancelled.
+type cancelReason string
+
+func (r cancelReason) Error() string {
+	if r == "" {
+		return protocol.ErrCancelled.Error()
+	}
+	return string(r)
+}
+
+// Is makes a cancelReason match protocol.ErrCancelled.
+func (r cancelReason) Is(target error) bool { return target == protocol.ErrCancelled }
 
 // errLookup wraps a failed cancel look-up: the task is handed back, not run.
 var errLookup = errors.New("natsjs: cancel look-up failed")

@@ -140,7 +140,7 @@ func (w *Worker) handle(t *tool.Tool, msg jetstream.Msg) {
 			w.cfg.Metrics.CancellationsTotal.WithLabelValues(t.Name).Inc()
 		}
 		w.count(t.Name, protocol.StatusCancelled)
-		w.respond(log, fl, protocol.ResultFromOutcome(nil, protocol.ErrCancelled), started, true)
+		w.respond(log, fl, protocol.ResultFromOutcome(nil, cause), started, true)
 	case taskCtx.Err() != nil && errors.Is(cause, errShutdown) && o.err != nil:
 		log.Info("task handed back on shutdown")
 		fl.settle(msg.Nak, log, "nak")
