@@ -29,6 +29,9 @@ func (r *run) runContext(s *slot) *tool.RunContext {
 		rc.ToolCallApproved = s.approved
 		rc.ToolCallMetadata = s.metadata
 		rc.TaskID, rc.Attempt = s.deferredTaskID, s.attempt
+		if rc.TaskID == "" {
+			rc.TaskID = s.taskID
+		}
 		if s.t != nil {
 			rc.MaxRetries = s.t.Retries
 		}

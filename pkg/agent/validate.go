@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/oklog/ulid/v2"
+
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/tool"
 )
@@ -105,6 +107,14 @@ func (r *run) prepareCall(ctx context.Context, s *slot, deferred bool) (string, 
 			if err := p.PrepareToolCall(ctx, r.info, pc); err != nil {
 				return "", err
 			}
+		}
+	}
+	if pc.TaskID == "" && !deferred && s.t != nil && s.t.Dispatched {
+		// A call that runs as a task is named up front, so that its
+		// tool_call event shows the task the worker runs.
+		pc.TaskID = s.deferredTaskID
+		if pc.TaskID == "" {
+			pc.TaskID = ulid.Make().String()
 		}
 	}
 	s.taskID = pc.TaskID

@@ -260,6 +260,7 @@ func (r *RemoteToolset) buildLocked(e RegistryEntry) (*tool.Tool, error) {
 	if err != nil {
 		return nil, err
 	}
+	t.Dispatched = true
 	r.built[def.Name] = builtTool{sig: sig, t: t}
 	return t, nil
 }

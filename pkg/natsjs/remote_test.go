@@ -246,3 +246,40 @@ func TestRemoteProgressReachesAgentEvents(t *testing.T) {
 		t.Fatalf("progress event %+v", seen)
 	}
 }
+
+// A remote call's tool_call event names the task the worker runs, and the
+// worker runs it under that ID.
+func TestRemoteToolCallEventNamesTheTask(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	seen := make(chan string, 1)
+	probe := tool.Func("probe", "Report the task ID.", func(_ context.Context, rc *tool.RunContext, _ struct{}) (string, error) {
+		seen <- rc.TaskID
+		return "ok", nil
+	})
+	startWorker(t, srv, natsjs.WorkerConfig{ID: "probe-1", Tools: []*tool.Tool{probe}})
+	d, _ := startDispatcher(t, srv, natsjs.DispatcherConfig{})
+	remote := newRemote(t, srv, d, nil)
+	waitTools(t, remote, "probe")
+	a, err := agent.New(agent.Config{Model: testmodel.New(testmodel.Config{}), Toolsets: []tool.Toolset{remote}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	var calls []agent.Event
+	var mu sync.Mutex
+	if _, err := a.Run(ctx, "go", &agent.RunOptions{OnEvent: func(e agent.Event) {
+		if e.Type == agent.EventToolCall {
+			mu.Lock()
+			calls = append(calls, e)
+			mu.Unlock()
+		}
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	ran := recv(t, seen, "the worker's task ID")
+	if len(calls) != 1 || calls[0].TaskID == "" || calls[0].TaskID != ran {
+		t.Fatalf("tool_call events %+v, worker ran task %q", calls, ran)
+	}
+}

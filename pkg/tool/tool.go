@@ -94,6 +94,11 @@ type Tool struct {
 	// Sequential tools never run concurrently with other tools of the same
 	// step, and never in the background.
 	Sequential bool
+	// Dispatched marks a tool whose calls run as tasks on workers (a
+	// remote tool): the agent names each call with a task ID before it
+	// runs, shows it in the tool_call event and passes it in
+	// RunContext.TaskID.
+	Dispatched bool
 	// Kind says whether the tool runs here or externally.
 	Kind Kind
 	// Handler runs the tool; nil for external tools.
