@@ -306,6 +306,7 @@ func (br *bgRun) followUp(t *bgTask) (message.Part, error) {
 	var cd *tool.CallDeferred
 	var inval *tool.ValidationError
 	var tc *TaskCancelled
+	var fatal *tool.FatalError
 	err := t.err
 	switch {
 	case err == nil:
@@ -342,8 +343,8 @@ func (br *bgRun) followUp(t *bgTask) (message.Part, error) {
 		// Cancelled, but not by this run (a worker shutting down for
 		// good, an operator): the run cannot go on without it.
 		return nil, fmt.Errorf("background tool %s (task %s): %w", name, id, err)
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		// The tool's own cancellation ends the run.
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.As(err, &fatal):
+		// The tool's own cancellation, or a fatal failure, ends the run.
 		return nil, fmt.Errorf("background tool %s (task %s): %w", name, id, err)
 	default:
 		return br.unexpected(t, err)

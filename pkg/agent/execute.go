@@ -30,7 +30,7 @@ func (r *run) runContext(s *slot) *tool.RunContext {
 		rc.ToolCallMetadata = s.metadata
 		rc.TaskID, rc.Attempt = s.deferredTaskID, s.attempt
 		if rc.TaskID == "" {
-			rc.TaskID = s.taskID
+			rc.TaskID = s.dispatchID
 		}
 		if s.t != nil {
 			rc.MaxRetries = s.t.Retries
@@ -148,6 +148,7 @@ func (r *run) outcome(ctx context.Context, st *stepState, s *slot, val any, err 
 	var ar *tool.ApprovalRequired
 	var cd *tool.CallDeferred
 	var inval *tool.ValidationError
+	var fatal *tool.FatalError
 	switch {
 	case err == nil:
 		part, content, merr := returnPart(name, id, val)
@@ -177,6 +178,8 @@ func (r *run) outcome(ctx context.Context, st *stepState, s *slot, val any, err 
 		s.part = message.ToolReturn{ToolName: name, ToolCallID: id, Content: jsonString(failed.Message), Outcome: message.OutcomeFailed}
 	case errors.Is(err, ErrRunCancelled), ctx.Err() != nil && errors.Is(err, context.Canceled):
 		return err
+	case errors.As(err, &fatal):
+		return fmt.Errorf("tool %s: %w", name, err)
 	default:
 		return r.unexpected(s, err)
 	}
@@ -238,6 +241,9 @@ func (r *run) emitCall(s *slot, valid *bool) {
 	e := Event{Type: EventToolCall, ToolCallID: s.call.ToolCallID, Tool: s.call.ToolName, Args: json.RawMessage(s.call.Args), ArgsValid: valid}
 	if valid != nil && *valid {
 		e.TaskID = s.taskID
+		if e.TaskID == "" {
+			e.TaskID = s.dispatchID
+		}
 	}
 	r.emit(e)
 }

@@ -44,6 +44,7 @@ type slot struct {
 	callEmitted bool   // its tool_call event was sent
 	skip        bool   // answered in the history already
 	taskID      string // the task running it, named by a ToolCallPreparer
+	dispatchID  string // the task of an inline call of a dispatched tool
 
 	deferredTaskID string // the task ID it got when it was deferred
 	attempt        int    // the attempt of its task: 0, or the next one after a worker deferred it

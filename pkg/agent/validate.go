@@ -101,7 +101,7 @@ func (r *run) validate(ctx context.Context, st *stepState, s *slot, names []stri
 // arguments to validate; the task ID they named is kept in the slot.
 func (r *run) prepareCall(ctx context.Context, s *slot, deferred bool) (string, error) {
 	pc := &PreparedCall{Tool: s.t, Call: s.call, Args: s.call.Args, Deferred: deferred, DeferredTaskID: s.deferredTaskID}
-	s.taskID = ""
+	s.taskID, s.dispatchID = "", ""
 	for _, c := range r.caps {
 		if p, ok := c.(ToolCallPreparer); ok {
 			if err := p.PrepareToolCall(ctx, r.info, pc); err != nil {
@@ -109,15 +109,15 @@ func (r *run) prepareCall(ctx context.Context, s *slot, deferred bool) (string, 
 			}
 		}
 	}
+	s.taskID, s.dispatchID = pc.TaskID, ""
 	if pc.TaskID == "" && !deferred && s.t != nil && s.t.Dispatched {
-		// A call that runs as a task is named up front, so that its
+		// A call that runs inline as a task is named up front, so that its
 		// tool_call event shows the task the worker runs.
-		pc.TaskID = s.deferredTaskID
-		if pc.TaskID == "" {
-			pc.TaskID = ulid.Make().String()
+		s.dispatchID = s.deferredTaskID
+		if s.dispatchID == "" {
+			s.dispatchID = ulid.Make().String()
 		}
 	}
-	s.taskID = pc.TaskID
 	return pc.Args, nil
 }
 

@@ -96,6 +96,7 @@ type Dispatcher struct {
 	doneQ   []doneRef
 	convs   map[string]int // conversation → pending + remembered tasks
 	lost    error          // set while the server is considered lost
+	url     string         // the server's URL, for errors
 	cc      jetstream.ConsumeContext
 	status  chan nats.Status
 	watched chan struct{} // closed when the connection watcher has stopped
@@ -192,6 +193,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		return fmt.Errorf("natsjs: dispatcher: consume results: %w", err)
 	}
 	d.cc = cc
+	d.url = d.cfg.Conn.ConnectedUrlRedacted()
 	d.status = d.cfg.Conn.StatusChanged(nats.CONNECTED, nats.DISCONNECTED, nats.RECONNECTING, nats.CLOSED)
 	d.watched = make(chan struct{})
 	go d.watchConn(d.status, d.watched)

@@ -53,8 +53,8 @@ func (d *Dispatcher) watchConn(status chan nats.Status, stopped chan<- struct{})
 			if d.cfg.Conn.IsConnected() {
 				continue
 			}
-			d.serverLost(fmt.Errorf("%w: unreachable for %s (%s)", ErrServerLost,
-				time.Since(since).Round(time.Second), d.cfg.Conn.Opts.Url))
+			d.serverLost(fmt.Errorf("%w: %s unreachable for %s", ErrServerLost,
+				d.url, time.Since(since).Round(time.Second)))
 		}
 	}
 }

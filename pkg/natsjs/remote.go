@@ -289,7 +289,7 @@ func (r *RemoteToolset) handler(name string) tool.HandlerFunc {
 		defer r.relayProgress(ctx, task)()
 		res, err := r.cfg.Dispatcher.Call(ctx, task)
 		if err != nil {
-			return nil, err
+			return nil, fatalUnlessCancelled(ctx, err)
 		}
 		v, err := res.Outcome()
 		// A worker's deferral keeps the task's ID: once resolved, the call

@@ -12,6 +12,7 @@ import (
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/progress"
 	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/tool"
 )
 
 // Executor returns the [agent.Executor] that runs background calls of this
@@ -61,7 +62,7 @@ func (e *remoteExecutor) Start(ctx context.Context, c *agent.BackgroundCall) (ag
 	h, err := e.r.cfg.Dispatcher.Dispatch(context.WithoutCancel(ctx), task)
 	if err != nil {
 		stop()
-		return nil, err
+		return nil, tool.Fatal(err)
 	}
 	go func() {
 		<-h.Done()
@@ -80,7 +81,7 @@ func (e *remoteExecutor) Attach(ctx context.Context, info *agent.RunInfo, pt age
 	h, err := e.r.cfg.Dispatcher.Attach(task)
 	if err != nil {
 		stop()
-		return nil, err
+		return nil, tool.Fatal(err)
 	}
 	go func() {
 		<-h.Done()
@@ -106,7 +107,7 @@ func (t *remoteTask) Done() <-chan struct{} { return t.h.Done() }
 func (t *remoteTask) Outcome() (any, error) {
 	res, err := t.h.Result()
 	if err != nil {
-		return nil, err
+		return nil, tool.Fatal(err) // the server was lost or the dispatcher stopped
 	}
 	v, err := res.Outcome()
 	if errors.Is(err, protocol.ErrCancelled) {
@@ -126,6 +127,17 @@ func (t *remoteTask) Cancel(reason string) {
 func (t *remoteTask) Detach() bool {
 	t.h.Detach()
 	return true
+}
+
+// fatalUnlessCancelled marks an error of the transport (no result can
+// come: the server is lost, the dispatcher stopped, the task could not be
+// published) as ending the run; the caller's own cancellation stays as it
+// is.
+func fatalUnlessCancelled(ctx context.Context, err error) error {
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return err
+	}
+	return tool.Fatal(err)
 }
 
 // serves reports whether a worker advertises the named tool now.

@@ -432,7 +432,11 @@ func (w *Worker) shutdown(ctx context.Context, grace time.Duration) error {
 	w.hardCancel()
 	// The hand-backs (naks) and acks must reach the server before the
 	// caller closes the connection.
-	if ferr := w.cfg.Conn.FlushTimeout(publishTimeout); ferr != nil {
+	if !w.cfg.Conn.IsConnected() {
+		// No server to flush to (it is gone): the tasks come back after
+		// their ack wait.
+		w.log.Warn("stopping without a server: held tasks are redelivered after their ack wait")
+	} else if ferr := w.cfg.Conn.FlushTimeout(publishTimeout); ferr != nil {
 		w.log.Warn("flush on stop failed", slog.Any("error", ferr))
 	}
 	w.unwatchConn()

@@ -38,7 +38,18 @@ func (w *Worker) refreshRegistry() {
 	for {
 		select {
 		case <-tick.C:
+			if !w.cfg.Conn.IsConnected() {
+				continue // the next tick after a reconnect refreshes them
+			}
+			// A stop cuts the write short: the worker is going anyway.
 			ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
+			go func() { // ends with the write
+				select {
+				case <-w.bgStop:
+					cancel()
+				case <-ctx.Done():
+				}
+			}()
 			if err := w.writeRegistry(ctx); err != nil {
 				w.log.Warn("registry refresh failed", slog.Any("error", err))
 			}
@@ -51,6 +62,9 @@ func (w *Worker) refreshRegistry() {
 
 // deleteRegistry removes the worker's registry entries.
 func (w *Worker) deleteRegistry(ctx context.Context) {
+	if !w.cfg.Conn.IsConnected() {
+		return // the entries expire with their TTL
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
 	defer cancel()
 	for name := range w.tools {

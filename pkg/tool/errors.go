@@ -62,6 +62,21 @@ type CallDeferred struct {
 // Error implements error.
 func (e *CallDeferred) Error() string { return "tool call deferred for external execution" }
 
+// FatalError marks a tool's error as one that ends the run (the agent
+// returns it) instead of a failed call shown to the model: a failure of the
+// infrastructure, such as a lost NATS server, that no retry by the model
+// can fix.
+type FatalError struct{ Err error }
+
+// Fatal wraps err in a *FatalError.
+func Fatal(err error) error { return &FatalError{Err: err} }
+
+// Error implements error.
+func (e *FatalError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the wrapped error.
+func (e *FatalError) Unwrap() error { return e.Err }
+
 // ValidationError is returned when arguments fail to parse or to match the
 // tool's schema. The agent turns it into a retry prompt.
 type ValidationError struct {
