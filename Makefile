@@ -12,7 +12,8 @@ export GOTOOLCHAIN ?= local
 
 .PHONY: help
 help: ## Show this help
-	@grep -hE '^[a-zA-Z/_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}'
+	@if [ -t 1 ]; then on=$$'\033[36m'; off=$$'\033[0m'; fi; \
+	grep -hE '^[a-zA-Z/_-]+:.*?## ' $(MAKEFILE_LIST) | awk -v on="$$on" -v off="$$off" 'BEGIN {FS = ":.*?## "}; {printf "  %s%-12s%s %s\n", on, $$1, off, $$2}'
 
 .PHONY: build
 build: ## Build bin/agent and bin/toolworker
