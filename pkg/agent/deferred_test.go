@@ -273,7 +273,7 @@ func TestApprovalRequiredToolset(t *testing.T) {
 		return strings.HasPrefix(t.Name, "foo")
 	})
 	m := turns(calls(call("foo1", "f1", `{"x":1}`), call("foo2", "f2", `{"x":2}`), call("bar", "b", `{"x":3}`)), text("done"))
-	a, _ := agent.New(agent.Config{Model: m, Toolsets: []tool.Toolset{ts}, AllowDeferred: true})
+	a := newAgentCfg(t, agent.Config{Model: m, Toolsets: []tool.Toolset{ts}, AllowDeferred: true})
 	res, err := a.Run(t.Context(), "go", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -297,7 +297,7 @@ func TestExternalResults(t *testing.T) {
 	t.Parallel()
 	ext, _ := tool.External(tool.Def{Name: "ext"})
 	mk := func() (*agent.Agent, *agent.Result) {
-		a, _ := agent.New(agent.Config{Model: turns(calls(call("ext", "e1", `{}`)), text("ok")), Toolsets: []tool.Toolset{ext}, AllowDeferred: true})
+		a := newAgentCfg(t, agent.Config{Model: turns(calls(call("ext", "e1", `{}`)), text("ok")), Toolsets: []tool.Toolset{ext}, AllowDeferred: true})
 		res, err := a.Run(t.Context(), "go", nil)
 		if err != nil || len(res.Deferred.Calls) != 1 {
 			t.Fatalf("%v %+v", err, res)
