@@ -117,9 +117,9 @@ func run(ctx context.Context, w io.Writer, listPath, only string, parallel int, 
 }
 
 // try applies one mutation through an overlay and runs the tests.
-func try(ctx context.Context, tmp string, i int, m Mutation, pkgs []string, timeout time.Duration) outcome {
+func try(ctx context.Context, tmp string, i int, m Mutation, pkgs []string, timeout time.Duration) (o outcome) {
 	start := time.Now()
-	o := outcome{m: m}
+	o.m = m
 	defer func() { o.took = time.Since(start) }()
 	abs, err := filepath.Abs(m.File)
 	if err != nil {
