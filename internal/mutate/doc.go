@@ -11,10 +11,10 @@
 // text that must occur exactly once in it, on one line, and the text that
 // replaces it:
 //
-//	- name: a denial is recorded as a success
-//	  file: pkg/agent/deferred.go
-//	  find: "Outcome: message.OutcomeDenied}"
-//	  replace: "Outcome: message.OutcomeSuccess}"
+//   - name: a denial is recorded as a success
+//     file: pkg/agent/deferred.go
+//     find: "Outcome: message.OutcomeDenied}"
+//     replace: "Outcome: message.OutcomeSuccess}"
 //
 // Usage, from the module root:
 //
