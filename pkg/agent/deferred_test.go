@@ -636,8 +636,8 @@ func TestResumeFailsClosed(t *testing.T) {
 		results *deferred.Results
 		want    string
 	}{
-		{"invalid approval value", &deferred.Results{Approvals: map[string]any{"g": "yes"}, Calls: map[string]any{"e": 1}}, "invalid approval value"},
-		{"nil approval value", &deferred.Results{Approvals: map[string]any{"g": nil}, Calls: map[string]any{"e": 1}}, "invalid approval value"},
+		{"invalid approval value", &deferred.Results{Approvals: map[string]any{"g": "yes"}, Calls: map[string]any{"e": 1}}, "Tool call 'g': deferred: invalid approval value: string (yes); use true, false, deferred.ToolApproved or deferred.ToolDenied"},
+		{"nil approval value", &deferred.Results{Approvals: map[string]any{"g": nil}, Calls: map[string]any{"e": 1}}, "Tool call 'g': deferred: invalid approval value: <nil> (<nil>); use true, false, deferred.ToolApproved or deferred.ToolDenied"},
 		{"approval answered as call", &deferred.Results{Calls: map[string]any{"g": 1, "e": 1}}, "awaits approval"},
 		{"external answered as approval", &deferred.Results{Approvals: map[string]any{"g": true, "e": false}}, "is an external call"},
 		{"external approved", &deferred.Results{Approvals: map[string]any{"g": true, "e": true}}, "External tools cannot be called"},
@@ -650,6 +650,9 @@ func TestResumeFailsClosed(t *testing.T) {
 			var ue *agent.UserError
 			if !errors.As(err, &ue) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+			if strings.HasPrefix(tc.want, "Tool call 'g': ") && (err.Error() != tc.want || !errors.Is(err, deferred.ErrInvalidApproval)) {
+				t.Errorf("err = %q, want exactly %q wrapping ErrInvalidApproval", err, tc.want)
 			}
 		})
 	}
