@@ -679,3 +679,51 @@ func TestTaskIDStableAcrossResumes(t *testing.T) {
 		t.Errorf("task ids %v %v metadata %v", res.Deferred.TaskIDs, res2.Deferred.TaskIDs, res2.Deferred.Metadata)
 	}
 }
+
+// The category of a call deferred by raising is the one it raised, kept
+// in the history: a resume answering it in the other category is refused
+// and nothing runs (SPEC §3), although its tool's kind says nothing.
+func TestResumeFailsClosedForRaisedDeferrals(t *testing.T) {
+	t.Parallel()
+	var runs atomic.Int32
+	asks := tool.Func("asks", "", func(_ context.Context, rc *tool.RunContext, _ struct{}) (int, error) {
+		runs.Add(1)
+		if !rc.ToolCallApproved {
+			return 0, &tool.ApprovalRequired{}
+		}
+		return 1, nil
+	})
+	defers := tool.Func("defers", "", func(context.Context, *tool.RunContext, struct{}) (int, error) {
+		runs.Add(1)
+		return 0, &tool.CallDeferred{}
+	})
+	cases := []struct {
+		name    string
+		results *deferred.Results
+		want    string
+	}{
+		{"approval answered as call", &deferred.Results{Calls: map[string]any{"a": 1, "d": 1}}, "Tool call 'a' awaits approval: give a decision under `approvals`, not a result under `calls`."},
+		{"external answered as denial", &deferred.Results{Approvals: map[string]any{"a": true, "d": false}}, "Tool call 'd' is an external call: give its result under `calls`, not an approval."},
+		{"external approved", &deferred.Results{Approvals: map[string]any{"a": true, "d": true}}, "External tools cannot be called"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m := turns(calls(call("asks", "a", `{}`), call("defers", "d", `{}`)))
+			a := allowDeferred(t, m, asks, defers)
+			res, err := a.Run(t.Context(), "go", nil)
+			if err != nil || idsOf(res.Deferred.Approvals) != "[a]" || idsOf(res.Deferred.Calls) != "[d]" {
+				t.Fatalf("first run: %v %+v", err, res)
+			}
+			before := runs.Load()
+			_, err = a.Run(t.Context(), "", &agent.RunOptions{History: res.Messages, DeferredResults: tc.results})
+			var ue *agent.UserError
+			if !errors.As(err, &ue) || err.Error() != tc.want {
+				t.Fatalf("err = %v\nwant %s", err, tc.want)
+			}
+			if runs.Load() != before {
+				t.Errorf("a tool ran on a refused resume")
+			}
+			wantRequests(t, m, 1)
+		})
+	}
+}
