@@ -415,9 +415,11 @@ func TestEnqueuedInPausingStepIsKept(t *testing.T) {
 	if err != nil || !res.Paused() {
 		t.Fatalf("%v paused %v", err, res.Paused())
 	}
-	if _, err := a.Run(t.Context(), "", &agent.RunOptions{History: res.Messages, DeferredResults: &deferred.Results{Approvals: map[string]any{"c2": true}}}); err != nil {
-		t.Fatal(err)
+	res2, err := a.Run(t.Context(), "", &agent.RunOptions{History: res.Messages, DeferredResults: &deferred.Results{Approvals: map[string]any{"c2": true}}})
+	if err != nil || res2.Output != "done" {
+		t.Fatalf("resume: %v %+v", err, res2)
 	}
+	wantRequests(t, m, 2)
 	found := false
 	for _, msg := range m.requests()[1].Messages {
 		for _, p := range msg.Parts {

@@ -95,9 +95,11 @@ func TestThinkingKeptAcrossPauseAndResume(t *testing.T) {
 	}
 	m := turns(text("done"))
 	b := newAgentCfg(t, agent.Config{Model: m, Toolsets: []tool.Toolset{ext}, AllowDeferred: true})
-	if _, err := b.Run(t.Context(), "", &agent.RunOptions{History: history, DeferredResults: &deferred.Results{Calls: map[string]any{"e1": "ok"}}}); err != nil {
-		t.Fatal(err)
+	res2, err := b.Run(t.Context(), "", &agent.RunOptions{History: history, DeferredResults: &deferred.Results{Calls: map[string]any{"e1": "ok"}}})
+	if err != nil || res2.Output != "done" {
+		t.Fatalf("resume: %v %+v", err, res2)
 	}
+	wantRequests(t, m, 1)
 	var found bool
 	for _, msg := range m.requests()[0].Messages {
 		if msg.Role != message.RoleResponse {
