@@ -595,9 +595,9 @@ func TestToolCallMetadata(t *testing.T) {
 	}
 	res2, err := a.Run(t.Context(), "", &agent.RunOptions{History: res.Messages, DeferredResults: &deferred.Results{
 		Approvals: map[string]any{
-			"a": true, // metadata only
+			"a": true,                                                              // metadata only
 			"b": deferred.ToolApproved{OverrideArgs: json.RawMessage(`{"x":100}`)}, // metadata and override args on one call
-			"c": true, // neither
+			"c": true,                                                              // neither
 		},
 		Metadata: map[string]map[string]any{"a": {"user": "alice"}, "b": {"user": "bob", "reason": "override"}},
 	}})
