@@ -594,10 +594,11 @@ func TestToolCallMetadata(t *testing.T) {
 		t.Fatal(err)
 	}
 	res2, err := a.Run(t.Context(), "", &agent.RunOptions{History: res.Messages, DeferredResults: &deferred.Results{
+		// a: metadata only; b: metadata and override args on one call; c: neither.
 		Approvals: map[string]any{
-			"a": true,                                                              // metadata only
-			"b": deferred.ToolApproved{OverrideArgs: json.RawMessage(`{"x":100}`)}, // metadata and override args on one call
-			"c": true,                                                              // neither
+			"a": true,
+			"b": deferred.ToolApproved{OverrideArgs: json.RawMessage(`{"x":100}`)},
+			"c": true,
 		},
 		Metadata: map[string]map[string]any{"a": {"user": "alice"}, "b": {"user": "bob", "reason": "override"}},
 	}})
