@@ -386,9 +386,13 @@ func TestApprovalMetadataIsACopy(t *testing.T) {
 	t.Parallel()
 	entered, proceed := make(chan struct{}), make(chan struct{})
 	var saw string
-	gated := tool.Func("gated", "", func(_ context.Context, rc *tool.RunContext, _ xArgs) (int, error) {
+	gated := tool.Func("gated", "", func(ctx context.Context, rc *tool.RunContext, _ xArgs) (int, error) {
 		close(entered)
-		<-proceed
+		select {
+		case <-proceed:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
 		saw = mustJSONAny(rc.ToolCallMetadata)
 		rc.ToolCallMetadata["user"] = "tool"
 		rc.ToolCallMetadata["nested"].(map[string]any)["k"] = "tool"
@@ -403,7 +407,7 @@ func TestApprovalMetadataIsACopy(t *testing.T) {
 	md := map[string]map[string]any{"a": {"user": "alice", "nested": map[string]any{"k": "v"}}}
 	done := make(chan error, 1)
 	go func() {
-		_, err := a.Run(context.Background(), "", &agent.RunOptions{History: res.Messages, DeferredResults: &deferred.Results{
+		_, err := a.Run(t.Context(), "", &agent.RunOptions{History: res.Messages, DeferredResults: &deferred.Results{
 			Approvals: map[string]any{"a": true}, Metadata: md,
 		}})
 		done <- err
