@@ -450,7 +450,8 @@ func TestReturnMetadataIsCopied(t *testing.T) {
 }
 
 // The JSON form of the two deferred events (SPEC §6.3) decodes back into
-// the requests and results they carried.
+// the requests and results they carried (upstream: test_messages.py, the
+// deferred events through the event type adapter).
 func TestDeferredEventsJSONRoundTrip(t *testing.T) {
 	t.Parallel()
 	ext, err := tool.External(tool.Def{Name: "ext"})
