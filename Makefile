@@ -42,6 +42,10 @@ lint: ## go.mod tidy, gofmt, go vet and staticcheck (pinned)
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 
+.PHONY: mutate
+mutate: ## Mutation check of the deferred-tool code: every mutation in internal/mutate/mutations.yaml must fail a test
+	$(GO) run ./internal/mutate $(MUTATE_FLAGS)
+
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME each (default 20s)
 	@set -e; for pkg in $$($(GO) list ./...); do \

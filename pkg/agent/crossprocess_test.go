@@ -39,12 +39,13 @@ func crossProcessAgent(t *testing.T) *agent.Agent {
 		if _, ok := last.Parts[len(last.Parts)-1].(message.UserPrompt); ok && len(req.Messages) == 1 {
 			return calls(call("delete_file", "c1", `{"path":"/etc/hosts"}`), call("double", "c2", `{"x":1}`))
 		}
-		// Report every tool return the model was sent, as it saw them.
+		// Report every tool return the model was sent, as it saw them, with
+		// its recorded outcome.
 		var seen []string
 		for _, msg := range req.Messages {
 			for _, p := range msg.Parts {
 				if r, ok := p.(message.ToolReturn); ok {
-					seen = append(seen, r.ToolName+"="+r.ModelText())
+					seen = append(seen, r.ToolName+"["+string(r.Outcome)+"]="+r.ModelText())
 				}
 			}
 		}
@@ -105,7 +106,7 @@ func TestCrossProcessResume(t *testing.T) {
 	if err := json.Unmarshal(b, &got); err != nil {
 		t.Fatal(err)
 	}
-	want := "delete_file=Deleting /etc/hosts is not allowed.; double=42"
+	want := "delete_file[denied]=Deleting /etc/hosts is not allowed.; double[success]=42"
 	if got.Output != want {
 		t.Errorf("the model saw %q, want %q", got.Output, want)
 	}

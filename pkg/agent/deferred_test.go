@@ -29,10 +29,12 @@ func times42(name string, opts ...tool.Option) *tool.Tool {
 // Scenario: test_tool_raises_call_deferred
 func TestToolRaisesCallDeferred(t *testing.T) {
 	t.Parallel()
+	// A deferral uses no retry: even a tool without retries defers.
 	my := tool.Func("my_tool", "", func(context.Context, *tool.RunContext, xArgs) (int, error) {
 		return 0, &tool.CallDeferred{}
-	})
-	res, err := allowDeferred(t, turns(calls(call("my_tool", "c1", `{"x":0}`))), my).Run(t.Context(), "go", nil)
+	}, tool.Retries(0))
+	m := turns(calls(call("my_tool", "c1", `{"x":0}`)))
+	res, err := allowDeferred(t, m, my).Run(t.Context(), "go", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,6 +47,7 @@ func TestToolRaisesCallDeferred(t *testing.T) {
 	if id := res.Deferred.TaskIDs["c1"]; len(id) != 26 {
 		t.Errorf("task id %q is not a ULID", id)
 	}
+	wantRequests(t, m, 1)
 }
 
 // Scenario: test_tool_raises_approval_required
@@ -55,7 +58,7 @@ func TestToolRaisesApprovalRequiredThenOverride(t *testing.T) {
 			return 0, &tool.ApprovalRequired{}
 		}
 		return a.X * 42, nil
-	})
+	}, tool.Retries(0)) // a deferral uses no retry
 	m := turns(calls(call("my_tool", "c1", `{"x":1}`)), text("Done!"))
 	a := allowDeferred(t, m, my)
 	res, err := a.Run(t.Context(), "go", nil)
@@ -77,6 +80,7 @@ func TestToolRaisesApprovalRequiredThenOverride(t *testing.T) {
 	if res2.RunID == res.RunID || res2.ConversationID != res.ConversationID {
 		t.Errorf("ids: %s/%s %s/%s", res.RunID, res2.RunID, res.ConversationID, res2.ConversationID)
 	}
+	wantRequests(t, m, 2)
 }
 
 func TestDeferralMetadata(t *testing.T) {
@@ -149,6 +153,7 @@ func TestMixedDeferredWithMetadata(t *testing.T) {
 	if res2.Usage.ToolCalls != 1 {
 		t.Errorf("tool_calls = %d, want 1 (only the approved execution)", res2.Usage.ToolCalls)
 	}
+	wantRequests(t, m, 2)
 }
 
 // Scenario: test_parallel_tool_return_with_deferred
@@ -223,6 +228,10 @@ func TestParallelToolReturnWithDeferred(t *testing.T) {
 	if got := strings.Join(wireKinds, ","); got != "retry-prompt,tool-return,retry-prompt,tool-return,retry-prompt,tool-return,retry-prompt,user-prompt,user-prompt,user-prompt" {
 		t.Errorf("wire request = %s", got)
 	}
+	if res2.Output != "Done!" {
+		t.Errorf("output %q", res2.Output)
+	}
+	wantRequests(t, m, 2)
 }
 
 // Scenario: test_deferred_tool_with_output_type (deferred tools offered but not called)
@@ -273,7 +282,7 @@ func TestApprovalRequiredToolset(t *testing.T) {
 		return strings.HasPrefix(t.Name, "foo")
 	})
 	m := turns(calls(call("foo1", "f1", `{"x":1}`), call("foo2", "f2", `{"x":2}`), call("bar", "b", `{"x":3}`)), text("done"))
-	a, _ := agent.New(agent.Config{Model: m, Toolsets: []tool.Toolset{ts}, AllowDeferred: true})
+	a := newAgentCfg(t, agent.Config{Model: m, Toolsets: []tool.Toolset{ts}, AllowDeferred: true})
 	res, err := a.Run(t.Context(), "go", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -286,9 +295,14 @@ func TestApprovalRequiredToolset(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := res2.NewMessages()[0].Parts
-	if returnContent(t, p[0]) != "42" || returnContent(t, p[1]) != "The tool call was denied." || p[1].(message.ToolReturn).Outcome != message.OutcomeDenied {
+	if len(p) != 2 || returnContent(t, p[0]) != "42" || p[0].(message.ToolReturn).Outcome != message.OutcomeSuccess ||
+		returnContent(t, p[1]) != "The tool call was denied." || p[1].(message.ToolReturn).Outcome != message.OutcomeDenied {
 		t.Errorf("parts = %+v", p)
 	}
+	if res2.Output != "done" {
+		t.Errorf("output %q", res2.Output)
+	}
+	wantRequests(t, m, 2)
 }
 
 // Scenario: test_deferred_tool_call_result_tool_failed
@@ -297,7 +311,7 @@ func TestExternalResults(t *testing.T) {
 	t.Parallel()
 	ext, _ := tool.External(tool.Def{Name: "ext"})
 	mk := func() (*agent.Agent, *agent.Result) {
-		a, _ := agent.New(agent.Config{Model: turns(calls(call("ext", "e1", `{}`)), text("ok")), Toolsets: []tool.Toolset{ext}, AllowDeferred: true})
+		a := newAgentCfg(t, agent.Config{Model: turns(calls(call("ext", "e1", `{}`)), text("ok")), Toolsets: []tool.Toolset{ext}, AllowDeferred: true})
 		res, err := a.Run(t.Context(), "go", nil)
 		if err != nil || len(res.Deferred.Calls) != 1 {
 			t.Fatalf("%v %+v", err, res)
@@ -308,6 +322,9 @@ func TestExternalResults(t *testing.T) {
 	res2, err := a.Run(t.Context(), "", &agent.RunOptions{History: res.Messages, DeferredResults: &deferred.Results{Calls: map[string]any{"e1": tool.Fail("no")}}})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if res2.Output != "ok" || len(res2.NewMessages()) != 2 {
+		t.Errorf("output %q after %d new messages, want one more model request", res2.Output, len(res2.NewMessages()))
 	}
 	if tr := res2.NewMessages()[0].Parts[0].(message.ToolReturn); tr.Outcome != message.OutcomeFailed || tr.ModelText() != `{"error":"no"}` {
 		t.Errorf("failed = %+v", tr)
@@ -347,9 +364,14 @@ func TestHITLToolApproval(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := res2.NewMessages()[0].Parts
-	if len(p) != 2 || returnContent(t, p[0]) != "deleted a" || returnContent(t, p[1]) != "File cannot be deleted" {
+	if len(p) != 2 || returnContent(t, p[0]) != "deleted a" || p[0].(message.ToolReturn).Outcome != message.OutcomeSuccess ||
+		returnContent(t, p[1]) != "File cannot be deleted" || p[1].(message.ToolReturn).Outcome != message.OutcomeDenied {
 		t.Errorf("parts = %+v", p)
 	}
+	if res2.Output != "done" || created.Load() != 1 {
+		t.Errorf("output %q, create_file ran %d times", res2.Output, created.Load())
+	}
+	wantRequests(t, m, 2)
 }
 
 // Scenario: test_run_with_deferred_tool_results_errors
@@ -448,6 +470,10 @@ func TestPromptAppendedAfterResults(t *testing.T) {
 			t.Errorf("old message restamped: %s", msg.RunID)
 		}
 	}
+	if res2.Output != "done" {
+		t.Errorf("output %q", res2.Output)
+	}
+	wantRequests(t, m, 2)
 }
 
 // Scenario: test_run_with_unapproved_tool_call_in_history
@@ -492,12 +518,17 @@ func TestArgsValidatorRequestsApproval(t *testing.T) {
 	if strings.Join(valid, ",") != "true" {
 		t.Errorf("args_valid = %v", valid)
 	}
-	if _, err := a.Run(t.Context(), "", &agent.RunOptions{History: res.Messages, DeferredResults: &deferred.Results{Approvals: map[string]any{"s": true}}}); err != nil {
+	res2, err := a.Run(t.Context(), "", &agent.RunOptions{History: res.Messages, DeferredResults: &deferred.Results{Approvals: map[string]any{"s": true}}})
+	if err != nil {
 		t.Fatal(err)
 	}
 	if runs.Load() != 1 || strings.Join(seen, ";") != "[0,false];[0,true]" {
 		t.Errorf("runs %d validator calls %v", runs.Load(), seen)
 	}
+	if res2.Output != "ok" || returnContent(t, res2.NewMessages()[0].Parts[0]) != "5" {
+		t.Errorf("output %q, new messages %+v", res2.Output, res2.NewMessages())
+	}
+	wantRequests(t, m, 2)
 }
 
 // Scenario: test_args_validator_defers_call
@@ -507,7 +538,7 @@ func TestArgsValidatorDefersCall(t *testing.T) {
 	remote := tool.Func("remote", "", func(context.Context, *tool.RunContext, xArgs) (int, error) {
 		runs.Add(1)
 		return 0, nil
-	}, tool.Validate(func(context.Context, *tool.RunContext, xArgs) error { return &tool.CallDeferred{} }))
+	}, tool.Retries(0), tool.Validate(func(context.Context, *tool.RunContext, xArgs) error { return &tool.CallDeferred{} }))
 	m := turns(calls(call("remote", "r", `{"x":1}`)), text("ok"))
 	a := allowDeferred(t, m, remote)
 	res, err := a.Run(t.Context(), "go", nil)
@@ -518,6 +549,10 @@ func TestArgsValidatorDefersCall(t *testing.T) {
 	if err != nil || runs.Load() != 0 || returnContent(t, res2.NewMessages()[0].Parts[0]) != `{"v":1}` {
 		t.Fatalf("%v runs=%d", err, runs.Load())
 	}
+	if res2.Output != "ok" {
+		t.Errorf("output %q", res2.Output)
+	}
+	wantRequests(t, m, 2)
 }
 
 // Scenario: test_args_validator_deferral_metadata_not_merged_for_already_deferred_kinds
@@ -543,32 +578,46 @@ func TestToolCallMetadata(t *testing.T) {
 	gated := tool.Func("gated", "", func(_ context.Context, rc *tool.RunContext, a xArgs) (int, error) {
 		mu.Lock()
 		defer mu.Unlock()
-		got = append(got, mustJSON(t, []any{a.X, rc.ToolCallApproved, rc.ToolCallMetadata}))
+		got = append(got, mustJSON(t, []any{rc.ToolCallID, a.X, rc.ToolCallApproved, rc.ToolCallMetadata}))
 		return a.X, nil
 	}, tool.NeedsApproval())
 	plain := tool.Func("plain", "", func(_ context.Context, rc *tool.RunContext, _ struct{}) (int, error) {
-		got = append(got, mustJSON(t, []any{"plain", rc.ToolCallApproved, rc.ToolCallMetadata}))
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, mustJSON(t, []any{rc.ToolCallID, "plain", rc.ToolCallApproved, rc.ToolCallMetadata}))
 		return 0, nil
 	})
-	m := turns(calls(call("gated", "a", `{"x":1}`), call("gated", "b", `{"x":2}`), call("plain", "p", `{}`)), text("ok"))
+	m := turns(calls(call("gated", "a", `{"x":1}`), call("gated", "b", `{"x":2}`), call("gated", "c", `{"x":3}`), call("plain", "p", `{}`)), text("ok"))
 	a := allowDeferred(t, m, gated, plain)
 	res, err := a.Run(t.Context(), "go", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	md := map[string]map[string]any{"a": {"user": "alice"}}
-	if _, err := a.Run(t.Context(), "", &agent.RunOptions{History: res.Messages, DeferredResults: &deferred.Results{
-		Approvals: map[string]any{"a": true, "b": deferred.ToolApproved{OverrideArgs: json.RawMessage(`{"x":100}`)}},
-		Metadata:  md,
-	}}); err != nil {
+	res2, err := a.Run(t.Context(), "", &agent.RunOptions{History: res.Messages, DeferredResults: &deferred.Results{
+		// a: metadata only; b: metadata and override args on one call; c: neither.
+		Approvals: map[string]any{
+			"a": true,
+			"b": deferred.ToolApproved{OverrideArgs: json.RawMessage(`{"x":100}`)},
+			"c": true,
+		},
+		Metadata: map[string]map[string]any{"a": {"user": "alice"}, "b": {"user": "bob", "reason": "override"}},
+	}})
+	if err != nil {
 		t.Fatal(err)
 	}
-	md["a"]["user"] = "mallory" // the run must have used a copy
-	sort.Strings(got[1:])       // approved calls run concurrently
-	want := `["plain",false,null]|[1,true,{"user":"alice"}]|[100,true,null]`
+	sort.Strings(got[1:]) // approved calls run concurrently
+	want := `["p","plain",false,null]|["a",1,true,{"user":"alice"}]|["b",100,true,{"reason":"override","user":"bob"}]|["c",3,true,null]`
 	if strings.Join(got, "|") != want {
 		t.Errorf("got  %s\nwant %s", strings.Join(got, "|"), want)
 	}
+	var returns []string
+	for _, p := range res2.NewMessages()[0].Parts {
+		returns = append(returns, returnContent(t, p))
+	}
+	if strings.Join(returns, ",") != "1,100,3" || res2.Output != "ok" {
+		t.Errorf("returns %v, output %q", returns, res2.Output)
+	}
+	wantRequests(t, m, 2)
 }
 
 // Fail-closed cases of SPEC §3.
@@ -588,8 +637,8 @@ func TestResumeFailsClosed(t *testing.T) {
 		results *deferred.Results
 		want    string
 	}{
-		{"invalid approval value", &deferred.Results{Approvals: map[string]any{"g": "yes"}, Calls: map[string]any{"e": 1}}, "invalid approval value"},
-		{"nil approval value", &deferred.Results{Approvals: map[string]any{"g": nil}, Calls: map[string]any{"e": 1}}, "invalid approval value"},
+		{"invalid approval value", &deferred.Results{Approvals: map[string]any{"g": "yes"}, Calls: map[string]any{"e": 1}}, "Tool call 'g': deferred: invalid approval value: string (yes); use true, false, deferred.ToolApproved or deferred.ToolDenied"},
+		{"nil approval value", &deferred.Results{Approvals: map[string]any{"g": nil}, Calls: map[string]any{"e": 1}}, "Tool call 'g': deferred: invalid approval value: <nil> (<nil>); use true, false, deferred.ToolApproved or deferred.ToolDenied"},
 		{"approval answered as call", &deferred.Results{Calls: map[string]any{"g": 1, "e": 1}}, "awaits approval"},
 		{"external answered as approval", &deferred.Results{Approvals: map[string]any{"g": true, "e": false}}, "is an external call"},
 		{"external approved", &deferred.Results{Approvals: map[string]any{"g": true, "e": true}}, "External tools cannot be called"},
@@ -602,6 +651,9 @@ func TestResumeFailsClosed(t *testing.T) {
 			var ue *agent.UserError
 			if !errors.As(err, &ue) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+			if strings.HasPrefix(tc.want, "Tool call 'g': ") && (err.Error() != tc.want || !errors.Is(err, deferred.ErrInvalidApproval)) {
+				t.Errorf("err = %q, want exactly %q wrapping ErrInvalidApproval", err, tc.want)
 			}
 		})
 	}
@@ -626,5 +678,53 @@ func TestTaskIDStableAcrossResumes(t *testing.T) {
 	}
 	if res.Deferred.TaskIDs["f"] != res2.Deferred.TaskIDs["f"] || mustJSON(t, res2.Deferred.Metadata) != `{"f":{"attempt":2}}` {
 		t.Errorf("task ids %v %v metadata %v", res.Deferred.TaskIDs, res2.Deferred.TaskIDs, res2.Deferred.Metadata)
+	}
+}
+
+// The category of a call deferred by raising is the one it raised, kept
+// in the history: a resume answering it in the other category is refused
+// and nothing runs (SPEC §3), although its tool's kind says nothing.
+func TestResumeFailsClosedForRaisedDeferrals(t *testing.T) {
+	t.Parallel()
+	var runs atomic.Int32
+	asks := tool.Func("asks", "", func(_ context.Context, rc *tool.RunContext, _ struct{}) (int, error) {
+		runs.Add(1)
+		if !rc.ToolCallApproved {
+			return 0, &tool.ApprovalRequired{}
+		}
+		return 1, nil
+	})
+	defers := tool.Func("defers", "", func(context.Context, *tool.RunContext, struct{}) (int, error) {
+		runs.Add(1)
+		return 0, &tool.CallDeferred{}
+	})
+	cases := []struct {
+		name    string
+		results *deferred.Results
+		want    string
+	}{
+		{"approval answered as call", &deferred.Results{Calls: map[string]any{"a": 1, "d": 1}}, "Tool call 'a' awaits approval: give a decision under `approvals`, not a result under `calls`."},
+		{"external answered as denial", &deferred.Results{Approvals: map[string]any{"a": true, "d": false}}, "Tool call 'd' is an external call: give its result under `calls`, not an approval."},
+		{"external approved", &deferred.Results{Approvals: map[string]any{"a": true, "d": true}}, "External tools cannot be called"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m := turns(calls(call("asks", "a", `{}`), call("defers", "d", `{}`)))
+			a := allowDeferred(t, m, asks, defers)
+			res, err := a.Run(t.Context(), "go", nil)
+			if err != nil || idsOf(res.Deferred.Approvals) != "[a]" || idsOf(res.Deferred.Calls) != "[d]" {
+				t.Fatalf("first run: %v %+v", err, res)
+			}
+			before := runs.Load()
+			_, err = a.Run(t.Context(), "", &agent.RunOptions{History: res.Messages, DeferredResults: tc.results})
+			var ue *agent.UserError
+			if !errors.As(err, &ue) || err.Error() != tc.want {
+				t.Fatalf("err = %v\nwant %s", err, tc.want)
+			}
+			if runs.Load() != before {
+				t.Errorf("a tool ran on a refused resume")
+			}
+			wantRequests(t, m, 1)
+		})
 	}
 }

@@ -217,7 +217,7 @@ func pausedOnGated(t *testing.T, ticks *atomic.Int32) (*agent.Result, *fnModel, 
 		ticks.Add(1)
 		return "ticked", nil
 	})
-	m := turns(calls(call("tick", "a", "{}"), call("gated", "b", `{"x":1}`)))
+	m := turns(calls(call("tick", "a", "{}"), call("gated", "b", `{"x":1}`)), text("done"))
 	a := allowDeferred(t, m, tick, times42("gated", tool.NeedsApproval()))
 	res, err := a.Run(t.Context(), "go", nil)
 	if err != nil || !res.Paused() {
@@ -258,8 +258,11 @@ func TestNoPromptOnPausedHistoryKeepsPendingApproval(t *testing.T) {
 	}
 	// The approval can still be given.
 	final, err := a.Run(t.Context(), "", &agent.RunOptions{History: res.Messages, DeferredResults: &deferred.Results{Approvals: map[string]any{"b": true}}})
-	if err != nil || final.Paused() {
-		t.Fatalf("resume: %v", err)
+	if err != nil || final.Paused() || final.Output != "done" {
+		t.Fatalf("resume: %v %+v", err, final)
+	}
+	if n := len(m.requests()); n != 2 || ticks.Load() != 1 {
+		t.Errorf("after the approval: model called %d times (want 2), tick ran %d times (want 1)", n, ticks.Load())
 	}
 }
 
@@ -412,9 +415,11 @@ func TestEnqueuedInPausingStepIsKept(t *testing.T) {
 	if err != nil || !res.Paused() {
 		t.Fatalf("%v paused %v", err, res.Paused())
 	}
-	if _, err := a.Run(t.Context(), "", &agent.RunOptions{History: res.Messages, DeferredResults: &deferred.Results{Approvals: map[string]any{"c2": true}}}); err != nil {
-		t.Fatal(err)
+	res2, err := a.Run(t.Context(), "", &agent.RunOptions{History: res.Messages, DeferredResults: &deferred.Results{Approvals: map[string]any{"c2": true}}})
+	if err != nil || res2.Output != "done" {
+		t.Fatalf("resume: %v %+v", err, res2)
 	}
+	wantRequests(t, m, 2)
 	found := false
 	for _, msg := range m.requests()[1].Messages {
 		for _, p := range msg.Parts {

@@ -3,8 +3,10 @@ package agent_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -17,23 +19,46 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // fnModel is a model whose turns come from a function of the request count
-// and the request.
+// and the request. A nil response means the script ran out: the request
+// fails with an error wrapping llm.ErrScriptExhausted, and the test the
+// model is bound to (by newAgent/newAgentCfg) fails at its end, even if it
+// ignored the run's error.
 type fnModel struct {
-	mu   sync.Mutex
-	n    int
-	fn   func(n int, req *llm.Request) *llm.Response
-	reqs []*llm.Request
+	mu        sync.Mutex
+	n         int
+	fn        func(n int, req *llm.Request) *llm.Response
+	reqs      []*llm.Request
+	exhausted []int // the requests the script had no answer for
+	bound     bool
 }
 
 func model(fn func(n int, req *llm.Request) *llm.Response) *fnModel { return &fnModel{fn: fn} }
 
-// turns returns a model answering with the given responses in order.
+// turns returns a model answering with the given responses in order; a
+// request beyond the last fails (and fails the test).
 func turns(rs ...*llm.Response) *fnModel {
 	return model(func(n int, _ *llm.Request) *llm.Response {
 		if n >= len(rs) {
-			return text("script exhausted")
+			return nil
 		}
 		return rs[n]
+	})
+}
+
+// bind makes the end of t fail if the script ran out during the test.
+func (m *fnModel) bind(t testing.TB) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.bound {
+		return
+	}
+	m.bound = true
+	t.Cleanup(func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if len(m.exhausted) > 0 {
+			t.Errorf("the model's script ran out: requests %v had no scripted answer (%d requests in all)", m.exhausted, m.n)
+		}
 	})
 }
 
@@ -45,7 +70,14 @@ func (m *fnModel) Generate(_ context.Context, req *llm.Request) (*llm.Response, 
 	m.n++
 	m.reqs = append(m.reqs, req)
 	m.mu.Unlock()
-	return m.fn(n, req), nil
+	resp := m.fn(n, req)
+	if resp == nil {
+		m.mu.Lock()
+		m.exhausted = append(m.exhausted, n)
+		m.mu.Unlock()
+		return nil, fmt.Errorf("test model: request %d: %w", n, llm.ErrScriptExhausted)
+	}
+	return resp, nil
 }
 
 func (m *fnModel) Stream(ctx context.Context, req *llm.Request, onDelta func(llm.Delta)) (*llm.Response, error) {
@@ -89,6 +121,9 @@ func newAgent(t *testing.T, m llm.Model, tools ...*tool.Tool) *agent.Agent {
 
 func newAgentCfg(t *testing.T, cfg agent.Config, tools ...*tool.Tool) *agent.Agent {
 	t.Helper()
+	if m, ok := cfg.Model.(*fnModel); ok {
+		m.bind(t)
+	}
 	if len(tools) > 0 {
 		cfg.Toolsets = append(cfg.Toolsets, tool.MustSet(tools...))
 	}
@@ -131,4 +166,18 @@ func mustJSON(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// awaitValue receives from ch, failing the test when nothing arrives in
+// time: a wait never hangs the test.
+func awaitValue[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(waitTimeout):
+		t.Fatalf("timed out waiting for %s", what)
+		var zero T
+		return zero
+	}
 }

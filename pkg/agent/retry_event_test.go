@@ -80,7 +80,7 @@ func TestThinkingKeptAcrossPauseAndResume(t *testing.T) {
 		message.Thinking{Content: "ask the outside", Source: "reasoning_content"},
 		message.ToolCall{ToolName: "ext", ToolCallID: "e1", Args: `{}`, ProviderExtra: `{"google":{"thought_signature":"c2ln"}}`},
 	}}
-	a, _ := agent.New(agent.Config{Model: turns(first), Toolsets: []tool.Toolset{ext}, AllowDeferred: true})
+	a := newAgentCfg(t, agent.Config{Model: turns(first), Toolsets: []tool.Toolset{ext}, AllowDeferred: true})
 	res, err := a.Run(t.Context(), "go", nil)
 	if err != nil || res.Deferred == nil || len(res.Deferred.Calls) != 1 {
 		t.Fatalf("%v %+v", err, res)
@@ -94,10 +94,12 @@ func TestThinkingKeptAcrossPauseAndResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := turns(text("done"))
-	b, _ := agent.New(agent.Config{Model: m, Toolsets: []tool.Toolset{ext}, AllowDeferred: true})
-	if _, err := b.Run(t.Context(), "", &agent.RunOptions{History: history, DeferredResults: &deferred.Results{Calls: map[string]any{"e1": "ok"}}}); err != nil {
-		t.Fatal(err)
+	b := newAgentCfg(t, agent.Config{Model: m, Toolsets: []tool.Toolset{ext}, AllowDeferred: true})
+	res2, err := b.Run(t.Context(), "", &agent.RunOptions{History: history, DeferredResults: &deferred.Results{Calls: map[string]any{"e1": "ok"}}})
+	if err != nil || res2.Output != "done" {
+		t.Fatalf("resume: %v %+v", err, res2)
 	}
+	wantRequests(t, m, 1)
 	var found bool
 	for _, msg := range m.requests()[0].Messages {
 		if msg.Role != message.RoleResponse {

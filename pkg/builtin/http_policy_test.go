@@ -154,7 +154,7 @@ func TestHTTPFetchDropsHeaders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := <-got
+	h := await(t, got, "the headers the server received")
 	if h.Get("X-Name") != "ok" || h.Get("Accept") != "text/plain" {
 		t.Errorf("allowed headers lost: %v", h)
 	}

@@ -175,9 +175,9 @@ func TestHTTPFetchCancel(t *testing.T) {
 		_, err := call(ctx, t, b.fetch, `{"url":"`+b.srv.URL+`/"}`)
 		done <- err
 	}()
-	<-arrived
+	await(t, arrived, "the request to reach the server")
 	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
+	if err := await(t, done, "the fetch to return after the cancel"); !errors.Is(err, context.Canceled) {
 		t.Errorf("err = %v, want context.Canceled", err)
 	}
 }

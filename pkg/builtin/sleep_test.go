@@ -93,9 +93,9 @@ func TestSleepCancel(t *testing.T) {
 		_, err := call(ctx, t, sl, `{"seconds":3600}`)
 		done <- err
 	}()
-	<-rec.first
+	await(t, rec.first, "the first progress report")
 	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
+	if err := await(t, done, "the sleep to return after the cancel"); !errors.Is(err, context.Canceled) {
 		t.Errorf("err = %v, want context.Canceled", err)
 	}
 }

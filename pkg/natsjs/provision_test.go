@@ -620,11 +620,16 @@ func (s *syncBuffer) String() string {
 
 // TestDefinitionsApplyWithNATSCLI applies the files with the nats CLI, as the
 // README tells operators to, and checks that provisioning then finds every
-// stream and the consumer compatible. Skipped when `nats` is not on PATH.
+// stream and the consumer compatible. Skipped when `nats` is not on PATH,
+// unless OFFLOAD_REQUIRE_NATS_CLI is set (make test sets it): then a missing
+// CLI fails the test.
 func TestDefinitionsApplyWithNATSCLI(t *testing.T) {
 	t.Parallel()
 	cli, err := exec.LookPath("nats")
 	if err != nil {
+		if os.Getenv("OFFLOAD_REQUIRE_NATS_CLI") != "" {
+			t.Fatalf("OFFLOAD_REQUIRE_NATS_CLI is set but the nats CLI is not on PATH (make tools): %v", err)
+		}
 		t.Skip("nats CLI not on PATH")
 	}
 	srv := natstest.Start(t)

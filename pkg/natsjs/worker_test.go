@@ -615,7 +615,8 @@ func TestGracefulStop(t *testing.T) {
 	srv := natstest.Start(t)
 	d, _ := startDispatcher(t, srv, natsjs.DispatcherConfig{})
 	g := newGate()
-	w := startWorker(t, srv, natsjs.WorkerConfig{ID: "w", Tools: []*tool.Tool{g.tool("job", "finished in grace")}})
+	logger, stopping := signalOn("worker stopping")
+	w := startWorker(t, srv, natsjs.WorkerConfig{ID: "w", Logger: logger, Tools: []*tool.Tool{g.tool("job", "finished in grace")}})
 	ch := goCall(context.Background(), d, newTask("job", protocol.NewID(), `{}`))
 	recv(t, g.started, "the job to start")
 
@@ -625,12 +626,19 @@ func TestGracefulStop(t *testing.T) {
 		defer cancel()
 		stopped <- w.Stop(ctx)
 	}()
+	// Only once the worker is stopping can it be seen not to stop: a check
+	// right after starting Stop would pass before Stop even began. Absence
+	// is observed over a window that starts at that signal; a Stop that
+	// did not wait for its task ends (or cancels the tool) well within it.
+	recv(t, stopping, "the worker to start stopping")
 	select {
 	case <-w.Stopped():
 		t.Fatal("stopped while a task runs")
 	case cr := <-ch:
 		t.Fatalf("result before the tool returned: %+v", cr)
-	default:
+	case <-g.ctxDone:
+		t.Fatal("the running tool was cancelled within the grace period")
+	case <-time.After(200 * time.Millisecond):
 	}
 	g.open()
 	cr := recv(t, ch, "the result finished during the grace period")
@@ -655,7 +663,8 @@ func TestStopHandsBack(t *testing.T) {
 	results := subscribeResults(t, srv.Conn(t))
 	d, _ := startDispatcher(t, srv, natsjs.DispatcherConfig{})
 	g := newGate()
-	w := startWorker(t, srv, natsjs.WorkerConfig{ID: "leaving", GracePeriod: 50 * time.Millisecond, Tools: []*tool.Tool{g.tool("job", "x")}})
+	leavingConn := srv.Conn(t)
+	w := startWorker(t, srv, natsjs.WorkerConfig{ID: "leaving", Conn: leavingConn, GracePeriod: 50 * time.Millisecond, Tools: []*tool.Tool{g.tool("job", "x")}})
 	ch := goCall(context.Background(), d, newTask("job", protocol.NewID(), `{}`))
 	recv(t, g.started, "the job to start")
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
@@ -664,13 +673,17 @@ func TestStopHandsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	recv(t, g.ctxDone, "the tool to be cancelled")
-	select {
-	case r := <-results:
-		t.Fatalf("a handed-back task got a result: %+v", r)
-	default:
+	// Whatever the leaving worker published reached the server before this
+	// flush returns, so before the other replica can answer: the first
+	// result seen must be the other replica's.
+	if err := leavingConn.Flush(); err != nil {
+		t.Fatal(err)
 	}
 	stays := tool.Func("job", "Answer.", func(context.Context, *tool.RunContext, struct{}) (string, error) { return "taken over", nil })
 	startWorker(t, srv, natsjs.WorkerConfig{ID: "stays", Tools: []*tool.Tool{stays}})
+	if r := recv(t, results, "the first result of the task"); r.Worker != "stays" {
+		t.Fatalf("a handed-back task got a result from the leaving worker: %+v", r)
+	}
 	cr := recv(t, ch, "the result from the other replica")
 	if cr.err != nil {
 		t.Fatal(cr.err)
