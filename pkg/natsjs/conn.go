@@ -139,9 +139,9 @@ func (o ConnectOptions) credentialOptions() ([]nats.Option, error) {
 // Connect connects to the NATS servers, a comma-separated list of URLs
 // (the NATS convention: the servers of a cluster, tried in random order,
 // the client failing over between them and to the servers the cluster
-// announces), with options fit for long-lived processes: it keeps reconnecting forever (MaxReconnects(-1)), also when
-// the server is not up yet (RetryOnFailedConnect), and logs connection
-// events. The connection is usable at once; while the server is away,
+// announces), with options fit for long-lived processes: it keeps
+// reconnecting forever (MaxReconnects(-1)), also when the server is not up
+// yet (RetryOnFailedConnect), and logs connection events. The connection is usable at once; while the server is away,
 // publishes are buffered by the client and JetStream calls fail until it is
 // back.
 //
