@@ -1,0 +1,598 @@
+package deploy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/conversation"
+	"github.com/offload-dev/offload/pkg/message"
+	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/pkg/protocol"
+)
+
+// The route password of the cluster tests (auth_test.go's TestMain sets
+// the role passwords).
+const routePassword = "test-password-of-route"
+
+// clusterNode is one nats-server process of a test cluster started from
+// deploy/nats/cluster/node<n>.conf.
+type clusterNode struct {
+	*natstest.Process
+	name string // server_name
+	url  string // client URL, no user
+}
+
+// testCluster is the 3-node cluster of deploy/nats/cluster/ on loopback,
+// as nats-server processes, with the configurations' ports replaced by
+// free ones and their stores under the test's temporary directory.
+type testCluster struct {
+	nodes []*clusterNode
+}
+
+// startCluster starts the three nodes of deploy/nats/cluster/ and waits
+// until JetStream answers through node 1. It sets the environment the
+// configurations read (OFFLOAD_ROUTE_PASSWORD, OFFLOAD_NATS_ROUTES), so
+// its test may not be parallel.
+func startCluster(t *testing.T, natsServer string) *testCluster {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "cluster"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	auth, err := os.ReadFile("nats/auth.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "auth.conf"), auth, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("OFFLOAD_ROUTE_PASSWORD", routePassword)
+	// Parsed once with the default routes, to learn the ports to replace.
+	t.Setenv("OFFLOAD_NATS_ROUTES", "[]")
+	var routes []string
+	c := &testCluster{}
+	paths := make([]string, 3)
+	for i := range 3 {
+		src := fmt.Sprintf("nats/cluster/node%d.conf", i+1)
+		opts, err := server.ProcessConfigFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conf := string(text)
+		replace := func(what string, port int) int {
+			old := "127.0.0.1:" + strconv.Itoa(port)
+			if !strings.Contains(conf, old) {
+				t.Fatalf("%s: no %s (%s)", src, old, what)
+			}
+			free := natstest.FreePort(t)
+			conf = strings.ReplaceAll(conf, old, "127.0.0.1:"+strconv.Itoa(free))
+			return free
+		}
+		client := replace("listen", opts.Port)
+		replace("http", opts.HTTPPort)
+		route := replace("cluster listen", opts.Cluster.Port)
+		store := filepath.Join(dir, "store", opts.ServerName)
+		if !strings.Contains(conf, `"`+opts.StoreDir+`"`) {
+			t.Fatalf("%s: store_dir %q not found as written", src, opts.StoreDir)
+		}
+		conf = strings.ReplaceAll(conf, `"`+opts.StoreDir+`"`, strconv.Quote(store))
+		paths[i] = filepath.Join(dir, "cluster", filepath.Base(src))
+		if err := os.WriteFile(paths[i], []byte(conf), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		routes = append(routes, fmt.Sprintf("nats-route://route:%s@127.0.0.1:%d", routePassword, route))
+		c.nodes = append(c.nodes, &clusterNode{name: opts.ServerName, url: "nats://127.0.0.1:" + strconv.Itoa(client)})
+	}
+	// As cluster.sh does: every node gets the three route URLs.
+	t.Setenv("OFFLOAD_NATS_ROUTES", "["+strings.Join(routes, ", ")+"]")
+	for i, n := range c.nodes {
+		n.Process = natstest.StartProcess(t, natsServer, "-c", paths[i])
+	}
+	for _, n := range c.nodes {
+		n.WaitLog(t, "Server is ready", time.Minute)
+	}
+	// JetStream answers once the meta group has a leader.
+	js := c.js(t, "admin", 0)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		_, err := js.AccountInfo(ctx)
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the cluster's JetStream does not answer: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond) // no signal for a meta leader from outside
+	}
+	return c
+}
+
+// list returns the comma-separated client URLs, starting with node first,
+// with role's user and password in the first URL (which the others use).
+func (c *testCluster) list(role string, first int) string {
+	var urls []string
+	for i := range c.nodes {
+		urls = append(urls, c.nodes[(first+i)%len(c.nodes)].url)
+	}
+	urls[0] = strings.Replace(urls[0], "nats://", "nats://"+role+":"+password(role)+"@", 1)
+	return strings.Join(urls, ",")
+}
+
+// conn connects as role through natsjs.Connect with the list starting at
+// node first; closed when the test ends.
+func (c *testCluster) conn(t *testing.T, role string, first int) *nats.Conn {
+	t.Helper()
+	nc, err := natsjs.Connect(c.list(role, first), natsjs.ConnectOptions{
+		Name: "cluster test " + role, ReconnectWait: 50 * time.Millisecond,
+		Extra: []nats.Option{nats.DontRandomize()},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+func (c *testCluster) js(t *testing.T, role string, first int) jetstream.JetStream {
+	t.Helper()
+	js, err := jetstream.New(c.conn(t, role, first))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+// streamLeader returns the stream's leader and its number of current
+// replicas besides the leader; "" while it has none.
+func streamLeader(ctx context.Context, js jetstream.JetStream, name string) (string, int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, name)
+	if err != nil {
+		return "", 0, err
+	}
+	info := s.CachedInfo()
+	if info.Cluster == nil {
+		return "", 0, nil
+	}
+	current := 0
+	for _, p := range info.Cluster.Replicas {
+		if p.Current && !p.Offline {
+			current++
+		}
+	}
+	return info.Cluster.Leader, current, nil
+}
+
+// moveLeader makes node the leader of the stream (or of its consumer when
+// consumer is set) with a step-down naming it as preferred, and waits
+// until it is.
+func moveLeader(t *testing.T, nc *nats.Conn, js jetstream.JetStream, stream, consumer, node string) {
+	t.Helper()
+	subj := "$JS.API.STREAM.LEADER.STEPDOWN." + stream
+	what := "stream " + stream
+	if consumer != "" {
+		subj = "$JS.API.CONSUMER.LEADER.STEPDOWN." + stream + "." + consumer
+		what = "consumer " + consumer
+	}
+	leader := func() string {
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		defer cancel()
+		if consumer != "" {
+			c, err := js.Consumer(ctx, stream, consumer)
+			if err != nil || c.CachedInfo().Cluster == nil {
+				return ""
+			}
+			return c.CachedInfo().Cluster.Leader
+		}
+		l, _, _ := streamLeader(ctx, js, stream)
+		return l
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for leader() != node {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: leader %q, could not move it to %s", what, leader(), node)
+		}
+		if _, err := nc.Request(subj, []byte(`{"placement":{"preferred":"`+node+`"}}`), 5*time.Second); err != nil {
+			t.Logf("%s step-down: %v", what, err)
+		}
+		time.Sleep(200 * time.Millisecond) // the election takes a moment; polled above
+	}
+}
+
+// TestClusterFailover (SPEC §5.6): on the 3-node cluster of
+// deploy/nats/cluster/, agent provision --replicas 3 makes every stream
+// R3; 500 tasks run over three toolworker processes connected to different
+// nodes while the node leading the task stream, its consumer, the results
+// stream and the conversation store is SIGKILLed: every task gets exactly
+// one result, and a conversation paused before the kill is claimed,
+// loaded and saved after it. It prints the failover figures.
+func TestClusterFailover(t *testing.T) {
+	agentBin, workerBin := binaries(t)
+	natsServer := natstest.BuildNATSServer(t, t.TempDir())
+	c := startCluster(t, natsServer)
+	victim := 0
+	names := natsjs.NamesFor("")
+
+	// Provisioning as the admin, R3.
+	out, err := exec.Command(agentBin, "provision", "--nats", c.list("admin", 1), "--replicas", "3", "--tools", "sleep").CombinedOutput()
+	if err != nil {
+		t.Fatalf("agent provision --replicas 3: %v\n%s", err, out)
+	}
+	adminNC := c.conn(t, "admin", 1)
+	admin, err := jetstream.New(adminNC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	streams, err := natsjs.Streams(natsjs.ProvisionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range streams {
+		st, err := admin.Stream(t.Context(), s.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info := st.CachedInfo(); info.Config.Replicas != 3 || info.Cluster == nil || len(info.Cluster.Replicas) != 2 {
+			t.Fatalf("stream %s: replicas %d, cluster %+v; want R3", s.Name, info.Config.Replicas, info.Cluster)
+		}
+	}
+	// A second provision without --replicas accepts them; with another
+	// factor it is refused, naming both.
+	if out, err := exec.Command(agentBin, "provision", "--nats", c.list("admin", 2)).CombinedOutput(); err != nil {
+		t.Errorf("agent provision without --replicas on R3 streams: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(agentBin, "provision", "--nats", c.list("admin", 2), "--replicas", "1").CombinedOutput(); err == nil || !strings.Contains(string(out), "num_replicas: want 1, have 3") {
+		t.Errorf("agent provision --replicas 1 on R3 streams: %v\n%s", err, out)
+	}
+
+	// Every leader that matters on the victim, so that its death costs
+	// elections.
+	for _, s := range []string{names.Tasks, names.Results, names.ConversationsStream, names.HistoriesStream} {
+		moveLeader(t, adminNC, admin, s, "", c.nodes[victim].name)
+	}
+	moveLeader(t, adminNC, admin, names.Tasks, natsjs.TaskConsumerName("sleep"), c.nodes[victim].name)
+
+	// A conversation paused before the kill: its history in the object
+	// store (beyond MaxInline), its pending approval in the KV bucket.
+	agentNC := c.conn(t, "agent", 2)
+	agentJS, err := jetstream.New(agentNC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := natsjs.NewConversationStore(t.Context(), natsjs.ConversationStoreConfig{
+		JetStream: agentJS, Provision: natsjs.ProvisionOptions{Replicas: 3}, MaxInline: 1 << 10,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	paused := pausedConversation(40)
+	if _, err := store.Save(t.Context(), paused, 0); err != nil {
+		t.Fatal(err)
+	}
+
+	// Three workers: those of nodes 1 and 3 have only their node's URL
+	// (they fail over to the servers the cluster announces), the second a
+	// list of the three.
+	workers := make([]*natstest.Process, 3)
+	for i := range workers {
+		url := c.list("worker", i)
+		if i != 1 {
+			url = strings.Replace(c.nodes[i].url, "nats://", "nats://worker:"+password("worker")+"@", 1)
+		}
+		workers[i] = natstest.StartProcess(t, workerBin, "--nats", url, "--tools", "sleep", "--id", "cluster-"+strconv.Itoa(i),
+			"--concurrency", "4", "--replicas", "3", "-v")
+	}
+	onNode := map[string]bool{}
+	for i, w := range workers {
+		var started struct{ NATS string }
+		if err := json.Unmarshal([]byte(w.WaitLog(t, `"msg":"toolworker started"`, time.Minute)), &started); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("worker %d on %s", i, started.NATS)
+		onNode[started.NATS[strings.LastIndex(started.NATS, ":")+1:]] = true
+	}
+	victimPort := c.nodes[victim].url[strings.LastIndex(c.nodes[victim].url, ":")+1:]
+	if len(onNode) < 2 || !onNode[victimPort] {
+		t.Fatalf("workers on the client ports %v, want at least two nodes, the victim's (%s) among them", onNode, victimPort)
+	}
+
+	// The agent side: a dispatcher on the agent's connection (its list
+	// starts at node 2), 500 tasks at once.
+	d, err := natsjs.NewDispatcher(natsjs.DispatcherConfig{Conn: agentNC, Replicas: 3, ServerLostAfter: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+	if err := d.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer scancel()
+		_ = d.Stop(sctx)
+	})
+	const tasks = 500
+	conv := protocol.NewID()
+	rnd := rand.New(rand.NewPCG(7, 11))
+	handles := make([]*natsjs.Handle, 0, tasks)
+	began := time.Now()
+	for range tasks {
+		args, _ := json.Marshal(map[string]any{"seconds": 0.02 + 0.08*rnd.Float64()})
+		h, err := d.Dispatch(ctx, protocol.Task{TaskID: protocol.NewID(), Tool: "sleep", Args: args, ConversationID: conv})
+		if err != nil {
+			t.Fatal(err)
+		}
+		handles = append(handles, h)
+	}
+	type done struct {
+		res protocol.Result
+		err error
+		at  time.Time
+	}
+	var mu sync.Mutex
+	results := make(map[string]done, tasks)
+	finished := make(chan struct{}, tasks)
+	for _, h := range handles {
+		go func() {
+			res, err := h.Wait(ctx)
+			mu.Lock()
+			results[h.Task().TaskID] = done{res, err, time.Now()}
+			mu.Unlock()
+			finished <- struct{}{}
+		}()
+	}
+	// The kill, once a third of the results are in. The admin's
+	// connection is on node 2, which survives.
+	elected := make(chan time.Duration, 1)
+	var killedAt time.Time
+	before := 0
+	for n := 0; n < tasks; n++ {
+		select {
+		case <-finished:
+		case <-ctx.Done():
+			mu.Lock()
+			got := len(results)
+			mu.Unlock()
+			t.Fatalf("%d of %d results after %v (killed at %v)\nworkers:\n%s\n%s\n%s", got, tasks, time.Since(began), killedAt.Sub(began), workers[0].Logs(), workers[1].Logs(), workers[2].Logs())
+		}
+		if n+1 == tasks/3 {
+			before = n + 1
+			killedAt = time.Now()
+			c.nodes[victim].Kill()
+			go func() { elected <- awaitNewLeader(ctx, admin, names.Tasks, c.nodes[victim].name) }()
+		}
+	}
+	allIn := time.Since(killedAt)
+	var election time.Duration
+	select {
+	case election = <-elected:
+	case <-ctx.Done():
+		t.Fatal("no new leader of the task stream")
+	}
+
+	// Figures: the longest time without a result after the kill, the
+	// new leaders.
+	statuses := map[protocol.Status]int{}
+	after := []time.Time{killedAt}
+	for _, r := range results {
+		if r.err != nil {
+			t.Errorf("a call failed: %v", r.err)
+			continue
+		}
+		statuses[r.res.Status]++
+		if r.at.After(killedAt) {
+			after = append(after, r.at)
+		}
+	}
+	slices.SortFunc(after, func(a, b time.Time) int { return a.Compare(b) })
+	var stall time.Duration
+	for i := 1; i < len(after); i++ {
+		stall = max(stall, after[i].Sub(after[i-1]))
+	}
+	survivorJS := c.js(t, "admin", 1)
+	leaders := map[string]string{}
+	for _, s := range []string{names.Tasks, names.Results, names.ConversationsStream} {
+		l, current, err := streamLeader(ctx, survivorJS, s)
+		if err != nil || l == "" || l == c.nodes[victim].name || current < 1 {
+			t.Errorf("stream %s after the kill: leader %q, %d current replicas (%v)", s, l, current, err)
+		}
+		leaders[s] = l
+	}
+
+	// Stored results: exactly one per task.
+	stored, dup := storedResults(t, survivorJS, names.Results, conv)
+	executions := 0
+	for _, w := range workers {
+		executions += strings.Count(w.Logs(), `"msg":"task started"`)
+	}
+
+	// The paused conversation resumes on the surviving nodes: claimed,
+	// loaded as saved, saved again.
+	resumeAt := time.Now()
+	lease, err := store.Claim(ctx, paused.ID, "cluster-test")
+	if err != nil {
+		t.Fatalf("claim after the kill: %v", err)
+	}
+	got, rev, err := store.Load(ctx, paused.ID)
+	if err != nil {
+		t.Fatalf("load after the kill: %v", err)
+	}
+	if len(got.History) != len(paused.History) || got.Pending == nil || got.Pending.Tasks[0].TaskID != paused.Pending.Tasks[0].TaskID {
+		t.Fatalf("after the kill the conversation has %d messages and pending %+v; saved %d and %+v", len(got.History), got.Pending, len(paused.History), paused.Pending)
+	}
+	got.History = append(got.History, message.NewRequest(message.UserText("resumed after the node died")))
+	got.Pending = nil
+	if _, err := store.Save(ctx, got, rev); err != nil {
+		t.Fatalf("save after the kill: %v", err)
+	}
+	if err := lease.Release(ctx); err != nil {
+		t.Errorf("release: %v", err)
+	}
+	resumed := time.Since(resumeAt)
+
+	report := fmt.Sprintf("cluster failover: 3 nats-server nodes, R3 streams, 3 toolworkers (concurrency 4) on different nodes, %d tasks of 20-100 ms\n"+
+		"cluster failover: node %s (leader of %s, its consumer, %s, %s) SIGKILLed after %d results, %v after the first dispatch\n"+
+		"cluster failover: results %d (statuses %v), stored %d, duplicated %d; tool runs %d (at-least-once: %d re-run)\n"+
+		"cluster failover: new leader of %s %v after the kill; longest time without a result after the kill %v; all results %v after the kill; new leaders %v\n"+
+		"cluster failover: paused conversation claimed, loaded and saved after the kill in %v\n",
+		tasks, c.nodes[victim].name, names.Tasks, names.Results, names.ConversationsStream, before, killedAt.Sub(began).Round(time.Millisecond),
+		len(results), statuses, stored, dup, executions, executions-tasks,
+		names.Tasks, election.Round(time.Millisecond), stall.Round(time.Millisecond), allIn.Round(time.Millisecond), leaders,
+		resumed.Round(time.Millisecond))
+	t.Log("\n" + report)
+	if testing.Verbose() {
+		fmt.Print(report)
+	}
+	if len(results) != tasks || statuses[protocol.StatusOK] != tasks {
+		t.Errorf("%d results, statuses %v; want %d ok", len(results), statuses, tasks)
+	}
+	if stored != tasks || dup != 0 {
+		t.Errorf("stored results: %d tasks, %d duplicated; want %d and 0", stored, dup, tasks)
+	}
+}
+
+// awaitNewLeader polls the stream until a node other than old leads it
+// (no signal reaches a client for that) and returns how long it took.
+func awaitNewLeader(ctx context.Context, js jetstream.JetStream, stream, old string) time.Duration {
+	start := time.Now()
+	for ctx.Err() == nil {
+		if l, _, err := streamLeader(ctx, js, stream); err == nil && l != "" && l != old {
+			return time.Since(start)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return 0
+}
+
+// pausedConversation is the state a run leaves when it pauses on an
+// approval, with n messages of history.
+func pausedConversation(n int) *conversation.State {
+	id := protocol.NewID()
+	st := &conversation.State{ID: id, Pending: &agent.PendingRecord{ConversationID: id, RunID: protocol.NewID(), Tasks: []agent.PendingTask{
+		{TaskID: protocol.NewID(), Kind: "approval", Tool: "shell", ToolCallID: "call_1", Args: []byte(`{"cmd":"ls"}`)},
+	}}}
+	for i := range n {
+		st.History = append(st.History, message.NewRequest(message.UserText(strings.Repeat("history ", 20)+strconv.Itoa(i))))
+	}
+	return st
+}
+
+// storedResults reads the results stream of conv: the number of tasks with
+// a stored result, and how many stored results are beyond the first of
+// their task.
+func storedResults(t *testing.T, js jetstream.JetStream, stream, conv string) (tasks, dup int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	cons, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{"tools.result." + conv + ".>"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter("tools.result."+conv+".>"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, n := range info.State.Subjects {
+		total += int(n)
+	}
+	per := map[string]int{}
+	for read := 0; read < total; {
+		batch, err := cons.Fetch(total-read, jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for m := range batch.Messages() {
+			per[m.Subject()]++
+			n++
+		}
+		if batch.Error() != nil || n == 0 {
+			t.Fatalf("read %d of %d results: %v", read, total, batch.Error())
+		}
+		read += n
+	}
+	for _, n := range per {
+		dup += n - 1
+	}
+	return len(per), dup
+}
+
+// TestClusterConfigs: the three node configurations of deploy/nats/cluster/
+// parse with nats-server's own parser; each includes auth.conf, listens on
+// loopback on the ports cluster.sh prints, has its own name and store, and
+// authenticates its routes; without the route password none loads.
+func TestClusterConfigs(t *testing.T) {
+	t.Setenv("OFFLOAD_ROUTE_PASSWORD", routePassword)
+	t.Setenv("OFFLOAD_NATS_ROUTES", "[nats-route://route:"+routePassword+"@127.0.0.1:6222, nats-route://route:"+routePassword+"@127.0.0.1:6223, nats-route://route:"+routePassword+"@127.0.0.1:6224]")
+	script, err := os.ReadFile("nats/cluster/cluster.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("bash", "-n", "nats/cluster/cluster.sh").CombinedOutput(); err != nil {
+		t.Fatalf("cluster.sh: %v\n%s", err, out)
+	}
+	names, stores := map[string]bool{}, map[string]bool{}
+	for i := 1; i <= 3; i++ {
+		path := fmt.Sprintf("nats/cluster/node%d.conf", i)
+		o, err := server.ProcessConfigFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.Host != "127.0.0.1" || o.Port != 4221+i || o.HTTPHost != "127.0.0.1" || o.HTTPPort != 8221+i ||
+			o.Cluster.Host != "127.0.0.1" || o.Cluster.Port != 6221+i || o.Cluster.Name != "offload" {
+			t.Errorf("%s: client %s:%d, http %s:%d, routes %s:%d in %q; want loopback %d, %d, %d in offload",
+				path, o.Host, o.Port, o.HTTPHost, o.HTTPPort, o.Cluster.Host, o.Cluster.Port, o.Cluster.Name, 4221+i, 8221+i, 6221+i)
+		}
+		if !o.JetStream || o.MaxPayload != 1<<20 || o.ServerName == "" || names[o.ServerName] || o.StoreDir == "" || stores[o.StoreDir] {
+			t.Errorf("%s: jetstream %v, max_payload %d, name %q, store %q (names and stores must differ)", path, o.JetStream, o.MaxPayload, o.ServerName, o.StoreDir)
+		}
+		names[o.ServerName], stores[o.StoreDir] = true, true
+		if len(o.Users) != len(roles) {
+			t.Errorf("%s: %d users, want the %d roles of auth.conf", path, len(o.Users), len(roles))
+		}
+		if o.Cluster.Username != "route" || o.Cluster.Password != routePassword || len(o.Routes) != 3 {
+			t.Errorf("%s: route user %q password %q, %d routes; want route with $OFFLOAD_ROUTE_PASSWORD and the 3 of $OFFLOAD_NATS_ROUTES", path, o.Cluster.Username, o.Cluster.Password, len(o.Routes))
+		}
+	}
+	// cluster.sh starts node$n.conf for n in 1..3 and computes the same
+	// ports.
+	for _, want := range []string{`nodes=(1 2 3)`, `"$here/node$n.conf"`, `6221 + n`, `4221 + n`} {
+		if !strings.Contains(string(script), want) {
+			t.Errorf("cluster.sh lacks %s", want)
+		}
+	}
+	os.Unsetenv("OFFLOAD_ROUTE_PASSWORD")
+	if _, err := server.ProcessConfigFile("nats/cluster/node1.conf"); err == nil || !strings.Contains(err.Error(), "OFFLOAD_ROUTE_PASSWORD") {
+		t.Errorf("without OFFLOAD_ROUTE_PASSWORD: %v", err)
+	}
+}
