@@ -22,6 +22,17 @@ nodes=(1 2 3)
 
 alive() { [[ -f $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
+# healthy PORT: the node's /healthz answers 200, which it does once its
+# JetStream is in contact with the cluster's meta leader.
+healthy() {
+	local status
+	exec 3<>"/dev/tcp/127.0.0.1/$1" 2>/dev/null || return 1
+	printf 'GET /healthz HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3
+	read -r _ status _ <&3 || true
+	exec 3<&-
+	[[ $status == 200 ]]
+}
+
 start() {
 	local missing=()
 	for role in ADMIN AGENT WORKER APPROVER ANSWERER ROUTE; do
@@ -65,6 +76,17 @@ start() {
 		if ! grep -q "Server is ready" "$d/nats.log" 2>/dev/null; then
 			echo "cluster.sh: node$n did not start; see $d/nats.log" >&2
 			tail -n 20 "$d/nats.log" >&2 || true
+			exit 1
+		fi
+	done
+	for n in "${nodes[@]}"; do
+		local d=$dir/node$n i
+		for ((i = 0; i < 300; i++)); do
+			healthy $((8221 + n)) && break
+			sleep 0.1
+		done
+		if ! healthy $((8221 + n)); then
+			echo "cluster.sh: node$n is not healthy (JetStream) after 30 s; see $d/nats.log" >&2
 			exit 1
 		fi
 		echo "node$n ready: nats://127.0.0.1:$((4221 + n)) (pid $(cat "$d/nats.pid"), log $d/nats.log)"
