@@ -260,6 +260,13 @@ func TestClusterFailover(t *testing.T) {
 			t.Fatalf("stream %s: replicas %d, cluster %+v; want R3", s.Name, info.Config.Replicas, info.Cluster)
 		}
 	}
+	tc, err := admin.Consumer(t.Context(), names.Tasks, natsjs.TaskConsumerName("sleep"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info := tc.CachedInfo(); info.Cluster == nil || len(info.Cluster.Replicas) != 2 {
+		t.Fatalf("consumer %s: cluster %+v; want 3 replicas like its stream", info.Name, info.Cluster)
+	}
 	// A second provision without --replicas accepts them; with another
 	// factor it is refused, naming both.
 	if out, err := exec.Command(agentBin, "provision", "--nats", c.list("admin", 2)).CombinedOutput(); err != nil {
@@ -455,15 +462,33 @@ func TestClusterFailover(t *testing.T) {
 	}
 	resumed := time.Since(resumeAt)
 
+	// The killed node comes back on its store and catches up.
+	restartAt := time.Now()
+	c.nodes[victim].Restart(t)
+	c.nodes[victim].WaitLog(t, "Server is ready", time.Minute)
+	caughtUp := time.Duration(0)
+	for caughtUp == 0 {
+		if ctx.Err() != nil {
+			t.Fatalf("node %s restarted but %s never had 2 current followers again", c.nodes[victim].name, names.Results)
+		}
+		if _, current, err := streamLeader(ctx, survivorJS, names.Results); err == nil && current == 2 {
+			caughtUp = time.Since(restartAt)
+			break
+		}
+		time.Sleep(50 * time.Millisecond) // no signal reaches a client for a follower catching up
+	}
+
 	report := fmt.Sprintf("cluster failover: 3 nats-server nodes, R3 streams, 3 toolworkers (concurrency 4) on different nodes, %d tasks of 20-100 ms\n"+
 		"cluster failover: node %s (leader of %s, its consumer, %s, %s) SIGKILLed after %d results, %v after the first dispatch\n"+
 		"cluster failover: results %d (statuses %v), stored %d, duplicated %d; tool runs %d (at-least-once: %d re-run)\n"+
-		"cluster failover: new leader of %s %v after the kill; longest time without a result after the kill %v; all results %v after the kill; new leaders %v\n"+
-		"cluster failover: paused conversation claimed, loaded and saved after the kill in %v\n",
+		"cluster failover: new leader of %s reported by the JetStream API %v after the kill; longest time without a result after the kill %v; all results %v after the kill; new leaders %v\n"+
+		"cluster failover: paused conversation claimed, loaded and saved after the kill in %v\n"+
+		"cluster failover: node %s restarted on its store, %s current on all 3 nodes %v after the restart\n",
 		tasks, c.nodes[victim].name, names.Tasks, names.Results, names.ConversationsStream, before, killedAt.Sub(began).Round(time.Millisecond),
 		len(results), statuses, stored, dup, executions, executions-tasks,
 		names.Tasks, election.Round(time.Millisecond), stall.Round(time.Millisecond), allIn.Round(time.Millisecond), leaders,
-		resumed.Round(time.Millisecond))
+		resumed.Round(time.Millisecond),
+		c.nodes[victim].name, names.Results, caughtUp.Round(time.Millisecond))
 	t.Log("\n" + report)
 	if testing.Verbose() {
 		fmt.Print(report)
