@@ -259,6 +259,22 @@ func expandEnv(t *testing.T, env []envVar) map[string]string {
 	return vals
 }
 
+// moduleVersion returns the version go.mod requires of module path ("go":
+// its go directive), without the leading v.
+func moduleVersion(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile("../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile(`(?m)^\s*` + regexp.QuoteMeta(path) + ` v?(\S+)`)
+	m := re.FindSubmatch(data)
+	if m == nil {
+		t.Fatalf("go.mod requires no %s", path)
+	}
+	return string(m[1])
+}
+
 // deref shows an optional number.
 func deref(p *int) string {
 	if p == nil {
@@ -392,6 +408,9 @@ func TestKubernetesManifests(t *testing.T) {
 		nodes = append(nodes, fmt.Sprintf("%s-%d.%s", sts.Metadata.Name, i, sts.Spec.ServiceName))
 	}
 	checkProbe(t, natsC, "startup", natsC.StartupProbe, "/healthz", "monitor")
+	if want := "nats:" + moduleVersion(t, "github.com/nats-io/nats-server/v2"); natsC.Image != want {
+		t.Errorf("NATS image %q, want %s (the nats-server the tests run)", natsC.Image, want)
+	}
 	if !slices.Equal(natsC.Args, []string{"--config", "/etc/nats/nats.conf"}) {
 		t.Errorf("nats args %v", natsC.Args)
 	}
@@ -591,6 +610,10 @@ func TestDockerfile(t *testing.T) {
 	build := stages["build"]
 	if build == nil {
 		t.Fatal("no build stage")
+	}
+	goVersion := moduleVersion(t, "go")
+	if want := "golang:" + goVersion[:strings.LastIndex(goVersion, ".")]; build.base != want {
+		t.Errorf("build stage FROM %s, want %s (go.mod's go %s)", build.base, want, goVersion)
 	}
 	built := ""
 	for _, in := range build.instr {
