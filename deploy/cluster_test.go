@@ -227,9 +227,11 @@ func moveLeader(t *testing.T, nc *nats.Conn, js jetstream.JetStream, stream, con
 // deploy/nats/cluster/, agent provision --replicas 3 makes every stream
 // R3; 500 tasks run over three toolworker processes connected to different
 // nodes while the node leading the task stream, its consumer, the results
-// stream and the conversation store is SIGKILLed: every task gets exactly
-// one result, and a conversation paused before the kill is claimed,
-// loaded and saved after it. It prints the failover figures.
+// and decisions streams and the conversation store is SIGKILLed: every
+// task gets exactly one result, and a conversation paused before the kill
+// (its pending call approved meanwhile) is claimed, loaded with the
+// decision and saved after it; the node then restarts and catches up. It
+// prints the failover figures.
 func TestClusterFailover(t *testing.T) {
 	agentBin, workerBin := binaries(t)
 	natsServer := natstest.BuildNATSServer(t, t.TempDir())
@@ -278,7 +280,7 @@ func TestClusterFailover(t *testing.T) {
 
 	// Every leader that matters on the victim, so that its death costs
 	// elections.
-	for _, s := range []string{names.Tasks, names.Results, names.ConversationsStream, names.HistoriesStream} {
+	for _, s := range []string{names.Tasks, names.Results, names.Decisions, names.ConversationsStream, names.HistoriesStream} {
 		moveLeader(t, adminNC, admin, s, "", c.nodes[victim].name)
 	}
 	moveLeader(t, adminNC, admin, names.Tasks, natsjs.TaskConsumerName("sleep"), c.nodes[victim].name)
@@ -299,6 +301,15 @@ func TestClusterFailover(t *testing.T) {
 	paused := pausedConversation(40)
 	if _, err := store.Save(t.Context(), paused, 0); err != nil {
 		t.Fatal(err)
+	}
+	// A person approves the pending call while no agent runs.
+	approver, err := jetstream.New(c.conn(t, "approver", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	decisionSubj := "tools.decision." + paused.ID + "." + paused.Pending.Tasks[0].TaskID
+	if _, err := approver.Publish(t.Context(), decisionSubj, []byte(`{"approved":true,"by":"alice"}`)); err != nil {
+		t.Fatalf("approver decision: %v", err)
 	}
 
 	// Three workers: those of nodes 1 and 3 have only their node's URL
@@ -452,6 +463,13 @@ func TestClusterFailover(t *testing.T) {
 	if len(got.History) != len(paused.History) || got.Pending == nil || got.Pending.Tasks[0].TaskID != paused.Pending.Tasks[0].TaskID {
 		t.Fatalf("after the kill the conversation has %d messages and pending %+v; saved %d and %+v", len(got.History), got.Pending, len(paused.History), paused.Pending)
 	}
+	decisions, err := agentJS.Stream(ctx, names.Decisions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := decisions.GetLastMsgForSubject(ctx, decisionSubj); err != nil || !strings.Contains(string(m.Data), `"by":"alice"`) {
+		t.Fatalf("the decision published before the kill: %v", err)
+	}
 	got.History = append(got.History, message.NewRequest(message.UserText("resumed after the node died")))
 	got.Pending = nil
 	if _, err := store.Save(ctx, got, rev); err != nil {
@@ -479,12 +497,12 @@ func TestClusterFailover(t *testing.T) {
 	}
 
 	report := fmt.Sprintf("cluster failover: 3 nats-server nodes, R3 streams, 3 toolworkers (concurrency 4) on different nodes, %d tasks of 20-100 ms\n"+
-		"cluster failover: node %s (leader of %s, its consumer, %s, %s) SIGKILLed after %d results, %v after the first dispatch\n"+
+		"cluster failover: node %s (leader of %s, its consumer, %s, %s, %s) SIGKILLed after %d results, %v after the first dispatch\n"+
 		"cluster failover: results %d (statuses %v), stored %d, duplicated %d; tool runs %d (at-least-once: %d re-run)\n"+
 		"cluster failover: new leader of %s reported by the JetStream API %v after the kill; longest time without a result after the kill %v; all results %v after the kill; new leaders %v\n"+
-		"cluster failover: paused conversation claimed, loaded and saved after the kill in %v\n"+
+		"cluster failover: paused conversation (its decision published before the kill) read, claimed, loaded and saved after the kill in %v\n"+
 		"cluster failover: node %s restarted on its store, %s current on all 3 nodes %v after the restart\n",
-		tasks, c.nodes[victim].name, names.Tasks, names.Results, names.ConversationsStream, before, killedAt.Sub(began).Round(time.Millisecond),
+		tasks, c.nodes[victim].name, names.Tasks, names.Results, names.Decisions, names.ConversationsStream, before, killedAt.Sub(began).Round(time.Millisecond),
 		len(results), statuses, stored, dup, executions, executions-tasks,
 		names.Tasks, election.Round(time.Millisecond), stall.Round(time.Millisecond), allIn.Round(time.Millisecond), leaders,
 		resumed.Round(time.Millisecond),
