@@ -306,6 +306,18 @@ func TestClusterFailover(t *testing.T) {
 		time.Sleep(50 * time.Millisecond) // no signal reaches a client for a follower catching up
 	}
 
+	// The agent binary on the cluster: a URL list, R3 checked, a call
+	// served by the workers.
+	run := exec.CommandContext(ctx, agentBin, "run", "--nats", c.list("agent", 0), "--replicas", "3", "--model", "test", "--tools", "sleep", "--json", "nap")
+	run.Dir = t.TempDir()
+	var runErr strings.Builder
+	run.Stderr = &runErr
+	stdout, err := run.Output()
+	lines := strings.Split(strings.TrimSpace(string(stdout)), "\n")
+	if err != nil || !strings.Contains(lines[len(lines)-1], `"status":"finished"`) || !strings.Contains(string(stdout), `"tool_result"`) {
+		t.Errorf("agent run on the cluster: %v\n%s\n%s", err, stdout, runErr.String())
+	}
+
 	report := fmt.Sprintf("cluster failover: 3 nats-server nodes, R3 streams, 3 toolworkers (concurrency 4) on different nodes, %d tasks of 20-100 ms\n"+
 		"cluster failover: node %s (leader of %s, its consumer, %s, %s, %s) SIGKILLed after %d results, %v after the first dispatch\n"+
 		"cluster failover: results %d (statuses %v), stored %d, duplicated %d; tool runs %d (at-least-once: %d re-run)\n"+

@@ -192,7 +192,7 @@ func (e *IncompatibleError) Error() string {
 	for _, d := range e.Diffs {
 		if d.Field == "num_replicas" && e.Consumer == "" {
 			// SPEC §5.6: another factor is never changed silently; say how.
-			fmt.Fprintf(&b, " (--replicas %v asks for %v copies of the stream, it has %v: run without --replicas to use it as it is, or change it with `nats stream edit %s --replicas %v`)",
+			fmt.Fprintf(&b, " (--replicas %v asks for a replication factor of %v, the stream has %v: run without --replicas to use it as it is, or change it with `nats stream edit %s --replicas %v`)",
 				d.Want, d.Want, d.Have, e.Stream, d.Want)
 		}
 	}
