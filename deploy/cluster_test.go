@@ -36,8 +36,9 @@ const routePassword = "test-password-of-route"
 // and decisions streams and the conversation store is SIGKILLed: every
 // task gets exactly one result, and a conversation paused before the kill
 // (its pending call approved meanwhile) is claimed, loaded with the
-// decision and saved after it; the node then restarts and catches up. It
-// prints the failover figures.
+// decision and saved after it; the node then restarts and catches up, and
+// the agent binary runs a call with a URL list. It prints the failover
+// figures.
 func TestClusterFailover(t *testing.T) {
 	agentBin, workerBin := binaries(t)
 	natsServer := natstest.BuildNATSServer(t, t.TempDir())
