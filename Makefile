@@ -6,6 +6,7 @@ GO          ?= go
 GOBIN       ?= $(CURDIR)/.bin
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 NATSCLI     := github.com/nats-io/natscli/nats@v0.5.0
+NATSSERVER  := github.com/nats-io/nats-server/v2@v2.15.2
 PROMPT      ?= What is in this directory?
 FUZZTIME    ?= 20s
 export GOTOOLCHAIN ?= local
@@ -30,6 +31,18 @@ test: $(GOBIN)/nats ## Run all tests with the race detector (installs the nats C
 .PHONY: test/short
 test/short: ## Run the tests without the race detector and without end-to-end tests
 	$(GO) test -short ./...
+
+.PHONY: test/cluster
+test/cluster: ## Cluster tests alone, verbose (3 nats-server processes on loopback; node SIGKILLed under 500 tasks; figures printed)
+	$(GO) test -race -run '^TestCluster' -count=1 -v -timeout 10m ./deploy/
+
+.PHONY: cluster/up
+cluster/up: $(GOBIN)/nats-server ## Start a 3-node NATS cluster on loopback (deploy/nats/cluster; needs the OFFLOAD_*_PASSWORD variables)
+	NATS_SERVER=$(GOBIN)/nats-server deploy/nats/cluster/cluster.sh start
+
+.PHONY: cluster/down
+cluster/down: ## Stop the cluster of cluster/up
+	deploy/nats/cluster/cluster.sh stop
 
 .PHONY: soak
 soak: ## Fault soak (minutes): 1000 calls over 3 toolworkers, replicas and nats-server SIGKILLed (SOAK_CALLS, SOAK_KILL_EVERY)
@@ -63,6 +76,9 @@ tools: $(GOBIN)/nats ## Install the pinned nats CLI into .bin/
 
 $(GOBIN)/nats:
 	GOBIN=$(GOBIN) $(GO) install $(NATSCLI)
+
+$(GOBIN)/nats-server:
+	GOBIN=$(GOBIN) $(GO) install $(NATSSERVER)
 
 .PHONY: clean
 clean: ## Remove build outputs

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -88,6 +89,7 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 			Prefix:      f.prefix,
 			ID:          fmt.Sprintf("agent-%d", os.Getpid()),
 			Tools:       builtins,
+			Replicas:    f.conn.replicas,
 			GracePeriod: 5 * time.Second,
 			Logger:      log,
 		})
@@ -100,7 +102,7 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 		closers = append(closers, func(ctx context.Context) { _ = w.StopAndCancel(ctx) })
 	}
 
-	d, err := natsjs.NewDispatcher(natsjs.DispatcherConfig{Conn: nc, Prefix: f.prefix, Logger: log, Metrics: am})
+	d, err := natsjs.NewDispatcher(natsjs.DispatcherConfig{Conn: nc, Prefix: f.prefix, Replicas: f.conn.replicas, Logger: log, Metrics: am})
 	if err != nil {
 		return fail(err)
 	}
@@ -113,7 +115,7 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 	if len(want) > 0 {
 		filter = want
 	}
-	rt, err := natsjs.NewRemoteToolset(ctx, natsjs.RemoteConfig{Conn: nc, Prefix: f.prefix, Dispatcher: d, Filter: filter, Logger: log})
+	rt, err := natsjs.NewRemoteToolset(ctx, natsjs.RemoteConfig{Conn: nc, Prefix: f.prefix, Replicas: f.conn.replicas, Dispatcher: d, Filter: filter, Logger: log})
 	if err != nil {
 		return fail(fmt.Errorf("tool registry: %w", err))
 	}
@@ -153,23 +155,44 @@ func embeddedBuiltins(f *runFlags, srv *embedded.Server, want []string, log *slo
 }
 
 // connFlags are the NATS credential flags, the usual NATS ways (a user and
-// password in the --nats URL work too).
+// password in the --nats URL work too), and the replication factor of
+// what the command creates (SPEC §5.6).
 type connFlags struct {
-	creds   string
-	nkey    string
-	context string
+	creds    string
+	nkey     string
+	context  string
+	replicas int
+	envErr   error // a bad OFFLOAD_REPLICAS
 }
 
-// addConnFlags registers --creds, --nkey and --context on fl.
+// replicasEnv is the environment variable of --replicas.
+const replicasEnv = "OFFLOAD_REPLICAS"
+
+// addConnFlags registers --creds, --nkey, --context and --replicas on fl.
 func addConnFlags(fl *pflag.FlagSet, c *connFlags, getenv func(string) string) {
 	fl.StringVar(&c.creds, "creds", getenv("NATS_CREDS"), "NATS credentials file (env NATS_CREDS)")
 	fl.StringVar(&c.nkey, "nkey", getenv("NATS_NKEY"), "NATS nkey seed file (env NATS_NKEY)")
 	fl.StringVar(&c.context, "context", "", "nats CLI context (name or JSON file) giving the server and credentials")
+	def := 0
+	if v := getenv(replicasEnv); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			c.envErr = usageErr("%s=%q: want a replica count (0 or more)", replicasEnv, v)
+		}
+		def = n
+	}
+	fl.IntVar(&c.replicas, "replicas", def, "replicas of every stream and bucket created (env "+replicasEnv+"; default: the definitions', 1); when given, existing ones must have as many")
 }
 
 // options returns the connection options of the flags.
 func (c *connFlags) options(getenv func(string) string) (natsjs.ConnectOptions, error) {
 	o := natsjs.ConnectOptions{Creds: c.creds, Nkey: c.nkey}
+	if c.envErr != nil {
+		return o, c.envErr
+	}
+	if c.replicas < 0 {
+		return o, usageErr("--replicas must not be negative")
+	}
 	if c.context != "" {
 		nctx, err := natsjs.LoadContext(c.context, getenv)
 		if err != nil {

@@ -18,11 +18,10 @@ import (
 
 // provisionFlags are the flags of `agent provision`.
 type provisionFlags struct {
-	nats     string
-	prefix   string
-	replicas int
-	tools    string
-	conn     connFlags
+	nats   string
+	prefix string
+	tools  string
+	conn   connFlags
 }
 
 // newProvisionCmd is `agent provision`: an operator (the admin user of
@@ -47,7 +46,6 @@ func newProvisionCmd(e env) *cobra.Command {
 	fl := cmd.Flags()
 	fl.StringVar(&f.nats, "nats", e.getenv("NATS_URL"), "NATS server URL, e.g. nats://admin:PASSWORD@127.0.0.1:4222 (env NATS_URL)")
 	fl.StringVar(&f.prefix, "prefix", protocol.DefaultPrefix, "subject prefix")
-	fl.IntVar(&f.replicas, "replicas", 0, "replicas of every stream (default: the definitions', compared only when given)")
 	fl.StringVar(&f.tools, "tools", "", "comma-separated tools whose task consumers to create (workers may create their own)")
 	addConnFlags(fl, &f.conn, e.getenv)
 	return cmd
@@ -56,9 +54,6 @@ func newProvisionCmd(e env) *cobra.Command {
 func provision(ctx context.Context, e env, f *provisionFlags) error {
 	if err := protocol.ValidatePrefix(f.prefix); err != nil {
 		return usageErr("--prefix: %v", err)
-	}
-	if f.replicas < 0 {
-		return usageErr("--replicas must not be negative")
 	}
 	tools := splitList(f.tools)
 	for _, name := range tools {
@@ -86,7 +81,7 @@ func provision(ctx context.Context, e env, f *provisionFlags) error {
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
-	opts := natsjs.ProvisionOptions{Prefix: f.prefix, Replicas: f.replicas}
+	opts := natsjs.ProvisionOptions{Prefix: f.prefix, Replicas: f.conn.replicas}
 	if err := natsjs.Provision(ctx, js, opts); err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}

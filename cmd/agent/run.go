@@ -77,7 +77,7 @@ func newRunCmd(e env) *cobra.Command {
 	fl.StringVar(&f.approve, "approve", "", "how approvals are decided: ask, all, none or defer (default ask when stdin and stdout are terminals, else defer)")
 	fl.StringVar(&f.root, "root", ".", "directory the built-in file and shell tools work in")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log more on stderr")
-	fl.StringVar(&f.nats, "nats", e.getenv("NATS_URL"), "NATS server URL (env NATS_URL; default: an embedded server on --store)")
+	fl.StringVar(&f.nats, "nats", e.getenv("NATS_URL"), "NATS server URL, or a comma-separated list of a cluster's (env NATS_URL; default: an embedded server on --store)")
 	fl.StringVar(&f.store, "store", "./.offload", "directory of the embedded server's data and URL file")
 	fl.StringVar(&f.prefix, "prefix", protocol.DefaultPrefix, "subject prefix")
 	fl.BoolVar(&f.local, "local", false, "run the built-in tools in this process, without NATS")

@@ -4,7 +4,11 @@
 //	toolworker [--nats URL] [--creds FILE | --nkey FILE | --context NAME]
 //	           [--config tools.yaml] [--tools a,b|all] [--root DIR]
 //	           [--allow-private-network] [--concurrency N] [--metrics ADDR]
-//	           [--id NAME] [--prefix P] [--grace D]
+//	           [--id NAME] [--prefix P] [--grace D] [--replicas N]
+//
+// --nats takes a comma-separated list of URLs (the servers of a cluster);
+// --replicas (env OFFLOAD_REPLICAS) is the replication factor of the
+// streams it creates, compared with existing ones when given.
 //
 // Run any number of replicas: they share one durable consumer per tool.
 // SIGTERM or SIGINT stops fetching, lets running tasks finish within the
@@ -25,6 +29,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -61,6 +66,7 @@ type options struct {
 	grace       time.Duration
 	ackWait     time.Duration
 	maxDeliver  int
+	replicas    int
 	verbose     bool
 	// Credentials and the built-ins' network policy.
 	creds        string
@@ -119,7 +125,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 		defURL = "nats://127.0.0.1:4222"
 	}
 	host, _ := os.Hostname()
-	fs.StringVar(&o.natsURL, "nats", defURL, "NATS server URL (env NATS_URL)")
+	fs.StringVar(&o.natsURL, "nats", defURL, "NATS server URL, or a comma-separated list of a cluster's (env NATS_URL)")
 	fs.StringVar(&o.config, "config", "", "YAML file declaring command-backed tools")
 	fs.StringVar(&o.tools, "tools", "", "tools to serve: comma-separated names, or all (default: the tools of --config)")
 	fs.StringVar(&o.root, "root", ".", "directory the built-in file and shell tools work in")
@@ -130,6 +136,15 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	fs.DurationVar(&o.grace, "grace", 30*time.Second, "how long running tasks may finish after SIGTERM before they are handed back")
 	fs.DurationVar(&o.ackWait, "ack-wait", 0, "ack wait of the task consumers, kept alive by in-progress acks (default: jetstream/consumers/task.json); every replica must agree")
 	fs.IntVar(&o.maxDeliver, "max-deliver", 0, "deliveries of a task before it fails with DeliveriesExhausted (default: jetstream/consumers/task.json); every replica must agree")
+	defReplicas := 0
+	if v := getenv("OFFLOAD_REPLICAS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("OFFLOAD_REPLICAS=%q: want a replica count (0 or more)", v)
+		}
+		defReplicas = n
+	}
+	fs.IntVar(&o.replicas, "replicas", defReplicas, "replicas of every stream and bucket created (env OFFLOAD_REPLICAS; default: the definitions', 1); when given, existing ones must have as many")
 	fs.BoolVar(&o.verbose, "v", false, "debug logs")
 	fs.StringVar(&o.creds, "creds", getenv("NATS_CREDS"), "NATS credentials file (env NATS_CREDS)")
 	fs.StringVar(&o.nkey, "nkey", getenv("NATS_NKEY"), "NATS nkey seed file (env NATS_NKEY)")
@@ -144,6 +159,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	}
 	if o.concurrency < 1 {
 		return nil, errors.New("--concurrency must be at least 1")
+	}
+	if o.replicas < 0 {
+		return nil, errors.New("--replicas must not be negative")
 	}
 	if err := o.loadContext(fs, getenv); err != nil {
 		return nil, err
@@ -244,6 +262,7 @@ func serve(o *options, tools []*tool.Tool, log *slog.Logger, signals <-chan os.S
 		GracePeriod: o.grace,
 		AckWait:     o.ackWait,
 		MaxDeliver:  o.maxDeliver,
+		Replicas:    o.replicas,
 		Logger:      log,
 		Metrics:     wm,
 	})

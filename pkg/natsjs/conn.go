@@ -64,6 +64,37 @@ func RedactURL(urls string) string {
 	return strings.Join(parts, ",")
 }
 
+// hasCredentials reports whether opts name credentials of their own (a
+// creds or nkey file, a context's user, token, creds or nkey).
+func (o ConnectOptions) hasCredentials() bool {
+	if o.Creds != "" || o.Nkey != "" {
+		return true
+	}
+	c := o.Context
+	return c != nil && (c.Creds != "" || c.Nkey != "" || c.User != "" || c.Token != "")
+}
+
+// listUser returns the client option giving the user and password (or
+// token) of the first URL of the comma-separated list servers that has
+// one, so that the list's other URLs, written without, use it too (nats.go
+// uses a URL's own user info first). Nothing when no URL has one.
+func listUser(servers string) []nats.Option {
+	if !strings.Contains(servers, ",") {
+		return nil
+	}
+	for _, p := range strings.Split(servers, ",") {
+		u, err := url.Parse(strings.TrimSpace(p))
+		if err != nil || u.User == nil {
+			continue
+		}
+		if pw, ok := u.User.Password(); ok {
+			return []nats.Option{nats.UserInfo(u.User.Username(), pw)}
+		}
+		return []nats.Option{nats.Token(u.User.Username())}
+	}
+	return nil
+}
+
 // credentialOptions returns the client options of the configured
 // credentials.
 func (o ConnectOptions) credentialOptions() ([]nats.Option, error) {
@@ -105,15 +136,18 @@ func (o ConnectOptions) credentialOptions() ([]nats.Option, error) {
 	return out, nil
 }
 
-// Connect connects to the NATS servers (a comma-separated list of URLs) with options fit for long-lived
-// processes: it keeps reconnecting forever (MaxReconnects(-1)), also when
-// the server is not up yet (RetryOnFailedConnect), and logs connection
-// events. The connection is usable at once; while the server is away,
+// Connect connects to the NATS servers, a comma-separated list of URLs
+// (the NATS convention: the servers of a cluster, tried in random order,
+// the client failing over between them and to the servers the cluster
+// announces), with options fit for long-lived processes: it keeps
+// reconnecting forever (MaxReconnects(-1)), also when the server is not up
+// yet (RetryOnFailedConnect), and logs connection events. The connection is usable at once; while the server is away,
 // publishes are buffered by the client and JetStream calls fail until it is
 // back.
 //
 // Credentials come the usual NATS ways: a user and password (or token) in
-// the URL, opts.Creds, opts.Nkey, or a `nats` CLI context (opts.Context).
+// the URL (in a list, the first URL's serve the URLs written without),
+// opts.Creds, opts.Nkey, or a `nats` CLI context (opts.Context).
 // Errors never show a password from the URL.
 func Connect(servers string, opts ConnectOptions) (*nats.Conn, error) {
 	log := opts.Logger
@@ -183,6 +217,9 @@ func Connect(servers string, opts ConnectOptions) (*nats.Conn, error) {
 		}),
 	}
 	options = append(options, creds...)
+	if !opts.hasCredentials() {
+		options = append(options, listUser(servers)...)
+	}
 	nc, err := nats.Connect(servers, append(options, opts.Extra...)...)
 	if err != nil {
 		return nil, fmt.Errorf("natsjs: connect %s: %w", RedactURL(servers), err)

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -115,5 +117,40 @@ func TestRedactURL(t *testing.T) {
 	got := natsjs.RedactURL("nats://a:pw@h1:4222, nats://tok@h2:4222,nats://h3")
 	if strings.Contains(got, "pw") || strings.Contains(got, "tok") || !strings.Contains(got, "a:xxxxx@h1") || !strings.Contains(got, "nats://h3") {
 		t.Errorf("RedactURL = %q", got)
+	}
+}
+
+// TestConnectURLList: --nats takes a comma-separated list (SPEC §5.6); a
+// user and password given in one URL of the list are used for the others,
+// so that a client fails over to a server written without them.
+func TestConnectURLList(t *testing.T) {
+	t.Parallel()
+	users := func(o *server.Options) { o.Users = []*server.User{{Username: "alice", Password: "s3cret"}} }
+	a, b := natstest.Start(t, users), natstest.Start(t, users)
+	dead := "nats://127.0.0.1:" + strconv.Itoa(natstest.FreePort(t))
+	list := dead + ", " + strings.Replace(a.URL(), "nats://", "nats://alice:s3cret@", 1) + " ,  " + b.URL()
+	reconnected := make(chan string, 4)
+	nc, err := natsjs.Connect(list, natsjs.ConnectOptions{Extra: []nats.Option{
+		nats.DontRandomize(), nats.ReconnectWait(10 * time.Millisecond), nats.Timeout(2 * time.Second),
+		nats.ReconnectHandler(func(nc *nats.Conn) { reconnected <- nc.ConnectedUrl() }),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if err := nc.FlushTimeout(5 * time.Second); err != nil || !strings.HasSuffix(nc.ConnectedUrl(), a.URL()[len("nats://"):]) {
+		t.Fatalf("connected to %q (flush: %v), want %s", nc.ConnectedUrl(), err, a.URL())
+	}
+	a.Shutdown()
+	select {
+	case u := <-reconnected:
+		if !strings.HasSuffix(u, b.URL()[len("nats://"):]) {
+			t.Fatalf("reconnected to %s, want %s", u, b.URL())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no reconnect to %s (the list's user not used for it?): last error %v", b.URL(), nc.LastError())
+	}
+	if err := nc.FlushTimeout(5 * time.Second); err != nil {
+		t.Fatal(err)
 	}
 }

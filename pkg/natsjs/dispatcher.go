@@ -48,6 +48,10 @@ type DispatcherConfig struct {
 	// A closed connection fails them at once. Defaults to
 	// [DefaultServerLostAfter].
 	ServerLostAfter time.Duration
+	// Replicas, when positive, is the replication factor of the streams
+	// the dispatcher creates, and is compared with existing ones (see
+	// [ProvisionOptions.Replicas]).
+	Replicas int
 	// MemoryStorage creates missing streams in memory (tests).
 	MemoryStorage bool
 }
@@ -175,7 +179,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	if d.state != stateNew {
 		return ErrStarted
 	}
-	if err := Provision(ctx, d.js, ProvisionOptions{Prefix: d.cfg.Prefix, MemoryStorage: d.cfg.MemoryStorage}); err != nil {
+	if err := Provision(ctx, d.js, ProvisionOptions{Prefix: d.cfg.Prefix, Replicas: d.cfg.Replicas, MemoryStorage: d.cfg.MemoryStorage}); err != nil {
 		return fmt.Errorf("natsjs: dispatcher: %w", err)
 	}
 	names := NamesFor(d.cfg.Prefix)

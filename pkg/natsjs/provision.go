@@ -189,6 +189,13 @@ func (e *IncompatibleError) Error() string {
 		}
 		fmt.Fprintf(&b, " %s: want %v, have %v", d.Field, d.Want, d.Have)
 	}
+	for _, d := range e.Diffs {
+		if d.Field == "num_replicas" && e.Consumer == "" {
+			// SPEC §5.6: another factor is never changed silently; say how.
+			fmt.Fprintf(&b, " (--replicas %v asks for a replication factor of %v, the stream has %v: run without --replicas to use it as it is, or change it with `nats stream edit %s --replicas %v`)",
+				d.Want, d.Want, d.Have, e.Stream, d.Want)
+		}
+	}
 	return b.String()
 }
 

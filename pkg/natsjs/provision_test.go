@@ -331,7 +331,14 @@ func TestProvisionReplicas(t *testing.T) {
 	err := natsjs.Provision(ctx, js, natsjs.ProvisionOptions{MemoryStorage: true, Replicas: 3})
 	var ie *natsjs.IncompatibleError
 	if !errors.As(err, &ie) || ie.Diffs[0].Field != "num_replicas" {
-		t.Errorf("replicas mismatch: %v", err)
+		t.Fatalf("replicas mismatch: %v", err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "num_replicas: want 3, have 1") || !strings.Contains(msg, "--replicas 3") || !strings.Contains(msg, "nats stream edit "+ie.Stream+" --replicas 3") {
+		t.Errorf("the error does not say which factor the stream has and how to change it: %v", err)
+	}
+	// Without --replicas an R1 stream is used as it is.
+	if err := natsjs.Provision(ctx, js, natsjs.ProvisionOptions{MemoryStorage: true}); err != nil {
+		t.Errorf("without replicas: %v", err)
 	}
 }
 

@@ -30,6 +30,10 @@ type RemoteConfig struct {
 	Filter []string
 	// Logger receives the toolset's logs. Defaults to discarding them.
 	Logger *slog.Logger
+	// Replicas, when positive, is the replication factor of the registry's
+	// stream when missing, and is compared with an existing one (see
+	// [ProvisionOptions.Replicas]).
+	Replicas int
 	// MemoryStorage creates the registry's stream in memory when missing
 	// (tests).
 	MemoryStorage bool
@@ -87,7 +91,7 @@ func NewRemoteToolset(ctx context.Context, cfg RemoteConfig) (*RemoteToolset, er
 	if err != nil {
 		return nil, fmt.Errorf("natsjs: remote toolset: %w", err)
 	}
-	kv, err := Registry(ctx, js, ProvisionOptions{Prefix: cfg.Prefix, MemoryStorage: cfg.MemoryStorage})
+	kv, err := Registry(ctx, js, ProvisionOptions{Prefix: cfg.Prefix, Replicas: cfg.Replicas, MemoryStorage: cfg.MemoryStorage})
 	if err != nil {
 		return nil, fmt.Errorf("natsjs: remote toolset: %w", err)
 	}

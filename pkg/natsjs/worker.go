@@ -96,6 +96,10 @@ type WorkerConfig struct {
 	// RegistryRefresh is how often the registry entries are rewritten.
 	// Defaults to [DefaultRegistryRefresh].
 	RegistryRefresh time.Duration
+	// Replicas, when positive, is the replication factor of the streams
+	// the worker creates, and is compared with existing ones (see
+	// [ProvisionOptions.Replicas]).
+	Replicas int
 	// MemoryStorage creates missing streams and consumers in memory (tests).
 	MemoryStorage bool
 }
@@ -238,6 +242,7 @@ func (w *Worker) provisionOptions() ProvisionOptions {
 		Prefix:        w.cfg.Prefix,
 		AckWait:       w.cfg.AckWait,
 		MaxDeliver:    w.cfg.MaxDeliver,
+		Replicas:      w.cfg.Replicas,
 		MemoryStorage: w.cfg.MemoryStorage,
 	}
 }
