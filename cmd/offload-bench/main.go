@@ -1,18 +1,26 @@
 // Command offload-bench measures offload against baselines in the same run
-// (SPEC §8) and prints the figures as ratios:
+// (SPEC §8) and prints every figure as a ratio to its baseline, with its
+// target and whether it is met:
 //
-//   - round trip of a no-op tool call through JetStream (dispatch → worker →
-//     result → back in the caller), p50 and p99, against a raw nats.go
-//     program doing the same publish/consume/publish, and against the
-//     in-process executor;
-//   - throughput of no-op calls with 1, 2 and 4 worker replicas, against the
-//     raw baseline with the same replicas;
+//   - round trip of a tool call through JetStream (dispatch → worker →
+//     result → back in the caller), p50 and p99, against the fastest
+//     idiomatic raw nats.go program doing the same publish/consume/publish
+//     (batched pulls), with the one-at-a-time raw pattern and the
+//     in-process executor beside it; and the round trip of a background
+//     call through the agent loop (dispatch → worker → result → injected as
+//     a follow-up);
+//   - throughput with 1, 2 and 4 worker replicas of 16 slots, and the
+//     scaling from 1 to 4 replicas of 1 slot, against the raw baseline;
 //   - overlap: 20 background calls of 500 ms on 20 worker slots through the
-//     agent loop, against the ideal (500 ms plus the model's time).
+//     agent loop, against the ideal (500 ms plus the model's time);
+//   - the agent's memory per pending background call at 10 000 pending,
+//     and the dispatcher's memory per finished call it remembers;
+//   - with -long, the process's RSS over a run of 1 000 000 calls.
 //
 // Everything runs in this process against an embedded nats-server with file
 // storage on loopback; the machine's cores are shared by server, workers and
-// caller, so compare the ratios, not the absolute figures.
+// caller, so compare the ratios, not the absolute figures. The calls carry
+// about 200 bytes of arguments and return about 200 bytes.
 package main
 
 import (
@@ -22,6 +30,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"sync"
@@ -34,16 +43,25 @@ import (
 type config struct {
 	n, warmup, tn, inflight, slots int
 	replicas                       []int
+	pending, finished              int
+	long                           int
+	skipOverlap                    bool
+	memprofile                     string
 }
 
 func main() {
 	var c config
 	flag.IntVar(&c.n, "n", 2000, "round trips measured for latency")
 	flag.IntVar(&c.warmup, "warmup", 200, "round trips before measuring")
-	flag.IntVar(&c.tn, "throughput-n", 5000, "calls per throughput run")
+	flag.IntVar(&c.tn, "throughput-n", 5000, "calls per throughput round")
 	flag.IntVar(&c.inflight, "inflight", 64, "calls in flight in throughput runs")
 	flag.IntVar(&c.slots, "slots", 16, "concurrent tasks per worker replica")
+	flag.IntVar(&c.pending, "pending", 10_000, "pending background calls for the memory figure")
+	flag.IntVar(&c.finished, "finished", 50_000, "calls for the memory per finished call")
+	flag.IntVar(&c.long, "long", 0, "also make this many calls (e.g. 1000000) and report the RSS along the way")
+	flag.BoolVar(&c.skipOverlap, "skip-overlap", false, "skip the overlap and memory figures")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	flag.StringVar(&c.memprofile, "memprofile", "", "write an allocation profile at the end of the run to this file")
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -64,8 +82,14 @@ func main() {
 	}
 }
 
-// caller makes one no-op tool call and returns when its result is back.
-type caller func(ctx context.Context) error
+// caller makes one call and returns when its result is back. It returns
+// the duration to count, or zero to count its wall time.
+type caller func(ctx context.Context) (time.Duration, error)
+
+// wall makes a caller of f, timed by its wall time.
+func wall(f func(ctx context.Context) error) caller {
+	return func(ctx context.Context) (time.Duration, error) { return 0, f(ctx) }
+}
 
 type latency struct{ p50, p99 time.Duration }
 
@@ -74,10 +98,14 @@ func samples(ctx context.Context, call caller, n int) ([]time.Duration, error) {
 	d := make([]time.Duration, n)
 	for i := range n {
 		start := time.Now()
-		if err := call(ctx); err != nil {
+		own, err := call(ctx)
+		if err != nil {
 			return nil, err
 		}
 		d[i] = time.Since(start)
+		if own > 0 {
+			d[i] = own
+		}
 	}
 	return d, nil
 }
@@ -88,21 +116,19 @@ func percentiles(d []time.Duration) latency {
 	return latency{p50: d[len(d)/2], p99: d[len(d)*99/100]}
 }
 
-// measureLatencies measures each caller over n sequential calls after
+// measureLatencies measures each caller over n[i] sequential calls after
 // warmup, in interleaved rounds so that drift on a shared machine affects
 // every system alike.
-func measureLatencies(ctx context.Context, calls []caller, n, warmup, rounds int) ([]latency, error) {
+func measureLatencies(ctx context.Context, calls []caller, n []int, warmup, rounds int) ([]latency, error) {
 	all := make([][]time.Duration, len(calls))
 	for i, call := range calls {
-		if _, err := samples(ctx, call, warmup); err != nil {
+		if _, err := samples(ctx, call, min(warmup, n[i])); err != nil {
 			return nil, err
 		}
-		all[i] = make([]time.Duration, 0, n)
 	}
-	per := max(n/rounds, 1)
 	for range rounds {
 		for i, call := range calls {
-			d, err := samples(ctx, call, per)
+			d, err := samples(ctx, call, max(n[i]/rounds, 1))
 			if err != nil {
 				return nil, err
 			}
@@ -127,7 +153,7 @@ func measureThroughput(ctx context.Context, call caller, n, inflight int) (float
 	for range inflight {
 		wg.Go(func() {
 			for next.Add(1) <= int64(n) {
-				if err := call(ctx); err != nil {
+				if _, err := call(ctx); err != nil {
 					once.Do(func() { firstErr = err })
 					return
 				}
@@ -136,6 +162,65 @@ func measureThroughput(ctx context.Context, call caller, n, inflight int) (float
 	}
 	wg.Wait()
 	return float64(n) / time.Since(start).Seconds(), firstErr
+}
+
+// system is what a throughput round starts and stops.
+type system interface {
+	start(ctx context.Context, replicas, slots int) error
+	stop(ctx context.Context)
+	call(ctx context.Context) (time.Duration, error)
+}
+
+type rawSys struct {
+	s   *rawSystem
+	url string
+}
+
+func (r rawSys) start(ctx context.Context, n, slots int) error {
+	return r.s.startWorkers(ctx, r.url, n, slots)
+}
+func (r rawSys) stop(context.Context)                             { r.s.stopWorkers() }
+func (r rawSys) call(ctx context.Context) (time.Duration, error) { return 0, r.s.call(ctx) }
+
+type offSys struct {
+	s   *offloadSystem
+	url string
+}
+
+func (o offSys) start(ctx context.Context, n, slots int) error {
+	return o.s.startWorkers(ctx, o.url, n, slots)
+}
+func (o offSys) stop(ctx context.Context)                         { o.s.stopWorkers(ctx) }
+func (o offSys) call(ctx context.Context) (time.Duration, error) { return 0, o.s.call(ctx) }
+
+// throughputs measures each system with replicas × slots workers, rounds
+// times in alternation, and returns the mean calls per second of each.
+func throughputs(ctx context.Context, systems []system, replicas, slots, n, inflight, rounds int) ([]float64, error) {
+	out := make([]float64, len(systems))
+	for range rounds {
+		for i, s := range systems {
+			if err := s.start(ctx, replicas, slots); err != nil {
+				return nil, err
+			}
+			tp, err := measureThroughput(ctx, s.call, n, inflight)
+			s.stop(ctx)
+			if err != nil {
+				return nil, err
+			}
+			out[i] += tp / float64(rounds)
+		}
+	}
+	return out, nil
+}
+
+// verdict prints a target line: the figure, the target and met / not met.
+func verdict(out io.Writer, what string, got float64, op string, target float64) bool {
+	ok := got <= target
+	if op == "≥" {
+		ok = got >= target
+	}
+	fmt.Fprintf(out, "- %s: %.2f× (target %s %.2f×) — %s\n", what, got, op, target, metOrNot(ok))
+	return ok
 }
 
 func run(ctx context.Context, c config, out io.Writer) error {
@@ -151,89 +236,171 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	defer srv.Shutdown(context.Background())
 	url := srv.URL()
 
-	raw, err := newRawSystem(ctx, url)
+	raw, err := newRawSystem(ctx, url, "rawb", rawBatched)
 	if err != nil {
 		return fmt.Errorf("raw baseline: %w", err)
 	}
 	defer raw.close()
+	rawNx, err := newRawSystem(ctx, url, "rawn", rawNext)
+	if err != nil {
+		return fmt.Errorf("raw one-at-a-time: %w", err)
+	}
+	defer rawNx.close()
 	off, err := newOffloadSystem(ctx, url)
 	if err != nil {
 		return fmt.Errorf("offload: %w", err)
 	}
 	defer off.close()
 
-	fmt.Fprintf(out, "offload-bench: embedded nats-server (file storage), loopback; latency n=%d (warm-up %d, 10 interleaved rounds); throughput n=%d per round (2 interleaved rounds), %d in flight, %d slots per replica\n\n",
-		c.n, c.warmup, c.tn, c.inflight, c.slots)
+	fmt.Fprintf(out, "offload-bench: embedded nats-server (file storage), loopback, %d CPUs; calls of ~200 B arguments and ~200 B results\n", runtime.NumCPU())
+	fmt.Fprintf(out, "latency n=%d (warm-up %d, 10 interleaved rounds); throughput n=%d per round (2 interleaved rounds), %d in flight\n", c.n, c.warmup, c.tn, c.inflight)
+	fmt.Fprintln(out, "Baseline: raw nats.go, Consumer.Messages with PullMaxMessages = slots (batched pulls), result published with Nats-Msg-Id, PubAck awaited, then ack")
+	fmt.Fprintln(out)
+	var results []bool
 
 	// Latency: one replica with one slot each, one call in flight, the
 	// systems measured in alternating rounds.
-	if err := raw.startWorkers(ctx, url, 1, 1); err != nil {
+	rawS, rawNS, offS := rawSys{raw, url}, rawSys{rawNx, url}, offSys{off, url}
+	for _, s := range []system{rawS, rawNS, offS} {
+		if err := s.start(ctx, 1, 1); err != nil {
+			return err
+		}
+	}
+	bg, err := off.backgroundCaller()
+	if err != nil {
 		return err
 	}
-	if err := off.startWorkers(ctx, url, 1, 1); err != nil {
-		return err
+	bgN := max(c.n/4, 10) // an agent run per sample
+	lats, err := measureLatencies(ctx, []caller{rawS.call, rawNS.call, offS.call, bg, inProcessCall()},
+		[]int{c.n, c.n, c.n, bgN, c.n}, c.warmup, 10)
+	for _, s := range []system{rawS, rawNS, offS} {
+		s.stop(ctx)
 	}
-	lats, err := measureLatencies(ctx, []caller{raw.call, off.call, inProcessCall()}, c.n, c.warmup, 10)
-	raw.stopWorkers()
-	off.stopWorkers(ctx)
 	if err != nil {
 		return fmt.Errorf("latency: %w", err)
 	}
-	rawLat, offLat, inLat := lats[0], lats[1], lats[2]
-	fmt.Fprintln(out, "Round trip of a no-op tool call (1 replica, 1 in flight)")
-	fmt.Fprintln(out, "| system | p50 | p99 | p50 / raw | p99 / raw |")
-	fmt.Fprintln(out, "| --- | --- | --- | --- | --- |")
-	row := func(name string, l latency) {
-		fmt.Fprintf(out, "| %s | %s | %s | %.2f× | %.2f× |\n", name, l.p50.Round(time.Microsecond), l.p99.Round(time.Microsecond),
-			float64(l.p50)/float64(rawLat.p50), float64(l.p99)/float64(rawLat.p99))
-	}
-	row("raw nats.go baseline", rawLat)
-	row("offload (dispatcher → worker → result)", offLat)
-	row("offload in-process executor", inLat)
-	fmt.Fprintf(out, "\nTarget: offload p50 ≤ 1.3× raw — measured %.2f×\n\n", float64(offLat.p50)/float64(rawLat.p50))
-
-	fmt.Fprintf(out, "Throughput of no-op calls (%d in flight)\n", c.inflight)
-	fmt.Fprintln(out, "| replicas | raw calls/s | offload calls/s | offload / raw |")
-	fmt.Fprintln(out, "| --- | --- | --- | --- |")
-	for _, r := range c.replicas {
-		// Two alternating rounds per system, averaged.
-		var rawTP, offTP float64
-		for range 2 {
-			if err := raw.startWorkers(ctx, url, r, c.slots); err != nil {
-				return err
-			}
-			tp, err := measureThroughput(ctx, raw.call, c.tn, c.inflight)
-			raw.stopWorkers()
-			if err != nil {
-				return fmt.Errorf("raw throughput: %w", err)
-			}
-			rawTP += tp / 2
-			if err := off.startWorkers(ctx, url, r, c.slots); err != nil {
-				return err
-			}
-			tp, err = measureThroughput(ctx, off.call, c.tn, c.inflight)
-			off.stopWorkers(ctx)
-			if err != nil {
-				return fmt.Errorf("offload throughput: %w", err)
-			}
-			offTP += tp / 2
+	base := lats[0]
+	fmt.Fprintln(out, "Round trip of a tool call (1 replica, 1 slot, 1 call in flight)")
+	fmt.Fprintln(out, "| system | n | p50 | p99 | p50 / baseline | p99 / baseline |")
+	fmt.Fprintln(out, "| --- | --- | --- | --- | --- | --- |")
+	for i, name := range []string{
+		"raw nats.go, batched pulls (baseline)",
+		"raw nats.go, one at a time (Consumer.Next)",
+		"offload inline (RemoteToolset → Dispatcher → Worker → back)",
+		"offload background (agent loop: dispatch → worker → result → follow-up)",
+		"in-process executor",
+	} {
+		l := lats[i]
+		n := c.n
+		if i == 3 {
+			n = bgN
 		}
-		fmt.Fprintf(out, "| %d | %.0f | %.0f | %.2f× |\n", r, rawTP, offTP, offTP/rawTP)
+		fmt.Fprintf(out, "| %s | %d | %s | %s | %.2f× | %.2f× |\n", name, n, l.p50.Round(time.Microsecond), l.p99.Round(time.Microsecond),
+			float64(l.p50)/float64(base.p50), float64(l.p99)/float64(base.p99))
 	}
-	fmt.Fprintln(out, "\nTarget: offload throughput ≥ 0.8× raw")
+	fmt.Fprintln(out)
+	results = append(results,
+		verdict(out, "offload inline p50 / baseline", float64(lats[2].p50)/float64(base.p50), "≤", 1.3),
+		verdict(out, "offload background p50 / baseline", float64(lats[3].p50)/float64(base.p50), "≤", 1.3))
+	fmt.Fprintln(out)
 
-	// Overlap: background calls run side by side while the agent waits.
-	const calls, work = 20, 500 * time.Millisecond
-	ov, err := measureOverlap(ctx, url, calls, calls, 3, work)
-	if err != nil {
-		return fmt.Errorf("overlap: %w", err)
+	fmt.Fprintf(out, "Throughput (%d calls in flight, %d slots per replica)\n", c.inflight, c.slots)
+	fmt.Fprintln(out, "| replicas | baseline calls/s | one-at-a-time calls/s | offload calls/s | one-at-a-time / baseline | offload / baseline |")
+	fmt.Fprintln(out, "| --- | --- | --- | --- | --- | --- |")
+	var tpRatios []float64
+	for _, r := range c.replicas {
+		tp, err := throughputs(ctx, []system{rawS, rawNS, offS}, r, c.slots, c.tn, c.inflight, 2)
+		if err != nil {
+			return fmt.Errorf("throughput: %w", err)
+		}
+		fmt.Fprintf(out, "| %d | %.0f | %.0f | %.0f | %.2f× | %.2f× |\n", r, tp[0], tp[1], tp[2], tp[1]/tp[0], tp[2]/tp[0])
+		tpRatios = append(tpRatios, tp[2]/tp[0])
 	}
-	ratio := ov.ratio(work)
-	fmt.Fprintf(out, "\nOverlap: %d background calls of %s, 1 replica with %d slots, through the agent loop (median of 3 runs)\n", calls, work, calls)
-	fmt.Fprintln(out, "| run | model time | ideal (work + model) | run / ideal |")
+	fmt.Fprintln(out)
+	for i, r := range c.replicas {
+		results = append(results, verdict(out, fmt.Sprintf("offload throughput / baseline, %d replica(s)", r), tpRatios[i], "≥", 0.8))
+	}
+	fmt.Fprintln(out)
+
+	fmt.Fprintf(out, "Scaling with 1-slot replicas (%d calls in flight)\n", c.inflight)
+	fmt.Fprintln(out, "| system | 1 × 1 calls/s | 4 × 1 calls/s | scaling 1 → 4 |")
 	fmt.Fprintln(out, "| --- | --- | --- | --- |")
-	fmt.Fprintf(out, "| %s | %s | %s | %.3f× |\n", ov.elapsed.Round(time.Millisecond), ov.model.Round(time.Microsecond), (work + ov.model).Round(time.Millisecond), ratio)
-	fmt.Fprintf(out, "\nTarget: ≤ 1.15× the ideal — %s\n", metOrNot(ratio <= 1.15))
+	one, err := throughputs(ctx, []system{rawS, offS}, 1, 1, c.tn/2, c.inflight, 2)
+	if err != nil {
+		return fmt.Errorf("scaling: %w", err)
+	}
+	four, err := throughputs(ctx, []system{rawS, offS}, 4, 1, c.tn/2, c.inflight, 2)
+	if err != nil {
+		return fmt.Errorf("scaling: %w", err)
+	}
+	rawScale, offScale := four[0]/one[0], four[1]/one[1]
+	fmt.Fprintf(out, "| raw nats.go, batched pulls (baseline) | %.0f | %.0f | %.2f× |\n", one[0], four[0], rawScale)
+	fmt.Fprintf(out, "| offload | %.0f | %.0f | %.2f× |\n", one[1], four[1], offScale)
+	fmt.Fprintln(out)
+	results = append(results, verdict(out, "offload scaling / baseline scaling", offScale/rawScale, "≥", 0.8))
+	fmt.Fprintln(out)
+
+	fin, err := measureFinishedMemory(ctx, offS, c.finished, c.inflight, c.slots)
+	if err != nil {
+		return fmt.Errorf("finished memory: %w", err)
+	}
+	perFinished := float64(fin) / float64(c.finished)
+	fmt.Fprintf(out, "Memory per finished call the dispatcher remembers (%d calls, heap growth after a GC): %.1f bytes\n", c.finished, perFinished)
+	results = append(results, verdict(out, "bytes per finished call / 64 B", perFinished/64, "≤", 1))
+	fmt.Fprintln(out)
+
+	if !c.skipOverlap {
+		// Overlap: background calls run side by side while the agent waits.
+		const calls, work = 20, 500 * time.Millisecond
+		ov, err := measureOverlap(ctx, url, calls, calls, 3, work)
+		if err != nil {
+			return fmt.Errorf("overlap: %w", err)
+		}
+		ratio := ov.ratio(work)
+		fmt.Fprintf(out, "Overlap: %d background calls of %s, 1 replica with %d slots, through the agent loop (median of 3 runs)\n", calls, work, calls)
+		fmt.Fprintln(out, "| run | model time | ideal (work + model) | run / ideal |")
+		fmt.Fprintln(out, "| --- | --- | --- | --- |")
+		fmt.Fprintf(out, "| %s | %s | %s | %.3f× |\n\n", ov.elapsed.Round(time.Millisecond), ov.model.Round(time.Microsecond), (work + ov.model).Round(time.Millisecond), ratio)
+		results = append(results, verdict(out, "overlap run / ideal", ratio, "≤", 1.15))
+		fmt.Fprintln(out)
+
+		pm, err := measurePendingMemory(ctx, url, c.pending)
+		if err != nil {
+			return fmt.Errorf("pending memory: %w", err)
+		}
+		heapPer := float64(pm.heap) / float64(pm.calls)
+		fmt.Fprintf(out, "Agent memory per pending background call (%d pending, through the agent loop): heap %.0f B, goroutine stacks %.0f B\n",
+			pm.calls, heapPer, float64(pm.stack)/float64(pm.calls))
+		results = append(results, verdict(out, "heap per pending call / 4 KiB", heapPer/4096, "≤", 1))
+		fmt.Fprintln(out)
+	}
+
+	if c.long > 0 {
+		ok, err := measureLong(ctx, out, offS, c.long, c.inflight, c.slots)
+		if err != nil {
+			return fmt.Errorf("long run: %w", err)
+		}
+		results = append(results, ok)
+		fmt.Fprintln(out)
+	}
+
+	met := 0
+	for _, ok := range results {
+		if ok {
+			met++
+		}
+	}
+	fmt.Fprintf(out, "Targets met: %d of %d\n", met, len(results))
+	if c.memprofile != "" {
+		f, err := os.Create(c.memprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
