@@ -90,8 +90,8 @@ type pendingMemory struct {
 // pending, against before the run; then it opens the gate and lets the run
 // finish. The worker holds only its slots; the rest of the tasks wait in
 // the stream, as they would for a busy pool.
-func measurePendingMemory(ctx context.Context, url string, calls int) (pendingMemory, error) {
-	nc, err := natsjs.Connect(url, natsjs.ConnectOptions{Name: "bench pending"})
+func measurePendingMemory(ctx context.Context, ep endpoint, calls int) (pendingMemory, error) {
+	nc, err := ep.connect("bench pending")
 	if err != nil {
 		return pendingMemory{}, err
 	}

@@ -37,7 +37,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/offload-dev/offload/pkg/embedded"
+	"github.com/offload-dev/offload/pkg/natsjs"
 )
 
 type config struct {
@@ -46,6 +49,7 @@ type config struct {
 	pending, finished              int
 	long                           int
 	skipOverlap                    bool
+	only                           string
 	memprofile                     string
 }
 
@@ -60,6 +64,7 @@ func main() {
 	flag.IntVar(&c.finished, "finished", 50_000, "calls for the memory per finished call")
 	flag.IntVar(&c.long, "long", 0, "also make this many calls (e.g. 1000000) and report the RSS along the way")
 	flag.BoolVar(&c.skipOverlap, "skip-overlap", false, "skip the overlap and memory figures")
+	flag.StringVar(&c.only, "only", "", "run one system's throughput alone (raw, next or offload; 1 replica, -throughput-n calls), for profiling")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.StringVar(&c.memprofile, "memprofile", "", "write an allocation profile at the end of the run to this file")
 	flag.Parse()
@@ -172,25 +177,25 @@ type system interface {
 }
 
 type rawSys struct {
-	s   *rawSystem
-	url string
+	s  *rawSystem
+	ep endpoint
 }
 
 func (r rawSys) start(ctx context.Context, n, slots int) error {
-	return r.s.startWorkers(ctx, r.url, n, slots)
+	return r.s.startWorkers(ctx, r.ep, n, slots)
 }
-func (r rawSys) stop(context.Context)                             { r.s.stopWorkers() }
+func (r rawSys) stop(context.Context)                            { r.s.stopWorkers() }
 func (r rawSys) call(ctx context.Context) (time.Duration, error) { return 0, r.s.call(ctx) }
 
 type offSys struct {
-	s   *offloadSystem
-	url string
+	s  *offloadSystem
+	ep endpoint
 }
 
 func (o offSys) start(ctx context.Context, n, slots int) error {
-	return o.s.startWorkers(ctx, o.url, n, slots)
+	return o.s.startWorkers(ctx, o.ep, n, slots)
 }
-func (o offSys) stop(ctx context.Context)                         { o.s.stopWorkers(ctx) }
+func (o offSys) stop(ctx context.Context)                        { o.s.stopWorkers(ctx) }
 func (o offSys) call(ctx context.Context) (time.Duration, error) { return 0, o.s.call(ctx) }
 
 // throughputs measures each system with replicas × slots workers, rounds
@@ -234,23 +239,37 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		return err
 	}
 	defer srv.Shutdown(context.Background())
-	url := srv.URL()
+	ep := endpoint{url: srv.URL(), nkey: srv.NkeySeedFile()}
 
-	raw, err := newRawSystem(ctx, url, "rawb", rawBatched)
+	raw, err := newRawSystem(ctx, ep, "rawb", rawBatched)
 	if err != nil {
 		return fmt.Errorf("raw baseline: %w", err)
 	}
 	defer raw.close()
-	rawNx, err := newRawSystem(ctx, url, "rawn", rawNext)
+	rawNx, err := newRawSystem(ctx, ep, "rawn", rawNext)
 	if err != nil {
 		return fmt.Errorf("raw one-at-a-time: %w", err)
 	}
 	defer rawNx.close()
-	off, err := newOffloadSystem(ctx, url)
+	off, err := newOffloadSystem(ctx, ep)
 	if err != nil {
 		return fmt.Errorf("offload: %w", err)
 	}
 	defer off.close()
+
+	rawS, rawNS, offS := rawSys{raw, ep}, rawSys{rawNx, ep}, offSys{off, ep}
+	if c.only != "" {
+		s := map[string]system{"raw": rawS, "next": rawNS, "offload": offS}[c.only]
+		if s == nil {
+			return fmt.Errorf("-only %q: want raw, next or offload", c.only)
+		}
+		tp, err := throughputs(ctx, []system{s}, 1, c.slots, c.tn, c.inflight, 1)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "%s: %.0f calls/s\n", c.only, tp[0])
+		return nil
+	}
 
 	fmt.Fprintf(out, "offload-bench: embedded nats-server (file storage), loopback, %d CPUs; calls of ~200 B arguments and ~200 B results\n", runtime.NumCPU())
 	fmt.Fprintf(out, "latency n=%d (warm-up %d, 10 interleaved rounds); throughput n=%d per round (2 interleaved rounds), %d in flight\n", c.n, c.warmup, c.tn, c.inflight)
@@ -260,7 +279,6 @@ func run(ctx context.Context, c config, out io.Writer) error {
 
 	// Latency: one replica with one slot each, one call in flight, the
 	// systems measured in alternating rounds.
-	rawS, rawNS, offS := rawSys{raw, url}, rawSys{rawNx, url}, offSys{off, url}
 	for _, s := range []system{rawS, rawNS, offS} {
 		if err := s.start(ctx, 1, 1); err != nil {
 			return err
@@ -352,7 +370,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	if !c.skipOverlap {
 		// Overlap: background calls run side by side while the agent waits.
 		const calls, work = 20, 500 * time.Millisecond
-		ov, err := measureOverlap(ctx, url, calls, calls, 3, work)
+		ov, err := measureOverlap(ctx, ep, calls, calls, 3, work)
 		if err != nil {
 			return fmt.Errorf("overlap: %w", err)
 		}
@@ -364,7 +382,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		results = append(results, verdict(out, "overlap run / ideal", ratio, "≤", 1.15))
 		fmt.Fprintln(out)
 
-		pm, err := measurePendingMemory(ctx, url, c.pending)
+		pm, err := measurePendingMemory(ctx, ep, c.pending)
 		if err != nil {
 			return fmt.Errorf("pending memory: %w", err)
 		}
@@ -409,4 +427,11 @@ func metOrNot(ok bool) string {
 		return "met"
 	}
 	return "not met"
+}
+
+// endpoint is the server the bench connects to, with its credentials.
+type endpoint struct{ url, nkey string }
+
+func (e endpoint) connect(name string) (*nats.Conn, error) {
+	return natsjs.Connect(e.url, natsjs.ConnectOptions{Name: name, Nkey: e.nkey})
 }

@@ -30,8 +30,8 @@ type offloadWorker struct {
 	w  *natsjs.Worker
 }
 
-func newOffloadSystem(ctx context.Context, url string) (*offloadSystem, error) {
-	nc, err := natsjs.Connect(url, natsjs.ConnectOptions{Name: "bench agent"})
+func newOffloadSystem(ctx context.Context, ep endpoint) (*offloadSystem, error) {
+	nc, err := ep.connect("bench agent")
 	if err != nil {
 		return nil, err
 	}
@@ -51,9 +51,9 @@ func newOffloadSystem(ctx context.Context, url string) (*offloadSystem, error) {
 	return &offloadSystem{nc: nc, disp: d, remote: rt, conv: protocol.NewID()}, nil
 }
 
-func (s *offloadSystem) startWorkers(ctx context.Context, url string, n, slots int) error {
+func (s *offloadSystem) startWorkers(ctx context.Context, ep endpoint, n, slots int) error {
 	for i := range n {
-		nc, err := natsjs.Connect(url, natsjs.ConnectOptions{Name: "bench worker"})
+		nc, err := ep.connect("bench worker")
 		if err != nil {
 			return err
 		}

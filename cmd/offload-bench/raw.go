@@ -62,8 +62,8 @@ type rawResult struct {
 	Content json.RawMessage `json:"content"`
 }
 
-func newRawSystem(ctx context.Context, url, prefix string, mode rawMode) (*rawSystem, error) {
-	nc, err := nats.Connect(url)
+func newRawSystem(ctx context.Context, ep endpoint, prefix string, mode rawMode) (*rawSystem, error) {
+	nc, err := ep.connect("bench raw")
 	if err != nil {
 		return nil, err
 	}
@@ -117,9 +117,9 @@ func newRawSystem(ctx context.Context, url, prefix string, mode rawMode) (*rawSy
 
 // startWorkers starts n worker replicas, each with its own connection and
 // slots concurrent tasks.
-func (s *rawSystem) startWorkers(ctx context.Context, url string, n, slots int) error {
+func (s *rawSystem) startWorkers(ctx context.Context, ep endpoint, n, slots int) error {
 	for range n {
-		w, err := s.startWorker(ctx, url, slots)
+		w, err := s.startWorker(ctx, ep, slots)
 		if err != nil {
 			return err
 		}
@@ -192,8 +192,8 @@ func (s *rawSystem) handle(ctx context.Context, js jetstream.JetStream, m jetstr
 	}
 }
 
-func (s *rawSystem) startWorker(ctx context.Context, url string, slots int) (*rawWorker, error) {
-	nc, err := nats.Connect(url)
+func (s *rawSystem) startWorker(ctx context.Context, ep endpoint, slots int) (*rawWorker, error) {
+	nc, err := ep.connect("bench raw")
 	if err != nil {
 		return nil, err
 	}

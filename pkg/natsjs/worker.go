@@ -147,8 +147,7 @@ type Worker struct {
 	hardCancel  context.CancelFunc
 	bgStop      chan struct{}
 
-	fetchers  sync.WaitGroup // Concurrency per tool
-	handlers  sync.WaitGroup // one per received task (and its tool goroutine)
+	fetchers  sync.WaitGroup // Concurrency per tool; each runs the tasks it pulls
 	callbacks sync.WaitGroup // advisory callbacks in progress
 	bg        sync.WaitGroup // registry refresher, connection watcher, sweeper
 }
@@ -401,13 +400,14 @@ func (w *Worker) shutdown(ctx context.Context, grace time.Duration) error {
 	close(w.bgStop)
 	w.bg.Wait()
 	w.deleteRegistry(ctx)
+	// Stop pulling: a fetcher whose pull returns a task now hands it back;
+	// a fetcher running a task returns once the task is settled.
 	w.fetchCancel()
-	w.fetchers.Wait()
 	w.unsubscribeAdvisories()
 
 	// Let in-flight tasks finish within the grace period.
 	handlersDone := make(chan struct{})
-	go func() { w.handlers.Wait(); close(handlersDone) }()
+	go func() { w.fetchers.Wait(); close(handlersDone) }()
 	if grace > 0 {
 		timer := time.NewTimer(grace)
 		select {

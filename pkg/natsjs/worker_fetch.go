@@ -15,7 +15,11 @@ import (
 // fetch pulls the tasks of one tool, one per free slot: a pull request is
 // issued only once a slot is held, so no task waits in this process while
 // another replica could run it (see [slotPool] for how slots rotate among
-// the tools).
+// the tools). The task runs on this goroutine, which holds the slot until
+// the task is settled: a long-lived goroutine has grown its stack once,
+// where a goroutine per task would grow a fresh one for every task (schema
+// validation and JSON decoding go deep), and a tool has as many fetchers
+// as the worker has slots.
 func (w *Worker) fetch(t *tool.Tool, c jetstream.Consumer) {
 	defer w.fetchers.Done()
 	for {
@@ -55,11 +59,7 @@ func (w *Worker) fetch(t *tool.Tool, c jetstream.Consumer) {
 			w.slots.release()
 			return
 		}
-		w.handlers.Add(1)
-		go func() {
-			defer w.handlers.Done()
-			defer w.slots.release()
-			w.handle(t, msg)
-		}()
+		w.handle(t, msg)
+		w.slots.release()
 	}
 }
