@@ -1,6 +1,7 @@
 package natsjs
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -355,8 +356,8 @@ func checkTask(t *protocol.Task) error {
 	if len(t.Args) == 0 {
 		t.Args = json.RawMessage("{}")
 	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(t.Args, &obj); err != nil || obj == nil {
+	// A JSON object: valid JSON whose first byte (after spaces) opens one.
+	if a := bytes.TrimLeft(t.Args, " \t\r\n"); len(a) == 0 || a[0] != '{' || !json.Valid(t.Args) {
 		return fmt.Errorf("%w: args must be a JSON object", ErrInvalidTask)
 	}
 	if t.Mode == "" {

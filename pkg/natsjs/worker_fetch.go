@@ -22,6 +22,9 @@ import (
 // as the worker has slots.
 func (w *Worker) fetch(t *tool.Tool, c jetstream.Consumer) {
 	defer w.fetchers.Done()
+	info := c.CachedInfo()
+	p := newPuller(w.cfg.Conn, info.Stream, info.Name)
+	defer p.close()
 	for {
 		if err := w.slots.acquire(w.fetchCtx, t.Name); err != nil {
 			return
@@ -32,10 +35,8 @@ func (w *Worker) fetch(t *tool.Tool, c jetstream.Consumer) {
 		if pl.long {
 			expires = pullWait
 		}
-		pctx, cancelTimeout := context.WithTimeout(pctx, expires)
-		msg, err := c.Next(jetstream.FetchContext(pctx))
+		msg, err := p.next(pctx, expires)
 		w.slots.endPull(pl)
-		cancelTimeout()
 		cancel()
 		if err != nil {
 			w.slots.release()

@@ -1,6 +1,7 @@
 package natsjs
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -97,7 +98,7 @@ func (w *Worker) handle(t *tool.Tool, msg jetstream.Msg) {
 		w.respond(log, fl, res, time.Time{}, true)
 		return
 	}
-	args, err := t.ParseArgs(string(task.Args))
+	args, err := checkArgs(t, task.Args)
 	if err != nil {
 		log.Info("invalid arguments", slog.Any("error", err))
 		res := protocol.ResultFromOutcome(nil, err)
@@ -157,6 +158,27 @@ func (w *Worker) handle(t *tool.Tool, msg jetstream.Msg) {
 		w.count(t.Name, res.Status)
 		w.respond(log, fl, res, started, false)
 	}
+}
+
+// checkArgs validates a task's arguments against the tool's schema, as
+// [tool.Tool.ParseArgs] does, and returns them. DecodeTask has already
+// checked that they are one JSON object and compacted them, so they are
+// used as they are.
+func checkArgs(t *tool.Tool, args json.RawMessage) (json.RawMessage, error) {
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return nil, &tool.ValidationError{Tool: t.Name, Message: "invalid JSON: " + err.Error()}
+	}
+	obj, ok := v.(map[string]any)
+	if !ok || dec.InputOffset() != int64(len(args)) {
+		return nil, &tool.ValidationError{Tool: t.Name, Message: "arguments must be a JSON object"}
+	}
+	if err := t.CheckArgs(obj); err != nil {
+		return nil, err
+	}
+	return args, nil
 }
 
 // runTool runs the tool's validator and handler, turning a panic into a
