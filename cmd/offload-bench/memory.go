@@ -21,9 +21,10 @@ func heapAfterGC() uint64 {
 	return ms.HeapAlloc
 }
 
-// measureFinishedMemory returns the heap growth over n calls, all of them
-// finished and remembered by the dispatcher (within its 10-minute window).
-func measureFinishedMemory(ctx context.Context, off offSys, n, inflight, slots int) (uint64, error) {
+// measureFinishedMemory returns the heap growth over n calls of s, all of
+// them finished (and, for offload, remembered by the dispatcher within its
+// 10-minute window).
+func measureFinishedMemory(ctx context.Context, off system, n, inflight, slots int) (uint64, error) {
 	if err := off.start(ctx, 1, slots); err != nil {
 		return 0, err
 	}
@@ -60,7 +61,7 @@ func rss() uint64 {
 // measureLong makes n calls through offload (one replica) and prints the
 // RSS and the live heap every n/10 calls; the RSS is flat when its growth
 // from the first tenth to the end stays within 10 %.
-func measureLong(ctx context.Context, out io.Writer, off offSys, n, inflight, slots int) (bool, error) {
+func measureLong(ctx context.Context, out io.Writer, off system, n, inflight, slots int) (bool, error) {
 	if err := off.start(ctx, 1, slots); err != nil {
 		return false, err
 	}
