@@ -95,7 +95,7 @@ type Dispatcher struct {
 	pending map[string]*Handle
 	done    *doneSet   // finished, cancelled and detached tasks
 	convs   *convTable // conversation → pending + remembered tasks
-	lost    error          // set while the server is considered lost
+	lost    error      // set while the server is considered lost
 	cc      jetstream.ConsumeContext
 	status  chan nats.Status
 	watched chan struct{} // closed when the connection watcher has stopped
