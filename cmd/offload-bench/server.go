@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"time"
 
 	"github.com/offload-dev/offload/pkg/embedded"
@@ -19,6 +20,16 @@ import (
 
 // serve runs the embedded server for store until stdin closes.
 func serve(store string) error {
+	if path := os.Getenv("OFFLOAD_BENCH_SERVER_CPUPROFILE"); path != "" {
+		f, err := os.Create(path)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	srv, err := embedded.Start(context.Background(), embedded.Config{StoreDir: store, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return err

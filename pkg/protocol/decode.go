@@ -203,7 +203,13 @@ func (f *fields) anyJSON(name string, dst *json.RawMessage) {
 
 func (f *fields) timestamp(name string, dst *time.Time) {
 	var s string
-	f.value(name, "an RFC 3339 timestamp string", &s)
+	if v, ok := f.raw(name); ok {
+		if plain, isPlain := plainString(v); isPlain {
+			s = plain
+		} else {
+			f.value(name, "an RFC 3339 timestamp string", &s)
+		}
+	}
 	if s == "" || f.err != nil {
 		return
 	}
