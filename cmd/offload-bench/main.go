@@ -76,6 +76,9 @@ func main() {
 		}
 		return
 	}
+	if c.memprofile != "" {
+		runtime.MemProfileRate = 4096 // fine enough to see small retained objects
+	}
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err == nil {
@@ -89,7 +92,7 @@ func main() {
 	}
 	c.replicas = []int{1, 2, 4}
 	err := run(context.Background(), c, os.Stdout)
-	if err == nil && c.memprofile != "" {
+	if err == nil && c.memprofile != "" && c.only == "" {
 		err = writeMemProfile(c.memprofile)
 	}
 	if err != nil {
@@ -280,6 +283,9 @@ func run(ctx context.Context, c config, out io.Writer) error {
 			return err
 		}
 		fmt.Fprintf(out, "%s: %.0f calls/s (live heap after: %.1f MiB)\n", c.only, tp[0], float64(heapAfterGC())/(1<<20))
+		if c.memprofile != "" { // while the system is alive
+			return writeMemProfile(c.memprofile)
+		}
 		return nil
 	}
 
@@ -449,6 +455,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 // every allocation of the run) to path.
 func writeMemProfile(path string) error {
 	runtime.GC()
+	runtime.GC() // the profile is as of the last completed cycle but one
 	f, err := os.Create(path)
 	if err != nil {
 		return err

@@ -89,6 +89,7 @@ type fields struct {
 	payload string
 	m       []member // in order; a repeated name's last value counts
 	err     *DecodeError
+	buf     [20]member // m's storage for the usual payloads
 }
 
 func parseObject(payload string, data []byte, opts *DecodeOpts) (*fields, error) {
@@ -110,7 +111,7 @@ func parseObject(payload string, data []byte, opts *DecodeOpts) (*fields, error)
 		}
 		return nil, &DecodeError{Payload: payload, Err: ErrMalformed, Reason: reason}
 	}
-	f.m = splitObject(trimmed)
+	f.m = splitObject(f.buf[:0], trimmed)
 	return f, nil
 }
 

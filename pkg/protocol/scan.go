@@ -20,12 +20,11 @@ type member struct {
 	raw  []byte
 }
 
-// splitObject splits a valid JSON object into its members, in order. It
-// must only be given data for which json.Valid reports true and whose
-// first non-space byte is '{'.
-func splitObject(data []byte) []member {
+// splitObject appends the members of a valid JSON object to out, in
+// order. It must only be given data for which json.Valid reports true and
+// whose first non-space byte is '{'.
+func splitObject(out []member, data []byte) []member {
 	i := skipSpace(data, 0) + 1 // past '{'
-	var out []member
 	for {
 		i = skipSpace(data, i)
 		if data[i] == '}' {

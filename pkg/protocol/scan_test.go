@@ -27,7 +27,7 @@ func checkSplit(t *testing.T, data []byte) {
 	if err := json.Unmarshal(trimmed, &want); err != nil {
 		t.Fatalf("%q: %v", data, err)
 	}
-	f := &fields{m: splitObject(trimmed)}
+	f := &fields{m: splitObject(nil, trimmed)}
 	for name, raw := range want {
 		got, ok := f.lookup(name)
 		if !ok || !bytes.Equal(got, raw) {
