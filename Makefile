@@ -8,6 +8,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 NATSCLI     := github.com/nats-io/natscli/nats@v0.5.0
 PROMPT      ?= What is in this directory?
 FUZZTIME    ?= 20s
+BENCH_FLAGS ?=
 export GOTOOLCHAIN ?= local
 
 .PHONY: help
@@ -50,8 +51,8 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 20s)
 	done
 
 .PHONY: bench
-bench: ## Run the benchmarks of SPEC §8 and print ratios against baselines measured in the same run
-	$(GO) run ./cmd/offload-bench
+bench: ## Run the benchmarks of SPEC §8 and print ratios against baselines measured in the same run (BENCH_FLAGS=-long=1000000 adds the RSS run)
+	$(GO) run ./cmd/offload-bench $(BENCH_FLAGS)
 
 .PHONY: tools
 tools: $(GOBIN)/nats ## Install the pinned nats CLI into .bin/
