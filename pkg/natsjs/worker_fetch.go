@@ -15,11 +15,13 @@ import (
 // fetch pulls the tasks of one tool, one per free slot: a pull request is
 // issued only once a slot is held, so no task waits in this process while
 // another replica could run it (see [slotPool] for how slots rotate among
-// the tools). The task runs on this goroutine, which holds the slot until
-// the task is settled: a long-lived goroutine has grown its stack once,
-// where a goroutine per task would grow a fresh one for every task (schema
-// validation and JSON decoding go deep), and a tool has as many fetchers
-// as the worker has slots.
+// the tools). The task runs on this goroutine: a long-lived goroutine has
+// grown its stack once, where a goroutine per task would grow a fresh one
+// for every task (schema validation and JSON decoding go deep). When tasks
+// are waiting, the slot is given back once the tool has returned, while its
+// result is still being published (see handle); a tool has twice as many
+// fetchers as the worker has slots, so that a fetcher is free to take a
+// slot given back that way.
 func (w *Worker) fetch(t *tool.Tool, c jetstream.Consumer) {
 	defer w.fetchers.Done()
 	info := c.CachedInfo()
@@ -60,7 +62,22 @@ func (w *Worker) fetch(t *tool.Tool, c jetstream.Consumer) {
 			w.slots.release()
 			return
 		}
-		w.handle(t, msg)
-		w.slots.release()
+		slot := slotHold{p: w.slots}
+		w.handle(t, msg, &slot)
+		slot.release()
+	}
+}
+
+// slotHold is a slot held by a fetcher, given back once.
+type slotHold struct {
+	p        *slotPool
+	released bool
+}
+
+// release gives the slot back unless it was already.
+func (h *slotHold) release() {
+	if !h.released {
+		h.released = true
+		h.p.release()
 	}
 }

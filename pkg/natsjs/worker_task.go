@@ -25,8 +25,14 @@ type outcome struct {
 }
 
 // handle processes one delivered task: it is kept alive with in-progress
-// acks from delivery until it is answered or handed back.
-func (w *Worker) handle(t *tool.Tool, msg jetstream.Msg) {
+// acks from delivery until it is answered or handed back. slot is the
+// worker slot the task holds: when more tasks were waiting in the consumer
+// as this one was delivered, it is given back as soon as the tool has
+// returned, so that another fetcher pulls the next task while this one's
+// result is published (the pull's round trip overlaps the publish's);
+// otherwise (an idle pool, where an early pull would only compete with the
+// result for the CPU) the fetcher gives it back when handle returns.
+func (w *Worker) handle(t *tool.Tool, msg jetstream.Msg, slot *slotHold) {
 	log := w.log.With(slog.String("tool", t.Name))
 	md, _ := msg.Metadata()
 	if md != nil && md.NumDelivered > 1 && w.cfg.Metrics != nil {
@@ -129,6 +135,11 @@ func (w *Worker) handle(t *tool.Tool, msg jetstream.Msg) {
 	// The tool runs on this goroutine: a cancel reaches it through its
 	// context at once; its cancelled result goes out when it returns.
 	o := runTool(runCtx, t, rc, args, log)
+	if md != nil && md.NumPending > 0 {
+		// Tasks were waiting when this one was delivered: pull the next
+		// while this result is published.
+		slot.release()
+	}
 	if w.cfg.Metrics != nil {
 		w.cfg.Metrics.TaskDuration.WithLabelValues(t.Name).Observe(time.Since(started).Seconds())
 	}
