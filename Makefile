@@ -9,6 +9,7 @@ NATSCLI     := github.com/nats-io/natscli/nats@v0.5.0
 NATSSERVER  := github.com/nats-io/nats-server/v2@v2.15.2
 PROMPT      ?= What is in this directory?
 FUZZTIME    ?= 20s
+BENCH_FLAGS ?=
 export GOTOOLCHAIN ?= local
 
 .PHONY: help
@@ -68,8 +69,8 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 20s)
 	done
 
 .PHONY: bench
-bench: ## Run the benchmarks of SPEC §8 and print ratios against baselines measured in the same run
-	$(GO) run ./cmd/offload-bench
+bench: ## Run the benchmarks of SPEC §8 and print ratios against baselines measured in the same run (BENCH_FLAGS=-long=1000000 adds the RSS run)
+	$(GO) run ./cmd/offload-bench $(BENCH_FLAGS)
 
 .PHONY: tools
 tools: $(GOBIN)/nats ## Install the pinned nats CLI into .bin/

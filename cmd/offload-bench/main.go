@@ -1,18 +1,28 @@
 // Command offload-bench measures offload against baselines in the same run
-// (SPEC §8) and prints the figures as ratios:
+// (SPEC §8) and prints every figure as a ratio to its baseline, with its
+// target and whether it is met:
 //
-//   - round trip of a no-op tool call through JetStream (dispatch → worker →
-//     result → back in the caller), p50 and p99, against a raw nats.go
-//     program doing the same publish/consume/publish, and against the
-//     in-process executor;
-//   - throughput of no-op calls with 1, 2 and 4 worker replicas, against the
-//     raw baseline with the same replicas;
+//   - round trip of a tool call through JetStream (dispatch → worker →
+//     result → back in the caller), p50 and p99, against the fastest
+//     idiomatic raw nats.go program doing the same publish/consume/publish
+//     (batched pulls), with the one-at-a-time raw pattern and the
+//     in-process executor beside it; and the round trip of a background
+//     call through the agent loop (dispatch → worker → result → injected as
+//     a follow-up);
+//   - throughput with 1, 2 and 4 worker replicas of 16 slots, and the
+//     scaling from 1 to 4 replicas of 1 slot, against the raw baseline;
 //   - overlap: 20 background calls of 500 ms on 20 worker slots through the
-//     agent loop, against the ideal (500 ms plus the model's time).
+//     agent loop, against the ideal (500 ms plus the model's time);
+//   - the agent's memory per pending background call at 10 000 pending,
+//     and the dispatcher's memory per finished call it remembers;
+//   - with -long, the process's RSS over a run of 1 000 000 calls.
 //
-// Everything runs in this process against an embedded nats-server with file
-// storage on loopback; the machine's cores are shared by server, workers and
-// caller, so compare the ratios, not the absolute figures.
+// The agent and worker sides run in this process, against the embedded
+// nats-server (file storage, loopback) run in a child process, so that the
+// memory figures are the agent's and workers' only; the machine's cores
+// are shared by server, workers and caller, so compare the ratios, not the
+// absolute figures. The calls carry
+// about 200 bytes of arguments and return about 200 bytes.
 package main
 
 import (
@@ -20,31 +30,55 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/offload-dev/offload/pkg/embedded"
+	"github.com/nats-io/nats.go"
+
+	"github.com/offload-dev/offload/pkg/natsjs"
 )
 
 type config struct {
 	n, warmup, tn, inflight, slots int
 	replicas                       []int
+	pending, finished              int
+	long                           int
+	skipOverlap                    bool
+	only                           string
+	memprofile                     string
 }
 
 func main() {
 	var c config
 	flag.IntVar(&c.n, "n", 2000, "round trips measured for latency")
 	flag.IntVar(&c.warmup, "warmup", 200, "round trips before measuring")
-	flag.IntVar(&c.tn, "throughput-n", 5000, "calls per throughput run")
+	flag.IntVar(&c.tn, "throughput-n", 5000, "calls per throughput round")
 	flag.IntVar(&c.inflight, "inflight", 64, "calls in flight in throughput runs")
 	flag.IntVar(&c.slots, "slots", 16, "concurrent tasks per worker replica")
+	flag.IntVar(&c.pending, "pending", 10_000, "pending background calls for the memory figure")
+	flag.IntVar(&c.finished, "finished", 50_000, "calls for the memory per finished call")
+	flag.IntVar(&c.long, "long", 0, "also make this many calls (e.g. 1000000) and report the RSS along the way")
+	flag.BoolVar(&c.skipOverlap, "skip-overlap", false, "skip the overlap and memory figures")
+	flag.StringVar(&c.only, "only", "", "run one system's throughput alone (raw, next or offload; 1 replica, -throughput-n calls), for profiling")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	flag.StringVar(&c.memprofile, "memprofile", "", "write an allocation profile at the end of the run to this file")
+	serveStore := flag.String("serve", "", "internal: run the embedded server for this store until stdin closes")
 	flag.Parse()
+	if *serveStore != "" {
+		if err := serve(*serveStore); err != nil {
+			fmt.Fprintln(os.Stderr, "offload-bench server:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if c.memprofile != "" {
+		runtime.MemProfileRate = 4096 // fine enough to see small retained objects
+	}
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err == nil {
@@ -57,15 +91,25 @@ func main() {
 		defer pprof.StopCPUProfile()
 	}
 	c.replicas = []int{1, 2, 4}
-	if err := run(context.Background(), c, os.Stdout); err != nil {
+	err := run(context.Background(), c, os.Stdout)
+	if err == nil && c.memprofile != "" && c.only == "" {
+		err = writeMemProfile(c.memprofile)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "offload-bench:", err)
 		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
 
-// caller makes one no-op tool call and returns when its result is back.
-type caller func(ctx context.Context) error
+// caller makes one call and returns when its result is back. It returns
+// the duration to count, or zero to count its wall time.
+type caller func(ctx context.Context) (time.Duration, error)
+
+// wall makes a caller of f, timed by its wall time.
+func wall(f func(ctx context.Context) error) caller {
+	return func(ctx context.Context) (time.Duration, error) { return 0, f(ctx) }
+}
 
 type latency struct{ p50, p99 time.Duration }
 
@@ -74,10 +118,14 @@ func samples(ctx context.Context, call caller, n int) ([]time.Duration, error) {
 	d := make([]time.Duration, n)
 	for i := range n {
 		start := time.Now()
-		if err := call(ctx); err != nil {
+		own, err := call(ctx)
+		if err != nil {
 			return nil, err
 		}
 		d[i] = time.Since(start)
+		if own > 0 {
+			d[i] = own
+		}
 	}
 	return d, nil
 }
@@ -88,21 +136,19 @@ func percentiles(d []time.Duration) latency {
 	return latency{p50: d[len(d)/2], p99: d[len(d)*99/100]}
 }
 
-// measureLatencies measures each caller over n sequential calls after
+// measureLatencies measures each caller over n[i] sequential calls after
 // warmup, in interleaved rounds so that drift on a shared machine affects
 // every system alike.
-func measureLatencies(ctx context.Context, calls []caller, n, warmup, rounds int) ([]latency, error) {
+func measureLatencies(ctx context.Context, calls []caller, n []int, warmup, rounds int) ([]latency, error) {
 	all := make([][]time.Duration, len(calls))
 	for i, call := range calls {
-		if _, err := samples(ctx, call, warmup); err != nil {
+		if _, err := samples(ctx, call, min(warmup, n[i])); err != nil {
 			return nil, err
 		}
-		all[i] = make([]time.Duration, 0, n)
 	}
-	per := max(n/rounds, 1)
 	for range rounds {
 		for i, call := range calls {
-			d, err := samples(ctx, call, per)
+			d, err := samples(ctx, call, max(n[i]/rounds, 1))
 			if err != nil {
 				return nil, err
 			}
@@ -127,7 +173,7 @@ func measureThroughput(ctx context.Context, call caller, n, inflight int) (float
 	for range inflight {
 		wg.Go(func() {
 			for next.Add(1) <= int64(n) {
-				if err := call(ctx); err != nil {
+				if _, err := call(ctx); err != nil {
 					once.Do(func() { firstErr = err })
 					return
 				}
@@ -138,103 +184,284 @@ func measureThroughput(ctx context.Context, call caller, n, inflight int) (float
 	return float64(n) / time.Since(start).Seconds(), firstErr
 }
 
+// system is what a throughput round starts and stops.
+type system interface {
+	start(ctx context.Context, replicas, slots int) error
+	stop(ctx context.Context)
+	call(ctx context.Context) (time.Duration, error)
+}
+
+type rawSys struct {
+	s  *rawSystem
+	ep endpoint
+}
+
+func (r rawSys) start(ctx context.Context, n, slots int) error {
+	return r.s.startWorkers(ctx, r.ep, n, slots)
+}
+func (r rawSys) stop(context.Context)                            { r.s.stopWorkers() }
+func (r rawSys) call(ctx context.Context) (time.Duration, error) { return 0, r.s.call(ctx) }
+
+type offSys struct {
+	s  *offloadSystem
+	ep endpoint
+}
+
+func (o offSys) start(ctx context.Context, n, slots int) error {
+	return o.s.startWorkers(ctx, o.ep, n, slots)
+}
+func (o offSys) stop(ctx context.Context)                        { o.s.stopWorkers(ctx) }
+func (o offSys) call(ctx context.Context) (time.Duration, error) { return 0, o.s.call(ctx) }
+
+// throughputs measures each system with replicas × slots workers, rounds
+// times in alternation, and returns the mean calls per second of each.
+func throughputs(ctx context.Context, systems []system, replicas, slots, n, inflight, rounds int) ([]float64, error) {
+	out := make([]float64, len(systems))
+	for range rounds {
+		for i, s := range systems {
+			if err := s.start(ctx, replicas, slots); err != nil {
+				return nil, err
+			}
+			tp, err := measureThroughput(ctx, s.call, n, inflight)
+			s.stop(ctx)
+			if err != nil {
+				return nil, err
+			}
+			out[i] += tp / float64(rounds)
+		}
+	}
+	return out, nil
+}
+
+// verdict prints a target line: the figure, the target and met / not met.
+func verdict(out io.Writer, what string, got float64, op string, target float64) bool {
+	ok := got <= target
+	if op == "≥" {
+		ok = got >= target
+	}
+	fmt.Fprintf(out, "- %s: %.2f× (target %s %.2f×) — %s\n", what, got, op, target, metOrNot(ok))
+	return ok
+}
+
 func run(ctx context.Context, c config, out io.Writer) error {
 	dir, err := os.MkdirTemp("", "offload-bench")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	srv, err := embedded.Start(ctx, embedded.Config{StoreDir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	proc, err := startServer(ctx, dir)
 	if err != nil {
 		return err
 	}
-	defer srv.Shutdown(context.Background())
-	url := srv.URL()
+	defer proc.stop()
+	ep := endpoint{url: proc.srv.URL(), nkey: proc.srv.NkeySeedFile()}
 
-	raw, err := newRawSystem(ctx, url)
+	raw, err := newRawSystem(ctx, ep, "rawb", rawBatched)
 	if err != nil {
 		return fmt.Errorf("raw baseline: %w", err)
 	}
 	defer raw.close()
-	off, err := newOffloadSystem(ctx, url)
+	rawNx, err := newRawSystem(ctx, ep, "rawn", rawNext)
+	if err != nil {
+		return fmt.Errorf("raw one-at-a-time: %w", err)
+	}
+	defer rawNx.close()
+	off, err := newOffloadSystem(ctx, ep)
 	if err != nil {
 		return fmt.Errorf("offload: %w", err)
 	}
 	defer off.close()
 
-	fmt.Fprintf(out, "offload-bench: embedded nats-server (file storage), loopback; latency n=%d (warm-up %d, 10 interleaved rounds); throughput n=%d per round (2 interleaved rounds), %d in flight, %d slots per replica\n\n",
-		c.n, c.warmup, c.tn, c.inflight, c.slots)
+	rawS, rawNS, offS := rawSys{raw, ep}, rawSys{rawNx, ep}, offSys{off, ep}
+	if c.only != "" {
+		s := map[string]system{"raw": rawS, "next": rawNS, "offload": offS}[c.only]
+		if s == nil {
+			return fmt.Errorf("-only %q: want raw, next or offload", c.only)
+		}
+		tp, err := throughputs(ctx, []system{s}, 1, c.slots, c.tn, c.inflight, 1)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "%s: %.0f calls/s (live heap after: %.1f MiB)\n", c.only, tp[0], float64(heapAfterGC())/(1<<20))
+		if c.memprofile != "" { // while the system is alive
+			return writeMemProfile(c.memprofile)
+		}
+		return nil
+	}
+
+	fmt.Fprintf(out, "offload-bench: embedded nats-server (file storage) in a child process, loopback, %d CPUs; calls of ~200 B arguments and ~200 B results\n", runtime.NumCPU())
+	fmt.Fprintf(out, "latency n=%d (warm-up %d, 10 interleaved rounds); throughput n=%d per round (2 interleaved rounds), %d in flight\n", c.n, c.warmup, c.tn, c.inflight)
+	fmt.Fprintln(out, "Baseline: raw nats.go, Consumer.Messages with PullMaxMessages = slots (batched pulls), result published with Nats-Msg-Id, PubAck awaited, then ack;")
+	fmt.Fprintln(out, "where the one-at-a-time pattern (Consumer.Next per slot) measures faster, that is the baseline")
+	fmt.Fprintln(out)
+	var results []bool
 
 	// Latency: one replica with one slot each, one call in flight, the
 	// systems measured in alternating rounds.
-	if err := raw.startWorkers(ctx, url, 1, 1); err != nil {
+	for _, s := range []system{rawS, rawNS, offS} {
+		if err := s.start(ctx, 1, 1); err != nil {
+			return err
+		}
+	}
+	bg, err := off.backgroundCaller()
+	if err != nil {
 		return err
 	}
-	if err := off.startWorkers(ctx, url, 1, 1); err != nil {
-		return err
+	bgN := max(c.n/4, 10) // an agent run per sample
+	lats, err := measureLatencies(ctx, []caller{rawS.call, rawNS.call, offS.call, bg, inProcessCall()},
+		[]int{c.n, c.n, c.n, bgN, c.n}, c.warmup, 10)
+	for _, s := range []system{rawS, rawNS, offS} {
+		s.stop(ctx)
 	}
-	lats, err := measureLatencies(ctx, []caller{raw.call, off.call, inProcessCall()}, c.n, c.warmup, 10)
-	raw.stopWorkers()
-	off.stopWorkers(ctx)
 	if err != nil {
 		return fmt.Errorf("latency: %w", err)
 	}
-	rawLat, offLat, inLat := lats[0], lats[1], lats[2]
-	fmt.Fprintln(out, "Round trip of a no-op tool call (1 replica, 1 in flight)")
-	fmt.Fprintln(out, "| system | p50 | p99 | p50 / raw | p99 / raw |")
-	fmt.Fprintln(out, "| --- | --- | --- | --- | --- |")
-	row := func(name string, l latency) {
-		fmt.Fprintf(out, "| %s | %s | %s | %.2f× | %.2f× |\n", name, l.p50.Round(time.Microsecond), l.p99.Round(time.Microsecond),
-			float64(l.p50)/float64(rawLat.p50), float64(l.p99)/float64(rawLat.p99))
+	// The baseline is the faster raw pattern at each figure.
+	base := lats[0]
+	if lats[1].p50 < base.p50 {
+		base.p50 = lats[1].p50
 	}
-	row("raw nats.go baseline", rawLat)
-	row("offload (dispatcher → worker → result)", offLat)
-	row("offload in-process executor", inLat)
-	fmt.Fprintf(out, "\nTarget: offload p50 ≤ 1.3× raw — measured %.2f×\n\n", float64(offLat.p50)/float64(rawLat.p50))
-
-	fmt.Fprintf(out, "Throughput of no-op calls (%d in flight)\n", c.inflight)
-	fmt.Fprintln(out, "| replicas | raw calls/s | offload calls/s | offload / raw |")
-	fmt.Fprintln(out, "| --- | --- | --- | --- |")
-	for _, r := range c.replicas {
-		// Two alternating rounds per system, averaged.
-		var rawTP, offTP float64
-		for range 2 {
-			if err := raw.startWorkers(ctx, url, r, c.slots); err != nil {
-				return err
-			}
-			tp, err := measureThroughput(ctx, raw.call, c.tn, c.inflight)
-			raw.stopWorkers()
-			if err != nil {
-				return fmt.Errorf("raw throughput: %w", err)
-			}
-			rawTP += tp / 2
-			if err := off.startWorkers(ctx, url, r, c.slots); err != nil {
-				return err
-			}
-			tp, err = measureThroughput(ctx, off.call, c.tn, c.inflight)
-			off.stopWorkers(ctx)
-			if err != nil {
-				return fmt.Errorf("offload throughput: %w", err)
-			}
-			offTP += tp / 2
+	if lats[1].p99 < base.p99 {
+		base.p99 = lats[1].p99
+	}
+	fmt.Fprintln(out, "Round trip of a tool call (1 replica, 1 slot, 1 call in flight)")
+	fmt.Fprintln(out, "Baseline: the faster raw pattern at each percentile")
+	fmt.Fprintln(out, "| system | n | p50 | p99 | p50 / baseline | p99 / baseline |")
+	fmt.Fprintln(out, "| --- | --- | --- | --- | --- | --- |")
+	for i, name := range []string{
+		"raw nats.go, batched pulls",
+		"raw nats.go, one at a time (Consumer.Next)",
+		"offload inline (RemoteToolset → Dispatcher → Worker → back)",
+		"offload background (agent loop: dispatch → worker → result → follow-up)",
+		"in-process executor",
+	} {
+		l := lats[i]
+		n := c.n
+		if i == 3 {
+			n = bgN
 		}
-		fmt.Fprintf(out, "| %d | %.0f | %.0f | %.2f× |\n", r, rawTP, offTP, offTP/rawTP)
+		fmt.Fprintf(out, "| %s | %d | %s | %s | %.2f× | %.2f× |\n", name, n, l.p50.Round(time.Microsecond), l.p99.Round(time.Microsecond),
+			float64(l.p50)/float64(base.p50), float64(l.p99)/float64(base.p99))
 	}
-	fmt.Fprintln(out, "\nTarget: offload throughput ≥ 0.8× raw")
+	fmt.Fprintln(out)
+	results = append(results,
+		verdict(out, "offload inline p50 / baseline", float64(lats[2].p50)/float64(base.p50), "≤", 1.3),
+		verdict(out, "offload background p50 / baseline", float64(lats[3].p50)/float64(base.p50), "≤", 1.3))
+	fmt.Fprintln(out)
 
-	// Overlap: background calls run side by side while the agent waits.
-	const calls, work = 20, 500 * time.Millisecond
-	ov, err := measureOverlap(ctx, url, calls, calls, 3, work)
-	if err != nil {
-		return fmt.Errorf("overlap: %w", err)
+	fmt.Fprintf(out, "Throughput (%d calls in flight, %d slots per replica)\n", c.inflight, c.slots)
+	fmt.Fprintln(out, "Baseline: the faster raw pattern with the same replicas")
+	fmt.Fprintln(out, "| replicas | batched pulls calls/s | one at a time calls/s | offload calls/s | one at a time / batched | offload / baseline |")
+	fmt.Fprintln(out, "| --- | --- | --- | --- | --- | --- |")
+	var tpRatios []float64
+	for _, r := range c.replicas {
+		tp, err := throughputs(ctx, []system{rawS, rawNS, offS}, r, c.slots, c.tn, c.inflight, 2)
+		if err != nil {
+			return fmt.Errorf("throughput: %w", err)
+		}
+		best := max(tp[0], tp[1]) // the faster raw pattern
+		fmt.Fprintf(out, "| %d | %.0f | %.0f | %.0f | %.2f× | %.2f× |\n", r, tp[0], tp[1], tp[2], tp[1]/tp[0], tp[2]/best)
+		tpRatios = append(tpRatios, tp[2]/best)
 	}
-	ratio := ov.ratio(work)
-	fmt.Fprintf(out, "\nOverlap: %d background calls of %s, 1 replica with %d slots, through the agent loop (median of 3 runs)\n", calls, work, calls)
-	fmt.Fprintln(out, "| run | model time | ideal (work + model) | run / ideal |")
+	fmt.Fprintln(out)
+	for i, r := range c.replicas {
+		results = append(results, verdict(out, fmt.Sprintf("offload throughput / baseline, %d replica(s)", r), tpRatios[i], "≥", 0.8))
+	}
+	fmt.Fprintln(out)
+
+	fmt.Fprintf(out, "Scaling with 1-slot replicas (%d calls in flight)\n", c.inflight)
+	fmt.Fprintln(out, "| system | 1 × 1 calls/s | 4 × 1 calls/s | scaling 1 → 4 |")
 	fmt.Fprintln(out, "| --- | --- | --- | --- |")
-	fmt.Fprintf(out, "| %s | %s | %s | %.3f× |\n", ov.elapsed.Round(time.Millisecond), ov.model.Round(time.Microsecond), (work + ov.model).Round(time.Millisecond), ratio)
-	fmt.Fprintf(out, "\nTarget: ≤ 1.15× the ideal — %s\n", metOrNot(ratio <= 1.15))
+	one, err := throughputs(ctx, []system{rawS, offS}, 1, 1, c.tn/2, c.inflight, 2)
+	if err != nil {
+		return fmt.Errorf("scaling: %w", err)
+	}
+	four, err := throughputs(ctx, []system{rawS, offS}, 4, 1, c.tn/2, c.inflight, 2)
+	if err != nil {
+		return fmt.Errorf("scaling: %w", err)
+	}
+	rawScale, offScale := four[0]/one[0], four[1]/one[1]
+	fmt.Fprintf(out, "| raw nats.go, batched pulls (baseline) | %.0f | %.0f | %.2f× |\n", one[0], four[0], rawScale)
+	fmt.Fprintf(out, "| offload | %.0f | %.0f | %.2f× |\n", one[1], four[1], offScale)
+	fmt.Fprintln(out)
+	results = append(results, verdict(out, "offload scaling / baseline scaling", offScale/rawScale, "≥", 0.8))
+	fmt.Fprintln(out)
+
+	// Memory per finished call: interleaved like the rest, raw first.
+	// A dispatcher of its own, so that its memory of the calls made so far
+	// in this run does not hide the growth.
+	fresh, err := newOffloadSystem(ctx, ep)
+	if err != nil {
+		return err
+	}
+	defer fresh.close()
+	var grow [2]uint64
+	for i, s := range []system{rawS, offSys{fresh, ep}} {
+		if grow[i], err = measureFinishedMemory(ctx, s, c.finished, c.inflight, c.slots); err != nil {
+			return fmt.Errorf("finished memory: %w", err)
+		}
+	}
+	perRaw, perFinished := float64(grow[0])/float64(c.finished), float64(grow[1])/float64(c.finished)
+	fmt.Fprintf(out, "Memory per finished call (%d calls, live heap growth of the agent and worker process after a GC): baseline %.1f B, offload %.1f B (the dispatcher remembers each call for 10 min)\n", c.finished, perRaw, perFinished)
+	results = append(results, verdict(out, "offload bytes per finished call / 64 B", perFinished/64, "≤", 1))
+	fmt.Fprintln(out)
+
+	if !c.skipOverlap {
+		// Overlap: background calls run side by side while the agent waits.
+		const calls, work = 20, 500 * time.Millisecond
+		ov, err := measureOverlap(ctx, ep, calls, calls, 3, work)
+		if err != nil {
+			return fmt.Errorf("overlap: %w", err)
+		}
+		ratio := ov.ratio(work)
+		fmt.Fprintf(out, "Overlap: %d background calls of %s, 1 replica with %d slots, through the agent loop (median of 3 runs)\n", calls, work, calls)
+		fmt.Fprintln(out, "| run | model time | ideal (work + model) | run / ideal |")
+		fmt.Fprintln(out, "| --- | --- | --- | --- |")
+		fmt.Fprintf(out, "| %s | %s | %s | %.3f× |\n\n", ov.elapsed.Round(time.Millisecond), ov.model.Round(time.Microsecond), (work + ov.model).Round(time.Millisecond), ratio)
+		results = append(results, verdict(out, "overlap run / ideal", ratio, "≤", 1.15))
+		fmt.Fprintln(out)
+
+		pm, err := measurePendingMemory(ctx, ep, c.pending)
+		if err != nil {
+			return fmt.Errorf("pending memory: %w", err)
+		}
+		heapPer := float64(pm.heap) / float64(pm.calls)
+		fmt.Fprintf(out, "Agent memory per pending background call (%d pending, through the agent loop): heap %.0f B, goroutine stacks %.0f B\n",
+			pm.calls, heapPer, float64(pm.stack)/float64(pm.calls))
+		results = append(results, verdict(out, "heap per pending call / 4 KiB", heapPer/4096, "≤", 1))
+		fmt.Fprintln(out)
+	}
+
+	if c.long > 0 {
+		ok, err := measureLong(ctx, out, offS, c.long, c.inflight, c.slots)
+		if err != nil {
+			return fmt.Errorf("long run: %w", err)
+		}
+		results = append(results, ok)
+		fmt.Fprintln(out)
+	}
+
+	met := 0
+	for _, ok := range results {
+		if ok {
+			met++
+		}
+	}
+	fmt.Fprintf(out, "Targets met: %d of %d\n", met, len(results))
 	return nil
+}
+
+// writeMemProfile writes the heap profile (live objects after a GC, and
+// every allocation of the run) to path.
+func writeMemProfile(path string) error {
+	runtime.GC()
+	runtime.GC() // the profile is as of the last completed cycle but one
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return pprof.Lookup("allocs").WriteTo(f, 0)
 }
 
 func metOrNot(ok bool) string {
@@ -242,4 +469,11 @@ func metOrNot(ok bool) string {
 		return "met"
 	}
 	return "not met"
+}
+
+// endpoint is the server the bench connects to, with its credentials.
+type endpoint struct{ url, nkey string }
+
+func (e endpoint) connect(name string) (*nats.Conn, error) {
+	return natsjs.Connect(e.url, natsjs.ConnectOptions{Name: name, Nkey: e.nkey})
 }

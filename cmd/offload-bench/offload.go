@@ -13,11 +13,6 @@ import (
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
-// noop is the tool measured: it does nothing.
-func noop() *tool.Tool {
-	return tool.Func("noop", "Does nothing.", func(context.Context, *tool.RunContext, struct{}) (any, error) { return nil, nil })
-}
-
 // offloadSystem measures offload's path: the remote tool's handler (what the
 // agent loop calls) → Dispatcher → task stream → Worker → result stream →
 // Dispatcher → back in the handler.
@@ -27,7 +22,7 @@ type offloadSystem struct {
 	remote  *natsjs.RemoteToolset
 	workers []*offloadWorker
 	conv    string
-	tool    *tool.Tool // the remote noop tool, as the agent loop gets it per step
+	tool    *tool.Tool // the remote lookup tool, as the agent loop gets it per step
 }
 
 type offloadWorker struct {
@@ -35,8 +30,8 @@ type offloadWorker struct {
 	w  *natsjs.Worker
 }
 
-func newOffloadSystem(ctx context.Context, url string) (*offloadSystem, error) {
-	nc, err := natsjs.Connect(url, natsjs.ConnectOptions{Name: "bench agent"})
+func newOffloadSystem(ctx context.Context, ep endpoint) (*offloadSystem, error) {
+	nc, err := ep.connect("bench agent")
 	if err != nil {
 		return nil, err
 	}
@@ -56,13 +51,13 @@ func newOffloadSystem(ctx context.Context, url string) (*offloadSystem, error) {
 	return &offloadSystem{nc: nc, disp: d, remote: rt, conv: protocol.NewID()}, nil
 }
 
-func (s *offloadSystem) startWorkers(ctx context.Context, url string, n, slots int) error {
+func (s *offloadSystem) startWorkers(ctx context.Context, ep endpoint, n, slots int) error {
 	for i := range n {
-		nc, err := natsjs.Connect(url, natsjs.ConnectOptions{Name: "bench worker"})
+		nc, err := ep.connect("bench worker")
 		if err != nil {
 			return err
 		}
-		w, err := natsjs.NewWorker(natsjs.WorkerConfig{Conn: nc, ID: fmt.Sprintf("bench-%d", i), Tools: []*tool.Tool{noop()}, Concurrency: slots})
+		w, err := natsjs.NewWorker(natsjs.WorkerConfig{Conn: nc, ID: fmt.Sprintf("bench-%d", i), Tools: []*tool.Tool{lookup()}, Concurrency: slots})
 		if err != nil {
 			return err
 		}
@@ -83,7 +78,7 @@ func (s *offloadSystem) startWorkers(ctx context.Context, url string, n, slots i
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the noop tool never appeared in the registry")
+			return fmt.Errorf("the lookup tool never appeared in the registry")
 		}
 		select {
 		case <-s.remote.Changed():
@@ -103,9 +98,16 @@ func (s *offloadSystem) stopWorkers(ctx context.Context) {
 }
 
 func (s *offloadSystem) call(ctx context.Context) error {
-	rc := &tool.RunContext{ConversationID: s.conv, RunID: s.conv, ToolCallID: "c", ToolName: "noop"}
-	_, err := s.tool.Run(ctx, rc, json.RawMessage(`{}`))
-	return err
+	rc := &tool.RunContext{ConversationID: s.conv, RunID: s.conv, ToolCallID: "c", ToolName: "lookup"}
+	v, err := s.tool.Run(ctx, rc, json.RawMessage(benchArgs))
+	if err != nil {
+		return err
+	}
+	r, _ := v.(tool.Return)
+	if raw, _ := r.Value.(json.RawMessage); len(raw) < len(benchOutput) {
+		return fmt.Errorf("unexpected result %v", v)
+	}
+	return nil
 }
 
 func (s *offloadSystem) close() {
@@ -120,14 +122,14 @@ func (s *offloadSystem) close() {
 // inProcessCall is the in-process executor: argument validation and the
 // tool's handler, as the agent loop runs a local tool.
 func inProcessCall() caller {
-	t := noop()
-	rc := &tool.RunContext{ToolName: "noop"}
-	return func(ctx context.Context) error {
-		args, err := t.ParseArgs("{}")
+	t := lookup()
+	rc := &tool.RunContext{ToolName: "lookup"}
+	return wall(func(ctx context.Context) error {
+		args, err := t.ParseArgs(benchArgs)
 		if err != nil {
 			return err
 		}
 		_, err = t.Run(ctx, rc, args)
 		return err
-	}
+	})
 }

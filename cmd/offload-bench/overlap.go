@@ -32,8 +32,8 @@ func (r overlapResult) ratio(work time.Duration) float64 {
 // "work" calls times in its first response and then waits for every
 // follow-up; one worker replica with slots slots serves the tool, which
 // takes work. It returns the median of rounds runs.
-func measureOverlap(ctx context.Context, url string, calls, slots, rounds int, work time.Duration) (overlapResult, error) {
-	nc, err := natsjs.Connect(url, natsjs.ConnectOptions{Name: "bench overlap"})
+func measureOverlap(ctx context.Context, ep endpoint, calls, slots, rounds int, work time.Duration) (overlapResult, error) {
+	nc, err := ep.connect("bench overlap")
 	if err != nil {
 		return overlapResult{}, err
 	}

@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -13,28 +16,54 @@ import (
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
-// rawSystem is the baseline: the same publish → consume → publish → consume
-// path written directly with nats.go, with no offload bookkeeping, over
-// streams and a consumer built from the same definitions (prefix "rawb").
-// Tasks go to the work-queue stream with Nats-Msg-Id (synchronous PubAck),
-// workers pull one message at a time, publish the result to the results
-// stream and ack; the caller reads results with an ordered consumer.
+// rawMode is how a raw worker reads its tasks.
+type rawMode int
+
+const (
+	// rawBatched is the fastest idiomatic nats.go pattern: one
+	// Consumer.Messages per replica with PullMaxMessages = slots (the
+	// client keeps up to that many tasks pulled ahead), each task handled
+	// on its own goroutine, at most slots at once.
+	rawBatched rawMode = iota
+	// rawNext pulls one task at a time per slot with Consumer.Next.
+	rawNext
+)
+
+// rawSystem is a baseline: the same publish → consume → publish → consume
+// path written directly with nats.go, with none of offload's checks, over
+// streams and a consumer built from the same definitions as offload's
+// (jetstream/, under its own prefix). Tasks go to the work-queue stream with
+// Nats-Msg-Id (synchronous PubAck); a worker decodes the task, builds its
+// result, publishes it to the results stream with Nats-Msg-Id
+// res:<task>, waits for its PubAck and acks the task; the caller reads
+// results with one ordered consumer, decodes them and routes them by task.
 type rawSystem struct {
+	mode    rawMode
+	prefix  string
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	mu      sync.Mutex
-	waiting map[string]chan struct{}
+	waiting map[string]chan error
 	cc      jetstream.ConsumeContext
 	workers []*rawWorker
 }
 
-const (
-	rawTasks   = "RAWB_TASKS"
-	rawResults = "RAWB_RESULTS"
-)
+// rawTask and rawResult are the baseline's payloads, shaped like offload's.
+type rawTask struct {
+	TaskID         string          `json:"task_id"`
+	Tool           string          `json:"tool"`
+	Args           json.RawMessage `json:"args"`
+	ConversationID string          `json:"conversation_id"`
+}
 
-func newRawSystem(ctx context.Context, url string) (*rawSystem, error) {
-	nc, err := nats.Connect(url)
+type rawResult struct {
+	TaskID  string          `json:"task_id"`
+	Status  string          `json:"status"`
+	Content json.RawMessage `json:"content"`
+}
+
+func newRawSystem(ctx context.Context, ep endpoint, prefix string, mode rawMode) (*rawSystem, error) {
+	nc, err := ep.connect("bench raw")
 	if err != nil {
 		return nil, err
 	}
@@ -42,9 +71,7 @@ func newRawSystem(ctx context.Context, url string) (*rawSystem, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The same stream and consumer definitions as offload's (jetstream/),
-	// under another prefix: the baseline differs only in the code path.
-	popts := natsjs.ProvisionOptions{Prefix: "rawb"}
+	popts := natsjs.ProvisionOptions{Prefix: prefix}
 	streams, err := natsjs.Streams(popts)
 	if err != nil {
 		return nil, err
@@ -55,36 +82,44 @@ func newRawSystem(ctx context.Context, url string) (*rawSystem, error) {
 			return nil, err
 		}
 	}
-	ccfg, err := natsjs.TaskConsumerConfig("noop", popts)
+	ccfg, err := natsjs.TaskConsumerConfig("lookup", popts)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := js.CreateOrUpdateConsumer(ctx, rawTasks, ccfg); err != nil {
+	names := natsjs.NamesFor(prefix)
+	if _, err := js.CreateOrUpdateConsumer(ctx, names.Tasks, ccfg); err != nil {
 		return nil, err
 	}
-	s := &rawSystem{nc: nc, js: js, waiting: map[string]chan struct{}{}}
-	oc, err := js.OrderedConsumer(ctx, rawResults, jetstream.OrderedConsumerConfig{FilterSubjects: []string{"rawb.result.>"}, DeliverPolicy: jetstream.DeliverNewPolicy})
+	s := &rawSystem{mode: mode, prefix: prefix, nc: nc, js: js, waiting: map[string]chan error{}}
+	oc, err := js.OrderedConsumer(ctx, names.Results, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{prefix + ".result.>"}, DeliverPolicy: jetstream.DeliverNewPolicy})
 	if err != nil {
 		return nil, err
 	}
 	s.cc, err = oc.Consume(func(m jetstream.Msg) {
-		id := m.Headers().Get("Task-Id")
+		subj := m.Subject()
+		id := subj[strings.LastIndexByte(subj, '.')+1:]
+		var res rawResult
+		err := json.Unmarshal(m.Data(), &res)
+		if err == nil && (res.TaskID != id || res.Status != "ok") {
+			err = fmt.Errorf("result %s/%s on the subject of %s", res.TaskID, res.Status, id)
+		}
 		s.mu.Lock()
 		ch := s.waiting[id]
 		delete(s.waiting, id)
 		s.mu.Unlock()
 		if ch != nil {
-			close(ch)
+			ch <- err
 		}
 	})
 	return s, err
 }
 
 // startWorkers starts n worker replicas, each with its own connection and
-// slots goroutines pulling one task at a time.
-func (s *rawSystem) startWorkers(ctx context.Context, url string, n, slots int) error {
+// slots concurrent tasks.
+func (s *rawSystem) startWorkers(ctx context.Context, ep endpoint, n, slots int) error {
 	for range n {
-		w, err := startRawWorker(ctx, url, slots)
+		w, err := s.startWorker(ctx, ep, slots)
 		if err != nil {
 			return err
 		}
@@ -102,19 +137,23 @@ func (s *rawSystem) stopWorkers() {
 
 func (s *rawSystem) call(ctx context.Context) error {
 	id := protocol.NewID()
-	ch := make(chan struct{})
+	ch := make(chan error, 1)
 	s.mu.Lock()
 	s.waiting[id] = ch
 	s.mu.Unlock()
-	msg := nats.NewMsg("rawb.task.noop")
+	data, err := json.Marshal(rawTask{TaskID: id, Tool: "lookup", Args: json.RawMessage(benchArgs), ConversationID: benchConv})
+	if err != nil {
+		return err
+	}
+	msg := nats.NewMsg(s.prefix + ".task.lookup")
 	msg.Header.Set(jetstream.MsgIDHeader, id)
-	msg.Data = []byte(fmt.Sprintf(`{"task_id":%q,"tool":"noop","args":{},"conversation_id":"c"}`, id))
+	msg.Data = data
 	if _, err := s.js.PublishMsg(ctx, msg); err != nil {
 		return err
 	}
 	select {
-	case <-ch:
-		return nil
+	case err := <-ch:
+		return err
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -126,14 +165,35 @@ func (s *rawSystem) close() {
 	s.nc.Close()
 }
 
+// benchConv is the conversation of the raw baselines' tasks.
+var benchConv = protocol.NewID()
+
 type rawWorker struct {
-	nc     *nats.Conn
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	nc   *nats.Conn
+	stop func()
 }
 
-func startRawWorker(ctx context.Context, url string, slots int) (*rawWorker, error) {
-	nc, err := nats.Connect(url)
+// handle is the raw worker's job: decode the task and its arguments, build
+// the result, publish it (awaiting its PubAck), then ack the task.
+func (s *rawSystem) handle(ctx context.Context, js jetstream.JetStream, m jetstream.Msg) {
+	var t rawTask
+	var a lookupArgs
+	if err := json.Unmarshal(m.Data(), &t); err != nil || json.Unmarshal(t.Args, &a) != nil || a.Query == "" {
+		_ = m.Term()
+		return
+	}
+	content, _ := json.Marshal(benchOutput)
+	data, _ := json.Marshal(rawResult{TaskID: t.TaskID, Status: "ok", Content: content})
+	res := nats.NewMsg(s.prefix + ".result." + t.ConversationID + "." + t.TaskID)
+	res.Header.Set(jetstream.MsgIDHeader, "res:"+t.TaskID)
+	res.Data = data
+	if _, err := js.PublishMsg(ctx, res); err == nil {
+		_ = m.Ack()
+	}
+}
+
+func (s *rawSystem) startWorker(ctx context.Context, ep endpoint, slots int) (*rawWorker, error) {
+	nc, err := ep.connect("bench raw")
 	if err != nil {
 		return nil, err
 	}
@@ -141,38 +201,57 @@ func startRawWorker(ctx context.Context, url string, slots int) (*rawWorker, err
 	if err != nil {
 		return nil, err
 	}
-	cons, err := js.Consumer(ctx, rawTasks, natsjs.TaskConsumerName("noop"))
+	cons, err := js.Consumer(ctx, natsjs.NamesFor(s.prefix).Tasks, natsjs.TaskConsumerName("lookup"))
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	w := &rawWorker{nc: nc, cancel: cancel}
-	handle := func(m jetstream.Msg) {
-		id := m.Headers().Get(jetstream.MsgIDHeader)
-		res := nats.NewMsg("rawb.result.c." + id)
-		res.Header.Set(jetstream.MsgIDHeader, "res:"+id)
-		res.Header.Set("Task-Id", id)
-		res.Data = []byte(fmt.Sprintf(`{"task_id":%q,"status":"ok","content":null}`, id))
-		if _, err := js.PublishMsg(ctx, res); err == nil {
-			_ = m.Ack()
+	var wg sync.WaitGroup
+	var it jetstream.MessagesContext
+	w := &rawWorker{nc: nc, stop: func() {
+		if it != nil {
+			it.Stop()
 		}
-	}
-	for range slots {
-		w.wg.Go(func() {
-			for ctx.Err() == nil {
-				m, err := cons.Next(jetstream.FetchMaxWait(time.Second))
+		cancel()
+		wg.Wait()
+		nc.Close()
+	}}
+	switch s.mode {
+	case rawBatched:
+		it, err = cons.Messages(jetstream.PullMaxMessages(slots))
+		if err != nil {
+			w.stop()
+			return nil, err
+		}
+		sem := make(chan struct{}, slots)
+		wg.Go(func() {
+			for {
+				m, err := it.Next()
 				if err != nil {
+					if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+						return
+					}
 					continue
 				}
-				handle(m)
+				sem <- struct{}{}
+				wg.Go(func() {
+					defer func() { <-sem }()
+					s.handle(ctx, js, m)
+				})
 			}
 		})
+	case rawNext:
+		for range slots {
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					m, err := cons.Next(jetstream.FetchMaxWait(time.Second))
+					if err != nil {
+						continue
+					}
+					s.handle(ctx, js, m)
+				}
+			})
+		}
 	}
 	return w, nil
-}
-
-func (w *rawWorker) stop() {
-	w.cancel()
-	w.wg.Wait()
-	w.nc.Close()
 }

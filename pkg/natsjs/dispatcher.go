@@ -1,6 +1,7 @@
 package natsjs
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -96,11 +97,10 @@ type Dispatcher struct {
 	mu      sync.Mutex
 	state   int // 0 new, 1 started, 2 stopped
 	pending map[string]*Handle
-	done    map[string]doneTask
-	doneQ   []doneRef
-	convs   map[string]int // conversation → pending + remembered tasks
-	lost    error          // set while the server is considered lost
-	url     string         // the server's URL, for errors
+	done    *doneSet   // finished, cancelled and detached tasks
+	convs   *convTable // conversation → pending + remembered tasks
+	lost    error      // set while the server is considered lost
+	url     string     // the server's URL, for errors
 	cc      jetstream.ConsumeContext
 	status  chan nats.Status
 	watched chan struct{} // closed when the connection watcher has stopped
@@ -113,16 +113,6 @@ const (
 	doneCancelled
 	doneDetached
 )
-
-type doneTask struct {
-	conv string
-	kind doneKind
-}
-
-type doneRef struct {
-	task string
-	at   time.Time
-}
 
 // Dispatcher states.
 const (
@@ -166,8 +156,8 @@ func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 		subj:    protocol.Subjects{Prefix: cfg.Prefix},
 		js:      js,
 		pending: make(map[string]*Handle),
-		done:    make(map[string]doneTask),
-		convs:   make(map[string]int),
+		done:    newDoneSet(cfg.Remember),
+		convs:   newConvTable(),
 	}, nil
 }
 
@@ -298,7 +288,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, task protocol.Task) (*Handle,
 		return nil, fmt.Errorf("%w: task %s is already in flight", ErrInvalidTask, task.TaskID)
 	}
 	d.pending[task.TaskID] = h
-	d.convs[task.ConversationID]++
+	d.convs.hold(task.ConversationID)
 	d.mu.Unlock()
 	d.setPending(task.Mode, 1)
 
@@ -343,10 +333,11 @@ func (d *Dispatcher) Attach(task protocol.Task) (*Handle, error) {
 		d.mu.Unlock()
 		return nil, fmt.Errorf("%w: task %s is already in flight", ErrInvalidTask, task.TaskID)
 	}
-	if prev, ok := d.done[task.TaskID]; ok && prev.kind == doneDetached {
-		delete(d.done, task.TaskID) // attached again (its count moves to pending)
+	key, _ := doneKey(task.TaskID)
+	if _, kind, ok := d.done.get(key); ok && kind == doneDetached {
+		d.done.del(key) // attached again (its count moves to pending)
 	} else {
-		d.convs[task.ConversationID]++
+		d.convs.hold(task.ConversationID)
 	}
 	d.pending[task.TaskID] = h
 	d.mu.Unlock()
@@ -371,8 +362,8 @@ func checkTask(t *protocol.Task) error {
 	if len(t.Args) == 0 {
 		t.Args = json.RawMessage("{}")
 	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(t.Args, &obj); err != nil || obj == nil {
+	// A JSON object: valid JSON whose first byte (after spaces) opens one.
+	if a := bytes.TrimLeft(t.Args, " \t\r\n"); len(a) == 0 || a[0] != '{' || !json.Valid(t.Args) {
 		return fmt.Errorf("%w: args must be a JSON object", ErrInvalidTask)
 	}
 	if t.Mode == "" {
@@ -400,7 +391,7 @@ func (d *Dispatcher) Cancel(ctx context.Context, conv, task, reason string) erro
 	if c != nil {
 		delete(d.pending, task)
 	} else {
-		d.convs[conv]++
+		d.convs.hold(conv)
 	}
 	d.rememberLocked(task, conv, doneCancelled)
 	d.mu.Unlock()
@@ -441,12 +432,6 @@ func (d *Dispatcher) forget(task string) bool {
 		return false
 	}
 	delete(d.pending, task)
-	d.releaseConvLocked(c.task.ConversationID)
+	d.convs.releaseName(c.task.ConversationID)
 	return true
-}
-
-func (d *Dispatcher) releaseConvLocked(conv string) {
-	if d.convs[conv]--; d.convs[conv] <= 0 {
-		delete(d.convs, conv)
-	}
 }

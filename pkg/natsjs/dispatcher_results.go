@@ -16,23 +16,17 @@ import (
 // count the caller already holds) and forgets tasks older than Remember.
 func (d *Dispatcher) rememberLocked(task, conv string, kind doneKind) {
 	now := time.Now()
-	if old, ok := d.done[task]; ok {
-		d.releaseConvLocked(old.conv) // replaced below; keep one count
+	key, ok := doneKey(task)
+	ci, held := d.convs.index(conv)
+	if !ok || !held { // never dispatched: nothing to remember
+		d.convs.releaseName(conv)
+		return
 	}
-	d.done[task] = doneTask{conv: conv, kind: kind}
-	d.doneQ = append(d.doneQ, doneRef{task: task, at: now})
-	n := 0
-	for n < len(d.doneQ) && now.Sub(d.doneQ[n].at) > d.cfg.Remember {
-		ref := d.doneQ[n]
-		if dt, ok := d.done[ref.task]; ok {
-			delete(d.done, ref.task)
-			d.releaseConvLocked(dt.conv)
-		}
-		n++
+	if old, ok := d.done.del(key); ok {
+		d.convs.release(old) // replaced below; keep one count
 	}
-	if n > 0 {
-		d.doneQ = append(d.doneQ[:0:0], d.doneQ[n:]...)
-	}
+	d.done.put(now, key, ci, kind)
+	d.done.expire(now, d.convs.release)
 }
 
 // onResult routes one stored result to its waiting call, or refuses it.
@@ -64,7 +58,8 @@ func (d *Dispatcher) onResult(m jetstream.Msg) {
 
 	d.mu.Lock()
 	c, inFlight := d.pending[task]
-	var prev doneTask
+	var prevConv string
+	var prevKind doneKind
 	var known, convKnown bool
 	switch {
 	case inFlight && c.task.ConversationID != conv:
@@ -75,8 +70,13 @@ func (d *Dispatcher) onResult(m jetstream.Msg) {
 		delete(d.pending, task)
 		d.rememberLocked(task, conv, doneAnswered)
 	default:
-		prev, known = d.done[task]
-		_, convKnown = d.convs[conv]
+		if key, ok := doneKey(task); ok {
+			var ci uint32
+			if ci, prevKind, known = d.done.get(key); known {
+				prevConv = d.convs.name(ci)
+			}
+		}
+		convKnown = d.convs.known(conv)
 	}
 	d.mu.Unlock()
 
@@ -87,11 +87,11 @@ func (d *Dispatcher) onResult(m jetstream.Msg) {
 		return
 	}
 	switch {
-	case known && prev.conv != conv:
-		d.refuse(metrics.RefuseWrongConversation, subject, task, fmt.Errorf("task belongs to conversation %s", prev.conv))
-	case known && prev.kind == doneAnswered:
+	case known && prevConv != conv:
+		d.refuse(metrics.RefuseWrongConversation, subject, task, fmt.Errorf("task belongs to conversation %s", prevConv))
+	case known && prevKind == doneAnswered:
 		d.refuse(metrics.RefuseDuplicate, subject, task, errors.New("the task already has its result"))
-	case known && prev.kind == doneDetached:
+	case known && prevKind == doneDetached:
 		d.log.Debug("result of a detached task left to the conversation store", slog.String("task_id", task))
 	case known && res.Status == protocol.StatusCancelled:
 		d.log.Debug("cancellation confirmed", slog.String("task_id", task), slog.String("worker", res.Worker))

@@ -64,10 +64,7 @@ func (e *remoteExecutor) Start(ctx context.Context, c *agent.BackgroundCall) (ag
 		stop()
 		return nil, tool.Fatal(err)
 	}
-	go func() {
-		<-h.Done()
-		stop()
-	}()
+	unrelayWhenDone(ctx, h, stop)
 	return &remoteTask{h: h, log: e.r.log}, nil
 }
 
@@ -83,10 +80,7 @@ func (e *remoteExecutor) Attach(ctx context.Context, info *agent.RunInfo, pt age
 		stop()
 		return nil, tool.Fatal(err)
 	}
-	go func() {
-		<-h.Done()
-		stop()
-	}()
+	unrelayWhenDone(ctx, h, stop)
 	return &remoteTask{h: h, log: e.r.log}, nil
 }
 
@@ -154,6 +148,19 @@ func (r *RemoteToolset) serves(name string) bool {
 		}
 	}
 	return false
+}
+
+// unrelayWhenDone calls stop once h is done, when ctx has a progress
+// reporter (otherwise relayProgress relays nothing and there is nothing to
+// stop: no goroutine is kept per pending task).
+func unrelayWhenDone(ctx context.Context, h *Handle, stop func()) {
+	if _, ok := progress.FromContext(ctx); !ok {
+		return
+	}
+	go func() {
+		<-h.Done()
+		stop()
+	}()
 }
 
 // relayProgress relays the worker's progress reports on task to whoever

@@ -151,8 +151,7 @@ type Worker struct {
 	hardCancel  context.CancelFunc
 	bgStop      chan struct{}
 
-	fetchers  sync.WaitGroup // Concurrency per tool
-	handlers  sync.WaitGroup // one per received task (and its tool goroutine)
+	fetchers  sync.WaitGroup // 2 × Concurrency per tool; each runs the tasks it pulls
 	callbacks sync.WaitGroup // advisory callbacks in progress
 	bg        sync.WaitGroup // registry refresher, connection watcher, sweeper
 }
@@ -335,11 +334,12 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	w.fetchCtx, w.fetchCancel = context.WithCancel(context.Background())
 	w.runCtx, w.runCancel = context.WithCancelCause(context.Background())
 	w.hardCtx, w.hardCancel = context.WithCancel(context.Background())
-	// Each tool gets as many fetchers as the worker has slots, so that a
-	// busy tool keeps every free slot pulling; a fetcher pulls only while it
-	// holds a slot (no prefetching).
+	// Each tool gets twice as many fetchers as the worker has slots, so
+	// that a busy tool keeps every free slot pulling, also the slots of
+	// tasks whose results are being published; a fetcher pulls only while
+	// it holds a slot (no prefetching).
 	for name, c := range w.consumers {
-		for range w.cfg.Concurrency {
+		for range 2 * w.cfg.Concurrency {
 			w.fetchers.Add(1)
 			go w.fetch(w.tools[name], c)
 		}
@@ -406,13 +406,14 @@ func (w *Worker) shutdown(ctx context.Context, grace time.Duration) error {
 	close(w.bgStop)
 	w.bg.Wait()
 	w.deleteRegistry(ctx)
+	// Stop pulling: a fetcher whose pull returns a task now hands it back;
+	// a fetcher running a task returns once the task is settled.
 	w.fetchCancel()
-	w.fetchers.Wait()
 	w.unsubscribeAdvisories()
 
 	// Let in-flight tasks finish within the grace period.
 	handlersDone := make(chan struct{})
-	go func() { w.handlers.Wait(); close(handlersDone) }()
+	go func() { w.fetchers.Wait(); close(handlersDone) }()
 	if grace > 0 {
 		timer := time.NewTimer(grace)
 		select {

@@ -15,9 +15,18 @@ import (
 // fetch pulls the tasks of one tool, one per free slot: a pull request is
 // issued only once a slot is held, so no task waits in this process while
 // another replica could run it (see [slotPool] for how slots rotate among
-// the tools).
+// the tools). The task runs on this goroutine: a long-lived goroutine has
+// grown its stack once, where a goroutine per task would grow a fresh one
+// for every task (schema validation and JSON decoding go deep). When tasks
+// are waiting, the slot is given back once the tool has returned, while its
+// result is still being published (see handle); a tool has twice as many
+// fetchers as the worker has slots, so that a fetcher is free to take a
+// slot given back that way.
 func (w *Worker) fetch(t *tool.Tool, c jetstream.Consumer) {
 	defer w.fetchers.Done()
+	info := c.CachedInfo()
+	p := newPuller(w.cfg.Conn, info.Stream, info.Name)
+	defer p.close()
 	for {
 		if err := w.slots.acquire(w.fetchCtx, t.Name); err != nil {
 			return
@@ -28,10 +37,8 @@ func (w *Worker) fetch(t *tool.Tool, c jetstream.Consumer) {
 		if pl.long {
 			expires = pullWait
 		}
-		pctx, cancelTimeout := context.WithTimeout(pctx, expires)
-		msg, err := c.Next(jetstream.FetchContext(pctx))
+		msg, err := p.next(pctx, expires)
 		w.slots.endPull(pl)
-		cancelTimeout()
 		cancel()
 		if err != nil {
 			w.slots.release()
@@ -55,11 +62,22 @@ func (w *Worker) fetch(t *tool.Tool, c jetstream.Consumer) {
 			w.slots.release()
 			return
 		}
-		w.handlers.Add(1)
-		go func() {
-			defer w.handlers.Done()
-			defer w.slots.release()
-			w.handle(t, msg)
-		}()
+		slot := slotHold{p: w.slots}
+		w.handle(t, msg, &slot)
+		slot.release()
+	}
+}
+
+// slotHold is a slot held by a fetcher, given back once.
+type slotHold struct {
+	p        *slotPool
+	released bool
+}
+
+// release gives the slot back unless it was already.
+func (h *slotHold) release() {
+	if !h.released {
+		h.released = true
+		h.p.release()
 	}
 }

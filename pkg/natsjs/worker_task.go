@@ -1,6 +1,7 @@
 package natsjs
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -24,8 +25,14 @@ type outcome struct {
 }
 
 // handle processes one delivered task: it is kept alive with in-progress
-// acks from delivery until it is answered or handed back.
-func (w *Worker) handle(t *tool.Tool, msg jetstream.Msg) {
+// acks from delivery until it is answered or handed back. slot is the
+// worker slot the task holds: when more tasks were waiting in the consumer
+// as this one was delivered, it is given back as soon as the tool has
+// returned, so that another fetcher pulls the next task while this one's
+// result is published (the pull's round trip overlaps the publish's);
+// otherwise (an idle pool, where an early pull would only compete with the
+// result for the CPU) the fetcher gives it back when handle returns.
+func (w *Worker) handle(t *tool.Tool, msg jetstream.Msg, slot *slotHold) {
 	log := w.log.With(slog.String("tool", t.Name))
 	md, _ := msg.Metadata()
 	if md != nil && md.NumDelivered > 1 && w.cfg.Metrics != nil {
@@ -97,7 +104,7 @@ func (w *Worker) handle(t *tool.Tool, msg jetstream.Msg) {
 		w.respond(log, fl, res, time.Time{}, true)
 		return
 	}
-	args, err := t.ParseArgs(string(task.Args))
+	args, err := checkArgs(t, task.Args)
 	if err != nil {
 		log.Info("invalid arguments", slog.Any("error", err))
 		res := protocol.ResultFromOutcome(nil, err)
@@ -128,6 +135,11 @@ func (w *Worker) handle(t *tool.Tool, msg jetstream.Msg) {
 	// The tool runs on this goroutine: a cancel reaches it through its
 	// context at once; its cancelled result goes out when it returns.
 	o := runTool(runCtx, t, rc, args, log)
+	if md != nil && md.NumPending > 0 {
+		// Tasks were waiting when this one was delivered: pull the next
+		// while this result is published.
+		slot.release()
+	}
 	if w.cfg.Metrics != nil {
 		w.cfg.Metrics.TaskDuration.WithLabelValues(t.Name).Observe(time.Since(started).Seconds())
 	}
@@ -157,6 +169,27 @@ func (w *Worker) handle(t *tool.Tool, msg jetstream.Msg) {
 		w.count(t.Name, res.Status)
 		w.respond(log, fl, res, started, false)
 	}
+}
+
+// checkArgs validates a task's arguments against the tool's schema, as
+// [tool.Tool.ParseArgs] does, and returns them. DecodeTask has already
+// checked that they are one JSON object and compacted them, so they are
+// used as they are.
+func checkArgs(t *tool.Tool, args json.RawMessage) (json.RawMessage, error) {
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return nil, &tool.ValidationError{Tool: t.Name, Message: "invalid JSON: " + err.Error()}
+	}
+	obj, ok := v.(map[string]any)
+	if !ok || dec.InputOffset() != int64(len(args)) {
+		return nil, &tool.ValidationError{Tool: t.Name, Message: "arguments must be a JSON object"}
+	}
+	if err := t.CheckArgs(obj); err != nil {
+		return nil, err
+	}
+	return args, nil
 }
 
 // runTool runs the tool's validator and handler, turning a panic into a

@@ -87,8 +87,9 @@ func (o *DecodeOpts) receivedAt() time.Time {
 // fields decodes a JSON object field by field, keeping the first error.
 type fields struct {
 	payload string
-	m       map[string]json.RawMessage
+	m       []member // in order; a repeated name's last value counts
 	err     *DecodeError
+	buf     [20]member // m's storage for the usual payloads
 }
 
 func parseObject(payload string, data []byte, opts *DecodeOpts) (*fields, error) {
@@ -101,9 +102,16 @@ func parseObject(payload string, data []byte, opts *DecodeOpts) (*fields, error)
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		return nil, &DecodeError{Payload: payload, Err: ErrMalformed, Reason: "not a JSON object"}
 	}
-	if err := json.Unmarshal(trimmed, &f.m); err != nil {
-		return nil, &DecodeError{Payload: payload, Err: ErrMalformed, Reason: err.Error()}
+	if !json.Valid(trimmed) {
+		// The reason encoding/json gives.
+		var m map[string]json.RawMessage
+		reason := "invalid JSON"
+		if err := json.Unmarshal(trimmed, &m); err != nil {
+			reason = err.Error()
+		}
+		return nil, &DecodeError{Payload: payload, Err: ErrMalformed, Reason: reason}
 	}
+	f.m = splitObject(f.buf[:0], trimmed)
 	return f, nil
 }
 
@@ -120,9 +128,20 @@ func (f *fields) result() error {
 	return nil
 }
 
+// lookup returns the field's value (the last one when repeated) and
+// whether it is present.
+func (f *fields) lookup(name string) (json.RawMessage, bool) {
+	for i := len(f.m) - 1; i >= 0; i-- {
+		if f.m[i].name == name {
+			return f.m[i].raw, true
+		}
+	}
+	return nil, false
+}
+
 // raw returns the field's value unless it is absent or null.
 func (f *fields) raw(name string) (json.RawMessage, bool) {
-	v, ok := f.m[name]
+	v, ok := f.lookup(name)
 	if !ok || bytes.Equal(v, []byte("null")) {
 		return nil, false
 	}
@@ -152,7 +171,15 @@ func (f *fields) value(name, want string, dst any) {
 	}
 }
 
-func (f *fields) str(name string, dst *string)          { f.value(name, "a string", dst) }
+func (f *fields) str(name string, dst *string) {
+	if v, ok := f.raw(name); ok {
+		if s, plain := plainString(v); plain {
+			*dst = s
+			return
+		}
+	}
+	f.value(name, "a string", dst)
+}
 func (f *fields) boolean(name string, dst *bool)        { f.value(name, "a boolean", dst) }
 func (f *fields) integer(name string, dst *int)         { f.value(name, "an integer", dst) }
 func (f *fields) meta(name string, dst *map[string]any) { f.value(name, "a JSON object", dst) }
@@ -170,14 +197,20 @@ func (f *fields) object(name string, dst *json.RawMessage) {
 }
 
 func (f *fields) anyJSON(name string, dst *json.RawMessage) {
-	if v, ok := f.m[name]; ok {
+	if v, ok := f.lookup(name); ok {
 		*dst = compact(v)
 	}
 }
 
 func (f *fields) timestamp(name string, dst *time.Time) {
 	var s string
-	f.value(name, "an RFC 3339 timestamp string", &s)
+	if v, ok := f.raw(name); ok {
+		if plain, isPlain := plainString(v); isPlain {
+			s = plain
+		} else {
+			f.value(name, "an RFC 3339 timestamp string", &s)
+		}
+	}
 	if s == "" || f.err != nil {
 		return
 	}

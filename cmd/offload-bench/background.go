@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/llm"
+	"github.com/offload-dev/offload/pkg/llm/script"
+	"github.com/offload-dev/offload/pkg/message"
+	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/tool"
+)
+
+// followUps counts the background follow-ups of tool name in req.
+func followUps(req *llm.Request, name string) int {
+	n := 0
+	prefix := "Background tool '" + name + "'"
+	for _, m := range req.Messages {
+		for _, p := range m.Parts {
+			if u, ok := p.(message.UserPrompt); ok && len(u.Content) > 0 && strings.HasPrefix(u.Content[0].Text, prefix) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// backgroundCaller returns a caller that runs one agent run whose model
+// calls the remote lookup tool in the background and waits for its
+// follow-up; it measures from the model's response holding the call to the
+// model request holding the follow-up: dispatch → worker → result →
+// injected as a follow-up.
+func (s *offloadSystem) backgroundCaller() (caller, error) {
+	var mu sync.Mutex
+	var sent, seen time.Time
+	model := script.New("bench-background", func(_ context.Context, req *llm.Request) (*llm.Response, error) {
+		if len(req.Messages) <= 2 { // system prompt and user prompt
+			defer func() {
+				mu.Lock()
+				sent = time.Now()
+				mu.Unlock()
+			}()
+			return &llm.Response{Parts: []message.Part{message.ToolCall{ToolName: "lookup", ToolCallID: "call_1", Args: benchArgs}}}, nil
+		}
+		if followUps(req, "lookup") == 1 {
+			mu.Lock()
+			seen = time.Now()
+			mu.Unlock()
+			return &llm.Response{Parts: []message.Part{message.Text{Content: "done"}}}, nil
+		}
+		return &llm.Response{Parts: []message.Part{message.Text{Content: "waiting"}}}, nil
+	})
+	a, err := agent.New(agent.Config{
+		Model:        model,
+		Toolsets:     []tool.Toolset{s.remote},
+		Capabilities: []agent.Capability{agent.BackgroundTools(agent.BackgroundConfig{Tools: agent.SelectNames("lookup"), Executor: s.remote.Executor(nil)})},
+		Limits:       agent.UsageLimits{Requests: agent.Unlimited()},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) (time.Duration, error) {
+		res, err := a.Run(ctx, "look it up", nil)
+		if err != nil {
+			return 0, err
+		}
+		if res.Output != "done" {
+			return 0, fmt.Errorf("background run ended with %q", res.Output)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return seen.Sub(sent), nil
+	}, nil
+}
+
+// pendingMemory is the agent's memory per pending background call.
+type pendingMemory struct {
+	calls       int
+	heap, stack uint64 // growth while the calls were pending
+}
+
+// measurePendingMemory runs an agent whose model starts calls background
+// calls at once of a remote tool held on a gate, and measures the
+// process's heap (after a GC) and goroutine stacks while every call is
+// pending, against before the run; then it opens the gate and lets the run
+// finish. The worker holds only its slots; the rest of the tasks wait in
+// the stream, as they would for a busy pool.
+func measurePendingMemory(ctx context.Context, ep endpoint, calls int) (pendingMemory, error) {
+	nc, err := ep.connect("bench pending")
+	if err != nil {
+		return pendingMemory{}, err
+	}
+	defer nc.Close()
+	gate := make(chan struct{})
+	hold := tool.Func("hold", "Waits for the gate.", func(ctx context.Context, _ *tool.RunContext, _ struct{}) (string, error) {
+		select {
+		case <-gate:
+			return "ok", nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	})
+	w, err := natsjs.NewWorker(natsjs.WorkerConfig{Conn: nc, ID: "bench-pending", Tools: []*tool.Tool{hold}, Concurrency: 16})
+	if err != nil {
+		return pendingMemory{}, err
+	}
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := w.Start(sctx); err != nil {
+		return pendingMemory{}, err
+	}
+	defer func() {
+		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = w.Stop(stopCtx)
+	}()
+	d, err := natsjs.NewDispatcher(natsjs.DispatcherConfig{Conn: nc})
+	if err != nil {
+		return pendingMemory{}, err
+	}
+	if err := d.Start(sctx); err != nil {
+		return pendingMemory{}, err
+	}
+	defer func() { _ = d.Stop(context.Background()) }()
+	rt, err := natsjs.NewRemoteToolset(sctx, natsjs.RemoteConfig{Conn: nc, Dispatcher: d, Filter: []string{"hold"}})
+	if err != nil {
+		return pendingMemory{}, err
+	}
+	defer rt.Close()
+	if err := waitForTool(sctx, rt, "hold"); err != nil {
+		return pendingMemory{}, err
+	}
+
+	var before, during runtime.MemStats
+	var once sync.Once
+	model := script.New("bench-pending", func(_ context.Context, req *llm.Request) (*llm.Response, error) {
+		if len(req.Messages) <= 2 {
+			parts := make([]message.Part, calls)
+			for i := range calls {
+				parts[i] = message.ToolCall{ToolName: "hold", ToolCallID: fmt.Sprintf("call_%d", i), Args: "{}"}
+			}
+			return &llm.Response{Parts: parts}, nil
+		}
+		once.Do(func() {
+			// Every call has started and none has finished: measure, then
+			// let them finish.
+			runtime.GC()
+			runtime.ReadMemStats(&during)
+			close(gate)
+		})
+		if followUps(req, "hold") == calls {
+			return &llm.Response{Parts: []message.Part{message.Text{Content: "all done"}}}, nil
+		}
+		return &llm.Response{Parts: []message.Part{message.Text{Content: "waiting"}}}, nil
+	})
+	a, err := agent.New(agent.Config{
+		Model:        model,
+		Toolsets:     []tool.Toolset{rt},
+		Capabilities: []agent.Capability{agent.BackgroundTools(agent.BackgroundConfig{Tools: agent.SelectAll(), Executor: rt.Executor(nil)})},
+		Limits:       agent.UsageLimits{Requests: agent.Unlimited()},
+	})
+	if err != nil {
+		return pendingMemory{}, err
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	rctx, rcancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer rcancel()
+	res, err := a.Run(rctx, "start them all", nil)
+	if err != nil {
+		return pendingMemory{}, err
+	}
+	if res.Output != "all done" {
+		return pendingMemory{}, fmt.Errorf("pending run ended with %q", res.Output)
+	}
+	return pendingMemory{
+		calls: calls,
+		heap:  during.HeapAlloc - min(before.HeapAlloc, during.HeapAlloc),
+		stack: during.StackInuse - min(before.StackInuse, during.StackInuse),
+	}, nil
+}

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"runtime/pprof"
+	"time"
+
+	"github.com/offload-dev/offload/pkg/embedded"
+)
+
+// The nats-server runs in a child process (this binary with -serve), so
+// that the bench process holds only the agent and worker sides: its heap
+// and RSS are theirs, not the server's stream caches and buffer pools.
+
+// serve runs the embedded server for store until stdin closes.
+func serve(store string) error {
+	if path := os.Getenv("OFFLOAD_BENCH_SERVER_CPUPROFILE"); path != "" {
+		f, err := os.Create(path)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	srv, err := embedded.Start(context.Background(), embedded.Config{StoreDir: store, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return err
+	}
+	fmt.Println("ready")
+	_, _ = io.Copy(io.Discard, os.Stdin) // until the parent goes away
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return srv.Shutdown(ctx)
+}
+
+// serverProcess is the child process running the server.
+type serverProcess struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	srv   *embedded.Server
+}
+
+// startServer starts the child process for store and connects to its
+// server as the store's user.
+func startServer(ctx context.Context, store string) (*serverProcess, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, exe, "-serve", store)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &serverProcess{cmd: cmd, stdin: stdin}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || line != "ready\n" {
+		p.stop()
+		return nil, fmt.Errorf("server process did not start (%q): %v", line, err)
+	}
+	// The store's server is running: this handle shares it.
+	p.srv, err = embedded.Start(ctx, embedded.Config{StoreDir: store, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		p.stop()
+		return nil, err
+	}
+	return p, nil
+}
+
+// stop ends the child process and waits for it.
+func (p *serverProcess) stop() {
+	_ = p.stdin.Close()
+	done := make(chan struct{})
+	go func() { _ = p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-done
+	}
+}
