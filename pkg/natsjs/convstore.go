@@ -118,7 +118,11 @@ func (s *ConversationStore) Load(ctx context.Context, id string) (*conversation.
 	if err := checkConvID(id); err != nil {
 		return nil, 0, err
 	}
-	e, err := s.kv.Get(ctx, convKeyPre+id)
+	var e jetstream.KeyValueEntry
+	_, err := retryTransient(ctx, s.log, func(ctx context.Context) (err error) {
+		e, err = s.kv.Get(ctx, convKeyPre+id)
+		return err
+	})
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, 0, fmt.Errorf("%w: %s", conversation.ErrNotFound, id)
 	}
@@ -134,7 +138,11 @@ func (s *ConversationStore) Load(ctx context.Context, id string) (*conversation.
 		return nil, 0, fmt.Errorf("natsjs: load conversation %s: %w", id, err)
 	}
 	if v.HistoryObject != "" {
-		data, err := s.obj.GetBytes(ctx, v.HistoryObject)
+		var data []byte
+		_, err := retryTransient(ctx, s.log, func(ctx context.Context) (err error) {
+			data, err = s.obj.GetBytes(ctx, v.HistoryObject)
+			return err
+		})
 		if err != nil {
 			return nil, 0, fmt.Errorf("natsjs: load conversation %s: history %s: %w", id, v.HistoryObject, err)
 		}
@@ -175,7 +183,10 @@ func (s *ConversationStore) Save(ctx context.Context, st *conversation.State, pr
 		}
 		v.HistoryObject = st.ID + "." + protocol.NewID()
 		meta := jetstream.ObjectMeta{Name: v.HistoryObject, Opts: &jetstream.ObjectMetaOptions{ChunkSize: s.chunkSize()}}
-		if _, err := s.obj.Put(ctx, meta, bytes.NewReader(hist)); err != nil {
+		if _, err := retryTransient(ctx, s.log, func(ctx context.Context) error {
+			_, err := s.obj.Put(ctx, meta, bytes.NewReader(hist))
+			return err
+		}); err != nil {
 			return 0, fmt.Errorf("natsjs: save conversation %s: history: %w", st.ID, err)
 		}
 	}
@@ -185,16 +196,26 @@ func (s *ConversationStore) Save(ctx context.Context, st *conversation.State, pr
 	}
 	key := convKeyPre + st.ID
 	var rev uint64
-	if prev == 0 {
-		rev, err = s.kv.Create(ctx, key, value)
-		if errors.Is(err, jetstream.ErrKeyExists) {
-			err = fmt.Errorf("%w: %s already exists", conversation.ErrConflict, st.ID)
+	retried, err := retryTransient(ctx, s.log, func(ctx context.Context) (err error) {
+		if prev == 0 {
+			rev, err = s.kv.Create(ctx, key, value)
+		} else {
+			rev, err = s.kv.Update(ctx, key, value, uint64(prev))
 		}
-	} else {
-		rev, err = s.kv.Update(ctx, key, value, uint64(prev))
-		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-			err = fmt.Errorf("%w: %s is past revision %d", conversation.ErrConflict, st.ID, prev)
+		return err
+	})
+	if retried && (errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch)) {
+		// An attempt whose answer was lost may have been applied: the
+		// conflict is ours if the stored value is what we wrote.
+		if e, gerr := s.kv.Get(ctx, key); gerr == nil && bytes.Equal(e.Value(), value) {
+			rev, err = e.Revision(), nil
 		}
+	}
+	switch {
+	case errors.Is(err, jetstream.ErrKeyExists):
+		err = fmt.Errorf("%w: %s already exists", conversation.ErrConflict, st.ID)
+	case errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+		err = fmt.Errorf("%w: %s is past revision %d", conversation.ErrConflict, st.ID, prev)
 	}
 	if err != nil {
 		if v.HistoryObject != "" {

@@ -3,6 +3,7 @@ package natsjs_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -197,5 +198,38 @@ func TestConversationLeaseLapses(t *testing.T) {
 	recv(t, ld.Lost(), "the dead holder's lease to be lost")
 	if err := ld.Release(ctx); err != nil {
 		t.Errorf("release of a lost lease: %v", err)
+	}
+}
+
+// A save made while the bucket's stream does not answer (a cluster
+// electing a leader; here the stream is missing for a moment) is retried
+// until it lands, within a bound.
+func TestConversationStoreRetriesWhenNoStreamAnswers(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	retrying := make(chan struct{}, 1)
+	s := newConvStore(t, js, natsjs.ConversationStoreConfig{Logger: slog.New(logSignal{slog.DiscardHandler, "conversation store: no stream answered; retrying", retrying})})
+	ctx := context.Background()
+	names := natsjs.NamesFor("")
+	if err := js.DeleteStream(ctx, names.ConversationsStream); err != nil {
+		t.Fatal(err)
+	}
+	st := sampleState(protocol.NewID(), 3)
+	saved := make(chan error, 1)
+	go func() {
+		_, err := s.Save(ctx, st, 0)
+		saved <- err
+	}()
+	recv(t, retrying, "the store to retry")
+	if err := natsjs.Provision(ctx, js, natsjs.ProvisionOptions{}); err != nil { // the stream is back
+		t.Fatal(err)
+	}
+	if err := recv(t, saved, "the save"); err != nil {
+		t.Fatalf("save: %v", err)
+	}
+	got, _, err := s.Load(ctx, st.ID)
+	if err != nil || len(got.History) != 3 {
+		t.Fatalf("load: %v", err)
 	}
 }

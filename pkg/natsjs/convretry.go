@@ -1,0 +1,51 @@
+package natsjs
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// transientWait bounds how long the conversation store retries an
+// operation that failed because a stream had no leader for a moment (a
+// cluster electing one after a node died takes a few seconds).
+const transientWait = 15 * time.Second
+
+// transient reports whether err says that the request reached no stream
+// leader, so that it was not applied and may be tried again.
+func transient(err error) bool {
+	return errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoHeartbeat)
+}
+
+// retryTransient runs op until it succeeds, fails for another reason, or
+// transientWait has passed, backing off from 100 ms to 1 s. It reports
+// whether an earlier attempt failed transiently (its effect is unknown).
+func retryTransient(ctx context.Context, log *slog.Logger, op func(context.Context) error) (retried bool, err error) {
+	deadline := time.Now().Add(transientWait)
+	wait := 100 * time.Millisecond
+	for {
+		// Each attempt gets its own bound, so that one lost request does
+		// not use up the whole wait.
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err = op(actx)
+		cancel()
+		if err == nil || !transient(err) && !(errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil) || time.Now().Add(wait).After(deadline) {
+			return retried, err
+		}
+		retried = true
+		log.Warn("conversation store: no stream answered; retrying", slog.Duration("in", wait), slog.Any("error", err))
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return retried, ctx.Err()
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
