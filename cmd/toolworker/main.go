@@ -96,7 +96,7 @@ func run(args []string, getenv func(string) string, stderr io.Writer, signals <-
 	if opts.verbose {
 		level = slog.LevelDebug
 	}
-	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level, ReplaceAttr: durationsAsText}))
 
 	tools, err := selectTools(opts, log)
 	if err != nil {
@@ -336,4 +336,13 @@ func serve(o *options, tools []*tool.Tool, log *slog.Logger, signals <-chan os.S
 	}
 	log.Info("toolworker stopped")
 	return nil
+}
+
+// durationsAsText writes durations as Go duration strings ("1.5s"), not as
+// the JSON handler's integer nanoseconds.
+func durationsAsText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		return slog.String(a.Key, a.Value.Duration().String())
+	}
+	return a
 }

@@ -113,3 +113,12 @@ func TestContextFlag(t *testing.T) {
 		t.Error("a missing context was accepted")
 	}
 }
+
+func TestLogDurationsAsText(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{ReplaceAttr: durationsAsText}))
+	log.Info("stopping", slog.Duration("grace", 1500*time.Millisecond))
+	if !strings.Contains(buf.String(), `"grace":"1.5s"`) {
+		t.Fatalf("log line %s", buf.String())
+	}
+}
