@@ -2,6 +2,7 @@ package natsjs
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -132,14 +133,29 @@ func (in *Inbox) replay(ctx context.Context, stream, filter string, after uint64
 	}
 }
 
+// final reports whether a worker's result ends its task.
+func final(s protocol.Status) bool {
+	return s != protocol.StatusApprovalRequired && s != protocol.StatusCallDeferred
+}
+
 // consider checks one message and records it as an arrival or refuses it.
 // A worker's result for a task this conversation never had pending is
 // skipped quietly: the results stream also holds the results of every
-// inline call, which the run that made them consumed live.
+// inline call, which the run that made them consumed live; so is a
+// worker's deferral.
 func (in *Inbox) consider(st *conversation.State, kind conversation.ArrivalKind, task string, data []byte, meta *jetstream.MsgMetadata) {
-	if _, pending := st.PendingTask(task); kind == conversation.ArrivalResult && !pending && !st.Arrived(task) {
-		in.log.Debug("result of a task not pending skipped", slog.String("conversation_id", st.ID), slog.String("task_id", task))
-		return
+	if kind == conversation.ArrivalResult {
+		_, pending := st.PendingTask(task)
+		var head struct {
+			Status protocol.Status `json:"status"`
+		}
+		deferral := json.Unmarshal(data, &head) == nil && !final(head.Status)
+		if deferral || (!pending && !st.Arrived(task)) {
+			// A worker's deferral (approval_required, call_deferred) is
+			// how the call became pending, not its answer.
+			in.log.Debug("result skipped", slog.String("conversation_id", st.ID), slog.String("task_id", task), slog.String("status", string(head.Status)))
+			return
+		}
 	}
 	err := st.Admit(kind, task, data, meta.Sequence.Stream, meta.Timestamp, in.cfg.MaxPayload)
 	var re *conversation.RefusedError
