@@ -9,11 +9,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/llm"
@@ -22,6 +23,7 @@ import (
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/session"
 	"github.com/offload-dev/offload/pkg/tool"
 )
@@ -414,24 +416,13 @@ func TestDurableExternalAnswer(t *testing.T) {
 	if r := d.agent("resume", "--spec", spec, "--conversation", conv, "--result", ext+"={nope"); r.code != exitUsage {
 		t.Fatalf("malformed --result: %v", r)
 	}
-	if r := d.agent("resume", "--spec", spec, "--conversation", conv, "--approve-task", newULID(t)); r.code != exitFailed || !strings.Contains(r.stderr, "no pending call") {
+	if r := d.agent("resume", "--spec", spec, "--conversation", conv, "--approve-task", protocol.NewID()); r.code != exitFailed || !strings.Contains(r.stderr, "no pending call") {
 		t.Fatalf("unknown --approve-task: %v", r)
 	}
 	r = d.agent("resume", "--spec", spec, "--conversation", conv, "--result", ext+`={"status":"failed","message":"nobody home"}`, "--deny-task", appr+"=no")
 	if r.code != 0 || r.final["output"] != `seen ask_human:{"error":"nobody home"} | deploy:no` {
 		t.Fatalf("resume with flags: %v", r)
 	}
-}
-
-func newULID(t *testing.T) string {
-	t.Helper()
-	out := regexp.MustCompile(`^[0-9A-HJKMNP-TV-Z]{26}$`)
-	id := strings.ToUpper(fmt.Sprintf("01%024X", time.Now().UnixNano()))[:26]
-	id = strings.NewReplacer("I", "1", "L", "1", "O", "0", "U", "V").Replace(id)
-	if !out.MatchString(id) {
-		t.Fatalf("bad test ULID %s", id)
-	}
-	return id
 }
 
 // A decision for an unknown task, malformed JSON, a non-boolean approved
@@ -443,7 +434,7 @@ func TestDurableRefusedDecisions(t *testing.T) {
 	conv, pending := d.paused(deployProd)
 	task := only(t, pending, "approval deploy")
 	subj := "tools.decision." + conv + "."
-	d.pub(subj+newULID(t), `{"approved":true}`)
+	d.pub(subj+protocol.NewID(), `{"approved":true}`)
 	d.pub(subj+task, `{not json`)
 	d.pub(subj+task, `{"approved":"yes"}`)
 	d.pub(subj+task, `{"approved":true,"by":"first"}`)
@@ -648,5 +639,88 @@ func TestDurableKilledWhileBackgroundRuns(t *testing.T) {
 				t.Errorf("still pending: %+v", st.Pending)
 			}
 		})
+	}
+}
+
+// approvalMessages reads what was published on the approval subject of
+// task: the announcement, then the resolution.
+func (d *durable) approvalMessages(conv, task string) []map[string]any {
+	d.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	js := d.nats.JetStream(d.t)
+	oc, err := js.OrderedConsumer(ctx, natsjs.NamesFor("").Approvals, jetstream.OrderedConsumerConfig{FilterSubjects: []string{"tools.approval." + conv + "." + task}})
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	var out []map[string]any
+	for {
+		batch, err := oc.FetchNoWait(10)
+		if err != nil {
+			d.t.Fatal(err)
+		}
+		n := 0
+		for m := range batch.Messages() {
+			n++
+			var v map[string]any
+			if err := json.Unmarshal(m.Data(), &v); err != nil {
+				d.t.Fatal(err)
+			}
+			out = append(out, v)
+		}
+		if n == 0 {
+			return out
+		}
+	}
+}
+
+// --approve wait: the run announces the approval and reads the decision
+// live (the run goes on in the same process, the approval is resolved);
+// without a decision within --wait it pauses as with defer.
+func TestDurableApproveWait(t *testing.T) {
+	t.Parallel()
+	d := newDurable(t)
+	cmd := d.command("run", "--approve", "wait", "--wait", "1m", deployProd)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var conv, task string
+	var last map[string]any
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		var ev map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			t.Fatalf("not JSON: %q", sc.Text())
+		}
+		last = ev
+		conv, _ = ev["conversation_id"].(string)
+		if ev["type"] == "deferred_tool_requests" {
+			for _, id := range ev["task_ids"].(map[string]any) {
+				task = id.(string)
+			}
+			d.pub("tools.decision."+conv+"."+task, `{"approved":true,"by":"ann"}`)
+		}
+	}
+	if err := cmd.Wait(); err != nil || last["output"] != "seen deploy:deployed prod" {
+		t.Fatalf("run: %v, last %v\n%s", err, last, stderr.String())
+	}
+	msgs := d.approvalMessages(conv, task)
+	if len(msgs) != 2 || msgs[0]["tool"] != "deploy" || msgs[0]["task_id"] != task || msgs[1]["resolved"] != "approved" || msgs[1]["by"] != "ann" {
+		t.Errorf("approval subject carried %v, want the announcement then its resolution", msgs)
+	}
+	if note := decisionNote(d.state(conv), "deploy"); note["by"] != "ann" {
+		t.Errorf("decision note %v", note)
+	}
+
+	// Nobody decides within --wait: the run pauses.
+	r := d.agent("run", "--approve", "wait", "--wait", "300ms", deployProd)
+	if r.code != exitPaused || len(r.pending()) != 1 {
+		t.Fatalf("undecided wait: %v", r)
 	}
 }
