@@ -76,9 +76,9 @@ type Session struct {
 	log   *slog.Logger
 	lease conversation.Lease
 
-	mu    sync.Mutex
-	st    *conversation.State
-	rev   conversation.Revision
+	mu      sync.Mutex
+	st      *conversation.State
+	rev     conversation.Revision
 	stepped bool // the run saved a step
 	// handed are the arrivals given to the run (Prepare, Await), applied
 	// once the run saves its first step.
