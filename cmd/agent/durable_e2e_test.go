@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -317,6 +318,8 @@ func decisionNote(st *conversation.State, toolName string) map[string]any {
 	}
 	return nil
 }
+
+var regexpConv = regexp.MustCompile(`conversation: [0-9A-Z]{26}`)
 
 const deployProd = `[{"tool":"deploy","args":{"target":"prod"}}]`
 
@@ -722,5 +725,37 @@ func TestDurableApproveWait(t *testing.T) {
 	r := d.agent("run", "--approve", "wait", "--wait", "300ms", deployProd)
 	if r.code != exitPaused || len(r.pending()) != 1 {
 		t.Fatalf("undecided wait: %v", r)
+	}
+}
+
+// Human mode: a pause lists each pending call, then the nats CLI
+// commands that resolve it; pasted into a shell as printed, the first
+// one approves, and resume finishes the run.
+func TestDurablePrintedCommandsWork(t *testing.T) {
+	t.Parallel()
+	d := newDurable(t)
+	natsCLIPath(t)
+	cmd := exec.CommandContext(t.Context(), agentBinary(t), "run", "--nats", d.nats.URL(), "--model", "openai:fake-model", deployProd)
+	cmd.Env = append(os.Environ(), "OPENAI_API_KEY=sk-test", "OPENAI_BASE_URL="+d.model.URL(), "NATS_URL=")
+	cmd.Dir = d.dir
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err == nil || cmd.ProcessState.ExitCode() != exitPaused {
+		t.Fatalf("run: %v\n%s", err, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	if len(lines) != 4 || !strings.Contains(lines[0], " approval deploy {\"target\":\"prod\"}") ||
+		!strings.HasPrefix(lines[1], "nats --server ") || !strings.HasPrefix(lines[2], "# nats ") || !strings.Contains(lines[3], "override_args") {
+		t.Fatalf("pending list:\n%s", stdout.String())
+	}
+	conv := strings.TrimSpace(strings.TrimPrefix(regexpConv.FindString(stderr.String()), "conversation: "))
+	sh := exec.CommandContext(t.Context(), "sh", "-c", lines[1])
+	sh.Env = append(os.Environ(), "PATH="+filepath.Dir(natsCLIPath(t))+":"+os.Getenv("PATH"))
+	if out, err := sh.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v: %s", lines[1], err, out)
+	}
+	r := d.agent("resume", "--conversation", conv)
+	if r.code != 0 || r.final["output"] != "seen deploy:deployed prod" {
+		t.Fatalf("resume: %v", r)
 	}
 }

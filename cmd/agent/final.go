@@ -55,7 +55,7 @@ func (p *printer) failed(err error) error {
 func (p *printer) paused(pending []agent.Pending) error {
 	p.direct(&agent.Final{Status: agent.StatusPaused, Pending: pending, ExitCode: exitPaused})
 	if !p.json {
-		writePending(p.e.stdout, pending)
+		writePending(p.e.stdout, pending, p.resolve)
 	}
 	return &exitError{code: exitPaused}
 }

@@ -135,7 +135,7 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 	if err != nil {
 		return fail(err)
 	}
-	return &remote{rt: rt, nc: nc, js: js, d: d}, release, nil
+	return &remote{rt: rt, nc: nc, js: js, d: d, embedded: embeddedDefault}, release, nil
 }
 
 // remote is what an agent connected to NATS works with.
@@ -144,6 +144,9 @@ type remote struct {
 	nc *nats.Conn
 	js jetstream.JetStream
 	d  *natsjs.Dispatcher
+	// embedded is set on the embedded default: no server outlives the
+	// agent.
+	embedded bool
 }
 
 // embeddedBuiltins builds the built-in tools the embedded default serves:

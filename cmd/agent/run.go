@@ -218,6 +218,7 @@ func runAgent(ctx context.Context, e env, f *runFlags, prompt string) error {
 		}
 		defer sess.Close()
 		out.conversation(sess.ID())
+		out.resolve = resolveCommands(f, rem, sess.ID())
 		opts.ConversationID = sess.ID()
 		if continuing {
 			if err := continueSession(ctx, e, f, sess, prompt, opts, out); err != nil {
@@ -335,6 +336,8 @@ type printer struct {
 	convSeen bool
 	convID   string // the conversation, for final events of no run
 	runID    string
+	// resolve, when set, gives the commands that resolve a pending call.
+	resolve func(agent.Pending) []string
 	// running are the live background tasks of the live view, by task ID,
 	// in start order (order).
 	running map[string]*liveTask
@@ -436,7 +439,7 @@ func (p *printer) finish(_ *agent.Result, runErr error) error {
 		case agent.StatusFinished:
 			fmt.Fprintln(p.e.stdout, f.Output)
 		case agent.StatusPaused:
-			writePending(p.e.stdout, f.Pending)
+			writePending(p.e.stdout, f.Pending, p.resolve)
 		}
 	}
 	var ue *agent.UserError
@@ -454,10 +457,16 @@ func (p *printer) finish(_ *agent.Result, runErr error) error {
 	}
 }
 
-// writePending prints one line per pending call: task, kind, tool, args.
-func writePending(w io.Writer, pending []agent.Pending) {
+// writePending prints one line per pending call: task, kind, tool, args;
+// then, when resolve is set, the commands that resolve it.
+func writePending(w io.Writer, pending []agent.Pending, resolve func(agent.Pending) []string) {
 	for _, p := range pending {
 		fmt.Fprintf(w, "%s %s %s %s\n", p.TaskID, p.Kind, p.Tool, compact(p.Args))
+		if resolve != nil {
+			for _, c := range resolve(p) {
+				fmt.Fprintln(w, c)
+			}
+		}
 	}
 }
 
