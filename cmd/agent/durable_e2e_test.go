@@ -370,6 +370,9 @@ func TestDurableApprovalDecisions(t *testing.T) {
 		if r := d.agent("resume", "--conversation", conv); r.code != exitUsage || r.final["exit_code"] != float64(exitUsage) {
 			t.Errorf("%s: resume of an ended conversation: %v", c.name, r)
 		}
+		if r := d.agent("run", "--conversation", conv, "and now?"); r.code != 0 || r.final["output"] != "seen user:and now?" || r.conv() != conv {
+			t.Errorf("%s: run --conversation: %v", c.name, r)
+		}
 	}
 }
 
@@ -480,6 +483,9 @@ func TestDurablePartialDecisions(t *testing.T) {
 	if r.code != exitUsage || !strings.Contains(r.stderr, "pending calls") {
 		t.Fatalf("prompt while pending: %v", r)
 	}
+	if r := d.agent("run", "--conversation", conv, "and then?"); r.code != exitUsage {
+		t.Fatalf("run --conversation with a prompt while pending: %v", r)
+	}
 	if n := len(d.model.Requests()); n != requests {
 		t.Fatalf("the model was asked %d times while calls were pending", n-requests)
 	}
@@ -552,7 +558,8 @@ func TestDurableConcurrentResume(t *testing.T) {
 	}
 	requests := len(d.model.Requests())
 	second := d.agent("resume", "--conversation", conv)
-	if second.code != exitFailed || !strings.Contains(second.stderr, "conflict") || !strings.Contains(second.stderr, "claimed by") {
+	if second.code != exitFailed || !strings.Contains(second.stderr, "conflict") || !strings.Contains(second.stderr, "claimed by") ||
+		second.final["status"] != "failed" || second.conv() != conv {
 		t.Fatalf("second resume: %v", second)
 	}
 	if n := len(d.model.Requests()); n != requests {

@@ -212,6 +212,9 @@ func runAgent(ctx context.Context, e env, f *runFlags, prompt string) error {
 	opts := &agent.RunOptions{OnEvent: out.event, Suspend: e.suspend}
 	runCtx := ctx
 	if rem != nil {
+		if f.conversation != "" {
+			out.conversation(f.conversation)
+		}
 		sess, err := openSession(ctx, f, rem, am, logger)
 		if err != nil {
 			return out.failed(err)

@@ -39,11 +39,7 @@ func (s *Session) await(ctx context.Context, rc *tool.RunContext, reqs *deferred
 		tmp.Pending.Tasks = append(tmp.Pending.Tasks, agent.PendingTask{TaskID: reqs.TaskIDs[c.ToolCallID], Kind: deferred.KindApproval,
 			Tool: c.ToolName, ToolCallID: c.ToolCallID, Args: c.ArgsJSON(), Metadata: reqs.Metadata[c.ToolCallID]})
 	}
-	if s.cfg.Announcer != nil {
-		if err := s.cfg.Announcer.Announce(ctx, tmp.Pending); err != nil {
-			return nil, err
-		}
-	}
+	s.announce(ctx, tmp.Pending)
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	tick := time.NewTicker(pollInterval)

@@ -147,12 +147,33 @@ func (s *Session) Finish(ctx context.Context, res *agent.Result, runErr error) e
 		return err
 	}
 	s.notify(ctx)
-	if rec != nil && s.cfg.Announcer != nil {
-		if err := s.cfg.Announcer.Announce(ctx, rec); err != nil {
-			s.log.Warn("approvals not announced", slog.Any("error", err))
-		}
+	if rec != nil {
+		s.announce(ctx, rec)
 	}
 	return nil
+}
+
+// announce publishes the approvals of rec this session has not announced
+// yet.
+func (s *Session) announce(ctx context.Context, rec *agent.PendingRecord) {
+	if s.cfg.Announcer == nil {
+		return
+	}
+	fresh := &agent.PendingRecord{ConversationID: rec.ConversationID, RunID: rec.RunID}
+	s.mu.Lock()
+	for _, t := range rec.Tasks {
+		if !s.announced[t.TaskID] {
+			fresh.Tasks = append(fresh.Tasks, t)
+			s.announced[t.TaskID] = true
+		}
+	}
+	s.mu.Unlock()
+	if len(fresh.Tasks) == 0 {
+		return
+	}
+	if err := s.cfg.Announcer.Announce(ctx, fresh); err != nil {
+		s.log.Warn("approvals not announced", slog.Any("error", err))
+	}
 }
 
 // notify publishes what applied arrivals owe: resolutions of decided

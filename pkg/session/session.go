@@ -90,6 +90,8 @@ type Session struct {
 	// applied.
 	resolutions []protocol.Resolution
 	cancels     []string
+	// announced are the approvals this session announced already.
+	announced map[string]bool
 }
 
 // decisionNote is a decision to record on the call's tool return: the
@@ -121,7 +123,7 @@ func Open(ctx context.Context, cfg Config, id string, create bool) (*Session, er
 	if err != nil {
 		return nil, err
 	}
-	s := &Session{cfg: cfg, log: log.With(slog.String("conversation_id", id)), lease: lease, decisions: map[string]decisionNote{}}
+	s := &Session{cfg: cfg, log: log.With(slog.String("conversation_id", id)), lease: lease, decisions: map[string]decisionNote{}, announced: map[string]bool{}}
 	st, rev, err := cfg.Store.Load(ctx, id)
 	switch {
 	case errors.Is(err, conversation.ErrNotFound) && create:
