@@ -534,6 +534,17 @@ func TestDurableLargeHistory(t *testing.T) {
 	if st := d.state(conv); len(st.History) < 4 {
 		t.Errorf("stored history has %d messages", len(st.History))
 	}
+	// The history is an object of the histories bucket, not in the key.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kv, err := d.nats.JetStream(t).KeyValue(ctx, natsjs.NamesFor("").ConversationsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := kv.Get(ctx, "conv."+conv)
+	if err != nil || !bytes.Contains(e.Value(), []byte(`"history_object"`)) || len(e.Value()) > 64<<10 {
+		t.Errorf("stored key: %v, %d bytes, no history object", err, len(e.Value()))
+	}
 }
 
 // Two agent processes resume the same conversation at once: one claims
