@@ -21,7 +21,6 @@ import (
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/agent/agentmetrics"
 	"github.com/offload-dev/offload/pkg/builtin"
-	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/metrics"
@@ -210,59 +209,14 @@ func runAgent(ctx context.Context, e env, f *runFlags, prompt string) error {
 		cfg.Capabilities = append(cfg.Capabilities, h)
 	}
 	opts := &agent.RunOptions{OnEvent: out.event, Suspend: e.suspend}
-	runCtx := ctx
 	if rem != nil {
-		if f.conversation != "" {
-			out.conversation(f.conversation)
-		}
-		sess, err := openSession(ctx, f, rem, am, logger)
-		if err != nil {
-			return out.failed(err)
-		}
-		defer sess.Close()
-		out.conversation(sess.ID())
-		out.resolve = resolveCommands(f, rem, sess.ID())
-		opts.ConversationID = sess.ID()
-		if continuing {
-			if err := continueSession(ctx, e, f, sess, prompt, opts, out); err != nil {
-				return err
-			}
-		}
-		if f.approve == "wait" {
-			cfg.Capabilities = append(cfg.Capabilities, sess.AwaitDecisions(f.wait, e.suspend))
-		}
-		// Last: it saves the request the capabilities before it prepared.
-		cfg.Capabilities = append(cfg.Capabilities, sess.Checkpointer())
-		var cancel context.CancelCauseFunc
-		runCtx, cancel = context.WithCancelCause(ctx)
-		defer cancel(nil)
-		go func() {
-			select {
-			case <-sess.Lost():
-				cancel(conversation.ErrLeaseLost)
-			case <-runCtx.Done():
-			}
-		}()
-		a, err := agent.New(cfg)
-		if err != nil {
-			return usageErr("%v", err)
-		}
-		res, runErr := a.Run(runCtx, prompt, opts)
-		fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
-		defer fcancel()
-		if err := sess.Finish(fctx, res, runErr); err != nil {
-			logger.Error("conversation not saved", slog.Any("error", err))
-			if runErr == nil {
-				return out.finishWith(res, fmt.Errorf("conversation %s not saved: %w", sess.ID(), err))
-			}
-		}
-		return out.finish(res, runErr)
+		return runDurable(ctx, e, f, cfg, rem, am, logger, out, opts, prompt)
 	}
 	a, err := agent.New(cfg)
 	if err != nil {
 		return usageErr("%v", err)
 	}
-	res, err := a.Run(runCtx, prompt, opts)
+	res, err := a.Run(ctx, prompt, opts)
 	return out.finish(res, err)
 }
 

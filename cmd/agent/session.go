@@ -60,6 +60,57 @@ func newResumeCmd(e env) *cobra.Command {
 	return cmd
 }
 
+// runDurable runs the agent on a stored conversation (SPEC §5.5): claim
+// it (or a new one), continue it with what arrived when --conversation or
+// resume says so, save it at every step and at the end, and stop when the
+// lease is lost.
+func runDurable(ctx context.Context, e env, f *runFlags, cfg agent.Config, rem *remote, am *metrics.Agent, logger *slog.Logger, out *printer, opts *agent.RunOptions, prompt string) error {
+	if f.conversation != "" {
+		out.conversation(f.conversation)
+	}
+	sess, err := openSession(ctx, f, rem, am, logger)
+	if err != nil {
+		return out.failed(err)
+	}
+	defer sess.Close()
+	out.conversation(sess.ID())
+	out.resolve = resolveCommands(f, rem, sess.ID())
+	opts.ConversationID = sess.ID()
+	if f.conversation != "" {
+		if err := continueSession(ctx, e, f, sess, prompt, opts, out); err != nil {
+			return err
+		}
+	}
+	if f.approve == "wait" {
+		cfg.Capabilities = append(cfg.Capabilities, sess.AwaitDecisions(f.wait, e.suspend))
+	}
+	// Last: it saves the request the capabilities before it prepared.
+	cfg.Capabilities = append(cfg.Capabilities, sess.Checkpointer())
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		select {
+		case <-sess.Lost():
+			cancel(conversation.ErrLeaseLost)
+		case <-runCtx.Done():
+		}
+	}()
+	a, err := agent.New(cfg)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	res, runErr := a.Run(runCtx, prompt, opts)
+	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	defer fcancel()
+	if err := sess.Finish(fctx, res, runErr); err != nil {
+		logger.Error("conversation not saved", slog.Any("error", err))
+		if runErr == nil {
+			return out.finishWith(res, fmt.Errorf("conversation %s not saved: %w", sess.ID(), err))
+		}
+	}
+	return out.finish(res, runErr)
+}
+
 // openSession claims the conversation of --conversation (or a new one)
 // in the JetStream store and loads it.
 func openSession(ctx context.Context, f *runFlags, rem *remote, am *metrics.Agent, log *slog.Logger) (*session.Session, error) {
