@@ -111,7 +111,10 @@ func newDurable(t *testing.T, natsOpts ...natstest.Option) *durable {
 		}
 		return "found " + a.Topic, nil
 	}, tool.Meta(map[string]any{"background": true}))
-	w, err := natsjs.NewWorker(natsjs.WorkerConfig{Conn: d.nats.Conn(t), ID: "test-worker", Tools: []*tool.Tool{deploy, guarded, research}})
+	handoff := tool.Func("handoff", "Hands the call to a person.", func(context.Context, *tool.RunContext, noArgs) (string, error) {
+		return "", &tool.CallDeferred{Metadata: map[string]any{"queue": "ops"}}
+	})
+	w, err := natsjs.NewWorker(natsjs.WorkerConfig{Conn: d.nats.Conn(t), ID: "test-worker", Tools: []*tool.Tool{deploy, guarded, research, handoff}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -775,5 +778,31 @@ func TestDurablePrintedCommandsWork(t *testing.T) {
 	r := d.agent("resume", "--conversation", conv)
 	if r.code != 0 || r.final["output"] != "seen deploy:deployed prod" {
 		t.Fatalf("resume: %v", r)
+	}
+}
+
+// A worker defers a call to a person (CallDeferred): the call is pending
+// as external under the worker's task, answered with nats pub on
+// tools.answer…; the answer settles it, and the agent cancels any copy
+// a worker may still run (a cancel on tools.cancel.<conv>.<task>).
+func TestDurableWorkerDeferredAnswered(t *testing.T) {
+	t.Parallel()
+	d := newDurable(t)
+	conv, pending := d.paused(`[{"tool":"handoff","args":{}}]`)
+	task := only(t, pending, "external handoff")
+	d.pub("tools.answer."+conv+"."+task, `{"content":"done by hand"}`)
+	r := d.agent("resume", "--conversation", conv)
+	if r.code != 0 || r.final["output"] != "seen handoff:done by hand" {
+		t.Fatalf("resume: %v", r)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := d.nats.JetStream(t).Stream(ctx, natsjs.NamesFor("").Cancel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.GetLastMsgForSubject(ctx, "tools.cancel."+conv+"."+task)
+	if err != nil || !bytes.Contains(m.Data, []byte(task)) {
+		t.Fatalf("no cancel for the answered call: %v", err)
 	}
 }
