@@ -368,6 +368,14 @@ func TestDurableApprovalDecisions(t *testing.T) {
 		if note["task_id"] != task {
 			t.Errorf("%s: decision note %v lacks the task", c.name, note)
 		}
+		// The pause announced the approval; the resume resolved it.
+		resolved := "approved"
+		if c.note["approved"] == false {
+			resolved = "denied"
+		}
+		if msgs := d.approvalMessages(conv, task); len(msgs) != 2 || msgs[0]["tool"] != "deploy" || msgs[0]["conversation_id"] != conv || msgs[1]["resolved"] != resolved {
+			t.Errorf("%s: approval subject carried %v", c.name, msgs)
+		}
 		// The conversation has ended: a resume without a prompt is a
 		// usage error, one with a prompt continues it.
 		if r := d.agent("resume", "--conversation", conv); r.code != exitUsage || r.final["exit_code"] != float64(exitUsage) {
