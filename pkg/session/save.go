@@ -60,6 +60,9 @@ func (s *Session) annotate(h message.History) message.History {
 // applies the arrivals handed to the run, and records as settled every
 // task no longer pending.
 func (s *Session) updateLocked(h message.History, pending *agent.PendingRecord) {
+	if pending != nil && len(pending.Tasks) == 0 {
+		pending = nil // a suspended run with nothing running
+	}
 	still := map[string]bool{}
 	if pending != nil {
 		for _, t := range pending.Tasks {
