@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -39,14 +40,19 @@ func (p *printer) direct(f *agent.Final) {
 // otherwise) and, with --json, a final event.
 func (p *printer) failed(err error) error {
 	var ee *exitError
-	if !errors.As(err, &ee) {
+	status := agent.StatusFailed
+	switch {
+	case errors.As(err, &ee):
+	case errors.Is(err, context.Canceled): // SIGINT before the run
+		ee, status = &exitError{code: exitInterrupted, err: err}, agent.StatusInterrupted
+	default:
 		ee = &exitError{code: exitFailed, err: err}
 	}
 	msg := ""
 	if ee.err != nil {
 		msg = ee.err.Error()
 	}
-	p.direct(&agent.Final{Status: agent.StatusFailed, Error: msg, ExitCode: ee.code})
+	p.direct(&agent.Final{Status: status, Error: msg, ExitCode: ee.code})
 	return ee
 }
 
