@@ -137,6 +137,7 @@ func openSession(ctx context.Context, f *runFlags, rem *remote, am *metrics.Agen
 		Inbox:      inbox,
 		Announcer:  natsjs.NewAnnouncer(rem.js, f.prefix),
 		Canceller:  rem.d,
+		Tasks:      rem.rt,
 		Holder:     fmt.Sprintf("agent %s pid %d", host, os.Getpid()),
 		MaxPayload: maxPayload,
 		Logger:     log,

@@ -43,6 +43,14 @@ type Canceller interface {
 	Cancel(ctx context.Context, conv, task, reason string) error
 }
 
+// TaskHolder waits for the results of background tasks from before a
+// resume reads the stored ones until the run attaches to them
+// (natsjs.RemoteToolset), so that none stored in between is missed.
+type TaskHolder interface {
+	Hold(conv string, tasks []agent.PendingTask) error
+	Release(taskID string)
+}
+
 // Config configures a [Session].
 type Config struct {
 	// Store keeps the conversation. Required.
@@ -54,6 +62,9 @@ type Config struct {
 	// Canceller, if set, cancels the workers' copies of external calls
 	// that an answer settled.
 	Canceller Canceller
+	// Tasks, if set, holds the pending background tasks while Collect
+	// reads what arrived.
+	Tasks TaskHolder
 	// Holder names this process in the lease. Defaults to "agent".
 	Holder string
 	// MaxPayload bounds the messages given on a command line, as the
@@ -173,9 +184,31 @@ func (s *Session) Collect(ctx context.Context) (int, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var running []agent.PendingTask
+	if s.st.Pending != nil {
+		for _, t := range s.st.Pending.Tasks {
+			if t.Kind == agent.KindBackground && !s.st.Arrived(t.TaskID) {
+				running = append(running, t)
+			}
+		}
+	}
+	if s.cfg.Tasks != nil && len(running) > 0 {
+		// Waited for before the stream is read: a result stored after the
+		// read reaches the run that attaches to the task.
+		if err := s.cfg.Tasks.Hold(s.st.ID, running); err != nil {
+			return 0, err
+		}
+	}
 	n, err := s.cfg.Inbox.Collect(ctx, s.st)
 	if err != nil {
 		return n, err
+	}
+	if s.cfg.Tasks != nil {
+		for _, t := range running {
+			if s.st.Arrived(t.TaskID) {
+				s.cfg.Tasks.Release(t.TaskID)
+			}
+		}
 	}
 	return n, s.saveLocked(ctx)
 }
