@@ -814,3 +814,51 @@ func TestDurableWorkerDeferredAnswered(t *testing.T) {
 		t.Fatalf("no cancel for the answered call: %v", err)
 	}
 }
+
+// resume --approve wait: with a call still undecided, the resume waits
+// for its decision (published meanwhile) instead of exiting 3.
+func TestDurableResumeWaitsForTheRest(t *testing.T) {
+	t.Parallel()
+	d := newDurable(t)
+	conv, pending := d.paused(`[{"tool":"deploy","args":{"target":"a"}},{"tool":"deploy","args":{"target":"b"}}]`)
+	var tasks []string
+	for task := range pending {
+		tasks = append(tasks, task)
+	}
+	d.pub("tools.decision."+conv+"."+tasks[0], `{"approved":true}`)
+	cmd := d.command("resume", "--conversation", conv, "--approve", "wait", "--wait", "1m")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The resume has claimed the conversation once it saved the first
+	// decision as an arrival; the second comes later.
+	waitFor(t, func() bool { return len(d.state(conv).Arrivals) == 1 })
+	d.pub("tools.decision."+conv+"."+tasks[1], `{"approved":false,"message":"only one"}`)
+	sc := bufio.NewScanner(stdout)
+	var last map[string]any
+	for sc.Scan() {
+		_ = json.Unmarshal(sc.Bytes(), &last)
+	}
+	if err := cmd.Wait(); err != nil || !strings.Contains(last["output"].(string), "deploy:only one") {
+		t.Fatalf("resume: %v, last %v\n%s", err, last, stderr.String())
+	}
+}
+
+// waitFor polls cond (state in another process has no signal to wait on)
+// and fails the test after 30 s.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 30s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
