@@ -429,6 +429,10 @@ func TestDurableExternalAnswer(t *testing.T) {
 	if ext == "" || appr == "" {
 		t.Fatalf("pending %v", pending)
 	}
+	// An unknown conversation is exit 1.
+	if r := d.agent("resume", "--conversation", protocol.NewID()); r.code != exitFailed || !strings.Contains(r.stderr, "is unknown") {
+		t.Fatalf("unknown conversation: %v", r)
+	}
 	// A malformed --result is a usage error; an unknown task exit 1.
 	if r := d.agent("resume", "--spec", spec, "--conversation", conv, "--result", ext+"={nope"); r.code != exitUsage {
 		t.Fatalf("malformed --result: %v", r)
