@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -608,7 +609,7 @@ func TestDurableConcurrentResume(t *testing.T) {
 // suspends: state saved, the task left running, exit 3.
 func TestDurableKilledWhileBackgroundRuns(t *testing.T) {
 	t.Parallel()
-	for _, sig := range []os.Signal{os.Kill, sigterm} {
+	for _, sig := range []os.Signal{os.Kill, syscall.SIGTERM} {
 		t.Run(sig.String(), func(t *testing.T) {
 			t.Parallel()
 			d := newDurable(t)

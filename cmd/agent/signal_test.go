@@ -1,5 +1,0 @@
-package main
-
-import "syscall"
-
-var sigterm = syscall.SIGTERM
