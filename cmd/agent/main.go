@@ -2,6 +2,7 @@
 // toolworker replicas over NATS JetStream.
 //
 //	agent run [flags] PROMPT
+//	agent resume --conversation ID [--approve-task T] [--deny-task T[=MSG]] [--result T=JSON] [PROMPT]
 //
 // Exit codes: 0 finished; 3 paused with pending deferred calls; 1 run failed;
 // 2 usage or configuration error; 130 interrupted. See README.md.
@@ -37,6 +38,9 @@ type env struct {
 	stderr io.Writer
 	// isTerminal reports whether stdin and stdout are both terminals.
 	isTerminal bool
+	// suspend is closed on SIGTERM: a run stops at its next safe point,
+	// saves its state and exits 3 (SPEC §6.1).
+	suspend <-chan struct{}
 }
 
 // exitError carries an exit code out of a command.
@@ -59,9 +63,19 @@ func usageErr(format string, args ...any) error {
 }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// SIGINT interrupts (live tasks cancelled, exit 130); SIGTERM (a
+	// deploy, a supervisor) suspends: state saved, live background tasks
+	// left running, exit 3.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	e := env{getenv: os.Getenv, stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, isTerminal: isTerminal(os.Stdin) && isTerminal(os.Stdout)}
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	suspend := make(chan struct{})
+	go func() {
+		<-term
+		close(suspend)
+	}()
+	e := env{getenv: os.Getenv, stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, isTerminal: isTerminal(os.Stdin) && isTerminal(os.Stdout), suspend: suspend}
 	os.Exit(execute(ctx, os.Args[1:], e))
 }
 
@@ -79,6 +93,7 @@ func execute(ctx context.Context, args []string, e env) int {
 	root.SetErr(e.stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{code: exitUsage, err: err} })
 	root.AddCommand(newRunCmd(e))
+	root.AddCommand(newResumeCmd(e))
 	root.AddCommand(newProvisionCmd(e))
 	err := root.ExecuteContext(ctx)
 	if err == nil {

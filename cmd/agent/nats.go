@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/pflag"
 
 	"github.com/offload-dev/offload/pkg/builtin"
@@ -29,7 +30,7 @@ import (
 // in-process nats-server storing under --store (or the one another agent
 // process started on the same store), with the built-in tools served by a
 // worker in this process.
-func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *metrics.Agent) (tool.Toolset, func(), error) {
+func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *metrics.Agent) (*remote, func(), error) {
 	var closers []func(context.Context)
 	release := func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -38,7 +39,7 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 			closers[i](cctx)
 		}
 	}
-	fail := func(err error) (tool.Toolset, func(), error) {
+	fail := func(err error) (*remote, func(), error) {
 		release()
 		return nil, nil, err
 	}
@@ -132,7 +133,22 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 			}
 		}
 	}
-	return rt, release, nil
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fail(err)
+	}
+	return &remote{rt: rt, nc: nc, js: js, d: d, embedded: embeddedDefault}, release, nil
+}
+
+// remote is what an agent connected to NATS works with.
+type remote struct {
+	rt *natsjs.RemoteToolset
+	nc *nats.Conn
+	js jetstream.JetStream
+	d  *natsjs.Dispatcher
+	// embedded is set on the embedded default: no server outlives the
+	// agent.
+	embedded bool
 }
 
 // embeddedBuiltins builds the built-in tools the embedded default serves:

@@ -217,12 +217,16 @@ model_settings:
 	if code != exitOK || strings.TrimSpace(stdout) != "Yes." {
 		t.Fatalf("exit %d stdout %q stderr %s", code, stdout, stderr)
 	}
-	if !strings.Contains(stderr, `not applied yet" section=external_tools`) || strings.Contains(stderr, "section=capabilities") {
-		t.Errorf("stderr should warn about external_tools only (capabilities are applied): %s", stderr)
+	if strings.Contains(stderr, "not applied yet") {
+		t.Errorf("every section is applied: %s", stderr)
 	}
 	var body map[string]any
 	if err := json.Unmarshal(srv.Requests()[0].Body, &body); err != nil {
 		t.Fatal(err)
+	}
+	// The external tool is offered with its schema (no worker serves it).
+	if !strings.Contains(string(srv.Requests()[0].Body), `"name":"ask_human"`) {
+		t.Errorf("external tool ask_human not offered: %s", srv.Requests()[0].Body)
 	}
 	want := map[string]any{
 		"model": "spec-model", "stream": true, "temperature": 0.0, "max_completion_tokens": 100.0,
@@ -244,7 +248,7 @@ model_settings:
 	if sys := msgs[0].(map[string]any); sys["role"] != "system" || sys["content"] != "Answer in one word.\n\n"+agent.BackgroundInstructions {
 		t.Errorf("instructions: %v", msgs[0])
 	}
-	if tools := body["tools"].([]any); len(tools) != 1 {
+	if tools := body["tools"].([]any); len(tools) != 2 { // sleep and the external ask_human
 		t.Errorf("tools offered: %v", tools)
 	}
 

@@ -24,7 +24,6 @@ import (
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/metrics"
-	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
 )
@@ -45,16 +44,21 @@ type runFlags struct {
 	local          bool
 	metricsAddr    string
 	spec           string
-	mf             modelFlags // model transport (model.go)
-	extras         specExtras // what --spec sets without a flag (spec.go)
-	conn           connFlags
+	wait           time.Duration
+	conversation   string
+	// resume is set for agent resume: the answers given on its command
+	// line.
+	resume *resumeFlags
+	mf     modelFlags // model transport (model.go)
+	extras specExtras // what --spec sets without a flag (spec.go)
+	conn   connFlags
 }
 
 func newRunCmd(e env) *cobra.Command {
 	f := &runFlags{}
 	cmd := &cobra.Command{
 		Use:   "run [flags] PROMPT",
-		Short: "Start a conversation with PROMPT",
+		Short: "Start a conversation with PROMPT (or continue one with --conversation)",
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 || strings.TrimSpace(args[0]) == "" {
 				return usageErr("run takes exactly one non-empty PROMPT argument")
@@ -68,24 +72,31 @@ func newRunCmd(e env) *cobra.Command {
 			return runAgent(cmd.Context(), e, f, args[0])
 		},
 	}
+	registerRunFlags(cmd, f, e)
+	return cmd
+}
+
+// registerRunFlags registers the flags run and resume share.
+func registerRunFlags(cmd *cobra.Command, f *runFlags, e env) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.model, "model", defaultModel(e.getenv), "model: openai:NAME, test or script:FILE (default openai:gpt-4o-mini when OPENAI_API_KEY is set, else test)")
 	fl.BoolVar(&f.json, "json", false, "write events as JSON lines on stdout; the last line is the final event")
 	fl.IntVar(&f.toolCallsLimit, "tool-calls-limit", -1, "maximum successful tool calls in the run (-1: no limit)")
 	fl.IntVar(&f.requestLimit, "request-limit", agent.DefaultRequestLimit, "maximum model requests in the run")
 	fl.StringVar(&f.tools, "tools", "", "comma-separated tools to offer (default: all)")
-	fl.StringVar(&f.approve, "approve", "", "how approvals are decided: ask, all, none or defer (default ask when stdin and stdout are terminals, else defer)")
+	fl.StringVar(&f.approve, "approve", "", "how approvals are decided: ask, wait, defer, all or none (default ask when stdin and stdout are terminals, else defer)")
+	fl.DurationVar(&f.wait, "wait", 5*time.Minute, "with --approve wait: how long to wait for decisions before pausing")
+	fl.StringVar(&f.conversation, "conversation", "", "continue the stored conversation with this ID")
 	fl.StringVar(&f.root, "root", ".", "directory the built-in file and shell tools work in")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log more on stderr")
 	fl.StringVar(&f.nats, "nats", e.getenv("NATS_URL"), "NATS server URL, or a comma-separated list of a cluster's (env NATS_URL; default: an embedded server on --store)")
 	fl.StringVar(&f.store, "store", "./.offload", "directory of the embedded server's data and URL file")
 	fl.StringVar(&f.prefix, "prefix", protocol.DefaultPrefix, "subject prefix")
-	fl.BoolVar(&f.local, "local", false, "run the built-in tools in this process, without NATS")
+	fl.BoolVar(&f.local, "local", false, "run the built-in tools in this process, without NATS (nothing is stored)")
 	fl.StringVar(&f.metricsAddr, "metrics", "", "serve Prometheus metrics on ADDR/metrics while the run lasts (e.g. 127.0.0.1:9100)")
 	fl.StringVar(&f.spec, "spec", "", "YAML file of the agent: model, instructions, limits, tools, approve, model_settings, ... (flags given win)")
 	f.mf.register(fl)
 	addConnFlags(fl, &f.conn, e.getenv)
-	return cmd
 }
 
 func runAgent(ctx context.Context, e env, f *runFlags, prompt string) error {
@@ -94,6 +105,7 @@ func runAgent(ctx context.Context, e env, f *runFlags, prompt string) error {
 		level = slog.LevelInfo
 	}
 	logger := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level}))
+	out := newPrinter(e, f.json)
 
 	if f.approve == "" {
 		f.approve = "defer"
@@ -101,14 +113,29 @@ func runAgent(ctx context.Context, e env, f *runFlags, prompt string) error {
 			f.approve = "ask"
 		}
 	}
-	if !slices.Contains([]string{"ask", "all", "none", "defer"}, f.approve) {
-		return usageErr("unknown --approve %q: use ask, all, none or defer", f.approve)
+	if !slices.Contains(approveModes, f.approve) {
+		return usageErr("unknown --approve %q: use ask, wait, defer, all or none", f.approve)
+	}
+	if f.wait <= 0 {
+		return usageErr("--wait must be positive")
 	}
 	if f.requestLimit < 1 {
 		return usageErr("--request-limit must be at least 1")
 	}
 	if err := protocol.ValidatePrefix(f.prefix); err != nil {
 		return usageErr("--prefix: %v", err)
+	}
+	continuing := f.conversation != "" || f.resume != nil
+	if f.local && continuing {
+		return usageErr("--local keeps no conversation: drop it to continue a stored one")
+	}
+	if f.local && f.approve == "wait" {
+		return usageErr("--approve wait reads decisions from NATS: drop --local")
+	}
+	if f.conversation != "" {
+		if _, err := protocol.ParseID(f.conversation); err != nil {
+			return usageErr("--conversation: %v", err)
+		}
 	}
 	for _, sec := range f.extras.unapplied {
 		logger.Warn("--spec: section validated but not applied yet", "section", sec)
@@ -130,32 +157,28 @@ func runAgent(ctx context.Context, e env, f *runFlags, prompt string) error {
 	model = agentmetrics.Model(model, am)
 	var toolset tool.Toolset
 	var executor agent.Executor = agent.InProcessExecutor{}
+	var rem *remote
 	if f.local {
 		if toolset, err = localTools(f, logger); err != nil {
 			return err
 		}
 	} else {
-		ts, release, err := remoteTools(ctx, e, f, logger, am)
+		r, release, err := remoteTools(ctx, e, f, logger, am)
 		if err != nil {
-			var ee *exitError
-			if !errors.As(err, &ee) {
-				ee = &exitError{code: exitFailed, err: err}
-			}
-			if f.json && ee.code == exitFailed {
-				// --json promises a final line on every failed run, also
-				// one that failed before it started.
-				_ = json.NewEncoder(e.stdout).Encode(agent.Event{Type: agent.EventFinal, At: time.Now().UTC(), Final: &agent.Final{
-					Status: agent.StatusFailed, Error: ee.err.Error(), ExitCode: exitFailed,
-				}})
-			}
-			return ee
+			return out.failed(err)
 		}
 		defer release()
-		toolset = ts
-		if rt, ok := ts.(*natsjs.RemoteToolset); ok {
-			// Background calls of the tools workers serve run there.
-			executor = rt.Executor(executor)
+		rem = r
+		toolset = r.rt
+		// Background calls of the tools workers serve run there.
+		executor = r.rt.Executor(executor)
+	}
+	if len(f.extras.external) > 0 {
+		ext, err := tool.External(f.extras.external...)
+		if err != nil {
+			return usageErr("--spec: external_tools: %v", err)
 		}
+		toolset = withExternal{base: toolset, external: ext}
 	}
 	cfg := agent.Config{
 		Model:         model,
@@ -185,12 +208,15 @@ func runAgent(ctx context.Context, e env, f *runFlags, prompt string) error {
 	if h := approvalHandler(f.approve, e, am); h != nil {
 		cfg.Capabilities = append(cfg.Capabilities, h)
 	}
+	opts := &agent.RunOptions{OnEvent: out.event, Suspend: e.suspend}
+	if rem != nil {
+		return runDurable(ctx, e, f, cfg, rem, am, logger, out, opts, prompt)
+	}
 	a, err := agent.New(cfg)
 	if err != nil {
 		return usageErr("%v", err)
 	}
-	out := newPrinter(e, f.json)
-	res, err := a.Run(ctx, prompt, &agent.RunOptions{OnEvent: out.event})
+	res, err := a.Run(ctx, prompt, opts)
 	return out.finish(res, err)
 }
 
@@ -265,6 +291,10 @@ type printer struct {
 	enc      *json.Encoder
 	final    *agent.Final
 	convSeen bool
+	convID   string // the conversation, for final events of no run
+	runID    string
+	// resolve, when set, gives the commands that resolve a pending call.
+	resolve func(agent.Pending) []string
 	// running are the live background tasks of the live view, by task ID,
 	// in start order (order).
 	running map[string]*liveTask
@@ -285,6 +315,9 @@ func newPrinter(e env, jsonOut bool) *printer {
 func (p *printer) event(ev agent.Event) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if ev.RunID != "" {
+		p.runID = ev.RunID
+	}
 	if !p.convSeen && ev.ConversationID != "" {
 		p.convSeen = true
 		fmt.Fprintf(p.e.stderr, "conversation: %s\n", ev.ConversationID)
@@ -363,7 +396,7 @@ func (p *printer) finish(_ *agent.Result, runErr error) error {
 		case agent.StatusFinished:
 			fmt.Fprintln(p.e.stdout, f.Output)
 		case agent.StatusPaused:
-			writePending(p.e.stdout, f.Pending)
+			writePending(p.e.stdout, f.Pending, p.resolve)
 		}
 	}
 	var ue *agent.UserError
@@ -381,10 +414,16 @@ func (p *printer) finish(_ *agent.Result, runErr error) error {
 	}
 }
 
-// writePending prints one line per pending call: task, kind, tool, args.
-func writePending(w io.Writer, pending []agent.Pending) {
+// writePending prints one line per pending call: task, kind, tool, args;
+// then, when resolve is set, the commands that resolve it.
+func writePending(w io.Writer, pending []agent.Pending, resolve func(agent.Pending) []string) {
 	for _, p := range pending {
 		fmt.Fprintf(w, "%s %s %s %s\n", p.TaskID, p.Kind, p.Tool, compact(p.Args))
+		if resolve != nil {
+			for _, c := range resolve(p) {
+				fmt.Fprintln(w, c)
+			}
+		}
 	}
 }
 

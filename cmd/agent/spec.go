@@ -70,8 +70,10 @@ type specExtras struct {
 	// background holds the selectors of the spec's BackgroundTools
 	// capabilities; none means one capability with the default selector.
 	background []agent.Selector
+	// external are the spec's external_tools.
+	external []tool.Def
 	// unapplied names the validated sections whose features have not
-	// landed yet (external_tools).
+	// landed yet.
 	unapplied []string
 }
 
@@ -201,8 +203,7 @@ func validateSelector(n *yaml.Node) error {
 }
 
 // applySpec reads --spec, if given, into f: a flag set on the command line
-// wins over the spec. external_tools are validated, and listed in
-// f.extras.unapplied: their feature has not landed yet.
+// wins over the spec.
 func applySpec(fl *pflag.FlagSet, f *runFlags) error {
 	if f.spec == "" {
 		return nil
@@ -268,8 +269,12 @@ func applySpec(fl *pflag.FlagSet, f *runFlags) error {
 		}
 		f.extras.background = append(f.extras.background, sel)
 	}
-	if len(s.ExternalTools) > 0 {
-		f.extras.unapplied = append(f.extras.unapplied, "external_tools")
+	for _, t := range s.ExternalTools {
+		var params json.RawMessage
+		if t.Parameters != nil {
+			params, _ = json.Marshal(t.Parameters) // validated
+		}
+		f.extras.external = append(f.extras.external, tool.Def{Name: t.Name, Description: t.Description, Parameters: params, Metadata: t.Metadata})
 	}
 	return nil
 }

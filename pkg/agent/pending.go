@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"encoding/json"
 	"time"
 
@@ -63,4 +64,24 @@ func (r *Result) PendingRecord() *PendingRecord {
 	}
 	rec.Tasks = append(rec.Tasks, r.Background...)
 	return rec
+}
+
+// LiveBackground returns the run's background tasks whose outcomes have
+// not reached the model yet (running, or finished and waiting for the next
+// model request), as pending tasks in start order. ctx is the context a
+// capability hook was called with; outside a run with [BackgroundTools]
+// it returns nil. A conversation store saves them with the history at each
+// step, so that a later run delivers their outcomes if this process dies.
+func (i *RunInfo) LiveBackground(ctx context.Context) []PendingTask {
+	br := bgRunOf(ctx)
+	if br == nil {
+		return nil
+	}
+	br.mu.Lock()
+	defer br.mu.Unlock()
+	out := make([]PendingTask, 0, len(br.live))
+	for _, t := range br.live {
+		out = append(out, PendingTask{TaskID: t.id, Kind: KindBackground, Tool: t.call.Call.ToolName, ToolCallID: t.call.Call.ToolCallID, Args: t.call.Args, StartedAt: t.started})
+	}
+	return out
 }

@@ -2,15 +2,14 @@ package natsjs
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/conversation"
-	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
@@ -134,69 +133,35 @@ func (in *Inbox) replay(ctx context.Context, stream, filter string, after uint64
 	}
 }
 
-// kindFor says which pending kinds an arrival of kind k may resolve.
-func kindFor(k conversation.ArrivalKind, pending deferred.Kind) bool {
-	switch k {
-	case conversation.ArrivalDecision:
-		return pending == deferred.KindApproval
-	case conversation.ArrivalAnswer:
-		return pending == deferred.KindExternal
-	case conversation.ArrivalResult:
-		return pending == agent.KindBackground || pending == deferred.KindExternal
-	}
-	return false
-}
-
-// consider checks one message and records it as an arrival or refuses it.
-func (in *Inbox) consider(st *conversation.State, kind conversation.ArrivalKind, task string, data []byte, meta *jetstream.MsgMetadata) {
-	subject := string(kind) + " for " + st.ID + "." + task
-	opts := &protocol.DecodeOpts{MaxSize: in.cfg.MaxPayload}
-	if opts.MaxSize == 0 {
-		opts.MaxSize = -1
-	}
-	var err error
-	switch kind {
-	case conversation.ArrivalDecision:
-		_, err = protocol.DecodeDecision(data, opts)
-	case conversation.ArrivalAnswer:
-		var res protocol.Result
-		res, err = protocol.DecodeResult(data, task, opts)
-		if err == nil && res.Status != protocol.StatusOK && res.Status != protocol.StatusRetry && res.Status != protocol.StatusFailed {
-			err = fmt.Errorf("an answer's status is ok, retry or failed, not %s", res.Status)
-		}
-	default:
-		var res protocol.Result
-		res, err = protocol.DecodeResult(data, task, opts)
-		if err == nil && !final(res.Status) {
-			err = fmt.Errorf("status %s is not a final result", res.Status)
-		}
-	}
-	if err != nil {
-		reason := metrics.RefuseMalformed
-		if errors.Is(err, protocol.ErrTooLarge) {
-			reason = metrics.RefuseOversize
-		}
-		in.refuse(reason, subject, task, err)
-		return
-	}
-	pt, ok := st.PendingTask(task)
-	switch {
-	case !ok && st.Arrived(task):
-		in.refuse(metrics.RefuseDuplicate, subject, task, errors.New("the task was already resolved"))
-	case !ok:
-		in.refuse(metrics.RefuseUnknownTask, subject, task, errors.New("no pending call of this conversation has this task ID"))
-	case !kindFor(kind, pt.Kind):
-		in.refuse(metrics.RefuseWrongKind, subject, task, fmt.Errorf("the task is a pending %s call", pt.Kind))
-	case st.Arrived(task):
-		in.refuse(metrics.RefuseDuplicate, subject, task, errors.New("the task already has its answer (first wins)"))
-	default:
-		st.Arrivals = append(st.Arrivals, conversation.Arrival{TaskID: task, Kind: kind, Data: append([]byte(nil), data...), Seq: meta.Sequence.Stream, At: meta.Timestamp.UTC()})
-	}
-}
-
 // final reports whether a worker's result ends its task.
 func final(s protocol.Status) bool {
 	return s != protocol.StatusApprovalRequired && s != protocol.StatusCallDeferred
+}
+
+// consider checks one message and records it as an arrival or refuses it.
+// A worker's result for a task this conversation never had pending is
+// skipped quietly: the results stream also holds the results of every
+// inline call, which the run that made them consumed live; so is a
+// worker's deferral.
+func (in *Inbox) consider(st *conversation.State, kind conversation.ArrivalKind, task string, data []byte, meta *jetstream.MsgMetadata) {
+	if kind == conversation.ArrivalResult {
+		_, pending := st.PendingTask(task)
+		var head struct {
+			Status protocol.Status `json:"status"`
+		}
+		deferral := json.Unmarshal(data, &head) == nil && !final(head.Status)
+		if deferral || (!pending && !st.Arrived(task)) {
+			// A worker's deferral (approval_required, call_deferred) is
+			// how the call became pending, not its answer.
+			in.log.Debug("result skipped", slog.String("conversation_id", st.ID), slog.String("task_id", task), slog.String("status", string(head.Status)))
+			return
+		}
+	}
+	err := st.Admit(kind, task, data, meta.Sequence.Stream, meta.Timestamp, in.cfg.MaxPayload)
+	var re *conversation.RefusedError
+	if errors.As(err, &re) {
+		in.refuse(metrics.RefuseReason(re.Reason), string(kind)+" for "+st.ID+"."+task, task, re.Err)
+	}
 }
 
 func (in *Inbox) refuse(reason metrics.RefuseReason, subject, task string, err error) {
@@ -205,4 +170,13 @@ func (in *Inbox) refuse(reason metrics.RefuseReason, subject, task string, err e
 	}
 	in.log.Warn("message refused", slog.String("reason", string(reason)), slog.String("subject", subject),
 		slog.String("task_id", task), slog.Any("error", err))
+}
+
+// EnsureInboxStreams ensures the streams an Inbox reads and an
+// [Announcer] writes (approvals, decisions, answers, results), from the
+// definitions, as [Provision] does: created when missing and allowed,
+// else an error naming them.
+func EnsureInboxStreams(ctx context.Context, js jetstream.JetStream, opts ProvisionOptions) error {
+	n := NamesFor(opts.prefix())
+	return ensureNamedStreams(ctx, js, opts, n.Approvals, n.Decisions, n.Answers, n.Results)
 }

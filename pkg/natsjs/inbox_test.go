@@ -86,3 +86,47 @@ func TestInboxCollect(t *testing.T) {
 		t.Errorf("a re-read counted again: duplicate = %v", got)
 	}
 }
+
+// The results stream also carries the results of inline calls, consumed
+// live by the run that made them, and the deferrals by which calls became
+// pending: neither is an arrival, and neither is counted as refused.
+func TestInboxSkipsResultsNotForIt(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	ctx := context.Background()
+	if err := natsjs.Provision(ctx, js, natsjs.ProvisionOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	am := metrics.NewAgent(prometheus.NewRegistry())
+	in, err := natsjs.NewInbox(natsjs.InboxConfig{JetStream: js, Metrics: am})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conv, approval, bg := protocol.NewID(), protocol.NewID(), protocol.NewID()
+	st := &conversation.State{ID: conv, Settled: []string{bg}, Pending: &agent.PendingRecord{ConversationID: conv, Tasks: []agent.PendingTask{
+		{TaskID: approval, Kind: deferred.KindApproval, Tool: "shell"},
+	}}}
+	s := protocol.Subjects{}
+	for _, m := range []struct{ subject, data string }{
+		{s.Result(conv, protocol.NewID()), `{"content":"an inline call's"}`},
+		{s.Result(conv, approval), `{"status":"approval_required"}`},
+		{s.Result(conv, bg), `{"content":"again"}`}, // settled: a duplicate
+	} {
+		if _, err := js.Publish(ctx, m.subject, []byte(m.data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := in.Collect(ctx, st); err != nil || n != 0 {
+		t.Fatalf("collect: %d, %v", n, err)
+	}
+	for _, r := range metrics.RefuseReasons() {
+		want := 0.0
+		if r == metrics.RefuseDuplicate {
+			want = 1
+		}
+		if got := testutil.ToFloat64(am.RefusedMessagesTotal.WithLabelValues(string(r))); got != want {
+			t.Errorf("refused{%s} = %v, want %v", r, got, want)
+		}
+	}
+}

@@ -55,6 +55,7 @@ type RemoteToolset struct {
 	entries map[string]RegistryEntry // by registry key
 	built   map[string]builtTool     // by tool name
 	changed chan struct{}            // closed at the next change
+	held    map[string]*Handle       // background tasks held for a resume, by task ID (remote_background.go)
 
 	cancel context.CancelFunc
 	done   chan struct{}

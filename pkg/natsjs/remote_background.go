@@ -75,7 +75,11 @@ func (e *remoteExecutor) Attach(ctx context.Context, info *agent.RunInfo, pt age
 	task := protocol.Task{TaskID: pt.TaskID, Attempt: pt.Attempt, Tool: pt.Tool, Args: pt.Args, ToolCallID: pt.ToolCallID,
 		Mode: protocol.ModeBackground, ConversationID: info.ConversationID, RunID: info.RunID}
 	stop := e.r.relayProgress(ctx, task)
-	h, err := e.r.cfg.Dispatcher.Attach(task)
+	h := e.r.takeHeld(pt.TaskID)
+	var err error
+	if h == nil {
+		h, err = e.r.cfg.Dispatcher.Attach(task)
+	}
 	if err != nil {
 		stop()
 		return nil, tool.Fatal(err)
@@ -186,4 +190,49 @@ func (r *RemoteToolset) relayProgress(ctx context.Context, task protocol.Task) (
 		return func() {}
 	}
 	return func() { _ = sub.Unsubscribe() }
+}
+
+// Hold waits, from now on, for the results of the background tasks that
+// conversation conv left running, before a resume reads the results
+// stream: the dispatcher drops a result nobody waits for, so without it a
+// result stored between that read and the run's Attach would be missed.
+// The run's Attach takes the held handle; Release lets go of a task whose
+// outcome the resume read from the stream.
+func (r *RemoteToolset) Hold(conv string, tasks []agent.PendingTask) error {
+	for _, pt := range tasks {
+		r.mu.Lock()
+		_, dup := r.held[pt.TaskID]
+		r.mu.Unlock()
+		if dup {
+			continue
+		}
+		h, err := r.cfg.Dispatcher.Attach(protocol.Task{TaskID: pt.TaskID, Attempt: pt.Attempt, Tool: pt.Tool, Args: pt.Args,
+			ToolCallID: pt.ToolCallID, Mode: protocol.ModeBackground, ConversationID: conv})
+		if err != nil {
+			return err
+		}
+		r.mu.Lock()
+		if r.held == nil {
+			r.held = map[string]*Handle{}
+		}
+		r.held[pt.TaskID] = h
+		r.mu.Unlock()
+	}
+	return nil
+}
+
+// Release lets go of a held task (its outcome came another way).
+func (r *RemoteToolset) Release(taskID string) {
+	if h := r.takeHeld(taskID); h != nil {
+		h.Detach()
+	}
+}
+
+// takeHeld removes and returns the handle held for taskID, if any.
+func (r *RemoteToolset) takeHeld(taskID string) *Handle {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h := r.held[taskID]
+	delete(r.held, taskID)
+	return h
 }

@@ -117,7 +117,7 @@ func (w *Worker) answerExhausted(ctx context.Context, log *slog.Logger, raw *jet
 			Type:    protocol.ErrorDeliveriesExhausted,
 			Message: detail,
 		})
-		res.TaskID, res.ToolCallID, res.Worker, res.FinishedAt = task.TaskID, task.ToolCallID, w.cfg.ID, time.Now().UTC()
+		res.TaskID, res.ToolCallID, res.Worker, res.FinishedAt, res.Attempt = task.TaskID, task.ToolCallID, w.cfg.ID, time.Now().UTC(), task.Attempt
 		if err := w.publishResult(ctx, task.ConversationID, res); err != nil {
 			log.Error("DeliveriesExhausted result not published; the sweep will try again", slog.Any("error", err))
 			return

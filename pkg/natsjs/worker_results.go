@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -29,6 +30,7 @@ func (w *Worker) respond(log *slog.Logger, fl *inflight, res protocol.Result, st
 	task := fl.task
 	res.TaskID = task.TaskID
 	res.ToolCallID = task.ToolCallID
+	res.Attempt = task.Attempt
 	res.Worker = w.cfg.ID
 	if !started.IsZero() {
 		res.StartedAt = started.UTC()
@@ -65,8 +67,9 @@ func (w *Worker) respond(log *slog.Logger, fl *inflight, res protocol.Result, st
 }
 
 // publishResult publishes res on <prefix>.result.<conv>.<task> with
-// Nats-Msg-Id res:<task>, so that results of redeliveries are dropped by the
-// server within the dedup window. A result too large for a message is
+// Nats-Msg-Id res:<task>:<attempt>, so that results of redeliveries are
+// dropped by the server within the dedup window while a later attempt's
+// (a call dispatched again after an approval) is kept. A result too large for a message is
 // replaced by a ResultTooLarge error.
 func (w *Worker) publishResult(ctx context.Context, conv string, res protocol.Result) error {
 	data, err := json.Marshal(res)
@@ -82,7 +85,7 @@ func (w *Worker) publishResult(ctx context.Context, conv string, res protocol.Re
 		}
 	}
 	m := nats.NewMsg(w.subj.Result(conv, res.TaskID))
-	m.Header.Set(jetstream.MsgIDHeader, "res:"+res.TaskID)
+	m.Header.Set(jetstream.MsgIDHeader, "res:"+res.TaskID+":"+strconv.Itoa(res.Attempt))
 	m.Data = data
 	if _, err := w.js.PublishMsg(ctx, m); err != nil {
 		return fmt.Errorf("publish result: %w", err)

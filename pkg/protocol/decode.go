@@ -365,6 +365,7 @@ func DecodeResult(data []byte, subjectTaskID string, opts *DecodeOpts) (Result, 
 	f.str("worker", &r.Worker)
 	f.timestamp("started_at", &r.StartedAt)
 	f.timestamp("finished_at", &r.FinishedAt)
+	f.integer("attempt", &r.Attempt)
 	if err := f.result(); err != nil {
 		return Result{}, err
 	}

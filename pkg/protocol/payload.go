@@ -141,6 +141,11 @@ type Result struct {
 	StartedAt time.Time `json:"started_at,omitzero"`
 	// FinishedAt is when the tool finished.
 	FinishedAt time.Time `json:"finished_at,omitzero"`
+	// Attempt is the attempt of the task this result ends (0 for the
+	// first dispatch); the result's Nats-Msg-Id is
+	// "res:<task_id>:<attempt>", so that a later attempt's result is not
+	// dropped as a duplicate of an earlier one.
+	Attempt int `json:"attempt,omitempty"`
 }
 
 // Approval announces a call waiting for a person's decision. It is published

@@ -1,0 +1,107 @@
+package conversation
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/deferred"
+	"github.com/offload-dev/offload/pkg/protocol"
+)
+
+// Reasons a message is refused: the reason label of
+// offload_refused_messages_total (SPEC §7).
+const (
+	ReasonUnknownTask = "unknown_task"
+	ReasonDuplicate   = "duplicate"
+	ReasonMalformed   = "malformed"
+	ReasonWrongKind   = "wrong_kind"
+	ReasonOversize    = "oversize"
+)
+
+// RefusedError says why a message for a conversation was refused.
+type RefusedError struct {
+	// Reason is one of the ReasonXxx labels.
+	Reason string
+	// TaskID is the task the message named.
+	TaskID string
+	// Err describes the refusal.
+	Err error
+}
+
+// Error implements error.
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("refused (%s) for task %s: %v", e.Reason, e.TaskID, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *RefusedError) Unwrap() error { return e.Err }
+
+// Accepts reports whether an arrival of kind k may resolve a pending task
+// of kind pending: decisions resolve approvals, answers external calls,
+// and workers' results background tasks and external calls.
+func Accepts(k ArrivalKind, pending deferred.Kind) bool {
+	switch k {
+	case ArrivalDecision:
+		return pending == deferred.KindApproval
+	case ArrivalAnswer:
+		return pending == deferred.KindExternal
+	case ArrivalResult:
+		return pending == agent.KindBackground || pending == deferred.KindExternal
+	}
+	return false
+}
+
+// Admit checks a message (a Decision, an Answer or a worker's Result of
+// SPEC §5.2, as data) against the pending record and, when it resolves a
+// pending task of the right kind for the first time, appends it to
+// s.Arrivals. Otherwise it returns a *RefusedError and changes nothing.
+// maxSize bounds the payload (≤ 0: no bound). seq and at are the
+// message's stream sequence and time (0 and now for a message given on a
+// command line).
+func (s *State) Admit(kind ArrivalKind, task string, data []byte, seq uint64, at time.Time, maxSize int) error {
+	refuse := func(reason string, err error) error { return &RefusedError{Reason: reason, TaskID: task, Err: err} }
+	opts := &protocol.DecodeOpts{MaxSize: maxSize}
+	if maxSize <= 0 {
+		opts.MaxSize = -1
+	}
+	var err error
+	switch kind {
+	case ArrivalDecision:
+		_, err = protocol.DecodeDecision(data, opts)
+	case ArrivalAnswer:
+		var res protocol.Result
+		res, err = protocol.DecodeResult(data, task, opts)
+		if err == nil && res.Status != protocol.StatusOK && res.Status != protocol.StatusRetry && res.Status != protocol.StatusFailed {
+			err = fmt.Errorf("an answer's status is ok, retry or failed, not %s", res.Status)
+		}
+	case ArrivalResult:
+		var res protocol.Result
+		res, err = protocol.DecodeResult(data, task, opts)
+		if err == nil && (res.Status == protocol.StatusApprovalRequired || res.Status == protocol.StatusCallDeferred) {
+			err = fmt.Errorf("status %s is not a final result", res.Status)
+		}
+	default:
+		err = fmt.Errorf("unknown arrival kind %q", kind)
+	}
+	if err != nil {
+		if errors.Is(err, protocol.ErrTooLarge) {
+			return refuse(ReasonOversize, err)
+		}
+		return refuse(ReasonMalformed, err)
+	}
+	pt, ok := s.PendingTask(task)
+	switch {
+	case !ok && s.Arrived(task):
+		return refuse(ReasonDuplicate, errors.New("the task was already resolved"))
+	case !ok:
+		return refuse(ReasonUnknownTask, errors.New("no pending call of this conversation has this task ID"))
+	case !Accepts(kind, pt.Kind):
+		return refuse(ReasonWrongKind, fmt.Errorf("the task is a pending %s call", pt.Kind))
+	case s.Arrived(task):
+		return refuse(ReasonDuplicate, errors.New("the task already has its answer (first wins)"))
+	}
+	s.Arrivals = append(s.Arrivals, Arrival{TaskID: task, Kind: kind, Data: append([]byte(nil), data...), Seq: seq, At: at.UTC()})
+	return nil
+}

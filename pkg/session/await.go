@@ -1,0 +1,81 @@
+package session
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/conversation"
+	"github.com/offload-dev/offload/pkg/deferred"
+	"github.com/offload-dev/offload/pkg/tool"
+)
+
+// pollInterval is how often AwaitDecisions reads the decisions stream.
+const pollInterval = 200 * time.Millisecond
+
+// AwaitDecisions returns the capability of --approve wait: each step's
+// approvals are announced, and decisions are read from the stream as they
+// arrive (checked like any other: unknown, duplicate or malformed ones are
+// refused), until every approval of the step has one, wait passes, the run
+// ends or suspend is closed. The decided calls go on at once; the others
+// pause the run as with defer.
+func (s *Session) AwaitDecisions(wait time.Duration, suspend <-chan struct{}) agent.Capability {
+	return agent.HandleDeferredToolCalls(func(ctx context.Context, rc *tool.RunContext, reqs *deferred.Requests) (*deferred.Results, error) {
+		return s.await(ctx, rc, reqs, wait, suspend)
+	})
+}
+
+func (s *Session) await(ctx context.Context, rc *tool.RunContext, reqs *deferred.Requests, wait time.Duration, suspend <-chan struct{}) (*deferred.Results, error) {
+	if len(reqs.Approvals) == 0 || s.cfg.Inbox == nil {
+		return nil, nil
+	}
+	s.mu.Lock()
+	tmp := &conversation.State{ID: s.st.ID, Settled: slices.Clone(s.st.Settled), Checkpoint: s.st.Checkpoint,
+		Pending: &agent.PendingRecord{ConversationID: s.st.ID, RunID: rc.RunID}}
+	from := len(s.st.History)
+	s.mu.Unlock()
+	for _, c := range reqs.Approvals {
+		tmp.Pending.Tasks = append(tmp.Pending.Tasks, agent.PendingTask{TaskID: reqs.TaskIDs[c.ToolCallID], Kind: deferred.KindApproval,
+			Tool: c.ToolName, ToolCallID: c.ToolCallID, Args: c.ArgsJSON(), Metadata: reqs.Metadata[c.ToolCallID]})
+	}
+	s.announce(ctx, tmp.Pending)
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+wait:
+	for {
+		if _, err := s.cfg.Inbox.Collect(ctx, tmp); err != nil {
+			return nil, err
+		}
+		if len(waiting(tmp)) == 0 {
+			break
+		}
+		select {
+		case <-tick.C:
+		case <-timer.C:
+			break wait
+		case <-suspend:
+			break wait
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	s.mu.Lock()
+	// Only the decisions' checkpoint moves: the answers and results read
+	// here were checked against this step's approvals alone.
+	s.st.Checkpoint.Decisions = tmp.Checkpoint.Decisions
+	res := &deferred.Results{Calls: map[string]any{}, Approvals: map[string]any{}, Metadata: map[string]map[string]any{}}
+	for _, a := range tmp.Arrivals {
+		t, _ := tmp.PendingTask(a.TaskID)
+		if err := s.applyLocked(res, t, a, from); err != nil {
+			s.mu.Unlock()
+			return nil, err
+		}
+		s.handed = append(s.handed, a)
+	}
+	s.mu.Unlock()
+	s.notify(ctx)
+	return res, nil
+}

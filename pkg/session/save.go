@@ -1,0 +1,206 @@
+package session
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/conversation"
+	"github.com/offload-dev/offload/pkg/message"
+	"github.com/offload-dev/offload/pkg/tool"
+)
+
+// saveLocked stores s.st with compare-and-set on the revision read.
+func (s *Session) saveLocked(ctx context.Context) error {
+	st := s.st.Clone()
+	st.History = s.annotate(st.History)
+	st.UpdatedAt = time.Now().UTC()
+	rev, err := s.cfg.Store.Save(ctx, st, s.rev)
+	if err != nil {
+		return err
+	}
+	s.rev = rev
+	return nil
+}
+
+// annotate records each decision on the first return of its call after
+// the history index it was made at.
+func (s *Session) annotate(h message.History) message.History {
+	if len(s.decisions) == 0 {
+		return h
+	}
+	for id, note := range s.decisions {
+	find:
+		for i := note.from; i < len(h); i++ {
+			for j, p := range h[i].Parts {
+				tr, ok := p.(message.ToolReturn)
+				if !ok || tr.ToolCallID != id {
+					continue
+				}
+				md := tool.DeepCopy(tr.Metadata)
+				if md == nil {
+					md = map[string]any{}
+				}
+				md[DecisionMetaKey] = tool.DeepCopy(note.meta)
+				tr.Metadata = md
+				m := h[i]
+				m.Parts = slices.Clone(m.Parts)
+				m.Parts[j] = tr
+				h[i] = m
+				break find
+			}
+		}
+	}
+	return h
+}
+
+// update replaces the history and the pending record with the run's,
+// applies the arrivals handed to the run, and records as settled every
+// task no longer pending.
+func (s *Session) updateLocked(h message.History, pending *agent.PendingRecord) {
+	if pending != nil && len(pending.Tasks) == 0 {
+		pending = nil // a suspended run with nothing running
+	}
+	still := map[string]bool{}
+	if pending != nil {
+		for _, t := range pending.Tasks {
+			still[t.TaskID] = true
+		}
+	}
+	settle := func(task string) {
+		if !still[task] && !slices.Contains(s.st.Settled, task) {
+			s.st.Settled = append(s.st.Settled, task)
+		}
+	}
+	if s.st.Pending != nil {
+		for _, t := range s.st.Pending.Tasks {
+			settle(t.TaskID)
+		}
+	}
+	for _, a := range s.handed {
+		settle(a.TaskID)
+	}
+	s.st.Arrivals = slices.DeleteFunc(s.st.Arrivals, func(a conversation.Arrival) bool {
+		return slices.ContainsFunc(s.handed, func(h conversation.Arrival) bool { return h.TaskID == a.TaskID })
+	})
+	s.handed = nil
+	// A task pending again (a call a worker deferred once more) takes new
+	// answers.
+	s.st.Settled = slices.DeleteFunc(s.st.Settled, func(t string) bool { return still[t] })
+	s.st.History = h
+	s.st.Pending = pending
+}
+
+// Checkpointer returns the capability that saves the conversation before
+// every model request: the history with the request about to be sent and
+// the background tasks whose outcomes the model has not seen, so that a
+// process killed at any line loses at most the step in progress. Put it
+// after the BackgroundTools capabilities, so that the outcomes they add to
+// the request are saved with it. A failed save ends the run.
+func (s *Session) Checkpointer() agent.Capability { return checkpointer{s: s} }
+
+type checkpointer struct{ s *Session }
+
+func (c checkpointer) BeforeModelRequest(ctx context.Context, info *agent.RunInfo, req *message.Message) error {
+	h := info.History()
+	if len(req.Parts) > 0 {
+		m := *req
+		m.RunID, m.ConversationID = info.RunID, info.ConversationID
+		if m.Timestamp.IsZero() {
+			m.Timestamp = time.Now().UTC()
+		}
+		h = append(h, m)
+	}
+	var rec *agent.PendingRecord
+	if live := info.LiveBackground(ctx); len(live) > 0 {
+		rec = &agent.PendingRecord{ConversationID: info.ConversationID, RunID: info.RunID, Tasks: live}
+	}
+	s := c.s
+	s.mu.Lock()
+	s.stepped = true
+	s.updateLocked(h, rec)
+	err := s.saveLocked(ctx)
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	s.notify(ctx)
+	return nil
+}
+
+// Finish saves what the run left: its history and, when it paused, its
+// pending record (announcing the approvals). A run that failed before it
+// changed anything leaves the stored state as it was, arrivals included.
+func (s *Session) Finish(ctx context.Context, res *agent.Result, runErr error) error {
+	if res == nil {
+		return nil
+	}
+	s.mu.Lock()
+	if runErr != nil && !s.stepped && len(res.Messages) <= len(s.st.History) {
+		s.mu.Unlock()
+		return nil
+	}
+	rec := res.PendingRecord()
+	s.updateLocked(res.Messages, rec)
+	err := s.saveLocked(ctx)
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	s.notify(ctx)
+	if rec != nil {
+		s.announce(ctx, rec)
+	}
+	return nil
+}
+
+// announce publishes the approvals of rec this session has not announced
+// yet.
+func (s *Session) announce(ctx context.Context, rec *agent.PendingRecord) {
+	if s.cfg.Announcer == nil {
+		return
+	}
+	fresh := &agent.PendingRecord{ConversationID: rec.ConversationID, RunID: rec.RunID}
+	s.mu.Lock()
+	for _, t := range rec.Tasks {
+		if !s.announced[t.TaskID] {
+			fresh.Tasks = append(fresh.Tasks, t)
+			s.announced[t.TaskID] = true
+		}
+	}
+	s.mu.Unlock()
+	if len(fresh.Tasks) == 0 {
+		return
+	}
+	if err := s.cfg.Announcer.Announce(ctx, fresh); err != nil {
+		s.log.Warn("approvals not announced", slog.Any("error", err))
+	}
+}
+
+// notify publishes what applied arrivals owe: resolutions of decided
+// approvals, cancels of the workers' copies of answered external calls.
+// Failures are logged: the state is saved, and these are courtesies.
+func (s *Session) notify(ctx context.Context) {
+	s.mu.Lock()
+	res, cancels := s.resolutions, s.cancels
+	s.resolutions, s.cancels = nil, nil
+	s.mu.Unlock()
+	for _, r := range res {
+		if s.cfg.Announcer == nil {
+			break
+		}
+		if err := s.cfg.Announcer.Resolve(ctx, s.st.ID, r); err != nil {
+			s.log.Warn("resolution not published", slog.String("task_id", r.TaskID), slog.Any("error", err))
+		}
+	}
+	for _, task := range cancels {
+		if s.cfg.Canceller == nil {
+			break
+		}
+		if err := s.cfg.Canceller.Cancel(ctx, s.st.ID, task, "answered"); err != nil {
+			s.log.Warn("cancel not published", slog.String("task_id", task), slog.Any("error", err))
+		}
+	}
+}

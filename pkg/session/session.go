@@ -1,0 +1,407 @@
+// Package session runs one process's turn on a durable conversation
+// (SPEC §5.5, §6.1): it claims the conversation, loads or creates its
+// state, collects the decisions, answers and background outcomes that
+// arrived while no agent ran, turns them into the next run's options once
+// every pending deferred call has its answer, saves the conversation at
+// every step of the run (a [Checkpointer] capability) and at its end, and
+// tells the people and workers concerned: approvals announced, decided
+// ones resolved, answered external calls cancelled on the workers.
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/conversation"
+	"github.com/offload-dev/offload/pkg/deferred"
+	"github.com/offload-dev/offload/pkg/message"
+	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/tool"
+)
+
+// Collector reads what arrived for a conversation past its checkpoint
+// (natsjs.Inbox).
+type Collector interface {
+	Collect(ctx context.Context, st *conversation.State) (int, error)
+}
+
+// Announcer publishes approval announcements and their resolutions
+// (natsjs.Announcer).
+type Announcer interface {
+	Announce(ctx context.Context, rec *agent.PendingRecord) error
+	Resolve(ctx context.Context, conv string, r protocol.Resolution) error
+}
+
+// Canceller cancels a task that a worker may be running
+// (natsjs.Dispatcher).
+type Canceller interface {
+	Cancel(ctx context.Context, conv, task, reason string) error
+}
+
+// TaskHolder waits for the results of background tasks from before a
+// resume reads the stored ones until the run attaches to them
+// (natsjs.RemoteToolset), so that none stored in between is missed.
+type TaskHolder interface {
+	Hold(conv string, tasks []agent.PendingTask) error
+	Release(taskID string)
+}
+
+// Config configures a [Session].
+type Config struct {
+	// Store keeps the conversation. Required.
+	Store conversation.Store
+	// Inbox, if set, reads what arrived while no agent ran.
+	Inbox Collector
+	// Announcer, if set, announces approvals and resolutions.
+	Announcer Announcer
+	// Canceller, if set, cancels the workers' copies of external calls
+	// that an answer settled.
+	Canceller Canceller
+	// Tasks, if set, holds the pending background tasks while Collect
+	// reads what arrived.
+	Tasks TaskHolder
+	// Holder names this process in the lease. Defaults to "agent".
+	Holder string
+	// MaxPayload bounds the messages given on a command line, as the
+	// server bounds the others; 0: no bound.
+	MaxPayload int
+	// Logger receives the session's logs. Defaults to discarding them.
+	Logger *slog.Logger
+}
+
+// DecisionMetaKey is the key, in the metadata of a tool return part, of
+// the decision that let the call run or denied it: {"task_id",
+// "approved", "by", "override_args", "message"} (by as the decision
+// claimed it).
+const DecisionMetaKey = "offload.decision"
+
+// Session is one process's claim on a conversation. It is safe for
+// concurrent use by the run's hooks.
+type Session struct {
+	cfg   Config
+	log   *slog.Logger
+	lease conversation.Lease
+
+	mu      sync.Mutex
+	st      *conversation.State
+	rev     conversation.Revision
+	stepped bool // the run saved a step
+	// handed are the arrivals given to the run (Prepare, Await), applied
+	// once the run saves its first step.
+	handed []conversation.Arrival
+	// decisions record, by tool call ID, the decisions handed to the run
+	// for the history's metadata.
+	decisions map[string]decisionNote
+	// outbox are the resolutions and cancels owed once arrivals are
+	// applied.
+	resolutions []protocol.Resolution
+	cancels     []string
+	// announced are the approvals this session announced already.
+	announced map[string]bool
+}
+
+// decisionNote is a decision to record on the call's tool return: the
+// first return of the call after history index from.
+type decisionNote struct {
+	from int
+	meta map[string]any
+}
+
+// ErrNothingToResume is returned by Prepare for a conversation that has
+// nothing pending and whose history does not wait for the model.
+var ErrNothingToResume = errors.New("session: nothing is pending and the conversation has ended; give a prompt to continue it")
+
+// Open claims conversation id (waiting for another holder as the store's
+// Claim does) and loads it. With create, a conversation the store does not
+// have is created empty; without, it is conversation.ErrNotFound.
+func Open(ctx context.Context, cfg Config, id string, create bool) (*Session, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("session: no store")
+	}
+	if cfg.Holder == "" {
+		cfg.Holder = "agent"
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	lease, err := cfg.Store.Claim(ctx, id, cfg.Holder)
+	if err != nil {
+		return nil, err
+	}
+	s := &Session{cfg: cfg, log: log.With(slog.String("conversation_id", id)), lease: lease, decisions: map[string]decisionNote{}, announced: map[string]bool{}}
+	st, rev, err := cfg.Store.Load(ctx, id)
+	switch {
+	case errors.Is(err, conversation.ErrNotFound) && create:
+		st = &conversation.State{ID: id, History: message.History{}}
+		if rev, err = cfg.Store.Save(ctx, st, 0); err != nil {
+			s.release()
+			return nil, err
+		}
+	case err != nil:
+		s.release()
+		return nil, err
+	}
+	s.st, s.rev = st, rev
+	return s, nil
+}
+
+// ID returns the conversation's ID.
+func (s *Session) ID() string { return s.st.ID }
+
+// Lost is closed when the lease was lost: another process may work on
+// the conversation, so this one must stop.
+func (s *Session) Lost() <-chan struct{} { return s.lease.Lost() }
+
+// Close releases the conversation.
+func (s *Session) Close() { s.release() }
+
+func (s *Session) release() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.lease.Release(ctx); err != nil {
+		s.log.Warn("lease not released; it lapses by itself", slog.Any("error", err))
+	}
+}
+
+// State returns a copy of the conversation's state.
+func (s *Session) State() *conversation.State {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.st.Clone()
+}
+
+// Collect reads what arrived since the checkpoint (refusing and counting
+// what does not resolve a pending task) and saves it.
+func (s *Session) Collect(ctx context.Context) (int, error) {
+	if s.cfg.Inbox == nil {
+		return 0, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var running []agent.PendingTask
+	if s.st.Pending != nil {
+		for _, t := range s.st.Pending.Tasks {
+			if t.Kind == agent.KindBackground && !s.st.Arrived(t.TaskID) {
+				running = append(running, t)
+			}
+		}
+	}
+	if s.cfg.Tasks != nil && len(running) > 0 {
+		// Waited for before the stream is read: a result stored after the
+		// read reaches the run that attaches to the task.
+		if err := s.cfg.Tasks.Hold(s.st.ID, running); err != nil {
+			return 0, err
+		}
+	}
+	n, err := s.cfg.Inbox.Collect(ctx, s.st)
+	if err != nil {
+		return n, err
+	}
+	if s.cfg.Tasks != nil {
+		for _, t := range running {
+			if s.st.Arrived(t.TaskID) {
+				s.cfg.Tasks.Release(t.TaskID)
+			}
+		}
+	}
+	return n, s.saveLocked(ctx)
+}
+
+// Admit checks a message given on a command line exactly as one read from
+// the wire (conversation.State.Admit) and records it as an arrival; the
+// caller saves with Save. It returns the *conversation.RefusedError of a
+// refused one.
+func (s *Session) Admit(kind conversation.ArrivalKind, task string, data []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.st.Admit(kind, task, data, 0, time.Now(), s.cfg.MaxPayload)
+}
+
+// Save stores the state as it is.
+func (s *Session) Save(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.saveLocked(ctx)
+}
+
+// Waiting returns the pending deferred calls (approvals and external
+// calls) that have no answer yet, in the pending record's order.
+func (s *Session) Waiting() []agent.PendingTask {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return waiting(s.st)
+}
+
+func waiting(st *conversation.State) []agent.PendingTask {
+	if st.Pending == nil {
+		return nil
+	}
+	var out []agent.PendingTask
+	for _, t := range st.Pending.Tasks {
+		if t.Kind != agent.KindBackground && !st.Arrived(t.TaskID) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// Pending lists what the conversation waits for, as a paused run's final
+// event lists it: deferred calls without an answer, then background tasks
+// whose outcome has not arrived.
+func (s *Session) Pending() []agent.Pending {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []agent.Pending
+	if s.st.Pending == nil {
+		return nil
+	}
+	for _, t := range s.st.Pending.Tasks {
+		if !s.st.Arrived(t.TaskID) {
+			out = append(out, agent.Pending{TaskID: t.TaskID, ToolCallID: t.ToolCallID, Kind: t.Kind, Tool: t.Tool, Args: t.Args})
+		}
+	}
+	return out
+}
+
+// Prepare returns the options of the run that continues the conversation
+// (history, deferred results, adopted background tasks). Every pending
+// deferred call must have its answer (see Waiting). A conversation with
+// nothing pending whose history ends with the model's answer has nothing
+// to resume without a prompt: ErrNothingToResume.
+func (s *Session) Prepare(prompt string) (*agent.RunOptions, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if w := waiting(s.st); len(w) > 0 {
+		return nil, fmt.Errorf("session: %d deferred calls wait for an answer", len(w))
+	}
+	opts := &agent.RunOptions{History: s.st.History, ConversationID: s.st.ID}
+	if s.st.Pending == nil {
+		if prompt == "" && endsWithAnswer(s.st.History) {
+			return nil, ErrNothingToResume
+		}
+		return opts, nil
+	}
+	var res *deferred.Results
+	byTask := map[string]conversation.Arrival{}
+	for _, a := range s.st.Arrivals {
+		byTask[a.TaskID] = a
+	}
+	for _, t := range s.st.Pending.Tasks {
+		if t.Kind == agent.KindBackground {
+			continue
+		}
+		if res == nil {
+			res = &deferred.Results{Calls: map[string]any{}, Approvals: map[string]any{}, Metadata: map[string]map[string]any{}}
+		}
+		a := byTask[t.TaskID]
+		if err := s.applyLocked(res, t, a, len(s.st.History)); err != nil {
+			return nil, err
+		}
+	}
+	opts.DeferredResults = res
+	// Background outcomes that arrived, in arrival order, then the tasks
+	// still running (attached by the run).
+	for _, a := range s.st.Arrivals {
+		t, ok := s.st.PendingTask(a.TaskID)
+		if !ok || t.Kind != agent.KindBackground {
+			continue
+		}
+		r, err := protocol.DecodeResult(a.Data, a.TaskID, &protocol.DecodeOpts{MaxSize: -1})
+		if err != nil {
+			return nil, fmt.Errorf("session: stored result of task %s: %w", a.TaskID, err)
+		}
+		val, oerr := r.Outcome()
+		if errors.Is(oerr, protocol.ErrCancelled) {
+			oerr = &agent.TaskCancelled{Reason: r.Message}
+		}
+		opts.Background = append(opts.Background, agent.AdoptedTask{Task: t, Done: true, Value: val, Err: oerr})
+	}
+	for _, t := range s.st.Pending.Tasks {
+		if t.Kind == agent.KindBackground && !s.st.Arrived(t.TaskID) {
+			opts.Background = append(opts.Background, agent.AdoptedTask{Task: t})
+		}
+	}
+	s.handed = append(s.handed, s.st.Arrivals...)
+	return opts, nil
+}
+
+// endsWithAnswer reports whether the history's last message is a response
+// without tool calls (the model has answered; nothing waits).
+func endsWithAnswer(h message.History) bool {
+	return len(h) > 0 && h[len(h)-1].Role == message.RoleResponse && len(h[len(h)-1].ToolCalls()) == 0
+}
+
+// applyLocked adds the answer a of deferred call t to res, and notes what
+// the history and the people watching are owed for it.
+func (s *Session) applyLocked(res *deferred.Results, t agent.PendingTask, a conversation.Arrival, from int) error {
+	id := t.ToolCallID
+	switch a.Kind {
+	case conversation.ArrivalDecision:
+		d, err := protocol.DecodeDecision(a.Data, &protocol.DecodeOpts{MaxSize: -1})
+		if err != nil {
+			return fmt.Errorf("session: stored decision of task %s: %w", t.TaskID, err)
+		}
+		note := map[string]any{"task_id": t.TaskID, "approved": d.Approved}
+		if d.By != "" {
+			note["by"] = d.By
+		}
+		resolved := protocol.ResolvedDenied
+		switch {
+		case d.Approved && d.OverrideArgs != nil:
+			res.Approvals[id] = deferred.ToolApproved{OverrideArgs: d.OverrideArgs}
+			note["override_args"] = d.OverrideArgs
+			resolved = protocol.ResolvedApproved
+		case d.Approved:
+			res.Approvals[id] = true
+			resolved = protocol.ResolvedApproved
+		default:
+			res.Approvals[id] = deferred.ToolDenied{Message: d.Message}
+			if d.Message != "" {
+				note["message"] = d.Message
+			}
+		}
+		if d.Metadata != nil {
+			res.Metadata[id] = d.Metadata
+		}
+		s.decisions[id] = decisionNote{from: from, meta: note}
+		s.resolutions = append(s.resolutions, protocol.Resolution{TaskID: t.TaskID, Resolved: resolved, By: d.By})
+	case conversation.ArrivalAnswer, conversation.ArrivalResult:
+		r, err := protocol.DecodeResult(a.Data, t.TaskID, &protocol.DecodeOpts{MaxSize: -1})
+		if err != nil {
+			return fmt.Errorf("session: stored answer of task %s: %w", t.TaskID, err)
+		}
+		res.Calls[id] = callValue(r)
+		if a.Kind == conversation.ArrivalAnswer {
+			s.cancels = append(s.cancels, t.TaskID)
+		}
+	default:
+		return fmt.Errorf("session: task %s has no answer", t.TaskID)
+	}
+	return nil
+}
+
+// callValue is the deferred result of an external call answered by r: its
+// value, a ModelRetry or a ToolFailed; a worker's error shows the model
+// only its type, as an unexpected failure does.
+func callValue(r protocol.Result) any {
+	val, err := r.Outcome()
+	if err == nil {
+		return val
+	}
+	var re *protocol.RemoteError
+	switch {
+	case errors.As(err, &re):
+		return toolFailed(re.ErrorType())
+	case errors.Is(err, protocol.ErrCancelled):
+		return toolFailed("Cancelled")
+	}
+	return err // *tool.ModelRetry or *tool.ToolFailed
+}
+
+func toolFailed(msg string) error { return &tool.ToolFailed{Message: msg} }
