@@ -100,7 +100,11 @@ func runDurable(ctx context.Context, e env, f *runFlags, cfg agent.Config, rem *
 		return usageErr("%v", err)
 	}
 	res, runErr := a.Run(runCtx, prompt, opts)
-	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	finishWait := 15 * time.Second
+	if errors.Is(runErr, natsjs.ErrServerLost) {
+		finishWait = time.Second // no server to save to: the last checkpoint stands
+	}
+	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), finishWait)
 	defer fcancel()
 	if err := sess.Finish(fctx, res, runErr); err != nil {
 		logger.Error("conversation not saved", slog.Any("error", err))
