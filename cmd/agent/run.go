@@ -227,10 +227,8 @@ func builtinTools(f *runFlags, logger *slog.Logger) ([]*tool.Tool, error) {
 	if err != nil {
 		return nil, usageErr("built-in tools: %v", err)
 	}
-	for _, name := range splitList(f.tools) {
-		if !slices.Contains(builtin.Names(), name) {
-			return nil, usageErr("unknown tool %q in --tools (available: %s)", name, strings.Join(builtin.Names(), ", "))
-		}
+	if err := checkToolNames(splitList(f.tools), builtin.Names(), f, "the built-in tools"); err != nil {
+		return nil, err
 	}
 	return all, nil
 }
@@ -295,6 +293,9 @@ type printer struct {
 	runID    string
 	// resolve, when set, gives the commands that resolve a pending call.
 	resolve func(agent.Pending) []string
+	// resumeHint, when set, is the command that continues a paused
+	// conversation.
+	resumeHint string
 	// running are the live background tasks of the live view, by task ID,
 	// in start order (order).
 	running map[string]*liveTask
@@ -331,7 +332,11 @@ func (p *printer) event(ev agent.Event) {
 	}
 	switch ev.Type {
 	case agent.EventToolCall:
-		fmt.Fprintf(p.e.stderr, "→ %s %s\n", ev.Tool, compact(ev.Args))
+		task := ""
+		if ev.TaskID != "" {
+			task = " (task " + ev.TaskID + ")"
+		}
+		fmt.Fprintf(p.e.stderr, "→ %s %s%s\n", ev.Tool, compact(ev.Args), task)
 	case agent.EventToolResult:
 		fmt.Fprintf(p.e.stderr, "← %s %s: %s\n", ev.Tool, ev.Outcome, clip(message.ContentText(ev.Content), 200))
 	case agent.EventProgress:
@@ -398,6 +403,9 @@ func (p *printer) finish(_ *agent.Result, runErr error) error {
 		case agent.StatusPaused:
 			writePending(p.e.stdout, f.Pending, p.resolve)
 		}
+	}
+	if f.Status == agent.StatusPaused {
+		writePauseSummary(p.e.stderr, f.Pending, p.resumeHint)
 	}
 	var ue *agent.UserError
 	switch {

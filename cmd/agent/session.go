@@ -74,7 +74,8 @@ func runDurable(ctx context.Context, e env, f *runFlags, cfg agent.Config, rem *
 	}
 	defer sess.Close()
 	out.conversation(sess.ID())
-	out.resolve = resolveCommands(f, rem, sess.ID())
+	out.resolve = resolveCommands(f, rem.embedded, sess.ID())
+	out.resumeHint = resumeHint(f, rem.embedded, sess.ID())
 	opts.ConversationID = sess.ID()
 	if f.conversation != "" {
 		if err := continueSession(ctx, e, f, sess, prompt, opts, out); err != nil {
