@@ -110,6 +110,9 @@ func publishArrival(cmd *cobra.Command, e env, f *runFlags, kind conversation.Ar
 	if err != nil {
 		return err
 	}
+	if _, pending := st.PendingTask(task); pending && st.Arrived(task) {
+		return &exitError{code: exitFailed, err: fmt.Errorf("task %s is not pending in conversation %s: it was already answered", task, f.conversation)}
+	}
 	var re *conversation.RefusedError
 	err = st.Admit(kind, task, data, 0, time.Now(), int(o.c.nc.MaxPayload()))
 	switch {
@@ -120,6 +123,8 @@ func publishArrival(cmd *cobra.Command, e env, f *runFlags, kind conversation.Ar
 		return &exitError{code: exitFailed, err: fmt.Errorf("task %s is not pending in conversation %s: it was already answered", task, f.conversation)}
 	case errors.As(err, &re) && re.Reason == conversation.ReasonUnknownTask:
 		return &exitError{code: exitFailed, err: fmt.Errorf("task %s is not pending in conversation %s", task, f.conversation)}
+	case errors.As(err, &re) && re.Reason == conversation.ReasonWrongKind:
+		return &exitError{code: exitFailed, err: fmt.Errorf("task %s is not pending in conversation %s as a call to %s: %v", task, f.conversation, cmd.Name(), re.Err)}
 	default:
 		return &exitError{code: exitFailed, err: fmt.Errorf("task %s: %w", task, err)}
 	}
