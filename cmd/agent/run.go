@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
@@ -300,7 +301,18 @@ type printer struct {
 	// in start order (order).
 	running map[string]*liveTask
 	order   []string
+	// said is the text of the model's current response: shown on stderr
+	// once the response turns out not to be the final one (a tool call
+	// or another request follows), since stdout carries only the final
+	// output.
+	said strings.Builder
+	// deferred names the deferred calls of the run by tool call ID, for
+	// the lines that say how they were resolved.
+	deferred map[string]deferredCall
 }
+
+// deferredCall is a deferred call in the human output.
+type deferredCall struct{ tool, task string }
 
 // liveTask is a running background task in the live view.
 type liveTask struct {
@@ -331,6 +343,25 @@ func (p *printer) event(ev agent.Event) {
 		return
 	}
 	switch ev.Type {
+	case agent.EventTextDelta:
+		p.said.WriteString(ev.Delta)
+		return
+	case agent.EventModelRequestRetry:
+		p.said.Reset() // the failed attempt's deltas are void
+		return
+	case agent.EventFinal:
+		p.said.Reset() // the final output goes to stdout
+		return
+	}
+	if text := strings.TrimSpace(p.said.String()); text != "" {
+		fmt.Fprintf(p.e.stderr, "model: %s\n", text)
+	}
+	p.said.Reset()
+	switch ev.Type {
+	case agent.EventDeferredToolRequests:
+		p.deferredRequests(ev.Requests)
+	case agent.EventDeferredToolResults:
+		p.deferredResults(ev.Results)
 	case agent.EventToolCall:
 		task := ""
 		if ev.TaskID != "" {
@@ -379,6 +410,60 @@ func (p *printer) event(ev agent.Event) {
 			}
 			fmt.Fprintf(p.e.stderr, "⋯ %s task %s running for %s%s\n", lt.tool, id, since(lt.started, ev.At), last)
 		}
+	}
+}
+
+// deferredRequests says which calls wait for a decision or an answer.
+func (p *printer) deferredRequests(reqs *deferred.Requests) {
+	if reqs == nil {
+		return
+	}
+	if p.deferred == nil {
+		p.deferred = map[string]deferredCall{}
+	}
+	for _, c := range reqs.Approvals {
+		p.deferred[c.ToolCallID] = deferredCall{c.ToolName, reqs.TaskIDs[c.ToolCallID]}
+		fmt.Fprintf(p.e.stderr, "? %s task %s needs approval\n", c.ToolName, reqs.TaskIDs[c.ToolCallID])
+	}
+	for _, c := range reqs.Calls {
+		p.deferred[c.ToolCallID] = deferredCall{c.ToolName, reqs.TaskIDs[c.ToolCallID]}
+		fmt.Fprintf(p.e.stderr, "? %s task %s waits for an answer from outside\n", c.ToolName, reqs.TaskIDs[c.ToolCallID])
+	}
+}
+
+// deferredResults says how deferred calls were resolved within the run
+// (--approve all|none|ask|wait).
+func (p *printer) deferredResults(res *deferred.Results) {
+	if res == nil {
+		return
+	}
+	say := func(id, what string) {
+		dc, ok := p.deferred[id]
+		if !ok {
+			dc = deferredCall{tool: "call " + id}
+		}
+		task := ""
+		if dc.task != "" {
+			task = " task " + dc.task
+		}
+		fmt.Fprintf(p.e.stderr, "! %s%s %s\n", dc.tool, task, what)
+	}
+	for _, id := range slices.Sorted(maps.Keys(res.Approvals)) {
+		switch v := res.Approvals[id].(type) {
+		case bool:
+			if v {
+				say(id, "approved")
+			} else {
+				say(id, "denied")
+			}
+		case deferred.ToolApproved:
+			say(id, "approved")
+		case deferred.ToolDenied:
+			say(id, "denied: "+v.Text())
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(res.Calls)) {
+		say(id, "answered")
 	}
 }
 

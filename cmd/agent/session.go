@@ -124,7 +124,7 @@ func openSession(ctx context.Context, f *runFlags, rem *remote, am *metrics.Agen
 		return nil, err
 	}
 	maxPayload := int(rem.nc.MaxPayload())
-	inbox, err := natsjs.NewInbox(natsjs.InboxConfig{JetStream: rem.js, Prefix: f.prefix, MaxPayload: maxPayload, Metrics: am, Logger: log})
+	inbox, err := natsjs.NewInbox(natsjs.InboxConfig{JetStream: rem.js, Prefix: f.prefix, MaxPayload: maxPayload, Metrics: am, Logger: inboxLogger(log)})
 	if err != nil {
 		return nil, err
 	}

@@ -87,7 +87,7 @@ func (s storeCmd) open(ctx context.Context) (*openedStore, func(), error) {
 	if err != nil {
 		return fail(err)
 	}
-	inbox, err := natsjs.NewInbox(natsjs.InboxConfig{JetStream: js, Prefix: s.f.prefix, MaxPayload: int(c.nc.MaxPayload()), Logger: log})
+	inbox, err := natsjs.NewInbox(natsjs.InboxConfig{JetStream: js, Prefix: s.f.prefix, MaxPayload: int(c.nc.MaxPayload()), Logger: inboxLogger(log)})
 	if err != nil {
 		return fail(err)
 	}
