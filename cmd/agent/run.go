@@ -80,7 +80,7 @@ func newRunCmd(e env) *cobra.Command {
 // registerRunFlags registers the flags run and resume share.
 func registerRunFlags(cmd *cobra.Command, f *runFlags, e env) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.model, "model", defaultModel(e.getenv), "model: openai:NAME, test or script:FILE (default openai:gpt-4o-mini when OPENAI_API_KEY is set, else test)")
+	fl.StringVar(&f.model, "model", "", "model: openai:NAME, test or script:FILE (default openai:gpt-4o-mini when OPENAI_API_KEY is set, else test)")
 	fl.BoolVar(&f.json, "json", false, "write events as JSON lines on stdout; the last line is the final event")
 	fl.IntVar(&f.toolCallsLimit, "tool-calls-limit", -1, "maximum successful tool calls in the run (-1: no limit)")
 	fl.IntVar(&f.requestLimit, "request-limit", agent.DefaultRequestLimit, "maximum model requests in the run")
@@ -142,6 +142,9 @@ func runAgent(ctx context.Context, e env, f *runFlags, prompt string) error {
 		logger.Warn("--spec: section validated but not applied yet", "section", sec)
 	}
 	f.mf.logger = logger
+	if f.model == "" {
+		f.model = defaultModel(e.getenv)
+	}
 	model, err := newModel(f.model, e.getenv, nil, &f.mf)
 	if err != nil {
 		return err
