@@ -115,6 +115,20 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 			names = append(names, t.Name)
 		}
 		if err := checkToolNames(want, names, f, "workers on "+natsjs.RedactURL(url)); err != nil {
+			// Name every tool the workers advertise, not only those --tools
+			// selected.
+			if all, aerr := natsjs.NewRemoteToolset(ctx, natsjs.RemoteConfig{Conn: nc, Prefix: f.prefix, Replicas: f.conn.replicas, Dispatcher: d, Logger: log}); aerr == nil {
+				if ts, terr := all.Tools(ctx); terr == nil {
+					names = names[:0]
+					for _, t := range ts {
+						names = append(names, t.Name)
+					}
+					if all := checkToolNames(want, names, f, "workers on "+natsjs.RedactURL(url)); all != nil {
+						err = all
+					}
+				}
+				all.Close()
+			}
 			return fail(err)
 		}
 		if len(tools) == 0 && len(f.extras.external) == 0 {

@@ -149,6 +149,12 @@ func TestPendingNATSCommandsPasted(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &h) != nil || !strings.Contains(out, "deployed prod") {
 		t.Fatalf("history: exit %d\n%s", code, out)
 	}
+	// --tools naming a tool no worker serves: exit 2 with the available
+	// names, as on the embedded default.
+	if code, _, stderr := plain(t, d.dir, nil, append([]string{"run", "--model", "test", "--tools", "nope,deploy", "x"}, nats...)...); code != exitUsage ||
+		!strings.Contains(stderr, `unknown tool "nope"`) || !strings.Contains(stderr, "available: deploy, guarded, handoff, research") {
+		t.Fatalf("unknown tool with --nats: exit %d: %s", code, stderr)
+	}
 	for _, cmd := range []string{"history", "pending"} {
 		if code, _, stderr := plain(t, d.dir, nil, append([]string{cmd, "--conversation", protocol.NewID()}, nats...)...); code != exitFailed || !strings.Contains(stderr, "is unknown") {
 			t.Fatalf("%s of an unknown conversation: exit %d: %s", cmd, code, stderr)
