@@ -129,6 +129,10 @@ func resumeHint(f *runFlags, embedded bool, conv string) string {
 	if f.prefix != protocol.DefaultPrefix {
 		c = append(c, "--prefix", f.prefix)
 	}
+	if f.spec != "" {
+		// Its external tools and instructions are not stored.
+		c = append(c, "--spec", absPath(f.spec))
+	}
 	return natsCLIJoin(append(c, "--conversation", conv))
 }
 
