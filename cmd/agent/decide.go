@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/offload-dev/offload/pkg/conversation"
+	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
@@ -121,6 +123,8 @@ func publishArrival(cmd *cobra.Command, e env, f *runFlags, kind conversation.Ar
 		return usageErr("%v", re.Err)
 	case errors.As(err, &re) && re.Reason == conversation.ReasonDuplicate:
 		return &exitError{code: exitFailed, err: fmt.Errorf("task %s is not pending in conversation %s: it was already answered", task, f.conversation)}
+	case errors.As(err, &re) && re.Reason == conversation.ReasonUnknownTask && kind == conversation.ArrivalDecision && o.awaited(ctx, f, task):
+		// A run with --approve wait announced it and reads decisions live.
 	case errors.As(err, &re) && re.Reason == conversation.ReasonUnknownTask:
 		return &exitError{code: exitFailed, err: fmt.Errorf("task %s is not pending in conversation %s", task, f.conversation)}
 	case errors.As(err, &re) && re.Reason == conversation.ReasonWrongKind:
@@ -138,4 +142,25 @@ func publishArrival(cmd *cobra.Command, e env, f *runFlags, kind conversation.Ar
 	}
 	fmt.Fprintf(e.stderr, "%s %s recorded on %s; continue with: %s\n", kind, task, subject, resumeHint(f, o.c.embedded, f.conversation))
 	return nil
+}
+
+// awaited reports whether a live run of the conversation waits for the
+// decision of task (--approve wait): its approval is announced on
+// <prefix>.approval.<conv>.<task> and not resolved yet. Such a call is in
+// no stored pending record until the run pauses.
+func (o *openedStore) awaited(ctx context.Context, f *runFlags, task string) bool {
+	s, err := o.js.Stream(ctx, natsjs.NamesFor(f.prefix).Approvals)
+	if err != nil {
+		return false
+	}
+	m, err := s.GetLastMsgForSubject(ctx, protocol.Subjects{Prefix: f.prefix}.Approval(f.conversation, task))
+	if err != nil {
+		return false
+	}
+	var a struct {
+		TaskID   string `json:"task_id"`
+		Tool     string `json:"tool"`
+		Resolved string `json:"resolved"`
+	}
+	return json.Unmarshal(m.Data, &a) == nil && a.TaskID == task && a.Tool != "" && a.Resolved == ""
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -306,5 +307,50 @@ func TestJSONLinesEveryExitPath(t *testing.T) {
 		if ev["type"] != "final" || ev["status"] != c.status || ev["exit_code"] != float64(c.code) {
 			t.Fatalf("%v: last line %v", c.args, ev)
 		}
+	}
+}
+
+// A run with --approve wait is live and its approval is only announced
+// (no stored pending record yet): agent approve decides it, and the run
+// goes on in its process; once resolved, a second approve exits 1.
+func TestApproveWhileRunWaits(t *testing.T) {
+	t.Parallel()
+	d := newDurable(t)
+	cmd := d.command("run", "--approve", "wait", "--wait", "1m", deployProd)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	nats := []string{"--nats", d.nats.URL()}
+	var conv, task string
+	var last map[string]any
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		var ev map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			t.Fatalf("not JSON: %q", sc.Text())
+		}
+		last = ev
+		conv, _ = ev["conversation_id"].(string)
+		if ev["type"] == "deferred_tool_requests" {
+			for _, id := range ev["task_ids"].(map[string]any) {
+				task = id.(string)
+			}
+			waitFor(t, func() bool { return len(d.approvalMessages(conv, task)) > 0 })
+			if code, _, stderr := plain(t, d.dir, nil, append([]string{"approve", "--conversation", conv, task, "--by", "bob"}, nats...)...); code != 0 {
+				t.Fatalf("approve while the run waits: exit %d: %s", code, stderr)
+			}
+		}
+	}
+	if err := cmd.Wait(); err != nil || last["output"] != "seen deploy:deployed prod" {
+		t.Fatalf("run: %v, last %v\n%s", err, last, stderr.String())
+	}
+	if code, _, stderr := plain(t, d.dir, nil, append([]string{"approve", "--conversation", conv, task}, nats...)...); code != exitFailed {
+		t.Fatalf("approve once resolved: exit %d: %s", code, stderr)
 	}
 }
