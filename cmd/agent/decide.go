@@ -140,7 +140,7 @@ func publishArrival(cmd *cobra.Command, e env, f *runFlags, kind conversation.Ar
 	if _, err := o.js.Publish(ctx, subject, data, jetstream.WithMsgID(string(kind)+"."+f.conversation+"."+task)); err != nil {
 		return &exitError{code: exitFailed, err: fmt.Errorf("publish on %s: %w", subject, err)}
 	}
-	fmt.Fprintf(e.stderr, "%s %s recorded on %s; continue with: %s\n", kind, task, subject, resumeHint(f, o.c.embedded, f.conversation))
+	fmt.Fprintf(e.stderr, "%s %s recorded on %s; once nothing else is pending, continue with: %s (and the run's --spec, if it had one)\n", kind, task, subject, resumeHint(f, o.c.embedded, f.conversation))
 	return nil
 }
 
