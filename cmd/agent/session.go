@@ -101,7 +101,12 @@ func runDurable(ctx context.Context, e env, f *runFlags, cfg agent.Config, rem *
 		return usageErr("%v", err)
 	}
 	res, runErr := a.Run(runCtx, prompt, opts)
-	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	saveFor := 15 * time.Second
+	if errors.Is(runErr, natsjs.ErrServerLost) || !rem.nc.IsConnected() {
+		// The server is gone: a save can only wait out its timeout.
+		saveFor = 2 * time.Second
+	}
+	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), saveFor)
 	defer fcancel()
 	if err := sess.Finish(fctx, res, runErr); err != nil {
 		logger.Error("conversation not saved", slog.Any("error", err))
