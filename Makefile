@@ -7,7 +7,7 @@ GOBIN       ?= $(CURDIR)/.bin
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 NATSCLI     := github.com/nats-io/natscli/nats@v0.5.0
 NATSSERVER  := github.com/nats-io/nats-server/v2@v2.15.2
-PROMPT      ?= What is in this directory?
+PROMPT      ?= Ship the release.
 FUZZTIME    ?= 20s
 BENCH_FLAGS ?=
 export GOTOOLCHAIN ?= local
@@ -22,8 +22,9 @@ build: ## Build bin/agent and bin/toolworker
 	$(GO) build -o bin/ ./cmd/...
 
 .PHONY: run
-run: ## Run the agent on the embedded default (test model unless OPENAI_API_KEY is set)
-	$(GO) run ./cmd/agent run --tools list_dir,sleep "$(PROMPT)"
+run: ## Demo: background tasks, an approval, a person's answer, a resume (scripted model unless OPENAI_API_KEY is set)
+	$(GO) build -o bin/agent ./cmd/agent
+	AGENT="$(CURDIR)/bin/agent" PROMPT="$(PROMPT)" examples/demo/demo.sh
 
 .PHONY: test
 test: $(GOBIN)/nats ## Run all tests with the race detector (installs the nats CLI for end-to-end tests)

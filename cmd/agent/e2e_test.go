@@ -156,16 +156,31 @@ func TestBinaryAgainstOpenAICompatibleServer(t *testing.T) {
 
 func TestBinaryHumanOutputAndExitCodes(t *testing.T) {
 	t.Parallel()
-	// Test model, human mode: final output alone on stdout.
+	// Test model, human mode: its readable answer alone on stdout, after a
+	// sleep long enough to report progress.
 	out := runBinary(t, nil, "run", "--model", "test", "--tools", "sleep", "hello")
-	if out.code != 0 || strings.TrimSpace(out.stdout) != `{"sleep":{"slept_seconds":0}}` {
+	if want := "I called 1 tool.\n- sleep returned {\"slept_seconds\":3,\"message\":\"rested\"}"; out.code != 0 || strings.TrimSpace(out.stdout) != want ||
+		!strings.Contains(out.stderr, "… sleep task ") {
 		t.Fatalf("exit %d stdout %q stderr %q", out.code, out.stdout, out.stderr)
 	}
-	// Approval-gated tool without a terminal: the run pauses (exit 3) and
-	// lists the pending call.
+	// Approval-gated tool without a terminal: the run pauses (exit 3),
+	// lists the pending call on stdout and says on stderr that it paused
+	// and how to continue.
 	out = runBinary(t, nil, "run", "--model", "test", "--tools", "write_file", "write")
-	if out.code != 3 || !strings.Contains(out.stdout, " approval write_file ") {
+	if out.code != 3 || !strings.Contains(out.stdout, ` approval write_file {"content":"A note written by the offload test model.\n","path":"note.txt"}`) ||
+		!strings.Contains(out.stderr, "paused: ") || !strings.Contains(out.stderr, " resume --store ") {
 		t.Fatalf("exit %d stdout %q stderr %q", out.code, out.stdout, out.stderr)
+	}
+	// --approve all writes the note the model asked for, named as asked.
+	dir0 := t.TempDir()
+	out = runBinary(t, nil, "run", "--model", "test", "--tools", "write_file", "--approve", "all", "--root", dir0, "--store", filepath.Join(dir0, ".offload"), "Write a note")
+	if b, err := os.ReadFile(filepath.Join(dir0, "note.txt")); out.code != 0 || err != nil || !strings.HasPrefix(string(b), "A note") {
+		t.Fatalf("exit %d stderr %q: note.txt %q %v", out.code, out.stderr, b, err)
+	}
+	// A --tools name nothing offers: exit 2 with the available names.
+	out = runBinary(t, nil, "run", "--model", "test", "--tools", "nope", "x")
+	if out.code != 2 || !strings.Contains(out.stderr, "available: ") || !strings.Contains(out.stderr, "sleep") {
+		t.Fatalf("unknown tool: exit %d stderr %q", out.code, out.stderr)
 	}
 	// --json ends with the final event on a pause too.
 	out = runBinary(t, nil, "run", "--json", "--model", "test", "--tools", "write_file", "write")

@@ -63,6 +63,7 @@ func (p *printer) paused(pending []agent.Pending) error {
 	if !p.json {
 		writePending(p.e.stdout, pending, p.resolve)
 	}
+	writePauseSummary(p.e.stderr, pending, p.resumeHint)
 	return &exitError{code: exitPaused}
 }
 

@@ -3,6 +3,11 @@
 //
 //	agent run [flags] PROMPT
 //	agent resume --conversation ID [--approve-task T] [--deny-task T[=MSG]] [--result T=JSON] [PROMPT]
+//	agent pending [--conversation ID]
+//	agent approve|deny --conversation ID TASK [--message M] [--args JSON] [--by NAME]
+//	agent answer --conversation ID TASK JSON
+//	agent history --conversation ID
+//	agent provision
 //
 // Exit codes: 0 finished; 3 paused with pending deferred calls; 1 run failed;
 // 2 usage or configuration error; 130 interrupted. See README.md.
@@ -94,6 +99,11 @@ func execute(ctx context.Context, args []string, e env) int {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{code: exitUsage, err: err} })
 	root.AddCommand(newRunCmd(e))
 	root.AddCommand(newResumeCmd(e))
+	root.AddCommand(newPendingCmd(e))
+	root.AddCommand(newDecideCmd(e, true))
+	root.AddCommand(newDecideCmd(e, false))
+	root.AddCommand(newAnswerCmd(e))
+	root.AddCommand(newHistoryCmd(e))
 	root.AddCommand(newProvisionCmd(e))
 	err := root.ExecuteContext(ctx)
 	if err == nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"log/slog"
 	"strings"
 	"time"
@@ -91,6 +92,16 @@ func (mf *modelFlags) openAIConfig(getenv func(string) string, name string) open
 	return cfg
 }
 
+// testModelArgs are the test model's arguments for the built-in tools
+// whose generated ones would show nothing: a sleep that takes visible
+// time (with progress) and a note with a name and a sentence.
+func testModelArgs() map[string]json.RawMessage {
+	return map[string]json.RawMessage{
+		"sleep":      json.RawMessage(`{"seconds":3,"message":"rested"}`),
+		"write_file": json.RawMessage(`{"path":"note.txt","content":"A note written by the offload test model.\n"}`),
+	}
+}
+
 // newModel builds the model named by --model: openai:NAME, test or
 // script:FILE. tools restricts the test model's calls; mf configures the
 // transport of openai models (the others have none).
@@ -100,7 +111,7 @@ func newModel(spec string, getenv func(string) string, tools []string, mf *model
 	}
 	switch {
 	case spec == "test":
-		return testmodel.New(testmodel.Config{CallTools: tools}), nil
+		return testmodel.New(testmodel.Config{CallTools: tools, Prose: true, Args: testModelArgs()}), nil
 	case strings.HasPrefix(spec, "script:"):
 		path := strings.TrimPrefix(spec, "script:")
 		if path == "" {

@@ -48,41 +48,22 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 	defer cancel()
 
 	want := splitList(f.tools)
-	copts, err := f.conn.options(e.getenv)
+	var builtins []*tool.Tool
+	c, err := connect(ctx, e, f, log, func(srv *embedded.Server) error {
+		if srv == nil {
+			// Checks the names of --tools before anything starts.
+			_, err := builtinTools(f, log)
+			return err
+		}
+		var err error
+		builtins, err = embeddedBuiltins(f, srv, want, log)
+		return err
+	})
 	if err != nil {
 		return fail(err)
 	}
-	url := f.nats
-	embeddedDefault := url == "" && copts.Context == nil
-	var builtins []*tool.Tool
-	if embeddedDefault {
-		// Checks the names of --tools before anything starts.
-		if _, err := builtinTools(f, log); err != nil {
-			return fail(err)
-		}
-		srv, err := embedded.Start(ctx, embedded.Config{StoreDir: f.store, Logger: log})
-		if err != nil {
-			return fail(fmt.Errorf("embedded nats-server: %w", err))
-		}
-		closers = append(closers, func(ctx context.Context) { _ = srv.Shutdown(ctx) })
-		url = srv.URL()
-		// Only the store's user is accepted, and only the server this store
-		// started is used.
-		copts = natsjs.ConnectOptions{Nkey: srv.NkeySeedFile(), ExpectServerID: srv.ServerID()}
-		fmt.Fprintf(e.stderr, "nats: %s\n", url)
-		fmt.Fprintf(e.stderr, "nats CLI: %s\n", natsCLI(srv.CLIOptions()))
-		if builtins, err = embeddedBuiltins(f, srv, want, log); err != nil {
-			return fail(err)
-		}
-	}
-	// An agent run fails fast when the server is not there (workers wait).
-	copts.Name, copts.Logger = "agent", log
-	copts.Extra = []nats.Option{nats.Timeout(5 * time.Second), nats.RetryOnFailedConnect(false)}
-	nc, err := natsjs.Connect(url, copts)
-	if err != nil {
-		return fail(&exitError{code: exitFailed, err: fmt.Errorf("connect to %s: %w", natsjs.RedactURL(url), err)})
-	}
-	closers = append(closers, func(context.Context) { nc.Close() })
+	closers = append(closers, c.close)
+	nc, url, embeddedDefault := c.nc, c.url, c.embedded
 
 	if embeddedDefault {
 		w, err := natsjs.NewWorker(natsjs.WorkerConfig{
@@ -123,14 +104,35 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 	closers = append(closers, func(context.Context) { rt.Close() })
 
 	if !embeddedDefault {
-		tools, _ := rt.Tools(ctx)
-		if len(tools) == 0 {
-			fmt.Fprintf(e.stderr, "agent: no worker advertises %s on %s yet; start toolworker replicas (the model is offered no tools)\n", describeTools(want), natsjs.RedactURL(url))
+		// One rule for both (SPEC §6.1): a --tools name nothing offers is a
+		// usage error naming what is offered.
+		tools, err := rt.Tools(ctx)
+		if err != nil {
+			return fail(fmt.Errorf("tool registry: %w", err))
 		}
-		for _, name := range want {
-			if !slices.ContainsFunc(tools, func(t *tool.Tool) bool { return t.Name == name }) && len(tools) > 0 {
-				fmt.Fprintf(e.stderr, "agent: no worker advertises tool %q yet\n", name)
+		var names []string
+		for _, t := range tools {
+			names = append(names, t.Name)
+		}
+		if err := checkToolNames(want, names, f, "workers on "+natsjs.RedactURL(url)); err != nil {
+			// Name every tool the workers advertise, not only those --tools
+			// selected.
+			if all, aerr := natsjs.NewRemoteToolset(ctx, natsjs.RemoteConfig{Conn: nc, Prefix: f.prefix, Replicas: f.conn.replicas, Dispatcher: d, Logger: log}); aerr == nil {
+				if ts, terr := all.Tools(ctx); terr == nil {
+					names = names[:0]
+					for _, t := range ts {
+						names = append(names, t.Name)
+					}
+					if all := checkToolNames(want, names, f, "workers on "+natsjs.RedactURL(url)); all != nil {
+						err = all
+					}
+				}
+				all.Close()
 			}
+			return fail(err)
+		}
+		if len(tools) == 0 && len(f.extras.external) == 0 {
+			fmt.Fprintf(e.stderr, "agent: no worker advertises any tool on %s yet; start toolworker replicas (the model is offered no tools)\n", natsjs.RedactURL(url))
 		}
 	}
 	js, err := jetstream.New(nc)
@@ -138,6 +140,75 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 		return fail(err)
 	}
 	return &remote{rt: rt, nc: nc, js: js, d: d, embedded: embeddedDefault}, release, nil
+}
+
+// conn is a connection to the NATS server of --nats, or of the store on
+// the embedded default.
+type conn struct {
+	nc  *nats.Conn
+	url string
+	// embedded is set on the embedded default: no server outlives the
+	// agent.
+	embedded bool
+	closers  []func(context.Context)
+}
+
+func (c *conn) close(ctx context.Context) {
+	for i := len(c.closers) - 1; i >= 0; i-- {
+		c.closers[i](ctx)
+	}
+}
+
+// connect connects to --nats, or on the embedded default (SPEC §6.4) to
+// the store's server, starting it when none runs. embeddedHook, when set,
+// runs on the embedded default once before the server starts (srv nil)
+// and once after (srv set); an error from it ends the connection.
+func connect(ctx context.Context, e env, f *runFlags, log *slog.Logger, embeddedHook func(srv *embedded.Server) error) (*conn, error) {
+	c := &conn{url: f.nats}
+	fail := func(err error) (*conn, error) {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		c.close(cctx)
+		return nil, err
+	}
+	copts, err := f.conn.options(e.getenv)
+	if err != nil {
+		return fail(err)
+	}
+	c.embedded = c.url == "" && copts.Context == nil
+	if c.embedded {
+		if embeddedHook != nil {
+			if err := embeddedHook(nil); err != nil {
+				return fail(err)
+			}
+		}
+		srv, err := embedded.Start(ctx, embedded.Config{StoreDir: f.store, Logger: log})
+		if err != nil {
+			return fail(fmt.Errorf("embedded nats-server: %w", err))
+		}
+		c.closers = append(c.closers, func(ctx context.Context) { _ = srv.Shutdown(ctx) })
+		c.url = srv.URL()
+		// Only the store's user is accepted, and only the server this store
+		// started is used.
+		copts = natsjs.ConnectOptions{Nkey: srv.NkeySeedFile(), ExpectServerID: srv.ServerID()}
+		fmt.Fprintf(e.stderr, "nats: %s\n", c.url)
+		fmt.Fprintf(e.stderr, "nats CLI: %s\n", natsCLI(srv.CLIOptions()))
+		if embeddedHook != nil {
+			if err := embeddedHook(srv); err != nil {
+				return fail(err)
+			}
+		}
+	}
+	// An agent fails fast when the server is not there (workers wait).
+	copts.Name, copts.Logger = "agent", log
+	copts.Extra = []nats.Option{nats.Timeout(5 * time.Second), nats.RetryOnFailedConnect(false)}
+	nc, err := natsjs.Connect(c.url, copts)
+	if err != nil {
+		return fail(&exitError{code: exitFailed, err: fmt.Errorf("connect to %s: %w", natsjs.RedactURL(c.url), err)})
+	}
+	c.nc = nc
+	c.closers = append(c.closers, func(context.Context) { nc.Close() })
+	return c, nil
 }
 
 // remote is what an agent connected to NATS works with.
@@ -237,9 +308,24 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-func describeTools(want []string) string {
-	if len(want) == 0 {
-		return "any tool"
+// checkToolNames refuses (exit 2) a name of --tools that is neither among
+// offered nor an external tool of --spec, naming what is available.
+func checkToolNames(want, offered []string, f *runFlags, from string) error {
+	avail := slices.Clone(offered)
+	for _, d := range f.extras.external {
+		if !slices.Contains(avail, d.Name) {
+			avail = append(avail, d.Name)
+		}
 	}
-	return "the tools " + strings.Join(want, ", ")
+	slices.Sort(avail)
+	for _, name := range want {
+		if !slices.Contains(avail, name) {
+			list := strings.Join(avail, ", ")
+			if list == "" {
+				list = "none"
+			}
+			return usageErr("unknown tool %q in --tools: no such tool is offered by %s (available: %s)", name, from, list)
+		}
+	}
+	return nil
 }

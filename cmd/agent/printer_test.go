@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/deferred"
+	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/progress"
 )
 
@@ -81,5 +83,37 @@ func TestJSONLinesCarryBackgroundEvents(t *testing.T) {
 	var started map[string]any
 	if err := json.Unmarshal([]byte(lines[1]), &started); err != nil || started["tool_call_id"] != "c1" || started["tool"] != "sleep" {
 		t.Errorf("started line %s", lines[1])
+	}
+}
+
+// Human mode: what the model says before a tool call or another request
+// goes to stderr ("model: …"), a retried attempt's text never; deferred
+// calls are named with their task and how they were decided; the final
+// text is left to stdout (finish prints it).
+func TestLiveViewShowsTextAndDecisions(t *testing.T) {
+	t.Parallel()
+	var stdout, stderr bytes.Buffer
+	p := newPrinter(env{stdout: &stdout, stderr: &stderr}, false)
+	call := message.ToolCall{ToolName: "write_file", ToolCallID: "c1", Args: `{"path":"n"}`}
+	ext := message.ToolCall{ToolName: "ask_human", ToolCallID: "c2", Args: `{}`}
+	for _, e := range []agent.Event{
+		{Type: agent.EventModelRequestStarted},
+		{Type: agent.EventTextDelta, Delta: "lost "},
+		{Type: agent.EventModelRequestRetry, Attempt: 2},
+		{Type: agent.EventTextDelta, Delta: "Writing "},
+		{Type: agent.EventTextDelta, Delta: "the note."},
+		{Type: agent.EventToolCall, Tool: "write_file", ToolCallID: "c1", Args: json.RawMessage(call.Args)},
+		{Type: agent.EventDeferredToolRequests, Requests: &deferred.Requests{Approvals: []message.ToolCall{call}, Calls: []message.ToolCall{ext}, TaskIDs: map[string]string{"c1": "T1", "c2": "T2"}}},
+		{Type: agent.EventDeferredToolResults, Results: &deferred.Results{Approvals: map[string]any{"c1": deferred.ToolDenied{Message: "no"}}}},
+		{Type: agent.EventModelRequestStarted},
+		{Type: agent.EventTextDelta, Delta: "Done."},
+		{Type: agent.EventFinal, Final: &agent.Final{Status: agent.StatusFinished, Output: "Done."}},
+	} {
+		p.event(e)
+	}
+	got := stderr.String()
+	want := "model: Writing the note.\n→ write_file {\"path\":\"n\"}\n? write_file task T1 needs approval\n? ask_human task T2 waits for an answer from outside\n! write_file task T1 denied: no\n"
+	if got != want {
+		t.Fatalf("stderr:\n%s\nwant:\n%s", got, want)
 	}
 }

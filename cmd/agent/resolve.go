@@ -1,6 +1,10 @@
 package main
 
 import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -13,24 +17,30 @@ import (
 // resolveCommands returns the function that lists, for a pending call,
 // the commands that resolve it, pasteable as printed (SPEC §6.1): with a
 // server that outlives the agent (--nats), nats CLI publications; on the
-// embedded default, whose server stops with the agent, agent resume with
-// the answer as a flag. Alternatives are prefixed with "# ".
-func resolveCommands(f *runFlags, rem *remote, conv string) func(agent.Pending) []string {
+// embedded default, whose server stops with the agent, agent approve,
+// deny and answer, which start the store's server themselves.
+// Alternatives are prefixed with "# ".
+func resolveCommands(f *runFlags, embedded bool, conv string) func(agent.Pending) []string {
 	subj := protocol.Subjects{Prefix: f.prefix}
-	if rem.embedded {
-		resume := []string{"agent", "resume", "--store", absPath(f.store), "--conversation", conv}
-		if f.prefix != protocol.DefaultPrefix {
-			resume = append(resume, "--prefix", f.prefix)
+	if embedded {
+		base := func(verb string) []string {
+			c := []string{agentCommand(), verb, "--store", absPath(f.store), "--conversation", conv}
+			if f.prefix != protocol.DefaultPrefix {
+				c = append(c, "--prefix", f.prefix)
+			}
+			return c
 		}
-		cmd := func(extra ...string) string {
-			return natsCLIJoin(append(append([]string(nil), resume...), extra...))
+		cmd := func(verb string, extra ...string) string {
+			return natsCLIJoin(append(base(verb), extra...))
 		}
 		return func(p agent.Pending) []string {
 			switch p.Kind {
 			case deferred.KindApproval:
-				return []string{cmd("--approve-task", p.TaskID), "# " + cmd("--deny-task", p.TaskID+"=why")}
+				return []string{cmd("approve", p.TaskID),
+					"# " + cmd("deny", p.TaskID, "--message", "why"),
+					"# " + cmd("approve", p.TaskID, "--args", compact(p.Args))}
 			case deferred.KindExternal:
-				return []string{cmd("--result", p.TaskID+`={"content":"..."}`)}
+				return []string{cmd("answer", p.TaskID, `{"content":"..."}`)}
 			}
 			return nil
 		}
@@ -61,6 +71,25 @@ func resolveCommands(f *runFlags, rem *remote, conv string) func(agent.Pending) 
 	}
 }
 
+// agentCommand is how the printed commands name this program: "agent"
+// when that is what PATH finds (or the binary is go run's, which is gone
+// once it exits), else its absolute path.
+func agentCommand() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return "agent"
+	}
+	if p, err := exec.LookPath("agent"); err == nil {
+		if a, b := absPath(p), absPath(exe); a == b {
+			return "agent"
+		}
+	}
+	if strings.Contains(exe, string(filepath.Separator)+"go-build") {
+		return "agent"
+	}
+	return exe
+}
+
 // natsCLIJoin shell-quotes a command line.
 func natsCLIJoin(args []string) string {
 	q := make([]string, len(args))
@@ -75,4 +104,65 @@ func absPath(p string) string {
 		return abs
 	}
 	return p
+}
+
+// resumeHint returns the command that continues the conversation once its
+// pending calls are answered.
+func resumeHint(f *runFlags, embedded bool, conv string) string {
+	c := []string{agentCommand(), "resume"}
+	if embedded {
+		c = append(c, "--store", absPath(f.store))
+	} else {
+		switch {
+		case f.conn.context != "":
+			c = append(c, "--context", f.conn.context)
+		default:
+			c = append(c, "--nats", natsjs.RedactURL(f.nats))
+			if f.conn.creds != "" {
+				c = append(c, "--creds", absPath(f.conn.creds))
+			}
+			if f.conn.nkey != "" {
+				c = append(c, "--nkey", absPath(f.conn.nkey))
+			}
+		}
+	}
+	if f.prefix != protocol.DefaultPrefix {
+		c = append(c, "--prefix", f.prefix)
+	}
+	if f.spec != "" {
+		// Its external tools and instructions are not stored.
+		c = append(c, "--spec", absPath(f.spec))
+	}
+	return natsCLIJoin(append(c, "--conversation", conv))
+}
+
+// writePauseSummary says on stderr that the run paused, what it waits for,
+// how to answer it and how to continue (SPEC §6.2).
+func writePauseSummary(w io.Writer, pending []agent.Pending, resume string) {
+	var waiting, background int
+	for _, p := range pending {
+		if p.Kind == agent.KindBackground {
+			background++
+		} else {
+			waiting++
+		}
+	}
+	fmt.Fprintf(w, "paused: the conversation waits for %s", plural(waiting, "answer"))
+	if background > 0 {
+		fmt.Fprintf(w, " and %s still running", plural(background, "background task"))
+	}
+	fmt.Fprintln(w, " (listed on stdout).")
+	if waiting > 0 {
+		fmt.Fprintln(w, "  answer each call with one of the commands printed under it (lines starting with # are alternatives),")
+	}
+	if resume != "" {
+		fmt.Fprintf(w, "  then continue with: %s\n", resume)
+	}
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }

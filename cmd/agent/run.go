@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
@@ -79,7 +80,7 @@ func newRunCmd(e env) *cobra.Command {
 // registerRunFlags registers the flags run and resume share.
 func registerRunFlags(cmd *cobra.Command, f *runFlags, e env) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.model, "model", defaultModel(e.getenv), "model: openai:NAME, test or script:FILE (default openai:gpt-4o-mini when OPENAI_API_KEY is set, else test)")
+	fl.StringVar(&f.model, "model", "", "model: openai:NAME, test or script:FILE (default openai:gpt-4o-mini when OPENAI_API_KEY is set, else test)")
 	fl.BoolVar(&f.json, "json", false, "write events as JSON lines on stdout; the last line is the final event")
 	fl.IntVar(&f.toolCallsLimit, "tool-calls-limit", -1, "maximum successful tool calls in the run (-1: no limit)")
 	fl.IntVar(&f.requestLimit, "request-limit", agent.DefaultRequestLimit, "maximum model requests in the run")
@@ -141,6 +142,9 @@ func runAgent(ctx context.Context, e env, f *runFlags, prompt string) error {
 		logger.Warn("--spec: section validated but not applied yet", "section", sec)
 	}
 	f.mf.logger = logger
+	if f.model == "" {
+		f.model = defaultModel(e.getenv)
+	}
 	model, err := newModel(f.model, e.getenv, nil, &f.mf)
 	if err != nil {
 		return err
@@ -227,10 +231,8 @@ func builtinTools(f *runFlags, logger *slog.Logger) ([]*tool.Tool, error) {
 	if err != nil {
 		return nil, usageErr("built-in tools: %v", err)
 	}
-	for _, name := range splitList(f.tools) {
-		if !slices.Contains(builtin.Names(), name) {
-			return nil, usageErr("unknown tool %q in --tools (available: %s)", name, strings.Join(builtin.Names(), ", "))
-		}
+	if err := checkToolNames(splitList(f.tools), builtin.Names(), f, "the built-in tools"); err != nil {
+		return nil, err
 	}
 	return all, nil
 }
@@ -295,11 +297,25 @@ type printer struct {
 	runID    string
 	// resolve, when set, gives the commands that resolve a pending call.
 	resolve func(agent.Pending) []string
+	// resumeHint, when set, is the command that continues a paused
+	// conversation.
+	resumeHint string
 	// running are the live background tasks of the live view, by task ID,
 	// in start order (order).
 	running map[string]*liveTask
 	order   []string
+	// said is the text of the model's current response: shown on stderr
+	// once the response turns out not to be the final one (a tool call
+	// or another request follows), since stdout carries only the final
+	// output.
+	said strings.Builder
+	// deferred names the deferred calls of the run by tool call ID, for
+	// the lines that say how they were resolved.
+	deferred map[string]deferredCall
 }
+
+// deferredCall is a deferred call in the human output.
+type deferredCall struct{ tool, task string }
 
 // liveTask is a running background task in the live view.
 type liveTask struct {
@@ -330,8 +346,31 @@ func (p *printer) event(ev agent.Event) {
 		return
 	}
 	switch ev.Type {
+	case agent.EventTextDelta:
+		p.said.WriteString(ev.Delta)
+		return
+	case agent.EventModelRequestRetry:
+		p.said.Reset() // the failed attempt's deltas are void
+		return
+	case agent.EventFinal:
+		p.said.Reset() // the final output goes to stdout
+		return
+	}
+	if text := strings.TrimSpace(p.said.String()); text != "" {
+		fmt.Fprintf(p.e.stderr, "model: %s\n", text)
+	}
+	p.said.Reset()
+	switch ev.Type {
+	case agent.EventDeferredToolRequests:
+		p.deferredRequests(ev.Requests)
+	case agent.EventDeferredToolResults:
+		p.deferredResults(ev.Results)
 	case agent.EventToolCall:
-		fmt.Fprintf(p.e.stderr, "→ %s %s\n", ev.Tool, compact(ev.Args))
+		task := ""
+		if ev.TaskID != "" {
+			task = " (task " + ev.TaskID + ")"
+		}
+		fmt.Fprintf(p.e.stderr, "→ %s %s%s\n", ev.Tool, compact(ev.Args), task)
 	case agent.EventToolResult:
 		fmt.Fprintf(p.e.stderr, "← %s %s: %s\n", ev.Tool, ev.Outcome, clip(message.ContentText(ev.Content), 200))
 	case agent.EventProgress:
@@ -377,6 +416,60 @@ func (p *printer) event(ev agent.Event) {
 	}
 }
 
+// deferredRequests says which calls wait for a decision or an answer.
+func (p *printer) deferredRequests(reqs *deferred.Requests) {
+	if reqs == nil {
+		return
+	}
+	if p.deferred == nil {
+		p.deferred = map[string]deferredCall{}
+	}
+	for _, c := range reqs.Approvals {
+		p.deferred[c.ToolCallID] = deferredCall{c.ToolName, reqs.TaskIDs[c.ToolCallID]}
+		fmt.Fprintf(p.e.stderr, "? %s task %s needs approval\n", c.ToolName, reqs.TaskIDs[c.ToolCallID])
+	}
+	for _, c := range reqs.Calls {
+		p.deferred[c.ToolCallID] = deferredCall{c.ToolName, reqs.TaskIDs[c.ToolCallID]}
+		fmt.Fprintf(p.e.stderr, "? %s task %s waits for an answer from outside\n", c.ToolName, reqs.TaskIDs[c.ToolCallID])
+	}
+}
+
+// deferredResults says how deferred calls were resolved within the run
+// (--approve all|none|ask|wait).
+func (p *printer) deferredResults(res *deferred.Results) {
+	if res == nil {
+		return
+	}
+	say := func(id, what string) {
+		dc, ok := p.deferred[id]
+		if !ok {
+			dc = deferredCall{tool: "call " + id}
+		}
+		task := ""
+		if dc.task != "" {
+			task = " task " + dc.task
+		}
+		fmt.Fprintf(p.e.stderr, "! %s%s %s\n", dc.tool, task, what)
+	}
+	for _, id := range slices.Sorted(maps.Keys(res.Approvals)) {
+		switch v := res.Approvals[id].(type) {
+		case bool:
+			if v {
+				say(id, "approved")
+			} else {
+				say(id, "denied")
+			}
+		case deferred.ToolApproved:
+			say(id, "approved")
+		case deferred.ToolDenied:
+			say(id, "denied: "+v.Text())
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(res.Calls)) {
+		say(id, "answered")
+	}
+}
+
 // since renders the time from start to now, in whole seconds.
 func since(start, now time.Time) string {
 	return now.Sub(start).Truncate(time.Second).String()
@@ -398,6 +491,9 @@ func (p *printer) finish(_ *agent.Result, runErr error) error {
 		case agent.StatusPaused:
 			writePending(p.e.stdout, f.Pending, p.resolve)
 		}
+	}
+	if f.Status == agent.StatusPaused {
+		writePauseSummary(p.e.stderr, f.Pending, p.resumeHint)
 	}
 	var ue *agent.UserError
 	switch {

@@ -74,7 +74,8 @@ func runDurable(ctx context.Context, e env, f *runFlags, cfg agent.Config, rem *
 	}
 	defer sess.Close()
 	out.conversation(sess.ID())
-	out.resolve = resolveCommands(f, rem, sess.ID())
+	out.resolve = resolveCommands(f, rem.embedded, sess.ID())
+	out.resumeHint = resumeHint(f, rem.embedded, sess.ID())
 	opts.ConversationID = sess.ID()
 	if f.conversation != "" {
 		if err := continueSession(ctx, e, f, sess, prompt, opts, out); err != nil {
@@ -100,11 +101,12 @@ func runDurable(ctx context.Context, e env, f *runFlags, cfg agent.Config, rem *
 		return usageErr("%v", err)
 	}
 	res, runErr := a.Run(runCtx, prompt, opts)
-	finishWait := 15 * time.Second
-	if errors.Is(runErr, natsjs.ErrServerLost) {
-		finishWait = time.Second // no server to save to: the last checkpoint stands
+	saveFor := 15 * time.Second
+	if errors.Is(runErr, natsjs.ErrServerLost) || !rem.nc.IsConnected() {
+		// The server is gone: a save can only wait out its timeout.
+		saveFor = 2 * time.Second
 	}
-	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), finishWait)
+	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), saveFor)
 	defer fcancel()
 	if err := sess.Finish(fctx, res, runErr); err != nil {
 		logger.Error("conversation not saved", slog.Any("error", err))
@@ -127,7 +129,7 @@ func openSession(ctx context.Context, f *runFlags, rem *remote, am *metrics.Agen
 		return nil, err
 	}
 	maxPayload := int(rem.nc.MaxPayload())
-	inbox, err := natsjs.NewInbox(natsjs.InboxConfig{JetStream: rem.js, Prefix: f.prefix, MaxPayload: maxPayload, Metrics: am, Logger: log})
+	inbox, err := natsjs.NewInbox(natsjs.InboxConfig{JetStream: rem.js, Prefix: f.prefix, MaxPayload: maxPayload, Metrics: am, Logger: inboxLogger(log)})
 	if err != nil {
 		return nil, err
 	}

@@ -24,7 +24,9 @@
 //  3. Otherwise it returns the final text: Config.OutputText if set; else a
 //     JSON object mapping each tool that returned in the current run to its
 //     content as the model sees it (the JSON value; {"error":"..."} for a
-//     failed call), e.g. {"get_weather":"sunny"}; else [NoToolCallsText].
+//     failed call), e.g. {"get_weather":"sunny"} (with Config.Prose, a
+//     line per tool instead: "I called 1 tool.\n- get_weather returned
+//     sunny"); else [NoToolCallsText].
 //
 // With Settings.ParallelToolCalls set to false the model calls one tool per
 // turn: the first of those rules 1 and 2 chose, or else the next selected
@@ -44,6 +46,9 @@
 //
 // [Model.LastRequest] returns a copy of the last request, for assertions on
 // what the agent offered and sent.
+//
+// Config.Args, when it names a tool, gives that tool's arguments on its
+// first call instead of generated ones (retries are generated as below).
 //
 // # Argument generation
 //

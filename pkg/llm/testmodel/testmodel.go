@@ -44,6 +44,12 @@ type Config struct {
 	Seed int
 	// Name is the model's name. Defaults to [DefaultName].
 	Name string
+	// Args fixes the arguments of the named tools (a JSON object each),
+	// instead of generating them from the schemas.
+	Args map[string]json.RawMessage
+	// Prose, when OutputText is empty, makes the final text a sentence per
+	// tool ("sleep returned {...}.") instead of a JSON object.
+	Prose bool
 }
 
 // Model is the deterministic test model. Its response is a pure function of
@@ -142,7 +148,7 @@ func (m *Model) respond(req *llm.Request) (*llm.Response, error) {
 	if len(calls) > 0 {
 		next := countToolCalls(req.Messages) + 1
 		for i, c := range calls {
-			args, err := GenerateArgs(c.def.Parameters, c.seed)
+			args, err := m.args(c)
 			if err != nil {
 				return nil, fmt.Errorf("testmodel: tool %q: %w", c.def.Name, err)
 			}
@@ -162,6 +168,15 @@ func (m *Model) respond(req *llm.Request) (*llm.Response, error) {
 		OutputTokens: partsWords(resp.Parts),
 	}
 	return resp, nil
+}
+
+// args returns the arguments of a planned call: Config.Args's for its tool
+// on the first try, else generated from its schema.
+func (m *Model) args(c plannedCall) (json.RawMessage, error) {
+	if a, ok := m.cfg.Args[c.def.Name]; ok && c.seed == m.cfg.Seed {
+		return a, nil
+	}
+	return GenerateArgs(c.def.Parameters, c.seed)
 }
 
 // selected returns the offered tools the model may call, in offered order,
@@ -260,6 +275,9 @@ func (m *Model) finalText(run []message.Message) string {
 	if len(names) == 0 {
 		return NoToolCallsText
 	}
+	if m.cfg.Prose {
+		return prose(names, values)
+	}
 	var b bytes.Buffer
 	b.WriteByte('{')
 	for i, n := range names {
@@ -272,6 +290,30 @@ func (m *Model) finalText(run []message.Message) string {
 		b.Write(values[n])
 	}
 	b.WriteByte('}')
+	return b.String()
+}
+
+// prose is the readable final text: what each tool returned, a sentence
+// each.
+func prose(names []string, values map[string]json.RawMessage) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "I called %d tool", len(names))
+	if len(names) != 1 {
+		b.WriteByte('s')
+	}
+	b.WriteString(".")
+	for _, n := range names {
+		v := values[n]
+		var str string
+		if json.Unmarshal(v, &str) == nil {
+			v = json.RawMessage(str)
+		}
+		text := string(v)
+		if len(text) > 300 {
+			text = text[:300] + "…"
+		}
+		fmt.Fprintf(&b, "\n- %s returned %s", n, text)
+	}
 	return b.String()
 }
 

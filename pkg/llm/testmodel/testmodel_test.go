@@ -425,3 +425,20 @@ func TestErrors(t *testing.T) {
 		t.Fatalf("invalid schema: err = %v", err)
 	}
 }
+
+// Config.Args fixes a tool's first arguments; Config.Prose makes the final
+// text a line per tool.
+func TestArgsAndProse(t *testing.T) {
+	m := New(Config{Args: map[string]json.RawMessage{"get_weather": json.RawMessage(`{"city":"Paris","days":2}`)}, Prose: true})
+	h, resp := turn(t, m, []message.Message{userRequest("go")}, []llm.ToolDef{weatherDef}, llm.Settings{})
+	calls := message.Message{Role: message.RoleResponse, Parts: resp.Parts}.ToolCalls()
+	if len(calls) != 1 || calls[0].Args != `{"city":"Paris","days":2}` {
+		t.Fatalf("calls %+v", calls)
+	}
+	h = append(h, message.NewRequest(ret("get_weather", calls[0].ToolCallID, `"sunny"`)))
+	_, resp = turn(t, m, h, []llm.ToolDef{weatherDef}, llm.Settings{})
+	want := "I called 1 tool.\n- get_weather returned sunny"
+	if got := resp.Parts[0].(message.Text).Content; got != want {
+		t.Fatalf("final text %q, want %q", got, want)
+	}
+}

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/offload-dev/offload/pkg/conversation"
+	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/protocol"
+)
+
+// decideFlags are the flags of approve, deny and answer.
+type decideFlags struct {
+	message string
+	args    string
+	by      string
+}
+
+// newDecideCmd is agent approve or agent deny (SPEC §6.1): publish a
+// decision on <prefix>.decision.<conv>.<task>, as a person would with
+// nats pub.
+func newDecideCmd(e env, approve bool) *cobra.Command {
+	f := &runFlags{}
+	df := &decideFlags{}
+	verb, short := "deny", "Deny a pending call (published as a decision; resume continues the conversation)"
+	if approve {
+		verb, short = "approve", "Approve a pending call (published as a decision; resume continues the conversation)"
+	}
+	cmd := &cobra.Command{
+		Use:   verb + " --conversation ID TASK",
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			d := protocol.Decision{Approved: approve, By: df.by}
+			if approve {
+				if df.message != "" {
+					return usageErr("--message is a denial's: drop it to approve")
+				}
+				if df.args != "" {
+					var obj map[string]any
+					if err := json.Unmarshal([]byte(df.args), &obj); err != nil || obj == nil {
+						return usageErr("--args must be a JSON object")
+					}
+					d.OverrideArgs = json.RawMessage(df.args)
+				}
+			} else {
+				if df.args != "" {
+					return usageErr("--args replaces an approved call's arguments: use it with approve")
+				}
+				d.Message = df.message
+			}
+			data, err := json.Marshal(d)
+			if err != nil {
+				return err
+			}
+			return publishArrival(cmd, e, f, conversation.ArrivalDecision, args[0], data)
+		},
+	}
+	registerStoreFlags(cmd, f, e)
+	fl := cmd.Flags()
+	fl.StringVar(&f.conversation, "conversation", "", "the conversation")
+	if !approve {
+		fl.StringVar(&df.message, "message", "", "why, told to the model")
+	}
+	if approve {
+		fl.StringVar(&df.args, "args", "", "JSON object replacing the call's arguments")
+	}
+	fl.StringVar(&df.by, "by", "", "who decides (recorded for audit)")
+	return cmd
+}
+
+// newAnswerCmd is agent answer (SPEC §6.1): publish the answer of an
+// external call on <prefix>.answer.<conv>.<task>.
+func newAnswerCmd(e env) *cobra.Command {
+	f := &runFlags{}
+	cmd := &cobra.Command{
+		Use:   "answer --conversation ID TASK JSON",
+		Short: `Answer a pending external call with an Answer such as {"content":"42"}`,
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return publishArrival(cmd, e, f, conversation.ArrivalAnswer, args[0], []byte(args[1]))
+		},
+	}
+	registerStoreFlags(cmd, f, e)
+	cmd.Flags().StringVar(&f.conversation, "conversation", "", "the conversation")
+	return cmd
+}
+
+// publishArrival checks data against the stored conversation like the
+// run that reads it will (exit 1 when the task is not pending there, 2
+// when data is malformed) and publishes it on its subject.
+func publishArrival(cmd *cobra.Command, e env, f *runFlags, kind conversation.ArrivalKind, task string, data []byte) error {
+	if f.conversation == "" {
+		return usageErr("%s needs --conversation ID", cmd.Name())
+	}
+	if _, err := protocol.ParseID(task); err != nil {
+		return usageErr("TASK %s: %v", task, err)
+	}
+	ctx := cmd.Context()
+	o, release, err := storeCmd{e: e, f: f}.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	st, err := o.load(ctx, f.conversation)
+	if err != nil {
+		return err
+	}
+	if _, pending := st.PendingTask(task); pending && st.Arrived(task) {
+		return &exitError{code: exitFailed, err: fmt.Errorf("task %s is not pending in conversation %s: it was already answered", task, f.conversation)}
+	}
+	var re *conversation.RefusedError
+	err = st.Admit(kind, task, data, 0, time.Now(), int(o.c.nc.MaxPayload()))
+	switch {
+	case err == nil:
+	case errors.As(err, &re) && (re.Reason == conversation.ReasonMalformed || re.Reason == conversation.ReasonOversize):
+		return usageErr("%v", re.Err)
+	case errors.As(err, &re) && re.Reason == conversation.ReasonDuplicate:
+		return &exitError{code: exitFailed, err: fmt.Errorf("task %s is not pending in conversation %s: it was already answered", task, f.conversation)}
+	case errors.As(err, &re) && re.Reason == conversation.ReasonUnknownTask && kind == conversation.ArrivalDecision && o.awaited(ctx, f, task):
+		// A run with --approve wait announced it and reads decisions live.
+	case errors.As(err, &re) && re.Reason == conversation.ReasonUnknownTask:
+		return &exitError{code: exitFailed, err: fmt.Errorf("task %s is not pending in conversation %s", task, f.conversation)}
+	case errors.As(err, &re) && re.Reason == conversation.ReasonWrongKind:
+		return &exitError{code: exitFailed, err: fmt.Errorf("task %s is not pending in conversation %s as a call to %s: %v", task, f.conversation, cmd.Name(), re.Err)}
+	default:
+		return &exitError{code: exitFailed, err: fmt.Errorf("task %s: %w", task, err)}
+	}
+	subj := protocol.Subjects{Prefix: f.prefix}
+	subject := subj.Decision(f.conversation, task)
+	if kind == conversation.ArrivalAnswer {
+		subject = subj.Answer(f.conversation, task)
+	}
+	if _, err := o.js.Publish(ctx, subject, data, jetstream.WithMsgID(string(kind)+"."+f.conversation+"."+task)); err != nil {
+		return &exitError{code: exitFailed, err: fmt.Errorf("publish on %s: %w", subject, err)}
+	}
+	fmt.Fprintf(e.stderr, "%s %s recorded on %s; once nothing else is pending, continue with: %s (and the run's --spec, if it had one)\n", kind, task, subject, resumeHint(f, o.c.embedded, f.conversation))
+	return nil
+}
+
+// awaited reports whether a live run of the conversation waits for the
+// decision of task (--approve wait): its approval is announced on
+// <prefix>.approval.<conv>.<task> and not resolved yet. Such a call is in
+// no stored pending record until the run pauses.
+func (o *openedStore) awaited(ctx context.Context, f *runFlags, task string) bool {
+	s, err := o.js.Stream(ctx, natsjs.NamesFor(f.prefix).Approvals)
+	if err != nil {
+		return false
+	}
+	m, err := s.GetLastMsgForSubject(ctx, protocol.Subjects{Prefix: f.prefix}.Approval(f.conversation, task))
+	if err != nil {
+		return false
+	}
+	var a struct {
+		TaskID   string `json:"task_id"`
+		Tool     string `json:"tool"`
+		Resolved string `json:"resolved"`
+	}
+	return json.Unmarshal(m.Data, &a) == nil && a.TaskID == task && a.Tool != "" && a.Resolved == ""
+}

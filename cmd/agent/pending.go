@@ -1,0 +1,83 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/spf13/cobra"
+)
+
+// newPendingCmd is agent pending (SPEC §6.1): each pending call of one
+// conversation, or of every stored conversation with pending calls, then
+// the commands that resolve it.
+func newPendingCmd(e env) *cobra.Command {
+	f := &runFlags{}
+	cmd := &cobra.Command{
+		Use:   "pending [--conversation ID]",
+		Short: "List the pending calls of a conversation (or of all) and the commands that resolve them",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			o, release, err := storeCmd{e: e, f: f}.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer release()
+			ids := []string{f.conversation}
+			if f.conversation == "" {
+				if ids, err = o.store.List(ctx); err != nil {
+					return &exitError{code: exitFailed, err: err}
+				}
+			}
+			for _, id := range ids {
+				st, err := o.load(ctx, id)
+				if err != nil {
+					return err
+				}
+				pending := pendingOf(st)
+				if len(pending) == 0 {
+					continue
+				}
+				if f.conversation == "" {
+					fmt.Fprintf(e.stdout, "# conversation %s\n", id)
+				}
+				writePending(e.stdout, pending, resolveCommands(f, o.c.embedded, id))
+			}
+			return nil
+		},
+	}
+	registerStoreFlags(cmd, f, e)
+	cmd.Flags().StringVar(&f.conversation, "conversation", "", "the conversation (default: every stored conversation with pending calls)")
+	return cmd
+}
+
+// newHistoryCmd is agent history (SPEC §6.1): the stored history as JSON.
+func newHistoryCmd(e env) *cobra.Command {
+	f := &runFlags{}
+	cmd := &cobra.Command{
+		Use:   "history --conversation ID",
+		Short: "Print a conversation's stored history as JSON",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.conversation == "" {
+				return usageErr("history needs --conversation ID")
+			}
+			ctx := cmd.Context()
+			o, release, err := storeCmd{e: e, f: f}.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer release()
+			st, err := o.load(ctx, f.conversation)
+			if err != nil {
+				return err
+			}
+			enc := json.NewEncoder(e.stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(st.History)
+		},
+	}
+	registerStoreFlags(cmd, f, e)
+	cmd.Flags().StringVar(&f.conversation, "conversation", "", "the conversation")
+	return cmd
+}

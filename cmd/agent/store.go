@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/conversation"
+	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/protocol"
+)
+
+// storeCmd is what the commands that read or answer a stored
+// conversation without running it (pending, approve, deny, answer,
+// history) share: the connection flags and the store.
+type storeCmd struct {
+	e env
+	f *runFlags
+}
+
+// registerStoreFlags registers the flags that name the server and the
+// store.
+func registerStoreFlags(cmd *cobra.Command, f *runFlags, e env) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.nats, "nats", e.getenv("NATS_URL"), "NATS server URL, or a comma-separated list of a cluster's (env NATS_URL; default: the embedded server of --store, started if none runs)")
+	fl.StringVar(&f.store, "store", "./.offload", "directory of the embedded server's data and URL file")
+	fl.StringVar(&f.prefix, "prefix", protocol.DefaultPrefix, "subject prefix")
+	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log more on stderr")
+	addConnFlags(fl, &f.conn, e.getenv)
+}
+
+// openedStore is a connection to the conversation store.
+type openedStore struct {
+	c     *conn
+	js    jetstream.JetStream
+	store *natsjs.ConversationStore
+	inbox *natsjs.Inbox
+	log   *slog.Logger
+}
+
+// open connects (on the embedded default, to the store's server, started
+// when none runs) and opens the conversation store.
+func (s storeCmd) open(ctx context.Context) (*openedStore, func(), error) {
+	if err := protocol.ValidatePrefix(s.f.prefix); err != nil {
+		return nil, nil, usageErr("--prefix: %v", err)
+	}
+	level := slog.LevelWarn
+	if s.f.verbose {
+		level = slog.LevelInfo
+	}
+	log := slog.New(slog.NewTextHandler(s.e.stderr, &slog.HandlerOptions{Level: level}))
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	e := s.e
+	if !s.f.verbose {
+		// The server's URL and CLI options matter to a run, not here.
+		e.stderr = discard{}
+	}
+	c, err := connect(ctx, e, s.f, log, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	release := func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		c.close(cctx)
+	}
+	fail := func(err error) (*openedStore, func(), error) {
+		release()
+		return nil, nil, err
+	}
+	js, err := jetstream.New(c.nc)
+	if err != nil {
+		return fail(err)
+	}
+	popts := natsjs.ProvisionOptions{Prefix: s.f.prefix, Replicas: s.f.conn.replicas}
+	if err := natsjs.EnsureInboxStreams(ctx, js, popts); err != nil {
+		return fail(err)
+	}
+	store, err := natsjs.NewConversationStore(ctx, natsjs.ConversationStoreConfig{JetStream: js, Provision: popts, Logger: log})
+	if err != nil {
+		return fail(err)
+	}
+	inbox, err := natsjs.NewInbox(natsjs.InboxConfig{JetStream: js, Prefix: s.f.prefix, MaxPayload: int(c.nc.MaxPayload()), Logger: inboxLogger(log)})
+	if err != nil {
+		return fail(err)
+	}
+	return &openedStore{c: c, js: js, store: store, inbox: inbox, log: log}, release, nil
+}
+
+// load returns the stored conversation with what arrived for it in the
+// streams (recorded in the copy only: nothing is saved). An unknown
+// conversation exits 1.
+func (o *openedStore) load(ctx context.Context, id string) (*conversation.State, error) {
+	if _, err := protocol.ParseID(id); err != nil {
+		return nil, usageErr("--conversation: %v", err)
+	}
+	st, _, err := o.store.Load(ctx, id)
+	if errors.Is(err, conversation.ErrNotFound) {
+		return nil, &exitError{code: exitFailed, err: fmt.Errorf("conversation %s is unknown", id)}
+	}
+	if err != nil {
+		return nil, &exitError{code: exitFailed, err: err}
+	}
+	if st.Pending != nil {
+		if _, err := o.inbox.Collect(ctx, st); err != nil {
+			return nil, &exitError{code: exitFailed, err: fmt.Errorf("read decisions and answers: %w", err)}
+		}
+	}
+	return st, nil
+}
+
+// pendingOf lists what a stored conversation waits for: deferred calls
+// and background tasks whose answer or outcome has not arrived.
+func pendingOf(st *conversation.State) []agent.Pending {
+	if st.Pending == nil {
+		return nil
+	}
+	var out []agent.Pending
+	for _, t := range st.Pending.Tasks {
+		if !st.Arrived(t.TaskID) {
+			out = append(out, agent.Pending{TaskID: t.TaskID, ToolCallID: t.ToolCallID, Kind: t.Kind, Tool: t.Tool, Args: t.Args})
+		}
+	}
+	return out
+}
+
+// discard is an io.Writer that drops everything.
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
