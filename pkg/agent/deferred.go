@@ -61,11 +61,14 @@ func (r *run) collectDeferred(slots []*slot, respIdx int) (*deferred.Requests, e
 		entry := record[id]
 		if entry.TaskID == "" {
 			entry.TaskID = s.deferTask
-			if entry.TaskID != "" {
+			switch {
+			case entry.TaskID != "":
 				// The tool ran as a task that asked to be deferred: once
 				// resolved, the call is that task's next attempt.
 				entry.Attempt = s.attempt + 1
-			} else {
+			case s.dispatchID != "":
+				entry.TaskID = s.dispatchID // named when it was validated
+			default:
 				entry.TaskID = ulid.Make().String()
 			}
 		}

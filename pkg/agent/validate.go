@@ -110,9 +110,10 @@ func (r *run) prepareCall(ctx context.Context, s *slot, deferred bool) (string, 
 		}
 	}
 	s.taskID, s.dispatchID = pc.TaskID, ""
-	if pc.TaskID == "" && !deferred && s.t != nil && s.t.Dispatched {
-		// A call that runs inline as a task is named up front, so that its
-		// tool_call event shows the task the worker runs.
+	if pc.TaskID == "" && (deferred || s.t != nil && s.t.Dispatched) {
+		// A call that runs inline as a task, or is deferred before it runs,
+		// is named up front, so that its tool_call event shows its task:
+		// the one the worker runs, or the one a person answers.
 		s.dispatchID = s.deferredTaskID
 		if s.dispatchID == "" {
 			s.dispatchID = ulid.Make().String()
