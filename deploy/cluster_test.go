@@ -3,10 +3,12 @@ package deploy
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -117,6 +119,32 @@ func TestClusterFailover(t *testing.T) {
 	decisionSubj := "tools.decision." + paused.ID + "." + paused.Pending.Tasks[0].TaskID
 	if _, err := approver.Publish(t.Context(), decisionSubj, []byte(`{"approved":true,"by":"alice"}`)); err != nil {
 		t.Fatalf("approver decision: %v", err)
+	}
+
+	// An agent run paused before the kill: the model called an external
+	// tool, which a person answers while no agent runs.
+	agentDir := t.TempDir()
+	spec := filepath.Join(agentDir, "agent.yaml")
+	writeTestFile(t, spec, "external_tools:\n  - name: ask_human\n    description: Ask a person.\n    parameters: {type: object, properties: {question: {type: string}}}\n")
+	runScript := filepath.Join(agentDir, "run.yaml")
+	writeTestFile(t, runScript, "turns:\n  - tool_calls: [{tool: ask_human, args: {question: \"Which node survives?\"}}]\n")
+	resumeScript := filepath.Join(agentDir, "resume.yaml")
+	writeTestFile(t, resumeScript, "turns:\n  - text: resumed after the failover\n")
+	runOut, pauseErr := exec.Command(agentBin, "run", "--nats", c.list("agent", victim), "--replicas", "3", "--spec", spec,
+		"--model", "script:"+runScript, "--json", "ask").Output()
+	var ee *exec.ExitError
+	if !errors.As(pauseErr, &ee) || ee.ExitCode() != 3 {
+		t.Fatalf("agent run: %v (want exit 3)\n%s\n%s", pauseErr, runOut, ee.Stderr)
+	}
+	agentFinal := lastJSONLine(t, runOut)
+	agentConv := agentFinal["conversation_id"].(string)
+	agentTask := agentFinal["pending"].([]any)[0].(map[string]any)["task_id"].(string)
+	answerer, err := jetstream.New(c.conn(t, "answerer", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := answerer.Publish(t.Context(), "tools.answer."+agentConv+"."+agentTask, []byte(`{"content":"node 2"}`)); err != nil {
+		t.Fatalf("answerer: %v", err)
 	}
 
 	// Three workers: those of nodes 1 and 3 have only their node's URL
@@ -291,6 +319,23 @@ func TestClusterFailover(t *testing.T) {
 	}
 	resumed := time.Since(resumeAt)
 
+	// The agent run paused before the kill resumes in a new process on the
+	// surviving nodes, with the answer published before the kill.
+	agentResumeAt := time.Now()
+	resumeOut, err := exec.Command(agentBin, "resume", "--nats", c.list("agent", (victim+1)%3), "--spec", spec,
+		"--model", "script:"+resumeScript, "--json", "--conversation", agentConv).Output()
+	if err != nil {
+		t.Fatalf("agent resume after the kill: %v\n%s", err, resumeOut)
+	}
+	if final := lastJSONLine(t, resumeOut); final["status"] != "finished" || final["output"] != "resumed after the failover" {
+		t.Fatalf("agent resume after the kill: final %v", final)
+	}
+	histOut, err := exec.Command(agentBin, "history", "--nats", c.list("agent", (victim+1)%3), "--conversation", agentConv).Output()
+	if err != nil || !strings.Contains(string(histOut), "node 2") {
+		t.Fatalf("agent history after the resume (the answer must be in it): %v\n%s", err, histOut)
+	}
+	agentResumed := time.Since(agentResumeAt)
+
 	// The killed node comes back on its store and catches up.
 	restartAt := time.Now()
 	c.nodes[victim].Restart(t)
@@ -324,11 +369,12 @@ func TestClusterFailover(t *testing.T) {
 		"cluster failover: results %d (statuses %v), stored %d, duplicated %d; tool runs %d (at-least-once: %d re-run)\n"+
 		"cluster failover: new leader of %s reported by the JetStream API %v after the kill, every stream led by a survivor when checked %v after (all results in); longest time without a result after the kill %v; all results %v after the kill; new leaders %v\n"+
 		"cluster failover: paused conversation (its decision published before the kill) read, claimed, loaded and saved after the kill in %v\n"+
+		"cluster failover: agent run paused before the kill (external call answered before it) resumed by agent resume after the kill in %v\n"+
 		"cluster failover: node %s restarted on its store, %s current on all 3 nodes %v after the restart\n",
 		tasks, c.nodes[victim].name, names.Tasks, names.Results, names.Decisions, names.ConversationsStream, before, killedAt.Sub(began).Round(time.Millisecond),
 		len(results), statuses, stored, dup, executions, executions-tasks,
 		names.Tasks, election.Round(time.Millisecond), allLed.Round(time.Millisecond), stall.Round(time.Millisecond), allIn.Round(time.Millisecond), leaders,
-		resumed.Round(time.Millisecond),
+		resumed.Round(time.Millisecond), agentResumed.Round(time.Millisecond),
 		c.nodes[victim].name, names.Results, caughtUp.Round(time.Millisecond))
 	t.Log("\n" + report)
 	if testing.Verbose() {
@@ -448,4 +494,23 @@ func TestClusterConfigs(t *testing.T) {
 	if _, err := server.ProcessConfigFile("nats/cluster/node1.conf"); err == nil || !strings.Contains(err.Error(), "OFFLOAD_ROUTE_PASSWORD") {
 		t.Errorf("without OFFLOAD_ROUTE_PASSWORD: %v", err)
 	}
+}
+
+// writeTestFile writes a file the test's binaries read.
+func writeTestFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// lastJSONLine decodes the last line of --json output: the final event.
+func lastJSONLine(t *testing.T, out []byte) map[string]any {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	var ev map[string]any
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &ev); err != nil {
+		t.Fatalf("last --json line %q: %v", lines[len(lines)-1], err)
+	}
+	return ev
 }
