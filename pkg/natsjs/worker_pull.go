@@ -29,6 +29,8 @@ type puller struct {
 	sub     *nats.Subscription
 	msgs    chan *nats.Msg
 	seq     uint64
+	req     []byte      // the pull request's payload, reused
+	guard   *time.Timer // bounds the wait for an answer, reused
 }
 
 // Status codes of pull responses.
@@ -65,12 +67,19 @@ func (p *puller) next(ctx context.Context, expires time.Duration) (jetstream.Msg
 	}
 	p.seq++
 	reply := p.base + "." + strconv.FormatUint(p.seq, 36)
-	req := fmt.Appendf(nil, `{"batch":1,"expires":%d}`, expires.Nanoseconds())
-	if err := p.nc.PublishRequest(p.subject, reply, req); err != nil {
+	p.req = append(p.req[:0], `{"batch":1,"expires":`...)
+	p.req = strconv.AppendInt(p.req, expires.Nanoseconds(), 10)
+	p.req = append(p.req, '}')
+	if err := p.nc.PublishRequest(p.subject, reply, p.req); err != nil {
 		p.close()
 		return nil, err
 	}
-	guard := time.NewTimer(expires + time.Second)
+	if p.guard == nil {
+		p.guard = time.NewTimer(expires + time.Second)
+	} else {
+		p.guard.Reset(expires + time.Second) // no stale tick after Reset (Go ≥ 1.23)
+	}
+	guard := p.guard
 	defer guard.Stop()
 	for {
 		select {
