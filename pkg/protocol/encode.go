@@ -17,7 +17,7 @@ import (
 
 // EncodeTask returns the JSON of t, the same bytes as json.Marshal(t).
 func EncodeTask(t *Task) ([]byte, error) {
-	b, ok := appendTask(make([]byte, 0, 256+len(t.Args)), t)
+	b, ok := appendTask(make([]byte, 0, 512+len(t.Args)), t)
 	if !ok {
 		return json.Marshal(t)
 	}
@@ -26,7 +26,7 @@ func EncodeTask(t *Task) ([]byte, error) {
 
 // EncodeResult returns the JSON of r, the same bytes as json.Marshal(r).
 func EncodeResult(r *Result) ([]byte, error) {
-	b, ok := appendResult(make([]byte, 0, 192+len(r.Content)+len(r.Message)), r)
+	b, ok := appendResult(make([]byte, 0, 320+len(r.Content)+len(r.Message)), r)
 	if !ok {
 		return json.Marshal(r)
 	}
@@ -211,8 +211,17 @@ func appendValue(b []byte, v any) ([]byte, bool) {
 	return append(b, data...), true
 }
 
-// appendTime appends t as encoding/json writes a time.Time.
+// appendTime appends t as encoding/json writes a time.Time: RFC 3339
+// with nanoseconds, in place for the usual times; Time.MarshalJSON decides
+// the others (it refuses years outside 0–9999 and offsets with seconds).
 func appendTime(b []byte, t time.Time) ([]byte, bool) {
+	if y := t.Year(); y >= 0 && y <= 9999 {
+		if _, off := t.Zone(); off%60 == 0 {
+			b = append(b, '"')
+			b = t.AppendFormat(b, time.RFC3339Nano)
+			return append(b, '"'), true
+		}
+	}
 	data, err := t.MarshalJSON()
 	if err != nil {
 		return nil, false

@@ -82,3 +82,21 @@ func FuzzEncode(f *testing.F) {
 		sameAsMarshal(t, res, got, err)
 	})
 }
+
+// TestEncodeTimes checks the times written in place against json.Marshal.
+func TestEncodeTimes(t *testing.T) {
+	for _, at := range []time.Time{
+		time.Date(2026, 11, 30, 15, 4, 5, 0, time.UTC),
+		time.Date(2026, 11, 30, 15, 4, 5, 120000000, time.FixedZone("", -5*3600-30*60)),
+		time.Date(0, 1, 1, 0, 0, 0, 1, time.UTC),
+		time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.FixedZone("", 14*3600)),
+		time.Date(2026, 1, 1, 0, 0, 0, 0, time.FixedZone("", 30)),
+		time.Date(-5, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Nanosecond),
+		time.Now(),
+	} {
+		res := Result{StartedAt: at, FinishedAt: at}
+		got, err := EncodeResult(&res)
+		sameAsMarshal(t, res, got, err)
+	}
+}
