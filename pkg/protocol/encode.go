@@ -188,6 +188,9 @@ func appendRaw(b []byte, raw json.RawMessage) ([]byte, bool) {
 	if raw == nil {
 		return append(b, "null"...), true
 	}
+	if plainLiteral(raw) { // a tool's usual return value: a plain string
+		return append(b, raw...), true
+	}
 	n := len(b)
 	buf := bytes.NewBuffer(b)
 	if err := json.Compact(buf, raw); err != nil {
@@ -200,6 +203,21 @@ func appendRaw(b []byte, raw json.RawMessage) ([]byte, bool) {
 		}
 	}
 	return b, true
+}
+
+// plainLiteral reports whether raw is a JSON string literal of plain
+// ASCII (see plainByte): valid, compact and with nothing to escape, so
+// that encoding/json would write it as it is.
+func plainLiteral(raw []byte) bool {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return false
+	}
+	for _, c := range raw[1 : len(raw)-1] {
+		if !plainByte[c] {
+			return false
+		}
+	}
+	return true
 }
 
 // appendValue appends v encoded by encoding/json.
