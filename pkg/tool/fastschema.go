@@ -3,6 +3,7 @@ package tool
 import (
 	"encoding/json"
 	"strconv"
+	"unicode/utf8"
 )
 
 // This file holds the compiled fast path of argument validation. Typed
@@ -388,8 +389,10 @@ func (w *fastWalk) object(s *fastSchema, depth int) bool {
 			return false
 		}
 		name, ok := w.str()
-		if !ok || name == nil {
-			return false // an escaped name: the slow path unescapes it
+		if !ok || name == nil || !utf8.Valid(name) {
+			// An escaped name, or one that is not UTF-8: the slow path
+			// decodes it (invalid bytes become U+FFFD, another name).
+			return false
 		}
 		w.space()
 		if w.i >= len(w.data) || w.data[w.i] != ':' {

@@ -39,6 +39,7 @@ func fastSchemas(t testing.TB) []*Tool {
 		`{"type":"object","properties":{"a":{"$ref":"#/$defs/x"}},"$defs":{"x":{"type":"string"}}}`,
 		`{"type":"object","properties":{"a":false,"b":true},"required":["b","c"]}`,
 		`{"type":"object","patternProperties":{"^x":{"type":"string"}}}`,
+		`{"type":"object","properties":{"\ufffd":{"type":"integer"}}}`,
 		`{"properties":{"a":{"type":"integer","description":"an int","title":"A","default":1}}}`,
 	} {
 		tools = append(tools, MustNew(Def{Name: "hand", Parameters: json.RawMessage(p)}, func(context.Context, *RunContext, json.RawMessage) (any, error) { return nil, nil }))
@@ -69,6 +70,7 @@ var fastInputs = []string{
 	`{"a":"abcd"}`, `{"a":"ab"}`, `{"a":1,"b":2.5,"c":true}`, `{"a":null,"c":"x"}`,
 	`{"a":[{"k":1}]}`, `{"a":[]}`, `{"b":1,"c":2}`, `{"b":1}`, `{"x1":"s"}`, `{"a":1.5}`,
 	`[]`, `"x"`, `{"a":1}x`, `{"a":01}`, `{"a":+1}`, `{"a":.5}`, `{"a":1.}`, `{"a":"\x01"}`,
+	"{\"\xff\":\"s\"}", "{\"\xef\xbf\xbd\":\"s\"}", "{\"\xef\xbf\xbd\":1}",
 	`{"a":1,}`, `{"a" 1}`, `{"a":tru}`, `{"a":nul}`, `{"a":[1,]}`, `{"a":"\q"}`, `{"a":"\u12"}`,
 }
 
@@ -116,7 +118,7 @@ func TestArgsCertainlyValid(t *testing.T) {
 	for _, c := range []struct {
 		tool int
 		in   string
-	}{{3, `{"a":1,"b":2.5,"c":true}`}, {3, `{"a":null}`}, {6, `{"b":1,"c":2}`}, {8, `{"a":1}`}, {1, `{}`}} {
+	}{{3, `{"a":1,"b":2.5,"c":true}`}, {3, `{"a":null}`}, {6, `{"b":1,"c":2}`}, {8, `{"a":1}`}, {1, `{}`}, {9, "{\"\xef\xbf\xbd\":1}"}} {
 		if !tools[c.tool].ArgsCertainlyValid(json.RawMessage(c.in)) {
 			t.Errorf("%s: fast path not sure of valid %s", tools[c.tool].Parameters, c.in)
 		}
