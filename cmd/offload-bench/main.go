@@ -45,6 +45,7 @@ import (
 
 type config struct {
 	n, warmup, tn, inflight, slots int
+	tpRounds                       int
 	replicas                       []int
 	pending, finished              int
 	long                           int
@@ -58,6 +59,7 @@ func main() {
 	flag.IntVar(&c.n, "n", 2000, "round trips measured for latency")
 	flag.IntVar(&c.warmup, "warmup", 200, "round trips before measuring")
 	flag.IntVar(&c.tn, "throughput-n", 5000, "calls per throughput round")
+	flag.IntVar(&c.tpRounds, "throughput-rounds", 4, "interleaved rounds of each throughput and scaling figure")
 	flag.IntVar(&c.inflight, "inflight", 64, "calls in flight in throughput runs")
 	flag.IntVar(&c.slots, "slots", 16, "concurrent tasks per worker replica")
 	flag.IntVar(&c.pending, "pending", 10_000, "pending background calls for the memory figure")
@@ -290,7 +292,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	}
 
 	fmt.Fprintf(out, "offload-bench: embedded nats-server (file storage) in a child process, loopback, %d CPUs; calls of ~200 B arguments and ~200 B results\n", runtime.NumCPU())
-	fmt.Fprintf(out, "latency n=%d (warm-up %d, 10 interleaved rounds); throughput n=%d per round (2 interleaved rounds), %d in flight\n", c.n, c.warmup, c.tn, c.inflight)
+	fmt.Fprintf(out, "latency n=%d (warm-up %d, 10 interleaved rounds); throughput n=%d per round (%d interleaved rounds), %d in flight\n", c.n, c.warmup, c.tn, c.tpRounds, c.inflight)
 	fmt.Fprintln(out, "Baseline: raw nats.go, Consumer.Messages with PullMaxMessages = slots (batched pulls), result published with Nats-Msg-Id, PubAck awaited, then ack;")
 	fmt.Fprintln(out, "where the one-at-a-time pattern (Consumer.Next per slot) measures faster, that is the baseline")
 	fmt.Fprintln(out)
@@ -355,7 +357,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	fmt.Fprintln(out, "| --- | --- | --- | --- | --- | --- |")
 	var tpRatios []float64
 	for _, r := range c.replicas {
-		tp, err := throughputs(ctx, []system{rawS, rawNS, offS}, r, c.slots, c.tn, c.inflight, 2)
+		tp, err := throughputs(ctx, []system{rawS, rawNS, offS}, r, c.slots, c.tn, c.inflight, c.tpRounds)
 		if err != nil {
 			return fmt.Errorf("throughput: %w", err)
 		}
@@ -372,11 +374,11 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	fmt.Fprintf(out, "Scaling with 1-slot replicas (%d calls in flight)\n", c.inflight)
 	fmt.Fprintln(out, "| system | 1 × 1 calls/s | 4 × 1 calls/s | scaling 1 → 4 |")
 	fmt.Fprintln(out, "| --- | --- | --- | --- |")
-	one, err := throughputs(ctx, []system{rawS, offS}, 1, 1, c.tn/2, c.inflight, 2)
+	one, err := throughputs(ctx, []system{rawS, offS}, 1, 1, c.tn/2, c.inflight, c.tpRounds)
 	if err != nil {
 		return fmt.Errorf("scaling: %w", err)
 	}
-	four, err := throughputs(ctx, []system{rawS, offS}, 4, 1, c.tn/2, c.inflight, 2)
+	four, err := throughputs(ctx, []system{rawS, offS}, 4, 1, c.tn/2, c.inflight, c.tpRounds)
 	if err != nil {
 		return fmt.Errorf("scaling: %w", err)
 	}

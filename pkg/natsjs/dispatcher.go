@@ -262,7 +262,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, task protocol.Task) (*Handle,
 	if task.CreatedAt.IsZero() {
 		task.CreatedAt = now.UTC()
 	}
-	data, err := json.Marshal(task)
+	data, err := protocol.EncodeTask(&task)
 	if err != nil {
 		return nil, fmt.Errorf("natsjs: marshal task: %w", err)
 	}

@@ -151,7 +151,7 @@ type Worker struct {
 	hardCancel  context.CancelFunc
 	bgStop      chan struct{}
 
-	fetchers  sync.WaitGroup // 2 × Concurrency per tool; each runs the tasks it pulls
+	fetchers  sync.WaitGroup // per tool, a fetcher and 2 × Concurrency runners
 	callbacks sync.WaitGroup // advisory callbacks in progress
 	bg        sync.WaitGroup // registry refresher, connection watcher, sweeper
 }
@@ -334,15 +334,18 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	w.fetchCtx, w.fetchCancel = context.WithCancel(context.Background())
 	w.runCtx, w.runCancel = context.WithCancelCause(context.Background())
 	w.hardCtx, w.hardCancel = context.WithCancel(context.Background())
-	// Each tool gets twice as many fetchers as the worker has slots, so
-	// that a busy tool keeps every free slot pulling, also the slots of
-	// tasks whose results are being published; a fetcher pulls only while
-	// it holds a slot (no prefetching).
+	// Each tool gets one fetcher, which pulls only while it holds slots
+	// and one task per slot held (no prefetching), and twice as many
+	// runners as the worker has slots, so that a runner is free for every
+	// slot, also for the slots of tasks whose results are being published.
 	for name, c := range w.consumers {
+		tasks := make(chan jetstream.Msg)
 		for range 2 * w.cfg.Concurrency {
 			w.fetchers.Add(1)
-			go w.fetch(w.tools[name], c)
+			go w.run(w.tools[name], tasks)
 		}
+		w.fetchers.Add(1)
+		go w.fetch(w.tools[name], c, tasks)
 	}
 	w.bg.Add(2)
 	go w.refreshRegistry()
@@ -406,8 +409,8 @@ func (w *Worker) shutdown(ctx context.Context, grace time.Duration) error {
 	close(w.bgStop)
 	w.bg.Wait()
 	w.deleteRegistry(ctx)
-	// Stop pulling: a fetcher whose pull returns a task now hands it back;
-	// a fetcher running a task returns once the task is settled.
+	// Stop pulling: a task pulled from now on is handed back; a runner
+	// running a task returns once the task is settled.
 	w.fetchCancel()
 	w.unsubscribeAdvisories()
 

@@ -12,12 +12,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// puller pulls one task at a time from a durable consumer for one fetcher,
-// over a subscription that lives as long as the fetcher (jetstream's
+// puller pulls tasks from a durable consumer for one tool's pulling
+// goroutine, over a subscription that lives as long as it does (jetstream's
 // Consumer.Next subscribes and unsubscribes an inbox, and starts a
-// goroutine, for every task). Each pull request asks for one message and
-// has its own reply subject under the subscription's wildcard, so that a
-// status answering an abandoned request is told apart. A request is only
+// goroutine, for every task). Each pull request asks for as many messages
+// as slots were free when it was made, and has its own reply
+// subject under the subscription's wildcard, so that a status answering an abandoned request is told apart. A request is only
 // abandoned (ctx ended, or no answer well past its expiry) by dropping the
 // subscription with it, so that a task delivered to an abandoned request
 // never waits in this process: it is redelivered after its ack wait, as
@@ -29,6 +29,9 @@ type puller struct {
 	sub     *nats.Subscription
 	msgs    chan *nats.Msg
 	seq     uint64
+	req     []byte      // the pull request's payload, reused
+	guard   *time.Timer // bounds the wait for an answer, reused
+	max     int         // the largest batch asked for
 }
 
 // Status codes of pull responses.
@@ -39,8 +42,9 @@ const (
 	statusConflict = "409"
 )
 
-func newPuller(nc *nats.Conn, stream, consumer string) *puller {
-	return &puller{nc: nc, subject: "$JS.API.CONSUMER.MSG.NEXT." + stream + "." + consumer}
+// newPuller returns a puller asking for at most max messages at once.
+func newPuller(nc *nats.Conn, stream, consumer string, max int) *puller {
+	return &puller{nc: nc, subject: "$JS.API.CONSUMER.MSG.NEXT." + stream + "." + consumer, max: max}
 }
 
 // close drops the subscription.
@@ -51,27 +55,45 @@ func (p *puller) close() {
 	}
 }
 
-// next pulls one message, waiting at most expires for one to be stored. It
-// returns nats.ErrTimeout when none came, ctx's error when ctx ended first.
-func (p *puller) next(ctx context.Context, expires time.Duration) (jetstream.Msg, error) {
+// pull asks for up to batch messages, waiting at most expires for them to
+// be stored, and gives each to deliver as it arrives. It returns how many
+// were delivered; the request is over when batch have come or the server
+// ended it (err nats.ErrTimeout when it expired first), or when ctx ended
+// (ctx's error), which drops the subscription so that no message still on
+// its way waits in this process. A request is answered in full before the
+// next is made, so every data message belongs to the current one.
+func (p *puller) pull(ctx context.Context, batch int, expires time.Duration, deliver func(jetstream.Msg)) (int, error) {
+	batch = max(1, min(batch, p.max))
 	if p.sub == nil {
 		p.base = p.nc.NewInbox()
-		p.msgs = make(chan *nats.Msg, 8)
+		// Room for a whole batch and its status: a full channel would
+		// drop messages (slow consumer).
+		p.msgs = make(chan *nats.Msg, p.max+8)
 		sub, err := p.nc.ChanSubscribe(p.base+".*", p.msgs)
 		if err != nil {
-			return nil, err
+			return 0, err
 		}
 		p.sub = sub
 	}
 	p.seq++
 	reply := p.base + "." + strconv.FormatUint(p.seq, 36)
-	req := fmt.Appendf(nil, `{"batch":1,"expires":%d}`, expires.Nanoseconds())
-	if err := p.nc.PublishRequest(p.subject, reply, req); err != nil {
+	p.req = append(p.req[:0], `{"batch":`...)
+	p.req = strconv.AppendInt(p.req, int64(batch), 10)
+	p.req = append(p.req, `,"expires":`...)
+	p.req = strconv.AppendInt(p.req, expires.Nanoseconds(), 10)
+	p.req = append(p.req, '}')
+	if err := p.nc.PublishRequest(p.subject, reply, p.req); err != nil {
 		p.close()
-		return nil, err
+		return 0, err
 	}
-	guard := time.NewTimer(expires + time.Second)
+	if p.guard == nil {
+		p.guard = time.NewTimer(expires + time.Second)
+	} else {
+		p.guard.Reset(expires + time.Second) // no stale tick after Reset (Go ≥ 1.23)
+	}
+	guard := p.guard
 	defer guard.Stop()
+	n := 0
 	for {
 		select {
 		case m := <-p.msgs:
@@ -80,23 +102,27 @@ func (p *puller) next(ctx context.Context, expires time.Duration) (jetstream.Msg
 				status = m.Header.Get("Status")
 			}
 			if status == "" {
-				return pulledMsg{m}, nil
+				deliver(pulledMsg{m})
+				if n++; n == batch {
+					return n, nil
+				}
+				continue
 			}
 			if m.Subject != reply || status == statusControl {
 				continue // an abandoned request's, or a heartbeat
 			}
 			switch status {
 			case statusNoMsgs, statusTimeout:
-				return nil, nats.ErrTimeout
+				return n, nats.ErrTimeout
 			default:
-				return nil, fmt.Errorf("natsjs: pull: %s %s", status, m.Header.Get("Description"))
+				return n, fmt.Errorf("natsjs: pull: %s %s", status, m.Header.Get("Description"))
 			}
 		case <-ctx.Done():
 			p.close()
-			return nil, ctx.Err()
+			return n, ctx.Err()
 		case <-guard.C:
 			p.close()
-			return nil, nats.ErrTimeout
+			return n, nats.ErrTimeout
 		}
 	}
 }

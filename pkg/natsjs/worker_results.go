@@ -72,7 +72,7 @@ func (w *Worker) respond(log *slog.Logger, fl *inflight, res protocol.Result, st
 // (a call dispatched again after an approval) is kept. A result too large for a message is
 // replaced by a ResultTooLarge error.
 func (w *Worker) publishResult(ctx context.Context, conv string, res protocol.Result) error {
-	data, err := json.Marshal(res)
+	data, err := protocol.EncodeResult(&res)
 	if err != nil {
 		return fmt.Errorf("marshal result: %w", err)
 	}

@@ -7,14 +7,16 @@ import (
 )
 
 // slotPool bounds how many tasks a worker holds at once, across its tools.
-// A tool's fetcher holds a slot while its pull request is outstanding, so a
-// task is only ever pulled when it can run at once (no prefetching). With
-// more fetchers than free slots, pulls would starve the waiting fetchers:
-// so a fetcher that has to wait preempts one long pull, and pulls started
-// while others wait are short, making the slots rotate among the tools.
+// A tool's fetcher holds a slot for each task its outstanding pull request
+// asks for, so a task is only ever pulled when it can run at once (no
+// prefetching). With more tools than free slots, pulls would starve the
+// waiting fetchers: so a fetcher that has to wait preempts one long pull
+// of another tool, and pulls started while others wait are short, making
+// the slots rotate among the tools. A fetcher takes the free slots beyond
+// its first only while no fetcher waits (tryAcquire).
 //
-// Preemption is only across tools: a tool's fetchers never cut each other's
-// pulls short (a cut pull may drop a message already on its way, which then
+// Preemption is only across tools: a tool's pulls are never cut short by
+// its own fetcher (a cut pull may drop a message already on its way, which then
 // waits for its ack wait to be redelivered).
 type slotPool struct {
 	mu      sync.Mutex
@@ -72,6 +74,20 @@ func (p *slotPool) acquire(ctx context.Context, tool string) error {
 		}
 		return ctx.Err()
 	}
+}
+
+// tryAcquire takes up to n more free slots for a fetcher without
+// waiting, and returns how many it took: none while any fetcher waits for
+// a slot, so that a batch does not take the slots others queue for.
+func (p *slotPool) tryAcquire(n int) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.waiters) > 0 {
+		return 0
+	}
+	n = min(n, p.free)
+	p.free -= n
+	return n
 }
 
 // release returns a slot, to the first waiter if any.

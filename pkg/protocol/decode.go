@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/offload-dev/offload/pkg/tool"
@@ -89,11 +90,22 @@ type fields struct {
 	payload string
 	m       []member // in order; a repeated name's last value counts
 	err     *DecodeError
-	buf     [20]member // m's storage for the usual payloads
 }
 
-func parseObject(payload string, data []byte, opts *DecodeOpts) (*fields, error) {
-	f := &fields{payload: payload}
+// memberPool holds the members' storage for the usual payloads, so that
+// decoding a payload does not allocate it.
+var memberPool = sync.Pool{New: func() any { return new([20]member) }}
+
+func getMembers() *[20]member { return memberPool.Get().(*[20]member) }
+
+// putMembers drops b's references to a payload and pools it.
+func putMembers(b *[20]member) {
+	clear(b[:])
+	memberPool.Put(b)
+}
+
+// parseObject checks data and appends its members to out.
+func parseObject(payload string, data []byte, opts *DecodeOpts, out []member) ([]member, error) {
 	if max := opts.maxSize(); max >= 0 && len(data) > max {
 		return nil, &DecodeError{Payload: payload, Err: ErrTooLarge,
 			Reason: fmt.Sprintf("%d bytes exceed the limit of %d", len(data), max)}
@@ -111,8 +123,7 @@ func parseObject(payload string, data []byte, opts *DecodeOpts) (*fields, error)
 		}
 		return nil, &DecodeError{Payload: payload, Err: ErrMalformed, Reason: reason}
 	}
-	f.m = splitObject(f.buf[:0], trimmed)
-	return f, nil
+	return splitObject(out, trimmed), nil
 }
 
 func (f *fields) fail(name string, sentinel error, format string, args ...any) {
@@ -132,7 +143,7 @@ func (f *fields) result() error {
 // whether it is present.
 func (f *fields) lookup(name string) (json.RawMessage, bool) {
 	for i := len(f.m) - 1; i >= 0; i-- {
-		if f.m[i].name == name {
+		if string(f.m[i].name) == name {
 			return f.m[i].raw, true
 		}
 	}
@@ -275,7 +286,11 @@ func (f *fields) toolName(name string, dst *string) {
 	}
 }
 
+// compact returns a compact copy of v, valid JSON.
 func compact(v json.RawMessage) json.RawMessage {
+	if isCompact(v) {
+		return append(json.RawMessage(nil), v...)
+	}
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, v); err != nil {
 		return append(json.RawMessage(nil), v...)
@@ -283,14 +298,34 @@ func compact(v json.RawMessage) json.RawMessage {
 	return buf.Bytes()
 }
 
+// isCompact reports whether valid JSON v holds no whitespace outside its
+// strings, so that json.Compact would return it unchanged.
+func isCompact(v []byte) bool {
+	in := false
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case in && c == '\\':
+			i++ // the escaped byte
+		case c == '"':
+			in = !in
+		case !in && (c == ' ' || c == '\t' || c == '\n' || c == '\r'):
+			return false
+		}
+	}
+	return true
+}
+
 // DecodeTask decodes and checks a [Task]: task_id, tool, args (a JSON object)
 // and conversation_id are required; mode defaults to inline and created_at to
 // the time received. opts may be nil. Errors are [*DecodeError].
 func DecodeTask(data []byte, opts *DecodeOpts) (Task, error) {
-	f, err := parseObject("task", data, opts)
+	buf := getMembers()
+	defer putMembers(buf)
+	m, err := parseObject("task", data, opts, buf[:0])
 	if err != nil {
 		return Task{}, err
 	}
+	f := fields{payload: "task", m: m}
 	var t Task
 	for _, name := range []string{"task_id", "tool", "args", "conversation_id"} {
 		f.require(name)
@@ -337,10 +372,13 @@ func DecodeTask(data []byte, opts *DecodeOpts) (Task, error) {
 // task_id defaults to subjectTaskID and must match it; status defaults to ok.
 // opts may be nil. Errors are [*DecodeError].
 func DecodeResult(data []byte, subjectTaskID string, opts *DecodeOpts) (Result, error) {
-	f, err := parseObject("result", data, opts)
+	buf := getMembers()
+	defer putMembers(buf)
+	m, err := parseObject("result", data, opts, buf[:0])
 	if err != nil {
 		return Result{}, err
 	}
+	f := fields{payload: "result", m: m}
 	var r Result
 	f.taskID(subjectTaskID, &r.TaskID)
 	f.str("tool_call_id", &r.ToolCallID)
@@ -376,10 +414,13 @@ func DecodeResult(data []byte, subjectTaskID string, opts *DecodeOpts) (Result, 
 // tool, args (a JSON object) and conversation_id are required; requested_at
 // defaults to the time received. opts may be nil. Errors are [*DecodeError].
 func DecodeApproval(data []byte, opts *DecodeOpts) (Approval, error) {
-	f, err := parseObject("approval", data, opts)
+	buf := getMembers()
+	defer putMembers(buf)
+	m, err := parseObject("approval", data, opts, buf[:0])
 	if err != nil {
 		return Approval{}, err
 	}
+	f := fields{payload: "approval", m: m}
 	var a Approval
 	for _, name := range []string{"task_id", "tool", "args", "conversation_id"} {
 		f.require(name)
@@ -406,10 +447,13 @@ func DecodeApproval(data []byte, opts *DecodeOpts) (Approval, error) {
 // only when approved; message is kept only when denied. opts may be nil.
 // Errors are [*DecodeError].
 func DecodeDecision(data []byte, opts *DecodeOpts) (Decision, error) {
-	f, err := parseObject("decision", data, opts)
+	buf := getMembers()
+	defer putMembers(buf)
+	m, err := parseObject("decision", data, opts, buf[:0])
 	if err != nil {
 		return Decision{}, err
 	}
+	f := fields{payload: "decision", m: m}
 	var d Decision
 	f.require("approved")
 	f.boolean("approved", &d.Approved)
@@ -433,10 +477,13 @@ func DecodeDecision(data []byte, opts *DecodeOpts) (Decision, error) {
 // ID is subjectTaskID (empty when unknown). task_id defaults to
 // subjectTaskID and must match it. opts may be nil. Errors are [*DecodeError].
 func DecodeCancel(data []byte, subjectTaskID string, opts *DecodeOpts) (Cancel, error) {
-	f, err := parseObject("cancel", data, opts)
+	buf := getMembers()
+	defer putMembers(buf)
+	m, err := parseObject("cancel", data, opts, buf[:0])
 	if err != nil {
 		return Cancel{}, err
 	}
+	f := fields{payload: "cancel", m: m}
 	var c Cancel
 	f.taskID(subjectTaskID, &c.TaskID)
 	f.str("reason", &c.Reason)
@@ -452,10 +499,13 @@ func DecodeCancel(data []byte, subjectTaskID string, opts *DecodeOpts) (Cancel, 
 // at defaults to the time received. opts may be nil. Errors are
 // [*DecodeError].
 func DecodeProgress(data []byte, subjectTaskID string, opts *DecodeOpts) (Progress, error) {
-	f, err := parseObject("progress", data, opts)
+	buf := getMembers()
+	defer putMembers(buf)
+	m, err := parseObject("progress", data, opts, buf[:0])
 	if err != nil {
 		return Progress{}, err
 	}
+	f := fields{payload: "progress", m: m}
 	var p Progress
 	f.taskID(subjectTaskID, &p.TaskID)
 	f.str("message", &p.Message)

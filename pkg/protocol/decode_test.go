@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"reflect"
@@ -381,4 +382,24 @@ func TestDecodeProgress(t *testing.T) {
 			checkDecodeErr(t, "progress", tc.decodeCase, err)
 		})
 	}
+}
+
+// FuzzCompact checks that compact, which skips json.Compact for JSON
+// without whitespace outside its strings, gives json.Compact's bytes.
+func FuzzCompact(f *testing.F) {
+	for _, s := range []string{`{"a":"b c","d":[1, 2]}`, `{"a":"\" x"}`, `"\\"`, ` 1 `, `{"a":"\\\" "}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, v []byte) {
+		if !json.Valid(v) {
+			return
+		}
+		var want bytes.Buffer
+		if err := json.Compact(&want, v); err != nil {
+			t.Fatal(err)
+		}
+		if got := compact(v); !bytes.Equal(got, want.Bytes()) {
+			t.Fatalf("compact(%q) = %q, json.Compact %q", v, got, want.Bytes())
+		}
+	})
 }

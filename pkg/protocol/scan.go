@@ -16,7 +16,7 @@ import (
 // member is one top-level member of a JSON object: its name (unescaped)
 // and its raw value, a slice of the payload.
 type member struct {
-	name string
+	name []byte // a slice of the payload unless the name had escapes
 	raw  []byte
 }
 
@@ -38,7 +38,7 @@ func splitObject(out []member, data []byte) []member {
 		i = skipSpace(data, end)
 		i = skipSpace(data, i+1) // past ':'
 		vend := skipValue(data, i)
-		out = append(out, member{name: unquote(key), raw: data[i:vend]})
+		out = append(out, member{name: memberName(key), raw: data[i:vend]})
 		i = vend
 	}
 }
@@ -111,24 +111,42 @@ func unquote(lit []byte) string {
 	return s
 }
 
+// memberName returns a member's name: the literal's body when it is
+// plain (no allocation), the unescaped name otherwise.
+func memberName(lit []byte) []byte {
+	if body, ok := plainBody(lit); ok {
+		return body
+	}
+	return []byte(unquote(lit))
+}
+
 // plainString returns the value of a JSON string literal without escapes
 // or invalid UTF-8 (which encoding/json would replace), as encoding/json
 // would decode it; ok is false for anything else.
 func plainString(lit []byte) (string, bool) {
-	if len(lit) < 2 || lit[0] != '"' || lit[len(lit)-1] != '"' {
+	body, ok := plainBody(lit)
+	if !ok {
 		return "", false
+	}
+	return string(body), true
+}
+
+// plainBody is [plainString] without the copy: the literal's body.
+func plainBody(lit []byte) ([]byte, bool) {
+	if len(lit) < 2 || lit[0] != '"' || lit[len(lit)-1] != '"' {
+		return nil, false
 	}
 	body := lit[1 : len(lit)-1]
 	if bytes.IndexByte(body, '\\') >= 0 {
-		return "", false
+		return nil, false
 	}
 	for _, c := range body {
 		if c >= utf8.RuneSelf {
 			if !utf8.Valid(body) {
-				return "", false
+				return nil, false
 			}
 			break
 		}
 	}
-	return string(body), true
+	return body, true
 }

@@ -42,7 +42,7 @@ func checkSplit(t *testing.T, data []byte) {
 		}
 	}
 	for _, m := range f.m {
-		if _, ok := want[m.name]; !ok {
+		if _, ok := want[string(m.name)]; !ok {
 			t.Fatalf("%q: member %q not in encoding/json's", data, m.name)
 		}
 	}

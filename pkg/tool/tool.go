@@ -107,6 +107,9 @@ type Tool struct {
 	Validator ValidatorFunc
 
 	schema *jsonschema.Resolved
+	// fast is the schema compiled for the fast path of validation (see
+	// fastschema.go); nil until compiled.
+	fast *fastSchema
 }
 
 // Option configures a tool built by [Func] or [New].
@@ -239,7 +242,12 @@ func (t *Tool) compile() error {
 	if err != nil {
 		return invalid(t.Name, "resolve schema: %v", err)
 	}
+	canon, err := json.Marshal(&s)
+	if err != nil {
+		return invalid(t.Name, "marshal schema: %v", err)
+	}
 	t.schema = r
+	t.fast = compileFast(canon)
 	return nil
 }
 
@@ -280,6 +288,12 @@ func (t *Tool) ParseArgs(raw string) (json.RawMessage, error) {
 	if trimmed == "" {
 		trimmed = "{}"
 	}
+	if t.ArgsCertainlyValid(json.RawMessage(trimmed)) {
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, []byte(trimmed)); err == nil {
+			return buf.Bytes(), nil
+		}
+	}
 	var v any
 	dec := json.NewDecoder(strings.NewReader(trimmed))
 	dec.UseNumber()
@@ -301,6 +315,16 @@ func (t *Tool) ParseArgs(raw string) (json.RawMessage, error) {
 		return nil, &ValidationError{Tool: t.Name, Message: "invalid JSON: " + err.Error()}
 	}
 	return buf.Bytes(), nil
+}
+
+// ArgsCertainlyValid reports whether raw, the JSON of the arguments,
+// certainly passes [Tool.CheckArgs]. It walks raw once against the schema
+// compiled for typed tools' simple object schemas (types, properties,
+// required, additionalProperties, items), without decoding or reflection.
+// False means only "not sure": the caller validates with CheckArgs, which
+// gives the verdict and the error message.
+func (t *Tool) ArgsCertainlyValid(raw json.RawMessage) bool {
+	return t.fast != nil && t.fast.accepts(raw)
 }
 
 // CheckArgs validates decoded arguments against the tool's schema.
