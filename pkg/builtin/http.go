@@ -222,7 +222,10 @@ func httpErr(ctx, reqCtx context.Context, cfg Config, method, rawURL string, err
 	if ctx.Err() != nil {
 		return ctxErr(NameHTTPFetch, ctx)
 	}
-	if errors.Is(reqCtx.Err(), context.DeadlineExceeded) {
+	// The request's deadline, or the transport's own timer firing a moment
+	// before it: the same timeout.
+	var ne net.Error
+	if errors.Is(reqCtx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
 		return fail("http_fetch: %s %s: timed out after %s", method, rawURL, cfg.HTTPTimeout)
 	}
 	return fail("http_fetch: %s %s: %s", method, rawURL, reason(err))
