@@ -272,25 +272,10 @@ func (d *Dispatcher) Dispatch(ctx context.Context, task protocol.Task) (*Handle,
 	}
 
 	// Register before publishing: a fast result must find its handle.
-	h := newHandle(d, task)
-	d.mu.Lock()
-	switch {
-	case d.state != stateStarted:
-		d.mu.Unlock()
-		return nil, ErrStopped
-	case d.lost != nil:
-		err := d.lost
-		d.mu.Unlock()
+	h, err := d.register(task, false)
+	if err != nil {
 		return nil, err
 	}
-	if _, dup := d.pending[task.TaskID]; dup {
-		d.mu.Unlock()
-		return nil, fmt.Errorf("%w: task %s is already in flight", ErrInvalidTask, task.TaskID)
-	}
-	d.pending[task.TaskID] = h
-	d.convs.hold(task.ConversationID)
-	d.mu.Unlock()
-	d.setPending(task.Mode, 1)
 
 	m := nats.NewMsg(d.subj.Task(task.Tool))
 	m.Header.Set(jetstream.MsgIDHeader, msgID(task.TaskID, task.Attempt))
@@ -318,29 +303,40 @@ func (d *Dispatcher) Attach(task protocol.Task) (*Handle, error) {
 	if err := checkTask(&task); err != nil {
 		return nil, err
 	}
+	return d.register(task, true)
+}
+
+// reattachLocked forgets task as a detached one, reporting whether it was
+// (its conversation count then moves to the pending task).
+func (d *Dispatcher) reattachLocked(task string) bool {
+	key, _ := doneKey(task)
+	if _, kind, ok := d.done.get(key); ok && kind == doneDetached {
+		d.done.del(key)
+		return true
+	}
+	return false
+}
+
+// register makes a handle for task pending, unless the dispatcher is
+// stopped, the server lost, or the task already in flight. A task attached
+// again leaves the detached tasks it was remembered among.
+func (d *Dispatcher) register(task protocol.Task, attach bool) (*Handle, error) {
 	h := newHandle(d, task)
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	switch {
 	case d.state != stateStarted:
-		d.mu.Unlock()
 		return nil, ErrStopped
 	case d.lost != nil:
-		err := d.lost
-		d.mu.Unlock()
-		return nil, err
+		return nil, d.lost
 	}
 	if _, dup := d.pending[task.TaskID]; dup {
-		d.mu.Unlock()
 		return nil, fmt.Errorf("%w: task %s is already in flight", ErrInvalidTask, task.TaskID)
 	}
-	key, _ := doneKey(task.TaskID)
-	if _, kind, ok := d.done.get(key); ok && kind == doneDetached {
-		d.done.del(key) // attached again (its count moves to pending)
-	} else {
+	if !attach || !d.reattachLocked(task.TaskID) {
 		d.convs.hold(task.ConversationID)
 	}
 	d.pending[task.TaskID] = h
-	d.mu.Unlock()
 	d.setPending(task.Mode, 1)
 	return h, nil
 }
