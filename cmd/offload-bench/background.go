@@ -12,7 +12,6 @@ import (
 	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/llm/script"
 	"github.com/offload-dev/offload/pkg/message"
-	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
@@ -105,36 +104,12 @@ func measurePendingMemory(ctx context.Context, ep endpoint, calls int) (pendingM
 			return "", ctx.Err()
 		}
 	})
-	w, err := natsjs.NewWorker(natsjs.WorkerConfig{Conn: nc, ID: "bench-pending", Tools: []*tool.Tool{hold}, Concurrency: 16})
+	sv, err := serveTool(ctx, nc, "bench-pending", hold, 16)
 	if err != nil {
 		return pendingMemory{}, err
 	}
-	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := w.Start(sctx); err != nil {
-		return pendingMemory{}, err
-	}
-	defer func() {
-		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = w.Stop(stopCtx)
-	}()
-	d, err := natsjs.NewDispatcher(natsjs.DispatcherConfig{Conn: nc})
-	if err != nil {
-		return pendingMemory{}, err
-	}
-	if err := d.Start(sctx); err != nil {
-		return pendingMemory{}, err
-	}
-	defer func() { _ = d.Stop(context.Background()) }()
-	rt, err := natsjs.NewRemoteToolset(sctx, natsjs.RemoteConfig{Conn: nc, Dispatcher: d, Filter: []string{"hold"}})
-	if err != nil {
-		return pendingMemory{}, err
-	}
-	defer rt.Close()
-	if err := waitForTool(sctx, rt, "hold"); err != nil {
-		return pendingMemory{}, err
-	}
+	defer sv.stop()
+	rt := sv.rt
 
 	var before, during runtime.MemStats
 	var once sync.Once

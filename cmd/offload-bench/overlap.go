@@ -48,36 +48,12 @@ func measureOverlap(ctx context.Context, ep endpoint, calls, slots, rounds int, 
 			return "", ctx.Err()
 		}
 	}, tool.Meta(map[string]any{"background": true}))
-	w, err := natsjs.NewWorker(natsjs.WorkerConfig{Conn: nc, ID: "bench-overlap", Tools: []*tool.Tool{workTool}, Concurrency: slots})
+	sv, err := serveTool(ctx, nc, "bench-overlap", workTool, slots)
 	if err != nil {
 		return overlapResult{}, err
 	}
-	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := w.Start(sctx); err != nil {
-		return overlapResult{}, err
-	}
-	defer func() {
-		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = w.Stop(stopCtx)
-	}()
-	d, err := natsjs.NewDispatcher(natsjs.DispatcherConfig{Conn: nc})
-	if err != nil {
-		return overlapResult{}, err
-	}
-	if err := d.Start(sctx); err != nil {
-		return overlapResult{}, err
-	}
-	defer func() { _ = d.Stop(context.Background()) }()
-	rt, err := natsjs.NewRemoteToolset(sctx, natsjs.RemoteConfig{Conn: nc, Dispatcher: d, Filter: []string{"work"}})
-	if err != nil {
-		return overlapResult{}, err
-	}
-	defer rt.Close()
-	if err := waitForTool(sctx, rt, "work"); err != nil {
-		return overlapResult{}, err
-	}
+	defer sv.stop()
+	rt := sv.rt
 
 	results := make([]overlapResult, 0, rounds)
 	for range rounds {
