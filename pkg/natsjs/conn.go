@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -167,11 +168,13 @@ func Connect(servers string, opts ConnectOptions) (*nats.Conn, error) {
 	}
 	// wrongServer closes nc when it reached a server other than the
 	// expected one.
+	var wrong atomic.Value // the ID of an unexpected server reached, if any
 	wrongServer := func(nc *nats.Conn) bool {
 		want := opts.ExpectServerID
 		if want == "" || nc.ConnectedServerId() == want {
 			return false
 		}
+		wrong.Store(nc.ConnectedServerId())
 		log.Error("nats server is not the expected one; closing the connection",
 			"url", nc.ConnectedUrlRedacted(), "server_id", nc.ConnectedServerId(), "want", want)
 		go nc.Close()
@@ -224,8 +227,13 @@ func Connect(servers string, opts ConnectOptions) (*nats.Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("natsjs: connect %s: %w", RedactURL(servers), err)
 	}
-	if want := opts.ExpectServerID; want != "" && nc.IsConnected() && nc.ConnectedServerId() != want {
-		got := nc.ConnectedServerId()
+	// The connect handler may have seen (and closed) the wrong server
+	// before Connect returns.
+	got, _ := wrong.Load().(string)
+	if want := opts.ExpectServerID; want != "" && (got != "" || nc.IsConnected() && nc.ConnectedServerId() != want) {
+		if got == "" {
+			got = nc.ConnectedServerId()
+		}
 		nc.Close()
 		return nil, fmt.Errorf("%w: %s has server ID %s, want %s", ErrWrongServer, RedactURL(servers), got, want)
 	}
