@@ -1,0 +1,43 @@
+package natsjs_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/tool"
+)
+
+// While some slots run long tasks of one tool, a task of another tool
+// starts in a free slot at once: the busy tool's pulls do not hold the
+// free slots for it.
+func TestFreeSlotServesAnotherTool(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	g := newGate()
+	quick := tool.Func("quick", "Answer at once.", func(context.Context, *tool.RunContext, struct{}) (string, error) { return "quick", nil })
+	startWorker(t, srv, natsjs.WorkerConfig{ID: "mixed", Tools: []*tool.Tool{g.tool("slow", "slow"), quick}, Concurrency: 4})
+	d, _ := startDispatcher(t, srv, natsjs.DispatcherConfig{})
+	ctx := context.Background()
+	conv := protocol.NewID()
+	for range 2 {
+		h, err := d.Dispatch(ctx, newTask("slow", conv, `{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Detach()
+	}
+	recv(t, g.started, "the first slow task")
+	recv(t, g.started, "the second slow task")
+	defer g.open()
+	start := time.Now()
+	qctx, cancel := context.WithTimeout(ctx, 2*time.Second) // far below the slow tasks' gate
+	defer cancel()
+	res, err := d.Call(qctx, newTask("quick", conv, `{}`))
+	if err != nil || content(t, res) != "quick" {
+		t.Fatalf("quick task while two slots are busy: %+v, %v after %v", res, err, time.Since(start))
+	}
+}
