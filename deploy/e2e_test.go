@@ -14,47 +14,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
-var (
-	buildOnce sync.Once
-	binDir    string
-	buildErr  error
-)
+var bins natstest.Binaries
 
 // binaries builds cmd/agent and cmd/toolworker once.
 func binaries(t *testing.T) (agent, toolworker string) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("end-to-end test: builds the binaries")
-	}
-	buildOnce.Do(func() {
-		if binDir, buildErr = os.MkdirTemp("", "offload-deploy-e2e"); buildErr != nil {
-			return
-		}
-		out, err := exec.Command("go", "build", "-o", binDir+"/", "../cmd/agent", "../cmd/toolworker").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return filepath.Join(binDir, "agent"), filepath.Join(binDir, "toolworker")
+	dir := bins.Dir(t, "../cmd/agent", "../cmd/toolworker")
+	return filepath.Join(dir, "agent"), filepath.Join(dir, "toolworker")
 }
 
-func natsCLI(t *testing.T) string {
-	t.Helper()
-	p, err := exec.LookPath("nats")
-	if err != nil {
-		if os.Getenv("OFFLOAD_REQUIRE_NATS_CLI") != "" {
-			t.Fatal("the nats CLI is not on PATH (make tools installs it into .bin/)")
-		}
-		t.Skip("the nats CLI is not on PATH; run make test")
-	}
-	return p
-}
+// natsCLI returns the path of the nats CLI (see natstest.NATSCLI).
+func natsCLI(t *testing.T) string { return natstest.NATSCLI(t) }
 
 // roleURL is the server's URL with role's user and password, as the README
 // tells operators to pass it.

@@ -23,46 +23,17 @@ import (
 // These tests build the binaries and drive them as an operator would, with
 // the real nats CLI (natscli v0.5.0, installed by `make test` into .bin/).
 
-var (
-	buildOnce sync.Once
-	binDir    string
-	buildErr  error
-)
+var bins natstest.Binaries
 
+// binaries builds cmd/toolworker and cmd/agent once for the package's tests.
 func binaries(t *testing.T) (toolworker, agent string) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("end-to-end test: builds binaries")
-	}
-	buildOnce.Do(func() {
-		binDir, buildErr = os.MkdirTemp("", "offload-e2e")
-		if buildErr != nil {
-			return
-		}
-		out, err := exec.Command("go", "build", "-o", binDir+"/", "../toolworker", "../agent").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return filepath.Join(binDir, "toolworker"), filepath.Join(binDir, "agent")
+	dir := bins.Dir(t, "../toolworker", "../agent")
+	return filepath.Join(dir, "toolworker"), filepath.Join(dir, "agent")
 }
 
-// natsCLI returns the path of the nats CLI. Without it the test skips,
-// unless OFFLOAD_REQUIRE_NATS_CLI is set (make test and CI set it).
-func natsCLI(t *testing.T) string {
-	t.Helper()
-	p, err := exec.LookPath("nats")
-	if err != nil {
-		if os.Getenv("OFFLOAD_REQUIRE_NATS_CLI") != "" {
-			t.Fatal("the nats CLI is not on PATH (make tools installs it into .bin/)")
-		}
-		t.Skip("the nats CLI is not on PATH; run make test")
-	}
-	return p
-}
+// natsCLI returns the path of the nats CLI (see natstest.NATSCLI).
+func natsCLI(t *testing.T) string { return natstest.NATSCLI(t) }
 
 func writeFile(t *testing.T, path, content string, mode os.FileMode) {
 	t.Helper()

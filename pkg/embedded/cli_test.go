@@ -5,28 +5,16 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
-)
 
-// natsCLI returns the nats CLI's path; it skips the test when the CLI is not
-// on PATH, unless OFFLOAD_REQUIRE_NATS_CLI is set (make test sets it).
-func natsCLI(t *testing.T) string {
-	t.Helper()
-	cli, err := exec.LookPath("nats")
-	if err != nil {
-		if os.Getenv("OFFLOAD_REQUIRE_NATS_CLI") != "" {
-			t.Fatal("nats CLI not on PATH (make tools)")
-		}
-		t.Skip("nats CLI not on PATH")
-	}
-	return cli
-}
+	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+)
 
 // TestCLIOptionsWithTheNATSCLI runs the real nats CLI with the options the
 // binaries print: they reach the embedded server; without them it is
 // refused.
 func TestCLIOptionsWithTheNATSCLI(t *testing.T) {
 	t.Parallel()
-	cli := natsCLI(t)
+	cli := natstest.NATSCLI(t)
 	s := start(t, t.TempDir())
 	run := func(args ...string) (string, error) {
 		cmd := exec.Command(cli, args...)

@@ -641,13 +641,7 @@ func (s *syncBuffer) String() string {
 // CLI fails the test.
 func TestDefinitionsApplyWithNATSCLI(t *testing.T) {
 	t.Parallel()
-	cli, err := exec.LookPath("nats")
-	if err != nil {
-		if os.Getenv("OFFLOAD_REQUIRE_NATS_CLI") != "" {
-			t.Fatalf("OFFLOAD_REQUIRE_NATS_CLI is set but the nats CLI is not on PATH (make tools): %v", err)
-		}
-		t.Skip("nats CLI not on PATH")
-	}
+	cli := natstest.NATSCLI(t)
 	srv := natstest.Start(t)
 	run := func(args ...string) {
 		t.Helper()
