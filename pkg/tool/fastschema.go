@@ -359,20 +359,28 @@ func (w *fastWalk) array(s *fastSchema, depth int) bool {
 		if !w.value(s.items, depth+1) {
 			return false
 		}
-		w.space()
-		if w.i >= len(w.data) {
-			return false
-		}
-		switch w.data[w.i] {
-		case ',':
-			w.i++
-		case ']':
-			w.i++
-			return true
-		default:
-			return false
+		if more, ok := w.sep(']'); !more {
+			return ok
 		}
 	}
+}
+
+// sep reads what follows an element or member: more after a ',', and ok
+// after a ',' or the closing byte; anything else is not ok.
+func (w *fastWalk) sep(closing byte) (more, ok bool) {
+	w.space()
+	if w.i >= len(w.data) {
+		return false, false
+	}
+	switch w.data[w.i] {
+	case ',':
+		w.i++
+		return true, true
+	case closing:
+		w.i++
+		return false, true
+	}
+	return false, false
 }
 
 func (w *fastWalk) object(s *fastSchema, depth int) bool {
@@ -411,18 +419,8 @@ func (w *fastWalk) object(s *fastSchema, depth int) bool {
 		if !w.value(sub, depth+1) {
 			return false
 		}
-		w.space()
-		if w.i >= len(w.data) {
-			return false
-		}
-		switch w.data[w.i] {
-		case ',':
-			w.i++
-		case '}':
-			w.i++
-			return seen == 1<<len(s.required)-1
-		default:
-			return false
+		if more, ok := w.sep('}'); !more {
+			return ok && seen == 1<<len(s.required)-1
 		}
 	}
 }
