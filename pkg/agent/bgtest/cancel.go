@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/offload-dev/offload/pkg/agent"
-	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
@@ -21,12 +20,7 @@ func cancelFromTool(t *testing.T, h Harness) {
 	var cancelled atomic.Int32
 	startedA, startedB := make(chan struct{}), make(chan struct{})
 	sibling := func(name string, started chan struct{}) *tool.Tool {
-		return tool.Func(name, "", func(ctx context.Context, _ *tool.RunContext, _ struct{}) (string, error) {
-			close(started)
-			<-ctx.Done()
-			cancelled.Add(1)
-			return "", ctx.Err()
-		}, bg())
+		return untilCancelled(name, started, func() { cancelled.Add(1) })
 	}
 	stopper := tool.Func("stopper", "", func(ctx context.Context, rc *tool.RunContext, _ struct{}) (string, error) {
 		for _, ch := range []chan struct{}{startedA, startedB} {
@@ -56,12 +50,7 @@ func ownCancellation(t *testing.T, h Harness) {
 	}
 	started := make(chan struct{})
 	siblingStopped := make(chan struct{})
-	sibling := tool.Func("sibling", "", func(ctx context.Context, _ *tool.RunContext, _ struct{}) (string, error) {
-		close(started)
-		<-ctx.Done()
-		close(siblingStopped)
-		return "", ctx.Err()
-	}, bg())
+	sibling := untilCancelled("sibling", started, func() { close(siblingStopped) })
 	quitter := tool.Func("quitter", "", func(ctx context.Context, _ *tool.RunContext, _ struct{}) (string, error) {
 		select {
 		case <-started:
@@ -81,22 +70,10 @@ func ownCancellation(t *testing.T, h Harness) {
 func abortWaitsCleanup(t *testing.T, h Harness) {
 	var cleaned atomic.Bool
 	started := make(chan struct{})
-	slow := tool.Func("slow", "", func(ctx context.Context, _ *tool.RunContext, _ struct{}) (string, error) {
-		close(started)
-		<-ctx.Done()
-		cleaned.Store(true) // cleanup after the cancellation
-		return "", ctx.Err()
-	}, bg())
+	slow := untilCancelled("slow", started, func() { cleaned.Store(true) }) // cleanup after the cancellation
 	ctx, cancel := context.WithCancel(runCtx(t))
 	defer cancel()
-	m, _ := newModel(func(n int, _ *llm.Request) *llm.Response {
-		if n == 0 {
-			return calls(call("slow", "c1", "{}"))
-		}
-		<-started
-		cancel()
-		return text("waiting")
-	})
+	m, _ := newModel(stopOnceStarted("slow", started, cancel))
 	_, err := newAgent(t, h, m, setup{}, slow).Run(ctx, "go", nil)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v", err)
@@ -124,14 +101,7 @@ func abortWaitsStubborn(t *testing.T, h Harness) {
 		<-ctx.Done()
 		close(release)
 	}()
-	m, _ := newModel(func(n int, _ *llm.Request) *llm.Response {
-		if n == 0 {
-			return calls(call("stubborn", "c1", "{}"))
-		}
-		<-started
-		cancel()
-		return text("waiting")
-	})
+	m, _ := newModel(stopOnceStarted("stubborn", started, cancel))
 	_, err := newAgent(t, h, m, setup{}, stubborn).Run(ctx, "go", nil)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v", err)
@@ -146,22 +116,10 @@ func abortWaitsStubborn(t *testing.T, h Harness) {
 func interruptCancels(t *testing.T, h Harness) {
 	stopped := make(chan struct{})
 	started := make(chan struct{})
-	slow := tool.Func("slow", "", func(ctx context.Context, _ *tool.RunContext, _ struct{}) (string, error) {
-		close(started)
-		<-ctx.Done()
-		close(stopped)
-		return "", ctx.Err()
-	}, bg())
+	slow := untilCancelled("slow", started, func() { close(stopped) })
 	ctx, cancel := context.WithCancel(runCtx(t))
 	defer cancel()
-	m, _ := newModel(func(n int, _ *llm.Request) *llm.Response {
-		if n == 0 {
-			return calls(call("slow", "c1", "{}"))
-		}
-		<-started
-		cancel()
-		return text("waiting")
-	})
+	m, _ := newModel(stopOnceStarted("slow", started, cancel))
 	var ev events
 	res, err := newAgent(t, h, m, setup{}, slow).Run(ctx, "go", &agent.RunOptions{OnEvent: ev.add})
 	if !errors.Is(err, context.Canceled) || agent.StatusOf(res, err) != agent.StatusInterrupted {

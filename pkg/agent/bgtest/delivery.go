@@ -144,11 +144,7 @@ func toolReturnFiles(t *testing.T, h Harness) {
 			Metadata: map[string]any{"private": "app-only"},
 		}, nil
 	}, bg())
-	m, rec := newModel(untilFollowUps(1, calls(call("rich", "c1", "{}"))))
-	if _, err := newAgent(t, h, m, setup{}, rich).Run(runCtx(t), "go", nil); err != nil {
-		t.Fatal(err)
-	}
-	reqs := rec.requests()
+	reqs := runOneCall(t, h, rich)
 	last := reqs[len(reqs)-1]
 	fu := followUps(last)
 	if len(fu) != 1 || len(fu[0].Content) != 3 {
@@ -169,11 +165,7 @@ func toolReturnStrings(t *testing.T, h Harness) {
 	rich := tool.Func("rich", "", func(context.Context, *tool.RunContext, struct{}) (tool.Return, error) {
 		return tool.Return{Value: "public answer", Content: []message.Content{message.TextContent("supporting detail")}}, nil
 	}, bg())
-	m, rec := newModel(untilFollowUps(1, calls(call("rich", "c1", "{}"))))
-	if _, err := newAgent(t, h, m, setup{}, rich).Run(runCtx(t), "go", nil); err != nil {
-		t.Fatal(err)
-	}
-	reqs := rec.requests()
+	reqs := runOneCall(t, h, rich)
 	fu := followUpTexts(reqs[len(reqs)-1])
 	if len(fu) != 1 || !strings.HasSuffix(fu[0], "completed.\nResult: public answer\nsupporting detail") {
 		t.Errorf("follow-ups = %q", fu)
@@ -183,11 +175,7 @@ func toolReturnStrings(t *testing.T, h Harness) {
 // Scenario: test_structured_return_value_uses_core_model_serialization
 func structuredReturn(t *testing.T, h Harness) {
 	list := tool.Func("list", "", func(context.Context, *tool.RunContext, struct{}) ([]int, error) { return []int{1, 2}, nil }, bg())
-	m, rec := newModel(untilFollowUps(1, calls(call("list", "c1", "{}"))))
-	if _, err := newAgent(t, h, m, setup{}, list).Run(runCtx(t), "go", nil); err != nil {
-		t.Fatal(err)
-	}
-	reqs := rec.requests()
+	reqs := runOneCall(t, h, list)
 	fu := followUpTexts(reqs[len(reqs)-1])
 	if len(fu) != 1 || !strings.HasSuffix(fu[0], "completed.\nResult: [1,2]") {
 		t.Errorf("follow-ups = %q", fu)
@@ -214,11 +202,7 @@ func enqueueFromTask(t *testing.T, h Harness) {
 	noter := tool.Func("noter", "", func(_ context.Context, rc *tool.RunContext, _ struct{}) (string, error) {
 		return "noted", rc.Enqueue(tool.PriorityASAP, message.TextContent("note from the task"))
 	}, bg())
-	m, rec := newModel(untilFollowUps(1, calls(call("noter", "c1", "{}"))))
-	if _, err := newAgent(t, h, m, setup{}, noter).Run(runCtx(t), "go", nil); err != nil {
-		t.Fatal(err)
-	}
-	reqs := rec.requests()
+	reqs := runOneCall(t, h, noter)
 	found := false
 	for _, msg := range reqs[len(reqs)-1].Messages {
 		for _, p := range msg.Parts {
@@ -239,19 +223,7 @@ func failedKeepsSibling(t *testing.T, h Harness) {
 	t.Cleanup(release)
 	failing := tool.Func("failing", "", func(context.Context, *tool.RunContext, struct{}) (string, error) { return "", tool.Fail("nope") }, bg())
 	sibling := gated("sibling", "sibling ok", gate, nil, bg())
-	m, rec := newModel(func(n int, req *llm.Request) *llm.Response {
-		switch {
-		case n == 0:
-			return calls(call("failing", "c1", "{}"), call("sibling", "c2", "{}"))
-		case hasFollowUp(req, "Background tool 'sibling'"):
-			return text("done")
-		case hasFollowUp(req, "Background tool 'failing'"):
-			release()
-			return text("waiting")
-		default:
-			return text("waiting")
-		}
-	})
+	m, rec := newModel(releaseAfter("failing", "sibling", release))
 	res, err := newAgent(t, h, m, setup{}, failing, sibling).Run(runCtx(t), "go", nil)
 	if err != nil || res.Output != "done" {
 		t.Fatalf("%v output %q", err, res.Output)
@@ -272,17 +244,7 @@ func panicOutcome(t *testing.T, h Harness) {
 	t.Cleanup(release)
 	boom := tool.Func("boom", "", func(context.Context, *tool.RunContext, struct{}) (string, error) { panic("kaboom") }, bg())
 	sibling := gated("sibling", "sibling ok", gate, nil, bg())
-	m, rec := newModel(func(n int, req *llm.Request) *llm.Response {
-		switch {
-		case n == 0:
-			return calls(call("boom", "c1", "{}"), call("sibling", "c2", "{}"))
-		case hasFollowUp(req, "Background tool 'sibling'"):
-			return text("done")
-		case hasFollowUp(req, "Background tool 'boom'"):
-			release()
-		}
-		return text("waiting")
-	})
+	m, rec := newModel(releaseAfter("boom", "sibling", release))
 	res, err := newAgent(t, h, m, setup{}, boom, sibling).Run(runCtx(t), "go", nil)
 	if err != nil || res.Output != "done" {
 		t.Fatalf("%v output %q", err, res.Output)

@@ -249,3 +249,74 @@ func gated(name, result string, gate <-chan struct{}, started chan struct{}, opt
 		}
 	}, opts...)
 }
+
+// untilCancelled returns a background tool that closes started when it
+// starts, blocks until its context ends, then calls onCancel (if not nil)
+// and returns the context's error: a live task that only the run's end
+// stops.
+func untilCancelled(name string, started chan struct{}, onCancel func()) *tool.Tool {
+	return tool.Func(name, "", func(ctx context.Context, _ *tool.RunContext, _ struct{}) (string, error) {
+		close(started)
+		<-ctx.Done()
+		if onCancel != nil {
+			onCancel()
+		}
+		return "", ctx.Err()
+	}, bg())
+}
+
+// stopOnceStarted answers the first model request with one call of tool
+// name (call ID c1); every later request waits for started, calls stop
+// (which ends the run from outside) and answers "waiting".
+func stopOnceStarted(name string, started <-chan struct{}, stop func()) turnFunc {
+	return func(n int, _ *llm.Request) *llm.Response {
+		if n == 0 {
+			return calls(call(name, "c1", "{}"))
+		}
+		<-started
+		stop()
+		return text("waiting")
+	}
+}
+
+// releaseAfter answers the first model request with calls of first (call
+// ID c1) and second (c2) in one response; it calls release once first's
+// follow-up arrived and answers "done" once second's did ("waiting"
+// otherwise). second is meant to be gated on release.
+func releaseAfter(first, second string, release func()) turnFunc {
+	return func(n int, req *llm.Request) *llm.Response {
+		switch {
+		case n == 0:
+			return calls(call(first, "c1", "{}"), call(second, "c2", "{}"))
+		case hasFollowUp(req, "Background tool '"+second+"'"):
+			return text("done")
+		case hasFollowUp(req, "Background tool '"+first+"'"):
+			release()
+		}
+		return text("waiting")
+	}
+}
+
+// runOneCall runs an agent over tl whose model calls tl once (call ID c1,
+// no arguments) and answers "done" once one follow-up arrived. It fails
+// the test unless the run succeeds and returns the model's requests.
+func runOneCall(t *testing.T, h Harness, tl *tool.Tool) []*llm.Request {
+	t.Helper()
+	m, rec := newModel(untilFollowUps(1, calls(call(tl.Name, "c1", "{}"))))
+	if _, err := newAgent(t, h, m, setup{}, tl).Run(runCtx(t), "go", nil); err != nil {
+		t.Fatal(err)
+	}
+	return rec.requests()
+}
+
+// approveMe returns the tool approve_me, which needs approval: calling it
+// pauses the run.
+func approveMe() *tool.Tool {
+	return tool.Func("approve_me", "", func(context.Context, *tool.RunContext, struct{}) (string, error) { return "approved", nil }, tool.NeedsApproval())
+}
+
+// withHandler is the setup of a run that may pause on deferred calls,
+// with handler deciding them.
+func withHandler(handler agent.Capability) setup {
+	return setup{cfg: agent.Config{AllowDeferred: true, Capabilities: []agent.Capability{handler}}}
+}

@@ -72,11 +72,7 @@ func pendingCountsTowardLimit(t *testing.T, h Harness) {
 // (A task cancelled when the run ends gives its tool call slot back.)
 func releasesReservation(t *testing.T, h Harness) {
 	started := make(chan struct{})
-	slow := tool.Func("slow", "", func(ctx context.Context, _ *tool.RunContext, _ struct{}) (string, error) {
-		close(started)
-		<-ctx.Done()
-		return "", ctx.Err()
-	}, bg())
+	slow := untilCancelled("slow", started, nil)
 	broken := tool.Func("broken", "", func(ctx context.Context, _ *tool.RunContext, _ struct{}) (string, error) {
 		select {
 		case <-started:

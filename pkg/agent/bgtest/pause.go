@@ -12,7 +12,6 @@ import (
 
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/deferred"
-	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
@@ -20,13 +19,8 @@ import (
 func pauseNotHeld(t *testing.T, h Harness) {
 	stopped := make(chan struct{})
 	started := make(chan struct{})
-	slow := tool.Func("slow", "", func(ctx context.Context, _ *tool.RunContext, _ struct{}) (string, error) {
-		close(started)
-		<-ctx.Done()
-		close(stopped)
-		return "", ctx.Err()
-	}, bg())
-	gate := tool.Func("approve_me", "", func(context.Context, *tool.RunContext, struct{}) (string, error) { return "approved", nil }, tool.NeedsApproval())
+	slow := untilCancelled("slow", started, func() { close(stopped) })
+	gate := approveMe()
 	m, rec := newModel(untilFollowUps(1, calls(call("slow", "c1", "{}"), call("approve_me", "c2", "{}"))))
 	// The pause comes once the task is running.
 	handler := agent.HandleDeferredToolCalls(func(ctx context.Context, _ *tool.RunContext, _ *deferred.Requests) (*deferred.Results, error) {
@@ -38,7 +32,7 @@ func pauseNotHeld(t *testing.T, h Harness) {
 		}
 	})
 	var ev events
-	res, err := newAgent(t, h, m, setup{cfg: agent.Config{AllowDeferred: true, Capabilities: []agent.Capability{handler}}}, slow, gate).Run(runCtx(t), "go", &agent.RunOptions{OnEvent: ev.add})
+	res, err := newAgent(t, h, m, withHandler(handler), slow, gate).Run(runCtx(t), "go", &agent.RunOptions{OnEvent: ev.add})
 	if err != nil || !res.Paused() || len(res.Deferred.Approvals) != 1 {
 		t.Fatalf("%v paused %v", err, res.Paused())
 	}
@@ -91,11 +85,11 @@ func waitFinished(ev *events, n int) agent.Capability {
 // Scenario: test_deferred_tool_pause_wins_over_a_completed_background_result
 func pauseWinsOverCompleted(t *testing.T, h Harness) {
 	quick := tool.Func("quick", "", func(context.Context, *tool.RunContext, struct{}) (string, error) { return "quick result", nil }, bg())
-	gate := tool.Func("approve_me", "", func(context.Context, *tool.RunContext, struct{}) (string, error) { return "approved", nil }, tool.NeedsApproval())
+	gate := approveMe()
 	m, rec := newModel(untilFollowUps(1, calls(call("quick", "c1", "{}"), call("approve_me", "c2", "{}"))))
 	ev := &events{}
 	handler := waitFinished(ev, 1)
-	res, err := newAgent(t, h, m, setup{cfg: agent.Config{AllowDeferred: true, Capabilities: []agent.Capability{handler}}}, quick, gate).Run(runCtx(t), "go", &agent.RunOptions{OnEvent: ev.add})
+	res, err := newAgent(t, h, m, withHandler(handler), quick, gate).Run(runCtx(t), "go", &agent.RunOptions{OnEvent: ev.add})
 	if err != nil || !res.Paused() {
 		t.Fatalf("%v paused %v", err, res.Paused())
 	}
@@ -115,11 +109,11 @@ func fatalAtPause(t *testing.T, h Harness) {
 	broken := tool.Func("broken", "", func(context.Context, *tool.RunContext, struct{}) (string, error) {
 		return "", tool.Retry("again")
 	}, bg(), tool.Retries(0))
-	gate := tool.Func("approve_me", "", func(context.Context, *tool.RunContext, struct{}) (string, error) { return "approved", nil }, tool.NeedsApproval())
+	gate := approveMe()
 	m, _ := newModel(untilFollowUps(1, calls(call("broken", "c1", "{}"), call("approve_me", "c2", "{}"))))
 	ev := &events{}
 	handler := waitFinished(ev, 1)
-	_, err := newAgent(t, h, m, setup{cfg: agent.Config{AllowDeferred: true, Capabilities: []agent.Capability{handler}}}, broken, gate).Run(runCtx(t), "go", &agent.RunOptions{OnEvent: ev.add})
+	_, err := newAgent(t, h, m, withHandler(handler), broken, gate).Run(runCtx(t), "go", &agent.RunOptions{OnEvent: ev.add})
 	var umb *agent.UnexpectedModelBehavior
 	if !errors.As(err, &umb) {
 		t.Fatalf("err = %v, want the fatal outcome", err)
@@ -134,20 +128,8 @@ func suspend(t *testing.T, h Harness) {
 	stop := closer(suspendCh)
 	stopped := make(chan struct{})
 	started := make(chan struct{})
-	slow := tool.Func("slow", "", func(ctx context.Context, _ *tool.RunContext, _ struct{}) (string, error) {
-		close(started)
-		<-ctx.Done()
-		close(stopped)
-		return "", ctx.Err()
-	}, bg())
-	m, rec := newModel(func(n int, _ *llm.Request) *llm.Response {
-		if n == 0 {
-			return calls(call("slow", "c1", "{}"))
-		}
-		<-started
-		stop()
-		return text("waiting")
-	})
+	slow := untilCancelled("slow", started, func() { close(stopped) })
+	m, rec := newModel(stopOnceStarted("slow", started, stop))
 	res, err := newAgent(t, h, m, setup{}, slow).Run(runCtx(t), "go", &agent.RunOptions{Suspend: suspendCh})
 	if err != nil || !res.Suspended || agent.StatusOf(res, err) != agent.StatusPaused {
 		t.Fatalf("%v suspended %v", err, res.Suspended)
