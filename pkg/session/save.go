@@ -14,10 +14,12 @@ import (
 
 // saveLocked stores s.st with compare-and-set on the revision read.
 func (s *Session) saveLocked(ctx context.Context) error {
-	st := s.st.Clone()
-	st.History = s.annotate(st.History)
+	// A shallow copy: the store only encodes it, and annotate replaces
+	// (never edits) the messages it changes in its own copy of the slice.
+	st := *s.st
+	st.History = s.annotate(slices.Clone(s.st.History))
 	st.UpdatedAt = time.Now().UTC()
-	rev, err := s.cfg.Store.Save(ctx, st, s.rev)
+	rev, err := s.cfg.Store.Save(ctx, &st, s.rev)
 	if err != nil {
 		return err
 	}
