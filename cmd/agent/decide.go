@@ -103,15 +103,11 @@ func publishArrival(cmd *cobra.Command, e env, f *runFlags, kind conversation.Ar
 		return usageErr("TASK %s: %v", task, err)
 	}
 	ctx := cmd.Context()
-	o, release, err := storeCmd{e: e, f: f}.open(ctx)
+	o, st, release, err := storeCmd{e: e, f: f}.openConversation(ctx)
 	if err != nil {
 		return err
 	}
 	defer release()
-	st, err := o.load(ctx, f.conversation)
-	if err != nil {
-		return err
-	}
 	if _, pending := st.PendingTask(task); pending && st.Arrived(task) {
 		return &exitError{code: exitFailed, err: fmt.Errorf("task %s is not pending in conversation %s: it was already answered", task, f.conversation)}
 	}

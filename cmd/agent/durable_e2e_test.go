@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -219,28 +217,13 @@ func (d *durable) agent(args ...string) result {
 	cmd := d.command(args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	r := result{stdout: stdout.String(), stderr: stderr.String()}
-	if ee, ok := err.(*exec.ExitError); ok {
-		r.code = ee.ExitCode()
-	} else if err != nil {
-		d.t.Fatal(err)
-	}
+	code := exitCode(d.t, cmd.Run())
+	r := result{code: code, stdout: stdout.String(), stderr: stderr.String()}
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	if json.Unmarshal([]byte(lines[len(lines)-1]), &r.final) != nil || r.final["type"] != "final" {
 		d.t.Fatalf("%v: the last stdout line is not a final event: %v", args, r)
 	}
 	return r
-}
-
-func lastLine(t *testing.T, stdout string) map[string]any {
-	t.Helper()
-	lines := strings.Split(strings.TrimSpace(stdout), "\n")
-	var final map[string]any
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &final); err != nil || final["type"] != "final" {
-		t.Fatalf("last stdout line is not a final event: %q", stdout)
-	}
-	return final
 }
 
 // pub publishes data on subject with the real nats CLI.
@@ -250,18 +233,6 @@ func (d *durable) pub(subject, data string) {
 	if err != nil {
 		d.t.Fatalf("nats pub %s: %v: %s", subject, err, out)
 	}
-}
-
-func natsCLIPath(t *testing.T) string {
-	t.Helper()
-	p, err := exec.LookPath("nats")
-	if err != nil {
-		if os.Getenv("OFFLOAD_REQUIRE_NATS_CLI") != "" {
-			t.Fatal("the nats CLI is not on PATH (make tools installs it into .bin/)")
-		}
-		t.Skip("the nats CLI is not on PATH; run make test")
-	}
-	return p
 }
 
 // paused runs PROMPT and expects a pause; it returns the conversation and
@@ -394,14 +365,7 @@ func TestDurableApprovalDecisions(t *testing.T) {
 func TestDurableExternalAnswer(t *testing.T) {
 	t.Parallel()
 	d := newDurable(t)
-	spec := filepath.Join(d.dir, "spec.yaml")
-	if err := os.WriteFile(spec, []byte(`external_tools:
-  - name: ask_human
-    description: Ask a person.
-    parameters: {type: object, properties: {question: {type: string}}, required: [question]}
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	spec := askHumanSpec(t, d.dir)
 	conv, pending := d.paused("--spec", spec, `[{"tool":"ask_human","args":{"question":"6x7?"}}]`)
 	task := only(t, pending, "external ask_human")
 	d.pub("tools.answer."+conv+"."+task, `{"content":"42"}`)
@@ -614,25 +578,10 @@ func TestDurableKilledWhileBackgroundRuns(t *testing.T) {
 			t.Parallel()
 			d := newDurable(t)
 			cmd := d.command("run", `[{"tool":"research","args":{"topic":"tides"}}]`)
-			stdout, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
+			p := startPiped(t, cmd)
 			var conv, task string
-			var last map[string]any
 			requests := 0
-			sc := bufio.NewScanner(stdout)
-			for sc.Scan() {
-				var ev map[string]any
-				if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-					t.Fatalf("not JSON: %q", sc.Text())
-				}
-				last = ev
+			last := p.events(t, func(ev map[string]any) {
 				conv, _ = ev["conversation_id"].(string)
 				if ev["type"] == "background_task_started" {
 					task = ev["task_id"].(string)
@@ -647,15 +596,15 @@ func TestDurableKilledWhileBackgroundRuns(t *testing.T) {
 				if ev["type"] == "model_request_started" {
 					requests++
 				}
-			}
-			err = cmd.Wait()
+			})
+			err := cmd.Wait()
 			ee, _ := err.(*exec.ExitError)
 			if sig == os.Kill {
 				if ee == nil || ee.ExitCode() != -1 {
-					t.Fatalf("killed agent: %v\n%s", err, stderr.String())
+					t.Fatalf("killed agent: %v\n%s", err, p.stderr.String())
 				}
 			} else if ee == nil || ee.ExitCode() != exitPaused || last["status"] != "paused" || len(last["pending"].([]any)) != 1 {
-				t.Fatalf("SIGTERM: %v, last %v\n%s", err, last, stderr.String())
+				t.Fatalf("SIGTERM: %v, last %v\n%s", err, last, p.stderr.String())
 			}
 			if task == "" {
 				t.Fatal("no background task started")
@@ -717,35 +666,12 @@ func (d *durable) approvalMessages(conv, task string) []map[string]any {
 func TestDurableApproveWait(t *testing.T) {
 	t.Parallel()
 	d := newDurable(t)
-	cmd := d.command("run", "--approve", "wait", "--wait", "1m", deployProd)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var conv, task string
-	var last map[string]any
-	sc := bufio.NewScanner(stdout)
-	for sc.Scan() {
-		var ev map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-			t.Fatalf("not JSON: %q", sc.Text())
-		}
-		last = ev
-		conv, _ = ev["conversation_id"].(string)
-		if ev["type"] == "deferred_tool_requests" {
-			for _, id := range ev["task_ids"].(map[string]any) {
-				task = id.(string)
-			}
-			d.pub("tools.decision."+conv+"."+task, `{"approved":true,"by":"ann"}`)
-		}
-	}
-	if err := cmd.Wait(); err != nil || last["output"] != "seen deploy:deployed prod" {
-		t.Fatalf("run: %v, last %v\n%s", err, last, stderr.String())
+	w := d.runApproveWait(func(conv, task string) {
+		d.pub("tools.decision."+conv+"."+task, `{"approved":true,"by":"ann"}`)
+	})
+	conv, task := w.conv, w.task
+	if w.err != nil || w.last["output"] != "seen deploy:deployed prod" {
+		t.Fatalf("run: %v, last %v\n%s", w.err, w.last, w.stderr)
 	}
 	msgs := d.approvalMessages(conv, task)
 	if len(msgs) != 2 || msgs[0]["tool"] != "deploy" || msgs[0]["task_id"] != task || msgs[1]["resolved"] != "approved" || msgs[1]["by"] != "ann" {
@@ -769,24 +695,19 @@ func TestDurablePrintedCommandsWork(t *testing.T) {
 	t.Parallel()
 	d := newDurable(t)
 	natsCLIPath(t)
-	cmd := exec.CommandContext(t.Context(), agentBinary(t), "run", "--nats", d.nats.URL(), "--model", "openai:fake-model", deployProd)
-	cmd.Env = append(os.Environ(), "OPENAI_API_KEY=sk-test", "OPENAI_BASE_URL="+d.model.URL(), "NATS_URL=")
-	cmd.Dir = d.dir
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err == nil || cmd.ProcessState.ExitCode() != exitPaused {
-		t.Fatalf("run: %v\n%s", err, stderr.String())
+	code, stdout, stderr := plain(t, d.dir, []string{"OPENAI_API_KEY=sk-test", "OPENAI_BASE_URL=" + d.model.URL()},
+		"run", "--nats", d.nats.URL(), "--model", "openai:fake-model", deployProd)
+	if code != exitPaused {
+		t.Fatalf("run: exit %d\n%s", code, stderr)
 	}
-	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
 	if len(lines) != 4 || !strings.Contains(lines[0], " approval deploy {\"target\":\"prod\"}") ||
 		!strings.HasPrefix(lines[1], "nats --server ") || !strings.HasPrefix(lines[2], "# nats ") || !strings.Contains(lines[3], "override_args") {
-		t.Fatalf("pending list:\n%s", stdout.String())
+		t.Fatalf("pending list:\n%s", stdout)
 	}
-	conv := strings.TrimSpace(strings.TrimPrefix(regexpConv.FindString(stderr.String()), "conversation: "))
-	sh := exec.CommandContext(t.Context(), "sh", "-c", lines[1])
-	sh.Env = append(os.Environ(), "PATH="+filepath.Dir(natsCLIPath(t))+":"+os.Getenv("PATH"))
-	if out, err := sh.CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v: %s", lines[1], err, out)
+	conv := strings.TrimSpace(strings.TrimPrefix(regexpConv.FindString(stderr), "conversation: "))
+	if code, out := sh(t, d.dir, lines[1]); code != 0 {
+		t.Fatalf("%s: exit %d: %s", lines[1], code, out)
 	}
 	r := d.agent("resume", "--conversation", conv)
 	if r.code != 0 || r.final["output"] != "seen deploy:deployed prod" {
@@ -832,26 +753,14 @@ func TestDurableResumeWaitsForTheRest(t *testing.T) {
 	}
 	d.pub("tools.decision."+conv+"."+tasks[0], `{"approved":true}`)
 	cmd := d.command("resume", "--conversation", conv, "--approve", "wait", "--wait", "1m")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	p := startPiped(t, cmd)
 	// The resume has claimed the conversation once it saved the first
 	// decision as an arrival; the second comes later.
 	waitFor(t, func() bool { return len(d.state(conv).Arrivals) == 1 })
 	d.pub("tools.decision."+conv+"."+tasks[1], `{"approved":false,"message":"only one"}`)
-	sc := bufio.NewScanner(stdout)
-	var last map[string]any
-	for sc.Scan() {
-		_ = json.Unmarshal(sc.Bytes(), &last)
-	}
+	last := p.lastEvent()
 	if err := cmd.Wait(); err != nil || !strings.Contains(last["output"].(string), "deploy:only one") {
-		t.Fatalf("resume: %v, last %v\n%s", err, last, stderr.String())
+		t.Fatalf("resume: %v, last %v\n%s", err, last, p.stderr.String())
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/offload-dev/offload/pkg/llm"
@@ -17,65 +16,6 @@ import (
 	"github.com/offload-dev/offload/pkg/llm/script"
 	"github.com/offload-dev/offload/pkg/message"
 )
-
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// agentBinary builds cmd/agent once per test binary.
-func agentBinary(t *testing.T) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("end-to-end test: builds the binary")
-	}
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "offload-agent-bin")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "agent")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			buildErr = &buildError{out: string(out), err: err}
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
-
-type buildError struct {
-	out string
-	err error
-}
-
-func (e *buildError) Error() string { return e.err.Error() + ": " + e.out }
-
-type runOutput struct {
-	stdout, stderr string
-	code           int
-}
-
-func runBinary(t *testing.T, env []string, args ...string) runOutput {
-	t.Helper()
-	cmd := exec.CommandContext(t.Context(), agentBinary(t), args...)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Dir = t.TempDir()
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return runOutput{stdout.String(), stderr.String(), code}
-}
 
 // TestBinaryAgainstOpenAICompatibleServer drives the built agent binary
 // against a fake OpenAI-compatible server: a tool call round trip, then a
@@ -184,16 +124,13 @@ func TestBinaryHumanOutputAndExitCodes(t *testing.T) {
 	}
 	// --json ends with the final event on a pause too.
 	out = runBinary(t, nil, "run", "--json", "--model", "test", "--tools", "write_file", "write")
-	lines := strings.Split(strings.TrimSpace(out.stdout), "\n")
-	var final map[string]any
-	_ = json.Unmarshal([]byte(lines[len(lines)-1]), &final)
+	final := lastLine(t, out.stdout)
 	if out.code != 3 || final["type"] != "final" || final["status"] != "paused" || final["exit_code"] != float64(3) {
 		t.Fatalf("exit %d final %v", out.code, final)
 	}
 	// A limit ends the run with exit 1 and a final event.
 	out = runBinary(t, nil, "run", "--json", "--model", "test", "--tools", "sleep", "--tool-calls-limit", "0", "x")
-	lines = strings.Split(strings.TrimSpace(out.stdout), "\n")
-	_ = json.Unmarshal([]byte(lines[len(lines)-1]), &final)
+	final = lastLine(t, out.stdout)
 	if out.code != 1 || final["status"] != "failed" || !strings.Contains(final["error"].(string), "tool_calls_limit of 0") {
 		t.Fatalf("exit %d final %v", out.code, final)
 	}
@@ -209,16 +146,12 @@ func TestBinaryHumanOutputAndExitCodes(t *testing.T) {
 		t.Fatalf("unreachable server: exit %d stderr %q", out.code, out.stderr)
 	}
 	out = runBinary(t, nil, "run", "--json", "--nats", "nats://127.0.0.1:1", "x")
-	_ = json.Unmarshal([]byte(strings.TrimSpace(out.stdout)), &final)
+	final = lastLine(t, out.stdout)
 	if out.code != 1 || final["type"] != "final" || final["status"] != "failed" || final["exit_code"] != float64(1) {
 		t.Fatalf("unreachable server with --json: exit %d stdout %q", out.code, out.stdout)
 	}
 	// A scripted model that runs out fails loudly (exit 1).
-	dir := t.TempDir()
-	path := filepath.Join(dir, "one.yaml")
-	if err := os.WriteFile(path, []byte("turns:\n  - tool_calls: [{tool: sleep, args: {seconds: 0}}]\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := writeFile(t, t.TempDir(), "one.yaml", "turns:\n  - tool_calls: [{tool: sleep, args: {seconds: 0}}]\n")
 	out = runBinary(t, nil, "run", "--model", "script:"+path, "--tools", "sleep", "x")
 	if out.code != 1 || !strings.Contains(out.stderr, "script exhausted") {
 		t.Fatalf("exit %d stderr %q", out.code, out.stderr)
@@ -230,41 +163,22 @@ func TestBinaryHumanOutputAndExitCodes(t *testing.T) {
 func TestBinaryInterrupt(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	script := filepath.Join(dir, "long.yaml")
-	if err := os.WriteFile(script, []byte("turns:\n  - tool_calls: [{tool: sleep, args: {seconds: 60}}]\n  - text: never\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.CommandContext(t.Context(), agentBinary(t), "run", "--json", "--model", "script:"+script, "--tools", "sleep", "nap")
+	cmd := exec.CommandContext(t.Context(), agentBinary(t), "run", "--json", "--model", "script:"+sleepScript(t, dir, 60), "--tools", "sleep", "nap")
 	cmd.Dir = dir
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(stdout)
-	var last map[string]any
+	p := startPiped(t, cmd)
 	signalled := false
-	for sc.Scan() {
-		var ev map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-			t.Fatalf("not JSON: %q", sc.Text())
-		}
-		last = ev
+	last := p.events(t, func(ev map[string]any) {
 		if ev["type"] == "tool_call" && !signalled {
 			signalled = true
 			if err := cmd.Process.Signal(os.Interrupt); err != nil {
 				t.Fatal(err)
 			}
 		}
-	}
-	err = cmd.Wait()
+	})
+	err := cmd.Wait()
 	ee, ok := err.(*exec.ExitError)
 	if !ok || ee.ExitCode() != 130 {
-		t.Fatalf("exit: %v\nstderr: %s", err, stderr.String())
+		t.Fatalf("exit: %v\nstderr: %s", err, p.stderr.String())
 	}
 	if last["type"] != "final" || last["status"] != "interrupted" || last["exit_code"] != float64(130) {
 		t.Fatalf("last line %v", last)

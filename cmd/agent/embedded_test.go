@@ -29,24 +29,12 @@ func ownerServer(t *testing.T) (*embedded.Server, string) {
 	return srv, store
 }
 
-func requireNATSCLI(t *testing.T) string {
-	t.Helper()
-	cli, err := exec.LookPath("nats")
-	if err != nil {
-		if os.Getenv("OFFLOAD_REQUIRE_NATS_CLI") != "" {
-			t.Fatal("nats CLI not on PATH (make tools)")
-		}
-		t.Skip("nats CLI not on PATH")
-	}
-	return cli
-}
-
 // TestEmbeddedPrintsWorkingNATSCommand: the `nats CLI:` line the agent
 // prints on the embedded default works when pasted into a shell, with the
 // real nats CLI.
 func TestEmbeddedPrintsWorkingNATSCommand(t *testing.T) {
 	t.Parallel()
-	cli := requireNATSCLI(t)
+	cli := natsCLIPath(t)
 	srv, store := ownerServer(t)
 	out := runBinary(t, nil, "run", "--model", "test", "--store", store, "--tools", "sleep", "hello")
 	if out.code != 0 {

@@ -1,13 +1,10 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,60 +17,43 @@ func TestJoinedAgentFailsWhenTheServerGoes(t *testing.T) {
 	t.Parallel()
 	bin := agentBinary(t)
 	dir := t.TempDir()
-	script := filepath.Join(dir, "long.yaml")
-	if err := os.WriteFile(script, []byte("turns:\n  - tool_calls: [{tool: sleep, args: {seconds: 120}}]\n  - text: never\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	start := func(name string) (*exec.Cmd, *bufio.Scanner, *bytes.Buffer) {
+	script := sleepScript(t, dir, 120)
+	start := func(name string) *piped {
 		cmd := exec.CommandContext(t.Context(), bin, "run", "--json", "--model", "script:"+script, "--tools", "sleep", name)
 		cmd.Dir = dir // one store: ./.offload
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		p := startPiped(t, cmd)
 		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		return cmd, bufio.NewScanner(out), &stderr
+		return p
 	}
 	// waitCall reads JSON lines until the tool_call event.
-	waitCall := func(sc *bufio.Scanner, stderr *bytes.Buffer) {
+	waitCall := func(p *piped) {
 		t.Helper()
-		for sc.Scan() {
+		for p.stdout.Scan() {
 			var ev map[string]any
-			if json.Unmarshal(sc.Bytes(), &ev) == nil && ev["type"] == "tool_call" {
+			if json.Unmarshal(p.stdout.Bytes(), &ev) == nil && ev["type"] == "tool_call" {
 				return
 			}
 		}
-		t.Fatalf("no tool_call event; stderr: %s", stderr.String())
+		t.Fatalf("no tool_call event; stderr: %s", p.stderr.String())
 	}
-	first, firstOut, firstErr := start("first")
-	waitCall(firstOut, firstErr)
-	second, secondOut, secondErr := start("second")
-	waitCall(secondOut, secondErr)
+	first := start("first")
+	waitCall(first)
+	second := start("second")
+	waitCall(second)
 
 	// The first agent ends (SIGINT): its embedded server goes with it.
-	if err := first.Process.Signal(os.Interrupt); err != nil {
+	if err := first.cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}
-	_ = first.Wait()
+	_ = first.cmd.Wait()
 	gone := time.Now()
 
-	var last map[string]any
-	for secondOut.Scan() {
-		var ev map[string]any
-		if json.Unmarshal(secondOut.Bytes(), &ev) == nil {
-			last = ev
-		}
-	}
-	err := second.Wait()
+	last := second.lastEvent()
+	err := second.cmd.Wait()
 	took := time.Since(gone)
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
-		t.Fatalf("second agent: %v after %v\nstderr: %s", err, took, secondErr.String())
+		t.Fatalf("second agent: %v after %v\nstderr: %s", err, took, second.stderr.String())
 	}
 	if last["type"] != "final" || last["status"] != "failed" || !strings.Contains(last["error"].(string), "lost the NATS server") {
 		t.Fatalf("final %v", last)

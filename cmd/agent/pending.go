@@ -63,15 +63,11 @@ func newHistoryCmd(e env) *cobra.Command {
 				return usageErr("history needs --conversation ID")
 			}
 			ctx := cmd.Context()
-			o, release, err := storeCmd{e: e, f: f}.open(ctx)
+			_, st, release, err := storeCmd{e: e, f: f}.openConversation(ctx)
 			if err != nil {
 				return err
 			}
 			defer release()
-			st, err := o.load(ctx, f.conversation)
-			if err != nil {
-				return err
-			}
 			enc := json.NewEncoder(e.stdout)
 			enc.SetIndent("", "  ")
 			return enc.Encode(st.History)

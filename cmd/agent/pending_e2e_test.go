@@ -1,65 +1,17 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
-	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
 // The end-to-end tests of agent pending, approve, deny, answer and
 // history (SPEC §6.1): what pending prints is run verbatim by a shell.
-
-// plain runs the agent binary in dir with args and no --json; it returns
-// the exit code, stdout and stderr.
-func plain(t *testing.T, dir string, env []string, args ...string) (int, string, string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, agentBinary(t), args...)
-	cmd.Dir = dir
-	cmd.Env = append(append(os.Environ(), "NATS_URL="), env...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return code, stdout.String(), stderr.String()
-}
-
-// sh runs line with sh -c, as a person pasting it would, with the nats CLI
-// on PATH.
-func sh(t *testing.T, dir, line string) (int, string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "sh", "-c", line)
-	cmd.Dir = dir
-	path := os.Getenv("PATH")
-	if p, err := exec.LookPath("nats"); err == nil {
-		path = filepath.Dir(p) + ":" + path
-	}
-	cmd.Env = append(os.Environ(), "PATH="+path, "NATS_URL=")
-	out, err := cmd.CombinedOutput()
-	if ee, ok := err.(*exec.ExitError); ok {
-		return ee.ExitCode(), string(out)
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return 0, string(out)
-}
 
 // pendingBlocks splits pending's output into each call's line and the
 // commands under it (alternatives, "# …", left out).
@@ -89,14 +41,7 @@ func TestPendingNATSCommandsPasted(t *testing.T) {
 	t.Parallel()
 	d := newDurable(t)
 	natsCLIPath(t)
-	spec := filepath.Join(d.dir, "spec.yaml")
-	if err := os.WriteFile(spec, []byte(`external_tools:
-  - name: ask_human
-    description: Ask a person.
-    parameters: {type: object, properties: {question: {type: string}}, required: [question]}
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	spec := askHumanSpec(t, d.dir)
 	conv, pending := d.paused("--spec", spec, `[{"tool":"ask_human","args":{"question":"it's 6x7?"}},{"tool":"deploy","args":{"target":"prod"}}]`)
 	if len(pending) != 2 {
 		t.Fatalf("pending %v", pending)
@@ -170,14 +115,7 @@ func TestPendingNATSCommandsPasted(t *testing.T) {
 func TestDecideCommands(t *testing.T) {
 	t.Parallel()
 	d := newDurable(t)
-	spec := filepath.Join(d.dir, "spec.yaml")
-	if err := os.WriteFile(spec, []byte(`external_tools:
-  - name: ask_human
-    description: Ask a person.
-    parameters: {type: object, properties: {question: {type: string}}, required: [question]}
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	spec := askHumanSpec(t, d.dir)
 	conv1, p1 := d.paused(`[{"tool":"deploy","args":{"target":"a"}},{"tool":"deploy","args":{"target":"b"}}]`)
 	conv2, p2 := d.paused("--spec", spec, `[{"tool":"ask_human","args":{"question":"?"}}]`)
 	nats := []string{"--nats", d.nats.URL()}
@@ -316,39 +254,16 @@ func TestJSONLinesEveryExitPath(t *testing.T) {
 func TestApproveWhileRunWaits(t *testing.T) {
 	t.Parallel()
 	d := newDurable(t)
-	cmd := d.command("run", "--approve", "wait", "--wait", "1m", deployProd)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
 	nats := []string{"--nats", d.nats.URL()}
-	var conv, task string
-	var last map[string]any
-	sc := bufio.NewScanner(stdout)
-	for sc.Scan() {
-		var ev map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-			t.Fatalf("not JSON: %q", sc.Text())
+	w := d.runApproveWait(func(conv, task string) {
+		waitFor(t, func() bool { return len(d.approvalMessages(conv, task)) > 0 })
+		if code, _, stderr := plain(t, d.dir, nil, append([]string{"approve", "--conversation", conv, task, "--by", "bob"}, nats...)...); code != 0 {
+			t.Fatalf("approve while the run waits: exit %d: %s", code, stderr)
 		}
-		last = ev
-		conv, _ = ev["conversation_id"].(string)
-		if ev["type"] == "deferred_tool_requests" {
-			for _, id := range ev["task_ids"].(map[string]any) {
-				task = id.(string)
-			}
-			waitFor(t, func() bool { return len(d.approvalMessages(conv, task)) > 0 })
-			if code, _, stderr := plain(t, d.dir, nil, append([]string{"approve", "--conversation", conv, task, "--by", "bob"}, nats...)...); code != 0 {
-				t.Fatalf("approve while the run waits: exit %d: %s", code, stderr)
-			}
-		}
-	}
-	if err := cmd.Wait(); err != nil || last["output"] != "seen deploy:deployed prod" {
-		t.Fatalf("run: %v, last %v\n%s", err, last, stderr.String())
+	})
+	conv, task := w.conv, w.task
+	if w.err != nil || w.last["output"] != "seen deploy:deployed prod" {
+		t.Fatalf("run: %v, last %v\n%s", w.err, w.last, w.stderr)
 	}
 	if code, _, stderr := plain(t, d.dir, nil, append([]string{"approve", "--conversation", conv, task}, nats...)...); code != exitFailed {
 		t.Fatalf("approve once resolved: exit %d: %s", code, stderr)

@@ -116,6 +116,20 @@ func (o *openedStore) load(ctx context.Context, id string) (*conversation.State,
 	return st, nil
 }
 
+// openConversation opens the store and loads the conversation --conversation
+// names (see open and load); the caller calls release when done with it.
+func (s storeCmd) openConversation(ctx context.Context) (o *openedStore, st *conversation.State, release func(), err error) {
+	o, release, err = s.open(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if st, err = o.load(ctx, s.f.conversation); err != nil {
+		release()
+		return nil, nil, nil, err
+	}
+	return o, st, release, nil
+}
+
 // pendingOf lists what a stored conversation waits for: deferred calls
 // and background tasks whose answer or outcome has not arrived.
 func pendingOf(st *conversation.State) []agent.Pending {
