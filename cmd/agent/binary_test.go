@@ -10,9 +10,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 )
 
 // The helpers of the end-to-end tests that drive the built agent binary:
@@ -21,42 +22,13 @@ import (
 // person would paste into a shell (with the nats CLI), and writing the
 // scripts and specs the runs read.
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
+var bins natstest.Binaries
 
 // agentBinary builds cmd/agent once per test binary.
 func agentBinary(t *testing.T) string {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("end-to-end test: builds the binary")
-	}
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "offload-agent-bin")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "agent")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			buildErr = &buildError{out: string(out), err: err}
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
+	return filepath.Join(bins.Dir(t, "."), "agent")
 }
-
-type buildError struct {
-	out string
-	err error
-}
-
-func (e *buildError) Error() string { return e.err.Error() + ": " + e.out }
 
 // exitCode is the exit code of a process that ended with err (from Run or
 // Wait); an error that is not an exit fails the test.
@@ -172,17 +144,7 @@ func lastLine(t *testing.T, stdout string) map[string]any {
 
 // natsCLIPath is the nats CLI on PATH; without it the test is skipped, or
 // fails when OFFLOAD_REQUIRE_NATS_CLI is set.
-func natsCLIPath(t *testing.T) string {
-	t.Helper()
-	p, err := exec.LookPath("nats")
-	if err != nil {
-		if os.Getenv("OFFLOAD_REQUIRE_NATS_CLI") != "" {
-			t.Fatal("the nats CLI is not on PATH (make tools installs it into .bin/)")
-		}
-		t.Skip("the nats CLI is not on PATH; run make test")
-	}
-	return p
-}
+func natsCLIPath(t *testing.T) string { return natstest.NATSCLI(t) }
 
 // sh runs line with sh -c, as a person pasting it would, with the nats CLI
 // on PATH.
