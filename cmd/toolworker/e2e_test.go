@@ -229,26 +229,9 @@ func TestKilledWorkerTaskFinishedByAnother(t *testing.T) {
 		}
 	}()
 
-	nc := srv.Conn(t)
-	d, err := natsjs.NewDispatcher(natsjs.DispatcherConfig{Conn: nc})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	if err := d.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer d.Stop(context.Background())
-	type callResult struct {
-		res protocol.Result
-		err error
-	}
-	done := make(chan callResult, 1)
-	go func() {
-		res, err := d.Call(ctx, protocol.Task{TaskID: protocol.NewID(), Tool: "slow", Args: json.RawMessage(`{}`), ConversationID: protocol.NewID()})
-		done <- callResult{res, err}
-	}()
+	done := callSlow(ctx, t, srv)
 
 	var first int
 	select {
@@ -325,4 +308,31 @@ func TestAgentUsesToolworkerTools(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, ".offload")); err == nil {
 		t.Errorf("with --nats the agent must not start an embedded server")
 	}
+}
+
+// slowResult is what callSlow's call returned.
+type slowResult struct {
+	res protocol.Result
+	err error
+}
+
+// callSlow starts a dispatcher on srv and calls the tool "slow" once in
+// the background; the outcome arrives on the channel. The dispatcher stops
+// when the test ends.
+func callSlow(ctx context.Context, t *testing.T, srv *natstest.Server) <-chan slowResult {
+	t.Helper()
+	d, err := natsjs.NewDispatcher(natsjs.DispatcherConfig{Conn: srv.Conn(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Stop(context.Background()) })
+	done := make(chan slowResult, 1)
+	go func() {
+		res, err := d.Call(ctx, protocol.Task{TaskID: protocol.NewID(), Tool: "slow", Args: json.RawMessage(`{}`), ConversationID: protocol.NewID()})
+		done <- slowResult{res, err}
+	}()
+	return done
 }

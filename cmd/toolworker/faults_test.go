@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
@@ -49,26 +47,9 @@ func TestSIGTERMHandsRunningTaskBack(t *testing.T) {
 	args := []string{"--nats", srv.URL(), "--config", filepath.Join(dir, "tools.yaml"), "--ack-wait", ackWait.String(), "--grace", "1s"}
 	first := startWorker(t, twBin, append(args, "--id", "first")...)
 
-	nc := srv.Conn(t)
-	d, err := natsjs.NewDispatcher(natsjs.DispatcherConfig{Conn: nc})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	if err := d.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer d.Stop(context.Background())
-	type callResult struct {
-		res protocol.Result
-		err error
-	}
-	done := make(chan callResult, 1)
-	go func() {
-		res, err := d.Call(ctx, protocol.Task{TaskID: protocol.NewID(), Tool: "slow", Args: json.RawMessage(`{}`), ConversationID: protocol.NewID()})
-		done <- callResult{res, err}
-	}()
+	done := callSlow(ctx, t, srv)
 	started := make(chan struct{})
 	go func() {
 		f, err := os.Open(fifo)
@@ -89,7 +70,7 @@ func TestSIGTERMHandsRunningTaskBack(t *testing.T) {
 	if err := first.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	var r callResult
+	var r slowResult
 	select {
 	case r = <-done:
 	case <-time.After(ackWait):
