@@ -114,7 +114,7 @@ func parseObject(payload string, data []byte, opts *DecodeOpts, out []member) ([
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		return nil, &DecodeError{Payload: payload, Err: ErrMalformed, Reason: "not a JSON object"}
 	}
-	if !json.Valid(trimmed) {
+	if !validJSON(trimmed) {
 		// The reason encoding/json gives.
 		var m map[string]json.RawMessage
 		reason := "invalid JSON"
