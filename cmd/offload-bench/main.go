@@ -34,8 +34,6 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -59,7 +57,7 @@ func main() {
 	flag.IntVar(&c.n, "n", 2000, "round trips measured for latency")
 	flag.IntVar(&c.warmup, "warmup", 200, "round trips before measuring")
 	flag.IntVar(&c.tn, "throughput-n", 5000, "calls per throughput round")
-	flag.IntVar(&c.tpRounds, "throughput-rounds", 4, "interleaved rounds of each throughput and scaling figure")
+	flag.IntVar(&c.tpRounds, "throughput-rounds", 6, "interleaved rounds of each throughput and scaling figure")
 	flag.IntVar(&c.inflight, "inflight", 64, "calls in flight in throughput runs")
 	flag.IntVar(&c.slots, "slots", 16, "concurrent tasks per worker replica")
 	flag.IntVar(&c.pending, "pending", 10_000, "pending background calls for the memory figure")
@@ -164,77 +162,6 @@ func measureLatencies(ctx context.Context, calls []caller, n []int, warmup, roun
 	return out, nil
 }
 
-// measureThroughput makes n calls with inflight of them in flight at once
-// and returns calls per second.
-func measureThroughput(ctx context.Context, call caller, n, inflight int) (float64, error) {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	var once sync.Once
-	var firstErr error
-	start := time.Now()
-	for range inflight {
-		wg.Go(func() {
-			for next.Add(1) <= int64(n) {
-				if _, err := call(ctx); err != nil {
-					once.Do(func() { firstErr = err })
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return float64(n) / time.Since(start).Seconds(), firstErr
-}
-
-// system is what a throughput round starts and stops.
-type system interface {
-	start(ctx context.Context, replicas, slots int) error
-	stop(ctx context.Context)
-	call(ctx context.Context) (time.Duration, error)
-}
-
-type rawSys struct {
-	s  *rawSystem
-	ep endpoint
-}
-
-func (r rawSys) start(ctx context.Context, n, slots int) error {
-	return r.s.startWorkers(ctx, r.ep, n, slots)
-}
-func (r rawSys) stop(context.Context)                            { r.s.stopWorkers() }
-func (r rawSys) call(ctx context.Context) (time.Duration, error) { return 0, r.s.call(ctx) }
-
-type offSys struct {
-	s  *offloadSystem
-	ep endpoint
-}
-
-func (o offSys) start(ctx context.Context, n, slots int) error {
-	return o.s.startWorkers(ctx, o.ep, n, slots)
-}
-func (o offSys) stop(ctx context.Context)                        { o.s.stopWorkers(ctx) }
-func (o offSys) call(ctx context.Context) (time.Duration, error) { return 0, o.s.call(ctx) }
-
-// throughputs measures each system with replicas × slots workers, rounds
-// times in alternation, and returns the mean calls per second of each.
-func throughputs(ctx context.Context, systems []system, replicas, slots, n, inflight, rounds int) ([]float64, error) {
-	out := make([]float64, len(systems))
-	for range rounds {
-		for i, s := range systems {
-			if err := s.start(ctx, replicas, slots); err != nil {
-				return nil, err
-			}
-			tp, err := measureThroughput(ctx, s.call, n, inflight)
-			s.stop(ctx)
-			if err != nil {
-				return nil, err
-			}
-			out[i] += tp / float64(rounds)
-		}
-	}
-	return out, nil
-}
-
 // verdict prints a target line: the figure, the target and met / not met.
 func verdict(out io.Writer, what string, got float64, op string, target float64) bool {
 	ok := got <= target
@@ -280,11 +207,13 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		if s == nil {
 			return fmt.Errorf("-only %q: want raw, next or offload", c.only)
 		}
-		tp, err := throughputs(ctx, []system{s}, 1, c.slots, c.tn, c.inflight, 1)
+		tp, err := throughputs(ctx, []system{s}, 1, c.slots, c.tn, c.inflight, 1, proc)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "%s: %.0f calls/s (live heap after: %.1f MiB)\n", c.only, tp[0], float64(heapAfterGC())/(1<<20))
+		pc, sc := tp.cpuPerCall(0)
+		fmt.Fprintf(out, "%s: %.0f calls/s, CPU per call %s here + %s in the server (live heap after: %.1f MiB)\n",
+			c.only, tp.rate(0), pc.Round(100*time.Nanosecond), sc.Round(100*time.Nanosecond), float64(heapAfterGC())/(1<<20))
 		if c.memprofile != "" { // while the system is alive
 			return writeMemProfile(c.memprofile)
 		}
@@ -351,41 +280,47 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		verdict(out, "offload background p50 / baseline", float64(lats[3].p50)/float64(base.p50), "≤", 1.3))
 	fmt.Fprintln(out)
 
-	fmt.Fprintf(out, "Throughput (%d calls in flight, %d slots per replica)\n", c.inflight, c.slots)
-	fmt.Fprintln(out, "Baseline: the faster raw pattern with the same replicas")
+	fmt.Fprintf(out, "Throughput (%d calls in flight, %d slots per replica; medians over the rounds)\n", c.inflight, c.slots)
+	fmt.Fprintln(out, "Baseline: the faster raw pattern in the same round; the ratio is the median over the rounds of offload / baseline")
 	fmt.Fprintln(out, "| replicas | batched pulls calls/s | one at a time calls/s | offload calls/s | one at a time / batched | offload / baseline |")
 	fmt.Fprintln(out, "| --- | --- | --- | --- | --- | --- |")
-	var tpRatios []float64
+	tpNames := []string{"batched pulls", "one at a time", "offload"}
+	var tpRuns []tpRun
 	for _, r := range c.replicas {
-		tp, err := throughputs(ctx, []system{rawS, rawNS, offS}, r, c.slots, c.tn, c.inflight, c.tpRounds)
+		tp, err := throughputs(ctx, []system{rawS, rawNS, offS}, r, c.slots, c.tn, c.inflight, c.tpRounds, proc)
 		if err != nil {
 			return fmt.Errorf("throughput: %w", err)
 		}
-		best := max(tp[0], tp[1]) // the faster raw pattern
-		fmt.Fprintf(out, "| %d | %.0f | %.0f | %.0f | %.2f× | %.2f× |\n", r, tp[0], tp[1], tp[2], tp[1]/tp[0], tp[2]/best)
-		tpRatios = append(tpRatios, tp[2]/best)
+		tpRuns = append(tpRuns, tp)
+		fmt.Fprintf(out, "| %d | %.0f | %.0f | %.0f | %.2f× | %.2f× |\n", r, tp.rate(0), tp.rate(1), tp.rate(2), tp.ratio(1, 0), tp.ratio(2, 0, 1))
 	}
 	fmt.Fprintln(out)
 	for i, r := range c.replicas {
-		results = append(results, verdict(out, fmt.Sprintf("offload throughput / baseline, %d replica(s)", r), tpRatios[i], "≥", 0.8))
+		printStalls(out, fmt.Sprintf("%d replica(s)", r), tpRuns[i], tpNames...)
+	}
+	for i, r := range c.replicas {
+		results = append(results, verdict(out, fmt.Sprintf("offload throughput / baseline, %d replica(s)", r), tpRuns[i].ratio(2, 0, 1), "≥", 0.8))
 	}
 	fmt.Fprintln(out)
+	printCPU(out, c.replicas, tpRuns)
 
-	fmt.Fprintf(out, "Scaling with 1-slot replicas (%d calls in flight)\n", c.inflight)
+	fmt.Fprintf(out, "Scaling with 1-slot replicas (%d calls in flight; medians over the rounds)\n", c.inflight)
 	fmt.Fprintln(out, "| system | 1 × 1 calls/s | 4 × 1 calls/s | scaling 1 → 4 |")
 	fmt.Fprintln(out, "| --- | --- | --- | --- |")
-	one, err := throughputs(ctx, []system{rawS, offS}, 1, 1, c.tn/2, c.inflight, c.tpRounds)
+	one, err := throughputs(ctx, []system{rawS, offS}, 1, 1, c.tn/2, c.inflight, c.tpRounds, proc)
 	if err != nil {
 		return fmt.Errorf("scaling: %w", err)
 	}
-	four, err := throughputs(ctx, []system{rawS, offS}, 4, 1, c.tn/2, c.inflight, c.tpRounds)
+	four, err := throughputs(ctx, []system{rawS, offS}, 4, 1, c.tn/2, c.inflight, c.tpRounds, proc)
 	if err != nil {
 		return fmt.Errorf("scaling: %w", err)
 	}
-	rawScale, offScale := four[0]/one[0], four[1]/one[1]
-	fmt.Fprintf(out, "| raw nats.go, batched pulls (baseline) | %.0f | %.0f | %.2f× |\n", one[0], four[0], rawScale)
-	fmt.Fprintf(out, "| offload | %.0f | %.0f | %.2f× |\n", one[1], four[1], offScale)
+	rawScale, offScale := four.rate(0)/one.rate(0), four.rate(1)/one.rate(1)
+	fmt.Fprintf(out, "| raw nats.go, batched pulls (baseline) | %.0f | %.0f | %.2f× |\n", one.rate(0), four.rate(0), rawScale)
+	fmt.Fprintf(out, "| offload | %.0f | %.0f | %.2f× |\n", one.rate(1), four.rate(1), offScale)
 	fmt.Fprintln(out)
+	printStalls(out, "1 × 1", one, "batched pulls", "offload")
+	printStalls(out, "4 × 1", four, "batched pulls", "offload")
 	results = append(results, verdict(out, "offload scaling / baseline scaling", offScale/rawScale, "≥", 0.8))
 	fmt.Fprintln(out)
 
