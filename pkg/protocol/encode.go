@@ -17,20 +17,41 @@ import (
 
 // EncodeTask returns the JSON of t, the same bytes as json.Marshal(t).
 func EncodeTask(t *Task) ([]byte, error) {
-	b, ok := appendTask(make([]byte, 0, 512+len(t.Args)), t)
-	if !ok {
-		return json.Marshal(t)
+	return AppendTask(make([]byte, 0, 512+len(t.Args)), t)
+}
+
+// AppendTask appends the JSON of t (the same bytes as json.Marshal(t)) to
+// b and returns the extended buffer: a caller can encode into a buffer it
+// reuses. On error b is returned unchanged.
+func AppendTask(b []byte, t *Task) ([]byte, error) {
+	out, ok := appendTask(b, t)
+	if ok {
+		return out, nil
 	}
-	return b, nil
+	data, err := json.Marshal(t)
+	if err != nil {
+		return b, err
+	}
+	return append(b, data...), nil
 }
 
 // EncodeResult returns the JSON of r, the same bytes as json.Marshal(r).
 func EncodeResult(r *Result) ([]byte, error) {
-	b, ok := appendResult(make([]byte, 0, 320+len(r.Content)+len(r.Message)), r)
-	if !ok {
-		return json.Marshal(r)
+	return AppendResult(make([]byte, 0, 320+len(r.Content)+len(r.Message)), r)
+}
+
+// AppendResult appends the JSON of r (the same bytes as json.Marshal(r))
+// to b and returns the extended buffer. On error b is returned unchanged.
+func AppendResult(b []byte, r *Result) ([]byte, error) {
+	out, ok := appendResult(b, r)
+	if ok {
+		return out, nil
 	}
-	return b, nil
+	data, err := json.Marshal(r)
+	if err != nil {
+		return b, err
+	}
+	return append(b, data...), nil
 }
 
 func appendTask(b []byte, t *Task) ([]byte, bool) {

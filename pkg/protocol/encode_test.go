@@ -80,6 +80,26 @@ func FuzzEncode(f *testing.F) {
 			ErrorType: str, Worker: id, StartedAt: at, FinishedAt: at, Attempt: n}
 		got, err = EncodeResult(&res)
 		sameAsMarshal(t, res, got, err)
+
+		// Appending to a buffer that holds something already (as a reused
+		// buffer does) keeps it and adds the same bytes, or leaves it as it
+		// was on error.
+		prefix := []byte("prefix")
+		buf := append(make([]byte, 0, 8), prefix...)
+		if b, err := AppendTask(buf, &task); err != nil {
+			if string(b) != "prefix" {
+				t.Fatalf("AppendTask failed and left %q", b)
+			}
+		} else {
+			sameAsMarshal(t, task, b[len(prefix):], nil)
+		}
+		if b, err := AppendResult(buf, &res); err != nil {
+			if string(b) != "prefix" {
+				t.Fatalf("AppendResult failed and left %q", b)
+			}
+		} else {
+			sameAsMarshal(t, res, b[len(prefix):], nil)
+		}
 	})
 }
 
