@@ -104,6 +104,7 @@ type Dispatcher struct {
 	cc      jetstream.ConsumeContext
 	status  chan nats.Status
 	watched chan struct{} // closed when the connection watcher has stopped
+	bufs    bufPool       // task encoding buffers
 }
 
 type doneKind int
@@ -262,7 +263,9 @@ func (d *Dispatcher) Dispatch(ctx context.Context, task protocol.Task) (*Handle,
 	if task.CreatedAt.IsZero() {
 		task.CreatedAt = now.UTC()
 	}
-	data, err := protocol.EncodeTask(&task)
+	buf := d.bufs.get()
+	data, err := protocol.AppendTask(*buf, &task)
+	defer d.bufs.put(buf, data) // published (copied) or failed by then
 	if err != nil {
 		return nil, fmt.Errorf("natsjs: marshal task: %w", err)
 	}

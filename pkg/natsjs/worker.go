@@ -154,6 +154,7 @@ type Worker struct {
 	fetchers  sync.WaitGroup // per tool, a fetcher and 2 × Concurrency runners
 	callbacks sync.WaitGroup // advisory callbacks in progress
 	bg        sync.WaitGroup // registry refresher, connection watcher, sweeper
+	bufs      bufPool        // result encoding buffers
 }
 
 // errShutdown is the cause of a task context cancelled by the worker's own

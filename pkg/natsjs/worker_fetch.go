@@ -76,6 +76,7 @@ func (w *Worker) fetch(t *tool.Tool, c jetstream.Consumer, runners chan<- jetstr
 // runner is free to take a task pulled for a slot given back that way.
 func (w *Worker) run(t *tool.Tool, tasks <-chan jetstream.Msg) {
 	defer w.fetchers.Done()
+	log := w.log.With(slog.String("tool", t.Name))
 	for {
 		select {
 		case msg := <-tasks:
@@ -86,7 +87,7 @@ func (w *Worker) run(t *tool.Tool, tasks <-chan jetstream.Msg) {
 				continue
 			}
 			slot := slotHold{p: w.slots}
-			w.handle(t, msg, &slot)
+			w.handle(t, log, msg, &slot)
 			slot.release()
 		case <-w.fetchCtx.Done():
 			return

@@ -72,7 +72,9 @@ func (w *Worker) respond(log *slog.Logger, fl *inflight, res protocol.Result, st
 // (a call dispatched again after an approval) is kept. A result too large for a message is
 // replaced by a ResultTooLarge error.
 func (w *Worker) publishResult(ctx context.Context, conv string, res protocol.Result) error {
-	data, err := protocol.EncodeResult(&res)
+	buf := w.bufs.get()
+	data, err := protocol.AppendResult(*buf, &res)
+	defer w.bufs.put(buf, data) // published (copied) or failed by then
 	if err != nil {
 		return fmt.Errorf("marshal result: %w", err)
 	}

@@ -32,8 +32,10 @@ type outcome struct {
 // result is published (the pull's round trip overlaps the publish's);
 // otherwise (an idle pool, where an early pull would only compete with the
 // result for the CPU) the runner gives it back when handle returns.
-func (w *Worker) handle(t *tool.Tool, msg jetstream.Msg, slot *slotHold) {
-	log := w.log.With(slog.String("tool", t.Name))
+//
+// toolLog is the worker's logger with the tool's name.
+func (w *Worker) handle(t *tool.Tool, toolLog *slog.Logger, msg jetstream.Msg, slot *slotHold) {
+	log := toolLog
 	md, _ := msg.Metadata()
 	if md != nil && md.NumDelivered > 1 && w.cfg.Metrics != nil {
 		w.cfg.Metrics.RedeliveriesTotal.WithLabelValues(t.Name).Inc()
@@ -46,9 +48,11 @@ func (w *Worker) handle(t *tool.Tool, msg jetstream.Msg, slot *slotHold) {
 		w.malformed(log, t, msg, err)
 		return
 	}
-	log = log.With(slog.String("task_id", task.TaskID), slog.String("conversation_id", task.ConversationID))
 	if md != nil && md.NumDelivered > 1 {
-		log = log.With(slog.Uint64("delivery", md.NumDelivered))
+		log = withLazy(toolLog, slog.String("task_id", task.TaskID), slog.String("conversation_id", task.ConversationID),
+			slog.Uint64("delivery", md.NumDelivered))
+	} else {
+		log = withLazy(toolLog, slog.String("task_id", task.TaskID), slog.String("conversation_id", task.ConversationID))
 	}
 
 	// Register before looking for an earlier cancel: a cancel stored after
@@ -125,7 +129,7 @@ func (w *Worker) handle(t *tool.Tool, msg jetstream.Msg, slot *slotHold) {
 		TaskID:           task.TaskID,
 		Attempt:          task.Attempt,
 	}
-	runCtx := progress.WithReporter(taskCtx, w.reporter(task))
+	runCtx := progress.WithReporter(taskCtx, w.reporter(task.ConversationID, task.TaskID))
 	started := time.Now()
 	if w.cfg.Metrics != nil {
 		w.cfg.Metrics.Inflight.WithLabelValues(t.Name).Inc()
@@ -243,16 +247,16 @@ func (w *Worker) heartbeat(msg jetstream.Msg, log *slog.Logger) func() {
 	}
 }
 
-// reporter publishes a task's progress on core NATS.
-func (w *Worker) reporter(task protocol.Task) progress.Reporter {
-	subject := w.subj.Progress(task.ConversationID, task.TaskID)
+// reporter publishes a task's progress on core NATS. It holds only the
+// two IDs (most tools report nothing).
+func (w *Worker) reporter(conv, taskID string) progress.Reporter {
 	return progress.ReporterFunc(func(message string, fraction *float64) {
-		data, err := json.Marshal(protocol.Progress{TaskID: task.TaskID, Message: message, Fraction: fraction, At: time.Now().UTC()})
+		data, err := json.Marshal(protocol.Progress{TaskID: taskID, Message: message, Fraction: fraction, At: time.Now().UTC()})
 		if err == nil {
-			err = w.cfg.Conn.Publish(subject, data)
+			err = w.cfg.Conn.Publish(w.subj.Progress(conv, taskID), data)
 		}
 		if err != nil {
-			w.log.Debug("progress not published", slog.String("task_id", task.TaskID), slog.Any("error", err))
+			w.log.Debug("progress not published", slog.String("task_id", taskID), slog.Any("error", err))
 		}
 	})
 }
