@@ -291,7 +291,7 @@ func (r *RemoteToolset) handler(name string) tool.HandlerFunc {
 		if task.TaskID == "" {
 			task.TaskID = protocol.NewID()
 		}
-		defer r.relayProgress(ctx, task)()
+		defer r.relayProgress(ctx, task.ConversationID, task.TaskID)()
 		res, err := r.cfg.Dispatcher.Call(ctx, task)
 		if err != nil {
 			return nil, fatalUnlessCancelled(ctx, err)

@@ -58,7 +58,7 @@ func (e *remoteExecutor) Start(ctx context.Context, c *agent.BackgroundCall) (ag
 		Retry:            rc.Retry,
 	}
 	// Subscribe to progress before the task exists, so no report is missed.
-	stop := e.r.relayProgress(ctx, task)
+	stop := e.r.relayProgress(ctx, task.ConversationID, task.TaskID)
 	h, err := e.r.cfg.Dispatcher.Dispatch(context.WithoutCancel(ctx), task)
 	if err != nil {
 		stop()
@@ -74,7 +74,7 @@ func (e *remoteExecutor) Start(ctx context.Context, c *agent.BackgroundCall) (ag
 func (e *remoteExecutor) Attach(ctx context.Context, info *agent.RunInfo, pt agent.PendingTask) (agent.BackgroundTask, error) {
 	task := protocol.Task{TaskID: pt.TaskID, Attempt: pt.Attempt, Tool: pt.Tool, Args: pt.Args, ToolCallID: pt.ToolCallID,
 		Mode: protocol.ModeBackground, ConversationID: info.ConversationID, RunID: info.RunID}
-	stop := e.r.relayProgress(ctx, task)
+	stop := e.r.relayProgress(ctx, task.ConversationID, task.TaskID)
 	h := e.r.takeHeld(pt.TaskID)
 	var err error
 	if h == nil {
@@ -167,26 +167,27 @@ func unrelayWhenDone(ctx context.Context, h *Handle, stop func()) {
 	}()
 }
 
-// relayProgress relays the worker's progress reports on task to whoever
-// listens in ctx (the agent turns them into progress events), best effort,
-// until the returned function is called. Call it before dispatching.
-func (r *RemoteToolset) relayProgress(ctx context.Context, task protocol.Task) (stop func()) {
+// relayProgress relays the worker's progress reports on task taskID (of
+// conversation conv) to whoever listens in ctx (the agent turns them into
+// progress events), best effort, until the returned function is called.
+// Call it before dispatching.
+func (r *RemoteToolset) relayProgress(ctx context.Context, conv, taskID string) (stop func()) {
 	if _, ok := progress.FromContext(ctx); !ok {
 		return func() {}
 	}
-	subject := protocol.Subjects{Prefix: r.cfg.Prefix}.Progress(task.ConversationID, task.TaskID)
+	subject := protocol.Subjects{Prefix: r.cfg.Prefix}.Progress(conv, taskID)
 	// On the dispatcher's connection: the server handles a connection's
 	// messages in order, so the subscription exists before the task does.
 	sub, err := r.cfg.Dispatcher.cfg.Conn.Subscribe(subject, func(m *nats.Msg) {
-		p, err := protocol.DecodeProgress(m.Data, task.TaskID, nil)
+		p, err := protocol.DecodeProgress(m.Data, taskID, nil)
 		if err != nil {
-			r.log.Debug("progress report refused", slog.String("task_id", task.TaskID), slog.Any("error", err))
+			r.log.Debug("progress report refused", slog.String("task_id", taskID), slog.Any("error", err))
 			return
 		}
-		progress.ReportTask(ctx, task.TaskID, p.Message, p.Fraction)
+		progress.ReportTask(ctx, taskID, p.Message, p.Fraction)
 	})
 	if err != nil {
-		r.log.Debug("progress not relayed", slog.String("task_id", task.TaskID), slog.Any("error", err))
+		r.log.Debug("progress not relayed", slog.String("task_id", taskID), slog.Any("error", err))
 		return func() {}
 	}
 	return func() { _ = sub.Unsubscribe() }
