@@ -189,11 +189,7 @@ func (b *backgroundTools) WrapRun(ctx context.Context, info *RunInfo, next func(
 		br.caps = append(br.caps, b)
 		return next(ctx)
 	}
-	log := b.log
-	if log == nil {
-		log = info.r.log
-	}
-	br := newBgRun(b, info, log)
+	br := newBgRun(b, info, b.log)
 	if err := br.adopt(ctx, info.r.opts.Background); err != nil {
 		res, _ := br.end(nil, err)
 		return res, err

@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"strings"
 	"sync"
@@ -29,7 +30,8 @@ type benchLookupArgs struct {
 
 // BenchmarkBackgroundRoundTrip measures the agent loop's own part of a
 // background call's round trip, as offload-bench's "offload background"
-// row runs it but with the in-process executor and a no-op tool: one agent
+// row runs it but with the in-process executor and a no-op tool (its
+// arguments validated, not decoded): one agent
 // run per op, whose model calls the tool in the background, answers
 // "waiting" to the acknowledgement and "done" to the follow-up. ns/op and
 // allocs/op are the whole run's; rt-ns/op is the mean time from the model's
@@ -62,15 +64,16 @@ func benchBackgroundRoundTrip(b *testing.B, gated bool) {
 		defer mu.Unlock()
 		return cur
 	}
-	lookup := tool.Func("lookup", "Looks rows up.", func(ctx context.Context, _ *tool.RunContext, a benchLookupArgs) (string, error) {
-		if a.Query == "" {
-			return "", tool.Retry("query is empty")
-		}
+	// The tool's arguments are validated against the schema offload-bench's
+	// typed tool has, as the loop does for every call; the handler does not
+	// decode them (a worker does that, outside the loop).
+	typed := tool.Func("lookup", "Looks rows up.", func(context.Context, *tool.RunContext, benchLookupArgs) (string, error) { return "", nil })
+	lookup := tool.MustNew(typed.Def(), func(ctx context.Context, _ *tool.RunContext, _ json.RawMessage) (any, error) {
 		if gated {
 			select {
 			case <-round().gate:
 			case <-ctx.Done():
-				return "", ctx.Err()
+				return nil, ctx.Err()
 			}
 		}
 		return benchOutput, nil

@@ -39,7 +39,7 @@ type bgRun struct {
 	caps  []*backgroundTools // in capability order, owner first
 	info  *RunInfo
 	r     *run
-	log   *slog.Logger
+	log   *slog.Logger // nil: the run's
 
 	stop    chan struct{} // closed when the run ends: watchers return
 	arrival chan struct{} // signalled (capacity 1) when an outcome arrives
@@ -236,6 +236,14 @@ func (br *bgRun) watch(t *bgTask) {
 	}
 }
 
+// logger returns the capability's logger, else the run's.
+func (br *bgRun) logger() *slog.Logger {
+	if br.log != nil {
+		return br.log
+	}
+	return br.r.logger()
+}
+
 // liveCount returns the number of tasks not yet delivered.
 func (br *bgRun) liveCount() int {
 	br.mu.Lock()
@@ -355,7 +363,7 @@ func (br *bgRun) followUp(t *bgTask) (message.Part, error) {
 // model sees only its type. With Config.FailOnToolError it ends the run.
 func (br *bgRun) unexpected(t *bgTask, err error) (message.Part, error) {
 	typ := tool.ErrorType(err)
-	br.log.Error("background tool failed", append([]any{slog.String("tool", t.call.Call.ToolName), slog.String("task_id", t.id), slog.String("error_type", typ), slog.Any("error", err)}, panicStack(err)...)...)
+	br.logger().Error("background tool failed", append([]any{slog.String("tool", t.call.Call.ToolName), slog.String("task_id", t.id), slog.String("error_type", typ), slog.Any("error", err)}, panicStack(err)...)...)
 	if br.r.a.cfg.FailOnToolError {
 		return nil, fmt.Errorf("tool %s: %w", t.call.Call.ToolName, err)
 	}

@@ -60,6 +60,14 @@ func (r *run) executeAll(ctx context.Context, st *stepState, slots []*slot) erro
 			batch = nil
 			return err
 		}
+		if len(batch) == 1 {
+			// A lone call runs on the loop's goroutine: no goroutine to
+			// start (and wake a thread for), no fresh stack to grow.
+			s := batch[0]
+			s.ran = s.held == nil
+			batch = nil
+			return r.runCall(ctx, st, s)
+		}
 		for i, s := range batch {
 			s.ran = s.held == nil
 			wg.Go(func() {
@@ -191,7 +199,7 @@ func (r *run) outcome(ctx context.Context, st *stepState, s *slot, val any, err 
 // ends the run.
 func (r *run) unexpected(s *slot, err error) error {
 	typ := tool.ErrorType(err)
-	r.log.Error("tool failed", append([]any{slog.String("tool", s.call.ToolName), slog.String("tool_call_id", s.call.ToolCallID), slog.String("error_type", typ), slog.Any("error", err)}, panicStack(err)...)...)
+	r.logger().Error("tool failed", append([]any{slog.String("tool", s.call.ToolName), slog.String("tool_call_id", s.call.ToolCallID), slog.String("error_type", typ), slog.Any("error", err)}, panicStack(err)...)...)
 	if r.a.cfg.FailOnToolError {
 		return fmt.Errorf("tool %s: %w", s.call.ToolName, err)
 	}

@@ -26,8 +26,12 @@ type run struct {
 	caps          []Capability
 	limits        UsageLimits
 	allowDeferred bool
-	log           *slog.Logger
 	info          *RunInfo
+
+	// logOnce builds log, the agent's logger with the run's IDs, when the
+	// run first logs: most runs never do.
+	logOnce sync.Once
+	log     *slog.Logger
 
 	runID, convID string
 	newFrom       int
@@ -58,7 +62,6 @@ func newRun(a *Agent, prompt string, opts *RunOptions) *run {
 		caps:          append(slices.Clone(a.cfg.Capabilities), opts.Capabilities...),
 		limits:        a.cfg.Limits,
 		allowDeferred: a.cfg.AllowDeferred || opts.AllowDeferred,
-		log:           a.log,
 		runID:         ulid.Make().String(),
 		history:       repairDangling(opts.History),
 		retries:       map[string]int{},
@@ -80,8 +83,15 @@ func newRun(a *Agent, prompt string, opts *RunOptions) *run {
 	}
 	r.newFrom = len(r.history)
 	r.info = &RunInfo{RunID: r.runID, ConversationID: r.convID, Deps: opts.Deps, r: r}
-	r.log = r.log.With(slog.String("run_id", r.runID), slog.String("conversation_id", r.convID))
 	return r
+}
+
+// logger returns the agent's logger with the run's IDs.
+func (r *run) logger() *slog.Logger {
+	r.logOnce.Do(func() {
+		r.log = r.a.log.With(slog.String("run_id", r.runID), slog.String("conversation_id", r.convID))
+	})
+	return r.log
 }
 
 func (r *run) emit(e Event) {
@@ -490,9 +500,12 @@ func (r *run) request(ctx context.Context, req message.Message) (message.Message
 	if err != nil {
 		return message.Message{}, err
 	}
-	lreq := &llm.Request{Messages: wireMessages(r.historySnapshot()), Settings: r.a.cfg.Settings}
+	lreq := &llm.Request{Messages: r.wireHistory(), Settings: r.a.cfg.Settings}
 	lreq.OnRetry = func(rt llm.Retry) {
 		r.emit(Event{Type: EventModelRequestRetry, Attempt: rt.Attempt, Reason: rt.Reason})
+	}
+	if len(tools) > 0 {
+		lreq.Tools = make([]llm.ToolDef, 0, len(tools))
 	}
 	for _, t := range tools {
 		lreq.Tools = append(lreq.Tools, llm.ToolDef{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
@@ -601,7 +614,7 @@ func wireMessages(h message.History) []message.Message {
 		out = append(out, m)
 	}
 	for i, m := range out {
-		if m.Role != message.RoleRequest {
+		if m.Role != message.RoleRequest || resultsFirst(m.Parts) {
 			continue
 		}
 		var results, rest []message.Part
@@ -623,4 +636,25 @@ func wireMessages(h message.History) []message.Message {
 		out[i] = m
 	}
 	return out
+}
+
+// resultsFirst reports whether no tool result (a tool return, or a retry
+// prompt answering a call) follows another part in parts: wireMessages
+// leaves such a request as it is.
+func resultsFirst(parts []message.Part) bool {
+	other := false
+	for _, p := range parts {
+		result := false
+		switch x := p.(type) {
+		case message.ToolReturn:
+			result = true
+		case message.RetryPrompt:
+			result = x.ToolCallID != ""
+		}
+		if result && other {
+			return false
+		}
+		other = other || !result
+	}
+	return true
 }
