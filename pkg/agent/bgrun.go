@@ -60,6 +60,7 @@ type bgTask struct {
 
 	// Set under bgRun.mu.
 	cancelled bool // cancelled by the run: its outcome is dropped
+	finished  bool // its outcome was taken (by its watcher or the idle wait)
 	val       any
 	err       error
 }
@@ -176,7 +177,7 @@ func (br *bgRun) adopt(ctx context.Context, tasks []AdoptedTask) error {
 		t := &bgTask{id: pt.TaskID, call: call, started: pt.StartedAt}
 		br.info.ReserveToolCalls(1)
 		if a.Done {
-			t.val, t.err = a.Value, a.Err
+			t.val, t.err, t.finished = a.Value, a.Err, true
 			br.mu.Lock()
 			br.live = append(br.live, t)
 			br.arrived = append(br.arrived, t)
@@ -213,6 +214,22 @@ func (br *bgRun) watch(t *bgTask) {
 			return // detached
 		}
 	}
+	br.finish(t)
+}
+
+// finish queues the outcome of t, whose task is done, for delivery, emits
+// its background_task_finished event and signals its arrival. Its watcher
+// calls it, and so does the idle wait when t is the one task it waits for
+// (one goroutine hand-off less between the outcome and the loop); the
+// first call does the work.
+func (br *bgRun) finish(t *bgTask) {
+	br.mu.Lock()
+	if t.finished {
+		br.mu.Unlock()
+		return
+	}
+	t.finished = true
+	br.mu.Unlock()
 	val, err := t.task.Outcome()
 	br.mu.Lock()
 	t.val, t.err = val, err
@@ -287,14 +304,41 @@ func (br *bgRun) awaitOutcome(ctx context.Context) ([]message.Part, error) {
 		if err != nil || len(parts) > 0 || br.liveCount() == 0 {
 			return parts, err
 		}
+		// With one task running, the wait takes its outcome itself rather
+		// than through its watcher.
+		var sole *bgTask
+		var soleDone <-chan struct{}
+		if sole = br.soleRunning(); sole != nil {
+			soleDone = sole.task.Done()
+		}
 		select {
 		case <-br.arrival:
+		case <-soleDone:
+			br.finish(sole)
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-br.r.opts.Suspend:
 			return nil, errSuspend
 		}
 	}
+}
+
+// soleRunning returns the one live task whose outcome has not been taken,
+// when there is exactly one (an adopted task that had finished has none).
+func (br *bgRun) soleRunning() *bgTask {
+	br.mu.Lock()
+	defer br.mu.Unlock()
+	var sole *bgTask
+	for _, t := range br.live {
+		if t.finished || t.task == nil {
+			continue
+		}
+		if sole != nil {
+			return nil
+		}
+		sole = t
+	}
+	return sole
 }
 
 // followUp is the user message that delivers t's outcome (SPEC §4).

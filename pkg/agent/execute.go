@@ -223,7 +223,9 @@ func returnPart(name, id string, val any) (message.ToolReturn, []message.Content
 		val, content, md = x.Value, x.Content, x.Metadata
 	}
 	var raw json.RawMessage
-	if r, ok := val.(json.RawMessage); ok {
+	if s, ok := val.(string); ok {
+		raw = jsonString(s)
+	} else if r, ok := val.(json.RawMessage); ok {
 		if len(r) == 0 {
 			r = json.RawMessage("null")
 		}
