@@ -58,8 +58,8 @@ type RemoteToolset struct {
 	// first expiry among its entries) or the next registry update.
 	tools      []*tool.Tool
 	toolsUntil time.Time
-	changed chan struct{}            // closed at the next change
-	held    map[string]*Handle       // background tasks held for a resume, by task ID (remote_background.go)
+	changed    chan struct{}      // closed at the next change
+	held       map[string]*Handle // background tasks held for a resume, by task ID (remote_background.go)
 
 	cancel context.CancelFunc
 	done   chan struct{}
