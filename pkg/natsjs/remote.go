@@ -54,12 +54,13 @@ type RemoteToolset struct {
 	mu      sync.Mutex
 	entries map[string]RegistryEntry // by registry key
 	built   map[string]builtTool     // by tool name
+	changed chan struct{}            // closed at the next change
+	held    map[string]*Handle       // background tasks held for a resume, by task ID (remote_background.go)
+
 	// tools is the last answer of Tools, valid until toolsUntil (the
 	// first expiry among its entries) or the next registry update.
 	tools      []*tool.Tool
 	toolsUntil time.Time
-	changed    chan struct{}      // closed at the next change
-	held       map[string]*Handle // background tasks held for a resume, by task ID (remote_background.go)
 
 	cancel context.CancelFunc
 	done   chan struct{}
