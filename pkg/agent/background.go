@@ -214,6 +214,9 @@ func (b *backgroundTools) PrepareTools(ctx context.Context, info *RunInfo, tools
 	if br == nil {
 		return tools, nil
 	}
+	if !slices.ContainsFunc(tools, func(t *tool.Tool) bool { return br.mode(ctx, t) == bgOptional }) {
+		return tools, nil // nothing to change
+	}
 	out := make([]*tool.Tool, 0, len(tools))
 	for _, t := range tools {
 		if br.mode(ctx, t) != bgOptional {

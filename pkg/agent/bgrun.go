@@ -153,7 +153,7 @@ func (br *bgRun) spawn(ctx context.Context, exec Executor, call *ToolCall, next 
 	br.mu.Unlock()
 	br.info.Emit(Event{Type: EventBackgroundTaskStarted, TaskID: t.id, Tool: call.Call.ToolName, ToolCallID: call.Call.ToolCallID})
 	go br.watch(t)
-	return fmt.Sprintf("Tool '%s' is running in the background as task %s. Its result will arrive later as a follow-up message; continue with other work meanwhile.", call.Call.ToolName, t.id), nil
+	return "Tool '" + call.Call.ToolName + "' is running in the background as task " + t.id + ". Its result will arrive later as a follow-up message; continue with other work meanwhile.", nil
 }
 
 // retries is the task's tool's retry budget; an adopted task whose tool
@@ -349,9 +349,18 @@ func (br *bgRun) followUp(t *bgTask) (message.Part, error) {
 	if t.err != nil {
 		br.info.ReserveToolCalls(-1)
 	}
+	err := t.err
+	if err == nil {
+		part, content, merr := returnPart(name, t.call.Call.ToolCallID, t.val)
+		if merr != nil {
+			return br.unexpected(t, merr)
+		}
+		return completed(name, id, part, content), nil
+	}
 	failed := func(detail string) (message.Part, error) {
 		return message.UserText(fmt.Sprintf("Background tool '%s' (task %s) failed: %s", name, id, detail)), nil
 	}
+	// Declared past the common case: errors.As moves them to the heap.
 	var retry *tool.ModelRetry
 	var tf *tool.ToolFailed
 	var ar *tool.ApprovalRequired
@@ -359,14 +368,7 @@ func (br *bgRun) followUp(t *bgTask) (message.Part, error) {
 	var inval *tool.ValidationError
 	var tc *TaskCancelled
 	var fatal *tool.FatalError
-	err := t.err
 	switch {
-	case err == nil:
-		part, content, merr := returnPart(name, t.call.Call.ToolCallID, t.val)
-		if merr != nil {
-			return br.unexpected(t, merr)
-		}
-		return completed(name, id, part, content), nil
 	case errors.As(err, &retry):
 		if e := br.r.consumeLateRetry(name, t.retries()); e != nil {
 			return nil, e
@@ -418,7 +420,7 @@ func (br *bgRun) unexpected(t *bgTask, err error) (message.Part, error) {
 // the tool.Return's extra content (joined to the text when it is all text,
 // else as further items). Application metadata is not carried.
 func completed(name, id string, part message.ToolReturn, content []message.Content) message.Part {
-	text := fmt.Sprintf("Background tool '%s' (task %s) completed.\nResult: %s", name, id, part.ModelText())
+	text := "Background tool '" + name + "' (task " + id + ") completed.\nResult: " + part.ModelText()
 	allText := true
 	for _, c := range content {
 		if c.Type != "text" {

@@ -151,6 +151,17 @@ func (r *run) runCall(ctx context.Context, st *stepState, s *slot) error {
 // outcome interprets what a tool returned.
 func (r *run) outcome(ctx context.Context, st *stepState, s *slot, val any, err error) error {
 	name, id := s.call.ToolName, s.call.ToolCallID
+	if err == nil {
+		part, content, merr := returnPart(name, id, val)
+		if merr != nil {
+			return r.unexpected(s, merr)
+		}
+		s.part, s.content = part, content
+		r.addToolCalls(1)
+		st.succeeded(name)
+		return nil
+	}
+	// Declared past the common case: errors.As moves them to the heap.
 	var retry *tool.ModelRetry
 	var failed *tool.ToolFailed
 	var ar *tool.ApprovalRequired
@@ -158,16 +169,6 @@ func (r *run) outcome(ctx context.Context, st *stepState, s *slot, val any, err 
 	var inval *tool.ValidationError
 	var fatal *tool.FatalError
 	switch {
-	case err == nil:
-		part, content, merr := returnPart(name, id, val)
-		if merr != nil {
-			return r.unexpected(s, merr)
-		}
-		s.part, s.content = part, content
-		r.addToolCalls(1)
-		st.mu.Lock()
-		st.ok[name] = true
-		st.mu.Unlock()
 	case errors.As(err, &ar):
 		s.deferKind, s.deferMeta, s.hasMeta, s.deferTask = deferred.KindApproval, tool.DeepCopy(ar.Metadata), ar.Metadata != nil, ar.TaskID
 	case errors.As(err, &cd):

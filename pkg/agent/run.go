@@ -501,9 +501,7 @@ func (r *run) request(ctx context.Context, req message.Message) (message.Message
 		return message.Message{}, err
 	}
 	lreq := &llm.Request{Messages: r.wireHistory(), Settings: r.a.cfg.Settings}
-	lreq.OnRetry = func(rt llm.Retry) {
-		r.emit(Event{Type: EventModelRequestRetry, Attempt: rt.Attempt, Reason: rt.Reason})
-	}
+	lreq.OnRetry = r.onRetry
 	if len(tools) > 0 {
 		lreq.Tools = make([]llm.ToolDef, 0, len(tools))
 	}
@@ -544,6 +542,11 @@ func (r *run) request(ctx context.Context, req message.Message) (message.Message
 	return r.message(r.lastIndex()), nil
 }
 
+// onRetry reports a model request's retry as an event.
+func (r *run) onRetry(rt llm.Retry) {
+	r.emit(Event{Type: EventModelRequestRetry, Attempt: rt.Attempt, Reason: rt.Reason})
+}
+
 func (r *run) requestLimit() int {
 	if r.limits.Requests == nil {
 		return DefaultRequestLimit
@@ -572,19 +575,15 @@ func (r *run) checkTokens(u message.Usage) error {
 // capabilities. Duplicate names are an error.
 func (r *run) tools(ctx context.Context) ([]*tool.Tool, error) {
 	var all []*tool.Tool
-	seen := map[string]bool{}
 	for _, ts := range r.a.cfg.Toolsets {
 		tools, err := ts.Tools(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("agent: list tools: %w", err)
 		}
-		for _, t := range tools {
-			if seen[t.Name] {
-				return nil, &UserError{Message: fmt.Sprintf("agent: tool name %q is offered by more than one toolset", t.Name)}
-			}
-			seen[t.Name] = true
-			all = append(all, t)
-		}
+		all = append(all, tools...)
+	}
+	if name, dup := duplicateName(all); dup {
+		return nil, &UserError{Message: fmt.Sprintf("agent: tool name %q is offered by more than one toolset", name)}
 	}
 	for _, c := range r.caps {
 		if p, ok := c.(ToolsPreparer); ok {
@@ -595,6 +594,28 @@ func (r *run) tools(ctx context.Context) ([]*tool.Tool, error) {
 		}
 	}
 	return all, nil
+}
+
+// duplicateName returns the first name that two of tools share, if any.
+func duplicateName(tools []*tool.Tool) (string, bool) {
+	if len(tools) <= 16 {
+		for i, t := range tools {
+			for _, u := range tools[:i] {
+				if u.Name == t.Name {
+					return t.Name, true
+				}
+			}
+		}
+		return "", false
+	}
+	seen := make(map[string]bool, len(tools))
+	for _, t := range tools {
+		if seen[t.Name] {
+			return t.Name, true
+		}
+		seen[t.Name] = true
+	}
+	return "", false
 }
 
 // wireMessages prepares the history for the model: consecutive requests are

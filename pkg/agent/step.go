@@ -66,7 +66,7 @@ func (r *run) step(ctx context.Context, respIdx int, supplied *deferred.Results)
 	for _, t := range tools {
 		byName[t.Name] = t
 	}
-	st := &stepState{failed: map[string]bool{}, ok: map[string]bool{}}
+	st := &stepState{}
 	calls := resp.ToolCalls()
 	slots := make([]*slot, 0, len(calls))
 	var names []string // the tools' names, for the retry prompt of an unknown one
