@@ -63,7 +63,7 @@ func newRun(a *Agent, prompt string, opts *RunOptions) *run {
 		limits:        a.cfg.Limits,
 		allowDeferred: a.cfg.AllowDeferred || opts.AllowDeferred,
 		runID:         ulid.Make().String(),
-		history:       repairDangling(opts.History),
+		history:       slices.Grow(repairDangling(opts.History), 8), // room for a few steps' messages
 		retries:       map[string]int{},
 	}
 	if opts.Limits != nil {
