@@ -309,9 +309,13 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	bgLoop, err := backgroundLoopCaller()
+	if err != nil {
+		return err
+	}
 	bgN := max(c.n/4, 10) // an agent run per sample
-	lats, err := measureLatencies(ctx, []caller{rawS.call, rawNS.call, offS.call, bg, inProcessCall()},
-		[]int{c.n, c.n, c.n, bgN, c.n}, c.warmup, 10)
+	lats, err := measureLatencies(ctx, []caller{rawS.call, rawNS.call, offS.call, bg, inProcessCall(), bgLoop},
+		[]int{c.n, c.n, c.n, bgN, c.n, bgN}, c.warmup, 10)
 	for _, s := range []system{rawS, rawNS, offS} {
 		s.stop(ctx)
 	}
@@ -336,10 +340,11 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		"offload inline (RemoteToolset → Dispatcher → Worker → back)",
 		"offload background (agent loop: dispatch → worker → result → follow-up)",
 		"in-process executor",
+		"background, in-process executor: agent loop alone",
 	} {
 		l := lats[i]
 		n := c.n
-		if i == 3 {
+		if i == 3 || i == 5 {
 			n = bgN
 		}
 		fmt.Fprintf(out, "| %s | %d | %s | %s | %.2f× | %.2f× |\n", name, n, l.p50.Round(time.Microsecond), l.p99.Round(time.Microsecond),
