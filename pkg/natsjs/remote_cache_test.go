@@ -52,7 +52,7 @@ func TestToolsAnswerEndsAtExpiry(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("the clock did not pass the expiry")
 		}
-		time.Sleep(expires.Sub(time.Now()) + time.Millisecond)
+		time.Sleep(time.Until(expires) + time.Millisecond)
 	}
 	if got := toolNames(t, r); !slices.Equal(got, []string{"lasting"}) {
 		t.Fatalf("tools after brief expired: %v, want [lasting]", got)
