@@ -36,7 +36,9 @@ type benchLookupArgs struct {
 // "waiting" to the acknowledgement and "done" to the follow-up. ns/op and
 // allocs/op are the whole run's; rt-ns/op is the mean time from the model's
 // response holding the call to the model request holding the follow-up,
-// the span offload-bench times.
+// the span offload-bench times; pre-p50-ns is the median time from that
+// response to the tool's start (the step before the dispatch), and
+// post-p50-ns from the tool's return to the follow-up's request.
 //
 // In "arrives-while-waiting" the tool finishes once the model has answered
 // "waiting", so the follow-up reaches a loop idle in its wait for the live
@@ -51,9 +53,10 @@ func BenchmarkBackgroundRoundTrip(b *testing.B) {
 // benchRound is one op's state: the run's gate (closed once the model
 // answered "waiting") and the span's ends.
 type benchRound struct {
-	gate       chan struct{}
-	gateOnce   sync.Once
-	sent, seen time.Time
+	gate           chan struct{}
+	gateOnce       sync.Once
+	sent, seen     time.Time
+	started, ended time.Time // the tool's run
 }
 
 func benchBackgroundRoundTrip(b *testing.B, gated bool) {
@@ -69,6 +72,8 @@ func benchBackgroundRoundTrip(b *testing.B, gated bool) {
 	// decode them (a worker does that, outside the loop).
 	typed := tool.Func("lookup", "Looks rows up.", func(context.Context, *tool.RunContext, benchLookupArgs) (string, error) { return "", nil })
 	lookup := tool.MustNew(typed.Def(), func(ctx context.Context, _ *tool.RunContext, _ json.RawMessage) (any, error) {
+		round().started = time.Now()
+		defer func() { round().ended = time.Now() }()
 		if gated {
 			select {
 			case <-round().gate:
@@ -116,6 +121,7 @@ func benchBackgroundRoundTrip(b *testing.B, gated bool) {
 	}
 	ctx := context.Background()
 	spans := make([]time.Duration, 0, b.N)
+	var pre, post []time.Duration
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
@@ -131,6 +137,8 @@ func benchBackgroundRoundTrip(b *testing.B, gated bool) {
 			b.Fatalf("run ended with %q", res.Output)
 		}
 		spans = append(spans, rd.seen.Sub(rd.sent))
+		pre = append(pre, rd.started.Sub(rd.sent))
+		post = append(post, rd.seen.Sub(rd.ended))
 	}
 	b.StopTimer()
 	if len(spans) == 0 {
@@ -144,4 +152,8 @@ func benchBackgroundRoundTrip(b *testing.B, gated bool) {
 	slices.Sort(spans)
 	b.ReportMetric(float64(spans[len(spans)/2].Nanoseconds()), "rt-p50-ns")
 	b.ReportMetric(float64(spans[len(spans)*99/100].Nanoseconds()), "rt-p99-ns")
+	slices.Sort(pre)
+	slices.Sort(post)
+	b.ReportMetric(float64(pre[len(pre)/2].Nanoseconds()), "pre-p50-ns")
+	b.ReportMetric(float64(post[len(post)/2].Nanoseconds()), "post-p50-ns")
 }
