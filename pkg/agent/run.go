@@ -622,8 +622,12 @@ func duplicateName(tools []*tool.Tool) (string, bool) {
 // merged (a paused run's trailing request and the resume's request, queued
 // messages), and in every request tool results come before other parts, as
 // OpenAI-compatible APIs require tool messages right after the assistant
-// message that called them.
+// message that called them. A history that needs neither is returned as
+// it is (capped, so that appending to it copies it).
 func wireMessages(h message.History) []message.Message {
+	if wireReady(h) {
+		return h[:len(h):len(h)]
+	}
 	out := make([]message.Message, 0, len(h))
 	for _, m := range h {
 		if n := len(out); n > 0 && m.Role == message.RoleRequest && out[n-1].Role == message.RoleRequest {
@@ -657,6 +661,20 @@ func wireMessages(h message.History) []message.Message {
 		out[i] = m
 	}
 	return out
+}
+
+// wireReady reports whether wireMessages would leave h as it is: no two
+// requests in a row, and tool results first in every request.
+func wireReady(h message.History) bool {
+	for i, m := range h {
+		if m.Role != message.RoleRequest {
+			continue
+		}
+		if i > 0 && h[i-1].Role == message.RoleRequest || !resultsFirst(m.Parts) {
+			return false
+		}
+	}
+	return true
 }
 
 // resultsFirst reports whether no tool result (a tool return, or a retry

@@ -37,7 +37,10 @@ func (r *run) appendMessage(m message.Message) {
 }
 
 // wireHistory returns wireMessages of the history, without copying it
-// first (wireMessages copies what it changes).
+// first: wireMessages copies what it changes, and the messages it leaves
+// may share the history's array, since the loop only appends to the
+// history once a request was built (a step records its deferred calls in
+// the response it handles before the next request).
 func (r *run) wireHistory() []message.Message {
 	r.mu.Lock()
 	defer r.mu.Unlock()
