@@ -49,6 +49,13 @@ type bgRun struct {
 	live    []*bgTask  // started and not yet delivered, in start order
 	arrived []*bgTask  // finished and not yet delivered, in completion order
 	closed  bool       // the run is ending: late outcomes are refused
+	running int        // live tasks whose outcome was not taken yet
+	// unwatched is the one running task without a watcher goroutine, if
+	// any. A run that no one observes (no OnEvent) starts a task that runs
+	// alone without one: the loop takes its outcome itself, in the idle
+	// wait or when it delivers outcomes, and so in completion order too.
+	// Once a second task runs, the first gets its watcher.
+	unwatched *bgTask
 }
 
 // bgTask is one background call.
@@ -149,10 +156,28 @@ func (br *bgRun) spawn(ctx context.Context, exec Executor, call *ToolCall, next 
 		return nil, ErrRunCancelled
 	}
 	br.live = append(br.live, t)
-	br.wg.Add(1)
+	// Only an observed run needs a task's finished event when it finishes
+	// rather than when the loop takes its outcome.
+	lazy := br.r.opts.OnEvent == nil && br.running == 0
+	br.running++
+	prev := br.unwatched
+	br.unwatched = nil
+	if lazy {
+		br.unwatched = t
+	} else {
+		br.wg.Add(1)
+	}
+	if prev != nil {
+		br.wg.Add(1)
+	}
 	br.mu.Unlock()
 	br.info.Emit(Event{Type: EventBackgroundTaskStarted, TaskID: t.id, Tool: call.Call.ToolName, ToolCallID: call.Call.ToolCallID})
-	go br.watch(t)
+	if prev != nil {
+		go br.watch(prev)
+	}
+	if !lazy {
+		go br.watch(t)
+	}
 	return "Tool '" + call.Call.ToolName + "' is running in the background as task " + t.id + ". Its result will arrive later as a follow-up message; continue with other work meanwhile.", nil
 }
 
@@ -195,6 +220,7 @@ func (br *bgRun) adopt(ctx context.Context, tasks []AdoptedTask) error {
 		t.task = task
 		br.mu.Lock()
 		br.live = append(br.live, t)
+		br.running++
 		br.wg.Add(1)
 		br.mu.Unlock()
 		go br.watch(t)
@@ -229,6 +255,10 @@ func (br *bgRun) finish(t *bgTask) {
 		return
 	}
 	t.finished = true
+	br.running--
+	if br.unwatched == t {
+		br.unwatched = nil
+	}
 	br.mu.Unlock()
 	val, err := t.task.Outcome()
 	br.mu.Lock()
@@ -272,6 +302,7 @@ func (br *bgRun) liveCount() int {
 // completion order. A fatal outcome (retries exhausted, the tool's own
 // cancellation) ends the run.
 func (br *bgRun) deliver() ([]message.Part, error) {
+	br.takeUnwatched()
 	br.mu.Lock()
 	arrived := br.arrived
 	br.arrived = nil
@@ -293,6 +324,22 @@ func (br *bgRun) deliver() ([]message.Part, error) {
 		parts = append(parts, p)
 	}
 	return parts, nil
+}
+
+// takeUnwatched takes the outcome of the task without a watcher, if it is
+// done.
+func (br *bgRun) takeUnwatched() {
+	br.mu.Lock()
+	t := br.unwatched
+	br.mu.Unlock()
+	if t == nil {
+		return
+	}
+	select {
+	case <-t.task.Done():
+		br.finish(t)
+	default:
+	}
 }
 
 // awaitOutcome is the idle wait: when the model ended its turn, it
@@ -328,17 +375,15 @@ func (br *bgRun) awaitOutcome(ctx context.Context) ([]message.Part, error) {
 func (br *bgRun) soleRunning() *bgTask {
 	br.mu.Lock()
 	defer br.mu.Unlock()
-	var sole *bgTask
-	for _, t := range br.live {
-		if t.finished || t.task == nil {
-			continue
-		}
-		if sole != nil {
-			return nil
-		}
-		sole = t
+	if br.running != 1 {
+		return nil
 	}
-	return sole
+	for _, t := range br.live {
+		if !t.finished && t.task != nil {
+			return t
+		}
+	}
+	return nil
 }
 
 // followUp is the user message that delivers t's outcome (SPEC §4).
@@ -442,6 +487,7 @@ func completed(name, id string, part message.ToolReturn, content []message.Conte
 // detaches the tasks that can outlive the process, lists them in
 // res.Background, and cancels the others.
 func (br *bgRun) end(res *Result, err error) (*Result, error) {
+	br.takeUnwatched() // as its watcher would have
 	br.mu.Lock()
 	br.closed = true
 	live := append([]*bgTask(nil), br.live...)
