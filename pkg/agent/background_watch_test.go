@@ -51,13 +51,13 @@ func (t *manualTask) Outcome() (any, error) {
 	return t.val, t.err
 }
 
-// TestUnobservedRunWatchesEveryTaskOnceTwoRun checks the watchers of a run
+// TestUnobservedRunWatchesFirstTaskWhenSecondStarts checks the watchers of a run
 // without an event observer: its first task runs without a watcher
 // goroutine while it runs alone (the loop takes its outcome itself), and
 // gets one when a second task starts, so that its outcome is taken as it
 // arrives (here while the model answers a request), as an observed run's
 // is; the follow-ups come in completion order.
-func TestUnobservedRunWatchesEveryTaskOnceTwoRun(t *testing.T) {
+func TestUnobservedRunWatchesFirstTaskWhenSecondStarts(t *testing.T) {
 	t.Parallel()
 	exec := &manualExec{tasks: map[string]*manualTask{}}
 	taken := func(name string) {
