@@ -8,7 +8,8 @@
 //     (batched pulls), with the one-at-a-time raw pattern and the
 //     in-process executor beside it; and the round trip of a background
 //     call through the agent loop (dispatch → worker → result → injected as
-//     a follow-up);
+//     a follow-up), with the same run on the in-process executor beside it
+//     (the agent loop's own part);
 //   - throughput with 1, 2 and 4 worker replicas of 16 slots, and the
 //     scaling from 1 to 4 replicas of 1 slot, against the raw baseline;
 //   - overlap: 20 background calls of 500 ms on 20 worker slots through the
