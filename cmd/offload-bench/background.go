@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"runtime"
 	"strings"
@@ -35,8 +36,49 @@ func followUps(req *llm.Request, name string) int {
 // model request holding the follow-up: dispatch → worker → result →
 // injected as a follow-up.
 func (s *offloadSystem) backgroundCaller() (caller, error) {
+	return backgroundRun(s.remote, s.remote.Executor(nil), nil)
+}
+
+// backgroundLoopCaller is backgroundCaller with the in-process executor and
+// a local lookup tool whose handler does not decode its arguments: the
+// agent loop's own part of the background round trip. The tool returns
+// once the model has answered "waiting", so that, as in the JetStream
+// row, the outcome reaches a loop waiting for its live task.
+func backgroundLoopCaller() (caller, error) {
+	var mu sync.Mutex
+	var gate chan struct{}
+	typed := lookup()
+	local := tool.MustNew(typed.Def(), func(ctx context.Context, _ *tool.RunContext, _ json.RawMessage) (any, error) {
+		mu.Lock()
+		g := gate
+		mu.Unlock()
+		select {
+		case <-g:
+			return benchOutput, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	})
+	return backgroundRun(tool.MustSet(local), agent.InProcessExecutor{}, func(start bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if start {
+			gate = make(chan struct{})
+		} else {
+			close(gate)
+		}
+	})
+}
+
+// backgroundRun returns a caller of one agent run with ts's lookup tool
+// run in the background by exec, timed from the model's response holding
+// the call to the model request holding its follow-up. waiting, if not
+// nil, is called with true as the run starts and with false when the model
+// answers "waiting".
+func backgroundRun(ts tool.Toolset, exec agent.Executor, waiting func(start bool)) (caller, error) {
 	var mu sync.Mutex
 	var sent, seen time.Time
+	var answered bool
 	model := script.New("bench-background", func(_ context.Context, req *llm.Request) (*llm.Response, error) {
 		if len(req.Messages) <= 2 { // system prompt and user prompt
 			defer func() {
@@ -52,18 +94,31 @@ func (s *offloadSystem) backgroundCaller() (caller, error) {
 			mu.Unlock()
 			return &llm.Response{Parts: []message.Part{message.Text{Content: "done"}}}, nil
 		}
+		mu.Lock()
+		first := !answered
+		answered = true
+		mu.Unlock()
+		if first && waiting != nil {
+			waiting(false)
+		}
 		return &llm.Response{Parts: []message.Part{message.Text{Content: "waiting"}}}, nil
 	})
 	a, err := agent.New(agent.Config{
 		Model:        model,
-		Toolsets:     []tool.Toolset{s.remote},
-		Capabilities: []agent.Capability{agent.BackgroundTools(agent.BackgroundConfig{Tools: agent.SelectNames("lookup"), Executor: s.remote.Executor(nil)})},
+		Toolsets:     []tool.Toolset{ts},
+		Capabilities: []agent.Capability{agent.BackgroundTools(agent.BackgroundConfig{Tools: agent.SelectNames("lookup"), Executor: exec})},
 		Limits:       agent.UsageLimits{Requests: agent.Unlimited()},
 	})
 	if err != nil {
 		return nil, err
 	}
 	return func(ctx context.Context) (time.Duration, error) {
+		mu.Lock()
+		answered = false
+		mu.Unlock()
+		if waiting != nil {
+			waiting(true)
+		}
 		res, err := a.Run(ctx, "look it up", nil)
 		if err != nil {
 			return 0, err

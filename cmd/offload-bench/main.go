@@ -8,7 +8,8 @@
 //     (batched pulls), with the one-at-a-time raw pattern and the
 //     in-process executor beside it; and the round trip of a background
 //     call through the agent loop (dispatch → worker → result → injected as
-//     a follow-up);
+//     a follow-up), with the same run on the in-process executor beside it
+//     (the agent loop's own part);
 //   - throughput with 1, 2 and 4 worker replicas of 16 slots, and the
 //     scaling from 1 to 4 replicas of 1 slot, against the raw baseline;
 //   - overlap: 20 background calls of 500 ms on 20 worker slots through the
@@ -238,9 +239,13 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	bgLoop, err := backgroundLoopCaller()
+	if err != nil {
+		return err
+	}
 	bgN := max(c.n/4, 10) // an agent run per sample
-	lats, err := measureLatencies(ctx, []caller{rawS.call, rawNS.call, offS.call, bg, inProcessCall()},
-		[]int{c.n, c.n, c.n, bgN, c.n}, c.warmup, 10)
+	lats, err := measureLatencies(ctx, []caller{rawS.call, rawNS.call, offS.call, bg, inProcessCall(), bgLoop},
+		[]int{c.n, c.n, c.n, bgN, c.n, bgN}, c.warmup, 10)
 	for _, s := range []system{rawS, rawNS, offS} {
 		s.stop(ctx)
 	}
@@ -265,10 +270,11 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		"offload inline (RemoteToolset → Dispatcher → Worker → back)",
 		"offload background (agent loop: dispatch → worker → result → follow-up)",
 		"in-process executor",
+		"background, in-process executor: agent loop alone",
 	} {
 		l := lats[i]
 		n := c.n
-		if i == 3 {
+		if i == 3 || i == 5 {
 			n = bgN
 		}
 		fmt.Fprintf(out, "| %s | %d | %s | %s | %.2f× | %.2f× |\n", name, n, l.p50.Round(time.Microsecond), l.p99.Round(time.Microsecond),

@@ -189,11 +189,7 @@ func (b *backgroundTools) WrapRun(ctx context.Context, info *RunInfo, next func(
 		br.caps = append(br.caps, b)
 		return next(ctx)
 	}
-	log := b.log
-	if log == nil {
-		log = info.r.log
-	}
-	br := newBgRun(b, info, log)
+	br := newBgRun(b, info, b.log)
 	if err := br.adopt(ctx, info.r.opts.Background); err != nil {
 		res, _ := br.end(nil, err)
 		return res, err
@@ -217,6 +213,9 @@ func (b *backgroundTools) PrepareTools(ctx context.Context, info *RunInfo, tools
 	br := b.owner(ctx)
 	if br == nil {
 		return tools, nil
+	}
+	if !slices.ContainsFunc(tools, func(t *tool.Tool) bool { return br.mode(ctx, t) == bgOptional }) {
+		return tools, nil // nothing to change
 	}
 	out := make([]*tool.Tool, 0, len(tools))
 	for _, t := range tools {

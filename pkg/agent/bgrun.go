@@ -39,7 +39,7 @@ type bgRun struct {
 	caps  []*backgroundTools // in capability order, owner first
 	info  *RunInfo
 	r     *run
-	log   *slog.Logger
+	log   *slog.Logger // nil: the run's
 
 	stop    chan struct{} // closed when the run ends: watchers return
 	arrival chan struct{} // signalled (capacity 1) when an outcome arrives
@@ -49,6 +49,13 @@ type bgRun struct {
 	live    []*bgTask  // started and not yet delivered, in start order
 	arrived []*bgTask  // finished and not yet delivered, in completion order
 	closed  bool       // the run is ending: late outcomes are refused
+	running int        // live tasks whose outcome was not taken yet
+	// unwatched is the one running task without a watcher goroutine, if
+	// any. A run that no one observes (no OnEvent) starts a task that runs
+	// alone without one: the loop takes its outcome itself, in the idle
+	// wait or when it delivers outcomes, and so in completion order too.
+	// Once a second task runs, the first gets its watcher.
+	unwatched *bgTask
 }
 
 // bgTask is one background call.
@@ -60,6 +67,7 @@ type bgTask struct {
 
 	// Set under bgRun.mu.
 	cancelled bool // cancelled by the run: its outcome is dropped
+	finished  bool // its outcome was taken (by its watcher or the idle wait)
 	val       any
 	err       error
 }
@@ -148,11 +156,29 @@ func (br *bgRun) spawn(ctx context.Context, exec Executor, call *ToolCall, next 
 		return nil, ErrRunCancelled
 	}
 	br.live = append(br.live, t)
-	br.wg.Add(1)
+	// Only an observed run needs a task's finished event when it finishes
+	// rather than when the loop takes its outcome.
+	lazy := br.r.opts.OnEvent == nil && br.running == 0
+	br.running++
+	prev := br.unwatched
+	br.unwatched = nil
+	if lazy {
+		br.unwatched = t
+	} else {
+		br.wg.Add(1)
+	}
+	if prev != nil {
+		br.wg.Add(1)
+	}
 	br.mu.Unlock()
 	br.info.Emit(Event{Type: EventBackgroundTaskStarted, TaskID: t.id, Tool: call.Call.ToolName, ToolCallID: call.Call.ToolCallID})
-	go br.watch(t)
-	return fmt.Sprintf("Tool '%s' is running in the background as task %s. Its result will arrive later as a follow-up message; continue with other work meanwhile.", call.Call.ToolName, t.id), nil
+	if prev != nil {
+		go br.watch(prev)
+	}
+	if !lazy {
+		go br.watch(t)
+	}
+	return "Tool '" + call.Call.ToolName + "' is running in the background as task " + t.id + ". Its result will arrive later as a follow-up message; continue with other work meanwhile.", nil
 }
 
 // retries is the task's tool's retry budget; an adopted task whose tool
@@ -176,7 +202,7 @@ func (br *bgRun) adopt(ctx context.Context, tasks []AdoptedTask) error {
 		t := &bgTask{id: pt.TaskID, call: call, started: pt.StartedAt}
 		br.info.ReserveToolCalls(1)
 		if a.Done {
-			t.val, t.err = a.Value, a.Err
+			t.val, t.err, t.finished = a.Value, a.Err, true
 			br.mu.Lock()
 			br.live = append(br.live, t)
 			br.arrived = append(br.arrived, t)
@@ -194,6 +220,7 @@ func (br *bgRun) adopt(ctx context.Context, tasks []AdoptedTask) error {
 		t.task = task
 		br.mu.Lock()
 		br.live = append(br.live, t)
+		br.running++
 		br.wg.Add(1)
 		br.mu.Unlock()
 		go br.watch(t)
@@ -213,6 +240,26 @@ func (br *bgRun) watch(t *bgTask) {
 			return // detached
 		}
 	}
+	br.finish(t)
+}
+
+// finish queues the outcome of t, whose task is done, for delivery, emits
+// its background_task_finished event and signals its arrival. Its watcher
+// calls it, and so does the idle wait when t is the one task it waits for
+// (one goroutine hand-off less between the outcome and the loop); the
+// first call does the work.
+func (br *bgRun) finish(t *bgTask) {
+	br.mu.Lock()
+	if t.finished {
+		br.mu.Unlock()
+		return
+	}
+	t.finished = true
+	br.running--
+	if br.unwatched == t {
+		br.unwatched = nil
+	}
+	br.mu.Unlock()
 	val, err := t.task.Outcome()
 	br.mu.Lock()
 	t.val, t.err = val, err
@@ -236,6 +283,14 @@ func (br *bgRun) watch(t *bgTask) {
 	}
 }
 
+// logger returns the capability's logger, else the run's.
+func (br *bgRun) logger() *slog.Logger {
+	if br.log != nil {
+		return br.log
+	}
+	return br.r.logger()
+}
+
 // liveCount returns the number of tasks not yet delivered.
 func (br *bgRun) liveCount() int {
 	br.mu.Lock()
@@ -247,6 +302,7 @@ func (br *bgRun) liveCount() int {
 // completion order. A fatal outcome (retries exhausted, the tool's own
 // cancellation) ends the run.
 func (br *bgRun) deliver() ([]message.Part, error) {
+	br.takeUnwatched()
 	br.mu.Lock()
 	arrived := br.arrived
 	br.arrived = nil
@@ -270,6 +326,22 @@ func (br *bgRun) deliver() ([]message.Part, error) {
 	return parts, nil
 }
 
+// takeUnwatched takes the outcome of the task without a watcher, if it is
+// done.
+func (br *bgRun) takeUnwatched() {
+	br.mu.Lock()
+	t := br.unwatched
+	br.mu.Unlock()
+	if t == nil {
+		return
+	}
+	select {
+	case <-t.task.Done():
+		br.finish(t)
+	default:
+	}
+}
+
 // awaitOutcome is the idle wait: when the model ended its turn, it
 // delivers what arrived or, while tasks are live, waits for the next
 // outcome.
@@ -279,14 +351,39 @@ func (br *bgRun) awaitOutcome(ctx context.Context) ([]message.Part, error) {
 		if err != nil || len(parts) > 0 || br.liveCount() == 0 {
 			return parts, err
 		}
+		// With one task running, the wait takes its outcome itself rather
+		// than through its watcher.
+		var sole *bgTask
+		var soleDone <-chan struct{}
+		if sole = br.soleRunning(); sole != nil {
+			soleDone = sole.task.Done()
+		}
 		select {
 		case <-br.arrival:
+		case <-soleDone:
+			br.finish(sole)
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-br.r.opts.Suspend:
 			return nil, errSuspend
 		}
 	}
+}
+
+// soleRunning returns the one live task whose outcome has not been taken,
+// when there is exactly one (an adopted task that had finished has none).
+func (br *bgRun) soleRunning() *bgTask {
+	br.mu.Lock()
+	defer br.mu.Unlock()
+	if br.running != 1 {
+		return nil
+	}
+	for _, t := range br.live {
+		if !t.finished && t.task != nil {
+			return t
+		}
+	}
+	return nil
 }
 
 // followUp is the user message that delivers t's outcome (SPEC §4).
@@ -297,9 +394,18 @@ func (br *bgRun) followUp(t *bgTask) (message.Part, error) {
 	if t.err != nil {
 		br.info.ReserveToolCalls(-1)
 	}
+	err := t.err
+	if err == nil {
+		part, content, merr := returnPart(name, t.call.Call.ToolCallID, t.val)
+		if merr != nil {
+			return br.unexpected(t, merr)
+		}
+		return completed(name, id, part, content), nil
+	}
 	failed := func(detail string) (message.Part, error) {
 		return message.UserText(fmt.Sprintf("Background tool '%s' (task %s) failed: %s", name, id, detail)), nil
 	}
+	// Declared past the common case: errors.As moves them to the heap.
 	var retry *tool.ModelRetry
 	var tf *tool.ToolFailed
 	var ar *tool.ApprovalRequired
@@ -307,14 +413,7 @@ func (br *bgRun) followUp(t *bgTask) (message.Part, error) {
 	var inval *tool.ValidationError
 	var tc *TaskCancelled
 	var fatal *tool.FatalError
-	err := t.err
 	switch {
-	case err == nil:
-		part, content, merr := returnPart(name, t.call.Call.ToolCallID, t.val)
-		if merr != nil {
-			return br.unexpected(t, merr)
-		}
-		return completed(name, id, part, content), nil
 	case errors.As(err, &retry):
 		if e := br.r.consumeLateRetry(name, t.retries()); e != nil {
 			return nil, e
@@ -355,7 +454,7 @@ func (br *bgRun) followUp(t *bgTask) (message.Part, error) {
 // model sees only its type. With Config.FailOnToolError it ends the run.
 func (br *bgRun) unexpected(t *bgTask, err error) (message.Part, error) {
 	typ := tool.ErrorType(err)
-	br.log.Error("background tool failed", append([]any{slog.String("tool", t.call.Call.ToolName), slog.String("task_id", t.id), slog.String("error_type", typ), slog.Any("error", err)}, panicStack(err)...)...)
+	br.logger().Error("background tool failed", append([]any{slog.String("tool", t.call.Call.ToolName), slog.String("task_id", t.id), slog.String("error_type", typ), slog.Any("error", err)}, panicStack(err)...)...)
 	if br.r.a.cfg.FailOnToolError {
 		return nil, fmt.Errorf("tool %s: %w", t.call.Call.ToolName, err)
 	}
@@ -366,7 +465,7 @@ func (br *bgRun) unexpected(t *bgTask, err error) (message.Part, error) {
 // the tool.Return's extra content (joined to the text when it is all text,
 // else as further items). Application metadata is not carried.
 func completed(name, id string, part message.ToolReturn, content []message.Content) message.Part {
-	text := fmt.Sprintf("Background tool '%s' (task %s) completed.\nResult: %s", name, id, part.ModelText())
+	text := "Background tool '" + name + "' (task " + id + ") completed.\nResult: " + part.ModelText()
 	allText := true
 	for _, c := range content {
 		if c.Type != "text" {
@@ -388,6 +487,7 @@ func completed(name, id string, part message.ToolReturn, content []message.Conte
 // detaches the tasks that can outlive the process, lists them in
 // res.Background, and cancels the others.
 func (br *bgRun) end(res *Result, err error) (*Result, error) {
+	br.takeUnwatched() // as its watcher would have
 	br.mu.Lock()
 	br.closed = true
 	live := append([]*bgTask(nil), br.live...)

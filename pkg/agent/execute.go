@@ -60,6 +60,14 @@ func (r *run) executeAll(ctx context.Context, st *stepState, slots []*slot) erro
 			batch = nil
 			return err
 		}
+		if len(batch) == 1 {
+			// A lone call runs on the loop's goroutine: no goroutine to
+			// start (and wake a thread for), no fresh stack to grow.
+			s := batch[0]
+			s.ran = s.held == nil
+			batch = nil
+			return r.runCall(ctx, st, s)
+		}
 		for i, s := range batch {
 			s.ran = s.held == nil
 			wg.Go(func() {
@@ -143,6 +151,17 @@ func (r *run) runCall(ctx context.Context, st *stepState, s *slot) error {
 // outcome interprets what a tool returned.
 func (r *run) outcome(ctx context.Context, st *stepState, s *slot, val any, err error) error {
 	name, id := s.call.ToolName, s.call.ToolCallID
+	if err == nil {
+		part, content, merr := returnPart(name, id, val)
+		if merr != nil {
+			return r.unexpected(s, merr)
+		}
+		s.part, s.content = part, content
+		r.addToolCalls(1)
+		st.succeeded(name)
+		return nil
+	}
+	// Declared past the common case: errors.As moves them to the heap.
 	var retry *tool.ModelRetry
 	var failed *tool.ToolFailed
 	var ar *tool.ApprovalRequired
@@ -150,16 +169,6 @@ func (r *run) outcome(ctx context.Context, st *stepState, s *slot, val any, err 
 	var inval *tool.ValidationError
 	var fatal *tool.FatalError
 	switch {
-	case err == nil:
-		part, content, merr := returnPart(name, id, val)
-		if merr != nil {
-			return r.unexpected(s, merr)
-		}
-		s.part, s.content = part, content
-		r.addToolCalls(1)
-		st.mu.Lock()
-		st.ok[name] = true
-		st.mu.Unlock()
 	case errors.As(err, &ar):
 		s.deferKind, s.deferMeta, s.hasMeta, s.deferTask = deferred.KindApproval, tool.DeepCopy(ar.Metadata), ar.Metadata != nil, ar.TaskID
 	case errors.As(err, &cd):
@@ -191,7 +200,7 @@ func (r *run) outcome(ctx context.Context, st *stepState, s *slot, val any, err 
 // ends the run.
 func (r *run) unexpected(s *slot, err error) error {
 	typ := tool.ErrorType(err)
-	r.log.Error("tool failed", append([]any{slog.String("tool", s.call.ToolName), slog.String("tool_call_id", s.call.ToolCallID), slog.String("error_type", typ), slog.Any("error", err)}, panicStack(err)...)...)
+	r.logger().Error("tool failed", append([]any{slog.String("tool", s.call.ToolName), slog.String("tool_call_id", s.call.ToolCallID), slog.String("error_type", typ), slog.Any("error", err)}, panicStack(err)...)...)
 	if r.a.cfg.FailOnToolError {
 		return fmt.Errorf("tool %s: %w", s.call.ToolName, err)
 	}
@@ -215,7 +224,9 @@ func returnPart(name, id string, val any) (message.ToolReturn, []message.Content
 		val, content, md = x.Value, x.Content, x.Metadata
 	}
 	var raw json.RawMessage
-	if r, ok := val.(json.RawMessage); ok {
+	if s, ok := val.(string); ok {
+		raw = jsonString(s)
+	} else if r, ok := val.(json.RawMessage); ok {
 		if len(r) == 0 {
 			r = json.RawMessage("null")
 		}

@@ -18,9 +18,15 @@ func lastResponse(h message.History) int {
 
 // answeredAfter returns the IDs of the calls answered (a tool return or a
 // retry prompt) in the requests that follow history[i], up to the next
-// response.
+// response. The map is nil (read-only) when there are none.
 func answeredAfter(h message.History, i int) map[string]bool {
-	out := map[string]bool{}
+	var out map[string]bool
+	add := func(id string) {
+		if out == nil {
+			out = map[string]bool{}
+		}
+		out[id] = true
+	}
 	for _, m := range h[i+1:] {
 		if m.Role == message.RoleResponse {
 			break
@@ -28,10 +34,10 @@ func answeredAfter(h message.History, i int) map[string]bool {
 		for _, p := range m.Parts {
 			switch x := p.(type) {
 			case message.ToolReturn:
-				out[x.ToolCallID] = true
+				add(x.ToolCallID)
 			case message.RetryPrompt:
 				if x.ToolCallID != "" {
-					out[x.ToolCallID] = true
+					add(x.ToolCallID)
 				}
 			}
 		}

@@ -26,8 +26,12 @@ type run struct {
 	caps          []Capability
 	limits        UsageLimits
 	allowDeferred bool
-	log           *slog.Logger
 	info          *RunInfo
+
+	// logOnce builds log, the agent's logger with the run's IDs, when the
+	// run first logs: most runs never do.
+	logOnce sync.Once
+	log     *slog.Logger
 
 	runID, convID string
 	newFrom       int
@@ -58,9 +62,8 @@ func newRun(a *Agent, prompt string, opts *RunOptions) *run {
 		caps:          append(slices.Clone(a.cfg.Capabilities), opts.Capabilities...),
 		limits:        a.cfg.Limits,
 		allowDeferred: a.cfg.AllowDeferred || opts.AllowDeferred,
-		log:           a.log,
 		runID:         ulid.Make().String(),
-		history:       repairDangling(opts.History),
+		history:       slices.Grow(repairDangling(opts.History), 8), // room for a few steps' messages
 		retries:       map[string]int{},
 	}
 	if opts.Limits != nil {
@@ -80,8 +83,15 @@ func newRun(a *Agent, prompt string, opts *RunOptions) *run {
 	}
 	r.newFrom = len(r.history)
 	r.info = &RunInfo{RunID: r.runID, ConversationID: r.convID, Deps: opts.Deps, r: r}
-	r.log = r.log.With(slog.String("run_id", r.runID), slog.String("conversation_id", r.convID))
 	return r
+}
+
+// logger returns the agent's logger with the run's IDs.
+func (r *run) logger() *slog.Logger {
+	r.logOnce.Do(func() {
+		r.log = r.a.log.With(slog.String("run_id", r.runID), slog.String("conversation_id", r.convID))
+	})
+	return r.log
 }
 
 func (r *run) emit(e Event) {
@@ -490,9 +500,10 @@ func (r *run) request(ctx context.Context, req message.Message) (message.Message
 	if err != nil {
 		return message.Message{}, err
 	}
-	lreq := &llm.Request{Messages: wireMessages(r.historySnapshot()), Settings: r.a.cfg.Settings}
-	lreq.OnRetry = func(rt llm.Retry) {
-		r.emit(Event{Type: EventModelRequestRetry, Attempt: rt.Attempt, Reason: rt.Reason})
+	lreq := &llm.Request{Messages: r.wireHistory(), Settings: r.a.cfg.Settings}
+	lreq.OnRetry = r.onRetry
+	if len(tools) > 0 {
+		lreq.Tools = make([]llm.ToolDef, 0, len(tools))
 	}
 	for _, t := range tools {
 		lreq.Tools = append(lreq.Tools, llm.ToolDef{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
@@ -531,6 +542,11 @@ func (r *run) request(ctx context.Context, req message.Message) (message.Message
 	return r.message(r.lastIndex()), nil
 }
 
+// onRetry reports a model request's retry as an event.
+func (r *run) onRetry(rt llm.Retry) {
+	r.emit(Event{Type: EventModelRequestRetry, Attempt: rt.Attempt, Reason: rt.Reason})
+}
+
 func (r *run) requestLimit() int {
 	if r.limits.Requests == nil {
 		return DefaultRequestLimit
@@ -559,19 +575,15 @@ func (r *run) checkTokens(u message.Usage) error {
 // capabilities. Duplicate names are an error.
 func (r *run) tools(ctx context.Context) ([]*tool.Tool, error) {
 	var all []*tool.Tool
-	seen := map[string]bool{}
 	for _, ts := range r.a.cfg.Toolsets {
 		tools, err := ts.Tools(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("agent: list tools: %w", err)
 		}
-		for _, t := range tools {
-			if seen[t.Name] {
-				return nil, &UserError{Message: fmt.Sprintf("agent: tool name %q is offered by more than one toolset", t.Name)}
-			}
-			seen[t.Name] = true
-			all = append(all, t)
-		}
+		all = append(all, tools...)
+	}
+	if name, dup := duplicateName(all); dup {
+		return nil, &UserError{Message: fmt.Sprintf("agent: tool name %q is offered by more than one toolset", name)}
 	}
 	for _, c := range r.caps {
 		if p, ok := c.(ToolsPreparer); ok {
@@ -584,12 +596,38 @@ func (r *run) tools(ctx context.Context) ([]*tool.Tool, error) {
 	return all, nil
 }
 
+// duplicateName returns the first name that two of tools share, if any.
+func duplicateName(tools []*tool.Tool) (string, bool) {
+	if len(tools) <= 16 {
+		for i, t := range tools {
+			for _, u := range tools[:i] {
+				if u.Name == t.Name {
+					return t.Name, true
+				}
+			}
+		}
+		return "", false
+	}
+	seen := make(map[string]bool, len(tools))
+	for _, t := range tools {
+		if seen[t.Name] {
+			return t.Name, true
+		}
+		seen[t.Name] = true
+	}
+	return "", false
+}
+
 // wireMessages prepares the history for the model: consecutive requests are
 // merged (a paused run's trailing request and the resume's request, queued
 // messages), and in every request tool results come before other parts, as
 // OpenAI-compatible APIs require tool messages right after the assistant
-// message that called them.
+// message that called them. A history that needs neither is returned as
+// it is (capped, so that appending to it copies it).
 func wireMessages(h message.History) []message.Message {
+	if wireReady(h) {
+		return h[:len(h):len(h)]
+	}
 	out := make([]message.Message, 0, len(h))
 	for _, m := range h {
 		if n := len(out); n > 0 && m.Role == message.RoleRequest && out[n-1].Role == message.RoleRequest {
@@ -601,7 +639,7 @@ func wireMessages(h message.History) []message.Message {
 		out = append(out, m)
 	}
 	for i, m := range out {
-		if m.Role != message.RoleRequest {
+		if m.Role != message.RoleRequest || resultsFirst(m.Parts) {
 			continue
 		}
 		var results, rest []message.Part
@@ -623,4 +661,39 @@ func wireMessages(h message.History) []message.Message {
 		out[i] = m
 	}
 	return out
+}
+
+// wireReady reports whether wireMessages would leave h as it is: no two
+// requests in a row, and tool results first in every request.
+func wireReady(h message.History) bool {
+	for i, m := range h {
+		if m.Role != message.RoleRequest {
+			continue
+		}
+		if i > 0 && h[i-1].Role == message.RoleRequest || !resultsFirst(m.Parts) {
+			return false
+		}
+	}
+	return true
+}
+
+// resultsFirst reports whether no tool result (a tool return, or a retry
+// prompt answering a call) follows another part in parts: wireMessages
+// leaves such a request as it is.
+func resultsFirst(parts []message.Part) bool {
+	other := false
+	for _, p := range parts {
+		result := false
+		switch x := p.(type) {
+		case message.ToolReturn:
+			result = true
+		case message.RetryPrompt:
+			result = x.ToolCallID != ""
+		}
+		if result && other {
+			return false
+		}
+		other = other || !result
+	}
+	return true
 }

@@ -36,6 +36,24 @@ func (r *run) appendMessage(m message.Message) {
 	r.mu.Unlock()
 }
 
+// wireHistory returns wireMessages of the history, without copying it
+// first: wireMessages copies what it changes, and the messages it leaves
+// may share the history's array, since the loop only appends to the
+// history once a request was built (a step records its deferred calls in
+// the response it handles before the next request).
+func (r *run) wireHistory() []message.Message {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return wireMessages(r.history)
+}
+
+// answeredAfter is answeredAfter of the history, without copying it.
+func (r *run) answeredAfter(i int) map[string]bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return answeredAfter(r.history, i)
+}
+
 // lastIndex returns the index of the history's last message.
 func (r *run) lastIndex() int {
 	r.mu.Lock()

@@ -62,19 +62,22 @@ func (r *run) step(ctx context.Context, respIdx int, supplied *deferred.Results)
 	if err != nil {
 		return nil, nil, err
 	}
-	byName := map[string]*tool.Tool{}
-	var names []string
+	byName := make(map[string]*tool.Tool, len(tools))
 	for _, t := range tools {
 		byName[t.Name] = t
-		names = append(names, "'"+t.Name+"'")
 	}
-	st := &stepState{failed: map[string]bool{}, ok: map[string]bool{}}
-	var slots []*slot
-	for i, c := range resp.ToolCalls() {
+	st := &stepState{}
+	calls := resp.ToolCalls()
+	slots := make([]*slot, 0, len(calls))
+	var names []string // the tools' names, for the retry prompt of an unknown one
+	for i, c := range calls {
 		s := &slot{index: i, call: c, t: byName[c.ToolName]}
 		switch {
 		case s.t == nil:
 			s.kind = kindUnknown
+			if names == nil {
+				names = toolNames(tools)
+			}
 		case s.t.Kind == tool.KindExternal:
 			s.kind = kindExternal
 		case s.t.RequiresApproval:
@@ -83,7 +86,7 @@ func (r *run) step(ctx context.Context, respIdx int, supplied *deferred.Results)
 		slots = append(slots, s)
 	}
 	defer r.endStep(st)
-	done := answeredAfter(r.historySnapshot(), respIdx)
+	done := r.answeredAfter(respIdx)
 	for _, s := range slots {
 		s.skip = done[s.call.ToolCallID]
 	}
@@ -116,6 +119,15 @@ func (r *run) step(ctx context.Context, respIdx int, supplied *deferred.Results)
 		}
 	}
 	return resultParts(slots), reqs, nil
+}
+
+// toolNames lists the tools' names, quoted, for unknownToolText.
+func toolNames(tools []*tool.Tool) []string {
+	names := make([]string, 0, len(tools))
+	for _, t := range tools {
+		names = append(names, "'"+t.Name+"'")
+	}
+	return names
 }
 
 func ranAny(slots []*slot) bool {

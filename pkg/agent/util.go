@@ -6,9 +6,29 @@ import (
 	"strings"
 )
 
+// jsonString returns s as JSON, as json.Marshal writes it.
 func jsonString(s string) json.RawMessage {
+	if plainASCII(s) {
+		b := make(json.RawMessage, 0, len(s)+2)
+		b = append(b, '"')
+		b = append(b, s...)
+		return append(b, '"')
+	}
 	b, _ := json.Marshal(s)
 	return b
+}
+
+// plainASCII reports whether json.Marshal writes s between quotes as it
+// is: printable ASCII without quotes, backslashes or the characters it
+// escapes for HTML.
+func plainASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20, c >= 0x80, c == '"', c == '\\', c == '<', c == '>', c == '&':
+			return false
+		}
+	}
+	return true
 }
 
 func boolPtr(b bool) *bool { return &b }

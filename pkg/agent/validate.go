@@ -13,11 +13,22 @@ import (
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
-// stepState tracks the retry accounting of one step.
+// stepState tracks the retry accounting of one step. Its maps are made
+// when first written.
 type stepState struct {
 	mu     sync.Mutex
 	failed map[string]bool
 	ok     map[string]bool
+}
+
+// succeeded records that a call of the named tool succeeded in the step.
+func (st *stepState) succeeded(name string) {
+	st.mu.Lock()
+	if st.ok == nil {
+		st.ok = map[string]bool{}
+	}
+	st.ok[name] = true
+	st.mu.Unlock()
 }
 
 // precheck refuses a batch of n calls that would exceed the tool call limit.
@@ -141,6 +152,9 @@ func (r *run) consumeRetry(st *stepState, name string, max int) error {
 		return retriesExceeded(name, max)
 	}
 	st.mu.Lock()
+	if st.failed == nil {
+		st.failed = map[string]bool{}
+	}
 	st.failed[name] = true
 	st.mu.Unlock()
 	return nil

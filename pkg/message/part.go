@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"unicode/utf8"
 )
 
 // Part is one piece of a [Message]. The concrete types are [SystemPrompt],
@@ -113,6 +114,9 @@ func ContentText(raw json.RawMessage) string {
 		return ""
 	}
 	if raw[0] == '"' {
+		if s, ok := plainString(raw); ok {
+			return s
+		}
 		var s string
 		if json.Unmarshal(raw, &s) == nil {
 			return s
@@ -123,6 +127,25 @@ func ContentText(raw json.RawMessage) string {
 		return buf.String()
 	}
 	return string(raw)
+}
+
+// plainString returns the contents of a JSON string without escapes, in
+// valid UTF-8, as json.Unmarshal would (a string that is not plain is left
+// to it).
+func plainString(raw json.RawMessage) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return "", false
+	}
+	body := raw[1 : len(raw)-1]
+	for _, c := range body {
+		if c == '\\' || c == '"' || c < 0x20 {
+			return "", false
+		}
+	}
+	if !utf8.Valid(body) {
+		return "", false
+	}
+	return string(body), true
 }
 
 // RetrySuffix ends every retry prompt sent to the model.

@@ -57,6 +57,11 @@ type RemoteToolset struct {
 	changed chan struct{}            // closed at the next change
 	held    map[string]*Handle       // background tasks held for a resume, by task ID (remote_background.go)
 
+	// tools is the last answer of Tools, valid until toolsUntil (the
+	// first expiry among its entries) or the next registry update.
+	tools      []*tool.Tool
+	toolsUntil time.Time
+
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -191,6 +196,7 @@ func (r *RemoteToolset) apply(e jetstream.KeyValueEntry) {
 	} else {
 		delete(r.entries, key)
 	}
+	r.tools = nil
 	close(r.changed)
 	r.changed = make(chan struct{})
 }
@@ -208,6 +214,9 @@ func (r *RemoteToolset) Tools(context.Context) ([]*tool.Tool, error) {
 	now := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.tools != nil && now.Before(r.toolsUntil) {
+		return slices.Clone(r.tools), nil
+	}
 	chosen := make(map[string]string) // name → key
 	for key, e := range r.entries {
 		if !e.ExpiresAt.After(now) {
@@ -221,10 +230,17 @@ func (r *RemoteToolset) Tools(context.Context) ([]*tool.Tool, error) {
 		}
 	}
 	out := make([]*tool.Tool, 0, len(chosen))
+	var until time.Time
+	usable := true
 	for name, key := range chosen {
-		t, err := r.buildLocked(r.entries[key])
+		e := r.entries[key]
+		if until.IsZero() || e.ExpiresAt.Before(until) {
+			until = e.ExpiresAt
+		}
+		t, err := r.buildLocked(e)
 		if err != nil {
 			r.log.Warn("registry entry unusable", slog.String("key", key), slog.Any("error", err))
+			usable = false
 			continue
 		}
 		out = append(out, t)
@@ -239,6 +255,12 @@ func (r *RemoteToolset) Tools(context.Context) ([]*tool.Tool, error) {
 		}
 		return 0
 	})
+	if usable && len(out) > 0 {
+		// Until an entry expires or the registry changes, the answer stays
+		// the same: it is kept rather than built again at every step.
+		r.tools, r.toolsUntil = out, until
+		return slices.Clone(out), nil
+	}
 	return out, nil
 }
 

@@ -39,4 +39,5 @@ var scenarios = []scenario{
 	{"SlowCallsDoNotHoldBackQuickOnes", acceptance},
 	{"SuspendDetachesOrCancelsLiveTasks", suspend},
 	{"EventsNameTheTask", eventsNameTheTask},
+	{"CompletionOrderAcrossSteps", completionOrderAcrossSteps},
 }

@@ -1,0 +1,167 @@
+package natsjs_test
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/llm"
+	"github.com/offload-dev/offload/pkg/llm/script"
+	"github.com/offload-dev/offload/pkg/message"
+	"github.com/offload-dev/offload/pkg/metrics"
+	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/tool"
+)
+
+// The payloads of offload-bench's measured call.
+const benchArgs = `{"query":"quarterly revenue of the northern region by product line, excluding returns and internal transfers","limit":20,"filters":{"lang":"en","since":"2026-01-01","until":"2026-06-30","region":"north"}}`
+
+var benchOutput = "Found 20 rows: " + strings.Repeat("north/widgets 1.2M, ", 9)
+
+type benchLookupArgs struct {
+	Query   string            `json:"query"`
+	Limit   int               `json:"limit"`
+	Filters map[string]string `json:"filters,omitempty"`
+}
+
+// BenchmarkBackgroundRoundTripJetStream is offload-bench's two round trips
+// of a remote call on an embedded server, one worker with one slot: "inline"
+// is the remote tool's handler (Dispatcher → Worker → back); "background"
+// is one agent run per op with BackgroundTools and RemoteToolset.Executor,
+// timed (rt-p50-ns) from the model's response holding the call to the
+// model request holding its follow-up. The difference between their
+// rt-p50-ns is the agent loop's own part. The server runs in this process,
+// so a CPU profile holds it too.
+func BenchmarkBackgroundRoundTripJetStream(b *testing.B) {
+	srv := natstest.Start(b)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	lookup := tool.Func("lookup", "Looks rows up.", func(_ context.Context, _ *tool.RunContext, a benchLookupArgs) (string, error) {
+		if a.Query == "" {
+			return "", tool.Retry("query is empty")
+		}
+		return benchOutput, nil
+	})
+	w, err := natsjs.NewWorker(natsjs.WorkerConfig{Conn: srv.Conn(b), ID: "bench", Tools: []*tool.Tool{lookup}, Concurrency: 1, Logger: testLogger()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = w.Stop(context.Background()) }()
+	d, err := natsjs.NewDispatcher(natsjs.DispatcherConfig{Conn: srv.Conn(b), Metrics: metrics.NewAgent(prometheus.NewRegistry()), Logger: testLogger()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := d.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = d.Stop(context.Background()) }()
+	rt, err := natsjs.NewRemoteToolset(ctx, natsjs.RemoteConfig{Conn: srv.Conn(b), Dispatcher: d, Logger: testLogger()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = rt.Close() }()
+	var remote *tool.Tool
+	for remote == nil {
+		changed := rt.Changed()
+		if tools, _ := rt.Tools(ctx); len(tools) == 1 {
+			remote = tools[0]
+			break
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			b.Fatal("the lookup tool never appeared")
+		}
+	}
+
+	b.Run("inline", func(b *testing.B) {
+		rc := &tool.RunContext{ConversationID: protocol.NewID(), RunID: "run", ToolCallID: "c", ToolName: "lookup"}
+		spans := make([]time.Duration, 0, b.N)
+		b.ReportAllocs()
+		for b.Loop() {
+			start := time.Now()
+			if _, err := remote.Run(ctx, rc, json.RawMessage(benchArgs)); err != nil {
+				b.Fatal(err)
+			}
+			spans = append(spans, time.Since(start))
+		}
+		reportSpans(b, spans)
+	})
+
+	b.Run("background", func(b *testing.B) {
+		var mu sync.Mutex
+		var sent, seen time.Time
+		prefix := "Background tool 'lookup'"
+		followUp := func(req *llm.Request) bool {
+			for _, m := range req.Messages {
+				for _, p := range m.Parts {
+					if u, ok := p.(message.UserPrompt); ok && len(u.Content) > 0 && strings.HasPrefix(u.Content[0].Text, prefix) {
+						return true
+					}
+				}
+			}
+			return false
+		}
+		call := &llm.Response{Parts: []message.Part{message.ToolCall{ToolName: "lookup", ToolCallID: "call_1", Args: benchArgs}}}
+		model := script.New("bench-background", func(_ context.Context, req *llm.Request) (*llm.Response, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if len(req.Messages) <= 2 {
+				defer func() { sent = time.Now() }()
+				return call, nil
+			}
+			if followUp(req) {
+				seen = time.Now()
+				return &llm.Response{Parts: []message.Part{message.Text{Content: "done"}}}, nil
+			}
+			return &llm.Response{Parts: []message.Part{message.Text{Content: "waiting"}}}, nil
+		})
+		a, err := agent.New(agent.Config{
+			Model:        model,
+			Toolsets:     []tool.Toolset{rt},
+			Capabilities: []agent.Capability{agent.BackgroundTools(agent.BackgroundConfig{Tools: agent.SelectNames("lookup"), Executor: rt.Executor(nil)})},
+			Limits:       agent.UsageLimits{Requests: agent.Unlimited()},
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		spans := make([]time.Duration, 0, b.N)
+		b.ReportAllocs()
+		for b.Loop() {
+			res, err := a.Run(ctx, "look it up", nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if res.Output != "done" {
+				b.Fatalf("run ended with %q", res.Output)
+			}
+			mu.Lock()
+			spans = append(spans, seen.Sub(sent))
+			mu.Unlock()
+		}
+		reportSpans(b, spans)
+	})
+}
+
+// reportSpans reports the median and 99th percentile of spans.
+func reportSpans(b *testing.B, spans []time.Duration) {
+	b.StopTimer()
+	if len(spans) == 0 {
+		return
+	}
+	slices.Sort(spans)
+	b.ReportMetric(float64(spans[len(spans)/2].Nanoseconds()), "rt-p50-ns")
+	b.ReportMetric(float64(spans[len(spans)*99/100].Nanoseconds()), "rt-p99-ns")
+}
