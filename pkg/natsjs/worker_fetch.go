@@ -1,31 +1,64 @@
 package natsjs
 
 import (
-	"context"
 	"errors"
 	"log/slog"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
 // fetch pulls the tasks of one tool for as many slots as are free: a pull
-// request is issued only once a slot is held, and asks for one task per
-// slot then held, so no task waits in this process while another replica
-// could run it (see [slotPool] for how slots rotate among the tools). One
-// request covers every free slot instead of one request per task. Each
-// task pulled is handed, with its slot, to an idle runner of the tool
-// (see run); a runner is a long-lived goroutine that has grown its stack
-// once, where a goroutine per task would grow a fresh one for every task
-// (schema validation and JSON decoding go deep).
+// request is issued only for slots held, and asks for one task per slot,
+// so no task waits in this process while another replica could run it
+// (see [slotPool] for how slots rotate among the tools). A slot freed
+// while requests are outstanding is asked for at once, in a request of its
+// own with every other slot then free, rather than once they have been
+// answered: a freed slot waits one round trip for its next task, not that
+// plus the rest of another request's. Each task pulled is handed, with its
+// slot, to an idle runner of the tool (see run); a runner is a long-lived
+// goroutine that has grown its stack once, where a goroutine per task
+// would grow a fresh one for every task (schema validation and JSON
+// decoding go deep).
 func (w *Worker) fetch(t *tool.Tool, c jetstream.Consumer, runners chan<- jetstream.Msg) {
 	defer w.fetchers.Done()
 	info := c.CachedInfo()
 	p := newPuller(w.cfg.Conn, info.Stream, info.Name, w.cfg.Concurrency)
-	defer p.close()
+	freed := w.slots.watch()
+	defer w.slots.unwatch(freed)
+
+	// While a long request may be outstanding, a fetcher of another tool
+	// that has to wait for a slot may preempt this one (close preempt):
+	// every request is then abandoned, and their slots given back.
+	var pl *pull
+	preempt := make(chan struct{})
+	unregister := func() {
+		if pl != nil {
+			w.slots.endPull(pl)
+			pl = nil
+		}
+		select {
+		case <-preempt: // preempted meanwhile
+			preempt = make(chan struct{})
+		default:
+		}
+	}
+	abandon := func() {
+		unregister()
+		for range p.abandon() {
+			w.slots.release()
+		}
+	}
+	defer abandon()
+
+	// No message at all for this long while requests are outstanding means
+	// the server lost them (a restart): they are abandoned.
+	guard := time.NewTimer(pullWait)
+	defer guard.Stop()
+	lostAfter := shortPull + time.Second
+
 	handoff := func(msg jetstream.Msg) {
 		select {
 		case runners <- msg:
@@ -36,36 +69,89 @@ func (w *Worker) fetch(t *tool.Tool, c jetstream.Consumer, runners chan<- jetstr
 		}
 	}
 	for {
-		if err := w.slots.acquire(w.fetchCtx, t.Name); err != nil {
-			return
-		}
-		held := 1 + w.slots.tryAcquire(w.cfg.Concurrency-1)
-		pctx, cancel := context.WithCancel(w.fetchCtx)
-		pl := w.slots.startPull(cancel, t.Name)
-		expires := shortPull
-		if pl.long {
-			expires = pullWait
-		}
-		n, err := p.pull(pctx, held, expires, handoff)
-		w.slots.endPull(pl)
-		cancel()
-		for range held - n { // the slots no task came for
-			w.slots.release()
-		}
-		if err != nil {
-			if w.fetchCtx.Err() != nil {
+		// Ask for every free slot, waiting for one while none is held.
+		n := 0
+		if p.held == 0 {
+			if err := w.slots.acquire(w.fetchCtx, t.Name); err != nil {
 				return
 			}
-			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.Is(err, nats.ErrTimeout) {
+			n = 1
+		}
+		if room := w.cfg.Concurrency - p.held - n; room > 0 {
+			n += w.slots.tryAcquire(room)
+		}
+		if n > 0 {
+			long := w.slots.longPull(t.Name)
+			expires := shortPull
+			if long {
+				expires = pullWait
+			}
+			if err := p.request(n, expires); err != nil {
+				for range n {
+					w.slots.release()
+				}
+				abandon()
+				w.log.Warn("pull failed", slog.String("tool", t.Name), slog.Any("error", err))
+				if !w.sleep(fetchRetryWait) {
+					return
+				}
 				continue
 			}
-			w.log.Warn("pull failed", slog.String("tool", t.Name), slog.Any("error", err))
-			select {
-			case <-time.After(fetchRetryWait):
-			case <-w.fetchCtx.Done():
-				return
+			if long && pl == nil {
+				ch := preempt
+				pl = w.slots.startPull(func() { close(ch) }, t.Name)
+				lostAfter = pullWait + time.Second
 			}
+			guard.Reset(lostAfter)
 		}
+		select {
+		case m := <-p.msgs:
+			task, n, err := p.receive(m)
+			for range n {
+				w.slots.release()
+			}
+			switch {
+			case errors.Is(err, errUncounted) && task != nil:
+				_ = task.Nak() // no slot was asked for it
+				w.log.Warn("pull failed", slog.String("tool", t.Name), slog.Any("error", err))
+				abandon()
+			case err != nil:
+				w.log.Warn("pull failed", slog.String("tool", t.Name), slog.Any("error", err))
+				abandon()
+				if !errors.Is(err, errUncounted) && !w.sleep(fetchRetryWait) {
+					return
+				}
+			case task != nil:
+				handoff(task)
+			}
+			if p.held == 0 {
+				unregister()
+				lostAfter = shortPull + time.Second
+			} else {
+				guard.Reset(lostAfter)
+			}
+		case <-freed:
+		case <-preempt:
+			abandon()
+		case <-guard.C:
+			if p.held > 0 {
+				w.log.Debug("pull requests unanswered; asking again", slog.String("tool", t.Name))
+				abandon()
+			}
+		case <-w.fetchCtx.Done():
+			return
+		}
+	}
+}
+
+// sleep waits d, or less if the worker stops; it reports whether it did
+// not stop.
+func (w *Worker) sleep(d time.Duration) bool {
+	select {
+	case <-time.After(d):
+		return true
+	case <-w.fetchCtx.Done():
+		return false
 	}
 }
 

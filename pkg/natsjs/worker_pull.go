@@ -12,26 +12,31 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// puller pulls tasks from a durable consumer for one tool's pulling
-// goroutine, over a subscription that lives as long as it does (jetstream's
-// Consumer.Next subscribes and unsubscribes an inbox, and starts a
-// goroutine, for every task). Each pull request asks for as many messages
-// as slots were free when it was made, and has its own reply
-// subject under the subscription's wildcard, so that a status answering an abandoned request is told apart. A request is only
-// abandoned (ctx ended, or no answer well past its expiry) by dropping the
-// subscription with it, so that a task delivered to an abandoned request
-// never waits in this process: it is redelivered after its ack wait, as
-// with Consumer.Next.
+// puller pulls tasks from a durable consumer for one tool's fetcher, over
+// a subscription that lives as long as it does (jetstream's Consumer.Next
+// subscribes and unsubscribes an inbox, and starts a goroutine, for every
+// task). Each pull request asks for as many messages as the fetcher held
+// free slots when it made it, and has its own reply subject under the
+// subscription's wildcard. Several requests may be outstanding at once, so
+// that a slot freed while others wait is asked for at once; the puller
+// counts the slots they hold together (held): each task delivered takes
+// one, and a request's end (its expiry, with the count of messages it did
+// not get) gives the rest back. Requests are only abandoned (the fetcher
+// stops or is preempted, a status it cannot count, or no answer well past
+// the requests' expiry) by dropping the subscription with all of them, so
+// that a task delivered to an abandoned request never waits in this
+// process: it is redelivered after its ack wait, as with Consumer.Next.
+// A puller is used by one goroutine.
 type puller struct {
 	nc      *nats.Conn
 	subject string // the consumer's next-message API subject
-	base    string // the subscription's inbox prefix
+	base    string // the subscription's inbox prefix, with its final dot
 	sub     *nats.Subscription
 	msgs    chan *nats.Msg
 	seq     uint64
-	req     []byte      // the pull request's payload, reused
-	guard   *time.Timer // bounds the wait for an answer, reused
-	max     int         // the largest batch asked for
+	req     []byte // a pull request's payload, reused
+	max     int    // the most slots held at once
+	held    int    // slots held by the outstanding requests
 }
 
 // Status codes of pull responses.
@@ -42,88 +47,92 @@ const (
 	statusConflict = "409"
 )
 
-// newPuller returns a puller asking for at most max messages at once.
+// newPuller returns a puller holding at most max slots at once.
 func newPuller(nc *nats.Conn, stream, consumer string, max int) *puller {
 	return &puller{nc: nc, subject: "$JS.API.CONSUMER.MSG.NEXT." + stream + "." + consumer, max: max}
 }
 
-// close drops the subscription.
-func (p *puller) close() {
+// abandon drops the subscription with every outstanding request and
+// returns how many slots they held.
+func (p *puller) abandon() int {
 	if p.sub != nil {
 		_ = p.sub.Unsubscribe()
 		p.sub = nil
 	}
+	n := p.held
+	p.held = 0
+	return n
 }
 
-// pull asks for up to batch messages, waiting at most expires for them to
-// be stored, and gives each to deliver as it arrives. It returns how many
-// were delivered; the request is over when batch have come or the server
-// ended it (err nats.ErrTimeout when it expired first), or when ctx ended
-// (ctx's error), which drops the subscription so that no message still on
-// its way waits in this process. A request is answered in full before the
-// next is made, so every data message belongs to the current one.
-func (p *puller) pull(ctx context.Context, batch int, expires time.Duration, deliver func(jetstream.Msg)) (int, error) {
-	batch = max(1, min(batch, p.max))
+// request asks for batch messages, one per slot the caller took for it,
+// waiting at most expires for them to be stored. On error the caller
+// still holds the slots.
+func (p *puller) request(batch int, expires time.Duration) error {
+	if p.held+batch > p.max {
+		return fmt.Errorf("natsjs: pull: %d slots held and %d more exceed %d", p.held, batch, p.max)
+	}
 	if p.sub == nil {
-		p.base = p.nc.NewInbox()
-		// Room for a whole batch and its status: a full channel would
-		// drop messages (slow consumer).
-		p.msgs = make(chan *nats.Msg, p.max+8)
-		sub, err := p.nc.ChanSubscribe(p.base+".*", p.msgs)
+		p.base = p.nc.NewInbox() + "."
+		// Room for every message due and a status per request (each holds
+		// a slot at least): a full channel would drop messages (slow
+		// consumer).
+		p.msgs = make(chan *nats.Msg, 2*p.max+8)
+		sub, err := p.nc.ChanSubscribe(p.base+"*", p.msgs)
 		if err != nil {
-			return 0, err
+			return err
 		}
 		p.sub = sub
 	}
 	p.seq++
-	reply := p.base + "." + strconv.FormatUint(p.seq, 36)
+	reply := p.base + strconv.FormatUint(p.seq, 36)
 	p.req = append(p.req[:0], `{"batch":`...)
 	p.req = strconv.AppendInt(p.req, int64(batch), 10)
 	p.req = append(p.req, `,"expires":`...)
 	p.req = strconv.AppendInt(p.req, expires.Nanoseconds(), 10)
 	p.req = append(p.req, '}')
 	if err := p.nc.PublishRequest(p.subject, reply, p.req); err != nil {
-		p.close()
-		return 0, err
+		return err
 	}
-	if p.guard == nil {
-		p.guard = time.NewTimer(expires + time.Second)
-	} else {
-		p.guard.Reset(expires + time.Second) // no stale tick after Reset (Go ≥ 1.23)
+	p.held += batch
+	return nil
+}
+
+// errUncounted is wrapped by the error of a message the puller cannot
+// count against its requests: the caller abandons them all.
+var errUncounted = errors.New("natsjs: pull: message not counted")
+
+// receive takes one message of the subscription: a task, which takes one
+// of the slots held (the caller hands it on with that slot); or a status,
+// where the end of a request gives back, as freed, the slots it held for
+// messages that will not come. An error (a status other than a request's
+// expiry, or a message it cannot count) means the requests can no longer
+// be counted: the caller abandons them.
+func (p *puller) receive(m *nats.Msg) (task jetstream.Msg, freed int, err error) {
+	status := ""
+	if len(m.Data) == 0 && len(m.Header) > 0 {
+		status = m.Header.Get("Status")
 	}
-	guard := p.guard
-	defer guard.Stop()
-	n := 0
-	for {
-		select {
-		case m := <-p.msgs:
-			status := ""
-			if len(m.Data) == 0 && len(m.Header) > 0 {
-				status = m.Header.Get("Status")
-			}
-			if status == "" {
-				deliver(pulledMsg{m})
-				if n++; n == batch {
-					return n, nil
-				}
-				continue
-			}
-			if m.Subject != reply || status == statusControl {
-				continue // an abandoned request's, or a heartbeat
-			}
-			switch status {
-			case statusNoMsgs, statusTimeout:
-				return n, nats.ErrTimeout
-			default:
-				return n, fmt.Errorf("natsjs: pull: %s %s", status, m.Header.Get("Description"))
-			}
-		case <-ctx.Done():
-			p.close()
-			return n, ctx.Err()
-		case <-guard.C:
-			p.close()
-			return n, nats.ErrTimeout
+	switch status {
+	case "":
+		if p.held == 0 {
+			return pulledMsg{m}, 0, fmt.Errorf("%w: a task beyond the slots asked for", errUncounted)
 		}
+		p.held--
+		return pulledMsg{m}, 0, nil
+	case statusControl:
+		return nil, 0, nil
+	case statusNoMsgs, statusTimeout:
+		if !strings.HasPrefix(m.Subject, p.base) {
+			return nil, 0, nil // not a request of this subscription
+		}
+		k, perr := strconv.Atoi(m.Header.Get("Nats-Pending-Messages"))
+		if perr != nil || k < 0 || k > p.held {
+			return nil, 0, fmt.Errorf("%w: status %s with pending messages %q", errUncounted, status, m.Header.Get("Nats-Pending-Messages"))
+		}
+		p.held -= k
+		return nil, k, nil
+	default:
+		return nil, 0, fmt.Errorf("natsjs: pull: %s %s", status, m.Header.Get("Description"))
 	}
 }
 

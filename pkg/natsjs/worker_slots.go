@@ -7,22 +7,25 @@ import (
 )
 
 // slotPool bounds how many tasks a worker holds at once, across its tools.
-// A tool's fetcher holds a slot for each task its outstanding pull request
-// asks for, so a task is only ever pulled when it can run at once (no
-// prefetching). With more tools than free slots, pulls would starve the
-// waiting fetchers: so a fetcher that has to wait preempts one long pull
-// of another tool, and pulls started while others wait are short, making
-// the slots rotate among the tools. A fetcher takes the free slots beyond
-// its first only while no fetcher waits (tryAcquire).
+// A tool's fetcher holds a slot for each task its outstanding pull
+// requests ask for, so a task is only ever pulled when it can run at once
+// (no prefetching). With more tools than free slots, pulls would starve
+// the waiting fetchers: so a fetcher that has to wait preempts the long
+// pulls of one other tool, and pulls started while others wait are short,
+// making the slots rotate among the tools. A fetcher takes the free slots
+// beyond its first only while no fetcher waits (tryAcquire); a fetcher
+// whose requests are outstanding learns of slots freed meanwhile from a
+// watch channel.
 //
 // Preemption is only across tools: a tool's pulls are never cut short by
-// its own fetcher (a cut pull may drop a message already on its way, which then
-// waits for its ack wait to be redelivered).
+// its own fetcher (a cut pull may drop a message already on its way, which
+// then waits for its ack wait to be redelivered).
 type slotPool struct {
-	mu      sync.Mutex
-	free    int
-	waiters []waiter           // FIFO
-	long    map[*pull]struct{} // outstanding long pulls, preemptible
+	mu       sync.Mutex
+	free     int
+	waiters  []waiter           // FIFO
+	long     map[*pull]struct{} // fetchers with long pulls outstanding, preemptible
+	watchers []chan struct{}    // told when a slot becomes free
 }
 
 type waiter struct {
@@ -30,10 +33,9 @@ type waiter struct {
 	tool string
 }
 
-// pull is one outstanding pull request.
+// pull is a fetcher's long pull requests, which cancel abandons.
 type pull struct {
-	cancel context.CancelFunc
-	long   bool
+	cancel func()
 	tool   string
 }
 
@@ -90,7 +92,8 @@ func (p *slotPool) tryAcquire(n int) int {
 	return n
 }
 
-// release returns a slot, to the first waiter if any.
+// release returns a slot, to the first waiter if any; otherwise the
+// watchers are told that a slot is free.
 func (p *slotPool) release() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -101,23 +104,51 @@ func (p *slotPool) release() {
 		return
 	}
 	p.free++
+	for _, ch := range p.watchers {
+		select {
+		case ch <- struct{}{}:
+		default: // told already
+		}
+	}
 }
 
-// startPull records a pull about to be issued by a slot holder of tool:
-// long when no fetcher of another tool waits for a slot (and then
-// preemptible by one), short otherwise.
-func (p *slotPool) startPull(cancel context.CancelFunc, tool string) *pull {
+// watch returns a channel that receives when a slot has become free
+// (several frees may be told once), until unwatch.
+func (p *slotPool) watch() chan struct{} {
+	ch := make(chan struct{}, 1)
+	p.mu.Lock()
+	p.watchers = append(p.watchers, ch)
+	p.mu.Unlock()
+	return ch
+}
+
+func (p *slotPool) unwatch(ch chan struct{}) {
+	p.mu.Lock()
+	p.watchers = slices.DeleteFunc(p.watchers, func(c chan struct{}) bool { return c == ch })
+	p.mu.Unlock()
+}
+
+// longPull reports whether a pull of tool may be long: no fetcher of
+// another tool waits for a slot (otherwise pulls are short, so that the
+// slots rotate among the tools).
+func (p *slotPool) longPull(tool string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	others := slices.ContainsFunc(p.waiters, func(w waiter) bool { return w.tool != tool })
-	pl := &pull{cancel: cancel, long: !others, tool: tool}
-	if pl.long {
-		p.long[pl] = struct{}{}
-	}
+	return !slices.ContainsFunc(p.waiters, func(w waiter) bool { return w.tool != tool })
+}
+
+// startPull records that a fetcher of tool holds slots in long pulls,
+// which a fetcher of another tool that has to wait may preempt by calling
+// cancel (once, under the pool's lock).
+func (p *slotPool) startPull(cancel func(), tool string) *pull {
+	pl := &pull{cancel: cancel, tool: tool}
+	p.mu.Lock()
+	p.long[pl] = struct{}{}
+	p.mu.Unlock()
 	return pl
 }
 
-// endPull forgets a pull that returned.
+// endPull forgets a fetcher's long pulls (ended, or abandoned).
 func (p *slotPool) endPull(pl *pull) {
 	p.mu.Lock()
 	delete(p.long, pl)
