@@ -53,7 +53,10 @@ const (
 )
 
 // doneEntry is a remembered task's value: a 30-bit hash of its
-// conversation and its kind in the low two bits.
+// conversation (seeded per process; no index into a table of
+// conversations, so that an entry holds nothing alive) and its kind in the
+// low two bits. Two conversations with the same hash could only turn a
+// wrong_conversation refusal into another refusal.
 type doneEntry uint32
 
 func (e doneEntry) kind() doneKind { return doneKind(e & 3) }
