@@ -56,7 +56,10 @@ func (d *Dispatcher) onResult(m jetstream.Msg) {
 		return
 	case inFlight:
 		delete(d.pending, task)
-		d.rememberLocked(task, conv, doneAnswered)
+		// The call's own IDs, not the subject's substrings: the memory
+		// keeps its conversation as a key (a string key is replaced on
+		// every write).
+		d.rememberLocked(c.task.TaskID, c.task.ConversationID, doneAnswered)
 	default:
 		reason, note = d.mem.classify(time.Now(), task, conv, res.Status == protocol.StatusCancelled)
 	}
