@@ -70,7 +70,7 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 20s)
 	done
 
 .PHONY: bench
-bench: ## Run the benchmarks of SPEC §8 and print ratios against baselines measured in the same run (BENCH_FLAGS=-long=1000000 adds the RSS run)
+bench: ## Run the benchmarks of SPEC §8 and print ratios against baselines measured in the same run (with the 1 M-call RSS run; BENCH_FLAGS=-long=0 skips it)
 	$(GO) run ./cmd/offload-bench $(BENCH_FLAGS)
 
 .PHONY: tools

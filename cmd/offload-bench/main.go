@@ -16,7 +16,11 @@
 //     agent loop, against the ideal (500 ms plus the model's time);
 //   - the agent's memory per pending background call at 10 000 pending,
 //     and the dispatcher's memory per finished call it remembers;
-//   - with -long, the process's RSS over a run of 1 000 000 calls.
+//   - the process's RSS and live heap over a run of 1 000 000 calls
+//     (-long), through the raw baseline and then offload, sampled every
+//     tenth: offload's RSS must stay flat (grow at most 4 B per call
+//     faster than the baseline's) although its dispatcher remembers the
+//     calls of the last 10 minutes.
 //
 // The agent and worker sides run in this process, against the embedded
 // nats-server (file storage, loopback) run in a child process, so that the
@@ -63,7 +67,7 @@ func main() {
 	flag.IntVar(&c.slots, "slots", 16, "concurrent tasks per worker replica")
 	flag.IntVar(&c.pending, "pending", 10_000, "pending background calls for the memory figure")
 	flag.IntVar(&c.finished, "finished", 50_000, "calls for the memory per finished call")
-	flag.IntVar(&c.long, "long", 0, "also make this many calls (e.g. 1000000) and report the RSS along the way")
+	flag.IntVar(&c.long, "long", 1_000_000, "calls of the long run through the baseline and offload, RSS sampled every tenth (0 skips it)")
 	flag.BoolVar(&c.skipOverlap, "skip-overlap", false, "skip the overlap and memory figures")
 	flag.StringVar(&c.only, "only", "", "run one system's throughput alone (raw, next or offload; 1 replica, -throughput-n calls), for profiling")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
@@ -376,11 +380,23 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	}
 
 	if c.long > 0 {
-		ok, err := measureLong(ctx, out, offS, c.long, c.inflight, c.slots)
+		// The baseline first, then offload with a dispatcher of its own
+		// (which remembers none of this run's earlier calls).
+		step := max(c.long/10, 1)
+		rawLong, err := measureLong(ctx, rawS, c.long, step, c.inflight, c.slots)
 		if err != nil {
-			return fmt.Errorf("long run: %w", err)
+			return fmt.Errorf("long run, baseline: %w", err)
 		}
-		results = append(results, ok)
+		long, err := newOffloadSystem(ctx, ep)
+		if err != nil {
+			return err
+		}
+		defer long.close()
+		offLong, err := measureLong(ctx, offSys{long, ep}, c.long, step, c.inflight, c.slots)
+		if err != nil {
+			return fmt.Errorf("long run, offload: %w", err)
+		}
+		results = append(results, reportLong(out, rawLong, offLong, c.inflight, c.slots))
 		fmt.Fprintln(out)
 	}
 

@@ -19,6 +19,11 @@ import (
 
 // DefaultRemember is how long a [Dispatcher] remembers a finished or
 // cancelled task, to refuse its duplicate and late results.
+//
+// The memory is bounded by count as well (about 2 MiB): past the last
+// 65 536 tasks, a task made within the window is still refused, as a
+// duplicate, by the time in its ULID, but a late result or one in the
+// wrong conversation is then no longer told apart from a duplicate.
 const DefaultRemember = 10 * time.Minute
 
 // DispatcherConfig configures a [Dispatcher].
@@ -38,7 +43,10 @@ type DispatcherConfig struct {
 	// refused as oversize. Zero leaves the bound to the server's max_payload.
 	MaxPayload int
 	// Remember is how long finished and cancelled tasks are remembered to
-	// refuse their duplicate and late results. Defaults to [DefaultRemember].
+	// refuse their duplicate and late results, and how long a
+	// conversation is known after its last call (results of unknown
+	// conversations are another process's). Defaults to
+	// [DefaultRemember], which tells how the memory is bounded.
 	Remember time.Duration
 	// InlineDeadline is the deadline of an inline task dispatched without
 	// one. Defaults to [DefaultInlineDeadline].
@@ -97,23 +105,14 @@ type Dispatcher struct {
 	mu      sync.Mutex
 	state   int // 0 new, 1 started, 2 stopped
 	pending map[string]*Handle
-	done    *doneSet   // finished, cancelled and detached tasks
-	convs   *convTable // conversation → pending + remembered tasks
-	lost    error      // set while the server is considered lost
-	url     string     // the server's URL, for errors
+	mem     *taskMemory // tasks no call waits for, conversations' activity
+	lost    error       // set while the server is considered lost
+	url     string      // the server's URL, for errors
 	cc      jetstream.ConsumeContext
 	status  chan nats.Status
 	watched chan struct{} // closed when the connection watcher has stopped
 	bufs    bufPool       // task encoding buffers
 }
-
-type doneKind int
-
-const (
-	doneAnswered doneKind = iota
-	doneCancelled
-	doneDetached
-)
 
 // Dispatcher states.
 const (
@@ -157,8 +156,7 @@ func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 		subj:    protocol.Subjects{Prefix: cfg.Prefix},
 		js:      js,
 		pending: make(map[string]*Handle),
-		done:    newDoneSet(cfg.Remember),
-		convs:   newConvTable(),
+		mem:     newTaskMemory(cfg.Remember, doneCap),
 	}, nil
 }
 
@@ -309,17 +307,6 @@ func (d *Dispatcher) Attach(task protocol.Task) (*Handle, error) {
 	return d.register(task, true)
 }
 
-// reattachLocked forgets task as a detached one, reporting whether it was
-// (its conversation count then moves to the pending task).
-func (d *Dispatcher) reattachLocked(task string) bool {
-	key, _ := doneKey(task)
-	if _, kind, ok := d.done.get(key); ok && kind == doneDetached {
-		d.done.del(key)
-		return true
-	}
-	return false
-}
-
 // register makes a handle for task pending, unless the dispatcher is
 // stopped, the server lost, or the task already in flight. A task attached
 // again leaves the detached tasks it was remembered among.
@@ -336,9 +323,10 @@ func (d *Dispatcher) register(task protocol.Task, attach bool) (*Handle, error) 
 	if _, dup := d.pending[task.TaskID]; dup {
 		return nil, fmt.Errorf("%w: task %s is already in flight", ErrInvalidTask, task.TaskID)
 	}
-	if !attach || !d.reattachLocked(task.TaskID) {
-		d.convs.hold(task.ConversationID)
+	if attach {
+		d.mem.reattach(task.TaskID)
 	}
+	d.mem.hold(task.ConversationID)
 	d.pending[task.TaskID] = h
 	d.setPending(task.Mode, 1)
 	return h, nil
@@ -389,10 +377,10 @@ func (d *Dispatcher) Cancel(ctx context.Context, conv, task, reason string) erro
 	c := d.pending[task]
 	if c != nil {
 		delete(d.pending, task)
+		d.mem.finish(time.Now(), task, c.task.ConversationID, doneCancelled, true)
 	} else {
-		d.convs.hold(conv)
+		d.mem.finish(time.Now(), task, conv, doneCancelled, false)
 	}
-	d.rememberLocked(task, conv, doneCancelled)
 	d.mu.Unlock()
 	if c != nil {
 		d.setPending(c.task.Mode, -1)
@@ -431,6 +419,6 @@ func (d *Dispatcher) forget(task string) bool {
 		return false
 	}
 	delete(d.pending, task)
-	d.convs.releaseName(c.task.ConversationID)
+	d.mem.release(c.task.ConversationID)
 	return true
 }

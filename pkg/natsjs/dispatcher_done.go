@@ -2,36 +2,83 @@ package natsjs
 
 import (
 	"encoding/binary"
+	"hash/maphash"
 	"time"
 
+	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
-// This file holds the dispatcher's memory of finished tasks: compact, so
-// that a busy agent does not grow with every call it made (at most a few
-// dozen bytes per call remembered, for DispatcherConfig.Remember).
+// This file holds the dispatcher's memory of finished tasks, which tells
+// what a result no call waits for is: a duplicate, late, for the wrong
+// conversation, a cancellation confirmed, a detached task's, unknown, or
+// another process's. Such a result is never delivered, whatever it is: the
+// class only picks the refusal's reason (or a Debug log), so the memory
+// may trade precision for a bounded size.
+//
+// The memory is bounded by count as well as by time, so that the process
+// stays flat however fast it makes calls:
+//
+//   - the exact set remembers the last [doneCap] finished and cancelled
+//     tasks, for Remember or until the count evicts them (about 1.7 MiB
+//     when full);
+//   - detached tasks are remembered exactly for Remember, never evicted by
+//     the count (a resume in this process re-attaches them; they are
+//     bounded by the calls pending at a pause);
+//   - a task that has fallen out of the exact set is classified by the
+//     time in its ULID and its conversation's activity (see
+//     [taskMemory.classify]).
 
-// doneGens is how many generations the remembered tasks are split into: a
-// task is remembered between Remember and Remember·(1+1/doneGens).
+// doneCap is the most finished and cancelled tasks the dispatcher
+// remembers exactly: at ~27 bytes per entry the exact set stays under
+// 2 MiB (TestTaskMemoryBounded). At 5 000 calls/s it covers the last
+// ~13 s; within Remember older tasks are still refused, by the fallback
+// rule of [taskMemory.classify].
+const doneCap = 1 << 16
+
+// doneGens is how many generations the remembered tasks are split into,
+// by time (Remember/doneGens each) and by count (about limit/doneGens), so
+// that forgetting the old ones drops a whole generation at once (no
+// per-task time or queue): a task is remembered between Remember and
+// Remember·(1+1/doneGens), unless evicted earlier by the count.
 const doneGens = 8
 
-// doneSet remembers finished, cancelled and detached tasks, in generations
-// of Remember/doneGens each, so that forgetting the old ones drops a whole
-// generation at once (no per-task time or queue). A task is keyed by the
-// low 64 bits of its ULID (random bits, unique in practice within the
-// window): the set only classifies results that no call waits for any
-// more (duplicate, late, detached, unknown), which are never delivered
-// whatever the class, so a collision could only change a refusal's
-// reason. Each entry holds its conversation as an index into a
-// [convTable] and its kind.
+// doneKind is what became of a task no call waits for any more.
+type doneKind uint32
+
+const (
+	doneAnswered doneKind = iota
+	doneCancelled
+	doneDetached
+)
+
+// doneEntry is a remembered task's value: a 30-bit hash of its
+// conversation (seeded per process; no index into a table of
+// conversations, so that an entry holds nothing alive) and its kind in the
+// low two bits. Two conversations with the same hash could only turn a
+// wrong_conversation refusal into another refusal.
+type doneEntry uint32
+
+func (e doneEntry) kind() doneKind { return doneKind(e & 3) }
+
+// doneSet remembers tasks in generations, oldest first. A task is keyed by
+// the low 64 bits of its ULID (random bits, unique in practice within the
+// window); a collision could only change a refusal's reason.
 type doneSet struct {
 	keep, span time.Duration
-	gens       []doneGen // oldest first
+	limit      int // most entries; 0: bounded by time only
+	genCap     int // most entries per generation; 0: no limit
+	n          int // entries in all generations
+	gens       []doneGen
+	// evicted is the latest time a task was recorded among the
+	// generations dropped for the count limit: every task finished after
+	// it is still in the set (or expired by time).
+	evicted time.Time
 }
 
 type doneGen struct {
-	start time.Time
-	m     map[uint64]uint32 // task key → conversation index << 2 | kind
+	start, last time.Time // first and last put
+	m           map[uint64]doneEntry
 }
 
 // doneKey returns a task's key, or false when task is not a ULID (such a
@@ -44,132 +91,209 @@ func doneKey(task string) (uint64, bool) {
 	return binary.BigEndian.Uint64(id[8:]), true
 }
 
-func newDoneSet(keep time.Duration) *doneSet {
-	return &doneSet{keep: keep, span: max(keep/doneGens, time.Millisecond)}
-}
-
-// get returns a remembered task's conversation index and kind.
-func (s *doneSet) get(key uint64) (conv uint32, kind doneKind, ok bool) {
-	for i := len(s.gens) - 1; i >= 0; i-- {
-		if v, found := s.gens[i].m[key]; found {
-			return v >> 2, doneKind(v & 3), true
-		}
+// newDoneSet returns a set that remembers tasks for keep, and at most
+// limit of them (0: no limit by count).
+func newDoneSet(keep time.Duration, limit int) *doneSet {
+	s := &doneSet{keep: keep, span: max(keep/doneGens, time.Millisecond), limit: limit}
+	if limit > 0 {
+		// 7/8 of the share of a generation: a Go map grows (doubles)
+		// past 7/8 full, so a full generation sized for it by put's
+		// hint (a power of two) wastes no slot.
+		s.genCap = max(limit/doneGens*7/8, 1)
 	}
-	return 0, 0, false
+	return s
 }
 
-// del forgets a task and returns its conversation index.
-func (s *doneSet) del(key uint64) (conv uint32, ok bool) {
+// get returns a remembered task's entry.
+func (s *doneSet) get(key uint64) (doneEntry, bool) {
 	for i := len(s.gens) - 1; i >= 0; i-- {
-		if v, found := s.gens[i].m[key]; found {
-			delete(s.gens[i].m, key)
-			return v >> 2, true
+		if e, ok := s.gens[i].m[key]; ok {
+			return e, true
 		}
 	}
 	return 0, false
 }
 
-// put remembers a task (not remembered already) at now.
-func (s *doneSet) put(now time.Time, key uint64, conv uint32, kind doneKind) {
-	if n := len(s.gens); n == 0 || now.Sub(s.gens[n-1].start) >= s.span {
-		s.gens = append(s.gens, doneGen{start: now, m: make(map[uint64]uint32)})
+// del forgets a task; it reports whether it was remembered.
+func (s *doneSet) del(key uint64) bool {
+	for i := len(s.gens) - 1; i >= 0; i-- {
+		if _, ok := s.gens[i].m[key]; ok {
+			delete(s.gens[i].m, key)
+			s.n--
+			return true
+		}
 	}
-	s.gens[len(s.gens)-1].m[key] = conv<<2 | uint32(kind)
+	return false
+}
+
+// put remembers a task (not remembered already) at now, forgetting the
+// oldest generations when the set holds more than its limit.
+func (s *doneSet) put(now time.Time, key uint64, e doneEntry) {
+	n := len(s.gens)
+	if n == 0 || now.Sub(s.gens[n-1].start) >= s.span || (s.genCap > 0 && len(s.gens[n-1].m) >= s.genCap) {
+		hint := 0
+		if n > 0 { // the rate is likely the same as the last generation's
+			hint = len(s.gens[n-1].m)
+		}
+		s.gens = append(s.gens, doneGen{start: now, m: make(map[uint64]doneEntry, hint)})
+	}
+	g := &s.gens[len(s.gens)-1]
+	g.m[key] = e
+	g.last = now
+	s.n++
+	for s.limit > 0 && s.n > s.limit && len(s.gens) > 1 {
+		if g := s.gens[0]; g.last.After(s.evicted) {
+			s.evicted = g.last
+		}
+		s.drop(1)
+	}
+}
+
+// drop forgets the k oldest generations.
+func (s *doneSet) drop(k int) {
+	for _, g := range s.gens[:k] {
+		s.n -= len(g.m)
+	}
+	s.gens = append(s.gens[:0], s.gens[k:]...)
+	clear(s.gens[len(s.gens):cap(s.gens)])
 }
 
 // expire forgets the generations whose every task was remembered more than
-// keep ago, calling release with each forgotten task's conversation.
-func (s *doneSet) expire(now time.Time, release func(conv uint32)) {
-	n := 0
-	for n < len(s.gens)-1 && now.Sub(s.gens[n+1].start) > s.keep {
-		for _, v := range s.gens[n].m {
-			release(v >> 2)
-		}
-		n++
+// keep ago.
+func (s *doneSet) expire(now time.Time) {
+	k := 0
+	for k < len(s.gens) && now.Sub(s.gens[k].last) > s.keep {
+		k++
 	}
-	if n > 0 {
-		s.gens = append(s.gens[:0], s.gens[n:]...)
-		clear(s.gens[len(s.gens):cap(s.gens)])
+	if k > 0 {
+		s.drop(k)
 	}
 }
 
 // len returns how many tasks are remembered.
-func (s *doneSet) len() int {
-	n := 0
-	for _, g := range s.gens {
-		n += len(g.m)
-	}
-	return n
+func (s *doneSet) len() int { return s.n }
+
+// taskMemory is the dispatcher's memory of tasks no call waits for and of
+// its conversations' activity. It is not safe for concurrent use (the
+// dispatcher's mutex guards it); every method takes the time explicitly.
+type taskMemory struct {
+	keep     time.Duration
+	exact    *doneSet // answered and cancelled tasks, bounded by count
+	detached *doneSet // detached tasks, bounded by time only
+	convs    *convActivity
+	seed     maphash.Seed
+	swept    time.Time // last sweep of the conversations
 }
 
-// convTable counts, per conversation, the calls pending and the tasks
-// remembered, and gives each conversation counted a small index (reused
-// once its count drops to zero), so that remembered tasks need not hold
-// its ID.
-type convTable struct {
-	byName map[string]uint32
-	slots  []convSlot
-	free   []uint32
-}
-
-type convSlot struct {
-	name string
-	n    int
-}
-
-func newConvTable() *convTable { return &convTable{byName: make(map[string]uint32)} }
-
-// hold counts one more call or task of conv and returns its index.
-func (t *convTable) hold(conv string) uint32 {
-	if i, ok := t.byName[conv]; ok {
-		t.slots[i].n++
-		return i
-	}
-	var i uint32
-	if n := len(t.free); n > 0 {
-		i = t.free[n-1]
-		t.free = t.free[:n-1]
-	} else {
-		i = uint32(len(t.slots))
-		t.slots = append(t.slots, convSlot{})
-	}
-	t.slots[i] = convSlot{name: conv, n: 1}
-	t.byName[conv] = i
-	return i
-}
-
-// index returns the index of a counted conversation.
-func (t *convTable) index(conv string) (uint32, bool) {
-	i, ok := t.byName[conv]
-	return i, ok
-}
-
-// name returns the conversation of an index.
-func (t *convTable) name(i uint32) string { return t.slots[i].name }
-
-// known reports whether conv has calls pending or tasks remembered.
-func (t *convTable) known(conv string) bool {
-	_, ok := t.byName[conv]
-	return ok
-}
-
-// release counts one call or task of the conversation at index i less.
-func (t *convTable) release(i uint32) {
-	s := &t.slots[i]
-	if s.n--; s.n > 0 {
-		return
-	}
-	delete(t.byName, s.name)
-	*s = convSlot{}
-	t.free = append(t.free, i)
-}
-
-// releaseName is release by conversation ID.
-func (t *convTable) releaseName(conv string) {
-	if i, ok := t.byName[conv]; ok {
-		t.release(i)
+// newTaskMemory returns a memory that remembers tasks for keep and at most
+// limit answered and cancelled tasks exactly.
+func newTaskMemory(keep time.Duration, limit int) *taskMemory {
+	return &taskMemory{
+		keep:     keep,
+		exact:    newDoneSet(keep, limit),
+		detached: newDoneSet(keep, 0),
+		convs:    newConvActivity(keep),
+		seed:     maphash.MakeSeed(),
 	}
 }
 
-// len returns how many conversations are counted.
-func (t *convTable) len() int { return len(t.byName) }
+func (m *taskMemory) entry(conv string, kind doneKind) doneEntry {
+	return doneEntry(uint32(maphash.String(m.seed, conv))&^3 | uint32(kind))
+}
+
+// hold counts a call of conv as pending.
+func (m *taskMemory) hold(conv string) { m.convs.hold(conv) }
+
+// release counts a pending call of conv as never dispatched.
+func (m *taskMemory) release(conv string) { m.convs.release(conv) }
+
+// finish records at now that task of conv is answered, cancelled or
+// detached; pending says whether it was counted as a pending call.
+func (m *taskMemory) finish(now time.Time, task, conv string, kind doneKind, pending bool) {
+	m.convs.finish(now, conv, pending)
+	if key, ok := doneKey(task); ok {
+		m.exact.del(key)
+		m.detached.del(key)
+		set := m.exact
+		if kind == doneDetached {
+			set = m.detached
+		}
+		set.put(now, key, m.entry(conv, kind))
+	}
+	m.exact.expire(now)
+	m.detached.expire(now)
+	if now.Sub(m.swept) >= m.exact.span {
+		m.convs.sweep(now)
+		m.swept = now
+	}
+}
+
+// reattach forgets task as a detached one, reporting whether it was.
+func (m *taskMemory) reattach(task string) bool {
+	key, ok := doneKey(task)
+	return ok && m.detached.del(key)
+}
+
+// classify says what a result for task in conv that no call waits for is,
+// at now: the reason to refuse it with, or, when reason is empty, that it
+// is only logged at Debug (note says why in both cases). cancelled is
+// whether the result's status is cancelled.
+//
+// A task in the exact set (or detached) gets its precise class: duplicate
+// (answered), late (cancelled; the worker's cancelled confirmation is
+// only logged), wrong_conversation, or a detached task's result (left to
+// the conversation store). Otherwise, in a conversation not known (see
+// [convActivity]) the result is another process's and ignored. In a known
+// conversation, a task whose ULID time lies between now−keep and the
+// latest finish evicted from the exact set may have been evicted (a task
+// is made before it finishes): it is refused as a duplicate, or its
+// cancelled confirmation logged. Any other task is unknown_task: made
+// after every eviction, it would be in the exact set had it finished
+// here; made more than keep ago, it is past the window; made in the
+// future, it is forged. Before the first eviction the classes are
+// therefore exactly those of an unbounded memory.
+//
+// Precision lost after eviction, for the tasks made within keep before
+// the latest eviction: a late result and one in the wrong conversation
+// are both refused as duplicate, and so is a result for a task never
+// dispatched here whose forged ID falls in that range; a cancelled
+// result of an answered task is logged as a confirmation; a task made
+// more than keep ago (a long call) that finished recently is
+// unknown_task. A wall clock stepped back between a task's making and
+// its finish could likewise turn a duplicate into unknown_task.
+func (m *taskMemory) classify(now time.Time, task, conv string, cancelled bool) (reason metrics.RefuseReason, note string) {
+	id, err := protocol.ParseID(task)
+	if err == nil {
+		key := binary.BigEndian.Uint64(id[8:])
+		e, ok := m.exact.get(key)
+		if !ok {
+			e, ok = m.detached.get(key)
+		}
+		switch {
+		case !ok:
+		case e&^3 != m.entry(conv, 0):
+			return metrics.RefuseWrongConversation, "the task belongs to another conversation"
+		case e.kind() == doneAnswered:
+			return metrics.RefuseDuplicate, "the task already has its result"
+		case e.kind() == doneDetached:
+			return "", "result of a detached task left to the conversation store"
+		case cancelled:
+			return "", "cancellation confirmed"
+		default:
+			return metrics.RefuseLate, "the task was cancelled"
+		}
+	}
+	if !m.convs.known(now, conv) {
+		return "", "result of another process ignored"
+	}
+	if err == nil {
+		made := time.UnixMilli(int64(id.Time()))
+		if !made.Before(now.Add(-m.keep)) && !made.After(m.exact.evicted) {
+			if cancelled {
+				return "", "cancellation confirmed (task no longer remembered exactly)"
+			}
+			return metrics.RefuseDuplicate, "the task already has its result or was cancelled (no longer remembered exactly)"
+		}
+	}
+	return metrics.RefuseUnknownTask, "no call waits for this task"
+}

@@ -12,21 +12,10 @@ import (
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
-// rememberLocked records a finished or cancelled task (whose conversation
-// count the caller already holds) and forgets tasks older than Remember.
+// rememberLocked records that task of conv, a pending call until now, is
+// answered, cancelled or detached.
 func (d *Dispatcher) rememberLocked(task, conv string, kind doneKind) {
-	now := time.Now()
-	key, ok := doneKey(task)
-	ci, held := d.convs.index(conv)
-	if !ok || !held { // never dispatched: nothing to remember
-		d.convs.releaseName(conv)
-		return
-	}
-	if old, ok := d.done.del(key); ok {
-		d.convs.release(old) // replaced below; keep one count
-	}
-	d.done.put(now, key, ci, kind)
-	d.done.expire(now, d.convs.release)
+	d.mem.finish(time.Now(), task, conv, kind, true)
 }
 
 // onResult routes one stored result to its waiting call, or refuses it.
@@ -58,9 +47,8 @@ func (d *Dispatcher) onResult(m jetstream.Msg) {
 
 	d.mu.Lock()
 	c, inFlight := d.pending[task]
-	var prevConv string
-	var prevKind doneKind
-	var known, convKnown bool
+	var reason metrics.RefuseReason
+	var note string
 	switch {
 	case inFlight && c.task.ConversationID != conv:
 		d.mu.Unlock()
@@ -68,39 +56,24 @@ func (d *Dispatcher) onResult(m jetstream.Msg) {
 		return
 	case inFlight:
 		delete(d.pending, task)
-		d.rememberLocked(task, conv, doneAnswered)
+		// The call's own IDs, not the subject's substrings: the memory
+		// keeps its conversation as a key (a string key is replaced on
+		// every write).
+		d.rememberLocked(c.task.TaskID, c.task.ConversationID, doneAnswered)
 	default:
-		if key, ok := doneKey(task); ok {
-			var ci uint32
-			if ci, prevKind, known = d.done.get(key); known {
-				prevConv = d.convs.name(ci)
-			}
-		}
-		convKnown = d.convs.known(conv)
+		reason, note = d.mem.classify(time.Now(), task, conv, res.Status == protocol.StatusCancelled)
 	}
 	d.mu.Unlock()
 
-	if inFlight {
+	switch {
+	case inFlight:
 		d.setPending(c.task.Mode, -1)
 		d.observe(c.task, string(res.Status), c.started)
 		c.finish(res, nil)
-		return
-	}
-	switch {
-	case known && prevConv != conv:
-		d.refuse(metrics.RefuseWrongConversation, subject, task, fmt.Errorf("task belongs to conversation %s", prevConv))
-	case known && prevKind == doneAnswered:
-		d.refuse(metrics.RefuseDuplicate, subject, task, errors.New("the task already has its result"))
-	case known && prevKind == doneDetached:
-		d.log.Debug("result of a detached task left to the conversation store", slog.String("task_id", task))
-	case known && res.Status == protocol.StatusCancelled:
-		d.log.Debug("cancellation confirmed", slog.String("task_id", task), slog.String("worker", res.Worker))
-	case known:
-		d.refuse(metrics.RefuseLate, subject, task, errors.New("the task was cancelled"))
-	case convKnown:
-		d.refuse(metrics.RefuseUnknownTask, subject, task, errors.New("no call waits for this task"))
+	case reason != "":
+		d.refuse(reason, subject, task, errors.New(note))
 	default:
-		d.log.Debug("result of another process ignored", slog.String("subject", subject))
+		d.log.Debug(note, slog.String("subject", subject), slog.String("task_id", task), slog.String("worker", res.Worker))
 	}
 }
 
