@@ -68,8 +68,13 @@ func (w *Worker) fetch(t *tool.Tool, c jetstream.Consumer, runners chan<- jetstr
 			w.slots.release()
 		}
 	}
+	backlog := false // tasks were waiting at the last delivery
 	for {
 		// Ask for every free slot, waiting for one while none is held.
+		// While requests are outstanding, freed slots are asked for only
+		// when tasks were waiting at the last delivery: otherwise the next
+		// task goes to an outstanding request anyway, and the freed slots
+		// are asked for together once those requests end.
 		n := 0
 		if p.held == 0 {
 			if err := w.slots.acquire(w.fetchCtx, t.Name); err != nil {
@@ -77,7 +82,7 @@ func (w *Worker) fetch(t *tool.Tool, c jetstream.Consumer, runners chan<- jetstr
 			}
 			n = 1
 		}
-		if room := w.cfg.Concurrency - p.held - n; room > 0 {
+		if room := w.cfg.Concurrency - p.held - n; room > 0 && (n > 0 || backlog) {
 			n += w.slots.tryAcquire(room)
 		}
 		if n > 0 {
@@ -122,6 +127,7 @@ func (w *Worker) fetch(t *tool.Tool, c jetstream.Consumer, runners chan<- jetstr
 					return
 				}
 			case task != nil:
+				backlog = pendingAfter(m.Reply) > 0
 				handoff(task)
 			}
 			if p.held == 0 {

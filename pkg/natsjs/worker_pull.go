@@ -136,6 +136,37 @@ func (p *puller) receive(m *nats.Msg) (task jetstream.Msg, freed int, err error)
 	}
 }
 
+// pendingAfter returns how many messages were waiting in the consumer
+// after a delivery, read from its ack subject, or zero when it cannot be
+// read. The subject is $JS.ACK.<stream>.<consumer>.<delivered>.<stream
+// seq>.<consumer seq>.<time>.<pending> (9 tokens) or, from newer servers,
+// with a domain and an account hash before the stream and possibly a
+// token after the count (11 tokens or more), as nats.go reads it.
+func pendingAfter(reply string) uint64 {
+	if !strings.HasPrefix(reply, "$JS.ACK.") {
+		return 0
+	}
+	tokens := strings.Count(reply, ".") + 1
+	pos := 8
+	switch {
+	case tokens == 9:
+	case tokens >= 11:
+		pos = 10
+	default:
+		return 0
+	}
+	rest := reply
+	for range pos {
+		_, rest, _ = strings.Cut(rest, ".")
+	}
+	tok, _, _ := strings.Cut(rest, ".")
+	n, err := strconv.ParseUint(tok, 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
 // pulledMsg is a pulled task as a [jetstream.Msg].
 type pulledMsg struct{ m *nats.Msg }
 
