@@ -156,6 +156,7 @@ func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 		subj:    protocol.Subjects{Prefix: cfg.Prefix},
 		js:      js,
 		pending: make(map[string]*Handle),
+		bufs:    newBufPool(),
 		mem:     newTaskMemory(cfg.Remember, doneCap),
 	}, nil
 }

@@ -221,6 +221,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		names:   NamesFor(cfg.Prefix),
 		tools:   tools,
 		slots:   newSlotPool(cfg.Concurrency),
+		bufs:    newBufPool(),
 		cancels: newCancelIndex(),
 		stopped: make(chan struct{}),
 		bgStop:  make(chan struct{}),
