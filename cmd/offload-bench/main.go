@@ -69,7 +69,7 @@ func main() {
 	flag.IntVar(&c.finished, "finished", 50_000, "calls for the memory per finished call")
 	flag.IntVar(&c.long, "long", 1_000_000, "calls of the long run through the baseline and offload, RSS sampled every tenth (0 skips it)")
 	flag.BoolVar(&c.skipOverlap, "skip-overlap", false, "skip the overlap and memory figures")
-	flag.StringVar(&c.only, "only", "", "run one system's throughput alone (raw, next or offload; 1 replica, -throughput-n calls), for profiling")
+	flag.StringVar(&c.only, "only", "", "run one figure alone, for profiling: a system's throughput (raw, next or offload; 1 replica, -throughput-n calls), or the memory per pending background call (pending)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.StringVar(&c.memprofile, "memprofile", "", "write an allocation profile at the end of the run to this file")
 	serveStore := flag.String("serve", "", "internal: run the embedded server for this store until stdin closes")
@@ -207,10 +207,21 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	defer off.close()
 
 	rawS, rawNS, offS := rawSys{raw, ep}, rawSys{rawNx, ep}, offSys{off, ep}
+	if c.only == "pending" {
+		pm, err := measurePendingMemory(ctx, ep, c.pending)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "pending: %d calls, heap %d B, stacks %d B per call\n", pm.calls, pm.heap/uint64(pm.calls), pm.stack/uint64(pm.calls))
+		if c.memprofile != "" {
+			return writeMemProfile(c.memprofile)
+		}
+		return nil
+	}
 	if c.only != "" {
 		s := map[string]system{"raw": rawS, "next": rawNS, "offload": offS}[c.only]
 		if s == nil {
-			return fmt.Errorf("-only %q: want raw, next or offload", c.only)
+			return fmt.Errorf("-only %q: want raw, next, offload or pending", c.only)
 		}
 		tp, err := throughputs(ctx, []system{s}, 1, c.slots, c.tn, c.inflight, 1, proc)
 		if err != nil {
