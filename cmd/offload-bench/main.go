@@ -360,7 +360,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		}
 	}
 	perRaw, perFinished := float64(grow[0])/float64(c.finished), float64(grow[1])/float64(c.finished)
-	fmt.Fprintf(out, "Memory per finished call (%d calls, live heap growth of the agent and worker process after a GC): baseline %.1f B, offload %.1f B (the dispatcher remembers each call for 10 min)\n", c.finished, perRaw, perFinished)
+	fmt.Fprintf(out, "Memory per finished call (%d calls, live heap growth of the agent and worker process after a GC): baseline %.1f B, offload %.1f B (the dispatcher remembers the last 65 536 calls exactly, for 10 min at most)\n", c.finished, perRaw, perFinished)
 	results = append(results, verdict(out, "offload bytes per finished call / 64 B", perFinished/64, "≤", 1))
 	fmt.Fprintln(out)
 
