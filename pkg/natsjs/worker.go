@@ -150,6 +150,7 @@ type Worker struct {
 	hardCtx     context.Context // cancelled when Stop gives up: result publishes stop retrying
 	hardCancel  context.CancelFunc
 	bgStop      chan struct{}
+	reconn      atomic.Pointer[chan struct{}] // closed (and replaced) at each reconnect
 
 	fetchers  sync.WaitGroup // per tool, a fetcher and 2 × Concurrency runners
 	callbacks sync.WaitGroup // advisory callbacks in progress

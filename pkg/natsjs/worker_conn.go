@@ -44,10 +44,12 @@ func (w *Worker) watchConn() {
 					behind = true
 					continue
 				}
+				w.signalReconnect()
 			case <-tick.C:
 				if r := w.cfg.Conn.Stats().Reconnects; r != caughtUp && !behind {
 					w.cancels.distrust()
 					behind = true
+					w.signalReconnect()
 				}
 				if !behind {
 					continue
@@ -68,6 +70,28 @@ func (w *Worker) watchConn() {
 			w.sweepExhausted(context.Background())
 		}
 	}()
+}
+
+// reconnected returns a channel closed at the next reconnect: the server
+// may have restarted and forgotten the pull requests waiting there (see
+// fetch).
+func (w *Worker) reconnected() <-chan struct{} {
+	if ch := w.reconn.Load(); ch != nil {
+		return *ch
+	}
+	ch := make(chan struct{})
+	if w.reconn.CompareAndSwap(nil, &ch) {
+		return ch
+	}
+	return *w.reconn.Load()
+}
+
+// signalReconnect closes the channel reconnected returned, and replaces it.
+func (w *Worker) signalReconnect() {
+	ch := make(chan struct{})
+	if old := w.reconn.Swap(&ch); old != nil {
+		close(*old)
+	}
 }
 
 // unwatchConn stops listening to the connection's status.

@@ -69,6 +69,7 @@ func (w *Worker) fetch(t *tool.Tool, c jetstream.Consumer, runners chan<- jetstr
 		}
 	}
 	backlog := false // tasks were waiting at the last delivery
+	reconn := w.reconnected()
 	for {
 		// Ask for every free slot, waiting for one while none is held.
 		// While requests are outstanding, freed slots are asked for only
@@ -110,6 +111,12 @@ func (w *Worker) fetch(t *tool.Tool, c jetstream.Consumer, runners chan<- jetstr
 			guard.Reset(lostAfter)
 		}
 		select {
+		case <-reconn:
+			// The server may have restarted, forgetting the requests: ask
+			// again rather than wait for their expiry, since the answers to
+			// new ones would hide that the old ones are lost.
+			reconn = w.reconnected()
+			abandon()
 		case m := <-p.msgs:
 			task, n, err := p.receive(m)
 			for range n {
