@@ -13,15 +13,17 @@ import (
 // fetch pulls the tasks of one tool for as many slots as are free: a pull
 // request is issued only for slots held, and asks for one task per slot,
 // so no task waits in this process while another replica could run it
-// (see [slotPool] for how slots rotate among the tools). A slot freed
-// while requests are outstanding is asked for at once, in a request of its
-// own with every other slot then free, rather than once they have been
-// answered: a freed slot waits one round trip for its next task, not that
-// plus the rest of another request's. Each task pulled is handed, with its
-// slot, to an idle runner of the tool (see run); a runner is a long-lived
-// goroutine that has grown its stack once, where a goroutine per task
-// would grow a fresh one for every task (schema validation and JSON
-// decoding go deep).
+// (see [slotPool] for how slots rotate among the tools). While tasks are
+// waiting in the consumer, a slot freed while requests are outstanding is
+// asked for at once, in a request of its own with every other slot then
+// free, rather than once they have been answered: it waits one round trip
+// for its next task, not that plus the rest of another request's. Without
+// a backlog the freed slots are asked for together once the outstanding
+// requests end, so that an idle worker keeps few requests waiting. Each
+// task pulled is handed, with its slot, to an idle runner of the tool (see
+// run); a runner is a long-lived goroutine that has grown its stack once,
+// where a goroutine per task would grow a fresh one for every task (schema
+// validation and JSON decoding go deep).
 func (w *Worker) fetch(t *tool.Tool, c jetstream.Consumer, runners chan<- jetstream.Msg) {
 	defer w.fetchers.Done()
 	info := c.CachedInfo()
