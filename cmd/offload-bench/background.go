@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/offload-dev/offload/internal/benchcall"
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/llm/script"
@@ -47,14 +48,14 @@ func (s *offloadSystem) backgroundCaller() (caller, error) {
 func backgroundLoopCaller() (caller, error) {
 	var mu sync.Mutex
 	var gate chan struct{}
-	typed := lookup()
+	typed := benchcall.Lookup()
 	local := tool.MustNew(typed.Def(), func(ctx context.Context, _ *tool.RunContext, _ json.RawMessage) (any, error) {
 		mu.Lock()
 		g := gate
 		mu.Unlock()
 		select {
 		case <-g:
-			return benchOutput, nil
+			return benchcall.Output, nil
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
@@ -86,7 +87,7 @@ func backgroundRun(ts tool.Toolset, exec agent.Executor, waiting func(start bool
 				sent = time.Now()
 				mu.Unlock()
 			}()
-			return &llm.Response{Parts: []message.Part{message.ToolCall{ToolName: "lookup", ToolCallID: "call_1", Args: benchArgs}}}, nil
+			return &llm.Response{Parts: []message.Part{message.ToolCall{ToolName: "lookup", ToolCallID: "call_1", Args: benchcall.Args}}}, nil
 		}
 		if followUps(req, "lookup") == 1 {
 			mu.Lock()

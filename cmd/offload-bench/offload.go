@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/offload-dev/offload/internal/benchcall"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
@@ -57,7 +58,7 @@ func (s *offloadSystem) startWorkers(ctx context.Context, ep endpoint, n, slots 
 		if err != nil {
 			return err
 		}
-		w, err := natsjs.NewWorker(natsjs.WorkerConfig{Conn: nc, ID: fmt.Sprintf("bench-%d", i), Tools: []*tool.Tool{lookup()}, Concurrency: slots})
+		w, err := natsjs.NewWorker(natsjs.WorkerConfig{Conn: nc, ID: fmt.Sprintf("bench-%d", i), Tools: []*tool.Tool{benchcall.Lookup()}, Concurrency: slots})
 		if err != nil {
 			return err
 		}
@@ -99,12 +100,12 @@ func (s *offloadSystem) stopWorkers(ctx context.Context) {
 
 func (s *offloadSystem) call(ctx context.Context) error {
 	rc := &tool.RunContext{ConversationID: s.conv, RunID: s.conv, ToolCallID: "c", ToolName: "lookup"}
-	v, err := s.tool.Run(ctx, rc, json.RawMessage(benchArgs))
+	v, err := s.tool.Run(ctx, rc, json.RawMessage(benchcall.Args))
 	if err != nil {
 		return err
 	}
 	r, _ := v.(tool.Return)
-	if raw, _ := r.Value.(json.RawMessage); len(raw) < len(benchOutput) {
+	if raw, _ := r.Value.(json.RawMessage); len(raw) < len(benchcall.Output) {
 		return fmt.Errorf("unexpected result %v", v)
 	}
 	return nil
@@ -122,10 +123,10 @@ func (s *offloadSystem) close() {
 // inProcessCall is the in-process executor: argument validation and the
 // tool's handler, as the agent loop runs a local tool.
 func inProcessCall() caller {
-	t := lookup()
+	t := benchcall.Lookup()
 	rc := &tool.RunContext{ToolName: "lookup"}
 	return wall(func(ctx context.Context) error {
-		args, err := t.ParseArgs(benchArgs)
+		args, err := t.ParseArgs(benchcall.Args)
 		if err != nil {
 			return err
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/offload-dev/offload/internal/benchcall"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
@@ -141,7 +142,7 @@ func (s *rawSystem) call(ctx context.Context) error {
 	s.mu.Lock()
 	s.waiting[id] = ch
 	s.mu.Unlock()
-	data, err := json.Marshal(rawTask{TaskID: id, Tool: "lookup", Args: json.RawMessage(benchArgs), ConversationID: benchConv})
+	data, err := json.Marshal(rawTask{TaskID: id, Tool: "lookup", Args: json.RawMessage(benchcall.Args), ConversationID: benchConv})
 	if err != nil {
 		return err
 	}
@@ -177,12 +178,12 @@ type rawWorker struct {
 // the result, publish it (awaiting its PubAck), then ack the task.
 func (s *rawSystem) handle(ctx context.Context, js jetstream.JetStream, m jetstream.Msg) {
 	var t rawTask
-	var a lookupArgs
+	var a benchcall.LookupArgs
 	if err := json.Unmarshal(m.Data(), &t); err != nil || json.Unmarshal(t.Args, &a) != nil || a.Query == "" {
 		_ = m.Term()
 		return
 	}
-	content, _ := json.Marshal(benchOutput)
+	content, _ := json.Marshal(benchcall.Output)
 	data, _ := json.Marshal(rawResult{TaskID: t.TaskID, Status: "ok", Content: content})
 	res := nats.NewMsg(s.prefix + ".result." + t.ConversationID + "." + t.TaskID)
 	res.Header.Set(jetstream.MsgIDHeader, "res:"+t.TaskID)

@@ -9,24 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/offload-dev/offload/internal/benchcall"
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/llm/script"
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/tool"
 )
-
-// The payloads of offload-bench's measured call: about 200 bytes of
-// arguments and of result.
-const benchArgs = `{"query":"quarterly revenue of the northern region by product line, excluding returns and internal transfers","limit":20,"filters":{"lang":"en","since":"2026-01-01","until":"2026-06-30","region":"north"}}`
-
-var benchOutput = "Found 20 rows: " + strings.Repeat("north/widgets 1.2M, ", 9)
-
-type benchLookupArgs struct {
-	Query   string            `json:"query"`
-	Limit   int               `json:"limit"`
-	Filters map[string]string `json:"filters,omitempty"`
-}
 
 // BenchmarkBackgroundRoundTrip measures the agent loop's own part of a
 // background call's round trip, as offload-bench's "offload background"
@@ -70,7 +59,7 @@ func benchBackgroundRoundTrip(b *testing.B, gated bool) {
 	// The tool's arguments are validated against the schema offload-bench's
 	// typed tool has, as the loop does for every call; the handler does not
 	// decode them (a worker does that, outside the loop).
-	typed := tool.Func("lookup", "Looks rows up.", func(context.Context, *tool.RunContext, benchLookupArgs) (string, error) { return "", nil })
+	typed := tool.Func("lookup", "Looks rows up.", func(context.Context, *tool.RunContext, benchcall.LookupArgs) (string, error) { return "", nil })
 	lookup := tool.MustNew(typed.Def(), func(ctx context.Context, _ *tool.RunContext, _ json.RawMessage) (any, error) {
 		round().started = time.Now()
 		defer func() { round().ended = time.Now() }()
@@ -81,7 +70,7 @@ func benchBackgroundRoundTrip(b *testing.B, gated bool) {
 				return nil, ctx.Err()
 			}
 		}
-		return benchOutput, nil
+		return benchcall.Output, nil
 	})
 	prefix := "Background tool 'lookup'"
 	followUp := func(req *llm.Request) bool {
@@ -94,7 +83,7 @@ func benchBackgroundRoundTrip(b *testing.B, gated bool) {
 		}
 		return false
 	}
-	call := &llm.Response{Parts: []message.Part{message.ToolCall{ToolName: "lookup", ToolCallID: "call_1", Args: benchArgs}}}
+	call := &llm.Response{Parts: []message.Part{message.ToolCall{ToolName: "lookup", ToolCallID: "call_1", Args: benchcall.Args}}}
 	waiting := &llm.Response{Parts: []message.Part{message.Text{Content: "waiting"}}}
 	done := &llm.Response{Parts: []message.Part{message.Text{Content: "done"}}}
 	model := script.New("bench-background", func(_ context.Context, req *llm.Request) (*llm.Response, error) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/offload-dev/offload/internal/benchcall"
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/llm/script"
@@ -21,17 +22,6 @@ import (
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
 )
-
-// The payloads of offload-bench's measured call.
-const benchArgs = `{"query":"quarterly revenue of the northern region by product line, excluding returns and internal transfers","limit":20,"filters":{"lang":"en","since":"2026-01-01","until":"2026-06-30","region":"north"}}`
-
-var benchOutput = "Found 20 rows: " + strings.Repeat("north/widgets 1.2M, ", 9)
-
-type benchLookupArgs struct {
-	Query   string            `json:"query"`
-	Limit   int               `json:"limit"`
-	Filters map[string]string `json:"filters,omitempty"`
-}
 
 // BenchmarkBackgroundRoundTripJetStream is offload-bench's two round trips
 // of a remote call on an embedded server, one worker with one slot: "inline"
@@ -45,12 +35,7 @@ func BenchmarkBackgroundRoundTripJetStream(b *testing.B) {
 	srv := natstest.Start(b)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	lookup := tool.Func("lookup", "Looks rows up.", func(_ context.Context, _ *tool.RunContext, a benchLookupArgs) (string, error) {
-		if a.Query == "" {
-			return "", tool.Retry("query is empty")
-		}
-		return benchOutput, nil
-	})
+	lookup := benchcall.Lookup()
 	w, err := natsjs.NewWorker(natsjs.WorkerConfig{Conn: srv.Conn(b), ID: "bench", Tools: []*tool.Tool{lookup}, Concurrency: 1, Logger: testLogger()})
 	if err != nil {
 		b.Fatal(err)
@@ -92,7 +77,7 @@ func BenchmarkBackgroundRoundTripJetStream(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			start := time.Now()
-			if _, err := remote.Run(ctx, rc, json.RawMessage(benchArgs)); err != nil {
+			if _, err := remote.Run(ctx, rc, json.RawMessage(benchcall.Args)); err != nil {
 				b.Fatal(err)
 			}
 			spans = append(spans, time.Since(start))
@@ -114,7 +99,7 @@ func BenchmarkBackgroundRoundTripJetStream(b *testing.B) {
 			}
 			return false
 		}
-		call := &llm.Response{Parts: []message.Part{message.ToolCall{ToolName: "lookup", ToolCallID: "call_1", Args: benchArgs}}}
+		call := &llm.Response{Parts: []message.Part{message.ToolCall{ToolName: "lookup", ToolCallID: "call_1", Args: benchcall.Args}}}
 		model := script.New("bench-background", func(_ context.Context, req *llm.Request) (*llm.Response, error) {
 			mu.Lock()
 			defer mu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/offload-dev/offload/internal/jsonscan"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
@@ -288,7 +289,7 @@ func (f *fields) toolName(name string, dst *string) {
 
 // compact returns a compact copy of v, valid JSON.
 func compact(v json.RawMessage) json.RawMessage {
-	if isCompact(v) {
+	if jsonscan.IsCompact(v) {
 		return append(json.RawMessage(nil), v...)
 	}
 	var buf bytes.Buffer
@@ -296,23 +297,6 @@ func compact(v json.RawMessage) json.RawMessage {
 		return append(json.RawMessage(nil), v...)
 	}
 	return buf.Bytes()
-}
-
-// isCompact reports whether valid JSON v holds no whitespace outside its
-// strings, so that json.Compact would return it unchanged.
-func isCompact(v []byte) bool {
-	in := false
-	for i := 0; i < len(v); i++ {
-		switch c := v[i]; {
-		case in && c == '\\':
-			i++ // the escaped byte
-		case c == '"':
-			in = !in
-		case !in && (c == ' ' || c == '\t' || c == '\n' || c == '\r'):
-			return false
-		}
-	}
-	return true
 }
 
 // DecodeTask decodes and checks a [Task]: task_id, tool, args (a JSON object)

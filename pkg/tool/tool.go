@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/offload-dev/offload/internal/jsonscan"
 )
 
 // NamePattern is the pattern every tool name must match: it keeps names safe
@@ -289,7 +291,7 @@ func (t *Tool) ParseArgs(raw string) (json.RawMessage, error) {
 		trimmed = "{}"
 	}
 	if t.ArgsCertainlyValid(json.RawMessage(trimmed)) {
-		if isCompact(trimmed) {
+		if jsonscan.IsCompact(trimmed) {
 			return json.RawMessage(trimmed), nil
 		}
 		var buf bytes.Buffer
@@ -318,24 +320,6 @@ func (t *Tool) ParseArgs(raw string) (json.RawMessage, error) {
 		return nil, &ValidationError{Tool: t.Name, Message: "invalid JSON: " + err.Error()}
 	}
 	return buf.Bytes(), nil
-}
-
-// isCompact reports whether valid JSON v holds no whitespace outside its
-// strings, so that json.Compact would return it unchanged (as
-// protocol.isCompact, whose fuzz target checks it).
-func isCompact(v string) bool {
-	in := false
-	for i := 0; i < len(v); i++ {
-		switch c := v[i]; {
-		case in && c == '\\':
-			i++ // the escaped byte
-		case c == '"':
-			in = !in
-		case !in && (c == ' ' || c == '\t' || c == '\n' || c == '\r'):
-			return false
-		}
-	}
-	return true
 }
 
 // ArgsCertainlyValid reports whether raw, the JSON of the arguments,
