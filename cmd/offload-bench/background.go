@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime"
-	"strings"
 	"sync"
 	"time"
 
@@ -16,20 +15,6 @@ import (
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/tool"
 )
-
-// followUps counts the background follow-ups of tool name in req.
-func followUps(req *llm.Request, name string) int {
-	n := 0
-	prefix := "Background tool '" + name + "'"
-	for _, m := range req.Messages {
-		for _, p := range m.Parts {
-			if u, ok := p.(message.UserPrompt); ok && len(u.Content) > 0 && strings.HasPrefix(u.Content[0].Text, prefix) {
-				n++
-			}
-		}
-	}
-	return n
-}
 
 // backgroundCaller returns a caller that runs one agent run whose model
 // calls the remote lookup tool in the background and waits for its
@@ -87,9 +72,9 @@ func backgroundRun(ts tool.Toolset, exec agent.Executor, waiting func(start bool
 				sent = time.Now()
 				mu.Unlock()
 			}()
-			return &llm.Response{Parts: []message.Part{message.ToolCall{ToolName: "lookup", ToolCallID: "call_1", Args: benchcall.Args}}}, nil
+			return benchcall.Call(), nil
 		}
-		if followUps(req, "lookup") == 1 {
+		if benchcall.FollowUps(req, "lookup") == 1 {
 			mu.Lock()
 			seen = time.Now()
 			mu.Unlock()
@@ -184,7 +169,7 @@ func measurePendingMemory(ctx context.Context, ep endpoint, calls int) (pendingM
 			runtime.ReadMemStats(&during)
 			close(gate)
 		})
-		if followUps(req, "hold") == calls {
+		if benchcall.FollowUps(req, "hold") == calls {
 			return &llm.Response{Parts: []message.Part{message.Text{Content: "all done"}}}, nil
 		}
 		return &llm.Response{Parts: []message.Part{message.Text{Content: "waiting"}}}, nil

@@ -8,6 +8,8 @@ import (
 	"context"
 	"strings"
 
+	"github.com/offload-dev/offload/pkg/llm"
+	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
@@ -33,4 +35,24 @@ func Lookup() *tool.Tool {
 		}
 		return Output, nil
 	})
+}
+
+// Call returns the model response that calls the measured tool once.
+func Call() *llm.Response {
+	return &llm.Response{Parts: []message.Part{message.ToolCall{ToolName: "lookup", ToolCallID: "call_1", Args: Args}}}
+}
+
+// FollowUps counts the background follow-ups of tool name in req (the user
+// prompts the agent loop adds when a background call's result arrives).
+func FollowUps(req *llm.Request, name string) int {
+	n := 0
+	prefix := "Background tool '" + name + "'"
+	for _, m := range req.Messages {
+		for _, p := range m.Parts {
+			if u, ok := p.(message.UserPrompt); ok && len(u.Content) > 0 && strings.HasPrefix(u.Content[0].Text, prefix) {
+				n++
+			}
+		}
+	}
+	return n
 }

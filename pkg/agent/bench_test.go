@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -72,18 +71,8 @@ func benchBackgroundRoundTrip(b *testing.B, gated bool) {
 		}
 		return benchcall.Output, nil
 	})
-	prefix := "Background tool 'lookup'"
-	followUp := func(req *llm.Request) bool {
-		for _, m := range req.Messages {
-			for _, p := range m.Parts {
-				if u, ok := p.(message.UserPrompt); ok && len(u.Content) > 0 && strings.HasPrefix(u.Content[0].Text, prefix) {
-					return true
-				}
-			}
-		}
-		return false
-	}
-	call := &llm.Response{Parts: []message.Part{message.ToolCall{ToolName: "lookup", ToolCallID: "call_1", Args: benchcall.Args}}}
+	followUp := func(req *llm.Request) bool { return benchcall.FollowUps(req, "lookup") > 0 }
+	call := benchcall.Call()
 	waiting := &llm.Response{Parts: []message.Part{message.Text{Content: "waiting"}}}
 	done := &llm.Response{Parts: []message.Part{message.Text{Content: "done"}}}
 	model := script.New("bench-background", func(_ context.Context, req *llm.Request) (*llm.Response, error) {
