@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/agent/agentmetrics"
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
@@ -83,7 +84,10 @@ func runDurable(ctx context.Context, e env, f *runFlags, cfg agent.Config, rem *
 		}
 	}
 	if f.approve == "wait" {
-		cfg.Capabilities = append(cfg.Capabilities, sess.AwaitDecisions(f.wait, e.suspend))
+		// Timed like the inline handlers: offload_approval_wait_seconds
+		// counts the approvals decided while the run waits.
+		cfg.Capabilities = append(cfg.Capabilities,
+			agent.HandleDeferredToolCalls(agentmetrics.TimeApprovals(am, sess.AwaitDecisionsHandler(f.wait, e.suspend))))
 	}
 	// Last: it saves the request the capabilities before it prepared.
 	cfg.Capabilities = append(cfg.Capabilities, sess.Checkpointer())

@@ -21,9 +21,15 @@ const pollInterval = 200 * time.Millisecond
 // ends or suspend is closed. The decided calls go on at once; the others
 // pause the run as with defer.
 func (s *Session) AwaitDecisions(wait time.Duration, suspend <-chan struct{}) agent.Capability {
-	return agent.HandleDeferredToolCalls(func(ctx context.Context, rc *tool.RunContext, reqs *deferred.Requests) (*deferred.Results, error) {
+	return agent.HandleDeferredToolCalls(s.AwaitDecisionsHandler(wait, suspend))
+}
+
+// AwaitDecisionsHandler is the deferred-call handler of [Session.AwaitDecisions],
+// for a caller that wraps it (e.g. to time the approvals it decides).
+func (s *Session) AwaitDecisionsHandler(wait time.Duration, suspend <-chan struct{}) agent.DeferredHandlerFunc {
+	return func(ctx context.Context, rc *tool.RunContext, reqs *deferred.Requests) (*deferred.Results, error) {
 		return s.await(ctx, rc, reqs, wait, suspend)
-	})
+	}
 }
 
 func (s *Session) await(ctx context.Context, rc *tool.RunContext, reqs *deferred.Requests, wait time.Duration, suspend <-chan struct{}) (*deferred.Results, error) {
