@@ -249,14 +249,22 @@ func TestJSONLinesEveryExitPath(t *testing.T) {
 }
 
 // A run with --approve wait is live and its approval is only announced
-// (no stored pending record yet): agent approve decides it, and the run
-// goes on in its process; once resolved, a second approve exits 1.
+// (no stored pending record yet): agent pending lists it, agent approve
+// decides it, and the run goes on in its process; once resolved, a second
+// approve exits 1 and pending no longer lists it.
 func TestApproveWhileRunWaits(t *testing.T) {
 	t.Parallel()
 	d := newDurable(t)
 	nats := []string{"--nats", d.nats.URL()}
 	w := d.runApproveWait(func(conv, task string) {
 		waitFor(t, func() bool { return len(d.approvalMessages(conv, task)) > 0 })
+		// agent pending lists it, with or without --conversation.
+		for _, args := range [][]string{{"pending", "--conversation", conv}, {"pending"}} {
+			code, stdout, stderr := plain(t, d.dir, nil, append(args, nats...)...)
+			if code != 0 || !strings.Contains(stdout, task+" approval ") || !strings.Contains(stdout, "decision."+conv+"."+task) {
+				t.Fatalf("%v while the run waits: exit %d, stdout:\n%s\nstderr: %s", args, code, stdout, stderr)
+			}
+		}
 		if code, _, stderr := plain(t, d.dir, nil, append([]string{"approve", "--conversation", conv, task, "--by", "bob"}, nats...)...); code != 0 {
 			t.Fatalf("approve while the run waits: exit %d: %s", code, stderr)
 		}
@@ -267,5 +275,9 @@ func TestApproveWhileRunWaits(t *testing.T) {
 	}
 	if code, _, stderr := plain(t, d.dir, nil, append([]string{"approve", "--conversation", conv, task}, nats...)...); code != exitFailed {
 		t.Fatalf("approve once resolved: exit %d: %s", code, stderr)
+	}
+	// Resolved, it is no longer listed.
+	if code, stdout, stderr := plain(t, d.dir, nil, append([]string{"pending", "--conversation", conv}, nats...)...); code != 0 || strings.Contains(stdout, task) {
+		t.Fatalf("pending once resolved: exit %d, stdout:\n%s\nstderr: %s", code, stdout, stderr)
 	}
 }
