@@ -776,3 +776,55 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// A resume whose conversation lease is taken by another process while a
+// call runs stops: exit 1 naming the lost lease, and it saves nothing
+// more, so the new holder's state is not overwritten.
+func TestDurableLeaseLostStopsRun(t *testing.T) {
+	t.Parallel()
+	d := newDurable(t)
+	conv, pending := d.paused(`[{"tool":"deploy","args":{"target":"prod","slow":true}}]`)
+	task := only(t, pending, "approval deploy")
+	d.pub("tools.decision."+conv+"."+task, `{"approved":true}`)
+	cmd := d.command("resume", "--conversation", conv)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer d.tools.open()
+	select {
+	case <-d.tools.started: // the resume holds the conversation
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the approved deploy did not start: %s", stderr.String())
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	kv, err := d.nats.JetStream(t).KeyValue(ctx, natsjs.NamesFor("tools").ConversationsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := kv.Get(ctx, "conv."+conv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another process takes the lease (as one would after a lapse).
+	thief := fmt.Sprintf(`{"holder":"thief","expires_at":%q}`, time.Now().Add(time.Hour).UTC().Format(time.RFC3339Nano))
+	if _, err := kv.Put(ctx, "lease."+conv, []byte(thief)); err != nil {
+		t.Fatal(err)
+	}
+	code := exitCode(t, cmd.Wait()) // the next renewal (a third of the lease's 15 s) finds it taken
+	if code != exitFailed || !strings.Contains(stderr.String(), "lease lost") {
+		t.Fatalf("resume after its lease was taken: exit %d\nstdout: %s\nstderr: %s", code, stdout.String(), stderr.String())
+	}
+	if f := lastLine(t, stdout.String()); f["status"] != "failed" || !strings.Contains(fmt.Sprint(f["error"]), "lease lost") {
+		t.Fatalf("final event %v", f)
+	}
+	after, err := kv.Get(ctx, "conv."+conv)
+	if err != nil || after.Revision() != before.Revision() {
+		t.Fatalf("the conversation was written after the lease was lost: revision %d → %d (%v)", before.Revision(), after.Revision(), err)
+	}
+	if got := d.tools.deployed(); len(got) != 0 {
+		t.Fatalf("deployed %v although the run stopped while the call ran", got)
+	}
+}

@@ -112,6 +112,11 @@ func runDurable(ctx context.Context, e env, f *runFlags, cfg agent.Config, rem *
 	}
 	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), saveFor)
 	defer fcancel()
+	if errors.Is(context.Cause(runCtx), conversation.ErrLeaseLost) {
+		// Another process may hold the conversation now: nothing is saved
+		// (Finish would refuse), and the run did not end by itself.
+		return out.finishWith(res, fmt.Errorf("conversation %s: %w (another process may have claimed it); nothing more was saved", sess.ID(), conversation.ErrLeaseLost))
+	}
 	if err := sess.Finish(fctx, res, runErr); err != nil {
 		logger.Error("conversation not saved", slog.Any("error", err))
 		if runErr == nil {

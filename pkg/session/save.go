@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"time"
@@ -14,6 +15,14 @@ import (
 
 // saveLocked stores s.st with compare-and-set on the revision read.
 func (s *Session) saveLocked(ctx context.Context) error {
+	// A process whose lease was lost no longer writes: another may have
+	// claimed the conversation and loaded it, and would then fail its own
+	// save (or, worse, build on a state this process changed under it).
+	select {
+	case <-s.lease.Lost():
+		return fmt.Errorf("session: conversation %s not saved: %w", s.st.ID, conversation.ErrLeaseLost)
+	default:
+	}
 	// A shallow copy: the store only encodes it, and annotate replaces
 	// (never edits) the messages it changes in its own copy of the slice.
 	st := *s.st

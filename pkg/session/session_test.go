@@ -288,3 +288,56 @@ func TestSessionClaimed(t *testing.T) {
 		t.Fatal("a claimed conversation was opened twice")
 	}
 }
+
+// losingStore is a Memory store whose leases the test can mark lost.
+type losingStore struct {
+	*conversation.Memory
+	lost chan struct{}
+}
+
+func (s losingStore) Claim(ctx context.Context, id, holder string) (conversation.Lease, error) {
+	l, err := s.Memory.Claim(ctx, id, holder)
+	if err != nil {
+		return nil, err
+	}
+	return losingLease{Lease: l, lost: s.lost}, nil
+}
+
+type losingLease struct {
+	conversation.Lease
+	lost chan struct{}
+}
+
+func (l losingLease) Lost() <-chan struct{} { return l.lost }
+
+// A session whose lease was lost writes nothing more: Save and Finish fail
+// with ErrLeaseLost and the stored state stays as it was, for the process
+// that claimed the conversation since.
+func TestLostLeaseStopsSaves(t *testing.T) {
+	ctx := context.Background()
+	store := losingStore{Memory: conversation.NewMemory(), lost: make(chan struct{})}
+	id := protocol.NewID()
+	s, err := session.Open(ctx, session.Config{Store: store}, id, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Save(ctx); err != nil {
+		t.Fatalf("save while the lease holds: %v", err)
+	}
+	_, rev, err := store.Load(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(store.lost)
+	if err := s.Save(ctx); !errors.Is(err, conversation.ErrLeaseLost) {
+		t.Fatalf("save after the lease was lost: %v, want ErrLeaseLost", err)
+	}
+	res := &agent.Result{Messages: message.History{message.NewRequest(message.UserText("hi"))}}
+	if err := s.Finish(ctx, res, nil); !errors.Is(err, conversation.ErrLeaseLost) {
+		t.Fatalf("finish after the lease was lost: %v, want ErrLeaseLost", err)
+	}
+	if _, now, err := store.Load(ctx, id); err != nil || now != rev {
+		t.Fatalf("stored revision %d after the lease was lost (%v), want %d", now, err, rev)
+	}
+}
