@@ -135,7 +135,7 @@ func (d *deployServer) provision(t *testing.T) {
 
 func (d *deployServer) connect(t *testing.T, role string, errs chan<- error) *nats.Conn {
 	t.Helper()
-	opts := []nats.Option{nats.UserInfo(role, password(role)), nats.MaxReconnects(0)}
+	opts := []nats.Option{nats.UserInfo(role, password(role)), nats.MaxReconnects(0), nats.CustomInboxPrefix(inboxPrefix(role))}
 	if errs != nil {
 		opts = append(opts, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			select {
@@ -149,6 +149,15 @@ func (d *deployServer) connect(t *testing.T, role string, errs chan<- error) *na
 		t.Fatalf("connect as %s: %v", role, err)
 	}
 	return nc
+}
+
+// inboxPrefix is the inbox prefix auth.conf gives role (the admin keeps
+// _INBOX).
+func inboxPrefix(role string) string {
+	if role == "admin" {
+		return "_INBOX"
+	}
+	return "_INBOX_" + role
 }
 
 // lastSeq returns a stream's last sequence, read as admin.
@@ -264,6 +273,9 @@ func ops(d *deployServer) []op {
 		{"subscribe to approval announcements", func(ctx context.Context, e opEnv) error { return e.subscribe(ctx, s.All(protocol.KindApproval)) }},
 		{"subscribe to tasks (core)", func(ctx context.Context, e opEnv) error { return e.subscribe(ctx, s.All(protocol.KindTask)) }},
 		{"subscribe to results (core)", func(ctx context.Context, e opEnv) error { return e.subscribe(ctx, s.All(protocol.KindResult)) }},
+		{"subscribe to the agent's replies (_INBOX_agent.>)", func(ctx context.Context, e opEnv) error { return e.subscribe(ctx, "_INBOX_agent.>") }},
+		{"subscribe to the worker's replies (_INBOX_worker.>)", func(ctx context.Context, e opEnv) error { return e.subscribe(ctx, "_INBOX_worker.>") }},
+		{"subscribe to every reply (_INBOX.>)", func(ctx context.Context, e opEnv) error { return e.subscribe(ctx, "_INBOX.>") }},
 		{"read the results stream", func(ctx context.Context, e opEnv) error { return e.readStream(ctx, names.Results) }},
 		{"read the answers stream", func(ctx context.Context, e opEnv) error { return e.readStream(ctx, names.Answers) }},
 		{"read the decisions stream", func(ctx context.Context, e opEnv) error { return e.readStream(ctx, names.Decisions) }},
@@ -406,6 +418,9 @@ var allowed = map[string][]string{
 	"subscribe to cancels":                                {"admin", "worker"},
 	"subscribe to approval announcements":                 {"admin", "approver"},
 	"subscribe to tasks (core)":                           {"admin"},
+	"subscribe to the agent's replies (_INBOX_agent.>)":   {"admin", "agent"},
+	"subscribe to the worker's replies (_INBOX_worker.>)": {"admin", "worker"},
+	"subscribe to every reply (_INBOX.>)":                 {"admin"},
 	"subscribe to results (core)":                         {"admin"},
 	"read the results stream":                             {"admin", "agent"},
 	"read the answers stream":                             {"admin", "agent"},

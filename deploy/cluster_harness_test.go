@@ -133,7 +133,7 @@ func (c *testCluster) list(role string, first int) string {
 func (c *testCluster) conn(t *testing.T, role string, first int) *nats.Conn {
 	t.Helper()
 	nc, err := natsjs.Connect(c.list(role, first), natsjs.ConnectOptions{
-		Name: "cluster test " + role, ReconnectWait: 50 * time.Millisecond,
+		Name: "cluster test " + role, ReconnectWait: 50 * time.Millisecond, InboxPrefix: inboxPrefix(role),
 		Extra: []nats.Option{nats.DontRandomize()},
 	})
 	if err != nil {

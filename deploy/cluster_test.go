@@ -130,7 +130,7 @@ func TestClusterFailover(t *testing.T) {
 	writeTestFile(t, runScript, "turns:\n  - tool_calls: [{tool: ask_human, args: {question: \"Which node survives?\"}}]\n")
 	resumeScript := filepath.Join(agentDir, "resume.yaml")
 	writeTestFile(t, resumeScript, "turns:\n  - text: resumed after the failover\n")
-	runOut, pauseErr := exec.Command(agentBin, "run", "--nats", c.list("agent", victim), "--replicas", "3", "--spec", spec,
+	runOut, pauseErr := exec.Command(agentBin, "run", "--nats", c.list("agent", victim), "--inbox-prefix", inboxPrefix("agent"), "--replicas", "3", "--spec", spec,
 		"--model", "script:"+runScript, "--json", "ask").Output()
 	var ee *exec.ExitError
 	if !errors.As(pauseErr, &ee) || ee.ExitCode() != 3 {
@@ -156,7 +156,7 @@ func TestClusterFailover(t *testing.T) {
 		if i != 1 {
 			url = strings.Replace(c.nodes[i].url, "nats://", "nats://worker:"+password("worker")+"@", 1)
 		}
-		workers[i] = natstest.StartProcess(t, workerBin, "--nats", url, "--tools", "sleep", "--id", "cluster-"+strconv.Itoa(i),
+		workers[i] = natstest.StartProcess(t, workerBin, "--nats", url, "--inbox-prefix", inboxPrefix("worker"), "--tools", "sleep", "--id", "cluster-"+strconv.Itoa(i),
 			"--concurrency", "4", "--replicas", "3", "-v")
 	}
 	onNode := map[string]bool{}
@@ -322,7 +322,7 @@ func TestClusterFailover(t *testing.T) {
 	// The agent run paused before the kill resumes in a new process on the
 	// surviving nodes, with the answer published before the kill.
 	agentResumeAt := time.Now()
-	resumeOut, err := exec.Command(agentBin, "resume", "--nats", c.list("agent", (victim+1)%3), "--spec", spec,
+	resumeOut, err := exec.Command(agentBin, "resume", "--nats", c.list("agent", (victim+1)%3), "--inbox-prefix", inboxPrefix("agent"), "--spec", spec,
 		"--model", "script:"+resumeScript, "--json", "--conversation", agentConv).Output()
 	if err != nil {
 		t.Fatalf("agent resume after the kill: %v\n%s", err, resumeOut)
@@ -330,7 +330,7 @@ func TestClusterFailover(t *testing.T) {
 	if final := lastJSONLine(t, resumeOut); final["status"] != "finished" || final["output"] != "resumed after the failover" {
 		t.Fatalf("agent resume after the kill: final %v", final)
 	}
-	histOut, err := exec.Command(agentBin, "history", "--nats", c.list("agent", (victim+1)%3), "--conversation", agentConv).Output()
+	histOut, err := exec.Command(agentBin, "history", "--nats", c.list("agent", (victim+1)%3), "--inbox-prefix", inboxPrefix("agent"), "--conversation", agentConv).Output()
 	if err != nil || !strings.Contains(string(histOut), "node 2") {
 		t.Fatalf("agent history after the resume (the answer must be in it): %v\n%s", err, histOut)
 	}
@@ -354,7 +354,7 @@ func TestClusterFailover(t *testing.T) {
 
 	// The agent binary on the cluster: a URL list, R3 checked, a call
 	// served by the workers.
-	run := exec.CommandContext(ctx, agentBin, "run", "--nats", c.list("agent", 0), "--replicas", "3", "--model", "test", "--tools", "sleep", "--json", "nap")
+	run := exec.CommandContext(ctx, agentBin, "run", "--nats", c.list("agent", 0), "--inbox-prefix", inboxPrefix("agent"), "--replicas", "3", "--model", "test", "--tools", "sleep", "--json", "nap")
 	run.Dir = t.TempDir()
 	var runErr strings.Builder
 	run.Stderr = &runErr

@@ -47,7 +47,7 @@ func TestDeploymentWithRoles(t *testing.T) {
 	d := startBareDeployServer(t)
 
 	// The agent may not provision: it is told what is missing.
-	if out, err := exec.Command(agentBin, "provision", "--nats", d.roleURL("agent")).CombinedOutput(); err == nil || !strings.Contains(string(out), "is missing and this user may not create it") {
+	if out, err := exec.Command(agentBin, "provision", "--nats", d.roleURL("agent"), "--inbox-prefix", inboxPrefix("agent")).CombinedOutput(); err == nil || !strings.Contains(string(out), "is missing and this user may not create it") {
 		t.Fatalf("agent provision as agent: %v\n%s", err, out)
 	}
 	out, err := exec.Command(agentBin, "provision", "--nats", d.roleURL("admin"), "--tools", "sleep").CombinedOutput()
@@ -55,7 +55,7 @@ func TestDeploymentWithRoles(t *testing.T) {
 		t.Fatalf("agent provision: %v\n%s", err, out)
 	}
 
-	w := exec.Command(workerBin, "--nats", d.roleURL("worker"), "--tools", "sleep", "--id", "deploy-e2e")
+	w := exec.Command(workerBin, "--nats", d.roleURL("worker"), "--inbox-prefix", inboxPrefix("worker"), "--tools", "sleep", "--id", "deploy-e2e")
 	stderr, err := w.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +94,7 @@ func TestDeploymentWithRoles(t *testing.T) {
 		t.Fatalf("toolworker did not start:\n%s", logs.String())
 	}
 
-	run := exec.CommandContext(t.Context(), agentBin, "run", "--nats", d.roleURL("agent"), "--model", "test", "--tools", "sleep", "--json", "nap")
+	run := exec.CommandContext(t.Context(), agentBin, "run", "--nats", d.roleURL("agent"), "--inbox-prefix", inboxPrefix("agent"), "--model", "test", "--tools", "sleep", "--json", "nap")
 	run.Dir = t.TempDir()
 	var runErr bytes.Buffer
 	run.Stderr = &runErr
@@ -113,7 +113,7 @@ func TestDeploymentWithRoles(t *testing.T) {
 
 	// The approver with the nats CLI, as the README shows.
 	nats := func(role string, args ...string) (string, error) {
-		cmd := exec.Command(cli, append([]string{"--server", d.srv.ClientURL(), "--user", role, "--password", password(role), "--no-context"}, args...)...)
+		cmd := exec.Command(cli, append([]string{"--server", d.srv.ClientURL(), "--user", role, "--password", password(role), "--inbox-prefix", inboxPrefix(role), "--no-context"}, args...)...)
 		cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir())
 		out, err := cmd.CombinedOutput()
 		return string(out), err

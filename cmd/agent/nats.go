@@ -248,6 +248,7 @@ type connFlags struct {
 	creds    string
 	nkey     string
 	context  string
+	inbox    string
 	replicas int
 	envErr   error // a bad OFFLOAD_REPLICAS
 }
@@ -255,11 +256,13 @@ type connFlags struct {
 // replicasEnv is the environment variable of --replicas.
 const replicasEnv = "OFFLOAD_REPLICAS"
 
-// addConnFlags registers --creds, --nkey, --context and --replicas on fl.
+// addConnFlags registers --creds, --nkey, --context, --inbox-prefix and
+// --replicas on fl.
 func addConnFlags(fl *pflag.FlagSet, c *connFlags, getenv func(string) string) {
 	fl.StringVar(&c.creds, "creds", getenv("NATS_CREDS"), "NATS credentials file (env NATS_CREDS)")
 	fl.StringVar(&c.nkey, "nkey", getenv("NATS_NKEY"), "NATS nkey seed file (env NATS_NKEY)")
 	fl.StringVar(&c.context, "context", "", "nats CLI context (name or JSON file) giving the server and credentials")
+	fl.StringVar(&c.inbox, "inbox-prefix", getenv("NATS_INBOX_PREFIX"), "prefix of the connection's reply subjects instead of _INBOX (env NATS_INBOX_PREFIX; deploy/nats/auth.conf gives each role its own: _INBOX_agent, _INBOX_approver, …)")
 	def := 0
 	if v := getenv(replicasEnv); v != "" {
 		n, err := strconv.Atoi(v)
@@ -273,7 +276,7 @@ func addConnFlags(fl *pflag.FlagSet, c *connFlags, getenv func(string) string) {
 
 // options returns the connection options of the flags.
 func (c *connFlags) options(getenv func(string) string) (natsjs.ConnectOptions, error) {
-	o := natsjs.ConnectOptions{Creds: c.creds, Nkey: c.nkey}
+	o := natsjs.ConnectOptions{Creds: c.creds, Nkey: c.nkey, InboxPrefix: c.inbox}
 	if c.envErr != nil {
 		return o, c.envErr
 	}

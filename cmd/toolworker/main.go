@@ -1,7 +1,7 @@
 // Command toolworker serves tools to offload agents over NATS JetStream:
 // built-in tools and tools backed by a command in any language.
 //
-//	toolworker [--nats URL] [--creds FILE | --nkey FILE | --context NAME]
+//	toolworker [--nats URL] [--creds FILE | --nkey FILE | --context NAME] [--inbox-prefix P]
 //	           [--config tools.yaml] [--tools a,b|all] [--root DIR]
 //	           [--allow-private-network] [--concurrency N] [--metrics ADDR]
 //	           [--id NAME] [--prefix P] [--grace D] [--replicas N]
@@ -72,6 +72,7 @@ type options struct {
 	creds        string
 	nkey         string
 	context      string
+	inbox        string
 	allowPrivate bool
 	getenv       func(string) string
 	nctx         *natsjs.NATSContext
@@ -149,6 +150,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	fs.StringVar(&o.creds, "creds", getenv("NATS_CREDS"), "NATS credentials file (env NATS_CREDS)")
 	fs.StringVar(&o.nkey, "nkey", getenv("NATS_NKEY"), "NATS nkey seed file (env NATS_NKEY)")
 	fs.StringVar(&o.context, "context", "", "nats CLI context (name or JSON file) giving the server and credentials")
+	fs.StringVar(&o.inbox, "inbox-prefix", getenv("NATS_INBOX_PREFIX"), "prefix of the connection's reply subjects instead of _INBOX (env NATS_INBOX_PREFIX; deploy/nats/auth.conf gives the worker role _INBOX_worker)")
 	fs.BoolVar(&o.allowPrivate, "allow-private-network", false, "let http_fetch reach loopback, private and link-local addresses (never the NATS server)")
 	o.getenv = getenv
 	if err := fs.Parse(args); err != nil {

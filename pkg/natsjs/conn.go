@@ -32,6 +32,12 @@ type ConnectOptions struct {
 	// Connect gets none. Creds and Nkey take precedence over the context's
 	// credentials.
 	Context *NATSContext
+	// InboxPrefix replaces the _INBOX prefix of the connection's reply
+	// subjects (JetStream API responses, publish acknowledgements), so that
+	// a user allowed to subscribe only to its own prefix cannot read
+	// another user's replies (deploy/nats/auth.conf gives each role one,
+	// _INBOX_<role>). It takes precedence over the context's.
+	InboxPrefix string
 	// ExpectServerID, when set, is the ID of the only server this
 	// connection may use: Connect fails with an error wrapping
 	// [ErrWrongServer] when the server it reached has another ID, and a
@@ -117,9 +123,12 @@ func (o ConnectOptions) credentialOptions() ([]nats.Option, error) {
 		if c.CA != "" {
 			out = append(out, nats.RootCAs(c.CA))
 		}
-		if c.InboxPrefix != "" {
+		if c.InboxPrefix != "" && o.InboxPrefix == "" {
 			out = append(out, nats.CustomInboxPrefix(c.InboxPrefix))
 		}
+	}
+	if o.InboxPrefix != "" {
+		out = append(out, nats.CustomInboxPrefix(o.InboxPrefix))
 	}
 	if creds != "" {
 		if _, err := os.Stat(creds); err != nil {

@@ -154,3 +154,30 @@ func TestConnectURLList(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The inbox prefix of ConnectOptions wins over the context's, which
+// applies when the options give none.
+func TestConnectInboxPrefix(t *testing.T) {
+	t.Parallel()
+	srv, seedFile := authServer(t)
+	once := []nats.Option{nats.RetryOnFailedConnect(false), nats.MaxReconnects(0)}
+	for name, tc := range map[string]struct {
+		opts natsjs.ConnectOptions
+		want string
+	}{
+		"default":             {natsjs.ConnectOptions{Nkey: seedFile}, "_INBOX."},
+		"option":              {natsjs.ConnectOptions{Nkey: seedFile, InboxPrefix: "_INBOX_worker"}, "_INBOX_worker."},
+		"context":             {natsjs.ConnectOptions{Context: &natsjs.NATSContext{Nkey: seedFile, InboxPrefix: "_INBOX_ctx"}}, "_INBOX_ctx."},
+		"option over context": {natsjs.ConnectOptions{InboxPrefix: "_INBOX_agent", Context: &natsjs.NATSContext{Nkey: seedFile, InboxPrefix: "_INBOX_ctx"}}, "_INBOX_agent."},
+	} {
+		tc.opts.Extra = once
+		nc, err := natsjs.Connect(srv.URL(), tc.opts)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if inbox := nc.NewInbox(); !strings.HasPrefix(inbox, tc.want) {
+			t.Errorf("%s: inbox %s, want the prefix %s", name, inbox, tc.want)
+		}
+		nc.Close()
+	}
+}
