@@ -136,7 +136,8 @@ func (w *Worker) fetch(t *tool.Tool, c jetstream.Consumer, runners chan<- jetstr
 					return
 				}
 			case task != nil:
-				backlog = pendingAfter(m.Reply) > 0
+				md, err := task.Metadata()
+				backlog = err == nil && md.NumPending > 0
 				handoff(task)
 			}
 			if p.held == 0 {

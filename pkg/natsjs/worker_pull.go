@@ -115,10 +115,10 @@ func (p *puller) receive(m *nats.Msg) (task jetstream.Msg, freed int, err error)
 	switch status {
 	case "":
 		if p.held == 0 {
-			return pulledMsg{m}, 0, fmt.Errorf("%w: a task beyond the slots asked for", errUncounted)
+			return &pulledMsg{m: m}, 0, fmt.Errorf("%w: a task beyond the slots asked for", errUncounted)
 		}
 		p.held--
-		return pulledMsg{m}, 0, nil
+		return &pulledMsg{m: m}, 0, nil
 	case statusControl:
 		return nil, 0, nil
 	case statusNoMsgs, statusTimeout:
@@ -136,66 +136,50 @@ func (p *puller) receive(m *nats.Msg) (task jetstream.Msg, freed int, err error)
 	}
 }
 
-// pendingAfter returns how many messages were waiting in the consumer
-// after a delivery, read from its ack subject, or zero when it cannot be
-// read. The subject is $JS.ACK.<stream>.<consumer>.<delivered>.<stream
-// seq>.<consumer seq>.<time>.<pending> (9 tokens) or, from newer servers,
-// with a domain and an account hash before the stream and possibly a
-// token after the count (11 tokens or more), as nats.go reads it.
-func pendingAfter(reply string) uint64 {
-	if !strings.HasPrefix(reply, "$JS.ACK.") {
-		return 0
-	}
-	tokens := strings.Count(reply, ".") + 1
-	pos := 8
-	switch {
-	case tokens == 9:
-	case tokens >= 11:
-		pos = 10
-	default:
-		return 0
-	}
-	rest := reply
-	for range pos {
-		_, rest, _ = strings.Cut(rest, ".")
-	}
-	tok, _, _ := strings.Cut(rest, ".")
-	n, err := strconv.ParseUint(tok, 10, 64)
-	if err != nil {
-		return 0
-	}
-	return n
+// pulledMsg is a pulled task as a [jetstream.Msg]. Its metadata is parsed
+// once: the fetcher reads the backlog from it, and the runner the rest.
+// The fetcher hands the message to the runner over a channel, so the two
+// never read it at once.
+type pulledMsg struct {
+	m     *nats.Msg
+	md    *jetstream.MsgMetadata
+	mdErr error
 }
 
-// pulledMsg is a pulled task as a [jetstream.Msg].
-type pulledMsg struct{ m *nats.Msg }
+var _ jetstream.Msg = (*pulledMsg)(nil)
 
-var _ jetstream.Msg = pulledMsg{}
-
-func (p pulledMsg) Data() []byte         { return p.m.Data }
-func (p pulledMsg) Headers() nats.Header { return p.m.Header }
-func (p pulledMsg) Subject() string      { return p.m.Subject }
-func (p pulledMsg) Reply() string        { return p.m.Reply }
-func (p pulledMsg) Ack() error           { return p.m.Ack() }
-func (p pulledMsg) Nak() error           { return p.m.Nak() }
-func (p pulledMsg) InProgress() error    { return p.m.InProgress() }
-func (p pulledMsg) Term() error          { return p.m.Term() }
-func (p pulledMsg) DoubleAck(ctx context.Context) error {
+func (p *pulledMsg) Data() []byte         { return p.m.Data }
+func (p *pulledMsg) Headers() nats.Header { return p.m.Header }
+func (p *pulledMsg) Subject() string      { return p.m.Subject }
+func (p *pulledMsg) Reply() string        { return p.m.Reply }
+func (p *pulledMsg) Ack() error           { return p.m.Ack() }
+func (p *pulledMsg) Nak() error           { return p.m.Nak() }
+func (p *pulledMsg) InProgress() error    { return p.m.InProgress() }
+func (p *pulledMsg) Term() error          { return p.m.Term() }
+func (p *pulledMsg) DoubleAck(ctx context.Context) error {
 	return p.m.AckSync(nats.Context(ctx))
 }
 
-func (p pulledMsg) NakWithDelay(delay time.Duration) error { return p.m.NakWithDelay(delay) }
+func (p *pulledMsg) NakWithDelay(delay time.Duration) error { return p.m.NakWithDelay(delay) }
 
 // TermWithReason terminates the delivery, giving reason to the advisory.
-func (p pulledMsg) TermWithReason(reason string) error {
+func (p *pulledMsg) TermWithReason(reason string) error {
 	if p.m.Reply == "" {
 		return errors.New("natsjs: message has no reply subject")
 	}
 	return p.m.Respond([]byte("+TERM " + strings.TrimSpace(reason)))
 }
 
-// Metadata parses the delivery's metadata from its reply subject.
-func (p pulledMsg) Metadata() (*jetstream.MsgMetadata, error) {
+// Metadata returns the delivery's metadata, parsed from its reply subject
+// on the first call.
+func (p *pulledMsg) Metadata() (*jetstream.MsgMetadata, error) {
+	if p.md == nil && p.mdErr == nil {
+		p.md, p.mdErr = p.parseMetadata()
+	}
+	return p.md, p.mdErr
+}
+
+func (p *pulledMsg) parseMetadata() (*jetstream.MsgMetadata, error) {
 	md, err := p.m.Metadata()
 	if err != nil {
 		return nil, err

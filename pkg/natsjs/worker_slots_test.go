@@ -116,21 +116,3 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
-
-func TestPendingAfter(t *testing.T) {
-	for reply, want := range map[string]uint64{
-		"$JS.ACK.TOOLS_TASKS.task_job.1.42.40.1764500000000000000.7":                 7,
-		"$JS.ACK._.HASH.TOOLS_TASKS.task_job.1.42.40.1764500000000000000.12":         12,
-		"$JS.ACK._.HASH.TOOLS_TASKS.task_job.1.42.40.1764500000000000000.3.tok":      3,
-		"$JS.ACK._.HASH.TOOLS_TASKS.task_job.1.42.40.1764500000000000000.3.tok.more": 3,
-		"$JS.ACK.TOOLS_TASKS.task_job.1.42.40.1764500000000000000":                   0, // 8 tokens
-		"$JS.ACK.TOOLS_TASKS.task_job.1.42.40.1764500000000000000.x.y":               0, // 10 tokens
-		"$JS.ACK.TOOLS_TASKS.task_job.1.42.40.1764500000000000000.-1":                0,
-		"_INBOX.abc.1": 0,
-		"":             0,
-	} {
-		if got := pendingAfter(reply); got != want {
-			t.Errorf("pendingAfter(%q) = %d, want %d", reply, got, want)
-		}
-	}
-}
