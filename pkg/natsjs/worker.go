@@ -215,7 +215,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Worker{
+	w := &Worker{
 		cfg:     cfg,
 		log:     log.With(slog.String("worker", cfg.ID)),
 		subj:    protocol.Subjects{Prefix: cfg.Prefix},
@@ -226,7 +226,10 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		cancels: newCancelIndex(),
 		stopped: make(chan struct{}),
 		bgStop:  make(chan struct{}),
-	}, nil
+	}
+	reconn := make(chan struct{})
+	w.reconn.Store(&reconn)
+	return w, nil
 }
 
 // ID returns the worker's ID.

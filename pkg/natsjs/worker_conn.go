@@ -75,23 +75,12 @@ func (w *Worker) watchConn() {
 // reconnected returns a channel closed at the next reconnect: the server
 // may have restarted and forgotten the pull requests waiting there (see
 // fetch).
-func (w *Worker) reconnected() <-chan struct{} {
-	if ch := w.reconn.Load(); ch != nil {
-		return *ch
-	}
-	ch := make(chan struct{})
-	if w.reconn.CompareAndSwap(nil, &ch) {
-		return ch
-	}
-	return *w.reconn.Load()
-}
+func (w *Worker) reconnected() <-chan struct{} { return *w.reconn.Load() }
 
 // signalReconnect closes the channel reconnected returned, and replaces it.
 func (w *Worker) signalReconnect() {
 	ch := make(chan struct{})
-	if old := w.reconn.Swap(&ch); old != nil {
-		close(*old)
-	}
+	close(*w.reconn.Swap(&ch))
 }
 
 // unwatchConn stops listening to the connection's status.
