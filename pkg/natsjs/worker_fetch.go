@@ -55,11 +55,17 @@ func (w *Worker) fetch(t *tool.Tool, c jetstream.Consumer, runners chan<- jetstr
 	}
 	defer abandon()
 
-	// No message at all for this long while requests are outstanding means
-	// the server lost them (a restart): they are abandoned.
+	// No message at all for a request's expiry and a second while
+	// requests are outstanding means the server lost them (a restart):
+	// they are abandoned.
 	guard := time.NewTimer(pullWait)
 	defer guard.Stop()
-	lostAfter := shortPull + time.Second
+	lostAfter := func() time.Duration {
+		if pl != nil { // long requests may be outstanding
+			return pullWait + time.Second
+		}
+		return shortPull + time.Second
+	}
 
 	handoff := func(msg jetstream.Msg) {
 		select {
@@ -108,9 +114,8 @@ func (w *Worker) fetch(t *tool.Tool, c jetstream.Consumer, runners chan<- jetstr
 			if long && pl == nil {
 				ch := preempt
 				pl = w.slots.startPull(func() { close(ch) }, t.Name)
-				lostAfter = pullWait + time.Second
 			}
-			guard.Reset(lostAfter)
+			guard.Reset(lostAfter())
 		}
 		select {
 		case <-reconn:
@@ -142,9 +147,8 @@ func (w *Worker) fetch(t *tool.Tool, c jetstream.Consumer, runners chan<- jetstr
 			}
 			if p.held == 0 {
 				unregister()
-				lostAfter = shortPull + time.Second
 			} else {
-				guard.Reset(lostAfter)
+				guard.Reset(lostAfter())
 			}
 		case <-freed:
 		case <-preempt:
