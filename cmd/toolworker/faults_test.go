@@ -67,14 +67,14 @@ func TestSIGTERMHandsRunningTaskBack(t *testing.T) {
 	}
 	startWorker(t, twBin, append(args, "--id", "second")...)
 	term := time.Now()
-	if err := first.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := first.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	var r slowResult
 	select {
 	case r = <-done:
 	case <-time.After(ackWait):
-		t.Fatalf("no result within the ack wait of the SIGTERM; first worker:\n%s", first.logs())
+		t.Fatalf("no result within the ack wait of the SIGTERM; first worker:\n%s", first.Logs())
 	}
 	if r.err != nil {
 		t.Fatal(r.err)
@@ -87,7 +87,7 @@ func TestSIGTERMHandsRunningTaskBack(t *testing.T) {
 	if took > ackWait/2 {
 		t.Fatalf("took %v, not well within the ack wait %v", took, ackWait)
 	}
-	<-first.done
+	<-first.Done()
 }
 
 // nats-server SIGKILLed and restarted (same store) while 200 tasks run on
