@@ -144,22 +144,31 @@ while [ ! -f "$(dirname "$0")/release" ]; do sleep 0.05; done
 echo "finished"
 `
 
+// slowTool writes a directory with script as slow.sh, a tools.yaml
+// offering it as the tool slow (described by description, with a 1 m
+// timeout), and the FIFO started.fifo the script announces itself on.
+func slowTool(t *testing.T, script, description string) (dir, fifo string) {
+	t.Helper()
+	dir = t.TempDir()
+	writeFile(t, filepath.Join(dir, "slow.sh"), script, 0o755)
+	writeFile(t, filepath.Join(dir, "tools.yaml"), `tools:
+  - name: slow
+    description: `+description+`
+    command: ["./slow.sh"]
+    timeout: 1m
+`, 0o644)
+	fifo = filepath.Join(dir, "started.fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir, fifo
+}
+
 func TestKilledWorkerTaskFinishedByAnother(t *testing.T) {
 	t.Parallel()
 	twBin, _ := binaries(t)
 	srv := natstest.Start(t)
-	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "slow.sh"), slowScript, 0o755)
-	writeFile(t, filepath.Join(dir, "tools.yaml"), `tools:
-  - name: slow
-    description: Waits to be released.
-    command: ["./slow.sh"]
-    timeout: 1m
-`, 0o644)
-	fifo := filepath.Join(dir, "started.fifo")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	dir, fifo := slowTool(t, slowScript, "Waits to be released.")
 	args := []string{"--nats", srv.URL(), "--config", filepath.Join(dir, "tools.yaml"), "--ack-wait", "1s"}
 	w1 := startWorker(t, twBin, append(args, "--id", "w1")...)
 	w2 := startWorker(t, twBin, append(args, "--id", "w2")...)

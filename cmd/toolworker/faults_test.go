@@ -31,18 +31,7 @@ func TestSIGTERMHandsRunningTaskBack(t *testing.T) {
 	t.Parallel()
 	twBin, _ := binaries(t)
 	srv := natstest.Start(t)
-	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "slow.sh"), onceSlowScript, 0o755)
-	writeFile(t, filepath.Join(dir, "tools.yaml"), `tools:
-  - name: slow
-    description: Sleeps 30 s the first time.
-    command: ["./slow.sh"]
-    timeout: 1m
-`, 0o644)
-	fifo := filepath.Join(dir, "started.fifo")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	dir, fifo := slowTool(t, onceSlowScript, "Sleeps 30 s the first time.")
 	const ackWait = 10 * time.Second
 	args := []string{"--nats", srv.URL(), "--config", filepath.Join(dir, "tools.yaml"), "--ack-wait", ackWait.String(), "--grace", "1s"}
 	first := startWorker(t, twBin, append(args, "--id", "first")...)
