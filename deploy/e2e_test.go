@@ -1,7 +1,6 @@
 package deploy
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -9,8 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -55,44 +52,8 @@ func TestDeploymentWithRoles(t *testing.T) {
 		t.Fatalf("agent provision: %v\n%s", err, out)
 	}
 
-	w := exec.Command(workerBin, "--nats", d.roleURL("worker"), "--inbox-prefix", inboxPrefix("worker"), "--tools", "sleep", "--id", "deploy-e2e")
-	stderr, err := w.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	started, exited := make(chan struct{}), make(chan struct{})
-	var logs bytes.Buffer
-	var logsMu sync.Mutex
-	go func() {
-		defer close(exited)
-		sc := bufio.NewScanner(stderr)
-		var once sync.Once
-		for sc.Scan() {
-			logsMu.Lock()
-			logs.WriteString(sc.Text() + "\n")
-			logsMu.Unlock()
-			if strings.Contains(sc.Text(), `"msg":"toolworker started"`) {
-				once.Do(func() { close(started) })
-			}
-		}
-		_ = w.Wait()
-	}()
-	t.Cleanup(func() {
-		_ = w.Process.Signal(syscall.SIGTERM)
-		<-exited
-	})
-	select {
-	case <-started:
-	case <-exited:
-		t.Fatalf("toolworker exited:\n%s", logs.String())
-	case <-time.After(30 * time.Second):
-		logsMu.Lock()
-		defer logsMu.Unlock()
-		t.Fatalf("toolworker did not start:\n%s", logs.String())
-	}
+	w := natstest.StartProcess(t, workerBin, "--nats", d.roleURL("worker"), "--inbox-prefix", inboxPrefix("worker"), "--tools", "sleep", "--id", "deploy-e2e")
+	w.WaitLog(t, `"msg":"toolworker started"`, 30*time.Second)
 
 	run := exec.CommandContext(t.Context(), agentBin, "run", "--nats", d.roleURL("agent"), "--inbox-prefix", inboxPrefix("agent"), "--model", "test", "--tools", "sleep", "--json", "nap")
 	run.Dir = t.TempDir()

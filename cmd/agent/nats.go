@@ -110,24 +110,14 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 		if err != nil {
 			return fail(fmt.Errorf("tool registry: %w", err))
 		}
-		var names []string
-		for _, t := range tools {
-			names = append(names, t.Name)
-		}
-		if err := checkToolNames(want, names, f, "workers on "+natsjs.RedactURL(url)); err != nil {
+		from := "workers on " + natsjs.RedactURL(url)
+		if err := checkToolNames(want, toolNames(tools), f, from); err != nil {
 			// Name every tool the workers advertise, not only those --tools
 			// selected.
-			if all, aerr := natsjs.NewRemoteToolset(ctx, natsjs.RemoteConfig{Conn: nc, Prefix: f.prefix, Replicas: f.conn.replicas, Dispatcher: d, Logger: log}); aerr == nil {
-				if ts, terr := all.Tools(ctx); terr == nil {
-					names = names[:0]
-					for _, t := range ts {
-						names = append(names, t.Name)
-					}
-					if all := checkToolNames(want, names, f, "workers on "+natsjs.RedactURL(url)); all != nil {
-						err = all
-					}
+			if names, aerr := advertisedTools(ctx, natsjs.RemoteConfig{Conn: nc, Prefix: f.prefix, Replicas: f.conn.replicas, Dispatcher: d, Logger: log}); aerr == nil {
+				if all := checkToolNames(want, names, f, from); all != nil {
+					err = all
 				}
-				all.Close()
 			}
 			return fail(err)
 		}
@@ -140,6 +130,30 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 		return fail(err)
 	}
 	return &remote{rt: rt, nc: nc, js: js, d: d, embedded: embeddedDefault}, release, nil
+}
+
+// advertisedTools returns the names of every tool a registry read with cfg
+// offers.
+func advertisedTools(ctx context.Context, cfg natsjs.RemoteConfig) ([]string, error) {
+	all, err := natsjs.NewRemoteToolset(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer all.Close()
+	ts, err := all.Tools(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return toolNames(ts), nil
+}
+
+// toolNames returns the names of tools.
+func toolNames(tools []*tool.Tool) []string {
+	var names []string
+	for _, t := range tools {
+		names = append(names, t.Name)
+	}
+	return names
 }
 
 // conn is a connection to the NATS server of --nats, or of the store on

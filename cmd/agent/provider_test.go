@@ -137,15 +137,7 @@ func TestAgentRunProviderConformance(t *testing.T) {
 				return
 			}
 			reqs := srv.Requests()
-			body := reqs[len(reqs)-1].Body
-			if err := openaitest.ValidateRequest(body); err != nil {
-				t.Errorf("request sent back is invalid: %v\n%s", err, body)
-			}
-			for _, s := range fx.SentBack {
-				if !strings.Contains(string(body), s) {
-					t.Errorf("request sent back lacks %s:\n%s", s, body)
-				}
-			}
+			fx.CheckSentBack(t, reqs[len(reqs)-1].Body)
 		})
 	}
 }

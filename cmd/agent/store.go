@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"time"
 
@@ -60,7 +61,7 @@ func (s storeCmd) open(ctx context.Context) (*openedStore, func(), error) {
 	e := s.e
 	if !s.f.verbose {
 		// The server's URL and CLI options matter to a run, not here.
-		e.stderr = discard{}
+		e.stderr = io.Discard
 	}
 	c, err := connect(ctx, e, s.f, log, nil)
 	if err != nil {
@@ -144,8 +145,3 @@ func pendingOf(st *conversation.State) []agent.Pending {
 	}
 	return out
 }
-
-// discard is an io.Writer that drops everything.
-type discard struct{}
-
-func (discard) Write(p []byte) (int, error) { return len(p), nil }

@@ -35,8 +35,8 @@ func (o *options) loadContext(fs *flag.FlagSet, getenv func(string) string) erro
 
 // connectOptions returns the credentials of --creds, --nkey and --context
 // (a user and password in --nats work too), and --inbox-prefix.
-func (o *options) connectOptions() (natsjs.ConnectOptions, error) {
-	return natsjs.ConnectOptions{Creds: o.creds, Nkey: o.nkey, Context: o.nctx, InboxPrefix: o.inbox}, nil
+func (o *options) connectOptions() natsjs.ConnectOptions {
+	return natsjs.ConnectOptions{Creds: o.creds, Nkey: o.nkey, Context: o.nctx, InboxPrefix: o.inbox}
 }
 
 // credentialFiles are the files the built-in file tools must never read:

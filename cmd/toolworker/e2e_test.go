@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -42,60 +41,13 @@ func writeFile(t *testing.T, path, content string, mode os.FileMode) {
 	}
 }
 
-// worker is a running toolworker process.
-type worker struct {
-	cmd    *exec.Cmd
-	stderr *bytes.Buffer
-	mu     *sync.Mutex
-	done   chan struct{}
-}
-
 // startWorker starts toolworker and waits for its "toolworker started" log
 // line.
-func startWorker(t *testing.T, bin string, args ...string) *worker {
+func startWorker(t *testing.T, bin string, args ...string) *natstest.Process {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
-	pr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	w := &worker{cmd: cmd, stderr: &bytes.Buffer{}, mu: &sync.Mutex{}, done: make(chan struct{})}
-	started := make(chan struct{})
-	go func() {
-		defer close(w.done)
-		sc := bufio.NewScanner(pr)
-		once := sync.Once{}
-		for sc.Scan() {
-			w.mu.Lock()
-			w.stderr.WriteString(sc.Text() + "\n")
-			w.mu.Unlock()
-			if strings.Contains(sc.Text(), `"msg":"toolworker started"`) {
-				once.Do(func() { close(started) })
-			}
-		}
-		_ = cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		<-w.done
-	})
-	select {
-	case <-started:
-	case <-w.done:
-		t.Fatalf("toolworker exited before it started:\n%s", w.logs())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("toolworker did not start:\n%s", w.logs())
-	}
-	return w
-}
-
-func (w *worker) logs() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.stderr.String()
+	p := natstest.StartProcess(t, bin, args...)
+	p.WaitLog(t, `"msg":"toolworker started"`, 30*time.Second)
+	return p
 }
 
 const shoutScript = `#!/bin/sh
@@ -155,7 +107,7 @@ func TestToolworkerWithNatsCLI(t *testing.T) {
 	// they were published.
 	out, err := exec.CommandContext(ctx, nats, "--server", srv.URL(), "sub", "tools.result."+conv+".>", "--all", "--count", "2", "--raw").Output()
 	if err != nil {
-		t.Fatalf("nats sub: %v\nworker logs:\n%s", err, w.logs())
+		t.Fatalf("nats sub: %v\nworker logs:\n%s", err, w.Logs())
 	}
 	results := map[string]protocol.Result{}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
@@ -179,7 +131,7 @@ func TestToolworkerWithNatsCLI(t *testing.T) {
 	if bytes.Contains(raw, []byte("hunter2")) || bytes.Contains(raw, []byte("secret")) {
 		t.Errorf("the command's stderr leaked into the result: %s", raw)
 	}
-	if !strings.Contains(w.logs(), "hunter2") {
+	if !strings.Contains(w.Logs(), "hunter2") {
 		t.Errorf("stderr of the failed command should be logged by the worker")
 	}
 }
@@ -192,26 +144,35 @@ while [ ! -f "$(dirname "$0")/release" ]; do sleep 0.05; done
 echo "finished"
 `
 
+// slowTool writes a directory with script as slow.sh, a tools.yaml
+// offering it as the tool slow (described by description, with a 1 m
+// timeout), and the FIFO started.fifo the script announces itself on.
+func slowTool(t *testing.T, script, description string) (dir, fifo string) {
+	t.Helper()
+	dir = t.TempDir()
+	writeFile(t, filepath.Join(dir, "slow.sh"), script, 0o755)
+	writeFile(t, filepath.Join(dir, "tools.yaml"), `tools:
+  - name: slow
+    description: `+description+`
+    command: ["./slow.sh"]
+    timeout: 1m
+`, 0o644)
+	fifo = filepath.Join(dir, "started.fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir, fifo
+}
+
 func TestKilledWorkerTaskFinishedByAnother(t *testing.T) {
 	t.Parallel()
 	twBin, _ := binaries(t)
 	srv := natstest.Start(t)
-	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "slow.sh"), slowScript, 0o755)
-	writeFile(t, filepath.Join(dir, "tools.yaml"), `tools:
-  - name: slow
-    description: Waits to be released.
-    command: ["./slow.sh"]
-    timeout: 1m
-`, 0o644)
-	fifo := filepath.Join(dir, "started.fifo")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	dir, fifo := slowTool(t, slowScript, "Waits to be released.")
 	args := []string{"--nats", srv.URL(), "--config", filepath.Join(dir, "tools.yaml"), "--ack-wait", "1s"}
 	w1 := startWorker(t, twBin, append(args, "--id", "w1")...)
 	w2 := startWorker(t, twBin, append(args, "--id", "w2")...)
-	byPID := map[int]*worker{w1.cmd.Process.Pid: w1, w2.cmd.Process.Pid: w2}
+	byPID := map[int]*natstest.Process{w1.Pid(): w1, w2.Pid(): w2}
 
 	// Keep the FIFO open for reading so that writers never block.
 	f, err := os.OpenFile(fifo, os.O_RDWR, 0)
@@ -243,10 +204,10 @@ func TestKilledWorkerTaskFinishedByAnother(t *testing.T) {
 	if !ok {
 		t.Fatalf("task started under unknown pid %d", first)
 	}
-	if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := victim.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	<-victim.done
+	<-victim.Done()
 	var second int
 	select {
 	case second = <-starts:

@@ -31,18 +31,7 @@ func TestSIGTERMHandsRunningTaskBack(t *testing.T) {
 	t.Parallel()
 	twBin, _ := binaries(t)
 	srv := natstest.Start(t)
-	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "slow.sh"), onceSlowScript, 0o755)
-	writeFile(t, filepath.Join(dir, "tools.yaml"), `tools:
-  - name: slow
-    description: Sleeps 30 s the first time.
-    command: ["./slow.sh"]
-    timeout: 1m
-`, 0o644)
-	fifo := filepath.Join(dir, "started.fifo")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	dir, fifo := slowTool(t, onceSlowScript, "Sleeps 30 s the first time.")
 	const ackWait = 10 * time.Second
 	args := []string{"--nats", srv.URL(), "--config", filepath.Join(dir, "tools.yaml"), "--ack-wait", ackWait.String(), "--grace", "1s"}
 	first := startWorker(t, twBin, append(args, "--id", "first")...)
@@ -67,14 +56,14 @@ func TestSIGTERMHandsRunningTaskBack(t *testing.T) {
 	}
 	startWorker(t, twBin, append(args, "--id", "second")...)
 	term := time.Now()
-	if err := first.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := first.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	var r slowResult
 	select {
 	case r = <-done:
 	case <-time.After(ackWait):
-		t.Fatalf("no result within the ack wait of the SIGTERM; first worker:\n%s", first.logs())
+		t.Fatalf("no result within the ack wait of the SIGTERM; first worker:\n%s", first.Logs())
 	}
 	if r.err != nil {
 		t.Fatal(r.err)
@@ -87,7 +76,7 @@ func TestSIGTERMHandsRunningTaskBack(t *testing.T) {
 	if took > ackWait/2 {
 		t.Fatalf("took %v, not well within the ack wait %v", took, ackWait)
 	}
-	<-first.done
+	<-first.Done()
 }
 
 // nats-server SIGKILLed and restarted (same store) while 200 tasks run on

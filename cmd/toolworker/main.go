@@ -244,10 +244,7 @@ func serve(o *options, tools []*tool.Tool, log *slog.Logger, signals <-chan os.S
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	wm := metrics.NewWorker(reg)
 
-	copts, err := o.connectOptions()
-	if err != nil {
-		return err
-	}
+	copts := o.connectOptions()
 	copts.Name, copts.Logger = "toolworker "+o.id, log
 	nc, err := natsjs.Connect(o.natsURL, copts)
 	if err != nil {

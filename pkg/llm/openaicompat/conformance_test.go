@@ -111,15 +111,7 @@ func TestProviderConformance(t *testing.T) {
 				t.Errorf("follow-up answer %q", txt)
 			}
 			reqs := srv.Requests()
-			body := reqs[len(reqs)-1].Body
-			if err := openaitest.ValidateRequest(body); err != nil {
-				t.Errorf("request sent back is invalid: %v\n%s", err, body)
-			}
-			for _, s := range fx.SentBack {
-				if !strings.Contains(string(body), s) {
-					t.Errorf("request sent back lacks %s:\n%s", s, body)
-				}
-			}
+			fx.CheckSentBack(t, reqs[len(reqs)-1].Body)
 		})
 	}
 }

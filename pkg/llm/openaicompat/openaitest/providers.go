@@ -1,6 +1,9 @@
 package openaitest
 
-import "strings"
+import (
+	"strings"
+	"testing"
+)
 
 // Fixture is a response shape a real provider is publicly reported (or
 // documented) to send, reproduced on loopback for the conformance suite:
@@ -43,6 +46,21 @@ type Fixture struct {
 // compared as JSON.
 type Call struct {
 	Name, ID, Args, Extra string
+}
+
+// CheckSentBack fails t (without stopping it) when body, the follow-up
+// request after the fixture's tool calls, is not one [Server] would accept
+// or lacks one of f.SentBack.
+func (f Fixture) CheckSentBack(t testing.TB, body []byte) {
+	t.Helper()
+	if err := ValidateRequest(body); err != nil {
+		t.Errorf("request sent back is invalid: %v\n%s", err, body)
+	}
+	for _, s := range f.SentBack {
+		if !strings.Contains(string(body), s) {
+			t.Errorf("request sent back lacks %s:\n%s", s, body)
+		}
+	}
 }
 
 // FollowUp returns the reply to the request after the fixture's tool calls:
