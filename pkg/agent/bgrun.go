@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -315,8 +316,14 @@ func (br *bgRun) deliver() ([]message.Part, error) {
 		}
 	}
 	br.mu.Unlock()
+	return br.followUps(arrived)
+}
+
+// followUps returns the follow-up parts of the tasks, in order; it stops at
+// the first fatal outcome, returning the parts before it.
+func (br *bgRun) followUps(tasks []*bgTask) ([]message.Part, error) {
 	var parts []message.Part
-	for _, t := range arrived {
+	for _, t := range tasks {
 		p, err := br.followUp(t)
 		if err != nil {
 			return parts, err
@@ -510,7 +517,7 @@ func (br *bgRun) end(res *Result, err error) (*Result, error) {
 	var cancelled []*bgTask
 	var kept []PendingTask
 	for _, t := range live {
-		if isArrived(arrived, t) {
+		if slices.Contains(arrived, t) {
 			continue // finished: its outcome is handled below
 		}
 		if paused && t.task.Detach() {
@@ -551,26 +558,13 @@ func (br *bgRun) end(res *Result, err error) (*Result, error) {
 	res.Background = append(res.Background, kept...)
 	// Outcomes that arrived before the pause are kept in the history: the
 	// resume sends them with its first request. A fatal one ends the run.
-	var parts []message.Part
-	for _, t := range arrived {
-		p, ferr := br.followUp(t)
-		if ferr != nil {
-			return res, ferr
-		}
-		parts = append(parts, p)
+	parts, ferr := br.followUps(arrived)
+	if ferr != nil {
+		return res, ferr
 	}
 	if len(parts) > 0 {
 		res.Messages = append(res.Messages, br.r.stamp(message.NewRequest(parts...)))
 	}
 	res.Usage = br.r.usageSnapshot()
 	return res, nil
-}
-
-func isArrived(arrived []*bgTask, t *bgTask) bool {
-	for _, a := range arrived {
-		if a == t {
-			return true
-		}
-	}
-	return false
 }

@@ -421,10 +421,7 @@ func TestHandlerReDeferredWithoutMetadata(t *testing.T) {
 func TestHandlerResultForApprovalUnderCallsResolvesNothing(t *testing.T) {
 	t.Parallel()
 	var runs atomic.Int32
-	gated := tool.Func("gated", "", func(context.Context, *tool.RunContext, xArgs) (int, error) {
-		runs.Add(1)
-		return 1, nil
-	}, tool.NeedsApproval())
+	gated := countedGated(&runs)
 	h := handler(func(*deferred.Requests) *deferred.Results {
 		return &deferred.Results{Calls: map[string]any{"a": "forged result"}}
 	})
@@ -448,10 +445,7 @@ func TestHandlerResultForApprovalUnderCallsResolvesNothing(t *testing.T) {
 func TestHandlerInvalidApprovalRefused(t *testing.T) {
 	t.Parallel()
 	var runs atomic.Int32
-	gated := tool.Func("gated", "", func(context.Context, *tool.RunContext, xArgs) (int, error) {
-		runs.Add(1)
-		return 1, nil
-	}, tool.NeedsApproval())
+	gated := countedGated(&runs)
 	h := handler(func(*deferred.Requests) *deferred.Results {
 		return &deferred.Results{Approvals: approvals("a", 1)}
 	})
@@ -466,4 +460,13 @@ func TestHandlerInvalidApprovalRefused(t *testing.T) {
 		t.Errorf("the invalid answer was announced or applied (tool ran %d times):\n%s", runs.Load(), l.String())
 	}
 	wantRequests(t, m, 1)
+}
+
+// countedGated returns the tool gated, which needs approval, answers 1 and
+// counts its runs in runs.
+func countedGated(runs *atomic.Int32) *tool.Tool {
+	return tool.Func("gated", "", func(context.Context, *tool.RunContext, xArgs) (int, error) {
+		runs.Add(1)
+		return 1, nil
+	}, tool.NeedsApproval())
 }
