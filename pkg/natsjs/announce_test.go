@@ -19,9 +19,7 @@ func TestAnnouncer(t *testing.T) {
 	srv := natstest.Start(t)
 	js := srv.JetStream(t)
 	ctx := context.Background()
-	if err := natsjs.Provision(ctx, js, natsjs.ProvisionOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	mustProvision(t, js)
 	conv, run, task := protocol.NewID(), protocol.NewID(), protocol.NewID()
 	rec := &agent.PendingRecord{ConversationID: conv, RunID: run, Tasks: []agent.PendingTask{
 		{TaskID: task, Kind: deferred.KindApproval, Tool: "shell", ToolCallID: "call_1", Args: json.RawMessage(`{"cmd":"ls"}`), Metadata: map[string]any{"why": "audit"}},

@@ -22,9 +22,7 @@ func TestInboxCollect(t *testing.T) {
 	srv := natstest.Start(t)
 	js := srv.JetStream(t)
 	ctx := context.Background()
-	if err := natsjs.Provision(ctx, js, natsjs.ProvisionOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	mustProvision(t, js)
 	am := metrics.NewAgent(prometheus.NewRegistry())
 	in, err := natsjs.NewInbox(natsjs.InboxConfig{JetStream: js, Metrics: am, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -95,9 +93,7 @@ func TestInboxSkipsResultsNotForIt(t *testing.T) {
 	srv := natstest.Start(t)
 	js := srv.JetStream(t)
 	ctx := context.Background()
-	if err := natsjs.Provision(ctx, js, natsjs.ProvisionOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	mustProvision(t, js)
 	am := metrics.NewAgent(prometheus.NewRegistry())
 	in, err := natsjs.NewInbox(natsjs.InboxConfig{JetStream: js, Metrics: am})
 	if err != nil {

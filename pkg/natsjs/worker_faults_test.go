@@ -150,9 +150,7 @@ func TestFailedCancelLookupDoesNotRun(t *testing.T) {
 	}
 	defer sub.Unsubscribe()
 	ctx := context.Background()
-	if err := natsjs.Provision(ctx, js, natsjs.ProvisionOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	mustProvision(t, js)
 	// Both tasks are stored before the worker starts: both are looked up.
 	conv := protocol.NewID()
 	first, second := newTask("job", conv, `{}`), newTask("job", conv, `{}`)
@@ -176,9 +174,7 @@ func TestFailedCancelLookupDoesNotRun(t *testing.T) {
 		t.Fatalf("a task ran without its cancel look-up (%s)", id)
 	default:
 	}
-	if err := natsjs.Provision(ctx, js, natsjs.ProvisionOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	mustProvision(t, js)
 	if id := recv(t, g.started, "the second task to run once look-ups work"); id != second.ToolCallID {
 		t.Fatalf("started %s", id)
 	}
@@ -256,9 +252,7 @@ func TestResultPublishRetriedNotRerun(t *testing.T) {
 	if n := runs.Load(); n != 1 {
 		t.Fatalf("the finished tool ran %d times", n)
 	}
-	if err := natsjs.Provision(ctx, js, natsjs.ProvisionOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	mustProvision(t, js)
 	oc, err := js.OrderedConsumer(ctx, "TOOLS_RESULTS", jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{"tools.result." + task.ConversationID + "." + task.TaskID},
 	})
