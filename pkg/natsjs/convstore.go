@@ -119,7 +119,7 @@ func (s *ConversationStore) Load(ctx context.Context, id string) (*conversation.
 		return nil, 0, err
 	}
 	var e jetstream.KeyValueEntry
-	_, err := retryTransient(ctx, s.log, func(ctx context.Context) (err error) {
+	_, err := retryTransient(ctx, s.log, "conversation store", func(ctx context.Context) (err error) {
 		e, err = s.kv.Get(ctx, convKeyPre+id)
 		return err
 	})
@@ -139,7 +139,7 @@ func (s *ConversationStore) Load(ctx context.Context, id string) (*conversation.
 	}
 	if v.HistoryObject != "" {
 		var data []byte
-		_, err := retryTransient(ctx, s.log, func(ctx context.Context) (err error) {
+		_, err := retryTransient(ctx, s.log, "conversation store", func(ctx context.Context) (err error) {
 			data, err = s.obj.GetBytes(ctx, v.HistoryObject)
 			return err
 		})
@@ -183,7 +183,7 @@ func (s *ConversationStore) Save(ctx context.Context, st *conversation.State, pr
 		}
 		v.HistoryObject = st.ID + "." + protocol.NewID()
 		meta := jetstream.ObjectMeta{Name: v.HistoryObject, Opts: &jetstream.ObjectMetaOptions{ChunkSize: s.chunkSize()}}
-		if _, err := retryTransient(ctx, s.log, func(ctx context.Context) error {
+		if _, err := retryTransient(ctx, s.log, "conversation store", func(ctx context.Context) error {
 			_, err := s.obj.Put(ctx, meta, bytes.NewReader(hist))
 			return err
 		}); err != nil {
@@ -196,7 +196,7 @@ func (s *ConversationStore) Save(ctx context.Context, st *conversation.State, pr
 	}
 	key := convKeyPre + st.ID
 	var rev uint64
-	retried, err := retryTransient(ctx, s.log, func(ctx context.Context) (err error) {
+	retried, err := retryTransient(ctx, s.log, "conversation store", func(ctx context.Context) (err error) {
 		if prev == 0 {
 			rev, err = s.kv.Create(ctx, key, value)
 		} else {

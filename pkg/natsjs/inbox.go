@@ -93,28 +93,45 @@ func (in *Inbox) Collect(ctx context.Context, st *conversation.State) (int, erro
 }
 
 // replay calls fn for every message stored on filter after sequence
-// after, in order, and returns the last sequence read.
+// after, in order, and returns the last sequence read. A read that fails
+// because no server answered for a moment (a cluster electing a leader,
+// or not yet routing to the consumer it just created) goes on from the
+// last message read, so each message is passed to fn once.
 func (in *Inbox) replay(ctx context.Context, stream, filter string, after uint64, fn func(task string, data []byte, meta *jetstream.MsgMetadata)) (uint64, error) {
+	last := after
+	_, err := retryTransient(ctx, in.log, "inbox", func(ctx context.Context) error {
+		var err error
+		last, err = in.replayOnce(ctx, stream, filter, last, fn)
+		return err
+	})
+	if err != nil {
+		return last, fmt.Errorf("natsjs: read %s: %w", filter, err)
+	}
+	return last, nil
+}
+
+// replayOnce is one attempt of replay, with one ordered consumer.
+func (in *Inbox) replayOnce(ctx context.Context, stream, filter string, after uint64, fn func(task string, data []byte, meta *jetstream.MsgMetadata)) (uint64, error) {
 	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverAllPolicy}
 	if after > 0 {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, after+1
 	}
 	cons, err := in.cfg.JetStream.OrderedConsumer(ctx, stream, cfg)
 	if err != nil {
-		return after, fmt.Errorf("natsjs: read %s: %w", filter, err)
+		return after, err
 	}
 	last := after
 	for {
 		batch, err := cons.FetchNoWait(256)
 		if err != nil {
-			return last, fmt.Errorf("natsjs: read %s: %w", filter, err)
+			return last, err
 		}
 		n := 0
 		for m := range batch.Messages() {
 			n++
 			meta, err := m.Metadata()
 			if err != nil {
-				return last, fmt.Errorf("natsjs: read %s: %w", filter, err)
+				return last, err
 			}
 			last = meta.Sequence.Stream
 			_, _, task, _, perr := in.subj.Parse(m.Subject())
@@ -125,7 +142,7 @@ func (in *Inbox) replay(ctx context.Context, stream, filter string, after uint64
 			fn(task, m.Data(), meta)
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
-			return last, fmt.Errorf("natsjs: read %s: %w", filter, err)
+			return last, err
 		}
 		if n == 0 {
 			return last, nil

@@ -3,8 +3,12 @@ package natsjs_test
 import (
 	"context"
 	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -124,5 +128,89 @@ func TestInboxSkipsResultsNotForIt(t *testing.T) {
 		if got := testutil.ToFloat64(am.RefusedMessagesTotal.WithLabelValues(string(r))); got != want {
 			t.Errorf("refused{%s} = %v, want %v", r, got, want)
 		}
+	}
+}
+
+// flakyJS is a real JetStream context whose ordered consumers' reads fail
+// with "no responders" on the calls listed, as a read does in a cluster
+// that is electing a leader or not yet routing to a consumer just made.
+type flakyJS struct {
+	jetstream.JetStream
+	mu    sync.Mutex
+	calls int
+	fail  map[int]bool
+}
+
+func (f *flakyJS) OrderedConsumer(ctx context.Context, stream string, cfg jetstream.OrderedConsumerConfig) (jetstream.Consumer, error) {
+	c, err := f.JetStream.OrderedConsumer(ctx, stream, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return flakyConsumer{c, f}, nil
+}
+
+type flakyConsumer struct {
+	jetstream.Consumer
+	js *flakyJS
+}
+
+func (c flakyConsumer) FetchNoWait(batch int) (jetstream.MessageBatch, error) {
+	c.js.mu.Lock()
+	c.js.calls++
+	fail := c.js.fail[c.js.calls]
+	c.js.mu.Unlock()
+	if fail {
+		return nil, nats.ErrNoResponders
+	}
+	return c.Consumer.FetchNoWait(batch)
+}
+
+// A read that no server answered is tried again from the last message
+// read: every arrival is collected once, and the run goes on.
+func TestInboxRetriesNoResponders(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	ctx := context.Background()
+	mustProvision(t, js)
+	conv := protocol.NewID()
+	tasks := []string{protocol.NewID(), protocol.NewID(), protocol.NewID()}
+	st := &conversation.State{ID: conv, Pending: &agent.PendingRecord{ConversationID: conv}}
+	s := protocol.Subjects{}
+	for _, task := range tasks {
+		st.Pending.Tasks = append(st.Pending.Tasks, agent.PendingTask{TaskID: task, Kind: agent.KindBackground, Tool: "research"})
+		if _, err := js.Publish(ctx, s.Result(conv, task), []byte(`{"content":"found"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var logs syncBuffer
+	// Decisions and answers take one read each (nothing stored); the
+	// results' first read fails, the next reads all three, the one after
+	// fails, and the last finds no more.
+	flaky := &flakyJS{JetStream: js, fail: map[int]bool{3: true, 5: true}}
+	in, err := natsjs.NewInbox(natsjs.InboxConfig{JetStream: flaky, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := in.Collect(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != len(tasks) || len(st.Arrivals) != len(tasks) {
+		t.Fatalf("collected %d arrivals %+v, want %d", n, st.Arrivals, len(tasks))
+	}
+	for i, a := range st.Arrivals {
+		if a.TaskID != tasks[i] || a.Kind != conversation.ArrivalResult {
+			t.Errorf("arrival %d = %+v, want the result of %s", i, a, tasks[i])
+		}
+	}
+	if flaky.calls != 6 {
+		t.Errorf("%d reads, want 6", flaky.calls)
+	}
+	if got := strings.Count(logs.String(), "inbox: no stream answered; retrying"); got != 2 {
+		t.Errorf("%d retries logged, want 2:\n%s", got, logs.String())
+	}
+	if st.Checkpoint.Results == 0 {
+		t.Error("the results checkpoint did not move")
 	}
 }

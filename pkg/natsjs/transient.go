@@ -10,9 +10,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// transientWait bounds how long the conversation store retries an
-// operation that failed because a stream had no leader for a moment (a
-// cluster electing one after a node died takes a few seconds).
+// transientWait bounds how long an operation that failed because a
+// stream had no leader for a moment is retried (a cluster electing one
+// after a node died takes a few seconds; a consumer just created on
+// another node may not be reachable yet).
 const transientWait = 15 * time.Second
 
 // transient reports whether err says that the request reached no stream
@@ -25,7 +26,8 @@ func transient(err error) bool {
 // retryTransient runs op until it succeeds, fails for another reason, or
 // transientWait has passed, backing off from 100 ms to 1 s. It reports
 // whether an earlier attempt failed transiently (its effect is unknown).
-func retryTransient(ctx context.Context, log *slog.Logger, op func(context.Context) error) (retried bool, err error) {
+// what names the operation in the warning logged before each retry.
+func retryTransient(ctx context.Context, log *slog.Logger, what string, op func(context.Context) error) (retried bool, err error) {
 	deadline := time.Now().Add(transientWait)
 	wait := 100 * time.Millisecond
 	for {
@@ -38,7 +40,7 @@ func retryTransient(ctx context.Context, log *slog.Logger, op func(context.Conte
 			return retried, err
 		}
 		retried = true
-		log.Warn("conversation store: no stream answered; retrying", slog.Duration("in", wait), slog.Any("error", err))
+		log.Warn(what+": no stream answered; retrying", slog.Duration("in", wait), slog.Any("error", err))
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
