@@ -79,8 +79,9 @@ func (w *Worker) publishResult(ctx context.Context, conv string, res protocol.Re
 		return fmt.Errorf("marshal result: %w", err)
 	}
 	if max := w.cfg.Conn.MaxPayload(); max > 0 && int64(len(data)) > max-1024 {
-		small := protocol.ResultFromOutcome(nil, &protocol.RemoteError{Type: protocol.ErrorResultTooLarge})
-		small.TaskID, small.ToolCallID, small.Worker = res.TaskID, res.ToolCallID, res.Worker
+		small := protocol.ResultFromOutcome(nil, &protocol.RemoteError{Type: protocol.ErrorResultTooLarge,
+			Message: fmt.Sprintf("the result is %d bytes; the server's max payload is %d", len(data), max)})
+		small.TaskID, small.ToolCallID, small.Worker, small.Attempt = res.TaskID, res.ToolCallID, res.Worker, res.Attempt
 		small.StartedAt, small.FinishedAt = res.StartedAt, res.FinishedAt
 		if data, err = json.Marshal(small); err != nil {
 			return fmt.Errorf("marshal result: %w", err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -750,5 +751,44 @@ func TestCancelWhileQueuedBehindBusyWorker(t *testing.T) {
 		if res.TaskID == second.TaskID && res.Status != protocol.StatusCancelled {
 			t.Fatalf("second task result %+v, want cancelled", res)
 		}
+	}
+}
+
+// A result too large for a message is replaced by a ResultTooLarge error
+// that still names its task, tool call, attempt and worker, and is stored
+// under the attempt's message ID.
+func TestWorkerReplacesTooLargeResult(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t, natstest.MaxPayload(64<<10))
+	d, _ := startDispatcher(t, srv, natsjs.DispatcherConfig{})
+	huge := tool.Func("huge", "Return too much.", func(context.Context, *tool.RunContext, struct{}) (string, error) {
+		return strings.Repeat("x", 80<<10), nil
+	})
+	startWorker(t, srv, natsjs.WorkerConfig{ID: "w", Concurrency: 1, Tools: []*tool.Tool{huge}})
+	task := newTask("huge", protocol.NewID(), `{}`)
+	task.Attempt = 2
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	res, err := d.Call(ctx, task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != protocol.StatusError || res.ErrorType != protocol.ErrorResultTooLarge || !strings.Contains(res.Message, "max payload is 65536") {
+		t.Fatalf("result %s %s (%s), want error %s", res.Status, res.ErrorType, res.Message, protocol.ErrorResultTooLarge)
+	}
+	if res.TaskID != task.TaskID || res.ToolCallID != task.ToolCallID || res.Attempt != 2 || res.Worker != "w" ||
+		res.StartedAt.IsZero() || res.FinishedAt.IsZero() {
+		t.Errorf("replacement result %+v does not describe task %s attempt 2 on worker w", res, task.TaskID)
+	}
+	stream, err := srv.JetStream(t).Stream(ctx, natsjs.NamesFor("").Results)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := stream.GetLastMsgForSubject(ctx, protocol.Subjects{}.Result(task.ConversationID, task.TaskID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := m.Header.Get(jetstream.MsgIDHeader), "res:"+task.TaskID+":2"; got != want {
+		t.Errorf("stored with message ID %q, want %q", got, want)
 	}
 }
