@@ -133,7 +133,10 @@ func publishArrival(cmd *cobra.Command, e env, f *runFlags, kind conversation.Ar
 	if kind == conversation.ArrivalAnswer {
 		subject = subj.Answer(f.conversation, task)
 	}
-	if _, err := o.js.Publish(ctx, subject, data, jetstream.WithMsgID(string(kind)+"."+f.conversation+"."+task)); err != nil {
+	// A stream electing a leader (a cluster node died) answers no publish
+	// for a few seconds: wait that out, as the conversation store does.
+	if _, err := o.js.Publish(ctx, subject, data, jetstream.WithMsgID(string(kind)+"."+f.conversation+"."+task),
+		jetstream.WithRetryWait(250*time.Millisecond), jetstream.WithRetryAttempts(60)); err != nil {
 		return &exitError{code: exitFailed, err: fmt.Errorf("publish on %s: %w", subject, err)}
 	}
 	fmt.Fprintf(e.stderr, "%s %s recorded on %s; once nothing else is pending, continue with: %s (and the run's --spec, if it had one)\n", kind, task, subject, resumeHint(f, o.c.embedded, f.conversation))
