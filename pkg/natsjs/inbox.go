@@ -67,14 +67,10 @@ func NewInbox(cfg InboxConfig) (*Inbox, error) {
 // many arrivals it added. The caller saves st.
 func (in *Inbox) Collect(ctx context.Context, st *conversation.State) (int, error) {
 	before := len(st.Arrivals)
-	var err error
-	st.Checkpoint.Decisions, err = in.replay(ctx, in.names.Decisions, in.subj.DecisionsFor(st.ID), st.Checkpoint.Decisions,
-		func(task string, data []byte, meta *jetstream.MsgMetadata) {
-			in.consider(st, conversation.ArrivalDecision, task, data, meta)
-		})
-	if err != nil {
+	if _, err := in.CollectDecisions(ctx, st); err != nil {
 		return 0, err
 	}
+	var err error
 	st.Checkpoint.Answers, err = in.replay(ctx, in.names.Answers, in.subj.AnswersFor(st.ID), st.Checkpoint.Answers,
 		func(task string, data []byte, meta *jetstream.MsgMetadata) {
 			in.consider(st, conversation.ArrivalAnswer, task, data, meta)
@@ -90,6 +86,19 @@ func (in *Inbox) Collect(ctx context.Context, st *conversation.State) (int, erro
 		return 0, err
 	}
 	return len(st.Arrivals) - before, nil
+}
+
+// CollectDecisions is [Inbox.Collect] for the decisions stream alone: it
+// appends the new decisions to st.Arrivals and moves the decisions'
+// checkpoint. --approve wait polls with it while a step waits.
+func (in *Inbox) CollectDecisions(ctx context.Context, st *conversation.State) (int, error) {
+	before := len(st.Arrivals)
+	var err error
+	st.Checkpoint.Decisions, err = in.replay(ctx, in.names.Decisions, in.subj.DecisionsFor(st.ID), st.Checkpoint.Decisions,
+		func(task string, data []byte, meta *jetstream.MsgMetadata) {
+			in.consider(st, conversation.ArrivalDecision, task, data, meta)
+		})
+	return len(st.Arrivals) - before, err
 }
 
 // replay calls fn for every message stored on filter after sequence

@@ -214,3 +214,48 @@ func TestInboxRetriesNoResponders(t *testing.T) {
 		t.Error("the results checkpoint did not move")
 	}
 }
+
+// CollectDecisions reads the decisions alone: answers and results are
+// neither read nor refused, and their checkpoints stay.
+func TestInboxCollectDecisions(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	ctx := context.Background()
+	mustProvision(t, js)
+	am := metrics.NewAgent(prometheus.NewRegistry())
+	in, err := natsjs.NewInbox(natsjs.InboxConfig{JetStream: js, Metrics: am})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conv, approval, other := protocol.NewID(), protocol.NewID(), protocol.NewID()
+	st := &conversation.State{ID: conv, Pending: &agent.PendingRecord{ConversationID: conv, Tasks: []agent.PendingTask{
+		{TaskID: approval, Kind: deferred.KindApproval, Tool: "shell"},
+	}}}
+	s := protocol.Subjects{}
+	for _, m := range []struct{ subject, data string }{
+		{s.Answer(conv, other), `{"content":"for another step"}`},
+		{s.Result(conv, approval), `{"content":"forged"}`},
+		{s.Decision(conv, approval), `{"approved":true}`},
+	} {
+		if _, err := js.Publish(ctx, m.subject, []byte(m.data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 2 {
+		if _, err := in.CollectDecisions(ctx, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(st.Arrivals) != 1 || st.Arrivals[0].Kind != conversation.ArrivalDecision || st.Arrivals[0].TaskID != approval {
+		t.Fatalf("arrivals %+v, want the decision alone", st.Arrivals)
+	}
+	if st.Checkpoint.Decisions == 0 || st.Checkpoint.Answers != 0 || st.Checkpoint.Results != 0 {
+		t.Errorf("checkpoint %+v, want the decisions' alone moved", st.Checkpoint)
+	}
+	for _, r := range metrics.RefuseReasons() {
+		if got := testutil.ToFloat64(am.RefusedMessagesTotal.WithLabelValues(string(r))); got != 0 {
+			t.Errorf("refused{%s} = %v, want 0", r, got)
+		}
+	}
+}

@@ -52,7 +52,7 @@ func (s *Session) await(ctx context.Context, rc *tool.RunContext, reqs *deferred
 	defer tick.Stop()
 wait:
 	for {
-		if _, err := s.cfg.Inbox.Collect(ctx, tmp); err != nil {
+		if _, err := s.cfg.Inbox.CollectDecisions(ctx, tmp); err != nil {
 			return nil, err
 		}
 		if len(waiting(tmp)) == 0 {
@@ -69,8 +69,7 @@ wait:
 		}
 	}
 	s.mu.Lock()
-	// Only the decisions' checkpoint moves: the answers and results read
-	// here were checked against this step's approvals alone.
+	// Only decisions were read, checked against this step's approvals.
 	s.st.Checkpoint.Decisions = tmp.Checkpoint.Decisions
 	res := &deferred.Results{Calls: map[string]any{}, Approvals: map[string]any{}, Metadata: map[string]map[string]any{}}
 	for _, a := range tmp.Arrivals {

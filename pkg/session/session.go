@@ -25,9 +25,10 @@ import (
 )
 
 // Collector reads what arrived for a conversation past its checkpoint
-// (natsjs.Inbox).
+// (natsjs.Inbox): everything, or the decisions alone.
 type Collector interface {
 	Collect(ctx context.Context, st *conversation.State) (int, error)
+	CollectDecisions(ctx context.Context, st *conversation.State) (int, error)
 }
 
 // Announcer publishes approval announcements and their resolutions
