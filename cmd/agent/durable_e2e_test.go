@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -621,8 +622,14 @@ func TestDurableKilledWhileBackgroundRuns(t *testing.T) {
 				t.Errorf("the outcome reached the model %d times in the last request", n)
 			}
 			// Nothing is left pending; a second resume has nothing to do.
-			if st := d.state(conv); st.Pending != nil {
+			st := d.state(conv)
+			if st.Pending != nil {
 				t.Errorf("still pending: %+v", st.Pending)
+			}
+			// Its result was read from the stream: a second one is a
+			// duplicate, not the result of a live run.
+			if !slices.Contains(st.Settled, task) || slices.Contains(st.SettledLive, task) {
+				t.Errorf("settled %v, settled live %v: want %s settled from the stream", st.Settled, st.SettledLive, task)
 			}
 		})
 	}
@@ -826,5 +833,34 @@ func TestDurableLeaseLostStopsRun(t *testing.T) {
 	}
 	if got := d.tools.deployed(); len(got) != 0 {
 		t.Fatalf("deployed %v although the run stopped while the call ran", got)
+	}
+}
+
+// A background result the run consumed live is not refused when the
+// conversation is read again: it is neither an arrival nor a duplicate.
+func TestDurableLiveResultNotRefusedLater(t *testing.T) {
+	t.Parallel()
+	d := newDurable(t)
+	cmd := d.command("run", `[{"tool":"research","args":{"topic":"tides"}}]`)
+	p := startPiped(t, cmd)
+	requests := 0
+	last := p.events(t, func(ev map[string]any) {
+		// The second request is the model's turn after the
+		// acknowledgement: the step is saved with the task pending.
+		if ev["type"] == "model_request_started" {
+			if requests++; requests == 2 {
+				d.tools.open()
+			}
+		}
+	})
+	if err := cmd.Wait(); err != nil || last["status"] != "finished" || !strings.Contains(last["output"].(string), "found tides") {
+		t.Fatalf("run: %v, last %v\n%s", err, last, p.stderr.String())
+	}
+	conv := last["conversation_id"].(string)
+	for _, args := range [][]string{{"run", "--conversation", conv, "again"}, {"run", "--conversation", conv, "and again"}} {
+		r := d.agent(args...)
+		if r.code != 0 || strings.Contains(r.stderr, "message refused") {
+			t.Fatalf("%v: %v", args, r)
+		}
 	}
 }

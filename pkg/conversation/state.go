@@ -26,6 +26,11 @@ type State struct {
 	// Settled lists the task IDs whose arrivals earlier runs applied, so
 	// that a second message for one of them is refused as a duplicate.
 	Settled []string `json:"settled,omitempty"`
+	// SettledLive lists the settled tasks whose result, if any, a run
+	// consumed live rather than from Arrivals: the first final result of
+	// each read from the results stream afterwards is that one, neither
+	// an arrival nor a duplicate (see [State.TakeSettledLive]).
+	SettledLive []string `json:"settled_live,omitempty"`
 	// Checkpoint says how far the streams of decisions, answers and
 	// results have been read for this conversation.
 	Checkpoint Checkpoint `json:"checkpoint"`
@@ -88,6 +93,19 @@ func (s *State) PendingTask(taskID string) (agent.PendingTask, bool) {
 // pause or an earlier one.
 func (s *State) Arrived(taskID string) bool {
 	return slices.Contains(s.Settled, taskID) || slices.ContainsFunc(s.Arrivals, func(a Arrival) bool { return a.TaskID == taskID })
+}
+
+// TakeSettledLive reports whether the task is settled and its result was
+// consumed live by the run that settled it, and forgets the latter, so
+// that only the first result read for it afterwards is taken for the one
+// consumed: a second is a duplicate.
+func (s *State) TakeSettledLive(taskID string) bool {
+	i := slices.Index(s.SettledLive, taskID)
+	if i < 0 {
+		return false
+	}
+	s.SettledLive = slices.Delete(s.SettledLive, i, i+1)
+	return true
 }
 
 // Clone returns a deep copy, so that a store and its caller never share

@@ -167,8 +167,8 @@ func final(s protocol.Status) bool {
 // consider checks one message and records it as an arrival or refuses it.
 // A worker's result for a task this conversation never had pending is
 // skipped quietly: the results stream also holds the results of every
-// inline call, which the run that made them consumed live; so is a
-// worker's deferral.
+// inline call, which the run that made them consumed live; so are a
+// worker's deferral and the first result of a task settled live.
 func (in *Inbox) consider(st *conversation.State, kind conversation.ArrivalKind, task string, data []byte, meta *jetstream.MsgMetadata) {
 	if kind == conversation.ArrivalResult {
 		_, pending := st.PendingTask(task)
@@ -176,9 +176,10 @@ func (in *Inbox) consider(st *conversation.State, kind conversation.ArrivalKind,
 			Status protocol.Status `json:"status"`
 		}
 		deferral := json.Unmarshal(data, &head) == nil && !final(head.Status)
-		if deferral || (!pending && !st.Arrived(task)) {
-			// A worker's deferral (approval_required, call_deferred) is
-			// how the call became pending, not its answer.
+		// A worker's deferral (approval_required, call_deferred) is how
+		// the call became pending, not its answer; the first result of a
+		// task settled live is the one its run consumed.
+		if deferral || (!pending && !st.Arrived(task)) || (!pending && st.TakeSettledLive(task)) {
 			in.log.Debug("result skipped", slog.String("conversation_id", st.ID), slog.String("task_id", task), slog.String("status", string(head.Status)))
 			return
 		}

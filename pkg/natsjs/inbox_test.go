@@ -259,3 +259,42 @@ func TestInboxCollectDecisions(t *testing.T) {
 		}
 	}
 }
+
+// The first result of a task settled live is the one its run consumed:
+// skipped quietly, once; a second is a duplicate.
+func TestInboxSkipsResultConsumedLive(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	ctx := context.Background()
+	mustProvision(t, js)
+	am := metrics.NewAgent(prometheus.NewRegistry())
+	in, err := natsjs.NewInbox(natsjs.InboxConfig{JetStream: js, Metrics: am})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conv, live := protocol.NewID(), protocol.NewID()
+	st := &conversation.State{ID: conv, Settled: []string{live}, SettledLive: []string{live}}
+	s := protocol.Subjects{}
+	pub := func(data string) {
+		t.Helper()
+		if _, err := js.Publish(ctx, s.Result(conv, live), []byte(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pub(`{"status":"approval_required"}`) // how it became pending
+	pub(`{"content":"consumed live"}`)
+	if n, err := in.Collect(ctx, st); err != nil || n != 0 {
+		t.Fatalf("collect: %d, %v", n, err)
+	}
+	duplicates := func() float64 {
+		return testutil.ToFloat64(am.RefusedMessagesTotal.WithLabelValues(string(metrics.RefuseDuplicate)))
+	}
+	if got := duplicates(); got != 0 || len(st.SettledLive) != 0 {
+		t.Fatalf("duplicates %v, settled live %v: the consumed result was refused or not taken", got, st.SettledLive)
+	}
+	pub(`{"content":"again"}`)
+	if n, err := in.Collect(ctx, st); err != nil || n != 0 || duplicates() != 1 {
+		t.Fatalf("second result: %d, %v, duplicates %v", n, err, duplicates())
+	}
+}

@@ -80,9 +80,23 @@ func (s *Session) updateLocked(h message.History, pending *agent.PendingRecord) 
 			still[t.TaskID] = true
 		}
 	}
+	// A task settled without a result read from the results stream (a
+	// background task the run consumed live, an approved call it ran, a
+	// denied one) is marked so: its result stored there, if any, is the
+	// run's, and reading it later is neither an arrival nor a duplicate.
+	fromStream := map[string]bool{}
+	for _, a := range s.handed {
+		if a.Kind == conversation.ArrivalResult {
+			fromStream[a.TaskID] = true
+		}
+	}
 	settle := func(task string) {
-		if !still[task] && !slices.Contains(s.st.Settled, task) {
-			s.st.Settled = append(s.st.Settled, task)
+		if still[task] || slices.Contains(s.st.Settled, task) {
+			return
+		}
+		s.st.Settled = append(s.st.Settled, task)
+		if !fromStream[task] {
+			s.st.SettledLive = append(s.st.SettledLive, task)
 		}
 	}
 	if s.st.Pending != nil {
@@ -100,6 +114,7 @@ func (s *Session) updateLocked(h message.History, pending *agent.PendingRecord) 
 	// A task pending again (a call a worker deferred once more) takes new
 	// answers.
 	s.st.Settled = slices.DeleteFunc(s.st.Settled, func(t string) bool { return still[t] })
+	s.st.SettledLive = slices.DeleteFunc(s.st.SettledLive, func(t string) bool { return still[t] })
 	s.st.History = h
 	s.st.Pending = pending
 }

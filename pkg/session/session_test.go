@@ -189,6 +189,11 @@ func TestSessionPauseAndResume(t *testing.T) {
 	if st.Pending != nil || len(st.Arrivals) != 0 || len(st.Settled) != 2 {
 		t.Errorf("stored pending %+v arrivals %v settled %v", st.Pending, st.Arrivals, st.Settled)
 	}
+	// Neither was settled by a result read from the results stream: a
+	// result stored there for either is the run's (or a late copy's).
+	if len(st.SettledLive) != 2 {
+		t.Errorf("settled live %v, want both tasks", st.SettledLive)
+	}
 	var note map[string]any
 	for _, m := range st.History {
 		for _, p := range m.Parts {
