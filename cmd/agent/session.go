@@ -208,12 +208,19 @@ func continueSession(ctx context.Context, e env, f *runFlags, sess *session.Sess
 // awaitArrivals reads the streams until every pending deferred call has
 // its answer, d passes or SIGTERM.
 func awaitArrivals(ctx context.Context, e env, sess *session.Session, d time.Duration) error {
+	arrived, interval, stop := sess.WatchArrivals(ctx)
+	defer stop()
+	// What was stored before the watch began is read at once.
+	if _, err := sess.Collect(ctx); err != nil {
+		return err
+	}
 	timer := time.NewTimer(d)
 	defer timer.Stop()
-	tick := time.NewTicker(200 * time.Millisecond)
+	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for len(sess.Waiting()) > 0 {
 		select {
+		case <-arrived:
 		case <-tick.C:
 		case <-timer.C:
 			return nil

@@ -298,3 +298,35 @@ func TestInboxSkipsResultConsumedLive(t *testing.T) {
 		t.Fatalf("second result: %d, %v, duplicates %v", n, err, duplicates())
 	}
 }
+
+// Watch signals when a message of a watched kind is stored for the
+// conversation, so that a waiting run reads it at once.
+func TestInboxWatch(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	ctx := context.Background()
+	mustProvision(t, js)
+	in, err := natsjs.NewInbox(natsjs.InboxConfig{JetStream: js})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := in.Watch(ctx, protocol.NewID(), "verdict"); err == nil {
+		t.Error("watching an unknown kind")
+	}
+	conv := protocol.NewID()
+	signal, stop, err := in.Watch(ctx, conv, conversation.ArrivalDecision, conversation.ArrivalAnswer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	s := protocol.Subjects{}
+	for _, subject := range []string{s.Decision(conv, protocol.NewID()), s.Answer(conv, protocol.NewID())} {
+		if _, err := js.Publish(ctx, subject, []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+		recv(t, signal, "a signal for "+subject)
+	}
+	stop()
+	stop() // twice is harmless
+}

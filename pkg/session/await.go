@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -11,8 +12,12 @@ import (
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
-// pollInterval is how often AwaitDecisions reads the decisions stream.
-const pollInterval = 200 * time.Millisecond
+// How often a wait for arrivals reads the streams: without a watch (it
+// could not be started), and with one, as a safety net only.
+const (
+	pollInterval    = 200 * time.Millisecond
+	watchedInterval = 5 * time.Second
+)
 
 // AwaitDecisions returns the capability of --approve wait: each step's
 // approvals are announced, and decisions are read from the stream as they
@@ -45,10 +50,14 @@ func (s *Session) await(ctx context.Context, rc *tool.RunContext, reqs *deferred
 		tmp.Pending.Tasks = append(tmp.Pending.Tasks, agent.PendingTask{TaskID: reqs.TaskIDs[c.ToolCallID], Kind: deferred.KindApproval,
 			Tool: c.ToolName, ToolCallID: c.ToolCallID, Args: c.ArgsJSON(), Metadata: reqs.Metadata[c.ToolCallID]})
 	}
+	// Watch before the first read, so that no decision stored between
+	// the two goes unnoticed.
+	arrived, interval, stop := s.watch(ctx, conversation.ArrivalDecision)
+	defer stop()
 	s.announce(ctx, tmp.Pending)
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
-	tick := time.NewTicker(pollInterval)
+	tick := time.NewTicker(interval)
 	defer tick.Stop()
 wait:
 	for {
@@ -59,6 +68,7 @@ wait:
 			break
 		}
 		select {
+		case <-arrived:
 		case <-tick.C:
 		case <-timer.C:
 			break wait
@@ -83,4 +93,26 @@ wait:
 	s.mu.Unlock()
 	s.notify(ctx)
 	return res, nil
+}
+
+// WatchArrivals watches for the decisions, answers and results of the
+// conversation, for a caller waiting for its pending calls' answers (agent
+// resume --approve wait): read them with [Session.Collect] when signal
+// receives, and also every interval as a safety net. When the watch
+// cannot be started (it is logged), signal is nil and interval short.
+// Call stop when done.
+func (s *Session) WatchArrivals(ctx context.Context) (signal <-chan struct{}, interval time.Duration, stop func()) {
+	return s.watch(ctx, conversation.ArrivalDecision, conversation.ArrivalAnswer, conversation.ArrivalResult)
+}
+
+func (s *Session) watch(ctx context.Context, kinds ...conversation.ArrivalKind) (<-chan struct{}, time.Duration, func()) {
+	if s.cfg.Inbox == nil {
+		return nil, pollInterval, func() {}
+	}
+	signal, stop, err := s.cfg.Inbox.Watch(ctx, s.st.ID, kinds...)
+	if err != nil {
+		s.log.Warn("cannot watch for arrivals; polling", slog.Duration("every", pollInterval), slog.Any("error", err))
+		return nil, pollInterval, func() {}
+	}
+	return signal, watchedInterval, stop
 }

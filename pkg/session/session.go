@@ -25,10 +25,13 @@ import (
 )
 
 // Collector reads what arrived for a conversation past its checkpoint
-// (natsjs.Inbox): everything, or the decisions alone.
+// (natsjs.Inbox): everything, or the decisions alone; Watch signals when
+// messages of the kinds given are stored, so that a waiting caller reads
+// them as they come instead of polling.
 type Collector interface {
 	Collect(ctx context.Context, st *conversation.State) (int, error)
 	CollectDecisions(ctx context.Context, st *conversation.State) (int, error)
+	Watch(ctx context.Context, conv string, kinds ...conversation.ArrivalKind) (signal <-chan struct{}, stop func(), err error)
 }
 
 // Announcer publishes approval announcements and their resolutions
