@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/offload-dev/offload/pkg/agent"
@@ -306,7 +307,12 @@ func TestClusterFailover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m, err := decisions.GetLastMsgForSubject(ctx, decisionSubj); err != nil || !strings.Contains(string(m.Data), `"by":"alice"`) {
+	var decision *jetstream.RawStreamMsg
+	err = retryNoResponders(ctx, func() (err error) {
+		decision, err = decisions.GetLastMsgForSubject(ctx, decisionSubj)
+		return err
+	})
+	if err != nil || !strings.Contains(string(decision.Data), `"by":"alice"`) {
 		t.Fatalf("the decision published before the kill: %v", err)
 	}
 	got.History = append(got.History, message.NewRequest(message.UserText("resumed after the node died")))
@@ -408,17 +414,28 @@ func storedResults(t *testing.T, js jetstream.JetStream, stream, conv string) (t
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	cons, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{"tools.result." + conv + ".>"}})
+	err := retryNoResponders(ctx, func() (err error) {
+		tasks, dup, err = storedResultsOnce(ctx, js, stream, conv)
+		return err
+	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	return tasks, dup
+}
+
+func storedResultsOnce(ctx context.Context, js jetstream.JetStream, stream, conv string) (tasks, dup int, err error) {
+	cons, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{"tools.result." + conv + ".>"}})
+	if err != nil {
+		return 0, 0, err
 	}
 	s, err := js.Stream(ctx, stream)
 	if err != nil {
-		t.Fatal(err)
+		return 0, 0, err
 	}
 	info, err := s.Info(ctx, jetstream.WithSubjectFilter("tools.result."+conv+".>"))
 	if err != nil {
-		t.Fatal(err)
+		return 0, 0, err
 	}
 	total := 0
 	for _, n := range info.State.Subjects {
@@ -428,22 +445,43 @@ func storedResults(t *testing.T, js jetstream.JetStream, stream, conv string) (t
 	for read := 0; read < total; {
 		batch, err := cons.Fetch(total-read, jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
-			t.Fatal(err)
+			return 0, 0, err
 		}
 		n := 0
 		for m := range batch.Messages() {
 			per[m.Subject()]++
 			n++
 		}
-		if batch.Error() != nil || n == 0 {
-			t.Fatalf("read %d of %d results: %v", read, total, batch.Error())
+		if err := batch.Error(); err != nil {
+			return 0, 0, fmt.Errorf("read %d of %d results: %w", read, total, err)
+		}
+		if n == 0 {
+			return 0, 0, fmt.Errorf("read %d of %d results: no more", read, total)
 		}
 		read += n
 	}
 	for _, n := range per {
 		dup += n - 1
 	}
-	return len(per), dup
+	return len(per), dup, nil
+}
+
+// retryNoResponders runs op again while it fails for want of a responder:
+// right after a failover, a stream's new leader or a consumer just made
+// on another node is not reachable for a moment, and no signal says when
+// it is.
+func retryNoResponders(ctx context.Context, op func() error) error {
+	for {
+		err := op()
+		if err == nil || !(errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoStreamResponse)) {
+			return err
+		}
+		select {
+		case <-time.After(200 * time.Millisecond):
+		case <-ctx.Done():
+			return err
+		}
+	}
 }
 
 // TestClusterConfigs: the three node configurations of deploy/nats/cluster/
