@@ -345,13 +345,13 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	// runners as the worker has slots, so that a runner is free for every
 	// slot, also for the slots of tasks whose results are being published.
 	for name, c := range w.consumers {
-		tasks := make(chan jetstream.Msg)
-		for range 2 * w.cfg.Concurrency {
+		rs := newRunners(2 * w.cfg.Concurrency)
+		for range rs.n {
 			w.fetchers.Add(1)
-			go w.run(w.tools[name], tasks)
+			go w.run(w.tools[name], rs)
 		}
 		w.fetchers.Add(1)
-		go w.fetch(w.tools[name], c, tasks)
+		go w.fetch(w.tools[name], c, rs)
 	}
 	w.bg.Add(2)
 	go w.refreshRegistry()

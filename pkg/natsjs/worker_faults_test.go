@@ -499,3 +499,93 @@ func TestHeartbeatFollowsDefinitionAckWait(t *testing.T) {
 		t.Fatalf("first in-progress ack after %v, ack wait %v", took, def.AckWait)
 	}
 }
+
+// Results that cannot be published keep their runners busy after their
+// tools returned (their slots are given back at once when tasks are
+// waiting). The worker must not pull a task then that no runner can
+// start: it would wait without in-progress acks, be redelivered to
+// another replica after its ack wait, and run twice.
+func TestUnpublishedResultsDoNotStrandPulledTask(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	ctx := context.Background()
+	mustProvision(t, js)
+	// Stored before the worker starts: each is delivered with the rest
+	// waiting behind it.
+	conv := protocol.NewID()
+	tasks := []protocol.Task{newTask("job", conv, `{}`), newTask("job", conv, `{}`), newTask("job", conv, `{}`)}
+	for _, task := range tasks {
+		publishTask(t, js, task)
+	}
+	g := newGate()
+	defer g.open()
+	// Not startWorker: this worker is stopped by the test before it counts
+	// the runs.
+	log, failed := signalOn("result not published; retrying")
+	w, err := natsjs.NewWorker(natsjs.WorkerConfig{Conn: srv.Conn(t), ID: "stuck", AckWait: testAckWait, Concurrency: 1,
+		Logger: log, Tools: []*tool.Tool{g.tool("job", "done")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, scancel := context.WithTimeout(ctx, wait)
+	defer scancel()
+	if err := w.Start(sctx); err != nil {
+		t.Fatal(err)
+	}
+	if id := recv(t, g.started, "the first task to start"); id != tasks[0].ToolCallID {
+		t.Fatalf("started %s", id)
+	}
+	if err := js.DeleteStream(ctx, "TOOLS_RESULTS"); err != nil { // results cannot be stored
+		t.Fatal(err)
+	}
+	g.open()
+	if id := recv(t, g.started, "the second task to start"); id != tasks[1].ToolCallID {
+		t.Fatalf("started %s", id)
+	}
+	recv(t, failed, "a failed publish")
+	// Both runners of the worker now retry results. The third task is
+	// left to another replica (the test): its first delivery is there.
+	c, err := js.Consumer(ctx, "TOOLS_TASKS", "task_job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := c.Next(jetstream.FetchMaxWait(wait))
+	if err != nil {
+		t.Fatalf("the third task was never delivered: %v", err)
+	}
+	md, err := msg.Metadata()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if md.NumDelivered != 1 {
+		t.Errorf("the third task was delivered %d times: the stuck worker held it without running it", md.NumDelivered)
+	}
+	if err := msg.DoubleAck(ctx); err != nil { // run by the other replica
+		t.Fatal(err)
+	}
+	mustProvision(t, js)
+	for deadline := time.Now().Add(wait); ; {
+		info, err := c.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.NumAckPending == 0 && info.NumPending == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("tasks still held: %+v", info)
+		}
+		time.Sleep(20 * time.Millisecond) // the acks have no signal but the consumer's state
+	}
+	stopCtx, stopCancel := context.WithTimeout(ctx, wait)
+	defer stopCancel()
+	if err := w.Stop(stopCtx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case id := <-g.started:
+		t.Fatalf("a task ran twice (%s)", id)
+	default:
+	}
+}
