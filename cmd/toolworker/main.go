@@ -13,7 +13,7 @@
 // Run any number of replicas: they share one durable consumer per tool.
 // SIGTERM or SIGINT stops fetching, lets running tasks finish within the
 // grace period, then hands the rest back for another replica; a second
-// signal cancels them at once.
+// signal cancels them at once. A signal during start-up stops it at once.
 package main
 
 import (
@@ -295,9 +295,12 @@ func serve(o *options, tools []*tool.Tool, log *slog.Logger, signals <-chan os.S
 		}()
 	}
 
-	startCtx, startCancel := context.WithTimeout(ctx, 30*time.Second)
-	err = w.Start(startCtx)
-	startCancel()
+	sig, err := start(ctx, w, signals)
+	if sig != nil && err != nil {
+		// Stopped while starting: nothing runs yet.
+		log.Info("stopped before the worker started", slog.String("signal", sig.String()), slog.Any("error", err))
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -307,12 +310,14 @@ func serve(o *options, tools []*tool.Tool, log *slog.Logger, signals <-chan os.S
 	}
 	log.Info("toolworker started", slog.String("id", o.id), slog.String("nats", nc.ConnectedUrlRedacted()), slog.Any("tools", names), slog.Int("concurrency", o.concurrency))
 
-	select {
-	case sig := <-signals:
-		log.Info("stopping", slog.String("signal", sig.String()), slog.Duration("grace", o.grace))
-	case <-w.Stopped():
-		return errors.New("worker stopped unexpectedly")
+	if sig == nil {
+		select {
+		case sig = <-signals:
+		case <-w.Stopped():
+			return errors.New("worker stopped unexpectedly")
+		}
 	}
+	log.Info("stopping", slog.String("signal", sig.String()), slog.Duration("grace", o.grace))
 	// Stop lets running tasks finish within the grace period, then hands
 	// the rest back (nak) and flushes before it returns, so that the
 	// connection closes only after the hand-backs. Its context bounds only
@@ -335,6 +340,33 @@ func serve(o *options, tools []*tool.Tool, log *slog.Logger, signals <-chan os.S
 	}
 	log.Info("toolworker stopped")
 	return nil
+}
+
+// start starts w within 30 s; a signal meanwhile cuts the start-up short
+// and is returned (with Start's error, unless it had succeeded).
+func start(ctx context.Context, w *natsjs.Worker, signals <-chan os.Signal) (os.Signal, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	got := make(chan os.Signal, 1)
+	started, watched := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case sig := <-signals:
+			got <- sig
+			cancel()
+		case <-started:
+		}
+	}()
+	err := w.Start(ctx)
+	close(started)
+	<-watched
+	select {
+	case sig := <-got:
+		return sig, err
+	default:
+		return nil, err
+	}
 }
 
 // durationsAsText writes durations as Go duration strings ("1.5s"), not as

@@ -7,10 +7,14 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
@@ -122,4 +126,47 @@ func TestLogDurationsAsText(t *testing.T) {
 	if !strings.Contains(buf.String(), `"grace":"1.5s"`) {
 		t.Fatalf("log line %s", buf.String())
 	}
+}
+
+// SIGTERM while the worker is still starting (here: no server to provision
+// on yet) stops it at once, as a stopped worker (exit 0), instead of once
+// its start-up gives up (a JetStream call's 5 s, up to 30 s in all), as a
+// failure.
+func TestSignalDuringStartStopsAtOnce(t *testing.T) {
+	t.Parallel()
+	url := "nats://127.0.0.1:" + strconv.Itoa(natstest.FreePort(t)) // nothing listens
+	signals := make(chan os.Signal, 1)
+	var stderr syncBuffer
+	code := make(chan int, 1)
+	go func() {
+		code <- run([]string{"--nats", url, "--tools", "sleep"}, func(string) string { return "" }, &stderr, signals)
+	}()
+	signals <- syscall.SIGTERM
+	select {
+	case c := <-code:
+		if c != exitOK {
+			t.Fatalf("exit %d, want %d; stderr:\n%s", c, exitOK, stderr.String())
+		}
+	case <-time.After(4 * time.Second): // a call of the start-up waits 5 s
+		t.Fatal("SIGTERM during start-up ignored")
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader on other
+// goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
