@@ -792,3 +792,36 @@ func TestWorkerReplacesTooLargeResult(t *testing.T) {
 		t.Errorf("stored with message ID %q, want %q", got, want)
 	}
 }
+
+// A forged task that looks like a pull status (no body, a Status header)
+// is terminated as malformed like any other, not mistaken for the server's
+// status and left to wedge a slot until it exhausts its deliveries.
+func TestTaskWithStatusHeaderTerminated(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	nc := srv.Conn(t)
+	terminated := make(chan struct{}, 16)
+	sub, err := nc.Subscribe("$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.TOOLS_TASKS.task_echo", func(*nats.Msg) { terminated <- struct{}{} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, srv, natsjs.WorkerConfig{ID: "w", Concurrency: 1, Tools: []*tool.Tool{echoTool("")}})
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, status := range []string{"100", "404", "408"} {
+		m := nats.NewMsg("tools.task.echo")
+		m.Header.Set("Status", status)
+		m.Header.Set("Nats-Pending-Messages", "1")
+		if _, err := js.PublishMsg(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+		recv(t, terminated, "the forged task with status "+status+" to be terminated")
+	}
+}
