@@ -134,14 +134,15 @@ type Worker struct {
 	ready   atomic.Bool
 	stopped chan struct{}
 
-	mu       sync.Mutex
-	started  bool
-	closing  bool                 // no new advisory callbacks may start
-	subs     []*nats.Subscription // cancellations
-	advSubs  []*nats.Subscription // max-deliveries advisories
-	status   chan nats.Status     // the connection's status changes
-	stopOnce sync.Once
-	stopErr  error
+	mu           sync.Mutex
+	started      bool
+	closing      bool                 // no new advisory callbacks may start
+	subs         []*nats.Subscription // cancellations
+	advSubs      []*nats.Subscription // max-deliveries advisories
+	status       chan nats.Status     // the connection's status changes
+	statusCancel context.CancelFunc   // ends the watcher's catch-ups and sweeps
+	stopOnce     sync.Once
+	stopErr      error
 
 	fetchCtx    context.Context
 	fetchCancel context.CancelFunc
@@ -154,7 +155,8 @@ type Worker struct {
 
 	fetchers  sync.WaitGroup // per tool, a fetcher and 2 × Concurrency runners
 	callbacks sync.WaitGroup // advisory callbacks in progress
-	bg        sync.WaitGroup // registry refresher, connection watcher, sweeper
+	bg        sync.WaitGroup // registry refresher, sweeper
+	watcher   sync.WaitGroup // connection watcher
 	bufs      bufPool        // result encoding buffers
 }
 

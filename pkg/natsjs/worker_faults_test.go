@@ -589,3 +589,61 @@ func TestUnpublishedResultsDoNotStrandPulledTask(t *testing.T) {
 	default:
 	}
 }
+
+// A task still running in the grace period of a stop is cancelled by a
+// cancel published while the worker was cut off: the worker still catches
+// up with the cancels after a reconnect while it lets its tasks finish.
+func TestCancelWhileDisconnectedDuringGracePeriod(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	results := subscribeResults(t, srv.Conn(t))
+	g := newGate()
+	defer g.open()
+	proxy := natstest.NewProxy(t, srv.URL())
+	reconnected := make(chan struct{}, 16)
+	nc := natstest.Connect(t, proxy.URL(), append(natstest.Reconnecting(20*time.Millisecond),
+		nats.ReconnectHandler(func(*nats.Conn) { reconnected <- struct{}{} }))...)
+	// Not startWorker: the test stops this worker itself, with a grace
+	// period far longer than the test waits.
+	// The stop begins with the removal of the worker's registry entry.
+	deregistered := make(chan struct{}, 1)
+	sub, err := srv.Conn(t).Subscribe("$KV.tools_registry.job.grace", func(m *nats.Msg) {
+		if m.Header.Get("KV-Operation") == "DEL" {
+			deregistered <- struct{}{}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	w, err := natsjs.NewWorker(natsjs.WorkerConfig{Conn: nc, ID: "grace", AckWait: testAckWait, GracePeriod: time.Hour,
+		Logger: testLogger(), Tools: []*tool.Tool{g.tool("job", "finished")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	task := newTask("job", protocol.NewID(), `{}`)
+	publishTask(t, js, task)
+	recv(t, g.started, "the task to start")
+	stopped := make(chan error, 1)
+	stopCtx, stopCancel := context.WithTimeout(context.Background(), 4*wait) // longer than the test waits for the cancel
+	defer stopCancel()
+	go func() { stopped <- w.Stop(stopCtx) }()
+	recv(t, deregistered, "the worker to stop")
+	proxy.Cut()
+	publishCancel(t, js, task)
+	proxy.Restore()
+	recv(t, reconnected, "the worker to reconnect")
+	recv(t, g.ctxDone, "the running tool to be cancelled")
+	if r := resultOf(t, results, task); r.Status != protocol.StatusCancelled {
+		t.Fatalf("result %+v, want cancelled", r)
+	}
+	if err := recv(t, stopped, "the stop"); err != nil {
+		t.Fatal(err)
+	}
+}
