@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"time"
 
@@ -262,13 +263,15 @@ func (w *Worker) reporter(conv, taskID string) progress.Reporter {
 }
 
 // malformed terminates a task that does not decode; when its task and
-// conversation IDs can be read, the caller gets an error result.
+// conversation IDs can be read, the caller gets an error result (of the
+// task's attempt, when that can be read too).
 func (w *Worker) malformed(log *slog.Logger, t *tool.Tool, msg jetstream.Msg, err error) {
 	log.Error("malformed task terminated", slog.Any("error", err))
 	var ids struct {
-		TaskID         string `json:"task_id"`
-		ConversationID string `json:"conversation_id"`
-		ToolCallID     string `json:"tool_call_id"`
+		TaskID         string          `json:"task_id"`
+		ConversationID string          `json:"conversation_id"`
+		ToolCallID     string          `json:"tool_call_id"`
+		Attempt        json.RawMessage `json:"attempt"`
 	}
 	if json.Unmarshal(msg.Data(), &ids) == nil {
 		_, e1 := protocol.ParseID(ids.TaskID)
@@ -277,6 +280,9 @@ func (w *Worker) malformed(log *slog.Logger, t *tool.Tool, msg jetstream.Msg, er
 			ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
 			res := protocol.ResultFromOutcome(nil, &protocol.RemoteError{Type: tool.ErrorType(err), Message: err.Error()})
 			res.TaskID, res.ToolCallID, res.Worker, res.FinishedAt = ids.TaskID, ids.ToolCallID, w.cfg.ID, time.Now().UTC()
+			if a, aerr := strconv.Atoi(string(ids.Attempt)); aerr == nil && a > 0 {
+				res.Attempt = a
+			}
 			if perr := w.publishResult(ctx, ids.ConversationID, res); perr != nil {
 				log.Warn("error result of a malformed task not published", slog.Any("error", perr))
 			}

@@ -825,3 +825,55 @@ func TestTaskWithStatusHeaderTerminated(t *testing.T) {
 		recv(t, terminated, "the forged task with status "+status+" to be terminated")
 	}
 }
+
+// storedResult waits for the result of task stored in the results stream
+// whose attempt is attempt.
+func storedResult(t *testing.T, js jetstream.JetStream, task protocol.Task, attempt int) protocol.Result {
+	t.Helper()
+	ctx := context.Background()
+	oc, err := js.OrderedConsumer(ctx, "TOOLS_RESULTS", jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{"tools.result." + task.ConversationID + "." + task.TaskID},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		msg, err := oc.Next(jetstream.FetchMaxWait(wait))
+		if err != nil {
+			t.Fatalf("no result of attempt %d stored: %v", attempt, err)
+		}
+		var r protocol.Result
+		if err := json.Unmarshal(msg.Data(), &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Attempt == attempt {
+			return r
+		}
+	}
+}
+
+// The error result of a malformed task keeps the task's attempt: a later
+// attempt's result is not dropped as a duplicate of the first's
+// (Nats-Msg-Id res:<task>:<attempt>).
+func TestMalformedTaskKeepsAttempt(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	ctx := context.Background()
+	startWorker(t, srv, natsjs.WorkerConfig{ID: "w", Tools: []*tool.Tool{echoTool("")}})
+	task := newTask("echo", protocol.NewID(), `{}`)
+	// Attempt 0 ended deferred (approval required).
+	first := nats.NewMsg("tools.result." + task.ConversationID + "." + task.TaskID)
+	first.Header.Set(jetstream.MsgIDHeader, "res:"+task.TaskID+":0")
+	first.Data = []byte(`{"status":"approval_required"}`)
+	if _, err := js.PublishMsg(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	bad := fmt.Sprintf(`{"task_id":%q,"conversation_id":%q,"tool":"echo","args":5,"attempt":1}`, task.TaskID, task.ConversationID)
+	if _, err := js.Publish(ctx, "tools.task.echo", []byte(bad)); err != nil {
+		t.Fatal(err)
+	}
+	if r := storedResult(t, js, task, 1); r.Status != protocol.StatusError || r.ErrorType != "DecodeError" {
+		t.Fatalf("result %+v", r)
+	}
+}
