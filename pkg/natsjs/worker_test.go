@@ -877,3 +877,28 @@ func TestMalformedTaskKeepsAttempt(t *testing.T) {
 		t.Fatalf("result %+v", r)
 	}
 }
+
+// A malformed task whose error result cannot be published is not
+// terminated without it: it comes back, and its result is stored once
+// the results stream is back.
+func TestMalformedTaskResultRetried(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	ctx := context.Background()
+	log, failed := signalOn("error result of a malformed task not published")
+	startWorker(t, srv, natsjs.WorkerConfig{ID: "w", Logger: log, Tools: []*tool.Tool{echoTool("")}})
+	if err := js.DeleteStream(ctx, "TOOLS_RESULTS"); err != nil { // results cannot be stored
+		t.Fatal(err)
+	}
+	task := newTask("echo", protocol.NewID(), `{}`)
+	bad := fmt.Sprintf(`{"task_id":%q,"conversation_id":%q,"tool":"echo","args":5}`, task.TaskID, task.ConversationID)
+	if _, err := js.Publish(ctx, "tools.task.echo", []byte(bad)); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, failed, "a failed publish")
+	mustProvision(t, js)
+	if r := storedResult(t, js, task, 0); r.Status != protocol.StatusError || r.ErrorType != "DecodeError" {
+		t.Fatalf("result %+v", r)
+	}
+}
