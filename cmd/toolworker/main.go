@@ -134,7 +134,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	fs.StringVar(&o.metrics, "metrics", "", "address serving /metrics, /healthz and /readyz (e.g. 127.0.0.1:9101)")
 	fs.StringVar(&o.id, "id", fmt.Sprintf("%s-%d", host, os.Getpid()), "worker ID in the registry")
 	fs.StringVar(&o.prefix, "prefix", protocol.DefaultPrefix, "subject prefix")
-	fs.DurationVar(&o.grace, "grace", 30*time.Second, "how long running tasks may finish after SIGTERM before they are handed back")
+	fs.DurationVar(&o.grace, "grace", 30*time.Second, "how long running tasks may finish after SIGTERM before they are handed back (0: hand them back at once)")
 	fs.DurationVar(&o.ackWait, "ack-wait", 0, "ack wait of the task consumers, kept alive by in-progress acks (default: jetstream/consumers/task.json); every replica must agree")
 	fs.IntVar(&o.maxDeliver, "max-deliver", 0, "deliveries of a task before it fails with DeliveriesExhausted (default: jetstream/consumers/task.json); every replica must agree")
 	defReplicas := 0
@@ -326,8 +326,12 @@ func serve(o *options, tools []*tool.Tool, log *slog.Logger, signals <-chan os.S
 	// ends it at once, handing back what is still held.
 	stopCtx, stopCancel := context.WithTimeout(context.Background(), o.grace+stopMargin)
 	defer stopCancel()
+	stop := w.Stop
+	if o.grace <= 0 { // no grace period (the worker's zero is its default)
+		stop = w.StopAndCancel
+	}
 	done := make(chan error, 1)
-	go func() { done <- w.Stop(stopCtx) }()
+	go func() { done <- stop(stopCtx) }()
 	select {
 	case err = <-done:
 	case sig := <-signals:
