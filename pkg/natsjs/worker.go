@@ -376,8 +376,8 @@ func (w *Worker) unsubscribe() {
 	}
 }
 
-// Stop stops the worker gracefully: it removes its registry entries, stops
-// fetching, lets in-flight tasks finish until the grace period passes, then
+// Stop stops the worker gracefully: it stops fetching, removes its registry
+// entries, lets in-flight tasks finish until the grace period passes, then
 // cancels the rest and hands them back (nak) for another replica, without
 // publishing a result for them, and flushes the connection so that the
 // hand-backs reach the server before the caller closes it. ctx bounds the
@@ -414,12 +414,12 @@ func (w *Worker) shutdown(ctx context.Context, grace time.Duration) error {
 	}
 	w.ready.Store(false)
 	w.log.Info("worker stopping", slog.Duration("grace", grace))
+	// Stop pulling first: a task pulled from now on is handed back; a
+	// runner running a task returns once the task is settled.
+	w.fetchCancel()
 	close(w.bgStop)
 	w.bg.Wait()
 	w.deleteRegistry(ctx)
-	// Stop pulling: a task pulled from now on is handed back; a runner
-	// running a task returns once the task is settled.
-	w.fetchCancel()
 	w.unsubscribeAdvisories()
 
 	// Let in-flight tasks finish within the grace period.

@@ -647,3 +647,72 @@ func TestCancelWhileDisconnectedDuringGracePeriod(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Stop stops fetching first: a task stored while the worker removes its
+// registry entries (which may take long with a slow server) is left to
+// other replicas, not pulled and started by the stopping worker.
+func TestStopFetchesNothingWhileDeregistering(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	ctx := context.Background()
+	g := newGate()
+	defer g.open()
+	w, err := natsjs.NewWorker(natsjs.WorkerConfig{Conn: srv.Conn(t), ID: "w", AckWait: testAckWait,
+		Logger: testLogger(), Tools: []*tool.Tool{g.tool("job", "done")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, scancel := context.WithTimeout(ctx, wait)
+	defer scancel()
+	if err := w.Start(sctx); err != nil {
+		t.Fatal(err)
+	}
+	// A registry that does not answer: the delete waits, and the test
+	// answers it (as the stream would) when it has seen what it waits for.
+	if err := js.DeleteStream(ctx, "KV_tools_registry"); err != nil {
+		t.Fatal(err)
+	}
+	deleting := make(chan *nats.Msg, 1)
+	sub, err := srv.Conn(t).Subscribe("$KV.tools_registry.job.w", func(m *nats.Msg) { deleting <- m })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	stopped := make(chan error, 1)
+	go func() { stopped <- w.Stop(sctx) }()
+	del := recv(t, deleting, "the registry entry's delete")
+	task := newTask("job", protocol.NewID(), `{}`)
+	publishTask(t, js, task)
+	c, err := js.Consumer(ctx, "TOOLS_TASKS", "task_job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A worker still fetching gets the task at once; give it a moment.
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		info, err := c.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.NumPending == 0 {
+			break
+		}
+	}
+	_ = del.Respond([]byte(`{"stream":"KV_tools_registry","seq":2}`))
+	g.open()
+	if err := recv(t, stopped, "the stop"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case id := <-g.started:
+		t.Fatalf("the stopping worker started a task stored after the stop began (%s)", id)
+	default:
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.NumPending != 1 || info.NumAckPending != 0 {
+		t.Fatalf("the task was not left for another replica: %+v", info)
+	}
+}
