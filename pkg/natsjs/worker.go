@@ -336,6 +336,7 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	// Tasks that exhausted their deliveries while no replica listened.
 	w.sweepExhausted(ctx)
 	if err := w.writeRegistry(ctx); err != nil {
+		w.deleteRegistry(ctx) // the entries written before the failure
 		return err
 	}
 

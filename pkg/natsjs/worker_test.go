@@ -902,3 +902,31 @@ func TestMalformedTaskResultRetried(t *testing.T) {
 		t.Fatalf("result %+v", r)
 	}
 }
+
+// A worker whose start fails leaves no registry entry behind: agents would
+// offer its tools, served by nobody, until the entries expired.
+func TestFailedStartLeavesNoRegistryEntry(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	// The registry entry of "big" exceeds the server's max payload: its
+	// write fails after that of "a" (entries are written in name order).
+	big := tool.Func("big", strings.Repeat("x", 2<<20), func(context.Context, *tool.RunContext, struct{}) (string, error) { return "", nil })
+	w, err := natsjs.NewWorker(natsjs.WorkerConfig{Conn: srv.Conn(t), ID: "w", AckWait: testAckWait, Logger: testLogger(),
+		Tools: []*tool.Tool{echoLike("a", "x"), big}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if err := w.Start(ctx); err == nil {
+		_ = w.StopAndCancel(ctx)
+		t.Fatal("started with an entry too large for the registry")
+	}
+	kv, err := srv.JetStream(t).KeyValue(ctx, "tools_registry")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, err := kv.Get(ctx, natsjs.RegistryKey("a", "w")); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("registry entry of a failed worker: %v %v", e, err)
+	}
+}
