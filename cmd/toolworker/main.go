@@ -34,6 +34,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -251,6 +252,10 @@ func serve(o *options, tools []*tool.Tool, log *slog.Logger, signals <-chan os.S
 		return err
 	}
 	defer nc.Close()
+	// A connection closed for good (credentials refused, a wrong server)
+	// ends the process with an error, so that it is restarted.
+	closed := nc.StatusChanged(nats.CLOSED)
+	defer nc.RemoveStatusListener(closed)
 
 	w, err := natsjs.NewWorker(natsjs.WorkerConfig{
 		Conn:        nc,
@@ -315,6 +320,15 @@ func serve(o *options, tools []*tool.Tool, log *slog.Logger, signals <-chan os.S
 		case sig = <-signals:
 		case <-w.Stopped():
 			return errors.New("worker stopped unexpectedly")
+		case <-closed:
+			// Nothing can be handed back any more: stop at once.
+			stopCtx, stopCancel := context.WithTimeout(context.Background(), stopMargin)
+			defer stopCancel()
+			_ = w.StopAndCancel(stopCtx)
+			if err := nc.LastError(); err != nil {
+				return fmt.Errorf("nats connection closed: %w", err)
+			}
+			return errors.New("nats connection closed")
 		}
 	}
 	log.Info("stopping", slog.String("signal", sig.String()), slog.Duration("grace", o.grace))

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
@@ -215,5 +217,33 @@ func TestZeroGraceHandsBackAtOnce(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), `"msg":"task handed back on shutdown"`) {
 		t.Fatalf("the task was not handed back; stderr:\n%s", stderr.String())
+	}
+}
+
+// A toolworker whose connection is closed for good (here: its password no
+// longer accepted) exits 1, so that it is restarted, instead of staying up,
+// ready, without a connection.
+func TestClosedConnectionExits(t *testing.T) {
+	t.Parallel()
+	user := &server.User{Username: "worker", Password: "secret"}
+	srv := natstest.Start(t, func(o *server.Options) { o.Users = []*server.User{user} })
+	signals := make(chan os.Signal, 1)
+	var stderr syncBuffer
+	code := make(chan int, 1)
+	url := strings.Replace(srv.URL(), "nats://", "nats://worker:secret@", 1)
+	go func() {
+		code <- run([]string{"--nats", url, "--tools", "sleep"}, func(string) string { return "" }, &stderr, signals)
+	}()
+	waitFor(t, "the worker to start", func() bool { return strings.Contains(stderr.String(), `"msg":"toolworker started"`) })
+	user.Password = "changed" // the restarted server refuses the worker
+	srv.Restart(t)
+	select {
+	case c := <-code:
+		if c != exitFailed {
+			t.Fatalf("exit %d, want %d; stderr:\n%s", c, exitFailed, stderr.String())
+		}
+	case <-time.After(15 * time.Second):
+		signals <- syscall.SIGTERM
+		t.Fatalf("still running 15 s after its connection was refused; stderr:\n%s", stderr.String())
 	}
 }
