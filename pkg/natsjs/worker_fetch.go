@@ -92,11 +92,12 @@ func (w *Worker) fetch(t *tool.Tool, c jetstream.Consumer, rs *runners) {
 		// While requests are outstanding, freed slots are asked for only
 		// when tasks were waiting at the last delivery: otherwise the next
 		// task goes to an outstanding request anyway, and the freed slots
-		// are asked for together once those requests end.
-		// Runners free for tasks not asked for yet.
+		// are asked for together once those requests end. Never more are
+		// asked for than runners are free for tasks not asked for yet
+		// (spare).
 		spare := rs.n - int(rs.busy.Load()) - p.held
 		if p.held == 0 && spare <= 0 {
-			// Every runner is busy (publishing results): pull nothing.
+			// Every runner is busy (retrying results): pull nothing.
 			select {
 			case <-rs.idle:
 				continue
