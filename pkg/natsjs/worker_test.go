@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"strings"
 	"sync"
@@ -928,5 +929,24 @@ func TestFailedStartLeavesNoRegistryEntry(t *testing.T) {
 	}
 	if e, err := kv.Get(ctx, natsjs.RegistryKey("a", "w")); !errors.Is(err, jetstream.ErrKeyNotFound) {
 		t.Fatalf("registry entry of a failed worker: %v %v", e, err)
+	}
+}
+
+// A tool whose result cannot be encoded (metadata holding NaN) gets an
+// error result, instead of the worker retrying the publish forever and
+// holding the task.
+func TestUnencodableResultAnswered(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	results := subscribeResults(t, srv.Conn(t))
+	nan := tool.Func("nan", "Return metadata JSON cannot encode.", func(context.Context, *tool.RunContext, struct{}) (tool.Return, error) {
+		return tool.Return{Value: "x", Metadata: map[string]any{"score": math.NaN()}}, nil
+	})
+	startWorker(t, srv, natsjs.WorkerConfig{ID: "w", Tools: []*tool.Tool{nan}})
+	task := newTask("nan", protocol.NewID(), `{}`)
+	publishTask(t, srv.JetStream(t), task)
+	r := resultOf(t, results, task)
+	if r.Status != protocol.StatusError || !strings.Contains(r.Message, "NaN") || r.Worker != "w" {
+		t.Fatalf("result %+v", r)
 	}
 }
