@@ -136,7 +136,7 @@ type Worker struct {
 
 	mu           sync.Mutex
 	started      bool
-	closing      bool                 // no new advisory callbacks may start
+	closing      bool                 // no new advisory callbacks may start; advStop is closed
 	subs         []*nats.Subscription // cancellations
 	advSubs      []*nats.Subscription // max-deliveries advisories
 	status       chan nats.Status     // the connection's status changes
@@ -151,6 +151,7 @@ type Worker struct {
 	hardCtx     context.Context // cancelled when Stop gives up: result publishes stop retrying
 	hardCancel  context.CancelFunc
 	bgStop      chan struct{}
+	advStop     chan struct{}                 // closed when the advisory subscriptions end
 	reconn      atomic.Pointer[chan struct{}] // closed (and replaced) at each reconnect
 
 	fetchers  sync.WaitGroup // per tool, a fetcher and 2 × Concurrency runners
@@ -228,6 +229,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		cancels: newCancelIndex(),
 		stopped: make(chan struct{}),
 		bgStop:  make(chan struct{}),
+		advStop: make(chan struct{}),
 	}
 	reconn := make(chan struct{})
 	w.reconn.Store(&reconn)

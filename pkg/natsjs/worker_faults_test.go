@@ -716,3 +716,45 @@ func TestStopFetchesNothingWhileDeregistering(t *testing.T) {
 		t.Fatalf("the task was not left for another replica: %+v", info)
 	}
 }
+
+// A task whose max-deliveries advisory arrives while its result cannot be
+// published is still answered once results can be stored again, also when
+// the consumer holds other deliveries (so that the sweep, which waits for
+// a consumer holding none, cannot be relied on).
+func TestDeliveriesExhaustedAnsweredAfterFailedPublish(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	nc := srv.Conn(t)
+	ctx := context.Background()
+	exhausted := make(chan struct{}, 1)
+	sub, err := nc.Subscribe("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.TOOLS_TASKS.task_job", func(*nats.Msg) { exhausted <- struct{}{} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	g := newGate()
+	defer g.open()
+	// One replica that will die with the task, one that stays (and gets
+	// the advisory), with no slot free for anything else.
+	_, proxy, _ := cutWorker(t, srv, natsjs.WorkerConfig{ID: "dies", Concurrency: 1, MaxDeliver: 1, Tools: []*tool.Tool{g.tool("job", "never")}})
+	lost := newTask("job", protocol.NewID(), `{}`)
+	publishTask(t, js, lost)
+	recv(t, g.started, "the only delivery")
+	log, failed := signalOn("DeliveriesExhausted result not published; retrying")
+	startWorker(t, srv, natsjs.WorkerConfig{ID: "stays", Concurrency: 1, MaxDeliver: 1, Logger: log, Tools: []*tool.Tool{g.tool("job", "never")}})
+	held := newTask("job", protocol.NewID(), `{}`)
+	publishTask(t, js, held)
+	recv(t, g.started, "a task held by the replica that stays")
+	if err := js.DeleteStream(ctx, "TOOLS_RESULTS"); err != nil { // results cannot be stored
+		t.Fatal(err)
+	}
+	proxy.Cut() // the first replica is gone: no heartbeat
+	recv(t, exhausted, "the server to give up on the task")
+	recv(t, failed, "the DeliveriesExhausted result to fail")
+	mustProvision(t, js)
+	r := storedResult(t, js, lost, 0)
+	if r.Status != protocol.StatusError || r.ErrorType != protocol.ErrorDeliveriesExhausted || r.Worker != "stays" {
+		t.Fatalf("result %+v", r)
+	}
+}
