@@ -13,7 +13,7 @@
 // Run any number of replicas: they share one durable consumer per tool.
 // SIGTERM or SIGINT stops fetching, lets running tasks finish within the
 // grace period, then hands the rest back for another replica; a second
-// signal cancels them at once.
+// signal cancels them at once. A signal during start-up stops it at once.
 package main
 
 import (
@@ -34,6 +34,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -134,7 +135,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	fs.StringVar(&o.metrics, "metrics", "", "address serving /metrics, /healthz and /readyz (e.g. 127.0.0.1:9101)")
 	fs.StringVar(&o.id, "id", fmt.Sprintf("%s-%d", host, os.Getpid()), "worker ID in the registry")
 	fs.StringVar(&o.prefix, "prefix", protocol.DefaultPrefix, "subject prefix")
-	fs.DurationVar(&o.grace, "grace", 30*time.Second, "how long running tasks may finish after SIGTERM before they are handed back")
+	fs.DurationVar(&o.grace, "grace", 30*time.Second, "how long running tasks may finish after SIGTERM before they are handed back (0: hand them back at once)")
 	fs.DurationVar(&o.ackWait, "ack-wait", 0, "ack wait of the task consumers, kept alive by in-progress acks (default: jetstream/consumers/task.json); every replica must agree")
 	fs.IntVar(&o.maxDeliver, "max-deliver", 0, "deliveries of a task before it fails with DeliveriesExhausted (default: jetstream/consumers/task.json); every replica must agree")
 	defReplicas := 0
@@ -251,6 +252,10 @@ func serve(o *options, tools []*tool.Tool, log *slog.Logger, signals <-chan os.S
 		return err
 	}
 	defer nc.Close()
+	// A connection closed for good (credentials refused, a wrong server)
+	// ends the process with an error, so that it is restarted.
+	closed := nc.StatusChanged(nats.CLOSED)
+	defer nc.RemoveStatusListener(closed)
 
 	w, err := natsjs.NewWorker(natsjs.WorkerConfig{
 		Conn:        nc,
@@ -295,9 +300,12 @@ func serve(o *options, tools []*tool.Tool, log *slog.Logger, signals <-chan os.S
 		}()
 	}
 
-	startCtx, startCancel := context.WithTimeout(ctx, 30*time.Second)
-	err = w.Start(startCtx)
-	startCancel()
+	sig, err := start(ctx, w, signals)
+	if sig != nil && err != nil {
+		// Stopped while starting: nothing runs yet.
+		log.Info("stopped before the worker started", slog.String("signal", sig.String()), slog.Any("error", err))
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -307,12 +315,23 @@ func serve(o *options, tools []*tool.Tool, log *slog.Logger, signals <-chan os.S
 	}
 	log.Info("toolworker started", slog.String("id", o.id), slog.String("nats", nc.ConnectedUrlRedacted()), slog.Any("tools", names), slog.Int("concurrency", o.concurrency))
 
-	select {
-	case sig := <-signals:
-		log.Info("stopping", slog.String("signal", sig.String()), slog.Duration("grace", o.grace))
-	case <-w.Stopped():
-		return errors.New("worker stopped unexpectedly")
+	if sig == nil {
+		select {
+		case sig = <-signals:
+		case <-w.Stopped():
+			return errors.New("worker stopped unexpectedly")
+		case <-closed:
+			// Nothing can be handed back any more: stop at once.
+			stopCtx, stopCancel := context.WithTimeout(context.Background(), stopMargin)
+			defer stopCancel()
+			_ = w.StopAndCancel(stopCtx)
+			if err := nc.LastError(); err != nil {
+				return fmt.Errorf("nats connection closed: %w", err)
+			}
+			return errors.New("nats connection closed")
+		}
 	}
+	log.Info("stopping", slog.String("signal", sig.String()), slog.Duration("grace", o.grace))
 	// Stop lets running tasks finish within the grace period, then hands
 	// the rest back (nak) and flushes before it returns, so that the
 	// connection closes only after the hand-backs. Its context bounds only
@@ -321,8 +340,12 @@ func serve(o *options, tools []*tool.Tool, log *slog.Logger, signals <-chan os.S
 	// ends it at once, handing back what is still held.
 	stopCtx, stopCancel := context.WithTimeout(context.Background(), o.grace+stopMargin)
 	defer stopCancel()
+	stop := w.Stop
+	if o.grace <= 0 { // no grace period (the worker's zero is its default)
+		stop = w.StopAndCancel
+	}
 	done := make(chan error, 1)
-	go func() { done <- w.Stop(stopCtx) }()
+	go func() { done <- stop(stopCtx) }()
 	select {
 	case err = <-done:
 	case sig := <-signals:
@@ -335,6 +358,33 @@ func serve(o *options, tools []*tool.Tool, log *slog.Logger, signals <-chan os.S
 	}
 	log.Info("toolworker stopped")
 	return nil
+}
+
+// start starts w within 30 s; a signal meanwhile cuts the start-up short
+// and is returned (with Start's error, unless it had succeeded).
+func start(ctx context.Context, w *natsjs.Worker, signals <-chan os.Signal) (os.Signal, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	got := make(chan os.Signal, 1)
+	started, watched := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case sig := <-signals:
+			got <- sig
+			cancel()
+		case <-started:
+		}
+	}()
+	err := w.Start(ctx)
+	close(started)
+	<-watched
+	select {
+	case sig := <-got:
+		return sig, err
+	default:
+		return nil, err
+	}
 }
 
 // durationsAsText writes durations as Go duration strings ("1.5s"), not as

@@ -2,15 +2,23 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
@@ -121,5 +129,121 @@ func TestLogDurationsAsText(t *testing.T) {
 	log.Info("stopping", slog.Duration("grace", 1500*time.Millisecond))
 	if !strings.Contains(buf.String(), `"grace":"1.5s"`) {
 		t.Fatalf("log line %s", buf.String())
+	}
+}
+
+// SIGTERM while the worker is still starting (here: no server to provision
+// on yet) stops it at once, as a stopped worker (exit 0), instead of once
+// its start-up gives up (a JetStream call's 5 s, up to 30 s in all), as a
+// failure.
+func TestSignalDuringStartStopsAtOnce(t *testing.T) {
+	t.Parallel()
+	url := "nats://127.0.0.1:" + strconv.Itoa(natstest.FreePort(t)) // nothing listens
+	signals := make(chan os.Signal, 1)
+	var stderr syncBuffer
+	code := make(chan int, 1)
+	go func() {
+		code <- run([]string{"--nats", url, "--tools", "sleep"}, func(string) string { return "" }, &stderr, signals)
+	}()
+	signals <- syscall.SIGTERM
+	select {
+	case c := <-code:
+		if c != exitOK {
+			t.Fatalf("exit %d, want %d; stderr:\n%s", c, exitOK, stderr.String())
+		}
+	case <-time.After(4 * time.Second): // a call of the start-up waits 5 s
+		t.Fatal("SIGTERM during start-up ignored")
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader on other
+// goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// waitFor polls cond (state with no signal of its own) until it holds, or
+// fails the test after 15 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(15 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// --grace 0 means no grace period: SIGTERM hands a running task back at
+// once, not after the default 30 s.
+func TestZeroGraceHandsBackAtOnce(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	signals := make(chan os.Signal, 1)
+	var stderr syncBuffer
+	code := make(chan int, 1)
+	go func() {
+		code <- run([]string{"--nats", srv.URL(), "--tools", "sleep", "--grace", "0s", "-v"}, func(string) string { return "" }, &stderr, signals)
+	}()
+	waitFor(t, "the worker to start", func() bool { return strings.Contains(stderr.String(), `"msg":"toolworker started"`) })
+	_, js := agentConn(t, srv.URL())
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := publishTask(ctx, js, sleepTask(protocol.NewID(), 600)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the task to start", func() bool { return strings.Contains(stderr.String(), `"msg":"task started"`) })
+	signals <- syscall.SIGTERM
+	select {
+	case c := <-code:
+		if c != exitOK {
+			t.Fatalf("exit %d; stderr:\n%s", c, stderr.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no exit 10 s after SIGTERM with --grace 0")
+	}
+	if !strings.Contains(stderr.String(), `"msg":"task handed back on shutdown"`) {
+		t.Fatalf("the task was not handed back; stderr:\n%s", stderr.String())
+	}
+}
+
+// A toolworker whose connection is closed for good (here: its password no
+// longer accepted) exits 1, so that it is restarted, instead of staying up,
+// ready, without a connection.
+func TestClosedConnectionExits(t *testing.T) {
+	t.Parallel()
+	user := &server.User{Username: "worker", Password: "secret"}
+	srv := natstest.Start(t, func(o *server.Options) { o.Users = []*server.User{user} })
+	signals := make(chan os.Signal, 1)
+	var stderr syncBuffer
+	code := make(chan int, 1)
+	url := strings.Replace(srv.URL(), "nats://", "nats://worker:secret@", 1)
+	go func() {
+		code <- run([]string{"--nats", url, "--tools", "sleep"}, func(string) string { return "" }, &stderr, signals)
+	}()
+	waitFor(t, "the worker to start", func() bool { return strings.Contains(stderr.String(), `"msg":"toolworker started"`) })
+	user.Password = "changed" // the restarted server refuses the worker
+	srv.Restart(t)
+	select {
+	case c := <-code:
+		if c != exitFailed {
+			t.Fatalf("exit %d, want %d; stderr:\n%s", c, exitFailed, stderr.String())
+		}
+	case <-time.After(15 * time.Second):
+		signals <- syscall.SIGTERM
+		t.Fatalf("still running 15 s after its connection was refused; stderr:\n%s", stderr.String())
 	}
 }

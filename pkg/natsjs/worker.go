@@ -134,14 +134,15 @@ type Worker struct {
 	ready   atomic.Bool
 	stopped chan struct{}
 
-	mu       sync.Mutex
-	started  bool
-	closing  bool                 // no new advisory callbacks may start
-	subs     []*nats.Subscription // cancellations
-	advSubs  []*nats.Subscription // max-deliveries advisories
-	status   chan nats.Status     // the connection's status changes
-	stopOnce sync.Once
-	stopErr  error
+	mu           sync.Mutex
+	started      bool
+	closing      bool                 // no new advisory callbacks may start; advStop is closed
+	subs         []*nats.Subscription // cancellations
+	advSubs      []*nats.Subscription // max-deliveries advisories
+	status       chan nats.Status     // the connection's status changes
+	statusCancel context.CancelFunc   // ends the watcher's catch-ups and sweeps
+	stopOnce     sync.Once
+	stopErr      error
 
 	fetchCtx    context.Context
 	fetchCancel context.CancelFunc
@@ -150,11 +151,13 @@ type Worker struct {
 	hardCtx     context.Context // cancelled when Stop gives up: result publishes stop retrying
 	hardCancel  context.CancelFunc
 	bgStop      chan struct{}
+	advStop     chan struct{}                 // closed when the advisory subscriptions end
 	reconn      atomic.Pointer[chan struct{}] // closed (and replaced) at each reconnect
 
 	fetchers  sync.WaitGroup // per tool, a fetcher and 2 × Concurrency runners
 	callbacks sync.WaitGroup // advisory callbacks in progress
-	bg        sync.WaitGroup // registry refresher, connection watcher, sweeper
+	bg        sync.WaitGroup // registry refresher, sweeper
+	watcher   sync.WaitGroup // connection watcher
 	bufs      bufPool        // result encoding buffers
 }
 
@@ -226,6 +229,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		cancels: newCancelIndex(),
 		stopped: make(chan struct{}),
 		bgStop:  make(chan struct{}),
+		advStop: make(chan struct{}),
 	}
 	reconn := make(chan struct{})
 	w.reconn.Store(&reconn)
@@ -334,6 +338,7 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	// Tasks that exhausted their deliveries while no replica listened.
 	w.sweepExhausted(ctx)
 	if err := w.writeRegistry(ctx); err != nil {
+		w.deleteRegistry(ctx) // the entries written before the failure
 		return err
 	}
 
@@ -345,13 +350,13 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	// runners as the worker has slots, so that a runner is free for every
 	// slot, also for the slots of tasks whose results are being published.
 	for name, c := range w.consumers {
-		tasks := make(chan jetstream.Msg)
-		for range 2 * w.cfg.Concurrency {
+		rs := newRunners(2 * w.cfg.Concurrency)
+		for range rs.n {
 			w.fetchers.Add(1)
-			go w.run(w.tools[name], tasks)
+			go w.run(w.tools[name], rs)
 		}
 		w.fetchers.Add(1)
-		go w.fetch(w.tools[name], c, tasks)
+		go w.fetch(w.tools[name], c, rs)
 	}
 	w.bg.Add(2)
 	go w.refreshRegistry()
@@ -374,8 +379,8 @@ func (w *Worker) unsubscribe() {
 	}
 }
 
-// Stop stops the worker gracefully: it removes its registry entries, stops
-// fetching, lets in-flight tasks finish until the grace period passes, then
+// Stop stops the worker gracefully: it stops fetching, removes its registry
+// entries, lets in-flight tasks finish until the grace period passes, then
 // cancels the rest and hands them back (nak) for another replica, without
 // publishing a result for them, and flushes the connection so that the
 // hand-backs reach the server before the caller closes it. ctx bounds the
@@ -412,12 +417,12 @@ func (w *Worker) shutdown(ctx context.Context, grace time.Duration) error {
 	}
 	w.ready.Store(false)
 	w.log.Info("worker stopping", slog.Duration("grace", grace))
+	// Stop pulling first: a task pulled from now on is handed back; a
+	// runner running a task returns once the task is settled.
+	w.fetchCancel()
 	close(w.bgStop)
 	w.bg.Wait()
 	w.deleteRegistry(ctx)
-	// Stop pulling: a task pulled from now on is handed back; a runner
-	// running a task returns once the task is settled.
-	w.fetchCancel()
 	w.unsubscribeAdvisories()
 
 	// Let in-flight tasks finish within the grace period.

@@ -18,15 +18,18 @@ import (
 // sweeps the exhausted tasks.
 
 // watchConn follows the connection's status: a disconnect withdraws the
-// cancel index's trust; once connected again, the worker catches up.
+// cancel index's trust; once connected again, the worker catches up. It
+// runs until unwatchConn, at the very end of a stop, so that tasks still
+// running in the grace period get their cancels too.
 func (w *Worker) watchConn() {
 	ch := w.cfg.Conn.StatusChanged(nats.DISCONNECTED, nats.RECONNECTING, nats.CONNECTED)
+	ctx, cancel := context.WithCancel(context.Background())
 	w.mu.Lock()
-	w.status = ch
+	w.status, w.statusCancel = ch, cancel
 	w.mu.Unlock()
-	w.bg.Add(1)
+	w.watcher.Add(1)
 	go func() {
-		defer w.bg.Done()
+		defer w.watcher.Done()
 		// Status events may be dropped when the channel is full: the
 		// reconnect counter is checked too.
 		tick := time.NewTicker(time.Second)
@@ -54,20 +57,18 @@ func (w *Worker) watchConn() {
 				if !behind {
 					continue
 				}
-			case <-w.bgStop:
-				return
 			}
 			if w.cfg.Conn.Status() != nats.CONNECTED {
 				continue
 			}
 			reconnects := w.cfg.Conn.Stats().Reconnects
-			if err := w.catchUp(context.Background(), w.cancels.epoch()); err != nil {
+			if err := w.catchUp(ctx, w.cancels.epoch()); err != nil {
 				w.log.Warn("cancel catch-up after reconnect failed; retrying", slog.Any("error", err))
 				continue // the next tick retries
 			}
 			caughtUp, behind = reconnects, false
 			w.log.Info("caught up with cancels after reconnect")
-			w.sweepExhausted(context.Background())
+			w.sweepExhausted(ctx)
 		}
 	}()
 }
@@ -83,15 +84,18 @@ func (w *Worker) signalReconnect() {
 	close(*w.reconn.Swap(&ch))
 }
 
-// unwatchConn stops listening to the connection's status.
+// unwatchConn stops listening to the connection's status and waits for the
+// watcher to end.
 func (w *Worker) unwatchConn() {
 	w.mu.Lock()
-	ch := w.status
-	w.status = nil
+	ch, cancel := w.status, w.statusCancel
+	w.status, w.statusCancel = nil, nil
 	w.mu.Unlock()
 	if ch != nil {
-		w.cfg.Conn.RemoveStatusListener(ch)
+		cancel()
+		w.cfg.Conn.RemoveStatusListener(ch) // closes ch: the watcher returns
 	}
+	w.watcher.Wait()
 }
 
 // catchUp makes the cancel index trustworthy again: once the cancel

@@ -19,7 +19,8 @@ import (
 // listening to. So the worker finds such tasks two ways (SPEC §5.3):
 //
 //   - the advisory, in one queue group per tool shared by the replicas, for
-//     a prompt answer;
+//     a prompt answer (retried until the result is published, or the
+//     worker stops);
 //   - a sweep, at start, after every reconnect and every sweepEvery, of
 //     each tool whose consumer holds no delivery at that moment
 //     (num_ack_pending 0): every task delivered so far (stream sequence at
@@ -28,7 +29,8 @@ import (
 //     delivered again. So a task still stored on the tool's subject at or
 //     below that sequence can only be an exhausted one. (The sweep is the
 //     fallback for an advisory sent while no replica listened, or whose
-//     handler failed.)
+//     handler gave up when its worker stopped; a consumer that always
+//     holds deliveries is never swept.)
 //
 // Both answer with a DeliveriesExhausted result and delete the task. Both
 // may find the same task, or a task acknowledged a moment ago: the result's
@@ -64,10 +66,14 @@ func (w *Worker) subscribeAdvisories() error {
 // and waits for the callbacks in progress.
 func (w *Worker) unsubscribeAdvisories() {
 	w.mu.Lock()
+	first := !w.closing
 	w.closing = true
 	subs := w.advSubs
 	w.advSubs = nil
 	w.mu.Unlock()
+	if first {
+		close(w.advStop) // callbacks retrying give up
+	}
 	for _, s := range subs {
 		_ = s.Unsubscribe()
 	}
@@ -90,23 +96,40 @@ func (w *Worker) onMaxDeliveries(m *nats.Msg) {
 		w.log.Warn("unreadable max-deliveries advisory", slog.String("subject", m.Subject))
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
-	defer cancel()
-	raw, err := w.tasksStrm.GetMsg(ctx, adv.StreamSeq)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return // handled already
-	}
 	log := w.log.With(slog.Uint64("stream_seq", adv.StreamSeq), slog.String("consumer", adv.Consumer))
-	if err != nil {
-		log.Error("task of a max-deliveries advisory not loaded; the sweep will find it", slog.Any("error", err))
-		return
+	// Retried until answered: the sweep finds the task only once the
+	// consumer holds no delivery, which a busy pool may never do.
+	for wait := publishRetryMin; ; wait = min(2*wait, publishRetryMax) {
+		ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
+		raw, err := w.tasksStrm.GetMsg(ctx, adv.StreamSeq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			cancel()
+			return // handled already
+		}
+		if err != nil {
+			log.Warn("task of a max-deliveries advisory not loaded; retrying", slog.Duration("wait", wait), slog.Any("error", err))
+		} else if err = w.answerExhausted(ctx, log, raw, fmt.Sprintf("delivered %d times without a result", adv.Deliveries)); err != nil {
+			log.Warn("DeliveriesExhausted result not published; retrying", slog.Duration("wait", wait), slog.Any("error", err))
+		}
+		cancel()
+		if err == nil {
+			return
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-timer.C:
+		case <-w.advStop:
+			timer.Stop()
+			log.Error("task of a max-deliveries advisory not answered before the worker stopped; the sweep will find it")
+			return
+		}
 	}
-	w.answerExhausted(ctx, log, raw, fmt.Sprintf("delivered %d times without a result", adv.Deliveries))
 }
 
 // answerExhausted publishes a DeliveriesExhausted result for the stored
-// task raw and deletes it from the work queue.
-func (w *Worker) answerExhausted(ctx context.Context, log *slog.Logger, raw *jetstream.RawStreamMsg, detail string) {
+// task raw and deletes it from the work queue. It fails only when the
+// result could not be published (the task is left in place).
+func (w *Worker) answerExhausted(ctx context.Context, log *slog.Logger, raw *jetstream.RawStreamMsg, detail string) error {
 	task, err := protocol.DecodeTask(raw.Data, nil)
 	if err != nil {
 		log.Error("exhausted task does not decode; deleted", slog.Any("error", err))
@@ -119,14 +142,14 @@ func (w *Worker) answerExhausted(ctx context.Context, log *slog.Logger, raw *jet
 		})
 		res.TaskID, res.ToolCallID, res.Worker, res.FinishedAt, res.Attempt = task.TaskID, task.ToolCallID, w.cfg.ID, time.Now().UTC(), task.Attempt
 		if err := w.publishResult(ctx, task.ConversationID, res); err != nil {
-			log.Error("DeliveriesExhausted result not published; the sweep will try again", slog.Any("error", err))
-			return
+			return err
 		}
 		w.count(task.Tool, protocol.StatusError)
 	}
 	if err := w.tasksStrm.DeleteMsg(ctx, raw.Sequence); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
 		log.Warn("exhausted task not deleted", slog.Any("error", err))
 	}
+	return nil
 }
 
 // sweepExhausted answers every task of the worker's tools that the server
@@ -162,8 +185,10 @@ func (w *Worker) sweepTool(ctx context.Context, name string, c jetstream.Consume
 		if raw.Sequence > floor {
 			return nil
 		}
-		w.answerExhausted(ctx, w.log.With(slog.Uint64("stream_seq", raw.Sequence), slog.String("consumer", info.Name)),
-			raw, fmt.Sprintf("delivered %d times without a result", info.Config.MaxDeliver))
+		log := w.log.With(slog.Uint64("stream_seq", raw.Sequence), slog.String("consumer", info.Name))
+		if err := w.answerExhausted(ctx, log, raw, fmt.Sprintf("delivered %d times without a result", info.Config.MaxDeliver)); err != nil {
+			log.Error("DeliveriesExhausted result not published; the sweep will try again", slog.Any("error", err))
+		}
 		seq = raw.Sequence + 1
 	}
 	return nil

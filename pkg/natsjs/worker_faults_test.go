@@ -499,3 +499,262 @@ func TestHeartbeatFollowsDefinitionAckWait(t *testing.T) {
 		t.Fatalf("first in-progress ack after %v, ack wait %v", took, def.AckWait)
 	}
 }
+
+// Results that cannot be published keep their runners busy after their
+// tools returned (their slots are given back at once when tasks are
+// waiting). The worker must not pull a task then that no runner can
+// start: it would wait without in-progress acks, be redelivered to
+// another replica after its ack wait, and run twice.
+func TestUnpublishedResultsDoNotStrandPulledTask(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	ctx := context.Background()
+	mustProvision(t, js)
+	// Stored before the worker starts: each is delivered with the rest
+	// waiting behind it.
+	conv := protocol.NewID()
+	tasks := []protocol.Task{newTask("job", conv, `{}`), newTask("job", conv, `{}`), newTask("job", conv, `{}`)}
+	for _, task := range tasks {
+		publishTask(t, js, task)
+	}
+	g := newGate()
+	defer g.open()
+	// Not startWorker: this worker is stopped by the test before it counts
+	// the runs.
+	log, failed := signalOn("result not published; retrying")
+	w, err := natsjs.NewWorker(natsjs.WorkerConfig{Conn: srv.Conn(t), ID: "stuck", AckWait: testAckWait, Concurrency: 1,
+		Logger: log, Tools: []*tool.Tool{g.tool("job", "done")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, scancel := context.WithTimeout(ctx, wait)
+	defer scancel()
+	if err := w.Start(sctx); err != nil {
+		t.Fatal(err)
+	}
+	if id := recv(t, g.started, "the first task to start"); id != tasks[0].ToolCallID {
+		t.Fatalf("started %s", id)
+	}
+	if err := js.DeleteStream(ctx, "TOOLS_RESULTS"); err != nil { // results cannot be stored
+		t.Fatal(err)
+	}
+	g.open()
+	if id := recv(t, g.started, "the second task to start"); id != tasks[1].ToolCallID {
+		t.Fatalf("started %s", id)
+	}
+	recv(t, failed, "a failed publish")
+	// Both runners of the worker now retry results. The third task is
+	// left to another replica (the test): its first delivery is there.
+	c, err := js.Consumer(ctx, "TOOLS_TASKS", "task_job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := c.Next(jetstream.FetchMaxWait(wait))
+	if err != nil {
+		t.Fatalf("the third task was never delivered: %v", err)
+	}
+	md, err := msg.Metadata()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if md.NumDelivered != 1 {
+		t.Errorf("the third task was delivered %d times: the stuck worker held it without running it", md.NumDelivered)
+	}
+	if err := msg.DoubleAck(ctx); err != nil { // run by the other replica
+		t.Fatal(err)
+	}
+	mustProvision(t, js)
+	for deadline := time.Now().Add(wait); ; {
+		info, err := c.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.NumAckPending == 0 && info.NumPending == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("tasks still held: %+v", info)
+		}
+		time.Sleep(20 * time.Millisecond) // the acks have no signal but the consumer's state
+	}
+	stopCtx, stopCancel := context.WithTimeout(ctx, wait)
+	defer stopCancel()
+	if err := w.Stop(stopCtx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case id := <-g.started:
+		t.Fatalf("a task ran twice (%s)", id)
+	default:
+	}
+}
+
+// A task still running in the grace period of a stop is cancelled by a
+// cancel published while the worker was cut off: the worker still catches
+// up with the cancels after a reconnect while it lets its tasks finish.
+func TestCancelWhileDisconnectedDuringGracePeriod(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	results := subscribeResults(t, srv.Conn(t))
+	g := newGate()
+	defer g.open()
+	proxy := natstest.NewProxy(t, srv.URL())
+	reconnected := make(chan struct{}, 16)
+	nc := natstest.Connect(t, proxy.URL(), append(natstest.Reconnecting(20*time.Millisecond),
+		nats.ReconnectHandler(func(*nats.Conn) { reconnected <- struct{}{} }))...)
+	// Not startWorker: the test stops this worker itself, with a grace
+	// period far longer than the test waits.
+	// The stop begins with the removal of the worker's registry entry.
+	deregistered := make(chan struct{}, 1)
+	sub, err := srv.Conn(t).Subscribe("$KV.tools_registry.job.grace", func(m *nats.Msg) {
+		if m.Header.Get("KV-Operation") == "DEL" {
+			deregistered <- struct{}{}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	w, err := natsjs.NewWorker(natsjs.WorkerConfig{Conn: nc, ID: "grace", AckWait: testAckWait, GracePeriod: time.Hour,
+		Logger: testLogger(), Tools: []*tool.Tool{g.tool("job", "finished")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	task := newTask("job", protocol.NewID(), `{}`)
+	publishTask(t, js, task)
+	recv(t, g.started, "the task to start")
+	stopped := make(chan error, 1)
+	stopCtx, stopCancel := context.WithTimeout(context.Background(), 4*wait) // longer than the test waits for the cancel
+	defer stopCancel()
+	go func() { stopped <- w.Stop(stopCtx) }()
+	recv(t, deregistered, "the worker to stop")
+	proxy.Cut()
+	publishCancel(t, js, task)
+	proxy.Restore()
+	recv(t, reconnected, "the worker to reconnect")
+	recv(t, g.ctxDone, "the running tool to be cancelled")
+	if r := resultOf(t, results, task); r.Status != protocol.StatusCancelled {
+		t.Fatalf("result %+v, want cancelled", r)
+	}
+	if err := recv(t, stopped, "the stop"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Stop stops fetching first: a task stored while the worker removes its
+// registry entries (which may take long with a slow server) is left to
+// other replicas, not pulled and started by the stopping worker.
+func TestStopFetchesNothingWhileDeregistering(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	ctx := context.Background()
+	g := newGate()
+	defer g.open()
+	w, err := natsjs.NewWorker(natsjs.WorkerConfig{Conn: srv.Conn(t), ID: "w", AckWait: testAckWait,
+		Logger: testLogger(), Tools: []*tool.Tool{g.tool("job", "done")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, scancel := context.WithTimeout(ctx, wait)
+	defer scancel()
+	if err := w.Start(sctx); err != nil {
+		t.Fatal(err)
+	}
+	// A registry that does not answer: the delete waits, and the test
+	// answers it (as the stream would) when it has seen what it waits for.
+	if err := js.DeleteStream(ctx, "KV_tools_registry"); err != nil {
+		t.Fatal(err)
+	}
+	deleting := make(chan *nats.Msg, 1)
+	sub, err := srv.Conn(t).Subscribe("$KV.tools_registry.job.w", func(m *nats.Msg) { deleting <- m })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	stopped := make(chan error, 1)
+	go func() { stopped <- w.Stop(sctx) }()
+	del := recv(t, deleting, "the registry entry's delete")
+	task := newTask("job", protocol.NewID(), `{}`)
+	publishTask(t, js, task)
+	c, err := js.Consumer(ctx, "TOOLS_TASKS", "task_job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A worker still fetching gets the task at once; give it a moment.
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		info, err := c.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.NumPending == 0 {
+			break
+		}
+	}
+	_ = del.Respond([]byte(`{"stream":"KV_tools_registry","seq":2}`))
+	g.open()
+	if err := recv(t, stopped, "the stop"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case id := <-g.started:
+		t.Fatalf("the stopping worker started a task stored after the stop began (%s)", id)
+	default:
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.NumPending != 1 || info.NumAckPending != 0 {
+		t.Fatalf("the task was not left for another replica: %+v", info)
+	}
+}
+
+// A task whose max-deliveries advisory arrives while its result cannot be
+// published is still answered once results can be stored again, also when
+// the consumer holds other deliveries (so that the sweep, which waits for
+// a consumer holding none, cannot be relied on).
+func TestDeliveriesExhaustedAnsweredAfterFailedPublish(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	nc := srv.Conn(t)
+	ctx := context.Background()
+	exhausted := make(chan struct{}, 1)
+	sub, err := nc.Subscribe("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.TOOLS_TASKS.task_job", func(*nats.Msg) { exhausted <- struct{}{} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	g := newGate()
+	defer g.open()
+	// One replica that will die with the task, one that stays (and gets
+	// the advisory), with no slot free for anything else.
+	_, proxy, _ := cutWorker(t, srv, natsjs.WorkerConfig{ID: "dies", Concurrency: 1, MaxDeliver: 1, Tools: []*tool.Tool{g.tool("job", "never")}})
+	lost := newTask("job", protocol.NewID(), `{}`)
+	publishTask(t, js, lost)
+	recv(t, g.started, "the only delivery")
+	log, failed := signalOn("DeliveriesExhausted result not published; retrying")
+	startWorker(t, srv, natsjs.WorkerConfig{ID: "stays", Concurrency: 1, MaxDeliver: 1, Logger: log, Tools: []*tool.Tool{g.tool("job", "never")}})
+	held := newTask("job", protocol.NewID(), `{}`)
+	publishTask(t, js, held)
+	recv(t, g.started, "a task held by the replica that stays")
+	if err := js.DeleteStream(ctx, "TOOLS_RESULTS"); err != nil { // results cannot be stored
+		t.Fatal(err)
+	}
+	proxy.Cut() // the first replica is gone: no heartbeat
+	recv(t, exhausted, "the server to give up on the task")
+	recv(t, failed, "the DeliveriesExhausted result to fail")
+	mustProvision(t, js)
+	r := storedResult(t, js, lost, 0)
+	if r.Status != protocol.StatusError || r.ErrorType != protocol.ErrorDeliveriesExhausted || r.Worker != "stays" {
+		t.Fatalf("result %+v", r)
+	}
+}

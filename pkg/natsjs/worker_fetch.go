@@ -3,6 +3,7 @@ package natsjs
 import (
 	"errors"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -24,7 +25,13 @@ import (
 // run); a runner is a long-lived goroutine that has grown its stack once,
 // where a goroutine per task would grow a fresh one for every task (schema
 // validation and JSON decoding go deep).
-func (w *Worker) fetch(t *tool.Tool, c jetstream.Consumer, runners chan<- jetstream.Msg) {
+//
+// A task is pulled only when a runner is free to start it: a runner whose
+// result cannot be published keeps retrying after its slot was given back
+// (see handle), and a task handed over to no free runner would wait,
+// without in-progress acks, until another replica got it after its ack
+// wait.
+func (w *Worker) fetch(t *tool.Tool, c jetstream.Consumer, rs *runners) {
 	defer w.fetchers.Done()
 	info := c.CachedInfo()
 	p := newPuller(w.cfg.Conn, info.Stream, info.Name, w.cfg.Concurrency)
@@ -68,12 +75,14 @@ func (w *Worker) fetch(t *tool.Tool, c jetstream.Consumer, runners chan<- jetstr
 	}
 
 	handoff := func(msg jetstream.Msg) {
+		rs.busy.Add(1)
 		select {
-		case runners <- msg:
+		case rs.tasks <- msg:
 		case <-w.fetchCtx.Done():
 			// Stopping: hand the task back at once.
 			_ = msg.Nak()
 			w.slots.release()
+			rs.done()
 		}
 	}
 	backlog := false // tasks were waiting at the last delivery
@@ -83,7 +92,19 @@ func (w *Worker) fetch(t *tool.Tool, c jetstream.Consumer, runners chan<- jetstr
 		// While requests are outstanding, freed slots are asked for only
 		// when tasks were waiting at the last delivery: otherwise the next
 		// task goes to an outstanding request anyway, and the freed slots
-		// are asked for together once those requests end.
+		// are asked for together once those requests end. Never more are
+		// asked for than runners are free for tasks not asked for yet
+		// (spare).
+		spare := rs.n - int(rs.busy.Load()) - p.held
+		if p.held == 0 && spare <= 0 {
+			// Every runner is busy (retrying results): pull nothing.
+			select {
+			case <-rs.idle:
+				continue
+			case <-w.fetchCtx.Done():
+				return
+			}
+		}
 		n := 0
 		if p.held == 0 {
 			if err := w.slots.acquire(w.fetchCtx, t.Name); err != nil {
@@ -91,7 +112,7 @@ func (w *Worker) fetch(t *tool.Tool, c jetstream.Consumer, runners chan<- jetstr
 			}
 			n = 1
 		}
-		if room := w.cfg.Concurrency - p.held - n; room > 0 && (n > 0 || backlog) {
+		if room := min(w.cfg.Concurrency-p.held, spare) - n; room > 0 && (n > 0 || backlog) {
 			n += w.slots.tryAcquire(room)
 		}
 		if n > 0 {
@@ -151,6 +172,7 @@ func (w *Worker) fetch(t *tool.Tool, c jetstream.Consumer, runners chan<- jetstr
 				guard.Reset(lostAfter())
 			}
 		case <-freed:
+		case <-rs.idle:
 		case <-preempt:
 			abandon()
 		case <-guard.C:
@@ -180,21 +202,23 @@ func (w *Worker) sleep(d time.Duration) bool {
 // returned, while its result is still being published (see handle); a
 // tool has twice as many runners as the worker has slots, so that a
 // runner is free to take a task pulled for a slot given back that way.
-func (w *Worker) run(t *tool.Tool, tasks <-chan jetstream.Msg) {
+func (w *Worker) run(t *tool.Tool, rs *runners) {
 	defer w.fetchers.Done()
 	log := w.log.With(slog.String("tool", t.Name))
 	for {
 		select {
-		case msg := <-tasks:
+		case msg := <-rs.tasks:
 			if w.fetchCtx.Err() != nil {
 				// Stopping: hand the task back at once.
 				_ = msg.Nak()
 				w.slots.release()
+				rs.done()
 				continue
 			}
 			slot := slotHold{p: w.slots}
 			w.handle(t, log, msg, &slot)
 			slot.release()
+			rs.done()
 		case <-w.fetchCtx.Done():
 			return
 		}
@@ -212,5 +236,29 @@ func (h *slotHold) release() {
 	if !h.released {
 		h.released = true
 		h.p.release()
+	}
+}
+
+// runners are a tool's runners, which fetch hands tasks over tasks.
+type runners struct {
+	tasks chan jetstream.Msg
+	n     int           // how many
+	busy  atomic.Int32  // tasks handed over and not finished
+	idle  chan struct{} // told when a runner becomes free while more than half were busy
+}
+
+func newRunners(n int) *runners {
+	return &runners{tasks: make(chan jetstream.Msg), n: n, idle: make(chan struct{}, 1)}
+}
+
+// done marks a task handed over as finished. Only with more than half of
+// the runners busy (as many as the worker has slots) can the runners, not
+// the slots, limit the fetcher: only then is it told.
+func (rs *runners) done() {
+	if int(rs.busy.Add(-1)) >= rs.n/2 {
+		select {
+		case rs.idle <- struct{}{}:
+		default: // told already
+		}
 	}
 }

@@ -39,6 +39,9 @@ type puller struct {
 	held    int    // slots held by the outstanding requests
 }
 
+// ackPrefix starts the reply subject of every delivered message.
+const ackPrefix = "$JS.ACK."
+
 // Status codes of pull responses.
 const (
 	statusControl  = "100"
@@ -109,7 +112,9 @@ var errUncounted = errors.New("natsjs: pull: message not counted")
 // be counted: the caller abandons them.
 func (p *puller) receive(m *nats.Msg) (task jetstream.Msg, freed int, err error) {
 	status := ""
-	if len(m.Data) == 0 && len(m.Header) > 0 {
+	if len(m.Data) == 0 && len(m.Header) > 0 && !strings.HasPrefix(m.Reply, ackPrefix) {
+		// A status of the server, not a stored task (which may carry any
+		// header, Status too, but is always delivered with an ack subject).
 		status = m.Header.Get("Status")
 	}
 	switch status {

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/tool"
 )
 
 // Backoff of result publish retries.
@@ -70,17 +71,24 @@ func (w *Worker) respond(log *slog.Logger, fl *inflight, res protocol.Result, st
 // Nats-Msg-Id res:<task>:<attempt>, so that results of redeliveries are
 // dropped by the server within the dedup window while a later attempt's
 // (a call dispatched again after an approval) is kept. A result too large for a message is
-// replaced by a ResultTooLarge error.
+// replaced by a ResultTooLarge error, and one that cannot be encoded by an
+// error saying so.
 func (w *Worker) publishResult(ctx context.Context, conv string, res protocol.Result) error {
 	buf := w.bufs.get()
 	data, err := protocol.AppendResult(*buf, &res)
 	defer w.bufs.put(buf, data) // published (copied) or failed by then
+	// A result that cannot be encoded (the tool's metadata holds a value
+	// JSON cannot carry) never will be: it is replaced by an error, as is
+	// a result too large for a message.
+	var replace *protocol.RemoteError
 	if err != nil {
-		return fmt.Errorf("marshal result: %w", err)
+		replace = &protocol.RemoteError{Type: tool.ErrorType(err), Message: "the result cannot be encoded: " + err.Error()}
+	} else if max := w.cfg.Conn.MaxPayload(); max > 0 && int64(len(data)) > max-1024 {
+		replace = &protocol.RemoteError{Type: protocol.ErrorResultTooLarge,
+			Message: fmt.Sprintf("the result is %d bytes; the server's max payload is %d", len(data), max)}
 	}
-	if max := w.cfg.Conn.MaxPayload(); max > 0 && int64(len(data)) > max-1024 {
-		small := protocol.ResultFromOutcome(nil, &protocol.RemoteError{Type: protocol.ErrorResultTooLarge,
-			Message: fmt.Sprintf("the result is %d bytes; the server's max payload is %d", len(data), max)})
+	if replace != nil {
+		small := protocol.ResultFromOutcome(nil, replace)
 		small.TaskID, small.ToolCallID, small.Worker, small.Attempt = res.TaskID, res.ToolCallID, res.Worker, res.Attempt
 		small.StartedAt, small.FinishedAt = res.StartedAt, res.FinishedAt
 		if data, err = json.Marshal(small); err != nil {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"time"
 
@@ -73,10 +74,7 @@ func (w *Worker) handle(t *tool.Tool, toolLog *slog.Logger, msg jetstream.Msg, s
 	if err != nil {
 		// Not run blind: another delivery looks again, later each time, so
 		// that an outage of the cancel stream burns few deliveries.
-		delay := lookupNakDelay
-		if md != nil {
-			delay = min(time.Duration(md.NumDelivered)*lookupNakDelay, maxLookupNakDelay)
-		}
+		delay := handBackDelay(md)
 		log.Warn("cancel look-up failed; task handed back", slog.Duration("delay", delay), slog.Any("error", err))
 		fl.settle(func() error { return msg.NakWithDelay(delay) }, log, "nak")
 		return
@@ -261,14 +259,26 @@ func (w *Worker) reporter(conv, taskID string) progress.Reporter {
 	})
 }
 
+// handBackDelay is the redelivery delay of a task handed back because
+// something it needs failed (a cancel look-up, a result publish): longer
+// with every delivery, so that an outage burns few deliveries.
+func handBackDelay(md *jetstream.MsgMetadata) time.Duration {
+	if md == nil {
+		return lookupNakDelay
+	}
+	return min(time.Duration(md.NumDelivered)*lookupNakDelay, maxLookupNakDelay)
+}
+
 // malformed terminates a task that does not decode; when its task and
-// conversation IDs can be read, the caller gets an error result.
+// conversation IDs can be read, the caller gets an error result first (of
+// the task's attempt, when that can be read too): a task whose error
+// result cannot be published is handed back to try again.
 func (w *Worker) malformed(log *slog.Logger, t *tool.Tool, msg jetstream.Msg, err error) {
-	log.Error("malformed task terminated", slog.Any("error", err))
 	var ids struct {
-		TaskID         string `json:"task_id"`
-		ConversationID string `json:"conversation_id"`
-		ToolCallID     string `json:"tool_call_id"`
+		TaskID         string          `json:"task_id"`
+		ConversationID string          `json:"conversation_id"`
+		ToolCallID     string          `json:"tool_call_id"`
+		Attempt        json.RawMessage `json:"attempt"`
 	}
 	if json.Unmarshal(msg.Data(), &ids) == nil {
 		_, e1 := protocol.ParseID(ids.TaskID)
@@ -277,12 +287,24 @@ func (w *Worker) malformed(log *slog.Logger, t *tool.Tool, msg jetstream.Msg, er
 			ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
 			res := protocol.ResultFromOutcome(nil, &protocol.RemoteError{Type: tool.ErrorType(err), Message: err.Error()})
 			res.TaskID, res.ToolCallID, res.Worker, res.FinishedAt = ids.TaskID, ids.ToolCallID, w.cfg.ID, time.Now().UTC()
-			if perr := w.publishResult(ctx, ids.ConversationID, res); perr != nil {
-				log.Warn("error result of a malformed task not published", slog.Any("error", perr))
+			if a, aerr := strconv.Atoi(string(ids.Attempt)); aerr == nil && a > 0 {
+				res.Attempt = a
 			}
+			perr := w.publishResult(ctx, ids.ConversationID, res)
 			cancel()
+			if perr != nil {
+				md, _ := msg.Metadata()
+				delay := handBackDelay(md)
+				log.Warn("error result of a malformed task not published", slog.Duration("delay", delay),
+					slog.Any("decode_error", err), slog.Any("error", perr))
+				if err := msg.NakWithDelay(delay); err != nil {
+					log.Warn("nak failed", slog.Any("error", err))
+				}
+				return
+			}
 		}
 	}
+	log.Error("malformed task terminated", slog.Any("error", err))
 	w.count(t.Name, protocol.StatusError)
 	if err := msg.TermWithReason("malformed task"); err != nil {
 		log.Warn("term failed", slog.Any("error", err))

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"strings"
 	"sync"
@@ -790,5 +791,162 @@ func TestWorkerReplacesTooLargeResult(t *testing.T) {
 	}
 	if got, want := m.Header.Get(jetstream.MsgIDHeader), "res:"+task.TaskID+":2"; got != want {
 		t.Errorf("stored with message ID %q, want %q", got, want)
+	}
+}
+
+// A forged task that looks like a pull status (no body, a Status header)
+// is terminated as malformed like any other, not mistaken for the server's
+// status and left to wedge a slot until it exhausts its deliveries.
+func TestTaskWithStatusHeaderTerminated(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	nc := srv.Conn(t)
+	terminated := make(chan struct{}, 16)
+	sub, err := nc.Subscribe("$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.TOOLS_TASKS.task_echo", func(*nats.Msg) { terminated <- struct{}{} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, srv, natsjs.WorkerConfig{ID: "w", Concurrency: 1, Tools: []*tool.Tool{echoTool("")}})
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, status := range []string{"100", "404", "408"} {
+		m := nats.NewMsg("tools.task.echo")
+		m.Header.Set("Status", status)
+		m.Header.Set("Nats-Pending-Messages", "1")
+		if _, err := js.PublishMsg(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+		recv(t, terminated, "the forged task with status "+status+" to be terminated")
+	}
+}
+
+// storedResult waits for the result of task stored in the results stream
+// whose attempt is attempt.
+func storedResult(t *testing.T, js jetstream.JetStream, task protocol.Task, attempt int) protocol.Result {
+	t.Helper()
+	ctx := context.Background()
+	oc, err := js.OrderedConsumer(ctx, "TOOLS_RESULTS", jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{"tools.result." + task.ConversationID + "." + task.TaskID},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		msg, err := oc.Next(jetstream.FetchMaxWait(wait))
+		if err != nil {
+			t.Fatalf("no result of attempt %d stored: %v", attempt, err)
+		}
+		var r protocol.Result
+		if err := json.Unmarshal(msg.Data(), &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Attempt == attempt {
+			return r
+		}
+	}
+}
+
+// The error result of a malformed task keeps the task's attempt: a later
+// attempt's result is not dropped as a duplicate of the first's
+// (Nats-Msg-Id res:<task>:<attempt>).
+func TestMalformedTaskKeepsAttempt(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	ctx := context.Background()
+	startWorker(t, srv, natsjs.WorkerConfig{ID: "w", Tools: []*tool.Tool{echoTool("")}})
+	task := newTask("echo", protocol.NewID(), `{}`)
+	// Attempt 0 ended deferred (approval required).
+	first := nats.NewMsg("tools.result." + task.ConversationID + "." + task.TaskID)
+	first.Header.Set(jetstream.MsgIDHeader, "res:"+task.TaskID+":0")
+	first.Data = []byte(`{"status":"approval_required"}`)
+	if _, err := js.PublishMsg(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	bad := fmt.Sprintf(`{"task_id":%q,"conversation_id":%q,"tool":"echo","args":5,"attempt":1}`, task.TaskID, task.ConversationID)
+	if _, err := js.Publish(ctx, "tools.task.echo", []byte(bad)); err != nil {
+		t.Fatal(err)
+	}
+	if r := storedResult(t, js, task, 1); r.Status != protocol.StatusError || r.ErrorType != "DecodeError" {
+		t.Fatalf("result %+v", r)
+	}
+}
+
+// A malformed task whose error result cannot be published is not
+// terminated without it: it comes back, and its result is stored once
+// the results stream is back.
+func TestMalformedTaskResultRetried(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	ctx := context.Background()
+	log, failed := signalOn("error result of a malformed task not published")
+	startWorker(t, srv, natsjs.WorkerConfig{ID: "w", Logger: log, Tools: []*tool.Tool{echoTool("")}})
+	if err := js.DeleteStream(ctx, "TOOLS_RESULTS"); err != nil { // results cannot be stored
+		t.Fatal(err)
+	}
+	task := newTask("echo", protocol.NewID(), `{}`)
+	bad := fmt.Sprintf(`{"task_id":%q,"conversation_id":%q,"tool":"echo","args":5}`, task.TaskID, task.ConversationID)
+	if _, err := js.Publish(ctx, "tools.task.echo", []byte(bad)); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, failed, "a failed publish")
+	mustProvision(t, js)
+	if r := storedResult(t, js, task, 0); r.Status != protocol.StatusError || r.ErrorType != "DecodeError" {
+		t.Fatalf("result %+v", r)
+	}
+}
+
+// A worker whose start fails leaves no registry entry behind: agents would
+// offer its tools, served by nobody, until the entries expired.
+func TestFailedStartLeavesNoRegistryEntry(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	// The registry entry of "big" exceeds the server's max payload: its
+	// write fails after that of "a" (entries are written in name order).
+	big := tool.Func("big", strings.Repeat("x", 2<<20), func(context.Context, *tool.RunContext, struct{}) (string, error) { return "", nil })
+	w, err := natsjs.NewWorker(natsjs.WorkerConfig{Conn: srv.Conn(t), ID: "w", AckWait: testAckWait, Logger: testLogger(),
+		Tools: []*tool.Tool{echoLike("a", "x"), big}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if err := w.Start(ctx); err == nil {
+		_ = w.StopAndCancel(ctx)
+		t.Fatal("started with an entry too large for the registry")
+	}
+	kv, err := srv.JetStream(t).KeyValue(ctx, "tools_registry")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, err := kv.Get(ctx, natsjs.RegistryKey("a", "w")); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("registry entry of a failed worker: %v %v", e, err)
+	}
+}
+
+// A tool whose result cannot be encoded (metadata holding NaN) gets an
+// error result, instead of the worker retrying the publish forever and
+// holding the task.
+func TestUnencodableResultAnswered(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	results := subscribeResults(t, srv.Conn(t))
+	nan := tool.Func("nan", "Return metadata JSON cannot encode.", func(context.Context, *tool.RunContext, struct{}) (tool.Return, error) {
+		return tool.Return{Value: "x", Metadata: map[string]any{"score": math.NaN()}}, nil
+	})
+	startWorker(t, srv, natsjs.WorkerConfig{ID: "w", Tools: []*tool.Tool{nan}})
+	task := newTask("nan", protocol.NewID(), `{}`)
+	publishTask(t, srv.JetStream(t), task)
+	r := resultOf(t, results, task)
+	if r.Status != protocol.StatusError || !strings.Contains(r.Message, "NaN") || r.Worker != "w" {
+		t.Fatalf("result %+v", r)
 	}
 }
