@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -221,5 +222,48 @@ func TestApprovedBackgroundCallKeepsItsTaskID(t *testing.T) {
 	}
 	if len(started) != 1 || started[0] != id {
 		t.Errorf("background task %v, deferred task %s", started, id)
+	}
+}
+
+// Reference §7.5: the idle wait for a live background task happens only
+// when nothing is queued; a when_idle message enqueued while the task runs
+// redirects the run at once, without waiting for the task.
+func TestQueuedMessageIsNotHeldBehindALiveTask(t *testing.T) {
+	t.Parallel()
+	gate := make(chan struct{})
+	slow := tool.Func("slow", "", func(ctx context.Context, _ *tool.RunContext, _ struct{}) (string, error) {
+		select {
+		case <-gate:
+			return "slow result", nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}, tool.Meta(map[string]any{"background": true}))
+	note := tool.Func("note", "", func(_ context.Context, rc *tool.RunContext, _ struct{}) (string, error) {
+		return "noted", rc.Enqueue(tool.PriorityWhenIdle, message.TextContent("idle note"))
+	})
+	m := model(func(n int, req *llm.Request) *llm.Response {
+		all := mustJSON(t, req.Messages)
+		switch {
+		case n == 0:
+			return calls(call("slow", "c1", `{}`), call("note", "c2", `{}`))
+		case strings.Contains(all, "completed."):
+			return text("done")
+		case strings.Contains(all, "idle note"):
+			close(gate) // the queued message arrived first: now let the task end
+			return text("read the note")
+		default:
+			return text("waiting")
+		}
+	})
+	a := newAgentCfg(t, agent.Config{Model: m, Capabilities: []agent.Capability{agent.BackgroundTools(agent.BackgroundConfig{})}}, slow, note)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	res, err := a.Run(ctx, "go", nil)
+	if err != nil {
+		t.Fatalf("the queued message waited for the live task: %v", err)
+	}
+	if res.Output != "done" {
+		t.Errorf("output %q", res.Output)
 	}
 }

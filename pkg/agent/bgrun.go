@@ -350,12 +350,12 @@ func (br *bgRun) takeUnwatched() {
 }
 
 // awaitOutcome is the idle wait: when the model ended its turn, it
-// delivers what arrived or, while tasks are live, waits for the next
-// outcome.
+// delivers what arrived or, while tasks are live and no message is queued
+// (those redirect the run at once), waits for the next outcome.
 func (br *bgRun) awaitOutcome(ctx context.Context) ([]message.Part, error) {
 	for {
 		parts, err := br.deliver()
-		if err != nil || len(parts) > 0 || br.liveCount() == 0 {
+		if err != nil || len(parts) > 0 || br.liveCount() == 0 || br.r.hasQueued() {
 			return parts, err
 		}
 		// With one task running, the wait takes its outcome itself rather
