@@ -256,6 +256,31 @@ func TestDeferredNotAllowed(t *testing.T) {
 	}
 }
 
+// A run refused for its unresolved deferred calls keeps the results of the
+// calls that ran in its history: continuing it (now allowed to pause) does
+// not run them again.
+func TestDeferredNotAllowedKeepsWhatRan(t *testing.T) {
+	t.Parallel()
+	var runs atomic.Int32
+	fn := tool.Func("fn", "", func(context.Context, *tool.RunContext, struct{}) (string, error) {
+		runs.Add(1)
+		return "side effect", nil
+	})
+	m := turns(calls(call("fn", "c1", `{}`), call("gated", "c2", `{"x":1}`)))
+	a := newAgent(t, m, fn, times42("gated", tool.NeedsApproval()))
+	res, err := a.Run(t.Context(), "go", nil)
+	if !errors.Is(err, agent.ErrDeferredNotAllowed) {
+		t.Fatalf("err = %v", err)
+	}
+	res, err = a.Run(t.Context(), "", &agent.RunOptions{History: res.Messages, AllowDeferred: true})
+	if err != nil || !res.Paused() || len(res.Deferred.Approvals) != 1 {
+		t.Fatalf("%v %+v", err, res)
+	}
+	if n := runs.Load(); n != 1 {
+		t.Errorf("the tool ran %d times: the refused run's history lost its result", n)
+	}
+}
+
 // Scenario: test_unapproved_tool_invalid_args_retry
 // Scenario: test_unapproved_tool_invalid_args_max_retries_exceeded
 func TestUnapprovedToolInvalidArgs(t *testing.T) {

@@ -388,16 +388,18 @@ func (r *run) afterStep(ctx context.Context, final bool) ([]message.Part, error)
 // pause ends the run with deferred requests, recording the results of the
 // calls that did run.
 func (r *run) pause(ctx context.Context, parts []message.Part, reqs *deferred.Requests) (*Result, error) {
+	// What ran stays recorded, also when the run ends here: a continued
+	// history must not run it again (its deferred calls are deferred
+	// again).
+	r.keep(message.NewRequest(parts...))
 	// A pause is a side effect too (state saved, people asked): a
 	// cancelled or interrupted run ends as such, not as paused.
 	if err := r.alive(ctx); err != nil {
-		r.keep(message.NewRequest(parts...))
 		return nil, err
 	}
 	if !r.allowDeferred {
 		return nil, userErrorf(ErrDeferredNotAllowed, "A deferred tool call was present, but neither the agent nor the run allows ending with DeferredToolRequests. To resolve this, set AllowDeferred on the agent or the run, or use a HandleDeferredToolCalls capability to handle deferred tool calls inline.")
 	}
-	r.keep(message.NewRequest(parts...))
 	// Messages enqueued in this step are kept in the history: the resume
 	// sends them with its first request.
 	for _, q := range r.drainAtEnd() {
