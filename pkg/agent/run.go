@@ -158,7 +158,16 @@ func (r *run) execute(ctx context.Context) (*Result, error) {
 	r.mu.Unlock()
 
 	r.emit(Event{Type: EventRunStarted})
-	next := r.loop
+	// The RunWrappers see the run's error as the caller will (a
+	// cancellation by Cancel as ErrRunCancelled), so that what they record
+	// of the run agrees with its final event.
+	next := func(ctx context.Context) (*Result, error) {
+		res, err := r.loop(ctx)
+		if err != nil {
+			err = r.runError(ctx, err)
+		}
+		return res, err
+	}
 	for i := len(r.caps) - 1; i >= 0; i-- {
 		if w, ok := r.caps[i].(RunWrapper); ok {
 			inner := next
