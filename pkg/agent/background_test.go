@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -265,5 +266,59 @@ func TestQueuedMessageIsNotHeldBehindALiveTask(t *testing.T) {
 	}
 	if res.Output != "done" {
 		t.Errorf("output %q", res.Output)
+	}
+}
+
+// waitAfterStep is a StepHook that, after a step with tool calls, waits
+// until ch is closed.
+type waitAfterStep struct{ ch <-chan struct{} }
+
+func (w waitAfterStep) AfterStep(ctx context.Context, _ *agent.RunInfo, final bool) ([]message.Part, error) {
+	if final {
+		return nil, nil
+	}
+	select {
+	case <-w.ch:
+		return nil, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// A fatal background outcome met before the next model request ends the
+// run; the results of the step before it stay in the history, so that
+// continuing it does not run those tools again.
+func TestFatalOutcomeBeforeARequestKeepsTheStepsResults(t *testing.T) {
+	t.Parallel()
+	broken := tool.Func("broken", "", func(context.Context, *tool.RunContext, struct{}) (string, error) {
+		return "", tool.Retry("again")
+	}, tool.Meta(map[string]any{"background": true}), tool.Retries(0))
+	var runs atomic.Int32
+	fn := tool.Func("fn", "", func(context.Context, *tool.RunContext, struct{}) (string, error) {
+		runs.Add(1)
+		return "side effect", nil
+	})
+	finished := make(chan struct{})
+	var once sync.Once
+	m := turns(calls(call("broken", "c1", `{}`), call("fn", "c2", `{}`)), text("next"))
+	a := newAgentCfg(t, agent.Config{Model: m, Capabilities: []agent.Capability{agent.BackgroundTools(agent.BackgroundConfig{}), waitAfterStep{finished}}}, broken, fn)
+	res, err := a.Run(t.Context(), "go", &agent.RunOptions{OnEvent: func(e agent.Event) {
+		if e.Type == agent.EventBackgroundTaskFinished {
+			once.Do(func() { close(finished) })
+		}
+	}})
+	var umb *agent.UnexpectedModelBehavior
+	if !errors.As(err, &umb) {
+		t.Fatalf("err = %v", err)
+	}
+	if got := mustJSON(t, res.Messages); !strings.Contains(got, "side effect") {
+		t.Errorf("the history lost the step's results: %s", got)
+	}
+	res, err = a.Run(t.Context(), "", &agent.RunOptions{History: res.Messages})
+	if err != nil || res.Output != "next" {
+		t.Fatalf("%v %+v", err, res)
+	}
+	if n := runs.Load(); n != 1 {
+		t.Errorf("the tool ran %d times", n)
 	}
 }

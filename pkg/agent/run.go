@@ -488,6 +488,10 @@ func (r *run) request(ctx context.Context, req message.Message) (message.Message
 	for _, c := range r.caps {
 		if h, ok := c.(ModelRequestHook); ok {
 			if err := h.BeforeModelRequest(ctx, r.info, &req); err != nil {
+				// The run ends here; the results req carries stay in the
+				// history, so that a continued history does not run their
+				// calls again.
+				r.keep(req)
 				return message.Message{}, err
 			}
 		}
