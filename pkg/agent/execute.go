@@ -185,7 +185,9 @@ func (r *run) outcome(ctx context.Context, st *stepState, s *slot, val any, err 
 		s.part = message.RetryPrompt{ToolName: name, ToolCallID: id, Content: validationText(inval)}
 	case errors.As(err, &failed):
 		s.part = message.ToolReturn{ToolName: name, ToolCallID: id, Content: jsonString(failed.Message), Outcome: message.OutcomeFailed}
-	case errors.Is(err, ErrRunCancelled), ctx.Err() != nil && errors.Is(err, context.Canceled):
+	case errors.Is(err, ErrRunCancelled), ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+		// The run was cancelled, interrupted or ran out of time while the
+		// call ran: the call is cancelled, not failed.
 		return err
 	case errors.As(err, &fatal):
 		return fmt.Errorf("tool %s: %w", name, err)

@@ -468,3 +468,49 @@ func TestTwoTokenLimitsGiveOneError(t *testing.T) {
 		t.Fatalf("err = %q", err)
 	}
 }
+
+// expiring is a context whose deadline passes when expire is called: a
+// deadline without a clock.
+type expiring struct {
+	context.Context
+	done chan struct{}
+	once sync.Once
+}
+
+func newExpiring(parent context.Context) *expiring {
+	return &expiring{Context: parent, done: make(chan struct{})}
+}
+
+func (c *expiring) expire()                     { c.once.Do(func() { close(c.done) }) }
+func (c *expiring) Done() <-chan struct{}       { return c.done }
+func (c *expiring) Deadline() (time.Time, bool) { return time.Time{}, false }
+
+func (c *expiring) Err() error {
+	select {
+	case <-c.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}
+
+// A call stopped by the run's deadline is a cancelled call, as one stopped
+// by an interrupt: not a failure of the tool shown to the model.
+func TestDeadlineStopsACallAsCancelled(t *testing.T) {
+	t.Parallel()
+	ctx := newExpiring(t.Context())
+	slow := tool.Func("slow", "", func(tctx context.Context, _ *tool.RunContext, _ struct{}) (string, error) {
+		ctx.expire() // the run's deadline passes while the tool works
+		<-tctx.Done()
+		return "", tctx.Err()
+	})
+	m := turns(calls(call("slow", "c1", "{}")), text("never"))
+	res, err := newAgent(t, m, slow).Run(ctx, "go", nil)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v", err)
+	}
+	last := res.Messages[len(res.Messages)-1]
+	if r, ok := last.Parts[0].(message.ToolReturn); !ok || r.Outcome != message.OutcomeCancelled {
+		t.Errorf("the call's return = %+v, want outcome cancelled", last.Parts[0])
+	}
+}
