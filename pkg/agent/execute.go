@@ -237,11 +237,13 @@ func returnPart(name, id string, val any) (message.ToolReturn, []message.Content
 		}
 		raw = r
 	} else {
-		b, err := json.Marshal(val)
+		// The value's own MarshalJSON is the tool's code: a panic in it is
+		// the tool's panic, which the process survives.
+		b, err := protect(func() (any, error) { return json.Marshal(val) })
 		if err != nil {
 			return message.ToolReturn{}, nil, fmt.Errorf("marshal return value: %w", err)
 		}
-		raw = b
+		raw = b.([]byte)
 	}
 	return message.ToolReturn{ToolName: name, ToolCallID: id, Content: raw, Outcome: message.OutcomeSuccess, Metadata: tool.DeepCopy(md)}, slices.Clone(content), nil
 }

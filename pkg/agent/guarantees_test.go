@@ -514,3 +514,23 @@ func TestDeadlineStopsACallAsCancelled(t *testing.T) {
 		t.Errorf("the call's return = %+v, want outcome cancelled", last.Parts[0])
 	}
 }
+
+// panicky is a tool result whose JSON encoding panics.
+type panicky struct{}
+
+func (panicky) MarshalJSON() ([]byte, error) { panic("in MarshalJSON") }
+
+// A tool whose result panics while it is encoded is a panicking tool: a
+// Panic outcome, and the process survives.
+func TestPanickingResultEncodingBecomesPanicOutcome(t *testing.T) {
+	t.Parallel()
+	bad := tool.Func("bad", "", func(context.Context, *tool.RunContext, struct{}) (panicky, error) { return panicky{}, nil })
+	m := turns(calls(call("bad", "c1", "{}")), text("done"))
+	res, err := newAgent(t, m, bad).Run(t.Context(), "go", nil)
+	if err != nil || res.Output != "done" {
+		t.Fatalf("%v %+v", err, res)
+	}
+	if got := lastRequestParts(t, m, 1)[0].(message.ToolReturn).ModelText(); got != `{"error":"Panic"}` {
+		t.Errorf("model saw %s", got)
+	}
+}
