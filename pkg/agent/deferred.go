@@ -68,6 +68,11 @@ func (r *run) collectDeferred(slots []*slot, respIdx int) (*deferred.Requests, e
 				entry.Attempt = s.attempt + 1
 			case s.dispatchID != "":
 				entry.TaskID = s.dispatchID // named when it was validated
+			case s.taskID != "":
+				// Named as a task by a preparer, but held back by its args
+				// validator before it started: its tool_call event showed
+				// this ID.
+				entry.TaskID = s.taskID
 			default:
 				entry.TaskID = ulid.Make().String()
 			}

@@ -37,3 +37,39 @@ func TestDeferredCallEventNamesItsTask(t *testing.T) {
 		}
 	}
 }
+
+// A background call whose args validator asks for approval never starts its
+// task: it pauses under the task ID its tool_call event named.
+func TestHeldBackgroundCallPausesUnderItsEventsTask(t *testing.T) {
+	gated := tool.Func("report", "", func(context.Context, *tool.RunContext, struct{}) (string, error) { return "ran", nil },
+		tool.Meta(map[string]any{"background": true}),
+		tool.Validate(func(_ context.Context, rc *tool.RunContext, _ struct{}) error {
+			if !rc.ToolCallApproved {
+				return &tool.ApprovalRequired{}
+			}
+			return nil
+		}))
+	m := turns(calls(call("report", "c1", "{}")))
+	a := newAgentCfg(t, agent.Config{Model: m, AllowDeferred: true, Capabilities: []agent.Capability{agent.BackgroundTools(agent.BackgroundConfig{})}}, gated)
+	var mu sync.Mutex
+	var named, started string
+	res, err := a.Run(context.Background(), "go", &agent.RunOptions{OnEvent: func(e agent.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch e.Type {
+		case agent.EventToolCall:
+			named = e.TaskID
+		case agent.EventBackgroundTaskStarted:
+			started = e.TaskID
+		}
+	}})
+	if err != nil || !res.Paused() {
+		t.Fatalf("%v paused %v", err, res.Paused())
+	}
+	if started != "" {
+		t.Errorf("the held call started task %s", started)
+	}
+	if want := res.Deferred.TaskIDs["c1"]; want == "" || named != want {
+		t.Errorf("tool_call task %q, paused under %q", named, want)
+	}
+}
