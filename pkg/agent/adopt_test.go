@@ -183,3 +183,46 @@ func TestResumeWithoutAttacherFails(t *testing.T) {
 		t.Errorf("%d model requests", n)
 	}
 }
+
+// suspendBeforeRequest is a ModelRequestHook that closes the run's Suspend
+// channel before the first model request.
+type suspendBeforeRequest struct {
+	once    sync.Once
+	suspend chan struct{}
+}
+
+func (s *suspendBeforeRequest) BeforeModelRequest(context.Context, *agent.RunInfo, *message.Message) error {
+	s.once.Do(func() { close(s.suspend) })
+	return nil
+}
+
+// A resumed run that waits for its adopted tasks before its first model
+// request stops there when suspended, as it does in any other wait: paused,
+// its tasks still pending, not failed.
+func TestSuspendWhileAResumeWaitsForItsTasks(t *testing.T) {
+	ex := &reattachable{}
+	res := pausedWithBackground(t, ex)
+	bg := res.Background[0]
+	// The approval was answered meanwhile: nothing is new for the model
+	// until the task's outcome arrives.
+	history := append(res.Messages, message.NewRequest(message.ToolReturn{ToolName: "gate", ToolCallID: "c2", Content: []byte(`"opened"`), Outcome: message.OutcomeSuccess}))
+	hook := &suspendBeforeRequest{suspend: make(chan struct{})}
+	m := turns(text("never"))
+	a := newAgentCfg(t, agent.Config{Model: m, Capabilities: []agent.Capability{hook, agent.BackgroundTools(agent.BackgroundConfig{Executor: ex})}},
+		tool.Func("slow", "", func(context.Context, *tool.RunContext, struct{}) (string, error) { return "unused", nil }, tool.Meta(map[string]any{"background": true})))
+	out, err := a.Run(context.Background(), "", &agent.RunOptions{History: history, Background: []agent.AdoptedTask{{Task: bg}}, Suspend: hook.suspend})
+	if err != nil || !out.Suspended || agent.StatusOf(out, err) != agent.StatusPaused {
+		t.Fatalf("err = %v, suspended %v", err, out.Suspended)
+	}
+	if len(out.Background) != 1 || out.Background[0].TaskID != bg.TaskID {
+		t.Errorf("background %+v", out.Background)
+	}
+	select {
+	case <-ex.task(bg.TaskID).Done():
+		t.Error("the suspended run cancelled its task")
+	default:
+	}
+	if n := len(m.requests()); n != 0 {
+		t.Errorf("%d model requests", n)
+	}
+}

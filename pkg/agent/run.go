@@ -288,6 +288,11 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 			return r.suspended(), nil
 		}
 		resp, err := r.request(ctx, req)
+		if errors.Is(err, errSuspend) {
+			// Suspended while a hook waited (a resumed run waiting for
+			// its background tasks): what req carried was kept.
+			return r.suspended(), nil
+		}
 		if err != nil {
 			return nil, err
 		}
