@@ -464,6 +464,20 @@ func TestDuplicateDeferredIDs(t *testing.T) {
 	}
 }
 
+// A deferred call sharing its ID with a call that ran can never be
+// answered (its result would override the other's): the step fails as for
+// two deferred calls sharing an ID, rather than pausing on a call that no
+// decision can resolve.
+func TestDeferredIDSharedWithExecutedCall(t *testing.T) {
+	t.Parallel()
+	m := turns(calls(call("fn", "g", `{"x":1}`), call("gated", "g", `{"x":2}`)))
+	res, err := allowDeferred(t, m, times42("fn"), times42("gated", tool.NeedsApproval())).Run(t.Context(), "go", nil)
+	var umb *agent.UnexpectedModelBehavior
+	if !errors.As(err, &umb) || err.Error() != "Deferred tool calls must have unique tool_call_id values; duplicate ids: ['g']" {
+		t.Fatalf("err = %v, paused %v", err, res.Paused())
+	}
+}
+
 // Scenario: test_user_prompt_with_deferred_tool_results
 // Scenario: test_agent_run_id_fresh_on_deferred_resume
 func TestPromptAppendedAfterResults(t *testing.T) {
