@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"sync"
@@ -320,5 +321,32 @@ func TestFatalOutcomeBeforeARequestKeepsTheStepsResults(t *testing.T) {
 	}
 	if n := runs.Load(); n != 1 {
 		t.Errorf("the tool ran %d times", n)
+	}
+}
+
+// A background tool whose own deadline passed (a timeout inside the tool)
+// failed like any other error: the model is told, and the run goes on. Only
+// the tool's own cancellation ends the run.
+func TestBackgroundToolTimeoutIsAFailure(t *testing.T) {
+	t.Parallel()
+	fetch := tool.Func("fetch", "", func(context.Context, *tool.RunContext, struct{}) (string, error) {
+		return "", fmt.Errorf("fetch: %w", context.DeadlineExceeded)
+	}, tool.Meta(map[string]any{"background": true}))
+	m := model(func(n int, req *llm.Request) *llm.Response {
+		switch all := mustJSON(t, req.Messages); {
+		case n == 0:
+			return calls(call("fetch", "c1", `{}`))
+		case strings.Contains(all, ") failed: "):
+			return text("told")
+		default:
+			return text("waiting")
+		}
+	})
+	res, err := newAgentCfg(t, agent.Config{Model: m, Capabilities: []agent.Capability{agent.BackgroundTools(agent.BackgroundConfig{})}}, fetch).Run(t.Context(), "go", nil)
+	if err != nil || res.Output != "told" {
+		t.Fatalf("%v %+v", err, res)
+	}
+	if got := mustJSON(t, res.Messages); !strings.Contains(got, ") failed: deadlineExceededError") {
+		t.Errorf("history %s", got)
 	}
 }

@@ -449,8 +449,10 @@ func (br *bgRun) followUp(t *bgTask) (message.Part, error) {
 		// Cancelled, but not by this run (a worker shutting down for
 		// good, an operator): the run cannot go on without it.
 		return nil, fmt.Errorf("background tool %s (task %s): %w", name, id, err)
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.As(err, &fatal):
+	case errors.Is(err, context.Canceled), errors.As(err, &fatal):
 		// The tool's own cancellation, or a fatal failure, ends the run.
+		// (A deadline of the tool's own that passed is a failure like any
+		// other: the task's context has no deadline from the run.)
 		return nil, fmt.Errorf("background tool %s (task %s): %w", name, id, err)
 	default:
 		return br.unexpected(t, err)
