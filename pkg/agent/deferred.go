@@ -265,7 +265,8 @@ func (r *run) answer(ctx context.Context, st *stepState, slots []*slot, names []
 				s.approved = true
 				s.metadata = tool.DeepCopy(res.Metadata[id])
 				if a.OverrideArgs != nil {
-					s.call.Args = string(a.OverrideArgs)
+					override := string(a.OverrideArgs)
+					s.override = &override
 				}
 				if err := r.validate(ctx, st, s, names, false); err != nil {
 					return err

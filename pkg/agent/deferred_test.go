@@ -478,6 +478,54 @@ func TestDeferredIDSharedWithExecutedCall(t *testing.T) {
 	}
 }
 
+// A call approved with override arguments that asks for approval again is
+// listed with the arguments a plain approval would run it with: what the
+// next approver sees is what runs.
+func TestReDeferredOverrideShowsWhatRuns(t *testing.T) {
+	t.Parallel()
+	var ran []int
+	var mu sync.Mutex
+	pay := tool.Func("pay", "", func(_ context.Context, rc *tool.RunContext, a xArgs) (string, error) {
+		if !rc.ToolCallApproved {
+			return "", &tool.ApprovalRequired{}
+		}
+		if a.X > 100 && rc.ToolCallMetadata["manager"] != true {
+			return "", &tool.ApprovalRequired{Metadata: map[string]any{"reason": "needs a manager"}}
+		}
+		mu.Lock()
+		ran = append(ran, a.X)
+		mu.Unlock()
+		return "paid", nil
+	})
+	m := turns(calls(call("pay", "c1", `{"x":1}`)), text("done"))
+	a := allowDeferred(t, m, pay)
+	res, err := a.Run(t.Context(), "go", nil)
+	if err != nil || res.Deferred.Len() != 1 {
+		t.Fatalf("%v %+v", err, res)
+	}
+	res, err = a.Run(t.Context(), "", &agent.RunOptions{History: res.Messages, DeferredResults: &deferred.Results{
+		Approvals: map[string]any{"c1": deferred.ToolApproved{OverrideArgs: json.RawMessage(`{"x":500}`)}},
+	}})
+	if err != nil || res.Deferred.Len() != 1 {
+		t.Fatalf("%v %+v", err, res)
+	}
+	shown := res.Deferred.Approvals[0].ArgsJSON()
+	res, err = a.Run(t.Context(), "", &agent.RunOptions{History: res.Messages, DeferredResults: &deferred.Results{
+		Approvals: map[string]any{"c1": true},
+		Metadata:  map[string]map[string]any{"c1": {"manager": true}},
+	}})
+	if err != nil || res.Output != "done" {
+		t.Fatalf("%v %+v", err, res)
+	}
+	var shownArgs xArgs
+	if err := json.Unmarshal(shown, &shownArgs); err != nil {
+		t.Fatal(err)
+	}
+	if len(ran) != 1 || ran[0] != shownArgs.X {
+		t.Errorf("the pending call showed %s, the approval ran it with x=%v", shown, ran)
+	}
+}
+
 // Scenario: test_user_prompt_with_deferred_tool_results
 // Scenario: test_agent_run_id_fresh_on_deferred_resume
 func TestPromptAppendedAfterResults(t *testing.T) {

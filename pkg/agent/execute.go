@@ -253,7 +253,7 @@ func (r *run) emitCall(s *slot, valid *bool) {
 		return
 	}
 	s.callEmitted = true
-	e := Event{Type: EventToolCall, ToolCallID: s.call.ToolCallID, Tool: s.call.ToolName, Args: json.RawMessage(s.call.Args), ArgsValid: valid}
+	e := Event{Type: EventToolCall, ToolCallID: s.call.ToolCallID, Tool: s.call.ToolName, Args: json.RawMessage(s.rawArgs()), ArgsValid: valid}
 	if valid != nil && *valid {
 		e.TaskID = s.taskID
 		if e.TaskID == "" {

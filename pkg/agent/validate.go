@@ -111,7 +111,7 @@ func (r *run) validate(ctx context.Context, st *stepState, s *slot, names []stri
 // prepareCall runs the ToolCallPreparers on a call and returns the
 // arguments to validate; the task ID they named is kept in the slot.
 func (r *run) prepareCall(ctx context.Context, s *slot, deferred bool) (string, error) {
-	pc := &PreparedCall{Tool: s.t, Call: s.call, Args: s.call.Args, Deferred: deferred, DeferredTaskID: s.deferredTaskID}
+	pc := &PreparedCall{Tool: s.t, Call: s.call, Args: s.rawArgs(), Deferred: deferred, DeferredTaskID: s.deferredTaskID}
 	s.taskID, s.dispatchID = "", ""
 	for _, c := range r.caps {
 		if p, ok := c.(ToolCallPreparer); ok {
