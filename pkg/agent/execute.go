@@ -225,6 +225,12 @@ func returnPart(name, id string, val any) (message.ToolReturn, []message.Content
 		}
 		val, content, md = x.Value, x.Content, x.Metadata
 	}
+	switch val.(type) {
+	case tool.Return, *tool.Return:
+		// Encoded as a value, the inner one would show the model its
+		// application-only metadata (the reference refuses it too).
+		return message.ToolReturn{}, nil, &UserError{Message: "a tool.Return's Value is itself a tool.Return: return one tool.Return, merging their Content and Metadata"}
+	}
 	var raw json.RawMessage
 	if s, ok := val.(string); ok {
 		raw = jsonString(s)

@@ -534,3 +534,31 @@ func TestPanickingResultEncodingBecomesPanicOutcome(t *testing.T) {
 		t.Errorf("model saw %s", got)
 	}
 }
+
+// addNote is a ToolCallWrapper that adds a note to every result, the way a
+// capability post-processing results might.
+type addNote struct{}
+
+func (addNote) WrapToolCall(ctx context.Context, c *agent.ToolCall, next agent.ToolCallFunc) (any, error) {
+	v, err := next(ctx, c)
+	return tool.Return{Value: v, Content: []message.Content{message.TextContent("note")}}, err
+}
+
+// A tool.Return whose value is itself a tool.Return (a wrapper wrapping a
+// tool's tool.Return) is refused, as the reference refuses a nested
+// ToolReturn: encoding it would send the inner one's application-only
+// metadata to the model.
+func TestNestedToolReturnDoesNotLeakMetadata(t *testing.T) {
+	t.Parallel()
+	secret := tool.Func("secret", "", func(context.Context, *tool.RunContext, struct{}) (tool.Return, error) {
+		return tool.Return{Value: "public", Metadata: map[string]any{"internal": "s3cret"}}, nil
+	})
+	m := turns(calls(call("secret", "c1", "{}")), text("done"))
+	res, err := newAgentCfg(t, agent.Config{Model: m, Capabilities: []agent.Capability{addNote{}}}, secret).Run(t.Context(), "go", nil)
+	if err != nil || res.Output != "done" {
+		t.Fatalf("%v %+v", err, res)
+	}
+	if got := mustJSON(t, m.requests()[1].Messages); strings.Contains(got, "s3cret") {
+		t.Errorf("application metadata reached the model: %s", got)
+	}
+}
