@@ -226,3 +226,25 @@ func TestSuspendWhileAResumeWaitsForItsTasks(t *testing.T) {
 		t.Errorf("%d model requests", n)
 	}
 }
+
+// On a resume with a new prompt, the prompt stays the last part of the
+// first request: outcomes that arrived while no run waited come before it,
+// next to the answered calls' results.
+func TestResumePromptStaysLastAfterArrivedOutcomes(t *testing.T) {
+	ex := &reattachable{}
+	res := pausedWithBackground(t, ex)
+	m := turns(text("done"))
+	_, err := resumeAgent(t, m, ex).Run(context.Background(), "and now?", &agent.RunOptions{
+		History:         res.Messages,
+		DeferredResults: &deferred.Results{Approvals: map[string]any{"c2": true}},
+		Background:      []agent.AdoptedTask{{Task: res.Background[0], Done: true, Value: "found it"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := lastRequestParts(t, m, 0)
+	u, ok := parts[len(parts)-1].(message.UserPrompt)
+	if !ok || u.Content[0].Text != "and now?" {
+		t.Errorf("the last part is %+v, want the new prompt", parts[len(parts)-1])
+	}
+}

@@ -35,6 +35,10 @@ type run struct {
 
 	runID, convID string
 	newFrom       int
+	// promptLast is set while the first request ends with the run's
+	// prompt: the parts hooks add (follow-ups) go before it, so that the
+	// new prompt stays the last thing the model reads.
+	promptLast bool
 
 	// emitMu serialises the events; finalSent, under it, is the one owner
 	// of "the run has ended" for observers: nothing is emitted after the
@@ -436,6 +440,7 @@ func (r *run) start(ctx context.Context) (message.Message, *Result, error) {
 		}
 		if r.prompt != "" {
 			parts = append(parts, message.UserText(r.prompt))
+			r.promptLast = true
 		}
 		return message.NewRequest(parts...), nil, nil
 	}
@@ -467,6 +472,7 @@ func (r *run) start(ctx context.Context) (message.Message, *Result, error) {
 	}
 	if r.prompt != "" {
 		parts = append(parts, message.UserText(r.prompt))
+		r.promptLast = true
 	}
 	return message.NewRequest(parts...), nil, nil
 }
@@ -490,17 +496,25 @@ func (r *run) instructions() string {
 // request sends req (plus queued asap messages) to the model and records the
 // response.
 func (r *run) request(ctx context.Context, req message.Message) (message.Message, error) {
+	var prompt []message.Part
+	if r.promptLast && len(req.Parts) > 0 {
+		n := len(req.Parts) - 1
+		req.Parts, prompt = req.Parts[:n:n], req.Parts[n:]
+	}
+	r.promptLast = false
 	for _, c := range r.caps {
 		if h, ok := c.(ModelRequestHook); ok {
 			if err := h.BeforeModelRequest(ctx, r.info, &req); err != nil {
 				// The run ends here; the results req carries stay in the
 				// history, so that a continued history does not run their
 				// calls again.
+				req.Parts = append(req.Parts, prompt...)
 				r.keep(req)
 				return message.Message{}, err
 			}
 		}
 	}
+	req.Parts = append(req.Parts, prompt...)
 	r.mu.Lock()
 	queued := r.asap
 	r.asap = nil
