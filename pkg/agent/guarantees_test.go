@@ -562,3 +562,26 @@ func TestNestedToolReturnDoesNotLeakMetadata(t *testing.T) {
 		t.Errorf("application metadata reached the model: %s", got)
 	}
 }
+
+// An args validator stopped by an interrupt is not a failure of the tool:
+// the call gets a cancelled return, as a tool stopped by it does.
+func TestInterruptedValidatorLeavesACancelledCall(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	checked := tool.Func("checked", "", func(context.Context, *tool.RunContext, struct{}) (string, error) { return "ran", nil },
+		tool.Validate(func(vctx context.Context, _ *tool.RunContext, _ struct{}) error {
+			cancel() // SIGINT while the validator asks a remote service
+			<-vctx.Done()
+			return vctx.Err()
+		}))
+	m := turns(calls(call("checked", "c1", "{}")), text("never"))
+	res, err := newAgent(t, m, checked).Run(ctx, "go", nil)
+	if !errors.Is(err, context.Canceled) || agent.StatusOf(res, err) != agent.StatusInterrupted {
+		t.Fatalf("err = %v", err)
+	}
+	last := res.Messages[len(res.Messages)-1]
+	if r, ok := last.Parts[0].(message.ToolReturn); !ok || r.Outcome != message.OutcomeCancelled {
+		t.Errorf("the call's return = %+v, want outcome cancelled", last.Parts[0])
+	}
+}

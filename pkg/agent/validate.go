@@ -94,6 +94,11 @@ func (r *run) validate(ctx context.Context, st *stepState, s *slot, names []stri
 			if !kindDeferred && !s.approved {
 				s.held = verr
 			}
+		case ctx.Err() != nil && (errors.Is(verr, context.Canceled) || errors.Is(verr, context.DeadlineExceeded)):
+			// Stopped by the run's end, not a failure of the tool: the
+			// step ends and the call gets a cancelled return.
+			r.emitCall(s, boolPtr(false))
+			return verr
 		default:
 			if err := r.unexpected(s, verr); err != nil {
 				r.emitCall(s, boolPtr(false))
