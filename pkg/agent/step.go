@@ -209,11 +209,18 @@ func (r *run) firstPass(ctx context.Context, st *stepState, slots []*slot, names
 	if err := r.executeAll(ctx, st, runnable); err != nil {
 		return nil, err
 	}
+	// A call deferred before (a history continued without decisions) keeps
+	// its task ID, also in its tool_call event.
+	var record map[string]deferredEntry
 	for _, k := range []callKind{kindExternal, kindApproval} {
 		for _, s := range slots {
 			if s.kind != k || s.skip {
 				continue
 			}
+			if record == nil {
+				record = r.deferredRecord(respIdx)
+			}
+			s.deferredTaskID = record[s.call.ToolCallID].TaskID
 			if err := r.validate(ctx, st, s, names, true); err != nil {
 				return nil, err
 			}
