@@ -248,3 +248,29 @@ func TestResumePromptStaysLastAfterArrivedOutcomes(t *testing.T) {
 		t.Errorf("the last part is %+v, want the new prompt", parts[len(parts)-1])
 	}
 }
+
+// A new prompt on a history whose tasks still run reaches the model at
+// once: the run does not wait for an outcome first.
+func TestNewPromptIsNotHeldBehindAdoptedTasks(t *testing.T) {
+	ex := &reattachable{}
+	res := pausedWithBackground(t, ex)
+	bg := res.Background[0]
+	history := append(res.Messages, message.NewRequest(message.ToolReturn{ToolName: "gate", ToolCallID: "c2", Content: []byte(`"opened"`), Outcome: message.OutcomeSuccess}))
+	m := model(func(n int, req *llm.Request) *llm.Response {
+		if n == 0 {
+			ex.task(bg.TaskID).finish("late result", nil) // only the model's turn lets the task end
+			return text("working on it")
+		}
+		return text("done")
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	out, err := resumeAgent(t, m, ex).Run(ctx, "status?", &agent.RunOptions{History: history, Background: []agent.AdoptedTask{{Task: bg}}})
+	if err != nil || out.Output != "done" {
+		t.Fatalf("the prompt waited for the task: %v %+v", err, out)
+	}
+	parts := lastRequestParts(t, m, 0)
+	if u, ok := parts[len(parts)-1].(message.UserPrompt); !ok || u.Content[0].Text != "status?" {
+		t.Errorf("first request ends with %+v", parts[len(parts)-1])
+	}
+}

@@ -496,25 +496,26 @@ func (r *run) instructions() string {
 // request sends req (plus queued asap messages) to the model and records the
 // response.
 func (r *run) request(ctx context.Context, req message.Message) (message.Message, error) {
-	var prompt []message.Part
+	// The hooks see the whole request; what they add goes before the
+	// run's prompt when the request ends with it.
+	promptAt := -1
 	if r.promptLast && len(req.Parts) > 0 {
-		n := len(req.Parts) - 1
-		req.Parts, prompt = req.Parts[:n:n], req.Parts[n:]
+		promptAt = len(req.Parts) - 1
 	}
 	r.promptLast = false
 	for _, c := range r.caps {
 		if h, ok := c.(ModelRequestHook); ok {
-			if err := h.BeforeModelRequest(ctx, r.info, &req); err != nil {
+			err := h.BeforeModelRequest(ctx, r.info, &req)
+			if err != nil {
 				// The run ends here; the results req carries stay in the
 				// history, so that a continued history does not run their
 				// calls again.
-				req.Parts = append(req.Parts, prompt...)
-				r.keep(req)
+				r.keep(promptLastOf(req, promptAt))
 				return message.Message{}, err
 			}
 		}
 	}
-	req.Parts = append(req.Parts, prompt...)
+	req = promptLastOf(req, promptAt)
 	r.mu.Lock()
 	queued := r.asap
 	r.asap = nil
@@ -574,6 +575,19 @@ func (r *run) request(ctx context.Context, req message.Message) (message.Message
 		return message.Message{}, err
 	}
 	return r.message(r.lastIndex()), nil
+}
+
+// promptLastOf moves the part at promptAt (the run's prompt) behind the
+// parts the hooks appended after it; promptAt < 0 leaves req as it is.
+func promptLastOf(req message.Message, promptAt int) message.Message {
+	if promptAt < 0 || promptAt >= len(req.Parts)-1 {
+		return req
+	}
+	parts := make([]message.Part, 0, len(req.Parts))
+	parts = append(parts, req.Parts[:promptAt]...)
+	parts = append(parts, req.Parts[promptAt+1:]...)
+	req.Parts = append(parts, req.Parts[promptAt])
+	return req
 }
 
 // onRetry reports a model request's retry as an event.
