@@ -183,3 +183,94 @@ func TestResumeWithoutAttacherFails(t *testing.T) {
 		t.Errorf("%d model requests", n)
 	}
 }
+
+// suspendBeforeRequest is a ModelRequestHook that closes the run's Suspend
+// channel before the first model request.
+type suspendBeforeRequest struct {
+	once    sync.Once
+	suspend chan struct{}
+}
+
+func (s *suspendBeforeRequest) BeforeModelRequest(context.Context, *agent.RunInfo, *message.Message) error {
+	s.once.Do(func() { close(s.suspend) })
+	return nil
+}
+
+// A resumed run that waits for its adopted tasks before its first model
+// request stops there when suspended, as it does in any other wait: paused,
+// its tasks still pending, not failed.
+func TestSuspendWhileAResumeWaitsForItsTasks(t *testing.T) {
+	ex := &reattachable{}
+	res := pausedWithBackground(t, ex)
+	bg := res.Background[0]
+	// The approval was answered meanwhile: nothing is new for the model
+	// until the task's outcome arrives.
+	history := append(res.Messages, message.NewRequest(message.ToolReturn{ToolName: "gate", ToolCallID: "c2", Content: []byte(`"opened"`), Outcome: message.OutcomeSuccess}))
+	hook := &suspendBeforeRequest{suspend: make(chan struct{})}
+	m := turns(text("never"))
+	a := newAgentCfg(t, agent.Config{Model: m, Capabilities: []agent.Capability{hook, agent.BackgroundTools(agent.BackgroundConfig{Executor: ex})}},
+		tool.Func("slow", "", func(context.Context, *tool.RunContext, struct{}) (string, error) { return "unused", nil }, tool.Meta(map[string]any{"background": true})))
+	out, err := a.Run(context.Background(), "", &agent.RunOptions{History: history, Background: []agent.AdoptedTask{{Task: bg}}, Suspend: hook.suspend})
+	if err != nil || !out.Suspended || agent.StatusOf(out, err) != agent.StatusPaused {
+		t.Fatalf("err = %v, suspended %v", err, out.Suspended)
+	}
+	if len(out.Background) != 1 || out.Background[0].TaskID != bg.TaskID {
+		t.Errorf("background %+v", out.Background)
+	}
+	select {
+	case <-ex.task(bg.TaskID).Done():
+		t.Error("the suspended run cancelled its task")
+	default:
+	}
+	if n := len(m.requests()); n != 0 {
+		t.Errorf("%d model requests", n)
+	}
+}
+
+// On a resume with a new prompt, the prompt stays the last part of the
+// first request: outcomes that arrived while no run waited come before it,
+// next to the answered calls' results.
+func TestResumePromptStaysLastAfterArrivedOutcomes(t *testing.T) {
+	ex := &reattachable{}
+	res := pausedWithBackground(t, ex)
+	m := turns(text("done"))
+	_, err := resumeAgent(t, m, ex).Run(context.Background(), "and now?", &agent.RunOptions{
+		History:         res.Messages,
+		DeferredResults: &deferred.Results{Approvals: map[string]any{"c2": true}},
+		Background:      []agent.AdoptedTask{{Task: res.Background[0], Done: true, Value: "found it"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := lastRequestParts(t, m, 0)
+	u, ok := parts[len(parts)-1].(message.UserPrompt)
+	if !ok || u.Content[0].Text != "and now?" {
+		t.Errorf("the last part is %+v, want the new prompt", parts[len(parts)-1])
+	}
+}
+
+// A new prompt on a history whose tasks still run reaches the model at
+// once: the run does not wait for an outcome first.
+func TestNewPromptIsNotHeldBehindAdoptedTasks(t *testing.T) {
+	ex := &reattachable{}
+	res := pausedWithBackground(t, ex)
+	bg := res.Background[0]
+	history := append(res.Messages, message.NewRequest(message.ToolReturn{ToolName: "gate", ToolCallID: "c2", Content: []byte(`"opened"`), Outcome: message.OutcomeSuccess}))
+	m := model(func(n int, req *llm.Request) *llm.Response {
+		if n == 0 {
+			ex.task(bg.TaskID).finish("late result", nil) // only the model's turn lets the task end
+			return text("working on it")
+		}
+		return text("done")
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	out, err := resumeAgent(t, m, ex).Run(ctx, "status?", &agent.RunOptions{History: history, Background: []agent.AdoptedTask{{Task: bg}}})
+	if err != nil || out.Output != "done" {
+		t.Fatalf("the prompt waited for the task: %v %+v", err, out)
+	}
+	parts := lastRequestParts(t, m, 0)
+	if u, ok := parts[len(parts)-1].(message.UserPrompt); !ok || u.Content[0].Text != "status?" {
+		t.Errorf("first request ends with %+v", parts[len(parts)-1])
+	}
+}

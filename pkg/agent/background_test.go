@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -221,5 +224,129 @@ func TestApprovedBackgroundCallKeepsItsTaskID(t *testing.T) {
 	}
 	if len(started) != 1 || started[0] != id {
 		t.Errorf("background task %v, deferred task %s", started, id)
+	}
+}
+
+// Reference §7.5: the idle wait for a live background task happens only
+// when nothing is queued; a when_idle message enqueued while the task runs
+// redirects the run at once, without waiting for the task.
+func TestQueuedMessageIsNotHeldBehindALiveTask(t *testing.T) {
+	t.Parallel()
+	gate := make(chan struct{})
+	slow := tool.Func("slow", "", func(ctx context.Context, _ *tool.RunContext, _ struct{}) (string, error) {
+		select {
+		case <-gate:
+			return "slow result", nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}, tool.Meta(map[string]any{"background": true}))
+	note := tool.Func("note", "", func(_ context.Context, rc *tool.RunContext, _ struct{}) (string, error) {
+		return "noted", rc.Enqueue(tool.PriorityWhenIdle, message.TextContent("idle note"))
+	})
+	m := model(func(n int, req *llm.Request) *llm.Response {
+		all := mustJSON(t, req.Messages)
+		switch {
+		case n == 0:
+			return calls(call("slow", "c1", `{}`), call("note", "c2", `{}`))
+		case strings.Contains(all, "completed."):
+			return text("done")
+		case strings.Contains(all, "idle note"):
+			close(gate) // the queued message arrived first: now let the task end
+			return text("read the note")
+		default:
+			return text("waiting")
+		}
+	})
+	a := newAgentCfg(t, agent.Config{Model: m, Capabilities: []agent.Capability{agent.BackgroundTools(agent.BackgroundConfig{})}}, slow, note)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	res, err := a.Run(ctx, "go", nil)
+	if err != nil {
+		t.Fatalf("the queued message waited for the live task: %v", err)
+	}
+	if res.Output != "done" {
+		t.Errorf("output %q", res.Output)
+	}
+}
+
+// waitAfterStep is a StepHook that, after a step with tool calls, waits
+// until ch is closed.
+type waitAfterStep struct{ ch <-chan struct{} }
+
+func (w waitAfterStep) AfterStep(ctx context.Context, _ *agent.RunInfo, final bool) ([]message.Part, error) {
+	if final {
+		return nil, nil
+	}
+	select {
+	case <-w.ch:
+		return nil, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// A fatal background outcome met before the next model request ends the
+// run; the results of the step before it stay in the history, so that
+// continuing it does not run those tools again.
+func TestFatalOutcomeBeforeARequestKeepsTheStepsResults(t *testing.T) {
+	t.Parallel()
+	broken := tool.Func("broken", "", func(context.Context, *tool.RunContext, struct{}) (string, error) {
+		return "", tool.Retry("again")
+	}, tool.Meta(map[string]any{"background": true}), tool.Retries(0))
+	var runs atomic.Int32
+	fn := tool.Func("fn", "", func(context.Context, *tool.RunContext, struct{}) (string, error) {
+		runs.Add(1)
+		return "side effect", nil
+	})
+	finished := make(chan struct{})
+	var once sync.Once
+	m := turns(calls(call("broken", "c1", `{}`), call("fn", "c2", `{}`)), text("next"))
+	a := newAgentCfg(t, agent.Config{Model: m, Capabilities: []agent.Capability{agent.BackgroundTools(agent.BackgroundConfig{}), waitAfterStep{finished}}}, broken, fn)
+	res, err := a.Run(t.Context(), "go", &agent.RunOptions{OnEvent: func(e agent.Event) {
+		if e.Type == agent.EventBackgroundTaskFinished {
+			once.Do(func() { close(finished) })
+		}
+	}})
+	var umb *agent.UnexpectedModelBehavior
+	if !errors.As(err, &umb) {
+		t.Fatalf("err = %v", err)
+	}
+	if got := mustJSON(t, res.Messages); !strings.Contains(got, "side effect") {
+		t.Errorf("the history lost the step's results: %s", got)
+	}
+	res, err = a.Run(t.Context(), "", &agent.RunOptions{History: res.Messages})
+	if err != nil || res.Output != "next" {
+		t.Fatalf("%v %+v", err, res)
+	}
+	if n := runs.Load(); n != 1 {
+		t.Errorf("the tool ran %d times", n)
+	}
+}
+
+// A background tool whose own deadline passed (a timeout inside the tool)
+// failed like any other error: the model is told, and the run goes on. Only
+// the tool's own cancellation ends the run.
+func TestBackgroundToolTimeoutIsAFailure(t *testing.T) {
+	t.Parallel()
+	fetch := tool.Func("fetch", "", func(context.Context, *tool.RunContext, struct{}) (string, error) {
+		return "", fmt.Errorf("fetch: %w", context.DeadlineExceeded)
+	}, tool.Meta(map[string]any{"background": true}))
+	m := model(func(n int, req *llm.Request) *llm.Response {
+		switch all := mustJSON(t, req.Messages); {
+		case n == 0:
+			return calls(call("fetch", "c1", `{}`))
+		case strings.Contains(all, ") failed: "):
+			return text("told")
+		default:
+			return text("waiting")
+		}
+	})
+	res, err := newAgentCfg(t, agent.Config{Model: m, Capabilities: []agent.Capability{agent.BackgroundTools(agent.BackgroundConfig{})}}, fetch).Run(t.Context(), "go", nil)
+	if err != nil || res.Output != "told" {
+		t.Fatalf("%v %+v", err, res)
+	}
+	if got := mustJSON(t, res.Messages); !strings.Contains(got, ") failed: deadlineExceededError") {
+		t.Errorf("history %s", got)
 	}
 }

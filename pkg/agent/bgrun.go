@@ -350,12 +350,12 @@ func (br *bgRun) takeUnwatched() {
 }
 
 // awaitOutcome is the idle wait: when the model ended its turn, it
-// delivers what arrived or, while tasks are live, waits for the next
-// outcome.
+// delivers what arrived or, while tasks are live and no message is queued
+// (those redirect the run at once), waits for the next outcome.
 func (br *bgRun) awaitOutcome(ctx context.Context) ([]message.Part, error) {
 	for {
 		parts, err := br.deliver()
-		if err != nil || len(parts) > 0 || br.liveCount() == 0 {
+		if err != nil || len(parts) > 0 || br.liveCount() == 0 || br.r.hasQueued() {
 			return parts, err
 		}
 		// With one task running, the wait takes its outcome itself rather
@@ -449,8 +449,10 @@ func (br *bgRun) followUp(t *bgTask) (message.Part, error) {
 		// Cancelled, but not by this run (a worker shutting down for
 		// good, an operator): the run cannot go on without it.
 		return nil, fmt.Errorf("background tool %s (task %s): %w", name, id, err)
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.As(err, &fatal):
+	case errors.Is(err, context.Canceled), errors.As(err, &fatal):
 		// The tool's own cancellation, or a fatal failure, ends the run.
+		// (A deadline of the tool's own that passed is a failure like any
+		// other: the task's context has no deadline from the run.)
 		return nil, fmt.Errorf("background tool %s (task %s): %w", name, id, err)
 	default:
 		return br.unexpected(t, err)

@@ -36,12 +36,17 @@ func (r *run) collectDeferred(slots []*slot, respIdx int) (*deferred.Requests, e
 	if len(pending) == 0 {
 		return nil, nil
 	}
-	seen, dups := map[string]bool{}, map[string]bool{}
+	// A deferred call's ID must name it alone in the response: a decision
+	// or result for it could not be told from another call's (one that
+	// ran would even refuse it as already executed).
+	uses, dups := make(map[string]int, len(slots)), map[string]bool{}
+	for _, s := range slots {
+		uses[s.call.ToolCallID]++
+	}
 	for _, s := range pending {
-		if seen[s.call.ToolCallID] {
+		if uses[s.call.ToolCallID] > 1 {
 			dups[s.call.ToolCallID] = true
 		}
-		seen[s.call.ToolCallID] = true
 	}
 	if len(dups) > 0 {
 		return nil, &UnexpectedModelBehavior{Message: "Deferred tool calls must have unique tool_call_id values; duplicate ids: " + idList(keys(dups))}
@@ -68,6 +73,11 @@ func (r *run) collectDeferred(slots []*slot, respIdx int) (*deferred.Requests, e
 				entry.Attempt = s.attempt + 1
 			case s.dispatchID != "":
 				entry.TaskID = s.dispatchID // named when it was validated
+			case s.taskID != "":
+				// Named as a task by a preparer, but held back by its args
+				// validator before it started: its tool_call event showed
+				// this ID.
+				entry.TaskID = s.taskID
 			default:
 				entry.TaskID = ulid.Make().String()
 			}
@@ -255,7 +265,8 @@ func (r *run) answer(ctx context.Context, st *stepState, slots []*slot, names []
 				s.approved = true
 				s.metadata = tool.DeepCopy(res.Metadata[id])
 				if a.OverrideArgs != nil {
-					s.call.Args = string(a.OverrideArgs)
+					override := string(a.OverrideArgs)
+					s.override = &override
 				}
 				if err := r.validate(ctx, st, s, names, false); err != nil {
 					return err

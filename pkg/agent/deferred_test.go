@@ -256,6 +256,31 @@ func TestDeferredNotAllowed(t *testing.T) {
 	}
 }
 
+// A run refused for its unresolved deferred calls keeps the results of the
+// calls that ran in its history: continuing it (now allowed to pause) does
+// not run them again.
+func TestDeferredNotAllowedKeepsWhatRan(t *testing.T) {
+	t.Parallel()
+	var runs atomic.Int32
+	fn := tool.Func("fn", "", func(context.Context, *tool.RunContext, struct{}) (string, error) {
+		runs.Add(1)
+		return "side effect", nil
+	})
+	m := turns(calls(call("fn", "c1", `{}`), call("gated", "c2", `{"x":1}`)))
+	a := newAgent(t, m, fn, times42("gated", tool.NeedsApproval()))
+	res, err := a.Run(t.Context(), "go", nil)
+	if !errors.Is(err, agent.ErrDeferredNotAllowed) {
+		t.Fatalf("err = %v", err)
+	}
+	res, err = a.Run(t.Context(), "", &agent.RunOptions{History: res.Messages, AllowDeferred: true})
+	if err != nil || !res.Paused() || len(res.Deferred.Approvals) != 1 {
+		t.Fatalf("%v %+v", err, res)
+	}
+	if n := runs.Load(); n != 1 {
+		t.Errorf("the tool ran %d times: the refused run's history lost its result", n)
+	}
+}
+
 // Scenario: test_unapproved_tool_invalid_args_retry
 // Scenario: test_unapproved_tool_invalid_args_max_retries_exceeded
 func TestUnapprovedToolInvalidArgs(t *testing.T) {
@@ -436,6 +461,68 @@ func TestDuplicateDeferredIDs(t *testing.T) {
 	var umb *agent.UnexpectedModelBehavior
 	if !errors.As(err, &umb) || err.Error() != "Deferred tool calls must have unique tool_call_id values; duplicate ids: ['g']" {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// A deferred call sharing its ID with a call that ran can never be
+// answered (its result would override the other's): the step fails as for
+// two deferred calls sharing an ID, rather than pausing on a call that no
+// decision can resolve.
+func TestDeferredIDSharedWithExecutedCall(t *testing.T) {
+	t.Parallel()
+	m := turns(calls(call("fn", "g", `{"x":1}`), call("gated", "g", `{"x":2}`)))
+	res, err := allowDeferred(t, m, times42("fn"), times42("gated", tool.NeedsApproval())).Run(t.Context(), "go", nil)
+	var umb *agent.UnexpectedModelBehavior
+	if !errors.As(err, &umb) || err.Error() != "Deferred tool calls must have unique tool_call_id values; duplicate ids: ['g']" {
+		t.Fatalf("err = %v, paused %v", err, res.Paused())
+	}
+}
+
+// A call approved with override arguments that asks for approval again is
+// listed with the arguments a plain approval would run it with: what the
+// next approver sees is what runs.
+func TestReDeferredOverrideShowsWhatRuns(t *testing.T) {
+	t.Parallel()
+	var ran []int
+	var mu sync.Mutex
+	pay := tool.Func("pay", "", func(_ context.Context, rc *tool.RunContext, a xArgs) (string, error) {
+		if !rc.ToolCallApproved {
+			return "", &tool.ApprovalRequired{}
+		}
+		if a.X > 100 && rc.ToolCallMetadata["manager"] != true {
+			return "", &tool.ApprovalRequired{Metadata: map[string]any{"reason": "needs a manager"}}
+		}
+		mu.Lock()
+		ran = append(ran, a.X)
+		mu.Unlock()
+		return "paid", nil
+	})
+	m := turns(calls(call("pay", "c1", `{"x":1}`)), text("done"))
+	a := allowDeferred(t, m, pay)
+	res, err := a.Run(t.Context(), "go", nil)
+	if err != nil || res.Deferred.Len() != 1 {
+		t.Fatalf("%v %+v", err, res)
+	}
+	res, err = a.Run(t.Context(), "", &agent.RunOptions{History: res.Messages, DeferredResults: &deferred.Results{
+		Approvals: map[string]any{"c1": deferred.ToolApproved{OverrideArgs: json.RawMessage(`{"x":500}`)}},
+	}})
+	if err != nil || res.Deferred.Len() != 1 {
+		t.Fatalf("%v %+v", err, res)
+	}
+	shown := res.Deferred.Approvals[0].ArgsJSON()
+	res, err = a.Run(t.Context(), "", &agent.RunOptions{History: res.Messages, DeferredResults: &deferred.Results{
+		Approvals: map[string]any{"c1": true},
+		Metadata:  map[string]map[string]any{"c1": {"manager": true}},
+	}})
+	if err != nil || res.Output != "done" {
+		t.Fatalf("%v %+v", err, res)
+	}
+	var shownArgs xArgs
+	if err := json.Unmarshal(shown, &shownArgs); err != nil {
+		t.Fatal(err)
+	}
+	if len(ran) != 1 || ran[0] != shownArgs.X {
+		t.Errorf("the pending call showed %s, the approval ran it with x=%v", shown, ran)
 	}
 }
 

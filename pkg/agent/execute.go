@@ -185,7 +185,9 @@ func (r *run) outcome(ctx context.Context, st *stepState, s *slot, val any, err 
 		s.part = message.RetryPrompt{ToolName: name, ToolCallID: id, Content: validationText(inval)}
 	case errors.As(err, &failed):
 		s.part = message.ToolReturn{ToolName: name, ToolCallID: id, Content: jsonString(failed.Message), Outcome: message.OutcomeFailed}
-	case errors.Is(err, ErrRunCancelled), ctx.Err() != nil && errors.Is(err, context.Canceled):
+	case errors.Is(err, ErrRunCancelled), ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+		// The run was cancelled, interrupted or ran out of time while the
+		// call ran: the call is cancelled, not failed.
 		return err
 	case errors.As(err, &fatal):
 		return fmt.Errorf("tool %s: %w", name, err)
@@ -223,6 +225,12 @@ func returnPart(name, id string, val any) (message.ToolReturn, []message.Content
 		}
 		val, content, md = x.Value, x.Content, x.Metadata
 	}
+	switch val.(type) {
+	case tool.Return, *tool.Return:
+		// Encoded as a value, the inner one would show the model its
+		// application-only metadata (the reference refuses it too).
+		return message.ToolReturn{}, nil, &UserError{Message: "a tool.Return's Value is itself a tool.Return: return one tool.Return, merging their Content and Metadata"}
+	}
 	var raw json.RawMessage
 	if s, ok := val.(string); ok {
 		raw = jsonString(s)
@@ -235,11 +243,13 @@ func returnPart(name, id string, val any) (message.ToolReturn, []message.Content
 		}
 		raw = r
 	} else {
-		b, err := json.Marshal(val)
+		// The value's own MarshalJSON is the tool's code: a panic in it is
+		// the tool's panic, which the process survives.
+		b, err := protect(func() (any, error) { return json.Marshal(val) })
 		if err != nil {
 			return message.ToolReturn{}, nil, fmt.Errorf("marshal return value: %w", err)
 		}
-		raw = b
+		raw = b.([]byte)
 	}
 	return message.ToolReturn{ToolName: name, ToolCallID: id, Content: raw, Outcome: message.OutcomeSuccess, Metadata: tool.DeepCopy(md)}, slices.Clone(content), nil
 }
@@ -249,7 +259,7 @@ func (r *run) emitCall(s *slot, valid *bool) {
 		return
 	}
 	s.callEmitted = true
-	e := Event{Type: EventToolCall, ToolCallID: s.call.ToolCallID, Tool: s.call.ToolName, Args: json.RawMessage(s.call.Args), ArgsValid: valid}
+	e := Event{Type: EventToolCall, ToolCallID: s.call.ToolCallID, Tool: s.call.ToolName, Args: json.RawMessage(s.rawArgs()), ArgsValid: valid}
 	if valid != nil && *valid {
 		e.TaskID = s.taskID
 		if e.TaskID == "" {

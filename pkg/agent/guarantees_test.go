@@ -468,3 +468,120 @@ func TestTwoTokenLimitsGiveOneError(t *testing.T) {
 		t.Fatalf("err = %q", err)
 	}
 }
+
+// expiring is a context whose deadline passes when expire is called: a
+// deadline without a clock.
+type expiring struct {
+	context.Context
+	done chan struct{}
+	once sync.Once
+}
+
+func newExpiring(parent context.Context) *expiring {
+	return &expiring{Context: parent, done: make(chan struct{})}
+}
+
+func (c *expiring) expire()                     { c.once.Do(func() { close(c.done) }) }
+func (c *expiring) Done() <-chan struct{}       { return c.done }
+func (c *expiring) Deadline() (time.Time, bool) { return time.Time{}, false }
+
+func (c *expiring) Err() error {
+	select {
+	case <-c.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}
+
+// A call stopped by the run's deadline is a cancelled call, as one stopped
+// by an interrupt: not a failure of the tool shown to the model.
+func TestDeadlineStopsACallAsCancelled(t *testing.T) {
+	t.Parallel()
+	ctx := newExpiring(t.Context())
+	slow := tool.Func("slow", "", func(tctx context.Context, _ *tool.RunContext, _ struct{}) (string, error) {
+		ctx.expire() // the run's deadline passes while the tool works
+		<-tctx.Done()
+		return "", tctx.Err()
+	})
+	m := turns(calls(call("slow", "c1", "{}")), text("never"))
+	res, err := newAgent(t, m, slow).Run(ctx, "go", nil)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v", err)
+	}
+	last := res.Messages[len(res.Messages)-1]
+	if r, ok := last.Parts[0].(message.ToolReturn); !ok || r.Outcome != message.OutcomeCancelled {
+		t.Errorf("the call's return = %+v, want outcome cancelled", last.Parts[0])
+	}
+}
+
+// panicky is a tool result whose JSON encoding panics.
+type panicky struct{}
+
+func (panicky) MarshalJSON() ([]byte, error) { panic("in MarshalJSON") }
+
+// A tool whose result panics while it is encoded is a panicking tool: a
+// Panic outcome, and the process survives.
+func TestPanickingResultEncodingBecomesPanicOutcome(t *testing.T) {
+	t.Parallel()
+	bad := tool.Func("bad", "", func(context.Context, *tool.RunContext, struct{}) (panicky, error) { return panicky{}, nil })
+	m := turns(calls(call("bad", "c1", "{}")), text("done"))
+	res, err := newAgent(t, m, bad).Run(t.Context(), "go", nil)
+	if err != nil || res.Output != "done" {
+		t.Fatalf("%v %+v", err, res)
+	}
+	if got := lastRequestParts(t, m, 1)[0].(message.ToolReturn).ModelText(); got != `{"error":"Panic"}` {
+		t.Errorf("model saw %s", got)
+	}
+}
+
+// addNote is a ToolCallWrapper that adds a note to every result, the way a
+// capability post-processing results might.
+type addNote struct{}
+
+func (addNote) WrapToolCall(ctx context.Context, c *agent.ToolCall, next agent.ToolCallFunc) (any, error) {
+	v, err := next(ctx, c)
+	return tool.Return{Value: v, Content: []message.Content{message.TextContent("note")}}, err
+}
+
+// A tool.Return whose value is itself a tool.Return (a wrapper wrapping a
+// tool's tool.Return) is refused, as the reference refuses a nested
+// ToolReturn: encoding it would send the inner one's application-only
+// metadata to the model.
+func TestNestedToolReturnDoesNotLeakMetadata(t *testing.T) {
+	t.Parallel()
+	secret := tool.Func("secret", "", func(context.Context, *tool.RunContext, struct{}) (tool.Return, error) {
+		return tool.Return{Value: "public", Metadata: map[string]any{"internal": "s3cret"}}, nil
+	})
+	m := turns(calls(call("secret", "c1", "{}")), text("done"))
+	res, err := newAgentCfg(t, agent.Config{Model: m, Capabilities: []agent.Capability{addNote{}}}, secret).Run(t.Context(), "go", nil)
+	if err != nil || res.Output != "done" {
+		t.Fatalf("%v %+v", err, res)
+	}
+	if got := mustJSON(t, m.requests()[1].Messages); strings.Contains(got, "s3cret") {
+		t.Errorf("application metadata reached the model: %s", got)
+	}
+}
+
+// An args validator stopped by an interrupt is not a failure of the tool:
+// the call gets a cancelled return, as a tool stopped by it does.
+func TestInterruptedValidatorLeavesACancelledCall(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	checked := tool.Func("checked", "", func(context.Context, *tool.RunContext, struct{}) (string, error) { return "ran", nil },
+		tool.Validate(func(vctx context.Context, _ *tool.RunContext, _ struct{}) error {
+			cancel() // SIGINT while the validator asks a remote service
+			<-vctx.Done()
+			return vctx.Err()
+		}))
+	m := turns(calls(call("checked", "c1", "{}")), text("never"))
+	res, err := newAgent(t, m, checked).Run(ctx, "go", nil)
+	if !errors.Is(err, context.Canceled) || agent.StatusOf(res, err) != agent.StatusInterrupted {
+		t.Fatalf("err = %v", err)
+	}
+	last := res.Messages[len(res.Messages)-1]
+	if r, ok := last.Parts[0].(message.ToolReturn); !ok || r.Outcome != message.OutcomeCancelled {
+		t.Errorf("the call's return = %+v, want outcome cancelled", last.Parts[0])
+	}
+}

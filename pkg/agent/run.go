@@ -35,6 +35,10 @@ type run struct {
 
 	runID, convID string
 	newFrom       int
+	// promptLast is set while the first request ends with the run's
+	// prompt: the parts hooks add (follow-ups) go before it, so that the
+	// new prompt stays the last thing the model reads.
+	promptLast bool
 
 	// emitMu serialises the events; finalSent, under it, is the one owner
 	// of "the run has ended" for observers: nothing is emitted after the
@@ -158,7 +162,16 @@ func (r *run) execute(ctx context.Context) (*Result, error) {
 	r.mu.Unlock()
 
 	r.emit(Event{Type: EventRunStarted})
-	next := r.loop
+	// The RunWrappers see the run's error as the caller will (a
+	// cancellation by Cancel as ErrRunCancelled), so that what they record
+	// of the run agrees with its final event.
+	next := func(ctx context.Context) (*Result, error) {
+		res, err := r.loop(ctx)
+		if err != nil {
+			err = r.runError(ctx, err)
+		}
+		return res, err
+	}
 	for i := len(r.caps) - 1; i >= 0; i-- {
 		if w, ok := r.caps[i].(RunWrapper); ok {
 			inner := next
@@ -279,6 +292,11 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 			return r.suspended(), nil
 		}
 		resp, err := r.request(ctx, req)
+		if errors.Is(err, errSuspend) {
+			// Suspended while a hook waited (a resumed run waiting for
+			// its background tasks): what req carried was kept.
+			return r.suspended(), nil
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -388,16 +406,18 @@ func (r *run) afterStep(ctx context.Context, final bool) ([]message.Part, error)
 // pause ends the run with deferred requests, recording the results of the
 // calls that did run.
 func (r *run) pause(ctx context.Context, parts []message.Part, reqs *deferred.Requests) (*Result, error) {
+	// What ran stays recorded, also when the run ends here: a continued
+	// history must not run it again (its deferred calls are deferred
+	// again).
+	r.keep(message.NewRequest(parts...))
 	// A pause is a side effect too (state saved, people asked): a
 	// cancelled or interrupted run ends as such, not as paused.
 	if err := r.alive(ctx); err != nil {
-		r.keep(message.NewRequest(parts...))
 		return nil, err
 	}
 	if !r.allowDeferred {
 		return nil, userErrorf(ErrDeferredNotAllowed, "A deferred tool call was present, but neither the agent nor the run allows ending with DeferredToolRequests. To resolve this, set AllowDeferred on the agent or the run, or use a HandleDeferredToolCalls capability to handle deferred tool calls inline.")
 	}
-	r.keep(message.NewRequest(parts...))
 	// Messages enqueued in this step are kept in the history: the resume
 	// sends them with its first request.
 	for _, q := range r.drainAtEnd() {
@@ -420,6 +440,7 @@ func (r *run) start(ctx context.Context) (message.Message, *Result, error) {
 		}
 		if r.prompt != "" {
 			parts = append(parts, message.UserText(r.prompt))
+			r.promptLast = true
 		}
 		return message.NewRequest(parts...), nil, nil
 	}
@@ -451,6 +472,7 @@ func (r *run) start(ctx context.Context) (message.Message, *Result, error) {
 	}
 	if r.prompt != "" {
 		parts = append(parts, message.UserText(r.prompt))
+		r.promptLast = true
 	}
 	return message.NewRequest(parts...), nil, nil
 }
@@ -474,13 +496,26 @@ func (r *run) instructions() string {
 // request sends req (plus queued asap messages) to the model and records the
 // response.
 func (r *run) request(ctx context.Context, req message.Message) (message.Message, error) {
+	// The hooks see the whole request; what they add goes before the
+	// run's prompt when the request ends with it.
+	promptAt := -1
+	if r.promptLast && len(req.Parts) > 0 {
+		promptAt = len(req.Parts) - 1
+	}
+	r.promptLast = false
 	for _, c := range r.caps {
 		if h, ok := c.(ModelRequestHook); ok {
-			if err := h.BeforeModelRequest(ctx, r.info, &req); err != nil {
+			err := h.BeforeModelRequest(ctx, r.info, &req)
+			if err != nil {
+				// The run ends here; the results req carries stay in the
+				// history, so that a continued history does not run their
+				// calls again.
+				r.keep(promptLastOf(req, promptAt))
 				return message.Message{}, err
 			}
 		}
 	}
+	req = promptLastOf(req, promptAt)
 	r.mu.Lock()
 	queued := r.asap
 	r.asap = nil
@@ -540,6 +575,19 @@ func (r *run) request(ctx context.Context, req message.Message) (message.Message
 		return message.Message{}, err
 	}
 	return r.message(r.lastIndex()), nil
+}
+
+// promptLastOf moves the part at promptAt (the run's prompt) behind the
+// parts the hooks appended after it; promptAt < 0 leaves req as it is.
+func promptLastOf(req message.Message, promptAt int) message.Message {
+	if promptAt < 0 || promptAt >= len(req.Parts)-1 {
+		return req
+	}
+	parts := make([]message.Part, 0, len(req.Parts))
+	parts = append(parts, req.Parts[:promptAt]...)
+	parts = append(parts, req.Parts[promptAt+1:]...)
+	req.Parts = append(parts, req.Parts[promptAt])
+	return req
 }
 
 // onRetry reports a model request's retry as an event.

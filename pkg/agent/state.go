@@ -71,6 +71,13 @@ func (r *run) drainAtEnd() [][]message.Content {
 	return out
 }
 
+// hasQueued reports whether messages enqueued by tools wait for delivery.
+func (r *run) hasQueued() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.asap) > 0 || len(r.whenIdle) > 0
+}
+
 // message returns history[i].
 func (r *run) message(i int) message.Message {
 	r.mu.Lock()

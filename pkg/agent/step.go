@@ -28,6 +28,7 @@ type slot struct {
 	kind  callKind
 
 	args     json.RawMessage // validated arguments
+	override *string         // an approval's override arguments, validated instead of the call's
 	held     error           // a deferral raised by the args validator
 	approved bool
 	metadata map[string]any // ToolCallMetadata of an approved call
@@ -49,6 +50,16 @@ type slot struct {
 	deferredTaskID string // the task ID it got when it was deferred
 	attempt        int    // the attempt of its task: 0, or the next one after a worker deferred it
 	ran            bool   // its tool was started
+}
+
+// rawArgs returns the arguments to validate: an approval's override, else
+// the model's. The call part itself keeps the model's: a call deferred
+// again is listed with the arguments a plain approval would run.
+func (s *slot) rawArgs() string {
+	if s.override != nil {
+		return *s.override
+	}
+	return s.call.Args
 }
 
 // step handles the tool calls of the response at history[respIdx]. Without
@@ -198,11 +209,18 @@ func (r *run) firstPass(ctx context.Context, st *stepState, slots []*slot, names
 	if err := r.executeAll(ctx, st, runnable); err != nil {
 		return nil, err
 	}
+	// A call deferred before (a history continued without decisions) keeps
+	// its task ID, also in its tool_call event.
+	var record map[string]deferredEntry
 	for _, k := range []callKind{kindExternal, kindApproval} {
 		for _, s := range slots {
 			if s.kind != k || s.skip {
 				continue
 			}
+			if record == nil {
+				record = r.deferredRecord(respIdx)
+			}
+			s.deferredTaskID = record[s.call.ToolCallID].TaskID
 			if err := r.validate(ctx, st, s, names, true); err != nil {
 				return nil, err
 			}

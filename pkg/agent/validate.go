@@ -94,6 +94,11 @@ func (r *run) validate(ctx context.Context, st *stepState, s *slot, names []stri
 			if !kindDeferred && !s.approved {
 				s.held = verr
 			}
+		case ctx.Err() != nil && (errors.Is(verr, context.Canceled) || errors.Is(verr, context.DeadlineExceeded)):
+			// Stopped by the run's end, not a failure of the tool: the
+			// step ends and the call gets a cancelled return.
+			r.emitCall(s, boolPtr(false))
+			return verr
 		default:
 			if err := r.unexpected(s, verr); err != nil {
 				r.emitCall(s, boolPtr(false))
@@ -111,7 +116,7 @@ func (r *run) validate(ctx context.Context, st *stepState, s *slot, names []stri
 // prepareCall runs the ToolCallPreparers on a call and returns the
 // arguments to validate; the task ID they named is kept in the slot.
 func (r *run) prepareCall(ctx context.Context, s *slot, deferred bool) (string, error) {
-	pc := &PreparedCall{Tool: s.t, Call: s.call, Args: s.call.Args, Deferred: deferred, DeferredTaskID: s.deferredTaskID}
+	pc := &PreparedCall{Tool: s.t, Call: s.call, Args: s.rawArgs(), Deferred: deferred, DeferredTaskID: s.deferredTaskID}
 	s.taskID, s.dispatchID = "", ""
 	for _, c := range r.caps {
 		if p, ok := c.(ToolCallPreparer); ok {

@@ -79,3 +79,39 @@ func TestAgentMetrics(t *testing.T) {
 	}
 
 }
+
+// A run that RunContext.Cancel ends is counted with the status its final
+// event reports, also when the cancellation reached a tool through its
+// context first.
+func TestRunsCountsACancelledRunAsItsFinalEventSays(t *testing.T) {
+	t.Parallel()
+	am := metrics.NewAgent(prometheus.NewRegistry())
+	m := script.New("scripted", func(context.Context, *llm.Request) (*llm.Response, error) {
+		return &llm.Response{Parts: []message.Part{message.ToolCall{ToolName: "stop", ToolCallID: "c1", Args: "{}"}}}, nil
+	})
+	stop := tool.Func("stop", "", func(ctx context.Context, rc *tool.RunContext, _ struct{}) (string, error) {
+		rc.Cancel()
+		<-ctx.Done()
+		return "", ctx.Err()
+	})
+	a, err := agent.New(agent.Config{
+		Model:        m,
+		Toolsets:     []tool.Toolset{tool.MustSet(stop)},
+		Capabilities: []agent.Capability{agentmetrics.Runs(am)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var final *agent.Final
+	_, err = a.Run(t.Context(), "go", &agent.RunOptions{OnEvent: func(e agent.Event) {
+		if e.Type == agent.EventFinal {
+			final = e.Final
+		}
+	}})
+	if !errors.Is(err, agent.ErrRunCancelled) || final == nil {
+		t.Fatalf("err = %v, final %+v", err, final)
+	}
+	if got := testutil.ToFloat64(am.RunsTotal.WithLabelValues(string(final.Status))); got != 1 {
+		t.Errorf("runs{outcome=%q} = %v, want 1 (interrupted: %v)", final.Status, got, testutil.ToFloat64(am.RunsTotal.WithLabelValues("interrupted")))
+	}
+}
