@@ -10,13 +10,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/offload-dev/offload/internal/syncbuf"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
@@ -140,7 +140,7 @@ func TestSignalDuringStartStopsAtOnce(t *testing.T) {
 	t.Parallel()
 	url := "nats://127.0.0.1:" + strconv.Itoa(natstest.FreePort(t)) // nothing listens
 	signals := make(chan os.Signal, 1)
-	var stderr syncBuffer
+	var stderr syncbuf.Buffer
 	code := make(chan int, 1)
 	go func() {
 		code <- run([]string{"--nats", url, "--tools", "sleep"}, func(string) string { return "" }, &stderr, signals)
@@ -154,25 +154,6 @@ func TestSignalDuringStartStopsAtOnce(t *testing.T) {
 	case <-time.After(4 * time.Second): // a call of the start-up waits 5 s
 		t.Fatal("SIGTERM during start-up ignored")
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a writer and a reader on other
-// goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // waitFor polls cond (state with no signal of its own) until it holds, or
@@ -193,7 +174,7 @@ func TestZeroGraceHandsBackAtOnce(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
 	signals := make(chan os.Signal, 1)
-	var stderr syncBuffer
+	var stderr syncbuf.Buffer
 	code := make(chan int, 1)
 	go func() {
 		code <- run([]string{"--nats", srv.URL(), "--tools", "sleep", "--grace", "0s", "-v"}, func(string) string { return "" }, &stderr, signals)
@@ -228,7 +209,7 @@ func TestClosedConnectionExits(t *testing.T) {
 	user := &server.User{Username: "worker", Password: "secret"}
 	srv := natstest.Start(t, func(o *server.Options) { o.Users = []*server.User{user} })
 	signals := make(chan os.Signal, 1)
-	var stderr syncBuffer
+	var stderr syncbuf.Buffer
 	code := make(chan int, 1)
 	url := strings.Replace(srv.URL(), "nats://", "nats://worker:secret@", 1)
 	go func() {

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/offload-dev/offload/internal/syncbuf"
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/deferred"
@@ -183,7 +184,7 @@ func TestInboxRetriesNoResponders(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	// Decisions and answers take one read each (nothing stored); the
 	// results' first read fails, the next reads all three, the one after
 	// fails, and the last finds no more.

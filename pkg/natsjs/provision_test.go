@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
+	"github.com/offload-dev/offload/internal/syncbuf"
 	defs "github.com/offload-dev/offload/jetstream"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
@@ -585,7 +586,7 @@ func TestInvalidDefinitions(t *testing.T) {
 func TestConnect(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	nc, err := natsjs.Connect(srv.URL(), natsjs.ConnectOptions{Name: "test", Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -615,23 +616,6 @@ func TestConnect(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestDefinitionsApplyWithNATSCLI applies the files with the nats CLI, as the
