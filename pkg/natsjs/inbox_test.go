@@ -22,17 +22,24 @@ import (
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
-func TestInboxCollect(t *testing.T) {
-	t.Parallel()
-	srv := natstest.Start(t)
-	js := srv.JetStream(t)
-	ctx := context.Background()
+// startInbox starts a server with the streams provisioned, and an inbox
+// reading them that counts its refusals in am.
+func startInbox(t *testing.T) (js jetstream.JetStream, in *natsjs.Inbox, am *metrics.Agent) {
+	t.Helper()
+	js = natstest.Start(t).JetStream(t)
 	mustProvision(t, js)
-	am := metrics.NewAgent(prometheus.NewRegistry())
-	in, err := natsjs.NewInbox(natsjs.InboxConfig{JetStream: js, Metrics: am, Logger: slog.New(slog.DiscardHandler)})
+	am = metrics.NewAgent(prometheus.NewRegistry())
+	in, err := natsjs.NewInbox(natsjs.InboxConfig{JetStream: js, Metrics: am})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return js, in, am
+}
+
+func TestInboxCollect(t *testing.T) {
+	t.Parallel()
+	js, in, am := startInbox(t)
+	ctx := context.Background()
 	conv := protocol.NewID()
 	approval, approval2, bg, ext := protocol.NewID(), protocol.NewID(), protocol.NewID(), protocol.NewID()
 	st := &conversation.State{ID: conv, Pending: &agent.PendingRecord{ConversationID: conv, Tasks: []agent.PendingTask{
@@ -95,15 +102,8 @@ func TestInboxCollect(t *testing.T) {
 // pending: neither is an arrival, and neither is counted as refused.
 func TestInboxSkipsResultsNotForIt(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	js := srv.JetStream(t)
+	js, in, am := startInbox(t)
 	ctx := context.Background()
-	mustProvision(t, js)
-	am := metrics.NewAgent(prometheus.NewRegistry())
-	in, err := natsjs.NewInbox(natsjs.InboxConfig{JetStream: js, Metrics: am})
-	if err != nil {
-		t.Fatal(err)
-	}
 	conv, approval, bg := protocol.NewID(), protocol.NewID(), protocol.NewID()
 	st := &conversation.State{ID: conv, Settled: []string{bg}, Pending: &agent.PendingRecord{ConversationID: conv, Tasks: []agent.PendingTask{
 		{TaskID: approval, Kind: deferred.KindApproval, Tool: "shell"},
@@ -220,15 +220,8 @@ func TestInboxRetriesNoResponders(t *testing.T) {
 // neither read nor refused, and their checkpoints stay.
 func TestInboxCollectDecisions(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	js := srv.JetStream(t)
+	js, in, am := startInbox(t)
 	ctx := context.Background()
-	mustProvision(t, js)
-	am := metrics.NewAgent(prometheus.NewRegistry())
-	in, err := natsjs.NewInbox(natsjs.InboxConfig{JetStream: js, Metrics: am})
-	if err != nil {
-		t.Fatal(err)
-	}
 	conv, approval, other := protocol.NewID(), protocol.NewID(), protocol.NewID()
 	st := &conversation.State{ID: conv, Pending: &agent.PendingRecord{ConversationID: conv, Tasks: []agent.PendingTask{
 		{TaskID: approval, Kind: deferred.KindApproval, Tool: "shell"},
@@ -265,15 +258,8 @@ func TestInboxCollectDecisions(t *testing.T) {
 // skipped quietly, once; a second is a duplicate.
 func TestInboxSkipsResultConsumedLive(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	js := srv.JetStream(t)
+	js, in, am := startInbox(t)
 	ctx := context.Background()
-	mustProvision(t, js)
-	am := metrics.NewAgent(prometheus.NewRegistry())
-	in, err := natsjs.NewInbox(natsjs.InboxConfig{JetStream: js, Metrics: am})
-	if err != nil {
-		t.Fatal(err)
-	}
 	conv, live := protocol.NewID(), protocol.NewID()
 	st := &conversation.State{ID: conv, Settled: []string{live}, SettledLive: []string{live}}
 	s := protocol.Subjects{}
@@ -304,14 +290,8 @@ func TestInboxSkipsResultConsumedLive(t *testing.T) {
 // conversation, so that a waiting run reads it at once.
 func TestInboxWatch(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	js := srv.JetStream(t)
+	js, in, _ := startInbox(t)
 	ctx := context.Background()
-	mustProvision(t, js)
-	in, err := natsjs.NewInbox(natsjs.InboxConfig{JetStream: js})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if _, _, err := in.Watch(ctx, protocol.NewID(), "verdict"); err == nil {
 		t.Error("watching an unknown kind")
 	}
