@@ -758,3 +758,63 @@ func TestDeliveriesExhaustedAnsweredAfterFailedPublish(t *testing.T) {
 		t.Fatalf("result %+v", r)
 	}
 }
+
+// A task whose deliveries were exhausted while no replica was connected is
+// answered once a replica starts, also while the tool's consumer holds
+// another delivery all along (so that the sweep, which waits for a
+// consumer holding none, never runs): the advisory was kept in the
+// exhausted stream.
+func TestDeliveriesExhaustedWhileNoReplicaConnectedUnderLoad(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	nc := srv.Conn(t)
+	ctx := context.Background()
+	exhausted := make(chan struct{}, 1)
+	sub, err := nc.Subscribe("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.TOOLS_TASKS.task_job", func(*nats.Msg) { exhausted <- struct{}{} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	g := newGate()
+	defer g.open()
+	_, proxy, _ := cutWorker(t, srv, natsjs.WorkerConfig{ID: "dies", Concurrency: 1, MaxDeliver: 1, Tools: []*tool.Tool{g.tool("job", "never")}})
+	lost := newTask("job", protocol.NewID(), `{}`)
+	publishTask(t, js, lost)
+	recv(t, g.started, "the only delivery")
+
+	// Another task of the tool is held all along: its delivery is handed
+	// back with a delay longer than the test.
+	held := newTask("job", protocol.NewID(), `{}`)
+	publishTask(t, js, held)
+	c, err := js.Consumer(ctx, "TOOLS_TASKS", natsjs.TaskConsumerName("job"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := c.Fetch(1, jetstream.FetchMaxWait(wait))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []jetstream.Msg
+	for m := range batch.Messages() {
+		got = append(got, m)
+	}
+	if len(got) != 1 {
+		t.Fatalf("fetched %d tasks, want the held one (%v)", len(got), batch.Error())
+	}
+	if err := got[0].NakWithDelay(time.Hour); err != nil {
+		t.Fatal(err)
+	}
+
+	proxy.Cut() // the replica is gone: no heartbeat, nobody listens
+	recv(t, exhausted, "the server to give up on the task")
+	if info, err := c.Info(ctx); err != nil || info.NumAckPending == 0 {
+		t.Fatalf("consumer holds no delivery (%v): the test proves nothing", err)
+	}
+
+	startWorker(t, srv, natsjs.WorkerConfig{ID: "later", MaxDeliver: 1, Tools: []*tool.Tool{g.tool("job", "never")}})
+	r := storedResult(t, js, lost, 0)
+	if r.Status != protocol.StatusError || r.ErrorType != protocol.ErrorDeliveriesExhausted || r.Worker != "later" {
+		t.Fatalf("result %+v", r)
+	}
+}
