@@ -60,9 +60,7 @@ func (w *Worker) startAdvisories(consumers map[string]jetstream.Consumer) error 
 	w.advCancel = cancel
 	w.mu.Unlock()
 	for name, c := range consumers {
-		// One advisory at a time: no advisory waits in this process while
-		// another replica could answer it.
-		it, err := c.Messages(jetstream.PullMaxMessages(1))
+		it, err := advisoryIterator(c)
 		if err != nil {
 			return fmt.Errorf("natsjs: worker: pull from consumer %s on %s: %w", ExhaustedConsumerName(name), w.names.Exhausted, err)
 		}
@@ -70,6 +68,12 @@ func (w *Worker) startAdvisories(consumers map[string]jetstream.Consumer) error 
 		go w.pullAdvisories(ctx, name, it)
 	}
 	return nil
+}
+
+// advisoryIterator pulls c's advisories one at a time: no advisory waits
+// in this process while another replica could answer it.
+func advisoryIterator(c jetstream.Consumer) (jetstream.MessagesContext, error) {
+	return c.Messages(jetstream.PullMaxMessages(1))
 }
 
 // stopAdvisories stops the advisory loops and waits for them: an advisory
@@ -84,11 +88,46 @@ func (w *Worker) stopAdvisories() {
 	w.adv.Wait()
 }
 
-// pullAdvisories answers the advisories of toolName's consumer until ctx
-// ends, then hands back those already pulled.
+// pullAdvisories answers the advisories of toolName's consumer, starting
+// with the iterator it, until ctx ends. When the iterator ends (its
+// consumer was deleted, say), the consumer is ensured again and a new
+// iterator started.
 func (w *Worker) pullAdvisories(ctx context.Context, toolName string, it jetstream.MessagesContext) {
 	defer w.adv.Done()
 	log := w.log.With(slog.String("tool", toolName), slog.String("consumer", ExhaustedConsumerName(toolName)))
+	for {
+		err := w.answerAdvisories(ctx, log, toolName, it)
+		if ctx.Err() != nil {
+			return
+		}
+		if w.cfg.Conn.IsClosed() {
+			log.Error("max-deliveries advisories no longer pulled: the connection is closed")
+			return
+		}
+		log.Warn("max-deliveries advisories interrupted; binding the consumer again", slog.Any("error", err))
+		for it = nil; it == nil; {
+			if !pause(ctx, fetchRetryWait) {
+				return
+			}
+			rctx, cancel := context.WithTimeout(ctx, publishTimeout)
+			c, err := EnsureExhaustedConsumer(rctx, w.js, toolName, w.provisionOptions())
+			cancel()
+			if err == nil {
+				it, err = advisoryIterator(c)
+			}
+			if err != nil {
+				log.Warn("consumer of max-deliveries advisories not bound; retrying", slog.Any("error", err))
+				continue
+			}
+			log.Info("consumer of max-deliveries advisories bound again")
+		}
+	}
+}
+
+// answerAdvisories answers the advisories of it until ctx ends (it then
+// hands back those already pulled and returns nil) or it ends (it returns
+// why).
+func (w *Worker) answerAdvisories(ctx context.Context, log *slog.Logger, toolName string, it jetstream.MessagesContext) error {
 	defer func() {
 		it.Drain()
 		for {
@@ -106,17 +145,31 @@ func (w *Worker) pullAdvisories(ctx context.Context, toolName string, it jetstre
 			if m != nil {
 				_ = m.Nak()
 			}
-			return
+			return nil
 		case errors.Is(err, jetstream.ErrMsgIteratorClosed):
-			log.Error("max-deliveries advisories no longer pulled; the sweep remains", slog.Any("error", err))
-			return
+			return err
 		case err != nil:
 			// A missed heartbeat or a status the iterator recovers from
 			// (it issues new pull requests itself).
 			log.Debug("pulling max-deliveries advisories", slog.Any("error", err))
+			if !pause(ctx, fetchRetryWait) {
+				return nil
+			}
 			continue
 		}
 		w.onMaxDeliveries(ctx, log, toolName, m)
+	}
+}
+
+// pause waits d, or until ctx ends (it then returns false).
+func pause(ctx context.Context, d time.Duration) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 

@@ -818,3 +818,34 @@ func TestDeliveriesExhaustedWhileNoReplicaConnectedUnderLoad(t *testing.T) {
 		t.Fatalf("result %+v", r)
 	}
 }
+
+// A worker whose consumer of max-deliveries advisories is deleted under it
+// binds it again, and still answers the advisories stored from then on.
+func TestExhaustedConsumerDeletedIsBoundAgain(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	ctx := context.Background()
+	g := newGate()
+	defer g.open()
+	first := startWorker(t, srv, natsjs.WorkerConfig{ID: "first", Concurrency: 1, MaxDeliver: 1, Tools: []*tool.Tool{g.tool("job", "never")}})
+	task := newTask("job", protocol.NewID(), `{}`)
+	publishTask(t, js, task)
+	recv(t, g.started, "the only delivery")
+	log, rebound := signalOn("consumer of max-deliveries advisories bound again")
+	startWorker(t, srv, natsjs.WorkerConfig{ID: "second", MaxDeliver: 1, Logger: log, Tools: []*tool.Tool{g.tool("job", "never")}})
+	if err := js.DeleteConsumer(ctx, "TOOLS_EXHAUSTED", natsjs.ExhaustedConsumerName("job")); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, rebound, "the second worker to bind the consumer again")
+
+	sctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	if err := first.StopAndCancel(sctx); err != nil { // its hand-back uses up the last delivery
+		t.Fatal(err)
+	}
+	r := storedResult(t, js, task, 0)
+	if r.Status != protocol.StatusError || r.ErrorType != protocol.ErrorDeliveriesExhausted || r.Worker != "second" {
+		t.Fatalf("result %+v", r)
+	}
+}
