@@ -72,12 +72,14 @@ func TestClusterFailover(t *testing.T) {
 			t.Fatalf("stream %s: replicas %d, cluster %+v; want R3", s.Name, info.Config.Replicas, info.Cluster)
 		}
 	}
-	tc, err := admin.Consumer(t.Context(), names.Tasks, natsjs.TaskConsumerName("sleep"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info := tc.CachedInfo(); info.Cluster == nil || len(info.Cluster.Replicas) != 2 {
-		t.Fatalf("consumer %s: cluster %+v; want 3 replicas like its stream", info.Name, info.Cluster)
+	for stream, consumer := range map[string]string{names.Tasks: natsjs.TaskConsumerName("sleep"), names.Exhausted: natsjs.ExhaustedConsumerName("sleep")} {
+		tc, err := admin.Consumer(t.Context(), stream, consumer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info := tc.CachedInfo(); info.Cluster == nil || len(info.Cluster.Replicas) != 2 {
+			t.Fatalf("consumer %s: cluster %+v; want 3 replicas like its stream", info.Name, info.Cluster)
+		}
 	}
 	// A second provision without --replicas accepts them; with another
 	// factor it is refused, naming both.

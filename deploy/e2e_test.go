@@ -48,7 +48,9 @@ func TestDeploymentWithRoles(t *testing.T) {
 		t.Fatalf("agent provision as agent: %v\n%s", err, out)
 	}
 	out, err := exec.Command(agentBin, "provision", "--nats", d.roleURL("admin"), "--tools", "sleep").CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "stream TOOLS_TASKS") || !strings.Contains(string(out), "consumer TOOLS_TASKS task_sleep") {
+	if err != nil || !strings.Contains(string(out), "stream TOOLS_TASKS") || !strings.Contains(string(out), "consumer TOOLS_TASKS task_sleep") ||
+		!strings.Contains(string(out), "stream TOOLS_EXHAUSTED $JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.TOOLS_TASKS.>") ||
+		!strings.Contains(string(out), "consumer TOOLS_EXHAUSTED exhausted_sleep") {
 		t.Fatalf("agent provision: %v\n%s", err, out)
 	}
 

@@ -6,8 +6,12 @@
 //     `nats stream add --config` (the server's StreamConfig JSON, durations in
 //     nanoseconds), plus the backing stream of each KV bucket
 //     (streams/KV_<bucket>.json);
-//   - consumers/task.json: the per-tool durable pull consumer, in the format of
-//     `nats consumer add --config`, a template with a <tool> placeholder.
+//   - consumers/task.json: the per-tool durable pull consumer of tasks, in the
+//     format of `nats consumer add --config`, a template with a <tool>
+//     placeholder;
+//   - consumers/exhausted.json: the per-tool durable pull consumer of the
+//     max-deliveries advisories captured by streams/TOOLS_EXHAUSTED.json,
+//     a template of the same kind.
 //
 // The files are written for the default prefix "tools"; natsjs rewrites
 // names and subjects for another prefix. The package's name clashes with
@@ -18,7 +22,7 @@ package jetstream
 
 import "embed"
 
-// FS holds streams/*.json and consumers/task.json.
+// FS holds streams/*.json, consumers/task.json and consumers/exhausted.json.
 //
 //go:embed streams consumers
 var FS embed.FS

@@ -26,13 +26,14 @@ type provisionFlags struct {
 
 // newProvisionCmd is `agent provision`: an operator (the admin user of
 // deploy/nats/auth.conf) creates every stream, KV bucket and the task
-// consumers of --tools from jetstream/, so that agents and workers can run
+// consumers (and consumers of max-deliveries advisories) of --tools from
+// jetstream/, so that agents and workers can run
 // with least-privilege users.
 func newProvisionCmd(e env) *cobra.Command {
 	f := &provisionFlags{}
 	cmd := &cobra.Command{
 		Use:   "provision [flags]",
-		Short: "Create or check every stream, bucket and task consumer (as the admin user)",
+		Short: "Create or check every stream, bucket and the tools' consumers (as the admin user)",
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) > 0 {
 				return usageErr("provision takes no arguments")
@@ -46,7 +47,7 @@ func newProvisionCmd(e env) *cobra.Command {
 	fl := cmd.Flags()
 	fl.StringVar(&f.nats, "nats", e.getenv("NATS_URL"), "NATS server URL, e.g. nats://admin:PASSWORD@127.0.0.1:4222 (env NATS_URL)")
 	fl.StringVar(&f.prefix, "prefix", protocol.DefaultPrefix, "subject prefix")
-	fl.StringVar(&f.tools, "tools", "", "comma-separated tools whose task consumers to create (workers may create their own)")
+	fl.StringVar(&f.tools, "tools", "", "comma-separated tools whose consumers (tasks, max-deliveries advisories) to create (workers may create their own)")
 	addConnFlags(fl, &f.conn, e.getenv)
 	return cmd
 }
@@ -98,6 +99,10 @@ func provision(ctx context.Context, e env, f *provisionFlags) error {
 			return &exitError{code: exitFailed, err: err}
 		}
 		fmt.Fprintf(e.stdout, "consumer %s %s\n", natsjs.NamesFor(f.prefix).Tasks, natsjs.TaskConsumerName(name))
+		if _, err := natsjs.EnsureExhaustedConsumer(ctx, js, name, opts); err != nil {
+			return &exitError{code: exitFailed, err: err}
+		}
+		fmt.Fprintf(e.stdout, "consumer %s %s\n", natsjs.NamesFor(f.prefix).Exhausted, natsjs.ExhaustedConsumerName(name))
 	}
 	return nil
 }

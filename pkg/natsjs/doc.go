@@ -42,8 +42,10 @@
 // # Provisioning
 //
 // [Provision] creates every stream of a prefix, [EnsureTaskConsumer] the
-// durable consumer of one tool and [Registry] binds the registry bucket. All
-// three are idempotent: a missing asset is created, an existing one with the
+// durable task consumer of one tool, [EnsureExhaustedConsumer] its durable
+// consumer of max-deliveries advisories (on the stream that captures them,
+// so that a task the server gave up on is answered even when no worker was
+// listening) and [Registry] binds the registry bucket. All are idempotent: a missing asset is created, an existing one with the
 // same configuration (the fields the definition sets) is used, one that
 // differs only in fields JetStream updates in place (a stream's limits; a
 // task consumer's ack_wait, backoff, max_deliver, max_ack_pending) is
@@ -53,6 +55,7 @@
 //
 // The definitions are written for the default prefix "tools"; for another
 // prefix, stream names take the upper-cased prefix (TOOLS_TASKS →
-// ACME_TASKS), subjects the prefix (tools.task.> → acme.task.>) and the KV
-// bucket is <prefix>_registry (see [NamesFor]).
+// ACME_TASKS), subjects the prefix (tools.task.> → acme.task.>, the
+// advisories of TOOLS_TASKS → those of ACME_TASKS) and the KV bucket is
+// <prefix>_registry (see [NamesFor]).
 package natsjs

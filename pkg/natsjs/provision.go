@@ -30,6 +30,9 @@ const (
 	defOBJStreamPre = "OBJ_tools_"
 	defOBJSubjPre   = "$O.tools_"
 	toolholder      = "<tool>"
+	// maxDeliverAdvPre starts the subject of a consumer's max-deliveries
+	// advisory, $JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.<stream>.<consumer>.
+	maxDeliverAdvPre = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES."
 )
 
 // Names are the names of a prefix's JetStream assets.
@@ -48,6 +51,9 @@ type Names struct {
 	Cancel string
 	// Answers is the stream of <prefix>.answer.>.
 	Answers string
+	// Exhausted is the stream of the max-deliveries advisories of the task
+	// consumers (work queue): $JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.<Tasks>.>.
+	Exhausted string
 	// RegistryBucket is the tool registry KV bucket, <prefix>_registry.
 	RegistryBucket string
 	// RegistryStream is the registry's backing stream, KV_<prefix>_registry.
@@ -66,7 +72,8 @@ type Names struct {
 
 // NamesFor returns the asset names of prefix ("" means
 // [protocol.DefaultPrefix]): stream names are the upper-cased prefix followed
-// by _TASKS, _RESULTS, _APPROVALS, _DECISIONS, _CANCEL, _ANSWERS.
+// by _TASKS, _RESULTS, _APPROVALS, _DECISIONS, _CANCEL, _ANSWERS,
+// _EXHAUSTED.
 func NamesFor(prefix string) Names {
 	if prefix == "" {
 		prefix = defPrefix
@@ -80,6 +87,7 @@ func NamesFor(prefix string) Names {
 		Decisions:      up + "DECISIONS",
 		Cancel:         up + "CANCEL",
 		Answers:        up + "ANSWERS",
+		Exhausted:      up + "EXHAUSTED",
 		RegistryBucket: prefix + "_registry",
 		RegistryStream: "KV_" + prefix + "_registry",
 
@@ -93,6 +101,17 @@ func NamesFor(prefix string) Names {
 // TaskConsumerName returns the durable name of a tool's task consumer,
 // task_<tool>.
 func TaskConsumerName(toolName string) string { return "task_" + toolName }
+
+// ExhaustedConsumerName returns the durable name of a tool's consumer of
+// max-deliveries advisories on the exhausted stream, exhausted_<tool>.
+func ExhaustedConsumerName(toolName string) string { return "exhausted_" + toolName }
+
+// MaxDeliveriesSubject returns the subject of the max-deliveries advisories
+// of toolName's task consumer on the tasks stream of prefix ("" means
+// [protocol.DefaultPrefix]).
+func MaxDeliveriesSubject(prefix, toolName string) string {
+	return maxDeliverAdvPre + NamesFor(prefix).Tasks + "." + TaskConsumerName(toolName)
+}
 
 // ProvisionOptions configures [Provision], [EnsureTaskConsumer] and
 // [Registry]. The zero value provisions the definitions as written.
@@ -110,7 +129,8 @@ type ProvisionOptions struct {
 	AckWait time.Duration
 	// MaxDeliver, when positive, replaces the task consumer's max_deliver.
 	MaxDeliver int
-	// FS holds the definitions (streams/*.json, consumers/task.json).
+	// FS holds the definitions (streams/*.json, consumers/task.json,
+	// consumers/exhausted.json).
 	// Defaults to the embedded jetstream/ directory.
 	FS fs.FS
 }
@@ -284,8 +304,10 @@ func rewriteStream(cfg *jetstream.StreamConfig, prefix string) error {
 			cfg.Subjects[i] = "$KV." + prefix + "_" + strings.TrimPrefix(s, defKVSubjPre)
 		case strings.HasPrefix(s, defOBJSubjPre):
 			cfg.Subjects[i] = "$O." + prefix + "_" + strings.TrimPrefix(s, defOBJSubjPre)
+		case strings.HasPrefix(s, maxDeliverAdvPre+defStreamPre):
+			cfg.Subjects[i] = maxDeliverAdvPre + strings.ToUpper(prefix) + "_" + strings.TrimPrefix(s, maxDeliverAdvPre+defStreamPre)
 		default:
-			return fmt.Errorf("subject %q starts with none of %s., %s, %s", s, defPrefix, defKVSubjPre, defOBJSubjPre)
+			return fmt.Errorf("subject %q starts with none of %s., %s, %s, %s", s, defPrefix, defKVSubjPre, defOBJSubjPre, maxDeliverAdvPre+defStreamPre)
 		}
 	}
 	return nil
@@ -295,13 +317,39 @@ func rewriteStream(cfg *jetstream.StreamConfig, prefix string) error {
 // from the consumers/task.json template, rewritten for opts.Prefix and with
 // the overrides of opts applied.
 func TaskConsumerConfig(toolName string, opts ProvisionOptions) (jetstream.ConsumerConfig, error) {
+	cfg, err := consumerTemplate("consumers/task.json", toolName, opts, TaskConsumerName,
+		func(prefix, toolName string) string { return protocol.Subjects{Prefix: prefix}.Task(toolName) })
+	if err != nil {
+		return jetstream.ConsumerConfig{}, err
+	}
+	if opts.AckWait > 0 {
+		cfg.AckWait = opts.AckWait
+		cfg.BackOff = nil
+	}
+	if opts.MaxDeliver > 0 {
+		cfg.MaxDeliver = opts.MaxDeliver
+	}
+	return cfg, nil
+}
+
+// ExhaustedConsumerConfig returns the configuration of toolName's consumer
+// of max-deliveries advisories on the exhausted stream, from the
+// consumers/exhausted.json template, rewritten for opts.Prefix. Of the
+// overrides of opts only MemoryStorage applies.
+func ExhaustedConsumerConfig(toolName string, opts ProvisionOptions) (jetstream.ConsumerConfig, error) {
+	return consumerTemplate("consumers/exhausted.json", toolName, opts, ExhaustedConsumerName, MaxDeliveriesSubject)
+}
+
+// consumerTemplate reads the consumer template file for toolName, checks
+// its durable name (durable(toolName)) and filter subject (filter of the
+// default prefix), and rewrites the filter for opts.Prefix.
+func consumerTemplate(file, toolName string, opts ProvisionOptions, durable func(toolName string) string, filter func(prefix, toolName string) string) (jetstream.ConsumerConfig, error) {
 	if err := tool.ValidateName(toolName); err != nil {
 		return jetstream.ConsumerConfig{}, err
 	}
 	if err := protocol.ValidatePrefix(opts.prefix()); err != nil {
 		return jetstream.ConsumerConfig{}, err
 	}
-	const file = "consumers/task.json"
 	data, err := fs.ReadFile(opts.fsys(), file)
 	if err != nil {
 		return jetstream.ConsumerConfig{}, fmt.Errorf("%w: %v", ErrInvalidDefinition, err)
@@ -312,19 +360,11 @@ func TaskConsumerConfig(toolName string, opts ProvisionOptions) (jetstream.Consu
 	if err := strictUnmarshal(file, data, &cfg); err != nil {
 		return jetstream.ConsumerConfig{}, err
 	}
-	subjects := protocol.Subjects{Prefix: defPrefix}
-	if cfg.Durable != TaskConsumerName(toolName) || cfg.FilterSubject != subjects.Task(toolName) {
+	if cfg.Durable != durable(toolName) || cfg.FilterSubject != filter(defPrefix, toolName) {
 		return jetstream.ConsumerConfig{}, fmt.Errorf("%w: %s: want durable_name %q and filter_subject %q, have %q and %q",
-			ErrInvalidDefinition, file, TaskConsumerName("<tool>"), subjects.Task("<tool>"), cfg.Durable, cfg.FilterSubject)
+			ErrInvalidDefinition, file, durable(toolholder), filter(defPrefix, toolholder), cfg.Durable, cfg.FilterSubject)
 	}
-	cfg.FilterSubject = protocol.Subjects{Prefix: opts.prefix()}.Task(toolName)
-	if opts.AckWait > 0 {
-		cfg.AckWait = opts.AckWait
-		cfg.BackOff = nil
-	}
-	if opts.MaxDeliver > 0 {
-		cfg.MaxDeliver = opts.MaxDeliver
-	}
+	cfg.FilterSubject = filter(opts.prefix(), toolName)
 	if opts.MemoryStorage {
 		cfg.MemoryStorage = true
 	}
@@ -512,7 +552,23 @@ func EnsureTaskConsumer(ctx context.Context, js jetstream.JetStream, toolName st
 	if err != nil {
 		return nil, err
 	}
-	stream := NamesFor(opts.prefix()).Tasks
+	return ensureConsumer(ctx, js, NamesFor(opts.prefix()).Tasks, toolName, want)
+}
+
+// EnsureExhaustedConsumer creates or binds the durable pull consumer of
+// toolName's max-deliveries advisories on the exhausted stream of
+// opts.Prefix ([ExhaustedConsumerConfig]), shared by every worker replica
+// serving the tool, as [EnsureTaskConsumer] does for its tasks. The
+// exhausted stream must exist (see [Provision]).
+func EnsureExhaustedConsumer(ctx context.Context, js jetstream.JetStream, toolName string, opts ProvisionOptions) (jetstream.Consumer, error) {
+	want, err := ExhaustedConsumerConfig(toolName, opts)
+	if err != nil {
+		return nil, err
+	}
+	return ensureConsumer(ctx, js, NamesFor(opts.prefix()).Exhausted, toolName, want)
+}
+
+func ensureConsumer(ctx context.Context, js jetstream.JetStream, stream, toolName string, want jetstream.ConsumerConfig) (jetstream.Consumer, error) {
 	c, err := js.Consumer(ctx, stream, want.Durable)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
 		cctx, cancel := context.WithTimeout(ctx, createTimeout)

@@ -72,6 +72,7 @@ func TestDefinitionsInSync(t *testing.T) {
 				names.RegistryStream:      "$KV." + names.RegistryBucket + ".>",
 				names.Answers:             subj.All(protocol.KindAnswer),
 				names.ConversationsStream: "$KV." + names.ConversationsBucket + ".>",
+				names.Exhausted:           "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + names.Tasks + ".>",
 			}
 			hist, ok := streams[names.HistoriesStream]
 			if !ok || !slices.Equal(hist.Subjects, []string{"$O." + names.HistoriesBucket + ".C.>", "$O." + names.HistoriesBucket + ".M.>"}) {
@@ -114,6 +115,13 @@ func TestDefinitionsInSync(t *testing.T) {
 			if streams[names.Cancel].MaxAge < tasks.MaxAge {
 				t.Errorf("cancel max_age %v < tasks max_age %v", streams[names.Cancel].MaxAge, tasks.MaxAge)
 			}
+			// An advisory is kept as long as its task may be, and a full
+			// stream drops its oldest advisories rather than new ones
+			// (which the server would not publish again).
+			exh := streams[names.Exhausted]
+			if exh.Retention != jetstream.WorkQueuePolicy || exh.Discard != jetstream.DiscardOld || exh.MaxAge < tasks.MaxAge {
+				t.Errorf("exhausted stream: %+v", exh)
+			}
 			// Approvals and decisions outlive the conversations they concern.
 			convs := streams[names.ConversationsStream]
 			if convs.MaxAge < 30*24*time.Hour || convs.MaxMsgsPerSubject != 1 || hist.MaxAge < convs.MaxAge {
@@ -142,6 +150,19 @@ func TestDefinitionsInSync(t *testing.T) {
 			if c.MaxDeliver <= 1 || c.MaxAckPending <= 0 || c.AckWait <= 0 || c.AckWait > time.Minute || c.InactiveThreshold != 0 {
 				t.Errorf("consumer limits: %+v", c)
 			}
+
+			// The advisories of a tool are retried until answered.
+			e, err := natsjs.ExhaustedConsumerConfig("search", natsjs.ProvisionOptions{Prefix: prefix, AckWait: time.Second, MaxDeliver: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e.Durable != "exhausted_search" || e.FilterSubject != "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES."+names.Tasks+".task_search" ||
+				e.FilterSubject != natsjs.MaxDeliveriesSubject(prefix, "search") || e.AckPolicy != jetstream.AckExplicitPolicy {
+				t.Errorf("exhausted consumer: %+v", e)
+			}
+			if e.MaxDeliver != -1 || e.MaxAckPending <= 0 || e.AckWait <= 0 || e.AckWait > time.Minute || e.InactiveThreshold != 0 || len(e.BackOff) > 0 {
+				t.Errorf("exhausted consumer limits (the task consumer's overrides do not apply): %+v", e)
+			}
 		})
 	}
 }
@@ -161,7 +182,7 @@ func mapsKeys[V any](m map[string]V) func(func(string) bool) {
 func TestDefinitionFilesRoundTrip(t *testing.T) {
 	t.Parallel()
 	files, _ := fs.Glob(defs.FS, "*/*.json")
-	if len(files) != 10 {
+	if len(files) != 12 {
 		t.Errorf("definition files: %v", files)
 	}
 	for _, file := range files {
@@ -226,7 +247,7 @@ func TestProvisionIdempotent(t *testing.T) {
 		}
 	}
 	names := natsjs.NamesFor("")
-	for _, name := range []string{names.Tasks, names.Results, names.Approvals, names.Decisions, names.Cancel, names.RegistryStream} {
+	for _, name := range []string{names.Tasks, names.Results, names.Approvals, names.Decisions, names.Cancel, names.Exhausted, names.RegistryStream} {
 		s, err := js.Stream(ctx, name)
 		if err != nil {
 			t.Fatalf("stream %s: %v", name, err)
@@ -243,6 +264,14 @@ func TestProvisionIdempotent(t *testing.T) {
 		if got := c.CachedInfo().Config.FilterSubject; got != "tools.task.search" {
 			t.Errorf("filter %q", got)
 		}
+		e, err := natsjs.EnsureExhaustedConsumer(ctx, js, "search", opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := e.CachedInfo(); got.Stream != "TOOLS_EXHAUSTED" || got.Name != "exhausted_search" ||
+			got.Config.FilterSubject != "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.TOOLS_TASKS.task_search" {
+			t.Errorf("exhausted consumer %s on %s, filter %q", got.Name, got.Stream, got.Config.FilterSubject)
+		}
 	}
 	// Concurrent provisioning by several processes converges.
 	var wg sync.WaitGroup
@@ -256,6 +285,9 @@ func TestProvisionIdempotent(t *testing.T) {
 			js := clients[i]
 			if errs[i] = natsjs.Provision(ctx, js, natsjs.ProvisionOptions{Prefix: "race", MemoryStorage: true}); errs[i] == nil {
 				_, errs[i] = natsjs.EnsureTaskConsumer(ctx, js, "t", natsjs.ProvisionOptions{Prefix: "race", MemoryStorage: true})
+			}
+			if errs[i] == nil {
+				_, errs[i] = natsjs.EnsureExhaustedConsumer(ctx, js, "t", natsjs.ProvisionOptions{Prefix: "race", MemoryStorage: true})
 			}
 		})
 	}
@@ -368,6 +400,15 @@ func TestProvisionPrefix(t *testing.T) {
 	}
 	if got := s.CachedInfo().Config.Subjects; !slices.Equal(got, []string{"acme.task.>"}) {
 		t.Errorf("subjects %v", got)
+	}
+	// The prefix's exhausted stream captures the advisories of its own
+	// tasks stream only (both prefixes' streams coexist).
+	s, err = js.Stream(ctx, "ACME_EXHAUSTED")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.CachedInfo().Config.Subjects; !slices.Equal(got, []string{"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.ACME_TASKS.>"}) {
+		t.Errorf("exhausted subjects %v", got)
 	}
 
 	subj := protocol.Subjects{Prefix: "acme"}
@@ -581,6 +622,20 @@ func TestInvalidDefinitions(t *testing.T) {
 			t.Errorf("%s: err = %v, want ErrInvalidDefinition", name, err)
 		}
 	}
+	for name, data := range map[string]string{
+		"missing":      "",
+		"no template":  `{"durable_name":"fixed","filter_subject":"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.TOOLS_TASKS.task_fixed"}`,
+		"task's":       `{"durable_name":"task_<tool>","filter_subject":"tools.task.<tool>"}`,
+		"wrong filter": `{"durable_name":"exhausted_<tool>","filter_subject":"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.TOOLS_TASKS.>"}`,
+	} {
+		fsys := fstest.MapFS{}
+		if data != "" {
+			fsys["consumers/exhausted.json"] = &fstest.MapFile{Data: []byte(data)}
+		}
+		if _, err := natsjs.ExhaustedConsumerConfig("t", natsjs.ProvisionOptions{FS: fsys}); !errors.Is(err, natsjs.ErrInvalidDefinition) {
+			t.Errorf("exhausted %s: err = %v, want ErrInvalidDefinition", name, err)
+		}
+	}
 }
 
 func TestConnect(t *testing.T) {
@@ -645,12 +700,14 @@ func TestDefinitionsApplyWithNATSCLI(t *testing.T) {
 		}
 		run("stream", "add", "--config", path)
 	}
-	tmpl, _ := fs.ReadFile(defs.FS, "consumers/task.json")
-	path := filepath.Join(dir, "task_search.json")
-	if err := os.WriteFile(path, []byte(strings.ReplaceAll(string(tmpl), "<tool>", "search")), 0o600); err != nil {
-		t.Fatal(err)
+	for file, stream := range map[string]string{"consumers/task.json": "TOOLS_TASKS", "consumers/exhausted.json": "TOOLS_EXHAUSTED"} {
+		tmpl, _ := fs.ReadFile(defs.FS, file)
+		path := filepath.Join(dir, "search_"+filepath.Base(file))
+		if err := os.WriteFile(path, []byte(strings.ReplaceAll(string(tmpl), "<tool>", "search")), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		run("consumer", "add", stream, "--config", path)
 	}
-	run("consumer", "add", "TOOLS_TASKS", "--config", path)
 
 	ctx := context.Background()
 	js := srv.JetStream(t)
@@ -659,6 +716,9 @@ func TestDefinitionsApplyWithNATSCLI(t *testing.T) {
 	}
 	if _, err := natsjs.EnsureTaskConsumer(ctx, js, "search", natsjs.ProvisionOptions{}); err != nil {
 		t.Fatalf("consumer made by the CLI: %v", err)
+	}
+	if _, err := natsjs.EnsureExhaustedConsumer(ctx, js, "search", natsjs.ProvisionOptions{}); err != nil {
+		t.Fatalf("exhausted consumer made by the CLI: %v", err)
 	}
 	if _, err := natsjs.Registry(ctx, js, natsjs.ProvisionOptions{}); err != nil {
 		t.Fatalf("registry made by the CLI: %v", err)

@@ -136,9 +136,8 @@ type Worker struct {
 
 	mu           sync.Mutex
 	started      bool
-	closing      bool                 // no new advisory callbacks may start; advStop is closed
 	subs         []*nats.Subscription // cancellations
-	advSubs      []*nats.Subscription // max-deliveries advisories
+	advCancel    context.CancelFunc   // ends the advisory loops
 	status       chan nats.Status     // the connection's status changes
 	statusCancel context.CancelFunc   // ends the watcher's catch-ups and sweeps
 	stopOnce     sync.Once
@@ -151,14 +150,13 @@ type Worker struct {
 	hardCtx     context.Context // cancelled when Stop gives up: result publishes stop retrying
 	hardCancel  context.CancelFunc
 	bgStop      chan struct{}
-	advStop     chan struct{}                 // closed when the advisory subscriptions end
 	reconn      atomic.Pointer[chan struct{}] // closed (and replaced) at each reconnect
 
-	fetchers  sync.WaitGroup // per tool, a fetcher and 2 × Concurrency runners
-	callbacks sync.WaitGroup // advisory callbacks in progress
-	bg        sync.WaitGroup // registry refresher, sweeper
-	watcher   sync.WaitGroup // connection watcher
-	bufs      bufPool        // result encoding buffers
+	fetchers sync.WaitGroup // per tool, a fetcher and 2 × Concurrency runners
+	adv      sync.WaitGroup // per tool, the loop answering max-deliveries advisories
+	bg       sync.WaitGroup // registry refresher, sweeper
+	watcher  sync.WaitGroup // connection watcher
+	bufs     bufPool        // result encoding buffers
 }
 
 // errShutdown is the cause of a task context cancelled by the worker's own
@@ -229,7 +227,6 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		cancels: newCancelIndex(),
 		stopped: make(chan struct{}),
 		bgStop:  make(chan struct{}),
-		advStop: make(chan struct{}),
 	}
 	reconn := make(chan struct{})
 	w.reconn.Store(&reconn)
@@ -256,11 +253,11 @@ func (w *Worker) provisionOptions() ProvisionOptions {
 	}
 }
 
-// Start provisions the streams, binds each tool's durable consumer
-// (updating the fields JetStream can update in place), subscribes to
-// cancellations and max-deliveries advisories, answers tasks that
-// exhausted their deliveries meanwhile, writes the registry entries and
-// starts serving. It does not block: the worker runs until [Worker.Stop].
+// Start provisions the streams, binds each tool's durable consumers of
+// tasks and of max-deliveries advisories (updating the fields JetStream can
+// update in place), subscribes to cancellations, starts answering the
+// advisories, sweeps for exhausted tasks whose advisories were missed,
+// writes the registry entries and starts serving. It does not block: the worker runs until [Worker.Stop].
 // ctx bounds the start-up only. On error nothing keeps running.
 func (w *Worker) Start(ctx context.Context) (err error) {
 	w.mu.Lock()
@@ -294,6 +291,7 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 		return fmt.Errorf("natsjs: worker: bind stream %s: %w", w.names.Cancel, err)
 	}
 	w.consumers = make(map[string]jetstream.Consumer, len(w.tools))
+	advisories := make(map[string]jetstream.Consumer, len(w.tools))
 	var ackWait time.Duration
 	for name := range w.tools {
 		c, err := EnsureTaskConsumer(ctx, js, name, popts)
@@ -301,6 +299,9 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 			return fmt.Errorf("natsjs: worker: %w", err)
 		}
 		w.consumers[name] = c
+		if advisories[name], err = EnsureExhaustedConsumer(ctx, js, name, popts); err != nil {
+			return fmt.Errorf("natsjs: worker: %w", err)
+		}
 		if aw := c.CachedInfo().Config.AckWait; aw > 0 && (ackWait == 0 || aw < ackWait) {
 			ackWait = aw
 		}
@@ -320,9 +321,6 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	if err := w.subscribeCancels(); err != nil {
 		return err
 	}
-	if err := w.subscribeAdvisories(); err != nil {
-		return err
-	}
 	fctx, cancel := context.WithTimeout(ctx, publishTimeout) // Flush needs a deadline
 	defer cancel()
 	if err := w.cfg.Conn.FlushWithContext(fctx); err != nil {
@@ -335,7 +333,11 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	if err := w.catchUp(ctx, w.cancels.epoch()); err != nil {
 		w.log.Warn("cancel index not caught up at start; looking every task up", slog.Any("error", err))
 	}
-	// Tasks that exhausted their deliveries while no replica listened.
+	// Tasks that exhausted their deliveries: those whose advisories the
+	// exhausted stream holds, and those it missed.
+	if err := w.startAdvisories(advisories); err != nil {
+		return err
+	}
 	w.sweepExhausted(ctx)
 	if err := w.writeRegistry(ctx); err != nil {
 		w.deleteRegistry(ctx) // the entries written before the failure
@@ -367,9 +369,9 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	return nil
 }
 
-// unsubscribe drops every subscription and waits for callbacks in progress.
+// unsubscribe drops every subscription and stops the advisory loops.
 func (w *Worker) unsubscribe() {
-	w.unsubscribeAdvisories()
+	w.stopAdvisories()
 	w.mu.Lock()
 	subs := w.subs
 	w.subs = nil
@@ -423,7 +425,9 @@ func (w *Worker) shutdown(ctx context.Context, grace time.Duration) error {
 	close(w.bgStop)
 	w.bg.Wait()
 	w.deleteRegistry(ctx)
-	w.unsubscribeAdvisories()
+	// The advisories of the tasks handed back from now on are left to the
+	// other replicas.
+	w.stopAdvisories()
 
 	// Let in-flight tasks finish within the grace period.
 	handlersDone := make(chan struct{})

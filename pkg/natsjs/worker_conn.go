@@ -12,10 +12,10 @@ import (
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
-// The connection watcher: a disconnect may lose cancels (core NATS) and
-// max-deliveries advisories, so after every reconnect the worker catches
-// up with the cancel stream before it trusts its cancel index again, and
-// sweeps the exhausted tasks.
+// The connection watcher: a disconnect may lose cancels (core NATS), so
+// after every reconnect the worker catches up with the cancel stream
+// before it trusts its cancel index again, and sweeps the exhausted tasks
+// (for those whose advisories the exhausted stream missed).
 
 // watchConn follows the connection's status: a disconnect withdraws the
 // cancel index's trust; once connected again, the worker catches up. It

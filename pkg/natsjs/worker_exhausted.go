@@ -8,19 +8,23 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
 // A task that exhausts its deliveries stays in the work-queue stream, and
-// the server tells only once, with a core-NATS advisory that nobody may be
-// listening to. So the worker finds such tasks two ways (SPEC §5.3):
+// the server tells only once, with an advisory on
+// $JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.<tasks stream>.task_<tool>.
+// So the worker finds such tasks two ways (SPEC §5.3):
 //
-//   - the advisory, in one queue group per tool shared by the replicas, for
-//     a prompt answer (retried until the result is published, or the
-//     worker stops);
+//   - the advisory, captured by the exhausted stream (<PREFIX>_EXHAUSTED,
+//     work queue) whether or not a replica is connected, and pulled from
+//     the tool's durable consumer exhausted_<tool>, shared by the replicas:
+//     an advisory is acknowledged once its task is answered (or found
+//     answered), and handed back with a growing delay while the result
+//     cannot be published, so none is lost to a dead replica, a disconnect
+//     or a busy pool;
 //   - a sweep, at start, after every reconnect and every sweepEvery, of
 //     each tool whose consumer holds no delivery at that moment
 //     (num_ack_pending 0): every task delivered so far (stream sequence at
@@ -28,9 +32,8 @@ import (
 //     and so deleted, or given up on; and a task given up on is never
 //     delivered again. So a task still stored on the tool's subject at or
 //     below that sequence can only be an exhausted one. (The sweep is the
-//     fallback for an advisory sent while no replica listened, or whose
-//     handler gave up when its worker stopped; a consumer that always
-//     holds deliveries is never swept.)
+//     fallback for an advisory the stream did not capture: one sent before
+//     the stream existed, or while it could not store it.)
 //
 // Both answer with a DeliveriesExhausted result and delete the task. Both
 // may find the same task, or a task acknowledged a moment ago: the result's
@@ -45,85 +48,178 @@ type maxDeliverAdvisory struct {
 	Deliveries uint64 `json:"deliveries"`
 }
 
-// subscribeAdvisories joins, for each tool, the queue group of its
-// max-deliveries advisories.
-func (w *Worker) subscribeAdvisories() error {
-	for name := range w.tools {
-		subject := "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + w.names.Tasks + "." + TaskConsumerName(name)
-		sub, err := w.cfg.Conn.QueueSubscribe(subject, "offload_dlq_"+w.cfg.Prefix+"_"+name, w.onMaxDeliveries)
+// advDrainWait bounds the wait for an advisory already pulled when the
+// worker stops (it is handed back at once rather than after its ack wait).
+const advDrainWait = 500 * time.Millisecond
+
+// startAdvisories starts, for each tool, the loop that pulls its
+// max-deliveries advisories from its consumer on the exhausted stream.
+func (w *Worker) startAdvisories(consumers map[string]jetstream.Consumer) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	w.mu.Lock()
+	w.advCancel = cancel
+	w.mu.Unlock()
+	for name, c := range consumers {
+		it, err := advisoryIterator(c)
 		if err != nil {
-			return fmt.Errorf("natsjs: worker: subscribe to %s: %w", subject, err)
+			return fmt.Errorf("natsjs: worker: pull from consumer %s on %s: %w", ExhaustedConsumerName(name), w.names.Exhausted, err)
 		}
-		w.mu.Lock()
-		w.advSubs = append(w.advSubs, sub)
-		w.mu.Unlock()
+		w.adv.Add(1)
+		go w.pullAdvisories(ctx, name, it)
 	}
 	return nil
 }
 
-// unsubscribeAdvisories leaves the advisory queue groups, so that the
-// advisories of the tasks this worker hands back reach the other replicas,
-// and waits for the callbacks in progress.
-func (w *Worker) unsubscribeAdvisories() {
-	w.mu.Lock()
-	first := !w.closing
-	w.closing = true
-	subs := w.advSubs
-	w.advSubs = nil
-	w.mu.Unlock()
-	if first {
-		close(w.advStop) // callbacks retrying give up
-	}
-	for _, s := range subs {
-		_ = s.Unsubscribe()
-	}
-	w.callbacks.Wait()
+// advisoryIterator pulls c's advisories one at a time: no advisory waits
+// in this process while another replica could answer it.
+func advisoryIterator(c jetstream.Consumer) (jetstream.MessagesContext, error) {
+	return c.Messages(jetstream.PullMaxMessages(1))
 }
 
-// onMaxDeliveries answers the task named by a max-deliveries advisory.
-func (w *Worker) onMaxDeliveries(m *nats.Msg) {
+// stopAdvisories stops the advisory loops and waits for them: an advisory
+// being answered is handed back, so that another replica answers it.
+func (w *Worker) stopAdvisories() {
 	w.mu.Lock()
-	if w.closing {
-		w.mu.Unlock()
-		return
-	}
-	w.callbacks.Add(1)
+	cancel := w.advCancel
 	w.mu.Unlock()
-	defer w.callbacks.Done()
+	if cancel != nil {
+		cancel()
+	}
+	w.adv.Wait()
+}
 
+// pullAdvisories answers the advisories of toolName's consumer, starting
+// with the iterator it, until ctx ends. When the iterator ends (its
+// consumer was deleted, say), the consumer is ensured again and a new
+// iterator started.
+func (w *Worker) pullAdvisories(ctx context.Context, toolName string, it jetstream.MessagesContext) {
+	defer w.adv.Done()
+	log := w.log.With(slog.String("tool", toolName), slog.String("consumer", ExhaustedConsumerName(toolName)))
+	for {
+		err := w.answerAdvisories(ctx, log, toolName, it)
+		if ctx.Err() != nil {
+			return
+		}
+		if w.cfg.Conn.IsClosed() {
+			log.Error("max-deliveries advisories no longer pulled: the connection is closed")
+			return
+		}
+		log.Warn("max-deliveries advisories interrupted; binding the consumer again", slog.Any("error", err))
+		for it = nil; it == nil; {
+			if !pause(ctx, fetchRetryWait) {
+				return
+			}
+			rctx, cancel := context.WithTimeout(ctx, publishTimeout)
+			c, err := EnsureExhaustedConsumer(rctx, w.js, toolName, w.provisionOptions())
+			cancel()
+			if err == nil {
+				it, err = advisoryIterator(c)
+			}
+			if err != nil {
+				log.Warn("consumer of max-deliveries advisories not bound; retrying", slog.Any("error", err))
+				continue
+			}
+			log.Info("consumer of max-deliveries advisories bound again")
+		}
+	}
+}
+
+// answerAdvisories answers the advisories of it until ctx ends (it then
+// hands back those already pulled and returns nil) or it ends (it returns
+// why).
+func (w *Worker) answerAdvisories(ctx context.Context, log *slog.Logger, toolName string, it jetstream.MessagesContext) error {
+	defer func() {
+		it.Drain()
+		for {
+			m, err := it.Next(jetstream.NextMaxWait(advDrainWait))
+			if err != nil {
+				return
+			}
+			_ = m.Nak()
+		}
+	}()
+	for {
+		m, err := it.Next(jetstream.NextContext(ctx))
+		switch {
+		case ctx.Err() != nil:
+			if m != nil {
+				_ = m.Nak()
+			}
+			return nil
+		case errors.Is(err, jetstream.ErrMsgIteratorClosed):
+			return err
+		case err != nil:
+			// A missed heartbeat or a status the iterator recovers from
+			// (it issues new pull requests itself).
+			log.Debug("pulling max-deliveries advisories", slog.Any("error", err))
+			if !pause(ctx, fetchRetryWait) {
+				return nil
+			}
+			continue
+		}
+		w.onMaxDeliveries(ctx, log, toolName, m)
+	}
+}
+
+// pause waits d, or until ctx ends (it then returns false).
+func pause(ctx context.Context, d time.Duration) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// onMaxDeliveries answers the task named by a max-deliveries advisory and
+// acknowledges it; it hands the advisory back, with a delay growing with
+// its deliveries, while the answer fails, and at once when the worker
+// stops.
+func (w *Worker) onMaxDeliveries(ctx context.Context, log *slog.Logger, toolName string, m jetstream.Msg) {
 	var adv maxDeliverAdvisory
-	if err := json.Unmarshal(m.Data, &adv); err != nil || adv.StreamSeq == 0 {
-		w.log.Warn("unreadable max-deliveries advisory", slog.String("subject", m.Subject))
+	if err := json.Unmarshal(m.Data(), &adv); err != nil || adv.StreamSeq == 0 ||
+		adv.Stream != w.names.Tasks || adv.Consumer != TaskConsumerName(toolName) {
+		log.Warn("unreadable max-deliveries advisory; dropped", slog.String("subject", m.Subject()))
+		_ = m.Term()
 		return
 	}
-	log := w.log.With(slog.Uint64("stream_seq", adv.StreamSeq), slog.String("consumer", adv.Consumer))
-	// Retried until answered: the sweep finds the task only once the
-	// consumer holds no delivery, which a busy pool may never do.
-	for wait := publishRetryMin; ; wait = min(2*wait, publishRetryMax) {
-		ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
-		raw, err := w.tasksStrm.GetMsg(ctx, adv.StreamSeq)
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			cancel()
-			return // handled already
-		}
-		if err != nil {
-			log.Warn("task of a max-deliveries advisory not loaded; retrying", slog.Duration("wait", wait), slog.Any("error", err))
-		} else if err = w.answerExhausted(ctx, log, raw, fmt.Sprintf("delivered %d times without a result", adv.Deliveries)); err != nil {
-			log.Warn("DeliveriesExhausted result not published; retrying", slog.Duration("wait", wait), slog.Any("error", err))
-		}
-		cancel()
+	log = log.With(slog.Uint64("stream_seq", adv.StreamSeq))
+	actx, cancel := context.WithTimeout(ctx, publishTimeout)
+	defer cancel()
+	raw, err := w.tasksStrm.GetMsg(actx, adv.StreamSeq)
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		_ = m.Ack() // answered (or acknowledged) already
+		return
+	case err != nil:
+		log.Warn("task of a max-deliveries advisory not loaded; retrying", slog.Any("error", err))
+	case raw.Subject != w.subj.Task(toolName):
+		log.Warn("max-deliveries advisory names a task of another tool; dropped", slog.String("subject", raw.Subject))
+		_ = m.Term()
+		return
+	default:
+		err = w.answerExhausted(actx, log, raw, fmt.Sprintf("delivered %d times without a result", adv.Deliveries))
 		if err == nil {
+			if err := m.Ack(); err != nil {
+				log.Warn("max-deliveries advisory not acknowledged; a replica answers it again", slog.Any("error", err))
+			}
 			return
 		}
-		timer := time.NewTimer(wait)
-		select {
-		case <-timer.C:
-		case <-w.advStop:
-			timer.Stop()
-			log.Error("task of a max-deliveries advisory not answered before the worker stopped; the sweep will find it")
-			return
+		log.Warn("DeliveriesExhausted result not published; retrying", slog.Any("error", err))
+	}
+	if ctx.Err() != nil {
+		_ = m.Nak() // stopping: another replica answers it at once
+		return
+	}
+	delay := publishRetryMin
+	if md, err := m.Metadata(); err == nil {
+		for n := uint64(1); n < md.NumDelivered && delay < publishRetryMax; n++ {
+			delay *= 2
 		}
 	}
+	_ = m.NakWithDelay(min(delay, publishRetryMax))
 }
 
 // answerExhausted publishes a DeliveriesExhausted result for the stored

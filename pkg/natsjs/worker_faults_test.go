@@ -758,3 +758,94 @@ func TestDeliveriesExhaustedAnsweredAfterFailedPublish(t *testing.T) {
 		t.Fatalf("result %+v", r)
 	}
 }
+
+// A task whose deliveries were exhausted while no replica was connected is
+// answered once a replica starts, also while the tool's consumer holds
+// another delivery all along (so that the sweep, which waits for a
+// consumer holding none, never runs): the advisory was kept in the
+// exhausted stream.
+func TestDeliveriesExhaustedWhileNoReplicaConnectedUnderLoad(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	nc := srv.Conn(t)
+	ctx := context.Background()
+	exhausted := make(chan struct{}, 1)
+	sub, err := nc.Subscribe("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.TOOLS_TASKS.task_job", func(*nats.Msg) { exhausted <- struct{}{} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	g := newGate()
+	defer g.open()
+	_, proxy, _ := cutWorker(t, srv, natsjs.WorkerConfig{ID: "dies", Concurrency: 1, MaxDeliver: 1, Tools: []*tool.Tool{g.tool("job", "never")}})
+	lost := newTask("job", protocol.NewID(), `{}`)
+	publishTask(t, js, lost)
+	recv(t, g.started, "the only delivery")
+
+	// Another task of the tool is held all along: its delivery is handed
+	// back with a delay longer than the test.
+	held := newTask("job", protocol.NewID(), `{}`)
+	publishTask(t, js, held)
+	c, err := js.Consumer(ctx, "TOOLS_TASKS", natsjs.TaskConsumerName("job"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := c.Fetch(1, jetstream.FetchMaxWait(wait))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []jetstream.Msg
+	for m := range batch.Messages() {
+		got = append(got, m)
+	}
+	if len(got) != 1 {
+		t.Fatalf("fetched %d tasks, want the held one (%v)", len(got), batch.Error())
+	}
+	if err := got[0].NakWithDelay(time.Hour); err != nil {
+		t.Fatal(err)
+	}
+
+	proxy.Cut() // the replica is gone: no heartbeat, nobody listens
+	recv(t, exhausted, "the server to give up on the task")
+	if info, err := c.Info(ctx); err != nil || info.NumAckPending == 0 {
+		t.Fatalf("consumer holds no delivery (%v): the test proves nothing", err)
+	}
+
+	startWorker(t, srv, natsjs.WorkerConfig{ID: "later", MaxDeliver: 1, Tools: []*tool.Tool{g.tool("job", "never")}})
+	r := storedResult(t, js, lost, 0)
+	if r.Status != protocol.StatusError || r.ErrorType != protocol.ErrorDeliveriesExhausted || r.Worker != "later" {
+		t.Fatalf("result %+v", r)
+	}
+}
+
+// A worker whose consumer of max-deliveries advisories is deleted under it
+// binds it again, and still answers the advisories stored from then on.
+func TestExhaustedConsumerDeletedIsBoundAgain(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	ctx := context.Background()
+	g := newGate()
+	defer g.open()
+	first := startWorker(t, srv, natsjs.WorkerConfig{ID: "first", Concurrency: 1, MaxDeliver: 1, Tools: []*tool.Tool{g.tool("job", "never")}})
+	task := newTask("job", protocol.NewID(), `{}`)
+	publishTask(t, js, task)
+	recv(t, g.started, "the only delivery")
+	log, rebound := signalOn("consumer of max-deliveries advisories bound again")
+	startWorker(t, srv, natsjs.WorkerConfig{ID: "second", MaxDeliver: 1, Logger: log, Tools: []*tool.Tool{g.tool("job", "never")}})
+	if err := js.DeleteConsumer(ctx, "TOOLS_EXHAUSTED", natsjs.ExhaustedConsumerName("job")); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, rebound, "the second worker to bind the consumer again")
+
+	sctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	if err := first.StopAndCancel(sctx); err != nil { // its hand-back uses up the last delivery
+		t.Fatal(err)
+	}
+	r := storedResult(t, js, task, 0)
+	if r.Status != protocol.StatusError || r.ErrorType != protocol.ErrorDeliveriesExhausted || r.Worker != "second" {
+		t.Fatalf("result %+v", r)
+	}
+}
