@@ -831,6 +831,12 @@ func TestTaskWithStatusHeaderTerminated(t *testing.T) {
 // whose attempt is attempt.
 func storedResult(t *testing.T, js jetstream.JetStream, task protocol.Task, attempt int) protocol.Result {
 	t.Helper()
+	return storedResultWithin(t, js, task, attempt, wait)
+}
+
+// storedResultWithin is storedResult with its own bound on the wait.
+func storedResultWithin(t *testing.T, js jetstream.JetStream, task protocol.Task, attempt int, within time.Duration) protocol.Result {
+	t.Helper()
 	ctx := context.Background()
 	oc, err := js.OrderedConsumer(ctx, "TOOLS_RESULTS", jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{"tools.result." + task.ConversationID + "." + task.TaskID},
@@ -839,7 +845,7 @@ func storedResult(t *testing.T, js jetstream.JetStream, task protocol.Task, atte
 		t.Fatal(err)
 	}
 	for {
-		msg, err := oc.Next(jetstream.FetchMaxWait(wait))
+		msg, err := oc.Next(jetstream.FetchMaxWait(within))
 		if err != nil {
 			t.Fatalf("no result of attempt %d stored: %v", attempt, err)
 		}
