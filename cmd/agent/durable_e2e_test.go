@@ -610,8 +610,18 @@ func TestDurableKilledWhileBackgroundRuns(t *testing.T) {
 			if task == "" {
 				t.Fatal("no background task started")
 			}
-			// The task finishes while no agent runs.
+			// The task finishes while no agent runs: its result is stored
+			// before the resume starts (else the resume may consume it
+			// live, which is also right, but not what this tests).
 			d.tools.open()
+			results, err := d.nats.JetStream(t).Stream(t.Context(), natsjs.NamesFor("").Results)
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, func() bool {
+				_, err := results.GetLastMsgForSubject(t.Context(), protocol.Subjects{}.Result(conv, task))
+				return err == nil
+			})
 			r := d.agent("resume", "--conversation", conv)
 			want := fmt.Sprintf("Background tool 'research' (task %s) completed.\nResult: found tides", task)
 			if r.code != 0 || !strings.Contains(r.final["output"].(string), want) {
