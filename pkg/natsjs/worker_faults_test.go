@@ -299,12 +299,7 @@ func TestDeliveriesExhaustedWhileNoReplicaConnected(t *testing.T) {
 	js := srv.JetStream(t)
 	nc := srv.Conn(t)
 	results := subscribeResults(t, nc)
-	exhausted := make(chan struct{}, 1)
-	sub, err := nc.Subscribe("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.TOOLS_TASKS.task_job", func(*nats.Msg) { exhausted <- struct{}{} })
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Unsubscribe()
+	exhausted := maxDeliveries(t, nc, "job")
 	g := newGate()
 	_, proxy, _ := cutWorker(t, srv, natsjs.WorkerConfig{ID: "dies", MaxDeliver: 1, Tools: []*tool.Tool{g.tool("job", "never")}})
 	task := newTask("job", protocol.NewID(), `{}`)
@@ -733,12 +728,7 @@ func TestDeliveriesExhaustedAnsweredAfterFailedPublish(t *testing.T) {
 	js := srv.JetStream(t)
 	nc := srv.Conn(t)
 	ctx := context.Background()
-	exhausted := make(chan struct{}, 1)
-	sub, err := nc.Subscribe("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.TOOLS_TASKS.task_job", func(*nats.Msg) { exhausted <- struct{}{} })
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Unsubscribe()
+	exhausted := maxDeliveries(t, nc, "job")
 	g := newGate()
 	defer g.open()
 	// One replica that will die with the task, one that stays (and gets
@@ -776,12 +766,7 @@ func TestDeliveriesExhaustedWhileNoReplicaConnectedUnderLoad(t *testing.T) {
 	js := srv.JetStream(t)
 	nc := srv.Conn(t)
 	ctx := context.Background()
-	exhausted := make(chan struct{}, 1)
-	sub, err := nc.Subscribe("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.TOOLS_TASKS.task_job", func(*nats.Msg) { exhausted <- struct{}{} })
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Unsubscribe()
+	exhausted := maxDeliveries(t, nc, "job")
 	g := newGate()
 	defer g.open()
 	_, proxy, _ := cutWorker(t, srv, natsjs.WorkerConfig{ID: "dies", Concurrency: 1, MaxDeliver: 1, Tools: []*tool.Tool{g.tool("job", "never")}})
@@ -858,4 +843,22 @@ func TestExhaustedConsumerDeletedIsBoundAgain(t *testing.T) {
 	if r.Status != protocol.StatusError || r.ErrorType != protocol.ErrorDeliveriesExhausted || r.Worker != "second" {
 		t.Fatalf("result %+v", r)
 	}
+}
+
+// maxDeliveries signals each max-deliveries advisory of toolName's task
+// consumer (default prefix), heard on nc.
+func maxDeliveries(t *testing.T, nc *nats.Conn, toolName string) <-chan struct{} {
+	t.Helper()
+	ch := make(chan struct{}, 1)
+	sub, err := nc.Subscribe(natsjs.MaxDeliveriesSubject("", toolName), func(*nats.Msg) {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	return ch
 }
