@@ -54,21 +54,11 @@ func (in *Inbox) Watch(ctx context.Context, conv string, kinds ...conversation.A
 		}
 		ccs = append(ccs, cc)
 	}
-	done := make(chan struct{})
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		select {
-		case <-ctx.Done():
-		case <-done:
-		}
-		stopAll()
-	}()
+	// Ended by stop or with ctx, whichever comes first, once.
 	var once sync.Once
-	return ch, func() {
-		once.Do(func() { close(done) })
-		<-stopped
-	}, nil
+	end := func() { once.Do(stopAll) }
+	unregister := context.AfterFunc(ctx, end)
+	return ch, func() { unregister(); end() }, nil
 }
 
 // watched returns the stream and subject filter of kind's messages for
