@@ -296,15 +296,11 @@ func TestResultPublishRetriedNotRerun(t *testing.T) {
 func TestDeliveriesExhaustedWhileNoReplicaConnected(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
-	js := srv.JetStream(t)
 	nc := srv.Conn(t)
 	results := subscribeResults(t, nc)
 	exhausted := maxDeliveries(t, nc, "job")
 	g := newGate()
-	_, proxy, _ := cutWorker(t, srv, natsjs.WorkerConfig{ID: "dies", MaxDeliver: 1, Tools: []*tool.Tool{g.tool("job", "never")}})
-	task := newTask("job", protocol.NewID(), `{}`)
-	publishTask(t, js, task)
-	recv(t, g.started, "the only delivery")
+	task, proxy := dyingHolder(t, srv, g, 0)
 	proxy.Cut() // the replica is gone: no heartbeat, no advisory subscription
 	recv(t, exhausted, "the server to give up on the task")
 
@@ -733,10 +729,7 @@ func TestDeliveriesExhaustedAnsweredAfterFailedPublish(t *testing.T) {
 	defer g.open()
 	// One replica that will die with the task, one that stays (and gets
 	// the advisory), with no slot free for anything else.
-	_, proxy, _ := cutWorker(t, srv, natsjs.WorkerConfig{ID: "dies", Concurrency: 1, MaxDeliver: 1, Tools: []*tool.Tool{g.tool("job", "never")}})
-	lost := newTask("job", protocol.NewID(), `{}`)
-	publishTask(t, js, lost)
-	recv(t, g.started, "the only delivery")
+	lost, proxy := dyingHolder(t, srv, g, 1)
 	log, failed := signalOn("DeliveriesExhausted result not published; retrying")
 	startWorker(t, srv, natsjs.WorkerConfig{ID: "stays", Concurrency: 1, MaxDeliver: 1, Logger: log, Tools: []*tool.Tool{g.tool("job", "never")}})
 	held := newTask("job", protocol.NewID(), `{}`)
@@ -769,10 +762,7 @@ func TestDeliveriesExhaustedWhileNoReplicaConnectedUnderLoad(t *testing.T) {
 	exhausted := maxDeliveries(t, nc, "job")
 	g := newGate()
 	defer g.open()
-	_, proxy, _ := cutWorker(t, srv, natsjs.WorkerConfig{ID: "dies", Concurrency: 1, MaxDeliver: 1, Tools: []*tool.Tool{g.tool("job", "never")}})
-	lost := newTask("job", protocol.NewID(), `{}`)
-	publishTask(t, js, lost)
-	recv(t, g.started, "the only delivery")
+	lost, proxy := dyingHolder(t, srv, g, 1)
 
 	// Another task of the tool is held all along: its delivery is handed
 	// back with a delay longer than the test.
@@ -843,6 +833,18 @@ func TestExhaustedConsumerDeletedIsBoundAgain(t *testing.T) {
 	if r.Status != protocol.StatusError || r.ErrorType != protocol.ErrorDeliveriesExhausted || r.Worker != "second" {
 		t.Fatalf("result %+v", r)
 	}
+}
+
+// dyingHolder starts a replica "dies" (behind a proxy the test cuts, with
+// the given concurrency, 0 for the default) serving job with one delivery
+// per task, and a task of job that it starts on that only delivery.
+func dyingHolder(t *testing.T, srv *natstest.Server, g *gate, concurrency int) (protocol.Task, *natstest.Proxy) {
+	t.Helper()
+	_, proxy, _ := cutWorker(t, srv, natsjs.WorkerConfig{ID: "dies", Concurrency: concurrency, MaxDeliver: 1, Tools: []*tool.Tool{g.tool("job", "never")}})
+	task := newTask("job", protocol.NewID(), `{}`)
+	publishTask(t, srv.JetStream(t), task)
+	recv(t, g.started, "the only delivery")
+	return task, proxy
 }
 
 // maxDeliveries signals each max-deliveries advisory of toolName's task
