@@ -6,16 +6,13 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/message"
 )
 
-// The texts of a background tool (SPEC §4) as the model sees them: the
-// acknowledgement a background call returns at once, and the follow-up
-// user message that brings its outcome later.
-var (
-	ackRE      = regexp.MustCompile(`^Tool '([^']+)' is running in the background as task (\S+)\. Its result will arrive later as a follow-up message`)
-	followUpRE = regexp.MustCompile(`(?s)^Background tool '([^']+)' \(task ([^)\s]+)\) (?:completed\.\nResult: (.*)|failed: (.*))$`)
-)
+// ackRE is the acknowledgement a background call returns at once (SPEC
+// §4); its outcome comes later in a follow-up ([llm.ParseFollowUp]).
+var ackRE = regexp.MustCompile(`^Tool '([^']+)' is running in the background as task (\S+)\. Its result will arrive later as a follow-up message`)
 
 // followUp is the outcome of a background task, as a follow-up brings it.
 type followUp struct {
@@ -24,24 +21,20 @@ type followUp struct {
 }
 
 // parseFollowUp returns the outcome a user prompt brings, when it is a
-// background follow-up: its first content item is the text of SPEC §4.
+// background follow-up.
 func parseFollowUp(u message.UserPrompt) (followUp, bool) {
-	if len(u.Content) == 0 || u.Content[0].Type != "text" {
+	f, ok := llm.ParseFollowUp(u)
+	if !ok {
 		return followUp{}, false
 	}
-	text := u.Content[0].Text
-	m := followUpRE.FindStringSubmatchIndex(text)
-	if m == nil {
-		return followUp{}, false
-	}
-	f := followUp{tool: text[m[2]:m[3]], task: text[m[4]:m[5]]}
-	if m[6] >= 0 { // completed
-		f.value = textValue(text[m[6]:m[7]])
+	out := followUp{tool: f.Tool, task: f.Task}
+	if f.Failed {
+		detail, _ := json.Marshal(f.Text)
+		out.value = returnValue(message.ToolReturn{Content: detail, Outcome: message.OutcomeFailed})
 	} else {
-		detail, _ := json.Marshal(text[m[8]:m[9]])
-		f.value = returnValue(message.ToolReturn{Content: detail, Outcome: message.OutcomeFailed})
+		out.value = textValue(f.Text)
 	}
-	return f, true
+	return out, true
 }
 
 // isFollowUp reports whether p is a background follow-up.
