@@ -21,8 +21,10 @@ import (
 //     its own, whatever its id.
 //  1. A fragment whose id is that of a call already seen continues that
 //     call (providers that repeat the id on every fragment), unless it
-//     names another index: calls at different indices are different calls
-//     even when they share an id (Kimi behind some gateways).
+//     names another index, or brings argument text when the call's
+//     arguments are already a whole JSON value: calls at different indices,
+//     or sent whole one after the other, are different calls even when they
+//     share an id (Kimi behind some gateways).
 //  2. Otherwise its candidate is the call at its index or, without an
 //     index, the last call (Gemini and proxies send no index).
 //  3. It starts a new call instead when there is no candidate, or when the
@@ -224,21 +226,26 @@ func (a *accumulator) addCall(tc *wireToolCall, whole bool, onDelta func(llm.Del
 }
 
 // sameID applies rule 1 of [accumulator]: the call a fragment continues by
-// its id, at the fragment's index when it has one, else the latest.
+// its id, at the fragment's index when it has one, else the latest; none
+// when that call is whole and the fragment brings more arguments.
 func (a *accumulator) sameID(tc *wireToolCall) *callSlot {
 	slots := a.byID[tc.ID]
 	if tc.ID == "" || len(slots) == 0 {
 		return nil
 	}
+	var slot *callSlot
 	if tc.Index == nil {
-		return slots[len(slots)-1]
+		slot = slots[len(slots)-1]
 	}
 	for _, s := range slots {
-		if s.index == *tc.Index {
-			return s
+		if tc.Index != nil && s.index == *tc.Index {
+			slot = s
 		}
 	}
-	return nil
+	if slot != nil && complete(slot.args.String()) && strings.TrimSpace(string(tc.Function.Arguments)) != "" {
+		return nil
+	}
+	return slot
 }
 
 // startsNewCall applies rules 2–4 of [accumulator].
