@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -231,5 +232,78 @@ func TestAgentInterruptCancelsBackgroundCommand(t *testing.T) {
 	}
 	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
 		t.Errorf("the command (pid %d) still runs after the cancel: %v", pid, err)
+	}
+}
+
+// onceYAML declares two background command tools and an inline one; each
+// notes its run in runs.log.
+const onceYAML = `tools:
+  - name: research
+    description: Research a topic.
+    command: ["./note.sh", "research"]
+    parameters:
+      type: object
+      properties: {topic: {type: string}}
+      required: [topic]
+    metadata: {background: true}
+  - name: crawl
+    description: Crawl a site.
+    command: ["./note.sh", "crawl"]
+    parameters: {type: object, properties: {}}
+    metadata: {background: true}
+  - name: shout
+    description: Repeat the arguments.
+    command: ["./note.sh", "shout"]
+    parameters: {type: object, properties: {}}
+`
+
+const noteScript = `#!/bin/sh
+read -r args
+echo "$1" >> runs.log
+echo "$1 done"
+`
+
+// `agent run --model test` calls each offered tool once, background ones
+// included, and answers once their follow-ups came (issue 22: it called a
+// background tool again after every follow-up, up to the request limit).
+func TestTestModelCallsBackgroundCommandToolsOnce(t *testing.T) {
+	t.Parallel()
+	twBin, agentBin := binaries(t)
+	srv := natstest.Start(t)
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "note.sh"), noteScript, 0o755)
+	writeFile(t, filepath.Join(dir, "tools.yaml"), onceYAML, 0o644)
+	startWorker(t, twBin, "--nats", srv.URL(), "--config", filepath.Join(dir, "tools.yaml"), "--id", "bg-once")
+
+	for _, tc := range []struct{ tools, want string }{
+		{"research", "I called 1 tool.\n- research returned research done"},
+		// Remote tools are offered sorted by name.
+		{"research,crawl,shout", "I called 3 tools.\n- crawl returned crawl done\n- research returned research done\n- shout returned shout done"},
+	} {
+		_ = os.Remove(filepath.Join(dir, "runs.log"))
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		cmd := exec.CommandContext(ctx, agentBin, "run", "--nats", srv.URL(), "--model", "test", "--tools", tc.tools, "look into it")
+		cmd.Dir = dir
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		cancel()
+		if err != nil {
+			t.Fatalf("--tools %s: agent: %v\nstderr: %s", tc.tools, err, stderr.String())
+		}
+		if got := strings.TrimSpace(string(out)); got != tc.want {
+			t.Errorf("--tools %s: output %q, want %q", tc.tools, got, tc.want)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, "runs.log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ran := strings.Fields(string(b))
+		slices.Sort(ran)
+		want := strings.Split(tc.tools, ",")
+		slices.Sort(want)
+		if !slices.Equal(ran, want) {
+			t.Errorf("--tools %s: the tools ran %v, want each once", tc.tools, ran)
+		}
 	}
 }

@@ -42,3 +42,29 @@ func TestDeltas(t *testing.T) {
 		t.Fatalf("deltas = %+v", ds)
 	}
 }
+
+func TestParseFollowUp(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in   message.UserPrompt
+		want llm.FollowUp
+		ok   bool
+	}{
+		{message.UserText("Background tool 'sleep' (task 01J0000000000000000000000A) completed.\nResult: slept\nand more"),
+			llm.FollowUp{Tool: "sleep", Task: "01J0000000000000000000000A", Text: "slept\nand more"}, true},
+		{message.UserText("Background tool 'sleep' (task 01J0000000000000000000000A) completed.\nResult: "),
+			llm.FollowUp{Tool: "sleep", Task: "01J0000000000000000000000A"}, true},
+		{message.UserText("Background tool 'crawl' (task T) failed: ToolFailed"),
+			llm.FollowUp{Tool: "crawl", Task: "T", Failed: true, Text: "ToolFailed"}, true},
+		{message.UserPrompt{Content: []message.Content{message.TextContent("Background tool 'f' (task T) completed.\nResult: see the file"), {Type: "file", Data: []byte("x")}}},
+			llm.FollowUp{Tool: "f", Task: "T", Text: "see the file"}, true},
+		{message.UserText("Background tool 'sleep' is what I want"), llm.FollowUp{}, false},
+		{message.UserText("Please: Background tool 'sleep' (task T) completed.\nResult: x"), llm.FollowUp{}, false},
+		{message.UserPrompt{}, llm.FollowUp{}, false},
+	} {
+		got, ok := llm.ParseFollowUp(tc.in)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("ParseFollowUp(%+v) = %+v, %v; want %+v, %v", tc.in, got, ok, tc.want, tc.ok)
+		}
+	}
+}

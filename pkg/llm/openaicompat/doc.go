@@ -28,8 +28,14 @@
 // finish reason. Streamed tool-call fragments are assembled by the rules
 // documented on the accumulator: keyed by id, then index, then arrival,
 // with a boundary wherever a call's arguments are a whole JSON value and
-// new payload arrives. Whether a turn is a tool turn is decided by the
-// calls received, not by the finish reason.
+// new payload arrives; calls at different indices, or sent whole one after
+// the other, are different calls even when they share an id, and each
+// entry of a non-streamed message is a call of its own. Every call of a response gets an ID no other call of the
+// response or of the request's history has: the provider's, or, when that
+// one is taken (Kimi's ids repeat), the provider's with "_2", "_3", …
+// appended; the streamed fragments carry it, and the history sends it back
+// with the call and its result. Whether a turn is a tool turn is decided by
+// the calls received, not by the finish reason.
 //
 // # Errors and retries
 //

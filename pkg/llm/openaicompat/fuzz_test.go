@@ -23,7 +23,7 @@ func FuzzStreamDecode(f *testing.F) {
 	f.Add([]byte("data: {\"choices\":[{\"delta\":{\"content\":[{\"type\":\"thinking\",\"thinking\":\"x\"}]}}]}\r\n"))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r := newSSEReader(bytes.NewReader(body))
-		acc := newAccumulator()
+		acc := newAccumulator(nil)
 		for range 10000 {
 			data, err := r.next()
 			if err != nil {

@@ -189,7 +189,7 @@ func (m *Model) Generate(ctx context.Context, req *llm.Request) (*llm.Response, 
 		if err := json.Unmarshal(raw, &c); err != nil {
 			return nil, fmt.Errorf("openaicompat: status %d, malformed response body: %v: %s", resp.StatusCode, err, clipMessage(m.cfg.APIKey.redact(string(raw))))
 		}
-		acc := newAccumulator()
+		acc := newAccumulator(req.Messages)
 		acc.add(&c, nil)
 		if apiErr := acc.failure(m.cfg.APIKey); apiErr != nil {
 			return nil, apiErr
@@ -221,7 +221,7 @@ func (m *Model) Stream(ctx context.Context, req *llm.Request, onDelta func(llm.D
 			return nil, err
 		}
 		defer resp.Body.Close()
-		acc := newAccumulator()
+		acc := newAccumulator(req.Messages)
 		r := newSSEReader(resp.Body)
 		for {
 			data, err := r.next()

@@ -326,6 +326,16 @@ func TestStreamQuirks(t *testing.T) {
 			wantText: "Let me check.",
 		},
 		{
+			name: "kimi behind ollama-like gateways: whole calls at index 0 sharing an id",
+			chunks: []string{
+				`"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_0001","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},"finish_reason":null}]`,
+				`"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_0001","type":"function","function":{"name":"get_time","arguments":"{}"}}]},"finish_reason":null}]`,
+				`"choices":[{"index":0,"delta":{"tool_calls":[{"id":"call_0001","type":"function","function":{"name":"get_time","arguments":"{}"}}]},"finish_reason":null}]`,
+				`"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]`,
+			},
+			want: []message.ToolCall{weatherCall, {ToolName: "get_time", ToolCallID: "call_0001_2", Args: `{}`}, {ToolName: "get_time", ToolCallID: "call_0001_3", Args: `{}`}},
+		},
+		{
 			name: "finish stop despite tool calls; empty arguments",
 			chunks: []string{
 				`"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_0002","type":"function","function":{"name":"get_time","arguments":""}}]},"finish_reason":null}]`,

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/offload-dev/offload/pkg/llm"
@@ -16,8 +17,14 @@ import (
 //
 // Tool-call fragments are assembled by these rules, in order:
 //
+//  0. Each entry of a non-streamed message's tool_calls is a whole call of
+//     its own, whatever its id.
 //  1. A fragment whose id is that of a call already seen continues that
-//     call (providers that repeat the id on every fragment).
+//     call (providers that repeat the id on every fragment), unless it
+//     names another index, or brings argument text when the call's
+//     arguments are already a whole JSON value: calls at different indices,
+//     or sent whole one after the other, are different calls even when they
+//     share an id (Kimi behind some gateways).
 //  2. Otherwise its candidate is the call at its index or, without an
 //     index, the last call (Gemini and proxies send no index).
 //  3. It starts a new call instead when there is no candidate, or when the
@@ -34,14 +41,18 @@ import (
 // Names are set, never concatenated; argument text is appended; a call's
 // extra_content is kept (the last non-null one wins). Calls are ordered by
 // provider index, then arrival; a call without an id gets a generated one.
+// A call whose id another call of the response or of the history already
+// has gets a unique one instead: the id with "_2" (or "_3", …) appended;
+// its streamed fragments carry it too.
 type accumulator struct {
 	text     strings.Builder
 	thinking map[string]*strings.Builder // by source
 	sources  []string
 	calls    []*callSlot
 	byIndex  map[int]*callSlot
-	byID     map[string]*callSlot
+	byID     map[string][]*callSlot // by provider id, in arrival order
 	last     *callSlot
+	taken    map[string]bool // the call IDs given out, and the history's
 
 	finishReason string
 	usage        *wireUsage
@@ -51,20 +62,41 @@ type accumulator struct {
 }
 
 type callSlot struct {
-	index int // provider index (or the last one's)
-	seq   int // arrival order
-	id    string
-	name  string
-	args  strings.Builder
-	extra json.RawMessage
+	index      int    // provider index (or the last one's)
+	seq        int    // arrival order
+	providerID string // the first id the provider gave the call
+	id         string // the call's ID: providerID, made unique
+	name       string
+	args       strings.Builder
+	extra      json.RawMessage
 }
 
-func newAccumulator() *accumulator {
-	return &accumulator{
+// newAccumulator returns an accumulator for the response to a request
+// with history: the IDs of the history's tool calls are taken.
+func newAccumulator(history []message.Message) *accumulator {
+	a := &accumulator{
 		thinking: make(map[string]*strings.Builder),
 		byIndex:  make(map[int]*callSlot),
-		byID:     make(map[string]*callSlot),
+		byID:     make(map[string][]*callSlot),
+		taken:    make(map[string]bool),
 	}
+	for _, m := range history {
+		for _, c := range m.ToolCalls() {
+			a.taken[c.ToolCallID] = true
+		}
+	}
+	return a
+}
+
+// uniqueID returns id when no call has it yet, else id with the first
+// free suffix "_2", "_3", …; the result is taken.
+func (a *accumulator) uniqueID(id string) string {
+	u := id
+	for n := 2; a.taken[u]; n++ {
+		u = id + "_" + strconv.Itoa(n)
+	}
+	a.taken[u] = true
+	return u
 }
 
 // add folds one chunk in and reports its fragments to onDelta (which may be
@@ -92,13 +124,14 @@ func (a *accumulator) add(c *wireChunk, onDelta func(llm.Delta)) {
 				a.errChoice = true
 			}
 		}
-		for _, m := range []*wireMessage{&ch.Message, &ch.Delta} {
-			a.addMessage(m, onDelta)
-		}
+		a.addMessage(&ch.Message, true, onDelta)
+		a.addMessage(&ch.Delta, false, onDelta)
 	}
 }
 
-func (a *accumulator) addMessage(m *wireMessage, onDelta func(llm.Delta)) {
+// addMessage folds in a message (whole: a non-streamed body's, whose tool
+// calls are whole) or a delta.
+func (a *accumulator) addMessage(m *wireMessage, whole bool, onDelta func(llm.Delta)) {
 	if m.ReasoningContent != nil {
 		a.addThinking("reasoning_content", *m.ReasoningContent, onDelta)
 	}
@@ -119,7 +152,7 @@ func (a *accumulator) addMessage(m *wireMessage, onDelta func(llm.Delta)) {
 		}
 	}
 	for i := range m.ToolCalls {
-		a.addCall(&m.ToolCalls[i], onDelta)
+		a.addCall(&m.ToolCalls[i], whole, onDelta)
 	}
 }
 
@@ -139,16 +172,19 @@ func (a *accumulator) addThinking(source, text string, onDelta func(llm.Delta)) 
 	}
 }
 
-func (a *accumulator) addCall(tc *wireToolCall, onDelta func(llm.Delta)) {
+func (a *accumulator) addCall(tc *wireToolCall, whole bool, onDelta func(llm.Delta)) {
 	args := string(tc.Function.Arguments)
 	name := tc.Function.Name
-	slot := a.byID[tc.ID]
-	if tc.ID == "" || slot == nil {
+	var slot *callSlot
+	if !whole {
+		slot = a.sameID(tc)
+	}
+	if slot == nil {
 		cand := a.last
 		if tc.Index != nil {
 			cand = a.byIndex[*tc.Index]
 		}
-		if a.startsNewCall(cand, tc.ID, name, args) {
+		if whole || a.startsNewCall(cand, tc.ID, name, args) {
 			index := 0
 			switch {
 			case tc.Index != nil:
@@ -166,9 +202,9 @@ func (a *accumulator) addCall(tc *wireToolCall, onDelta func(llm.Delta)) {
 		}
 	}
 	a.last = slot
-	if tc.ID != "" && slot.id == "" {
-		slot.id = tc.ID
-		a.byID[tc.ID] = slot
+	if tc.ID != "" && slot.providerID == "" {
+		slot.providerID, slot.id = tc.ID, a.uniqueID(tc.ID)
+		a.byID[tc.ID] = append(a.byID[tc.ID], slot)
 	}
 	if name != "" {
 		slot.name = name
@@ -178,11 +214,38 @@ func (a *accumulator) addCall(tc *wireToolCall, onDelta func(llm.Delta)) {
 		slot.extra = append(json.RawMessage(nil), raw...)
 	}
 	if onDelta != nil && (tc.ID != "" || name != "" || args != "") {
+		id := ""
+		if tc.ID != "" {
+			id = slot.id
+		}
 		onDelta(llm.Delta{
 			ToolCallIndex: slot.seq,
-			ToolCall:      &message.ToolCall{ToolName: name, ToolCallID: tc.ID, Args: args},
+			ToolCall:      &message.ToolCall{ToolName: name, ToolCallID: id, Args: args},
 		})
 	}
+}
+
+// sameID applies rule 1 of [accumulator]: the call a fragment continues by
+// its id, at the fragment's index when it has one, else the latest; none
+// when that call is whole and the fragment brings more arguments.
+func (a *accumulator) sameID(tc *wireToolCall) *callSlot {
+	slots := a.byID[tc.ID]
+	if tc.ID == "" || len(slots) == 0 {
+		return nil
+	}
+	var slot *callSlot
+	if tc.Index == nil {
+		slot = slots[len(slots)-1]
+	}
+	for _, s := range slots {
+		if tc.Index != nil && s.index == *tc.Index {
+			slot = s
+		}
+	}
+	if slot != nil && complete(slot.args.String()) && strings.TrimSpace(string(tc.Function.Arguments)) != "" {
+		return nil
+	}
+	return slot
 }
 
 // startsNewCall applies rules 2–4 of [accumulator].

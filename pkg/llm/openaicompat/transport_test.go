@@ -1,7 +1,9 @@
 package openaicompat_test
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -151,4 +153,85 @@ func TestInterleavedCallsByIDWithoutIndex(t *testing.T) {
 	wantCalls(t, resp,
 		message.ToolCall{ToolName: "get_weather", ToolCallID: "a", Args: `{"city":"Paris"}`},
 		message.ToolCall{ToolName: "get_time", ToolCallID: "b", Args: `{}`})
+}
+
+// TestSharedIDsKeptApart: calls at different indices sharing an id are
+// different calls, each with an ID of its own, in the response and in its
+// streamed fragments; an ID the history already holds (Kimi's ids restart
+// at every turn) is made unique too, and the next request sends back each
+// call with one tool message.
+func TestSharedIDsKeptApart(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, sseChunks(done,
+		`"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"get_time:0","type":"function","function":{"name":"get_time","arguments":"{}"}}]}}]`,
+		`"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"get_time:0","type":"function","function":{"name":"get_weather","arguments":"{\"city\""}}]}}]`,
+		`"choices":[{"index":0,"delta":{"tool_calls":[{"index":2,"id":"get_time:0","type":"function","function":{"name":"get_time","arguments":""}}]}}]`,
+		`"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"get_time:0","function":{"arguments":":\"Paris\"}"}}]}}]`,
+		`"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]`,
+	), sseChunks(done, `"choices":[{"index":0,"delta":{"content":"ok"},"finish_reason":"stop"}]`))
+	m := newModel(t, f.URL)
+	// A previous turn's call already has the id, and its _2 form.
+	req := userRequest("go")
+	req.Messages = append(req.Messages,
+		message.NewResponse(message.ToolCall{ToolName: "get_time", ToolCallID: "get_time:0", Args: `{}`}, message.ToolCall{ToolName: "get_time", ToolCallID: "get_time:0_2", Args: `{}`}),
+		message.NewRequest(message.ToolReturn{ToolName: "get_time", ToolCallID: "get_time:0", Content: json.RawMessage(`"noon"`)}, message.ToolReturn{ToolName: "get_time", ToolCallID: "get_time:0_2", Content: json.RawMessage(`"noon"`)}),
+	)
+	ids := map[int]string{}
+	resp, err := m.Stream(t.Context(), req, func(d llm.Delta) {
+		if d.ToolCall != nil && d.ToolCall.ToolCallID != "" {
+			if prev, ok := ids[d.ToolCallIndex]; ok && prev != d.ToolCall.ToolCallID {
+				t.Errorf("call %d streamed with ids %q and %q", d.ToolCallIndex, prev, d.ToolCall.ToolCallID)
+			}
+			ids[d.ToolCallIndex] = d.ToolCall.ToolCallID
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCalls(t, resp,
+		message.ToolCall{ToolName: "get_time", ToolCallID: "get_time:0_3", Args: `{}`},
+		message.ToolCall{ToolName: "get_weather", ToolCallID: "get_time:0_4", Args: `{"city":"Paris"}`},
+		message.ToolCall{ToolName: "get_time", ToolCallID: "get_time:0_5", Args: `{}`})
+	if want := map[int]string{0: "get_time:0_3", 1: "get_time:0_4", 2: "get_time:0_5"}; fmt.Sprint(ids) != fmt.Sprint(want) {
+		t.Errorf("streamed ids %v, want %v", ids, want)
+	}
+
+	// Sent back: the assistant message with the three calls, then a tool
+	// message for each.
+	got := message.NewResponse(resp.Parts...)
+	req.Messages = append(req.Messages, got)
+	var results []message.Part
+	for _, c := range got.ToolCalls() {
+		results = append(results, message.ToolReturn{ToolName: c.ToolName, ToolCallID: c.ToolCallID, Content: json.RawMessage(`"r-` + c.ToolCallID + `"`)})
+	}
+	req.Messages = append(req.Messages, message.NewRequest(results...))
+	if _, err := m.Stream(t.Context(), req, nil); err != nil {
+		t.Fatal(err)
+	}
+	var body struct {
+		Messages []struct {
+			Role       string `json:"role"`
+			ToolCallID string `json:"tool_call_id"`
+			Content    string `json:"content"`
+			ToolCalls  []struct {
+				ID string `json:"id"`
+			} `json:"tool_calls"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(f.requests()[1].Body, &body); err != nil {
+		t.Fatal(err)
+	}
+	msgs := body.Messages[len(body.Messages)-4:]
+	var sent []string
+	for _, c := range msgs[0].ToolCalls {
+		sent = append(sent, c.ID)
+	}
+	if msgs[0].Role != "assistant" || strings.Join(sent, " ") != "get_time:0_3 get_time:0_4 get_time:0_5" {
+		t.Fatalf("assistant message %+v", msgs[0])
+	}
+	for i, id := range sent {
+		if m := msgs[1+i]; m.Role != "tool" || m.ToolCallID != id || m.Content != "r-"+id {
+			t.Errorf("tool message %d = %+v, want the result of %s", i, m, id)
+		}
+	}
 }

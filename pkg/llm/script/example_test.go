@@ -116,3 +116,54 @@ func ExampleLoad() {
 	// call: call_1_1 get_weather {"city":"Paris"}
 	// call: call_1_2 get_time {"tz":"Europe/Paris"}
 }
+
+// A turn with when answers the requests that bring what it names,
+// whatever their order; the first that matches wins, so the turn with two
+// conditions comes first. A turn without when answers anything else, once.
+func ExampleParse_when() {
+	model, err := script.Parse([]byte(`
+name: reactive
+turns:
+  - when: {prompt: {contains: ship}}
+    tool_calls:
+      - tool: build
+      - tool: deploy
+  - when: {result: {tool: deploy}, follow_up: {tool: build}}
+    text: Built and deployed.
+  - when: {follow_up: {tool: build, contains: "failed: "}}
+    text: The build failed.
+  - when: {follow_up: {tool: build}}
+    text: Built; deploying.
+  - when: {result: {tool: deploy}}
+    text: Deployed; the build still runs.
+  - text: I did not expect that.
+`), script.FormatYAML)
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	history := []message.Message{message.NewRequest(message.UserText("Please ship it."))}
+	ask := func(parts ...message.Part) {
+		if len(parts) > 0 {
+			history = append(history, message.NewRequest(parts...))
+		}
+		resp, err := model.Generate(ctx, &llm.Request{Messages: history})
+		printResponse(resp, err)
+		if err == nil {
+			history = append(history, message.NewResponse(resp.Parts...))
+		}
+	}
+	ask()
+	ask(message.ToolReturn{ToolName: "deploy", ToolCallID: "call_1_2_1", Content: []byte(`"deployed"`)},
+		message.UserText("Background tool 'build' (task 01J0000000000000000000000A) completed.\nResult: ok"))
+	ask(message.UserText("Background tool 'build' (task 01J0000000000000000000000B) failed: disk full"))
+	ask(message.UserText("What now?"))
+	ask(message.UserText("And now?"))
+	// Output:
+	// call: call_1_1_1 build {}
+	// call: call_1_2_1 deploy {}
+	// text: Built and deployed.
+	// text: The build failed.
+	// text: I did not expect that.
+	// error: script "reactive": request 5: llm: script exhausted (no turn's when matches it, and the turn without when is used up)
+}

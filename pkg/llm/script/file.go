@@ -308,7 +308,7 @@ func check(f *file, line func(turn, call int) int) error {
 	}
 	for i, t := range f.Turns {
 		n := i + 1
-		if _, err := render(n, t); err != nil {
+		if _, err := render(n, t, 0); err != nil {
 			l := line(n, 0)
 			var ce *callError
 			if errors.As(err, &ce) && line(n, ce.call) > 0 {

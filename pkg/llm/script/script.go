@@ -25,8 +25,13 @@ var ErrInvalidScript = errors.New("invalid script")
 var ErrScriptedFailure = errors.New("scripted model failure")
 
 // Turn is one scripted model response: text, tool calls or both; or an
-// error, which the model returns instead of a response.
+// error, which the model returns instead of a response. A turn with When
+// answers the requests that bring what it names; one without answers by
+// count (see [Model]).
 type Turn struct {
+	// When, when set, makes the turn answer every request it matches
+	// instead of a request chosen by count.
+	When *When `json:"when,omitempty" yaml:"when,omitempty"`
 	// Text is the response's text.
 	Text string `json:"text,omitempty" yaml:"text,omitempty"`
 	// ToolCalls are the response's tool calls, in order, after the text.
@@ -41,7 +46,11 @@ type Turn struct {
 type Call struct {
 	// Tool is the tool's name; it must satisfy [tool.ValidateName].
 	Tool string `json:"tool" yaml:"tool"`
-	// ID is the call's ID. Defaults to call_<turn>_<i>, both counted from 1.
+	// ID is the call's ID, sent as written each time the turn answers.
+	// Defaults to call_<turn>_<i>, both counted from 1; in a turn with
+	// When, to call_<turn>_<i>_<r>, where r is the response's position in
+	// the conversation (1 + the responses in the request's history), so
+	// that a turn answering several requests does not repeat an ID.
 	ID string `json:"id,omitempty" yaml:"id,omitempty"`
 	// Args are the arguments: a string is sent exactly as written (so a
 	// script can send invalid JSON), nil as {}, anything else as its JSON
@@ -49,16 +58,26 @@ type Call struct {
 	Args any `json:"args,omitempty" yaml:"args,omitempty"`
 }
 
-// Model is a model that answers the n-th request with the n-th turn of a
-// script. It never cycles: once the turns are used up every request fails
-// with an error wrapping [llm.ErrScriptExhausted]. It is safe for concurrent
-// use; concurrent requests take turns in the order they acquire the model.
+// Model is a model that answers each request with a turn of a script: the
+// first turn, in the script's order, whose When matches what the request
+// brings; else the next turn without When, by count (the n-th turn without
+// When answers the n-th request that no When matched, so a script without
+// When answers the n-th request with its n-th turn). A turn with When
+// answers every request it matches; the turns without When are used once.
+// It never cycles: when no When matches and the turns without When are
+// used up, the request fails with an error wrapping
+// [llm.ErrScriptExhausted]. It is safe for concurrent use; concurrent
+// requests take the turns without When in the order they acquire the
+// model.
 type Model struct {
-	name  string
-	turns []prepared
+	name    string
+	turns   []prepared
+	counted []int // the turns without When, by index
+	when    bool  // some turn has a When
 
 	mu       sync.Mutex
-	requests int
+	requests int // requests answered or failed
+	used     int // turns without When used
 }
 
 var _ llm.Model = (*Model)(nil)
@@ -66,14 +85,17 @@ var _ llm.Model = (*Model)(nil)
 // prepared is a turn rendered once, at construction: its response, or the
 // error to return.
 type prepared struct {
+	turn Turn
 	resp *llm.Response
 	err  error
 }
 
-// FromTurns returns a model answering with turns, in order, one per request.
-// An empty name defaults to [DefaultName]. Turns are validated as [Parse]
-// validates them, but an invalid turn is reported only when it is reached:
-// Generate then returns an error wrapping [ErrInvalidScript].
+// FromTurns returns a model answering with turns as [Model] says: by When,
+// else in order, one per request. An empty name defaults to [DefaultName].
+// Turns are validated as [Parse] validates them, but an invalid turn is
+// reported only when it is reached: Generate then returns an error wrapping
+// [ErrInvalidScript]. A turn whose When itself is invalid is reached by the
+// first request that gets to it in the script's order.
 func FromTurns(name string, turns []Turn) *Model {
 	if name == "" {
 		name = DefaultName
@@ -81,7 +103,7 @@ func FromTurns(name string, turns []Turn) *Model {
 	m := &Model{name: name, turns: make([]prepared, len(turns))}
 	for i, t := range turns {
 		n := i + 1
-		resp, err := render(n, t)
+		resp, err := render(n, t, 0)
 		switch {
 		case err != nil:
 			err = fmt.Errorf("script %q: %w: turn %d: %w", name, ErrInvalidScript, n, err)
@@ -90,7 +112,12 @@ func FromTurns(name string, turns []Turn) *Model {
 		default:
 			resp.ModelName = name
 		}
-		m.turns[i] = prepared{resp: resp, err: err}
+		m.turns[i] = prepared{turn: t, resp: resp, err: err}
+		if t.When != nil {
+			m.when = true
+		} else {
+			m.counted = append(m.counted, i)
+		}
 	}
 	return m
 }
@@ -101,32 +128,60 @@ func (m *Model) Name() string { return m.name }
 // Len returns the number of turns in the script.
 func (m *Model) Len() int { return len(m.turns) }
 
-// Remaining returns the number of turns not used yet.
+// Remaining returns the number of turns without When not used yet (turns
+// with When are never used up).
 func (m *Model) Remaining() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return max(len(m.turns)-m.requests, 0)
+	return len(m.counted) - m.used
 }
 
-// Generate returns the next turn's response. It returns ctx.Err() (without
-// using a turn) when ctx is done, an error wrapping [ErrScriptedFailure] for
-// a turn with an Error, an error wrapping [ErrInvalidScript] for an invalid
-// turn, and an error wrapping [llm.ErrScriptExhausted] when the script has
-// no turn left; the request itself is ignored.
-func (m *Model) Generate(ctx context.Context, _ *llm.Request) (*llm.Response, error) {
+// Generate returns the response of the turn that answers req (see
+// [Model]). It returns ctx.Err() (without using a turn) when ctx is done,
+// an error wrapping [ErrScriptedFailure] for a turn with an Error, an error
+// wrapping [ErrInvalidScript] for an invalid turn, and an error wrapping
+// [llm.ErrScriptExhausted] when no turn answers it.
+func (m *Model) Generate(ctx context.Context, req *llm.Request) (*llm.Response, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	parts, responses := brought(req)
+	chosen := -1
+	for i, p := range m.turns {
+		if w := p.turn.When; w != nil && (w.validate() != nil || w.matches(parts)) {
+			chosen = i
+			break
+		}
 	}
 	m.mu.Lock()
 	m.requests++
 	n := m.requests
-	m.mu.Unlock()
-	if n > len(m.turns) {
-		return nil, fmt.Errorf("script %q: request %d: %w (the script has %d turns)", m.name, n, llm.ErrScriptExhausted, len(m.turns))
+	if chosen < 0 && m.used < len(m.counted) {
+		chosen = m.counted[m.used]
+		m.used++
 	}
-	p := m.turns[n-1]
+	m.mu.Unlock()
+	switch {
+	case chosen < 0 && !m.when:
+		return nil, fmt.Errorf("script %q: request %d: %w (the script has %d turns)", m.name, n, llm.ErrScriptExhausted, len(m.turns))
+	case chosen < 0 && len(m.counted) == 0:
+		return nil, fmt.Errorf("script %q: request %d: %w (no turn's when matches it, and the script has no turn without when)", m.name, n, llm.ErrScriptExhausted)
+	case chosen < 0 && len(m.counted) == 1:
+		return nil, fmt.Errorf("script %q: request %d: %w (no turn's when matches it, and the turn without when is used up)", m.name, n, llm.ErrScriptExhausted)
+	case chosen < 0:
+		return nil, fmt.Errorf("script %q: request %d: %w (no turn's when matches it, and the %d turns without when are used up)", m.name, n, llm.ErrScriptExhausted, len(m.counted))
+	}
+	p := m.turns[chosen]
 	if p.err != nil {
 		return nil, p.err
+	}
+	if p.turn.When != nil {
+		resp, err := render(chosen+1, p.turn, responses+1)
+		if err != nil { // validated at construction
+			return nil, fmt.Errorf("script %q: %w: turn %d: %w", m.name, ErrInvalidScript, chosen+1, err)
+		}
+		resp.ModelName = m.name
+		return resp, nil
 	}
 	r := *p.resp
 	r.Parts = slices.Clone(r.Parts)
@@ -150,8 +205,10 @@ func (m *Model) Stream(ctx context.Context, req *llm.Request, onDelta func(llm.D
 }
 
 // render validates turn number n (from 1) and builds its response (nil for
-// an error turn). The error says why the turn is invalid.
-func render(n int, t Turn) (*llm.Response, error) {
+// an error turn), as the response at position r of the conversation (0 for
+// a turn without When: its default IDs do not name it). The error says why
+// the turn is invalid.
+func render(n int, t Turn, r int) (*llm.Response, error) {
 	if err := validateTurn(t); err != nil {
 		return nil, err
 	}
@@ -168,7 +225,11 @@ func render(n int, t Turn) (*llm.Response, error) {
 			return nil, &callError{call: i + 1, err: err}
 		}
 		id := c.ID
-		if id == "" {
+		switch {
+		case id != "":
+		case r > 0:
+			id = fmt.Sprintf("call_%d_%d_%d", n, i+1, r)
+		default:
 			id = fmt.Sprintf("call_%d_%d", n, i+1)
 		}
 		resp.Parts = append(resp.Parts, message.ToolCall{ToolName: c.Tool, ToolCallID: id, Args: args})
@@ -179,6 +240,11 @@ func render(n int, t Turn) (*llm.Response, error) {
 
 // validateTurn checks a turn's shape (not its arguments' encoding).
 func validateTurn(t Turn) error {
+	if t.When != nil {
+		if err := t.When.validate(); err != nil {
+			return err
+		}
+	}
 	switch {
 	case t.Error != "" && (t.Text != "" || len(t.ToolCalls) > 0):
 		return errors.New("a turn with an error cannot also have text or tool_calls")

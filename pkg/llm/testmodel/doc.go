@@ -7,7 +7,8 @@
 //
 // The response is a pure function of the request and the [Config]. The
 // current run is the part of the history that starts at the last request
-// holding a user prompt (the whole history when none does). The selected
+// holding a user prompt that is not a background follow-up (the whole
+// history when none does; see Background tools below). The selected
 // tools are the offered tools, in offered order, restricted to
 // Config.CallTools (nil means all) and to Settings.ToolChoice ("none" means
 // no tool, a tool name means only that tool; "", "auto" and "required" leave
@@ -21,7 +22,11 @@
 //     selected tools named by them again, with new arguments generated with
 //     Config.Seed + the number of retry prompts for that tool in the run (so
 //     the first retry uses Seed+1).
-//  3. Otherwise it returns the final text: Config.OutputText if set; else a
+//  3. Otherwise, while a background call of the current run was
+//     acknowledged and its follow-up has not arrived, it answers
+//     "Waiting for 1 background task: <tool> (task <id>)." (the tasks in
+//     order, "2 background tasks: a (task …), b (task …)" for more).
+//  4. Otherwise it returns the final text: Config.OutputText if set; else a
 //     JSON object mapping each tool that returned in the current run to its
 //     content as the model sees it (the JSON value; {"error":"..."} for a
 //     failed call), e.g. {"get_weather":"sunny"} (with Config.Prose, a
@@ -32,6 +37,21 @@
 // turn: the first of those rules 1 and 2 chose, or else the next selected
 // tool that the current run has not called yet; the final text comes once
 // every selected tool has been called.
+//
+// # Background tools
+//
+// A background call (SPEC §4) returns at once with an acknowledgement,
+// "Tool '<name>' is running in the background as task <id>. …", and its
+// outcome comes later in a user message, "Background tool '<name>' (task
+// <id>) completed.\nResult: <text>" or "… failed: <detail>". The model
+// takes the acknowledgement as the tool's call (it is not called again) and
+// the follow-up as its return: a follow-up does not start a new run, and
+// the summary reports the follow-up's result in the acknowledgement's
+// place (the text as a JSON value when it is one, else as a string;
+// {"error":"<detail>"} for a failure). So each offered tool is called once,
+// whether it runs inline or in the background (always, or optionally with
+// run_in_background, which the model passes only when Config.Args says
+// so: generated arguments hold only required properties).
 //
 // Tool call IDs are call_0001, call_0002, ...: the count of tool calls in
 // the whole history plus one, so that the same history always yields the

@@ -38,7 +38,8 @@ type Config struct {
 	CallTools []string
 	// OutputText is the final text. Defaults to a JSON object mapping each
 	// tool called in the current run to what it returned, or
-	// [NoToolCallsText].
+	// [NoToolCallsText]. (A turn that ends while background tasks of the
+	// run have not reported says that it waits for them instead.)
 	OutputText string
 	// Seed seeds the argument generator (see [GenerateArgs]). Defaults to 0.
 	Seed int
@@ -248,28 +249,46 @@ func (m *Model) plan(all, run []message.Message, selected []llm.ToolDef, paralle
 	return calls
 }
 
-// finalText is Config.OutputText, or the JSON summary of the tool returns of
-// the run, keyed by tool name in order of first return (a later return of
-// the same tool replaces the value), or NoToolCallsText.
+// finalText is the text of a turn without tool calls: the waiting text
+// while acknowledged background tasks have not reported; else
+// Config.OutputText, or the JSON summary of the tool returns of the run,
+// keyed by tool name in order of first return (a later return of the same
+// tool replaces the value; a background call's follow-up is its return, its
+// acknowledgement only its place), or NoToolCallsText.
 func (m *Model) finalText(run []message.Message) string {
+	if tasks := waiting(run); len(tasks) > 0 {
+		return waitingText(tasks)
+	}
 	if m.cfg.OutputText != "" {
 		return m.cfg.OutputText
 	}
 	var names []string
 	values := map[string]json.RawMessage{}
+	set := func(name string, v json.RawMessage) {
+		if _, seen := values[name]; !seen {
+			names = append(names, name)
+		}
+		if v != nil || values[name] == nil {
+			values[name] = v
+		}
+	}
 	for _, msg := range run {
 		if msg.Role != message.RoleRequest {
 			continue
 		}
 		for _, p := range msg.Parts {
-			r, ok := p.(message.ToolReturn)
-			if !ok {
-				continue
+			switch p := p.(type) {
+			case message.ToolReturn:
+				if _, ack := ackTask(p); ack {
+					set(p.ToolName, nil)
+				} else {
+					set(p.ToolName, returnValue(p))
+				}
+			case message.UserPrompt:
+				if f, ok := parseFollowUp(p); ok {
+					set(f.tool, f.value)
+				}
 			}
-			if _, seen := values[r.ToolName]; !seen {
-				names = append(names, r.ToolName)
-			}
-			values[r.ToolName] = returnValue(r)
 		}
 	}
 	if len(names) == 0 {
@@ -337,15 +356,15 @@ func returnValue(r message.ToolReturn) json.RawMessage {
 }
 
 // currentRun returns the messages from the last request holding a user
-// prompt (the start of the current run) to the end; all of them when no
-// request holds one.
+// prompt other than a background follow-up (the start of the current run)
+// to the end; all of them when no request holds one.
 func currentRun(msgs []message.Message) []message.Message {
 	for i := len(msgs) - 1; i >= 0; i-- {
 		if msgs[i].Role != message.RoleRequest {
 			continue
 		}
 		for _, p := range msgs[i].Parts {
-			if _, ok := p.(message.UserPrompt); ok {
+			if _, ok := p.(message.UserPrompt); ok && !isFollowUp(p) {
 				return msgs[i:]
 			}
 		}

@@ -442,3 +442,104 @@ func TestArgsAndProse(t *testing.T) {
 		t.Fatalf("final text %q, want %q", got, want)
 	}
 }
+
+// ack is the acknowledgement a background call returns (SPEC §4).
+func ack(name, id, task string) message.ToolReturn {
+	s, _ := json.Marshal("Tool '" + name + "' is running in the background as task " + task + ". Its result will arrive later as a follow-up message; continue with other work meanwhile.")
+	return message.ToolReturn{ToolName: name, ToolCallID: id, Content: s}
+}
+
+// done and failed are the follow-ups of a background task (SPEC §4).
+func done(name, task, result string) message.UserPrompt {
+	return message.UserText("Background tool '" + name + "' (task " + task + ") completed.\nResult: " + result)
+}
+
+func failed(name, task, detail string) message.UserPrompt {
+	return message.UserText("Background tool '" + name + "' (task " + task + ") failed: " + detail)
+}
+
+// A background call's acknowledgement counts as its call and its
+// follow-up as its result: the follow-ups do not start a new run, the
+// turns in between say what is awaited, and the summary reports the
+// results, with inline tools, several tasks, a failure, and a follow-up
+// arriving with the acknowledgements.
+func TestBackgroundToolsCalledOnce(t *testing.T) {
+	t.Parallel()
+	m := New(Config{})
+	h := []message.Message{userRequest("go")}
+	h, resp := turn(t, m, h, allDefs, llm.Settings{})
+	cs := calls(resp)
+	if len(cs) != 3 {
+		t.Fatalf("first turn calls %+v", cs)
+	}
+	const t1, t2, t3 = "01J0000000000000000000000A", "01J0000000000000000000000B", "01J0000000000000000000000C"
+	h = append(h, message.NewRequest(ack("get_weather", cs[0].ToolCallID, t1), ack("get_time", cs[1].ToolCallID, t2), ret("ping", cs[2].ToolCallID, `"pong"`)))
+	steps := []struct {
+		follow []message.Part
+		want   string
+	}{
+		{nil, "Waiting for 2 background tasks: get_weather (task " + t1 + "), get_time (task " + t2 + ")."},
+		{[]message.Part{done("get_time", t2, `{"hour": 12}`)}, "Waiting for 1 background task: get_weather (task " + t1 + ")."},
+		{[]message.Part{failed("get_weather", t1, "no <sky> & no sun")}, `{"get_weather":{"error":"no <sky> & no sun"},"get_time":{"hour":12},"ping":"pong"}`},
+	}
+	for i, s := range steps {
+		if s.follow != nil {
+			h = append(h, message.NewRequest(s.follow...))
+		}
+		h, resp = turn(t, m, h, allDefs, llm.Settings{})
+		if got := text(resp); len(calls(resp)) != 0 || got != s.want || resp.FinishReason != FinishStop {
+			t.Fatalf("step %d: calls %+v text %s, want %s", i, calls(resp), got, s.want)
+		}
+	}
+
+	// The follow-up may come in the request of the acknowledgement; a
+	// result that is not JSON is a string; Prose reports it too.
+	m = New(Config{CallTools: []string{"ping"}, Prose: true})
+	h, resp = turn(t, m, []message.Message{userRequest("go")}, allDefs, llm.Settings{})
+	id := calls(resp)[0].ToolCallID
+	h = append(h, message.NewRequest(ack("ping", id, t3), done("ping", t3, "pong\nand more")))
+	_, resp = turn(t, m, h, allDefs, llm.Settings{})
+	if got, want := text(resp), "I called 1 tool.\n- ping returned pong\nand more"; got != want {
+		t.Fatalf("text %q, want %q", got, want)
+	}
+
+	// One tool per turn: a follow-up neither starts over nor skips a tool.
+	no := false
+	one := llm.Settings{ParallelToolCalls: &no}
+	m = New(Config{CallTools: []string{"get_weather", "ping"}})
+	h, resp = turn(t, m, []message.Message{userRequest("go")}, allDefs, one)
+	h = append(h, message.NewRequest(ack("get_weather", calls(resp)[0].ToolCallID, t1)))
+	h, resp = turn(t, m, h, allDefs, one)
+	if cs := calls(resp); len(cs) != 1 || cs[0].ToolName != "ping" {
+		t.Fatalf("second turn calls %+v", cs)
+	}
+	h = append(h, message.NewRequest(done("get_weather", t1, `"sunny"`), ret("ping", calls(resp)[0].ToolCallID, `"pong"`)))
+	_, resp = turn(t, m, h, allDefs, one)
+	if got, want := text(resp), `{"get_weather":"sunny","ping":"pong"}`; len(calls(resp)) != 0 || got != want {
+		t.Fatalf("calls %+v text %s, want %s", calls(resp), got, want)
+	}
+}
+
+// A user prompt that only looks like a follow-up in part, or a follow-up
+// next to a new prompt, still starts a new run.
+func TestNewPromptAfterBackgroundStartsOver(t *testing.T) {
+	t.Parallel()
+	m := New(Config{CallTools: []string{"ping"}})
+	h, resp := turn(t, m, []message.Message{userRequest("go")}, allDefs, llm.Settings{})
+	const task = "01J0000000000000000000000A"
+	h = append(h, message.NewRequest(ack("ping", calls(resp)[0].ToolCallID, task), done("ping", task, "pong")))
+	h, _ = turn(t, m, h, allDefs, llm.Settings{})
+	for _, p := range []message.Message{
+		userRequest("Background tool 'ping' is what I want again"),
+		message.NewRequest(done("ping", task, "late"), message.UserText("and again")),
+	} {
+		h = append(h, p)
+		var resp *llm.Response
+		h, resp = turn(t, m, h, allDefs, llm.Settings{})
+		if cs := calls(resp); len(cs) != 1 || cs[0].ToolName != "ping" {
+			t.Fatalf("after %v: calls %+v", p, cs)
+		}
+		h = append(h, message.NewRequest(ret("ping", calls(resp)[0].ToolCallID, `"pong"`)))
+		h, _ = turn(t, m, h, allDefs, llm.Settings{})
+	}
+}

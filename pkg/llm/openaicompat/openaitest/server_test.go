@@ -337,6 +337,7 @@ func TestValidation(t *testing.T) {
 		{"index in history", `{"model":"m","messages":[` + user + `,{"role":"assistant","tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},` + answer + `]}`, "messages[1].tool_calls[0].index"},
 		{"arguments missing", `{"model":"m","messages":[` + user + `,{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"f"}}]},` + answer + `]}`, "messages[1].tool_calls[0].function.arguments"},
 		{"arguments not JSON", `{"model":"m","messages":[` + user + `,{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{x"}}]},` + answer + `]}`, "messages[1].tool_calls[0].function.arguments"},
+		{"duplicate call id", `{"model":"m","messages":[` + user + `,{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}},{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},` + answer + `]}`, "messages[1].tool_calls[1].id"},
 		{"unanswered call", `{"model":"m","messages":[` + user + `,` + called + `,` + user + `]}`, "messages[2].role"},
 		{"unanswered call at end", `{"model":"m","messages":[` + user + `,` + called + `]}`, "messages"},
 		{"unknown tool_call_id", `{"model":"m","messages":[` + user + `,` + answer + `]}`, "messages[1].tool_call_id"},

@@ -149,6 +149,8 @@ func (r *chatRequest) validate() *apiError {
 					return badRequest(cp+".index", "unexpected index in a request tool call")
 				case c.ID == "":
 					return badRequest(cp+".id", "tool call id is required")
+				case pending[c.ID]:
+					return badRequest(cp+".id", "duplicate tool call id %q", c.ID)
 				case c.Type != "function":
 					return badRequest(cp+".type", "tool call type must be \"function\", got %q", c.Type)
 				case c.Function.Name == "":
