@@ -84,7 +84,7 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 		closers = append(closers, func(ctx context.Context) { _ = w.StopAndCancel(ctx) })
 	}
 
-	d, err := natsjs.NewDispatcher(natsjs.DispatcherConfig{Conn: nc, Prefix: f.prefix, Replicas: f.conn.replicas, Logger: log, Metrics: am})
+	d, err := natsjs.NewDispatcher(natsjs.DispatcherConfig{Conn: nc, Prefix: f.prefix, Replicas: f.conn.replicas, Logger: log, Metrics: am, InlineDeadline: f.callTimeout})
 	if err != nil {
 		return fail(err)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/metrics"
+	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
 )
@@ -46,6 +47,7 @@ type runFlags struct {
 	metricsAddr    string
 	spec           string
 	wait           time.Duration
+	callTimeout    time.Duration
 	conversation   string
 	// resume is set for agent resume: the answers given on its command
 	// line.
@@ -87,6 +89,7 @@ func registerRunFlags(cmd *cobra.Command, f *runFlags, e env) {
 	fl.StringVar(&f.tools, "tools", "", "comma-separated tools to offer (default: all)")
 	fl.StringVar(&f.approve, "approve", "", "how approvals are decided: ask, wait, defer, all or none (default ask when stdin and stdout are terminals, else defer)")
 	fl.DurationVar(&f.wait, "wait", 5*time.Minute, "with --approve wait: how long to wait for decisions before pausing")
+	fl.DurationVar(&f.callTimeout, "call-timeout", natsjs.DefaultInlineDeadline, "deadline of an inline remote call: past it (and a 5s grace for the worker's answer) the call fails with DeadlineExceeded and its task is cancelled")
 	fl.StringVar(&f.conversation, "conversation", "", "continue the stored conversation with this ID")
 	fl.StringVar(&f.root, "root", ".", "directory the built-in file and shell tools work in")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log more on stderr")
@@ -119,6 +122,9 @@ func runAgent(ctx context.Context, e env, f *runFlags, prompt string) error {
 	}
 	if f.wait <= 0 {
 		return usageErr("--wait must be positive")
+	}
+	if f.callTimeout <= 0 {
+		return usageErr("--call-timeout must be positive")
 	}
 	if f.requestLimit < 1 {
 		return usageErr("--request-limit must be at least 1")

@@ -61,10 +61,12 @@ type bgRun struct {
 
 // bgTask is one background call.
 type bgTask struct {
-	id      string
-	call    *ToolCall
-	task    BackgroundTask
-	started time.Time
+	id       string
+	attempt  int
+	deadline time.Time // zero but for an inline call handed off (handoff.go)
+	call     *ToolCall
+	task     BackgroundTask
+	started  time.Time
 
 	// Set under bgRun.mu.
 	cancelled bool // cancelled by the run: its outcome is dropped
@@ -133,27 +135,41 @@ func (p taskReporter) ReportTask(_ string, message string, fraction *float64) {
 
 // spawn starts call in the background and returns its acknowledgement.
 func (br *bgRun) spawn(ctx context.Context, exec Executor, call *ToolCall, next ToolCallFunc) (any, error) {
-	br.mu.Lock()
-	closed := br.closed
-	br.mu.Unlock()
-	if closed {
+	if br.isClosed() {
 		return nil, ErrRunCancelled
 	}
 	tctx := context.WithValue(ctx, inBackgroundKey{}, true)
 	if rep, ok := progress.FromContext(ctx); ok {
 		tctx = progress.WithReporter(tctx, taskReporter{inner: rep, taskID: call.TaskID})
 	}
-	task, err := exec.Start(tctx, &BackgroundCall{TaskID: call.TaskID, Call: call, Run: next})
+	attempt := 0
+	if call.RunContext != nil {
+		attempt = call.RunContext.Attempt
+	}
+	task, err := exec.Start(tctx, &BackgroundCall{TaskID: call.TaskID, Attempt: attempt, Call: call, Run: next})
 	if err != nil {
 		return nil, fmt.Errorf("start background task: %w", err)
 	}
-	t := &bgTask{id: call.TaskID, call: call, task: task, started: time.Now().UTC()}
+	return br.track(&bgTask{id: call.TaskID, attempt: attempt, call: call, task: task, started: time.Now().UTC()})
+}
+
+// isClosed reports whether the run is ending.
+func (br *bgRun) isClosed() bool {
+	br.mu.Lock()
+	defer br.mu.Unlock()
+	return br.closed
+}
+
+// track makes t, whose task has started, one of the run's live tasks and
+// returns its acknowledgement.
+func (br *bgRun) track(t *bgTask) (any, error) {
+	call := t.call
 	br.mu.Lock()
 	if br.closed {
 		// The run ended while the task started.
 		br.mu.Unlock()
-		task.Cancel("run ended")
-		<-task.Done()
+		t.task.Cancel("run ended")
+		<-t.task.Done()
 		return nil, ErrRunCancelled
 	}
 	br.live = append(br.live, t)
@@ -182,6 +198,12 @@ func (br *bgRun) spawn(ctx context.Context, exec Executor, call *ToolCall, next 
 	return "Tool '" + call.Call.ToolName + "' is running in the background as task " + t.id + ". Its result will arrive later as a follow-up message; continue with other work meanwhile.", nil
 }
 
+// pending is t as a pending task of the conversation.
+func (t *bgTask) pending() PendingTask {
+	return PendingTask{TaskID: t.id, Kind: KindBackground, Tool: t.call.Call.ToolName, ToolCallID: t.call.Call.ToolCallID,
+		Args: t.call.Args, Attempt: t.attempt, StartedAt: t.started, Deadline: t.deadline}
+}
+
 // retries is the task's tool's retry budget; an adopted task whose tool
 // this run does not know has the default.
 func (t *bgTask) retries() int {
@@ -200,7 +222,7 @@ func (br *bgRun) adopt(ctx context.Context, tasks []AdoptedTask) error {
 	for _, a := range tasks {
 		pt := a.Task
 		call := &ToolCall{Call: message.ToolCall{ToolName: pt.Tool, ToolCallID: pt.ToolCallID, Args: string(pt.Args)}, Args: pt.Args, TaskID: pt.TaskID}
-		t := &bgTask{id: pt.TaskID, call: call, started: pt.StartedAt}
+		t := &bgTask{id: pt.TaskID, attempt: pt.Attempt, deadline: pt.Deadline, call: call, started: pt.StartedAt}
 		br.info.ReserveToolCalls(1)
 		if a.Done {
 			t.val, t.err, t.finished = a.Value, a.Err, true
@@ -523,7 +545,7 @@ func (br *bgRun) end(res *Result, err error) (*Result, error) {
 			continue // finished: its outcome is handled below
 		}
 		if paused && t.task.Detach() {
-			kept = append(kept, PendingTask{TaskID: t.id, Kind: KindBackground, Tool: t.call.Call.ToolName, ToolCallID: t.call.Call.ToolCallID, Args: t.call.Args, StartedAt: t.started})
+			kept = append(kept, t.pending())
 			continue
 		}
 		br.mu.Lock()

@@ -138,6 +138,12 @@ func (r *run) runCall(ctx context.Context, st *stepState, s *slot) error {
 			}
 		}
 		val, err = protect(func() (any, error) { return next(ctx, call) })
+		var ho *Handoff
+		if errors.As(err, &ho) {
+			// The run is suspending and the call goes on elsewhere: it
+			// becomes one of the run's background tasks.
+			val, err = r.handOff(ctx, s, call, ho)
+		}
 	}
 	if err := r.outcome(ctx, st, s, val, err); err != nil {
 		return err

@@ -36,6 +36,11 @@ type PendingTask struct {
 	// StartedAt is when a background task started (zero for deferred
 	// calls).
 	StartedAt time.Time `json:"started_at,omitzero"`
+	// Deadline, when set, is the task's deadline: that of an inline call
+	// handed off as a background task when its run was suspended
+	// ([Handoff]). A later run waits for its result until then (and a
+	// grace), not longer.
+	Deadline time.Time `json:"deadline,omitzero"`
 }
 
 // PendingRecord is what a paused run leaves pending: its deferred calls
@@ -81,7 +86,7 @@ func (i *RunInfo) LiveBackground(ctx context.Context) []PendingTask {
 	defer br.mu.Unlock()
 	out := make([]PendingTask, 0, len(br.live))
 	for _, t := range br.live {
-		out = append(out, PendingTask{TaskID: t.id, Kind: KindBackground, Tool: t.call.Call.ToolName, ToolCallID: t.call.Call.ToolCallID, Args: t.call.Args, StartedAt: t.started})
+		out = append(out, t.pending())
 	}
 	return out
 }

@@ -49,8 +49,14 @@ type DispatcherConfig struct {
 	// [DefaultRemember], which tells how the memory is bounded.
 	Remember time.Duration
 	// InlineDeadline is the deadline of an inline task dispatched without
-	// one. Defaults to [DefaultInlineDeadline].
+	// one (`agent --call-timeout`). Defaults to [DefaultInlineDeadline].
 	InlineDeadline time.Duration
+	// DeadlineGrace is how long past a task's deadline the dispatcher
+	// waits for the worker's own DeadlineExceeded answer. Then no wait is
+	// left unbounded: the call fails with a DeadlineExceeded result, the
+	// task is cancelled over the wire and a late result is refused.
+	// Defaults to [DefaultDeadlineGrace].
+	DeadlineGrace time.Duration
 	// ServerLostAfter is how long the connection may stay away from the
 	// server before every waiting call fails with [ErrServerLost] (the
 	// server may not come back: an embedded server whose process exited).
@@ -68,6 +74,10 @@ type DispatcherConfig struct {
 // DefaultInlineDeadline is the deadline of an inline task dispatched
 // without one (SPEC §5.2).
 const DefaultInlineDeadline = 10 * time.Minute
+
+// DefaultDeadlineGrace is how long a [Dispatcher] waits past a task's
+// deadline for its result before failing the call (SPEC §6.1).
+const DefaultDeadlineGrace = 5 * time.Second
 
 // DefaultServerLostAfter is how long a [Dispatcher] waits for a lost
 // server to come back before failing the calls that wait.
@@ -112,6 +122,9 @@ type Dispatcher struct {
 	status  chan nats.Status
 	watched chan struct{} // closed when the connection watcher has stopped
 	bufs    bufPool       // task encoding buffers
+	// expiring counts the deadline expiries under way (dispatcher_expire.go),
+	// which Stop waits for.
+	expiring sync.WaitGroup
 }
 
 // Dispatcher states.
@@ -141,6 +154,9 @@ func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 	}
 	if cfg.ServerLostAfter <= 0 {
 		cfg.ServerLostAfter = DefaultServerLostAfter
+	}
+	if cfg.DeadlineGrace <= 0 {
+		cfg.DeadlineGrace = DefaultDeadlineGrace
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -214,6 +230,7 @@ func (d *Dispatcher) Stop(ctx context.Context) error {
 	d.cfg.Conn.RemoveStatusListener(d.status)
 	<-d.watched
 	cc.Stop()
+	d.expiring.Wait()
 	for _, h := range waiting {
 		h.finish(protocol.Result{}, ErrStopped)
 		d.setPending(h.task.Mode, -1)
@@ -244,7 +261,10 @@ func (d *Dispatcher) Call(ctx context.Context, task protocol.Task) (protocol.Res
 // "<task ID>:<attempt>" for a later attempt, so that the server drops
 // duplicates of one dispatch but not a dispatch again. An empty mode is
 // inline. An inline task always carries a deadline, so that the work of a
-// dead agent expires: ctx's deadline, or [DefaultInlineDeadline] from now.
+// dead agent expires: ctx's deadline, or DispatcherConfig.InlineDeadline
+// from now. A task with a deadline is waited for until the deadline and
+// DispatcherConfig.DeadlineGrace have passed; then the handle reports a
+// DeadlineExceeded error result and the task is cancelled over the wire.
 // The publish is not cut short when ctx ends (a task whose publish was
 // abandoned may still be stored and run, and only a handle can cancel it).
 func (d *Dispatcher) Dispatch(ctx context.Context, task protocol.Task) (*Handle, error) {
@@ -330,6 +350,10 @@ func (d *Dispatcher) register(task protocol.Task, attach bool) (*Handle, error) 
 	d.mem.hold(task.ConversationID)
 	d.pending[task.TaskID] = h
 	d.setPending(task.Mode, 1)
+	if !task.Deadline.IsZero() {
+		// Set under d.mu: whoever finishes h took it from d.pending after.
+		h.timer = time.AfterFunc(time.Until(task.Deadline)+d.cfg.DeadlineGrace, func() { d.expire(h) })
+	}
 	return h, nil
 }
 

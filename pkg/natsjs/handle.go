@@ -23,6 +23,10 @@ type Handle struct {
 	task    protocol.Task
 	started time.Time
 
+	// timer fails the call once its deadline and grace have passed
+	// (nil for a task without a deadline); set by Dispatcher.register.
+	timer *time.Timer
+
 	done chan struct{}
 	once sync.Once
 	res  protocol.Result
@@ -37,6 +41,9 @@ func newHandle(d *Dispatcher, task protocol.Task) *Handle {
 func (h *Handle) finish(res protocol.Result, err error) bool {
 	did := false
 	h.once.Do(func() {
+		if h.timer != nil {
+			h.timer.Stop()
+		}
 		h.res, h.err, did = res, err, true
 		close(h.done)
 	})

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
 )
@@ -313,8 +314,25 @@ func (r *RemoteToolset) handler(name string) tool.HandlerFunc {
 		if task.TaskID == "" {
 			task.TaskID = protocol.NewID()
 		}
-		defer r.relayProgress(ctx, task.ConversationID, task.TaskID)()
-		res, err := r.cfg.Dispatcher.Call(ctx, task)
+		stop := r.relayProgress(ctx, task.ConversationID, task.TaskID)
+		h, err := r.cfg.Dispatcher.Dispatch(ctx, task)
+		if err != nil {
+			stop()
+			return nil, fatalUnlessCancelled(ctx, err)
+		}
+		select {
+		case <-h.Done():
+		case <-agent.Suspending(ctx):
+			// The run is suspending (SIGTERM): the task runs on on its
+			// worker and becomes a background task of the run, whose
+			// outcome the conversation's next run delivers.
+			unrelayWhenDone(ctx, h, stop)
+			return nil, &agent.Handoff{Task: &remoteTask{h: h, log: r.log}, TaskID: task.TaskID, Attempt: task.Attempt,
+				Deadline: h.Task().Deadline, StartedAt: h.started}
+		case <-ctx.Done():
+		}
+		defer stop()
+		res, err := h.Wait(ctx)
 		if err != nil {
 			return nil, fatalUnlessCancelled(ctx, err)
 		}

@@ -73,7 +73,7 @@ func (e *remoteExecutor) Start(ctx context.Context, c *agent.BackgroundCall) (ag
 // process had started it. Its tool need not be advertised any more.
 func (e *remoteExecutor) Attach(ctx context.Context, info *agent.RunInfo, pt agent.PendingTask) (agent.BackgroundTask, error) {
 	task := protocol.Task{TaskID: pt.TaskID, Attempt: pt.Attempt, Tool: pt.Tool, Args: pt.Args, ToolCallID: pt.ToolCallID,
-		Mode: protocol.ModeBackground, ConversationID: info.ConversationID, RunID: info.RunID}
+		Mode: protocol.ModeBackground, ConversationID: info.ConversationID, RunID: info.RunID, Deadline: pt.Deadline}
 	stop := e.r.relayProgress(ctx, task.ConversationID, task.TaskID)
 	h := e.r.takeHeld(pt.TaskID)
 	var err error
@@ -208,7 +208,7 @@ func (r *RemoteToolset) Hold(conv string, tasks []agent.PendingTask) error {
 			continue
 		}
 		h, err := r.cfg.Dispatcher.Attach(protocol.Task{TaskID: pt.TaskID, Attempt: pt.Attempt, Tool: pt.Tool, Args: pt.Args,
-			ToolCallID: pt.ToolCallID, Mode: protocol.ModeBackground, ConversationID: conv})
+			ToolCallID: pt.ToolCallID, Mode: protocol.ModeBackground, ConversationID: conv, Deadline: pt.Deadline})
 		if err != nil {
 			return err
 		}
