@@ -12,8 +12,8 @@
 // when it has a free slot (no prefetching), keeps a running task's delivery
 // alive with in-progress acks, validates the arguments against the tool's
 // schema, and publishes the result on <prefix>.result.<conversation>.<task>
-// with Nats-Msg-Id res:<task>. Cancels on <prefix>.cancel.> reach a running
-// tool's context at once; a task cancelled before it was picked up is
+// with Nats-Msg-Id res:<task>:<attempt>. Cancels on <prefix>.cancel.> reach
+// a running tool's context at once; a task cancelled before it was picked up is
 // answered cancelled without running. After a disconnect the worker looks
 // cancels up in the cancel stream until it has caught up (a cancel
 // published while it was away still stops the task), and a task whose
