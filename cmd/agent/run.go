@@ -354,6 +354,7 @@ func (p *printer) event(ev agent.Event) {
 		return
 	case agent.EventFinal:
 		p.said.Reset() // the final output goes to stdout
+		p.keptTasks(ev)
 		return
 	}
 	if text := strings.TrimSpace(p.said.String()); text != "" {
@@ -413,6 +414,25 @@ func (p *printer) event(ev agent.Event) {
 			}
 			fmt.Fprintf(p.e.stderr, "⋯ %s task %s running for %s%s\n", lt.tool, id, since(lt.started, ev.At), last)
 		}
+	}
+}
+
+// keptTasks says, when the run paused (a deferred call, SIGTERM), which
+// background tasks run on for the resume: a detached task has not
+// finished, and gets no finished event.
+func (p *printer) keptTasks(ev agent.Event) {
+	if ev.Final == nil || ev.Final.Status != agent.StatusPaused {
+		return
+	}
+	for _, pt := range ev.Final.Pending {
+		if pt.Kind != agent.KindBackground {
+			continue
+		}
+		elapsed := ""
+		if lt := p.running[pt.TaskID]; lt != nil {
+			elapsed = " after " + since(lt.started, ev.At)
+		}
+		fmt.Fprintf(p.e.stderr, "⇠ %s task %s still running%s; kept for the resume\n", pt.Tool, pt.TaskID, elapsed)
 	}
 }
 
