@@ -522,7 +522,11 @@ func (p *printer) finish(_ *agent.Result, runErr error) error {
 	case f.Status == agent.StatusPaused:
 		return &exitError{code: exitPaused}
 	case f.Status == agent.StatusInterrupted:
-		return &exitError{code: exitInterrupted, err: errors.New("interrupted")}
+		msg := f.Error
+		if msg == "" {
+			msg = "interrupted"
+		}
+		return &exitError{code: exitInterrupted, err: errors.New(msg)}
 	case errors.As(runErr, &ue):
 		return &exitError{code: exitUsage, err: runErr}
 	default:

@@ -174,3 +174,48 @@ func TestNoProgressAfterTheTaskFinished(t *testing.T) {
 		t.Errorf("finished %v, %d progress events, want the one before", finished, reports)
 	}
 }
+
+// The final event of an interrupted run says what interrupted it (the
+// cause of its context) and what that did, not Go's "context canceled".
+func TestInterruptedFinalSaysWhy(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name  string
+		cause error
+		want  string
+	}{
+		{"with a cause", interruptCause{}, "interrupted by the test: live tasks were cancelled"},
+		{"without", nil, "interrupted: the run's context was cancelled; live tasks were cancelled"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			started := make(chan struct{})
+			block := tool.Func("block", "", func(ctx context.Context, _ *tool.RunContext, _ struct{}) (string, error) {
+				close(started)
+				<-ctx.Done()
+				return "", ctx.Err()
+			})
+			ctx, cancel := context.WithCancelCause(t.Context())
+			go func() { <-started; cancel(c.cause) }()
+			var final *agent.Final
+			_, err := newAgent(t, turns(calls(call("block", "c1", "{}"))), block).Run(ctx, "go", &agent.RunOptions{OnEvent: func(e agent.Event) {
+				if e.Type == agent.EventFinal {
+					final = e.Final
+				}
+			}})
+			if !errors.Is(err, context.Canceled) || final == nil || final.Status != agent.StatusInterrupted {
+				t.Fatalf("err %v final %+v", err, final)
+			}
+			if final.Error != c.want {
+				t.Errorf("final error %q, want %q", final.Error, c.want)
+			}
+		})
+	}
+}
+
+// interruptCause is a cancellation cause as the agent command gives its
+// context on SIGINT.
+type interruptCause struct{}
+
+func (interruptCause) Error() string        { return "interrupted by the test" }
+func (interruptCause) Is(target error) bool { return target == context.Canceled }
