@@ -111,18 +111,18 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 			return fail(fmt.Errorf("tool registry: %w", err))
 		}
 		from := "workers on " + natsjs.RedactURL(url)
-		if err := checkToolNames(want, toolNames(tools), f, from); err != nil {
+		if err := checkToolNames(want, toolNames(tools), f, from, skippedNote(rt.Skipped())); err != nil {
 			// Name every tool the workers advertise, not only those --tools
-			// selected.
-			if names, aerr := advertisedTools(ctx, natsjs.RemoteConfig{Conn: nc, Prefix: f.prefix, Replicas: f.conn.replicas, Dispatcher: d, Logger: log}); aerr == nil {
-				if all := checkToolNames(want, names, f, from); all != nil {
+			// selected, and every entry skipped.
+			if names, skipped, aerr := advertisedTools(ctx, natsjs.RemoteConfig{Conn: nc, Prefix: f.prefix, Replicas: f.conn.replicas, Dispatcher: d}); aerr == nil {
+				if all := checkToolNames(want, names, f, from, skippedNote(skipped)); all != nil {
 					err = all
 				}
 			}
 			return fail(err)
 		}
 		if len(tools) == 0 && len(f.extras.external) == 0 {
-			fmt.Fprintf(e.stderr, "agent: no worker advertises any tool on %s yet; start toolworker replicas (the model is offered no tools)\n", natsjs.RedactURL(url))
+			fmt.Fprintf(e.stderr, "agent: no worker advertises any tool on %s yet; start toolworker replicas (the model is offered no tools)%s\n", natsjs.RedactURL(url), skippedNote(rt.Skipped()))
 		}
 	}
 	js, err := jetstream.New(nc)
@@ -133,18 +133,31 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 }
 
 // advertisedTools returns the names of every tool a registry read with cfg
-// offers.
-func advertisedTools(ctx context.Context, cfg natsjs.RemoteConfig) ([]string, error) {
+// offers, and the entries it skipped.
+func advertisedTools(ctx context.Context, cfg natsjs.RemoteConfig) ([]string, []natsjs.SkippedEntry, error) {
 	all, err := natsjs.NewRemoteToolset(ctx, cfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer all.Close()
 	ts, err := all.Tools(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return toolNames(ts), nil
+	return toolNames(ts), all.Skipped(), nil
+}
+
+// skippedNote names the registry entries skipped and why, for the
+// messages about the tools offered: "" when none was.
+func skippedNote(skipped []natsjs.SkippedEntry) string {
+	if len(skipped) == 0 {
+		return ""
+	}
+	parts := make([]string, len(skipped))
+	for i, s := range skipped {
+		parts[i] = s.Key + " (" + s.Reason + ")"
+	}
+	return "; registry entries skipped: " + strings.Join(parts, ", ")
 }
 
 // toolNames returns the names of tools.
@@ -326,8 +339,9 @@ func shellQuote(s string) string {
 }
 
 // checkToolNames refuses (exit 2) a name of --tools that is neither among
-// offered nor an external tool of --spec, naming what is available.
-func checkToolNames(want, offered []string, f *runFlags, from string) error {
+// offered nor an external tool of --spec, naming what is available, then
+// note (what was skipped).
+func checkToolNames(want, offered []string, f *runFlags, from, note string) error {
 	avail := slices.Clone(offered)
 	for _, d := range f.extras.external {
 		if !slices.Contains(avail, d.Name) {
@@ -341,7 +355,7 @@ func checkToolNames(want, offered []string, f *runFlags, from string) error {
 			if list == "" {
 				list = "none"
 			}
-			return usageErr("unknown tool %q in --tools: no such tool is offered by %s (available: %s)", name, from, list)
+			return usageErr("unknown tool %q in --tools: no such tool is offered by %s (available: %s)%s", name, from, list, note)
 		}
 	}
 	return nil

@@ -231,7 +231,7 @@ func builtinTools(f *runFlags, logger *slog.Logger) ([]*tool.Tool, error) {
 	if err != nil {
 		return nil, usageErr("built-in tools: %v", err)
 	}
-	if err := checkToolNames(splitList(f.tools), builtin.Names(), f, "the built-in tools"); err != nil {
+	if err := checkToolNames(splitList(f.tools), builtin.Names(), f, "the built-in tools", ""); err != nil {
 		return nil, err
 	}
 	return all, nil
