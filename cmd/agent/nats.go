@@ -64,6 +64,10 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 	}
 	closers = append(closers, c.close)
 	nc, url, embeddedDefault := c.nc, c.url, c.embedded
+	// A permission the user lacks ends the start-up at once, saying what
+	// was refused (a refused request gets no reply: it would time out).
+	ctx, stopWatch := c.refusals.Watch(ctx)
+	defer stopWatch()
 
 	if embeddedDefault {
 		w, err := natsjs.NewWorker(natsjs.WorkerConfig{
@@ -89,7 +93,7 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 		return fail(err)
 	}
 	if err := d.Start(ctx); err != nil {
-		return fail(fmt.Errorf("dispatcher: %w", err))
+		return fail(err) // it names the dispatcher
 	}
 	closers = append(closers, func(ctx context.Context) { _ = d.Stop(ctx) })
 
@@ -99,7 +103,7 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 	}
 	rt, err := natsjs.NewRemoteToolset(ctx, natsjs.RemoteConfig{Conn: nc, Prefix: f.prefix, Replicas: f.conn.replicas, Dispatcher: d, Filter: filter, Logger: log})
 	if err != nil {
-		return fail(fmt.Errorf("tool registry: %w", err))
+		return fail(err) // it names the remote toolset
 	}
 	closers = append(closers, func(context.Context) { rt.Close() })
 
@@ -177,6 +181,8 @@ type conn struct {
 	// embedded is set on the embedded default: no server outlives the
 	// agent.
 	embedded bool
+	// refusals are the permissions violations the server reported.
+	refusals *natsjs.Refusals
 	closers  []func(context.Context)
 }
 
@@ -191,7 +197,7 @@ func (c *conn) close(ctx context.Context) {
 // runs on the embedded default once before the server starts (srv nil)
 // and once after (srv set); an error from it ends the connection.
 func connect(ctx context.Context, e env, f *runFlags, log *slog.Logger, embeddedHook func(srv *embedded.Server) error) (*conn, error) {
-	c := &conn{url: f.nats}
+	c := &conn{url: f.nats, refusals: &natsjs.Refusals{Role: "agent"}}
 	fail := func(err error) (*conn, error) {
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -227,7 +233,7 @@ func connect(ctx context.Context, e env, f *runFlags, log *slog.Logger, embedded
 		}
 	}
 	// An agent fails fast when the server is not there (workers wait).
-	copts.Name, copts.Logger = "agent", log
+	copts.Name, copts.Logger, copts.Refusals = "agent", log, c.refusals
 	copts.Extra = []nats.Option{nats.Timeout(5 * time.Second), nats.RetryOnFailedConnect(false)}
 	nc, err := natsjs.Connect(c.url, copts)
 	if err != nil {

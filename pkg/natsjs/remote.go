@@ -104,7 +104,7 @@ func NewRemoteToolset(ctx context.Context, cfg RemoteConfig) (*RemoteToolset, er
 	}
 	kv, err := Registry(ctx, js, ProvisionOptions{Prefix: cfg.Prefix, Replicas: cfg.Replicas, MemoryStorage: cfg.MemoryStorage})
 	if err != nil {
-		return nil, fmt.Errorf("natsjs: remote toolset: %w", err)
+		return nil, fmt.Errorf("natsjs: remote toolset: %w", nested(err))
 	}
 	r := &RemoteToolset{
 		cfg:     cfg,
@@ -148,7 +148,7 @@ func NewRemoteToolset(ctx context.Context, cfg RemoteConfig) (*RemoteToolset, er
 		case <-ctx.Done():
 			_ = w.Stop()
 			cancel()
-			return nil, ctx.Err()
+			return nil, fmt.Errorf("natsjs: remote toolset: read the registry: %w", explain(ctx, js, "$JS.API.CONSUMER.CREATE."+NamesFor(cfg.Prefix).RegistryStream, ctx.Err()))
 		}
 	}
 	go r.watch(wctx, w, last)
