@@ -58,4 +58,14 @@
 // ACME_TASKS), subjects the prefix (tools.task.> → acme.task.>, the
 // advisories of TOOLS_TASKS → those of ACME_TASKS) and the KV bucket is
 // <prefix>_registry (see [NamesFor]).
+//
+// # Permissions
+//
+// A server refuses what a user may not do asynchronously: a refused request
+// gets no reply, a refused publish no acknowledgement. [Connect] turns each
+// permissions violation into a [*PermissionError] (the user, the refused
+// subject, and the fix: the inbox prefix to use, or the role of
+// deploy/nats/auth.conf that is needed), logs it and records it in
+// ConnectOptions.Refusals; [Refusals.Watch] ends a start-up at the first
+// one, and the provisioning calls explain their failure with it.
 package natsjs
