@@ -47,17 +47,20 @@ func (r *RemoteToolset) wantedLocked(key string) bool {
 }
 
 // skipLocked records that the entry under key, at revision rev, is not
-// offered, and logs it: once per revision, since an update replaces the
-// record. Entries of wanted tools are logged as warnings (a worker
-// advertises something the agent cannot use), others at debug level.
+// offered, and logs it as a warning (a worker advertises something the
+// agent cannot use): once per revision, since an update replaces the
+// record.
 func (r *RemoteToolset) skipLocked(key string, rev uint64, reason string) {
 	r.skipLockedAt(slog.LevelWarn, key, rev, reason)
 }
 
+// skipLockedAt is skipLocked logging at level, one level lower (warning
+// to info, info to debug) for a tool outside the filter: not offered
+// anyway, it matters less.
 func (r *RemoteToolset) skipLockedAt(level slog.Level, key string, rev uint64, reason string) {
 	r.skipped[key] = SkippedEntry{Key: key, Revision: rev, Reason: reason}
 	if !r.wantedLocked(key) {
-		level = slog.LevelDebug
+		level -= slog.LevelWarn - slog.LevelInfo
 	}
 	r.log.Log(context.Background(), level, "registry entry skipped", slog.String("key", key), slog.Uint64("revision", rev), slog.String("reason", reason))
 }

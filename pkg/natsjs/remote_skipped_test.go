@@ -19,8 +19,24 @@ import (
 func skipLogs(t *testing.T, logs string) map[string][]string {
 	t.Helper()
 	out := map[string][]string{}
+	for key, recs := range skipRecords(t, logs) {
+		for _, r := range recs {
+			out[key] = append(out[key], r.Reason)
+		}
+	}
+	return out
+}
+
+// skipRecord is the log record of a skipped entry.
+type skipRecord struct{ Level, Msg, Key, Reason string }
+
+// skipRecords returns the records of skipped entries in the JSON lines of
+// logs, by registry key.
+func skipRecords(t *testing.T, logs string) map[string][]skipRecord {
+	t.Helper()
+	out := map[string][]skipRecord{}
 	for _, line := range strings.Split(strings.TrimSpace(logs), "\n") {
-		var rec struct{ Msg, Key, Reason string }
+		var rec skipRecord
 		if line == "" {
 			continue
 		}
@@ -28,7 +44,7 @@ func skipLogs(t *testing.T, logs string) map[string][]string {
 			t.Fatalf("log line %q: %v", line, err)
 		}
 		if rec.Msg == "registry entry skipped" {
-			out[rec.Key] = append(out[rec.Key], rec.Reason)
+			out[rec.Key] = append(out[rec.Key], rec)
 		}
 	}
 	return out
@@ -93,6 +109,11 @@ func TestRegistrySkippedEntriesAreLogged(t *testing.T) {
 	if len(logged) != len(want) {
 		t.Errorf("logged skips %v, want those of %v", logged, want)
 	}
+	for key, recs := range skipRecords(t, logs.String()) {
+		if recs[0].Level != "WARN" {
+			t.Errorf("%s logged at level %s, want WARN", key, recs[0].Level)
+		}
+	}
 	skipped := r.Skipped()
 	var keys []string
 	for _, s := range skipped {
@@ -132,13 +153,13 @@ func TestRegistrySkippedEntriesAreLogged(t *testing.T) {
 			t.Fatalf("tools %v after brief expired", got)
 		}
 	}
-	if got := skipLogs(t, logs.String())["brief.w"]; len(got) != 1 || !strings.Contains(got[0], "expired at") || !strings.Contains(got[0], "worker w stopped refreshing it") {
-		t.Errorf("brief.w: logged %q, want once, expired", got)
+	if got := skipRecords(t, logs.String())["brief.w"]; len(got) != 1 || got[0].Level != "INFO" || !strings.Contains(got[0].Reason, "expired at") || !strings.Contains(got[0].Reason, "worker w stopped refreshing it") {
+		t.Errorf("brief.w: logged %+v, want once at info level, expired", got)
 	}
 }
 
-// A filtered toolset skips in silence (debug) the entries of tools it does
-// not offer anyway, and does not list them.
+// A filtered toolset logs a level lower (info, seen with -v) the skipped
+// entries of tools it does not offer anyway, and does not list them.
 func TestRegistrySkippedOutsideTheFilter(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
@@ -167,7 +188,8 @@ func TestRegistrySkippedOutsideTheFilter(t *testing.T) {
 	if s := r.Skipped(); len(s) != 1 || s[0].Key != "wanted.w" {
 		t.Errorf("skipped %+v, want wanted.w only", s)
 	}
-	if logged := skipLogs(t, logs.String()); len(logged) != 1 || len(logged["wanted.w"]) != 1 {
-		t.Errorf("logged %v, want wanted.w only", logged)
+	recs := skipRecords(t, logs.String())
+	if len(recs) != 2 || len(recs["wanted.w"]) != 1 || recs["wanted.w"][0].Level != "WARN" || len(recs["other.w"]) != 1 || recs["other.w"][0].Level != "INFO" {
+		t.Errorf("logged %v, want wanted.w as a warning, other.w at info level", recs)
 	}
 }
