@@ -587,6 +587,10 @@ func TestDurableKilledWhileBackgroundRuns(t *testing.T) {
 				if ev["type"] == "background_task_started" {
 					task = ev["task_id"].(string)
 				}
+				// Detached, not finished: it runs on for the resume.
+				if ev["type"] == "background_task_finished" {
+					t.Errorf("%v: the task still running got a finished event: %v", sig, ev)
+				}
 				// The second request is the model's turn after the
 				// acknowledgement: the step is saved, the task runs.
 				if ev["type"] == "text_delta" && requests == 2 {

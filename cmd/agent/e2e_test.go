@@ -183,4 +183,12 @@ func TestBinaryInterrupt(t *testing.T) {
 	if last["type"] != "final" || last["status"] != "interrupted" || last["exit_code"] != float64(130) {
 		t.Fatalf("last line %v", last)
 	}
+	// Both say why, not Go's "context canceled".
+	const why = "interrupted by SIGINT: live tasks were cancelled"
+	if last["error"] != why {
+		t.Errorf("final error %q, want %q", last["error"], why)
+	}
+	if !strings.Contains(p.stderr.String(), "agent: "+why+"\n") {
+		t.Errorf("stderr lacks %q:\n%s", why, p.stderr.String())
+	}
 }

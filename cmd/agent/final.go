@@ -44,7 +44,7 @@ func (p *printer) failed(err error) error {
 	switch {
 	case errors.As(err, &ee):
 	case errors.Is(err, context.Canceled): // SIGINT before the run
-		ee, status = &exitError{code: exitInterrupted, err: err}, agent.StatusInterrupted
+		ee, status = &exitError{code: exitInterrupted, err: fmt.Errorf("%w before the run started", errInterrupted)}, agent.StatusInterrupted
 	default:
 		ee = &exitError{code: exitFailed, err: err}
 	}

@@ -48,6 +48,17 @@ type env struct {
 	suspend <-chan struct{}
 }
 
+// errInterrupted is the cause of the command's context once SIGINT
+// arrived. It is a cancellation (errors.Is context.Canceled), so the run
+// ends as interrupted, and its text is what the final event says.
+var errInterrupted error = interruptError{}
+
+type interruptError struct{}
+
+func (interruptError) Error() string { return "interrupted by SIGINT" }
+
+func (interruptError) Is(target error) bool { return target == context.Canceled }
+
 // exitError carries an exit code out of a command.
 type exitError struct {
 	code int
@@ -68,11 +79,18 @@ func usageErr(format string, args ...any) error {
 }
 
 func main() {
-	// SIGINT interrupts (live tasks cancelled, exit 130); SIGTERM (a
+	// SIGINT interrupts (live tasks cancelled, exit 130): the context's
+	// cause, errInterrupted, says so in the final event; SIGTERM (a
 	// deploy, a supervisor) suspends: state saved, live background tasks
 	// left running, exit 3.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
+	ctx, interrupt := context.WithCancelCause(context.Background())
+	defer interrupt(nil)
+	intr := make(chan os.Signal, 1)
+	signal.Notify(intr, os.Interrupt)
+	go func() {
+		<-intr
+		interrupt(errInterrupted)
+	}()
 	term := make(chan os.Signal, 1)
 	signal.Notify(term, syscall.SIGTERM)
 	suspend := make(chan struct{})

@@ -64,6 +64,10 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 	}
 	closers = append(closers, c.close)
 	nc, url, embeddedDefault := c.nc, c.url, c.embedded
+	// A permission the user lacks ends the start-up at once, saying what
+	// was refused (a refused request gets no reply: it would time out).
+	ctx, stopWatch := c.refusals.Watch(ctx)
+	defer stopWatch()
 
 	if embeddedDefault {
 		w, err := natsjs.NewWorker(natsjs.WorkerConfig{
@@ -89,7 +93,7 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 		return fail(err)
 	}
 	if err := d.Start(ctx); err != nil {
-		return fail(fmt.Errorf("dispatcher: %w", err))
+		return fail(err) // it names the dispatcher
 	}
 	closers = append(closers, func(ctx context.Context) { _ = d.Stop(ctx) })
 
@@ -99,7 +103,7 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 	}
 	rt, err := natsjs.NewRemoteToolset(ctx, natsjs.RemoteConfig{Conn: nc, Prefix: f.prefix, Replicas: f.conn.replicas, Dispatcher: d, Filter: filter, Logger: log})
 	if err != nil {
-		return fail(fmt.Errorf("tool registry: %w", err))
+		return fail(err) // it names the remote toolset
 	}
 	closers = append(closers, func(context.Context) { rt.Close() })
 
@@ -111,18 +115,18 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 			return fail(fmt.Errorf("tool registry: %w", err))
 		}
 		from := "workers on " + natsjs.RedactURL(url)
-		if err := checkToolNames(want, toolNames(tools), f, from); err != nil {
+		if err := checkToolNames(want, toolNames(tools), f, from, skippedNote(rt.Skipped())); err != nil {
 			// Name every tool the workers advertise, not only those --tools
-			// selected.
-			if names, aerr := advertisedTools(ctx, natsjs.RemoteConfig{Conn: nc, Prefix: f.prefix, Replicas: f.conn.replicas, Dispatcher: d, Logger: log}); aerr == nil {
-				if all := checkToolNames(want, names, f, from); all != nil {
+			// selected, and every entry skipped.
+			if names, skipped, aerr := advertisedTools(ctx, natsjs.RemoteConfig{Conn: nc, Prefix: f.prefix, Replicas: f.conn.replicas, Dispatcher: d}); aerr == nil {
+				if all := checkToolNames(want, names, f, from, skippedNote(skipped)); all != nil {
 					err = all
 				}
 			}
 			return fail(err)
 		}
 		if len(tools) == 0 && len(f.extras.external) == 0 {
-			fmt.Fprintf(e.stderr, "agent: no worker advertises any tool on %s yet; start toolworker replicas (the model is offered no tools)\n", natsjs.RedactURL(url))
+			fmt.Fprintf(e.stderr, "agent: no worker advertises any tool on %s yet; start toolworker replicas (the model is offered no tools)%s\n", natsjs.RedactURL(url), skippedNote(rt.Skipped()))
 		}
 	}
 	js, err := jetstream.New(nc)
@@ -133,18 +137,31 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 }
 
 // advertisedTools returns the names of every tool a registry read with cfg
-// offers.
-func advertisedTools(ctx context.Context, cfg natsjs.RemoteConfig) ([]string, error) {
+// offers, and the entries it skipped.
+func advertisedTools(ctx context.Context, cfg natsjs.RemoteConfig) ([]string, []natsjs.SkippedEntry, error) {
 	all, err := natsjs.NewRemoteToolset(ctx, cfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer all.Close()
 	ts, err := all.Tools(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return toolNames(ts), nil
+	return toolNames(ts), all.Skipped(), nil
+}
+
+// skippedNote names the registry entries skipped and why, for the
+// messages about the tools offered: "" when none was.
+func skippedNote(skipped []natsjs.SkippedEntry) string {
+	if len(skipped) == 0 {
+		return ""
+	}
+	parts := make([]string, len(skipped))
+	for i, s := range skipped {
+		parts[i] = s.Key + " (" + s.Reason + ")"
+	}
+	return "; registry entries skipped: " + strings.Join(parts, ", ")
 }
 
 // toolNames returns the names of tools.
@@ -164,6 +181,8 @@ type conn struct {
 	// embedded is set on the embedded default: no server outlives the
 	// agent.
 	embedded bool
+	// refusals are the permissions violations the server reported.
+	refusals *natsjs.Refusals
 	closers  []func(context.Context)
 }
 
@@ -178,7 +197,7 @@ func (c *conn) close(ctx context.Context) {
 // runs on the embedded default once before the server starts (srv nil)
 // and once after (srv set); an error from it ends the connection.
 func connect(ctx context.Context, e env, f *runFlags, log *slog.Logger, embeddedHook func(srv *embedded.Server) error) (*conn, error) {
-	c := &conn{url: f.nats}
+	c := &conn{url: f.nats, refusals: &natsjs.Refusals{Role: "agent"}}
 	fail := func(err error) (*conn, error) {
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -214,7 +233,7 @@ func connect(ctx context.Context, e env, f *runFlags, log *slog.Logger, embedded
 		}
 	}
 	// An agent fails fast when the server is not there (workers wait).
-	copts.Name, copts.Logger = "agent", log
+	copts.Name, copts.Logger, copts.Refusals = "agent", log, c.refusals
 	copts.Extra = []nats.Option{nats.Timeout(5 * time.Second), nats.RetryOnFailedConnect(false)}
 	nc, err := natsjs.Connect(c.url, copts)
 	if err != nil {
@@ -326,8 +345,9 @@ func shellQuote(s string) string {
 }
 
 // checkToolNames refuses (exit 2) a name of --tools that is neither among
-// offered nor an external tool of --spec, naming what is available.
-func checkToolNames(want, offered []string, f *runFlags, from string) error {
+// offered nor an external tool of --spec, naming what is available, then
+// note (what was skipped).
+func checkToolNames(want, offered []string, f *runFlags, from, note string) error {
 	avail := slices.Clone(offered)
 	for _, d := range f.extras.external {
 		if !slices.Contains(avail, d.Name) {
@@ -341,7 +361,7 @@ func checkToolNames(want, offered []string, f *runFlags, from string) error {
 			if list == "" {
 				list = "none"
 			}
-			return usageErr("unknown tool %q in --tools: no such tool is offered by %s (available: %s)", name, from, list)
+			return usageErr("unknown tool %q in --tools: no such tool is offered by %s (available: %s)%s", name, from, list, note)
 		}
 	}
 	return nil

@@ -117,3 +117,35 @@ func TestLiveViewShowsTextAndDecisions(t *testing.T) {
 		t.Fatalf("stderr:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// A run paused (SIGTERM, a deferred call) with a background task still
+// running: the live view says the task runs on for the resume, never that
+// it failed.
+func TestLiveViewKeepsDetachedTasks(t *testing.T) {
+	t.Parallel()
+	var stdout, stderr bytes.Buffer
+	p := newPrinter(env{stdout: &stdout, stderr: &stderr}, false)
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, e := range []agent.Event{
+		{Type: agent.EventBackgroundTaskStarted, Tool: "sleep", ToolCallID: "c1", TaskID: "T1", At: t0},
+		{Type: agent.EventFinal, At: t0.Add(2 * time.Second), Final: &agent.Final{Status: agent.StatusPaused, ExitCode: 3, Pending: []agent.Pending{
+			{TaskID: "T1", ToolCallID: "c1", Kind: agent.KindBackground, Tool: "sleep", Args: json.RawMessage(`{}`)},
+			{TaskID: "T0", ToolCallID: "c0", Kind: agent.KindBackground, Tool: "research", Args: json.RawMessage(`{}`)},
+		}}},
+	} {
+		p.event(e)
+	}
+	got := stderr.String()
+	for _, want := range []string{
+		"⇠ sleep task T1 still running after 2s; kept for the resume\n",
+		// adopted from an earlier run: no start seen
+		"⇠ research task T0 still running; kept for the resume\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("live view lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "failed") {
+		t.Errorf("a kept task is shown as failed:\n%s", got)
+	}
+}

@@ -71,13 +71,15 @@ func provision(ctx context.Context, e env, f *provisionFlags) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	copts.Name = "agent provision"
+	copts.Name, copts.Refusals = "agent provision", &natsjs.Refusals{Role: "admin"}
 	copts.Extra = []nats.Option{nats.Timeout(5 * time.Second), nats.RetryOnFailedConnect(false)}
 	nc, err := natsjs.Connect(f.nats, copts)
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
 	defer nc.Close()
+	ctx, stopWatch := copts.Refusals.Watch(ctx) // a permission lacking ends it at once
+	defer stopWatch()
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}

@@ -237,7 +237,7 @@ func builtinTools(f *runFlags, logger *slog.Logger) ([]*tool.Tool, error) {
 	if err != nil {
 		return nil, usageErr("built-in tools: %v", err)
 	}
-	if err := checkToolNames(splitList(f.tools), builtin.Names(), f, "the built-in tools"); err != nil {
+	if err := checkToolNames(splitList(f.tools), builtin.Names(), f, "the built-in tools", ""); err != nil {
 		return nil, err
 	}
 	return all, nil
@@ -360,6 +360,7 @@ func (p *printer) event(ev agent.Event) {
 		return
 	case agent.EventFinal:
 		p.said.Reset() // the final output goes to stdout
+		p.keptTasks(ev)
 		return
 	}
 	if text := strings.TrimSpace(p.said.String()); text != "" {
@@ -419,6 +420,25 @@ func (p *printer) event(ev agent.Event) {
 			}
 			fmt.Fprintf(p.e.stderr, "⋯ %s task %s running for %s%s\n", lt.tool, id, since(lt.started, ev.At), last)
 		}
+	}
+}
+
+// keptTasks says, when the run paused (a deferred call, SIGTERM), which
+// background tasks run on for the resume: a detached task has not
+// finished, and gets no finished event.
+func (p *printer) keptTasks(ev agent.Event) {
+	if ev.Final == nil || ev.Final.Status != agent.StatusPaused {
+		return
+	}
+	for _, pt := range ev.Final.Pending {
+		if pt.Kind != agent.KindBackground {
+			continue
+		}
+		elapsed := ""
+		if lt := p.running[pt.TaskID]; lt != nil {
+			elapsed = " after " + since(lt.started, ev.At)
+		}
+		fmt.Fprintf(p.e.stderr, "⇠ %s task %s still running%s; kept for the resume\n", pt.Tool, pt.TaskID, elapsed)
 	}
 }
 
@@ -508,7 +528,11 @@ func (p *printer) finish(_ *agent.Result, runErr error) error {
 	case f.Status == agent.StatusPaused:
 		return &exitError{code: exitPaused}
 	case f.Status == agent.StatusInterrupted:
-		return &exitError{code: exitInterrupted, err: errors.New("interrupted")}
+		msg := f.Error
+		if msg == "" {
+			msg = "interrupted"
+		}
+		return &exitError{code: exitInterrupted, err: errors.New(msg)}
 	case errors.As(runErr, &ue):
 		return &exitError{code: exitUsage, err: runErr}
 	default:

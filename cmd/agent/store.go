@@ -67,6 +67,8 @@ func (s storeCmd) open(ctx context.Context) (*openedStore, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	ctx, stopWatch := c.refusals.Watch(ctx) // a permission lacking ends it at once
+	defer stopWatch()
 	release := func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

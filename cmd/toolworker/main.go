@@ -246,7 +246,7 @@ func serve(o *options, tools []*tool.Tool, log *slog.Logger, signals <-chan os.S
 	wm := metrics.NewWorker(reg)
 
 	copts := o.connectOptions()
-	copts.Name, copts.Logger = "toolworker "+o.id, log
+	copts.Name, copts.Logger, copts.Refusals = "toolworker "+o.id, log, &natsjs.Refusals{Role: "worker"}
 	nc, err := natsjs.Connect(o.natsURL, copts)
 	if err != nil {
 		return err
@@ -300,7 +300,7 @@ func serve(o *options, tools []*tool.Tool, log *slog.Logger, signals <-chan os.S
 		}()
 	}
 
-	sig, err := start(ctx, w, signals)
+	sig, err := start(ctx, w, signals, copts.Refusals)
 	if sig != nil && err != nil {
 		// Stopped while starting: nothing runs yet.
 		log.Info("stopped before the worker started", slog.String("signal", sig.String()), slog.Any("error", err))
@@ -361,10 +361,14 @@ func serve(o *options, tools []*tool.Tool, log *slog.Logger, signals <-chan os.S
 }
 
 // start starts w within 30 s; a signal meanwhile cuts the start-up short
-// and is returned (with Start's error, unless it had succeeded).
-func start(ctx context.Context, w *natsjs.Worker, signals <-chan os.Signal) (os.Signal, error) {
+// and is returned (with Start's error, unless it had succeeded), and so
+// does a permission the user lacks (a refused request gets no reply: it
+// would wait the 30 s).
+func start(ctx context.Context, w *natsjs.Worker, signals <-chan os.Signal, refusals *natsjs.Refusals) (os.Signal, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	ctx, stopWatch := refusals.Watch(ctx)
+	defer stopWatch()
 	got := make(chan os.Signal, 1)
 	started, watched := make(chan struct{}), make(chan struct{})
 	go func() {

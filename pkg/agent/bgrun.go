@@ -68,11 +68,19 @@ type bgTask struct {
 	task     BackgroundTask
 	started  time.Time
 
+	// progress relays the task's progress reports until its finished
+	// event; nil when the run has no reporter (or the task was adopted).
+	progress *taskReporter
+
 	// Set under bgRun.mu.
 	cancelled bool // cancelled by the run: its outcome is dropped
-	finished  bool // its outcome was taken (by its watcher or the idle wait)
-	val       any
-	err       error
+	// detached is set when the run ends paused and the task runs on: what
+	// its Done then reports is not its outcome (a resume delivers that),
+	// so it gets no finished event.
+	detached bool
+	finished bool // its outcome was taken (by its watcher or the idle wait)
+	val      any
+	err      error
 }
 
 func newBgRun(owner *backgroundTools, info *RunInfo, log *slog.Logger) *bgRun {
@@ -115,22 +123,46 @@ func (br *bgRun) executor(ctx context.Context, t *tool.Tool) Executor {
 	return br.owner.exec
 }
 
-// taskReporter gives a background call's progress reports its task ID.
+// taskReporter gives a background call's progress reports its task ID,
+// and drops the reports that come once the task's finished event was
+// emitted (a worker's last report can arrive after its result): no
+// progress event follows a background_task_finished of the same task.
 type taskReporter struct {
 	inner  progress.Reporter
 	taskID string
+
+	mu    sync.Mutex // held while a report or the finished event is emitted
+	ended bool
 }
 
-func (p taskReporter) Report(message string, fraction *float64) {
+func (p *taskReporter) Report(message string, fraction *float64) {
 	p.ReportTask(p.taskID, message, fraction)
 }
 
-func (p taskReporter) ReportTask(_ string, message string, fraction *float64) {
+func (p *taskReporter) ReportTask(_ string, message string, fraction *float64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ended {
+		return
+	}
 	if tr, ok := p.inner.(progress.TaskReporter); ok {
 		tr.ReportTask(p.taskID, message, fraction)
 		return
 	}
 	p.inner.Report(message, fraction)
+}
+
+// endWith ends the reports and calls emit (which emits the finished
+// event) once no report is being emitted. A nil p just calls emit.
+func (p *taskReporter) endWith(emit func()) {
+	if p == nil {
+		emit()
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ended = true
+	emit()
 }
 
 // spawn starts call in the background and returns its acknowledgement.
@@ -139,8 +171,10 @@ func (br *bgRun) spawn(ctx context.Context, exec Executor, call *ToolCall, next 
 		return nil, ErrRunCancelled
 	}
 	tctx := context.WithValue(ctx, inBackgroundKey{}, true)
+	var tr *taskReporter
 	if rep, ok := progress.FromContext(ctx); ok {
-		tctx = progress.WithReporter(tctx, taskReporter{inner: rep, taskID: call.TaskID})
+		tr = &taskReporter{inner: rep, taskID: call.TaskID}
+		tctx = progress.WithReporter(tctx, tr)
 	}
 	attempt := 0
 	if call.RunContext != nil {
@@ -150,7 +184,7 @@ func (br *bgRun) spawn(ctx context.Context, exec Executor, call *ToolCall, next 
 	if err != nil {
 		return nil, fmt.Errorf("start background task: %w", err)
 	}
-	return br.track(&bgTask{id: call.TaskID, attempt: attempt, call: call, task: task, started: time.Now().UTC()})
+	return br.track(&bgTask{id: call.TaskID, attempt: attempt, call: call, task: task, started: time.Now().UTC(), progress: tr})
 }
 
 // isClosed reports whether the run is ending.
@@ -269,11 +303,12 @@ func (br *bgRun) watch(t *bgTask) {
 // finish queues the outcome of t, whose task is done, for delivery, emits
 // its background_task_finished event and signals its arrival. Its watcher
 // calls it, and so does the idle wait when t is the one task it waits for
-// (one goroutine hand-off less between the outcome and the loop); the
-// first call does the work.
+// (one goroutine hand-off less between the outcome and the loop), and the
+// end of the run for a task it cancelled; the first call does the work. A
+// detached task is left alone: it has not finished, it runs on.
 func (br *bgRun) finish(t *bgTask) {
 	br.mu.Lock()
-	if t.finished {
+	if t.finished || t.detached {
 		br.mu.Unlock()
 		return
 	}
@@ -299,11 +334,29 @@ func (br *bgRun) finish(t *bgTask) {
 	case err != nil:
 		status = "failed"
 	}
-	br.info.Emit(Event{Type: EventBackgroundTaskFinished, TaskID: t.id, Tool: t.call.Call.ToolName, ToolCallID: t.call.Call.ToolCallID, Status: status})
+	t.progress.endWith(func() {
+		br.info.Emit(Event{Type: EventBackgroundTaskFinished, TaskID: t.id, Tool: t.call.Call.ToolName, ToolCallID: t.call.Call.ToolCallID, Status: status})
+	})
 	select {
 	case br.arrival <- struct{}{}:
 	default:
 	}
+}
+
+// detach lets t run on after the run, when its executor can: marked
+// detached first, so that its Done closing on the detach (a remote task's
+// handle does) is not taken for its outcome.
+func (br *bgRun) detach(t *bgTask) bool {
+	br.mu.Lock()
+	t.detached = true
+	br.mu.Unlock()
+	if t.task.Detach() {
+		return true
+	}
+	br.mu.Lock()
+	t.detached = false
+	br.mu.Unlock()
+	return false
 }
 
 // logger returns the capability's logger, else the run's.
@@ -544,7 +597,7 @@ func (br *bgRun) end(res *Result, err error) (*Result, error) {
 		if slices.Contains(arrived, t) {
 			continue // finished: its outcome is handled below
 		}
-		if paused && t.task.Detach() {
+		if paused && br.detach(t) {
 			kept = append(kept, t.pending())
 			continue
 		}
@@ -554,9 +607,11 @@ func (br *bgRun) end(res *Result, err error) (*Result, error) {
 		t.task.Cancel(reason)
 		cancelled = append(cancelled, t)
 	}
-	// Cleanup waits for the cancelled tasks, then for the watchers.
+	// Cleanup waits for the cancelled tasks (each gets its finished event,
+	// cancelled unless it had finished), then for the watchers.
 	for _, t := range cancelled {
 		<-t.task.Done()
+		br.finish(t)
 	}
 	close(br.stop)
 	br.wg.Wait()

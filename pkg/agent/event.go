@@ -50,8 +50,11 @@ type Pending struct {
 
 // Final is the content of the final event.
 type Final struct {
-	Status   Status        `json:"status"`
-	Output   string        `json:"output"`
+	Status Status `json:"status"`
+	Output string `json:"output"`
+	// Error says why a failed or interrupted run ended (for an interrupt,
+	// the cause of the run's context: "interrupted by SIGINT: live tasks
+	// were cancelled" from the agent command).
 	Error    string        `json:"error,omitempty"`
 	Pending  []Pending     `json:"pending"`
 	Usage    message.Usage `json:"usage"`

@@ -46,8 +46,11 @@ type BackgroundTask interface {
 	Cancel(reason string)
 	// Detach lets the task run on after the run ends (a pause, SIGTERM)
 	// and releases what this process holds for it; its outcome is
-	// delivered by a later run. It reports false when the task cannot
-	// outlive the process (in-process tasks): the caller cancels it then.
+	// delivered by a later run. Done may be closed by the detach: what
+	// Outcome reports then is not the task's and is ignored (the task has
+	// not finished: no background_task_finished event is emitted for it).
+	// It reports false when the task cannot outlive the process
+	// (in-process tasks): the caller cancels it then.
 	Detach() bool
 }
 

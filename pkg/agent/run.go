@@ -185,7 +185,11 @@ func (r *run) execute(ctx context.Context) (*Result, error) {
 	r.mu.Lock()
 	r.ended = true
 	r.mu.Unlock()
-	r.emit(Event{Type: EventFinal, Final: finalOf(res, err)})
+	final := finalOf(res, err)
+	if final.Status == StatusInterrupted {
+		final.Error = interruptedText(context.Cause(ctx))
+	}
+	r.emit(Event{Type: EventFinal, Final: final})
 	if err != nil {
 		return res, err
 	}
@@ -220,6 +224,16 @@ func (r *run) result(output string, reqs *deferred.Requests) *Result {
 		ConversationID: r.convID,
 		newFrom:        r.newFrom,
 	}
+}
+
+// interruptedText is the final event's error of an interrupted run: what
+// interrupted it, cause (the cause of the run's context, e.g. "interrupted
+// by SIGINT"), and what that did, rather than the bare "context canceled".
+func interruptedText(cause error) string {
+	if cause == nil || cause == context.Canceled {
+		return "interrupted: the run's context was cancelled; live tasks were cancelled"
+	}
+	return cause.Error() + ": live tasks were cancelled"
 }
 
 // StatusOf returns how a run that returned res and err ended, as in its

@@ -38,6 +38,11 @@ type ConnectOptions struct {
 	// another user's replies (deploy/nats/auth.conf gives each role one,
 	// _INBOX_<role>). It takes precedence over the context's.
 	InboxPrefix string
+	// Refusals, when set, records the permissions violations the server
+	// reports on the connection (each is also logged, with its fix), so
+	// that operations waiting for a reply the server refused can stop at
+	// once ([Refusals.Watch]).
+	Refusals *Refusals
 	// ExpectServerID, when set, is the ID of the only server this
 	// connection may use: Connect fails with an error wrapping
 	// [ErrWrongServer] when the server it reached has another ID, and a
@@ -220,7 +225,13 @@ func Connect(servers string, opts ConnectOptions) (*nats.Conn, error) {
 				log.Warn("nats connection closed", "err", err)
 			}
 		}),
-		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+		nats.ErrorHandler(func(nc *nats.Conn, sub *nats.Subscription, err error) {
+			if pe := permissionError(nc, err); pe != nil {
+				pe.Need = opts.Refusals.need()
+				log.Error("nats refused an operation", "err", pe.Error())
+				opts.Refusals.record(pe)
+				return
+			}
 			if sub != nil {
 				log.Error("nats async error", "subject", sub.Subject, "err", err)
 				return

@@ -186,7 +186,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		return ErrStarted
 	}
 	if err := Provision(ctx, d.js, ProvisionOptions{Prefix: d.cfg.Prefix, Replicas: d.cfg.Replicas, MemoryStorage: d.cfg.MemoryStorage}); err != nil {
-		return fmt.Errorf("natsjs: dispatcher: %w", err)
+		return fmt.Errorf("natsjs: dispatcher: %w", nested(err))
 	}
 	names := NamesFor(d.cfg.Prefix)
 	cons, err := d.js.OrderedConsumer(ctx, names.Results, jetstream.OrderedConsumerConfig{
@@ -194,7 +194,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		DeliverPolicy:  jetstream.DeliverNewPolicy,
 	})
 	if err != nil {
-		return fmt.Errorf("natsjs: dispatcher: results consumer: %w", err)
+		return fmt.Errorf("natsjs: dispatcher: results consumer: %w", explain(ctx, d.js, "$JS.API.CONSUMER.CREATE."+names.Results, err))
 	}
 	cc, err := cons.Consume(d.onResult, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 		d.log.Warn("results consumer", slog.Any("error", err))

@@ -12,8 +12,8 @@
 // when it has a free slot (no prefetching), keeps a running task's delivery
 // alive with in-progress acks, validates the arguments against the tool's
 // schema, and publishes the result on <prefix>.result.<conversation>.<task>
-// with Nats-Msg-Id res:<task>. Cancels on <prefix>.cancel.> reach a running
-// tool's context at once; a task cancelled before it was picked up is
+// with Nats-Msg-Id res:<task>:<attempt>. Cancels on <prefix>.cancel.> reach
+// a running tool's context at once; a task cancelled before it was picked up is
 // answered cancelled without running. After a disconnect the worker looks
 // cancels up in the cancel stream until it has caught up (a cancel
 // published while it was away still stops the task), and a task whose
@@ -58,4 +58,14 @@
 // ACME_TASKS), subjects the prefix (tools.task.> → acme.task.>, the
 // advisories of TOOLS_TASKS → those of ACME_TASKS) and the KV bucket is
 // <prefix>_registry (see [NamesFor]).
+//
+// # Permissions
+//
+// A server refuses what a user may not do asynchronously: a refused request
+// gets no reply, a refused publish no acknowledgement. [Connect] turns each
+// permissions violation into a [*PermissionError] (the user, the refused
+// subject, and the fix: the inbox prefix to use, or the role of
+// deploy/nats/auth.conf that is needed), logs it and records it in
+// ConnectOptions.Refusals; [Refusals.Watch] ends a start-up at the first
+// one, and the provisioning calls explain their failure with it.
 package natsjs

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	defs "github.com/offload-dev/offload/jetstream"
@@ -153,20 +152,31 @@ func (o ProvisionOptions) fsys() fs.FS {
 // not parse or does not follow the naming rules.
 var ErrInvalidDefinition = errors.New("natsjs: invalid definition")
 
-// ErrNotPermitted is wrapped by the error about a missing stream or
-// consumer that the connection's user may not create.
+// ErrNotPermitted is wrapped by the errors about an operation the
+// connection's user may not do (a [*PermissionError]), such as creating a
+// missing stream or consumer.
 var ErrNotPermitted = errors.New("natsjs: not permitted")
 
 // createTimeout bounds a look-up or create request: one the server refuses
 // for lack of permission gets no reply.
 const createTimeout = 5 * time.Second
 
-// notPermitted reports whether the connection's last error is a
-// permissions violation for a subject starting with subject.
-func notPermitted(js jetstream.JetStream, subject string) bool {
-	err := js.Conn().LastError()
-	return errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), `"`+subject)
+// nested returns err, an error of this package that another of its errors
+// wraps, without its "natsjs: " prefix, so that the wrapper's is not
+// repeated ("natsjs: worker: ensure stream …", not "natsjs: worker: natsjs:
+// ensure stream …"). errors.Is and As see err as it is.
+func nested(err error) error {
+	if err == nil || !strings.HasPrefix(err.Error(), "natsjs: ") {
+		return err
+	}
+	return nestedError{err}
 }
+
+type nestedError struct{ err error }
+
+func (e nestedError) Error() string { return strings.TrimPrefix(e.err.Error(), "natsjs: ") }
+
+func (e nestedError) Unwrap() error { return e.err }
 
 // ErrIncompatibleStream is wrapped by an [*IncompatibleError] about a stream.
 var ErrIncompatibleStream = errors.New("natsjs: existing stream has an incompatible configuration")
@@ -396,8 +406,8 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 	lctx, cancel := context.WithTimeout(ctx, createTimeout)
 	s, err := js.Stream(lctx, want.Name)
 	cancel()
-	if err != nil && notPermitted(js, "$JS.API.STREAM.INFO."+want.Name) {
-		return nil, fmt.Errorf("natsjs: this user may not look stream %s up: %w", want.Name, ErrNotPermitted)
+	if pe := refused(ctx, js, "$JS.API.STREAM.INFO."+want.Name, err); pe != nil {
+		return nil, fmt.Errorf("natsjs: look stream %s up: %w", want.Name, pe)
 	}
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		cctx, cancel := context.WithTimeout(ctx, createTimeout)
@@ -407,12 +417,12 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 			// Created meanwhile by another process: compare below.
 			s, err = js.Stream(ctx, want.Name)
 		}
-		if err != nil && notPermitted(js, "$JS.API.STREAM.CREATE."+want.Name) {
-			return nil, fmt.Errorf("natsjs: stream %s is missing and this user may not create it (an admin runs `agent provision`): %w", want.Name, ErrNotPermitted)
+		if pe := refused(ctx, js, "$JS.API.STREAM.CREATE."+want.Name, err); pe != nil {
+			return nil, fmt.Errorf("natsjs: stream %s is missing and this user may not create it (an admin runs `agent provision`): %w", want.Name, pe)
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("natsjs: ensure stream %s: %w", want.Name, err)
+		return nil, fmt.Errorf("natsjs: ensure stream %s: %w", want.Name, withCause(ctx, err))
 	}
 	diffs := diffStream(want, s.CachedInfo().Config, checkReplicas)
 	if len(diffs) == 0 {
@@ -569,7 +579,12 @@ func EnsureExhaustedConsumer(ctx context.Context, js jetstream.JetStream, toolNa
 }
 
 func ensureConsumer(ctx context.Context, js jetstream.JetStream, stream, toolName string, want jetstream.ConsumerConfig) (jetstream.Consumer, error) {
-	c, err := js.Consumer(ctx, stream, want.Durable)
+	lctx, cancel := context.WithTimeout(ctx, createTimeout)
+	c, err := js.Consumer(lctx, stream, want.Durable)
+	cancel()
+	if pe := refused(ctx, js, "$JS.API.CONSUMER.INFO."+stream+"."+want.Durable, err); pe != nil {
+		return nil, fmt.Errorf("natsjs: look consumer %s on %s up: %w", want.Durable, stream, pe)
+	}
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
 		cctx, cancel := context.WithTimeout(ctx, createTimeout)
 		c, err = js.CreateConsumer(cctx, stream, want)
@@ -577,12 +592,12 @@ func ensureConsumer(ctx context.Context, js jetstream.JetStream, stream, toolNam
 		if errors.Is(err, jetstream.ErrConsumerExists) {
 			c, err = js.Consumer(ctx, stream, want.Durable)
 		}
-		if err != nil && notPermitted(js, "$JS.API.CONSUMER.CREATE."+stream+"."+want.Durable) {
-			return nil, fmt.Errorf("natsjs: consumer %s on %s is missing and this user may not create it (an admin runs `agent provision --tools %s`): %w", want.Durable, stream, toolName, ErrNotPermitted)
+		if pe := refused(ctx, js, "$JS.API.CONSUMER.CREATE."+stream+"."+want.Durable, err); pe != nil {
+			return nil, fmt.Errorf("natsjs: consumer %s on %s is missing and this user may not create it (an admin runs `agent provision --tools %s`): %w", want.Durable, stream, toolName, pe)
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("natsjs: ensure consumer %s on %s: %w", want.Durable, stream, err)
+		return nil, fmt.Errorf("natsjs: ensure consumer %s on %s: %w", want.Durable, stream, withCause(ctx, err))
 	}
 	diffs := diffConsumer(want, c.CachedInfo().Config)
 	if len(diffs) == 0 {

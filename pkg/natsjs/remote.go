@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -42,9 +43,11 @@ type RemoteConfig struct {
 
 // RemoteToolset is the [tool.Toolset] of the tools workers advertise in the
 // registry (SPEC §5.4). It watches the registry, so tools appear and
-// disappear as workers come and go; entries past their expires_at are
-// ignored. When several workers advertise a tool, the definition of the one
-// with the smallest registry key is used. Calling one of its tools
+// disappear as workers come and go. An entry it cannot offer (malformed,
+// without expires_at or past it, with an unusable definition) is skipped:
+// logged once per revision with its key and reason, and listed by
+// [RemoteToolset.Skipped]. When several workers advertise a tool, the
+// definition of the one with the smallest registry key is used. Calling one of its tools
 // publishes a task through the [Dispatcher] and waits for the result.
 type RemoteToolset struct {
 	cfg    RemoteConfig
@@ -54,6 +57,8 @@ type RemoteToolset struct {
 
 	mu      sync.Mutex
 	entries map[string]RegistryEntry // by registry key
+	revs    map[string]uint64        // the revision of each entry
+	skipped map[string]SkippedEntry  // by registry key (remote_skipped.go)
 	built   map[string]builtTool     // by tool name
 	changed chan struct{}            // closed at the next change
 	held    map[string]*Handle       // background tasks held for a resume, by task ID (remote_background.go)
@@ -100,13 +105,15 @@ func NewRemoteToolset(ctx context.Context, cfg RemoteConfig) (*RemoteToolset, er
 	}
 	kv, err := Registry(ctx, js, ProvisionOptions{Prefix: cfg.Prefix, Replicas: cfg.Replicas, MemoryStorage: cfg.MemoryStorage})
 	if err != nil {
-		return nil, fmt.Errorf("natsjs: remote toolset: %w", err)
+		return nil, fmt.Errorf("natsjs: remote toolset: %w", nested(err))
 	}
 	r := &RemoteToolset{
 		cfg:     cfg,
 		log:     log,
 		kv:      kv,
 		entries: make(map[string]RegistryEntry),
+		revs:    make(map[string]uint64),
+		skipped: make(map[string]SkippedEntry),
 		built:   make(map[string]builtTool),
 		changed: make(chan struct{}),
 		done:    make(chan struct{}),
@@ -142,7 +149,7 @@ func NewRemoteToolset(ctx context.Context, cfg RemoteConfig) (*RemoteToolset, er
 		case <-ctx.Done():
 			_ = w.Stop()
 			cancel()
-			return nil, ctx.Err()
+			return nil, fmt.Errorf("natsjs: remote toolset: read the registry: %w", explain(ctx, js, "$JS.API.CONSUMER.CREATE."+NamesFor(cfg.Prefix).RegistryStream, ctx.Err()))
 		}
 	}
 	go r.watch(wctx, w, last)
@@ -181,21 +188,30 @@ func (r *RemoteToolset) watch(ctx context.Context, w jetstream.KeyWatcher, last 
 	}
 }
 
-// apply records one registry update.
+// apply records one registry update: an entry that cannot be offered is
+// skipped, with its reason.
 func (r *RemoteToolset) apply(e jetstream.KeyValueEntry) {
 	key := e.Key()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	delete(r.entries, key)
+	delete(r.revs, key)
+	delete(r.skipped, key)
 	if e.Operation() == jetstream.KeyValuePut {
 		entry, err := decodeEntry(key, e.Value())
-		if err != nil {
-			r.log.Warn("registry entry ignored", slog.String("key", key), slog.Any("error", err))
-			delete(r.entries, key)
-		} else {
+		now := time.Now()
+		switch {
+		case err != nil:
+			r.skipLocked(key, e.Revision(), strings.TrimPrefix(err.Error(), "natsjs: "))
+		case entry.ExpiresAt.IsZero():
+			r.skipLocked(key, e.Revision(), "no expires_at: an entry must say until when it is valid")
+		case !entry.ExpiresAt.After(now):
+			r.skipLocked(key, e.Revision(), fmt.Sprintf("expires_at %s was already past when read (%s ago): its worker stopped refreshing it, or the worker's clock is behind",
+				entry.ExpiresAt.UTC().Format(time.RFC3339), now.Sub(entry.ExpiresAt).Round(time.Second)))
+		default:
 			r.entries[key] = entry
+			r.revs[key] = e.Revision()
 		}
-	} else {
-		delete(r.entries, key)
 	}
 	r.tools = nil
 	close(r.changed)
@@ -218,34 +234,37 @@ func (r *RemoteToolset) Tools(context.Context) ([]*tool.Tool, error) {
 	if r.tools != nil && now.Before(r.toolsUntil) {
 		return slices.Clone(r.tools), nil
 	}
-	chosen := make(map[string]string) // name → key
-	for key, e := range r.entries {
-		if !e.ExpiresAt.After(now) {
-			continue
-		}
-		if r.filter != nil && !r.filter[e.Name] {
-			continue
-		}
-		if k, ok := chosen[e.Name]; !ok || key < k {
-			chosen[e.Name] = key
-		}
-	}
-	out := make([]*tool.Tool, 0, len(chosen))
+	r.expireLocked(now)
+	var out []*tool.Tool
 	var until time.Time
-	usable := true
-	for name, key := range chosen {
-		e := r.entries[key]
-		if until.IsZero() || e.ExpiresAt.Before(until) {
-			until = e.ExpiresAt
+	for built := false; !built; {
+		chosen := make(map[string]string) // name → key
+		for key, e := range r.entries {
+			if r.filter != nil && !r.filter[e.Name] {
+				continue
+			}
+			if k, ok := chosen[e.Name]; !ok || key < k {
+				chosen[e.Name] = key
+			}
 		}
-		t, err := r.buildLocked(e)
-		if err != nil {
-			r.log.Warn("registry entry unusable", slog.String("key", key), slog.Any("error", err))
-			usable = false
-			continue
+		out, until, built = make([]*tool.Tool, 0, len(chosen)), time.Time{}, true
+		for _, key := range chosen {
+			e := r.entries[key]
+			if until.IsZero() || e.ExpiresAt.Before(until) {
+				until = e.ExpiresAt
+			}
+			t, err := r.buildLocked(e)
+			if err != nil {
+				// Skipped until its next revision: choose again, so that
+				// another worker's entry of the tool may serve.
+				r.skipLocked(key, r.revs[key], "unusable definition: "+err.Error())
+				delete(r.entries, key)
+				delete(r.revs, key)
+				built = false
+				break
+			}
+			out = append(out, t)
 		}
-		out = append(out, t)
-		_ = name
 	}
 	slices.SortFunc(out, func(a, b *tool.Tool) int {
 		switch {
@@ -256,7 +275,7 @@ func (r *RemoteToolset) Tools(context.Context) ([]*tool.Tool, error) {
 		}
 		return 0
 	})
-	if usable && len(out) > 0 {
+	if len(out) > 0 {
 		// Until an entry expires or the registry changes, the answer stays
 		// the same: it is kept rather than built again at every step.
 		r.tools, r.toolsUntil = out, until

@@ -282,7 +282,7 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	w.js = js
 	popts := w.provisionOptions()
 	if err := Provision(ctx, js, popts); err != nil {
-		return fmt.Errorf("natsjs: worker: %w", err)
+		return fmt.Errorf("natsjs: worker: %w", nested(err))
 	}
 	if w.tasksStrm, err = js.Stream(ctx, w.names.Tasks); err != nil {
 		return fmt.Errorf("natsjs: worker: bind stream %s: %w", w.names.Tasks, err)
@@ -296,11 +296,11 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	for name := range w.tools {
 		c, err := EnsureTaskConsumer(ctx, js, name, popts)
 		if err != nil {
-			return fmt.Errorf("natsjs: worker: %w", err)
+			return fmt.Errorf("natsjs: worker: %w", nested(err))
 		}
 		w.consumers[name] = c
 		if advisories[name], err = EnsureExhaustedConsumer(ctx, js, name, popts); err != nil {
-			return fmt.Errorf("natsjs: worker: %w", err)
+			return fmt.Errorf("natsjs: worker: %w", nested(err))
 		}
 		if aw := c.CachedInfo().Config.AckWait; aw > 0 && (ackWait == 0 || aw < ackWait) {
 			ackWait = aw
@@ -311,7 +311,7 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 		w.hbEvery = ackWait / 3
 	}
 	if w.kv, err = Registry(ctx, js, popts); err != nil {
-		return fmt.Errorf("natsjs: worker: %w", err)
+		return fmt.Errorf("natsjs: worker: %w", nested(err))
 	}
 
 	// Cancellations: a core subscription sees every cancel as it is

@@ -37,7 +37,7 @@ import (
 //
 // Both answer with a DeliveriesExhausted result and delete the task. Both
 // may find the same task, or a task acknowledged a moment ago: the result's
-// Nats-Msg-Id (res:<task>) makes the stream drop the second result.
+// Nats-Msg-Id (res:<task>:<attempt>) makes the stream drop the second result.
 
 // maxDeliverAdvisory is the part of io.nats.jetstream.advisory.v1.max_deliver
 // the worker reads.
