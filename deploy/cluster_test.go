@@ -20,8 +20,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/conversation"
+	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
@@ -400,7 +400,7 @@ func TestClusterFailover(t *testing.T) {
 // approval, with n messages of history.
 func pausedConversation(n int) *conversation.State {
 	id := protocol.NewID()
-	st := &conversation.State{ID: id, Pending: &agent.PendingRecord{ConversationID: id, RunID: protocol.NewID(), Tasks: []agent.PendingTask{
+	st := &conversation.State{ID: id, Pending: &deferred.PendingRecord{ConversationID: id, RunID: protocol.NewID(), Tasks: []deferred.PendingTask{
 		{TaskID: protocol.NewID(), Kind: "approval", Tool: "shell", ToolCallID: "call_1", Args: []byte(`{"cmd":"ls"}`)},
 	}}}
 	for i := range n {

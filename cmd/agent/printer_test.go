@@ -129,8 +129,8 @@ func TestLiveViewKeepsDetachedTasks(t *testing.T) {
 	for _, e := range []agent.Event{
 		{Type: agent.EventBackgroundTaskStarted, Tool: "sleep", ToolCallID: "c1", TaskID: "T1", At: t0},
 		{Type: agent.EventFinal, At: t0.Add(2 * time.Second), Final: &agent.Final{Status: agent.StatusPaused, ExitCode: 3, Pending: []agent.Pending{
-			{TaskID: "T1", ToolCallID: "c1", Kind: agent.KindBackground, Tool: "sleep", Args: json.RawMessage(`{}`)},
-			{TaskID: "T0", ToolCallID: "c0", Kind: agent.KindBackground, Tool: "research", Args: json.RawMessage(`{}`)},
+			{TaskID: "T1", ToolCallID: "c1", Kind: deferred.KindBackground, Tool: "sleep", Args: json.RawMessage(`{}`)},
+			{TaskID: "T0", ToolCallID: "c0", Kind: deferred.KindBackground, Tool: "research", Args: json.RawMessage(`{}`)},
 		}}},
 	} {
 		p.event(e)

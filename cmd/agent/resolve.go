@@ -141,7 +141,7 @@ func resumeHint(f *runFlags, embedded bool, conv string) string {
 func writePauseSummary(w io.Writer, pending []agent.Pending, resume string) {
 	var waiting, background int
 	for _, p := range pending {
-		if p.Kind == agent.KindBackground {
+		if p.Kind == deferred.KindBackground {
 			background++
 		} else {
 			waiting++

@@ -43,7 +43,7 @@ func TestResolveCommandsFormat(t *testing.T) {
 	if len(got) != 1 || !strings.HasSuffix(got[0], " answer --store "+store+" --conversation 01JCONV0000000000000000002 --prefix acme 01JTASK0000000000000000003 "+`'{"content":"..."}'`) {
 		t.Fatalf("embedded answer: %q", got)
 	}
-	if bg := resolveCommands(f, true, "C")(agent.Pending{Kind: agent.KindBackground}); bg != nil {
+	if bg := resolveCommands(f, true, "C")(agent.Pending{Kind: deferred.KindBackground}); bg != nil {
 		t.Fatalf("a background task has no command: %q", bg)
 	}
 }

@@ -431,7 +431,7 @@ func (p *printer) keptTasks(ev agent.Event) {
 		return
 	}
 	for _, pt := range ev.Final.Pending {
-		if pt.Kind != agent.KindBackground {
+		if pt.Kind != deferred.KindBackground {
 			continue
 		}
 		elapsed := ""

@@ -52,7 +52,7 @@ func (d *reattachable) Start(_ context.Context, c *agent.BackgroundCall) (agent.
 	return d.task(c.TaskID), nil
 }
 
-func (d *reattachable) Attach(_ context.Context, _ *agent.RunInfo, pt agent.PendingTask) (agent.BackgroundTask, error) {
+func (d *reattachable) Attach(_ context.Context, _ *agent.RunInfo, pt deferred.PendingTask) (agent.BackgroundTask, error) {
 	return d.task(pt.TaskID), nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/progress"
 	"github.com/offload-dev/offload/pkg/tool"
@@ -119,7 +120,7 @@ func TestSuspendedTaskGetsNoFinishedEvent(t *testing.T) {
 			final = e.Final
 		}
 	}
-	if final == nil || final.Status != agent.StatusPaused || len(final.Pending) != 1 || final.Pending[0].TaskID != task || final.Pending[0].Kind != agent.KindBackground {
+	if final == nil || final.Status != agent.StatusPaused || len(final.Pending) != 1 || final.Pending[0].TaskID != task || final.Pending[0].Kind != deferred.KindBackground {
 		t.Fatalf("final %+v", final)
 	}
 }

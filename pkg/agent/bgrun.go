@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/progress"
 	"github.com/offload-dev/offload/pkg/tool"
@@ -233,8 +234,8 @@ func (br *bgRun) track(t *bgTask) (any, error) {
 }
 
 // pending is t as a pending task of the conversation.
-func (t *bgTask) pending() PendingTask {
-	return PendingTask{TaskID: t.id, Kind: KindBackground, Tool: t.call.Call.ToolName, ToolCallID: t.call.Call.ToolCallID,
+func (t *bgTask) pending() deferred.PendingTask {
+	return deferred.PendingTask{TaskID: t.id, Kind: deferred.KindBackground, Tool: t.call.Call.ToolName, ToolCallID: t.call.Call.ToolCallID,
 		Args: t.call.Args, Attempt: t.attempt, StartedAt: t.started, Deadline: t.deadline}
 }
 
@@ -592,7 +593,7 @@ func (br *bgRun) end(res *Result, err error) (*Result, error) {
 		reason = "run paused"
 	}
 	var cancelled []*bgTask
-	var kept []PendingTask
+	var kept []deferred.PendingTask
 	for _, t := range live {
 		if slices.Contains(arrived, t) {
 			continue // finished: its outcome is handled below

@@ -9,7 +9,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
@@ -31,7 +30,7 @@ func NewAnnouncer(js jetstream.JetStream, prefix string) *Announcer {
 // Announce publishes an announcement for every approval of rec. Each
 // carries the header Nats-Msg-Id "approval:<task>", so announcing a
 // pause again within the duplicate window stores nothing twice.
-func (a *Announcer) Announce(ctx context.Context, rec *agent.PendingRecord) error {
+func (a *Announcer) Announce(ctx context.Context, rec *deferred.PendingRecord) error {
 	if rec == nil {
 		return nil
 	}

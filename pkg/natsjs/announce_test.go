@@ -7,7 +7,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
@@ -21,7 +20,7 @@ func TestAnnouncer(t *testing.T) {
 	ctx := context.Background()
 	mustProvision(t, js)
 	conv, run, task := protocol.NewID(), protocol.NewID(), protocol.NewID()
-	rec := &agent.PendingRecord{ConversationID: conv, RunID: run, Tasks: []agent.PendingTask{
+	rec := &deferred.PendingRecord{ConversationID: conv, RunID: run, Tasks: []deferred.PendingTask{
 		{TaskID: task, Kind: deferred.KindApproval, Tool: "shell", ToolCallID: "call_1", Args: json.RawMessage(`{"cmd":"ls"}`), Metadata: map[string]any{"why": "audit"}},
 		{TaskID: protocol.NewID(), Kind: deferred.KindExternal, Tool: "ask_human"},
 	}}

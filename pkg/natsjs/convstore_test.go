@@ -10,8 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/conversation"
+	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
@@ -34,7 +34,7 @@ func newConvStore(t *testing.T, js jetstream.JetStream, cfg natsjs.ConversationS
 }
 
 func sampleState(id string, n int) *conversation.State {
-	st := &conversation.State{ID: id, Pending: &agent.PendingRecord{ConversationID: id, RunID: protocol.NewID(), Tasks: []agent.PendingTask{
+	st := &conversation.State{ID: id, Pending: &deferred.PendingRecord{ConversationID: id, RunID: protocol.NewID(), Tasks: []deferred.PendingTask{
 		{TaskID: protocol.NewID(), Kind: "approval", Tool: "shell", ToolCallID: "call_1", Args: []byte(`{"cmd":"ls"}`)},
 	}}}
 	for i := range n {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/protocol"
@@ -22,10 +23,10 @@ func TestRemoteHoldKeepsResultForAttach(t *testing.T) {
 	d, _ := startDispatcher(t, srv, natsjs.DispatcherConfig{})
 	remote := newRemote(t, srv, d, nil)
 	conv, held, released := protocol.NewID(), protocol.NewID(), protocol.NewID()
-	pt := func(id string) agent.PendingTask {
-		return agent.PendingTask{TaskID: id, Kind: agent.KindBackground, Tool: "research", ToolCallID: "call_" + id, Args: json.RawMessage(`{}`)}
+	pt := func(id string) deferred.PendingTask {
+		return deferred.PendingTask{TaskID: id, Kind: deferred.KindBackground, Tool: "research", ToolCallID: "call_" + id, Args: json.RawMessage(`{}`)}
 	}
-	if err := remote.Hold(conv, []agent.PendingTask{pt(held), pt(released)}); err != nil {
+	if err := remote.Hold(conv, []deferred.PendingTask{pt(held), pt(released)}); err != nil {
 		t.Fatal(err)
 	}
 	remote.Release(released)

@@ -13,7 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/offload-dev/offload/internal/syncbuf"
-	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/metrics"
@@ -42,10 +41,10 @@ func TestInboxCollect(t *testing.T) {
 	ctx := context.Background()
 	conv := protocol.NewID()
 	approval, approval2, bg, ext := protocol.NewID(), protocol.NewID(), protocol.NewID(), protocol.NewID()
-	st := &conversation.State{ID: conv, Pending: &agent.PendingRecord{ConversationID: conv, Tasks: []agent.PendingTask{
+	st := &conversation.State{ID: conv, Pending: &deferred.PendingRecord{ConversationID: conv, Tasks: []deferred.PendingTask{
 		{TaskID: approval, Kind: deferred.KindApproval, Tool: "shell"},
 		{TaskID: approval2, Kind: deferred.KindApproval, Tool: "shell"},
-		{TaskID: bg, Kind: agent.KindBackground, Tool: "research"},
+		{TaskID: bg, Kind: deferred.KindBackground, Tool: "research"},
 		{TaskID: ext, Kind: deferred.KindExternal, Tool: "ask_human"},
 	}}}
 	s := protocol.Subjects{}
@@ -105,7 +104,7 @@ func TestInboxSkipsResultsNotForIt(t *testing.T) {
 	js, in, am := startInbox(t)
 	ctx := context.Background()
 	conv, approval, bg := protocol.NewID(), protocol.NewID(), protocol.NewID()
-	st := &conversation.State{ID: conv, Settled: []string{bg}, Pending: &agent.PendingRecord{ConversationID: conv, Tasks: []agent.PendingTask{
+	st := &conversation.State{ID: conv, Settled: []string{bg}, Pending: &deferred.PendingRecord{ConversationID: conv, Tasks: []deferred.PendingTask{
 		{TaskID: approval, Kind: deferred.KindApproval, Tool: "shell"},
 	}}}
 	s := protocol.Subjects{}
@@ -176,10 +175,10 @@ func TestInboxRetriesNoResponders(t *testing.T) {
 	mustProvision(t, js)
 	conv := protocol.NewID()
 	tasks := []string{protocol.NewID(), protocol.NewID(), protocol.NewID()}
-	st := &conversation.State{ID: conv, Pending: &agent.PendingRecord{ConversationID: conv}}
+	st := &conversation.State{ID: conv, Pending: &deferred.PendingRecord{ConversationID: conv}}
 	s := protocol.Subjects{}
 	for _, task := range tasks {
-		st.Pending.Tasks = append(st.Pending.Tasks, agent.PendingTask{TaskID: task, Kind: agent.KindBackground, Tool: "research"})
+		st.Pending.Tasks = append(st.Pending.Tasks, deferred.PendingTask{TaskID: task, Kind: deferred.KindBackground, Tool: "research"})
 		if _, err := js.Publish(ctx, s.Result(conv, task), []byte(`{"content":"found"}`)); err != nil {
 			t.Fatal(err)
 		}
@@ -223,7 +222,7 @@ func TestInboxCollectDecisions(t *testing.T) {
 	js, in, am := startInbox(t)
 	ctx := context.Background()
 	conv, approval, other := protocol.NewID(), protocol.NewID(), protocol.NewID()
-	st := &conversation.State{ID: conv, Pending: &agent.PendingRecord{ConversationID: conv, Tasks: []agent.PendingTask{
+	st := &conversation.State{ID: conv, Pending: &deferred.PendingRecord{ConversationID: conv, Tasks: []deferred.PendingTask{
 		{TaskID: approval, Kind: deferred.KindApproval, Tool: "shell"},
 	}}}
 	s := protocol.Subjects{}

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/progress"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
@@ -71,7 +72,7 @@ func (e *remoteExecutor) Start(ctx context.Context, c *agent.BackgroundCall) (ag
 // Attach implements [agent.Attacher]: a task an earlier run left running
 // on a worker is waited for again (its progress relayed), as if this
 // process had started it. Its tool need not be advertised any more.
-func (e *remoteExecutor) Attach(ctx context.Context, info *agent.RunInfo, pt agent.PendingTask) (agent.BackgroundTask, error) {
+func (e *remoteExecutor) Attach(ctx context.Context, info *agent.RunInfo, pt deferred.PendingTask) (agent.BackgroundTask, error) {
 	task := protocol.Task{TaskID: pt.TaskID, Attempt: pt.Attempt, Tool: pt.Tool, Args: pt.Args, ToolCallID: pt.ToolCallID,
 		Mode: protocol.ModeBackground, ConversationID: info.ConversationID, RunID: info.RunID, Deadline: pt.Deadline}
 	stop := e.r.relayProgress(ctx, task.ConversationID, task.TaskID)
@@ -199,7 +200,7 @@ func (r *RemoteToolset) relayProgress(ctx context.Context, conv, taskID string) 
 // result stored between that read and the run's Attach would be missed.
 // The run's Attach takes the held handle; Release lets go of a task whose
 // outcome the resume read from the stream.
-func (r *RemoteToolset) Hold(conv string, tasks []agent.PendingTask) error {
+func (r *RemoteToolset) Hold(conv string, tasks []deferred.PendingTask) error {
 	for _, pt := range tasks {
 		r.mu.Lock()
 		_, dup := r.held[pt.TaskID]

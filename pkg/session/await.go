@@ -43,11 +43,11 @@ func (s *Session) await(ctx context.Context, rc *tool.RunContext, reqs *deferred
 	}
 	s.mu.Lock()
 	tmp := &conversation.State{ID: s.st.ID, Settled: slices.Clone(s.st.Settled), Checkpoint: s.st.Checkpoint,
-		Pending: &agent.PendingRecord{ConversationID: s.st.ID, RunID: rc.RunID}}
+		Pending: &deferred.PendingRecord{ConversationID: s.st.ID, RunID: rc.RunID}}
 	from := len(s.st.History)
 	s.mu.Unlock()
 	for _, c := range reqs.Approvals {
-		tmp.Pending.Tasks = append(tmp.Pending.Tasks, agent.PendingTask{TaskID: reqs.TaskIDs[c.ToolCallID], Kind: deferred.KindApproval,
+		tmp.Pending.Tasks = append(tmp.Pending.Tasks, deferred.PendingTask{TaskID: reqs.TaskIDs[c.ToolCallID], Kind: deferred.KindApproval,
 			Tool: c.ToolName, ToolCallID: c.ToolCallID, Args: c.ArgsJSON(), Metadata: reqs.Metadata[c.ToolCallID]})
 	}
 	// Watch before the first read, so that no decision stored between

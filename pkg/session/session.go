@@ -37,7 +37,7 @@ type Collector interface {
 // Announcer publishes approval announcements and their resolutions
 // (natsjs.Announcer).
 type Announcer interface {
-	Announce(ctx context.Context, rec *agent.PendingRecord) error
+	Announce(ctx context.Context, rec *deferred.PendingRecord) error
 	Resolve(ctx context.Context, conv string, r protocol.Resolution) error
 }
 
@@ -51,7 +51,7 @@ type Canceller interface {
 // resume reads the stored ones until the run attaches to them
 // (natsjs.RemoteToolset), so that none stored in between is missed.
 type TaskHolder interface {
-	Hold(conv string, tasks []agent.PendingTask) error
+	Hold(conv string, tasks []deferred.PendingTask) error
 	Release(taskID string)
 }
 
@@ -188,10 +188,10 @@ func (s *Session) Collect(ctx context.Context) (int, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var running []agent.PendingTask
+	var running []deferred.PendingTask
 	if s.st.Pending != nil {
 		for _, t := range s.st.Pending.Tasks {
-			if t.Kind == agent.KindBackground && !s.st.Arrived(t.TaskID) {
+			if t.Kind == deferred.KindBackground && !s.st.Arrived(t.TaskID) {
 				running = append(running, t)
 			}
 		}
@@ -236,19 +236,19 @@ func (s *Session) Save(ctx context.Context) error {
 
 // Waiting returns the pending deferred calls (approvals and external
 // calls) that have no answer yet, in the pending record's order.
-func (s *Session) Waiting() []agent.PendingTask {
+func (s *Session) Waiting() []deferred.PendingTask {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return waiting(s.st)
 }
 
-func waiting(st *conversation.State) []agent.PendingTask {
+func waiting(st *conversation.State) []deferred.PendingTask {
 	if st.Pending == nil {
 		return nil
 	}
-	var out []agent.PendingTask
+	var out []deferred.PendingTask
 	for _, t := range st.Pending.Tasks {
-		if t.Kind != agent.KindBackground && !st.Arrived(t.TaskID) {
+		if t.Kind != deferred.KindBackground && !st.Arrived(t.TaskID) {
 			out = append(out, t)
 		}
 	}
@@ -297,7 +297,7 @@ func (s *Session) Prepare(prompt string) (*agent.RunOptions, error) {
 		byTask[a.TaskID] = a
 	}
 	for _, t := range s.st.Pending.Tasks {
-		if t.Kind == agent.KindBackground {
+		if t.Kind == deferred.KindBackground {
 			continue
 		}
 		if res == nil {
@@ -313,7 +313,7 @@ func (s *Session) Prepare(prompt string) (*agent.RunOptions, error) {
 	// still running (attached by the run).
 	for _, a := range s.st.Arrivals {
 		t, ok := s.st.PendingTask(a.TaskID)
-		if !ok || t.Kind != agent.KindBackground {
+		if !ok || t.Kind != deferred.KindBackground {
 			continue
 		}
 		r, err := protocol.DecodeResult(a.Data, a.TaskID, &protocol.DecodeOpts{MaxSize: -1})
@@ -327,7 +327,7 @@ func (s *Session) Prepare(prompt string) (*agent.RunOptions, error) {
 		opts.Background = append(opts.Background, agent.AdoptedTask{Task: t, Done: true, Value: val, Err: oerr})
 	}
 	for _, t := range s.st.Pending.Tasks {
-		if t.Kind == agent.KindBackground && !s.st.Arrived(t.TaskID) {
+		if t.Kind == deferred.KindBackground && !s.st.Arrived(t.TaskID) {
 			opts.Background = append(opts.Background, agent.AdoptedTask{Task: t})
 		}
 	}
@@ -343,7 +343,7 @@ func endsWithAnswer(h message.History) bool {
 
 // applyLocked adds the answer a of deferred call t to res, and notes what
 // the history and the people watching are owed for it.
-func (s *Session) applyLocked(res *deferred.Results, t agent.PendingTask, a conversation.Arrival, from int) error {
+func (s *Session) applyLocked(res *deferred.Results, t deferred.PendingTask, a conversation.Arrival, from int) error {
 	id := t.ToolCallID
 	switch a.Kind {
 	case conversation.ArrivalDecision:
