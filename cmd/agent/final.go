@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
@@ -58,7 +59,7 @@ func (p *printer) failed(err error) error {
 
 // paused ends the command with the conversation still paused: exit 3,
 // the pending calls listed.
-func (p *printer) paused(pending []agent.Pending) error {
+func (p *printer) paused(pending []deferred.PendingTask) error {
 	p.direct(&agent.Final{Status: agent.StatusPaused, Pending: pending, ExitCode: exitPaused})
 	if !p.json {
 		writePending(p.e.stdout, pending, p.resolve)

@@ -10,7 +10,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
-	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/protocol"
@@ -44,7 +43,7 @@ func newPendingCmd(e env) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				pending := pendingOf(st)
+				pending := st.Unresolved()
 				skip := make(map[string]bool)
 				if st.Pending != nil {
 					for _, t := range st.Pending.Tasks {
@@ -101,7 +100,7 @@ func newHistoryCmd(e env) *cobra.Command {
 // stored pending record's calls). They are in no stored pending record
 // until the run pauses. Best effort: a role that cannot read the approvals
 // stream (only admin and approver can) sees none of them.
-func (o *openedStore) liveApprovals(ctx context.Context, f *runFlags, conv string, skip map[string]bool) []agent.Pending {
+func (o *openedStore) liveApprovals(ctx context.Context, f *runFlags, conv string, skip map[string]bool) []deferred.PendingTask {
 	names := natsjs.NamesFor(f.prefix)
 	subj := protocol.Subjects{Prefix: f.prefix}
 	approvals, err := o.js.Stream(ctx, names.Approvals)
@@ -116,7 +115,7 @@ func (o *openedStore) liveApprovals(ctx context.Context, f *runFlags, conv strin
 	if err != nil {
 		return nil
 	}
-	var out []agent.Pending
+	var out []deferred.PendingTask
 	for _, subject := range slices.Sorted(maps.Keys(info.State.Subjects)) { // task IDs sort by time
 		m, err := approvals.GetLastMsgForSubject(ctx, subject)
 		if err != nil {
@@ -133,7 +132,7 @@ func (o *openedStore) liveApprovals(ctx context.Context, f *runFlags, conv strin
 		if _, err := decisions.GetLastMsgForSubject(ctx, subj.Decision(conv, a.TaskID)); err == nil {
 			continue // decided; the run has not read it yet
 		}
-		out = append(out, agent.Pending{TaskID: a.TaskID, ToolCallID: a.ToolCallID, Kind: deferred.KindApproval, Tool: a.Tool, Args: a.Args})
+		out = append(out, deferred.PendingTask{TaskID: a.TaskID, ToolCallID: a.ToolCallID, Kind: deferred.KindApproval, Tool: a.Tool, Args: a.Args, Metadata: a.Metadata})
 	}
 	return out
 }

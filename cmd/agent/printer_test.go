@@ -128,7 +128,7 @@ func TestLiveViewKeepsDetachedTasks(t *testing.T) {
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	for _, e := range []agent.Event{
 		{Type: agent.EventBackgroundTaskStarted, Tool: "sleep", ToolCallID: "c1", TaskID: "T1", At: t0},
-		{Type: agent.EventFinal, At: t0.Add(2 * time.Second), Final: &agent.Final{Status: agent.StatusPaused, ExitCode: 3, Pending: []agent.Pending{
+		{Type: agent.EventFinal, At: t0.Add(2 * time.Second), Final: &agent.Final{Status: agent.StatusPaused, ExitCode: 3, Pending: []deferred.PendingTask{
 			{TaskID: "T1", ToolCallID: "c1", Kind: deferred.KindBackground, Tool: "sleep", Args: json.RawMessage(`{}`)},
 			{TaskID: "T0", ToolCallID: "c0", Kind: deferred.KindBackground, Tool: "research", Args: json.RawMessage(`{}`)},
 		}}},

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/protocol"
@@ -20,7 +19,7 @@ import (
 // embedded default, whose server stops with the agent, agent approve,
 // deny and answer, which start the store's server themselves.
 // Alternatives are prefixed with "# ".
-func resolveCommands(f *runFlags, embedded bool, conv string) func(agent.Pending) []string {
+func resolveCommands(f *runFlags, embedded bool, conv string) func(deferred.PendingTask) []string {
 	subj := protocol.Subjects{Prefix: f.prefix}
 	if embedded {
 		base := func(verb string) []string {
@@ -33,7 +32,7 @@ func resolveCommands(f *runFlags, embedded bool, conv string) func(agent.Pending
 		cmd := func(verb string, extra ...string) string {
 			return natsCLIJoin(append(base(verb), extra...))
 		}
-		return func(p agent.Pending) []string {
+		return func(p deferred.PendingTask) []string {
 			switch p.Kind {
 			case deferred.KindApproval:
 				return []string{cmd("approve", p.TaskID),
@@ -57,7 +56,7 @@ func resolveCommands(f *runFlags, embedded bool, conv string) func(agent.Pending
 	pub := func(subject, data string) string {
 		return natsCLIJoin(append(append([]string(nil), opts...), "pub", subject, data))
 	}
-	return func(p agent.Pending) []string {
+	return func(p deferred.PendingTask) []string {
 		switch p.Kind {
 		case deferred.KindApproval:
 			s := subj.Decision(conv, p.TaskID)
@@ -138,7 +137,7 @@ func resumeHint(f *runFlags, embedded bool, conv string) string {
 
 // writePauseSummary says on stderr that the run paused, what it waits for,
 // how to answer it and how to continue (SPEC §6.2).
-func writePauseSummary(w io.Writer, pending []agent.Pending, resume string) {
+func writePauseSummary(w io.Writer, pending []deferred.PendingTask, resume string) {
 	var waiting, background int
 	for _, p := range pending {
 		if p.Kind == deferred.KindBackground {

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/deferred"
 )
 
@@ -18,7 +17,7 @@ func TestResolveCommandsFormat(t *testing.T) {
 	t.Parallel()
 	f := &runFlags{nats: "nats://u:secret@127.0.0.1:4222", prefix: "acme", store: "rel/store"}
 	f.conn.creds = "creds/agent.creds"
-	p := agent.Pending{TaskID: "01JTASK0000000000000000002", Kind: deferred.KindApproval, Tool: "deploy", Args: json.RawMessage(`{"note": "it's"}`)}
+	p := deferred.PendingTask{TaskID: "01JTASK0000000000000000002", Kind: deferred.KindApproval, Tool: "deploy", Args: json.RawMessage(`{"note": "it's"}`)}
 	got := resolveCommands(f, false, "01JCONV0000000000000000002")(p)
 	creds, _ := filepath.Abs("creds/agent.creds")
 	subject := "acme.decision.01JCONV0000000000000000002.01JTASK0000000000000000002"
@@ -37,13 +36,13 @@ func TestResolveCommandsFormat(t *testing.T) {
 	}
 
 	// The embedded default: agent commands on the store, absolute.
-	ext := agent.Pending{TaskID: "01JTASK0000000000000000003", Kind: deferred.KindExternal, Tool: "ask_human", Args: json.RawMessage(`{}`)}
+	ext := deferred.PendingTask{TaskID: "01JTASK0000000000000000003", Kind: deferred.KindExternal, Tool: "ask_human", Args: json.RawMessage(`{}`)}
 	got = resolveCommands(f, true, "01JCONV0000000000000000002")(ext)
 	store, _ := filepath.Abs("rel/store")
 	if len(got) != 1 || !strings.HasSuffix(got[0], " answer --store "+store+" --conversation 01JCONV0000000000000000002 --prefix acme 01JTASK0000000000000000003 "+`'{"content":"..."}'`) {
 		t.Fatalf("embedded answer: %q", got)
 	}
-	if bg := resolveCommands(f, true, "C")(agent.Pending{Kind: deferred.KindBackground}); bg != nil {
+	if bg := resolveCommands(f, true, "C")(deferred.PendingTask{Kind: deferred.KindBackground}); bg != nil {
 		t.Fatalf("a background task has no command: %q", bg)
 	}
 }

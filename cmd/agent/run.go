@@ -302,7 +302,7 @@ type printer struct {
 	convID   string // the conversation, for final events of no run
 	runID    string
 	// resolve, when set, gives the commands that resolve a pending call.
-	resolve func(agent.Pending) []string
+	resolve func(deferred.PendingTask) []string
 	// resumeHint, when set, is the command that continues a paused
 	// conversation.
 	resumeHint string
@@ -542,7 +542,7 @@ func (p *printer) finish(_ *agent.Result, runErr error) error {
 
 // writePending prints one line per pending call: task, kind, tool, args;
 // then, when resolve is set, the commands that resolve it.
-func writePending(w io.Writer, pending []agent.Pending, resolve func(agent.Pending) []string) {
+func writePending(w io.Writer, pending []deferred.PendingTask, resolve func(deferred.PendingTask) []string) {
 	for _, p := range pending {
 		fmt.Fprintf(w, "%s %s %s %s\n", p.TaskID, p.Kind, p.Tool, compact(p.Args))
 		if resolve != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/agent/agentmetrics"
 	"github.com/offload-dev/offload/pkg/conversation"
+	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/protocol"
@@ -183,16 +184,16 @@ func continueSession(ctx context.Context, e env, f *runFlags, sess *session.Sess
 	if err := sess.Save(ctx); err != nil {
 		return out.failed(err)
 	}
-	if len(sess.Waiting()) > 0 && f.approve == "wait" {
+	if len(sess.Unresolved(deferred.KindApproval, deferred.KindExternal)) > 0 && f.approve == "wait" {
 		if err := awaitArrivals(ctx, e, sess, f.wait); err != nil {
 			return out.failed(err)
 		}
 	}
-	if w := sess.Waiting(); len(w) > 0 {
+	if w := sess.Unresolved(deferred.KindApproval, deferred.KindExternal); len(w) > 0 {
 		if prompt != "" {
 			return out.failed(usageErr("conversation %s has %d pending calls: resolve them before giving a new prompt (the prompt was not recorded)", sess.ID(), len(w)))
 		}
-		return out.paused(sess.Pending())
+		return out.paused(sess.Unresolved())
 	}
 	ro, err := sess.Prepare(prompt)
 	if errors.Is(err, session.ErrNothingToResume) {
@@ -218,7 +219,7 @@ func awaitArrivals(ctx context.Context, e env, sess *session.Session, d time.Dur
 	defer timer.Stop()
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
-	for len(sess.Waiting()) > 0 {
+	for len(sess.Unresolved(deferred.KindApproval, deferred.KindExternal)) > 0 {
 		select {
 		case <-arrived:
 		case <-tick.C:

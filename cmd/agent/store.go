@@ -11,7 +11,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
-	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/protocol"
@@ -131,19 +130,4 @@ func (s storeCmd) openConversation(ctx context.Context) (o *openedStore, st *con
 		return nil, nil, nil, err
 	}
 	return o, st, release, nil
-}
-
-// pendingOf lists what a stored conversation waits for: deferred calls
-// and background tasks whose answer or outcome has not arrived.
-func pendingOf(st *conversation.State) []agent.Pending {
-	if st.Pending == nil {
-		return nil
-	}
-	var out []agent.Pending
-	for _, t := range st.Pending.Tasks {
-		if !st.Arrived(t.TaskID) {
-			out = append(out, agent.Pending{TaskID: t.TaskID, ToolCallID: t.ToolCallID, Kind: t.Kind, Tool: t.Tool, Args: t.Args})
-		}
-	}
-	return out
 }

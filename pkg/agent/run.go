@@ -259,29 +259,9 @@ func finalOf(res *Result, err error) *Final {
 		}
 	case res.Paused():
 		f.Status, f.ExitCode = StatusPaused, 3
-		f.Pending = PendingOf(res.Deferred)
-		for _, b := range res.Background {
-			f.Pending = append(f.Pending, Pending{TaskID: b.TaskID, ToolCallID: b.ToolCallID, Kind: b.Kind, Tool: b.Tool, Args: b.Args})
-		}
+		f.Pending = res.PendingRecord().Tasks
 	}
 	return f
-}
-
-// PendingOf lists deferred requests as final-event entries: approvals
-// first, then external calls.
-func PendingOf(reqs *deferred.Requests) []Pending {
-	if reqs == nil {
-		return nil
-	}
-	var out []Pending
-	add := func(kind deferred.Kind, calls []message.ToolCall) {
-		for _, c := range calls {
-			out = append(out, Pending{TaskID: reqs.TaskIDs[c.ToolCallID], ToolCallID: c.ToolCallID, Kind: kind, Tool: c.ToolName, Args: c.ArgsJSON()})
-		}
-	}
-	add(deferred.KindApproval, reqs.Approvals)
-	add(deferred.KindExternal, reqs.Calls)
-	return out
 }
 
 // loop is the run: handle the starting point, then alternate model requests

@@ -89,6 +89,25 @@ func (s *State) PendingTask(taskID string) (deferred.PendingTask, bool) {
 	return s.Pending.Tasks[i], true
 }
 
+// Unresolved returns what the conversation still waits for: the pending
+// tasks with no arrival yet (in this pause or an earlier one), in the
+// pending record's order, restricted to kinds when any are given. With
+// deferred.KindApproval and deferred.KindExternal it is the deferred calls
+// a resume must have answered before the model runs again; with
+// deferred.KindBackground the background tasks still running.
+func (s *State) Unresolved(kinds ...deferred.Kind) []deferred.PendingTask {
+	if s == nil || s.Pending == nil {
+		return nil
+	}
+	var out []deferred.PendingTask
+	for _, t := range s.Pending.Tasks {
+		if (len(kinds) == 0 || slices.Contains(kinds, t.Kind)) && !s.Arrived(t.TaskID) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
 // Arrived reports whether something already arrived for the task, in this
 // pause or an earlier one.
 func (s *State) Arrived(taskID string) bool {

@@ -46,9 +46,10 @@ func (s *Session) await(ctx context.Context, rc *tool.RunContext, reqs *deferred
 		Pending: &deferred.PendingRecord{ConversationID: s.st.ID, RunID: rc.RunID}}
 	from := len(s.st.History)
 	s.mu.Unlock()
-	for _, c := range reqs.Approvals {
-		tmp.Pending.Tasks = append(tmp.Pending.Tasks, deferred.PendingTask{TaskID: reqs.TaskIDs[c.ToolCallID], Kind: deferred.KindApproval,
-			Tool: c.ToolName, ToolCallID: c.ToolCallID, Args: c.ArgsJSON(), Metadata: reqs.Metadata[c.ToolCallID]})
+	for _, t := range reqs.Pending() {
+		if t.Kind == deferred.KindApproval {
+			tmp.Pending.Tasks = append(tmp.Pending.Tasks, t)
+		}
 	}
 	// Watch before the first read, so that no decision stored between
 	// the two goes unnoticed.

@@ -188,14 +188,7 @@ func (s *Session) Collect(ctx context.Context) (int, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var running []deferred.PendingTask
-	if s.st.Pending != nil {
-		for _, t := range s.st.Pending.Tasks {
-			if t.Kind == deferred.KindBackground && !s.st.Arrived(t.TaskID) {
-				running = append(running, t)
-			}
-		}
-	}
+	running := s.st.Unresolved(deferred.KindBackground)
 	if s.cfg.Tasks != nil && len(running) > 0 {
 		// Waited for before the stream is read: a result stored after the
 		// read reaches the run that attaches to the task.
@@ -234,48 +227,26 @@ func (s *Session) Save(ctx context.Context) error {
 	return s.saveLocked(ctx)
 }
 
-// Waiting returns the pending deferred calls (approvals and external
-// calls) that have no answer yet, in the pending record's order.
-func (s *Session) Waiting() []deferred.PendingTask {
+// Unresolved returns what the conversation waits for (see
+// [conversation.State.Unresolved]): the pending tasks of kinds (all when
+// none is given) whose answer or outcome has not arrived, in the pending
+// record's order. With deferred.KindApproval and deferred.KindExternal it
+// is what must be answered before [Session.Prepare]; with no kind, what a
+// paused run's final event lists.
+func (s *Session) Unresolved(kinds ...deferred.Kind) []deferred.PendingTask {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return waiting(s.st)
+	return s.st.Unresolved(kinds...)
 }
 
+// waiting returns the deferred calls of st that wait for an answer.
 func waiting(st *conversation.State) []deferred.PendingTask {
-	if st.Pending == nil {
-		return nil
-	}
-	var out []deferred.PendingTask
-	for _, t := range st.Pending.Tasks {
-		if t.Kind != deferred.KindBackground && !st.Arrived(t.TaskID) {
-			out = append(out, t)
-		}
-	}
-	return out
-}
-
-// Pending lists what the conversation waits for, as a paused run's final
-// event lists it: deferred calls without an answer, then background tasks
-// whose outcome has not arrived.
-func (s *Session) Pending() []agent.Pending {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []agent.Pending
-	if s.st.Pending == nil {
-		return nil
-	}
-	for _, t := range s.st.Pending.Tasks {
-		if !s.st.Arrived(t.TaskID) {
-			out = append(out, agent.Pending{TaskID: t.TaskID, ToolCallID: t.ToolCallID, Kind: t.Kind, Tool: t.Tool, Args: t.Args})
-		}
-	}
-	return out
+	return st.Unresolved(deferred.KindApproval, deferred.KindExternal)
 }
 
 // Prepare returns the options of the run that continues the conversation
 // (history, deferred results, adopted background tasks). Every pending
-// deferred call must have its answer (see Waiting). A conversation with
+// deferred call must have its answer (see Unresolved). A conversation with
 // nothing pending whose history ends with the model's answer has nothing
 // to resume without a prompt: ErrNothingToResume.
 func (s *Session) Prepare(prompt string) (*agent.RunOptions, error) {
@@ -326,10 +297,8 @@ func (s *Session) Prepare(prompt string) (*agent.RunOptions, error) {
 		}
 		opts.Background = append(opts.Background, agent.AdoptedTask{Task: t, Done: true, Value: val, Err: oerr})
 	}
-	for _, t := range s.st.Pending.Tasks {
-		if t.Kind == deferred.KindBackground && !s.st.Arrived(t.TaskID) {
-			opts.Background = append(opts.Background, agent.AdoptedTask{Task: t})
-		}
+	for _, t := range s.st.Unresolved(deferred.KindBackground) {
+		opts.Background = append(opts.Background, agent.AdoptedTask{Task: t})
 	}
 	s.handed = append(s.handed, s.st.Arrivals...)
 	return opts, nil

@@ -124,7 +124,7 @@ func TestSessionPauseAndResume(t *testing.T) {
 	if err := s.Admit(conversation.ArrivalDecision, appr.TaskID, []byte(`{"approved":true,"override_args":{"target":"staging"},"by":"ann"}`)); err != nil {
 		t.Fatal(err)
 	}
-	if w := s.Waiting(); len(w) != 1 || w[0].TaskID != ext.TaskID {
+	if w := s.Unresolved(deferred.KindApproval, deferred.KindExternal); len(w) != 1 || w[0].TaskID != ext.TaskID {
 		t.Fatalf("waiting %+v", w)
 	}
 	if _, err := s.Prepare(""); err == nil {
