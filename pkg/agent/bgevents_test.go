@@ -58,7 +58,7 @@ func (t *handleTask) end(val any, err error) {
 
 func (t *handleTask) Done() <-chan struct{} { return t.done }
 func (t *handleTask) Outcome() (any, error) { return t.val, t.err }
-func (t *handleTask) Cancel(reason string)  { t.end(nil, &agent.TaskCancelled{Reason: reason}) }
+func (t *handleTask) Cancel(reason string)  { t.end(nil, &tool.TaskCancelled{Reason: reason}) }
 func (t *handleTask) Detach() bool          { t.end(nil, errDetachedHandle); return true }
 
 // eventList collects a run's events.

@@ -328,7 +328,7 @@ func (br *bgRun) finish(t *bgTask) {
 	}
 	br.mu.Unlock()
 	status := "completed"
-	var tc *TaskCancelled
+	var tc *tool.TaskCancelled
 	switch {
 	case cancelled || errors.As(err, &tc):
 		status = "cancelled"
@@ -494,7 +494,7 @@ func (br *bgRun) followUp(t *bgTask) (message.Part, error) {
 	var ar *tool.ApprovalRequired
 	var cd *tool.CallDeferred
 	var inval *tool.ValidationError
-	var tc *TaskCancelled
+	var tc *tool.TaskCancelled
 	var fatal *tool.FatalError
 	switch {
 	case errors.As(err, &retry):

@@ -14,6 +14,7 @@ import (
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/tool"
 )
 
 // refusals is a slog handler that forwards the reason of every "result
@@ -108,7 +109,7 @@ func TestDispatcherRefusesResults(t *testing.T) {
 	if cr.err != nil || cr.res.Status != protocol.StatusCancelled {
 		t.Fatalf("cancelled call: %+v, %v", cr.res, cr.err)
 	}
-	if _, err := cr.res.Outcome(); !errors.Is(err, protocol.ErrCancelled) {
+	if _, err := cr.res.Outcome(); !errors.Is(err, tool.ErrCancelled) {
 		t.Fatalf("outcome %v", err)
 	}
 	pub(s.Result(conv, late.TaskID), `{"status":"cancelled"}`)

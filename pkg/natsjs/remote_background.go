@@ -108,11 +108,7 @@ func (t *remoteTask) Outcome() (any, error) {
 	if err != nil {
 		return nil, tool.Fatal(err) // the server was lost or the dispatcher stopped
 	}
-	v, err := res.Outcome()
-	if errors.Is(err, protocol.ErrCancelled) {
-		return nil, &agent.TaskCancelled{Reason: res.Message}
-	}
-	return v, err
+	return res.Outcome()
 }
 
 func (t *remoteTask) Cancel(reason string) {

@@ -135,7 +135,7 @@ func TestRemoteExecutorCancelAndDetach(t *testing.T) {
 	recv(t, g.started, "the tool to start")
 	task.Cancel("the run ended")
 	recv(t, task.Done(), "the cancelled task (confirmed by the worker)")
-	var tc *agent.TaskCancelled
+	var tc *tool.TaskCancelled
 	if _, err := task.Outcome(); !errors.As(err, &tc) || tc.Reason != "the run ended" {
 		t.Fatalf("cancelled outcome: %v", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/tool"
 )
 
 // maxCancelSeen bounds the cancels remembered in memory.
@@ -212,18 +213,18 @@ func (w *Worker) onCancel(m *nats.Msg) {
 
 // cancelReason is the cause of a task cancelled by a cancel message: its
 // reason, which the cancelled result carries back to the agent. It matches
-// protocol.ErrCancelled.
+// tool.ErrCancelled.
 type cancelReason string
 
 func (r cancelReason) Error() string {
 	if r == "" {
-		return protocol.ErrCancelled.Error()
+		return tool.ErrCancelled.Error()
 	}
 	return string(r)
 }
 
-// Is makes a cancelReason match protocol.ErrCancelled.
-func (r cancelReason) Is(target error) bool { return target == protocol.ErrCancelled }
+// Is makes a cancelReason match tool.ErrCancelled.
+func (r cancelReason) Is(target error) bool { return target == tool.ErrCancelled }
 
 // errLookup wraps a failed cancel look-up: the task is handed back, not run.
 var errLookup = errors.New("natsjs: cancel look-up failed")

@@ -8,8 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-
-	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/tool"
 )
 
 // The connection watcher: a disconnect may lose cancels (core NATS), so
@@ -120,7 +119,7 @@ func (w *Worker) catchUp(ctx context.Context, gen uint64) error {
 		}
 		if found {
 			w.log.Info("cancel found after reconnect", slog.String("task_id", fl.task.TaskID))
-			fl.cancel(protocol.ErrCancelled)
+			fl.cancel(tool.ErrCancelled)
 		}
 	}
 	if !w.cancels.trust(info.State.LastSeq, gen) {

@@ -79,10 +79,10 @@ func (w *Worker) handle(t *tool.Tool, toolLog *slog.Logger, msg jetstream.Msg, s
 		fl.settle(func() error { return msg.NakWithDelay(delay) }, log, "nak")
 		return
 	}
-	if cancelled || errors.Is(context.Cause(taskCtx), protocol.ErrCancelled) {
+	if cancelled || errors.Is(context.Cause(taskCtx), tool.ErrCancelled) {
 		log.Info("task cancelled before it started")
 		w.count(t.Name, protocol.StatusCancelled)
-		w.respond(log, fl, protocol.ResultFromOutcome(nil, protocol.ErrCancelled), time.Time{}, true)
+		w.respond(log, fl, protocol.ResultFromOutcome(nil, tool.ErrCancelled), time.Time{}, true)
 		return
 	}
 	if !task.Deadline.IsZero() {
@@ -148,7 +148,7 @@ func (w *Worker) handle(t *tool.Tool, toolLog *slog.Logger, msg jetstream.Msg, s
 
 	cause := context.Cause(taskCtx)
 	switch {
-	case taskCtx.Err() != nil && errors.Is(cause, protocol.ErrCancelled):
+	case taskCtx.Err() != nil && errors.Is(cause, tool.ErrCancelled):
 		log.Info("task cancelled while running")
 		if w.cfg.Metrics != nil {
 			w.cfg.Metrics.CancellationsTotal.WithLabelValues(t.Name).Inc()

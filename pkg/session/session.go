@@ -292,9 +292,6 @@ func (s *Session) Prepare(prompt string) (*agent.RunOptions, error) {
 			return nil, fmt.Errorf("session: stored result of task %s: %w", a.TaskID, err)
 		}
 		val, oerr := r.Outcome()
-		if errors.Is(oerr, protocol.ErrCancelled) {
-			oerr = &agent.TaskCancelled{Reason: r.Message}
-		}
 		opts.Background = append(opts.Background, agent.AdoptedTask{Task: t, Done: true, Value: val, Err: oerr})
 	}
 	for _, t := range s.st.Unresolved(deferred.KindBackground) {
@@ -371,7 +368,7 @@ func callValue(r protocol.Result) any {
 	switch {
 	case errors.As(err, &re):
 		return toolFailed(re.ErrorType())
-	case errors.Is(err, protocol.ErrCancelled):
+	case errors.Is(err, tool.ErrCancelled):
 		return toolFailed("Cancelled")
 	}
 	return err // *tool.ModelRetry or *tool.ToolFailed
