@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -33,7 +34,7 @@ func (p *printer) direct(f *agent.Final) {
 		if p.runID == "" {
 			p.runID = protocol.NewID()
 		}
-		_ = p.enc.Encode(agent.Event{Type: agent.EventFinal, RunID: p.runID, ConversationID: p.convID, At: time.Now().UTC(), Final: f})
+		p.encode(agent.Event{Type: agent.EventFinal, RunID: p.runID, ConversationID: p.convID, At: time.Now().UTC(), Final: f})
 	}
 }
 
@@ -53,14 +54,14 @@ func (p *printer) failed(err error) error {
 	if ee.err != nil {
 		msg = ee.err.Error()
 	}
-	p.direct(&agent.Final{Status: status, Error: msg, ExitCode: ee.code})
+	p.direct(&agent.Final{Status: status, Error: msg, Err: ee})
 	return ee
 }
 
 // paused ends the command with the conversation still paused: exit 3,
 // the pending calls listed.
 func (p *printer) paused(pending []deferred.PendingTask) error {
-	p.direct(&agent.Final{Status: agent.StatusPaused, Pending: pending, ExitCode: exitPaused})
+	p.direct(&agent.Final{Status: agent.StatusPaused, Pending: pending})
 	if !p.json {
 		writePending(p.e.stdout, pending, p.resolve)
 	}
@@ -71,10 +72,65 @@ func (p *printer) paused(pending []deferred.PendingTask) error {
 // finishWith ends a run whose state could not be saved: exit 1, with a
 // final event saying so after the run's own.
 func (p *printer) finishWith(res *agent.Result, err error) error {
-	f := &agent.Final{Status: agent.StatusFailed, Error: err.Error(), ExitCode: exitFailed}
+	ee := &exitError{code: exitFailed, err: err}
+	f := &agent.Final{Status: agent.StatusFailed, Error: err.Error(), Err: ee}
 	if res != nil {
 		f.Usage = res.Usage
 	}
 	p.direct(f)
-	return &exitError{code: exitFailed, err: err}
+	return ee
+}
+
+// exitCodeOf is the exit code of a command that ends with f (SPEC §6.1):
+// the code of the command's own error, else 0 finished, 3 paused, 130
+// interrupted, 2 for a usage error of the run and 1 for any other failure.
+func exitCodeOf(f *agent.Final) int {
+	var ee *exitError
+	if errors.As(f.Err, &ee) {
+		return ee.code
+	}
+	switch f.Status {
+	case agent.StatusFinished:
+		return exitOK
+	case agent.StatusPaused:
+		return exitPaused
+	case agent.StatusInterrupted:
+		return exitInterrupted
+	}
+	var ue *agent.UserError
+	if errors.As(f.Err, &ue) {
+		return exitUsage
+	}
+	return exitFailed
+}
+
+// encode writes ev as a --json line; a final event carries the command's
+// exit code too (SPEC §6.3), which the agent library does not know.
+func (p *printer) encode(ev agent.Event) {
+	if ev.Type != agent.EventFinal || ev.Final == nil {
+		_ = p.enc.Encode(ev)
+		return
+	}
+	_ = p.enc.Encode(finalLine{ev: ev, code: exitCodeOf(ev.Final)})
+}
+
+// finalLine is a final event's JSON line: the event's fields and
+// exit_code.
+type finalLine struct {
+	ev   agent.Event
+	code int
+}
+
+// MarshalJSON implements json.Marshaler.
+func (l finalLine) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(l.ev)
+	if err != nil {
+		return nil, err
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(b, &fields); err != nil {
+		return nil, err
+	}
+	fields["exit_code"], _ = json.Marshal(l.code)
+	return json.Marshal(fields)
 }

@@ -348,7 +348,7 @@ func (p *printer) event(ev agent.Event) {
 		p.final = ev.Final
 	}
 	if p.json {
-		_ = p.enc.Encode(ev)
+		p.encode(ev)
 		return
 	}
 	switch ev.Type {

@@ -108,7 +108,7 @@ func TestPauseKeepsDetachableTasksInThePendingRecord(t *testing.T) {
 	if err := json.Unmarshal(b, &back); err != nil || !reflect.DeepEqual(&back, rec) {
 		t.Fatalf("round trip %s: %+v %v", b, back, err)
 	}
-	if len(final.Pending) != 2 || final.Pending[1].Kind != deferred.KindBackground || final.Pending[1].TaskID != res.Background[0].TaskID || final.ExitCode != 3 {
+	if len(final.Pending) != 2 || final.Pending[1].Kind != deferred.KindBackground || final.Pending[1].TaskID != res.Background[0].TaskID || final.Status != agent.StatusPaused {
 		t.Errorf("final pending %+v", final.Pending)
 	}
 	// The detached task still runs.

@@ -49,9 +49,12 @@ type Final struct {
 	Error string `json:"error,omitempty"`
 	// Pending lists what a paused run waits for, as its pending record
 	// does: deferred calls, then background tasks still running.
-	Pending  []deferred.PendingTask `json:"pending"`
-	Usage    message.Usage          `json:"usage"`
-	ExitCode int                    `json:"exit_code"`
+	Pending []deferred.PendingTask `json:"pending"`
+	Usage   message.Usage          `json:"usage"`
+	// Err is the error the run returned (failed and interrupted runs), for
+	// a caller that maps it, e.g. to an exit code (a [*UserError] is a
+	// usage error); not part of the event's JSON.
+	Err error `json:"-"`
 }
 
 // Event is something that happened during a run. Only the fields of its
@@ -166,7 +169,7 @@ func (e Event) MarshalJSON() ([]byte, error) {
 		if f.Pending == nil {
 			m["pending"] = []deferred.PendingTask{}
 		}
-		m["usage"], m["exit_code"] = f.Usage, f.ExitCode
+		m["usage"] = f.Usage
 	}
 	return json.Marshal(m)
 }

@@ -247,18 +247,14 @@ func StatusOf(res *Result, err error) Status {
 
 // finalOf describes a run's outcome for the final event.
 func finalOf(res *Result, err error) *Final {
-	f := &Final{Output: res.Output, Usage: res.Usage, Status: StatusFinished, ExitCode: 0}
+	f := &Final{Output: res.Output, Usage: res.Usage, Status: StatusFinished}
 	switch {
 	case err != nil && errors.Is(err, context.Canceled) && !errors.Is(err, ErrRunCancelled):
-		f.Status, f.ExitCode, f.Error = StatusInterrupted, 130, err.Error()
+		f.Status, f.Error, f.Err = StatusInterrupted, err.Error(), err
 	case err != nil:
-		f.Status, f.ExitCode, f.Error = StatusFailed, 1, err.Error()
-		var ue *UserError
-		if errors.As(err, &ue) {
-			f.ExitCode = 2
-		}
+		f.Status, f.Error, f.Err = StatusFailed, err.Error(), err
 	case res.Paused():
-		f.Status, f.ExitCode = StatusPaused, 3
+		f.Status = StatusPaused
 		f.Pending = res.PendingRecord().Tasks
 	}
 	return f
