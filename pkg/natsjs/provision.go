@@ -15,7 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	defs "github.com/offload-dev/offload/jetstream"
+	"github.com/offload-dev/offload"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
 )
@@ -130,7 +130,8 @@ type ProvisionOptions struct {
 	MaxDeliver int
 	// FS holds the definitions (streams/*.json, consumers/task.json,
 	// consumers/exhausted.json).
-	// Defaults to the embedded jetstream/ directory.
+	// Defaults to the jetstream/ directory embedded by the module's root
+	// package ([offload.Definitions]).
 	FS fs.FS
 }
 
@@ -143,7 +144,7 @@ func (o ProvisionOptions) prefix() string {
 
 func (o ProvisionOptions) fsys() fs.FS {
 	if o.FS == nil {
-		return defs.FS
+		return offload.Definitions()
 	}
 	return o.FS
 }

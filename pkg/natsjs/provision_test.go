@@ -19,8 +19,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
+	"github.com/offload-dev/offload"
 	"github.com/offload-dev/offload/internal/syncbuf"
-	defs "github.com/offload-dev/offload/jetstream"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/protocol"
@@ -181,12 +181,12 @@ func mapsKeys[V any](m map[string]V) func(func(string) bool) {
 // types hold: a file re-encoded from its parsed value has the same fields.
 func TestDefinitionFilesRoundTrip(t *testing.T) {
 	t.Parallel()
-	files, _ := fs.Glob(defs.FS, "*/*.json")
+	files, _ := fs.Glob(offload.Definitions(), "*/*.json")
 	if len(files) != 12 {
 		t.Errorf("definition files: %v", files)
 	}
 	for _, file := range files {
-		data, _ := fs.ReadFile(defs.FS, file)
+		data, _ := fs.ReadFile(offload.Definitions(), file)
 		var raw map[string]any
 		if err := json.Unmarshal(data, &raw); err != nil {
 			t.Fatalf("%s: %v", file, err)
@@ -593,7 +593,7 @@ func TestRegistry(t *testing.T) {
 
 func TestInvalidDefinitions(t *testing.T) {
 	t.Parallel()
-	good, _ := fs.ReadFile(defs.FS, "streams/TOOLS_RESULTS.json")
+	good, _ := fs.ReadFile(offload.Definitions(), "streams/TOOLS_RESULTS.json")
 	for name, fsys := range map[string]fstest.MapFS{
 		"empty":         {},
 		"unknown field": {"streams/TOOLS_X.json": {Data: []byte(`{"name":"TOOLS_X","subjects":["tools.x.>"],"max_agee":1}`)}},
@@ -691,9 +691,9 @@ func TestDefinitionsApplyWithNATSCLI(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
-	files, _ := fs.Glob(defs.FS, "streams/*.json")
+	files, _ := fs.Glob(offload.Definitions(), "streams/*.json")
 	for _, file := range files {
-		data, _ := fs.ReadFile(defs.FS, file)
+		data, _ := fs.ReadFile(offload.Definitions(), file)
 		path := filepath.Join(dir, filepath.Base(file))
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			t.Fatal(err)
@@ -701,7 +701,7 @@ func TestDefinitionsApplyWithNATSCLI(t *testing.T) {
 		run("stream", "add", "--config", path)
 	}
 	for file, stream := range map[string]string{"consumers/task.json": "TOOLS_TASKS", "consumers/exhausted.json": "TOOLS_EXHAUSTED"} {
-		tmpl, _ := fs.ReadFile(defs.FS, file)
+		tmpl, _ := fs.ReadFile(offload.Definitions(), file)
 		path := filepath.Join(dir, "search_"+filepath.Base(file))
 		if err := os.WriteFile(path, []byte(strings.ReplaceAll(string(tmpl), "<tool>", "search")), 0o600); err != nil {
 			t.Fatal(err)
