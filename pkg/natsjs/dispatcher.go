@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -82,11 +81,6 @@ const DefaultDeadlineGrace = 5 * time.Second
 // DefaultServerLostAfter is how long a [Dispatcher] waits for a lost
 // server to come back before failing the calls that wait.
 const DefaultServerLostAfter = 10 * time.Second
-
-// ErrServerLost is wrapped by the error of calls that were waiting when the
-// connection to the server was closed or stayed away for
-// DispatcherConfig.ServerLostAfter.
-var ErrServerLost = errors.New("natsjs: lost the NATS server")
 
 // Dispatcher is the agent side of remote tool calls: [Dispatcher.Call]
 // publishes a task and waits for its result; [Dispatcher.Cancel] cancels a
@@ -356,10 +350,6 @@ func (d *Dispatcher) register(task protocol.Task, attach bool) (*Handle, error) 
 	}
 	return h, nil
 }
-
-// ErrInvalidTask is wrapped by errors about a task that cannot be
-// dispatched.
-var ErrInvalidTask = errors.New("natsjs: invalid task")
 
 func checkTask(t *protocol.Task) error {
 	if _, err := protocol.ParseID(t.TaskID); err != nil {

@@ -2,7 +2,6 @@ package natsjs
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -10,10 +9,6 @@ import (
 
 	"github.com/offload-dev/offload/pkg/protocol"
 )
-
-// ErrDetached is the error of a [Handle] that was detached: the task runs
-// on, but this handle no longer reports its result.
-var ErrDetached = errors.New("natsjs: task detached")
 
 // Handle is a task dispatched with [Dispatcher.Dispatch]: it reports the
 // task's result when it arrives and can cancel or detach it. Its methods
@@ -70,9 +65,6 @@ func (h *Handle) Result() (protocol.Result, error) {
 		return protocol.Result{}, ErrPending
 	}
 }
-
-// ErrPending is returned by [Handle.Result] before the result is known.
-var ErrPending = errors.New("natsjs: result not known yet")
 
 // Wait waits for the result. When ctx ends first, the task is cancelled
 // over the wire and ctx's error is returned, unless the result won the

@@ -9,10 +9,6 @@ import (
 	"strings"
 )
 
-// ErrNoContext is wrapped by the error of [LoadContext] for a context that
-// does not exist.
-var ErrNoContext = errors.New("natsjs: no such nats context")
-
 // NATSContext is the part of a `nats` CLI context (`nats context save`) the
 // binaries use: the server URLs and the credentials.
 type NATSContext struct {

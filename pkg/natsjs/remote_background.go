@@ -32,10 +32,6 @@ type remoteExecutor struct {
 	fallback agent.Executor
 }
 
-// ErrNotRemote is returned when an executor without a fallback is asked to
-// start a call of a tool that no worker serves.
-var ErrNotRemote = errors.New("natsjs: no worker serves this tool")
-
 func (e *remoteExecutor) Start(ctx context.Context, c *agent.BackgroundCall) (agent.BackgroundTask, error) {
 	name := c.Call.Call.ToolName
 	if !e.r.serves(name) {

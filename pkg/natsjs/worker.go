@@ -26,18 +26,6 @@ import (
 // (worker_results.go), exhausted deliveries (worker_exhausted.go) and
 // registry writes (worker_registry.go).
 
-// Errors of the worker and the dispatcher.
-var (
-	// ErrInvalidConfig is wrapped by errors about an unusable
-	// [WorkerConfig], [DispatcherConfig] or [RemoteConfig].
-	ErrInvalidConfig = errors.New("natsjs: invalid config")
-	// ErrStarted is returned by Start when called twice.
-	ErrStarted = errors.New("natsjs: already started")
-	// ErrStopped is returned by calls on a stopped (or never started)
-	// worker, dispatcher or toolset.
-	ErrStopped = errors.New("natsjs: stopped")
-)
-
 // Defaults of [WorkerConfig].
 const (
 	DefaultConcurrency     = 4
