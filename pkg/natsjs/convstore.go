@@ -16,6 +16,7 @@ import (
 
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/message"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/jsop"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
@@ -119,7 +120,7 @@ func (s *ConversationStore) Load(ctx context.Context, id string) (*conversation.
 		return nil, 0, err
 	}
 	var e jetstream.KeyValueEntry
-	_, err := retryTransient(ctx, s.log, "conversation store", func(ctx context.Context) (err error) {
+	_, err := jsop.Retry(ctx, s.log, "conversation store", func(ctx context.Context) (err error) {
 		e, err = s.kv.Get(ctx, convKeyPre+id)
 		return err
 	})
@@ -139,7 +140,7 @@ func (s *ConversationStore) Load(ctx context.Context, id string) (*conversation.
 	}
 	if v.HistoryObject != "" {
 		var data []byte
-		_, err := retryTransient(ctx, s.log, "conversation store", func(ctx context.Context) (err error) {
+		_, err := jsop.Retry(ctx, s.log, "conversation store", func(ctx context.Context) (err error) {
 			data, err = s.obj.GetBytes(ctx, v.HistoryObject)
 			return err
 		})
@@ -183,7 +184,7 @@ func (s *ConversationStore) Save(ctx context.Context, st *conversation.State, pr
 		}
 		v.HistoryObject = st.ID + "." + protocol.NewID()
 		meta := jetstream.ObjectMeta{Name: v.HistoryObject, Opts: &jetstream.ObjectMetaOptions{ChunkSize: s.chunkSize()}}
-		if _, err := retryTransient(ctx, s.log, "conversation store", func(ctx context.Context) error {
+		if _, err := jsop.Retry(ctx, s.log, "conversation store", func(ctx context.Context) error {
 			_, err := s.obj.Put(ctx, meta, bytes.NewReader(hist))
 			return err
 		}); err != nil {
@@ -196,7 +197,7 @@ func (s *ConversationStore) Save(ctx context.Context, st *conversation.State, pr
 	}
 	key := convKeyPre + st.ID
 	var rev uint64
-	retried, err := retryTransient(ctx, s.log, "conversation store", func(ctx context.Context) (err error) {
+	retried, err := jsop.Retry(ctx, s.log, "conversation store", func(ctx context.Context) (err error) {
 		if prev == 0 {
 			rev, err = s.kv.Create(ctx, key, value)
 		} else {
@@ -249,7 +250,7 @@ func (s *ConversationStore) chunkSize() uint32 {
 // deleteObject deletes a history no state refers to any more; one left
 // behind (a crash) expires with the bucket's max age.
 func (s *ConversationStore) deleteObject(name string) {
-	ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), jsop.Timeout)
 	defer cancel()
 	if err := s.obj.Delete(ctx, name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
 		s.log.Warn("old history not deleted", slog.String("object", name), slog.Any("error", err))

@@ -13,6 +13,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/offload-dev/offload/pkg/metrics"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/bufpool"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/jsop"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/taskmem"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
@@ -109,13 +112,13 @@ type Dispatcher struct {
 	mu      sync.Mutex
 	state   int // 0 new, 1 started, 2 stopped
 	pending map[string]*Handle
-	mem     *taskMemory // tasks no call waits for, conversations' activity
-	lost    error       // set while the server is considered lost
-	url     string      // the server's URL, for errors
+	mem     *taskmem.Memory // tasks no call waits for, conversations' activity
+	lost    error           // set while the server is considered lost
+	url     string          // the server's URL, for errors
 	cc      jetstream.ConsumeContext
 	status  chan nats.Status
 	watched chan struct{} // closed when the connection watcher has stopped
-	bufs    bufPool       // task encoding buffers
+	bufs    bufpool.Pool  // task encoding buffers
 	// expiring counts the deadline expiries under way (dispatcher_expire.go),
 	// which Stop waits for.
 	expiring sync.WaitGroup
@@ -166,8 +169,8 @@ func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 		subj:    protocol.Subjects{Prefix: cfg.Prefix},
 		js:      js,
 		pending: make(map[string]*Handle),
-		bufs:    newBufPool(),
-		mem:     newTaskMemory(cfg.Remember, doneCap),
+		bufs:    bufpool.New(),
+		mem:     taskmem.New(cfg.Remember, taskmem.DefaultLimit),
 	}, nil
 }
 
@@ -180,7 +183,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		return ErrStarted
 	}
 	if err := Provision(ctx, d.js, ProvisionOptions{Prefix: d.cfg.Prefix, Replicas: d.cfg.Replicas, MemoryStorage: d.cfg.MemoryStorage}); err != nil {
-		return fmt.Errorf("natsjs: dispatcher: %w", nested(err))
+		return fmt.Errorf("natsjs: dispatcher: %w", jsop.Nested(err))
 	}
 	names := NamesFor(d.cfg.Prefix)
 	cons, err := d.js.OrderedConsumer(ctx, names.Results, jetstream.OrderedConsumerConfig{
@@ -276,9 +279,9 @@ func (d *Dispatcher) Dispatch(ctx context.Context, task protocol.Task) (*Handle,
 	if task.CreatedAt.IsZero() {
 		task.CreatedAt = now.UTC()
 	}
-	buf := d.bufs.get()
+	buf := d.bufs.Get()
 	data, err := protocol.AppendTask(*buf, &task)
-	defer d.bufs.put(buf, data) // published (copied) or failed by then
+	defer d.bufs.Put(buf, data) // published (copied) or failed by then
 	if err != nil {
 		return nil, fmt.Errorf("natsjs: marshal task: %w", err)
 	}
@@ -296,7 +299,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, task protocol.Task) (*Handle,
 	m := nats.NewMsg(d.subj.Task(task.Tool))
 	m.Header.Set(jetstream.MsgIDHeader, msgID(task.TaskID, task.Attempt))
 	m.Data = data
-	pctx, pcancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
+	pctx, pcancel := context.WithTimeout(context.WithoutCancel(ctx), jsop.Timeout)
 	_, err = d.js.PublishMsg(pctx, m)
 	pcancel()
 	if err != nil {
@@ -339,9 +342,9 @@ func (d *Dispatcher) register(task protocol.Task, attach bool) (*Handle, error) 
 		return nil, fmt.Errorf("%w: task %s is already in flight", ErrInvalidTask, task.TaskID)
 	}
 	if attach {
-		d.mem.reattach(task.TaskID)
+		d.mem.Reattach(task.TaskID)
 	}
-	d.mem.hold(task.ConversationID)
+	d.mem.Hold(task.ConversationID)
 	d.pending[task.TaskID] = h
 	d.setPending(task.Mode, 1)
 	if !task.Deadline.IsZero() {
@@ -392,9 +395,9 @@ func (d *Dispatcher) Cancel(ctx context.Context, conv, task, reason string) erro
 	c := d.pending[task]
 	if c != nil {
 		delete(d.pending, task)
-		d.mem.finish(time.Now(), task, c.task.ConversationID, doneCancelled, true)
+		d.mem.Finish(time.Now(), task, c.task.ConversationID, taskmem.Cancelled, true)
 	} else {
-		d.mem.finish(time.Now(), task, conv, doneCancelled, false)
+		d.mem.Finish(time.Now(), task, conv, taskmem.Cancelled, false)
 	}
 	d.mu.Unlock()
 	if c != nil {
@@ -434,6 +437,6 @@ func (d *Dispatcher) forget(task string) bool {
 		return false
 	}
 	delete(d.pending, task)
-	d.mem.release(c.task.ConversationID)
+	d.mem.Release(c.task.ConversationID)
 	return true
 }

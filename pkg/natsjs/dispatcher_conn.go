@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/offload-dev/offload/pkg/natsjs/internal/taskmem"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
@@ -71,7 +72,7 @@ func (d *Dispatcher) serverLost(err error) {
 	waiting := d.pending
 	d.pending = make(map[string]*Handle)
 	for id, h := range waiting {
-		d.rememberLocked(id, h.task.ConversationID, doneDetached)
+		d.rememberLocked(id, h.task.ConversationID, taskmem.Detached)
 	}
 	d.mu.Unlock()
 	if len(waiting) > 0 {

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/offload-dev/offload/pkg/natsjs/internal/jsop"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/taskmem"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
@@ -22,7 +24,7 @@ func (d *Dispatcher) expire(h *Handle) {
 		return // answered, cancelled or stopped meanwhile
 	}
 	delete(d.pending, task.TaskID)
-	d.mem.finish(time.Now(), task.TaskID, task.ConversationID, doneCancelled, true)
+	d.mem.Finish(time.Now(), task.TaskID, task.ConversationID, taskmem.Cancelled, true)
 	d.expiring.Add(1)
 	d.mu.Unlock()
 	defer d.expiring.Done()
@@ -37,7 +39,7 @@ func (d *Dispatcher) expire(h *Handle) {
 		TaskID: task.TaskID, ToolCallID: task.ToolCallID, Attempt: task.Attempt,
 		Status: protocol.StatusError, ErrorType: protocol.ErrorDeadlineExceeded, Message: msg,
 	}, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), jsop.Timeout)
 	defer cancel()
 	if err := d.publishCancel(ctx, task.ConversationID, task.TaskID, "deadline exceeded"); err != nil {
 		d.log.Warn("cancel not published", slog.String("task_id", task.TaskID), slog.Any("error", err))

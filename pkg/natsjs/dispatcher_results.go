@@ -9,13 +9,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/offload-dev/offload/pkg/metrics"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/taskmem"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
 // rememberLocked records that task of conv, a pending call until now, is
 // answered, cancelled or detached.
-func (d *Dispatcher) rememberLocked(task, conv string, kind doneKind) {
-	d.mem.finish(time.Now(), task, conv, kind, true)
+func (d *Dispatcher) rememberLocked(task, conv string, kind taskmem.Kind) {
+	d.mem.Finish(time.Now(), task, conv, kind, true)
 }
 
 // onResult routes one stored result to its waiting call, or refuses it.
@@ -59,9 +60,9 @@ func (d *Dispatcher) onResult(m jetstream.Msg) {
 		// The call's own IDs, not the subject's substrings: the memory
 		// keeps its conversation as a key (a string key is replaced on
 		// every write).
-		d.rememberLocked(c.task.TaskID, c.task.ConversationID, doneAnswered)
+		d.rememberLocked(c.task.TaskID, c.task.ConversationID, taskmem.Answered)
 	default:
-		reason, note = d.mem.classify(time.Now(), task, conv, res.Status == protocol.StatusCancelled)
+		reason, note = d.mem.Classify(time.Now(), task, conv, res.Status == protocol.StatusCancelled)
 	}
 	d.mu.Unlock()
 

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/offload-dev/offload/pkg/natsjs/internal/jsop"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/taskmem"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
@@ -80,7 +82,7 @@ func (h *Handle) Wait(ctx context.Context) (protocol.Result, error) {
 		return h.res, h.err
 	default:
 	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), jsop.Timeout)
 	defer cancel()
 	if err := h.Cancel(cctx, "the caller gave up: "+ctx.Err().Error()); err != nil {
 		h.d.log.Warn("cancel not published", slog.String("task_id", h.task.TaskID), slog.Any("error", err))
@@ -111,7 +113,7 @@ func (h *Handle) Stop(ctx context.Context, reason string, wait time.Duration) er
 		return err
 	}
 	t := time.AfterFunc(wait, func() {
-		cctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
+		cctx, cancel := context.WithTimeout(context.Background(), jsop.Timeout)
 		defer cancel()
 		_ = h.Cancel(cctx, reason+" (not confirmed by a worker in "+wait.String()+")")
 	})
@@ -133,7 +135,7 @@ func (h *Handle) Detach() {
 	_, pending := d.pending[h.task.TaskID]
 	if pending {
 		delete(d.pending, h.task.TaskID)
-		d.rememberLocked(h.task.TaskID, h.task.ConversationID, doneDetached)
+		d.rememberLocked(h.task.TaskID, h.task.ConversationID, taskmem.Detached)
 	}
 	d.mu.Unlock()
 	if pending {

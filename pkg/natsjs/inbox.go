@@ -11,6 +11,7 @@ import (
 
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/metrics"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/jsop"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
@@ -108,7 +109,7 @@ func (in *Inbox) CollectDecisions(ctx context.Context, st *conversation.State) (
 // last message read, so each message is passed to fn once.
 func (in *Inbox) replay(ctx context.Context, stream, filter string, after uint64, fn func(task string, data []byte, meta *jetstream.MsgMetadata)) (uint64, error) {
 	last := after
-	_, err := retryTransient(ctx, in.log, "inbox", func(ctx context.Context) error {
+	_, err := jsop.Retry(ctx, in.log, "inbox", func(ctx context.Context) error {
 		var err error
 		last, err = in.replayOnce(ctx, stream, filter, last, fn)
 		return err

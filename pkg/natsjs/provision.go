@@ -60,23 +60,6 @@ func (o ProvisionOptions) fsys() fs.FS {
 // for lack of permission gets no reply.
 const createTimeout = 5 * time.Second
 
-// nested returns err, an error of this package that another of its errors
-// wraps, without its "natsjs: " prefix, so that the wrapper's is not
-// repeated ("natsjs: worker: ensure stream …", not "natsjs: worker: natsjs:
-// ensure stream …"). errors.Is and As see err as it is.
-func nested(err error) error {
-	if err == nil || !strings.HasPrefix(err.Error(), "natsjs: ") {
-		return err
-	}
-	return nestedError{err}
-}
-
-type nestedError struct{ err error }
-
-func (e nestedError) Error() string { return strings.TrimPrefix(e.err.Error(), "natsjs: ") }
-
-func (e nestedError) Unwrap() error { return e.err }
-
 // strictUnmarshal decodes a definition, refusing unknown fields.
 func strictUnmarshal(name string, data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))

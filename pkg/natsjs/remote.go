@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/jsop"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
 )
@@ -105,7 +106,7 @@ func NewRemoteToolset(ctx context.Context, cfg RemoteConfig) (*RemoteToolset, er
 	}
 	kv, err := Registry(ctx, js, ProvisionOptions{Prefix: cfg.Prefix, Replicas: cfg.Replicas, MemoryStorage: cfg.MemoryStorage})
 	if err != nil {
-		return nil, fmt.Errorf("natsjs: remote toolset: %w", nested(err))
+		return nil, fmt.Errorf("natsjs: remote toolset: %w", jsop.Nested(err))
 	}
 	r := &RemoteToolset{
 		cfg:     cfg,

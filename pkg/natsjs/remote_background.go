@@ -11,6 +11,7 @@ import (
 
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/deferred"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/jsop"
 	"github.com/offload-dev/offload/pkg/progress"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
@@ -108,7 +109,7 @@ func (t *remoteTask) Outcome() (any, error) {
 }
 
 func (t *remoteTask) Cancel(reason string) {
-	ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), jsop.Timeout)
 	defer cancel()
 	if err := t.h.Stop(ctx, reason, cancelConfirmWait); err != nil {
 		t.log.Warn("cancel not published", slog.String("task_id", t.h.task.TaskID), slog.Any("error", err))

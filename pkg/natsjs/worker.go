@@ -15,6 +15,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/offload-dev/offload/pkg/metrics"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/bufpool"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/jsop"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
 )
@@ -38,7 +40,6 @@ const (
 	pullWait          = 5 * time.Second        // a pull request waits at most this long
 	shortPull         = 250 * time.Millisecond // … or this long while others wait for a slot
 	fetchRetryWait    = time.Second            // pause after a failed pull
-	publishTimeout    = 10 * time.Second       // bound on one result publish / API call
 	lookupNakDelay    = time.Second            // redelivery delay of a task whose cancel look-up failed, per delivery so far
 	maxLookupNakDelay = 10 * time.Second       // … at most
 	sweepEvery        = 30 * time.Second       // how often exhausted tasks are swept
@@ -144,7 +145,7 @@ type Worker struct {
 	adv      sync.WaitGroup // per tool, the loop answering max-deliveries advisories
 	bg       sync.WaitGroup // registry refresher, sweeper
 	watcher  sync.WaitGroup // connection watcher
-	bufs     bufPool        // result encoding buffers
+	bufs     bufpool.Pool   // result encoding buffers
 }
 
 // errShutdown is the cause of a task context cancelled by the worker's own
@@ -211,7 +212,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		names:   NamesFor(cfg.Prefix),
 		tools:   tools,
 		slots:   newSlotPool(cfg.Concurrency),
-		bufs:    newBufPool(),
+		bufs:    bufpool.New(),
 		cancels: newCancelIndex(),
 		stopped: make(chan struct{}),
 		bgStop:  make(chan struct{}),
@@ -270,7 +271,7 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	w.js = js
 	popts := w.provisionOptions()
 	if err := Provision(ctx, js, popts); err != nil {
-		return fmt.Errorf("natsjs: worker: %w", nested(err))
+		return fmt.Errorf("natsjs: worker: %w", jsop.Nested(err))
 	}
 	if w.tasksStrm, err = js.Stream(ctx, w.names.Tasks); err != nil {
 		return fmt.Errorf("natsjs: worker: bind stream %s: %w", w.names.Tasks, err)
@@ -284,11 +285,11 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	for name := range w.tools {
 		c, err := EnsureTaskConsumer(ctx, js, name, popts)
 		if err != nil {
-			return fmt.Errorf("natsjs: worker: %w", nested(err))
+			return fmt.Errorf("natsjs: worker: %w", jsop.Nested(err))
 		}
 		w.consumers[name] = c
 		if advisories[name], err = EnsureExhaustedConsumer(ctx, js, name, popts); err != nil {
-			return fmt.Errorf("natsjs: worker: %w", nested(err))
+			return fmt.Errorf("natsjs: worker: %w", jsop.Nested(err))
 		}
 		if aw := c.CachedInfo().Config.AckWait; aw > 0 && (ackWait == 0 || aw < ackWait) {
 			ackWait = aw
@@ -299,7 +300,7 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 		w.hbEvery = ackWait / 3
 	}
 	if w.kv, err = Registry(ctx, js, popts); err != nil {
-		return fmt.Errorf("natsjs: worker: %w", nested(err))
+		return fmt.Errorf("natsjs: worker: %w", jsop.Nested(err))
 	}
 
 	// Cancellations: a core subscription sees every cancel as it is
@@ -309,7 +310,7 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	if err := w.subscribeCancels(); err != nil {
 		return err
 	}
-	fctx, cancel := context.WithTimeout(ctx, publishTimeout) // Flush needs a deadline
+	fctx, cancel := context.WithTimeout(ctx, jsop.Timeout) // Flush needs a deadline
 	defer cancel()
 	if err := w.cfg.Conn.FlushWithContext(fctx); err != nil {
 		return fmt.Errorf("natsjs: worker: flush subscriptions: %w", err)
@@ -448,7 +449,7 @@ func (w *Worker) shutdown(ctx context.Context, grace time.Duration) error {
 		// No server to flush to (it is gone): the tasks come back after
 		// their ack wait.
 		w.log.Warn("stopping without a server: held tasks are redelivered after their ack wait")
-	} else if ferr := w.cfg.Conn.FlushTimeout(publishTimeout); ferr != nil {
+	} else if ferr := w.cfg.Conn.FlushTimeout(jsop.Timeout); ferr != nil {
 		w.log.Warn("flush on stop failed", slog.Any("error", ferr))
 	}
 	w.unwatchConn()

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/offload-dev/offload/pkg/natsjs/internal/jsop"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
 )
@@ -241,7 +242,7 @@ func (w *Worker) cancelled(ctx context.Context, task protocol.Task, seq uint64) 
 }
 
 func (w *Worker) lookupCancel(ctx context.Context, task protocol.Task) (bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
+	ctx, cancel := context.WithTimeout(ctx, jsop.Timeout)
 	defer cancel()
 	_, err := w.cancStrm.GetLastMsgForSubject(ctx, w.subj.Cancel(task.ConversationID, task.TaskID))
 	switch {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/jsop"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
@@ -103,7 +104,7 @@ func (w *Worker) unwatchConn() {
 // current last sequence need no look-up; the held tasks, whose cancels may
 // have been missed, are looked up now.
 func (w *Worker) catchUp(ctx context.Context, gen uint64) error {
-	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
+	ctx, cancel := context.WithTimeout(ctx, jsop.Timeout)
 	defer cancel()
 	if err := w.cfg.Conn.FlushWithContext(ctx); err != nil {
 		return fmt.Errorf("flush: %w", err)

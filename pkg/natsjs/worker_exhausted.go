@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/offload-dev/offload/pkg/natsjs/internal/jsop"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
@@ -109,7 +110,7 @@ func (w *Worker) pullAdvisories(ctx context.Context, toolName string, it jetstre
 			if !pause(ctx, fetchRetryWait) {
 				return
 			}
-			rctx, cancel := context.WithTimeout(ctx, publishTimeout)
+			rctx, cancel := context.WithTimeout(ctx, jsop.Timeout)
 			c, err := EnsureExhaustedConsumer(rctx, w.js, toolName, w.provisionOptions())
 			cancel()
 			if err == nil {
@@ -186,7 +187,7 @@ func (w *Worker) onMaxDeliveries(ctx context.Context, log *slog.Logger, toolName
 		return
 	}
 	log = log.With(slog.Uint64("stream_seq", adv.StreamSeq))
-	actx, cancel := context.WithTimeout(ctx, publishTimeout)
+	actx, cancel := context.WithTimeout(ctx, jsop.Timeout)
 	defer cancel()
 	raw, err := w.tasksStrm.GetMsg(actx, adv.StreamSeq)
 	switch {
@@ -259,7 +260,7 @@ func (w *Worker) sweepExhausted(ctx context.Context) {
 }
 
 func (w *Worker) sweepTool(ctx context.Context, name string, c jetstream.Consumer) error {
-	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
+	ctx, cancel := context.WithTimeout(ctx, jsop.Timeout)
 	defer cancel()
 	info, err := c.Info(ctx)
 	if err != nil {

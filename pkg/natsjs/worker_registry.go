@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"slices"
 	"time"
+
+	"github.com/offload-dev/offload/pkg/natsjs/internal/jsop"
 )
 
 // writeRegistry writes (or refreshes) the registry entry of every tool.
@@ -42,7 +44,7 @@ func (w *Worker) refreshRegistry() {
 				continue // the next tick after a reconnect refreshes them
 			}
 			// A stop cuts the write short: the worker is going anyway.
-			ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
+			ctx, cancel := context.WithTimeout(context.Background(), jsop.Timeout)
 			go func() { // ends with the write
 				select {
 				case <-w.bgStop:
@@ -65,7 +67,7 @@ func (w *Worker) deleteRegistry(ctx context.Context) {
 	if !w.cfg.Conn.IsConnected() {
 		return // the entries expire with their TTL
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), jsop.Timeout)
 	defer cancel()
 	for name := range w.tools {
 		if err := w.kv.Delete(ctx, RegistryKey(name, w.cfg.ID)); err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/offload-dev/offload/pkg/natsjs/internal/jsop"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
 )
@@ -39,7 +40,7 @@ func (w *Worker) respond(log *slog.Logger, fl *inflight, res protocol.Result, st
 	res.FinishedAt = time.Now().UTC()
 	wait := publishRetryMin
 	for attempt := 1; ; attempt++ {
-		ctx, cancel := context.WithTimeout(w.hardCtx, publishTimeout)
+		ctx, cancel := context.WithTimeout(w.hardCtx, jsop.Timeout)
 		err := w.publishResult(ctx, task.ConversationID, res)
 		cancel()
 		if err == nil {
@@ -74,9 +75,9 @@ func (w *Worker) respond(log *slog.Logger, fl *inflight, res protocol.Result, st
 // replaced by a ResultTooLarge error, and one that cannot be encoded by an
 // error saying so.
 func (w *Worker) publishResult(ctx context.Context, conv string, res protocol.Result) error {
-	buf := w.bufs.get()
+	buf := w.bufs.Get()
 	data, err := protocol.AppendResult(*buf, &res)
-	defer w.bufs.put(buf, data) // published (copied) or failed by then
+	defer w.bufs.Put(buf, data) // published (copied) or failed by then
 	// A result that cannot be encoded (the tool's metadata holds a value
 	// JSON cannot carry) never will be: it is replaced by an error, as is
 	// a result too large for a message.

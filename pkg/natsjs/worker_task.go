@@ -14,6 +14,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/offload-dev/offload/pkg/natsjs/internal/jsop"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/lazylog"
 	"github.com/offload-dev/offload/pkg/progress"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
@@ -50,10 +52,10 @@ func (w *Worker) handle(t *tool.Tool, toolLog *slog.Logger, msg jetstream.Msg, s
 		return
 	}
 	if md != nil && md.NumDelivered > 1 {
-		log = withLazy(toolLog, slog.String("task_id", task.TaskID), slog.String("conversation_id", task.ConversationID),
+		log = lazylog.With(toolLog, slog.String("task_id", task.TaskID), slog.String("conversation_id", task.ConversationID),
 			slog.Uint64("delivery", md.NumDelivered))
 	} else {
-		log = withLazy(toolLog, slog.String("task_id", task.TaskID), slog.String("conversation_id", task.ConversationID))
+		log = lazylog.With(toolLog, slog.String("task_id", task.TaskID), slog.String("conversation_id", task.ConversationID))
 	}
 
 	// Register before looking for an earlier cancel: a cancel stored after
@@ -284,7 +286,7 @@ func (w *Worker) malformed(log *slog.Logger, t *tool.Tool, msg jetstream.Msg, er
 		_, e1 := protocol.ParseID(ids.TaskID)
 		_, e2 := protocol.ParseID(ids.ConversationID)
 		if e1 == nil && e2 == nil {
-			ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
+			ctx, cancel := context.WithTimeout(context.Background(), jsop.Timeout)
 			res := protocol.ResultFromOutcome(nil, &protocol.RemoteError{Type: tool.ErrorType(err), Message: err.Error()})
 			res.TaskID, res.ToolCallID, res.Worker, res.FinishedAt = ids.TaskID, ids.ToolCallID, w.cfg.ID, time.Now().UTC()
 			if a, aerr := strconv.Atoi(string(ids.Attempt)); aerr == nil && a > 0 {

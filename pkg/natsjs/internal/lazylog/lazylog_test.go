@@ -1,4 +1,4 @@
-package natsjs
+package lazylog
 
 import (
 	"bytes"
@@ -6,10 +6,10 @@ import (
 	"testing"
 )
 
-// TestWithLazyLogsAsWith checks that a lazy logger writes what
+// TestWithLogsAsWith checks that a lazy logger writes what
 // base.With(attrs...) writes, also through With and WithGroup, and that
 // disabled levels stay disabled.
-func TestWithLazyLogsAsWith(t *testing.T) {
+func TestWithLogsAsWith(t *testing.T) {
 	write := func(l *slog.Logger) {
 		l.Debug("hidden")
 		l.Info("one", "k", 1)
@@ -25,7 +25,7 @@ func TestWithLazyLogsAsWith(t *testing.T) {
 	eager := slog.New(slog.NewJSONHandler(&want, opts)).With("tool", "t")
 	lazy := slog.New(slog.NewJSONHandler(&got, opts)).With("tool", "t")
 	write(eager.With(slog.String("task_id", "A"), slog.Int("delivery", 2)))
-	write(withLazy(lazy, slog.String("task_id", "A"), slog.Int("delivery", 2)))
+	write(With(lazy, slog.String("task_id", "A"), slog.Int("delivery", 2)))
 	if got.String() != want.String() || want.Len() == 0 {
 		t.Fatalf("lazy logger wrote\n%s\nwant\n%s", got.String(), want.String())
 	}

@@ -1,4 +1,4 @@
-package natsjs
+package taskmem
 
 import "time"
 
@@ -24,14 +24,14 @@ func newConvActivity(keep time.Duration) *convActivity {
 	return &convActivity{keep: keep, m: make(map[string]convState)}
 }
 
-// hold counts one more pending call of conv.
+// Hold counts one more pending call of conv.
 func (a *convActivity) hold(conv string) {
 	s := a.m[conv]
 	s.pending++
 	a.m[conv] = s
 }
 
-// release counts one pending call of conv less, without a finish (a task
+// Release counts one pending call of conv less, without a finish (a task
 // whose dispatch failed).
 func (a *convActivity) release(conv string) {
 	s, ok := a.m[conv]
@@ -46,7 +46,7 @@ func (a *convActivity) release(conv string) {
 	a.m[conv] = s
 }
 
-// finish records that a call of conv finished at now; pending says whether
+// Finish records that a call of conv finished at now; pending says whether
 // it was counted as pending (and is no more).
 func (a *convActivity) finish(now time.Time, conv string, pending bool) {
 	s := a.m[conv]

@@ -1,4 +1,6 @@
-package natsjs
+// Package lazylog makes loggers whose attributes are formatted only once
+// something is logged.
+package lazylog
 
 import (
 	"context"
@@ -6,11 +8,11 @@ import (
 	"sync"
 )
 
-// withLazy returns a logger like base.With(attrs...), except that the
+// With returns a logger like base.With(attrs...), except that the
 // handler's WithAttrs (which formats the attributes ahead, for the
 // standard handlers) runs only once something is logged: a worker makes a
 // logger per task, and most tasks log nothing at the levels enabled.
-func withLazy(base *slog.Logger, attrs ...slog.Attr) *slog.Logger {
+func With(base *slog.Logger, attrs ...slog.Attr) *slog.Logger {
 	return slog.New(&lazyHandler{base: base.Handler(), attrs: attrs})
 }
 

@@ -1,4 +1,4 @@
-package natsjs
+package taskmem
 
 import (
 	"crypto/rand"
@@ -12,6 +12,9 @@ import (
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
+// defaultWindow is the dispatcher's default window (remote.DefaultDedupWindow).
+const defaultWindow = 10 * time.Minute
+
 // idAt returns a new task ID whose ULID time is t.
 func idAt(t time.Time) string {
 	return ulid.MustNew(ulid.Timestamp(t), rand.Reader).String()
@@ -19,7 +22,7 @@ func idAt(t time.Time) string {
 
 func mustKey(t *testing.T, task string) uint64 {
 	t.Helper()
-	key, ok := doneKey(task)
+	key, ok := keyOf(task)
 	if !ok {
 		t.Fatalf("%q has no key", task)
 	}
@@ -31,19 +34,19 @@ func mustKey(t *testing.T, task string) uint64 {
 // generation is older than that.
 func TestDoneSetForgetsAfterRemember(t *testing.T) {
 	const keep = 8 * time.Minute
-	s := newDoneSet(keep, 0)
+	s := newGenSet(keep, 0)
 	t0 := time.Unix(1_700_000_000, 0)
-	if _, ok := doneKey("not-a-ulid"); ok {
+	if _, ok := keyOf("not-a-ulid"); ok {
 		t.Fatal("a non-ULID has a key")
 	}
 	key := mustKey(t, protocol.NewID())
-	s.put(t0, key, doneEntry(doneCancelled))
+	s.put(t0, key, entry(Cancelled))
 	// Another task a little later, in the next generation.
 	lkey := mustKey(t, protocol.NewID())
-	s.put(t0.Add(keep/doneGens), lkey, doneEntry(doneAnswered))
+	s.put(t0.Add(keep/generations), lkey, entry(Answered))
 
 	s.expire(t0.Add(keep))
-	if e, ok := s.get(key); !ok || e.kind() != doneCancelled {
+	if e, ok := s.get(key); !ok || e.kind() != Cancelled {
 		t.Fatalf("task forgotten before its window: %v %v", e, ok)
 	}
 	// Past the window of the first generation: it goes, the second stays.
@@ -51,11 +54,11 @@ func TestDoneSetForgetsAfterRemember(t *testing.T) {
 	if _, ok := s.get(key); ok {
 		t.Fatal("task remembered past its window")
 	}
-	if e, ok := s.get(lkey); !ok || e.kind() != doneAnswered {
+	if e, ok := s.get(lkey); !ok || e.kind() != Answered {
 		t.Fatal("the later task was forgotten with the earlier one")
 	}
 	// The last generation goes too once it is old (nothing put since).
-	s.expire(t0.Add(keep + keep/doneGens + time.Second))
+	s.expire(t0.Add(keep + keep/generations + time.Second))
 	if _, ok := s.get(lkey); ok || s.len() != 0 || len(s.gens) != 0 {
 		t.Fatalf("%d tasks in %d generations remembered past the window", s.len(), len(s.gens))
 	}
@@ -71,7 +74,7 @@ func TestDoneSetForgetsAfterRemember(t *testing.T) {
 // time among the tasks dropped.
 func TestDoneSetCapEvicts(t *testing.T) {
 	const limit = 16
-	s := newDoneSet(DefaultRemember, limit)
+	s := newGenSet(defaultWindow, limit)
 	t0 := time.Unix(1_700_000_000, 0)
 	var keys []uint64
 	for i := range 100 {
@@ -86,7 +89,7 @@ func TestDoneSetCapEvicts(t *testing.T) {
 			t.Fatalf("%d tasks remembered after %d puts, limit %d", s.len(), i+1, limit)
 		}
 	}
-	if s.len() < limit-limit/doneGens {
+	if s.len() < limit-limit/generations {
 		t.Fatalf("%d tasks remembered, want about %d", s.len(), limit)
 	}
 	if _, ok := s.get(keys[0]); ok {
@@ -99,7 +102,7 @@ func TestDoneSetCapEvicts(t *testing.T) {
 		t.Fatalf("evicted up to %v, want %v", s.evicted, t0.Add(time.Second))
 	}
 	// Without a limit nothing is evicted.
-	u := newDoneSet(DefaultRemember, 0)
+	u := newGenSet(defaultWindow, 0)
 	for range 100 {
 		u.put(t0, mustKey(t, protocol.NewID()), 0)
 	}
@@ -127,14 +130,14 @@ func TestDoneSetBytesPerTask(t *testing.T) {
 	const n = 100_000
 	keys := make([]uint64, n)
 	for i := range keys {
-		keys[i], _ = doneKey(protocol.NewID())
+		keys[i], _ = keyOf(protocol.NewID())
 	}
-	var s *doneSet
+	var s *genSet
 	grown := heapGrowth(func() any {
-		s = newDoneSet(DefaultRemember, 0)
+		s = newGenSet(defaultWindow, 0)
 		now := time.Now()
 		for _, k := range keys {
-			s.put(now, k, doneEntry(doneAnswered))
+			s.put(now, k, entry(Answered))
 		}
 		return s
 	})
@@ -150,7 +153,7 @@ func TestDoneSetBytesPerTask(t *testing.T) {
 
 // TestTaskMemoryBounded checks that the dispatcher's memory stays bounded
 // (about 2 MiB) however many calls of one conversation finish within the
-// window: the exact set holds at most doneCap tasks, the conversations one
+// window: the exact set holds at most DefaultLimit tasks, the conversations one
 // entry each.
 func TestTaskMemoryBounded(t *testing.T) {
 	const n = 300_000
@@ -159,9 +162,9 @@ func TestTaskMemoryBounded(t *testing.T) {
 		keys = append(keys, protocol.NewID())
 	}
 	conv := protocol.NewID()
-	var m *taskMemory
+	var m *Memory
 	grown := heapGrowth(func() any {
-		m = newTaskMemory(DefaultRemember, doneCap)
+		m = New(defaultWindow, DefaultLimit)
 		now := time.Unix(1_700_000_000, 0)
 		for i := range n {
 			// Distinct keys without n strings.
@@ -169,13 +172,13 @@ func TestTaskMemoryBounded(t *testing.T) {
 			key := mustKey(t, keys[i%len(keys)]) + uint64(i/len(keys))<<40
 			m.convs.hold(conv)
 			m.convs.finish(now, conv, true)
-			m.exact.put(now, key, m.entry(conv, doneAnswered))
+			m.exact.put(now, key, m.entryOf(conv, Answered))
 			m.exact.expire(now)
 		}
 		return m
 	})
 	t.Logf("%d tasks remembered exactly, %d conversations, %.2f MiB", m.exact.len(), m.convs.len(), float64(grown)/(1<<20))
-	if m.exact.len() > doneCap || m.convs.len() != 1 {
+	if m.exact.len() > DefaultLimit || m.convs.len() != 1 {
 		t.Fatalf("%d tasks, %d conversations remembered", m.exact.len(), m.convs.len())
 	}
 	if grown > 2<<20 {
@@ -187,9 +190,9 @@ func TestTaskMemoryBounded(t *testing.T) {
 // exact and after eviction, with times given explicitly.
 func TestTaskMemoryClassifies(t *testing.T) {
 	const limit = 16
-	keep := DefaultRemember
+	keep := defaultWindow
 	t0 := time.Unix(1_700_000_000, 0)
-	m := newTaskMemory(keep, limit)
+	m := New(keep, limit)
 	conv, other, foreign := protocol.NewID(), protocol.NewID(), protocol.NewID()
 
 	// Tasks made and finished one millisecond apart; the first ones are
@@ -200,15 +203,15 @@ func TestTaskMemoryClassifies(t *testing.T) {
 		now = t0.Add(time.Duration(i) * time.Millisecond)
 		task := idAt(now)
 		tasks = append(tasks, task)
-		m.hold(conv)
-		kind := doneAnswered
+		m.Hold(conv)
+		kind := Answered
 		if i%2 == 1 {
-			kind = doneCancelled
+			kind = Cancelled
 		}
-		m.finish(now, task, conv, kind, true)
+		m.Finish(now, task, conv, kind, true)
 	}
-	m.hold(other)
-	m.finish(now, idAt(now), other, doneAnswered, true)
+	m.Hold(other)
+	m.Finish(now, idAt(now), other, Answered, true)
 	if m.exact.len() > limit {
 		t.Fatalf("%d tasks remembered exactly, limit %d", m.exact.len(), limit)
 	}
@@ -245,15 +248,15 @@ func TestTaskMemoryClassifies(t *testing.T) {
 		{"not a ULID", "not-a-ulid", conv, false, metrics.RefuseUnknownTask, ""},
 		{"not a ULID, unknown conversation", "not-a-ulid", foreign, false, "", "result of another process ignored"},
 	} {
-		reason, note := m.classify(later, c.task, c.conv, c.cancelled)
+		reason, note := m.Classify(later, c.task, c.conv, c.cancelled)
 		if reason != c.want || (c.want == "" && note != c.note) {
 			t.Errorf("%s: %q (%s), want %q %s", c.name, reason, note, c.want, c.note)
 		}
 	}
 	// The fallback holds for the window only: past it, an evicted task is
 	// unknown_task while its conversation is still known.
-	m.hold(conv)
-	if reason, _ := m.classify(t0.Add(keep+time.Second), evicted, conv, false); reason != metrics.RefuseUnknownTask {
+	m.Hold(conv)
+	if reason, _ := m.Classify(t0.Add(keep+time.Second), evicted, conv, false); reason != metrics.RefuseUnknownTask {
 		t.Errorf("evicted task past the window: %q, want unknown_task", reason)
 	}
 }
@@ -264,40 +267,40 @@ func TestTaskMemoryClassifies(t *testing.T) {
 func TestTaskMemoryKeepsDetached(t *testing.T) {
 	const limit = 16
 	t0 := time.Unix(1_700_000_000, 0)
-	m := newTaskMemory(DefaultRemember, limit)
+	m := New(defaultWindow, limit)
 	conv := protocol.NewID()
 	var detached []string
 	for range 3 * limit {
 		task := idAt(t0)
 		detached = append(detached, task)
-		m.hold(conv)
-		m.finish(t0, task, conv, doneDetached, true)
+		m.Hold(conv)
+		m.Finish(t0, task, conv, Detached, true)
 	}
 	for i := range 10 * limit {
 		now := t0.Add(time.Duration(i) * time.Millisecond)
-		m.hold(conv)
-		m.finish(now, idAt(now), conv, doneAnswered, true)
+		m.Hold(conv)
+		m.Finish(now, idAt(now), conv, Answered, true)
 	}
 	now := t0.Add(time.Second)
 	for _, task := range detached {
-		if reason, note := m.classify(now, task, conv, false); reason != "" || note != "result of a detached task left to the conversation store" {
+		if reason, note := m.Classify(now, task, conv, false); reason != "" || note != "result of a detached task left to the conversation store" {
 			t.Fatalf("detached task after %d calls: %q %s", 10*limit, reason, note)
 		}
 	}
-	if !m.reattach(detached[0]) || m.reattach(detached[0]) {
+	if !m.Reattach(detached[0]) || m.Reattach(detached[0]) {
 		t.Fatal("reattach of a detached task")
 	}
-	if m.reattach(idAt(t0)) {
+	if m.Reattach(idAt(t0)) {
 		t.Fatal("reattach of a task never detached")
 	}
 	// A detached task answered later (its call re-attached and finished)
 	// leaves the detached ones.
-	m.finish(now, detached[1], conv, doneAnswered, false)
-	if m.reattach(detached[1]) {
+	m.Finish(now, detached[1], conv, Answered, false)
+	if m.Reattach(detached[1]) {
 		t.Fatal("an answered task is still detached")
 	}
 	// Detached tasks are still forgotten after the window.
-	m.finish(t0.Add(DefaultRemember+time.Minute), idAt(t0), conv, doneAnswered, false)
+	m.Finish(t0.Add(defaultWindow+time.Minute), idAt(t0), conv, Answered, false)
 	if m.detached.len() != 0 {
 		t.Fatalf("%d detached tasks remembered past the window", m.detached.len())
 	}
@@ -307,19 +310,19 @@ func TestTaskMemoryKeepsDetached(t *testing.T) {
 // has calls pending or finished one within the window, and is forgotten
 // after: one entry per conversation whatever its calls, no per-call count.
 func TestConvActivityExpires(t *testing.T) {
-	keep := DefaultRemember
+	keep := defaultWindow
 	t0 := time.Unix(1_700_000_000, 0)
-	m := newTaskMemory(keep, 16)
+	m := New(keep, 16)
 	conv, busy, failed := protocol.NewID(), protocol.NewID(), protocol.NewID()
 	var last time.Time
 	for i := range 10_000 {
 		last = t0.Add(time.Duration(i) * time.Millisecond)
-		m.hold(conv)
-		m.finish(last, idAt(last), conv, doneAnswered, true)
+		m.Hold(conv)
+		m.Finish(last, idAt(last), conv, Answered, true)
 	}
-	m.hold(busy) // pending for ever
-	m.hold(failed)
-	m.release(failed) // its dispatch failed: nothing to remember
+	m.Hold(busy) // pending for ever
+	m.Hold(failed)
+	m.Release(failed) // its dispatch failed: nothing to remember
 	if n := m.convs.len(); n != 2 {
 		t.Fatalf("%d conversations tracked after 10 000 calls of one and one pending, want 2", n)
 	}
@@ -327,10 +330,10 @@ func TestConvActivityExpires(t *testing.T) {
 		t.Fatal("a conversation is known exactly for the window after its last call")
 	}
 	gone := last.Add(keep + time.Nanosecond)
-	if reason, note := m.classify(gone, idAt(last), conv, false); reason != "" || note != "result of another process ignored" {
+	if reason, note := m.Classify(gone, idAt(last), conv, false); reason != "" || note != "result of another process ignored" {
 		t.Fatalf("result in an expired conversation: %q %s", reason, note)
 	}
-	m.finish(gone, protocol.NewID(), busy, doneCancelled, false) // sweeps
+	m.Finish(gone, protocol.NewID(), busy, Cancelled, false) // sweeps
 	if m.convs.known(gone, conv) || !m.convs.known(gone, busy) || m.convs.len() != 1 {
 		t.Fatalf("after the sweep: %d conversations tracked", m.convs.len())
 	}
