@@ -59,7 +59,7 @@ func TestClusterFailover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	streams, err := natsjs.Streams(natsjs.ProvisionOptions{})
+	streams, err := natsjs.StreamConfigs(natsjs.ProvisionOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

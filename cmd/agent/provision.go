@@ -88,7 +88,7 @@ func provision(ctx context.Context, e env, f *provisionFlags) error {
 	if err := natsjs.Provision(ctx, js, opts); err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
-	streams, err := natsjs.Streams(opts)
+	streams, err := natsjs.StreamConfigs(opts)
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}

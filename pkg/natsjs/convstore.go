@@ -75,7 +75,7 @@ func NewConversationStore(ctx context.Context, cfg ConversationStoreConfig) (*Co
 		log = slog.New(slog.DiscardHandler)
 	}
 	names := NamesFor(cfg.Provision.prefix())
-	if err := ensureNamedStreams(ctx, cfg.JetStream, cfg.Provision, names.ConversationsStream, names.HistoriesStream); err != nil {
+	if err := EnsureStreams(ctx, cfg.JetStream, cfg.Provision, names.ConversationsStream, names.HistoriesStream); err != nil {
 		return nil, err
 	}
 	kv, err := cfg.JetStream.KeyValue(ctx, names.ConversationsBucket)

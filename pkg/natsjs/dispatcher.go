@@ -191,7 +191,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		DeliverPolicy:  jetstream.DeliverNewPolicy,
 	})
 	if err != nil {
-		return fmt.Errorf("natsjs: dispatcher: results consumer: %w", explain(ctx, d.js, "$JS.API.CONSUMER.CREATE."+names.Results, err))
+		return fmt.Errorf("natsjs: dispatcher: results consumer: %w", Explain(ctx, d.js, "$JS.API.CONSUMER.CREATE."+names.Results, err))
 	}
 	cc, err := cons.Consume(d.onResult, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 		d.log.Warn("results consumer", slog.Any("error", err))

@@ -45,7 +45,7 @@
 // durable task consumer of one tool, [EnsureExhaustedConsumer] its durable
 // consumer of max-deliveries advisories (on the stream that captures them,
 // so that a task the server gave up on is answered even when no worker was
-// listening) and [Registry] binds the registry bucket. All are idempotent: a missing asset is created, an existing one with the
+// listening) and [EnsureRegistry] binds the registry bucket. All are idempotent: a missing asset is created, an existing one with the
 // same configuration (the fields the definition sets) is used, one that
 // differs only in fields JetStream updates in place (a stream's limits; a
 // task consumer's ack_wait, backoff, max_deliver, max_ack_pending) is

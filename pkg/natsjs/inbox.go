@@ -206,5 +206,5 @@ func (in *Inbox) refuse(reason metrics.RefuseReason, subject, task string, err e
 // else an error naming them.
 func EnsureInboxStreams(ctx context.Context, js jetstream.JetStream, opts ProvisionOptions) error {
 	n := NamesFor(opts.prefix())
-	return ensureNamedStreams(ctx, js, opts, n.Approvals, n.Decisions, n.Answers, n.Results)
+	return EnsureStreams(ctx, js, opts, n.Approvals, n.Decisions, n.Answers, n.Results)
 }

@@ -20,7 +20,7 @@ import (
 )
 
 // ProvisionOptions configures [Provision], [EnsureTaskConsumer] and
-// [Registry]. The zero value provisions the definitions as written.
+// [EnsureRegistry]. The zero value provisions the definitions as written.
 type ProvisionOptions struct {
 	// Prefix is the subject prefix. Defaults to [protocol.DefaultPrefix].
 	Prefix string
@@ -73,9 +73,10 @@ func strictUnmarshal(name string, data []byte, v any) error {
 	return nil
 }
 
-// Streams returns the stream configurations of the definitions, rewritten
-// for opts.Prefix and with the overrides of opts applied, sorted by name.
-func Streams(opts ProvisionOptions) ([]jetstream.StreamConfig, error) {
+// StreamConfigs returns the stream configurations of the definitions,
+// rewritten for opts.Prefix and with the overrides of opts applied, sorted
+// by name.
+func StreamConfigs(opts ProvisionOptions) ([]jetstream.StreamConfig, error) {
 	if err := protocol.ValidatePrefix(opts.prefix()); err != nil {
 		return nil, err
 	}
@@ -213,7 +214,7 @@ func consumerTemplate(file, toolName string, opts ProvisionOptions, durable func
 // opts.Replicas is set) is an [*IncompatibleError] wrapping
 // [ErrIncompatibleStream], and the stream is left as it is.
 func Provision(ctx context.Context, js jetstream.JetStream, opts ProvisionOptions) error {
-	cfgs, err := Streams(opts)
+	cfgs, err := StreamConfigs(opts)
 	if err != nil {
 		return err
 	}
@@ -336,11 +337,12 @@ func ensureConsumer(ctx context.Context, js jetstream.JetStream, stream, toolNam
 	return c, nil
 }
 
-// Registry ensures the registry bucket's backing stream (as [Provision] does)
-// and binds the bucket <prefix>_registry: key <tool>.<worker-id>, TTL 30 s.
-func Registry(ctx context.Context, js jetstream.JetStream, opts ProvisionOptions) (jetstream.KeyValue, error) {
+// EnsureRegistry ensures the registry bucket's backing stream (as
+// [Provision] does) and binds the bucket <prefix>_registry: key
+// <tool>.<worker-id>, TTL 30 s.
+func EnsureRegistry(ctx context.Context, js jetstream.JetStream, opts ProvisionOptions) (jetstream.KeyValue, error) {
 	names := NamesFor(opts.prefix())
-	if err := ensureNamedStreams(ctx, js, opts, names.RegistryStream); err != nil {
+	if err := EnsureStreams(ctx, js, opts, names.RegistryStream); err != nil {
 		return nil, err
 	}
 	kv, err := js.KeyValue(ctx, names.RegistryBucket)
@@ -350,10 +352,13 @@ func Registry(ctx context.Context, js jetstream.JetStream, opts ProvisionOptions
 	return kv, nil
 }
 
-// ensureNamedStreams ensures the named streams of the definitions, as
-// [Provision] does for all of them.
-func ensureNamedStreams(ctx context.Context, js jetstream.JetStream, opts ProvisionOptions, names ...string) error {
-	cfgs, err := Streams(opts)
+// EnsureStreams ensures the named streams of the definitions (names as
+// [NamesFor] gives them for opts.Prefix), as [Provision] does for all of
+// them: created when missing and allowed, updated in place when only their
+// limits differ, else an [*IncompatibleError] or an error naming what the
+// user may not do.
+func EnsureStreams(ctx context.Context, js jetstream.JetStream, opts ProvisionOptions, names ...string) error {
+	cfgs, err := StreamConfigs(opts)
 	if err != nil {
 		return err
 	}

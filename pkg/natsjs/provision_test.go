@@ -56,7 +56,7 @@ func TestDefinitionsInSync(t *testing.T) {
 	t.Parallel()
 	for _, prefix := range []string{"tools", "acme"} {
 		t.Run(prefix, func(t *testing.T) {
-			cfgs, err := natsjs.Streams(natsjs.ProvisionOptions{Prefix: prefix})
+			cfgs, err := natsjs.StreamConfigs(natsjs.ProvisionOptions{Prefix: prefix})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -304,7 +304,7 @@ func TestProvisionIncompatibleStream(t *testing.T) {
 	js := natstest.Start(t).JetStream(t)
 	ctx := context.Background()
 	opts := natsjs.ProvisionOptions{MemoryStorage: true}
-	cfgs, err := natsjs.Streams(opts)
+	cfgs, err := natsjs.StreamConfigs(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -441,7 +441,7 @@ func TestProvisionPrefix(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	kv, err := natsjs.Registry(ctx, js, acme)
+	kv, err := natsjs.EnsureRegistry(ctx, js, acme)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -570,7 +570,7 @@ func TestRegistry(t *testing.T) {
 	t.Parallel()
 	js := natstest.Start(t).JetStream(t)
 	ctx := context.Background()
-	kv, err := natsjs.Registry(ctx, js, natsjs.ProvisionOptions{MemoryStorage: true})
+	kv, err := natsjs.EnsureRegistry(ctx, js, natsjs.ProvisionOptions{MemoryStorage: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -586,7 +586,7 @@ func TestRegistry(t *testing.T) {
 		t.Errorf("status: ttl %v history %d %v", st.TTL(), st.History(), err)
 	}
 	// Binding again (as Provision would) is fine.
-	if _, err := natsjs.Registry(ctx, js, natsjs.ProvisionOptions{MemoryStorage: true}); err != nil {
+	if _, err := natsjs.EnsureRegistry(ctx, js, natsjs.ProvisionOptions{MemoryStorage: true}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -604,7 +604,7 @@ func TestInvalidDefinitions(t *testing.T) {
 		"bad subject":   {"streams/TOOLS_X.json": {Data: []byte(`{"name":"TOOLS_X","subjects":["other.>"]}`)}},
 		"no subject":    {"streams/TOOLS_X.json": {Data: []byte(`{"name":"TOOLS_X"}`)}},
 	} {
-		if _, err := natsjs.Streams(natsjs.ProvisionOptions{FS: fsys}); !errors.Is(err, natsjs.ErrInvalidDefinition) {
+		if _, err := natsjs.StreamConfigs(natsjs.ProvisionOptions{FS: fsys}); !errors.Is(err, natsjs.ErrInvalidDefinition) {
 			t.Errorf("%s: err = %v, want ErrInvalidDefinition", name, err)
 		}
 	}
@@ -720,7 +720,7 @@ func TestDefinitionsApplyWithNATSCLI(t *testing.T) {
 	if _, err := natsjs.EnsureExhaustedConsumer(ctx, js, "search", natsjs.ProvisionOptions{}); err != nil {
 		t.Fatalf("exhausted consumer made by the CLI: %v", err)
 	}
-	if _, err := natsjs.Registry(ctx, js, natsjs.ProvisionOptions{}); err != nil {
+	if _, err := natsjs.EnsureRegistry(ctx, js, natsjs.ProvisionOptions{}); err != nil {
 		t.Fatalf("registry made by the CLI: %v", err)
 	}
 }

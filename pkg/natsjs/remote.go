@@ -104,7 +104,7 @@ func NewRemoteToolset(ctx context.Context, cfg RemoteConfig) (*RemoteToolset, er
 	if err != nil {
 		return nil, fmt.Errorf("natsjs: remote toolset: %w", err)
 	}
-	kv, err := Registry(ctx, js, ProvisionOptions{Prefix: cfg.Prefix, Replicas: cfg.Replicas, MemoryStorage: cfg.MemoryStorage})
+	kv, err := EnsureRegistry(ctx, js, ProvisionOptions{Prefix: cfg.Prefix, Replicas: cfg.Replicas, MemoryStorage: cfg.MemoryStorage})
 	if err != nil {
 		return nil, fmt.Errorf("natsjs: remote toolset: %w", jsop.Nested(err))
 	}
@@ -150,7 +150,7 @@ func NewRemoteToolset(ctx context.Context, cfg RemoteConfig) (*RemoteToolset, er
 		case <-ctx.Done():
 			_ = w.Stop()
 			cancel()
-			return nil, fmt.Errorf("natsjs: remote toolset: read the registry: %w", explain(ctx, js, "$JS.API.CONSUMER.CREATE."+NamesFor(cfg.Prefix).RegistryStream, ctx.Err()))
+			return nil, fmt.Errorf("natsjs: remote toolset: read the registry: %w", Explain(ctx, js, "$JS.API.CONSUMER.CREATE."+NamesFor(cfg.Prefix).RegistryStream, ctx.Err()))
 		}
 	}
 	go r.watch(wctx, w, last)
@@ -199,7 +199,7 @@ func (r *RemoteToolset) apply(e jetstream.KeyValueEntry) {
 	delete(r.revs, key)
 	delete(r.skipped, key)
 	if e.Operation() == jetstream.KeyValuePut {
-		entry, err := decodeEntry(key, e.Value())
+		entry, err := ParseRegistryEntry(key, e.Value())
 		now := time.Now()
 		switch {
 		case err != nil:

@@ -299,7 +299,7 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	if w.hbEvery <= 0 {
 		w.hbEvery = ackWait / 3
 	}
-	if w.kv, err = Registry(ctx, js, popts); err != nil {
+	if w.kv, err = EnsureRegistry(ctx, js, popts); err != nil {
 		return fmt.Errorf("natsjs: worker: %w", jsop.Nested(err))
 	}
 

@@ -20,7 +20,7 @@ func (w *Worker) writeRegistry(ctx context.Context) error {
 	}
 	slices.Sort(names)
 	for _, name := range names {
-		data, err := json.Marshal(entryFor(w.tools[name], w.cfg.ID, expires))
+		data, err := json.Marshal(NewRegistryEntry(w.tools[name], w.cfg.ID, expires))
 		if err != nil {
 			return fmt.Errorf("natsjs: worker: registry entry of %s: %w", name, err)
 		}
