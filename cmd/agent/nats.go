@@ -19,6 +19,7 @@ import (
 	"github.com/offload-dev/offload/pkg/embedded"
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/worker"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
@@ -70,7 +71,7 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 	defer stopWatch()
 
 	if embeddedDefault {
-		w, err := natsjs.NewWorker(natsjs.WorkerConfig{
+		w, err := worker.New(worker.Config{
 			Conn:        nc,
 			Prefix:      f.prefix,
 			ID:          fmt.Sprintf("agent-%d", os.Getpid()),

@@ -10,6 +10,7 @@ import (
 
 	"github.com/offload-dev/offload/internal/benchcall"
 	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/worker"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
 )
@@ -28,7 +29,7 @@ type offloadSystem struct {
 
 type offloadWorker struct {
 	nc *nats.Conn
-	w  *natsjs.Worker
+	w  *worker.Worker
 }
 
 func newOffloadSystem(ctx context.Context, ep endpoint) (*offloadSystem, error) {
@@ -58,7 +59,7 @@ func (s *offloadSystem) startWorkers(ctx context.Context, ep endpoint, n, slots 
 		if err != nil {
 			return err
 		}
-		w, err := natsjs.NewWorker(natsjs.WorkerConfig{Conn: nc, ID: fmt.Sprintf("bench-%d", i), Tools: []*tool.Tool{benchcall.Lookup()}, Concurrency: slots})
+		w, err := worker.New(worker.Config{Conn: nc, ID: fmt.Sprintf("bench-%d", i), Tools: []*tool.Tool{benchcall.Lookup()}, Concurrency: slots})
 		if err != nil {
 			return err
 		}

@@ -7,6 +7,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/worker"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
@@ -29,7 +30,7 @@ func serveTool(ctx context.Context, nc *nats.Conn, id string, t *tool.Tool, slot
 	fail := func(err error) (*served, error) { stop(); return nil, err }
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	w, err := natsjs.NewWorker(natsjs.WorkerConfig{Conn: nc, ID: id, Tools: []*tool.Tool{t}, Concurrency: slots})
+	w, err := worker.New(worker.Config{Conn: nc, ID: id, Tools: []*tool.Tool{t}, Concurrency: slots})
 	if err != nil {
 		return fail(err)
 	}

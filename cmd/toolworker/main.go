@@ -42,6 +42,7 @@ import (
 	"github.com/offload-dev/offload/pkg/cmdtool"
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/worker"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
 )
@@ -257,7 +258,7 @@ func serve(o *options, tools []*tool.Tool, log *slog.Logger, signals <-chan os.S
 	closed := nc.StatusChanged(nats.CLOSED)
 	defer nc.RemoveStatusListener(closed)
 
-	w, err := natsjs.NewWorker(natsjs.WorkerConfig{
+	w, err := worker.New(worker.Config{
 		Conn:        nc,
 		Prefix:      o.prefix,
 		ID:          o.id,
@@ -364,7 +365,7 @@ func serve(o *options, tools []*tool.Tool, log *slog.Logger, signals <-chan os.S
 // and is returned (with Start's error, unless it had succeeded), and so
 // does a permission the user lacks (a refused request gets no reply: it
 // would wait the 30 s).
-func start(ctx context.Context, w *natsjs.Worker, signals <-chan os.Signal, refusals *natsjs.Refusals) (os.Signal, error) {
+func start(ctx context.Context, w *worker.Worker, signals <-chan os.Signal, refusals *natsjs.Refusals) (os.Signal, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	ctx, stopWatch := refusals.Watch(ctx)

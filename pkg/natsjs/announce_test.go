@@ -9,6 +9,7 @@ import (
 
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
@@ -18,7 +19,7 @@ func TestAnnouncer(t *testing.T) {
 	srv := natstest.Start(t)
 	js := srv.JetStream(t)
 	ctx := context.Background()
-	mustProvision(t, js)
+	jstest.MustProvision(t, js)
 	conv, run, task := protocol.NewID(), protocol.NewID(), protocol.NewID()
 	rec := &deferred.PendingRecord{ConversationID: conv, RunID: run, Tasks: []deferred.PendingTask{
 		{TaskID: task, Kind: deferred.KindApproval, Tool: "shell", ToolCallID: "call_1", Args: json.RawMessage(`{"cmd":"ls"}`), Metadata: map[string]any{"why": "audit"}},

@@ -17,7 +17,9 @@ import (
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/pkg/natsjs/worker"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
 )
@@ -35,7 +37,7 @@ func BenchmarkBackgroundRoundTripJetStream(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	lookup := benchcall.Lookup()
-	w, err := natsjs.NewWorker(natsjs.WorkerConfig{Conn: srv.Conn(b), ID: "bench", Tools: []*tool.Tool{lookup}, Concurrency: 1, Logger: testLogger()})
+	w, err := worker.New(worker.Config{Conn: srv.Conn(b), ID: "bench", Tools: []*tool.Tool{lookup}, Concurrency: 1, Logger: jstest.Logger()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -43,7 +45,7 @@ func BenchmarkBackgroundRoundTripJetStream(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer func() { _ = w.Stop(context.Background()) }()
-	d, err := natsjs.NewDispatcher(natsjs.DispatcherConfig{Conn: srv.Conn(b), Metrics: metrics.NewAgent(prometheus.NewRegistry()), Logger: testLogger()})
+	d, err := natsjs.NewDispatcher(natsjs.DispatcherConfig{Conn: srv.Conn(b), Metrics: metrics.NewAgent(prometheus.NewRegistry()), Logger: jstest.Logger()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -51,7 +53,7 @@ func BenchmarkBackgroundRoundTripJetStream(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer func() { _ = d.Stop(context.Background()) }()
-	rt, err := natsjs.NewRemoteToolset(ctx, natsjs.RemoteConfig{Conn: srv.Conn(b), Dispatcher: d, Logger: testLogger()})
+	rt, err := natsjs.NewRemoteToolset(ctx, natsjs.RemoteConfig{Conn: srv.Conn(b), Dispatcher: d, Logger: jstest.Logger()})
 	if err != nil {
 		b.Fatal(err)
 	}

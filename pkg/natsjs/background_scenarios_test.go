@@ -7,7 +7,9 @@ import (
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/agent/bgtest"
 	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/pkg/natsjs/worker"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
@@ -27,10 +29,10 @@ func TestBackgroundScenariosJetStream(t *testing.T) {
 				names = append(names, x.Name)
 			}
 			if len(tools) > 0 {
-				startWorker(t, srv, natsjs.WorkerConfig{ID: "bg-a", Tools: tools, Concurrency: 8})
-				startWorker(t, srv, natsjs.WorkerConfig{ID: "bg-b", Tools: tools, Concurrency: 8})
+				jstest.StartWorker(t, srv, worker.Config{ID: "bg-a", Tools: tools, Concurrency: 8})
+				jstest.StartWorker(t, srv, worker.Config{ID: "bg-b", Tools: tools, Concurrency: 8})
 			}
-			d, _ := startDispatcher(t, srv, natsjs.DispatcherConfig{})
+			d, _ := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
 			remote := newRemote(t, srv, d, nil)
 			slices.Sort(names)
 			waitTools(t, remote, slices.Compact(names)...)

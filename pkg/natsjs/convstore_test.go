@@ -14,6 +14,7 @@ import (
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
@@ -22,7 +23,7 @@ func newConvStore(t *testing.T, js jetstream.JetStream, cfg natsjs.ConversationS
 	t.Helper()
 	cfg.JetStream = js
 	if cfg.Logger == nil {
-		cfg.Logger = testLogger()
+		cfg.Logger = jstest.Logger()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
@@ -164,7 +165,7 @@ func TestConversationLease(t *testing.T) {
 	if err := la.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := recv(t, got, "b's claim after the release"); err != nil {
+	if err := jstest.Recv(t, got, "b's claim after the release"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -195,7 +196,7 @@ func TestConversationLeaseLapses(t *testing.T) {
 		t.Fatalf("claim after the holder died: %v", err)
 	}
 	defer lb.Release(ctx)
-	recv(t, ld.Lost(), "the dead holder's lease to be lost")
+	jstest.Recv(t, ld.Lost(), "the dead holder's lease to be lost")
 	if err := ld.Release(ctx); err != nil {
 		t.Errorf("release of a lost lease: %v", err)
 	}
@@ -209,7 +210,7 @@ func TestConversationStoreRetriesWhenNoStreamAnswers(t *testing.T) {
 	srv := natstest.Start(t)
 	js := srv.JetStream(t)
 	retrying := make(chan struct{}, 1)
-	s := newConvStore(t, js, natsjs.ConversationStoreConfig{Logger: slog.New(logSignal{slog.DiscardHandler, "conversation store: no stream answered; retrying", retrying})})
+	s := newConvStore(t, js, natsjs.ConversationStoreConfig{Logger: slog.New(jstest.LogSignal{Handler: slog.DiscardHandler, Msg: "conversation store: no stream answered; retrying", Ch: retrying})})
 	ctx := context.Background()
 	names := natsjs.NamesFor("")
 	if err := js.DeleteStream(ctx, names.ConversationsStream); err != nil {
@@ -221,11 +222,11 @@ func TestConversationStoreRetriesWhenNoStreamAnswers(t *testing.T) {
 		_, err := s.Save(ctx, st, 0)
 		saved <- err
 	}()
-	recv(t, retrying, "the store to retry")
+	jstest.Recv(t, retrying, "the store to retry")
 	if err := natsjs.Provision(ctx, js, natsjs.ProvisionOptions{}); err != nil { // the stream is back
 		t.Fatal(err)
 	}
-	if err := recv(t, saved, "the save"); err != nil {
+	if err := jstest.Recv(t, saved, "the save"); err != nil {
 		t.Fatalf("save: %v", err)
 	}
 	got, _, err := s.Load(ctx, st.ID)

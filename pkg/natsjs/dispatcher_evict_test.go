@@ -12,6 +12,7 @@ import (
 
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
@@ -26,7 +27,7 @@ func TestDispatcherRefusesEvictedResults(t *testing.T) {
 	srv := natstest.Start(t)
 	nc := srv.Conn(t)
 	refused := make(refusals, 16)
-	d, am := startDispatcher(t, srv, natsjs.DispatcherConfig{Logger: slog.New(refused)})
+	d, am := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{Logger: slog.New(refused)})
 	const limit = 8
 	natsjs.LimitDone(d, limit)
 
@@ -43,7 +44,7 @@ func TestDispatcherRefusesEvictedResults(t *testing.T) {
 	// "job": the test answers).
 	var tasks []string
 	for range 4 * limit {
-		h, err := d.Dispatch(ctx, newTask("job", conv, `{}`))
+		h, err := d.Dispatch(ctx, jstest.NewTask("job", conv, `{}`))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -66,7 +67,7 @@ func TestDispatcherRefusesEvictedResults(t *testing.T) {
 
 	expectN := func(reason metrics.RefuseReason, n float64) {
 		t.Helper()
-		if got := recv(t, refused, "a refusal"); got != string(reason) {
+		if got := jstest.Recv(t, refused, "a refusal"); got != string(reason) {
 			t.Fatalf("refused for %q, want %q", got, reason)
 		}
 		if got := testutil.ToFloat64(am.RefusedMessagesTotal.WithLabelValues(string(reason))); got != n {

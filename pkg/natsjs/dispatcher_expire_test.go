@@ -13,6 +13,7 @@ import (
 
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
@@ -28,7 +29,7 @@ func TestCallWithoutResultEndsAtDeadline(t *testing.T) {
 	nc := srv.Conn(t)
 	refused := make(refusals, 4)
 	const grace = 100 * time.Millisecond
-	d, am := startDispatcher(t, srv, natsjs.DispatcherConfig{Logger: slog.New(refused), DeadlineGrace: grace})
+	d, am := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{Logger: slog.New(refused), DeadlineGrace: grace})
 
 	tasks := make(chan *nats.Msg, 1)
 	sub, err := nc.ChanSubscribe("tools.task.silent", tasks)
@@ -45,20 +46,20 @@ func TestCallWithoutResultEndsAtDeadline(t *testing.T) {
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	task := newTask("silent", protocol.NewID(), `{}`)
+	task := jstest.NewTask("silent", protocol.NewID(), `{}`)
 	task.Deadline = time.Now().Add(300 * time.Millisecond)
-	ch := goCall(context.Background(), d, task)
-	recv(t, tasks, "the task")
+	ch := jstest.GoCall(context.Background(), d, task)
+	jstest.Recv(t, tasks, "the task")
 
-	cr := recv(t, ch, "the call to end at its deadline")
-	if cr.err != nil || cr.res.Status != protocol.StatusError || cr.res.ErrorType != protocol.ErrorDeadlineExceeded {
-		t.Fatalf("call: %+v, %v; want an error result DeadlineExceeded", cr.res, cr.err)
+	cr := jstest.Recv(t, ch, "the call to end at its deadline")
+	if cr.Err != nil || cr.Res.Status != protocol.StatusError || cr.Res.ErrorType != protocol.ErrorDeadlineExceeded {
+		t.Fatalf("call: %+v, %v; want an error result DeadlineExceeded", cr.Res, cr.Err)
 	}
 	if now := time.Now(); now.Before(task.Deadline.Add(grace)) {
 		t.Fatalf("the call ended at %s, before its deadline %s and grace", now, task.Deadline)
 	}
-	if cr.res.TaskID != task.TaskID || cr.res.ToolCallID != task.ToolCallID {
-		t.Fatalf("result names task %s call %s", cr.res.TaskID, cr.res.ToolCallID)
+	if cr.Res.TaskID != task.TaskID || cr.Res.ToolCallID != task.ToolCallID {
+		t.Fatalf("result names task %s call %s", cr.Res.TaskID, cr.Res.ToolCallID)
 	}
 	if got := testutil.ToFloat64(am.ToolCallsTotal.WithLabelValues("silent", "inline", "error")); got != 1 {
 		t.Errorf("tool_calls_total{silent,inline,error} = %v, want 1", got)
@@ -78,7 +79,7 @@ func TestCallWithoutResultEndsAtDeadline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recv(t, cancels, "the cancel")
+	jstest.Recv(t, cancels, "the cancel")
 	msg, err := s.GetLastMsgForSubject(ctx, protocol.Subjects{}.Cancel(task.ConversationID, task.TaskID))
 	if err != nil {
 		t.Fatalf("no cancel stored: %v", err)
@@ -92,7 +93,7 @@ func TestCallWithoutResultEndsAtDeadline(t *testing.T) {
 	if err := nc.Publish(protocol.Subjects{}.Result(task.ConversationID, task.TaskID), []byte(`{"content":"at last"}`)); err != nil {
 		t.Fatal(err)
 	}
-	if got := recv(t, refused, "the late result's refusal"); got != string(metrics.RefuseLate) {
+	if got := jstest.Recv(t, refused, "the late result's refusal"); got != string(metrics.RefuseLate) {
 		t.Fatalf("late result refused as %q", got)
 	}
 }
@@ -103,7 +104,7 @@ func TestResultWithinGraceWins(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
 	nc := srv.Conn(t)
-	d, _ := startDispatcher(t, srv, natsjs.DispatcherConfig{DeadlineGrace: time.Minute})
+	d, _ := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{DeadlineGrace: time.Minute})
 	tasks := make(chan *nats.Msg, 1)
 	sub, err := nc.ChanSubscribe("tools.task.slow", tasks)
 	if err != nil {
@@ -113,16 +114,16 @@ func TestResultWithinGraceWins(t *testing.T) {
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	task := newTask("slow", protocol.NewID(), `{}`)
+	task := jstest.NewTask("slow", protocol.NewID(), `{}`)
 	task.Deadline = time.Now().Add(-time.Second) // passed: the worker answers DeadlineExceeded
-	ch := goCall(context.Background(), d, task)
-	recv(t, tasks, "the task")
+	ch := jstest.GoCall(context.Background(), d, task)
+	jstest.Recv(t, tasks, "the task")
 	if err := nc.Publish(protocol.Subjects{}.Result(task.ConversationID, task.TaskID),
 		[]byte(`{"status":"error","error_type":"DeadlineExceeded","message":"the worker's own","worker":"w1"}`)); err != nil {
 		t.Fatal(err)
 	}
-	cr := recv(t, ch, "the call")
-	if cr.err != nil || cr.res.Worker != "w1" {
-		t.Fatalf("call: %+v, %v; want the worker's result", cr.res, cr.err)
+	cr := jstest.Recv(t, ch, "the call")
+	if cr.Err != nil || cr.Res.Worker != "w1" {
+		t.Fatalf("call: %+v, %v; want the worker's result", cr.Res, cr.Err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
@@ -43,7 +44,7 @@ func TestDispatcherRefusesResults(t *testing.T) {
 	srv := natstest.Start(t)
 	nc := srv.Conn(t)
 	refused := make(refusals, 16)
-	d, am := startDispatcher(t, srv, natsjs.DispatcherConfig{Logger: slog.New(refused), MaxPayload: 1024})
+	d, am := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{Logger: slog.New(refused), MaxPayload: 1024})
 
 	// No worker serves "job": the tasks stay in flight. A core subscription
 	// tells when a task is published (and so registered).
@@ -58,9 +59,9 @@ func TestDispatcherRefusesResults(t *testing.T) {
 	}
 	ctx := context.Background()
 	conv := protocol.NewID()
-	task := newTask("job", conv, `{}`)
-	ch := goCall(ctx, d, task)
-	recv(t, tasks, "the task")
+	task := jstest.NewTask("job", conv, `{}`)
+	ch := jstest.GoCall(ctx, d, task)
+	jstest.Recv(t, tasks, "the task")
 
 	pub := func(subject, data string) {
 		t.Helper()
@@ -71,7 +72,7 @@ func TestDispatcherRefusesResults(t *testing.T) {
 	s := protocol.Subjects{}
 	expectN := func(reason metrics.RefuseReason, n float64) {
 		t.Helper()
-		if got := recv(t, refused, "a refusal"); got != string(reason) {
+		if got := jstest.Recv(t, refused, "a refusal"); got != string(reason) {
 			t.Fatalf("refused for %q, want %q", got, reason)
 		}
 		if got := testutil.ToFloat64(am.RefusedMessagesTotal.WithLabelValues(string(reason))); got != n {
@@ -90,26 +91,26 @@ func TestDispatcherRefusesResults(t *testing.T) {
 	expect(metrics.RefuseUnknownTask)
 
 	pub(s.Result(conv, task.TaskID), `{"content":"42"}`)
-	cr := recv(t, ch, "the call's result")
-	if cr.err != nil || string(cr.res.Content) != `"42"` || cr.res.TaskID != task.TaskID {
-		t.Fatalf("call: %+v, %v", cr.res, cr.err)
+	cr := jstest.Recv(t, ch, "the call's result")
+	if cr.Err != nil || string(cr.Res.Content) != `"42"` || cr.Res.TaskID != task.TaskID {
+		t.Fatalf("call: %+v, %v", cr.Res, cr.Err)
 	}
 	pub(s.Result(conv, task.TaskID), `{"content":"43"}`)
 	expect(metrics.RefuseDuplicate)
 
 	// A cancelled call returns at once; its late result is refused, its
 	// worker's cancelled confirmation is not.
-	late := newTask("job", conv, `{}`)
-	ch = goCall(ctx, d, late)
-	recv(t, tasks, "the second task")
+	late := jstest.NewTask("job", conv, `{}`)
+	ch = jstest.GoCall(ctx, d, late)
+	jstest.Recv(t, tasks, "the second task")
 	if err := d.Cancel(ctx, conv, late.TaskID, "enough"); err != nil {
 		t.Fatal(err)
 	}
-	cr = recv(t, ch, "the cancelled call")
-	if cr.err != nil || cr.res.Status != protocol.StatusCancelled {
-		t.Fatalf("cancelled call: %+v, %v", cr.res, cr.err)
+	cr = jstest.Recv(t, ch, "the cancelled call")
+	if cr.Err != nil || cr.Res.Status != protocol.StatusCancelled {
+		t.Fatalf("cancelled call: %+v, %v", cr.Res, cr.Err)
 	}
-	if _, err := cr.res.Outcome(); !errors.Is(err, tool.ErrCancelled) {
+	if _, err := cr.Res.Outcome(); !errors.Is(err, tool.ErrCancelled) {
 		t.Fatalf("outcome %v", err)
 	}
 	pub(s.Result(conv, late.TaskID), `{"status":"cancelled"}`)
@@ -135,7 +136,7 @@ func TestDispatcherRefusesResults(t *testing.T) {
 func TestDispatcherCallErrors(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
-	d, _ := startDispatcher(t, srv, natsjs.DispatcherConfig{})
+	d, _ := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
 	ctx := context.Background()
 	conv := protocol.NewID()
 	for name, task := range map[string]protocol.Task{
@@ -160,17 +161,17 @@ func TestDispatcherCallErrors(t *testing.T) {
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	ch := goCall(ctx, d, newTask("nobody", conv, `{}`))
-	recv(t, tasks, "the task")
+	ch := jstest.GoCall(ctx, d, jstest.NewTask("nobody", conv, `{}`))
+	jstest.Recv(t, tasks, "the task")
 	stopCtx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	if err := d.Stop(stopCtx); err != nil {
 		t.Fatal(err)
 	}
-	if cr := recv(t, ch, "the call to end"); !errors.Is(cr.err, natsjs.ErrStopped) {
-		t.Fatalf("call after Stop: %v", cr.err)
+	if cr := jstest.Recv(t, ch, "the call to end"); !errors.Is(cr.Err, natsjs.ErrStopped) {
+		t.Fatalf("call after Stop: %v", cr.Err)
 	}
-	if _, err := d.Call(ctx, newTask("nobody", conv, `{}`)); !errors.Is(err, natsjs.ErrStopped) {
+	if _, err := d.Call(ctx, jstest.NewTask("nobody", conv, `{}`)); !errors.Is(err, natsjs.ErrStopped) {
 		t.Fatalf("call on a stopped dispatcher: %v", err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/offload-dev/offload/pkg/llm/script"
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/worker"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
@@ -30,7 +31,7 @@ func ExampleRemoteToolset_Executor() {
 	}) (string, error) {
 		return "notes on " + a.Topic, nil
 	}, tool.Meta(map[string]any{"background": true}))
-	w, _ := natsjs.NewWorker(natsjs.WorkerConfig{Conn: wc, ID: "research-1", Tools: []*tool.Tool{research}})
+	w, _ := worker.New(worker.Config{Conn: wc, ID: "research-1", Tools: []*tool.Tool{research}})
 	if err := w.Start(ctx); err != nil {
 		panic(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/worker"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
 )
@@ -55,7 +56,7 @@ func Example() {
 	greet := tool.Func("greet", "Greet someone.", func(_ context.Context, _ *tool.RunContext, a greetArgs) (string, error) {
 		return "Hello, " + a.Name + "!", nil
 	})
-	w, err := natsjs.NewWorker(natsjs.WorkerConfig{Conn: wc, ID: "worker-1", Tools: []*tool.Tool{greet}})
+	w, err := worker.New(worker.Config{Conn: wc, ID: "worker-1", Tools: []*tool.Tool{greet}})
 	if err != nil {
 		panic(err)
 	}
@@ -105,7 +106,7 @@ func ExampleDispatcher_Call() {
 	up := tool.Func("upper", "Upper-case a name.", func(_ context.Context, _ *tool.RunContext, a greetArgs) (string, error) {
 		return strings.ToUpper(a.Name), nil
 	})
-	w, _ := natsjs.NewWorker(natsjs.WorkerConfig{Conn: nc, ID: "w", Tools: []*tool.Tool{up}})
+	w, _ := worker.New(worker.Config{Conn: nc, ID: "w", Tools: []*tool.Tool{up}})
 	if err := w.Start(ctx); err != nil {
 		panic(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
@@ -38,18 +39,18 @@ func TestDispatchReturnsAHandle(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
 	nc := srv.Conn(t)
-	d, am := startDispatcher(t, srv, natsjs.DispatcherConfig{})
+	d, am := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
 	tasks := taskTap(t, nc, "job")
 	ctx := context.Background()
 	conv := protocol.NewID()
 
-	task := newTask("job", conv, `{"n":1}`)
+	task := jstest.NewTask("job", conv, `{"n":1}`)
 	task.Mode = protocol.ModeBackground
 	h, err := d.Dispatch(ctx, task)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := recv(t, tasks, "the task")
+	m := jstest.Recv(t, tasks, "the task")
 	if got := m.Header.Get(jetstream.MsgIDHeader); got != task.TaskID {
 		t.Errorf("Nats-Msg-Id %q, want the task ID", got)
 	}
@@ -69,7 +70,7 @@ func TestDispatchReturnsAHandle(t *testing.T) {
 	if err := nc.Publish(protocol.Subjects{}.Result(conv, task.TaskID), []byte(`{"content":7}`)); err != nil {
 		t.Fatal(err)
 	}
-	recv(t, h.Done(), "the handle to be done")
+	jstest.Recv(t, h.Done(), "the handle to be done")
 	res, err := h.Result()
 	if err != nil || string(res.Content) != "7" {
 		t.Fatalf("result %+v, %v", res, err)
@@ -79,13 +80,13 @@ func TestDispatchReturnsAHandle(t *testing.T) {
 	}
 
 	// An inline task always carries a deadline (SPEC §5.2).
-	inline := newTask("job", conv, `{}`)
+	inline := jstest.NewTask("job", conv, `{}`)
 	h2, err := d.Dispatch(ctx, inline)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer h2.Detach()
-	if err := json.Unmarshal(recv(t, tasks, "the inline task").Data, &sent); err != nil {
+	if err := json.Unmarshal(jstest.Recv(t, tasks, "the inline task").Data, &sent); err != nil {
 		t.Fatal(err)
 	}
 	if left := time.Until(sent.Deadline); left < natsjs.DefaultInlineDeadline-time.Minute || left > natsjs.DefaultInlineDeadline {
@@ -100,10 +101,10 @@ func TestDispatchAttemptsAreNotDuplicates(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
 	nc := srv.Conn(t)
-	d, _ := startDispatcher(t, srv, natsjs.DispatcherConfig{})
+	d, _ := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
 	ctx := context.Background()
 	conv := protocol.NewID()
-	task := newTask("job", conv, `{}`)
+	task := jstest.NewTask("job", conv, `{}`)
 	for attempt := range 2 {
 		task.Attempt = attempt
 		h, err := d.Dispatch(ctx, task)
@@ -142,17 +143,17 @@ func TestHandleDetach(t *testing.T) {
 	srv := natstest.Start(t)
 	nc := srv.Conn(t)
 	refused := make(refusals, 4)
-	d, am := startDispatcher(t, srv, natsjs.DispatcherConfig{Logger: slog.New(refused)})
+	d, am := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{Logger: slog.New(refused)})
 	ctx := context.Background()
 	conv := protocol.NewID()
-	task := newTask("job", conv, `{}`)
+	task := jstest.NewTask("job", conv, `{}`)
 	task.Mode = protocol.ModeBackground
 	h, err := d.Dispatch(ctx, task)
 	if err != nil {
 		t.Fatal(err)
 	}
 	h.Detach()
-	recv(t, h.Done(), "the detached handle")
+	jstest.Recv(t, h.Done(), "the detached handle")
 	if _, err := h.Result(); !errors.Is(err, natsjs.ErrDetached) {
 		t.Fatalf("Result of a detached handle: %v", err)
 	}
@@ -167,7 +168,7 @@ func TestHandleDetach(t *testing.T) {
 	if err := nc.Publish(s.Result(conv, protocol.NewID()), []byte(`{"content":2}`)); err != nil {
 		t.Fatal(err)
 	}
-	if got := recv(t, refused, "a refusal"); got != string(metrics.RefuseUnknownTask) {
+	if got := jstest.Recv(t, refused, "a refusal"); got != string(metrics.RefuseUnknownTask) {
 		t.Fatalf("refused %q first, want unknown_task (the detached task's result was refused)", got)
 	}
 	if got := testutil.ToFloat64(am.PendingCalls.WithLabelValues("background")); got != 0 {
@@ -182,22 +183,22 @@ func TestDispatcherServerLost(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
 	conn := srv.Conn(t, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-	d, am := startDispatcher(t, srv, natsjs.DispatcherConfig{Conn: conn, ServerLostAfter: 300 * time.Millisecond})
+	d, am := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{Conn: conn, ServerLostAfter: 300 * time.Millisecond})
 	tasks := taskTap(t, srv.Conn(t), "nobody")
 	ctx := context.Background()
 	conv := protocol.NewID()
-	ch := goCall(ctx, d, newTask("nobody", conv, `{}`))
-	recv(t, tasks, "the task")
+	ch := jstest.GoCall(ctx, d, jstest.NewTask("nobody", conv, `{}`))
+	jstest.Recv(t, tasks, "the task")
 
 	srv.NATS().Shutdown()
-	cr := recv(t, ch, "the call to fail")
-	if !errors.Is(cr.err, natsjs.ErrServerLost) {
-		t.Fatalf("call: %v, want ErrServerLost", cr.err)
+	cr := jstest.Recv(t, ch, "the call to fail")
+	if !errors.Is(cr.Err, natsjs.ErrServerLost) {
+		t.Fatalf("call: %v, want ErrServerLost", cr.Err)
 	}
 	if got := testutil.ToFloat64(am.ToolCallsTotal.WithLabelValues("nobody", "inline", "server_lost")); got != 1 {
 		t.Errorf("tool_calls_total{server_lost} = %v", got)
 	}
-	if _, err := d.Dispatch(ctx, newTask("nobody", conv, `{}`)); !errors.Is(err, natsjs.ErrServerLost) {
+	if _, err := d.Dispatch(ctx, jstest.NewTask("nobody", conv, `{}`)); !errors.Is(err, natsjs.ErrServerLost) {
 		t.Fatalf("dispatch while lost: %v", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
@@ -20,7 +21,7 @@ import (
 func TestRemoteHoldKeepsResultForAttach(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
-	d, _ := startDispatcher(t, srv, natsjs.DispatcherConfig{})
+	d, _ := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
 	remote := newRemote(t, srv, d, nil)
 	conv, held, released := protocol.NewID(), protocol.NewID(), protocol.NewID()
 	pt := func(id string) deferred.PendingTask {
@@ -44,7 +45,7 @@ func TestRemoteHoldKeepsResultForAttach(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recv(t, task.Done(), "the held task's result")
+	jstest.Recv(t, task.Done(), "the held task's result")
 	v, err := task.Outcome()
 	if r, ok := v.(tool.Return); err != nil || !ok || string(r.Value.(json.RawMessage)) != `"found"` {
 		t.Fatalf("outcome %#v, %v", v, err)

@@ -17,6 +17,7 @@ import (
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
@@ -26,7 +27,7 @@ import (
 func startInbox(t *testing.T) (js jetstream.JetStream, in *natsjs.Inbox, am *metrics.Agent) {
 	t.Helper()
 	js = natstest.Start(t).JetStream(t)
-	mustProvision(t, js)
+	jstest.MustProvision(t, js)
 	am = metrics.NewAgent(prometheus.NewRegistry())
 	in, err := natsjs.NewInbox(natsjs.InboxConfig{JetStream: js, Metrics: am})
 	if err != nil {
@@ -172,7 +173,7 @@ func TestInboxRetriesNoResponders(t *testing.T) {
 	srv := natstest.Start(t)
 	js := srv.JetStream(t)
 	ctx := context.Background()
-	mustProvision(t, js)
+	jstest.MustProvision(t, js)
 	conv := protocol.NewID()
 	tasks := []string{protocol.NewID(), protocol.NewID(), protocol.NewID()}
 	st := &conversation.State{ID: conv, Pending: &deferred.PendingRecord{ConversationID: conv}}
@@ -305,7 +306,7 @@ func TestInboxWatch(t *testing.T) {
 		if _, err := js.Publish(ctx, subject, []byte(`{}`)); err != nil {
 			t.Fatal(err)
 		}
-		recv(t, signal, "a signal for "+subject)
+		jstest.Recv(t, signal, "a signal for "+subject)
 	}
 	stop()
 	stop() // twice is harmless

@@ -17,26 +17,17 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"go.uber.org/goleak"
 
 	"github.com/offload-dev/offload"
 	"github.com/offload-dev/offload/internal/syncbuf"
 	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// nats.go v1.55.0 races in ObjectStore.Put: the Put's own JetStream
-		// context starts resetPendingAcksOnReconnect, then its deferred
-		// cleanupReplySub sets the status channel to nil; when the
-		// goroutine reads the channel after that, it blocks on a nil
-		// channel for good. One small goroutine per unlucky Put of a
-		// history larger than the max payload; nothing of ours to stop.
-		goleak.IgnoreTopFunction("github.com/nats-io/nats.go/jetstream.(*jetStream).resetPendingAcksOnReconnect"))
-}
+func TestMain(m *testing.M) { jstest.VerifyTestMain(m) }
 
 const week = 7 * 24 * time.Hour
 

@@ -11,7 +11,7 @@ import (
 
 // RegistryTTL is how long a registry entry stays valid after it was
 // written: the registry bucket's max age (SPEC §5.4). Workers refresh their
-// entries well before (every [WorkerConfig.RegistryRefresh]).
+// entries well before (every worker.Config.RegistryRefresh, natsjs/worker).
 const RegistryTTL = 30 * time.Second
 
 // RegistryEntry is the value of a registry key <tool>.<worker-id>

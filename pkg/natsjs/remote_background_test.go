@@ -11,7 +11,9 @@ import (
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/pkg/natsjs/worker"
 	"github.com/offload-dev/offload/pkg/progress"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
@@ -60,16 +62,16 @@ func (p progressTo) ReportTask(task, msg string, _ *float64) {
 func TestRemoteExecutor(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
-	g := newGate()
+	g := jstest.NewGate()
 	reporting := tool.Func("reporting", "Report, then wait.", func(ctx context.Context, rc *tool.RunContext, _ struct{}) (string, error) {
 		progress.Report(ctx, "working", nil)
-		if _, err := g.tool("inner", "done").Run(ctx, rc, json.RawMessage(`{}`)); err != nil {
+		if _, err := g.Tool("inner", "done").Run(ctx, rc, json.RawMessage(`{}`)); err != nil {
 			return "", err
 		}
 		return "done", nil
 	})
-	startWorker(t, srv, natsjs.WorkerConfig{ID: "bg-1", Tools: []*tool.Tool{reporting, g.tool("gated", "never")}})
-	d, am := startDispatcher(t, srv, natsjs.DispatcherConfig{})
+	jstest.StartWorker(t, srv, worker.Config{ID: "bg-1", Tools: []*tool.Tool{reporting, g.Tool("gated", "never")}})
+	d, am := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
 	remote := newRemote(t, srv, d, nil)
 	waitTools(t, remote, "gated", "reporting")
 	local := &fakeExecutor{started: make(chan string, 1)}
@@ -85,12 +87,12 @@ func TestRemoteExecutor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := recv(t, reports, "a progress report"); got != call.TaskID+" working" {
+	if got := jstest.Recv(t, reports, "a progress report"); got != call.TaskID+" working" {
 		t.Errorf("progress %q", got)
 	}
-	recv(t, g.started, "the tool to start")
-	g.open()
-	recv(t, task.Done(), "the task to finish")
+	jstest.Recv(t, g.Started, "the tool to start")
+	g.Open()
+	jstest.Recv(t, task.Done(), "the task to finish")
 	v, err := task.Outcome()
 	if ret, ok := v.(tool.Return); err != nil || !ok || string(ret.Value.(json.RawMessage)) != `"done"` {
 		t.Fatalf("outcome %#v, %v", v, err)
@@ -105,7 +107,7 @@ func TestRemoteExecutor(t *testing.T) {
 	if _, err := ex.Start(ctx, other); err != nil {
 		t.Fatal(err)
 	}
-	if got := recv(t, local.started, "the fallback"); got != other.TaskID {
+	if got := jstest.Recv(t, local.started, "the fallback"); got != other.TaskID {
 		t.Errorf("fallback started %q", got)
 	}
 	if _, err := remote.Executor(nil).Start(ctx, other); !errors.Is(err, natsjs.ErrNotRemote) {
@@ -118,29 +120,29 @@ func TestRemoteExecutor(t *testing.T) {
 func TestRemoteExecutorCancelAndDetach(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
-	g := newGate()
-	startWorker(t, srv, natsjs.WorkerConfig{ID: "bg-2", Tools: []*tool.Tool{g.tool("gated", "finished")}})
-	d, _ := startDispatcher(t, srv, natsjs.DispatcherConfig{})
+	g := jstest.NewGate()
+	jstest.StartWorker(t, srv, worker.Config{ID: "bg-2", Tools: []*tool.Tool{g.Tool("gated", "finished")}})
+	d, _ := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
 	remote := newRemote(t, srv, d, nil)
 	waitTools(t, remote, "gated")
 	ex := remote.Executor(nil)
 	conv := protocol.NewID()
 	ctx := context.Background()
-	results := subscribeResults(t, srv.Conn(t))
+	results := jstest.SubscribeResults(t, srv.Conn(t))
 
 	task, err := ex.Start(ctx, bgCall(t, remote, "gated", conv))
 	if err != nil {
 		t.Fatal(err)
 	}
-	recv(t, g.started, "the tool to start")
+	jstest.Recv(t, g.Started, "the tool to start")
 	task.Cancel("the run ended")
-	recv(t, task.Done(), "the cancelled task (confirmed by the worker)")
+	jstest.Recv(t, task.Done(), "the cancelled task (confirmed by the worker)")
 	var tc *tool.TaskCancelled
 	if _, err := task.Outcome(); !errors.As(err, &tc) || tc.Reason != "the run ended" {
 		t.Fatalf("cancelled outcome: %v", err)
 	}
-	recv(t, g.ctxDone, "the worker to stop the tool")
-	if res := recv(t, results, "the worker's confirmation"); res.Status != protocol.StatusCancelled {
+	jstest.Recv(t, g.CtxDone, "the worker to stop the tool")
+	if res := jstest.Recv(t, results, "the worker's confirmation"); res.Status != protocol.StatusCancelled {
 		t.Fatalf("worker answered %+v", res)
 	}
 
@@ -149,17 +151,17 @@ func TestRemoteExecutorCancelAndDetach(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recv(t, g.started, "the second tool to start")
+	jstest.Recv(t, g.Started, "the second tool to start")
 	if !task.Detach() {
 		t.Fatal("a remote task cannot be detached")
 	}
-	recv(t, task.Done(), "the detached task")
+	jstest.Recv(t, task.Done(), "the detached task")
 	if _, err := task.Outcome(); !errors.Is(err, natsjs.ErrDetached) {
 		t.Fatalf("detached outcome: %v", err)
 	}
-	g.open()
-	res := recv(t, results, "the detached task's result")
-	if res.TaskID != call.TaskID || content(t, res) != "finished" {
+	g.Open()
+	res := jstest.Recv(t, results, "the detached task's result")
+	if res.TaskID != call.TaskID || jstest.Content(t, res) != "finished" {
 		t.Fatalf("result %+v", res)
 	}
 }

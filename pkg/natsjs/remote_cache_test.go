@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 )
 
@@ -17,7 +18,7 @@ import (
 func TestToolsAnswerEndsAtExpiry(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
-	d, _ := startDispatcher(t, srv, natsjs.DispatcherConfig{})
+	d, _ := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
 	r := newRemote(t, srv, d, nil)
 	kv, err := srv.JetStream(t).KeyValue(context.Background(), "tools_registry")
 	if err != nil {
@@ -30,7 +31,7 @@ func TestToolsAnswerEndsAtExpiry(t *testing.T) {
 		if _, err := kv.Put(context.Background(), natsjs.RegistryKey(name, "w"), v); err != nil {
 			t.Fatal(err)
 		}
-		recv(t, changed, "the entry of "+name+" to be seen")
+		jstest.Recv(t, changed, "the entry of "+name+" to be seen")
 	}
 	put("lasting", time.Now().Add(time.Hour))
 	expires := time.Now().Add(300 * time.Millisecond)

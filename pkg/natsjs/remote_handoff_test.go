@@ -11,7 +11,9 @@ import (
 	"github.com/offload-dev/offload/pkg/llm/script"
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/pkg/natsjs/worker"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
@@ -22,9 +24,9 @@ import (
 func TestSuspendDuringInlineCallKeepsTheTask(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
-	g := newGate()
-	startWorker(t, srv, natsjs.WorkerConfig{ID: "w1", Tools: []*tool.Tool{g.tool("slow", "slow done")}})
-	d, _ := startDispatcher(t, srv, natsjs.DispatcherConfig{})
+	g := jstest.NewGate()
+	jstest.StartWorker(t, srv, worker.Config{ID: "w1", Tools: []*tool.Tool{g.Tool("slow", "slow done")}})
+	d, _ := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
 	remote := newRemote(t, srv, d, nil)
 	waitTools(t, remote, "slow")
 	mk := func() *agent.Agent {
@@ -40,7 +42,7 @@ func TestSuspendDuringInlineCallKeepsTheTask(t *testing.T) {
 	}
 	suspend := make(chan struct{})
 	go func() {
-		<-g.started // the tool runs on its worker: SIGTERM now
+		<-g.Started // the tool runs on its worker: SIGTERM now
 		close(suspend)
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
@@ -62,14 +64,14 @@ func TestSuspendDuringInlineCallKeepsTheTask(t *testing.T) {
 	if err := remote.Hold(res.ConversationID, res.Background); err != nil {
 		t.Fatal(err)
 	}
-	g.open()
+	g.Open()
 	done := make(chan struct{})
 	var out *agent.Result
 	go func() {
 		defer close(done)
 		out, err = mk().Run(ctx, "", &agent.RunOptions{History: res.Messages, Background: []agent.AdoptedTask{{Task: bg}}})
 	}()
-	recv(t, done, "the resumed run")
+	jstest.Recv(t, done, "the resumed run")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +82,7 @@ func TestSuspendDuringInlineCallKeepsTheTask(t *testing.T) {
 		t.Errorf("no follow-up for the handed-off call: %s", mustJSONString(t, out.Messages))
 	}
 	select {
-	case id := <-g.started:
+	case id := <-g.Started:
 		t.Errorf("the tool ran again (call %s)", id)
 	default:
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/offload-dev/offload/internal/syncbuf"
 	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 )
 
@@ -57,7 +58,7 @@ func skipRecords(t *testing.T, logs string) map[string][]skipRecord {
 func TestRegistrySkippedEntriesAreLogged(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
-	d, _ := startDispatcher(t, srv, natsjs.DispatcherConfig{})
+	d, _ := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
 	var logs syncbuf.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
@@ -77,7 +78,7 @@ func TestRegistrySkippedEntriesAreLogged(t *testing.T) {
 		if _, err := kv.Put(context.Background(), key, []byte(value)); err != nil {
 			t.Fatal(err)
 		}
-		recv(t, changed, "the entry "+key+" to be seen")
+		jstest.Recv(t, changed, "the entry "+key+" to be seen")
 	}
 	hour := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
 	past := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
@@ -163,7 +164,7 @@ func TestRegistrySkippedEntriesAreLogged(t *testing.T) {
 func TestRegistrySkippedOutsideTheFilter(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
-	d, _ := startDispatcher(t, srv, natsjs.DispatcherConfig{})
+	d, _ := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
 	var logs syncbuf.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
@@ -183,7 +184,7 @@ func TestRegistrySkippedOutsideTheFilter(t *testing.T) {
 		if _, err := kv.Put(context.Background(), key, []byte(`{"name":"`+name+`","worker":"w"}`)); err != nil {
 			t.Fatal(err)
 		}
-		recv(t, changed, "the entry "+key+" to be seen")
+		jstest.Recv(t, changed, "the entry "+key+" to be seen")
 	}
 	if s := r.Skipped(); len(s) != 1 || s[0].Key != "wanted.w" {
 		t.Errorf("skipped %+v, want wanted.w only", s)

@@ -16,7 +16,9 @@ import (
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/llm/testmodel"
 	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/pkg/natsjs/worker"
 	"github.com/offload-dev/offload/pkg/progress"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
@@ -26,7 +28,7 @@ func newRemote(t *testing.T, srv *natstest.Server, d *natsjs.Dispatcher, filter 
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	r, err := natsjs.NewRemoteToolset(ctx, natsjs.RemoteConfig{Conn: srv.Conn(t), Dispatcher: d, Filter: filter, Logger: testLogger()})
+	r, err := natsjs.NewRemoteToolset(ctx, natsjs.RemoteConfig{Conn: srv.Conn(t), Dispatcher: d, Filter: filter, Logger: jstest.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +70,7 @@ func waitTools(t *testing.T, r *natsjs.RemoteToolset, want ...string) {
 func TestRegistryEntriesAppearAndVanish(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
-	d, _ := startDispatcher(t, srv, natsjs.DispatcherConfig{})
+	d, _ := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
 	r := newRemote(t, srv, d, nil)
 	filtered := newRemote(t, srv, d, []string{"echo"})
 	if got := toolNames(t, r); len(got) != 0 {
@@ -78,8 +80,8 @@ func TestRegistryEntriesAppearAndVanish(t *testing.T) {
 	approve := tool.Func("approve_me", "Needs approval.", func(context.Context, *tool.RunContext, struct{}) (string, error) {
 		return "ok", nil
 	}, tool.NeedsApproval(), tool.Meta(map[string]any{"background": true}))
-	w1 := startWorker(t, srv, natsjs.WorkerConfig{ID: "host.one-1", Tools: []*tool.Tool{echoTool(""), approve}})
-	w2 := startWorker(t, srv, natsjs.WorkerConfig{ID: "two", Tools: []*tool.Tool{echoTool("")}})
+	w1 := jstest.StartWorker(t, srv, worker.Config{ID: "host.one-1", Tools: []*tool.Tool{jstest.EchoTool(""), approve}})
+	w2 := jstest.StartWorker(t, srv, worker.Config{ID: "two", Tools: []*tool.Tool{jstest.EchoTool("")}})
 	waitTools(t, r, "approve_me", "echo")
 	waitTools(t, filtered, "echo")
 
@@ -124,7 +126,7 @@ func TestRegistryEntriesAppearAndVanish(t *testing.T) {
 	if _, err := kv.Put(context.Background(), natsjs.RegistryKey("stale", "gone"), stale); err != nil {
 		t.Fatal(err)
 	}
-	recv(t, changed, "the stale entry to be seen")
+	jstest.Recv(t, changed, "the stale entry to be seen")
 	waitTools(t, r, "approve_me", "echo")
 
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
@@ -150,8 +152,8 @@ func TestRemoteToolThroughAgentLoop(t *testing.T) {
 	weather := tool.Func("get_weather", "Get the weather of a city.", func(_ context.Context, rc *tool.RunContext, a weatherArgs) (string, error) {
 		return "sunny in " + a.City + " for " + rc.ToolCallID, nil
 	})
-	startWorker(t, srv, natsjs.WorkerConfig{ID: "weather-1", Tools: []*tool.Tool{weather}})
-	d, am := startDispatcher(t, srv, natsjs.DispatcherConfig{})
+	jstest.StartWorker(t, srv, worker.Config{ID: "weather-1", Tools: []*tool.Tool{weather}})
+	d, am := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
 	remote := newRemote(t, srv, d, nil)
 	waitTools(t, remote, "get_weather")
 
@@ -183,8 +185,8 @@ func TestRemoteToolOutcomes(t *testing.T) {
 	failing := tool.Func("failing", "Fail.", func(context.Context, *tool.RunContext, struct{}) (string, error) {
 		return "", tool.Fail("no luck")
 	})
-	startWorker(t, srv, natsjs.WorkerConfig{ID: "w", Tools: []*tool.Tool{failing, echoTool("remote:")}})
-	d, _ := startDispatcher(t, srv, natsjs.DispatcherConfig{})
+	jstest.StartWorker(t, srv, worker.Config{ID: "w", Tools: []*tool.Tool{failing, jstest.EchoTool("remote:")}})
+	d, _ := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
 	remote := newRemote(t, srv, d, nil)
 	waitTools(t, remote, "echo", "failing")
 	tools, _ := remote.Tools(context.Background())
@@ -221,8 +223,8 @@ func TestRemoteProgressReachesAgentEvents(t *testing.T) {
 			return "", ctx.Err()
 		}
 	})
-	startWorker(t, srv, natsjs.WorkerConfig{ID: "slow-1", Tools: []*tool.Tool{slow}})
-	d, _ := startDispatcher(t, srv, natsjs.DispatcherConfig{})
+	jstest.StartWorker(t, srv, worker.Config{ID: "slow-1", Tools: []*tool.Tool{slow}})
+	d, _ := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
 	remote := newRemote(t, srv, d, nil)
 	waitTools(t, remote, "slow")
 
@@ -257,8 +259,8 @@ func TestRemoteToolCallEventNamesTheTask(t *testing.T) {
 		seen <- rc.TaskID
 		return "ok", nil
 	})
-	startWorker(t, srv, natsjs.WorkerConfig{ID: "probe-1", Tools: []*tool.Tool{probe}})
-	d, _ := startDispatcher(t, srv, natsjs.DispatcherConfig{})
+	jstest.StartWorker(t, srv, worker.Config{ID: "probe-1", Tools: []*tool.Tool{probe}})
+	d, _ := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
 	remote := newRemote(t, srv, d, nil)
 	waitTools(t, remote, "probe")
 	a, err := agent.New(agent.Config{Model: testmodel.New(testmodel.Config{}), Toolsets: []tool.Toolset{remote}})
@@ -278,7 +280,7 @@ func TestRemoteToolCallEventNamesTheTask(t *testing.T) {
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	ran := recv(t, seen, "the worker's task ID")
+	ran := jstest.Recv(t, seen, "the worker's task ID")
 	if len(calls) != 1 || calls[0].TaskID == "" || calls[0].TaskID != ran {
 		t.Fatalf("tool_call events %+v, worker ran task %q", calls, ran)
 	}

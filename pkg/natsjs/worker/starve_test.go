@@ -1,4 +1,4 @@
-package natsjs_test
+package worker_test
 
 import (
 	"context"
@@ -6,7 +6,9 @@ import (
 	"time"
 
 	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/pkg/natsjs/worker"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
 )
@@ -17,27 +19,27 @@ import (
 func TestFreeSlotServesAnotherTool(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
-	g := newGate()
+	g := jstest.NewGate()
 	quick := tool.Func("quick", "Answer at once.", func(context.Context, *tool.RunContext, struct{}) (string, error) { return "quick", nil })
-	startWorker(t, srv, natsjs.WorkerConfig{ID: "mixed", Tools: []*tool.Tool{g.tool("slow", "slow"), quick}, Concurrency: 4})
-	d, _ := startDispatcher(t, srv, natsjs.DispatcherConfig{})
+	jstest.StartWorker(t, srv, worker.Config{ID: "mixed", Tools: []*tool.Tool{g.Tool("slow", "slow"), quick}, Concurrency: 4})
+	d, _ := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
 	ctx := context.Background()
 	conv := protocol.NewID()
 	for range 2 {
-		h, err := d.Dispatch(ctx, newTask("slow", conv, `{}`))
+		h, err := d.Dispatch(ctx, jstest.NewTask("slow", conv, `{}`))
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer h.Detach()
 	}
-	recv(t, g.started, "the first slow task")
-	recv(t, g.started, "the second slow task")
-	defer g.open()
+	jstest.Recv(t, g.Started, "the first slow task")
+	jstest.Recv(t, g.Started, "the second slow task")
+	defer g.Open()
 	start := time.Now()
 	qctx, cancel := context.WithTimeout(ctx, 2*time.Second) // far below the slow tasks' gate
 	defer cancel()
-	res, err := d.Call(qctx, newTask("quick", conv, `{}`))
-	if err != nil || content(t, res) != "quick" {
+	res, err := d.Call(qctx, jstest.NewTask("quick", conv, `{}`))
+	if err != nil || jstest.Content(t, res) != "quick" {
 		t.Fatalf("quick task while two slots are busy: %+v, %v after %v", res, err, time.Since(start))
 	}
 }

@@ -1,13 +1,11 @@
-package natsjs_test
+package worker_test
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -20,201 +18,19 @@ import (
 
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/pkg/natsjs/worker"
 	"github.com/offload-dev/offload/pkg/progress"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
-// wait bounds every wait on a signal in these tests.
-const wait = 15 * time.Second
-
-// testAckWait is the consumers' ack wait in these tests.
-const testAckWait = time.Second
-
-// testLogger logs to stderr when OFFLOAD_TEST_LOG is set.
-func testLogger() *slog.Logger {
-	if os.Getenv("OFFLOAD_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.DiscardHandler)
-}
-
-type echoArgs struct {
-	Text string `json:"text"`
-}
-
-// echoTool returns "<prefix><text>".
-func echoTool(prefix string) *tool.Tool {
-	return tool.Func("echo", "Echo the text.", func(_ context.Context, _ *tool.RunContext, a echoArgs) (string, error) {
-		return prefix + a.Text, nil
-	})
-}
-
-// gate is a tool body that signals when it starts and blocks until it is
-// released or its context ends.
-type gate struct {
-	started chan string    // task's tool call ID, at start
-	release chan struct{}  // closed to let every run return
-	ctxDone chan time.Time // when a run saw its context end
-	once    sync.Once
-}
-
-func newGate() *gate {
-	return &gate{started: make(chan string, 64), release: make(chan struct{}), ctxDone: make(chan time.Time, 64)}
-}
-
-func (g *gate) open() { g.once.Do(func() { close(g.release) }) }
-
-func (g *gate) tool(name, result string) *tool.Tool {
-	return tool.Func(name, "Wait for the gate.", func(ctx context.Context, rc *tool.RunContext, _ struct{}) (string, error) {
-		g.started <- rc.ToolCallID
-		select {
-		case <-g.release:
-			return result, nil
-		case <-ctx.Done():
-			g.ctxDone <- time.Now()
-			return "", ctx.Err()
-		}
-	})
-}
-
-func recv[T any](t *testing.T, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(wait):
-		t.Fatalf("timed out waiting for %s", what)
-		var zero T
-		return zero
-	}
-}
-
-// startWorker starts a worker on its own connection (closed at the end of
-// the test, after the worker is stopped).
-func startWorker(t *testing.T, srv *natstest.Server, cfg natsjs.WorkerConfig) *natsjs.Worker {
-	t.Helper()
-	if cfg.Conn == nil {
-		cfg.Conn = srv.Conn(t)
-	}
-	if cfg.AckWait == 0 {
-		cfg.AckWait = testAckWait
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = testLogger().With("test", t.Name())
-	}
-	w, err := natsjs.NewWorker(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-	if err := w.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if !w.Ready() {
-		t.Fatal("worker not ready after Start")
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), wait)
-		defer cancel()
-		if err := w.StopAndCancel(ctx); err != nil {
-			t.Errorf("stop worker %s: %v", w.ID(), err)
-		}
-	})
-	return w
-}
-
-// startDispatcher starts a dispatcher with metrics on its own connection.
-func startDispatcher(t *testing.T, srv *natstest.Server, cfg natsjs.DispatcherConfig) (*natsjs.Dispatcher, *metrics.Agent) {
-	t.Helper()
-	if cfg.Conn == nil {
-		cfg.Conn = srv.Conn(t)
-	}
-	if cfg.Metrics == nil {
-		cfg.Metrics = metrics.NewAgent(prometheus.NewRegistry())
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = testLogger().With("test", t.Name())
-	}
-	d, err := natsjs.NewDispatcher(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-	if err := d.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), wait)
-		defer cancel()
-		if err := d.Stop(ctx); err != nil {
-			t.Errorf("stop dispatcher: %v", err)
-		}
-	})
-	return d, cfg.Metrics
-}
-
-func newTask(toolName, conv, args string) protocol.Task {
-	return protocol.Task{TaskID: protocol.NewID(), Tool: toolName, Args: json.RawMessage(args), ConversationID: conv, ToolCallID: "call_" + protocol.NewID()}
-}
-
-// call runs d.Call in a goroutine; the result arrives on the channel.
-type callResult struct {
-	res protocol.Result
-	err error
-}
-
-func goCall(ctx context.Context, d *natsjs.Dispatcher, task protocol.Task) <-chan callResult {
-	ch := make(chan callResult, 1)
-	go func() {
-		res, err := d.Call(ctx, task)
-		ch <- callResult{res, err}
-	}()
-	return ch
-}
-
-// subscribeResults subscribes (core) to every result of the default prefix.
-func subscribeResults(t *testing.T, nc *nats.Conn) <-chan protocol.Result {
-	t.Helper()
-	ch := make(chan protocol.Result, 64)
-	sub, err := nc.Subscribe("tools.result.>", func(m *nats.Msg) {
-		var r protocol.Result
-		if err := json.Unmarshal(m.Data, &r); err != nil {
-			t.Errorf("result on %s: %v", m.Subject, err)
-			return
-		}
-		ch <- r
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sub.Unsubscribe() })
-	return ch
-}
-
-func content(t *testing.T, res protocol.Result) string {
-	t.Helper()
-	if res.Status != protocol.StatusOK {
-		t.Fatalf("result status %s (%s %s), want ok", res.Status, res.ErrorType, res.Message)
-	}
-	var s string
-	if err := json.Unmarshal(res.Content, &s); err != nil {
-		t.Fatalf("content %s: %v", res.Content, err)
-	}
-	return s
-}
-
 func TestWorkerReplicasShareBurst(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
-	d, am := startDispatcher(t, srv, natsjs.DispatcherConfig{})
-	g := newGate()
+	d, am := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
+	g := jstest.NewGate()
 	var mu sync.Mutex
 	runs := map[string]int{}     // tool call ID → executions
 	byWorker := map[string]int{} // worker → executions of the blocked wave
@@ -226,27 +42,27 @@ func TestWorkerReplicasShareBurst(t *testing.T) {
 			runs[rc.ToolCallID]++
 			byWorker[id]++
 			mu.Unlock()
-			g.started <- rc.ToolCallID
+			g.Started <- rc.ToolCallID
 			select {
-			case <-g.release:
+			case <-g.Release:
 				return "done by " + id, nil
 			case <-ctx.Done():
 				return "", ctx.Err()
 			}
 		})
-		startWorker(t, srv, natsjs.WorkerConfig{ID: id, Tools: []*tool.Tool{slow, echoTool(id + ":")}, Concurrency: 2, Metrics: wm})
+		jstest.StartWorker(t, srv, worker.Config{ID: id, Tools: []*tool.Tool{slow, jstest.EchoTool(id + ":")}, Concurrency: 2, Metrics: wm})
 	}
 	ctx := context.Background()
 	conv := protocol.NewID()
 
 	// Six blocking tasks can only all run if every replica takes exactly two:
 	// no replica prefetches beyond its free slots.
-	var slowCalls []<-chan callResult
+	var slowCalls []<-chan jstest.CallResult
 	for range 6 {
-		slowCalls = append(slowCalls, goCall(ctx, d, newTask("slow", conv, `{}`)))
+		slowCalls = append(slowCalls, jstest.GoCall(ctx, d, jstest.NewTask("slow", conv, `{}`)))
 	}
 	for range 6 {
-		recv(t, g.started, "a slow task to start")
+		jstest.Recv(t, g.Started, "a slow task to start")
 	}
 	mu.Lock()
 	for id, n := range byWorker {
@@ -255,34 +71,34 @@ func TestWorkerReplicasShareBurst(t *testing.T) {
 		}
 	}
 	mu.Unlock()
-	g.open()
+	g.Open()
 
 	// A burst of fast tasks.
 	const burst = 30
-	calls := make(map[string]<-chan callResult, burst)
+	calls := make(map[string]<-chan jstest.CallResult, burst)
 	for i := range burst {
-		task := newTask("echo", conv, fmt.Sprintf(`{"text":"%d"}`, i))
-		calls[fmt.Sprint(i)] = goCall(ctx, d, task)
+		task := jstest.NewTask("echo", conv, fmt.Sprintf(`{"text":"%d"}`, i))
+		calls[fmt.Sprint(i)] = jstest.GoCall(ctx, d, task)
 	}
 	workers := map[string]bool{}
 	for text, ch := range calls {
-		cr := recv(t, ch, "an echo result")
-		if cr.err != nil {
-			t.Fatal(cr.err)
+		cr := jstest.Recv(t, ch, "an echo result")
+		if cr.Err != nil {
+			t.Fatal(cr.Err)
 		}
-		got := content(t, cr.res)
-		if want := cr.res.Worker + ":" + text; got != want {
+		got := jstest.Content(t, cr.Res)
+		if want := cr.Res.Worker + ":" + text; got != want {
 			t.Errorf("echo %s = %q, want %q", text, got, want)
 		}
-		workers[cr.res.Worker] = true
+		workers[cr.Res.Worker] = true
 	}
 	for _, ch := range slowCalls {
-		cr := recv(t, ch, "a slow result")
-		if cr.err != nil {
-			t.Fatal(cr.err)
+		cr := jstest.Recv(t, ch, "a slow result")
+		if cr.Err != nil {
+			t.Fatal(cr.Err)
 		}
-		if got := content(t, cr.res); got != "done by "+cr.res.Worker {
-			t.Errorf("slow result %q from %s", got, cr.res.Worker)
+		if got := jstest.Content(t, cr.Res); got != "done by "+cr.Res.Worker {
+			t.Errorf("slow result %q from %s", got, cr.Res.Worker)
 		}
 	}
 	mu.Lock()
@@ -312,29 +128,29 @@ func TestWorkerReplicasShareBurst(t *testing.T) {
 func TestWorkerCrashRedelivers(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
-	d, am := startDispatcher(t, srv, natsjs.DispatcherConfig{})
-	g := newGate()
+	d, am := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
+	g := jstest.NewGate()
 	crashConn := srv.Conn(t)
-	crashed := startWorker(t, srv, natsjs.WorkerConfig{ID: "crashes", Conn: crashConn, Tools: []*tool.Tool{g.tool("job", "from the crashed worker")}})
+	crashed := jstest.StartWorker(t, srv, worker.Config{ID: "crashes", Conn: crashConn, Tools: []*tool.Tool{g.Tool("job", "from the crashed worker")}})
 	conv := protocol.NewID()
-	ch := goCall(context.Background(), d, newTask("job", conv, `{}`))
-	recv(t, g.started, "the job to start on the first worker")
+	ch := jstest.GoCall(context.Background(), d, jstest.NewTask("job", conv, `{}`))
+	jstest.Recv(t, g.Started, "the job to start on the first worker")
 
 	// The second replica can only get the task once the first lets go of it.
 	other := tool.Func("job", "Wait for the gate.", func(context.Context, *tool.RunContext, struct{}) (string, error) {
 		return "from the survivor", nil
 	})
-	startWorker(t, srv, natsjs.WorkerConfig{ID: "survivor", Tools: []*tool.Tool{other}})
+	jstest.StartWorker(t, srv, worker.Config{ID: "survivor", Tools: []*tool.Tool{other}})
 	crashConn.Close() // crash: no ack, no nak, no more heartbeats
 
-	cr := recv(t, ch, "the redelivered result")
-	if cr.err != nil {
-		t.Fatal(cr.err)
+	cr := jstest.Recv(t, ch, "the redelivered result")
+	if cr.Err != nil {
+		t.Fatal(cr.Err)
 	}
-	if got := content(t, cr.res); got != "from the survivor" || cr.res.Worker != "survivor" {
-		t.Errorf("result %q from %q", got, cr.res.Worker)
+	if got := jstest.Content(t, cr.Res); got != "from the survivor" || cr.Res.Worker != "survivor" {
+		t.Errorf("result %q from %q", got, cr.Res.Worker)
 	}
-	g.open() // the crashed worker's tool returns; its result cannot leave
+	g.Open() // the crashed worker's tool returns; its result cannot leave
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	if err := crashed.StopAndCancel(ctx); err != nil {
@@ -349,15 +165,15 @@ func TestCancelBeforePickup(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
 	nc := srv.Conn(t)
-	results := subscribeResults(t, nc)
-	d, am := startDispatcher(t, srv, natsjs.DispatcherConfig{})
+	results := jstest.SubscribeResults(t, nc)
+	d, am := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
 	conv := protocol.NewID()
-	task := newTask("never", conv, `{}`)
+	task := jstest.NewTask("never", conv, `{}`)
 	data, _ := json.Marshal(task)
 	if _, err := js.Publish(ctx, "tools.task.never", data, jetstream.WithMsgID(task.TaskID)); err != nil {
 		t.Fatal(err)
@@ -370,8 +186,8 @@ func TestCancelBeforePickup(t *testing.T) {
 		t.Error("a cancelled task ran")
 		return "", nil
 	})
-	startWorker(t, srv, natsjs.WorkerConfig{ID: "w", Tools: []*tool.Tool{never}, Metrics: wm})
-	res := recv(t, results, "the cancelled result")
+	jstest.StartWorker(t, srv, worker.Config{ID: "w", Tools: []*tool.Tool{never}, Metrics: wm})
+	res := jstest.Recv(t, results, "the cancelled result")
 	if res.Status != protocol.StatusCancelled || res.TaskID != task.TaskID {
 		t.Fatalf("result %+v, want cancelled", res)
 	}
@@ -389,25 +205,25 @@ func TestCancelBeforePickup(t *testing.T) {
 func TestCancelDuringRun(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
-	results := subscribeResults(t, srv.Conn(t))
-	d, _ := startDispatcher(t, srv, natsjs.DispatcherConfig{})
-	g := newGate()
+	results := jstest.SubscribeResults(t, srv.Conn(t))
+	d, _ := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
+	g := jstest.NewGate()
 	wm := metrics.NewWorker(prometheus.NewRegistry())
-	startWorker(t, srv, natsjs.WorkerConfig{ID: "w", Tools: []*tool.Tool{g.tool("job", "finished")}, Metrics: wm})
+	jstest.StartWorker(t, srv, worker.Config{ID: "w", Tools: []*tool.Tool{g.Tool("job", "finished")}, Metrics: wm})
 
 	ctx, cancel := context.WithCancel(context.Background())
-	task := newTask("job", protocol.NewID(), `{}`)
-	ch := goCall(ctx, d, task)
-	recv(t, g.started, "the job to start")
+	task := jstest.NewTask("job", protocol.NewID(), `{}`)
+	ch := jstest.GoCall(ctx, d, task)
+	jstest.Recv(t, g.Started, "the job to start")
 	cancelled := time.Now()
 	cancel()
-	seen := recv(t, g.ctxDone, "the tool's context to end")
+	seen := jstest.Recv(t, g.CtxDone, "the tool's context to end")
 	t.Logf("tool context cancelled %v after the call's", seen.Sub(cancelled))
-	cr := recv(t, ch, "Call to return")
-	if cr.err != context.Canceled {
-		t.Fatalf("Call error %v, want context.Canceled", cr.err)
+	cr := jstest.Recv(t, ch, "Call to return")
+	if cr.Err != context.Canceled {
+		t.Fatalf("Call error %v, want context.Canceled", cr.Err)
 	}
-	res := recv(t, results, "the cancelled result")
+	res := jstest.Recv(t, results, "the cancelled result")
 	if res.Status != protocol.StatusCancelled || res.TaskID != task.TaskID {
 		t.Fatalf("result %+v, want cancelled", res)
 	}
@@ -419,7 +235,7 @@ func TestCancelDuringRun(t *testing.T) {
 func TestWorkerOutcomes(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
-	d, _ := startDispatcher(t, srv, natsjs.DispatcherConfig{})
+	d, _ := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
 	var panicked sync.Once
 	boom := tool.Func("boom", "Panic once.", func(context.Context, *tool.RunContext, struct{}) (string, error) {
 		panicked.Do(func() { panic("kaboom") })
@@ -459,7 +275,7 @@ func TestWorkerOutcomes(t *testing.T) {
 		gatedRuns.Unlock()
 		return "done", nil
 	}, tool.NeedsApproval())
-	startWorker(t, srv, natsjs.WorkerConfig{ID: "w", Concurrency: 1, Tools: []*tool.Tool{boom, echoTool(""), sleepy, reporting, retrying, gated}})
+	jstest.StartWorker(t, srv, worker.Config{ID: "w", Concurrency: 1, Tools: []*tool.Tool{boom, jstest.EchoTool(""), sleepy, reporting, retrying, gated}})
 	ctx := context.Background()
 	conv := protocol.NewID()
 	call := func(task protocol.Task) protocol.Result {
@@ -472,16 +288,16 @@ func TestWorkerOutcomes(t *testing.T) {
 	}
 
 	t.Run("panic then serve", func(t *testing.T) {
-		res := call(newTask("boom", conv, `{}`))
+		res := call(jstest.NewTask("boom", conv, `{}`))
 		if res.Status != protocol.StatusError || res.ErrorType != protocol.ErrorPanic {
 			t.Fatalf("panic result %+v", res)
 		}
-		if got := content(t, call(newTask("boom", conv, `{}`))); got != "fine" {
+		if got := jstest.Content(t, call(jstest.NewTask("boom", conv, `{}`))); got != "fine" {
 			t.Fatalf("after the panic: %q", got)
 		}
 	})
 	t.Run("invalid arguments", func(t *testing.T) {
-		res := call(newTask("echo", conv, `{"text":5}`))
+		res := call(jstest.NewTask("echo", conv, `{"text":5}`))
 		if res.Status != protocol.StatusRetry || res.ErrorType != protocol.ErrorInvalidArguments || res.Message == "" {
 			t.Fatalf("result %+v, want retry InvalidArguments", res)
 		}
@@ -492,7 +308,7 @@ func TestWorkerOutcomes(t *testing.T) {
 		}
 	})
 	t.Run("deadline", func(t *testing.T) {
-		task := newTask("sleepy", conv, `{}`)
+		task := jstest.NewTask("sleepy", conv, `{}`)
 		task.Deadline = time.Now().Add(200 * time.Millisecond)
 		res := call(task)
 		if res.Status != protocol.StatusError || res.ErrorType != protocol.ErrorDeadlineExceeded {
@@ -500,7 +316,7 @@ func TestWorkerOutcomes(t *testing.T) {
 		}
 	})
 	t.Run("run context and progress", func(t *testing.T) {
-		task := newTask("reporting", conv, `{}`)
+		task := jstest.NewTask("reporting", conv, `{}`)
 		task.Approved, task.Retry, task.ToolCallMetadata = true, 1, map[string]any{"by": "ann"}
 		res := call(task)
 		var got map[string]any
@@ -510,19 +326,19 @@ func TestWorkerOutcomes(t *testing.T) {
 		if got["approved"] != true || got["retry"] != 1.0 || got["conv"] != conv || fmt.Sprint(got["meta"]) != "map[by:ann]" {
 			t.Errorf("run context seen by the tool: %v", got)
 		}
-		p := recv(t, reports, "a progress report")
+		p := jstest.Recv(t, reports, "a progress report")
 		if p.TaskID != task.TaskID || p.Message != "half way" || p.Fraction == nil || *p.Fraction != 0.5 {
 			t.Errorf("progress %+v", p)
 		}
 	})
 	t.Run("approval required fails closed", func(t *testing.T) {
-		res := call(newTask("gated", conv, `{}`))
+		res := call(jstest.NewTask("gated", conv, `{}`))
 		if res.Status != protocol.StatusApprovalRequired {
 			t.Fatalf("unapproved task: %+v", res)
 		}
-		approved := newTask("gated", conv, `{}`)
+		approved := jstest.NewTask("gated", conv, `{}`)
 		approved.Approved = true
-		if got := content(t, call(approved)); got != "done" {
+		if got := jstest.Content(t, call(approved)); got != "done" {
 			t.Fatalf("approved task: %q", got)
 		}
 		gatedRuns.Lock()
@@ -532,7 +348,7 @@ func TestWorkerOutcomes(t *testing.T) {
 		}
 	})
 	t.Run("retry", func(t *testing.T) {
-		res := call(newTask("retrying", conv, `{}`))
+		res := call(jstest.NewTask("retrying", conv, `{}`))
 		if res.Status != protocol.StatusRetry || res.Message != "try harder" {
 			t.Fatalf("result %+v", res)
 		}
@@ -543,10 +359,10 @@ func TestMalformedTask(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
 	nc := srv.Conn(t)
-	results := subscribeResults(t, nc)
+	results := jstest.SubscribeResults(t, nc)
 	wm := metrics.NewWorker(prometheus.NewRegistry())
-	startWorker(t, srv, natsjs.WorkerConfig{ID: "w", Concurrency: 1, Tools: []*tool.Tool{echoTool("")}, Metrics: wm})
-	d, _ := startDispatcher(t, srv, natsjs.DispatcherConfig{})
+	jstest.StartWorker(t, srv, worker.Config{ID: "w", Concurrency: 1, Tools: []*tool.Tool{jstest.EchoTool("")}, Metrics: wm})
+	d, _ := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
@@ -560,13 +376,13 @@ func TestMalformedTask(t *testing.T) {
 	if _, err := js.Publish(ctx, "tools.task.echo", []byte(bad)); err != nil {
 		t.Fatal(err)
 	}
-	res := recv(t, results, "the error result of the malformed task")
+	res := jstest.Recv(t, results, "the error result of the malformed task")
 	if res.TaskID != task || res.Status != protocol.StatusError || res.ErrorType != "DecodeError" {
 		t.Fatalf("result %+v", res)
 	}
 	// With one slot, a later task is fetched only after both were
 	// terminated: then neither is left in the work queue.
-	if got, err := d.Call(ctx, newTask("echo", conv, `{"text":"next"}`)); err != nil || content(t, got) != "next" {
+	if got, err := d.Call(ctx, jstest.NewTask("echo", conv, `{"text":"next"}`)); err != nil || jstest.Content(t, got) != "next" {
 		t.Fatalf("next task: %+v %v", got, err)
 	}
 	s, err := js.Stream(ctx, "TOOLS_TASKS")
@@ -586,26 +402,26 @@ func TestMalformedTask(t *testing.T) {
 func TestDeliveriesExhausted(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
-	d, _ := startDispatcher(t, srv, natsjs.DispatcherConfig{})
-	g := newGate()
-	first := startWorker(t, srv, natsjs.WorkerConfig{ID: "first", MaxDeliver: 1, Tools: []*tool.Tool{g.tool("job", "never")}})
-	ch := goCall(context.Background(), d, newTask("job", protocol.NewID(), `{}`))
-	recv(t, g.started, "the only delivery")
-	startWorker(t, srv, natsjs.WorkerConfig{ID: "second", MaxDeliver: 1, Tools: []*tool.Tool{g.tool("job", "never")}})
+	d, _ := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
+	g := jstest.NewGate()
+	first := jstest.StartWorker(t, srv, worker.Config{ID: "first", MaxDeliver: 1, Tools: []*tool.Tool{g.Tool("job", "never")}})
+	ch := jstest.GoCall(context.Background(), d, jstest.NewTask("job", protocol.NewID(), `{}`))
+	jstest.Recv(t, g.Started, "the only delivery")
+	jstest.StartWorker(t, srv, worker.Config{ID: "second", MaxDeliver: 1, Tools: []*tool.Tool{g.Tool("job", "never")}})
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	// The first worker hands the task back: its last delivery is used up.
 	if err := first.StopAndCancel(ctx); err != nil {
 		t.Fatal(err)
 	}
-	cr := recv(t, ch, "the DeliveriesExhausted result")
-	if cr.err != nil {
-		t.Fatal(cr.err)
+	cr := jstest.Recv(t, ch, "the DeliveriesExhausted result")
+	if cr.Err != nil {
+		t.Fatal(cr.Err)
 	}
-	if cr.res.Status != protocol.StatusError || cr.res.ErrorType != protocol.ErrorDeliveriesExhausted || cr.res.Worker != "second" {
-		t.Fatalf("result %+v", cr.res)
+	if cr.Res.Status != protocol.StatusError || cr.Res.ErrorType != protocol.ErrorDeliveriesExhausted || cr.Res.Worker != "second" {
+		t.Fatalf("result %+v", cr.Res)
 	}
-	_, err := cr.res.Outcome()
+	_, err := cr.Res.Outcome()
 	var remote *protocol.RemoteError
 	if !errors.As(err, &remote) || remote.Type != protocol.ErrorDeliveriesExhausted {
 		t.Fatalf("outcome %v", err)
@@ -615,12 +431,12 @@ func TestDeliveriesExhausted(t *testing.T) {
 func TestGracefulStop(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
-	d, _ := startDispatcher(t, srv, natsjs.DispatcherConfig{})
-	g := newGate()
-	logger, stopping := signalOn("worker stopping")
-	w := startWorker(t, srv, natsjs.WorkerConfig{ID: "w", Logger: logger, Tools: []*tool.Tool{g.tool("job", "finished in grace")}})
-	ch := goCall(context.Background(), d, newTask("job", protocol.NewID(), `{}`))
-	recv(t, g.started, "the job to start")
+	d, _ := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
+	g := jstest.NewGate()
+	logger, stopping := jstest.SignalOn("worker stopping")
+	w := jstest.StartWorker(t, srv, worker.Config{ID: "w", Logger: logger, Tools: []*tool.Tool{g.Tool("job", "finished in grace")}})
+	ch := jstest.GoCall(context.Background(), d, jstest.NewTask("job", protocol.NewID(), `{}`))
+	jstest.Recv(t, g.Started, "the job to start")
 
 	stopped := make(chan error, 1)
 	go func() {
@@ -632,28 +448,28 @@ func TestGracefulStop(t *testing.T) {
 	// right after starting Stop would pass before Stop even began. Absence
 	// is observed over a window that starts at that signal; a Stop that
 	// did not wait for its task ends (or cancels the tool) well within it.
-	recv(t, stopping, "the worker to start stopping")
+	jstest.Recv(t, stopping, "the worker to start stopping")
 	select {
 	case <-w.Stopped():
 		t.Fatal("stopped while a task runs")
 	case cr := <-ch:
 		t.Fatalf("result before the tool returned: %+v", cr)
-	case <-g.ctxDone:
+	case <-g.CtxDone:
 		t.Fatal("the running tool was cancelled within the grace period")
 	case <-time.After(200 * time.Millisecond):
 	}
-	g.open()
-	cr := recv(t, ch, "the result finished during the grace period")
-	if cr.err != nil {
-		t.Fatal(cr.err)
+	g.Open()
+	cr := jstest.Recv(t, ch, "the result finished during the grace period")
+	if cr.Err != nil {
+		t.Fatal(cr.Err)
 	}
-	if got := content(t, cr.res); got != "finished in grace" {
+	if got := jstest.Content(t, cr.Res); got != "finished in grace" {
 		t.Fatalf("result %q", got)
 	}
-	if err := recv(t, stopped, "Stop to return"); err != nil {
+	if err := jstest.Recv(t, stopped, "Stop to return"); err != nil {
 		t.Fatal(err)
 	}
-	recv(t, w.Stopped(), "Stopped to close")
+	jstest.Recv(t, w.Stopped(), "Stopped to close")
 	if w.Ready() {
 		t.Error("ready after Stop")
 	}
@@ -662,19 +478,19 @@ func TestGracefulStop(t *testing.T) {
 func TestStopHandsBack(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
-	results := subscribeResults(t, srv.Conn(t))
-	d, _ := startDispatcher(t, srv, natsjs.DispatcherConfig{})
-	g := newGate()
+	results := jstest.SubscribeResults(t, srv.Conn(t))
+	d, _ := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
+	g := jstest.NewGate()
 	leavingConn := srv.Conn(t)
-	w := startWorker(t, srv, natsjs.WorkerConfig{ID: "leaving", Conn: leavingConn, GracePeriod: 50 * time.Millisecond, Tools: []*tool.Tool{g.tool("job", "x")}})
-	ch := goCall(context.Background(), d, newTask("job", protocol.NewID(), `{}`))
-	recv(t, g.started, "the job to start")
+	w := jstest.StartWorker(t, srv, worker.Config{ID: "leaving", Conn: leavingConn, GracePeriod: 50 * time.Millisecond, Tools: []*tool.Tool{g.Tool("job", "x")}})
+	ch := jstest.GoCall(context.Background(), d, jstest.NewTask("job", protocol.NewID(), `{}`))
+	jstest.Recv(t, g.Started, "the job to start")
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	if err := w.Stop(ctx); err != nil { // the grace period ends first
 		t.Fatal(err)
 	}
-	recv(t, g.ctxDone, "the tool to be cancelled")
+	jstest.Recv(t, g.CtxDone, "the tool to be cancelled")
 	// Whatever the leaving worker published reached the server before this
 	// flush returns, so before the other replica can answer: the first
 	// result seen must be the other replica's.
@@ -682,15 +498,15 @@ func TestStopHandsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	stays := tool.Func("job", "Answer.", func(context.Context, *tool.RunContext, struct{}) (string, error) { return "taken over", nil })
-	startWorker(t, srv, natsjs.WorkerConfig{ID: "stays", Tools: []*tool.Tool{stays}})
-	if r := recv(t, results, "the first result of the task"); r.Worker != "stays" {
+	jstest.StartWorker(t, srv, worker.Config{ID: "stays", Tools: []*tool.Tool{stays}})
+	if r := jstest.Recv(t, results, "the first result of the task"); r.Worker != "stays" {
 		t.Fatalf("a handed-back task got a result from the leaving worker: %+v", r)
 	}
-	cr := recv(t, ch, "the result from the other replica")
-	if cr.err != nil {
-		t.Fatal(cr.err)
+	cr := jstest.Recv(t, ch, "the result from the other replica")
+	if cr.Err != nil {
+		t.Fatal(cr.Err)
 	}
-	if got := content(t, cr.res); got != "taken over" {
+	if got := jstest.Content(t, cr.Res); got != "taken over" {
 		t.Fatalf("result %q", got)
 	}
 }
@@ -702,14 +518,14 @@ func TestWorkerConfigErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	nc := &nats.Conn{}
-	for name, cfg := range map[string]natsjs.WorkerConfig{
-		"no conn":   {Tools: []*tool.Tool{echoTool("")}},
+	for name, cfg := range map[string]worker.Config{
+		"no conn":   {Tools: []*tool.Tool{jstest.EchoTool("")}},
 		"no tools":  {Conn: nc},
 		"external":  {Conn: nc, Tools: []*tool.Tool{ext}},
-		"duplicate": {Conn: nc, Tools: []*tool.Tool{echoTool(""), echoTool("")}},
-		"prefix":    {Conn: nc, Prefix: "a.b", Tools: []*tool.Tool{echoTool("")}},
+		"duplicate": {Conn: nc, Tools: []*tool.Tool{jstest.EchoTool(""), jstest.EchoTool("")}},
+		"prefix":    {Conn: nc, Prefix: "a.b", Tools: []*tool.Tool{jstest.EchoTool("")}},
 	} {
-		if _, err := natsjs.NewWorker(cfg); !errors.Is(err, natsjs.ErrInvalidConfig) {
+		if _, err := worker.New(cfg); !errors.Is(err, natsjs.ErrInvalidConfig) {
 			t.Errorf("%s: %v, want ErrInvalidConfig", name, err)
 		}
 	}
@@ -721,17 +537,17 @@ func TestWorkerConfigErrors(t *testing.T) {
 func TestCancelWhileQueuedBehindBusyWorker(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
-	results := subscribeResults(t, srv.Conn(t))
-	d, _ := startDispatcher(t, srv, natsjs.DispatcherConfig{})
-	g := newGate()
-	startWorker(t, srv, natsjs.WorkerConfig{ID: "w", Tools: []*tool.Tool{g.tool("job", "finished")}, Concurrency: 1})
+	results := jstest.SubscribeResults(t, srv.Conn(t))
+	d, _ := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
+	g := jstest.NewGate()
+	jstest.StartWorker(t, srv, worker.Config{ID: "w", Tools: []*tool.Tool{g.Tool("job", "finished")}, Concurrency: 1})
 
 	conv := protocol.NewID()
-	first := newTask("job", conv, `{}`)
-	firstDone := goCall(context.Background(), d, first)
-	recv(t, g.started, "the first job to start") // the only slot is taken
+	first := jstest.NewTask("job", conv, `{}`)
+	firstDone := jstest.GoCall(context.Background(), d, first)
+	jstest.Recv(t, g.Started, "the first job to start") // the only slot is taken
 
-	second := newTask("job", conv, `{}`)
+	second := jstest.NewTask("job", conv, `{}`)
 	js, err := jetstream.New(srv.Conn(t))
 	if err != nil {
 		t.Fatal(err)
@@ -743,12 +559,12 @@ func TestCancelWhileQueuedBehindBusyWorker(t *testing.T) {
 	if err := d.Cancel(context.Background(), conv, second.TaskID, "not needed any more"); err != nil {
 		t.Fatal(err)
 	}
-	g.open()
-	if cr := recv(t, firstDone, "the first call"); cr.err != nil || cr.res.Status != protocol.StatusOK {
+	g.Open()
+	if cr := jstest.Recv(t, firstDone, "the first call"); cr.Err != nil || cr.Res.Status != protocol.StatusOK {
 		t.Fatalf("first call: %+v", cr)
 	}
 	for range 2 {
-		res := recv(t, results, "a result")
+		res := jstest.Recv(t, results, "a result")
 		if res.TaskID == second.TaskID && res.Status != protocol.StatusCancelled {
 			t.Fatalf("second task result %+v, want cancelled", res)
 		}
@@ -761,12 +577,12 @@ func TestCancelWhileQueuedBehindBusyWorker(t *testing.T) {
 func TestWorkerReplacesTooLargeResult(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t, natstest.MaxPayload(64<<10))
-	d, _ := startDispatcher(t, srv, natsjs.DispatcherConfig{})
+	d, _ := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
 	huge := tool.Func("huge", "Return too much.", func(context.Context, *tool.RunContext, struct{}) (string, error) {
 		return strings.Repeat("x", 80<<10), nil
 	})
-	startWorker(t, srv, natsjs.WorkerConfig{ID: "w", Concurrency: 1, Tools: []*tool.Tool{huge}})
-	task := newTask("huge", protocol.NewID(), `{}`)
+	jstest.StartWorker(t, srv, worker.Config{ID: "w", Concurrency: 1, Tools: []*tool.Tool{huge}})
+	task := jstest.NewTask("huge", protocol.NewID(), `{}`)
 	task.Attempt = 2
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
@@ -810,7 +626,7 @@ func TestTaskWithStatusHeaderTerminated(t *testing.T) {
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	startWorker(t, srv, natsjs.WorkerConfig{ID: "w", Concurrency: 1, Tools: []*tool.Tool{echoTool("")}})
+	jstest.StartWorker(t, srv, worker.Config{ID: "w", Concurrency: 1, Tools: []*tool.Tool{jstest.EchoTool("")}})
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
@@ -823,7 +639,7 @@ func TestTaskWithStatusHeaderTerminated(t *testing.T) {
 		if _, err := js.PublishMsg(ctx, m); err != nil {
 			t.Fatal(err)
 		}
-		recv(t, terminated, "the forged task with status "+status+" to be terminated")
+		jstest.Recv(t, terminated, "the forged task with status "+status+" to be terminated")
 	}
 }
 
@@ -867,8 +683,8 @@ func TestMalformedTaskKeepsAttempt(t *testing.T) {
 	srv := natstest.Start(t)
 	js := srv.JetStream(t)
 	ctx := context.Background()
-	startWorker(t, srv, natsjs.WorkerConfig{ID: "w", Tools: []*tool.Tool{echoTool("")}})
-	task := newTask("echo", protocol.NewID(), `{}`)
+	jstest.StartWorker(t, srv, worker.Config{ID: "w", Tools: []*tool.Tool{jstest.EchoTool("")}})
+	task := jstest.NewTask("echo", protocol.NewID(), `{}`)
 	// Attempt 0 ended deferred (approval required).
 	first := nats.NewMsg("tools.result." + task.ConversationID + "." + task.TaskID)
 	first.Header.Set(jetstream.MsgIDHeader, "res:"+task.TaskID+":0")
@@ -893,18 +709,18 @@ func TestMalformedTaskResultRetried(t *testing.T) {
 	srv := natstest.Start(t)
 	js := srv.JetStream(t)
 	ctx := context.Background()
-	log, failed := signalOn("error result of a malformed task not published")
-	startWorker(t, srv, natsjs.WorkerConfig{ID: "w", Logger: log, Tools: []*tool.Tool{echoTool("")}})
+	log, failed := jstest.SignalOn("error result of a malformed task not published")
+	jstest.StartWorker(t, srv, worker.Config{ID: "w", Logger: log, Tools: []*tool.Tool{jstest.EchoTool("")}})
 	if err := js.DeleteStream(ctx, "TOOLS_RESULTS"); err != nil { // results cannot be stored
 		t.Fatal(err)
 	}
-	task := newTask("echo", protocol.NewID(), `{}`)
+	task := jstest.NewTask("echo", protocol.NewID(), `{}`)
 	bad := fmt.Sprintf(`{"task_id":%q,"conversation_id":%q,"tool":"echo","args":5}`, task.TaskID, task.ConversationID)
 	if _, err := js.Publish(ctx, "tools.task.echo", []byte(bad)); err != nil {
 		t.Fatal(err)
 	}
-	recv(t, failed, "a failed publish")
-	mustProvision(t, js)
+	jstest.Recv(t, failed, "a failed publish")
+	jstest.MustProvision(t, js)
 	if r := storedResult(t, js, task, 0); r.Status != protocol.StatusError || r.ErrorType != "DecodeError" {
 		t.Fatalf("result %+v", r)
 	}
@@ -918,7 +734,7 @@ func TestFailedStartLeavesNoRegistryEntry(t *testing.T) {
 	// The registry entry of "big" exceeds the server's max payload: its
 	// write fails after that of "a" (entries are written in name order).
 	big := tool.Func("big", strings.Repeat("x", 2<<20), func(context.Context, *tool.RunContext, struct{}) (string, error) { return "", nil })
-	w, err := natsjs.NewWorker(natsjs.WorkerConfig{Conn: srv.Conn(t), ID: "w", AckWait: testAckWait, Logger: testLogger(),
+	w, err := worker.New(worker.Config{Conn: srv.Conn(t), ID: "w", AckWait: testAckWait, Logger: jstest.Logger(),
 		Tools: []*tool.Tool{echoLike("a", "x"), big}})
 	if err != nil {
 		t.Fatal(err)
@@ -944,12 +760,12 @@ func TestFailedStartLeavesNoRegistryEntry(t *testing.T) {
 func TestUnencodableResultAnswered(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
-	results := subscribeResults(t, srv.Conn(t))
+	results := jstest.SubscribeResults(t, srv.Conn(t))
 	nan := tool.Func("nan", "Return metadata JSON cannot encode.", func(context.Context, *tool.RunContext, struct{}) (tool.Return, error) {
 		return tool.Return{Value: "x", Metadata: map[string]any{"score": math.NaN()}}, nil
 	})
-	startWorker(t, srv, natsjs.WorkerConfig{ID: "w", Tools: []*tool.Tool{nan}})
-	task := newTask("nan", protocol.NewID(), `{}`)
+	jstest.StartWorker(t, srv, worker.Config{ID: "w", Tools: []*tool.Tool{nan}})
+	task := jstest.NewTask("nan", protocol.NewID(), `{}`)
 	publishTask(t, srv.JetStream(t), task)
 	r := resultOf(t, results, task)
 	if r.Status != protocol.StatusError || !strings.Contains(r.Message, "NaN") || r.Worker != "w" {

@@ -1,10 +1,9 @@
-package natsjs_test
+package worker_test
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,7 +12,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/pkg/natsjs/worker"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
 )
@@ -66,13 +67,13 @@ func resultOf(t *testing.T, results <-chan protocol.Result, task protocol.Task) 
 // cutWorker starts a worker whose connection goes through a proxy that the
 // test can cut; it reconnects quickly once restored. The proxy is restored
 // before the worker stops at the end of the test.
-func cutWorker(t *testing.T, srv *natstest.Server, cfg natsjs.WorkerConfig) (*natsjs.Worker, *natstest.Proxy, <-chan struct{}) {
+func cutWorker(t *testing.T, srv *natstest.Server, cfg worker.Config) (*worker.Worker, *natstest.Proxy, <-chan struct{}) {
 	t.Helper()
 	proxy := natstest.NewProxy(t, srv.URL())
 	reconnected := make(chan struct{}, 16)
 	cfg.Conn = natstest.Connect(t, proxy.URL(), append(natstest.Reconnecting(20*time.Millisecond),
 		nats.ReconnectHandler(func(*nats.Conn) { reconnected <- struct{}{} }))...)
-	w := startWorker(t, srv, cfg)
+	w := jstest.StartWorker(t, srv, cfg)
 	t.Cleanup(proxy.Restore) // runs before the worker's stop
 	return w, proxy, reconnected
 }
@@ -83,18 +84,18 @@ func TestCancelWhileDisconnectedStopsRunningTask(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
 	js := srv.JetStream(t)
-	results := subscribeResults(t, srv.Conn(t))
-	g := newGate()
-	_, proxy, reconnected := cutWorker(t, srv, natsjs.WorkerConfig{ID: "cut", Tools: []*tool.Tool{g.tool("job", "finished")}})
+	results := jstest.SubscribeResults(t, srv.Conn(t))
+	g := jstest.NewGate()
+	_, proxy, reconnected := cutWorker(t, srv, worker.Config{ID: "cut", Tools: []*tool.Tool{g.Tool("job", "finished")}})
 
-	task := newTask("job", protocol.NewID(), `{}`)
+	task := jstest.NewTask("job", protocol.NewID(), `{}`)
 	publishTask(t, js, task)
-	recv(t, g.started, "the task to start")
+	jstest.Recv(t, g.Started, "the task to start")
 	proxy.Cut()
 	publishCancel(t, js, task)
 	proxy.Restore()
-	recv(t, reconnected, "the worker to reconnect")
-	recv(t, g.ctxDone, "the running tool to be cancelled")
+	jstest.Recv(t, reconnected, "the worker to reconnect")
+	jstest.Recv(t, g.CtxDone, "the running tool to be cancelled")
 	if r := resultOf(t, results, task); r.Status != protocol.StatusCancelled {
 		t.Fatalf("result %+v, want cancelled", r)
 	}
@@ -106,22 +107,22 @@ func TestCancelWhileDisconnectedNeverStartsQueuedTask(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
 	js := srv.JetStream(t)
-	results := subscribeResults(t, srv.Conn(t))
-	g := newGate()
-	_, proxy, reconnected := cutWorker(t, srv, natsjs.WorkerConfig{ID: "cut", Concurrency: 1, Tools: []*tool.Tool{g.tool("job", "finished")}})
+	results := jstest.SubscribeResults(t, srv.Conn(t))
+	g := jstest.NewGate()
+	_, proxy, reconnected := cutWorker(t, srv, worker.Config{ID: "cut", Concurrency: 1, Tools: []*tool.Tool{g.Tool("job", "finished")}})
 
 	conv := protocol.NewID()
-	first, second := newTask("job", conv, `{}`), newTask("job", conv, `{}`)
+	first, second := jstest.NewTask("job", conv, `{}`), jstest.NewTask("job", conv, `{}`)
 	publishTask(t, js, first)
-	if id := recv(t, g.started, "the first task to start"); id != first.ToolCallID {
+	if id := jstest.Recv(t, g.Started, "the first task to start"); id != first.ToolCallID {
 		t.Fatalf("started %s", id)
 	}
 	publishTask(t, js, second) // waits: the only slot is taken
 	proxy.Cut()
 	publishCancel(t, js, second)
 	proxy.Restore()
-	recv(t, reconnected, "the worker to reconnect")
-	g.open()
+	jstest.Recv(t, reconnected, "the worker to reconnect")
+	g.Open()
 	if r := resultOf(t, results, first); r.Status != protocol.StatusOK {
 		t.Fatalf("first result %+v", r)
 	}
@@ -129,7 +130,7 @@ func TestCancelWhileDisconnectedNeverStartsQueuedTask(t *testing.T) {
 		t.Fatalf("second result %+v, want cancelled", r)
 	}
 	select {
-	case id := <-g.started:
+	case id := <-g.Started:
 		t.Fatalf("the cancelled task started (%s)", id)
 	default:
 	}
@@ -142,7 +143,7 @@ func TestFailedCancelLookupDoesNotRun(t *testing.T) {
 	srv := natstest.Start(t)
 	js := srv.JetStream(t)
 	nc := srv.Conn(t)
-	results := subscribeResults(t, nc)
+	results := jstest.SubscribeResults(t, nc)
 	naked := make(chan struct{}, 16)
 	sub, err := nc.Subscribe("$JS.EVENT.ADVISORY.CONSUMER.MSG_NAKED.TOOLS_TASKS.task_job", func(*nats.Msg) { naked <- struct{}{} })
 	if err != nil {
@@ -150,72 +151,37 @@ func TestFailedCancelLookupDoesNotRun(t *testing.T) {
 	}
 	defer sub.Unsubscribe()
 	ctx := context.Background()
-	mustProvision(t, js)
+	jstest.MustProvision(t, js)
 	// Both tasks are stored before the worker starts: both are looked up.
 	conv := protocol.NewID()
-	first, second := newTask("job", conv, `{}`), newTask("job", conv, `{}`)
+	first, second := jstest.NewTask("job", conv, `{}`), jstest.NewTask("job", conv, `{}`)
 	publishTask(t, js, first)
 	publishTask(t, js, second)
-	g := newGate()
-	startWorker(t, srv, natsjs.WorkerConfig{ID: "w", Concurrency: 1, Tools: []*tool.Tool{g.tool("job", "finished")}})
-	if id := recv(t, g.started, "the first task to start"); id != first.ToolCallID {
+	g := jstest.NewGate()
+	jstest.StartWorker(t, srv, worker.Config{ID: "w", Concurrency: 1, Tools: []*tool.Tool{g.Tool("job", "finished")}})
+	if id := jstest.Recv(t, g.Started, "the first task to start"); id != first.ToolCallID {
 		t.Fatalf("started %s", id)
 	}
 	if err := js.DeleteStream(ctx, "TOOLS_CANCEL"); err != nil { // look-ups fail from now on
 		t.Fatal(err)
 	}
-	g.open()
+	g.Open()
 	if r := resultOf(t, results, first); r.Status != protocol.StatusOK {
 		t.Fatalf("first result %+v", r)
 	}
-	recv(t, naked, "the second task to be handed back")
+	jstest.Recv(t, naked, "the second task to be handed back")
 	select {
-	case id := <-g.started:
+	case id := <-g.Started:
 		t.Fatalf("a task ran without its cancel look-up (%s)", id)
 	default:
 	}
-	mustProvision(t, js)
-	if id := recv(t, g.started, "the second task to run once look-ups work"); id != second.ToolCallID {
+	jstest.MustProvision(t, js)
+	if id := jstest.Recv(t, g.Started, "the second task to run once look-ups work"); id != second.ToolCallID {
 		t.Fatalf("started %s", id)
 	}
 	if r := resultOf(t, results, second); r.Status != protocol.StatusOK {
 		t.Fatalf("second result %+v", r)
 	}
-}
-
-// logSignal is a slog handler that sends on a channel every record whose
-// message is msg: a signal for tests that wait on the worker's internals.
-type logSignal struct {
-	slog.Handler
-	msg string
-	ch  chan struct{}
-}
-
-func (h logSignal) Handle(ctx context.Context, r slog.Record) error {
-	if r.Message == h.msg {
-		select {
-		case h.ch <- struct{}{}:
-		default:
-		}
-	}
-	return h.Handler.Handle(ctx, r)
-}
-
-// Enabled is true for every level: the record must reach Handle.
-func (h logSignal) Enabled(context.Context, slog.Level) bool { return true }
-
-func (h logSignal) WithAttrs(as []slog.Attr) slog.Handler {
-	return logSignal{h.Handler.WithAttrs(as), h.msg, h.ch}
-}
-
-func (h logSignal) WithGroup(g string) slog.Handler {
-	return logSignal{h.Handler.WithGroup(g), h.msg, h.ch}
-}
-
-// signalOn returns a logger that signals every record with message msg.
-func signalOn(msg string) (*slog.Logger, <-chan struct{}) {
-	ch := make(chan struct{}, 64)
-	return slog.New(logSignal{testLogger().Handler(), msg, ch}), ch
 }
 
 // A finished tool whose result cannot be published is not run again: the
@@ -237,22 +203,22 @@ func TestResultPublishRetriedNotRerun(t *testing.T) {
 			return "", ctx.Err()
 		}
 	})
-	log, failed := signalOn("result not published; retrying")
-	startWorker(t, srv, natsjs.WorkerConfig{ID: "w", Logger: log, Tools: []*tool.Tool{job}})
-	task := newTask("job", protocol.NewID(), `{}`)
+	log, failed := jstest.SignalOn("result not published; retrying")
+	jstest.StartWorker(t, srv, worker.Config{ID: "w", Logger: log, Tools: []*tool.Tool{job}})
+	task := jstest.NewTask("job", protocol.NewID(), `{}`)
 	publishTask(t, js, task)
-	recv(t, started, "the tool to start")
+	jstest.Recv(t, started, "the tool to start")
 	ctx := context.Background()
 	if err := js.DeleteStream(ctx, "TOOLS_RESULTS"); err != nil { // results cannot be stored
 		t.Fatal(err)
 	}
 	close(release)
-	recv(t, failed, "a failed publish")
-	recv(t, failed, "a second failed publish: a retry, not a re-run")
+	jstest.Recv(t, failed, "a failed publish")
+	jstest.Recv(t, failed, "a second failed publish: a retry, not a re-run")
 	if n := runs.Load(); n != 1 {
 		t.Fatalf("the finished tool ran %d times", n)
 	}
-	mustProvision(t, js)
+	jstest.MustProvision(t, js)
 	oc, err := js.OrderedConsumer(ctx, "TOOLS_RESULTS", jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{"tools.result." + task.ConversationID + "." + task.TaskID},
 	})
@@ -297,14 +263,14 @@ func TestDeliveriesExhaustedWhileNoReplicaConnected(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
 	nc := srv.Conn(t)
-	results := subscribeResults(t, nc)
+	results := jstest.SubscribeResults(t, nc)
 	exhausted := maxDeliveries(t, nc, "job")
-	g := newGate()
+	g := jstest.NewGate()
 	task, proxy := dyingHolder(t, srv, g, 0)
 	proxy.Cut() // the replica is gone: no heartbeat, no advisory subscription
-	recv(t, exhausted, "the server to give up on the task")
+	jstest.Recv(t, exhausted, "the server to give up on the task")
 
-	startWorker(t, srv, natsjs.WorkerConfig{ID: "later", MaxDeliver: 1, Tools: []*tool.Tool{g.tool("job", "never")}})
+	jstest.StartWorker(t, srv, worker.Config{ID: "later", MaxDeliver: 1, Tools: []*tool.Tool{g.Tool("job", "never")}})
 	r := resultOf(t, results, task)
 	if r.Status != protocol.StatusError || r.ErrorType != protocol.ErrorDeliveriesExhausted || r.Worker != "later" {
 		t.Fatalf("result %+v", r)
@@ -320,17 +286,17 @@ func TestDefaultAckWaitRecovery(t *testing.T) {
 	}
 	srv := natstest.Start(t)
 	js := srv.JetStream(t)
-	results := subscribeResults(t, srv.Conn(t))
-	g := newGate()
-	_, proxy, _ := cutWorker(t, srv, natsjs.WorkerConfig{ID: "killed", AckWait: -1, Tools: []*tool.Tool{g.tool("job", "from the killed one")}})
-	startWorker(t, srv, natsjs.WorkerConfig{ID: "survivor", AckWait: -1, Tools: []*tool.Tool{echoLike("job", "from the survivor")}})
-	task := newTask("job", protocol.NewID(), `{}`)
+	results := jstest.SubscribeResults(t, srv.Conn(t))
+	g := jstest.NewGate()
+	_, proxy, _ := cutWorker(t, srv, worker.Config{ID: "killed", AckWait: -1, Tools: []*tool.Tool{g.Tool("job", "from the killed one")}})
+	jstest.StartWorker(t, srv, worker.Config{ID: "survivor", AckWait: -1, Tools: []*tool.Tool{echoLike("job", "from the survivor")}})
+	task := jstest.NewTask("job", protocol.NewID(), `{}`)
 	publishTask(t, js, task)
-	recv(t, g.started, "the task to start on the first replica")
+	jstest.Recv(t, g.Started, "the task to start on the first replica")
 	killed := time.Now()
 	proxy.Cut()
 	r := resultOf(t, results, task)
-	if got := content(t, r); got != "from the survivor" {
+	if got := jstest.Content(t, r); got != "from the survivor" {
 		t.Fatalf("result %q", got)
 	}
 	if took := time.Since(killed); took > 12*time.Second {
@@ -348,14 +314,14 @@ func TestDeadlinePassedNotRun(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
 	js := srv.JetStream(t)
-	results := subscribeResults(t, srv.Conn(t))
+	results := jstest.SubscribeResults(t, srv.Conn(t))
 	var runs atomic.Int32
 	job := tool.Func("job", "Count runs.", func(context.Context, *tool.RunContext, struct{}) (string, error) {
 		runs.Add(1)
 		return "ran", nil
 	})
-	startWorker(t, srv, natsjs.WorkerConfig{ID: "w", Tools: []*tool.Tool{job}})
-	task := newTask("job", protocol.NewID(), `{}`)
+	jstest.StartWorker(t, srv, worker.Config{ID: "w", Tools: []*tool.Tool{job}})
+	task := jstest.NewTask("job", protocol.NewID(), `{}`)
 	task.Deadline = time.Now().Add(-time.Second)
 	publishTask(t, js, task)
 	r := resultOf(t, results, task)
@@ -374,7 +340,7 @@ func TestStopHandsBackToolIgnoringCancel(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
 	js := srv.JetStream(t)
-	results := subscribeResults(t, srv.Conn(t))
+	results := jstest.SubscribeResults(t, srv.Conn(t))
 	stuck := make(chan struct{})
 	defer close(stuck)
 	started := make(chan struct{}, 1)
@@ -385,8 +351,8 @@ func TestStopHandsBackToolIgnoringCancel(t *testing.T) {
 	})
 	const ackWait = 10 * time.Second
 	// Not startWorker: this worker is stopped by the test, with an error.
-	w, err := natsjs.NewWorker(natsjs.WorkerConfig{Conn: srv.Conn(t), ID: "deaf", AckWait: ackWait, GracePeriod: 10 * time.Millisecond,
-		Logger: testLogger(), Tools: []*tool.Tool{deaf}})
+	w, err := worker.New(worker.Config{Conn: srv.Conn(t), ID: "deaf", AckWait: ackWait, GracePeriod: 10 * time.Millisecond,
+		Logger: jstest.Logger(), Tools: []*tool.Tool{deaf}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -395,18 +361,18 @@ func TestStopHandsBackToolIgnoringCancel(t *testing.T) {
 	if err := w.Start(sctx); err != nil {
 		t.Fatal(err)
 	}
-	task := newTask("job", protocol.NewID(), `{}`)
+	task := jstest.NewTask("job", protocol.NewID(), `{}`)
 	publishTask(t, js, task)
-	recv(t, started, "the tool to start")
+	jstest.Recv(t, started, "the tool to start")
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	stopped := time.Now()
 	if err := w.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Stop = %v, want the context's error", err)
 	}
-	startWorker(t, srv, natsjs.WorkerConfig{ID: "other", AckWait: ackWait, Tools: []*tool.Tool{echoLike("job", "taken over")}})
+	jstest.StartWorker(t, srv, worker.Config{ID: "other", AckWait: ackWait, Tools: []*tool.Tool{echoLike("job", "taken over")}})
 	r := resultOf(t, results, task)
-	if got := content(t, r); got != "taken over" {
+	if got := jstest.Content(t, r); got != "taken over" {
 		t.Fatalf("result %q", got)
 	}
 	if took := time.Since(stopped); took > ackWait/2 {
@@ -444,25 +410,25 @@ func TestHeartbeatKeepsLongTaskAlive(t *testing.T) {
 	srv := natstest.Start(t)
 	js := srv.JetStream(t)
 	beats := inProgressAcks(t, srv.Conn(t), "job")
-	results := subscribeResults(t, srv.Conn(t))
-	g, other := newGate(), newGate()
-	startWorker(t, srv, natsjs.WorkerConfig{ID: "runs", Tools: []*tool.Tool{g.tool("job", "kept alive")}})
-	task := newTask("job", protocol.NewID(), `{}`)
+	results := jstest.SubscribeResults(t, srv.Conn(t))
+	g, other := jstest.NewGate(), jstest.NewGate()
+	jstest.StartWorker(t, srv, worker.Config{ID: "runs", Tools: []*tool.Tool{g.Tool("job", "kept alive")}})
+	task := jstest.NewTask("job", protocol.NewID(), `{}`)
 	publishTask(t, js, task)
-	recv(t, g.started, "the task to start")
-	startWorker(t, srv, natsjs.WorkerConfig{ID: "waits", Tools: []*tool.Tool{other.tool("job", "redelivered")}})
-	first := recv(t, beats, "an in-progress ack")
+	jstest.Recv(t, g.Started, "the task to start")
+	jstest.StartWorker(t, srv, worker.Config{ID: "waits", Tools: []*tool.Tool{other.Tool("job", "redelivered")}})
+	first := jstest.Recv(t, beats, "an in-progress ack")
 	for {
-		if at := recv(t, beats, "an in-progress ack"); at.Sub(first) > 2*testAckWait {
+		if at := jstest.Recv(t, beats, "an in-progress ack"); at.Sub(first) > 2*testAckWait {
 			break // the task outlived two ack waits
 		}
 	}
-	g.open()
-	if got := content(t, resultOf(t, results, task)); got != "kept alive" {
+	g.Open()
+	if got := jstest.Content(t, resultOf(t, results, task)); got != "kept alive" {
 		t.Fatalf("result %q", got)
 	}
 	select {
-	case id := <-other.started:
+	case id := <-other.Started:
 		t.Fatalf("the running task was redelivered (%s)", id)
 	default:
 	}
@@ -475,17 +441,17 @@ func TestHeartbeatFollowsDefinitionAckWait(t *testing.T) {
 	srv := natstest.Start(t)
 	js := srv.JetStream(t)
 	beats := inProgressAcks(t, srv.Conn(t), "job")
-	g := newGate()
-	defer g.open()
-	startWorker(t, srv, natsjs.WorkerConfig{ID: "w", AckWait: -1, Tools: []*tool.Tool{g.tool("job", "x")}})
+	g := jstest.NewGate()
+	defer g.Open()
+	jstest.StartWorker(t, srv, worker.Config{ID: "w", AckWait: -1, Tools: []*tool.Tool{g.Tool("job", "x")}})
 	def, err := natsjs.TaskConsumerConfig("job", natsjs.ProvisionOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	publishTask(t, js, newTask("job", protocol.NewID(), `{}`))
-	recv(t, g.started, "the task to start")
+	publishTask(t, js, jstest.NewTask("job", protocol.NewID(), `{}`))
+	jstest.Recv(t, g.Started, "the task to start")
 	started := time.Now()
-	beat := recv(t, beats, "an in-progress ack")
+	beat := jstest.Recv(t, beats, "an in-progress ack")
 	if took := beat.Sub(started); took > def.AckWait/2 {
 		t.Fatalf("first in-progress ack after %v, ack wait %v", took, def.AckWait)
 	}
@@ -501,21 +467,21 @@ func TestUnpublishedResultsDoNotStrandPulledTask(t *testing.T) {
 	srv := natstest.Start(t)
 	js := srv.JetStream(t)
 	ctx := context.Background()
-	mustProvision(t, js)
+	jstest.MustProvision(t, js)
 	// Stored before the worker starts: each is delivered with the rest
 	// waiting behind it.
 	conv := protocol.NewID()
-	tasks := []protocol.Task{newTask("job", conv, `{}`), newTask("job", conv, `{}`), newTask("job", conv, `{}`)}
+	tasks := []protocol.Task{jstest.NewTask("job", conv, `{}`), jstest.NewTask("job", conv, `{}`), jstest.NewTask("job", conv, `{}`)}
 	for _, task := range tasks {
 		publishTask(t, js, task)
 	}
-	g := newGate()
-	defer g.open()
+	g := jstest.NewGate()
+	defer g.Open()
 	// Not startWorker: this worker is stopped by the test before it counts
 	// the runs.
-	log, failed := signalOn("result not published; retrying")
-	w, err := natsjs.NewWorker(natsjs.WorkerConfig{Conn: srv.Conn(t), ID: "stuck", AckWait: testAckWait, Concurrency: 1,
-		Logger: log, Tools: []*tool.Tool{g.tool("job", "done")}})
+	log, failed := jstest.SignalOn("result not published; retrying")
+	w, err := worker.New(worker.Config{Conn: srv.Conn(t), ID: "stuck", AckWait: testAckWait, Concurrency: 1,
+		Logger: log, Tools: []*tool.Tool{g.Tool("job", "done")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -524,17 +490,17 @@ func TestUnpublishedResultsDoNotStrandPulledTask(t *testing.T) {
 	if err := w.Start(sctx); err != nil {
 		t.Fatal(err)
 	}
-	if id := recv(t, g.started, "the first task to start"); id != tasks[0].ToolCallID {
+	if id := jstest.Recv(t, g.Started, "the first task to start"); id != tasks[0].ToolCallID {
 		t.Fatalf("started %s", id)
 	}
 	if err := js.DeleteStream(ctx, "TOOLS_RESULTS"); err != nil { // results cannot be stored
 		t.Fatal(err)
 	}
-	g.open()
-	if id := recv(t, g.started, "the second task to start"); id != tasks[1].ToolCallID {
+	g.Open()
+	if id := jstest.Recv(t, g.Started, "the second task to start"); id != tasks[1].ToolCallID {
 		t.Fatalf("started %s", id)
 	}
-	recv(t, failed, "a failed publish")
+	jstest.Recv(t, failed, "a failed publish")
 	// Both runners of the worker now retry results. The third task is
 	// left to another replica (the test): its first delivery is there.
 	c, err := js.Consumer(ctx, "TOOLS_TASKS", "task_job")
@@ -555,7 +521,7 @@ func TestUnpublishedResultsDoNotStrandPulledTask(t *testing.T) {
 	if err := msg.DoubleAck(ctx); err != nil { // run by the other replica
 		t.Fatal(err)
 	}
-	mustProvision(t, js)
+	jstest.MustProvision(t, js)
 	for deadline := time.Now().Add(wait); ; {
 		info, err := c.Info(ctx)
 		if err != nil {
@@ -575,7 +541,7 @@ func TestUnpublishedResultsDoNotStrandPulledTask(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case id := <-g.started:
+	case id := <-g.Started:
 		t.Fatalf("a task ran twice (%s)", id)
 	default:
 	}
@@ -588,9 +554,9 @@ func TestCancelWhileDisconnectedDuringGracePeriod(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
 	js := srv.JetStream(t)
-	results := subscribeResults(t, srv.Conn(t))
-	g := newGate()
-	defer g.open()
+	results := jstest.SubscribeResults(t, srv.Conn(t))
+	g := jstest.NewGate()
+	defer g.Open()
 	proxy := natstest.NewProxy(t, srv.URL())
 	reconnected := make(chan struct{}, 16)
 	nc := natstest.Connect(t, proxy.URL(), append(natstest.Reconnecting(20*time.Millisecond),
@@ -608,8 +574,8 @@ func TestCancelWhileDisconnectedDuringGracePeriod(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Unsubscribe()
-	w, err := natsjs.NewWorker(natsjs.WorkerConfig{Conn: nc, ID: "grace", AckWait: testAckWait, GracePeriod: time.Hour,
-		Logger: testLogger(), Tools: []*tool.Tool{g.tool("job", "finished")}})
+	w, err := worker.New(worker.Config{Conn: nc, ID: "grace", AckWait: testAckWait, GracePeriod: time.Hour,
+		Logger: jstest.Logger(), Tools: []*tool.Tool{g.Tool("job", "finished")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -618,23 +584,23 @@ func TestCancelWhileDisconnectedDuringGracePeriod(t *testing.T) {
 	if err := w.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	task := newTask("job", protocol.NewID(), `{}`)
+	task := jstest.NewTask("job", protocol.NewID(), `{}`)
 	publishTask(t, js, task)
-	recv(t, g.started, "the task to start")
+	jstest.Recv(t, g.Started, "the task to start")
 	stopped := make(chan error, 1)
 	stopCtx, stopCancel := context.WithTimeout(context.Background(), 4*wait) // longer than the test waits for the cancel
 	defer stopCancel()
 	go func() { stopped <- w.Stop(stopCtx) }()
-	recv(t, deregistered, "the worker to stop")
+	jstest.Recv(t, deregistered, "the worker to stop")
 	proxy.Cut()
 	publishCancel(t, js, task)
 	proxy.Restore()
-	recv(t, reconnected, "the worker to reconnect")
-	recv(t, g.ctxDone, "the running tool to be cancelled")
+	jstest.Recv(t, reconnected, "the worker to reconnect")
+	jstest.Recv(t, g.CtxDone, "the running tool to be cancelled")
 	if r := resultOf(t, results, task); r.Status != protocol.StatusCancelled {
 		t.Fatalf("result %+v, want cancelled", r)
 	}
-	if err := recv(t, stopped, "the stop"); err != nil {
+	if err := jstest.Recv(t, stopped, "the stop"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -647,10 +613,10 @@ func TestStopFetchesNothingWhileDeregistering(t *testing.T) {
 	srv := natstest.Start(t)
 	js := srv.JetStream(t)
 	ctx := context.Background()
-	g := newGate()
-	defer g.open()
-	w, err := natsjs.NewWorker(natsjs.WorkerConfig{Conn: srv.Conn(t), ID: "w", AckWait: testAckWait,
-		Logger: testLogger(), Tools: []*tool.Tool{g.tool("job", "done")}})
+	g := jstest.NewGate()
+	defer g.Open()
+	w, err := worker.New(worker.Config{Conn: srv.Conn(t), ID: "w", AckWait: testAckWait,
+		Logger: jstest.Logger(), Tools: []*tool.Tool{g.Tool("job", "done")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -672,8 +638,8 @@ func TestStopFetchesNothingWhileDeregistering(t *testing.T) {
 	defer sub.Unsubscribe()
 	stopped := make(chan error, 1)
 	go func() { stopped <- w.Stop(sctx) }()
-	del := recv(t, deleting, "the registry entry's delete")
-	task := newTask("job", protocol.NewID(), `{}`)
+	del := jstest.Recv(t, deleting, "the registry entry's delete")
+	task := jstest.NewTask("job", protocol.NewID(), `{}`)
 	publishTask(t, js, task)
 	c, err := js.Consumer(ctx, "TOOLS_TASKS", "task_job")
 	if err != nil {
@@ -690,12 +656,12 @@ func TestStopFetchesNothingWhileDeregistering(t *testing.T) {
 		}
 	}
 	_ = del.Respond([]byte(`{"stream":"KV_tools_registry","seq":2}`))
-	g.open()
-	if err := recv(t, stopped, "the stop"); err != nil {
+	g.Open()
+	if err := jstest.Recv(t, stopped, "the stop"); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case id := <-g.started:
+	case id := <-g.Started:
 		t.Fatalf("the stopping worker started a task stored after the stop began (%s)", id)
 	default:
 	}
@@ -725,23 +691,23 @@ func TestDeliveriesExhaustedAnsweredAfterFailedPublish(t *testing.T) {
 	nc := srv.Conn(t)
 	ctx := context.Background()
 	exhausted := maxDeliveries(t, nc, "job")
-	g := newGate()
-	defer g.open()
+	g := jstest.NewGate()
+	defer g.Open()
 	// One replica that will die with the task, one that stays (and gets
 	// the advisory), with no slot free for anything else.
 	lost, proxy := dyingHolder(t, srv, g, 1)
-	log, failed := signalOn("DeliveriesExhausted result not published; retrying")
-	startWorker(t, srv, natsjs.WorkerConfig{ID: "stays", Concurrency: 1, MaxDeliver: 1, Logger: log, Tools: []*tool.Tool{g.tool("job", "never")}})
-	held := newTask("job", protocol.NewID(), `{}`)
+	log, failed := jstest.SignalOn("DeliveriesExhausted result not published; retrying")
+	jstest.StartWorker(t, srv, worker.Config{ID: "stays", Concurrency: 1, MaxDeliver: 1, Logger: log, Tools: []*tool.Tool{g.Tool("job", "never")}})
+	held := jstest.NewTask("job", protocol.NewID(), `{}`)
 	publishTask(t, js, held)
-	recv(t, g.started, "a task held by the replica that stays")
+	jstest.Recv(t, g.Started, "a task held by the replica that stays")
 	if err := js.DeleteStream(ctx, "TOOLS_RESULTS"); err != nil { // results cannot be stored
 		t.Fatal(err)
 	}
 	proxy.Cut() // the first replica is gone: no heartbeat
-	recv(t, exhausted, "the server to give up on the task")
-	recv(t, failed, "the DeliveriesExhausted result to fail")
-	mustProvision(t, js)
+	jstest.Recv(t, exhausted, "the server to give up on the task")
+	jstest.Recv(t, failed, "the DeliveriesExhausted result to fail")
+	jstest.MustProvision(t, js)
 	r := storedResult(t, js, lost, 0)
 	if r.Status != protocol.StatusError || r.ErrorType != protocol.ErrorDeliveriesExhausted || r.Worker != "stays" {
 		t.Fatalf("result %+v", r)
@@ -760,13 +726,13 @@ func TestDeliveriesExhaustedWhileNoReplicaConnectedUnderLoad(t *testing.T) {
 	nc := srv.Conn(t)
 	ctx := context.Background()
 	exhausted := maxDeliveries(t, nc, "job")
-	g := newGate()
-	defer g.open()
+	g := jstest.NewGate()
+	defer g.Open()
 	lost, proxy := dyingHolder(t, srv, g, 1)
 
 	// Another task of the tool is held all along: its delivery is handed
 	// back with a delay longer than the test.
-	held := newTask("job", protocol.NewID(), `{}`)
+	held := jstest.NewTask("job", protocol.NewID(), `{}`)
 	publishTask(t, js, held)
 	c, err := js.Consumer(ctx, "TOOLS_TASKS", natsjs.TaskConsumerName("job"))
 	if err != nil {
@@ -788,12 +754,12 @@ func TestDeliveriesExhaustedWhileNoReplicaConnectedUnderLoad(t *testing.T) {
 	}
 
 	proxy.Cut() // the replica is gone: no heartbeat, nobody listens
-	recv(t, exhausted, "the server to give up on the task")
+	jstest.Recv(t, exhausted, "the server to give up on the task")
 	if info, err := c.Info(ctx); err != nil || info.NumAckPending == 0 {
 		t.Fatalf("consumer holds no delivery (%v): the test proves nothing", err)
 	}
 
-	startWorker(t, srv, natsjs.WorkerConfig{ID: "later", MaxDeliver: 1, Tools: []*tool.Tool{g.tool("job", "never")}})
+	jstest.StartWorker(t, srv, worker.Config{ID: "later", MaxDeliver: 1, Tools: []*tool.Tool{g.Tool("job", "never")}})
 	r := storedResult(t, js, lost, 0)
 	if r.Status != protocol.StatusError || r.ErrorType != protocol.ErrorDeliveriesExhausted || r.Worker != "later" {
 		t.Fatalf("result %+v", r)
@@ -807,18 +773,18 @@ func TestExhaustedConsumerDeletedIsBoundAgain(t *testing.T) {
 	srv := natstest.Start(t)
 	js := srv.JetStream(t)
 	ctx := context.Background()
-	g := newGate()
-	defer g.open()
-	first := startWorker(t, srv, natsjs.WorkerConfig{ID: "first", Concurrency: 1, MaxDeliver: 1, Tools: []*tool.Tool{g.tool("job", "never")}})
-	task := newTask("job", protocol.NewID(), `{}`)
+	g := jstest.NewGate()
+	defer g.Open()
+	first := jstest.StartWorker(t, srv, worker.Config{ID: "first", Concurrency: 1, MaxDeliver: 1, Tools: []*tool.Tool{g.Tool("job", "never")}})
+	task := jstest.NewTask("job", protocol.NewID(), `{}`)
 	publishTask(t, js, task)
-	recv(t, g.started, "the only delivery")
-	log, rebound := signalOn("consumer of max-deliveries advisories bound again")
-	startWorker(t, srv, natsjs.WorkerConfig{ID: "second", MaxDeliver: 1, Logger: log, Tools: []*tool.Tool{g.tool("job", "never")}})
+	jstest.Recv(t, g.Started, "the only delivery")
+	log, rebound := jstest.SignalOn("consumer of max-deliveries advisories bound again")
+	jstest.StartWorker(t, srv, worker.Config{ID: "second", MaxDeliver: 1, Logger: log, Tools: []*tool.Tool{g.Tool("job", "never")}})
 	if err := js.DeleteConsumer(ctx, "TOOLS_EXHAUSTED", natsjs.ExhaustedConsumerName("job")); err != nil {
 		t.Fatal(err)
 	}
-	recv(t, rebound, "the second worker to bind the consumer again")
+	jstest.Recv(t, rebound, "the second worker to bind the consumer again")
 
 	sctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
@@ -838,12 +804,12 @@ func TestExhaustedConsumerDeletedIsBoundAgain(t *testing.T) {
 // dyingHolder starts a replica "dies" (behind a proxy the test cuts, with
 // the given concurrency, 0 for the default) serving job with one delivery
 // per task, and a task of job that it starts on that only delivery.
-func dyingHolder(t *testing.T, srv *natstest.Server, g *gate, concurrency int) (protocol.Task, *natstest.Proxy) {
+func dyingHolder(t *testing.T, srv *natstest.Server, g *jstest.Gate, concurrency int) (protocol.Task, *natstest.Proxy) {
 	t.Helper()
-	_, proxy, _ := cutWorker(t, srv, natsjs.WorkerConfig{ID: "dies", Concurrency: concurrency, MaxDeliver: 1, Tools: []*tool.Tool{g.tool("job", "never")}})
-	task := newTask("job", protocol.NewID(), `{}`)
+	_, proxy, _ := cutWorker(t, srv, worker.Config{ID: "dies", Concurrency: concurrency, MaxDeliver: 1, Tools: []*tool.Tool{g.Tool("job", "never")}})
+	task := jstest.NewTask("job", protocol.NewID(), `{}`)
 	publishTask(t, srv.JetStream(t), task)
-	recv(t, g.started, "the only delivery")
+	jstest.Recv(t, g.Started, "the only delivery")
 	return task, proxy
 }
 

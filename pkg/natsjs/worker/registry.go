@@ -1,4 +1,4 @@
-package natsjs
+package worker
 
 import (
 	"context"
@@ -8,23 +8,24 @@ import (
 	"slices"
 	"time"
 
+	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jsop"
 )
 
 // writeRegistry writes (or refreshes) the registry entry of every tool.
 func (w *Worker) writeRegistry(ctx context.Context) error {
-	expires := time.Now().Add(RegistryTTL)
+	expires := time.Now().Add(natsjs.RegistryTTL)
 	names := make([]string, 0, len(w.tools))
 	for name := range w.tools {
 		names = append(names, name)
 	}
 	slices.Sort(names)
 	for _, name := range names {
-		data, err := json.Marshal(NewRegistryEntry(w.tools[name], w.cfg.ID, expires))
+		data, err := json.Marshal(natsjs.NewRegistryEntry(w.tools[name], w.cfg.ID, expires))
 		if err != nil {
 			return fmt.Errorf("natsjs: worker: registry entry of %s: %w", name, err)
 		}
-		if _, err := w.kv.Put(ctx, RegistryKey(name, w.cfg.ID), data); err != nil {
+		if _, err := w.kv.Put(ctx, natsjs.RegistryKey(name, w.cfg.ID), data); err != nil {
 			return fmt.Errorf("natsjs: worker: write registry entry of %s: %w", name, err)
 		}
 	}
@@ -70,7 +71,7 @@ func (w *Worker) deleteRegistry(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), jsop.Timeout)
 	defer cancel()
 	for name := range w.tools {
-		if err := w.kv.Delete(ctx, RegistryKey(name, w.cfg.ID)); err != nil {
+		if err := w.kv.Delete(ctx, natsjs.RegistryKey(name, w.cfg.ID)); err != nil {
 			w.log.Warn("registry entry not deleted", slog.String("tool", name), slog.Any("error", err))
 		}
 	}

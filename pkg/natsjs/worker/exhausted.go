@@ -1,4 +1,4 @@
-package natsjs
+package worker
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jsop"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
@@ -63,7 +64,7 @@ func (w *Worker) startAdvisories(consumers map[string]jetstream.Consumer) error 
 	for name, c := range consumers {
 		it, err := advisoryIterator(c)
 		if err != nil {
-			return fmt.Errorf("natsjs: worker: pull from consumer %s on %s: %w", ExhaustedConsumerName(name), w.names.Exhausted, err)
+			return fmt.Errorf("natsjs: worker: pull from consumer %s on %s: %w", natsjs.ExhaustedConsumerName(name), w.names.Exhausted, err)
 		}
 		w.adv.Add(1)
 		go w.pullAdvisories(ctx, name, it)
@@ -95,7 +96,7 @@ func (w *Worker) stopAdvisories() {
 // iterator started.
 func (w *Worker) pullAdvisories(ctx context.Context, toolName string, it jetstream.MessagesContext) {
 	defer w.adv.Done()
-	log := w.log.With(slog.String("tool", toolName), slog.String("consumer", ExhaustedConsumerName(toolName)))
+	log := w.log.With(slog.String("tool", toolName), slog.String("consumer", natsjs.ExhaustedConsumerName(toolName)))
 	for {
 		err := w.answerAdvisories(ctx, log, toolName, it)
 		if ctx.Err() != nil {
@@ -111,7 +112,7 @@ func (w *Worker) pullAdvisories(ctx context.Context, toolName string, it jetstre
 				return
 			}
 			rctx, cancel := context.WithTimeout(ctx, jsop.Timeout)
-			c, err := EnsureExhaustedConsumer(rctx, w.js, toolName, w.provisionOptions())
+			c, err := natsjs.EnsureExhaustedConsumer(rctx, w.js, toolName, w.provisionOptions())
 			cancel()
 			if err == nil {
 				it, err = advisoryIterator(c)
@@ -181,7 +182,7 @@ func pause(ctx context.Context, d time.Duration) bool {
 func (w *Worker) onMaxDeliveries(ctx context.Context, log *slog.Logger, toolName string, m jetstream.Msg) {
 	var adv maxDeliverAdvisory
 	if err := json.Unmarshal(m.Data(), &adv); err != nil || adv.StreamSeq == 0 ||
-		adv.Stream != w.names.Tasks || adv.Consumer != TaskConsumerName(toolName) {
+		adv.Stream != w.names.Tasks || adv.Consumer != natsjs.TaskConsumerName(toolName) {
 		log.Warn("unreadable max-deliveries advisory; dropped", slog.String("subject", m.Subject()))
 		_ = m.Term()
 		return

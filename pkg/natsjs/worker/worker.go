@@ -1,4 +1,4 @@
-package natsjs
+package worker
 
 import (
 	"context"
@@ -15,20 +15,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/offload-dev/offload/pkg/metrics"
+	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/bufpool"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jsop"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
-// This file holds the worker's lifecycle. Its other concepts have their
-// own files: fetching (worker_fetch.go, worker_slots.go), task execution
-// (worker_task.go), the cancel index (worker_cancels.go) and the catch-up
-// after a reconnect (worker_conn.go), result publishing
-// (worker_results.go), exhausted deliveries (worker_exhausted.go) and
-// registry writes (worker_registry.go).
-
-// Defaults of [WorkerConfig].
+// Defaults of [Config].
 const (
 	DefaultConcurrency     = 4
 	DefaultGracePeriod     = 30 * time.Second
@@ -45,8 +39,8 @@ const (
 	sweepEvery        = 30 * time.Second       // how often exhausted tasks are swept
 )
 
-// WorkerConfig configures a [Worker].
-type WorkerConfig struct {
+// Config configures a [Worker].
+type Config struct {
 	// Conn is the NATS connection. Required. The worker listens to its
 	// status changes (to catch up with cancels after a reconnect) but
 	// leaves its handlers alone.
@@ -63,7 +57,7 @@ type WorkerConfig struct {
 	// tools. Defaults to [DefaultConcurrency].
 	Concurrency int
 	// AckWait, when positive, replaces the task consumers' ack wait and
-	// backoff (see [ProvisionOptions.AckWait]); every replica of a tool must
+	// backoff (see [natsjs.ProvisionOptions.AckWait]); every replica of a tool must
 	// use the same value. Zero or less keeps the definition's (10 s plus
 	// backoff).
 	AckWait time.Duration
@@ -87,7 +81,7 @@ type WorkerConfig struct {
 	RegistryRefresh time.Duration
 	// Replicas, when positive, is the replication factor of the streams
 	// the worker creates, and is compared with existing ones (see
-	// [ProvisionOptions.Replicas]).
+	// [natsjs.ProvisionOptions.Replicas]).
 	Replicas int
 	// MemoryStorage creates missing streams and consumers in memory (tests).
 	MemoryStorage bool
@@ -105,10 +99,10 @@ type WorkerConfig struct {
 // A Worker is started once with [Worker.Start] and stopped with
 // [Worker.Stop] or [Worker.StopAndCancel].
 type Worker struct {
-	cfg     WorkerConfig
+	cfg     Config
 	log     *slog.Logger
 	subj    protocol.Subjects
-	names   Names
+	names   natsjs.Names
 	tools   map[string]*tool.Tool
 	hbEvery time.Duration // set by Start from the consumers' ack wait
 	slots   *slotPool
@@ -155,16 +149,16 @@ var errShutdown = errors.New("natsjs: worker shutting down")
 // errDeadline is the cause of a task context whose deadline passed.
 var errDeadline = errors.New("natsjs: task deadline exceeded")
 
-// NewWorker checks cfg and returns a worker ready to [Worker.Start].
-func NewWorker(cfg WorkerConfig) (*Worker, error) {
+// New checks cfg and returns a worker ready to [Worker.Start].
+func New(cfg Config) (*Worker, error) {
 	if cfg.Conn == nil {
-		return nil, fmt.Errorf("%w: worker: no Conn", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: worker: no Conn", natsjs.ErrInvalidConfig)
 	}
 	if cfg.Prefix == "" {
 		cfg.Prefix = protocol.DefaultPrefix
 	}
 	if err := protocol.ValidatePrefix(cfg.Prefix); err != nil {
-		return nil, fmt.Errorf("%w: worker: %w", ErrInvalidConfig, err)
+		return nil, fmt.Errorf("%w: worker: %w", natsjs.ErrInvalidConfig, err)
 	}
 	if cfg.ID == "" {
 		host, err := os.Hostname()
@@ -174,21 +168,21 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		cfg.ID = host + "-" + strconv.Itoa(os.Getpid())
 	}
 	if len(cfg.Tools) == 0 {
-		return nil, fmt.Errorf("%w: worker: no tools", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: worker: no tools", natsjs.ErrInvalidConfig)
 	}
 	tools := make(map[string]*tool.Tool, len(cfg.Tools))
 	for _, t := range cfg.Tools {
 		if t == nil {
-			return nil, fmt.Errorf("%w: worker: nil tool", ErrInvalidConfig)
+			return nil, fmt.Errorf("%w: worker: nil tool", natsjs.ErrInvalidConfig)
 		}
 		if err := tool.ValidateName(t.Name); err != nil {
-			return nil, fmt.Errorf("%w: worker: %w", ErrInvalidConfig, err)
+			return nil, fmt.Errorf("%w: worker: %w", natsjs.ErrInvalidConfig, err)
 		}
 		if t.Kind == tool.KindExternal || t.Handler == nil {
-			return nil, fmt.Errorf("%w: worker: tool %s is external", ErrInvalidConfig, t.Name)
+			return nil, fmt.Errorf("%w: worker: tool %s is external", natsjs.ErrInvalidConfig, t.Name)
 		}
 		if _, dup := tools[t.Name]; dup {
-			return nil, fmt.Errorf("%w: worker: tool %s given twice", ErrInvalidConfig, t.Name)
+			return nil, fmt.Errorf("%w: worker: tool %s given twice", natsjs.ErrInvalidConfig, t.Name)
 		}
 		tools[t.Name] = t
 	}
@@ -209,7 +203,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		cfg:     cfg,
 		log:     log.With(slog.String("worker", cfg.ID)),
 		subj:    protocol.Subjects{Prefix: cfg.Prefix},
-		names:   NamesFor(cfg.Prefix),
+		names:   natsjs.NamesFor(cfg.Prefix),
 		tools:   tools,
 		slots:   newSlotPool(cfg.Concurrency),
 		bufs:    bufpool.New(),
@@ -232,8 +226,8 @@ func (w *Worker) Ready() bool { return w.ready.Load() }
 // Stopped is closed once the worker has stopped.
 func (w *Worker) Stopped() <-chan struct{} { return w.stopped }
 
-func (w *Worker) provisionOptions() ProvisionOptions {
-	return ProvisionOptions{
+func (w *Worker) provisionOptions() natsjs.ProvisionOptions {
+	return natsjs.ProvisionOptions{
 		Prefix:        w.cfg.Prefix,
 		AckWait:       w.cfg.AckWait,
 		MaxDeliver:    w.cfg.MaxDeliver,
@@ -252,7 +246,7 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	w.mu.Lock()
 	if w.started {
 		w.mu.Unlock()
-		return ErrStarted
+		return natsjs.ErrStarted
 	}
 	w.started = true
 	w.mu.Unlock()
@@ -270,7 +264,7 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	}
 	w.js = js
 	popts := w.provisionOptions()
-	if err := Provision(ctx, js, popts); err != nil {
+	if err := natsjs.Provision(ctx, js, popts); err != nil {
 		return fmt.Errorf("natsjs: worker: %w", jsop.Nested(err))
 	}
 	if w.tasksStrm, err = js.Stream(ctx, w.names.Tasks); err != nil {
@@ -283,12 +277,12 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	advisories := make(map[string]jetstream.Consumer, len(w.tools))
 	var ackWait time.Duration
 	for name := range w.tools {
-		c, err := EnsureTaskConsumer(ctx, js, name, popts)
+		c, err := natsjs.EnsureTaskConsumer(ctx, js, name, popts)
 		if err != nil {
 			return fmt.Errorf("natsjs: worker: %w", jsop.Nested(err))
 		}
 		w.consumers[name] = c
-		if advisories[name], err = EnsureExhaustedConsumer(ctx, js, name, popts); err != nil {
+		if advisories[name], err = natsjs.EnsureExhaustedConsumer(ctx, js, name, popts); err != nil {
 			return fmt.Errorf("natsjs: worker: %w", jsop.Nested(err))
 		}
 		if aw := c.CachedInfo().Config.AckWait; aw > 0 && (ackWait == 0 || aw < ackWait) {
@@ -299,7 +293,7 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	if w.hbEvery <= 0 {
 		w.hbEvery = ackWait / 3
 	}
-	if w.kv, err = EnsureRegistry(ctx, js, popts); err != nil {
+	if w.kv, err = natsjs.EnsureRegistry(ctx, js, popts); err != nil {
 		return fmt.Errorf("natsjs: worker: %w", jsop.Nested(err))
 	}
 
