@@ -24,6 +24,7 @@ import (
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/convstore"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
@@ -104,7 +105,7 @@ func TestClusterFailover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := natsjs.NewConversationStore(t.Context(), natsjs.ConversationStoreConfig{
+	store, err := convstore.New(t.Context(), convstore.Config{
 		JetStream: agentJS, Provision: natsjs.ProvisionOptions{Replicas: 3}, MaxInline: 1 << 10,
 	})
 	if err != nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/offload-dev/offload/pkg/llm/script"
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/convstore"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/natsjs/worker"
 	"github.com/offload-dev/offload/pkg/protocol"
@@ -271,7 +272,7 @@ func (d *durable) state(conv string) *conversation.State {
 	d.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	store, err := natsjs.NewConversationStore(ctx, natsjs.ConversationStoreConfig{JetStream: d.nats.JetStream(d.t)})
+	store, err := convstore.New(ctx, convstore.Config{JetStream: d.nats.JetStream(d.t)})
 	if err != nil {
 		d.t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/convstore"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/session"
 )
@@ -131,15 +132,15 @@ func runDurable(ctx context.Context, e env, f *runFlags, cfg agent.Config, rem *
 // in the JetStream store and loads it.
 func openSession(ctx context.Context, f *runFlags, rem *remote, am *metrics.Agent, log *slog.Logger) (*session.Session, error) {
 	popts := natsjs.ProvisionOptions{Prefix: f.prefix, Replicas: f.conn.replicas}
-	if err := natsjs.EnsureInboxStreams(ctx, rem.js, popts); err != nil {
+	if err := convstore.EnsureInboxStreams(ctx, rem.js, popts); err != nil {
 		return nil, err
 	}
-	store, err := natsjs.NewConversationStore(ctx, natsjs.ConversationStoreConfig{JetStream: rem.js, Provision: popts, Logger: log})
+	store, err := convstore.New(ctx, convstore.Config{JetStream: rem.js, Provision: popts, Logger: log})
 	if err != nil {
 		return nil, err
 	}
 	maxPayload := int(rem.nc.MaxPayload())
-	inbox, err := natsjs.NewInbox(natsjs.InboxConfig{JetStream: rem.js, Prefix: f.prefix, MaxPayload: maxPayload, Metrics: am, Logger: inboxLogger(log)})
+	inbox, err := convstore.NewInbox(convstore.InboxConfig{JetStream: rem.js, Prefix: f.prefix, MaxPayload: maxPayload, Metrics: am, Logger: inboxLogger(log)})
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +152,7 @@ func openSession(ctx context.Context, f *runFlags, rem *remote, am *metrics.Agen
 	sess, err := session.Open(ctx, session.Config{
 		Store:      store,
 		Inbox:      inbox,
-		Announcer:  natsjs.NewAnnouncer(rem.js, f.prefix),
+		Announcer:  convstore.NewAnnouncer(rem.js, f.prefix),
 		Canceller:  rem.d,
 		Tasks:      rem.rt,
 		Holder:     fmt.Sprintf("agent %s pid %d", host, os.Getpid()),

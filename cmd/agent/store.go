@@ -13,6 +13,7 @@ import (
 
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/convstore"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
@@ -39,8 +40,8 @@ func registerStoreFlags(cmd *cobra.Command, f *runFlags, e env) {
 type openedStore struct {
 	c     *conn
 	js    jetstream.JetStream
-	store *natsjs.ConversationStore
-	inbox *natsjs.Inbox
+	store *convstore.Store
+	inbox *convstore.Inbox
 	log   *slog.Logger
 }
 
@@ -82,14 +83,14 @@ func (s storeCmd) open(ctx context.Context) (*openedStore, func(), error) {
 		return fail(err)
 	}
 	popts := natsjs.ProvisionOptions{Prefix: s.f.prefix, Replicas: s.f.conn.replicas}
-	if err := natsjs.EnsureInboxStreams(ctx, js, popts); err != nil {
+	if err := convstore.EnsureInboxStreams(ctx, js, popts); err != nil {
 		return fail(err)
 	}
-	store, err := natsjs.NewConversationStore(ctx, natsjs.ConversationStoreConfig{JetStream: js, Provision: popts, Logger: log})
+	store, err := convstore.New(ctx, convstore.Config{JetStream: js, Provision: popts, Logger: log})
 	if err != nil {
 		return fail(err)
 	}
-	inbox, err := natsjs.NewInbox(natsjs.InboxConfig{JetStream: js, Prefix: s.f.prefix, MaxPayload: int(c.nc.MaxPayload()), Logger: inboxLogger(log)})
+	inbox, err := convstore.NewInbox(convstore.InboxConfig{JetStream: js, Prefix: s.f.prefix, MaxPayload: int(c.nc.MaxPayload()), Logger: inboxLogger(log)})
 	if err != nil {
 		return fail(err)
 	}

@@ -17,7 +17,7 @@ import (
 // decision is admitted and the conversation resumed.
 func Example() {
 	ctx := context.Background()
-	store := conversation.NewMemory() // natsjs.ConversationStore in production
+	store := conversation.NewMemory() // convstore.Store in production
 	deploy := tool.Func("deploy", "Deploy.", func(context.Context, *tool.RunContext, struct{}) (string, error) {
 		return "deployed", nil
 	}, tool.NeedsApproval())

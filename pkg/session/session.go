@@ -25,7 +25,7 @@ import (
 )
 
 // Collector reads what arrived for a conversation past its checkpoint
-// (natsjs.Inbox): everything, or the decisions alone; Watch signals when
+// (convstore.Inbox): everything, or the decisions alone; Watch signals when
 // messages of the kinds given are stored, so that a waiting caller reads
 // them as they come instead of polling.
 type Collector interface {
@@ -35,7 +35,7 @@ type Collector interface {
 }
 
 // Announcer publishes approval announcements and their resolutions
-// (natsjs.Announcer).
+// (convstore.Announcer).
 type Announcer interface {
 	Announce(ctx context.Context, rec *deferred.PendingRecord) error
 	Resolve(ctx context.Context, conv string, r protocol.Resolution) error

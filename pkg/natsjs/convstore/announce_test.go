@@ -1,4 +1,4 @@
-package natsjs_test
+package convstore_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/convstore"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/protocol"
@@ -25,7 +26,7 @@ func TestAnnouncer(t *testing.T) {
 		{TaskID: task, Kind: deferred.KindApproval, Tool: "shell", ToolCallID: "call_1", Args: json.RawMessage(`{"cmd":"ls"}`), Metadata: map[string]any{"why": "audit"}},
 		{TaskID: protocol.NewID(), Kind: deferred.KindExternal, Tool: "ask_human"},
 	}}
-	a := natsjs.NewAnnouncer(js, "")
+	a := convstore.NewAnnouncer(js, "")
 	for range 2 { // announcing the pause again stores nothing twice
 		if err := a.Announce(ctx, rec); err != nil {
 			t.Fatal(err)

@@ -1,4 +1,4 @@
-package natsjs_test
+package convstore_test
 
 import (
 	"context"
@@ -14,12 +14,13 @@ import (
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/convstore"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
-func newConvStore(t *testing.T, js jetstream.JetStream, cfg natsjs.ConversationStoreConfig) *natsjs.ConversationStore {
+func newConvStore(t *testing.T, js jetstream.JetStream, cfg convstore.Config) *convstore.Store {
 	t.Helper()
 	cfg.JetStream = js
 	if cfg.Logger == nil {
@@ -27,7 +28,7 @@ func newConvStore(t *testing.T, js jetstream.JetStream, cfg natsjs.ConversationS
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	s, err := natsjs.NewConversationStore(ctx, cfg)
+	s, err := convstore.New(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +50,7 @@ func TestConversationStoreSaveLoad(t *testing.T) {
 	srv := natstest.Start(t)
 	js := srv.JetStream(t)
 	// Histories beyond 4 KiB go to the object store.
-	s := newConvStore(t, js, natsjs.ConversationStoreConfig{MaxInline: 4 << 10})
+	s := newConvStore(t, js, convstore.Config{MaxInline: 4 << 10})
 	ctx := context.Background()
 
 	for _, n := range []int{2, 200} { // inline, then in the object store
@@ -67,7 +68,7 @@ func TestConversationStoreSaveLoad(t *testing.T) {
 			t.Fatalf("second create: %v, want ErrConflict", err)
 		}
 		// A second process reads what the first wrote.
-		other := newConvStore(t, srv.JetStream(t), natsjs.ConversationStoreConfig{MaxInline: 4 << 10})
+		other := newConvStore(t, srv.JetStream(t), convstore.Config{MaxInline: 4 << 10})
 		got, grev, err := other.Load(ctx, id)
 		if err != nil {
 			t.Fatal(err)
@@ -111,7 +112,7 @@ func TestConversationStoreSaveLoad(t *testing.T) {
 func TestConversationStoreBeyondMaxPayload(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t, natstest.MaxPayload(64<<10))
-	s := newConvStore(t, srv.JetStream(t), natsjs.ConversationStoreConfig{})
+	s := newConvStore(t, srv.JetStream(t), convstore.Config{})
 	ctx := context.Background()
 	id := protocol.NewID()
 	st := sampleState(id, 2000) // about 200 KiB
@@ -128,8 +129,8 @@ func TestConversationLease(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
 	const ttl = 600 * time.Millisecond
-	a := newConvStore(t, srv.JetStream(t), natsjs.ConversationStoreConfig{LeaseTTL: ttl})
-	b := newConvStore(t, srv.JetStream(t), natsjs.ConversationStoreConfig{LeaseTTL: ttl})
+	a := newConvStore(t, srv.JetStream(t), convstore.Config{LeaseTTL: ttl})
+	b := newConvStore(t, srv.JetStream(t), convstore.Config{LeaseTTL: ttl})
 	ctx := context.Background()
 	id := protocol.NewID()
 
@@ -182,8 +183,8 @@ func TestConversationLeaseLapses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dead := newConvStore(t, js, natsjs.ConversationStoreConfig{LeaseTTL: ttl})
-	b := newConvStore(t, srv.JetStream(t), natsjs.ConversationStoreConfig{LeaseTTL: ttl})
+	dead := newConvStore(t, js, convstore.Config{LeaseTTL: ttl})
+	b := newConvStore(t, srv.JetStream(t), convstore.Config{LeaseTTL: ttl})
 	ctx := context.Background()
 	id := protocol.NewID()
 	ld, err := dead.Claim(ctx, id, "agent-dead")
@@ -210,7 +211,7 @@ func TestConversationStoreRetriesWhenNoStreamAnswers(t *testing.T) {
 	srv := natstest.Start(t)
 	js := srv.JetStream(t)
 	retrying := make(chan struct{}, 1)
-	s := newConvStore(t, js, natsjs.ConversationStoreConfig{Logger: slog.New(jstest.LogSignal{Handler: slog.DiscardHandler, Msg: "conversation store: no stream answered; retrying", Ch: retrying})})
+	s := newConvStore(t, js, convstore.Config{Logger: slog.New(jstest.LogSignal{Handler: slog.DiscardHandler, Msg: "conversation store: no stream answered; retrying", Ch: retrying})})
 	ctx := context.Background()
 	names := natsjs.NamesFor("")
 	if err := js.DeleteStream(ctx, names.ConversationsStream); err != nil {

@@ -1,4 +1,4 @@
-package natsjs
+package convstore
 
 import (
 	"bytes"
@@ -16,17 +16,18 @@ import (
 
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/message"
+	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jsop"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
-// ConversationStoreConfig configures a [ConversationStore].
-type ConversationStoreConfig struct {
+// Config configures a [Store].
+type Config struct {
 	// JetStream is the JetStream context. Required.
 	JetStream jetstream.JetStream
 	// Provision names the buckets (its Prefix) and says how to create
 	// them when missing (replicas, memory storage).
-	Provision ProvisionOptions
+	Provision natsjs.ProvisionOptions
 	// MaxInline is the largest state, in bytes, kept whole in the KV
 	// bucket; the history of a larger one goes to the object store.
 	// Defaults to three quarters of the server's max payload.
@@ -39,7 +40,7 @@ type ConversationStoreConfig struct {
 	Logger *slog.Logger
 }
 
-// ConversationStore is the JetStream [conversation.Store] (SPEC §5.5): the
+// Store is the JetStream [conversation.Store] (SPEC §5.5): the
 // state of conversation <id> is the key conv.<id> of the KV bucket
 // <prefix>_conversations, saved with compare-and-set on the key's
 // revision; a history too large for one message is an object of the
@@ -47,8 +48,8 @@ type ConversationStoreConfig struct {
 // one deleted once the new state is stored); the lease is the key
 // lease.<id>. Both buckets keep a conversation for their max age (the
 // store's retention) after its last save.
-type ConversationStore struct {
-	cfg ConversationStoreConfig
+type Store struct {
+	cfg Config
 	log *slog.Logger
 	kv  jetstream.KeyValue
 	obj jetstream.ObjectStore
@@ -57,25 +58,25 @@ type ConversationStore struct {
 	objects map[string]string // conversation → history object last read or written
 }
 
-var _ conversation.Store = (*ConversationStore)(nil)
+var _ conversation.Store = (*Store)(nil)
 
 const (
 	convKeyPre  = "conv."
 	leaseKeyPre = "lease."
 )
 
-// NewConversationStore ensures the buckets' streams (from the definitions,
-// as [Provision] does) and binds them.
-func NewConversationStore(ctx context.Context, cfg ConversationStoreConfig) (*ConversationStore, error) {
+// New ensures the buckets' streams (from the definitions,
+// as [natsjs.Provision] does) and binds them.
+func New(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.JetStream == nil {
-		return nil, fmt.Errorf("%w: conversation store: no JetStream", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: conversation store: no JetStream", natsjs.ErrInvalidConfig)
 	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	names := NamesFor(cfg.Provision.prefix())
-	if err := EnsureStreams(ctx, cfg.JetStream, cfg.Provision, names.ConversationsStream, names.HistoriesStream); err != nil {
+	names := natsjs.NamesFor(cfg.Provision.Prefix)
+	if err := natsjs.EnsureStreams(ctx, cfg.JetStream, cfg.Provision, names.ConversationsStream, names.HistoriesStream); err != nil {
 		return nil, err
 	}
 	kv, err := cfg.JetStream.KeyValue(ctx, names.ConversationsBucket)
@@ -95,7 +96,7 @@ func NewConversationStore(ctx context.Context, cfg ConversationStoreConfig) (*Co
 			cfg.MaxInline = int(nc.MaxPayload()) * 3 / 4
 		}
 	}
-	return &ConversationStore{cfg: cfg, log: log, kv: kv, obj: obj, objects: map[string]string{}}, nil
+	return &Store{cfg: cfg, log: log, kv: kv, obj: obj, objects: map[string]string{}}, nil
 }
 
 // stored is the value of a conversation's key.
@@ -115,7 +116,7 @@ func checkConvID(id string) error {
 }
 
 // Load implements [conversation.Store].
-func (s *ConversationStore) Load(ctx context.Context, id string) (*conversation.State, conversation.Revision, error) {
+func (s *Store) Load(ctx context.Context, id string) (*conversation.State, conversation.Revision, error) {
 	if err := checkConvID(id); err != nil {
 		return nil, 0, err
 	}
@@ -158,7 +159,7 @@ func (s *ConversationStore) Load(ctx context.Context, id string) (*conversation.
 }
 
 // Save implements [conversation.Store].
-func (s *ConversationStore) Save(ctx context.Context, st *conversation.State, prev conversation.Revision) (conversation.Revision, error) {
+func (s *Store) Save(ctx context.Context, st *conversation.State, prev conversation.Revision) (conversation.Revision, error) {
 	if st == nil {
 		return 0, errors.New("natsjs: save conversation: nil state")
 	}
@@ -239,7 +240,7 @@ func (s *ConversationStore) Save(ctx context.Context, st *conversation.State, pr
 
 // chunkSize is the object store's chunk size: its default (128 KiB), or
 // less for a server whose max payload is smaller.
-func (s *ConversationStore) chunkSize() uint32 {
+func (s *Store) chunkSize() uint32 {
 	size := uint32(128 << 10)
 	if nc := s.cfg.JetStream.Conn(); nc != nil && nc.MaxPayload() > 0 && uint32(nc.MaxPayload()/2) < size {
 		size = uint32(nc.MaxPayload() / 2)
@@ -249,7 +250,7 @@ func (s *ConversationStore) chunkSize() uint32 {
 
 // deleteObject deletes a history no state refers to any more; one left
 // behind (a crash) expires with the bucket's max age.
-func (s *ConversationStore) deleteObject(name string) {
+func (s *Store) deleteObject(name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), jsop.Timeout)
 	defer cancel()
 	if err := s.obj.Delete(ctx, name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
@@ -258,7 +259,7 @@ func (s *ConversationStore) deleteObject(name string) {
 }
 
 // List implements [conversation.Store].
-func (s *ConversationStore) List(ctx context.Context) ([]string, error) {
+func (s *Store) List(ctx context.Context) ([]string, error) {
 	l, err := s.kv.ListKeysFiltered(ctx, convKeyPre+"*")
 	if err != nil {
 		if errors.Is(err, jetstream.ErrNoKeysFound) {

@@ -1,4 +1,4 @@
-package natsjs
+package convstore
 
 import (
 	"context"

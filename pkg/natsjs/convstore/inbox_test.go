@@ -1,4 +1,4 @@
-package natsjs_test
+package convstore_test
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/metrics"
-	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/convstore"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/protocol"
@@ -24,12 +24,12 @@ import (
 
 // startInbox starts a server with the streams provisioned, and an inbox
 // reading them that counts its refusals in am.
-func startInbox(t *testing.T) (js jetstream.JetStream, in *natsjs.Inbox, am *metrics.Agent) {
+func startInbox(t *testing.T) (js jetstream.JetStream, in *convstore.Inbox, am *metrics.Agent) {
 	t.Helper()
 	js = natstest.Start(t).JetStream(t)
 	jstest.MustProvision(t, js)
 	am = metrics.NewAgent(prometheus.NewRegistry())
-	in, err := natsjs.NewInbox(natsjs.InboxConfig{JetStream: js, Metrics: am})
+	in, err := convstore.NewInbox(convstore.InboxConfig{JetStream: js, Metrics: am})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +189,7 @@ func TestInboxRetriesNoResponders(t *testing.T) {
 	// results' first read fails, the next reads all three, the one after
 	// fails, and the last finds no more.
 	flaky := &flakyJS{JetStream: js, fail: map[int]bool{3: true, 5: true}}
-	in, err := natsjs.NewInbox(natsjs.InboxConfig{JetStream: flaky, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	in, err := convstore.NewInbox(convstore.InboxConfig{JetStream: flaky, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package natsjs
+package convstore
 
 import (
 	"context"
@@ -34,7 +34,7 @@ func (e *errHeld) Error() string { return "held by " + e.holder }
 // LeaseTTL, and deleted on release. A claim waits for the holder's release
 // (watching the key) or for its lease to lapse, at most LeaseTTL. Leases
 // compare the holders' clocks: keep the machines' clocks in sync.
-func (s *ConversationStore) Claim(ctx context.Context, id, holder string) (conversation.Lease, error) {
+func (s *Store) Claim(ctx context.Context, id, holder string) (conversation.Lease, error) {
 	if err := checkConvID(id); err != nil {
 		return nil, err
 	}
@@ -79,7 +79,7 @@ func (s *ConversationStore) Claim(ctx context.Context, id, holder string) (conve
 }
 
 // tryClaim takes the lease if it is free or lapsed; errHeld when not.
-func (s *ConversationStore) tryClaim(ctx context.Context, key, holder string, ttl time.Duration) (uint64, error) {
+func (s *Store) tryClaim(ctx context.Context, key, holder string, ttl time.Duration) (uint64, error) {
 	value, err := json.Marshal(leaseValue{Holder: holder, ExpiresAt: time.Now().Add(ttl).UTC()})
 	if err != nil {
 		return 0, err
@@ -109,7 +109,7 @@ func (s *ConversationStore) tryClaim(ctx context.Context, key, holder string, tt
 
 // convLease is a held lease, renewed by its own goroutine until released.
 type convLease struct {
-	s          *ConversationStore
+	s          *Store
 	id, key    string
 	holder     string
 	ttl        time.Duration

@@ -1,4 +1,4 @@
-package natsjs
+package convstore
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/metrics"
+	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jsop"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
@@ -41,25 +42,25 @@ type Inbox struct {
 	cfg   InboxConfig
 	log   *slog.Logger
 	subj  protocol.Subjects
-	names Names
+	names natsjs.Names
 }
 
 // NewInbox returns an inbox.
 func NewInbox(cfg InboxConfig) (*Inbox, error) {
 	if cfg.JetStream == nil {
-		return nil, fmt.Errorf("%w: inbox: no JetStream", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: inbox: no JetStream", natsjs.ErrInvalidConfig)
 	}
 	if cfg.Prefix == "" {
 		cfg.Prefix = protocol.DefaultPrefix
 	}
 	if err := protocol.ValidatePrefix(cfg.Prefix); err != nil {
-		return nil, fmt.Errorf("%w: inbox: %w", ErrInvalidConfig, err)
+		return nil, fmt.Errorf("%w: inbox: %w", natsjs.ErrInvalidConfig, err)
 	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Inbox{cfg: cfg, log: log, subj: protocol.Subjects{Prefix: cfg.Prefix}, names: NamesFor(cfg.Prefix)}, nil
+	return &Inbox{cfg: cfg, log: log, subj: protocol.Subjects{Prefix: cfg.Prefix}, names: natsjs.NamesFor(cfg.Prefix)}, nil
 }
 
 // Collect reads the messages stored for st's conversation past its
@@ -202,9 +203,9 @@ func (in *Inbox) refuse(reason metrics.RefuseReason, subject, task string, err e
 
 // EnsureInboxStreams ensures the streams an Inbox reads and an
 // [Announcer] writes (approvals, decisions, answers, results), from the
-// definitions, as [Provision] does: created when missing and allowed,
+// definitions, as [natsjs.Provision] does: created when missing and allowed,
 // else an error naming them.
-func EnsureInboxStreams(ctx context.Context, js jetstream.JetStream, opts ProvisionOptions) error {
-	n := NamesFor(opts.prefix())
-	return EnsureStreams(ctx, js, opts, n.Approvals, n.Decisions, n.Answers, n.Results)
+func EnsureInboxStreams(ctx context.Context, js jetstream.JetStream, opts natsjs.ProvisionOptions) error {
+	n := natsjs.NamesFor(opts.Prefix)
+	return natsjs.EnsureStreams(ctx, js, opts, n.Approvals, n.Decisions, n.Answers, n.Results)
 }
