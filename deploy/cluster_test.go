@@ -26,6 +26,7 @@ import (
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/convstore"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/pkg/natsjs/remote"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
@@ -179,7 +180,7 @@ func TestClusterFailover(t *testing.T) {
 
 	// The agent side: a dispatcher on the agent's connection (its list
 	// starts at node 2), 500 tasks at once.
-	d, err := natsjs.NewDispatcher(natsjs.DispatcherConfig{Conn: agentNC, Replicas: 3, ServerLostAfter: time.Minute})
+	d, err := remote.NewDispatcher(remote.DispatcherConfig{Conn: agentNC, Replicas: 3, ServerLostAfter: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +197,7 @@ func TestClusterFailover(t *testing.T) {
 	const tasks = 500
 	conv := protocol.NewID()
 	rnd := rand.New(rand.NewPCG(7, 11))
-	handles := make([]*natsjs.Handle, 0, tasks)
+	handles := make([]*remote.Handle, 0, tasks)
 	began := time.Now()
 	for range tasks {
 		args, _ := json.Marshal(map[string]any{"seconds": 0.02 + 0.08*rnd.Float64()})

@@ -19,6 +19,7 @@ import (
 	"github.com/offload-dev/offload/pkg/embedded"
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/remote"
 	"github.com/offload-dev/offload/pkg/natsjs/worker"
 	"github.com/offload-dev/offload/pkg/tool"
 )
@@ -31,7 +32,7 @@ import (
 // in-process nats-server storing under --store (or the one another agent
 // process started on the same store), with the built-in tools served by a
 // worker in this process.
-func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *metrics.Agent) (*remote, func(), error) {
+func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *metrics.Agent) (*remoteConn, func(), error) {
 	var closers []func(context.Context)
 	release := func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -40,7 +41,7 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 			closers[i](cctx)
 		}
 	}
-	fail := func(err error) (*remote, func(), error) {
+	fail := func(err error) (*remoteConn, func(), error) {
 		release()
 		return nil, nil, err
 	}
@@ -89,7 +90,7 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 		closers = append(closers, func(ctx context.Context) { _ = w.StopAndCancel(ctx) })
 	}
 
-	d, err := natsjs.NewDispatcher(natsjs.DispatcherConfig{Conn: nc, Prefix: f.prefix, Replicas: f.conn.replicas, Logger: log, Metrics: am, InlineDeadline: f.callTimeout})
+	d, err := remote.NewDispatcher(remote.DispatcherConfig{Conn: nc, Prefix: f.prefix, Replicas: f.conn.replicas, Logger: log, Metrics: am, InlineDeadline: f.callTimeout})
 	if err != nil {
 		return fail(err)
 	}
@@ -102,7 +103,7 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 	if len(want) > 0 {
 		filter = want
 	}
-	rt, err := natsjs.NewRemoteToolset(ctx, natsjs.RemoteConfig{Conn: nc, Prefix: f.prefix, Replicas: f.conn.replicas, Dispatcher: d, Filter: filter, Logger: log})
+	rt, err := remote.NewToolset(ctx, remote.ToolsetConfig{Conn: nc, Prefix: f.prefix, Replicas: f.conn.replicas, Dispatcher: d, Filter: filter, Logger: log})
 	if err != nil {
 		return fail(err) // it names the remote toolset
 	}
@@ -119,7 +120,7 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 		if err := checkToolNames(want, toolNames(tools), f, from, skippedNote(rt.Skipped())); err != nil {
 			// Name every tool the workers advertise, not only those --tools
 			// selected, and every entry skipped.
-			if names, skipped, aerr := advertisedTools(ctx, natsjs.RemoteConfig{Conn: nc, Prefix: f.prefix, Replicas: f.conn.replicas, Dispatcher: d}); aerr == nil {
+			if names, skipped, aerr := advertisedTools(ctx, remote.ToolsetConfig{Conn: nc, Prefix: f.prefix, Replicas: f.conn.replicas, Dispatcher: d}); aerr == nil {
 				if all := checkToolNames(want, names, f, from, skippedNote(skipped)); all != nil {
 					err = all
 				}
@@ -134,13 +135,13 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 	if err != nil {
 		return fail(err)
 	}
-	return &remote{rt: rt, nc: nc, js: js, d: d, embedded: embeddedDefault}, release, nil
+	return &remoteConn{rt: rt, nc: nc, js: js, d: d, embedded: embeddedDefault}, release, nil
 }
 
 // advertisedTools returns the names of every tool a registry read with cfg
 // offers, and the entries it skipped.
-func advertisedTools(ctx context.Context, cfg natsjs.RemoteConfig) ([]string, []natsjs.SkippedEntry, error) {
-	all, err := natsjs.NewRemoteToolset(ctx, cfg)
+func advertisedTools(ctx context.Context, cfg remote.ToolsetConfig) ([]string, []remote.SkippedEntry, error) {
+	all, err := remote.NewToolset(ctx, cfg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -154,7 +155,7 @@ func advertisedTools(ctx context.Context, cfg natsjs.RemoteConfig) ([]string, []
 
 // skippedNote names the registry entries skipped and why, for the
 // messages about the tools offered: "" when none was.
-func skippedNote(skipped []natsjs.SkippedEntry) string {
+func skippedNote(skipped []remote.SkippedEntry) string {
 	if len(skipped) == 0 {
 		return ""
 	}
@@ -245,12 +246,12 @@ func connect(ctx context.Context, e env, f *runFlags, log *slog.Logger, embedded
 	return c, nil
 }
 
-// remote is what an agent connected to NATS works with.
-type remote struct {
-	rt *natsjs.RemoteToolset
+// remoteConn is what an agent connected to NATS works with.
+type remoteConn struct {
+	rt *remote.Toolset
 	nc *nats.Conn
 	js jetstream.JetStream
-	d  *natsjs.Dispatcher
+	d  *remote.Dispatcher
 	// embedded is set on the embedded default: no server outlives the
 	// agent.
 	embedded bool

@@ -25,7 +25,7 @@ import (
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/metrics"
-	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/remote"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
 )
@@ -89,7 +89,7 @@ func registerRunFlags(cmd *cobra.Command, f *runFlags, e env) {
 	fl.StringVar(&f.tools, "tools", "", "comma-separated tools to offer (default: all)")
 	fl.StringVar(&f.approve, "approve", "", "how approvals are decided: ask, wait, defer, all or none (default ask when stdin and stdout are terminals, else defer)")
 	fl.DurationVar(&f.wait, "wait", 5*time.Minute, "with --approve wait: how long to wait for decisions before pausing")
-	fl.DurationVar(&f.callTimeout, "call-timeout", natsjs.DefaultInlineDeadline, "deadline of an inline remote call: past it (and a 5s grace for the worker's answer) the call fails with DeadlineExceeded and its task is cancelled")
+	fl.DurationVar(&f.callTimeout, "call-timeout", remote.DefaultInlineDeadline, "deadline of an inline remote call: past it (and a 5s grace for the worker's answer) the call fails with DeadlineExceeded and its task is cancelled")
 	fl.StringVar(&f.conversation, "conversation", "", "continue the stored conversation with this ID")
 	fl.StringVar(&f.root, "root", ".", "directory the built-in file and shell tools work in")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log more on stderr")
@@ -167,7 +167,7 @@ func runAgent(ctx context.Context, e env, f *runFlags, prompt string) error {
 	model = agentmetrics.Model(model, am)
 	var toolset tool.Toolset
 	var executor agent.Executor = agent.InProcessExecutor{}
-	var rem *remote
+	var rem *remoteConn
 	if f.local {
 		if toolset, err = localTools(f, logger); err != nil {
 			return err

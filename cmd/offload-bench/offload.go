@@ -9,7 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/offload-dev/offload/internal/benchcall"
-	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/remote"
 	"github.com/offload-dev/offload/pkg/natsjs/worker"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
@@ -20,8 +20,8 @@ import (
 // Dispatcher → back in the handler.
 type offloadSystem struct {
 	nc      *nats.Conn
-	disp    *natsjs.Dispatcher
-	remote  *natsjs.RemoteToolset
+	disp    *remote.Dispatcher
+	remote  *remote.Toolset
 	workers []*offloadWorker
 	conv    string
 	tool    *tool.Tool // the remote lookup tool, as the agent loop gets it per step
@@ -37,7 +37,7 @@ func newOffloadSystem(ctx context.Context, ep endpoint) (*offloadSystem, error) 
 	if err != nil {
 		return nil, err
 	}
-	d, err := natsjs.NewDispatcher(natsjs.DispatcherConfig{Conn: nc})
+	d, err := remote.NewDispatcher(remote.DispatcherConfig{Conn: nc})
 	if err != nil {
 		return nil, err
 	}
@@ -46,7 +46,7 @@ func newOffloadSystem(ctx context.Context, ep endpoint) (*offloadSystem, error) 
 	if err := d.Start(sctx); err != nil {
 		return nil, err
 	}
-	rt, err := natsjs.NewRemoteToolset(sctx, natsjs.RemoteConfig{Conn: nc, Dispatcher: d})
+	rt, err := remote.NewToolset(sctx, remote.ToolsetConfig{Conn: nc, Dispatcher: d})
 	if err != nil {
 		return nil, err
 	}

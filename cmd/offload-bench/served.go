@@ -6,7 +6,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/remote"
 	"github.com/offload-dev/offload/pkg/natsjs/worker"
 	"github.com/offload-dev/offload/pkg/tool"
 )
@@ -14,7 +14,7 @@ import (
 // served is one tool served by a worker replica and offered to the agent
 // side through a dispatcher and a remote toolset, all on one connection.
 type served struct {
-	rt   *natsjs.RemoteToolset
+	rt   *remote.Toolset
 	stop func()
 }
 
@@ -42,7 +42,7 @@ func serveTool(ctx context.Context, nc *nats.Conn, id string, t *tool.Tool, slot
 		defer cancel()
 		_ = w.Stop(stopCtx)
 	})
-	d, err := natsjs.NewDispatcher(natsjs.DispatcherConfig{Conn: nc})
+	d, err := remote.NewDispatcher(remote.DispatcherConfig{Conn: nc})
 	if err != nil {
 		return fail(err)
 	}
@@ -50,7 +50,7 @@ func serveTool(ctx context.Context, nc *nats.Conn, id string, t *tool.Tool, slot
 		return fail(err)
 	}
 	stops = append(stops, func() { _ = d.Stop(context.Background()) })
-	rt, err := natsjs.NewRemoteToolset(sctx, natsjs.RemoteConfig{Conn: nc, Dispatcher: d, Filter: []string{t.Name}})
+	rt, err := remote.NewToolset(sctx, remote.ToolsetConfig{Conn: nc, Dispatcher: d, Filter: []string{t.Name}})
 	if err != nil {
 		return fail(err)
 	}

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/pkg/natsjs/remote"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
@@ -282,7 +282,7 @@ type slowResult struct {
 // when the test ends.
 func callSlow(ctx context.Context, t *testing.T, srv *natstest.Server) <-chan slowResult {
 	t.Helper()
-	d, err := natsjs.NewDispatcher(natsjs.DispatcherConfig{Conn: srv.Conn(t)})
+	d, err := remote.NewDispatcher(remote.DispatcherConfig{Conn: srv.Conn(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,18 +1,24 @@
-// Package natsjs is offload's adapter to NATS JetStream and the only package
-// that imports nats.go. It provisions the streams, the per-tool consumers and
-// the registry KV bucket of the wire protocol (SPEC §5) from the definitions
-// embedded in the jetstream/ directory, runs tools on workers ([Worker]),
-// sends calls to them from the agent ([Dispatcher], [RemoteToolset]), and
-// connects to a server with options fit for long-lived agents and workers.
+// Package natsjs is offload's adapter to NATS JetStream: with its packages,
+// the only code that imports nats.go. This package holds what every process
+// on the wire shares: it connects to a server with options fit for
+// long-lived agents and workers ([Connect]), names the assets of a prefix
+// ([NamesFor]), provisions the streams, the per-tool consumers and the KV
+// buckets of the wire protocol (SPEC §5) from the definitions of the
+// jetstream/ directory, reports what the server refused, and holds the
+// registry entry workers write and agents read, and every sentinel error.
 //
-// # Agent side
+// Its packages are split by the role of the process that uses them:
 //
-// A [Dispatcher] publishes tasks (Nats-Msg-Id = the task ID) and routes each
-// result to the call waiting for it; results that are malformed, oversize,
-// for unknown tasks or other conversations, duplicates or late (after a
-// cancel) are refused, logged and counted. A [RemoteToolset] is the
-// tool.Toolset of what workers advertise; its tools call the dispatcher, so
-// the agent loop runs remote tools exactly like local ones.
+//   - natsjs/worker: the toolworker side, a Worker serving tools;
+//   - natsjs/remote: the agent side of remote calls, a Dispatcher of tasks,
+//     the Toolset of what workers advertise, the Executor of background
+//     calls, and a Client that wires them;
+//   - natsjs/convstore: durable conversations, their Store, the Inbox of
+//     what arrived for them and the Announcer of approvals;
+//   - natsjs/natstest: an in-process nats-server for tests.
+//
+// A toolworker links natsjs and natsjs/worker only, none of the agent's
+// packages.
 //
 // # Provisioning
 //

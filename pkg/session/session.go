@@ -42,14 +42,14 @@ type Announcer interface {
 }
 
 // Canceller cancels a task that a worker may be running
-// (natsjs.Dispatcher).
+// (remote.Dispatcher).
 type Canceller interface {
 	Cancel(ctx context.Context, conv, task, reason string) error
 }
 
 // TaskHolder waits for the results of background tasks from before a
 // resume reads the stored ones until the run attaches to them
-// (natsjs.RemoteToolset), so that none stored in between is missed.
+// (remote.Toolset), so that none stored in between is missed.
 type TaskHolder interface {
 	Hold(conv string, tasks []deferred.PendingTask) error
 	Release(taskID string)

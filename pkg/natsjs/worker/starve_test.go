@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/pkg/natsjs/remote"
 	"github.com/offload-dev/offload/pkg/natsjs/worker"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
@@ -22,7 +22,7 @@ func TestFreeSlotServesAnotherTool(t *testing.T) {
 	g := jstest.NewGate()
 	quick := tool.Func("quick", "Answer at once.", func(context.Context, *tool.RunContext, struct{}) (string, error) { return "quick", nil })
 	jstest.StartWorker(t, srv, worker.Config{ID: "mixed", Tools: []*tool.Tool{g.Tool("slow", "slow"), quick}, Concurrency: 4})
-	d, _ := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
+	d, _ := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
 	ctx := context.Background()
 	conv := protocol.NewID()
 	for range 2 {

@@ -20,6 +20,7 @@ import (
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/pkg/natsjs/remote"
 	"github.com/offload-dev/offload/pkg/natsjs/worker"
 	"github.com/offload-dev/offload/pkg/progress"
 	"github.com/offload-dev/offload/pkg/protocol"
@@ -29,7 +30,7 @@ import (
 func TestWorkerReplicasShareBurst(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
-	d, am := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
+	d, am := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
 	g := jstest.NewGate()
 	var mu sync.Mutex
 	runs := map[string]int{}     // tool call ID → executions
@@ -128,7 +129,7 @@ func TestWorkerReplicasShareBurst(t *testing.T) {
 func TestWorkerCrashRedelivers(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
-	d, am := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
+	d, am := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
 	g := jstest.NewGate()
 	crashConn := srv.Conn(t)
 	crashed := jstest.StartWorker(t, srv, worker.Config{ID: "crashes", Conn: crashConn, Tools: []*tool.Tool{g.Tool("job", "from the crashed worker")}})
@@ -166,7 +167,7 @@ func TestCancelBeforePickup(t *testing.T) {
 	srv := natstest.Start(t)
 	nc := srv.Conn(t)
 	results := jstest.SubscribeResults(t, nc)
-	d, am := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
+	d, am := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
@@ -206,7 +207,7 @@ func TestCancelDuringRun(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
 	results := jstest.SubscribeResults(t, srv.Conn(t))
-	d, _ := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
+	d, _ := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
 	g := jstest.NewGate()
 	wm := metrics.NewWorker(prometheus.NewRegistry())
 	jstest.StartWorker(t, srv, worker.Config{ID: "w", Tools: []*tool.Tool{g.Tool("job", "finished")}, Metrics: wm})
@@ -235,7 +236,7 @@ func TestCancelDuringRun(t *testing.T) {
 func TestWorkerOutcomes(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
-	d, _ := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
+	d, _ := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
 	var panicked sync.Once
 	boom := tool.Func("boom", "Panic once.", func(context.Context, *tool.RunContext, struct{}) (string, error) {
 		panicked.Do(func() { panic("kaboom") })
@@ -362,7 +363,7 @@ func TestMalformedTask(t *testing.T) {
 	results := jstest.SubscribeResults(t, nc)
 	wm := metrics.NewWorker(prometheus.NewRegistry())
 	jstest.StartWorker(t, srv, worker.Config{ID: "w", Concurrency: 1, Tools: []*tool.Tool{jstest.EchoTool("")}, Metrics: wm})
-	d, _ := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
+	d, _ := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
@@ -402,7 +403,7 @@ func TestMalformedTask(t *testing.T) {
 func TestDeliveriesExhausted(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
-	d, _ := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
+	d, _ := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
 	g := jstest.NewGate()
 	first := jstest.StartWorker(t, srv, worker.Config{ID: "first", MaxDeliver: 1, Tools: []*tool.Tool{g.Tool("job", "never")}})
 	ch := jstest.GoCall(context.Background(), d, jstest.NewTask("job", protocol.NewID(), `{}`))
@@ -431,7 +432,7 @@ func TestDeliveriesExhausted(t *testing.T) {
 func TestGracefulStop(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
-	d, _ := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
+	d, _ := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
 	g := jstest.NewGate()
 	logger, stopping := jstest.SignalOn("worker stopping")
 	w := jstest.StartWorker(t, srv, worker.Config{ID: "w", Logger: logger, Tools: []*tool.Tool{g.Tool("job", "finished in grace")}})
@@ -479,7 +480,7 @@ func TestStopHandsBack(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
 	results := jstest.SubscribeResults(t, srv.Conn(t))
-	d, _ := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
+	d, _ := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
 	g := jstest.NewGate()
 	leavingConn := srv.Conn(t)
 	w := jstest.StartWorker(t, srv, worker.Config{ID: "leaving", Conn: leavingConn, GracePeriod: 50 * time.Millisecond, Tools: []*tool.Tool{g.Tool("job", "x")}})
@@ -538,7 +539,7 @@ func TestCancelWhileQueuedBehindBusyWorker(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
 	results := jstest.SubscribeResults(t, srv.Conn(t))
-	d, _ := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
+	d, _ := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
 	g := jstest.NewGate()
 	jstest.StartWorker(t, srv, worker.Config{ID: "w", Tools: []*tool.Tool{g.Tool("job", "finished")}, Concurrency: 1})
 
@@ -577,7 +578,7 @@ func TestCancelWhileQueuedBehindBusyWorker(t *testing.T) {
 func TestWorkerReplacesTooLargeResult(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t, natstest.MaxPayload(64<<10))
-	d, _ := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
+	d, _ := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
 	huge := tool.Func("huge", "Return too much.", func(context.Context, *tool.RunContext, struct{}) (string, error) {
 		return strings.Repeat("x", 80<<10), nil
 	})

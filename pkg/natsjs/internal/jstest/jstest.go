@@ -21,6 +21,7 @@ import (
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/pkg/natsjs/remote"
 	"github.com/offload-dev/offload/pkg/natsjs/worker"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
@@ -132,7 +133,7 @@ func StartWorker(t *testing.T, srv *natstest.Server, cfg worker.Config) *worker.
 }
 
 // StartDispatcher starts a dispatcher with metrics on its own connection.
-func StartDispatcher(t *testing.T, srv *natstest.Server, cfg natsjs.DispatcherConfig) (*natsjs.Dispatcher, *metrics.Agent) {
+func StartDispatcher(t *testing.T, srv *natstest.Server, cfg remote.DispatcherConfig) (*remote.Dispatcher, *metrics.Agent) {
 	t.Helper()
 	if cfg.Conn == nil {
 		cfg.Conn = srv.Conn(t)
@@ -143,7 +144,7 @@ func StartDispatcher(t *testing.T, srv *natstest.Server, cfg natsjs.DispatcherCo
 	if cfg.Logger == nil {
 		cfg.Logger = Logger().With("test", t.Name())
 	}
-	d, err := natsjs.NewDispatcher(cfg)
+	d, err := remote.NewDispatcher(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +176,7 @@ type CallResult struct {
 }
 
 // GoCall runs d.Call in a goroutine; the result arrives on the channel.
-func GoCall(ctx context.Context, d *natsjs.Dispatcher, task protocol.Task) <-chan CallResult {
+func GoCall(ctx context.Context, d *remote.Dispatcher, task protocol.Task) <-chan CallResult {
 	ch := make(chan CallResult, 1)
 	go func() {
 		res, err := d.Call(ctx, task)

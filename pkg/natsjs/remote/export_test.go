@@ -1,4 +1,4 @@
-package natsjs
+package remote
 
 import "github.com/offload-dev/offload/pkg/natsjs/internal/taskmem"
 

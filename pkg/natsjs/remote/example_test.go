@@ -1,4 +1,4 @@
-package natsjs_test
+package remote_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
-	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/remote"
 	"github.com/offload-dev/offload/pkg/natsjs/worker"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
@@ -68,18 +68,18 @@ func Example() {
 	// Agent side.
 	ac, _ := nats.Connect(url)
 	defer ac.Close()
-	d, _ := natsjs.NewDispatcher(natsjs.DispatcherConfig{Conn: ac})
+	d, _ := remote.NewDispatcher(remote.DispatcherConfig{Conn: ac})
 	if err := d.Start(ctx); err != nil {
 		panic(err)
 	}
 	defer d.Stop(ctx)
-	remote, err := natsjs.NewRemoteToolset(ctx, natsjs.RemoteConfig{Conn: ac, Dispatcher: d})
+	ts, err := remote.NewToolset(ctx, remote.ToolsetConfig{Conn: ac, Dispatcher: d})
 	if err != nil {
 		panic(err)
 	}
-	defer remote.Close()
+	defer ts.Close()
 
-	tools, _ := remote.Tools(ctx)
+	tools, _ := ts.Tools(ctx)
 	for _, t := range tools {
 		fmt.Printf("%s: %s\n", t.Name, t.Description)
 	}
@@ -111,7 +111,7 @@ func ExampleDispatcher_Call() {
 		panic(err)
 	}
 	defer w.Stop(ctx)
-	d, _ := natsjs.NewDispatcher(natsjs.DispatcherConfig{Conn: nc})
+	d, _ := remote.NewDispatcher(remote.DispatcherConfig{Conn: nc})
 	if err := d.Start(ctx); err != nil {
 		panic(err)
 	}

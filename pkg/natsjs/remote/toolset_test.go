@@ -1,4 +1,4 @@
-package natsjs_test
+package remote_test
 
 import (
 	"context"
@@ -18,17 +18,18 @@ import (
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/pkg/natsjs/remote"
 	"github.com/offload-dev/offload/pkg/natsjs/worker"
 	"github.com/offload-dev/offload/pkg/progress"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
-func newRemote(t *testing.T, srv *natstest.Server, d *natsjs.Dispatcher, filter []string) *natsjs.RemoteToolset {
+func newRemote(t *testing.T, srv *natstest.Server, d *remote.Dispatcher, filter []string) *remote.Toolset {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	r, err := natsjs.NewRemoteToolset(ctx, natsjs.RemoteConfig{Conn: srv.Conn(t), Dispatcher: d, Filter: filter, Logger: jstest.Logger()})
+	r, err := remote.NewToolset(ctx, remote.ToolsetConfig{Conn: srv.Conn(t), Dispatcher: d, Filter: filter, Logger: jstest.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +37,7 @@ func newRemote(t *testing.T, srv *natstest.Server, d *natsjs.Dispatcher, filter 
 	return r
 }
 
-func toolNames(t *testing.T, r *natsjs.RemoteToolset) []string {
+func toolNames(t *testing.T, r *remote.Toolset) []string {
 	t.Helper()
 	tools, err := r.Tools(context.Background())
 	if err != nil {
@@ -51,7 +52,7 @@ func toolNames(t *testing.T, r *natsjs.RemoteToolset) []string {
 
 // waitTools waits, on the toolset's change signal, until its tool names are
 // want.
-func waitTools(t *testing.T, r *natsjs.RemoteToolset, want ...string) {
+func waitTools(t *testing.T, r *remote.Toolset, want ...string) {
 	t.Helper()
 	deadline := time.After(wait)
 	for {
@@ -70,7 +71,7 @@ func waitTools(t *testing.T, r *natsjs.RemoteToolset, want ...string) {
 func TestRegistryEntriesAppearAndVanish(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
-	d, _ := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
+	d, _ := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
 	r := newRemote(t, srv, d, nil)
 	filtered := newRemote(t, srv, d, []string{"echo"})
 	if got := toolNames(t, r); len(got) != 0 {
@@ -153,11 +154,11 @@ func TestRemoteToolThroughAgentLoop(t *testing.T) {
 		return "sunny in " + a.City + " for " + rc.ToolCallID, nil
 	})
 	jstest.StartWorker(t, srv, worker.Config{ID: "weather-1", Tools: []*tool.Tool{weather}})
-	d, am := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
-	remote := newRemote(t, srv, d, nil)
-	waitTools(t, remote, "get_weather")
+	d, am := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
+	ts := newRemote(t, srv, d, nil)
+	waitTools(t, ts, "get_weather")
 
-	a, err := agent.New(agent.Config{Model: testmodel.New(testmodel.Config{}), Toolsets: []tool.Toolset{remote}})
+	a, err := agent.New(agent.Config{Model: testmodel.New(testmodel.Config{}), Toolsets: []tool.Toolset{ts}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,10 +187,10 @@ func TestRemoteToolOutcomes(t *testing.T) {
 		return "", tool.Fail("no luck")
 	})
 	jstest.StartWorker(t, srv, worker.Config{ID: "w", Tools: []*tool.Tool{failing, jstest.EchoTool("remote:")}})
-	d, _ := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
-	remote := newRemote(t, srv, d, nil)
-	waitTools(t, remote, "echo", "failing")
-	tools, _ := remote.Tools(context.Background())
+	d, _ := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
+	ts := newRemote(t, srv, d, nil)
+	waitTools(t, ts, "echo", "failing")
+	tools, _ := ts.Tools(context.Background())
 	rc := &tool.RunContext{ConversationID: protocol.NewID(), ToolCallID: "call_1"}
 	ctx := context.Background()
 
@@ -224,11 +225,11 @@ func TestRemoteProgressReachesAgentEvents(t *testing.T) {
 		}
 	})
 	jstest.StartWorker(t, srv, worker.Config{ID: "slow-1", Tools: []*tool.Tool{slow}})
-	d, _ := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
-	remote := newRemote(t, srv, d, nil)
-	waitTools(t, remote, "slow")
+	d, _ := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
+	ts := newRemote(t, srv, d, nil)
+	waitTools(t, ts, "slow")
 
-	a, err := agent.New(agent.Config{Model: testmodel.New(testmodel.Config{}), Toolsets: []tool.Toolset{remote}})
+	a, err := agent.New(agent.Config{Model: testmodel.New(testmodel.Config{}), Toolsets: []tool.Toolset{ts}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,10 +261,10 @@ func TestRemoteToolCallEventNamesTheTask(t *testing.T) {
 		return "ok", nil
 	})
 	jstest.StartWorker(t, srv, worker.Config{ID: "probe-1", Tools: []*tool.Tool{probe}})
-	d, _ := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
-	remote := newRemote(t, srv, d, nil)
-	waitTools(t, remote, "probe")
-	a, err := agent.New(agent.Config{Model: testmodel.New(testmodel.Config{}), Toolsets: []tool.Toolset{remote}})
+	d, _ := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
+	ts := newRemote(t, srv, d, nil)
+	waitTools(t, ts, "probe")
+	a, err := agent.New(agent.Config{Model: testmodel.New(testmodel.Config{}), Toolsets: []tool.Toolset{ts}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package natsjs_test
+package remote_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/pkg/natsjs/remote"
 )
 
 // TestToolsAnswerEndsAtExpiry checks that the tools RemoteToolset.Tools
@@ -18,7 +19,7 @@ import (
 func TestToolsAnswerEndsAtExpiry(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
-	d, _ := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
+	d, _ := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
 	r := newRemote(t, srv, d, nil)
 	kv, err := srv.JetStream(t).KeyValue(context.Background(), "tools_registry")
 	if err != nil {

@@ -1,4 +1,4 @@
-package natsjs_test
+package remote_test
 
 import (
 	"context"
@@ -16,9 +16,9 @@ import (
 	"github.com/offload-dev/offload/pkg/llm/script"
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/metrics"
-	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/pkg/natsjs/remote"
 	"github.com/offload-dev/offload/pkg/natsjs/worker"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
@@ -45,7 +45,7 @@ func BenchmarkBackgroundRoundTripJetStream(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer func() { _ = w.Stop(context.Background()) }()
-	d, err := natsjs.NewDispatcher(natsjs.DispatcherConfig{Conn: srv.Conn(b), Metrics: metrics.NewAgent(prometheus.NewRegistry()), Logger: jstest.Logger()})
+	d, err := remote.NewDispatcher(remote.DispatcherConfig{Conn: srv.Conn(b), Metrics: metrics.NewAgent(prometheus.NewRegistry()), Logger: jstest.Logger()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -53,16 +53,16 @@ func BenchmarkBackgroundRoundTripJetStream(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer func() { _ = d.Stop(context.Background()) }()
-	rt, err := natsjs.NewRemoteToolset(ctx, natsjs.RemoteConfig{Conn: srv.Conn(b), Dispatcher: d, Logger: jstest.Logger()})
+	rt, err := remote.NewToolset(ctx, remote.ToolsetConfig{Conn: srv.Conn(b), Dispatcher: d, Logger: jstest.Logger()})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer func() { _ = rt.Close() }()
-	var remote *tool.Tool
-	for remote == nil {
+	var echo *tool.Tool
+	for echo == nil {
 		changed := rt.Changed()
 		if tools, _ := rt.Tools(ctx); len(tools) == 1 {
-			remote = tools[0]
+			echo = tools[0]
 			break
 		}
 		select {
@@ -78,7 +78,7 @@ func BenchmarkBackgroundRoundTripJetStream(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			start := time.Now()
-			if _, err := remote.Run(ctx, rc, json.RawMessage(benchcall.Args)); err != nil {
+			if _, err := echo.Run(ctx, rc, json.RawMessage(benchcall.Args)); err != nil {
 				b.Fatal(err)
 			}
 			spans = append(spans, time.Since(start))

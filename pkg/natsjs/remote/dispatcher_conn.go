@@ -1,4 +1,4 @@
-package natsjs
+package remote
 
 import (
 	"fmt"
@@ -7,13 +7,14 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/taskmem"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
 // watchConn follows the connection's status until status is closed: when
 // the server stays away for ServerLostAfter, or the connection closes,
-// every waiting call fails with ErrServerLost (no result can reach it), and
+// every waiting call fails with natsjs.ErrServerLost (no result can reach it), and
 // dispatches fail until the connection is back.
 func (d *Dispatcher) watchConn(status chan nats.Status, stopped chan<- struct{}) {
 	defer close(stopped)
@@ -47,14 +48,14 @@ func (d *Dispatcher) watchConn(status chan nats.Status, stopped chan<- struct{})
 				}
 			case nats.CLOSED:
 				stopTimer()
-				d.serverLost(fmt.Errorf("%w: the connection is closed", ErrServerLost))
+				d.serverLost(fmt.Errorf("%w: the connection is closed", natsjs.ErrServerLost))
 			}
 		case <-timeout:
 			timer, timeout = nil, nil
 			if d.cfg.Conn.IsConnected() {
 				continue
 			}
-			d.serverLost(fmt.Errorf("%w: %s unreachable for %s", ErrServerLost,
+			d.serverLost(fmt.Errorf("%w: %s unreachable for %s", natsjs.ErrServerLost,
 				d.url, time.Since(since).Round(time.Second)))
 		}
 	}

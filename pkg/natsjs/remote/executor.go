@@ -1,4 +1,4 @@
-package natsjs
+package remote
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/deferred"
+	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jsop"
 	"github.com/offload-dev/offload/pkg/progress"
 	"github.com/offload-dev/offload/pkg/protocol"
@@ -24,20 +25,20 @@ import (
 // pauses ([agent.BackgroundTask.Detach] reports true): its result stays in
 // the results stream for a later run. Calls of other tools (in-process
 // ones) go to fallback; with a nil fallback they fail to start.
-func (r *RemoteToolset) Executor(fallback agent.Executor) agent.Executor {
-	return &remoteExecutor{r: r, fallback: fallback}
+func (r *Toolset) Executor(fallback agent.Executor) agent.Executor {
+	return &Executor{r: r, fallback: fallback}
 }
 
-type remoteExecutor struct {
-	r        *RemoteToolset
+type Executor struct {
+	r        *Toolset
 	fallback agent.Executor
 }
 
-func (e *remoteExecutor) Start(ctx context.Context, c *agent.BackgroundCall) (agent.BackgroundTask, error) {
+func (e *Executor) Start(ctx context.Context, c *agent.BackgroundCall) (agent.BackgroundTask, error) {
 	name := c.Call.Call.ToolName
 	if !e.r.serves(name) {
 		if e.fallback == nil {
-			return nil, fmt.Errorf("%w: %s", ErrNotRemote, name)
+			return nil, fmt.Errorf("%w: %s", natsjs.ErrNotRemote, name)
 		}
 		return e.fallback.Start(ctx, c)
 	}
@@ -69,7 +70,7 @@ func (e *remoteExecutor) Start(ctx context.Context, c *agent.BackgroundCall) (ag
 // Attach implements [agent.Attacher]: a task an earlier run left running
 // on a worker is waited for again (its progress relayed), as if this
 // process had started it. Its tool need not be advertised any more.
-func (e *remoteExecutor) Attach(ctx context.Context, info *agent.RunInfo, pt deferred.PendingTask) (agent.BackgroundTask, error) {
+func (e *Executor) Attach(ctx context.Context, info *agent.RunInfo, pt deferred.PendingTask) (agent.BackgroundTask, error) {
 	task := protocol.Task{TaskID: pt.TaskID, Attempt: pt.Attempt, Tool: pt.Tool, Args: pt.Args, ToolCallID: pt.ToolCallID,
 		Mode: protocol.ModeBackground, ConversationID: info.ConversationID, RunID: info.RunID, Deadline: pt.Deadline}
 	stop := e.r.relayProgress(ctx, task.ConversationID, task.TaskID)
@@ -133,7 +134,7 @@ func fatalUnlessCancelled(ctx context.Context, err error) error {
 }
 
 // serves reports whether a worker advertises the named tool now.
-func (r *RemoteToolset) serves(name string) bool {
+func (r *Toolset) serves(name string) bool {
 	now := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -165,7 +166,7 @@ func unrelayWhenDone(ctx context.Context, h *Handle, stop func()) {
 // conversation conv) to whoever listens in ctx (the agent turns them into
 // progress events), best effort, until the returned function is called.
 // Call it before dispatching.
-func (r *RemoteToolset) relayProgress(ctx context.Context, conv, taskID string) (stop func()) {
+func (r *Toolset) relayProgress(ctx context.Context, conv, taskID string) (stop func()) {
 	if _, ok := progress.FromContext(ctx); !ok {
 		return func() {}
 	}
@@ -193,7 +194,7 @@ func (r *RemoteToolset) relayProgress(ctx context.Context, conv, taskID string) 
 // result stored between that read and the run's Attach would be missed.
 // The run's Attach takes the held handle; Release lets go of a task whose
 // outcome the resume read from the stream.
-func (r *RemoteToolset) Hold(conv string, tasks []deferred.PendingTask) error {
+func (r *Toolset) Hold(conv string, tasks []deferred.PendingTask) error {
 	for _, pt := range tasks {
 		r.mu.Lock()
 		_, dup := r.held[pt.TaskID]
@@ -217,14 +218,14 @@ func (r *RemoteToolset) Hold(conv string, tasks []deferred.PendingTask) error {
 }
 
 // Release lets go of a held task (its outcome came another way).
-func (r *RemoteToolset) Release(taskID string) {
+func (r *Toolset) Release(taskID string) {
 	if h := r.takeHeld(taskID); h != nil {
 		h.Detach()
 	}
 }
 
 // takeHeld removes and returns the handle held for taskID, if any.
-func (r *RemoteToolset) takeHeld(taskID string) *Handle {
+func (r *Toolset) takeHeld(taskID string) *Handle {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	h := r.held[taskID]

@@ -1,4 +1,4 @@
-package natsjs_test
+package remote_test
 
 import (
 	"slices"
@@ -6,9 +6,9 @@ import (
 
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/agent/bgtest"
-	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/pkg/natsjs/remote"
 	"github.com/offload-dev/offload/pkg/natsjs/worker"
 	"github.com/offload-dev/offload/pkg/tool"
 )
@@ -32,11 +32,11 @@ func TestBackgroundScenariosJetStream(t *testing.T) {
 				jstest.StartWorker(t, srv, worker.Config{ID: "bg-a", Tools: tools, Concurrency: 8})
 				jstest.StartWorker(t, srv, worker.Config{ID: "bg-b", Tools: tools, Concurrency: 8})
 			}
-			d, _ := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
-			remote := newRemote(t, srv, d, nil)
+			d, _ := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
+			ts := newRemote(t, srv, d, nil)
 			slices.Sort(names)
-			waitTools(t, remote, slices.Compact(names)...)
-			return remote, remote.Executor(agent.InProcessExecutor{})
+			waitTools(t, ts, slices.Compact(names)...)
+			return ts, ts.Executor(agent.InProcessExecutor{})
 		},
 	})
 }

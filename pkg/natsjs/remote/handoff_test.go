@@ -1,4 +1,4 @@
-package natsjs_test
+package remote_test
 
 import (
 	"context"
@@ -10,9 +10,9 @@ import (
 	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/llm/script"
 	"github.com/offload-dev/offload/pkg/message"
-	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/pkg/natsjs/remote"
 	"github.com/offload-dev/offload/pkg/natsjs/worker"
 	"github.com/offload-dev/offload/pkg/tool"
 )
@@ -26,14 +26,14 @@ func TestSuspendDuringInlineCallKeepsTheTask(t *testing.T) {
 	srv := natstest.Start(t)
 	g := jstest.NewGate()
 	jstest.StartWorker(t, srv, worker.Config{ID: "w1", Tools: []*tool.Tool{g.Tool("slow", "slow done")}})
-	d, _ := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
-	remote := newRemote(t, srv, d, nil)
-	waitTools(t, remote, "slow")
+	d, _ := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
+	ts := newRemote(t, srv, d, nil)
+	waitTools(t, ts, "slow")
 	mk := func() *agent.Agent {
 		a, err := agent.New(agent.Config{
 			Model:        callOnceThen("slow", "done"),
-			Toolsets:     []tool.Toolset{remote},
-			Capabilities: []agent.Capability{agent.BackgroundTools(agent.BackgroundConfig{Executor: remote.Executor(agent.InProcessExecutor{})})},
+			Toolsets:     []tool.Toolset{ts},
+			Capabilities: []agent.Capability{agent.BackgroundTools(agent.BackgroundConfig{Executor: ts.Executor(agent.InProcessExecutor{})})},
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -61,7 +61,7 @@ func TestSuspendDuringInlineCallKeepsTheTask(t *testing.T) {
 
 	// The next run takes the task over (held first, as a resume does);
 	// the worker finishes it then.
-	if err := remote.Hold(res.ConversationID, res.Background); err != nil {
+	if err := ts.Hold(res.ConversationID, res.Background); err != nil {
 		t.Fatal(err)
 	}
 	g.Open()

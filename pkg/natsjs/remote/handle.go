@@ -1,4 +1,4 @@
-package natsjs
+package remote
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jsop"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/taskmem"
 	"github.com/offload-dev/offload/pkg/protocol"
@@ -57,14 +58,14 @@ func (h *Handle) Done() <-chan struct{} { return h.done }
 
 // Result returns the task's result once Done is closed: the worker's
 // result, a cancelled result after [Handle.Cancel], or an error
-// ([ErrStopped], [ErrDetached], [ErrServerLost]). Before Done is closed it
-// returns [ErrPending].
+// ([natsjs.ErrStopped], [natsjs.ErrDetached], [natsjs.ErrServerLost]). Before Done is closed it
+// returns [natsjs.ErrPending].
 func (h *Handle) Result() (protocol.Result, error) {
 	select {
 	case <-h.done:
 		return h.res, h.err
 	default:
-		return protocol.Result{}, ErrPending
+		return protocol.Result{}, natsjs.ErrPending
 	}
 }
 
@@ -126,7 +127,7 @@ func (h *Handle) Stop(ctx context.Context, reason string, wait time.Duration) er
 
 // Detach stops waiting for the task without cancelling it: the worker runs
 // it on and stores its result, which a later process (a resume) reads from
-// the results stream. Done is closed with [ErrDetached] unless the result
+// the results stream. Done is closed with [natsjs.ErrDetached] unless the result
 // had arrived first; a result arriving later is left alone, neither
 // delivered nor refused.
 func (h *Handle) Detach() {
@@ -140,7 +141,7 @@ func (h *Handle) Detach() {
 	d.mu.Unlock()
 	if pending {
 		d.setPending(h.task.Mode, -1)
-		h.finish(protocol.Result{}, ErrDetached)
+		h.finish(protocol.Result{}, natsjs.ErrDetached)
 	}
 }
 

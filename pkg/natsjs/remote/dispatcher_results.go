@@ -1,4 +1,4 @@
-package natsjs
+package remote
 
 import (
 	"errors"

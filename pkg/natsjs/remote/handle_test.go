@@ -1,4 +1,4 @@
-package natsjs_test
+package remote_test
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/pkg/natsjs/remote"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
@@ -39,7 +40,7 @@ func TestDispatchReturnsAHandle(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
 	nc := srv.Conn(t)
-	d, am := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
+	d, am := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
 	tasks := taskTap(t, nc, "job")
 	ctx := context.Background()
 	conv := protocol.NewID()
@@ -89,8 +90,8 @@ func TestDispatchReturnsAHandle(t *testing.T) {
 	if err := json.Unmarshal(jstest.Recv(t, tasks, "the inline task").Data, &sent); err != nil {
 		t.Fatal(err)
 	}
-	if left := time.Until(sent.Deadline); left < natsjs.DefaultInlineDeadline-time.Minute || left > natsjs.DefaultInlineDeadline {
-		t.Errorf("inline deadline in %v, want about %v", left, natsjs.DefaultInlineDeadline)
+	if left := time.Until(sent.Deadline); left < remote.DefaultInlineDeadline-time.Minute || left > remote.DefaultInlineDeadline {
+		t.Errorf("inline deadline in %v, want about %v", left, remote.DefaultInlineDeadline)
 	}
 }
 
@@ -101,7 +102,7 @@ func TestDispatchAttemptsAreNotDuplicates(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
 	nc := srv.Conn(t)
-	d, _ := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
+	d, _ := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
 	ctx := context.Background()
 	conv := protocol.NewID()
 	task := jstest.NewTask("job", conv, `{}`)
@@ -143,7 +144,7 @@ func TestHandleDetach(t *testing.T) {
 	srv := natstest.Start(t)
 	nc := srv.Conn(t)
 	refused := make(refusals, 4)
-	d, am := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{Logger: slog.New(refused)})
+	d, am := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{Logger: slog.New(refused)})
 	ctx := context.Background()
 	conv := protocol.NewID()
 	task := jstest.NewTask("job", conv, `{}`)
@@ -183,7 +184,7 @@ func TestDispatcherServerLost(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
 	conn := srv.Conn(t, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-	d, am := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{Conn: conn, ServerLostAfter: 300 * time.Millisecond})
+	d, am := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{Conn: conn, ServerLostAfter: 300 * time.Millisecond})
 	tasks := taskTap(t, srv.Conn(t), "nobody")
 	ctx := context.Background()
 	conv := protocol.NewID()

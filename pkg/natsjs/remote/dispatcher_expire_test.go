@@ -1,4 +1,4 @@
-package natsjs_test
+package remote_test
 
 import (
 	"context"
@@ -12,9 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/offload-dev/offload/pkg/metrics"
-	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/pkg/natsjs/remote"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
@@ -29,7 +29,7 @@ func TestCallWithoutResultEndsAtDeadline(t *testing.T) {
 	nc := srv.Conn(t)
 	refused := make(refusals, 4)
 	const grace = 100 * time.Millisecond
-	d, am := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{Logger: slog.New(refused), DeadlineGrace: grace})
+	d, am := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{Logger: slog.New(refused), DeadlineGrace: grace})
 
 	tasks := make(chan *nats.Msg, 1)
 	sub, err := nc.ChanSubscribe("tools.task.silent", tasks)
@@ -104,7 +104,7 @@ func TestResultWithinGraceWins(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
 	nc := srv.Conn(t)
-	d, _ := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{DeadlineGrace: time.Minute})
+	d, _ := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{DeadlineGrace: time.Minute})
 	tasks := make(chan *nats.Msg, 1)
 	sub, err := nc.ChanSubscribe("tools.task.slow", tasks)
 	if err != nil {

@@ -1,4 +1,4 @@
-package natsjs_test
+package remote_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/llm/script"
 	"github.com/offload-dev/offload/pkg/message"
-	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/remote"
 	"github.com/offload-dev/offload/pkg/natsjs/worker"
 	"github.com/offload-dev/offload/pkg/tool"
 )
@@ -19,7 +19,7 @@ import (
 // An agent runs a worker's tool in the background: the call returns an
 // acknowledgement at once, the worker runs it, and its result reaches the
 // model as a follow-up message.
-func ExampleRemoteToolset_Executor() {
+func ExampleToolset_Executor() {
 	url, shutdown := runServer()
 	defer shutdown()
 	ctx := context.Background()
@@ -39,13 +39,13 @@ func ExampleRemoteToolset_Executor() {
 
 	ac, _ := nats.Connect(url)
 	defer ac.Close()
-	d, _ := natsjs.NewDispatcher(natsjs.DispatcherConfig{Conn: ac})
+	d, _ := remote.NewDispatcher(remote.DispatcherConfig{Conn: ac})
 	if err := d.Start(ctx); err != nil {
 		panic(err)
 	}
 	defer d.Stop(ctx)
-	remote, _ := natsjs.NewRemoteToolset(ctx, natsjs.RemoteConfig{Conn: ac, Dispatcher: d})
-	defer remote.Close()
+	ts, _ := remote.NewToolset(ctx, remote.ToolsetConfig{Conn: ac, Dispatcher: d})
+	defer ts.Close()
 
 	// A scripted model: call the tool, keep talking, answer with the
 	// follow-up once it is there.
@@ -64,8 +64,8 @@ func ExampleRemoteToolset_Executor() {
 	})
 	a, _ := agent.New(agent.Config{
 		Model:        model,
-		Toolsets:     []tool.Toolset{remote},
-		Capabilities: []agent.Capability{agent.BackgroundTools(agent.BackgroundConfig{Executor: remote.Executor(agent.InProcessExecutor{})})},
+		Toolsets:     []tool.Toolset{ts},
+		Capabilities: []agent.Capability{agent.BackgroundTools(agent.BackgroundConfig{Executor: ts.Executor(agent.InProcessExecutor{})})},
 	})
 	res, err := a.Run(ctx, "Research JetStream.", &agent.RunOptions{OnEvent: func(e agent.Event) {
 		if e.Type == agent.EventBackgroundTaskFinished {

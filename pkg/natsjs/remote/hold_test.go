@@ -1,4 +1,4 @@
-package natsjs_test
+package remote_test
 
 import (
 	"context"
@@ -7,9 +7,9 @@ import (
 
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/deferred"
-	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/pkg/natsjs/remote"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
 )
@@ -21,23 +21,23 @@ import (
 func TestRemoteHoldKeepsResultForAttach(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
-	d, _ := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
-	remote := newRemote(t, srv, d, nil)
+	d, _ := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
+	ts := newRemote(t, srv, d, nil)
 	conv, held, released := protocol.NewID(), protocol.NewID(), protocol.NewID()
 	pt := func(id string) deferred.PendingTask {
 		return deferred.PendingTask{TaskID: id, Kind: deferred.KindBackground, Tool: "research", ToolCallID: "call_" + id, Args: json.RawMessage(`{}`)}
 	}
-	if err := remote.Hold(conv, []deferred.PendingTask{pt(held), pt(released)}); err != nil {
+	if err := ts.Hold(conv, []deferred.PendingTask{pt(held), pt(released)}); err != nil {
 		t.Fatal(err)
 	}
-	remote.Release(released)
+	ts.Release(released)
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	// The worker's result is stored before the run attaches.
 	if _, err := srv.JetStream(t).Publish(ctx, protocol.Subjects{}.Result(conv, held), []byte(`{"content":"found"}`)); err != nil {
 		t.Fatal(err)
 	}
-	att, ok := remote.Executor(nil).(agent.Attacher)
+	att, ok := ts.Executor(nil).(agent.Attacher)
 	if !ok {
 		t.Fatal("the remote executor is not an Attacher")
 	}

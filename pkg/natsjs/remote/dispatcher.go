@@ -1,4 +1,4 @@
-package natsjs
+package remote
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/offload-dev/offload/pkg/metrics"
+	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/bufpool"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jsop"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/taskmem"
@@ -60,14 +61,14 @@ type DispatcherConfig struct {
 	// Defaults to [DefaultDeadlineGrace].
 	DeadlineGrace time.Duration
 	// ServerLostAfter is how long the connection may stay away from the
-	// server before every waiting call fails with [ErrServerLost] (the
+	// server before every waiting call fails with [natsjs.ErrServerLost] (the
 	// server may not come back: an embedded server whose process exited).
 	// A closed connection fails them at once. Defaults to
 	// [DefaultServerLostAfter].
 	ServerLostAfter time.Duration
 	// Replicas, when positive, is the replication factor of the streams
 	// the dispatcher creates, and is compared with existing ones (see
-	// [ProvisionOptions.Replicas]).
+	// [natsjs.ProvisionOptions.Replicas]).
 	Replicas int
 	// MemoryStorage creates missing streams in memory (tests).
 	MemoryStorage bool
@@ -135,13 +136,13 @@ const (
 // [Dispatcher.Start].
 func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 	if cfg.Conn == nil {
-		return nil, fmt.Errorf("%w: dispatcher: no Conn", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: dispatcher: no Conn", natsjs.ErrInvalidConfig)
 	}
 	if cfg.Prefix == "" {
 		cfg.Prefix = protocol.DefaultPrefix
 	}
 	if err := protocol.ValidatePrefix(cfg.Prefix); err != nil {
-		return nil, fmt.Errorf("%w: dispatcher: %w", ErrInvalidConfig, err)
+		return nil, fmt.Errorf("%w: dispatcher: %w", natsjs.ErrInvalidConfig, err)
 	}
 	if cfg.Remember <= 0 {
 		cfg.Remember = DefaultRemember
@@ -180,18 +181,18 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.state != stateNew {
-		return ErrStarted
+		return natsjs.ErrStarted
 	}
-	if err := Provision(ctx, d.js, ProvisionOptions{Prefix: d.cfg.Prefix, Replicas: d.cfg.Replicas, MemoryStorage: d.cfg.MemoryStorage}); err != nil {
+	if err := natsjs.Provision(ctx, d.js, natsjs.ProvisionOptions{Prefix: d.cfg.Prefix, Replicas: d.cfg.Replicas, MemoryStorage: d.cfg.MemoryStorage}); err != nil {
 		return fmt.Errorf("natsjs: dispatcher: %w", jsop.Nested(err))
 	}
-	names := NamesFor(d.cfg.Prefix)
+	names := natsjs.NamesFor(d.cfg.Prefix)
 	cons, err := d.js.OrderedConsumer(ctx, names.Results, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{d.subj.All(protocol.KindResult)},
 		DeliverPolicy:  jetstream.DeliverNewPolicy,
 	})
 	if err != nil {
-		return fmt.Errorf("natsjs: dispatcher: results consumer: %w", Explain(ctx, d.js, "$JS.API.CONSUMER.CREATE."+names.Results, err))
+		return fmt.Errorf("natsjs: dispatcher: results consumer: %w", natsjs.Explain(ctx, d.js, "$JS.API.CONSUMER.CREATE."+names.Results, err))
 	}
 	cc, err := cons.Consume(d.onResult, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 		d.log.Warn("results consumer", slog.Any("error", err))
@@ -209,7 +210,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 }
 
 // Stop stops reading results; calls and handles still waiting return
-// [ErrStopped]. The tasks themselves are not cancelled.
+// [natsjs.ErrStopped]. The tasks themselves are not cancelled.
 // Stopping twice is harmless.
 func (d *Dispatcher) Stop(ctx context.Context) error {
 	d.mu.Lock()
@@ -229,7 +230,7 @@ func (d *Dispatcher) Stop(ctx context.Context) error {
 	cc.Stop()
 	d.expiring.Wait()
 	for _, h := range waiting {
-		h.finish(protocol.Result{}, ErrStopped)
+		h.finish(protocol.Result{}, natsjs.ErrStopped)
 		d.setPending(h.task.Mode, -1)
 	}
 	select {
@@ -334,12 +335,12 @@ func (d *Dispatcher) register(task protocol.Task, attach bool) (*Handle, error) 
 	defer d.mu.Unlock()
 	switch {
 	case d.state != stateStarted:
-		return nil, ErrStopped
+		return nil, natsjs.ErrStopped
 	case d.lost != nil:
 		return nil, d.lost
 	}
 	if _, dup := d.pending[task.TaskID]; dup {
-		return nil, fmt.Errorf("%w: task %s is already in flight", ErrInvalidTask, task.TaskID)
+		return nil, fmt.Errorf("%w: task %s is already in flight", natsjs.ErrInvalidTask, task.TaskID)
 	}
 	if attach {
 		d.mem.Reattach(task.TaskID)
@@ -356,26 +357,26 @@ func (d *Dispatcher) register(task protocol.Task, attach bool) (*Handle, error) 
 
 func checkTask(t *protocol.Task) error {
 	if _, err := protocol.ParseID(t.TaskID); err != nil {
-		return fmt.Errorf("%w: task_id: %w", ErrInvalidTask, err)
+		return fmt.Errorf("%w: task_id: %w", natsjs.ErrInvalidTask, err)
 	}
 	if _, err := protocol.ParseID(t.ConversationID); err != nil {
-		return fmt.Errorf("%w: conversation_id: %w", ErrInvalidTask, err)
+		return fmt.Errorf("%w: conversation_id: %w", natsjs.ErrInvalidTask, err)
 	}
 	if t.Tool == "" {
-		return fmt.Errorf("%w: no tool", ErrInvalidTask)
+		return fmt.Errorf("%w: no tool", natsjs.ErrInvalidTask)
 	}
 	if len(t.Args) == 0 {
 		t.Args = json.RawMessage("{}")
 	}
 	// A JSON object: valid JSON whose first byte (after spaces) opens one.
 	if a := bytes.TrimLeft(t.Args, " \t\r\n"); len(a) == 0 || a[0] != '{' || !json.Valid(t.Args) {
-		return fmt.Errorf("%w: args must be a JSON object", ErrInvalidTask)
+		return fmt.Errorf("%w: args must be a JSON object", natsjs.ErrInvalidTask)
 	}
 	if t.Mode == "" {
 		t.Mode = protocol.ModeInline
 	}
 	if !t.Mode.Valid() {
-		return fmt.Errorf("%w: mode %q", ErrInvalidTask, t.Mode)
+		return fmt.Errorf("%w: mode %q", natsjs.ErrInvalidTask, t.Mode)
 	}
 	return nil
 }
@@ -386,10 +387,10 @@ func checkTask(t *protocol.Task) error {
 // result and later results are refused as late.
 func (d *Dispatcher) Cancel(ctx context.Context, conv, task, reason string) error {
 	if _, err := protocol.ParseID(conv); err != nil {
-		return fmt.Errorf("%w: conversation: %w", ErrInvalidTask, err)
+		return fmt.Errorf("%w: conversation: %w", natsjs.ErrInvalidTask, err)
 	}
 	if _, err := protocol.ParseID(task); err != nil {
-		return fmt.Errorf("%w: task: %w", ErrInvalidTask, err)
+		return fmt.Errorf("%w: task: %w", natsjs.ErrInvalidTask, err)
 	}
 	d.mu.Lock()
 	c := d.pending[task]

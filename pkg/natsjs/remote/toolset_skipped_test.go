@@ -1,4 +1,4 @@
-package natsjs_test
+package remote_test
 
 import (
 	"context"
@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/offload-dev/offload/internal/syncbuf"
-	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/pkg/natsjs/remote"
 )
 
 // skipLogs returns, by registry key, the reasons logged for skipped
@@ -58,11 +58,11 @@ func skipRecords(t *testing.T, logs string) map[string][]skipRecord {
 func TestRegistrySkippedEntriesAreLogged(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
-	d, _ := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
+	d, _ := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
 	var logs syncbuf.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	r, err := natsjs.NewRemoteToolset(ctx, natsjs.RemoteConfig{Conn: srv.Conn(t), Dispatcher: d,
+	r, err := remote.NewToolset(ctx, remote.ToolsetConfig{Conn: srv.Conn(t), Dispatcher: d,
 		Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
 	if err != nil {
 		t.Fatal(err)
@@ -138,7 +138,7 @@ func TestRegistrySkippedEntriesAreLogged(t *testing.T) {
 	if len(logged["noexpiry.w"]) != 2 || len(logged["stale.w"]) != 1 {
 		t.Errorf("logged %v: want noexpiry.w twice (two revisions), stale.w once", logged)
 	}
-	if slices.ContainsFunc(r.Skipped(), func(s natsjs.SkippedEntry) bool { return s.Key == "stale.w" }) {
+	if slices.ContainsFunc(r.Skipped(), func(s remote.SkippedEntry) bool { return s.Key == "stale.w" }) {
 		t.Errorf("the refreshed entry is still skipped: %+v", r.Skipped())
 	}
 
@@ -164,11 +164,11 @@ func TestRegistrySkippedEntriesAreLogged(t *testing.T) {
 func TestRegistrySkippedOutsideTheFilter(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
-	d, _ := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
+	d, _ := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
 	var logs syncbuf.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	r, err := natsjs.NewRemoteToolset(ctx, natsjs.RemoteConfig{Conn: srv.Conn(t), Dispatcher: d, Filter: []string{"wanted"},
+	r, err := remote.NewToolset(ctx, remote.ToolsetConfig{Conn: srv.Conn(t), Dispatcher: d, Filter: []string{"wanted"},
 		Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
 	if err != nil {
 		t.Fatal(err)

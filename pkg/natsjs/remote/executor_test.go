@@ -1,4 +1,4 @@
-package natsjs_test
+package remote_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/pkg/natsjs/remote"
 	"github.com/offload-dev/offload/pkg/natsjs/worker"
 	"github.com/offload-dev/offload/pkg/progress"
 	"github.com/offload-dev/offload/pkg/protocol"
@@ -20,7 +21,7 @@ import (
 )
 
 // bgCall builds the BackgroundCall the capability would hand the executor.
-func bgCall(t *testing.T, r *natsjs.RemoteToolset, name, conv string) *agent.BackgroundCall {
+func bgCall(t *testing.T, r *remote.Toolset, name, conv string) *agent.BackgroundCall {
 	t.Helper()
 	tools, err := r.Tools(context.Background())
 	if err != nil {
@@ -71,18 +72,18 @@ func TestRemoteExecutor(t *testing.T) {
 		return "done", nil
 	})
 	jstest.StartWorker(t, srv, worker.Config{ID: "bg-1", Tools: []*tool.Tool{reporting, g.Tool("gated", "never")}})
-	d, am := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
-	remote := newRemote(t, srv, d, nil)
-	waitTools(t, remote, "gated", "reporting")
+	d, am := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
+	ts := newRemote(t, srv, d, nil)
+	waitTools(t, ts, "gated", "reporting")
 	local := &fakeExecutor{started: make(chan string, 1)}
-	ex := remote.Executor(local)
+	ex := ts.Executor(local)
 	conv := protocol.NewID()
 	reports := make(progressTo, 8)
 	ctx := progress.WithReporter(context.Background(), reports)
 
 	// A remote tool runs on the worker with the call's task ID, mode
 	// background; its progress carries the task ID.
-	call := bgCall(t, remote, "reporting", conv)
+	call := bgCall(t, ts, "reporting", conv)
 	task, err := ex.Start(ctx, call)
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +103,7 @@ func TestRemoteExecutor(t *testing.T) {
 	}
 
 	// A tool no worker serves goes to the fallback.
-	other := bgCall(t, remote, "gated", conv)
+	other := bgCall(t, ts, "gated", conv)
 	other.Call.Call.ToolName = "local_only"
 	if _, err := ex.Start(ctx, other); err != nil {
 		t.Fatal(err)
@@ -110,7 +111,7 @@ func TestRemoteExecutor(t *testing.T) {
 	if got := jstest.Recv(t, local.started, "the fallback"); got != other.TaskID {
 		t.Errorf("fallback started %q", got)
 	}
-	if _, err := remote.Executor(nil).Start(ctx, other); !errors.Is(err, natsjs.ErrNotRemote) {
+	if _, err := ts.Executor(nil).Start(ctx, other); !errors.Is(err, natsjs.ErrNotRemote) {
 		t.Errorf("no fallback: %v", err)
 	}
 }
@@ -122,15 +123,15 @@ func TestRemoteExecutorCancelAndDetach(t *testing.T) {
 	srv := natstest.Start(t)
 	g := jstest.NewGate()
 	jstest.StartWorker(t, srv, worker.Config{ID: "bg-2", Tools: []*tool.Tool{g.Tool("gated", "finished")}})
-	d, _ := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
-	remote := newRemote(t, srv, d, nil)
-	waitTools(t, remote, "gated")
-	ex := remote.Executor(nil)
+	d, _ := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
+	ts := newRemote(t, srv, d, nil)
+	waitTools(t, ts, "gated")
+	ex := ts.Executor(nil)
 	conv := protocol.NewID()
 	ctx := context.Background()
 	results := jstest.SubscribeResults(t, srv.Conn(t))
 
-	task, err := ex.Start(ctx, bgCall(t, remote, "gated", conv))
+	task, err := ex.Start(ctx, bgCall(t, ts, "gated", conv))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +147,7 @@ func TestRemoteExecutorCancelAndDetach(t *testing.T) {
 		t.Fatalf("worker answered %+v", res)
 	}
 
-	call := bgCall(t, remote, "gated", conv)
+	call := bgCall(t, ts, "gated", conv)
 	task, err = ex.Start(ctx, call)
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package natsjs
+package remote
 
 import (
 	"context"
@@ -15,13 +15,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jsop"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
-// RemoteConfig configures a [RemoteToolset].
-type RemoteConfig struct {
+// ToolsetConfig configures a [Toolset].
+type ToolsetConfig struct {
 	// Conn is the NATS connection. Required.
 	Conn *nats.Conn
 	// Prefix is the subject prefix. Defaults to [protocol.DefaultPrefix].
@@ -35,34 +36,34 @@ type RemoteConfig struct {
 	Logger *slog.Logger
 	// Replicas, when positive, is the replication factor of the registry's
 	// stream when missing, and is compared with an existing one (see
-	// [ProvisionOptions.Replicas]).
+	// [natsjs.ProvisionOptions.Replicas]).
 	Replicas int
 	// MemoryStorage creates the registry's stream in memory when missing
 	// (tests).
 	MemoryStorage bool
 }
 
-// RemoteToolset is the [tool.Toolset] of the tools workers advertise in the
+// Toolset is the [tool.Toolset] of the tools workers advertise in the
 // registry (SPEC §5.4). It watches the registry, so tools appear and
 // disappear as workers come and go. An entry it cannot offer (malformed,
 // without expires_at or past it, with an unusable definition) is skipped:
 // logged once per revision with its key and reason, and listed by
-// [RemoteToolset.Skipped]. When several workers advertise a tool, the
+// [Toolset.Skipped]. When several workers advertise a tool, the
 // definition of the one with the smallest registry key is used. Calling one of its tools
 // publishes a task through the [Dispatcher] and waits for the result.
-type RemoteToolset struct {
-	cfg    RemoteConfig
+type Toolset struct {
+	cfg    ToolsetConfig
 	log    *slog.Logger
 	kv     jetstream.KeyValue
 	filter map[string]bool
 
 	mu      sync.Mutex
-	entries map[string]RegistryEntry // by registry key
-	revs    map[string]uint64        // the revision of each entry
-	skipped map[string]SkippedEntry  // by registry key (remote_skipped.go)
-	built   map[string]builtTool     // by tool name
-	changed chan struct{}            // closed at the next change
-	held    map[string]*Handle       // background tasks held for a resume, by task ID (remote_background.go)
+	entries map[string]natsjs.RegistryEntry // by registry key
+	revs    map[string]uint64               // the revision of each entry
+	skipped map[string]SkippedEntry         // by registry key (remote_skipped.go)
+	built   map[string]builtTool            // by tool name
+	changed chan struct{}                   // closed at the next change
+	held    map[string]*Handle              // background tasks held for a resume, by task ID (remote_background.go)
 
 	// tools is the last answer of Tools, valid until toolsUntil (the
 	// first expiry among its entries) or the next registry update.
@@ -78,20 +79,20 @@ type builtTool struct {
 	t   *tool.Tool
 }
 
-var _ tool.Toolset = (*RemoteToolset)(nil)
+var _ tool.Toolset = (*Toolset)(nil)
 
 // Time a broken registry watch waits before watching again.
 const rewatchWait = time.Second
 
-// NewRemoteToolset binds the registry bucket (creating its stream when
+// NewToolset binds the registry bucket (creating its stream when
 // missing), reads its current entries and keeps watching it until
-// [RemoteToolset.Close].
-func NewRemoteToolset(ctx context.Context, cfg RemoteConfig) (*RemoteToolset, error) {
+// [Toolset.Close].
+func NewToolset(ctx context.Context, cfg ToolsetConfig) (*Toolset, error) {
 	if cfg.Conn == nil {
-		return nil, fmt.Errorf("%w: remote toolset: no Conn", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: remote toolset: no Conn", natsjs.ErrInvalidConfig)
 	}
 	if cfg.Dispatcher == nil {
-		return nil, fmt.Errorf("%w: remote toolset: no Dispatcher", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: remote toolset: no Dispatcher", natsjs.ErrInvalidConfig)
 	}
 	if cfg.Prefix == "" {
 		cfg.Prefix = protocol.DefaultPrefix
@@ -104,15 +105,15 @@ func NewRemoteToolset(ctx context.Context, cfg RemoteConfig) (*RemoteToolset, er
 	if err != nil {
 		return nil, fmt.Errorf("natsjs: remote toolset: %w", err)
 	}
-	kv, err := EnsureRegistry(ctx, js, ProvisionOptions{Prefix: cfg.Prefix, Replicas: cfg.Replicas, MemoryStorage: cfg.MemoryStorage})
+	kv, err := natsjs.EnsureRegistry(ctx, js, natsjs.ProvisionOptions{Prefix: cfg.Prefix, Replicas: cfg.Replicas, MemoryStorage: cfg.MemoryStorage})
 	if err != nil {
 		return nil, fmt.Errorf("natsjs: remote toolset: %w", jsop.Nested(err))
 	}
-	r := &RemoteToolset{
+	r := &Toolset{
 		cfg:     cfg,
 		log:     log,
 		kv:      kv,
-		entries: make(map[string]RegistryEntry),
+		entries: make(map[string]natsjs.RegistryEntry),
 		revs:    make(map[string]uint64),
 		skipped: make(map[string]SkippedEntry),
 		built:   make(map[string]builtTool),
@@ -150,7 +151,7 @@ func NewRemoteToolset(ctx context.Context, cfg RemoteConfig) (*RemoteToolset, er
 		case <-ctx.Done():
 			_ = w.Stop()
 			cancel()
-			return nil, fmt.Errorf("natsjs: remote toolset: read the registry: %w", Explain(ctx, js, "$JS.API.CONSUMER.CREATE."+NamesFor(cfg.Prefix).RegistryStream, ctx.Err()))
+			return nil, fmt.Errorf("natsjs: remote toolset: read the registry: %w", natsjs.Explain(ctx, js, "$JS.API.CONSUMER.CREATE."+natsjs.NamesFor(cfg.Prefix).RegistryStream, ctx.Err()))
 		}
 	}
 	go r.watch(wctx, w, last)
@@ -159,7 +160,7 @@ func NewRemoteToolset(ctx context.Context, cfg RemoteConfig) (*RemoteToolset, er
 
 // watch applies registry updates until ctx ends, watching again from the
 // last revision seen when the watch breaks (e.g. after a reconnect).
-func (r *RemoteToolset) watch(ctx context.Context, w jetstream.KeyWatcher, last uint64) {
+func (r *Toolset) watch(ctx context.Context, w jetstream.KeyWatcher, last uint64) {
 	defer close(r.done)
 	for {
 		for e := range w.Updates() {
@@ -191,7 +192,7 @@ func (r *RemoteToolset) watch(ctx context.Context, w jetstream.KeyWatcher, last 
 
 // apply records one registry update: an entry that cannot be offered is
 // skipped, with its reason.
-func (r *RemoteToolset) apply(e jetstream.KeyValueEntry) {
+func (r *Toolset) apply(e jetstream.KeyValueEntry) {
 	key := e.Key()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -199,7 +200,7 @@ func (r *RemoteToolset) apply(e jetstream.KeyValueEntry) {
 	delete(r.revs, key)
 	delete(r.skipped, key)
 	if e.Operation() == jetstream.KeyValuePut {
-		entry, err := ParseRegistryEntry(key, e.Value())
+		entry, err := natsjs.ParseRegistryEntry(key, e.Value())
 		now := time.Now()
 		switch {
 		case err != nil:
@@ -220,7 +221,7 @@ func (r *RemoteToolset) apply(e jetstream.KeyValueEntry) {
 }
 
 // Changed returns a channel closed at the next registry update seen.
-func (r *RemoteToolset) Changed() <-chan struct{} {
+func (r *Toolset) Changed() <-chan struct{} {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.changed
@@ -228,7 +229,7 @@ func (r *RemoteToolset) Changed() <-chan struct{} {
 
 // Tools implements [tool.Toolset]: the tools advertised now by at least one
 // worker (and allowed by the filter), sorted by name.
-func (r *RemoteToolset) Tools(context.Context) ([]*tool.Tool, error) {
+func (r *Toolset) Tools(context.Context) ([]*tool.Tool, error) {
 	now := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -287,7 +288,7 @@ func (r *RemoteToolset) Tools(context.Context) ([]*tool.Tool, error) {
 
 // buildLocked returns the tool of an entry, reusing the one built for the
 // same definition.
-func (r *RemoteToolset) buildLocked(e RegistryEntry) (*tool.Tool, error) {
+func (r *Toolset) buildLocked(e natsjs.RegistryEntry) (*tool.Tool, error) {
 	def := e.Def()
 	sigBytes, err := json.Marshal(struct {
 		Def     tool.Def
@@ -316,7 +317,7 @@ func (r *RemoteToolset) buildLocked(e RegistryEntry) (*tool.Tool, error) {
 // handler dispatches a call of the named tool and turns its result into
 // the tool's outcome. A call that runs after a deferral keeps the task ID
 // it was deferred under (RunContext.TaskID) and takes its attempt.
-func (r *RemoteToolset) handler(name string) tool.HandlerFunc {
+func (r *Toolset) handler(name string) tool.HandlerFunc {
 	return func(ctx context.Context, rc *tool.RunContext, args json.RawMessage) (any, error) {
 		task := protocol.Task{
 			TaskID:           rc.TaskID,
@@ -373,7 +374,7 @@ func (r *RemoteToolset) handler(name string) tool.HandlerFunc {
 
 // Close stops watching the registry. The tools already returned keep
 // working as long as the dispatcher runs.
-func (r *RemoteToolset) Close() error {
+func (r *Toolset) Close() error {
 	r.cancel()
 	<-r.done
 	return nil

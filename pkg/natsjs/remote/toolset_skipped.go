@@ -1,4 +1,4 @@
-package natsjs
+package remote
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// SkippedEntry is a registry entry that a [RemoteToolset] does not offer,
+// SkippedEntry is a registry entry that a [Toolset] does not offer,
 // and why (SPEC §5.4): malformed, naming another tool than its key, without
 // expires_at or past it, or with a definition no tool can be built from.
 type SkippedEntry struct {
@@ -25,7 +25,7 @@ type SkippedEntry struct {
 // Skipped returns the registry entries the toolset does not offer now,
 // and why, sorted by key (those of tools outside its filter are left out:
 // they are not wanted, not skipped).
-func (r *RemoteToolset) Skipped() []SkippedEntry {
+func (r *Toolset) Skipped() []SkippedEntry {
 	now := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -41,7 +41,7 @@ func (r *RemoteToolset) Skipped() []SkippedEntry {
 
 // wantedLocked reports whether the tool of a registry key passes the
 // filter.
-func (r *RemoteToolset) wantedLocked(key string) bool {
+func (r *Toolset) wantedLocked(key string) bool {
 	name, _, _ := strings.Cut(key, ".")
 	return r.filter == nil || r.filter[name]
 }
@@ -50,14 +50,14 @@ func (r *RemoteToolset) wantedLocked(key string) bool {
 // offered, and logs it as a warning (a worker advertises something the
 // agent cannot use): once per revision, since an update replaces the
 // record.
-func (r *RemoteToolset) skipLocked(key string, rev uint64, reason string) {
+func (r *Toolset) skipLocked(key string, rev uint64, reason string) {
 	r.skipLockedAt(slog.LevelWarn, key, rev, reason)
 }
 
 // skipLockedAt is skipLocked logging at level, one level lower (warning
 // to info, info to debug) for a tool outside the filter: not offered
 // anyway, it matters less.
-func (r *RemoteToolset) skipLockedAt(level slog.Level, key string, rev uint64, reason string) {
+func (r *Toolset) skipLockedAt(level slog.Level, key string, rev uint64, reason string) {
 	r.skipped[key] = SkippedEntry{Key: key, Revision: rev, Reason: reason}
 	if !r.wantedLocked(key) {
 		level -= slog.LevelWarn - slog.LevelInfo
@@ -68,7 +68,7 @@ func (r *RemoteToolset) skipLockedAt(level slog.Level, key string, rev uint64, r
 // expireLocked skips the entries whose expires_at has passed by now (their
 // worker stopped refreshing them, as a stopped or lost worker does): an
 // ordinary event, logged at info level.
-func (r *RemoteToolset) expireLocked(now time.Time) {
+func (r *Toolset) expireLocked(now time.Time) {
 	for key, e := range r.entries {
 		if e.ExpiresAt.After(now) {
 			continue

@@ -1,4 +1,4 @@
-package natsjs_test
+package remote_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/pkg/natsjs/remote"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
 )
@@ -44,7 +45,7 @@ func TestDispatcherRefusesResults(t *testing.T) {
 	srv := natstest.Start(t)
 	nc := srv.Conn(t)
 	refused := make(refusals, 16)
-	d, am := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{Logger: slog.New(refused), MaxPayload: 1024})
+	d, am := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{Logger: slog.New(refused), MaxPayload: 1024})
 
 	// No worker serves "job": the tasks stay in flight. A core subscription
 	// tells when a task is published (and so registered).
@@ -136,7 +137,7 @@ func TestDispatcherRefusesResults(t *testing.T) {
 func TestDispatcherCallErrors(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
-	d, _ := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{})
+	d, _ := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
 	ctx := context.Background()
 	conv := protocol.NewID()
 	for name, task := range map[string]protocol.Task{

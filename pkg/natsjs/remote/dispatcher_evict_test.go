@@ -1,4 +1,4 @@
-package natsjs_test
+package remote_test
 
 import (
 	"context"
@@ -11,9 +11,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/offload-dev/offload/pkg/metrics"
-	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/pkg/natsjs/remote"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
@@ -27,9 +27,9 @@ func TestDispatcherRefusesEvictedResults(t *testing.T) {
 	srv := natstest.Start(t)
 	nc := srv.Conn(t)
 	refused := make(refusals, 16)
-	d, am := jstest.StartDispatcher(t, srv, natsjs.DispatcherConfig{Logger: slog.New(refused)})
+	d, am := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{Logger: slog.New(refused)})
 	const limit = 8
-	natsjs.LimitDone(d, limit)
+	remote.LimitDone(d, limit)
 
 	ctx := context.Background()
 	s := protocol.Subjects{}
@@ -60,9 +60,9 @@ func TestDispatcherRefusesEvictedResults(t *testing.T) {
 		tasks = append(tasks, h.Task().TaskID)
 	}
 	first, last := tasks[0], tasks[len(tasks)-1]
-	if natsjs.RemembersExactly(d, first) || !natsjs.RemembersExactly(d, last) {
+	if remote.RemembersExactly(d, first) || !remote.RemembersExactly(d, last) {
 		t.Fatalf("exact memory: first %v, last %v; want the first evicted, the last kept",
-			natsjs.RemembersExactly(d, first), natsjs.RemembersExactly(d, last))
+			remote.RemembersExactly(d, first), remote.RemembersExactly(d, last))
 	}
 
 	expectN := func(reason metrics.RefuseReason, n float64) {
@@ -81,7 +81,7 @@ func TestDispatcherRefusesEvictedResults(t *testing.T) {
 	// A worker's cancelled confirmation of an evicted task is not refused;
 	// the next refusal is the forged ID's.
 	pub(conv, tasks[1], `{"status":"cancelled"}`)
-	old := ulid.MustNew(ulid.Timestamp(time.Now().Add(-natsjs.DefaultRemember-time.Minute)), rand.Reader).String()
+	old := ulid.MustNew(ulid.Timestamp(time.Now().Add(-remote.DefaultRemember-time.Minute)), rand.Reader).String()
 	pub(conv, old, `{"content":"forged"}`)
 	expectN(metrics.RefuseUnknownTask, 1)
 	future := ulid.MustNew(ulid.Timestamp(time.Now().Add(time.Hour)), rand.Reader).String()
