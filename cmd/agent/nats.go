@@ -20,7 +20,6 @@ import (
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/remote"
-	"github.com/offload-dev/offload/pkg/natsjs/worker"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
@@ -71,47 +70,24 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 	ctx, stopWatch := c.refusals.Watch(ctx)
 	defer stopWatch()
 
-	if embeddedDefault {
-		w, err := worker.New(worker.Config{
-			Conn:        nc,
-			Prefix:      f.prefix,
-			ID:          fmt.Sprintf("agent-%d", os.Getpid()),
-			Tools:       builtins,
-			Replicas:    f.conn.replicas,
-			GracePeriod: 5 * time.Second,
-			Logger:      log,
-		})
-		if err != nil {
-			return fail(err)
-		}
-		if err := w.Start(ctx); err != nil {
-			return fail(fmt.Errorf("built-in tools worker: %w", err))
-		}
-		closers = append(closers, func(ctx context.Context) { _ = w.StopAndCancel(ctx) })
-	}
-
-	d, err := remote.NewDispatcher(remote.DispatcherConfig{Conn: nc, Prefix: f.prefix, Replicas: f.conn.replicas, Logger: log, Metrics: am, InlineDeadline: f.callTimeout})
-	if err != nil {
-		return fail(err)
-	}
-	if err := d.Start(ctx); err != nil {
-		return fail(err) // it names the dispatcher
-	}
-	closers = append(closers, func(ctx context.Context) { _ = d.Stop(ctx) })
-
 	var filter []string
 	if len(want) > 0 {
 		filter = want
 	}
-	rt, err := remote.NewToolset(ctx, remote.ToolsetConfig{Conn: nc, Prefix: f.prefix, Replicas: f.conn.replicas, Dispatcher: d, Filter: filter, Logger: log})
+	client, err := remote.NewClient(remote.ClientConfig{Conn: nc, Prefix: f.prefix, Replicas: f.conn.replicas, Filter: filter,
+		InlineDeadline: f.callTimeout, Local: builtins, LocalID: fmt.Sprintf("agent-%d", os.Getpid()), Logger: log, Metrics: am})
 	if err != nil {
-		return fail(err) // it names the remote toolset
+		return fail(err)
 	}
-	closers = append(closers, func(context.Context) { rt.Close() })
+	if err := client.Start(ctx); err != nil {
+		return fail(err) // it names the part that failed
+	}
+	closers = append(closers, func(ctx context.Context) { _ = client.Stop(ctx) })
 
 	if !embeddedDefault {
 		// One rule for both (SPEC §6.1): a --tools name nothing offers is a
 		// usage error naming what is offered.
+		rt := client.Toolset()
 		tools, err := rt.Tools(ctx)
 		if err != nil {
 			return fail(fmt.Errorf("tool registry: %w", err))
@@ -120,9 +96,9 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 		if err := checkToolNames(want, toolNames(tools), f, from, skippedNote(rt.Skipped())); err != nil {
 			// Name every tool the workers advertise, not only those --tools
 			// selected, and every entry skipped.
-			if names, skipped, aerr := advertisedTools(ctx, remote.ToolsetConfig{Conn: nc, Prefix: f.prefix, Replicas: f.conn.replicas, Dispatcher: d}); aerr == nil {
-				if all := checkToolNames(want, names, f, from, skippedNote(skipped)); all != nil {
-					err = all
+			if all, skipped, aerr := client.Advertised(ctx); aerr == nil {
+				if err2 := checkToolNames(want, toolNames(all), f, from, skippedNote(skipped)); err2 != nil {
+					err = err2
 				}
 			}
 			return fail(err)
@@ -135,22 +111,7 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 	if err != nil {
 		return fail(err)
 	}
-	return &remoteConn{rt: rt, nc: nc, js: js, d: d, embedded: embeddedDefault}, release, nil
-}
-
-// advertisedTools returns the names of every tool a registry read with cfg
-// offers, and the entries it skipped.
-func advertisedTools(ctx context.Context, cfg remote.ToolsetConfig) ([]string, []remote.SkippedEntry, error) {
-	all, err := remote.NewToolset(ctx, cfg)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer all.Close()
-	ts, err := all.Tools(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	return toolNames(ts), all.Skipped(), nil
+	return &remoteConn{client: client, nc: nc, js: js, embedded: embeddedDefault}, release, nil
 }
 
 // skippedNote names the registry entries skipped and why, for the
@@ -248,10 +209,9 @@ func connect(ctx context.Context, e env, f *runFlags, log *slog.Logger, embedded
 
 // remoteConn is what an agent connected to NATS works with.
 type remoteConn struct {
-	rt *remote.Toolset
-	nc *nats.Conn
-	js jetstream.JetStream
-	d  *remote.Dispatcher
+	client *remote.Client
+	nc     *nats.Conn
+	js     jetstream.JetStream
 	// embedded is set on the embedded default: no server outlives the
 	// agent.
 	embedded bool

@@ -179,9 +179,9 @@ func runAgent(ctx context.Context, e env, f *runFlags, prompt string) error {
 		}
 		defer release()
 		rem = r
-		toolset = r.rt
+		toolset = r.client.Toolset()
 		// Background calls of the tools workers serve run there.
-		executor = r.rt.Executor(executor)
+		executor = r.client.Executor()
 	}
 	if len(f.extras.external) > 0 {
 		ext, err := tool.External(f.extras.external...)

@@ -46,8 +46,11 @@ func newOffloadSystem(ctx context.Context, ep endpoint) (*offloadSystem, error) 
 	if err := d.Start(sctx); err != nil {
 		return nil, err
 	}
-	rt, err := remote.NewToolset(sctx, remote.ToolsetConfig{Conn: nc, Dispatcher: d})
+	rt, err := remote.NewToolset(remote.ToolsetConfig{Conn: nc, Dispatcher: d})
 	if err != nil {
+		return nil, err
+	}
+	if err := rt.Start(sctx); err != nil {
 		return nil, err
 	}
 	return &offloadSystem{nc: nc, disp: d, remote: rt, conv: protocol.NewID()}, nil
@@ -114,9 +117,9 @@ func (s *offloadSystem) call(ctx context.Context) error {
 
 func (s *offloadSystem) close() {
 	s.stopWorkers(context.Background())
-	s.remote.Close()
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	_ = s.remote.Stop(sctx)
 	_ = s.disp.Stop(sctx)
 	s.nc.Close()
 }

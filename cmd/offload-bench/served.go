@@ -50,11 +50,14 @@ func serveTool(ctx context.Context, nc *nats.Conn, id string, t *tool.Tool, slot
 		return fail(err)
 	}
 	stops = append(stops, func() { _ = d.Stop(context.Background()) })
-	rt, err := remote.NewToolset(sctx, remote.ToolsetConfig{Conn: nc, Dispatcher: d, Filter: []string{t.Name}})
+	rt, err := remote.NewToolset(remote.ToolsetConfig{Conn: nc, Dispatcher: d, Filter: []string{t.Name}})
 	if err != nil {
 		return fail(err)
 	}
-	stops = append(stops, func() { _ = rt.Close() })
+	if err := rt.Start(sctx); err != nil {
+		return fail(err)
+	}
+	stops = append(stops, func() { _ = rt.Stop(context.Background()) })
 	if err := waitForTool(sctx, rt, t.Name); err != nil {
 		return fail(err)
 	}

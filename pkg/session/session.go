@@ -47,11 +47,13 @@ type Canceller interface {
 	Cancel(ctx context.Context, conv, task, reason string) error
 }
 
-// TaskHolder waits for the results of background tasks from before a
-// resume reads the stored ones until the run attaches to them
-// (remote.Toolset), so that none stored in between is missed.
-type TaskHolder interface {
-	Hold(conv string, tasks []deferred.PendingTask) error
+// TaskAttacher attaches to the background tasks a paused run left
+// running, waiting for their results from before a resume reads the
+// stored ones until the run attaches to them itself (remote.Client), so
+// that none stored in between is missed; Release lets go of a task whose
+// outcome was read from the stream.
+type TaskAttacher interface {
+	Attach(conv string, tasks []deferred.PendingTask) error
 	Release(taskID string)
 }
 
@@ -66,9 +68,9 @@ type Config struct {
 	// Canceller, if set, cancels the workers' copies of external calls
 	// that an answer settled.
 	Canceller Canceller
-	// Tasks, if set, holds the pending background tasks while Collect
-	// reads what arrived.
-	Tasks TaskHolder
+	// Attacher, if set, attaches to the pending background tasks while
+	// Collect reads what arrived.
+	Attacher TaskAttacher
 	// Holder names this process in the lease. Defaults to "agent".
 	Holder string
 	// MaxPayload bounds the messages given on a command line, as the
@@ -189,10 +191,10 @@ func (s *Session) Collect(ctx context.Context) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	running := s.st.Unresolved(deferred.KindBackground)
-	if s.cfg.Tasks != nil && len(running) > 0 {
+	if s.cfg.Attacher != nil && len(running) > 0 {
 		// Waited for before the stream is read: a result stored after the
 		// read reaches the run that attaches to the task.
-		if err := s.cfg.Tasks.Hold(s.st.ID, running); err != nil {
+		if err := s.cfg.Attacher.Attach(s.st.ID, running); err != nil {
 			return 0, err
 		}
 	}
@@ -200,10 +202,10 @@ func (s *Session) Collect(ctx context.Context) (int, error) {
 	if err != nil {
 		return n, err
 	}
-	if s.cfg.Tasks != nil {
+	if s.cfg.Attacher != nil {
 		for _, t := range running {
 			if s.st.Arrived(t.TaskID) {
-				s.cfg.Tasks.Release(t.TaskID)
+				s.cfg.Attacher.Release(t.TaskID)
 			}
 		}
 	}

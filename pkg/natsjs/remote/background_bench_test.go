@@ -53,11 +53,14 @@ func BenchmarkBackgroundRoundTripJetStream(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer func() { _ = d.Stop(context.Background()) }()
-	rt, err := remote.NewToolset(ctx, remote.ToolsetConfig{Conn: srv.Conn(b), Dispatcher: d, Logger: jstest.Logger()})
+	rt, err := remote.NewToolset(remote.ToolsetConfig{Conn: srv.Conn(b), Dispatcher: d, Logger: jstest.Logger()})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer func() { _ = rt.Close() }()
+	if err := rt.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = rt.Stop(context.Background()) }()
 	var echo *tool.Tool
 	for echo == nil {
 		changed := rt.Changed()

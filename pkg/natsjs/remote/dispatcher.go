@@ -16,6 +16,7 @@ import (
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/bufpool"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jsop"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/startstop"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/taskmem"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
@@ -111,7 +112,7 @@ type Dispatcher struct {
 	js   jetstream.JetStream
 
 	mu      sync.Mutex
-	state   int // 0 new, 1 started, 2 stopped
+	life    startstop.Base // changed under mu
 	pending map[string]*Handle
 	mem     *taskmem.Memory // tasks no call waits for, conversations' activity
 	lost    error           // set while the server is considered lost
@@ -124,13 +125,6 @@ type Dispatcher struct {
 	// which Stop waits for.
 	expiring sync.WaitGroup
 }
-
-// Dispatcher states.
-const (
-	stateNew = iota
-	stateStarted
-	stateStopped
-)
 
 // NewDispatcher checks cfg and returns a dispatcher ready to
 // [Dispatcher.Start].
@@ -176,13 +170,20 @@ func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 }
 
 // Start provisions the streams and starts reading results. Results stored
-// before Start returns are not seen.
-func (d *Dispatcher) Start(ctx context.Context) error {
+// before Start returns are not seen. It does not block: the dispatcher runs
+// until [Dispatcher.Stop]; ctx bounds the start-up only. A dispatcher
+// starts once: on error it is stopped, nothing of it running.
+func (d *Dispatcher) Start(ctx context.Context) (err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.state != stateNew {
+	if d.life.StartInit() != nil {
 		return natsjs.ErrStarted
 	}
+	defer func() {
+		if err != nil {
+			d.life.StartFailed()
+		}
+	}()
 	if err := natsjs.Provision(ctx, d.js, natsjs.ProvisionOptions{Prefix: d.cfg.Prefix, Replicas: d.cfg.Replicas, MemoryStorage: d.cfg.MemoryStorage}); err != nil {
 		return fmt.Errorf("natsjs: dispatcher: %w", jsop.Nested(err))
 	}
@@ -205,21 +206,26 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	d.status = d.cfg.Conn.StatusChanged(nats.CONNECTED, nats.DISCONNECTED, nats.RECONNECTING, nats.CLOSED)
 	d.watched = make(chan struct{})
 	go d.watchConn(d.status, d.watched)
-	d.state = stateStarted
 	return nil
 }
 
 // Stop stops reading results; calls and handles still waiting return
-// [natsjs.ErrStopped]. The tasks themselves are not cancelled.
-// Stopping twice is harmless.
+// [natsjs.ErrStopped]. The tasks themselves are not cancelled. ctx bounds
+// the wait for the results consumer to close. Stopping twice is harmless:
+// every caller waits for the one stop.
 func (d *Dispatcher) Stop(ctx context.Context) error {
+	return d.life.Stop(func() error { return d.shutdown(ctx) })
+}
+
+// Stopped is closed once the dispatcher has stopped.
+func (d *Dispatcher) Stopped() <-chan struct{} { return d.life.Done() }
+
+func (d *Dispatcher) shutdown(ctx context.Context) error {
 	d.mu.Lock()
-	if d.state != stateStarted {
-		d.state = stateStopped
+	if d.cc == nil { // the start failed
 		d.mu.Unlock()
 		return nil
 	}
-	d.state = stateStopped
 	cc := d.cc
 	waiting := d.pending
 	d.pending = make(map[string]*Handle)
@@ -334,7 +340,7 @@ func (d *Dispatcher) register(task protocol.Task, attach bool) (*Handle, error) 
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	switch {
-	case d.state != stateStarted:
+	case !d.life.Running():
 		return nil, natsjs.ErrStopped
 	case d.lost != nil:
 		return nil, d.lost
@@ -421,6 +427,11 @@ func (d *Dispatcher) publishCancel(ctx context.Context, conv, task, reason strin
 	}
 	return nil
 }
+
+// conn returns the dispatcher's connection: what relays a task's progress
+// subscribes on it, so that the subscription exists before the task (the
+// server handles a connection's messages in order).
+func (d *Dispatcher) conn() *nats.Conn { return d.cfg.Conn }
 
 // Pending returns how many calls wait for their result.
 func (d *Dispatcher) Pending() int {

@@ -65,7 +65,7 @@ func (d *Dispatcher) watchConn(status chan nats.Status, stopped chan<- struct{})
 // until the connection is back.
 func (d *Dispatcher) serverLost(err error) {
 	d.mu.Lock()
-	if d.state != stateStarted {
+	if !d.life.Running() {
 		d.mu.Unlock()
 		return
 	}

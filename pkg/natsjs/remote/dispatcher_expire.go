@@ -19,7 +19,7 @@ import (
 func (d *Dispatcher) expire(h *Handle) {
 	task := h.task
 	d.mu.Lock()
-	if d.state != stateStarted || d.pending[task.TaskID] != h {
+	if !d.life.Running() || d.pending[task.TaskID] != h {
 		d.mu.Unlock()
 		return // answered, cancelled or stopped meanwhile
 	}

@@ -44,8 +44,9 @@ func ExampleToolset_Executor() {
 		panic(err)
 	}
 	defer d.Stop(ctx)
-	ts, _ := remote.NewToolset(ctx, remote.ToolsetConfig{Conn: ac, Dispatcher: d})
-	defer ts.Close()
+	ts, _ := remote.NewToolset(remote.ToolsetConfig{Conn: ac, Dispatcher: d})
+	_ = ts.Start(ctx)
+	defer ts.Stop(ctx)
 
 	// A scripted model: call the tool, keep talking, answer with the
 	// follow-up once it is there.

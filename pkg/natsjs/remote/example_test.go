@@ -73,11 +73,14 @@ func Example() {
 		panic(err)
 	}
 	defer d.Stop(ctx)
-	ts, err := remote.NewToolset(ctx, remote.ToolsetConfig{Conn: ac, Dispatcher: d})
+	ts, err := remote.NewToolset(remote.ToolsetConfig{Conn: ac, Dispatcher: d})
 	if err != nil {
 		panic(err)
 	}
-	defer ts.Close()
+	if err := ts.Start(ctx); err != nil {
+		panic(err)
+	}
+	defer ts.Stop(ctx)
 
 	tools, _ := ts.Tools(ctx)
 	for _, t := range tools {

@@ -2,38 +2,50 @@ package remote
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jsop"
-	"github.com/offload-dev/offload/pkg/progress"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
-// Executor returns the [agent.Executor] that runs background calls of this
+// Executor returns the executor of background calls of this toolset's
+// tools, with fallback for the others (see [Executor]).
+func (r *Toolset) Executor(fallback agent.Executor) *Executor {
+	return &Executor{r: r, fallback: fallback}
+}
+
+// Executor is the [agent.Executor] that runs background calls of a
 // toolset's tools on workers: each call is published as a task with mode
 // background and the call's task ID and attempt, the workers' progress
 // reports are relayed to the run, and the task outlives the run when it
 // pauses ([agent.BackgroundTask.Detach] reports true): its result stays in
 // the results stream for a later run. Calls of other tools (in-process
-// ones) go to fallback; with a nil fallback they fail to start.
-func (r *Toolset) Executor(fallback agent.Executor) agent.Executor {
-	return &Executor{r: r, fallback: fallback}
-}
-
+// ones) go to its fallback; with a nil fallback they fail to start. It is
+// an [agent.Attacher]: a later run attaches to the tasks an earlier one
+// left running. Build it with [Toolset.Executor].
 type Executor struct {
 	r        *Toolset
 	fallback agent.Executor
+
+	mu       sync.Mutex
+	attached map[string]*Handle // waited for ahead of a run (attachAll), by task ID
 }
 
+var (
+	_ agent.Executor = (*Executor)(nil)
+	_ agent.Attacher = (*Executor)(nil)
+)
+
+// Start implements [agent.Executor].
 func (e *Executor) Start(ctx context.Context, c *agent.BackgroundCall) (agent.BackgroundTask, error) {
 	name := c.Call.Call.ToolName
 	if !e.r.serves(name) {
@@ -42,20 +54,8 @@ func (e *Executor) Start(ctx context.Context, c *agent.BackgroundCall) (agent.Ba
 		}
 		return e.fallback.Start(ctx, c)
 	}
-	rc := c.Call.RunContext
-	task := protocol.Task{
-		TaskID:           c.TaskID,
-		Attempt:          c.Attempt,
-		Tool:             name,
-		Args:             c.Call.Args,
-		ConversationID:   rc.ConversationID,
-		RunID:            rc.RunID,
-		ToolCallID:       rc.ToolCallID,
-		Mode:             protocol.ModeBackground,
-		Approved:         rc.ToolCallApproved,
-		ToolCallMetadata: rc.ToolCallMetadata,
-		Retry:            rc.Retry,
-	}
+	task := callTask(c.Call.RunContext, name, c.Call.Args, protocol.ModeBackground)
+	task.TaskID, task.Attempt = c.TaskID, c.Attempt
 	// Subscribe to progress before the task exists, so no report is missed.
 	stop := e.r.relayProgress(ctx, task.ConversationID, task.TaskID)
 	h, err := e.r.cfg.Dispatcher.Dispatch(context.WithoutCancel(ctx), task)
@@ -69,12 +69,14 @@ func (e *Executor) Start(ctx context.Context, c *agent.BackgroundCall) (agent.Ba
 
 // Attach implements [agent.Attacher]: a task an earlier run left running
 // on a worker is waited for again (its progress relayed), as if this
-// process had started it. Its tool need not be advertised any more.
+// process had started it. Its tool need not be advertised any more. A task
+// attached ahead of the run ([Client.Attach]) keeps the handle that has
+// waited for it since.
 func (e *Executor) Attach(ctx context.Context, info *agent.RunInfo, pt deferred.PendingTask) (agent.BackgroundTask, error) {
-	task := protocol.Task{TaskID: pt.TaskID, Attempt: pt.Attempt, Tool: pt.Tool, Args: pt.Args, ToolCallID: pt.ToolCallID,
-		Mode: protocol.ModeBackground, ConversationID: info.ConversationID, RunID: info.RunID, Deadline: pt.Deadline}
+	task := pendingTask(info.ConversationID, pt)
+	task.RunID = info.RunID
 	stop := e.r.relayProgress(ctx, task.ConversationID, task.TaskID)
-	h := e.r.takeHeld(pt.TaskID)
+	h := e.takeAttached(pt.TaskID)
 	var err error
 	if h == nil {
 		h, err = e.r.cfg.Dispatcher.Attach(task)
@@ -85,6 +87,69 @@ func (e *Executor) Attach(ctx context.Context, info *agent.RunInfo, pt deferred.
 	}
 	unrelayWhenDone(ctx, h, stop)
 	return &remoteTask{h: h, log: e.r.log}, nil
+}
+
+// attachAll waits, from now on, for the results of tasks, the background
+// tasks conversation conv left running (see [Client.Attach]).
+func (e *Executor) attachAll(conv string, tasks []deferred.PendingTask) error {
+	for _, pt := range tasks {
+		e.mu.Lock()
+		_, dup := e.attached[pt.TaskID]
+		e.mu.Unlock()
+		if dup {
+			continue
+		}
+		h, err := e.r.cfg.Dispatcher.Attach(pendingTask(conv, pt))
+		if err != nil {
+			return err
+		}
+		e.mu.Lock()
+		if e.attached == nil {
+			e.attached = map[string]*Handle{}
+		}
+		e.attached[pt.TaskID] = h
+		e.mu.Unlock()
+	}
+	return nil
+}
+
+// release lets go of a task attached ahead of a run.
+func (e *Executor) release(taskID string) {
+	if h := e.takeAttached(taskID); h != nil {
+		h.Detach()
+	}
+}
+
+// takeAttached removes and returns the handle attached for taskID, if any.
+func (e *Executor) takeAttached(taskID string) *Handle {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	h := e.attached[taskID]
+	delete(e.attached, taskID)
+	return h
+}
+
+// callTask is the task of a call of the tool name by the run of rc: its
+// task ID and attempt are the caller's to set.
+func callTask(rc *tool.RunContext, name string, args json.RawMessage, mode protocol.Mode) protocol.Task {
+	return protocol.Task{
+		Tool:             name,
+		Args:             args,
+		ConversationID:   rc.ConversationID,
+		RunID:            rc.RunID,
+		ToolCallID:       rc.ToolCallID,
+		Mode:             mode,
+		Approved:         rc.ToolCallApproved,
+		ToolCallMetadata: rc.ToolCallMetadata,
+		Retry:            rc.Retry,
+	}
+}
+
+// pendingTask is the task of a background task conversation conv left
+// running, as its pending record has it.
+func pendingTask(conv string, pt deferred.PendingTask) protocol.Task {
+	return protocol.Task{TaskID: pt.TaskID, Attempt: pt.Attempt, Tool: pt.Tool, Args: pt.Args, ToolCallID: pt.ToolCallID,
+		Mode: protocol.ModeBackground, ConversationID: conv, Deadline: pt.Deadline}
 }
 
 // cancelConfirmWait bounds how long a cancelled background task waits for
@@ -99,8 +164,10 @@ type remoteTask struct {
 	log *slog.Logger
 }
 
+// Done implements [agent.BackgroundTask].
 func (t *remoteTask) Done() <-chan struct{} { return t.h.Done() }
 
+// Outcome implements [agent.BackgroundTask].
 func (t *remoteTask) Outcome() (any, error) {
 	res, err := t.h.Result()
 	if err != nil {
@@ -109,14 +176,16 @@ func (t *remoteTask) Outcome() (any, error) {
 	return res.Outcome()
 }
 
+// Cancel implements [agent.BackgroundTask].
 func (t *remoteTask) Cancel(reason string) {
 	ctx, cancel := context.WithTimeout(context.Background(), jsop.Timeout)
 	defer cancel()
-	if err := t.h.Stop(ctx, reason, cancelConfirmWait); err != nil {
+	if err := t.h.CancelAndWait(ctx, reason, cancelConfirmWait); err != nil {
 		t.log.Warn("cancel not published", slog.String("task_id", t.h.task.TaskID), slog.Any("error", err))
 	}
 }
 
+// Detach implements [agent.BackgroundTask].
 func (t *remoteTask) Detach() bool {
 	t.h.Detach()
 	return true
@@ -131,104 +200,4 @@ func fatalUnlessCancelled(ctx context.Context, err error) error {
 		return err
 	}
 	return tool.Fatal(err)
-}
-
-// serves reports whether a worker advertises the named tool now.
-func (r *Toolset) serves(name string) bool {
-	now := time.Now()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.filter != nil && !r.filter[name] {
-		return false
-	}
-	for _, e := range r.entries {
-		if e.Name == name && e.ExpiresAt.After(now) {
-			return true
-		}
-	}
-	return false
-}
-
-// unrelayWhenDone calls stop once h is done, when ctx has a progress
-// reporter (otherwise relayProgress relays nothing and there is nothing to
-// stop: no goroutine is kept per pending task).
-func unrelayWhenDone(ctx context.Context, h *Handle, stop func()) {
-	if _, ok := progress.FromContext(ctx); !ok {
-		return
-	}
-	go func() {
-		<-h.Done()
-		stop()
-	}()
-}
-
-// relayProgress relays the worker's progress reports on task taskID (of
-// conversation conv) to whoever listens in ctx (the agent turns them into
-// progress events), best effort, until the returned function is called.
-// Call it before dispatching.
-func (r *Toolset) relayProgress(ctx context.Context, conv, taskID string) (stop func()) {
-	if _, ok := progress.FromContext(ctx); !ok {
-		return func() {}
-	}
-	subject := protocol.Subjects{Prefix: r.cfg.Prefix}.Progress(conv, taskID)
-	// On the dispatcher's connection: the server handles a connection's
-	// messages in order, so the subscription exists before the task does.
-	sub, err := r.cfg.Dispatcher.cfg.Conn.Subscribe(subject, func(m *nats.Msg) {
-		p, err := protocol.DecodeProgress(m.Data, taskID, nil)
-		if err != nil {
-			r.log.Debug("progress report refused", slog.String("task_id", taskID), slog.Any("error", err))
-			return
-		}
-		progress.ReportTask(ctx, taskID, p.Message, p.Fraction)
-	})
-	if err != nil {
-		r.log.Debug("progress not relayed", slog.String("task_id", taskID), slog.Any("error", err))
-		return func() {}
-	}
-	return func() { _ = sub.Unsubscribe() }
-}
-
-// Hold waits, from now on, for the results of the background tasks that
-// conversation conv left running, before a resume reads the results
-// stream: the dispatcher drops a result nobody waits for, so without it a
-// result stored between that read and the run's Attach would be missed.
-// The run's Attach takes the held handle; Release lets go of a task whose
-// outcome the resume read from the stream.
-func (r *Toolset) Hold(conv string, tasks []deferred.PendingTask) error {
-	for _, pt := range tasks {
-		r.mu.Lock()
-		_, dup := r.held[pt.TaskID]
-		r.mu.Unlock()
-		if dup {
-			continue
-		}
-		h, err := r.cfg.Dispatcher.Attach(protocol.Task{TaskID: pt.TaskID, Attempt: pt.Attempt, Tool: pt.Tool, Args: pt.Args,
-			ToolCallID: pt.ToolCallID, Mode: protocol.ModeBackground, ConversationID: conv, Deadline: pt.Deadline})
-		if err != nil {
-			return err
-		}
-		r.mu.Lock()
-		if r.held == nil {
-			r.held = map[string]*Handle{}
-		}
-		r.held[pt.TaskID] = h
-		r.mu.Unlock()
-	}
-	return nil
-}
-
-// Release lets go of a held task (its outcome came another way).
-func (r *Toolset) Release(taskID string) {
-	if h := r.takeHeld(taskID); h != nil {
-		h.Detach()
-	}
-}
-
-// takeHeld removes and returns the handle held for taskID, if any.
-func (r *Toolset) takeHeld(taskID string) *Handle {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	h := r.held[taskID]
-	delete(r.held, taskID)
-	return h
 }

@@ -98,12 +98,12 @@ func (h *Handle) Cancel(ctx context.Context, reason string) error {
 	return h.d.Cancel(ctx, h.task.ConversationID, h.task.TaskID, reason)
 }
 
-// Stop cancels the task over the wire with reason and, unlike Cancel,
+// CancelAndWait cancels the task over the wire with reason and, unlike Cancel,
 // keeps the handle waiting until the worker confirms that the tool stopped
 // (its cancelled result, or its result if it finished first), at most
 // wait; after that Done is closed with a cancelled result anyway (no worker
 // may be there to answer).
-func (h *Handle) Stop(ctx context.Context, reason string, wait time.Duration) error {
+func (h *Handle) CancelAndWait(ctx context.Context, reason string, wait time.Duration) error {
 	select {
 	case <-h.done:
 		return nil

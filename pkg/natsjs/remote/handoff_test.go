@@ -26,14 +26,14 @@ func TestSuspendDuringInlineCallKeepsTheTask(t *testing.T) {
 	srv := natstest.Start(t)
 	g := jstest.NewGate()
 	jstest.StartWorker(t, srv, worker.Config{ID: "w1", Tools: []*tool.Tool{g.Tool("slow", "slow done")}})
-	d, _ := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
-	ts := newRemote(t, srv, d, nil)
+	c := startClient(t, srv, remote.ClientConfig{})
+	d, ts := c.Dispatcher(), c.Toolset()
 	waitTools(t, ts, "slow")
 	mk := func() *agent.Agent {
 		a, err := agent.New(agent.Config{
 			Model:        callOnceThen("slow", "done"),
 			Toolsets:     []tool.Toolset{ts},
-			Capabilities: []agent.Capability{agent.BackgroundTools(agent.BackgroundConfig{Executor: ts.Executor(agent.InProcessExecutor{})})},
+			Capabilities: []agent.Capability{agent.BackgroundTools(agent.BackgroundConfig{Executor: c.Executor()})},
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -59,9 +59,9 @@ func TestSuspendDuringInlineCallKeepsTheTask(t *testing.T) {
 		t.Errorf("%d calls still waited for after the suspend", d.Pending())
 	}
 
-	// The next run takes the task over (held first, as a resume does);
-	// the worker finishes it then.
-	if err := ts.Hold(res.ConversationID, res.Background); err != nil {
+	// The next run takes the task over (attached first, as a resume
+	// does); the worker finishes it then.
+	if err := c.Attach(res.ConversationID, res.Background); err != nil {
 		t.Fatal(err)
 	}
 	g.Open()

@@ -17,6 +17,7 @@ import (
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jsop"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/startstop"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
 )
@@ -54,24 +55,25 @@ type ToolsetConfig struct {
 type Toolset struct {
 	cfg    ToolsetConfig
 	log    *slog.Logger
-	kv     jetstream.KeyValue
+	js     jetstream.JetStream
+	kv     jetstream.KeyValue // set by Start
 	filter map[string]bool
+	life   startstop.Base
 
 	mu      sync.Mutex
 	entries map[string]natsjs.RegistryEntry // by registry key
 	revs    map[string]uint64               // the revision of each entry
-	skipped map[string]SkippedEntry         // by registry key (remote_skipped.go)
+	skipped map[string]SkippedEntry         // by registry key (toolset_skipped.go)
 	built   map[string]builtTool            // by tool name
 	changed chan struct{}                   // closed at the next change
-	held    map[string]*Handle              // background tasks held for a resume, by task ID (remote_background.go)
 
 	// tools is the last answer of Tools, valid until toolsUntil (the
 	// first expiry among its entries) or the next registry update.
 	tools      []*tool.Tool
 	toolsUntil time.Time
 
-	cancel context.CancelFunc
-	done   chan struct{}
+	cancel context.CancelFunc // ends the watch (set by Start)
+	done   chan struct{}      // closed when the watch has ended
 }
 
 type builtTool struct {
@@ -84,10 +86,9 @@ var _ tool.Toolset = (*Toolset)(nil)
 // Time a broken registry watch waits before watching again.
 const rewatchWait = time.Second
 
-// NewToolset binds the registry bucket (creating its stream when
-// missing), reads its current entries and keeps watching it until
-// [Toolset.Close].
-func NewToolset(ctx context.Context, cfg ToolsetConfig) (*Toolset, error) {
+// NewToolset checks cfg and returns a toolset ready to [Toolset.Start]:
+// until then it offers no tool.
+func NewToolset(cfg ToolsetConfig) (*Toolset, error) {
 	if cfg.Conn == nil {
 		return nil, fmt.Errorf("%w: remote toolset: no Conn", natsjs.ErrInvalidConfig)
 	}
@@ -105,20 +106,15 @@ func NewToolset(ctx context.Context, cfg ToolsetConfig) (*Toolset, error) {
 	if err != nil {
 		return nil, fmt.Errorf("natsjs: remote toolset: %w", err)
 	}
-	kv, err := natsjs.EnsureRegistry(ctx, js, natsjs.ProvisionOptions{Prefix: cfg.Prefix, Replicas: cfg.Replicas, MemoryStorage: cfg.MemoryStorage})
-	if err != nil {
-		return nil, fmt.Errorf("natsjs: remote toolset: %w", jsop.Nested(err))
-	}
 	r := &Toolset{
 		cfg:     cfg,
 		log:     log,
-		kv:      kv,
+		js:      js,
 		entries: make(map[string]natsjs.RegistryEntry),
 		revs:    make(map[string]uint64),
 		skipped: make(map[string]SkippedEntry),
 		built:   make(map[string]builtTool),
 		changed: make(chan struct{}),
-		done:    make(chan struct{}),
 	}
 	if cfg.Filter != nil {
 		r.filter = make(map[string]bool, len(cfg.Filter))
@@ -126,12 +122,32 @@ func NewToolset(ctx context.Context, cfg ToolsetConfig) (*Toolset, error) {
 			r.filter[n] = true
 		}
 	}
+	return r, nil
+}
+
+// Start binds the registry bucket (creating its stream when missing),
+// reads its current entries and keeps watching it until [Toolset.Stop].
+// It does not block beyond the first read; ctx bounds the start-up only. A
+// toolset starts once: on error it is stopped, nothing of it running.
+func (r *Toolset) Start(ctx context.Context) (err error) {
+	if r.life.StartInit() != nil {
+		return natsjs.ErrStarted
+	}
+	defer func() {
+		if err != nil {
+			r.life.StartFailed()
+		}
+	}()
+	kv, err := natsjs.EnsureRegistry(ctx, r.js, natsjs.ProvisionOptions{Prefix: r.cfg.Prefix, Replicas: r.cfg.Replicas, MemoryStorage: r.cfg.MemoryStorage})
+	if err != nil {
+		return fmt.Errorf("natsjs: remote toolset: %w", jsop.Nested(err))
+	}
+	r.kv = kv
 	wctx, cancel := context.WithCancel(context.Background())
-	r.cancel = cancel
 	w, err := kv.WatchAll(wctx)
 	if err != nil {
 		cancel()
-		return nil, fmt.Errorf("natsjs: remote toolset: watch registry: %w", err)
+		return fmt.Errorf("natsjs: remote toolset: watch registry: %w", err)
 	}
 	// Read the current entries before returning.
 	var last uint64
@@ -140,7 +156,7 @@ func NewToolset(ctx context.Context, cfg ToolsetConfig) (*Toolset, error) {
 		case e, ok := <-w.Updates():
 			if !ok {
 				cancel()
-				return nil, fmt.Errorf("natsjs: remote toolset: registry watch closed")
+				return fmt.Errorf("natsjs: remote toolset: registry watch closed")
 			}
 			if e == nil {
 				initial = false
@@ -151,12 +167,35 @@ func NewToolset(ctx context.Context, cfg ToolsetConfig) (*Toolset, error) {
 		case <-ctx.Done():
 			_ = w.Stop()
 			cancel()
-			return nil, fmt.Errorf("natsjs: remote toolset: read the registry: %w", natsjs.Explain(ctx, js, "$JS.API.CONSUMER.CREATE."+natsjs.NamesFor(cfg.Prefix).RegistryStream, ctx.Err()))
+			return fmt.Errorf("natsjs: remote toolset: read the registry: %w", natsjs.Explain(ctx, r.js, "$JS.API.CONSUMER.CREATE."+natsjs.NamesFor(r.cfg.Prefix).RegistryStream, ctx.Err()))
 		}
 	}
+	r.cancel, r.done = cancel, make(chan struct{})
 	go r.watch(wctx, w, last)
-	return r, nil
+	return nil
 }
+
+// Stop stops watching the registry; ctx bounds the wait for the watch to
+// end. The tools already returned keep working as long as the dispatcher
+// runs, and Tools answers from what was last read. Stopping twice is
+// harmless: every caller waits for the one stop.
+func (r *Toolset) Stop(ctx context.Context) error {
+	return r.life.Stop(func() error {
+		if r.cancel == nil { // the start failed
+			return nil
+		}
+		r.cancel()
+		select {
+		case <-r.done:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+}
+
+// Stopped is closed once the toolset has stopped.
+func (r *Toolset) Stopped() <-chan struct{} { return r.life.Done() }
 
 // watch applies registry updates until ctx ends, watching again from the
 // last revision seen when the watch breaks (e.g. after a reconnect).
@@ -319,19 +358,8 @@ func (r *Toolset) buildLocked(e natsjs.RegistryEntry) (*tool.Tool, error) {
 // it was deferred under (RunContext.TaskID) and takes its attempt.
 func (r *Toolset) handler(name string) tool.HandlerFunc {
 	return func(ctx context.Context, rc *tool.RunContext, args json.RawMessage) (any, error) {
-		task := protocol.Task{
-			TaskID:           rc.TaskID,
-			Attempt:          rc.Attempt,
-			Tool:             name,
-			Args:             args,
-			ConversationID:   rc.ConversationID,
-			RunID:            rc.RunID,
-			ToolCallID:       rc.ToolCallID,
-			Mode:             protocol.ModeInline,
-			Approved:         rc.ToolCallApproved,
-			ToolCallMetadata: rc.ToolCallMetadata,
-			Retry:            rc.Retry,
-		}
+		task := callTask(rc, name, args, protocol.ModeInline)
+		task.TaskID, task.Attempt = rc.TaskID, rc.Attempt
 		if task.TaskID == "" {
 			task.TaskID = protocol.NewID()
 		}
@@ -372,10 +400,18 @@ func (r *Toolset) handler(name string) tool.HandlerFunc {
 	}
 }
 
-// Close stops watching the registry. The tools already returned keep
-// working as long as the dispatcher runs.
-func (r *Toolset) Close() error {
-	r.cancel()
-	<-r.done
-	return nil
+// serves reports whether a worker advertises the named tool now.
+func (r *Toolset) serves(name string) bool {
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.filter != nil && !r.filter[name] {
+		return false
+	}
+	for _, e := range r.entries {
+		if e.Name == name && e.ExpiresAt.After(now) {
+			return true
+		}
+	}
+	return false
 }

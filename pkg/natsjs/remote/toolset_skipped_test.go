@@ -62,12 +62,15 @@ func TestRegistrySkippedEntriesAreLogged(t *testing.T) {
 	var logs syncbuf.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	r, err := remote.NewToolset(ctx, remote.ToolsetConfig{Conn: srv.Conn(t), Dispatcher: d,
+	r, err := remote.NewToolset(remote.ToolsetConfig{Conn: srv.Conn(t), Dispatcher: d,
 		Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = r.Close() })
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Stop(context.Background()) })
 	kv, err := srv.JetStream(t).KeyValue(context.Background(), "tools_registry")
 	if err != nil {
 		t.Fatal(err)
@@ -168,12 +171,15 @@ func TestRegistrySkippedOutsideTheFilter(t *testing.T) {
 	var logs syncbuf.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	r, err := remote.NewToolset(ctx, remote.ToolsetConfig{Conn: srv.Conn(t), Dispatcher: d, Filter: []string{"wanted"},
+	r, err := remote.NewToolset(remote.ToolsetConfig{Conn: srv.Conn(t), Dispatcher: d, Filter: []string{"wanted"},
 		Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = r.Close() })
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Stop(context.Background()) })
 	kv, err := srv.JetStream(t).KeyValue(context.Background(), "tools_registry")
 	if err != nil {
 		t.Fatal(err)

@@ -29,11 +29,14 @@ func newRemote(t *testing.T, srv *natstest.Server, d *remote.Dispatcher, filter 
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	r, err := remote.NewToolset(ctx, remote.ToolsetConfig{Conn: srv.Conn(t), Dispatcher: d, Filter: filter, Logger: jstest.Logger()})
+	r, err := remote.NewToolset(remote.ToolsetConfig{Conn: srv.Conn(t), Dispatcher: d, Filter: filter, Logger: jstest.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = r.Close() })
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Stop(context.Background()) })
 	return r
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/bufpool"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jsop"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/startstop"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
 )
@@ -114,17 +115,14 @@ type Worker struct {
 	consumers map[string]jetstream.Consumer
 	kv        jetstream.KeyValue
 
-	ready   atomic.Bool
-	stopped chan struct{}
+	life  startstop.Base
+	ready atomic.Bool
 
 	mu           sync.Mutex
-	started      bool
 	subs         []*nats.Subscription // cancellations
 	advCancel    context.CancelFunc   // ends the advisory loops
 	status       chan nats.Status     // the connection's status changes
 	statusCancel context.CancelFunc   // ends the watcher's catch-ups and sweeps
-	stopOnce     sync.Once
-	stopErr      error
 
 	fetchCtx    context.Context
 	fetchCancel context.CancelFunc
@@ -208,7 +206,6 @@ func New(cfg Config) (*Worker, error) {
 		slots:   newSlotPool(cfg.Concurrency),
 		bufs:    bufpool.New(),
 		cancels: newCancelIndex(),
-		stopped: make(chan struct{}),
 		bgStop:  make(chan struct{}),
 	}
 	reconn := make(chan struct{})
@@ -224,7 +221,7 @@ func (w *Worker) ID() string { return w.cfg.ID }
 func (w *Worker) Ready() bool { return w.ready.Load() }
 
 // Stopped is closed once the worker has stopped.
-func (w *Worker) Stopped() <-chan struct{} { return w.stopped }
+func (w *Worker) Stopped() <-chan struct{} { return w.life.Done() }
 
 func (w *Worker) provisionOptions() natsjs.ProvisionOptions {
 	return natsjs.ProvisionOptions{
@@ -243,18 +240,14 @@ func (w *Worker) provisionOptions() natsjs.ProvisionOptions {
 // writes the registry entries and starts serving. It does not block: the worker runs until [Worker.Stop].
 // ctx bounds the start-up only. On error nothing keeps running.
 func (w *Worker) Start(ctx context.Context) (err error) {
-	w.mu.Lock()
-	if w.started {
-		w.mu.Unlock()
+	if w.life.StartInit() != nil {
 		return natsjs.ErrStarted
 	}
-	w.started = true
-	w.mu.Unlock()
 	defer func() {
 		if err != nil {
 			w.unwatchConn()
 			w.unsubscribe()
-			w.stopOnce.Do(func() { close(w.stopped) })
+			w.life.StartFailed()
 		}
 	}()
 
@@ -380,20 +373,7 @@ func (w *Worker) Stop(ctx context.Context) error { return w.stop(ctx, w.cfg.Grac
 func (w *Worker) StopAndCancel(ctx context.Context) error { return w.stop(ctx, 0) }
 
 func (w *Worker) stop(ctx context.Context, grace time.Duration) error {
-	w.mu.Lock()
-	started := w.started
-	w.started = true // a stopped worker cannot be started
-	w.mu.Unlock()
-	if !started {
-		w.stopOnce.Do(func() { close(w.stopped) })
-		return nil
-	}
-	w.stopOnce.Do(func() {
-		w.stopErr = w.shutdown(ctx, grace)
-		close(w.stopped)
-	})
-	<-w.stopped
-	return w.stopErr
+	return w.life.Stop(func() error { return w.shutdown(ctx, grace) })
 }
 
 func (w *Worker) shutdown(ctx context.Context, grace time.Duration) error {

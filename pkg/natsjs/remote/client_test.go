@@ -14,30 +14,29 @@ import (
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
-// A resume holds the background tasks a conversation left running before
-// it reads the results stream: a result stored after that read and before
-// the run attaches is not dropped by the dispatcher but reaches the
+// A resume attaches the background tasks a conversation left running
+// before it reads the results stream: a result stored after that read and
+// before the run attaches is not dropped by the dispatcher but reaches the
 // attached task; a released task is let go.
-func TestRemoteHoldKeepsResultForAttach(t *testing.T) {
+func TestClientAttachKeepsResultForTheRun(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
-	d, _ := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
-	ts := newRemote(t, srv, d, nil)
+	c := startClient(t, srv, remote.ClientConfig{})
 	conv, held, released := protocol.NewID(), protocol.NewID(), protocol.NewID()
 	pt := func(id string) deferred.PendingTask {
 		return deferred.PendingTask{TaskID: id, Kind: deferred.KindBackground, Tool: "research", ToolCallID: "call_" + id, Args: json.RawMessage(`{}`)}
 	}
-	if err := ts.Hold(conv, []deferred.PendingTask{pt(held), pt(released)}); err != nil {
+	if err := c.Attach(conv, []deferred.PendingTask{pt(held), pt(released)}); err != nil {
 		t.Fatal(err)
 	}
-	ts.Release(released)
+	c.Release(released)
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	// The worker's result is stored before the run attaches.
 	if _, err := srv.JetStream(t).Publish(ctx, protocol.Subjects{}.Result(conv, held), []byte(`{"content":"found"}`)); err != nil {
 		t.Fatal(err)
 	}
-	att, ok := ts.Executor(nil).(agent.Attacher)
+	att, ok := agent.Executor(c.Executor()).(agent.Attacher)
 	if !ok {
 		t.Fatal("the remote executor is not an Attacher")
 	}
@@ -50,7 +49,7 @@ func TestRemoteHoldKeepsResultForAttach(t *testing.T) {
 	if r, ok := v.(tool.Return); err != nil || !ok || string(r.Value.(json.RawMessage)) != `"found"` {
 		t.Fatalf("outcome %#v, %v", v, err)
 	}
-	if n := d.Pending(); n != 0 {
+	if n := c.Dispatcher().Pending(); n != 0 {
 		t.Errorf("%d tasks still waited for; the released one should not be", n)
 	}
 }
