@@ -21,14 +21,14 @@ import (
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
-// DefaultRemember is how long a [Dispatcher] remembers a finished or
+// DefaultDedupWindow is how long a [Dispatcher] remembers a finished or
 // cancelled task, to refuse its duplicate and late results.
 //
 // The memory is bounded by count as well (about 2 MiB): past the last
 // 65 536 tasks, a task made within the window is still refused, as a
 // duplicate, by the time in its ULID, but a late result or one in the
 // wrong conversation is then no longer told apart from a duplicate.
-const DefaultRemember = 10 * time.Minute
+const DefaultDedupWindow = 10 * time.Minute
 
 // DispatcherConfig configures a [Dispatcher].
 type DispatcherConfig struct {
@@ -46,12 +46,12 @@ type DispatcherConfig struct {
 	// MaxPayload is the largest result accepted, in bytes; larger ones are
 	// refused as oversize. Zero leaves the bound to the server's max_payload.
 	MaxPayload int
-	// Remember is how long finished and cancelled tasks are remembered to
+	// DedupWindow is how long finished and cancelled tasks are remembered to
 	// refuse their duplicate and late results, and how long a
 	// conversation is known after its last call (results of unknown
 	// conversations are another process's). Defaults to
-	// [DefaultRemember], which tells how the memory is bounded.
-	Remember time.Duration
+	// [DefaultDedupWindow], which tells how the memory is bounded.
+	DedupWindow time.Duration
 	// InlineDeadline is the deadline of an inline task dispatched without
 	// one (`agent --call-timeout`). Defaults to [DefaultInlineDeadline].
 	InlineDeadline time.Duration
@@ -138,8 +138,8 @@ func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 	if err := protocol.ValidatePrefix(cfg.Prefix); err != nil {
 		return nil, fmt.Errorf("%w: dispatcher: %w", natsjs.ErrInvalidConfig, err)
 	}
-	if cfg.Remember <= 0 {
-		cfg.Remember = DefaultRemember
+	if cfg.DedupWindow <= 0 {
+		cfg.DedupWindow = DefaultDedupWindow
 	}
 	if cfg.InlineDeadline <= 0 {
 		cfg.InlineDeadline = DefaultInlineDeadline
@@ -165,7 +165,7 @@ func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 		js:      js,
 		pending: make(map[string]*Handle),
 		bufs:    bufpool.New(),
-		mem:     taskmem.New(cfg.Remember, taskmem.DefaultLimit),
+		mem:     taskmem.New(cfg.DedupWindow, taskmem.DefaultLimit),
 	}, nil
 }
 

@@ -81,7 +81,7 @@ func TestDispatcherRefusesEvictedResults(t *testing.T) {
 	// A worker's cancelled confirmation of an evicted task is not refused;
 	// the next refusal is the forged ID's.
 	pub(conv, tasks[1], `{"status":"cancelled"}`)
-	old := ulid.MustNew(ulid.Timestamp(time.Now().Add(-remote.DefaultRemember-time.Minute)), rand.Reader).String()
+	old := ulid.MustNew(ulid.Timestamp(time.Now().Add(-remote.DefaultDedupWindow-time.Minute)), rand.Reader).String()
 	pub(conv, old, `{"content":"forged"}`)
 	expectN(metrics.RefuseUnknownTask, 1)
 	future := ulid.MustNew(ulid.Timestamp(time.Now().Add(time.Hour)), rand.Reader).String()

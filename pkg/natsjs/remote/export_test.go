@@ -8,7 +8,7 @@ import "github.com/offload-dev/offload/pkg/natsjs/internal/taskmem"
 func LimitDone(d *Dispatcher, limit int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.mem = taskmem.New(d.cfg.Remember, limit)
+	d.mem = taskmem.New(d.cfg.DedupWindow, limit)
 }
 
 // RemembersExactly reports whether d remembers task exactly (not evicted).

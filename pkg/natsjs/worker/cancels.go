@@ -244,7 +244,7 @@ func (w *Worker) cancelled(ctx context.Context, task protocol.Task, seq uint64) 
 func (w *Worker) lookupCancel(ctx context.Context, task protocol.Task) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, jsop.Timeout)
 	defer cancel()
-	_, err := w.cancStrm.GetLastMsgForSubject(ctx, w.subj.Cancel(task.ConversationID, task.TaskID))
+	_, err := w.cancelStream.GetLastMsgForSubject(ctx, w.subj.Cancel(task.ConversationID, task.TaskID))
 	switch {
 	case err == nil:
 		w.cancels.record(task.ConversationID, task.TaskID)

@@ -109,7 +109,7 @@ func (w *Worker) catchUp(ctx context.Context, gen uint64) error {
 	if err := w.cfg.Conn.FlushWithContext(ctx); err != nil {
 		return fmt.Errorf("flush: %w", err)
 	}
-	info, err := w.tasksStrm.Info(ctx)
+	info, err := w.tasksStream.Info(ctx)
 	if err != nil {
 		return fmt.Errorf("stream info %s: %w", w.names.Tasks, err)
 	}

@@ -66,7 +66,7 @@ func (w *Worker) startAdvisories(consumers map[string]jetstream.Consumer) error 
 		if err != nil {
 			return fmt.Errorf("natsjs: worker: pull from consumer %s on %s: %w", natsjs.ExhaustedConsumerName(name), w.names.Exhausted, err)
 		}
-		w.adv.Add(1)
+		w.advisoryLoops.Add(1)
 		go w.pullAdvisories(ctx, name, it)
 	}
 	return nil
@@ -87,7 +87,7 @@ func (w *Worker) stopAdvisories() {
 	if cancel != nil {
 		cancel()
 	}
-	w.adv.Wait()
+	w.advisoryLoops.Wait()
 }
 
 // pullAdvisories answers the advisories of toolName's consumer, starting
@@ -95,7 +95,7 @@ func (w *Worker) stopAdvisories() {
 // consumer was deleted, say), the consumer is ensured again and a new
 // iterator started.
 func (w *Worker) pullAdvisories(ctx context.Context, toolName string, it jetstream.MessagesContext) {
-	defer w.adv.Done()
+	defer w.advisoryLoops.Done()
 	log := w.log.With(slog.String("tool", toolName), slog.String("consumer", natsjs.ExhaustedConsumerName(toolName)))
 	for {
 		err := w.answerAdvisories(ctx, log, toolName, it)
@@ -190,7 +190,7 @@ func (w *Worker) onMaxDeliveries(ctx context.Context, log *slog.Logger, toolName
 	log = log.With(slog.Uint64("stream_seq", adv.StreamSeq))
 	actx, cancel := context.WithTimeout(ctx, jsop.Timeout)
 	defer cancel()
-	raw, err := w.tasksStrm.GetMsg(actx, adv.StreamSeq)
+	raw, err := w.tasksStream.GetMsg(actx, adv.StreamSeq)
 	switch {
 	case errors.Is(err, jetstream.ErrMsgNotFound):
 		_ = m.Ack() // answered (or acknowledged) already
@@ -244,7 +244,7 @@ func (w *Worker) answerExhausted(ctx context.Context, log *slog.Logger, raw *jet
 		}
 		w.count(task.Tool, protocol.StatusError)
 	}
-	if err := w.tasksStrm.DeleteMsg(ctx, raw.Sequence); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+	if err := w.tasksStream.DeleteMsg(ctx, raw.Sequence); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
 		log.Warn("exhausted task not deleted", slog.Any("error", err))
 	}
 	return nil
@@ -273,7 +273,7 @@ func (w *Worker) sweepTool(ctx context.Context, name string, c jetstream.Consume
 	floor := info.Delivered.Stream
 	subject := w.subj.Task(name)
 	for seq := uint64(1); seq <= floor; {
-		raw, err := w.tasksStrm.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+		raw, err := w.tasksStream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			return nil
 		}
@@ -294,7 +294,7 @@ func (w *Worker) sweepTool(ctx context.Context, name string, c jetstream.Consume
 
 // sweepLoop sweeps every sweepEvery until the worker stops.
 func (w *Worker) sweepLoop() {
-	defer w.bg.Done()
+	defer w.periodic.Done()
 	tick := time.NewTicker(sweepEvery)
 	defer tick.Stop()
 	for {

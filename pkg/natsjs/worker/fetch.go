@@ -3,15 +3,15 @@ package worker
 import (
 	"errors"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
-// fetch pulls the tasks of one tool for as many slots as are free: a pull
+// fetcher pulls the tasks of one tool for as many slots as are free: a pull
 // request is issued only for slots held, and asks for one task per slot,
 // so no task waits in this process while another replica could run it
 // (see [slotPool] for how slots rotate among the tools). While tasks are
@@ -22,8 +22,8 @@ import (
 // a backlog the freed slots are asked for together once the outstanding
 // requests end, so that an idle worker keeps few requests waiting. Each
 // task pulled is handed, with its slot, to an idle runner of the tool (see
-// run); a runner is a long-lived goroutine that has grown its stack once,
-// where a goroutine per task would grow a fresh one for every task (schema
+// Worker.run); a runner is a long-lived goroutine that has grown its
+// stack once, where a goroutine per task would grow a fresh one for every task (schema
 // validation and JSON decoding go deep).
 //
 // A task is pulled only when a runner is free to start it: a runner whose
@@ -31,62 +31,88 @@ import (
 // (see handle), and a task handed over to no free runner would wait,
 // without in-progress acks, until another replica got it after its ack
 // wait.
-func (w *Worker) fetch(t *tool.Tool, c jetstream.Consumer, rs *runners) {
+type fetcher struct {
+	w  *Worker
+	t  *tool.Tool
+	rs *runnerPool
+	p  *pullRequests
+	// freed receives when a slot of the worker has become free.
+	freed chan struct{}
+	// pl is the long pull requests outstanding, which a fetcher of
+	// another tool that has to wait for a slot may preempt (it closes
+	// preempt): every request is then abandoned, and their slots given
+	// back. Nil while no long request is outstanding.
+	long    *longPulls
+	preempt chan struct{}
+	// guard fires when no message at all came for a request's expiry and
+	// a second while requests are outstanding: the server lost them (a
+	// restart), and they are abandoned.
+	guard *time.Timer
+	// backlog is whether tasks were waiting at the last delivery.
+	backlog bool
+	// reconn is closed at the next reconnect.
+	reconn <-chan struct{}
+}
+
+// fetch runs the fetcher of tool t on consumer c, handing tasks to rs,
+// until the worker stops fetching.
+func (w *Worker) fetch(t *tool.Tool, c jetstream.Consumer, rs *runnerPool) {
 	defer w.fetchers.Done()
 	info := c.CachedInfo()
-	p := newPuller(w.cfg.Conn, info.Stream, info.Name, w.cfg.Concurrency)
-	freed := w.slots.watch()
-	defer w.slots.unwatch(freed)
+	f := &fetcher{w: w, t: t, rs: rs, p: newPullRequests(w.cfg.Conn, info.Stream, info.Name, w.cfg.Concurrency),
+		freed: w.slots.watch(), preempt: make(chan struct{}), guard: time.NewTimer(pullWait), reconn: w.reconnected()}
+	defer w.slots.unwatch(f.freed)
+	defer f.guard.Stop()
+	defer f.abandon()
+	f.loop()
+}
 
-	// While a long request may be outstanding, a fetcher of another tool
-	// that has to wait for a slot may preempt this one (close preempt):
-	// every request is then abandoned, and their slots given back.
-	var pl *pull
-	preempt := make(chan struct{})
-	unregister := func() {
-		if pl != nil {
-			w.slots.endPull(pl)
-			pl = nil
-		}
-		select {
-		case <-preempt: // preempted meanwhile
-			preempt = make(chan struct{})
-		default:
-		}
+// unregister forgets the long pulls, ended or abandoned.
+func (f *fetcher) unregister() {
+	if f.long != nil {
+		f.w.slots.endLongPulls(f.long)
+		f.long = nil
 	}
-	abandon := func() {
-		unregister()
-		for range p.abandon() {
-			w.slots.release()
-		}
+	select {
+	case <-f.preempt: // preempted meanwhile
+		f.preempt = make(chan struct{})
+	default:
 	}
-	defer abandon()
+}
 
-	// No message at all for a request's expiry and a second while
-	// requests are outstanding means the server lost them (a restart):
-	// they are abandoned.
-	guard := time.NewTimer(pullWait)
-	defer guard.Stop()
-	lostAfter := func() time.Duration {
-		if pl != nil { // long requests may be outstanding
-			return pullWait + time.Second
-		}
-		return shortPull + time.Second
+// abandon drops every outstanding request and gives their slots back.
+func (f *fetcher) abandon() {
+	f.unregister()
+	for range f.p.abandon() {
+		f.w.slots.release()
 	}
+}
 
-	handoff := func(msg jetstream.Msg) {
-		rs.busy.Add(1)
-		select {
-		case rs.tasks <- msg:
-		case <-w.fetchCtx.Done():
-			// Stopping: hand the task back at once.
-			_ = msg.Nak()
-			w.slots.release()
-			rs.done()
-		}
+// lostAfter is how long the guard waits for a message while requests are
+// outstanding.
+func (f *fetcher) lostAfter() time.Duration {
+	if f.long != nil { // long requests may be outstanding
+		return pullWait + time.Second
 	}
-	backlog := false // tasks were waiting at the last delivery
-	reconn := w.reconnected()
+	return shortPull + time.Second
+}
+
+// handoff hands a pulled task, with its slot, to an idle runner.
+func (f *fetcher) handoff(msg jetstream.Msg) {
+	f.rs.busy.Add(1)
+	select {
+	case f.rs.tasks <- msg:
+	case <-f.w.fetchCtx.Done():
+		// Stopping: hand the task back at once.
+		_ = msg.Nak()
+		f.w.slots.release()
+		f.rs.done()
+	}
+}
+
+// loop asks for tasks and hands them on until the worker stops fetching.
+func (f *fetcher) loop() {
+	w, p, rs := f.w, f.p, f.rs
 	for {
 		// Ask for every free slot, waiting for one while none is held.
 		// While requests are outstanding, freed slots are asked for only
@@ -105,85 +131,110 @@ func (w *Worker) fetch(t *tool.Tool, c jetstream.Consumer, rs *runners) {
 				return
 			}
 		}
-		n := 0
-		if p.held == 0 {
-			if err := w.slots.acquire(w.fetchCtx, t.Name); err != nil {
-				return
-			}
-			n = 1
+		asked, ok := f.request(spare)
+		if !ok {
+			return
 		}
-		if room := min(w.cfg.Concurrency-p.held, spare) - n; room > 0 && (n > 0 || backlog) {
-			n += w.slots.tryAcquire(room)
-		}
-		if n > 0 {
-			long := w.slots.longPull(t.Name)
-			expires := shortPull
-			if long {
-				expires = pullWait
-			}
-			if err := p.request(n, expires); err != nil {
-				for range n {
-					w.slots.release()
-				}
-				abandon()
-				w.log.Warn("pull failed", slog.String("tool", t.Name), slog.Any("error", err))
-				if !w.sleep(fetchRetryWait) {
-					return
-				}
-				continue
-			}
-			if long && pl == nil {
-				ch := preempt
-				pl = w.slots.startPull(func() { close(ch) }, t.Name)
-			}
-			guard.Reset(lostAfter())
+		if !asked {
+			continue
 		}
 		select {
-		case <-reconn:
+		case <-f.reconn:
 			// The server may have restarted, forgetting the requests: ask
 			// again rather than wait for their expiry, since the answers to
 			// new ones would hide that the old ones are lost.
-			reconn = w.reconnected()
-			abandon()
+			f.reconn = w.reconnected()
+			f.abandon()
 		case m := <-p.msgs:
-			task, n, err := p.receive(m)
-			for range n {
-				w.slots.release()
+			if !f.receive(m) {
+				return
 			}
-			switch {
-			case errors.Is(err, errUncounted) && task != nil:
-				_ = task.Nak() // no slot was asked for it
-				w.log.Warn("pull failed", slog.String("tool", t.Name), slog.Any("error", err))
-				abandon()
-			case err != nil:
-				w.log.Warn("pull failed", slog.String("tool", t.Name), slog.Any("error", err))
-				abandon()
-				if !errors.Is(err, errUncounted) && !w.sleep(fetchRetryWait) {
-					return
-				}
-			case task != nil:
-				md, err := task.Metadata()
-				backlog = err == nil && md.NumPending > 0
-				handoff(task)
-			}
-			if p.held == 0 {
-				unregister()
-			} else {
-				guard.Reset(lostAfter())
-			}
-		case <-freed:
+		case <-f.freed:
 		case <-rs.idle:
-		case <-preempt:
-			abandon()
-		case <-guard.C:
+		case <-f.preempt:
+			f.abandon()
+		case <-f.guard.C:
 			if p.held > 0 {
-				w.log.Debug("pull requests unanswered; asking again", slog.String("tool", t.Name))
-				abandon()
+				w.log.Debug("pull requests unanswered; asking again", slog.String("tool", f.t.Name))
+				f.abandon()
 			}
 		case <-w.fetchCtx.Done():
 			return
 		}
 	}
+}
+
+// request asks for as many tasks as slots it can take (at most spare
+// beyond the one it waits for when it holds none). It reports false in ok
+// when the worker stops, and false in asked (after a pause) when the pull
+// failed, so that the caller asks again.
+func (f *fetcher) request(spare int) (asked, ok bool) {
+	w, p := f.w, f.p
+	n := 0
+	if p.held == 0 {
+		if err := w.slots.acquire(w.fetchCtx, f.t.Name); err != nil {
+			return false, false
+		}
+		n = 1
+	}
+	if room := min(w.cfg.Concurrency-p.held, spare) - n; room > 0 && (n > 0 || f.backlog) {
+		n += w.slots.tryAcquire(room)
+	}
+	if n == 0 {
+		return true, true
+	}
+	long := w.slots.canPullLong(f.t.Name)
+	expires := shortPull
+	if long {
+		expires = pullWait
+	}
+	if err := p.request(n, expires); err != nil {
+		for range n {
+			w.slots.release()
+		}
+		f.abandon()
+		w.log.Warn("pull failed", slog.String("tool", f.t.Name), slog.Any("error", err))
+		return false, w.sleep(fetchRetryWait)
+	}
+	if long && f.long == nil {
+		ch := f.preempt
+		f.long = w.slots.startLongPulls(func() { close(ch) }, f.t.Name)
+	}
+	f.guard.Reset(f.lostAfter())
+	return true, true
+}
+
+// receive takes one message of the pull subscription: a task is handed
+// on, the end of a request gives its slots back. It reports false when the
+// worker stops.
+func (f *fetcher) receive(m *nats.Msg) bool {
+	w, p := f.w, f.p
+	task, n, err := p.receive(m)
+	for range n {
+		w.slots.release()
+	}
+	switch {
+	case errors.Is(err, errUncounted) && task != nil:
+		_ = task.Nak() // no slot was asked for it
+		w.log.Warn("pull failed", slog.String("tool", f.t.Name), slog.Any("error", err))
+		f.abandon()
+	case err != nil:
+		w.log.Warn("pull failed", slog.String("tool", f.t.Name), slog.Any("error", err))
+		f.abandon()
+		if !errors.Is(err, errUncounted) && !w.sleep(fetchRetryWait) {
+			return false
+		}
+	case task != nil:
+		md, err := task.Metadata()
+		f.backlog = err == nil && md.NumPending > 0
+		f.handoff(task)
+	}
+	if p.held == 0 {
+		f.unregister()
+	} else {
+		f.guard.Reset(f.lostAfter())
+	}
+	return true
 }
 
 // sleep waits d, or less if the worker stops; it reports whether it did
@@ -194,71 +245,5 @@ func (w *Worker) sleep(d time.Duration) bool {
 		return true
 	case <-w.fetchCtx.Done():
 		return false
-	}
-}
-
-// run runs the tasks fetch hands it, each in the slot fetch took for it.
-// When tasks are waiting, the slot is given back once the tool has
-// returned, while its result is still being published (see handle); a
-// tool has twice as many runners as the worker has slots, so that a
-// runner is free to take a task pulled for a slot given back that way.
-func (w *Worker) run(t *tool.Tool, rs *runners) {
-	defer w.fetchers.Done()
-	log := w.log.With(slog.String("tool", t.Name))
-	for {
-		select {
-		case msg := <-rs.tasks:
-			if w.fetchCtx.Err() != nil {
-				// Stopping: hand the task back at once.
-				_ = msg.Nak()
-				w.slots.release()
-				rs.done()
-				continue
-			}
-			slot := slotHold{p: w.slots}
-			w.handle(t, log, msg, &slot)
-			slot.release()
-			rs.done()
-		case <-w.fetchCtx.Done():
-			return
-		}
-	}
-}
-
-// slotHold is a slot held by a runner, given back once.
-type slotHold struct {
-	p        *slotPool
-	released bool
-}
-
-// release gives the slot back unless it was already.
-func (h *slotHold) release() {
-	if !h.released {
-		h.released = true
-		h.p.release()
-	}
-}
-
-// runners are a tool's runners, which fetch hands tasks over tasks.
-type runners struct {
-	tasks chan jetstream.Msg
-	n     int           // how many
-	busy  atomic.Int32  // tasks handed over and not finished
-	idle  chan struct{} // told when a runner becomes free while more than half were busy
-}
-
-func newRunners(n int) *runners {
-	return &runners{tasks: make(chan jetstream.Msg), n: n, idle: make(chan struct{}, 1)}
-}
-
-// done marks a task handed over as finished. Only with more than half of
-// the runners busy (as many as the worker has slots) can the runners, not
-// the slots, limit the fetcher: only then is it told.
-func (rs *runners) done() {
-	if int(rs.busy.Add(-1)) >= rs.n/2 {
-		select {
-		case rs.idle <- struct{}{}:
-		default: // told already
-		}
 	}
 }

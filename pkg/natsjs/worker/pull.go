@@ -12,22 +12,23 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// puller pulls tasks from a durable consumer for one tool's fetcher, over
-// a subscription that lives as long as it does (jetstream's Consumer.Next
+// pullRequests are the pull requests of one tool's fetcher, which pull
+// tasks from the tool's durable consumer over a subscription that lives as
+// long as they do (jetstream's Consumer.Next
 // subscribes and unsubscribes an inbox, and starts a goroutine, for every
 // task). Each pull request asks for as many messages as the fetcher held
 // free slots when it made it, and has its own reply subject under the
 // subscription's wildcard. Several requests may be outstanding at once, so
-// that a slot freed while others wait is asked for at once; the puller
-// counts the slots they hold together (held): each task delivered takes
+// that a slot freed while others wait is asked for at once; the slots they
+// hold are counted together (held): each task delivered takes
 // one, and a request's end (its expiry, with the count of messages it did
 // not get) gives the rest back. Requests are only abandoned (the fetcher
 // stops or is preempted, a status it cannot count, or no answer well past
 // the requests' expiry) by dropping the subscription with all of them, so
 // that a task delivered to an abandoned request never waits in this
 // process: it is redelivered after its ack wait, as with Consumer.Next.
-// A puller is used by one goroutine.
-type puller struct {
+// They are used by one goroutine.
+type pullRequests struct {
 	nc      *nats.Conn
 	subject string // the consumer's next-message API subject
 	base    string // the subscription's inbox prefix, with its final dot
@@ -50,14 +51,14 @@ const (
 	statusConflict = "409"
 )
 
-// newPuller returns a puller holding at most max slots at once.
-func newPuller(nc *nats.Conn, stream, consumer string, max int) *puller {
-	return &puller{nc: nc, subject: "$JS.API.CONSUMER.MSG.NEXT." + stream + "." + consumer, max: max}
+// newPullRequests returns the requests of a fetcher, holding at most max slots at once.
+func newPullRequests(nc *nats.Conn, stream, consumer string, max int) *pullRequests {
+	return &pullRequests{nc: nc, subject: "$JS.API.CONSUMER.MSG.NEXT." + stream + "." + consumer, max: max}
 }
 
 // abandon drops the subscription with every outstanding request and
 // returns how many slots they held.
-func (p *puller) abandon() int {
+func (p *pullRequests) abandon() int {
 	if p.sub != nil {
 		_ = p.sub.Unsubscribe()
 		p.sub = nil
@@ -70,7 +71,7 @@ func (p *puller) abandon() int {
 // request asks for batch messages, one per slot the caller took for it,
 // waiting at most expires for them to be stored. On error the caller
 // still holds the slots.
-func (p *puller) request(batch int, expires time.Duration) error {
+func (p *pullRequests) request(batch int, expires time.Duration) error {
 	if p.held+batch > p.max {
 		return fmt.Errorf("natsjs: pull: %d slots held and %d more exceed %d", p.held, batch, p.max)
 	}
@@ -100,7 +101,7 @@ func (p *puller) request(batch int, expires time.Duration) error {
 	return nil
 }
 
-// errUncounted is wrapped by the error of a message the puller cannot
+// errUncounted is wrapped by the error of a message the requests cannot
 // count against its requests: the caller abandons them all.
 var errUncounted = errors.New("natsjs: pull: message not counted")
 
@@ -110,7 +111,7 @@ var errUncounted = errors.New("natsjs: pull: message not counted")
 // messages that will not come. An error (a status other than a request's
 // expiry, or a message it cannot count) means the requests can no longer
 // be counted: the caller abandons them.
-func (p *puller) receive(m *nats.Msg) (task jetstream.Msg, freed int, err error) {
+func (p *pullRequests) receive(m *nats.Msg) (task jetstream.Msg, freed int, err error) {
 	status := ""
 	if len(m.Data) == 0 && len(m.Header) > 0 && !strings.HasPrefix(m.Reply, ackPrefix) {
 		// A status of the server, not a stored task (which may carry any
@@ -120,10 +121,10 @@ func (p *puller) receive(m *nats.Msg) (task jetstream.Msg, freed int, err error)
 	switch status {
 	case "":
 		if p.held == 0 {
-			return &pulledMsg{m: m}, 0, fmt.Errorf("%w: a task beyond the slots asked for", errUncounted)
+			return &taskMsg{m: m}, 0, fmt.Errorf("%w: a task beyond the slots asked for", errUncounted)
 		}
 		p.held--
-		return &pulledMsg{m: m}, 0, nil
+		return &taskMsg{m: m}, 0, nil
 	case statusControl:
 		return nil, 0, nil
 	case statusNoMsgs, statusTimeout:
@@ -141,34 +142,34 @@ func (p *puller) receive(m *nats.Msg) (task jetstream.Msg, freed int, err error)
 	}
 }
 
-// pulledMsg is a pulled task as a [jetstream.Msg]. Its metadata is parsed
+// taskMsg is a pulled task as a [jetstream.Msg]. Its metadata is parsed
 // once: the fetcher reads the backlog from it, and the runner the rest.
 // The fetcher hands the message to the runner over a channel, so the two
 // never read it at once.
-type pulledMsg struct {
+type taskMsg struct {
 	m     *nats.Msg
 	md    *jetstream.MsgMetadata
 	mdErr error
 }
 
-var _ jetstream.Msg = (*pulledMsg)(nil)
+var _ jetstream.Msg = (*taskMsg)(nil)
 
-func (p *pulledMsg) Data() []byte         { return p.m.Data }
-func (p *pulledMsg) Headers() nats.Header { return p.m.Header }
-func (p *pulledMsg) Subject() string      { return p.m.Subject }
-func (p *pulledMsg) Reply() string        { return p.m.Reply }
-func (p *pulledMsg) Ack() error           { return p.m.Ack() }
-func (p *pulledMsg) Nak() error           { return p.m.Nak() }
-func (p *pulledMsg) InProgress() error    { return p.m.InProgress() }
-func (p *pulledMsg) Term() error          { return p.m.Term() }
-func (p *pulledMsg) DoubleAck(ctx context.Context) error {
+func (p *taskMsg) Data() []byte         { return p.m.Data }
+func (p *taskMsg) Headers() nats.Header { return p.m.Header }
+func (p *taskMsg) Subject() string      { return p.m.Subject }
+func (p *taskMsg) Reply() string        { return p.m.Reply }
+func (p *taskMsg) Ack() error           { return p.m.Ack() }
+func (p *taskMsg) Nak() error           { return p.m.Nak() }
+func (p *taskMsg) InProgress() error    { return p.m.InProgress() }
+func (p *taskMsg) Term() error          { return p.m.Term() }
+func (p *taskMsg) DoubleAck(ctx context.Context) error {
 	return p.m.AckSync(nats.Context(ctx))
 }
 
-func (p *pulledMsg) NakWithDelay(delay time.Duration) error { return p.m.NakWithDelay(delay) }
+func (p *taskMsg) NakWithDelay(delay time.Duration) error { return p.m.NakWithDelay(delay) }
 
 // TermWithReason terminates the delivery, giving reason to the advisory.
-func (p *pulledMsg) TermWithReason(reason string) error {
+func (p *taskMsg) TermWithReason(reason string) error {
 	if p.m.Reply == "" {
 		return errors.New("natsjs: message has no reply subject")
 	}
@@ -177,14 +178,14 @@ func (p *pulledMsg) TermWithReason(reason string) error {
 
 // Metadata returns the delivery's metadata, parsed from its reply subject
 // on the first call.
-func (p *pulledMsg) Metadata() (*jetstream.MsgMetadata, error) {
+func (p *taskMsg) Metadata() (*jetstream.MsgMetadata, error) {
 	if p.md == nil && p.mdErr == nil {
 		p.md, p.mdErr = p.parseMetadata()
 	}
 	return p.md, p.mdErr
 }
 
-func (p *pulledMsg) parseMetadata() (*jetstream.MsgMetadata, error) {
+func (p *taskMsg) parseMetadata() (*jetstream.MsgMetadata, error) {
 	md, err := p.m.Metadata()
 	if err != nil {
 		return nil, err

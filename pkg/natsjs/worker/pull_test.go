@@ -12,7 +12,7 @@ import (
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 )
 
-// pullTestWait bounds every wait of the puller test.
+// pullTestWait bounds every wait of pull requests test.
 const pullTestWait = 15 * time.Second
 
 // TestPullerCountsSeveralRequests checks the puller's count of the slots
@@ -36,7 +36,7 @@ func TestPullerCountsSeveralRequests(t *testing.T) {
 	if _, err := js.CreateOrUpdateConsumer(ctx, "P", jetstream.ConsumerConfig{Durable: "c", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
 		t.Fatal(err)
 	}
-	p := newPuller(nc, "P", "c", 4)
+	p := newPullRequests(nc, "P", "c", 4)
 	defer p.abandon()
 	if err := p.request(2, 300*time.Millisecond); err != nil {
 		t.Fatal(err)
@@ -45,7 +45,7 @@ func TestPullerCountsSeveralRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := p.request(2, time.Second); err == nil {
-		t.Fatal("a request beyond the puller's slots was made")
+		t.Fatal("a request beyond the pullRequests's slots was made")
 	}
 	if p.held != 3 {
 		t.Fatalf("held %d after requests for 2 and 1", p.held)

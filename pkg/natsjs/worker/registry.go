@@ -35,7 +35,7 @@ func (w *Worker) writeRegistry(ctx context.Context) error {
 // refreshRegistry rewrites the registry entries every RegistryRefresh until
 // the worker stops.
 func (w *Worker) refreshRegistry() {
-	defer w.bg.Done()
+	defer w.periodic.Done()
 	tick := time.NewTicker(w.cfg.RegistryRefresh)
 	defer tick.Stop()
 	for {

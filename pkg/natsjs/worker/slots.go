@@ -23,9 +23,9 @@ import (
 type slotPool struct {
 	mu       sync.Mutex
 	free     int
-	waiters  []waiter           // FIFO
-	long     map[*pull]struct{} // fetchers with long pulls outstanding, preemptible
-	watchers []chan struct{}    // told when a slot becomes free
+	waiters  []waiter                // FIFO
+	long     map[*longPulls]struct{} // fetchers with long pulls outstanding, preemptible
+	watchers []chan struct{}         // told when a slot becomes free
 }
 
 type waiter struct {
@@ -33,14 +33,14 @@ type waiter struct {
 	tool string
 }
 
-// pull is a fetcher's long pull requests, which cancel abandons.
-type pull struct {
+// longPulls are a fetcher's long pull requests, which cancel abandons.
+type longPulls struct {
 	cancel func()
 	tool   string
 }
 
 func newSlotPool(n int) *slotPool {
-	return &slotPool{free: n, long: make(map[*pull]struct{})}
+	return &slotPool{free: n, long: make(map[*longPulls]struct{})}
 }
 
 // acquire takes a slot for a fetcher of tool, waiting (and preempting a
@@ -128,28 +128,28 @@ func (p *slotPool) unwatch(ch chan struct{}) {
 	p.mu.Unlock()
 }
 
-// longPull reports whether a pull of tool may be long: no fetcher of
+// canPullLong reports whether a pull of tool may be long: no fetcher of
 // another tool waits for a slot (otherwise pulls are short, so that the
 // slots rotate among the tools).
-func (p *slotPool) longPull(tool string) bool {
+func (p *slotPool) canPullLong(tool string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return !slices.ContainsFunc(p.waiters, func(w waiter) bool { return w.tool != tool })
 }
 
-// startPull records that a fetcher of tool holds slots in long pulls,
+// startLongPulls records that a fetcher of tool holds slots in long pulls,
 // which a fetcher of another tool that has to wait may preempt by calling
 // cancel (once, under the pool's lock).
-func (p *slotPool) startPull(cancel func(), tool string) *pull {
-	pl := &pull{cancel: cancel, tool: tool}
+func (p *slotPool) startLongPulls(cancel func(), tool string) *longPulls {
+	pl := &longPulls{cancel: cancel, tool: tool}
 	p.mu.Lock()
 	p.long[pl] = struct{}{}
 	p.mu.Unlock()
 	return pl
 }
 
-// endPull forgets a fetcher's long pulls (ended, or abandoned).
-func (p *slotPool) endPull(pl *pull) {
+// endLongPulls forgets a fetcher's long pulls (ended, or abandoned).
+func (p *slotPool) endLongPulls(pl *longPulls) {
 	p.mu.Lock()
 	delete(p.long, pl)
 	p.mu.Unlock()

@@ -63,11 +63,11 @@ func TestSlotPoolWatchAndLong(t *testing.T) {
 	if err := p.acquire(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
-	if !p.longPull("a") {
+	if !p.canPullLong("a") {
 		t.Fatal("pull not long while nobody waits")
 	}
 	own := make(chan struct{})
-	p.startPull(func() { close(own) }, "a")
+	p.startLongPulls(func() { close(own) }, "a")
 	granted := make(chan error, 1)
 	go func() { granted <- p.acquire(ctx, "a") }() // same tool: no preemption
 	waitFor(t, func() bool { p.mu.Lock(); defer p.mu.Unlock(); return len(p.waiters) == 1 })
@@ -76,7 +76,7 @@ func TestSlotPoolWatchAndLong(t *testing.T) {
 		t.Fatal("a fetcher preempted its own tool's pull")
 	default:
 	}
-	if !p.longPull("a") || p.longPull("b") {
+	if !p.canPullLong("a") || p.canPullLong("b") {
 		t.Fatal("a waiter of tool a must make b's pulls short, not a's")
 	}
 	p.release() // to the waiter, not to the watchers

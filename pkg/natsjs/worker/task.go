@@ -37,7 +37,7 @@ type outcome struct {
 // result for the CPU) the runner gives it back when handle returns.
 //
 // toolLog is the worker's logger with the tool's name.
-func (w *Worker) handle(t *tool.Tool, toolLog *slog.Logger, msg jetstream.Msg, slot *slotHold) {
+func (w *Worker) handle(t *tool.Tool, toolLog *slog.Logger, msg jetstream.Msg, slot *heldSlot) {
 	log := toolLog
 	md, _ := msg.Metadata()
 	if md != nil && md.NumDelivered > 1 && w.cfg.Metrics != nil {
@@ -234,10 +234,10 @@ func (w *Worker) heartbeat(msg jetstream.Msg, log *slog.Logger) func() {
 		if err := msg.InProgress(); err != nil {
 			log.Warn("in-progress ack failed", slog.Any("error", err))
 		}
-		timer.Reset(w.hbEvery)
+		timer.Reset(w.heartbeatEvery)
 	}
 	mu.Lock()
-	timer = time.AfterFunc(w.hbEvery, beat)
+	timer = time.AfterFunc(w.heartbeatEvery, beat)
 	mu.Unlock()
 	return func() {
 		mu.Lock()

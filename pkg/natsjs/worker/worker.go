@@ -100,20 +100,20 @@ type Config struct {
 // A Worker is started once with [Worker.Start] and stopped with
 // [Worker.Stop] or [Worker.StopAndCancel].
 type Worker struct {
-	cfg     Config
-	log     *slog.Logger
-	subj    protocol.Subjects
-	names   natsjs.Names
-	tools   map[string]*tool.Tool
-	hbEvery time.Duration // set by Start from the consumers' ack wait
-	slots   *slotPool
-	cancels *cancelIndex
+	cfg            Config
+	log            *slog.Logger
+	subj           protocol.Subjects
+	names          natsjs.Names
+	tools          map[string]*tool.Tool
+	heartbeatEvery time.Duration // set by Start from the consumers' ack wait
+	slots          *slotPool
+	cancels        *cancelIndex
 
-	js        jetstream.JetStream
-	tasksStrm jetstream.Stream
-	cancStrm  jetstream.Stream
-	consumers map[string]jetstream.Consumer
-	kv        jetstream.KeyValue
+	js           jetstream.JetStream
+	tasksStream  jetstream.Stream
+	cancelStream jetstream.Stream
+	consumers    map[string]jetstream.Consumer
+	kv           jetstream.KeyValue
 
 	life  startstop.Base
 	ready atomic.Bool
@@ -133,11 +133,11 @@ type Worker struct {
 	bgStop      chan struct{}
 	reconn      atomic.Pointer[chan struct{}] // closed (and replaced) at each reconnect
 
-	fetchers sync.WaitGroup // per tool, a fetcher and 2 × Concurrency runners
-	adv      sync.WaitGroup // per tool, the loop answering max-deliveries advisories
-	bg       sync.WaitGroup // registry refresher, sweeper
-	watcher  sync.WaitGroup // connection watcher
-	bufs     bufpool.Pool   // result encoding buffers
+	fetchers      sync.WaitGroup // per tool, a fetcher and 2 × Concurrency runners
+	advisoryLoops sync.WaitGroup // per tool, the loop answering max-deliveries advisories
+	periodic      sync.WaitGroup // registry refresher, sweeper
+	watcher       sync.WaitGroup // connection watcher
+	bufs          bufpool.Pool   // result encoding buffers
 }
 
 // errShutdown is the cause of a task context cancelled by the worker's own
@@ -260,10 +260,10 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	if err := natsjs.Provision(ctx, js, popts); err != nil {
 		return fmt.Errorf("natsjs: worker: %w", jsop.Nested(err))
 	}
-	if w.tasksStrm, err = js.Stream(ctx, w.names.Tasks); err != nil {
+	if w.tasksStream, err = js.Stream(ctx, w.names.Tasks); err != nil {
 		return fmt.Errorf("natsjs: worker: bind stream %s: %w", w.names.Tasks, err)
 	}
-	if w.cancStrm, err = js.Stream(ctx, w.names.Cancel); err != nil {
+	if w.cancelStream, err = js.Stream(ctx, w.names.Cancel); err != nil {
 		return fmt.Errorf("natsjs: worker: bind stream %s: %w", w.names.Cancel, err)
 	}
 	w.consumers = make(map[string]jetstream.Consumer, len(w.tools))
@@ -282,9 +282,9 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 			ackWait = aw
 		}
 	}
-	w.hbEvery = w.cfg.HeartbeatInterval
-	if w.hbEvery <= 0 {
-		w.hbEvery = ackWait / 3
+	w.heartbeatEvery = w.cfg.HeartbeatInterval
+	if w.heartbeatEvery <= 0 {
+		w.heartbeatEvery = ackWait / 3
 	}
 	if w.kv, err = natsjs.EnsureRegistry(ctx, js, popts); err != nil {
 		return fmt.Errorf("natsjs: worker: %w", jsop.Nested(err))
@@ -328,7 +328,7 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	// runners as the worker has slots, so that a runner is free for every
 	// slot, also for the slots of tasks whose results are being published.
 	for name, c := range w.consumers {
-		rs := newRunners(2 * w.cfg.Concurrency)
+		rs := newRunnerPool(2 * w.cfg.Concurrency)
 		for range rs.n {
 			w.fetchers.Add(1)
 			go w.run(w.tools[name], rs)
@@ -336,12 +336,12 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 		w.fetchers.Add(1)
 		go w.fetch(w.tools[name], c, rs)
 	}
-	w.bg.Add(2)
+	w.periodic.Add(2)
 	go w.refreshRegistry()
 	go w.sweepLoop()
 	w.ready.Store(true)
 	w.log.Info("worker started", slog.Int("tools", len(w.tools)), slog.Int("concurrency", w.cfg.Concurrency),
-		slog.Duration("ack_wait", ackWait), slog.Duration("heartbeat", w.hbEvery))
+		slog.Duration("ack_wait", ackWait), slog.Duration("heartbeat", w.heartbeatEvery))
 	return nil
 }
 
@@ -386,7 +386,7 @@ func (w *Worker) shutdown(ctx context.Context, grace time.Duration) error {
 	// runner running a task returns once the task is settled.
 	w.fetchCancel()
 	close(w.bgStop)
-	w.bg.Wait()
+	w.periodic.Wait()
 	w.deleteRegistry(ctx)
 	// The advisories of the tasks handed back from now on are left to the
 	// other replicas.
