@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/offload-dev/offload/internal/proctest"
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/message"
@@ -155,13 +156,13 @@ func TestClusterFailover(t *testing.T) {
 	// Three workers: those of nodes 1 and 3 have only their node's URL
 	// (they fail over to the servers the cluster announces), the second a
 	// list of the three.
-	workers := make([]*natstest.Process, 3)
+	workers := make([]*proctest.Process, 3)
 	for i := range workers {
 		url := c.list("worker", i)
 		if i != 1 {
 			url = strings.Replace(c.nodes[i].url, "nats://", "nats://worker:"+password("worker")+"@", 1)
 		}
-		workers[i] = natstest.StartProcess(t, workerBin, "--nats", url, "--inbox-prefix", inboxPrefix("worker"), "--tools", "sleep", "--id", "cluster-"+strconv.Itoa(i),
+		workers[i] = proctest.StartProcess(t, workerBin, "--nats", url, "--inbox-prefix", inboxPrefix("worker"), "--tools", "sleep", "--id", "cluster-"+strconv.Itoa(i),
 			"--concurrency", "4", "--replicas", "3", "-v")
 	}
 	onNode := map[string]bool{}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/offload-dev/offload/internal/proctest"
 	"github.com/offload-dev/offload/internal/syncbuf"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/protocol"
@@ -138,7 +139,7 @@ func TestLogDurationsAsText(t *testing.T) {
 // failure.
 func TestSignalDuringStartStopsAtOnce(t *testing.T) {
 	t.Parallel()
-	url := "nats://127.0.0.1:" + strconv.Itoa(natstest.FreePort(t)) // nothing listens
+	url := "nats://127.0.0.1:" + strconv.Itoa(proctest.FreePort(t)) // nothing listens
 	signals := make(chan os.Signal, 1)
 	var stderr syncbuf.Buffer
 	code := make(chan int, 1)
