@@ -9,19 +9,10 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/offload-dev/offload/pkg/llm"
+	"github.com/offload-dev/offload/pkg/llm/modelref"
 	"github.com/offload-dev/offload/pkg/llm/openaicompat"
-	"github.com/offload-dev/offload/pkg/llm/script"
 	"github.com/offload-dev/offload/pkg/llm/testmodel"
 )
-
-// defaultModel is openai:gpt-4o-mini when OPENAI_API_KEY is set, else the
-// built-in test model.
-func defaultModel(getenv func(string) string) string {
-	if getenv("OPENAI_API_KEY") != "" {
-		return "openai:gpt-4o-mini"
-	}
-	return "test"
-}
 
 // modelFlags are the model transport flags of SPEC §6.1 and the
 // model_settings of --spec.
@@ -71,25 +62,25 @@ func (mf *modelFlags) settings() llm.Settings {
 	return llm.Settings{Temperature: mf.temperature, MaxTokens: mf.maxTokens, ParallelToolCalls: mf.parallelToolCalls}
 }
 
-// openAIConfig returns the adapter's configuration for model name.
-func (mf *modelFlags) openAIConfig(getenv func(string) string, name string) openaicompat.Config {
-	cfg := openaicompat.ConfigFromEnv(getenv, name)
-	cfg.MaxRetries, cfg.IdleTimeout = mf.retries, mf.idleTimeout
-	if mf.retries == 0 {
-		cfg.MaxRetries = -1 // none; the adapter reads 0 as its default
+// openAI adjusts the adapter's configuration to the flags.
+func (mf *modelFlags) openAI(getenv func(string) string) func(*openaicompat.Config) {
+	return func(cfg *openaicompat.Config) {
+		cfg.MaxRetries, cfg.IdleTimeout = mf.retries, mf.idleTimeout
+		if mf.retries == 0 {
+			cfg.MaxRetries = -1 // none; the adapter reads 0 as its default
+		}
+		if mf.idleTimeout == 0 {
+			cfg.IdleTimeout = -1
+		}
+		// Usage in streams (stream_options) is asked of OpenAI itself, which
+		// supports it; other servers get it only when model_settings says so,
+		// since some reject the field.
+		cfg.StreamUsage = getenv("OPENAI_BASE_URL") == ""
+		if mf.streamUsage != nil {
+			cfg.StreamUsage = *mf.streamUsage
+		}
+		cfg.ExtraBody, cfg.Logger = mf.extraBody, mf.logger
 	}
-	if mf.idleTimeout == 0 {
-		cfg.IdleTimeout = -1
-	}
-	// Usage in streams (stream_options) is asked of OpenAI itself, which
-	// supports it; other servers get it only when model_settings says so,
-	// since some reject the field.
-	cfg.StreamUsage = getenv("OPENAI_BASE_URL") == ""
-	if mf.streamUsage != nil {
-		cfg.StreamUsage = *mf.streamUsage
-	}
-	cfg.ExtraBody, cfg.Logger = mf.extraBody, mf.logger
-	return cfg
 }
 
 // testModelArgs are the test model's arguments for the built-in tools
@@ -103,38 +94,18 @@ func testModelArgs() map[string]json.RawMessage {
 }
 
 // newModel builds the model named by --model: openai:NAME, test or
-// script:FILE. tools restricts the test model's calls; mf configures the
-// transport of openai models (the others have none).
-func newModel(spec string, getenv func(string) string, tools []string, mf *modelFlags) (llm.Model, error) {
+// script:FILE (see modelref). tools restricts the test model's calls; mf
+// configures the transport of openai models (the others have none).
+func newModel(ref string, getenv func(string) string, tools []string, mf *modelFlags) (llm.Model, error) {
 	if err := mf.validate(); err != nil {
 		return nil, err
 	}
-	switch {
-	case spec == "test":
-		return testmodel.New(testmodel.Config{CallTools: tools, Prose: true, Args: testModelArgs()}), nil
-	case strings.HasPrefix(spec, "script:"):
-		path := strings.TrimPrefix(spec, "script:")
-		if path == "" {
-			return nil, usageErr("--model script:FILE needs a file")
-		}
-		m, err := script.Load(path)
-		if err != nil {
-			return nil, usageErr("%v", err)
-		}
-		return m, nil
-	case strings.HasPrefix(spec, "openai:"):
-		name := strings.TrimPrefix(spec, "openai:")
-		if name == "" {
-			return nil, usageErr("--model openai:NAME needs a model name")
-		}
-		m, err := openaicompat.New(mf.openAIConfig(getenv, name))
-		if err != nil {
-			return nil, usageErr("%v", err)
-		}
-		return m, nil
-	default:
-		return nil, usageErr("unknown --model %q: use openai:NAME, test or script:FILE", spec)
+	m, err := modelref.New(ref, modelref.Options{Getenv: getenv, OpenAI: mf.openAI(getenv),
+		Test: testmodel.Config{CallTools: tools, Prose: true, Args: testModelArgs()}})
+	if err != nil {
+		return nil, usageErr("%v", err)
 	}
+	return m, nil
 }
 
 // splitList splits a comma-separated flag value, dropping empty items.

@@ -23,6 +23,7 @@ import (
 	"github.com/offload-dev/offload/pkg/agent/agentmetrics"
 	"github.com/offload-dev/offload/pkg/builtin"
 	"github.com/offload-dev/offload/pkg/deferred"
+	"github.com/offload-dev/offload/pkg/llm/modelref"
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs/remote"
@@ -149,7 +150,7 @@ func runAgent(ctx context.Context, e env, f *runFlags, prompt string) error {
 	}
 	f.mf.logger = logger
 	if f.model == "" {
-		f.model = defaultModel(e.getenv)
+		f.model = modelref.Default(e.getenv)
 	}
 	model, err := newModel(f.model, e.getenv, nil, &f.mf)
 	if err != nil {
