@@ -7,13 +7,11 @@ import (
 	"net/netip"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/spf13/pflag"
 
 	"github.com/offload-dev/offload/pkg/builtin"
 	"github.com/offload-dev/offload/pkg/embedded"
@@ -74,7 +72,7 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 	if len(want) > 0 {
 		filter = want
 	}
-	client, err := remote.NewClient(remote.ClientConfig{Conn: nc, Prefix: f.prefix, Replicas: f.conn.replicas, Filter: filter,
+	client, err := remote.NewClient(remote.ClientConfig{Conn: nc, Prefix: f.prefix, Replicas: f.conn.Replicas, Filter: filter,
 		InlineDeadline: f.callTimeout, Local: builtins, LocalID: fmt.Sprintf("agent-%d", os.Getpid()), Logger: log, Metrics: am})
 	if err != nil {
 		return fail(err)
@@ -160,17 +158,18 @@ func (c *conn) close(ctx context.Context) {
 // runs on the embedded default once before the server starts (srv nil)
 // and once after (srv set); an error from it ends the connection.
 func connect(ctx context.Context, e env, f *runFlags, log *slog.Logger, embeddedHook func(srv *embedded.Server) error) (*conn, error) {
-	c := &conn{url: f.nats, refusals: &natsjs.Refusals{Role: "agent"}}
+	c := &conn{refusals: &natsjs.Refusals{Role: "agent"}}
 	fail := func(err error) (*conn, error) {
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		c.close(cctx)
 		return nil, err
 	}
-	copts, err := f.conn.options(e.getenv)
+	copts, err := f.conn.Options(e.getenv)
 	if err != nil {
-		return fail(err)
+		return fail(usageErr("%v", err))
 	}
+	c.url = f.conn.Servers(copts)
 	c.embedded = c.url == "" && copts.Context == nil
 	if c.embedded {
 		if embeddedHook != nil {
@@ -234,58 +233,6 @@ func embeddedBuiltins(f *runFlags, srv *embedded.Server, want []string, log *slo
 		all = slices.DeleteFunc(all, func(t *tool.Tool) bool { return !slices.Contains(want, t.Name) })
 	}
 	return all, nil
-}
-
-// connFlags are the NATS credential flags, the usual NATS ways (a user and
-// password in the --nats URL work too), and the replication factor of
-// what the command creates (SPEC §5.6).
-type connFlags struct {
-	creds    string
-	nkey     string
-	context  string
-	inbox    string
-	replicas int
-	envErr   error // a bad OFFLOAD_REPLICAS
-}
-
-// replicasEnv is the environment variable of --replicas.
-const replicasEnv = "OFFLOAD_REPLICAS"
-
-// addConnFlags registers --creds, --nkey, --context, --inbox-prefix and
-// --replicas on fl.
-func addConnFlags(fl *pflag.FlagSet, c *connFlags, getenv func(string) string) {
-	fl.StringVar(&c.creds, "creds", getenv("NATS_CREDS"), "NATS credentials file (env NATS_CREDS)")
-	fl.StringVar(&c.nkey, "nkey", getenv("NATS_NKEY"), "NATS nkey seed file (env NATS_NKEY)")
-	fl.StringVar(&c.context, "context", "", "nats CLI context (name or JSON file) giving the server and credentials")
-	fl.StringVar(&c.inbox, "inbox-prefix", getenv("NATS_INBOX_PREFIX"), "prefix of the connection's reply subjects instead of _INBOX (env NATS_INBOX_PREFIX; deploy/nats/auth.conf gives each role its own: _INBOX_agent, _INBOX_approver, …)")
-	def := 0
-	if v := getenv(replicasEnv); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			c.envErr = usageErr("%s=%q: want a replica count (0 or more)", replicasEnv, v)
-		}
-		def = n
-	}
-	fl.IntVar(&c.replicas, "replicas", def, "replicas of every stream and bucket created (env "+replicasEnv+"; default: the definitions', 1); when given, existing ones must have as many")
-}
-
-// options returns the connection options of the flags.
-func (c *connFlags) options(getenv func(string) string) (natsjs.ConnectOptions, error) {
-	o := natsjs.ConnectOptions{Creds: c.creds, Nkey: c.nkey, InboxPrefix: c.inbox}
-	if c.envErr != nil {
-		return o, c.envErr
-	}
-	if c.replicas < 0 {
-		return o, usageErr("--replicas must not be negative")
-	}
-	if c.context != "" {
-		nctx, err := natsjs.LoadContext(c.context, getenv)
-		if err != nil {
-			return o, usageErr("--context: %v", err)
-		}
-		o.Context = &nctx
-	}
-	return o, nil
 }
 
 // natsCLI returns the nats CLI invocation with opts, shell-quoted so that it

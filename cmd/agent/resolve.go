@@ -44,14 +44,14 @@ func resolveCommands(f *runFlags, embedded bool, conv string) func(deferred.Pend
 			return nil
 		}
 	}
-	opts := []string{"nats", "--server", natsjs.RedactURL(f.nats)}
+	opts := []string{"nats", "--server", natsjs.RedactURL(f.conn.URL)}
 	switch {
-	case f.conn.context != "":
-		opts = []string{"nats", "--context", f.conn.context}
-	case f.conn.creds != "":
-		opts = append(opts, "--creds", absPath(f.conn.creds))
-	case f.conn.nkey != "":
-		opts = append(opts, "--nkey", absPath(f.conn.nkey))
+	case f.conn.Context != "":
+		opts = []string{"nats", "--context", f.conn.Context}
+	case f.conn.Creds != "":
+		opts = append(opts, "--creds", absPath(f.conn.Creds))
+	case f.conn.Nkey != "":
+		opts = append(opts, "--nkey", absPath(f.conn.Nkey))
 	}
 	pub := func(subject, data string) string {
 		return natsCLIJoin(append(append([]string(nil), opts...), "pub", subject, data))
@@ -113,15 +113,15 @@ func resumeHint(f *runFlags, embedded bool, conv string) string {
 		c = append(c, "--store", absPath(f.store))
 	} else {
 		switch {
-		case f.conn.context != "":
-			c = append(c, "--context", f.conn.context)
+		case f.conn.Context != "":
+			c = append(c, "--context", f.conn.Context)
 		default:
-			c = append(c, "--nats", natsjs.RedactURL(f.nats))
-			if f.conn.creds != "" {
-				c = append(c, "--creds", absPath(f.conn.creds))
+			c = append(c, "--nats", natsjs.RedactURL(f.conn.URL))
+			if f.conn.Creds != "" {
+				c = append(c, "--creds", absPath(f.conn.Creds))
 			}
-			if f.conn.nkey != "" {
-				c = append(c, "--nkey", absPath(f.conn.nkey))
+			if f.conn.Nkey != "" {
+				c = append(c, "--nkey", absPath(f.conn.Nkey))
 			}
 		}
 	}

@@ -15,8 +15,9 @@ import (
 // the arguments survives), alternatives behind "# ".
 func TestResolveCommandsFormat(t *testing.T) {
 	t.Parallel()
-	f := &runFlags{nats: "nats://u:secret@127.0.0.1:4222", prefix: "acme", store: "rel/store"}
-	f.conn.creds = "creds/agent.creds"
+	f := &runFlags{prefix: "acme", store: "rel/store"}
+	f.conn.URL = "nats://u:secret@127.0.0.1:4222"
+	f.conn.Creds = "creds/agent.creds"
 	p := deferred.PendingTask{TaskID: "01JTASK0000000000000000002", Kind: deferred.KindApproval, Tool: "deploy", Args: json.RawMessage(`{"note": "it's"}`)}
 	got := resolveCommands(f, false, "01JCONV0000000000000000002")(p)
 	creds, _ := filepath.Abs("creds/agent.creds")

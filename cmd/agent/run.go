@@ -9,8 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"net"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -19,6 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
+	"github.com/offload-dev/offload/internal/natsflags"
+	"github.com/offload-dev/offload/internal/opsserver"
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/agent/agentmetrics"
 	"github.com/offload-dev/offload/pkg/builtin"
@@ -41,7 +41,6 @@ type runFlags struct {
 	approve        string
 	root           string
 	verbose        bool
-	nats           string
 	store          string
 	prefix         string
 	local          bool
@@ -55,7 +54,7 @@ type runFlags struct {
 	resume *resumeFlags
 	mf     modelFlags // model transport (model.go)
 	extras specExtras // what --spec sets without a flag (spec.go)
-	conn   connFlags
+	conn   natsflags.Flags
 }
 
 func newRunCmd(e env) *cobra.Command {
@@ -94,14 +93,13 @@ func registerRunFlags(cmd *cobra.Command, f *runFlags, e env) {
 	fl.StringVar(&f.conversation, "conversation", "", "continue the stored conversation with this ID")
 	fl.StringVar(&f.root, "root", ".", "directory the built-in file and shell tools work in")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log more on stderr")
-	fl.StringVar(&f.nats, "nats", e.getenv("NATS_URL"), "NATS server URL, or a comma-separated list of a cluster's (env NATS_URL; default: an embedded server on --store)")
 	fl.StringVar(&f.store, "store", "./.offload", "directory of the embedded server's data and URL file")
 	fl.StringVar(&f.prefix, "prefix", protocol.DefaultPrefix, "subject prefix")
 	fl.BoolVar(&f.local, "local", false, "run the built-in tools in this process, without NATS (nothing is stored)")
 	fl.StringVar(&f.metricsAddr, "metrics", "", "serve Prometheus metrics on ADDR/metrics while the run lasts (e.g. 127.0.0.1:9100)")
 	fl.StringVar(&f.spec, "spec", "", "YAML file of the agent: model, instructions, limits, tools, approve, model_settings, ... (flags given win)")
 	f.mf.register(fl)
-	addConnFlags(fl, &f.conn, e.getenv)
+	f.conn.Register(fl, e.getenv, e.getenv("NATS_URL"), "NATS server URL, or a comma-separated list of a cluster's (env NATS_URL; default: an embedded server on --store)")
 }
 
 func runAgent(ctx context.Context, e env, f *runFlags, prompt string) error {
@@ -159,7 +157,7 @@ func runAgent(ctx context.Context, e env, f *runFlags, prompt string) error {
 	reg := prometheus.NewRegistry()
 	am := metrics.NewAgent(reg)
 	if f.metricsAddr != "" {
-		stop, err := serveMetrics(f.metricsAddr, reg, logger)
+		stop, err := opsserver.Start(f.metricsAddr, reg, nil, logger)
 		if err != nil {
 			return usageErr("--metrics: %v", err)
 		}
@@ -569,23 +567,4 @@ func clip(s string, n int) string {
 		return s[:n] + "…"
 	}
 	return s
-}
-
-// serveMetrics serves reg on addr/metrics until the returned function is
-// called.
-func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (func(), error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, err
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", metrics.Handler(reg))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	log.Info("serving metrics", slog.String("addr", ln.Addr().String()))
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-	}, nil
 }

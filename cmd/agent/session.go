@@ -131,7 +131,7 @@ func runDurable(ctx context.Context, e env, f *runFlags, cfg agent.Config, rem *
 // openSession claims the conversation of --conversation (or a new one)
 // in the JetStream store and loads it.
 func openSession(ctx context.Context, f *runFlags, rem *remoteConn, am *metrics.Agent, log *slog.Logger) (*session.Session, error) {
-	popts := natsjs.ProvisionOptions{Prefix: f.prefix, Replicas: f.conn.replicas}
+	popts := natsjs.ProvisionOptions{Prefix: f.prefix, Replicas: f.conn.Replicas}
 	if err := convstore.EnsureInboxStreams(ctx, rem.js, popts); err != nil {
 		return nil, err
 	}

@@ -29,11 +29,10 @@ type storeCmd struct {
 // store.
 func registerStoreFlags(cmd *cobra.Command, f *runFlags, e env) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.nats, "nats", e.getenv("NATS_URL"), "NATS server URL, or a comma-separated list of a cluster's (env NATS_URL; default: the embedded server of --store, started if none runs)")
 	fl.StringVar(&f.store, "store", "./.offload", "directory of the embedded server's data and URL file")
 	fl.StringVar(&f.prefix, "prefix", protocol.DefaultPrefix, "subject prefix")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log more on stderr")
-	addConnFlags(fl, &f.conn, e.getenv)
+	f.conn.Register(fl, e.getenv, e.getenv("NATS_URL"), "NATS server URL, or a comma-separated list of a cluster's (env NATS_URL; default: the embedded server of --store, started if none runs)")
 }
 
 // openedStore is a connection to the conversation store.
@@ -82,7 +81,7 @@ func (s storeCmd) open(ctx context.Context) (*openedStore, func(), error) {
 	if err != nil {
 		return fail(err)
 	}
-	popts := natsjs.ProvisionOptions{Prefix: s.f.prefix, Replicas: s.f.conn.replicas}
+	popts := natsjs.ProvisionOptions{Prefix: s.f.prefix, Replicas: s.f.conn.Replicas}
 	if err := convstore.EnsureInboxStreams(ctx, js, popts); err != nil {
 		return fail(err)
 	}

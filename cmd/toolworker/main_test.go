@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -82,7 +84,7 @@ func TestSecurityFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !o.allowPrivate || o.nkey != seed {
+	if !o.allowPrivate || o.conn.Nkey != seed {
 		t.Fatalf("options %+v", o)
 	}
 	tools, err := selectTools(o, slog.New(slog.DiscardHandler))
@@ -227,5 +229,22 @@ func TestClosedConnectionExits(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		signals <- syscall.SIGTERM
 		t.Fatalf("still running 15 s after its connection was refused; stderr:\n%s", stderr.String())
+	}
+}
+
+// The flags are cobra's now, and still take one dash as Go's flag package
+// did: -name value, -name=value; -v is the verbose flag.
+func TestSingleDashFlags(t *testing.T) {
+	t.Parallel()
+	o, err := parseFlags([]string{"-tools", "all", "-nats", "nats://h:1", "-concurrency=2", "-v", "--", "x"}, func(string) string { return "" }, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "unexpected arguments: x") {
+		t.Fatalf("after --: %+v, %v", o, err)
+	}
+	o, err = parseFlags([]string{"-tools", "all", "-nats", "nats://h:1", "-concurrency=2", "-v"}, func(string) string { return "" }, io.Discard)
+	if err != nil || o.tools != "all" || o.natsURL != "nats://h:1" || o.concurrency != 2 || !o.verbose {
+		t.Fatalf("options %+v, err %v", o, err)
+	}
+	if _, err := parseFlags([]string{"-h"}, func(string) string { return "" }, io.Discard); !errors.Is(err, errHelp) {
+		t.Fatalf("-h: %v, want the help", err)
 	}
 }
