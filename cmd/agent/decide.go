@@ -1,17 +1,14 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/offload-dev/offload/pkg/conversation"
-	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
@@ -119,7 +116,7 @@ func publishArrival(cmd *cobra.Command, e env, f *runFlags, kind conversation.Ar
 		return usageErr("%v", re.Err)
 	case errors.As(err, &re) && re.Reason == conversation.ReasonDuplicate:
 		return &exitError{code: exitFailed, err: fmt.Errorf("task %s is not pending in conversation %s: it was already answered", task, f.conversation)}
-	case errors.As(err, &re) && re.Reason == conversation.ReasonUnknownTask && kind == conversation.ArrivalDecision && o.awaited(ctx, f, task):
+	case errors.As(err, &re) && re.Reason == conversation.ReasonUnknownTask && kind == conversation.ArrivalDecision && o.Announcer.Awaits(ctx, f.conversation, task):
 		// A run with --approve wait announced it and reads decisions live.
 	case errors.As(err, &re) && re.Reason == conversation.ReasonUnknownTask:
 		return &exitError{code: exitFailed, err: fmt.Errorf("task %s is not pending in conversation %s", task, f.conversation)}
@@ -128,38 +125,10 @@ func publishArrival(cmd *cobra.Command, e env, f *runFlags, kind conversation.Ar
 	default:
 		return &exitError{code: exitFailed, err: fmt.Errorf("task %s: %w", task, err)}
 	}
-	subj := protocol.Subjects{Prefix: f.prefix}
-	subject := subj.Decision(f.conversation, task)
-	if kind == conversation.ArrivalAnswer {
-		subject = subj.Answer(f.conversation, task)
-	}
-	// A stream electing a leader (a cluster node died) answers no publish
-	// for a few seconds: wait that out, as the conversation store does.
-	if _, err := o.js.Publish(ctx, subject, data, jetstream.WithMsgID(string(kind)+"."+f.conversation+"."+task),
-		jetstream.WithRetryWait(250*time.Millisecond), jetstream.WithRetryAttempts(60)); err != nil {
-		return &exitError{code: exitFailed, err: fmt.Errorf("publish on %s: %w", subject, err)}
+	subject, err := o.Publisher.Publish(ctx, kind, f.conversation, task, data)
+	if err != nil {
+		return &exitError{code: exitFailed, err: err}
 	}
 	fmt.Fprintf(e.stderr, "%s %s recorded on %s; once nothing else is pending, continue with: %s (and the run's --spec, if it had one)\n", kind, task, subject, resumeHint(f, o.c.embedded, f.conversation))
 	return nil
-}
-
-// awaited reports whether a live run of the conversation waits for the
-// decision of task (--approve wait): its approval is announced on
-// <prefix>.approval.<conv>.<task> and not resolved yet. Such a call is in
-// no stored pending record until the run pauses.
-func (o *openedStore) awaited(ctx context.Context, f *runFlags, task string) bool {
-	s, err := o.js.Stream(ctx, natsjs.NamesFor(f.prefix).Approvals)
-	if err != nil {
-		return false
-	}
-	m, err := s.GetLastMsgForSubject(ctx, protocol.Subjects{Prefix: f.prefix}.Approval(f.conversation, task))
-	if err != nil {
-		return false
-	}
-	var a struct {
-		TaskID   string `json:"task_id"`
-		Tool     string `json:"tool"`
-		Resolved string `json:"resolved"`
-	}
-	return json.Unmarshal(m.Data, &a) == nil && a.TaskID == task && a.Tool != "" && a.Resolved == ""
 }

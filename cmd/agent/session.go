@@ -18,7 +18,6 @@ import (
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
-	"github.com/offload-dev/offload/pkg/natsjs/convstore"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/session"
 )
@@ -131,16 +130,7 @@ func runDurable(ctx context.Context, e env, f *runFlags, cfg agent.Config, rem *
 // openSession claims the conversation of --conversation (or a new one)
 // in the JetStream store and loads it.
 func openSession(ctx context.Context, f *runFlags, rem *remoteConn, am *metrics.Agent, log *slog.Logger) (*session.Session, error) {
-	popts := natsjs.ProvisionOptions{Prefix: f.prefix, Replicas: f.conn.Replicas}
-	if err := convstore.EnsureInboxStreams(ctx, rem.js, popts); err != nil {
-		return nil, err
-	}
-	store, err := convstore.New(ctx, convstore.Config{JetStream: rem.js, Provision: popts, Logger: log})
-	if err != nil {
-		return nil, err
-	}
-	maxPayload := int(rem.nc.MaxPayload())
-	inbox, err := convstore.NewInbox(convstore.InboxConfig{JetStream: rem.js, Prefix: f.prefix, MaxPayload: maxPayload, Metrics: am, Logger: inboxLogger(log)})
+	convs, err := openConversations(ctx, rem.nc, f, am, log)
 	if err != nil {
 		return nil, err
 	}
@@ -150,13 +140,13 @@ func openSession(ctx context.Context, f *runFlags, rem *remoteConn, am *metrics.
 	}
 	host, _ := os.Hostname()
 	sess, err := session.Open(ctx, session.Config{
-		Store:      store,
-		Inbox:      inbox,
-		Announcer:  convstore.NewAnnouncer(rem.js, f.prefix),
+		Store:      convs.Store,
+		Inbox:      convs.Inbox,
+		Announcer:  convs.Announcer,
 		Canceller:  rem.client,
 		Attacher:   rem.client,
 		Holder:     fmt.Sprintf("agent %s pid %d", host, os.Getpid()),
-		MaxPayload: maxPayload,
+		MaxPayload: int(rem.nc.MaxPayload()),
 		Logger:     log,
 	}, id, create)
 	switch {
@@ -186,7 +176,7 @@ func continueSession(ctx context.Context, e env, f *runFlags, sess *session.Sess
 		return out.failed(err)
 	}
 	if len(sess.Unresolved(deferred.KindApproval, deferred.KindExternal)) > 0 && f.approve == "wait" {
-		if err := awaitArrivals(ctx, e, sess, f.wait); err != nil {
+		if err := sess.AwaitArrivals(ctx, f.wait, e.suspend); err != nil {
 			return out.failed(err)
 		}
 	}
@@ -204,37 +194,6 @@ func continueSession(ctx context.Context, e env, f *runFlags, sess *session.Sess
 		return out.failed(err)
 	}
 	opts.History, opts.DeferredResults, opts.Background = ro.History, ro.DeferredResults, ro.Background
-	return nil
-}
-
-// awaitArrivals reads the streams until every pending deferred call has
-// its answer, d passes or SIGTERM.
-func awaitArrivals(ctx context.Context, e env, sess *session.Session, d time.Duration) error {
-	arrived, interval, stop := sess.WatchArrivals(ctx)
-	defer stop()
-	// What was stored before the watch began is read at once.
-	if _, err := sess.Collect(ctx); err != nil {
-		return err
-	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for len(sess.Unresolved(deferred.KindApproval, deferred.KindExternal)) > 0 {
-		select {
-		case <-arrived:
-		case <-tick.C:
-		case <-timer.C:
-			return nil
-		case <-e.suspend:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		if _, err := sess.Collect(ctx); err != nil {
-			return err
-		}
-	}
 	return nil
 }
 

@@ -8,11 +8,12 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/offload-dev/offload/pkg/conversation"
-	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs/convstore"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
@@ -37,11 +38,8 @@ func registerStoreFlags(cmd *cobra.Command, f *runFlags, e env) {
 
 // openedStore is a connection to the conversation store.
 type openedStore struct {
-	c     *conn
-	js    jetstream.JetStream
-	store *convstore.Store
-	inbox *convstore.Inbox
-	log   *slog.Logger
+	*convstore.Conversations
+	c *conn
 }
 
 // open connects (on the embedded default, to the store's server, started
@@ -77,23 +75,11 @@ func (s storeCmd) open(ctx context.Context) (*openedStore, func(), error) {
 		release()
 		return nil, nil, err
 	}
-	js, err := jetstream.New(c.nc)
+	convs, err := openConversations(ctx, c.nc, s.f, nil, log)
 	if err != nil {
 		return fail(err)
 	}
-	popts := natsjs.ProvisionOptions{Prefix: s.f.prefix, Replicas: s.f.conn.Replicas}
-	if err := convstore.EnsureInboxStreams(ctx, js, popts); err != nil {
-		return fail(err)
-	}
-	store, err := convstore.New(ctx, convstore.Config{JetStream: js, Provision: popts, Logger: log})
-	if err != nil {
-		return fail(err)
-	}
-	inbox, err := convstore.NewInbox(convstore.InboxConfig{JetStream: js, Prefix: s.f.prefix, MaxPayload: int(c.nc.MaxPayload()), Logger: inboxLogger(log)})
-	if err != nil {
-		return fail(err)
-	}
-	return &openedStore{c: c, js: js, store: store, inbox: inbox, log: log}, release, nil
+	return &openedStore{Conversations: convs, c: c}, release, nil
 }
 
 // load returns the stored conversation with what arrived for it in the
@@ -103,7 +89,7 @@ func (o *openedStore) load(ctx context.Context, id string) (*conversation.State,
 	if _, err := protocol.ParseID(id); err != nil {
 		return nil, usageErr("--conversation: %v", err)
 	}
-	st, _, err := o.store.Load(ctx, id)
+	st, _, err := o.Store.Load(ctx, id)
 	if errors.Is(err, conversation.ErrNotFound) {
 		return nil, &exitError{code: exitFailed, err: fmt.Errorf("conversation %s is unknown", id)}
 	}
@@ -111,7 +97,7 @@ func (o *openedStore) load(ctx context.Context, id string) (*conversation.State,
 		return nil, &exitError{code: exitFailed, err: err}
 	}
 	if st.Pending != nil {
-		if _, err := o.inbox.Collect(ctx, st); err != nil {
+		if _, err := o.Inbox.Collect(ctx, st); err != nil {
 			return nil, &exitError{code: exitFailed, err: fmt.Errorf("read decisions and answers: %w", err)}
 		}
 	}
@@ -130,4 +116,15 @@ func (s storeCmd) openConversation(ctx context.Context) (o *openedStore, st *con
 		return nil, nil, nil, err
 	}
 	return o, st, release, nil
+}
+
+// openConversations opens the conversations of the flags' prefix on nc
+// (see convstore.Open), the inbox's duplicate refusals logged at Info.
+func openConversations(ctx context.Context, nc *nats.Conn, f *runFlags, am *metrics.Agent, log *slog.Logger) (*convstore.Conversations, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	return convstore.Open(ctx, convstore.OpenConfig{JetStream: js, Provision: f.conn.ProvisionOptions(f.prefix), Metrics: am,
+		Logger: log, QuietDuplicates: true})
 }

@@ -28,6 +28,11 @@ type InboxConfig struct {
 	Metrics *metrics.Agent
 	// Logger receives every refusal. Defaults to discarding them.
 	Logger *slog.Logger
+	// QuietDuplicates logs the refusals of duplicates at Info rather than
+	// Warn: a second copy of a decision or a result is at-least-once
+	// delivery at work (the first one won, and the refusal is counted),
+	// not something a user must act on. Other refusals stay warnings.
+	QuietDuplicates bool
 }
 
 // Inbox reads what arrived for a paused conversation while no agent ran,
@@ -197,7 +202,11 @@ func (in *Inbox) refuse(reason metrics.RefuseReason, subject, task string, err e
 	if in.cfg.Metrics != nil {
 		in.cfg.Metrics.Refused(reason)
 	}
-	in.log.Warn("message refused", slog.String("reason", string(reason)), slog.String("subject", subject),
+	level := slog.LevelWarn
+	if in.cfg.QuietDuplicates && reason == metrics.RefuseDuplicate {
+		level = slog.LevelInfo
+	}
+	in.log.Log(context.Background(), level, "message refused", slog.String("reason", string(reason)), slog.String("subject", subject),
 		slog.String("task_id", task), slog.Any("error", err))
 }
 

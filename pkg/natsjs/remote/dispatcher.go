@@ -304,7 +304,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, task protocol.Task) (*Handle,
 	}
 
 	m := nats.NewMsg(d.subj.Task(task.Tool))
-	m.Header.Set(jetstream.MsgIDHeader, msgID(task.TaskID, task.Attempt))
+	m.Header.Set(jetstream.MsgIDHeader, protocol.TaskMsgID(task.TaskID, task.Attempt))
 	m.Data = data
 	pctx, pcancel := context.WithTimeout(context.WithoutCancel(ctx), jsop.Timeout)
 	_, err = d.js.PublishMsg(pctx, m)

@@ -3,7 +3,6 @@ package remote
 import (
 	"context"
 	"log/slog"
-	"strconv"
 	"sync"
 	"time"
 
@@ -143,13 +142,4 @@ func (h *Handle) Detach() {
 		d.setPending(h.task.Mode, -1)
 		h.finish(protocol.Result{}, natsjs.ErrDetached)
 	}
-}
-
-// msgID is the Nats-Msg-Id of a task's dispatch: the task ID for the first
-// attempt, "<task ID>:<attempt>" for later ones (SPEC §5.2).
-func msgID(task string, attempt int) string {
-	if attempt <= 0 {
-		return task
-	}
-	return task + ":" + strconv.Itoa(attempt)
 }

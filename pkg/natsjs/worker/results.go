@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -97,7 +96,7 @@ func (w *Worker) publishResult(ctx context.Context, conv string, res protocol.Re
 		}
 	}
 	m := nats.NewMsg(w.subj.Result(conv, res.TaskID))
-	m.Header.Set(jetstream.MsgIDHeader, "res:"+res.TaskID+":"+strconv.Itoa(res.Attempt))
+	m.Header.Set(jetstream.MsgIDHeader, protocol.ResultMsgID(res.TaskID, res.Attempt))
 	m.Data = data
 	if _, err := w.js.PublishMsg(ctx, m); err != nil {
 		return fmt.Errorf("publish result: %w", err)
