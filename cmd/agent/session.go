@@ -8,16 +8,13 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/agent/agentmetrics"
 	"github.com/offload-dev/offload/pkg/conversation"
-	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/metrics"
-	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/session"
 )
@@ -78,7 +75,6 @@ func runDurable(ctx context.Context, e env, f *runFlags, cfg agent.Config, rem *
 	out.conversation(sess.ID())
 	out.resolve = resolveCommands(f, rem.embedded, sess.ID())
 	out.resumeHint = resumeHint(f, rem.embedded, sess.ID())
-	opts.ConversationID = sess.ID()
 	if f.conversation != "" {
 		if err := continueSession(ctx, e, f, sess, prompt, opts, out); err != nil {
 			return err
@@ -90,41 +86,15 @@ func runDurable(ctx context.Context, e env, f *runFlags, cfg agent.Config, rem *
 		cfg.Capabilities = append(cfg.Capabilities,
 			agent.HandleDeferredToolCalls(agentmetrics.TimeApprovals(am, sess.AwaitDecisionsHandler(f.wait, e.suspend))))
 	}
-	// Last: it saves the request the capabilities before it prepared.
-	cfg.Capabilities = append(cfg.Capabilities, sess.Checkpointer())
-	runCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	go func() {
-		select {
-		case <-sess.Lost():
-			cancel(conversation.ErrLeaseLost)
-		case <-runCtx.Done():
-		}
-	}()
 	a, err := agent.New(cfg)
 	if err != nil {
 		return usageErr("%v", err)
 	}
-	res, runErr := a.Run(runCtx, prompt, opts)
-	saveFor := 15 * time.Second
-	if errors.Is(runErr, natsjs.ErrServerLost) || !rem.nc.IsConnected() {
-		// The server is gone: a save can only wait out its timeout.
-		saveFor = 2 * time.Second
+	res, err := sess.Run(ctx, a, prompt, opts)
+	if ns := (*session.NotSavedError)(nil); errors.As(err, &ns) {
+		return out.finishWith(res, err)
 	}
-	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), saveFor)
-	defer fcancel()
-	if errors.Is(context.Cause(runCtx), conversation.ErrLeaseLost) {
-		// Another process may hold the conversation now: nothing is saved
-		// (Finish would refuse), and the run did not end by itself.
-		return out.finishWith(res, fmt.Errorf("conversation %s: %w (another process may have claimed it); nothing more was saved", sess.ID(), conversation.ErrLeaseLost))
-	}
-	if err := sess.Finish(fctx, res, runErr); err != nil {
-		logger.Error("conversation not saved", slog.Any("error", err))
-		if runErr == nil {
-			return out.finishWith(res, fmt.Errorf("conversation %s not saved: %w", sess.ID(), err))
-		}
-	}
-	return out.finish(res, runErr)
+	return out.finish(res, err)
 }
 
 // openSession claims the conversation of --conversation (or a new one)
@@ -139,16 +109,9 @@ func openSession(ctx context.Context, f *runFlags, rem *remoteConn, am *metrics.
 		id = protocol.NewID()
 	}
 	host, _ := os.Hostname()
-	sess, err := session.Open(ctx, session.Config{
-		Store:      convs.Store,
-		Inbox:      convs.Inbox,
-		Announcer:  convs.Announcer,
-		Canceller:  rem.client,
-		Attacher:   rem.client,
-		Holder:     fmt.Sprintf("agent %s pid %d", host, os.Getpid()),
-		MaxPayload: int(rem.nc.MaxPayload()),
-		Logger:     log,
-	}, id, create)
+	sess, err := session.Open(ctx, session.Config{Store: convs.Store, Inbox: convs.Inbox, Announcer: convs.Announcer,
+		Canceller: rem.client, Attacher: rem.client, Holder: fmt.Sprintf("agent %s pid %d", host, os.Getpid()),
+		MaxPayload: int(rem.nc.MaxPayload()), Logger: log, Connected: rem.nc.IsConnected}, id, create)
 	switch {
 	case errors.Is(err, conversation.ErrNotFound):
 		return nil, &exitError{code: exitFailed, err: fmt.Errorf("conversation %s is unknown", id)}
@@ -165,84 +128,71 @@ func openSession(ctx context.Context, f *runFlags, rem *remoteConn, am *metrics.
 // call has its answer, sets the run's options to continue it. Otherwise
 // it ends the command: exit 3 (paused still), or 2 when a prompt was given.
 func continueSession(ctx context.Context, e env, f *runFlags, sess *session.Session, prompt string, opts *agent.RunOptions, out *printer) error {
-	if _, err := sess.Collect(ctx); err != nil {
-		return out.failed(fmt.Errorf("read decisions and answers: %w", err))
-	}
-	if err := admitFlags(sess, f.resume, out); err != nil {
-		_ = sess.Save(ctx) // what the flags before it gave stays recorded
-		return out.failed(err)
-	}
-	if err := sess.Save(ctx); err != nil {
-		return out.failed(err)
-	}
-	if len(sess.Unresolved(deferred.KindApproval, deferred.KindExternal)) > 0 && f.approve == "wait" {
-		if err := sess.AwaitArrivals(ctx, f.wait, e.suspend); err != nil {
-			return out.failed(err)
-		}
-	}
-	if w := sess.Unresolved(deferred.KindApproval, deferred.KindExternal); len(w) > 0 {
-		if prompt != "" {
-			return out.failed(usageErr("conversation %s has %d pending calls: resolve them before giving a new prompt (the prompt was not recorded)", sess.ID(), len(w)))
-		}
-		return out.paused(sess.Unresolved())
-	}
-	ro, err := sess.Prepare(prompt)
-	if errors.Is(err, session.ErrNothingToResume) {
-		return out.failed(usageErr("conversation %s: nothing is pending and it has ended: give a PROMPT to continue it", sess.ID()))
-	}
+	given, flags, err := givenAnswers(f.resume)
 	if err != nil {
 		return out.failed(err)
 	}
-	opts.History, opts.DeferredResults, opts.Background = ro.History, ro.DeferredResults, ro.Background
-	return nil
+	co := session.ContinueOptions{Given: given, Prompt: prompt, Suspend: e.suspend,
+		OnDuplicate: func(i int, g session.Given, re *conversation.RefusedError) {
+			fmt.Fprintf(e.stderr, "agent: %s %s ignored: %v\n", flags[i], g.TaskID, re.Err)
+		}}
+	if f.approve == "wait" {
+		co.Wait = f.wait
+	}
+	ro, err := sess.Continue(ctx, co)
+	var (
+		ge *session.GivenError
+		pe *session.PendingError
+		re *conversation.RefusedError
+	)
+	switch {
+	case err == nil:
+		opts.History, opts.DeferredResults, opts.Background = ro.History, ro.DeferredResults, ro.Background
+		return nil
+	case errors.As(err, &ge) && errors.Is(err, protocol.ErrInvalidID):
+		return out.failed(usageErr("%s %s: %v", flags[ge.Index], ge.Given.TaskID, ge.Err))
+	case errors.As(err, &ge) && errors.As(err, &re) && (re.Reason == conversation.ReasonMalformed || re.Reason == conversation.ReasonOversize):
+		return out.failed(usageErr("%s %s: %v", flags[ge.Index], ge.Given.TaskID, re.Err))
+	case errors.As(err, &ge) && errors.As(err, &re):
+		return out.failed(&exitError{code: exitFailed, err: fmt.Errorf("%s %s: %v", flags[ge.Index], ge.Given.TaskID, re.Err)})
+	case errors.As(err, &ge):
+		return out.failed(ge.Err)
+	case errors.As(err, &pe) && prompt != "":
+		return out.failed(usageErr("conversation %s has %d pending calls: resolve them before giving a new prompt (the prompt was not recorded)", sess.ID(), len(pe.Waiting)))
+	case errors.As(err, &pe):
+		return out.paused(sess.Unresolved())
+	case errors.Is(err, session.ErrNothingToResume):
+		return out.failed(usageErr("conversation %s: nothing is pending and it has ended: give a PROMPT to continue it", sess.ID()))
+	}
+	return out.failed(err)
 }
 
-// admitFlags records the answers given on the command line, each checked
-// like a message from the wire: an unknown task or one of another kind is
-// an error (exit 1), a malformed answer a usage error (exit 2); one for a
-// task already answered is ignored with a warning (first wins).
-func admitFlags(sess *session.Session, rf *resumeFlags, out *printer) error {
+// givenAnswers returns the answers given on resume's command line, each
+// with the flag that gave it (for messages), in the order approvals,
+// denials, results; a --result without = is a usage error.
+func givenAnswers(rf *resumeFlags) ([]session.Given, []string, error) {
 	if rf == nil {
-		return nil
+		return nil, nil, nil
 	}
-	type given struct {
-		flag, task string
-		kind       conversation.ArrivalKind
-		data       []byte
+	var given []session.Given
+	var flags []string
+	add := func(flag, task string, kind conversation.ArrivalKind, data []byte) {
+		given, flags = append(given, session.Given{Kind: kind, TaskID: task, Data: data}), append(flags, flag)
 	}
-	var all []given
 	for _, t := range rf.approve {
-		all = append(all, given{"--approve-task", t, conversation.ArrivalDecision, []byte(`{"approved":true}`)})
+		add("--approve-task", t, conversation.ArrivalDecision, []byte(`{"approved":true}`))
 	}
 	for _, v := range rf.deny {
 		task, msg, _ := strings.Cut(v, "=")
 		data, _ := json.Marshal(protocol.Decision{Approved: false, Message: msg})
-		all = append(all, given{"--deny-task", task, conversation.ArrivalDecision, data})
+		add("--deny-task", task, conversation.ArrivalDecision, data)
 	}
 	for _, v := range rf.results {
 		task, js, ok := strings.Cut(v, "=")
 		if !ok {
-			return usageErr("--result %s: want TASK=JSON", v)
+			return nil, nil, usageErr("--result %s: want TASK=JSON", v)
 		}
-		all = append(all, given{"--result", task, conversation.ArrivalAnswer, []byte(js)})
+		add("--result", task, conversation.ArrivalAnswer, []byte(js))
 	}
-	for _, g := range all {
-		if _, err := protocol.ParseID(g.task); err != nil {
-			return usageErr("%s %s: %v", g.flag, g.task, err)
-		}
-		err := sess.Admit(g.kind, g.task, g.data)
-		var re *conversation.RefusedError
-		switch {
-		case err == nil:
-		case errors.As(err, &re) && re.Reason == conversation.ReasonDuplicate:
-			fmt.Fprintf(out.e.stderr, "agent: %s %s ignored: %v\n", g.flag, g.task, re.Err)
-		case errors.As(err, &re) && (re.Reason == conversation.ReasonMalformed || re.Reason == conversation.ReasonOversize):
-			return usageErr("%s %s: %v", g.flag, g.task, re.Err)
-		case errors.As(err, &re):
-			return &exitError{code: exitFailed, err: fmt.Errorf("%s %s: %v", g.flag, g.task, re.Err)}
-		default:
-			return err
-		}
-	}
-	return nil
+	return given, flags, nil
 }

@@ -78,6 +78,10 @@ type Config struct {
 	MaxPayload int
 	// Logger receives the session's logs. Defaults to discarding them.
 	Logger *slog.Logger
+	// Connected, if set, reports whether the store's server can be
+	// reached: when it cannot, the save that ends [Session.Run] waits 2 s
+	// rather than 15 s.
+	Connected func() bool
 }
 
 // DecisionMetaKey is the key, in the metadata of a tool return part, of
