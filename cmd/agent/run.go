@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -21,6 +20,7 @@ import (
 	"github.com/offload-dev/offload/internal/opsserver"
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/agent/agentmetrics"
+	"github.com/offload-dev/offload/pkg/agent/liveview"
 	"github.com/offload-dev/offload/pkg/builtin"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/llm/modelref"
@@ -305,32 +305,12 @@ type printer struct {
 	// resumeHint, when set, is the command that continues a paused
 	// conversation.
 	resumeHint string
-	// running are the live background tasks of the live view, by task ID,
-	// in start order (order).
-	running map[string]*liveTask
-	order   []string
-	// said is the text of the model's current response: shown on stderr
-	// once the response turns out not to be the final one (a tool call
-	// or another request follows), since stdout carries only the final
-	// output.
-	said strings.Builder
-	// deferred names the deferred calls of the run by tool call ID, for
-	// the lines that say how they were resolved.
-	deferred map[string]deferredCall
-}
-
-// deferredCall is a deferred call in the human output.
-type deferredCall struct{ tool, task string }
-
-// liveTask is a running background task in the live view.
-type liveTask struct {
-	tool    string
-	started time.Time
-	last    string // last progress message
+	// view is the live view on stderr (without --json).
+	view *liveview.View
 }
 
 func newPrinter(e env, jsonOut bool) *printer {
-	return &printer{e: e, json: jsonOut, enc: json.NewEncoder(e.stdout)}
+	return &printer{e: e, json: jsonOut, enc: json.NewEncoder(e.stdout), view: liveview.New(e.stderr)}
 }
 
 func (p *printer) event(ev agent.Event) {
@@ -350,154 +330,7 @@ func (p *printer) event(ev agent.Event) {
 		p.encode(ev)
 		return
 	}
-	switch ev.Type {
-	case agent.EventTextDelta:
-		p.said.WriteString(ev.Delta)
-		return
-	case agent.EventModelRequestRetry:
-		p.said.Reset() // the failed attempt's deltas are void
-		return
-	case agent.EventFinal:
-		p.said.Reset() // the final output goes to stdout
-		p.keptTasks(ev)
-		return
-	}
-	if text := strings.TrimSpace(p.said.String()); text != "" {
-		fmt.Fprintf(p.e.stderr, "model: %s\n", text)
-	}
-	p.said.Reset()
-	switch ev.Type {
-	case agent.EventDeferredToolRequests:
-		p.deferredRequests(ev.Requests)
-	case agent.EventDeferredToolResults:
-		p.deferredResults(ev.Results)
-	case agent.EventToolCall:
-		task := ""
-		if ev.TaskID != "" {
-			task = " (task " + ev.TaskID + ")"
-		}
-		fmt.Fprintf(p.e.stderr, "→ %s %s%s\n", ev.Tool, compact(ev.Args), task)
-	case agent.EventToolResult:
-		fmt.Fprintf(p.e.stderr, "← %s %s: %s\n", ev.Tool, ev.Outcome, clip(message.ContentText(ev.Content), 200))
-	case agent.EventProgress:
-		pct := ""
-		if ev.Fraction != nil {
-			pct = fmt.Sprintf(" (%.0f%%)", *ev.Fraction*100)
-		}
-		task := ""
-		if ev.TaskID != "" {
-			task = " task " + ev.TaskID
-		}
-		elapsed := ""
-		if lt := p.running[ev.TaskID]; lt != nil {
-			lt.last = ev.Message + pct
-			elapsed = " [" + since(lt.started, ev.At) + "]"
-		}
-		fmt.Fprintf(p.e.stderr, "… %s%s%s: %s%s\n", ev.Tool, task, elapsed, ev.Message, pct)
-	case agent.EventBackgroundTaskStarted:
-		if p.running == nil {
-			p.running = map[string]*liveTask{}
-		}
-		p.running[ev.TaskID] = &liveTask{tool: ev.Tool, started: ev.At}
-		p.order = append(p.order, ev.TaskID)
-		fmt.Fprintf(p.e.stderr, "⇢ %s task %s running in the background\n", ev.Tool, ev.TaskID)
-	case agent.EventBackgroundTaskFinished:
-		elapsed := ""
-		if lt := p.running[ev.TaskID]; lt != nil {
-			elapsed = " after " + since(lt.started, ev.At)
-			delete(p.running, ev.TaskID)
-			p.order = slices.DeleteFunc(p.order, func(id string) bool { return id == ev.TaskID })
-		}
-		fmt.Fprintf(p.e.stderr, "⇠ %s task %s %s%s\n", ev.Tool, ev.TaskID, ev.Status, elapsed)
-	case agent.EventModelRequestStarted:
-		// The model's turn: say what still runs in the background.
-		for _, id := range p.order {
-			lt := p.running[id]
-			last := ""
-			if lt.last != "" {
-				last = ": " + lt.last
-			}
-			fmt.Fprintf(p.e.stderr, "⋯ %s task %s running for %s%s\n", lt.tool, id, since(lt.started, ev.At), last)
-		}
-	}
-}
-
-// keptTasks says, when the run paused (a deferred call, SIGTERM), which
-// background tasks run on for the resume: a detached task has not
-// finished, and gets no finished event.
-func (p *printer) keptTasks(ev agent.Event) {
-	if ev.Final == nil || ev.Final.Status != agent.StatusPaused {
-		return
-	}
-	for _, pt := range ev.Final.Pending {
-		if pt.Kind != deferred.KindBackground {
-			continue
-		}
-		elapsed := ""
-		if lt := p.running[pt.TaskID]; lt != nil {
-			elapsed = " after " + since(lt.started, ev.At)
-		}
-		fmt.Fprintf(p.e.stderr, "⇠ %s task %s still running%s; kept for the resume\n", pt.Tool, pt.TaskID, elapsed)
-	}
-}
-
-// deferredRequests says which calls wait for a decision or an answer.
-func (p *printer) deferredRequests(reqs *deferred.Requests) {
-	if reqs == nil {
-		return
-	}
-	if p.deferred == nil {
-		p.deferred = map[string]deferredCall{}
-	}
-	for _, c := range reqs.Approvals {
-		p.deferred[c.ToolCallID] = deferredCall{c.ToolName, reqs.TaskIDs[c.ToolCallID]}
-		fmt.Fprintf(p.e.stderr, "? %s task %s needs approval\n", c.ToolName, reqs.TaskIDs[c.ToolCallID])
-	}
-	for _, c := range reqs.Calls {
-		p.deferred[c.ToolCallID] = deferredCall{c.ToolName, reqs.TaskIDs[c.ToolCallID]}
-		fmt.Fprintf(p.e.stderr, "? %s task %s waits for an answer from outside\n", c.ToolName, reqs.TaskIDs[c.ToolCallID])
-	}
-}
-
-// deferredResults says how deferred calls were resolved within the run
-// (--approve all|none|ask|wait).
-func (p *printer) deferredResults(res *deferred.Results) {
-	if res == nil {
-		return
-	}
-	say := func(id, what string) {
-		dc, ok := p.deferred[id]
-		if !ok {
-			dc = deferredCall{tool: "call " + id}
-		}
-		task := ""
-		if dc.task != "" {
-			task = " task " + dc.task
-		}
-		fmt.Fprintf(p.e.stderr, "! %s%s %s\n", dc.tool, task, what)
-	}
-	for _, id := range slices.Sorted(maps.Keys(res.Approvals)) {
-		switch v := res.Approvals[id].(type) {
-		case bool:
-			if v {
-				say(id, "approved")
-			} else {
-				say(id, "denied")
-			}
-		case deferred.ToolApproved:
-			say(id, "approved")
-		case deferred.ToolDenied:
-			say(id, "denied: "+v.Text())
-		}
-	}
-	for _, id := range slices.Sorted(maps.Keys(res.Calls)) {
-		say(id, "answered")
-	}
-}
-
-// since renders the time from start to now, in whole seconds.
-func since(start, now time.Time) string {
-	return now.Sub(start).Truncate(time.Second).String()
+	p.view.Event(ev)
 }
 
 // finish prints the outcome and maps it to the exit code.
@@ -559,12 +392,4 @@ func compact(raw json.RawMessage) string {
 	}
 	b, _ := json.Marshal(v)
 	return string(b)
-}
-
-func clip(s string, n int) string {
-	s = strings.ReplaceAll(s, "\n", " ")
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
 }
