@@ -1,10 +1,11 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
+
+	"github.com/offload-dev/offload/pkg/agent/liveview"
 )
 
 // newPendingCmd is agent pending (SPEC §6.1): each pending call of one
@@ -49,39 +50,12 @@ func newPendingCmd(e env) *cobra.Command {
 				if f.conversation == "" {
 					fmt.Fprintf(e.stdout, "# conversation %s\n", id)
 				}
-				writePending(e.stdout, pending, resolveCommands(f, o.c.embedded, id))
+				liveview.WritePending(e.stdout, pending, resolveCommands(f, o.c.embedded, id))
 			}
 			return nil
 		},
 	}
 	registerStoreFlags(cmd, f, e)
 	cmd.Flags().StringVar(&f.conversation, "conversation", "", "the conversation (default: every stored conversation with pending calls)")
-	return cmd
-}
-
-// newHistoryCmd is agent history (SPEC §6.1): the stored history as JSON.
-func newHistoryCmd(e env) *cobra.Command {
-	f := &runFlags{}
-	cmd := &cobra.Command{
-		Use:   "history --conversation ID",
-		Short: "Print a conversation's stored history as JSON",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if f.conversation == "" {
-				return usageErr("history needs --conversation ID")
-			}
-			ctx := cmd.Context()
-			_, st, release, err := storeCmd{e: e, f: f}.openConversation(ctx)
-			if err != nil {
-				return err
-			}
-			defer release()
-			enc := json.NewEncoder(e.stdout)
-			enc.SetIndent("", "  ")
-			return enc.Encode(st.History)
-		},
-	}
-	registerStoreFlags(cmd, f, e)
-	cmd.Flags().StringVar(&f.conversation, "conversation", "", "the conversation")
 	return cmd
 }

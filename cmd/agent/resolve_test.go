@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/offload-dev/offload/pkg/agent/liveview"
 	"github.com/offload-dev/offload/pkg/deferred"
 )
 
@@ -31,7 +32,7 @@ func TestResolveCommandsFormat(t *testing.T) {
 		t.Fatalf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	// The shell gives the nats CLI the JSON as it was.
-	out, err := exec.Command("sh", "-c", "printf %s "+shellQuote(`{"approved":true,"override_args":{"note":"it's"}}`)).Output()
+	out, err := exec.Command("sh", "-c", "printf %s "+liveview.ShellQuote(`{"approved":true,"override_args":{"note":"it's"}}`)).Output()
 	if err != nil || string(out) != `{"approved":true,"override_args":{"note":"it's"}}` {
 		t.Fatalf("sh gave %q, %v", out, err)
 	}

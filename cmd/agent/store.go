@@ -10,7 +10,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/spf13/cobra"
 
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/metrics"
@@ -26,16 +25,6 @@ type storeCmd struct {
 	f *runFlags
 }
 
-// registerStoreFlags registers the flags that name the server and the
-// store.
-func registerStoreFlags(cmd *cobra.Command, f *runFlags, e env) {
-	fl := cmd.Flags()
-	fl.StringVar(&f.store, "store", "./.offload", "directory of the embedded server's data and URL file")
-	fl.StringVar(&f.prefix, "prefix", protocol.DefaultPrefix, "subject prefix")
-	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log more on stderr")
-	f.conn.Register(fl, e.getenv, e.getenv("NATS_URL"), "NATS server URL, or a comma-separated list of a cluster's (env NATS_URL; default: the embedded server of --store, started if none runs)")
-}
-
 // openedStore is a connection to the conversation store.
 type openedStore struct {
 	*convstore.Conversations
@@ -48,11 +37,7 @@ func (s storeCmd) open(ctx context.Context) (*openedStore, func(), error) {
 	if err := protocol.ValidatePrefix(s.f.prefix); err != nil {
 		return nil, nil, usageErr("--prefix: %v", err)
 	}
-	level := slog.LevelWarn
-	if s.f.verbose {
-		level = slog.LevelInfo
-	}
-	log := slog.New(slog.NewTextHandler(s.e.stderr, &slog.HandlerOptions{Level: level}))
+	log := newLogger(s.e.stderr, s.f.verbose)
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	e := s.e

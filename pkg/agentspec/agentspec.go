@@ -246,8 +246,12 @@ func (s *Spec) Selectors() ([]agent.Selector, error) {
 	return out, nil
 }
 
-// ExternalDefs returns the definitions of the spec's external tools.
+// ExternalDefs returns the definitions of the spec's external tools (none
+// for a nil spec).
 func (s *Spec) ExternalDefs() []tool.Def {
+	if s == nil {
+		return nil
+	}
 	var out []tool.Def
 	for _, t := range s.ExternalTools {
 		var params json.RawMessage

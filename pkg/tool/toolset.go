@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 )
 
 // Toolset is a source of tools. Tools is called at every step, so a toolset
@@ -122,6 +123,29 @@ func RequireApproval(ts Toolset, pred ApprovalPredicate) Toolset {
 				return inner(ctx, rc, args)
 			}
 			out[i] = c
+		}
+		return out, nil
+	})
+}
+
+// WithFallback returns a toolset offering base's tools, plus those of
+// fallback that base does not offer (by name): an external tool answered
+// from outside while no worker serves it, run by the worker once one does.
+func WithFallback(base, fallback Toolset) Toolset {
+	return FuncSet(func(ctx context.Context) ([]*Tool, error) {
+		tools, err := base.Tools(ctx)
+		if err != nil {
+			return nil, err
+		}
+		extra, err := fallback.Tools(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out := slices.Clone(tools)
+		for _, t := range extra {
+			if !slices.ContainsFunc(tools, func(b *Tool) bool { return b.Name == t.Name }) {
+				out = append(out, t)
+			}
 		}
 		return out, nil
 	})

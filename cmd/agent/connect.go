@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/offload-dev/offload/pkg/agent/liveview"
 	"github.com/offload-dev/offload/pkg/builtin"
 	"github.com/offload-dev/offload/pkg/embedded"
 	"github.com/offload-dev/offload/pkg/metrics"
@@ -101,7 +102,7 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 			}
 			return fail(err)
 		}
-		if len(tools) == 0 && len(f.extras.external) == 0 {
+		if len(tools) == 0 && len(f.agentSpec.ExternalDefs()) == 0 {
 			fmt.Fprintf(e.stderr, "agent: no worker advertises any tool on %s yet; start toolworker replicas (the model is offered no tools)%s\n", natsjs.RedactURL(url), skippedNote(rt.Skipped()))
 		}
 	}
@@ -240,17 +241,9 @@ func embeddedBuiltins(f *runFlags, srv *embedded.Server, want []string, log *slo
 func natsCLI(opts []string) string {
 	parts := []string{"nats"}
 	for _, o := range opts {
-		parts = append(parts, shellQuote(o))
+		parts = append(parts, liveview.ShellQuote(o))
 	}
 	return strings.Join(parts, " ")
-}
-
-// shellQuote quotes s for a POSIX shell when it needs it.
-func shellQuote(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:=@%+,") == "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // checkToolNames refuses (exit 2) a name of --tools that is neither among
@@ -258,7 +251,7 @@ func shellQuote(s string) string {
 // note (what was skipped).
 func checkToolNames(want, offered []string, f *runFlags, from, note string) error {
 	avail := slices.Clone(offered)
-	for _, d := range f.extras.external {
+	for _, d := range f.agentSpec.ExternalDefs() {
 		if !slices.Contains(avail, d.Name) {
 			avail = append(avail, d.Name)
 		}

@@ -19,13 +19,6 @@ import (
 	"github.com/offload-dev/offload/pkg/session"
 )
 
-// resumeFlags are the answers given on resume's command line.
-type resumeFlags struct {
-	approve []string // TASK
-	deny    []string // TASK[=MSG]
-	results []string // TASK=JSON
-}
-
 func newResumeCmd(e env) *cobra.Command {
 	f := &runFlags{resume: &resumeFlags{}}
 	cmd := &cobra.Command{
