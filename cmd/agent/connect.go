@@ -2,16 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/offload-dev/offload/pkg/agent/liveview"
 	"github.com/offload-dev/offload/pkg/builtin"
@@ -22,27 +21,15 @@ import (
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
-// remoteTools connects to NATS and returns the toolset of the tools workers
-// advertise, restricted to --tools, and a function that releases
-// everything.
+// remoteTools connects to NATS and starts the remote client: the toolset
+// of the tools workers advertise, restricted to --tools, and the executor
+// of their background calls. Close the connection returned when done.
 //
 // Without --nats (or NATS_URL), it uses the embedded default (SPEC §6.4): an
 // in-process nats-server storing under --store (or the one another agent
 // process started on the same store), with the built-in tools served by a
 // worker in this process.
-func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *metrics.Agent) (*remoteConn, func(), error) {
-	var closers []func(context.Context)
-	release := func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		for i := len(closers) - 1; i >= 0; i-- {
-			closers[i](cctx)
-		}
-	}
-	fail := func(err error) (*remoteConn, func(), error) {
-		release()
-		return nil, nil, err
-	}
+func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *metrics.Agent) (*conn, error) {
 	// Start-up steps are bounded; the run itself is not.
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -51,18 +38,27 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 	var builtins []*tool.Tool
 	c, err := connect(ctx, e, f, log, func(srv *embedded.Server) error {
 		if srv == nil {
-			// Checks the names of --tools before anything starts.
-			_, err := builtinTools(f, log)
+			// Checks the names of --tools (and --root) before anything starts.
+			_, err := builtinTools(f, builtin.Config{Root: f.root, Logger: log, DenyPaths: []string{f.store}})
 			return err
 		}
 		var err error
-		builtins, err = embeddedBuiltins(f, srv, want, log)
+		// The file tools refuse the store (it holds the server's
+		// credentials); http_fetch never reaches the server's port.
+		cfg := builtin.Config{Root: f.root, Logger: log, DenyPaths: []string{srv.StoreDir()}}
+		if ap, err := netip.ParseAddrPort(srv.Addr()); err == nil {
+			cfg.DenyAddrs = []netip.AddrPort{ap}
+		}
+		builtins, err = builtinTools(f, cfg)
 		return err
 	})
 	if err != nil {
-		return fail(err)
+		return nil, err
 	}
-	closers = append(closers, c.close)
+	fail := func(err error) (*conn, error) {
+		c.close()
+		return nil, err
+	}
 	nc, url, embeddedDefault := c.nc, c.url, c.embedded
 	// A permission the user lacks ends the start-up at once, saying what
 	// was refused (a refused request gets no reply: it would time out).
@@ -81,36 +77,20 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 	if err := client.Start(ctx); err != nil {
 		return fail(err) // it names the part that failed
 	}
-	closers = append(closers, func(ctx context.Context) { _ = client.Stop(ctx) })
+	c.client, c.closers = client, append(c.closers, func(ctx context.Context) { _ = client.Stop(ctx) })
 
 	if !embeddedDefault {
 		// One rule for both (SPEC §6.1): a --tools name nothing offers is a
 		// usage error naming what is offered.
-		rt := client.Toolset()
-		tools, err := rt.Tools(ctx)
+		skipped, err := client.CheckOffered(ctx, want, f.externalNames())
 		if err != nil {
-			return fail(fmt.Errorf("tool registry: %w", err))
+			return fail(notOffered(err, "workers on "+natsjs.RedactURL(url), skippedNote(skipped)))
 		}
-		from := "workers on " + natsjs.RedactURL(url)
-		if err := checkToolNames(want, toolNames(tools), f, from, skippedNote(rt.Skipped())); err != nil {
-			// Name every tool the workers advertise, not only those --tools
-			// selected, and every entry skipped.
-			if all, skipped, aerr := client.Advertised(ctx); aerr == nil {
-				if err2 := checkToolNames(want, toolNames(all), f, from, skippedNote(skipped)); err2 != nil {
-					err = err2
-				}
-			}
-			return fail(err)
-		}
-		if len(tools) == 0 && len(f.agentSpec.ExternalDefs()) == 0 {
-			fmt.Fprintf(e.stderr, "agent: no worker advertises any tool on %s yet; start toolworker replicas (the model is offered no tools)%s\n", natsjs.RedactURL(url), skippedNote(rt.Skipped()))
+		if tools, _ := client.Toolset().Tools(ctx); len(tools) == 0 && len(f.agentSpec.ExternalDefs()) == 0 {
+			fmt.Fprintf(e.stderr, "agent: no worker advertises any tool on %s yet; start toolworker replicas (the model is offered no tools)%s\n", natsjs.RedactURL(url), skippedNote(skipped))
 		}
 	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return fail(err)
-	}
-	return &remoteConn{client: client, nc: nc, js: js, embedded: embeddedDefault}, release, nil
+	return c, nil
 }
 
 // skippedNote names the registry entries skipped and why, for the
@@ -126,17 +106,8 @@ func skippedNote(skipped []remote.SkippedEntry) string {
 	return "; registry entries skipped: " + strings.Join(parts, ", ")
 }
 
-// toolNames returns the names of tools.
-func toolNames(tools []*tool.Tool) []string {
-	var names []string
-	for _, t := range tools {
-		names = append(names, t.Name)
-	}
-	return names
-}
-
 // conn is a connection to the NATS server of --nats, or of the store on
-// the embedded default.
+// the embedded default, with the remote client of a run.
 type conn struct {
 	nc  *nats.Conn
 	url string
@@ -145,10 +116,15 @@ type conn struct {
 	embedded bool
 	// refusals are the permissions violations the server reported.
 	refusals *natsjs.Refusals
+	client   *remote.Client // set by remoteTools
 	closers  []func(context.Context)
 }
 
-func (c *conn) close(ctx context.Context) {
+// close stops what runs on the connection, closes it and shuts the
+// embedded server down, in reverse order, within 10 s.
+func (c *conn) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	for i := len(c.closers) - 1; i >= 0; i-- {
 		c.closers[i](ctx)
 	}
@@ -161,9 +137,7 @@ func (c *conn) close(ctx context.Context) {
 func connect(ctx context.Context, e env, f *runFlags, log *slog.Logger, embeddedHook func(srv *embedded.Server) error) (*conn, error) {
 	c := &conn{refusals: &natsjs.Refusals{Role: "agent"}}
 	fail := func(err error) (*conn, error) {
-		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		c.close(cctx)
+		c.close()
 		return nil, err
 	}
 	copts, err := f.conn.Options(e.getenv)
@@ -207,64 +181,21 @@ func connect(ctx context.Context, e env, f *runFlags, log *slog.Logger, embedded
 	return c, nil
 }
 
-// remoteConn is what an agent connected to NATS works with.
-type remoteConn struct {
-	client *remote.Client
-	nc     *nats.Conn
-	js     jetstream.JetStream
-	// embedded is set on the embedded default: no server outlives the
-	// agent.
-	embedded bool
-}
-
-// embeddedBuiltins builds the built-in tools the embedded default serves:
-// only those selected by --tools (all without it), with the file tools
-// refusing the store (it holds the server's credentials) and http_fetch
-// never reaching the server's port.
-func embeddedBuiltins(f *runFlags, srv *embedded.Server, want []string, log *slog.Logger) ([]*tool.Tool, error) {
-	cfg := builtin.Config{Root: f.root, Logger: log, DenyPaths: []string{srv.StoreDir()}}
-	if ap, err := netip.ParseAddrPort(srv.Addr()); err == nil {
-		cfg.DenyAddrs = []netip.AddrPort{ap}
-	}
-	all, err := builtin.Tools(cfg)
-	if err != nil {
-		return nil, usageErr("built-in tools: %v", err)
-	}
-	if len(want) > 0 {
-		all = slices.DeleteFunc(all, func(t *tool.Tool) bool { return !slices.Contains(want, t.Name) })
-	}
-	return all, nil
-}
-
 // natsCLI returns the nats CLI invocation with opts, shell-quoted so that it
 // works when pasted.
-func natsCLI(opts []string) string {
-	parts := []string{"nats"}
-	for _, o := range opts {
-		parts = append(parts, liveview.ShellQuote(o))
-	}
-	return strings.Join(parts, " ")
-}
+func natsCLI(opts []string) string { return liveview.ShellJoin(append([]string{"nats"}, opts...)) }
 
-// checkToolNames refuses (exit 2) a name of --tools that is neither among
-// offered nor an external tool of --spec, naming what is available, then
-// note (what was skipped).
-func checkToolNames(want, offered []string, f *runFlags, from, note string) error {
-	avail := slices.Clone(offered)
-	for _, d := range f.agentSpec.ExternalDefs() {
-		if !slices.Contains(avail, d.Name) {
-			avail = append(avail, d.Name)
-		}
+// notOffered is the usage error (exit 2) of a name of --tools that
+// nothing offers (a *tool.NotOfferedError; any other error as it is),
+// naming from, what is available and note (what was skipped).
+func notOffered(err error, from, note string) error {
+	var no *tool.NotOfferedError
+	if !errors.As(err, &no) {
+		return err
 	}
-	slices.Sort(avail)
-	for _, name := range want {
-		if !slices.Contains(avail, name) {
-			list := strings.Join(avail, ", ")
-			if list == "" {
-				list = "none"
-			}
-			return usageErr("unknown tool %q in --tools: no such tool is offered by %s (available: %s)%s", name, from, list, note)
-		}
+	list := strings.Join(no.Available, ", ")
+	if list == "" {
+		list = "none"
 	}
-	return nil
+	return usageErr("unknown tool %q in --tools: no such tool is offered by %s (available: %s)%s", no.Name, from, list, note)
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -83,33 +82,26 @@ func publishArrival(cmd *cobra.Command, e env, f *runFlags, kind conversation.Ar
 		return usageErr("TASK %s: %v", task, err)
 	}
 	ctx := cmd.Context()
-	o, st, release, err := storeCmd{e: e, f: f}.openConversation(ctx)
+	o, st, err := storeCmd{e: e, f: f}.openConversation(ctx)
 	if err != nil {
 		return err
 	}
-	defer release()
-	if _, pending := st.PendingTask(task); pending && st.Arrived(task) {
-		return &exitError{code: exitFailed, err: fmt.Errorf("task %s is not pending in conversation %s: it was already answered", task, f.conversation)}
-	}
+	defer o.c.close()
+	subject, err := o.Publish(ctx, st, kind, task, data)
 	var re *conversation.RefusedError
-	err = st.Admit(kind, task, data, 0, time.Now(), int(o.c.nc.MaxPayload()))
 	switch {
 	case err == nil:
 	case errors.As(err, &re) && (re.Reason == conversation.ReasonMalformed || re.Reason == conversation.ReasonOversize):
 		return usageErr("%v", re.Err)
 	case errors.As(err, &re) && re.Reason == conversation.ReasonDuplicate:
 		return &exitError{code: exitFailed, err: fmt.Errorf("task %s is not pending in conversation %s: it was already answered", task, f.conversation)}
-	case errors.As(err, &re) && re.Reason == conversation.ReasonUnknownTask && kind == conversation.ArrivalDecision && o.Announcer.Awaits(ctx, f.conversation, task):
-		// A run with --approve wait announced it and reads decisions live.
 	case errors.As(err, &re) && re.Reason == conversation.ReasonUnknownTask:
 		return &exitError{code: exitFailed, err: fmt.Errorf("task %s is not pending in conversation %s", task, f.conversation)}
 	case errors.As(err, &re) && re.Reason == conversation.ReasonWrongKind:
 		return &exitError{code: exitFailed, err: fmt.Errorf("task %s is not pending in conversation %s as a call to %s: %v", task, f.conversation, cmd.Name(), re.Err)}
-	default:
+	case errors.As(err, &re):
 		return &exitError{code: exitFailed, err: fmt.Errorf("task %s: %w", task, err)}
-	}
-	subject, err := o.Publisher.Publish(ctx, kind, f.conversation, task, data)
-	if err != nil {
+	default:
 		return &exitError{code: exitFailed, err: err}
 	}
 	fmt.Fprintf(e.stderr, "%s %s recorded on %s; once nothing else is pending, continue with: %s (and the run's --spec, if it had one)\n", kind, task, subject, resumeHint(f, o.c.embedded, f.conversation))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -68,14 +69,11 @@ func registerRunFlags(cmd *cobra.Command, f *runFlags, e env) {
 	fl.DurationVar(&f.callTimeout, "call-timeout", remote.DefaultInlineDeadline, "deadline of an inline remote call: past it (and a 5s grace for the worker's answer) the call fails with DeadlineExceeded and its task is cancelled")
 	fl.StringVar(&f.conversation, "conversation", "", "continue the stored conversation with this ID")
 	fl.StringVar(&f.root, "root", ".", "directory the built-in file and shell tools work in")
-	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log more on stderr")
-	fl.StringVar(&f.store, "store", "./.offload", "directory of the embedded server's data and URL file")
-	fl.StringVar(&f.prefix, "prefix", protocol.DefaultPrefix, "subject prefix")
 	fl.BoolVar(&f.local, "local", false, "run the built-in tools in this process, without NATS (nothing is stored)")
 	fl.StringVar(&f.metricsAddr, "metrics", "", "serve Prometheus metrics on ADDR/metrics while the run lasts (e.g. 127.0.0.1:9100)")
 	fl.StringVar(&f.spec, "spec", "", "YAML file of the agent: model, instructions, limits, tools, approve, model_settings, ... (flags given win)")
 	f.mf.register(fl)
-	f.conn.Register(fl, e.getenv, e.getenv("NATS_URL"), "NATS server URL, or a comma-separated list of a cluster's (env NATS_URL; default: an embedded server on --store)")
+	registerStoreFlags(cmd, f, e)
 }
 
 // registerStoreFlags registers the flags that name the server and the
@@ -85,7 +83,7 @@ func registerStoreFlags(cmd *cobra.Command, f *runFlags, e env) {
 	fl.StringVar(&f.store, "store", "./.offload", "directory of the embedded server's data and URL file")
 	fl.StringVar(&f.prefix, "prefix", protocol.DefaultPrefix, "subject prefix")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log more on stderr")
-	f.conn.Register(fl, e.getenv, e.getenv("NATS_URL"), "NATS server URL, or a comma-separated list of a cluster's (env NATS_URL; default: the embedded server of --store, started if none runs)")
+	f.conn.Register(fl, e.getenv, e.getenv("NATS_URL"), "NATS server URL, or a comma-separated list of a cluster's (env NATS_URL; default: the embedded server of --store, started when none runs)")
 }
 
 // modelFlags are the model transport flags of SPEC §6.1 (model_settings
@@ -169,40 +167,21 @@ func applySpec(fl *pflag.FlagSet, f *runFlags) error {
 		return usageErr("--spec %s: %v", f.spec, err)
 	}
 	f.agentSpec = s
-	set := func(flag string, apply func()) {
-		if !fl.Changed(flag) {
+	set := func(flag string, given bool, apply func()) {
+		if given && !fl.Changed(flag) {
 			apply()
 		}
 	}
-	if s.Model != "" {
-		set("model", func() { f.model = s.Model })
-	}
-	if s.Tools != nil {
-		set("tools", func() { f.tools = strings.Join(s.Tools, ",") })
-	}
-	if s.Approve != "" {
-		set("approve", func() { f.approve = s.Approve })
-	}
-	if l := s.Limits; l != nil {
-		if l.Requests != nil {
-			set("request-limit", func() { f.requestLimit = *l.Requests })
-		}
-		if l.ToolCalls != nil {
-			set("tool-calls-limit", func() { f.toolCallsLimit = *l.ToolCalls })
-		}
-	}
-	if ms := s.ModelSettings; ms != nil {
-		mf := &f.mf
-		if ms.Stream != nil {
-			set("stream", func() { mf.stream = *ms.Stream })
-		}
-		if d, ok := s.IdleTimeout(); ok {
-			set("model-idle-timeout", func() { mf.idleTimeout = d })
-		}
-		if ms.Retries != nil {
-			set("model-retries", func() { mf.retries = *ms.Retries })
-		}
-	}
+	l, ms := cmp.Or(s.Limits, &agentspec.Limits{}), cmp.Or(s.ModelSettings, &agentspec.ModelSettings{})
+	idle, idleGiven := s.IdleTimeout()
+	set("model", s.Model != "", func() { f.model = s.Model })
+	set("tools", s.Tools != nil, func() { f.tools = strings.Join(s.Tools, ",") })
+	set("approve", s.Approve != "", func() { f.approve = s.Approve })
+	set("request-limit", l.Requests != nil, func() { f.requestLimit = *l.Requests })
+	set("tool-calls-limit", l.ToolCalls != nil, func() { f.toolCallsLimit = *l.ToolCalls })
+	set("stream", ms.Stream != nil, func() { f.mf.stream = *ms.Stream })
+	set("model-idle-timeout", idleGiven, func() { f.mf.idleTimeout = idle })
+	set("model-retries", ms.Retries != nil, func() { f.mf.retries = *ms.Retries })
 	// The rest (instructions, tokens, capabilities, external tools,
 	// request settings) is the spec's alone: runAgent applies it.
 	return nil
@@ -227,4 +206,13 @@ func newLogger(w io.Writer, verbose bool) *slog.Logger {
 		level = slog.LevelInfo
 	}
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+// externalNames are the names of the spec's external tools.
+func (f *runFlags) externalNames() []string {
+	var names []string
+	for _, d := range f.agentSpec.ExternalDefs() {
+		names = append(names, d.Name)
+	}
+	return names
 }

@@ -18,11 +18,11 @@ func newHistoryCmd(e env) *cobra.Command {
 				return usageErr("history needs --conversation ID")
 			}
 			ctx := cmd.Context()
-			_, st, release, err := storeCmd{e: e, f: f}.openConversation(ctx)
+			o, st, err := storeCmd{e: e, f: f}.openConversation(ctx)
 			if err != nil {
 				return err
 			}
-			defer release()
+			defer o.c.close()
 			enc := json.NewEncoder(e.stdout)
 			enc.SetIndent("", "  ")
 			return enc.Encode(st.History)

@@ -20,11 +20,11 @@ func newPendingCmd(e env) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			o, release, err := storeCmd{e: e, f: f}.open(ctx)
+			o, err := storeCmd{e: e, f: f}.open(ctx)
 			if err != nil {
 				return err
 			}
-			defer release()
+			defer o.c.close()
 			ids := []string{f.conversation}
 			if f.conversation == "" {
 				if ids, err = o.Store.List(ctx); err != nil {
@@ -36,14 +36,7 @@ func newPendingCmd(e env) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				pending := st.Unresolved()
-				skip := make(map[string]bool)
-				if st.Pending != nil {
-					for _, t := range st.Pending.Tasks {
-						skip[t.TaskID] = true
-					}
-				}
-				pending = append(pending, o.Announcer.Waiting(ctx, id, skip)...)
+				pending := o.Waiting(ctx, st)
 				if len(pending) == 0 {
 					continue
 				}

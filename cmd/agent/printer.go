@@ -5,10 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -152,22 +148,17 @@ func (p *printer) finish(_ *agent.Result, runErr error) error {
 	if f.Status == agent.StatusPaused {
 		liveview.WritePauseSummary(p.e.stderr, f.Pending, p.resumeHint)
 	}
-	var ue *agent.UserError
-	switch {
-	case f.Status == agent.StatusFinished:
+	switch code := exitCodeOf(f); {
+	case code == exitOK:
 		return nil
-	case f.Status == agent.StatusPaused:
-		return &exitError{code: exitPaused}
+	case code == exitPaused:
+		return &exitError{code: code}
+	case f.Status == agent.StatusInterrupted && f.Error == "":
+		return &exitError{code: code, err: errors.New("interrupted")}
 	case f.Status == agent.StatusInterrupted:
-		msg := f.Error
-		if msg == "" {
-			msg = "interrupted"
-		}
-		return &exitError{code: exitInterrupted, err: errors.New(msg)}
-	case errors.As(runErr, &ue):
-		return &exitError{code: exitUsage, err: runErr}
+		return &exitError{code: code, err: errors.New(f.Error)}
 	default:
-		return &exitError{code: exitFailed, err: runErr}
+		return &exitError{code: code, err: runErr}
 	}
 }
 
@@ -228,19 +219,8 @@ func (l finalLine) MarshalJSON() ([]byte, error) {
 // commandsOf returns the commands that answer and continue a paused
 // conversation of the flags' server (SPEC §6.1).
 func commandsOf(f *runFlags, embedded bool) liveview.Commands {
-	c := liveview.Commands{Agent: agentCommand(), Embedded: embedded, Store: absPath(f.store), Prefix: f.prefix,
-		Server: natsjs.RedactURL(f.conn.URL), Context: f.conn.Context}
-	if f.conn.Creds != "" {
-		c.Creds = absPath(f.conn.Creds)
-	}
-	if f.conn.Nkey != "" {
-		c.Nkey = absPath(f.conn.Nkey)
-	}
-	if f.spec != "" {
-		// Its external tools and instructions are not stored.
-		c.Spec = absPath(f.spec)
-	}
-	return c
+	return liveview.Commands{Embedded: embedded, Store: f.store, Prefix: f.prefix, Server: natsjs.RedactURL(f.conn.URL),
+		Context: f.conn.Context, Creds: f.conn.Creds, Nkey: f.conn.Nkey, Spec: f.spec} // its external tools and instructions are not stored
 }
 
 // resolveCommands returns the function that lists, for a pending call of
@@ -254,30 +234,4 @@ func resolveCommands(f *runFlags, embedded bool, conv string) func(deferred.Pend
 // pending calls are answered.
 func resumeHint(f *runFlags, embedded bool, conv string) string {
 	return commandsOf(f, embedded).Resume(conv)
-}
-
-// agentCommand is how the printed commands name this program: "agent"
-// when that is what PATH finds (or the binary is go run's, which is gone
-// once it exits), else its absolute path.
-func agentCommand() string {
-	exe, err := os.Executable()
-	if err != nil {
-		return "agent"
-	}
-	if p, err := exec.LookPath("agent"); err == nil {
-		if a, b := absPath(p), absPath(exe); a == b {
-			return "agent"
-		}
-	}
-	if strings.Contains(exe, string(filepath.Separator)+"go-build") {
-		return "agent"
-	}
-	return exe
-}
-
-func absPath(p string) string {
-	if abs, err := filepath.Abs(p); err == nil {
-		return abs
-	}
-	return p
 }

@@ -95,15 +95,12 @@ func provision(ctx context.Context, e env, f *provisionFlags) error {
 		fmt.Fprintf(e.stdout, "stream %s %s\n", s.Name, strings.Join(s.Subjects, ","))
 	}
 	slices.Sort(tools)
+	names := natsjs.NamesFor(f.prefix)
 	for _, name := range slices.Compact(tools) {
-		if _, err := natsjs.EnsureTaskConsumer(ctx, js, name, opts); err != nil {
+		if err := natsjs.EnsureToolConsumers(ctx, js, name, opts); err != nil {
 			return &exitError{code: exitFailed, err: err}
 		}
-		fmt.Fprintf(e.stdout, "consumer %s %s\n", natsjs.NamesFor(f.prefix).Tasks, natsjs.TaskConsumerName(name))
-		if _, err := natsjs.EnsureExhaustedConsumer(ctx, js, name, opts); err != nil {
-			return &exitError{code: exitFailed, err: err}
-		}
-		fmt.Fprintf(e.stdout, "consumer %s %s\n", natsjs.NamesFor(f.prefix).Exhausted, natsjs.ExhaustedConsumerName(name))
+		fmt.Fprintf(e.stdout, "consumer %s %s\nconsumer %s %s\n", names.Tasks, natsjs.TaskConsumerName(name), names.Exhausted, natsjs.ExhaustedConsumerName(name))
 	}
 	return nil
 }

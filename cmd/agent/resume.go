@@ -56,7 +56,7 @@ func newResumeCmd(e env) *cobra.Command {
 // it (or a new one), continue it with what arrived when --conversation or
 // resume says so, save it at every step and at the end, and stop when the
 // lease is lost.
-func runDurable(ctx context.Context, e env, f *runFlags, cfg agent.Config, rem *remoteConn, am *metrics.Agent, logger *slog.Logger, out *printer, opts *agent.RunOptions, prompt string) error {
+func runDurable(ctx context.Context, e env, f *runFlags, cfg agent.Config, rem *conn, am *metrics.Agent, logger *slog.Logger, out *printer, opts *agent.RunOptions, prompt string) error {
 	if f.conversation != "" {
 		out.conversation(f.conversation)
 	}
@@ -92,7 +92,7 @@ func runDurable(ctx context.Context, e env, f *runFlags, cfg agent.Config, rem *
 
 // openSession claims the conversation of --conversation (or a new one)
 // in the JetStream store and loads it.
-func openSession(ctx context.Context, f *runFlags, rem *remoteConn, am *metrics.Agent, log *slog.Logger) (*session.Session, error) {
+func openSession(ctx context.Context, f *runFlags, rem *conn, am *metrics.Agent, log *slog.Logger) (*session.Session, error) {
 	convs, err := openConversations(ctx, rem.nc, f, am, log)
 	if err != nil {
 		return nil, err

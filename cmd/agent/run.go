@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"log/slog"
 	"slices"
 	"strings"
 
@@ -15,9 +14,7 @@ import (
 	"github.com/offload-dev/offload/pkg/agent/liveview"
 	"github.com/offload-dev/offload/pkg/agentspec"
 	"github.com/offload-dev/offload/pkg/builtin"
-	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/llm/modelref"
-	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
@@ -102,17 +99,21 @@ func runAgent(ctx context.Context, e env, f *runFlags, prompt string) error {
 	model = agentmetrics.Model(model, am)
 	var toolset tool.Toolset
 	var executor agent.Executor = agent.InProcessExecutor{}
-	var rem *remoteConn
+	var rem *conn
 	if f.local {
-		if toolset, err = localTools(f, logger); err != nil {
+		all, err := builtinTools(f, builtin.Config{Root: f.root, Logger: logger, DenyPaths: []string{f.store}})
+		if err != nil {
+			return err
+		}
+		if toolset, err = tool.NewSet(all...); err != nil {
 			return err
 		}
 	} else {
-		r, release, err := remoteTools(ctx, e, f, logger, am)
+		r, err := remoteTools(ctx, e, f, logger, am)
 		if err != nil {
 			return out.failed(err)
 		}
-		defer release()
+		defer r.close()
 		rem = r
 		toolset = r.client.Toolset()
 		// Background calls of the tools workers serve run there.
@@ -139,8 +140,10 @@ func runAgent(ctx context.Context, e env, f *runFlags, prompt string) error {
 	if err := f.agentSpec.Configure(&cfg, agent.BackgroundConfig{Executor: executor, Logger: logger}); err != nil {
 		return usageErr("--spec: %v", err)
 	}
-	if h := approvalHandler(f.approve, e, am); h != nil {
-		cfg.Capabilities = append(cfg.Capabilities, h)
+	// --approve all|none|ask decides approvals within the run; defer and
+	// wait leave them pending so the run pauses.
+	if h := agentspec.Approvals(f.approve, liveview.Ask(e.stdin, e.stderr)); h != nil {
+		cfg.Capabilities = append(cfg.Capabilities, agent.HandleDeferredToolCalls(agentmetrics.TimeApprovals(am, h)))
 	}
 	opts := &agent.RunOptions{OnEvent: out.event, Suspend: e.suspend}
 	if rem != nil {
@@ -154,50 +157,17 @@ func runAgent(ctx context.Context, e env, f *runFlags, prompt string) error {
 	return out.finish(res, err)
 }
 
-// builtinTools builds the built-in tools and checks the names of --tools
-// against them.
-func builtinTools(f *runFlags, logger *slog.Logger) ([]*tool.Tool, error) {
-	all, err := builtin.Tools(builtin.Config{Root: f.root, Logger: logger, DenyPaths: []string{f.store}})
+// builtinTools builds the built-in tools with cfg, those of --tools
+// (all without it), checking that --tools names no other tool than them
+// and the spec's external ones.
+func builtinTools(f *runFlags, cfg builtin.Config) ([]*tool.Tool, error) {
+	want := splitList(f.tools)
+	if err := tool.CheckOffered(want, builtin.Names(), f.externalNames()); err != nil {
+		return nil, notOffered(err, "the built-in tools", "")
+	}
+	all, err := builtin.Named(cfg, want)
 	if err != nil {
 		return nil, usageErr("built-in tools: %v", err)
 	}
-	if err := checkToolNames(splitList(f.tools), builtin.Names(), f, "the built-in tools", ""); err != nil {
-		return nil, err
-	}
 	return all, nil
-}
-
-// localTools returns the built-in tools run in this process, restricted to
-// --tools.
-func localTools(f *runFlags, logger *slog.Logger) (tool.Toolset, error) {
-	all, err := builtinTools(f, logger)
-	if err != nil {
-		return nil, err
-	}
-	if want := splitList(f.tools); len(want) > 0 {
-		all = slices.DeleteFunc(all, func(t *tool.Tool) bool { return !slices.Contains(want, t.Name) })
-	}
-	return tool.NewSet(all...)
-}
-
-// approvalHandler resolves approvals inline for --approve all|none|ask;
-// defer leaves them pending so the run pauses.
-func approvalHandler(mode string, e env, am *metrics.Agent) agent.Capability {
-	decide := func(c message.ToolCall) any { return true }
-	switch mode {
-	case "all":
-	case "none":
-		decide = func(message.ToolCall) any { return false }
-	case "ask":
-		decide = liveview.Ask(e.stdin, e.stderr)
-	default:
-		return nil
-	}
-	return agent.HandleDeferredToolCalls(agentmetrics.TimeApprovals(am, func(_ context.Context, _ *tool.RunContext, reqs *deferred.Requests) (*deferred.Results, error) {
-		res := &deferred.Results{Approvals: map[string]any{}}
-		for _, c := range reqs.Approvals {
-			res.Approvals[c.ToolCallID] = decide(c)
-		}
-		return res, nil
-	}))
 }

@@ -33,9 +33,9 @@ type openedStore struct {
 
 // open connects (on the embedded default, to the store's server, started
 // when none runs) and opens the conversation store.
-func (s storeCmd) open(ctx context.Context) (*openedStore, func(), error) {
+func (s storeCmd) open(ctx context.Context) (*openedStore, error) {
 	if err := protocol.ValidatePrefix(s.f.prefix); err != nil {
-		return nil, nil, usageErr("--prefix: %v", err)
+		return nil, usageErr("--prefix: %v", err)
 	}
 	log := newLogger(s.e.stderr, s.f.verbose)
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -47,24 +47,16 @@ func (s storeCmd) open(ctx context.Context) (*openedStore, func(), error) {
 	}
 	c, err := connect(ctx, e, s.f, log, nil)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	ctx, stopWatch := c.refusals.Watch(ctx) // a permission lacking ends it at once
 	defer stopWatch()
-	release := func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		c.close(cctx)
-	}
-	fail := func(err error) (*openedStore, func(), error) {
-		release()
-		return nil, nil, err
-	}
 	convs, err := openConversations(ctx, c.nc, s.f, nil, log)
 	if err != nil {
-		return fail(err)
+		c.close()
+		return nil, err
 	}
-	return &openedStore{Conversations: convs, c: c}, release, nil
+	return &openedStore{Conversations: convs, c: c}, nil
 }
 
 // load returns the stored conversation with what arrived for it in the
@@ -74,33 +66,29 @@ func (o *openedStore) load(ctx context.Context, id string) (*conversation.State,
 	if _, err := protocol.ParseID(id); err != nil {
 		return nil, usageErr("--conversation: %v", err)
 	}
-	st, _, err := o.Store.Load(ctx, id)
+	st, err := o.Load(ctx, id)
 	if errors.Is(err, conversation.ErrNotFound) {
 		return nil, &exitError{code: exitFailed, err: fmt.Errorf("conversation %s is unknown", id)}
 	}
 	if err != nil {
 		return nil, &exitError{code: exitFailed, err: err}
 	}
-	if st.Pending != nil {
-		if _, err := o.Inbox.Collect(ctx, st); err != nil {
-			return nil, &exitError{code: exitFailed, err: fmt.Errorf("read decisions and answers: %w", err)}
-		}
-	}
 	return st, nil
 }
 
 // openConversation opens the store and loads the conversation --conversation
-// names (see open and load); the caller calls release when done with it.
-func (s storeCmd) openConversation(ctx context.Context) (o *openedStore, st *conversation.State, release func(), err error) {
-	o, release, err = s.open(ctx)
+// names (see open and load); the caller closes o.c when done with it.
+func (s storeCmd) openConversation(ctx context.Context) (*openedStore, *conversation.State, error) {
+	o, err := s.open(ctx)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
-	if st, err = o.load(ctx, s.f.conversation); err != nil {
-		release()
-		return nil, nil, nil, err
+	st, err := o.load(ctx, s.f.conversation)
+	if err != nil {
+		o.c.close()
+		return nil, nil, err
 	}
-	return o, st, release, nil
+	return o, st, nil
 }
 
 // openConversations opens the conversations of the flags' prefix on nc

@@ -5,8 +5,10 @@ import (
 	"fmt"
 
 	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/llm/openaicompat"
+	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
@@ -95,4 +97,31 @@ func (s *Spec) AdjustOpenAI(cfg *openaicompat.Config, baseURL string) {
 		cfg.StreamUsage = *s.ModelSettings.StreamUsage
 	}
 	cfg.ExtraBody = s.ModelSettings.ExtraBody
+}
+
+// Approvals returns the handler of approvals of mode, one of
+// [ApproveModes], that decides them within the run: all approves every
+// call, none denies every call, ask asks ask (a person at a terminal, see
+// liveview.Ask) for each. Defer and wait (and an unknown mode) decide none
+// within the run: it returns nil, and the run pauses on them (wait reads
+// decisions from the conversation's stream, see the session package).
+func Approvals(mode string, ask func(message.ToolCall) any) agent.DeferredHandlerFunc {
+	var decide func(message.ToolCall) any
+	switch mode {
+	case "all":
+		decide = func(message.ToolCall) any { return true }
+	case "none":
+		decide = func(message.ToolCall) any { return false }
+	case "ask":
+		decide = ask
+	default:
+		return nil
+	}
+	return func(_ context.Context, _ *tool.RunContext, reqs *deferred.Requests) (*deferred.Results, error) {
+		res := &deferred.Results{Approvals: map[string]any{}}
+		for _, c := range reqs.Approvals {
+			res.Approvals[c.ToolCallID] = decide(c)
+		}
+		return res, nil
+	}
 }

@@ -373,3 +373,14 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, opts ProvisionOp
 	}
 	return nil
 }
+
+// EnsureToolConsumers ensures the durable consumers of toolName: its task
+// consumer ([EnsureTaskConsumer]) and its consumer of max-deliveries
+// advisories ([EnsureExhaustedConsumer]), as a worker serving it does.
+func EnsureToolConsumers(ctx context.Context, js jetstream.JetStream, toolName string, opts ProvisionOptions) error {
+	if _, err := EnsureTaskConsumer(ctx, js, toolName, opts); err != nil {
+		return err
+	}
+	_, err := EnsureExhaustedConsumer(ctx, js, toolName, opts)
+	return err
+}

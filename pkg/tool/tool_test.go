@@ -846,3 +846,17 @@ func TestWithFallback(t *testing.T) {
 		t.Fatalf("tools %v, %v", tools, err)
 	}
 }
+
+func TestCheckOffered(t *testing.T) {
+	t.Parallel()
+	if err := tool.CheckOffered([]string{"a", "c"}, []string{"b", "a"}, []string{"c"}); err != nil {
+		t.Fatal(err)
+	}
+	var no *tool.NotOfferedError
+	if err := tool.CheckOffered([]string{"a", "x"}, []string{"b", "a"}); !errors.As(err, &no) || no.Name != "x" || strings.Join(no.Available, ",") != "a,b" {
+		t.Fatalf("err %v", err)
+	}
+	if got := tool.Names([]*tool.Tool{{Name: "a"}, {Name: "b"}}); strings.Join(got, ",") != "a,b" {
+		t.Fatalf("names %v", got)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 )
 
 // Toolset is a source of tools. Tools is called at every step, so a toolset
@@ -149,4 +150,50 @@ func WithFallback(base, fallback Toolset) Toolset {
 		}
 		return out, nil
 	})
+}
+
+// NotOfferedError says that a tool asked for by name is not offered.
+type NotOfferedError struct {
+	// Name is the tool asked for.
+	Name string
+	// Available are the names offered, sorted.
+	Available []string
+}
+
+// Error implements error.
+func (e *NotOfferedError) Error() string {
+	list := strings.Join(e.Available, ", ")
+	if list == "" {
+		list = "none"
+	}
+	return fmt.Sprintf("tool: no tool %q is offered (available: %s)", e.Name, list)
+}
+
+// CheckOffered returns a [*NotOfferedError] for the first name of want that
+// none of offered is, nil when every one is.
+func CheckOffered(want []string, offered ...[]string) error {
+	var avail []string
+	for _, names := range offered {
+		for _, n := range names {
+			if !slices.Contains(avail, n) {
+				avail = append(avail, n)
+			}
+		}
+	}
+	slices.Sort(avail)
+	for _, name := range want {
+		if !slices.Contains(avail, name) {
+			return &NotOfferedError{Name: name, Available: avail}
+		}
+	}
+	return nil
+}
+
+// Names returns the names of tools, in order.
+func Names(tools []*Tool) []string {
+	names := make([]string, len(tools))
+	for i, t := range tools {
+		names[i] = t.Name
+	}
+	return names
 }

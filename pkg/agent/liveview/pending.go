@@ -4,6 +4,9 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 
 	"github.com/offload-dev/offload/pkg/deferred"
@@ -60,10 +63,12 @@ func plural(n int, what string) string {
 // conversation, pasteable as printed (SPEC §6.1): with a server that
 // outlives the agent, nats CLI publications; on the embedded default,
 // whose server stops with the agent, the agent's approve, deny and answer
-// commands, which start the store's server themselves. Paths are
-// absolute.
+// commands, which start the store's server themselves. The commands give
+// paths as absolute ones.
 type Commands struct {
-	// Agent is how the commands name the agent program.
+	// Agent is how the commands name the agent program. Defaults to
+	// "agent" when that is what PATH finds (or the program is go run's,
+	// gone once it exits), else the program's absolute path.
 	Agent string
 	// Embedded is set on the embedded default; Store is its store.
 	Embedded bool
@@ -82,13 +87,14 @@ type Commands struct {
 // conversation conv; alternatives are prefixed with "# ". A background
 // task has none.
 func (c Commands) Resolve(conv string, p deferred.PendingTask) []string {
+	c = c.absolute()
 	if c.Embedded {
 		cmd := func(verb string, extra ...string) string {
 			args := []string{c.Agent, verb, "--store", c.Store, "--conversation", conv}
 			if c.Prefix != protocol.DefaultPrefix {
 				args = append(args, "--prefix", c.Prefix)
 			}
-			return join(append(args, extra...))
+			return ShellJoin(append(args, extra...))
 		}
 		switch p.Kind {
 		case deferred.KindApproval:
@@ -110,7 +116,7 @@ func (c Commands) Resolve(conv string, p deferred.PendingTask) []string {
 		opts = append(opts, "--nkey", c.Nkey)
 	}
 	pub := func(subject, data string) string {
-		return join(append(append([]string(nil), opts...), "pub", subject, data))
+		return ShellJoin(append(append([]string(nil), opts...), "pub", subject, data))
 	}
 	subj := protocol.Subjects{Prefix: c.Prefix}
 	switch p.Kind {
@@ -128,6 +134,7 @@ func (c Commands) Resolve(conv string, p deferred.PendingTask) []string {
 // Resume returns the command that continues conversation conv once its
 // pending calls are answered.
 func (c Commands) Resume(conv string) string {
+	c = c.absolute()
 	args := []string{c.Agent, "resume"}
 	switch {
 	case c.Embedded:
@@ -149,11 +156,51 @@ func (c Commands) Resume(conv string) string {
 	if c.Spec != "" {
 		args = append(args, "--spec", c.Spec)
 	}
-	return join(append(args, "--conversation", conv))
+	return ShellJoin(append(args, "--conversation", conv))
 }
 
-// join shell-quotes a command line.
-func join(args []string) string {
+// absolute returns c with its paths made absolute and its agent command
+// set.
+func (c Commands) absolute() Commands {
+	for _, p := range []*string{&c.Store, &c.Creds, &c.Nkey, &c.Spec} {
+		if *p != "" {
+			*p = absPath(*p)
+		}
+	}
+	if c.Agent == "" {
+		c.Agent = agentCommand()
+	}
+	return c
+}
+
+// agentCommand is how the printed commands name this program: "agent"
+// when that is what PATH finds (or the binary is go run's, which is gone
+// once it exits), else its absolute path.
+func agentCommand() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return "agent"
+	}
+	if p, err := exec.LookPath("agent"); err == nil {
+		if a, b := absPath(p), absPath(exe); a == b {
+			return "agent"
+		}
+	}
+	if strings.Contains(exe, string(filepath.Separator)+"go-build") {
+		return "agent"
+	}
+	return exe
+}
+
+func absPath(p string) string {
+	if abs, err := filepath.Abs(p); err == nil {
+		return abs
+	}
+	return p
+}
+
+// ShellJoin shell-quotes a command line (see [ShellQuote]).
+func ShellJoin(args []string) string {
 	q := make([]string, len(args))
 	for i, a := range args {
 		q[i] = ShellQuote(a)

@@ -209,3 +209,26 @@ func (c *Client) Advertised(ctx context.Context) ([]*tool.Tool, []SkippedEntry, 
 	}
 	return tools, all.Skipped(), nil
 }
+
+// CheckOffered checks that workers offer each tool of want, or that also
+// names it (a tool offered another way, such as an external tool): for the
+// first that is neither it returns a *tool.NotOfferedError naming every
+// tool the workers advertise (ignoring ClientConfig.Filter). skipped are
+// the registry entries that cannot be offered, to say why a tool may be
+// missing.
+func (c *Client) CheckOffered(ctx context.Context, want, also []string) (skipped []SkippedEntry, err error) {
+	tools, err := c.ts.Tools(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("tool registry: %w", err)
+	}
+	skipped = c.ts.Skipped()
+	if err = tool.CheckOffered(want, tool.Names(tools), also); err == nil {
+		return skipped, nil
+	}
+	if all, allSkipped, aerr := c.Advertised(ctx); aerr == nil {
+		if err := tool.CheckOffered(want, tool.Names(all), also); err != nil {
+			return allSkipped, err
+		}
+	}
+	return skipped, err
+}
