@@ -136,3 +136,45 @@ func ExampleDispatcher_Call() {
 	// ok "ADA" w
 	// retry InvalidArguments
 }
+
+// A Client wires the agent side: the dispatcher, the toolset of what the
+// workers advertise and the executor of background calls, started and
+// stopped together.
+func ExampleClient() {
+	url, shutdown := runServer()
+	defer shutdown()
+	ctx := context.Background()
+
+	wc, _ := nats.Connect(url)
+	defer wc.Close()
+	greet := tool.Func("greet", "Greet someone.", func(_ context.Context, _ *tool.RunContext, a greetArgs) (string, error) {
+		return "Hello, " + a.Name + "!", nil
+	})
+	w, _ := worker.New(worker.Config{Conn: wc, ID: "worker-1", Tools: []*tool.Tool{greet}})
+	if err := w.Start(ctx); err != nil {
+		panic(err)
+	}
+	defer w.Stop(ctx)
+
+	ac, _ := nats.Connect(url)
+	defer ac.Close()
+	client, err := remote.NewClient(remote.ClientConfig{Conn: ac})
+	if err != nil {
+		panic(err)
+	}
+	if err := client.Start(ctx); err != nil {
+		panic(err)
+	}
+	defer client.Stop(ctx)
+	// An agent would take client.Toolset() as a toolset and
+	// client.Executor() as the executor of its BackgroundTools.
+	tools, _ := client.Toolset().Tools(ctx)
+	rc := &tool.RunContext{ConversationID: protocol.NewID(), ToolCallID: "call_1"}
+	v, err := tools[0].Run(ctx, rc, json.RawMessage(`{"name":"Grace"}`))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(tools[0].Name, string(v.(tool.Return).Value.(json.RawMessage)))
+	// Output:
+	// greet "Hello, Grace!"
+}
