@@ -12,9 +12,6 @@ import (
 // wait bounds every wait on a signal in these tests.
 const wait = jstest.Wait
 
-// testAckWait is the consumers' ack wait in these tests.
-const testAckWait = jstest.AckWait
-
 // startClient starts a client on its own connection, stopped at the end of
 // the test.
 func startClient(t *testing.T, srv *natstest.Server, cfg remote.ClientConfig) *remote.Client {
