@@ -210,11 +210,11 @@ func (in *Inbox) refuse(reason metrics.RefuseReason, subject, task string, err e
 		slog.String("task_id", task), slog.Any("error", err))
 }
 
-// EnsureInboxStreams ensures the streams an Inbox reads and an
+// ensureInboxStreams ensures the streams an Inbox reads and an
 // [Announcer] writes (approvals, decisions, answers, results), from the
 // definitions, as [natsjs.Provision] does: created when missing and allowed,
 // else an error naming them.
-func EnsureInboxStreams(ctx context.Context, js jetstream.JetStream, opts natsjs.ProvisionOptions) error {
+func ensureInboxStreams(ctx context.Context, js jetstream.JetStream, opts natsjs.ProvisionOptions) error {
 	n := natsjs.NamesFor(opts.Prefix)
 	return natsjs.EnsureStreams(ctx, js, opts, n.Approvals, n.Decisions, n.Answers, n.Results)
 }

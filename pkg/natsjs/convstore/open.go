@@ -52,7 +52,7 @@ func Open(ctx context.Context, cfg OpenConfig) (*Conversations, error) {
 	if js == nil {
 		return nil, fmt.Errorf("%w: conversations: no JetStream", natsjs.ErrInvalidConfig)
 	}
-	if err := EnsureInboxStreams(ctx, js, cfg.Provision); err != nil {
+	if err := ensureInboxStreams(ctx, js, cfg.Provision); err != nil {
 		return nil, err
 	}
 	store, err := New(ctx, Config{JetStream: js, Provision: cfg.Provision, Logger: cfg.Logger})
