@@ -106,7 +106,7 @@ func (d *deployServer) provision(t *testing.T) {
 	if _, err := natsjs.EnsureExhaustedConsumer(ctx, js, "sleep", natsjs.ProvisionOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	reg, err := natsjs.Registry(ctx, js, natsjs.ProvisionOptions{})
+	reg, err := natsjs.EnsureRegistry(ctx, js, natsjs.ProvisionOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

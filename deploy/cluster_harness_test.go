@@ -14,14 +14,14 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/offload-dev/offload/internal/proctest"
 	"github.com/offload-dev/offload/pkg/natsjs"
-	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 )
 
 // clusterNode is one nats-server process of a test cluster started from
 // deploy/nats/cluster/node<n>.conf.
 type clusterNode struct {
-	*natstest.Process
+	*proctest.Process
 	name string // server_name
 	url  string // client URL, no user
 }
@@ -72,7 +72,7 @@ func startCluster(t *testing.T, natsServer string) *testCluster {
 			if !strings.Contains(conf, old) {
 				t.Fatalf("%s: no %s (%s)", src, old, what)
 			}
-			free := natstest.FreePort(t)
+			free := proctest.FreePort(t)
 			conf = strings.ReplaceAll(conf, old, "127.0.0.1:"+strconv.Itoa(free))
 			return free
 		}
@@ -94,7 +94,7 @@ func startCluster(t *testing.T, natsServer string) *testCluster {
 	// As cluster.sh does: every node gets the three route URLs.
 	t.Setenv("OFFLOAD_NATS_ROUTES", "["+strings.Join(routes, ", ")+"]")
 	for i, n := range c.nodes {
-		n.Process = natstest.StartProcess(t, natsServer, "-c", paths[i])
+		n.Process = proctest.StartProcess(t, natsServer, "-c", paths[i])
 	}
 	for _, n := range c.nodes {
 		n.WaitLog(t, "Server is ready", time.Minute)

@@ -20,11 +20,14 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/internal/proctest"
 	"github.com/offload-dev/offload/pkg/conversation"
+	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/convstore"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/pkg/natsjs/remote"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
@@ -59,7 +62,7 @@ func TestClusterFailover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	streams, err := natsjs.Streams(natsjs.ProvisionOptions{})
+	streams, err := natsjs.StreamConfigs(natsjs.ProvisionOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +107,7 @@ func TestClusterFailover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := natsjs.NewConversationStore(t.Context(), natsjs.ConversationStoreConfig{
+	store, err := convstore.New(t.Context(), convstore.Config{
 		JetStream: agentJS, Provision: natsjs.ProvisionOptions{Replicas: 3}, MaxInline: 1 << 10,
 	})
 	if err != nil {
@@ -153,13 +156,13 @@ func TestClusterFailover(t *testing.T) {
 	// Three workers: those of nodes 1 and 3 have only their node's URL
 	// (they fail over to the servers the cluster announces), the second a
 	// list of the three.
-	workers := make([]*natstest.Process, 3)
+	workers := make([]*proctest.Process, 3)
 	for i := range workers {
 		url := c.list("worker", i)
 		if i != 1 {
 			url = strings.Replace(c.nodes[i].url, "nats://", "nats://worker:"+password("worker")+"@", 1)
 		}
-		workers[i] = natstest.StartProcess(t, workerBin, "--nats", url, "--inbox-prefix", inboxPrefix("worker"), "--tools", "sleep", "--id", "cluster-"+strconv.Itoa(i),
+		workers[i] = proctest.StartProcess(t, workerBin, "--nats", url, "--inbox-prefix", inboxPrefix("worker"), "--tools", "sleep", "--id", "cluster-"+strconv.Itoa(i),
 			"--concurrency", "4", "--replicas", "3", "-v")
 	}
 	onNode := map[string]bool{}
@@ -178,7 +181,7 @@ func TestClusterFailover(t *testing.T) {
 
 	// The agent side: a dispatcher on the agent's connection (its list
 	// starts at node 2), 500 tasks at once.
-	d, err := natsjs.NewDispatcher(natsjs.DispatcherConfig{Conn: agentNC, Replicas: 3, ServerLostAfter: time.Minute})
+	d, err := remote.NewDispatcher(remote.DispatcherConfig{Conn: agentNC, Replicas: 3, ServerLostAfter: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +198,7 @@ func TestClusterFailover(t *testing.T) {
 	const tasks = 500
 	conv := protocol.NewID()
 	rnd := rand.New(rand.NewPCG(7, 11))
-	handles := make([]*natsjs.Handle, 0, tasks)
+	handles := make([]*remote.Handle, 0, tasks)
 	began := time.Now()
 	for range tasks {
 		args, _ := json.Marshal(map[string]any{"seconds": 0.02 + 0.08*rnd.Float64()})
@@ -400,7 +403,7 @@ func TestClusterFailover(t *testing.T) {
 // approval, with n messages of history.
 func pausedConversation(n int) *conversation.State {
 	id := protocol.NewID()
-	st := &conversation.State{ID: id, Pending: &agent.PendingRecord{ConversationID: id, RunID: protocol.NewID(), Tasks: []agent.PendingTask{
+	st := &conversation.State{ID: id, Pending: &deferred.PendingRecord{ConversationID: id, RunID: protocol.NewID(), Tasks: []deferred.PendingTask{
 		{TaskID: protocol.NewID(), Kind: "approval", Tool: "shell", ToolCallID: "call_1", Args: []byte(`{"cmd":"ls"}`)},
 	}}}
 	for i := range n {

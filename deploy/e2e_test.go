@@ -11,11 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/offload-dev/offload/internal/proctest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
-var bins natstest.Binaries
+var bins proctest.Binaries
 
 // binaries builds cmd/agent and cmd/toolworker once.
 func binaries(t *testing.T) (agent, toolworker string) {
@@ -54,7 +55,7 @@ func TestDeploymentWithRoles(t *testing.T) {
 		t.Fatalf("agent provision: %v\n%s", err, out)
 	}
 
-	w := natstest.StartProcess(t, workerBin, "--nats", d.roleURL("worker"), "--inbox-prefix", inboxPrefix("worker"), "--tools", "sleep", "--id", "deploy-e2e")
+	w := proctest.StartProcess(t, workerBin, "--nats", d.roleURL("worker"), "--inbox-prefix", inboxPrefix("worker"), "--tools", "sleep", "--id", "deploy-e2e")
 	w.WaitLog(t, `"msg":"toolworker started"`, 30*time.Second)
 
 	run := exec.CommandContext(t.Context(), agentBin, "run", "--nats", d.roleURL("agent"), "--inbox-prefix", inboxPrefix("agent"), "--model", "test", "--tools", "sleep", "--json", "nap")

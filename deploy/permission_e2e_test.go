@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/internal/proctest"
 )
 
 // refusalWithin bounds how long a binary may take to say what the server
@@ -95,7 +95,7 @@ func TestPermissionErrorsNameTheFix(t *testing.T) {
 
 	// The admin may do all of it, with the default inbox prefix.
 	t.Run("admin", func(t *testing.T) {
-		w := natstest.StartProcess(t, workerBin, "--nats", d.roleURL("admin"), "--tools", "sleep", "--id", "perm-admin")
+		w := proctest.StartProcess(t, workerBin, "--nats", d.roleURL("admin"), "--tools", "sleep", "--id", "perm-admin")
 		w.WaitLog(t, `"msg":"toolworker started"`, 30*time.Second)
 		cmd := exec.CommandContext(t.Context(), agentBin, append(append([]string(nil), run...), "--nats", d.roleURL("admin"))...)
 		cmd.Dir = t.TempDir()

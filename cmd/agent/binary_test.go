@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/offload-dev/offload/internal/proctest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 )
 
@@ -22,7 +23,7 @@ import (
 // person would paste into a shell (with the nats CLI), and writing the
 // scripts and specs the runs read.
 
-var bins natstest.Binaries
+var bins proctest.Binaries
 
 // agentBinary builds cmd/agent once per test binary.
 func agentBinary(t *testing.T) string {

@@ -1,17 +1,13 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/offload-dev/offload/pkg/conversation"
-	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
@@ -75,23 +71,6 @@ func newDecideCmd(e env, approve bool) *cobra.Command {
 	return cmd
 }
 
-// newAnswerCmd is agent answer (SPEC §6.1): publish the answer of an
-// external call on <prefix>.answer.<conv>.<task>.
-func newAnswerCmd(e env) *cobra.Command {
-	f := &runFlags{}
-	cmd := &cobra.Command{
-		Use:   "answer --conversation ID TASK JSON",
-		Short: `Answer a pending external call with an Answer such as {"content":"42"}`,
-		Args:  cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return publishArrival(cmd, e, f, conversation.ArrivalAnswer, args[0], []byte(args[1]))
-		},
-	}
-	registerStoreFlags(cmd, f, e)
-	cmd.Flags().StringVar(&f.conversation, "conversation", "", "the conversation")
-	return cmd
-}
-
 // publishArrival checks data against the stored conversation like the
 // run that reads it will (exit 1 when the task is not pending there, 2
 // when data is malformed) and publishes it on its subject.
@@ -103,63 +82,28 @@ func publishArrival(cmd *cobra.Command, e env, f *runFlags, kind conversation.Ar
 		return usageErr("TASK %s: %v", task, err)
 	}
 	ctx := cmd.Context()
-	o, st, release, err := storeCmd{e: e, f: f}.openConversation(ctx)
+	o, st, err := storeCmd{e: e, f: f}.openConversation(ctx)
 	if err != nil {
 		return err
 	}
-	defer release()
-	if _, pending := st.PendingTask(task); pending && st.Arrived(task) {
-		return &exitError{code: exitFailed, err: fmt.Errorf("task %s is not pending in conversation %s: it was already answered", task, f.conversation)}
-	}
+	defer o.c.close()
+	subject, err := o.Publish(ctx, st, kind, task, data)
 	var re *conversation.RefusedError
-	err = st.Admit(kind, task, data, 0, time.Now(), int(o.c.nc.MaxPayload()))
 	switch {
 	case err == nil:
 	case errors.As(err, &re) && (re.Reason == conversation.ReasonMalformed || re.Reason == conversation.ReasonOversize):
 		return usageErr("%v", re.Err)
 	case errors.As(err, &re) && re.Reason == conversation.ReasonDuplicate:
 		return &exitError{code: exitFailed, err: fmt.Errorf("task %s is not pending in conversation %s: it was already answered", task, f.conversation)}
-	case errors.As(err, &re) && re.Reason == conversation.ReasonUnknownTask && kind == conversation.ArrivalDecision && o.awaited(ctx, f, task):
-		// A run with --approve wait announced it and reads decisions live.
 	case errors.As(err, &re) && re.Reason == conversation.ReasonUnknownTask:
 		return &exitError{code: exitFailed, err: fmt.Errorf("task %s is not pending in conversation %s", task, f.conversation)}
 	case errors.As(err, &re) && re.Reason == conversation.ReasonWrongKind:
 		return &exitError{code: exitFailed, err: fmt.Errorf("task %s is not pending in conversation %s as a call to %s: %v", task, f.conversation, cmd.Name(), re.Err)}
-	default:
+	case errors.As(err, &re):
 		return &exitError{code: exitFailed, err: fmt.Errorf("task %s: %w", task, err)}
-	}
-	subj := protocol.Subjects{Prefix: f.prefix}
-	subject := subj.Decision(f.conversation, task)
-	if kind == conversation.ArrivalAnswer {
-		subject = subj.Answer(f.conversation, task)
-	}
-	// A stream electing a leader (a cluster node died) answers no publish
-	// for a few seconds: wait that out, as the conversation store does.
-	if _, err := o.js.Publish(ctx, subject, data, jetstream.WithMsgID(string(kind)+"."+f.conversation+"."+task),
-		jetstream.WithRetryWait(250*time.Millisecond), jetstream.WithRetryAttempts(60)); err != nil {
-		return &exitError{code: exitFailed, err: fmt.Errorf("publish on %s: %w", subject, err)}
+	default:
+		return &exitError{code: exitFailed, err: err}
 	}
 	fmt.Fprintf(e.stderr, "%s %s recorded on %s; once nothing else is pending, continue with: %s (and the run's --spec, if it had one)\n", kind, task, subject, resumeHint(f, o.c.embedded, f.conversation))
 	return nil
-}
-
-// awaited reports whether a live run of the conversation waits for the
-// decision of task (--approve wait): its approval is announced on
-// <prefix>.approval.<conv>.<task> and not resolved yet. Such a call is in
-// no stored pending record until the run pauses.
-func (o *openedStore) awaited(ctx context.Context, f *runFlags, task string) bool {
-	s, err := o.js.Stream(ctx, natsjs.NamesFor(f.prefix).Approvals)
-	if err != nil {
-		return false
-	}
-	m, err := s.GetLastMsgForSubject(ctx, protocol.Subjects{Prefix: f.prefix}.Approval(f.conversation, task))
-	if err != nil {
-		return false
-	}
-	var a struct {
-		TaskID   string `json:"task_id"`
-		Tool     string `json:"tool"`
-		Resolved string `json:"resolved"`
-	}
-	return json.Unmarshal(m.Data, &a) == nil && a.TaskID == task && a.Tool != "" && a.Resolved == ""
 }

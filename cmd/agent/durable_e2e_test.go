@@ -23,7 +23,9 @@ import (
 	"github.com/offload-dev/offload/pkg/llm/script"
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/convstore"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/pkg/natsjs/worker"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/session"
 	"github.com/offload-dev/offload/pkg/tool"
@@ -114,7 +116,7 @@ func newDurable(t *testing.T, natsOpts ...natstest.Option) *durable {
 	handoff := tool.Func("handoff", "Hands the call to a person.", func(context.Context, *tool.RunContext, noArgs) (string, error) {
 		return "", &tool.CallDeferred{Metadata: map[string]any{"queue": "ops"}}
 	})
-	w, err := natsjs.NewWorker(natsjs.WorkerConfig{Conn: d.nats.Conn(t), ID: "test-worker", Tools: []*tool.Tool{deploy, guarded, research, handoff}})
+	w, err := worker.New(worker.Config{Conn: d.nats.Conn(t), ID: "test-worker", Tools: []*tool.Tool{deploy, guarded, research, handoff}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +272,7 @@ func (d *durable) state(conv string) *conversation.State {
 	d.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	store, err := natsjs.NewConversationStore(ctx, natsjs.ConversationStoreConfig{JetStream: d.nats.JetStream(d.t)})
+	store, err := convstore.New(ctx, convstore.Config{JetStream: d.nats.JetStream(d.t)})
 	if err != nil {
 		d.t.Fatal(err)
 	}

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -128,9 +130,9 @@ func TestLiveViewKeepsDetachedTasks(t *testing.T) {
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	for _, e := range []agent.Event{
 		{Type: agent.EventBackgroundTaskStarted, Tool: "sleep", ToolCallID: "c1", TaskID: "T1", At: t0},
-		{Type: agent.EventFinal, At: t0.Add(2 * time.Second), Final: &agent.Final{Status: agent.StatusPaused, ExitCode: 3, Pending: []agent.Pending{
-			{TaskID: "T1", ToolCallID: "c1", Kind: agent.KindBackground, Tool: "sleep", Args: json.RawMessage(`{}`)},
-			{TaskID: "T0", ToolCallID: "c0", Kind: agent.KindBackground, Tool: "research", Args: json.RawMessage(`{}`)},
+		{Type: agent.EventFinal, At: t0.Add(2 * time.Second), Final: &agent.Final{Status: agent.StatusPaused, Pending: []deferred.PendingTask{
+			{TaskID: "T1", ToolCallID: "c1", Kind: deferred.KindBackground, Tool: "sleep", Args: json.RawMessage(`{}`)},
+			{TaskID: "T0", ToolCallID: "c0", Kind: deferred.KindBackground, Tool: "research", Args: json.RawMessage(`{}`)},
 		}}},
 	} {
 		p.event(e)
@@ -147,5 +149,52 @@ func TestLiveViewKeepsDetachedTasks(t *testing.T) {
 	}
 	if strings.Contains(got, "failed") {
 		t.Errorf("a kept task is shown as failed:\n%s", got)
+	}
+}
+
+// The exit code of SPEC §6.1 is the command's, decided here from how the
+// run ended (the agent library knows statuses, not exit codes): what
+// pkg/agent's final events asserted before they stopped carrying it.
+func TestExitCodeOfFinal(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		final *agent.Final
+		want  int
+	}{
+		{&agent.Final{Status: agent.StatusFinished}, exitOK},
+		{&agent.Final{Status: agent.StatusPaused}, exitPaused},
+		{&agent.Final{Status: agent.StatusInterrupted, Err: context.Canceled}, exitInterrupted},
+		{&agent.Final{Status: agent.StatusFailed, Err: agent.ErrRunCancelled}, exitFailed},
+		{&agent.Final{Status: agent.StatusFailed, Err: fmt.Errorf("run: %w", &agent.UserError{Message: "bad"})}, exitUsage},
+		{&agent.Final{Status: agent.StatusFailed, Err: usageErr("--wait must be positive")}, exitUsage},
+		{&agent.Final{Status: agent.StatusInterrupted, Err: &exitError{code: exitInterrupted}}, exitInterrupted},
+	} {
+		if got := exitCodeOf(tc.final); got != tc.want {
+			t.Errorf("%s %v: exit %d, want %d", tc.final.Status, tc.final.Err, got, tc.want)
+		}
+	}
+}
+
+// With --json the final event carries exit_code (SPEC §6.3), added by the
+// printer.
+func TestJSONFinalCarriesExitCode(t *testing.T) {
+	t.Parallel()
+	var stdout bytes.Buffer
+	p := newPrinter(env{stdout: &stdout, stderr: &bytes.Buffer{}}, true)
+	p.event(agent.Event{Type: agent.EventFinal, RunID: "R", ConversationID: "C", Final: &agent.Final{Status: agent.StatusPaused, Pending: []deferred.PendingTask{
+		{TaskID: "T1", ToolCallID: "c1", Kind: deferred.KindApproval, Tool: "deploy", Args: json.RawMessage(`{}`)},
+	}}})
+	var line map[string]any
+	if err := json.Unmarshal(stdout.Bytes(), &line); err != nil {
+		t.Fatalf("%s: %v", stdout.String(), err)
+	}
+	pending, _ := line["pending"].([]any)
+	if line["exit_code"] != float64(exitPaused) || line["status"] != "paused" || line["type"] != "final" || len(pending) != 1 {
+		t.Fatalf("final line %s", stdout.String())
+	}
+	for _, field := range []string{"task_id", "kind", "tool", "args", "tool_call_id"} {
+		if _, ok := pending[0].(map[string]any)[field]; !ok {
+			t.Errorf("pending entry lacks %s: %s", field, stdout.String())
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/offload-dev/offload/internal/natsflags"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
@@ -18,10 +19,9 @@ import (
 
 // provisionFlags are the flags of `agent provision`.
 type provisionFlags struct {
-	nats   string
 	prefix string
 	tools  string
-	conn   connFlags
+	conn   natsflags.Flags
 }
 
 // newProvisionCmd is `agent provision`: an operator (the admin user of
@@ -45,10 +45,9 @@ func newProvisionCmd(e env) *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.nats, "nats", e.getenv("NATS_URL"), "NATS server URL, e.g. nats://admin:PASSWORD@127.0.0.1:4222 (env NATS_URL)")
 	fl.StringVar(&f.prefix, "prefix", protocol.DefaultPrefix, "subject prefix")
 	fl.StringVar(&f.tools, "tools", "", "comma-separated tools whose consumers (tasks, max-deliveries advisories) to create (workers may create their own)")
-	addConnFlags(fl, &f.conn, e.getenv)
+	f.conn.Register(fl, e.getenv, e.getenv("NATS_URL"), "NATS server URL, e.g. nats://admin:PASSWORD@127.0.0.1:4222 (env NATS_URL)")
 	return cmd
 }
 
@@ -62,18 +61,18 @@ func provision(ctx context.Context, e env, f *provisionFlags) error {
 			return usageErr("--tools: %v", err)
 		}
 	}
-	copts, err := f.conn.options(e.getenv)
+	copts, err := f.conn.Options(e.getenv)
 	if err != nil {
-		return err
+		return usageErr("%v", err)
 	}
-	if f.nats == "" && copts.Context == nil {
+	if f.conn.URL == "" && copts.Context == nil {
 		return usageErr("provision needs a server: --nats URL (or NATS_URL) or --context; the embedded default provisions itself")
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	copts.Name, copts.Refusals = "agent provision", &natsjs.Refusals{Role: "admin"}
 	copts.Extra = []nats.Option{nats.Timeout(5 * time.Second), nats.RetryOnFailedConnect(false)}
-	nc, err := natsjs.Connect(f.nats, copts)
+	nc, err := natsjs.Connect(f.conn.URL, copts)
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
@@ -84,11 +83,11 @@ func provision(ctx context.Context, e env, f *provisionFlags) error {
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
-	opts := natsjs.ProvisionOptions{Prefix: f.prefix, Replicas: f.conn.replicas}
+	opts := natsjs.ProvisionOptions{Prefix: f.prefix, Replicas: f.conn.Replicas}
 	if err := natsjs.Provision(ctx, js, opts); err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
-	streams, err := natsjs.Streams(opts)
+	streams, err := natsjs.StreamConfigs(opts)
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
@@ -96,15 +95,12 @@ func provision(ctx context.Context, e env, f *provisionFlags) error {
 		fmt.Fprintf(e.stdout, "stream %s %s\n", s.Name, strings.Join(s.Subjects, ","))
 	}
 	slices.Sort(tools)
+	names := natsjs.NamesFor(f.prefix)
 	for _, name := range slices.Compact(tools) {
-		if _, err := natsjs.EnsureTaskConsumer(ctx, js, name, opts); err != nil {
+		if err := natsjs.EnsureToolConsumers(ctx, js, name, opts); err != nil {
 			return &exitError{code: exitFailed, err: err}
 		}
-		fmt.Fprintf(e.stdout, "consumer %s %s\n", natsjs.NamesFor(f.prefix).Tasks, natsjs.TaskConsumerName(name))
-		if _, err := natsjs.EnsureExhaustedConsumer(ctx, js, name, opts); err != nil {
-			return &exitError{code: exitFailed, err: err}
-		}
-		fmt.Fprintf(e.stdout, "consumer %s %s\n", natsjs.NamesFor(f.prefix).Exhausted, natsjs.ExhaustedConsumerName(name))
+		fmt.Fprintf(e.stdout, "consumer %s %s\nconsumer %s %s\n", names.Tasks, natsjs.TaskConsumerName(name), names.Exhausted, natsjs.ExhaustedConsumerName(name))
 	}
 	return nil
 }

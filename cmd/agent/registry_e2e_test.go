@@ -15,7 +15,7 @@ func TestBinaryNamesSkippedRegistryEntries(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
 	js := srv.JetStream(t)
-	kv, err := natsjs.Registry(t.Context(), js, natsjs.ProvisionOptions{})
+	kv, err := natsjs.EnsureRegistry(t.Context(), js, natsjs.ProvisionOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

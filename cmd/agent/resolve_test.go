@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/agent/liveview"
 	"github.com/offload-dev/offload/pkg/deferred"
 )
 
@@ -16,9 +16,10 @@ import (
 // the arguments survives), alternatives behind "# ".
 func TestResolveCommandsFormat(t *testing.T) {
 	t.Parallel()
-	f := &runFlags{nats: "nats://u:secret@127.0.0.1:4222", prefix: "acme", store: "rel/store"}
-	f.conn.creds = "creds/agent.creds"
-	p := agent.Pending{TaskID: "01JTASK0000000000000000002", Kind: deferred.KindApproval, Tool: "deploy", Args: json.RawMessage(`{"note": "it's"}`)}
+	f := &runFlags{prefix: "acme", store: "rel/store"}
+	f.conn.URL = "nats://u:secret@127.0.0.1:4222"
+	f.conn.Creds = "creds/agent.creds"
+	p := deferred.PendingTask{TaskID: "01JTASK0000000000000000002", Kind: deferred.KindApproval, Tool: "deploy", Args: json.RawMessage(`{"note": "it's"}`)}
 	got := resolveCommands(f, false, "01JCONV0000000000000000002")(p)
 	creds, _ := filepath.Abs("creds/agent.creds")
 	subject := "acme.decision.01JCONV0000000000000000002.01JTASK0000000000000000002"
@@ -31,19 +32,19 @@ func TestResolveCommandsFormat(t *testing.T) {
 		t.Fatalf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	// The shell gives the nats CLI the JSON as it was.
-	out, err := exec.Command("sh", "-c", "printf %s "+shellQuote(`{"approved":true,"override_args":{"note":"it's"}}`)).Output()
+	out, err := exec.Command("sh", "-c", "printf %s "+liveview.ShellQuote(`{"approved":true,"override_args":{"note":"it's"}}`)).Output()
 	if err != nil || string(out) != `{"approved":true,"override_args":{"note":"it's"}}` {
 		t.Fatalf("sh gave %q, %v", out, err)
 	}
 
 	// The embedded default: agent commands on the store, absolute.
-	ext := agent.Pending{TaskID: "01JTASK0000000000000000003", Kind: deferred.KindExternal, Tool: "ask_human", Args: json.RawMessage(`{}`)}
+	ext := deferred.PendingTask{TaskID: "01JTASK0000000000000000003", Kind: deferred.KindExternal, Tool: "ask_human", Args: json.RawMessage(`{}`)}
 	got = resolveCommands(f, true, "01JCONV0000000000000000002")(ext)
 	store, _ := filepath.Abs("rel/store")
 	if len(got) != 1 || !strings.HasSuffix(got[0], " answer --store "+store+" --conversation 01JCONV0000000000000000002 --prefix acme 01JTASK0000000000000000003 "+`'{"content":"..."}'`) {
 		t.Fatalf("embedded answer: %q", got)
 	}
-	if bg := resolveCommands(f, true, "C")(agent.Pending{Kind: agent.KindBackground}); bg != nil {
+	if bg := resolveCommands(f, true, "C")(deferred.PendingTask{Kind: deferred.KindBackground}); bg != nil {
 		t.Fatalf("a background task has no command: %q", bg)
 	}
 }

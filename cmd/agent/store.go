@@ -8,12 +8,12 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/spf13/cobra"
 
-	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/conversation"
-	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/metrics"
+	"github.com/offload-dev/offload/pkg/natsjs/convstore"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
@@ -25,37 +25,19 @@ type storeCmd struct {
 	f *runFlags
 }
 
-// registerStoreFlags registers the flags that name the server and the
-// store.
-func registerStoreFlags(cmd *cobra.Command, f *runFlags, e env) {
-	fl := cmd.Flags()
-	fl.StringVar(&f.nats, "nats", e.getenv("NATS_URL"), "NATS server URL, or a comma-separated list of a cluster's (env NATS_URL; default: the embedded server of --store, started if none runs)")
-	fl.StringVar(&f.store, "store", "./.offload", "directory of the embedded server's data and URL file")
-	fl.StringVar(&f.prefix, "prefix", protocol.DefaultPrefix, "subject prefix")
-	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log more on stderr")
-	addConnFlags(fl, &f.conn, e.getenv)
-}
-
 // openedStore is a connection to the conversation store.
 type openedStore struct {
-	c     *conn
-	js    jetstream.JetStream
-	store *natsjs.ConversationStore
-	inbox *natsjs.Inbox
-	log   *slog.Logger
+	*convstore.Conversations
+	c *conn
 }
 
 // open connects (on the embedded default, to the store's server, started
 // when none runs) and opens the conversation store.
-func (s storeCmd) open(ctx context.Context) (*openedStore, func(), error) {
+func (s storeCmd) open(ctx context.Context) (*openedStore, error) {
 	if err := protocol.ValidatePrefix(s.f.prefix); err != nil {
-		return nil, nil, usageErr("--prefix: %v", err)
+		return nil, usageErr("--prefix: %v", err)
 	}
-	level := slog.LevelWarn
-	if s.f.verbose {
-		level = slog.LevelInfo
-	}
-	log := slog.New(slog.NewTextHandler(s.e.stderr, &slog.HandlerOptions{Level: level}))
+	log := newLogger(s.e.stderr, s.f.verbose)
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	e := s.e
@@ -65,36 +47,16 @@ func (s storeCmd) open(ctx context.Context) (*openedStore, func(), error) {
 	}
 	c, err := connect(ctx, e, s.f, log, nil)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	ctx, stopWatch := c.refusals.Watch(ctx) // a permission lacking ends it at once
 	defer stopWatch()
-	release := func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		c.close(cctx)
-	}
-	fail := func(err error) (*openedStore, func(), error) {
-		release()
-		return nil, nil, err
-	}
-	js, err := jetstream.New(c.nc)
+	convs, err := openConversations(ctx, c.nc, s.f, nil, log)
 	if err != nil {
-		return fail(err)
+		c.close()
+		return nil, err
 	}
-	popts := natsjs.ProvisionOptions{Prefix: s.f.prefix, Replicas: s.f.conn.replicas}
-	if err := natsjs.EnsureInboxStreams(ctx, js, popts); err != nil {
-		return fail(err)
-	}
-	store, err := natsjs.NewConversationStore(ctx, natsjs.ConversationStoreConfig{JetStream: js, Provision: popts, Logger: log})
-	if err != nil {
-		return fail(err)
-	}
-	inbox, err := natsjs.NewInbox(natsjs.InboxConfig{JetStream: js, Prefix: s.f.prefix, MaxPayload: int(c.nc.MaxPayload()), Logger: inboxLogger(log)})
-	if err != nil {
-		return fail(err)
-	}
-	return &openedStore{c: c, js: js, store: store, inbox: inbox, log: log}, release, nil
+	return &openedStore{Conversations: convs, c: c}, nil
 }
 
 // load returns the stored conversation with what arrived for it in the
@@ -104,46 +66,38 @@ func (o *openedStore) load(ctx context.Context, id string) (*conversation.State,
 	if _, err := protocol.ParseID(id); err != nil {
 		return nil, usageErr("--conversation: %v", err)
 	}
-	st, _, err := o.store.Load(ctx, id)
+	st, err := o.Load(ctx, id)
 	if errors.Is(err, conversation.ErrNotFound) {
 		return nil, &exitError{code: exitFailed, err: fmt.Errorf("conversation %s is unknown", id)}
 	}
 	if err != nil {
 		return nil, &exitError{code: exitFailed, err: err}
 	}
-	if st.Pending != nil {
-		if _, err := o.inbox.Collect(ctx, st); err != nil {
-			return nil, &exitError{code: exitFailed, err: fmt.Errorf("read decisions and answers: %w", err)}
-		}
-	}
 	return st, nil
 }
 
 // openConversation opens the store and loads the conversation --conversation
-// names (see open and load); the caller calls release when done with it.
-func (s storeCmd) openConversation(ctx context.Context) (o *openedStore, st *conversation.State, release func(), err error) {
-	o, release, err = s.open(ctx)
+// names (see open and load); the caller closes o.c when done with it.
+func (s storeCmd) openConversation(ctx context.Context) (*openedStore, *conversation.State, error) {
+	o, err := s.open(ctx)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
-	if st, err = o.load(ctx, s.f.conversation); err != nil {
-		release()
-		return nil, nil, nil, err
+	st, err := o.load(ctx, s.f.conversation)
+	if err != nil {
+		o.c.close()
+		return nil, nil, err
 	}
-	return o, st, release, nil
+	return o, st, nil
 }
 
-// pendingOf lists what a stored conversation waits for: deferred calls
-// and background tasks whose answer or outcome has not arrived.
-func pendingOf(st *conversation.State) []agent.Pending {
-	if st.Pending == nil {
-		return nil
+// openConversations opens the conversations of the flags' prefix on nc
+// (see convstore.Open), the inbox's duplicate refusals logged at Info.
+func openConversations(ctx context.Context, nc *nats.Conn, f *runFlags, am *metrics.Agent, log *slog.Logger) (*convstore.Conversations, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
 	}
-	var out []agent.Pending
-	for _, t := range st.Pending.Tasks {
-		if !st.Arrived(t.TaskID) {
-			out = append(out, agent.Pending{TaskID: t.TaskID, ToolCallID: t.ToolCallID, Kind: t.Kind, Tool: t.Tool, Args: t.Args})
-		}
-	}
-	return out
+	return convstore.Open(ctx, convstore.OpenConfig{JetStream: js, Provision: f.conn.ProvisionOptions(f.prefix), Metrics: am,
+		Logger: log, QuietDuplicates: true})
 }

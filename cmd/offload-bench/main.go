@@ -282,7 +282,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	for i, name := range []string{
 		"raw nats.go, batched pulls",
 		"raw nats.go, one at a time (Consumer.Next)",
-		"offload inline (RemoteToolset → Dispatcher → Worker → back)",
+		"offload inline (Toolset → Dispatcher → Worker → back)",
 		"offload background (agent loop: dispatch → worker → result → follow-up)",
 		"in-process executor",
 		"background, in-process executor: agent loop alone",

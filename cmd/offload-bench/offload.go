@@ -9,7 +9,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/offload-dev/offload/internal/benchcall"
-	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/remote"
+	"github.com/offload-dev/offload/pkg/natsjs/worker"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
 )
@@ -19,8 +20,8 @@ import (
 // Dispatcher → back in the handler.
 type offloadSystem struct {
 	nc      *nats.Conn
-	disp    *natsjs.Dispatcher
-	remote  *natsjs.RemoteToolset
+	disp    *remote.Dispatcher
+	remote  *remote.Toolset
 	workers []*offloadWorker
 	conv    string
 	tool    *tool.Tool // the remote lookup tool, as the agent loop gets it per step
@@ -28,7 +29,7 @@ type offloadSystem struct {
 
 type offloadWorker struct {
 	nc *nats.Conn
-	w  *natsjs.Worker
+	w  *worker.Worker
 }
 
 func newOffloadSystem(ctx context.Context, ep endpoint) (*offloadSystem, error) {
@@ -36,7 +37,7 @@ func newOffloadSystem(ctx context.Context, ep endpoint) (*offloadSystem, error) 
 	if err != nil {
 		return nil, err
 	}
-	d, err := natsjs.NewDispatcher(natsjs.DispatcherConfig{Conn: nc})
+	d, err := remote.NewDispatcher(remote.DispatcherConfig{Conn: nc})
 	if err != nil {
 		return nil, err
 	}
@@ -45,8 +46,11 @@ func newOffloadSystem(ctx context.Context, ep endpoint) (*offloadSystem, error) 
 	if err := d.Start(sctx); err != nil {
 		return nil, err
 	}
-	rt, err := natsjs.NewRemoteToolset(sctx, natsjs.RemoteConfig{Conn: nc, Dispatcher: d})
+	rt, err := remote.NewToolset(remote.ToolsetConfig{Conn: nc, Dispatcher: d})
 	if err != nil {
+		return nil, err
+	}
+	if err := rt.Start(sctx); err != nil {
 		return nil, err
 	}
 	return &offloadSystem{nc: nc, disp: d, remote: rt, conv: protocol.NewID()}, nil
@@ -58,7 +62,7 @@ func (s *offloadSystem) startWorkers(ctx context.Context, ep endpoint, n, slots 
 		if err != nil {
 			return err
 		}
-		w, err := natsjs.NewWorker(natsjs.WorkerConfig{Conn: nc, ID: fmt.Sprintf("bench-%d", i), Tools: []*tool.Tool{benchcall.Lookup()}, Concurrency: slots})
+		w, err := worker.New(worker.Config{Conn: nc, ID: fmt.Sprintf("bench-%d", i), Tools: []*tool.Tool{benchcall.Lookup()}, Concurrency: slots})
 		if err != nil {
 			return err
 		}
@@ -113,9 +117,9 @@ func (s *offloadSystem) call(ctx context.Context) error {
 
 func (s *offloadSystem) close() {
 	s.stopWorkers(context.Background())
-	s.remote.Close()
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	_ = s.remote.Stop(sctx)
 	_ = s.disp.Stop(sctx)
 	s.nc.Close()
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/llm/script"
 	"github.com/offload-dev/offload/pkg/message"
-	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/remote"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
@@ -68,7 +68,7 @@ func measureOverlap(ctx context.Context, ep endpoint, calls, slots, rounds int, 
 }
 
 // overlapRun is one agent run of measureOverlap.
-func overlapRun(ctx context.Context, rt *natsjs.RemoteToolset, calls int) (overlapResult, error) {
+func overlapRun(ctx context.Context, rt *remote.Toolset, calls int) (overlapResult, error) {
 	var mu sync.Mutex
 	var modelTime time.Duration
 	model := script.New("overlap", func(_ context.Context, req *llm.Request) (*llm.Response, error) {
@@ -122,7 +122,7 @@ func overlapRun(ctx context.Context, rt *natsjs.RemoteToolset, calls int) (overl
 }
 
 // waitForTool waits until the registry shows the named tool.
-func waitForTool(ctx context.Context, rt *natsjs.RemoteToolset, name string) error {
+func waitForTool(ctx context.Context, rt *remote.Toolset, name string) error {
 	for {
 		changed := rt.Changed()
 		tools, _ := rt.Tools(ctx)

@@ -73,7 +73,7 @@ func newRawSystem(ctx context.Context, ep endpoint, prefix string, mode rawMode)
 		return nil, err
 	}
 	popts := natsjs.ProvisionOptions{Prefix: prefix}
-	streams, err := natsjs.Streams(popts)
+	streams, err := natsjs.StreamConfigs(popts)
 	if err != nil {
 		return nil, err
 	}

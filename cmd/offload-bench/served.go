@@ -6,14 +6,15 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/remote"
+	"github.com/offload-dev/offload/pkg/natsjs/worker"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
 // served is one tool served by a worker replica and offered to the agent
 // side through a dispatcher and a remote toolset, all on one connection.
 type served struct {
-	rt   *natsjs.RemoteToolset
+	rt   *remote.Toolset
 	stop func()
 }
 
@@ -29,7 +30,7 @@ func serveTool(ctx context.Context, nc *nats.Conn, id string, t *tool.Tool, slot
 	fail := func(err error) (*served, error) { stop(); return nil, err }
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	w, err := natsjs.NewWorker(natsjs.WorkerConfig{Conn: nc, ID: id, Tools: []*tool.Tool{t}, Concurrency: slots})
+	w, err := worker.New(worker.Config{Conn: nc, ID: id, Tools: []*tool.Tool{t}, Concurrency: slots})
 	if err != nil {
 		return fail(err)
 	}
@@ -41,7 +42,7 @@ func serveTool(ctx context.Context, nc *nats.Conn, id string, t *tool.Tool, slot
 		defer cancel()
 		_ = w.Stop(stopCtx)
 	})
-	d, err := natsjs.NewDispatcher(natsjs.DispatcherConfig{Conn: nc})
+	d, err := remote.NewDispatcher(remote.DispatcherConfig{Conn: nc})
 	if err != nil {
 		return fail(err)
 	}
@@ -49,11 +50,14 @@ func serveTool(ctx context.Context, nc *nats.Conn, id string, t *tool.Tool, slot
 		return fail(err)
 	}
 	stops = append(stops, func() { _ = d.Stop(context.Background()) })
-	rt, err := natsjs.NewRemoteToolset(sctx, natsjs.RemoteConfig{Conn: nc, Dispatcher: d, Filter: []string{t.Name}})
+	rt, err := remote.NewToolset(remote.ToolsetConfig{Conn: nc, Dispatcher: d, Filter: []string{t.Name}})
 	if err != nil {
 		return fail(err)
 	}
-	stops = append(stops, func() { _ = rt.Close() })
+	if err := rt.Start(sctx); err != nil {
+		return fail(err)
+	}
+	stops = append(stops, func() { _ = rt.Stop(context.Background()) })
 	if err := waitForTool(sctx, rt, t.Name); err != nil {
 		return fail(err)
 	}

@@ -2,49 +2,24 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"net"
 	"net/netip"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/spf13/pflag"
 )
-
-// loadContext reads --context; its server is used unless --nats or
-// NATS_URL gives one.
-func (o *options) loadContext(fs *flag.FlagSet, getenv func(string) string) error {
-	if o.context == "" {
-		return nil
-	}
-	nctx, err := natsjs.LoadContext(o.context, getenv)
-	if err != nil {
-		return fmt.Errorf("--context: %w", err)
-	}
-	o.nctx = &nctx
-	explicit := getenv("NATS_URL") != ""
-	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "nats" })
-	if !explicit && nctx.URL != "" {
-		o.natsURL = nctx.URL
-	}
-	return nil
-}
-
-// connectOptions returns the credentials of --creds, --nkey and --context
-// (a user and password in --nats work too), and --inbox-prefix.
-func (o *options) connectOptions() natsjs.ConnectOptions {
-	return natsjs.ConnectOptions{Creds: o.creds, Nkey: o.nkey, Context: o.nctx, InboxPrefix: o.inbox}
-}
 
 // credentialFiles are the files the built-in file tools must never read:
 // the worker's own credentials.
 func credentialFiles(o *options) []string {
-	files := []string{o.creds, o.nkey}
-	if o.nctx != nil {
-		files = append(files, o.nctx.Creds, o.nctx.Nkey)
+	files := []string{o.conn.Creds, o.conn.Nkey}
+	if c := o.copts.Context; c != nil {
+		files = append(files, c.Creds, c.Nkey)
 	}
 	var out []string
 	for _, f := range files {
@@ -88,4 +63,42 @@ func serverAddrs(urls string) []netip.AddrPort {
 		}
 	}
 	return out
+}
+
+// longFlags lets the flags be given with one dash too, as Go's flag package
+// took them (-nats URL, -tools=a,b): an argument -name or -name=value whose
+// name is a flag of fl longer than a letter becomes --name. "--" ends the
+// flags.
+func longFlags(args []string, fl *pflag.FlagSet) []string {
+	out := make([]string, len(args))
+	copy(out, args)
+	for i, a := range out {
+		if a == "--" {
+			break
+		}
+		if len(a) < 3 || a[0] != '-' || a[1] == '-' {
+			continue
+		}
+		name, _, _ := strings.Cut(a[1:], "=")
+		if len(name) > 1 && fl.Lookup(name) != nil {
+			out[i] = "-" + a
+		}
+	}
+	return out
+}
+
+// unknownShorthand matches pflag's error for an unknown shorthand flag.
+var unknownShorthand = regexp.MustCompile(`^unknown shorthand flag: '.' in (-\S+)$`)
+
+// flagError words a flag error as Go's flag package did: an unknown flag
+// is "flag provided but not defined: -name".
+func flagError(err error) error {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "unknown flag: "); ok {
+		return fmt.Errorf("flag provided but not defined: %s", name)
+	}
+	if m := unknownShorthand.FindStringSubmatch(msg); m != nil {
+		return fmt.Errorf("flag provided but not defined: %s", m[1])
+	}
+	return err
 }

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/pkg/natsjs/worker"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
@@ -32,7 +32,7 @@ func slowNote(t *testing.T, srv *natstest.Server, release <-chan struct{}) {
 			return nil, ctx.Err()
 		}
 	}, tool.NeedsApproval())
-	w, err := natsjs.NewWorker(natsjs.WorkerConfig{Conn: srv.Conn(t), ID: "notes", Tools: []*tool.Tool{note}})
+	w, err := worker.New(worker.Config{Conn: srv.Conn(t), ID: "notes", Tools: []*tool.Tool{note}})
 	if err != nil {
 		t.Fatal(err)
 	}

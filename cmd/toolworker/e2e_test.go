@@ -14,15 +14,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/internal/proctest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/pkg/natsjs/remote"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
 // These tests build the binaries and drive them as an operator would, with
 // the real nats CLI (natscli v0.5.0, installed by `make test` into .bin/).
 
-var bins natstest.Binaries
+var bins proctest.Binaries
 
 // binaries builds cmd/toolworker and cmd/agent once for the package's tests.
 func binaries(t *testing.T) (toolworker, agent string) {
@@ -43,9 +44,9 @@ func writeFile(t *testing.T, path, content string, mode os.FileMode) {
 
 // startWorker starts toolworker and waits for its "toolworker started" log
 // line.
-func startWorker(t *testing.T, bin string, args ...string) *natstest.Process {
+func startWorker(t *testing.T, bin string, args ...string) *proctest.Process {
 	t.Helper()
-	p := natstest.StartProcess(t, bin, args...)
+	p := proctest.StartProcess(t, bin, args...)
 	p.WaitLog(t, `"msg":"toolworker started"`, 30*time.Second)
 	return p
 }
@@ -172,7 +173,7 @@ func TestKilledWorkerTaskFinishedByAnother(t *testing.T) {
 	args := []string{"--nats", srv.URL(), "--config", filepath.Join(dir, "tools.yaml"), "--ack-wait", "1s"}
 	w1 := startWorker(t, twBin, append(args, "--id", "w1")...)
 	w2 := startWorker(t, twBin, append(args, "--id", "w2")...)
-	byPID := map[int]*natstest.Process{w1.Pid(): w1, w2.Pid(): w2}
+	byPID := map[int]*proctest.Process{w1.Pid(): w1, w2.Pid(): w2}
 
 	// Keep the FIFO open for reading so that writers never block.
 	f, err := os.OpenFile(fifo, os.O_RDWR, 0)
@@ -282,7 +283,7 @@ type slowResult struct {
 // when the test ends.
 func callSlow(ctx context.Context, t *testing.T, srv *natstest.Server) <-chan slowResult {
 	t.Helper()
-	d, err := natsjs.NewDispatcher(natsjs.DispatcherConfig{Conn: srv.Conn(t)})
+	d, err := remote.NewDispatcher(remote.DispatcherConfig{Conn: srv.Conn(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

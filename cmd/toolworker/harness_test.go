@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/offload-dev/offload/internal/proctest"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/protocol"
@@ -46,10 +47,10 @@ func natsServerBinary(t *testing.T) string {
 
 // startToolworker starts a toolworker process serving the built-in sleep
 // tool and waits until it serves.
-func startToolworker(t *testing.T, bin, url, id string, extra ...string) *natstest.Process {
+func startToolworker(t *testing.T, bin, url, id string, extra ...string) *proctest.Process {
 	t.Helper()
 	args := append([]string{"--nats", url, "--tools", "sleep", "--id", id, "-v"}, extra...)
-	p := natstest.StartProcess(t, bin, args...)
+	p := proctest.StartProcess(t, bin, args...)
 	p.WaitLog(t, `"msg":"toolworker started"`, 60*time.Second)
 	return p
 }

@@ -117,7 +117,7 @@ func TestAgentCallTimeoutEndsAnUnansweredCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kv, err := natsjs.Registry(ctx, js, natsjs.ProvisionOptions{})
+	kv, err := natsjs.EnsureRegistry(ctx, js, natsjs.ProvisionOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

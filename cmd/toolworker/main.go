@@ -19,17 +19,13 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -37,11 +33,15 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/cobra"
 
+	"github.com/offload-dev/offload/internal/natsflags"
+	"github.com/offload-dev/offload/internal/opsserver"
 	"github.com/offload-dev/offload/pkg/builtin"
 	"github.com/offload-dev/offload/pkg/cmdtool"
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/worker"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
 )
@@ -56,7 +56,6 @@ const (
 )
 
 type options struct {
-	natsURL     string
 	config      string
 	tools       string
 	root        string
@@ -67,16 +66,14 @@ type options struct {
 	grace       time.Duration
 	ackWait     time.Duration
 	maxDeliver  int
-	replicas    int
 	verbose     bool
-	// Credentials and the built-ins' network policy.
-	creds        string
-	nkey         string
-	context      string
-	inbox        string
-	allowPrivate bool
+	// conn are the connection flags; natsURL the servers they give and
+	// copts their connection options (credentials, --context).
+	conn         natsflags.Flags
+	natsURL      string
+	copts        natsjs.ConnectOptions
+	allowPrivate bool // the built-ins' network policy
 	getenv       func(string) string
-	nctx         *natsjs.NATSContext
 }
 
 func main() {
@@ -88,7 +85,7 @@ func main() {
 func run(args []string, getenv func(string) string, stderr io.Writer, signals <-chan os.Signal) int {
 	opts, err := parseFlags(args, getenv, stderr)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+		if errors.Is(err, errHelp) {
 			return exitOK
 		}
 		fmt.Fprintln(stderr, "toolworker:", err)
@@ -118,16 +115,39 @@ func run(args []string, getenv func(string) string, stderr io.Writer, signals <-
 	return exitOK
 }
 
+// errHelp is returned by parseFlags when the help was asked for (and
+// printed).
+var errHelp = errors.New("help requested")
+
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
-	o := &options{}
-	fs := flag.NewFlagSet("toolworker", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	o := &options{getenv: getenv}
+	parsed := false
+	cmd := &cobra.Command{
+		Use:           "toolworker [flags]",
+		Short:         "Serve tools to offload agents over NATS JetStream",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return fmt.Errorf("unexpected arguments: %s", strings.Join(args, " "))
+			}
+			return nil
+		},
+		RunE: func(*cobra.Command, []string) error { parsed = true; return nil },
+	}
+	cmd.SetOut(stderr)
+	cmd.SetErr(stderr)
+	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		fmt.Fprint(stderr, c.UsageString())
+		return flagError(err)
+	})
 	defURL := getenv("NATS_URL")
 	if defURL == "" {
 		defURL = "nats://127.0.0.1:4222"
 	}
 	host, _ := os.Hostname()
-	fs.StringVar(&o.natsURL, "nats", defURL, "NATS server URL, or a comma-separated list of a cluster's (env NATS_URL)")
+	fs := cmd.Flags()
+	o.conn.Register(fs, getenv, defURL, "NATS server URL, or a comma-separated list of a cluster's (env NATS_URL)")
 	fs.StringVar(&o.config, "config", "", "YAML file declaring command-backed tools")
 	fs.StringVar(&o.tools, "tools", "", "tools to serve: comma-separated names, or all (default: the tools of --config)")
 	fs.StringVar(&o.root, "root", ".", "directory the built-in file and shell tools work in")
@@ -138,37 +158,24 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	fs.DurationVar(&o.grace, "grace", 30*time.Second, "how long running tasks may finish after SIGTERM before they are handed back (0: hand them back at once)")
 	fs.DurationVar(&o.ackWait, "ack-wait", 0, "ack wait of the task consumers, kept alive by in-progress acks (default: jetstream/consumers/task.json); every replica must agree")
 	fs.IntVar(&o.maxDeliver, "max-deliver", 0, "deliveries of a task before it fails with DeliveriesExhausted (default: jetstream/consumers/task.json); every replica must agree")
-	defReplicas := 0
-	if v := getenv("OFFLOAD_REPLICAS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			return nil, fmt.Errorf("OFFLOAD_REPLICAS=%q: want a replica count (0 or more)", v)
-		}
-		defReplicas = n
-	}
-	fs.IntVar(&o.replicas, "replicas", defReplicas, "replicas of every stream and bucket created (env OFFLOAD_REPLICAS; default: the definitions', 1); when given, existing ones must have as many")
-	fs.BoolVar(&o.verbose, "v", false, "debug logs")
-	fs.StringVar(&o.creds, "creds", getenv("NATS_CREDS"), "NATS credentials file (env NATS_CREDS)")
-	fs.StringVar(&o.nkey, "nkey", getenv("NATS_NKEY"), "NATS nkey seed file (env NATS_NKEY)")
-	fs.StringVar(&o.context, "context", "", "nats CLI context (name or JSON file) giving the server and credentials")
-	fs.StringVar(&o.inbox, "inbox-prefix", getenv("NATS_INBOX_PREFIX"), "prefix of the connection's reply subjects instead of _INBOX (env NATS_INBOX_PREFIX; deploy/nats/auth.conf gives the worker role _INBOX_worker)")
+	fs.BoolVarP(&o.verbose, "v", "v", false, "debug logs")
 	fs.BoolVar(&o.allowPrivate, "allow-private-network", false, "let http_fetch reach loopback, private and link-local addresses (never the NATS server)")
-	o.getenv = getenv
-	if err := fs.Parse(args); err != nil {
+	cmd.SetArgs(longFlags(args, fs))
+	if err := cmd.Execute(); err != nil {
 		return nil, err
 	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	if !parsed {
+		return nil, errHelp // --help: the usage was printed
 	}
 	if o.concurrency < 1 {
 		return nil, errors.New("--concurrency must be at least 1")
 	}
-	if o.replicas < 0 {
-		return nil, errors.New("--replicas must not be negative")
-	}
-	if err := o.loadContext(fs, getenv); err != nil {
+	copts, err := o.conn.Options(getenv)
+	if err != nil {
 		return nil, err
 	}
+	// --context's server is used unless --nats or NATS_URL gives one.
+	o.copts, o.natsURL = copts, o.conn.Servers(copts)
 	if err := protocol.ValidatePrefix(o.prefix); err != nil {
 		return nil, err
 	}
@@ -245,7 +252,7 @@ func serve(o *options, tools []*tool.Tool, log *slog.Logger, signals <-chan os.S
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	wm := metrics.NewWorker(reg)
 
-	copts := o.connectOptions()
+	copts := o.copts
 	copts.Name, copts.Logger, copts.Refusals = "toolworker "+o.id, log, &natsjs.Refusals{Role: "worker"}
 	nc, err := natsjs.Connect(o.natsURL, copts)
 	if err != nil {
@@ -257,7 +264,7 @@ func serve(o *options, tools []*tool.Tool, log *slog.Logger, signals <-chan os.S
 	closed := nc.StatusChanged(nats.CLOSED)
 	defer nc.RemoveStatusListener(closed)
 
-	w, err := natsjs.NewWorker(natsjs.WorkerConfig{
+	w, err := worker.New(worker.Config{
 		Conn:        nc,
 		Prefix:      o.prefix,
 		ID:          o.id,
@@ -266,7 +273,7 @@ func serve(o *options, tools []*tool.Tool, log *slog.Logger, signals <-chan os.S
 		GracePeriod: o.grace,
 		AckWait:     o.ackWait,
 		MaxDeliver:  o.maxDeliver,
-		Replicas:    o.replicas,
+		Replicas:    o.conn.Replicas,
 		Logger:      log,
 		Metrics:     wm,
 	})
@@ -274,30 +281,12 @@ func serve(o *options, tools []*tool.Tool, log *slog.Logger, signals <-chan os.S
 		return err
 	}
 
-	var srv *http.Server
 	if o.metrics != "" {
-		ln, err := net.Listen("tcp", o.metrics)
+		stop, err := opsserver.Start(o.metrics, reg, w.Ready, log)
 		if err != nil {
 			return fmt.Errorf("--metrics: %w", err)
 		}
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", metrics.Handler(reg))
-		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
-		mux.HandleFunc("/readyz", func(rw http.ResponseWriter, _ *http.Request) {
-			if !w.Ready() {
-				http.Error(rw, "not ready", http.StatusServiceUnavailable)
-				return
-			}
-			_, _ = io.WriteString(rw, "ready\n")
-		})
-		srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go func() { _ = srv.Serve(ln) }()
-		log.Info("serving metrics", slog.String("addr", ln.Addr().String()))
-		defer func() {
-			sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer scancel()
-			_ = srv.Shutdown(sctx)
-		}()
+		defer stop()
 	}
 
 	sig, err := start(ctx, w, signals, copts.Refusals)
@@ -364,7 +353,7 @@ func serve(o *options, tools []*tool.Tool, log *slog.Logger, signals <-chan os.S
 // and is returned (with Start's error, unless it had succeeded), and so
 // does a permission the user lacks (a refused request gets no reply: it
 // would wait the 30 s).
-func start(ctx context.Context, w *natsjs.Worker, signals <-chan os.Signal, refusals *natsjs.Refusals) (os.Signal, error) {
+func start(ctx context.Context, w *worker.Worker, signals <-chan os.Signal, refusals *natsjs.Refusals) (os.Signal, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	ctx, stopWatch := refusals.Watch(ctx)

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/offload-dev/offload/internal/proctest"
 	"github.com/offload-dev/offload/internal/syncbuf"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/protocol"
@@ -81,7 +84,7 @@ func TestSecurityFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !o.allowPrivate || o.nkey != seed {
+	if !o.allowPrivate || o.conn.Nkey != seed {
 		t.Fatalf("options %+v", o)
 	}
 	tools, err := selectTools(o, slog.New(slog.DiscardHandler))
@@ -138,7 +141,7 @@ func TestLogDurationsAsText(t *testing.T) {
 // failure.
 func TestSignalDuringStartStopsAtOnce(t *testing.T) {
 	t.Parallel()
-	url := "nats://127.0.0.1:" + strconv.Itoa(natstest.FreePort(t)) // nothing listens
+	url := "nats://127.0.0.1:" + strconv.Itoa(proctest.FreePort(t)) // nothing listens
 	signals := make(chan os.Signal, 1)
 	var stderr syncbuf.Buffer
 	code := make(chan int, 1)
@@ -226,5 +229,22 @@ func TestClosedConnectionExits(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		signals <- syscall.SIGTERM
 		t.Fatalf("still running 15 s after its connection was refused; stderr:\n%s", stderr.String())
+	}
+}
+
+// The flags are cobra's now, and still take one dash as Go's flag package
+// did: -name value, -name=value; -v is the verbose flag.
+func TestSingleDashFlags(t *testing.T) {
+	t.Parallel()
+	o, err := parseFlags([]string{"-tools", "all", "-nats", "nats://h:1", "-concurrency=2", "-v", "--", "x"}, func(string) string { return "" }, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "unexpected arguments: x") {
+		t.Fatalf("after --: %+v, %v", o, err)
+	}
+	o, err = parseFlags([]string{"-tools", "all", "-nats", "nats://h:1", "-concurrency=2", "-v"}, func(string) string { return "" }, io.Discard)
+	if err != nil || o.tools != "all" || o.natsURL != "nats://h:1" || o.concurrency != 2 || !o.verbose {
+		t.Fatalf("options %+v, err %v", o, err)
+	}
+	if _, err := parseFlags([]string{"-h"}, func(string) string { return "" }, io.Discard); !errors.Is(err, errHelp) {
+		t.Fatalf("-h: %v, want the help", err)
 	}
 }

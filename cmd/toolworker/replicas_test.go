@@ -29,7 +29,7 @@ func TestReplicasFlag(t *testing.T) {
 		{"", []string{"--replicas", "5"}, 5},
 	} {
 		o, err := parseFlags(append([]string{"--tools", "all"}, tc.args...), env(tc.env), io.Discard)
-		if err != nil || o.replicas != tc.want {
+		if err != nil || o.conn.Replicas != tc.want {
 			t.Errorf("env %q args %v: replicas %v (err %v), want %d", tc.env, tc.args, o, err, tc.want)
 		}
 	}

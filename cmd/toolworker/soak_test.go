@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/offload-dev/offload/internal/proctest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
@@ -32,7 +33,7 @@ func TestSoak(t *testing.T) {
 	ns := natstest.StartNATSServer(t, natsServerBinary(t))
 	_, js := agentConn(t, ns.URL())
 	const replicas = 3
-	workers := make([]*natstest.Process, replicas)
+	workers := make([]*proctest.Process, replicas)
 	for i := range workers {
 		workers[i] = startToolworker(t, twBin, ns.URL(), "soak-"+strconv.Itoa(i), "--concurrency", "4")
 	}

@@ -33,7 +33,7 @@ func (f *fakeTask) finish(v any, err error) {
 }
 func (f *fakeTask) Done() <-chan struct{} { return f.done }
 func (f *fakeTask) Outcome() (any, error) { return f.val, f.err }
-func (f *fakeTask) Cancel(reason string)  { f.finish(nil, &agent.TaskCancelled{Reason: reason}) }
+func (f *fakeTask) Cancel(reason string)  { f.finish(nil, &tool.TaskCancelled{Reason: reason}) }
 func (f *fakeTask) Detach() bool          { return true }
 
 func (d *reattachable) task(id string) *fakeTask {
@@ -52,7 +52,7 @@ func (d *reattachable) Start(_ context.Context, c *agent.BackgroundCall) (agent.
 	return d.task(c.TaskID), nil
 }
 
-func (d *reattachable) Attach(_ context.Context, _ *agent.RunInfo, pt agent.PendingTask) (agent.BackgroundTask, error) {
+func (d *reattachable) Attach(_ context.Context, _ *agent.RunInfo, pt deferred.PendingTask) (agent.BackgroundTask, error) {
 	return d.task(pt.TaskID), nil
 }
 

@@ -124,8 +124,8 @@ type Result struct {
 	// Deferred holds the unresolved deferred calls when the run paused.
 	Deferred *deferred.Requests
 	// Background lists the background tasks that run on after the run
-	// paused (kind KindBackground); a later run delivers their outcomes.
-	Background []PendingTask
+	// paused (kind deferred.KindBackground); a later run delivers their outcomes.
+	Background []deferred.PendingTask
 	// Suspended is set when the run stopped early because
 	// RunOptions.Suspend was closed.
 	Suspended bool

@@ -97,18 +97,18 @@ func TestPauseKeepsDetachableTasksInThePendingRecord(t *testing.T) {
 		t.Fatalf("background %+v", res.Background)
 	}
 	rec := res.PendingRecord()
-	if rec.RunID != res.RunID || rec.ConversationID != res.ConversationID || len(rec.Tasks) != 2 || rec.Tasks[0].Kind != deferred.KindApproval || rec.Tasks[1].Kind != agent.KindBackground {
+	if rec.RunID != res.RunID || rec.ConversationID != res.ConversationID || len(rec.Tasks) != 2 || rec.Tasks[0].Kind != deferred.KindApproval || rec.Tasks[1].Kind != deferred.KindBackground {
 		t.Fatalf("record %+v", rec)
 	}
 	b, err := json.Marshal(rec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var back agent.PendingRecord
+	var back deferred.PendingRecord
 	if err := json.Unmarshal(b, &back); err != nil || !reflect.DeepEqual(&back, rec) {
 		t.Fatalf("round trip %s: %+v %v", b, back, err)
 	}
-	if len(final.Pending) != 2 || final.Pending[1].Kind != agent.KindBackground || final.Pending[1].TaskID != res.Background[0].TaskID || final.ExitCode != 3 {
+	if len(final.Pending) != 2 || final.Pending[1].Kind != deferred.KindBackground || final.Pending[1].TaskID != res.Background[0].TaskID || final.Status != agent.StatusPaused {
 		t.Errorf("final pending %+v", final.Pending)
 	}
 	// The detached task still runs.

@@ -45,7 +45,7 @@ func (e *manualExec) task(name string) *manualTask {
 func (t *manualTask) finish()               { t.finishOnce.Do(func() { close(t.done) }) }
 func (t *manualTask) Done() <-chan struct{} { return t.done }
 func (t *manualTask) Detach() bool          { return false }
-func (t *manualTask) Cancel(reason string)  { t.err = &agent.TaskCancelled{Reason: reason}; t.finish() }
+func (t *manualTask) Cancel(reason string)  { t.err = &tool.TaskCancelled{Reason: reason}; t.finish() }
 func (t *manualTask) Outcome() (any, error) {
 	t.takeOne.Do(func() { close(t.taken) })
 	return t.val, t.err

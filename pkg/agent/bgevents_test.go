@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/progress"
 	"github.com/offload-dev/offload/pkg/tool"
@@ -57,7 +58,7 @@ func (t *handleTask) end(val any, err error) {
 
 func (t *handleTask) Done() <-chan struct{} { return t.done }
 func (t *handleTask) Outcome() (any, error) { return t.val, t.err }
-func (t *handleTask) Cancel(reason string)  { t.end(nil, &agent.TaskCancelled{Reason: reason}) }
+func (t *handleTask) Cancel(reason string)  { t.end(nil, &tool.TaskCancelled{Reason: reason}) }
 func (t *handleTask) Detach() bool          { t.end(nil, errDetachedHandle); return true }
 
 // eventList collects a run's events.
@@ -119,7 +120,7 @@ func TestSuspendedTaskGetsNoFinishedEvent(t *testing.T) {
 			final = e.Final
 		}
 	}
-	if final == nil || final.Status != agent.StatusPaused || len(final.Pending) != 1 || final.Pending[0].TaskID != task || final.Pending[0].Kind != agent.KindBackground {
+	if final == nil || final.Status != agent.StatusPaused || len(final.Pending) != 1 || final.Pending[0].TaskID != task || final.Pending[0].Kind != deferred.KindBackground {
 		t.Fatalf("final %+v", final)
 	}
 }

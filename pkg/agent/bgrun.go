@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/progress"
 	"github.com/offload-dev/offload/pkg/tool"
@@ -233,8 +234,8 @@ func (br *bgRun) track(t *bgTask) (any, error) {
 }
 
 // pending is t as a pending task of the conversation.
-func (t *bgTask) pending() PendingTask {
-	return PendingTask{TaskID: t.id, Kind: KindBackground, Tool: t.call.Call.ToolName, ToolCallID: t.call.Call.ToolCallID,
+func (t *bgTask) pending() deferred.PendingTask {
+	return deferred.PendingTask{TaskID: t.id, Kind: deferred.KindBackground, Tool: t.call.Call.ToolName, ToolCallID: t.call.Call.ToolCallID,
 		Args: t.call.Args, Attempt: t.attempt, StartedAt: t.started, Deadline: t.deadline}
 }
 
@@ -327,7 +328,7 @@ func (br *bgRun) finish(t *bgTask) {
 	}
 	br.mu.Unlock()
 	status := "completed"
-	var tc *TaskCancelled
+	var tc *tool.TaskCancelled
 	switch {
 	case cancelled || errors.As(err, &tc):
 		status = "cancelled"
@@ -493,7 +494,7 @@ func (br *bgRun) followUp(t *bgTask) (message.Part, error) {
 	var ar *tool.ApprovalRequired
 	var cd *tool.CallDeferred
 	var inval *tool.ValidationError
-	var tc *TaskCancelled
+	var tc *tool.TaskCancelled
 	var fatal *tool.FatalError
 	switch {
 	case errors.As(err, &retry):
@@ -592,7 +593,7 @@ func (br *bgRun) end(res *Result, err error) (*Result, error) {
 		reason = "run paused"
 	}
 	var cancelled []*bgTask
-	var kept []PendingTask
+	var kept []deferred.PendingTask
 	for _, t := range live {
 		if slices.Contains(arrived, t) {
 			continue // finished: its outcome is handled below

@@ -39,15 +39,6 @@ const (
 	StatusInterrupted Status = "interrupted"
 )
 
-// Pending is a deferred call in the final event.
-type Pending struct {
-	TaskID     string          `json:"task_id"`
-	ToolCallID string          `json:"tool_call_id"`
-	Kind       deferred.Kind   `json:"kind"`
-	Tool       string          `json:"tool"`
-	Args       json.RawMessage `json:"args"`
-}
-
 // Final is the content of the final event.
 type Final struct {
 	Status Status `json:"status"`
@@ -55,10 +46,15 @@ type Final struct {
 	// Error says why a failed or interrupted run ended (for an interrupt,
 	// the cause of the run's context: "interrupted by SIGINT: live tasks
 	// were cancelled" from the agent command).
-	Error    string        `json:"error,omitempty"`
-	Pending  []Pending     `json:"pending"`
-	Usage    message.Usage `json:"usage"`
-	ExitCode int           `json:"exit_code"`
+	Error string `json:"error,omitempty"`
+	// Pending lists what a paused run waits for, as its pending record
+	// does: deferred calls, then background tasks still running.
+	Pending []deferred.PendingTask `json:"pending"`
+	Usage   message.Usage          `json:"usage"`
+	// Err is the error the run returned (failed and interrupted runs), for
+	// a caller that maps it, e.g. to an exit code (a [*UserError] is a
+	// usage error); not part of the event's JSON.
+	Err error `json:"-"`
 }
 
 // Event is something that happened during a run. Only the fields of its
@@ -171,9 +167,9 @@ func (e Event) MarshalJSON() ([]byte, error) {
 		m["status"], m["output"], m["error"] = f.Status, f.Output, f.Error
 		m["pending"] = f.Pending
 		if f.Pending == nil {
-			m["pending"] = []Pending{}
+			m["pending"] = []deferred.PendingTask{}
 		}
-		m["usage"], m["exit_code"] = f.Usage, f.ExitCode
+		m["usage"] = f.Usage
 	}
 	return json.Marshal(m)
 }

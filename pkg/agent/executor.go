@@ -1,6 +1,10 @@
 package agent
 
-import "context"
+import (
+	"context"
+
+	"github.com/offload-dev/offload/pkg/deferred"
+)
 
 // BackgroundCall is a tool call that BackgroundTools runs in the
 // background, handed to an [Executor].
@@ -60,14 +64,14 @@ type BackgroundTask interface {
 type Attacher interface {
 	// Attach takes over task of the run described by info. ctx is as for
 	// Start.
-	Attach(ctx context.Context, info *RunInfo, task PendingTask) (BackgroundTask, error)
+	Attach(ctx context.Context, info *RunInfo, task deferred.PendingTask) (BackgroundTask, error)
 }
 
 // AdoptedTask is a background task of an earlier run handed to a new one
 // (RunOptions.Background).
 type AdoptedTask struct {
 	// Task is the pending record's entry.
-	Task PendingTask
+	Task deferred.PendingTask
 	// Done is true when the task's outcome arrived while no run waited for
 	// it; Value and Err are then what the call returned, as
 	// [BackgroundTask.Outcome] reports it.

@@ -182,7 +182,7 @@ func TestCancelBeforePauseIsRunCancelled(t *testing.T) {
 	if !errors.Is(err, agent.ErrRunCancelled) || res.Paused() {
 		t.Fatalf("err = %v paused %v", err, res.Paused())
 	}
-	if final.Status != agent.StatusFailed || final.ExitCode != 1 {
+	if final.Status != agent.StatusFailed {
 		t.Errorf("final = %+v", final)
 	}
 }
@@ -205,7 +205,7 @@ func TestInterruptBeforePauseIsInterrupted(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v", err)
 	}
-	if final.Status != agent.StatusInterrupted || final.ExitCode != 130 {
+	if final.Status != agent.StatusInterrupted {
 		t.Errorf("final = %+v", final)
 	}
 }

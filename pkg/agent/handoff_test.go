@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
@@ -54,7 +55,7 @@ func TestSuspendHandsOffAnInlineCall(t *testing.T) {
 		t.Fatalf("background %+v, want the inline call", res.Background)
 	}
 	bg := res.Background[0]
-	if bg.Tool != "remote" || bg.ToolCallID != "c1" || bg.TaskID == "" || bg.Kind != agent.KindBackground || !bg.Deadline.Equal(deadline) {
+	if bg.Tool != "remote" || bg.ToolCallID != "c1" || bg.TaskID == "" || bg.Kind != deferred.KindBackground || !bg.Deadline.Equal(deadline) {
 		t.Errorf("pending task %+v", bg)
 	}
 	select {

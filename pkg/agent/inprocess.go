@@ -5,23 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/offload-dev/offload/pkg/tool"
 )
-
-// TaskCancelled is the outcome of a background task that was cancelled
-// before it finished. Executors return it (possibly wrapped) from
-// BackgroundTask.Outcome.
-type TaskCancelled struct {
-	// Reason is the reason given to Cancel.
-	Reason string
-}
-
-// Error implements error.
-func (e *TaskCancelled) Error() string {
-	if e.Reason == "" {
-		return "background task cancelled"
-	}
-	return "background task cancelled: " + e.Reason
-}
 
 // InProcessExecutor runs background calls in goroutines of this process:
 // the default [Executor] of [BackgroundTools]. Its tasks cannot outlive the
@@ -74,7 +60,7 @@ func (t *inProcessTask) Outcome() (any, error) {
 }
 
 func (t *inProcessTask) Cancel(reason string) {
-	t.once.Do(func() { t.cancel(&TaskCancelled{Reason: reason}) })
+	t.once.Do(func() { t.cancel(&tool.TaskCancelled{Reason: reason}) })
 }
 
 func (t *inProcessTask) Detach() bool { return false }

@@ -326,7 +326,7 @@ func TestCancelEndsRun(t *testing.T) {
 	if !errors.Is(err, agent.ErrRunCancelled) || err.Error() != "The agent run was cancelled." {
 		t.Fatalf("err = %v", err)
 	}
-	if final == nil || final.Status != agent.StatusFailed || final.ExitCode != 1 {
+	if final == nil || final.Status != agent.StatusFailed {
 		t.Errorf("final = %+v", final)
 	}
 }
@@ -350,7 +350,7 @@ func TestInterruptIsReportedAndHistoryClosed(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v", err)
 	}
-	if final.Status != agent.StatusInterrupted || final.ExitCode != 130 {
+	if final.Status != agent.StatusInterrupted {
 		t.Errorf("final = %+v", final)
 	}
 	last := res.Messages[len(res.Messages)-1]

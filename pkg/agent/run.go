@@ -247,41 +247,17 @@ func StatusOf(res *Result, err error) Status {
 
 // finalOf describes a run's outcome for the final event.
 func finalOf(res *Result, err error) *Final {
-	f := &Final{Output: res.Output, Usage: res.Usage, Status: StatusFinished, ExitCode: 0}
+	f := &Final{Output: res.Output, Usage: res.Usage, Status: StatusFinished}
 	switch {
 	case err != nil && errors.Is(err, context.Canceled) && !errors.Is(err, ErrRunCancelled):
-		f.Status, f.ExitCode, f.Error = StatusInterrupted, 130, err.Error()
+		f.Status, f.Error, f.Err = StatusInterrupted, err.Error(), err
 	case err != nil:
-		f.Status, f.ExitCode, f.Error = StatusFailed, 1, err.Error()
-		var ue *UserError
-		if errors.As(err, &ue) {
-			f.ExitCode = 2
-		}
+		f.Status, f.Error, f.Err = StatusFailed, err.Error(), err
 	case res.Paused():
-		f.Status, f.ExitCode = StatusPaused, 3
-		f.Pending = PendingOf(res.Deferred)
-		for _, b := range res.Background {
-			f.Pending = append(f.Pending, Pending{TaskID: b.TaskID, ToolCallID: b.ToolCallID, Kind: b.Kind, Tool: b.Tool, Args: b.Args})
-		}
+		f.Status = StatusPaused
+		f.Pending = res.PendingRecord().Tasks
 	}
 	return f
-}
-
-// PendingOf lists deferred requests as final-event entries: approvals
-// first, then external calls.
-func PendingOf(reqs *deferred.Requests) []Pending {
-	if reqs == nil {
-		return nil
-	}
-	var out []Pending
-	add := func(kind deferred.Kind, calls []message.ToolCall) {
-		for _, c := range calls {
-			out = append(out, Pending{TaskID: reqs.TaskIDs[c.ToolCallID], ToolCallID: c.ToolCallID, Kind: kind, Tool: c.ToolName, Args: c.ArgsJSON()})
-		}
-	}
-	add(deferred.KindApproval, reqs.Approvals)
-	add(deferred.KindExternal, reqs.Calls)
-	return out
 }
 
 // loop is the run: handle the starting point, then alternate model requests

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -230,4 +231,15 @@ func size(n int64) string {
 	default:
 		return fmt.Sprintf("%d bytes", n)
 	}
+}
+
+// Named returns the built-in tools of names (all when names is empty),
+// built with cfg, in the order of [Names]. Names that are not built-in are
+// ignored: check them with tool.CheckOffered against [Names].
+func Named(cfg Config, names []string) ([]*tool.Tool, error) {
+	all, err := Tools(cfg)
+	if err != nil || len(names) == 0 {
+		return all, err
+	}
+	return slices.DeleteFunc(all, func(t *tool.Tool) bool { return !slices.Contains(names, t.Name) }), nil
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
@@ -48,7 +47,7 @@ func Accepts(k ArrivalKind, pending deferred.Kind) bool {
 	case ArrivalAnswer:
 		return pending == deferred.KindExternal
 	case ArrivalResult:
-		return pending == agent.KindBackground || pending == deferred.KindExternal
+		return pending == deferred.KindBackground || pending == deferred.KindExternal
 	}
 	return false
 }

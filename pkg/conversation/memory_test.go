@@ -8,8 +8,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/conversation"
+	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/message"
 )
 
@@ -22,7 +22,7 @@ func TestMemoryStore(t *testing.T) {
 		t.Fatalf("load: %v", err)
 	}
 	st := &conversation.State{ID: "c1", History: message.History{message.NewRequest(message.UserText("hi"))},
-		Pending: &agent.PendingRecord{ConversationID: "c1", Tasks: []agent.PendingTask{{TaskID: "t1", Kind: agent.KindBackground, Tool: "x"}}}}
+		Pending: &deferred.PendingRecord{ConversationID: "c1", Tasks: []deferred.PendingTask{{TaskID: "t1", Kind: deferred.KindBackground, Tool: "x"}}}}
 	rev, err := s.Save(ctx, st, 0)
 	if err != nil {
 		t.Fatal(err)

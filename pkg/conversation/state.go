@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/message"
 )
 
@@ -18,7 +18,7 @@ type State struct {
 	History message.History `json:"history"`
 	// Pending is what the last run left pending: deferred calls and the
 	// background tasks that outlived it. Nil when nothing is pending.
-	Pending *agent.PendingRecord `json:"pending,omitempty"`
+	Pending *deferred.PendingRecord `json:"pending,omitempty"`
 	// Arrivals are the decisions, answers and background outcomes that
 	// arrived for pending tasks and have not been applied by a run yet, in
 	// arrival order.
@@ -78,15 +78,34 @@ type Checkpoint struct {
 }
 
 // PendingTask returns the pending task with that ID, if any.
-func (s *State) PendingTask(taskID string) (agent.PendingTask, bool) {
+func (s *State) PendingTask(taskID string) (deferred.PendingTask, bool) {
 	if s == nil || s.Pending == nil {
-		return agent.PendingTask{}, false
+		return deferred.PendingTask{}, false
 	}
-	i := slices.IndexFunc(s.Pending.Tasks, func(t agent.PendingTask) bool { return t.TaskID == taskID })
+	i := slices.IndexFunc(s.Pending.Tasks, func(t deferred.PendingTask) bool { return t.TaskID == taskID })
 	if i < 0 {
-		return agent.PendingTask{}, false
+		return deferred.PendingTask{}, false
 	}
 	return s.Pending.Tasks[i], true
+}
+
+// Unresolved returns what the conversation still waits for: the pending
+// tasks with no arrival yet (in this pause or an earlier one), in the
+// pending record's order, restricted to kinds when any are given. With
+// deferred.KindApproval and deferred.KindExternal it is the deferred calls
+// a resume must have answered before the model runs again; with
+// deferred.KindBackground the background tasks still running.
+func (s *State) Unresolved(kinds ...deferred.Kind) []deferred.PendingTask {
+	if s == nil || s.Pending == nil {
+		return nil
+	}
+	var out []deferred.PendingTask
+	for _, t := range s.Pending.Tasks {
+		if (len(kinds) == 0 || slices.Contains(kinds, t.Kind)) && !s.Arrived(t.TaskID) {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // Arrived reports whether something already arrived for the task, in this

@@ -1,7 +1,6 @@
 package natsjs
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -52,10 +51,6 @@ type ConnectOptions struct {
 	// Extra client options, applied after the defaults.
 	Extra []nats.Option
 }
-
-// ErrWrongServer is wrapped by the error of [Connect] when the server
-// reached is not the one ConnectOptions.ExpectServerID names.
-var ErrWrongServer = errors.New("natsjs: connected to an unexpected server")
 
 // RedactURL returns the comma-separated server list urls with any password
 // or token replaced by "xxxxx", for messages and logs.

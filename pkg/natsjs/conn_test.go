@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
+	"github.com/offload-dev/offload/internal/proctest"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 )
@@ -127,7 +128,7 @@ func TestConnectURLList(t *testing.T) {
 	t.Parallel()
 	users := func(o *server.Options) { o.Users = []*server.User{{Username: "alice", Password: "s3cret"}} }
 	a, b := natstest.Start(t, users), natstest.Start(t, users)
-	dead := "nats://127.0.0.1:" + strconv.Itoa(natstest.FreePort(t))
+	dead := "nats://127.0.0.1:" + strconv.Itoa(proctest.FreePort(t))
 	list := dead + ", " + strings.Replace(a.URL(), "nats://", "nats://alice:s3cret@", 1) + " ,  " + b.URL()
 	reconnected := make(chan string, 4)
 	nc, err := natsjs.Connect(list, natsjs.ConnectOptions{Extra: []nats.Option{

@@ -1,43 +1,24 @@
-// Package natsjs is offload's adapter to NATS JetStream and the only package
-// that imports nats.go. It provisions the streams, the per-tool consumers and
-// the registry KV bucket of the wire protocol (SPEC §5) from the definitions
-// embedded in the jetstream/ directory, runs tools on workers ([Worker]),
-// sends calls to them from the agent ([Dispatcher], [RemoteToolset]), and
-// connects to a server with options fit for long-lived agents and workers.
+// Package natsjs is offload's adapter to NATS JetStream: with its packages,
+// the only code that imports nats.go. This package holds what every process
+// on the wire shares: it connects to a server with options fit for
+// long-lived agents and workers ([Connect]), names the assets of a prefix
+// ([NamesFor]), provisions the streams, the per-tool consumers and the KV
+// buckets of the wire protocol (SPEC §5) from the definitions of the
+// jetstream/ directory, reports what the server refused, and holds the
+// registry entry workers write and agents read, and every sentinel error.
 //
-// # Worker
+// Its packages are split by the role of the process that uses them:
 //
-// A [Worker] serves tools: one durable pull consumer per tool, shared by
-// every replica, so tools scale by adding replicas. It pulls a task only
-// when it has a free slot (no prefetching), keeps a running task's delivery
-// alive with in-progress acks, validates the arguments against the tool's
-// schema, and publishes the result on <prefix>.result.<conversation>.<task>
-// with Nats-Msg-Id res:<task>:<attempt>. Cancels on <prefix>.cancel.> reach
-// a running tool's context at once; a task cancelled before it was picked up is
-// answered cancelled without running. After a disconnect the worker looks
-// cancels up in the cancel stream until it has caught up (a cancel
-// published while it was away still stops the task), and a task whose
-// look-up fails is handed back, never run blind. A finished tool's result is
-// kept and its publish retried, with the delivery kept alive, so a tool is
-// never run again for want of a publish. A tool that requires approval runs
-// only for a task marked approved; otherwise the answer is approval_required
-// (failing closed when a task is published by hand). A task past its
-// deadline is answered DeadlineExceeded without running. A panic is an
-// error result (Panic), a task whose deliveries are exhausted one too
-// (DeliveriesExhausted), found through the server's advisory and, should
-// that be missed, by a sweep of the work queue. Stop lets running tasks
-// finish within a grace period, hands the rest back (nak) and flushes before
-// it returns; StopAndCancel hands them back at once. The worker advertises
-// its tools in the registry bucket, refreshed while it runs.
+//   - natsjs/worker: the toolworker side, a Worker serving tools;
+//   - natsjs/remote: the agent side of remote calls, a Dispatcher of tasks,
+//     the Toolset of what workers advertise, the Executor of background
+//     calls, and a Client that wires them;
+//   - natsjs/convstore: durable conversations, their Store, the Inbox of
+//     what arrived for them and the Announcer of approvals;
+//   - natsjs/natstest: an in-process nats-server for tests.
 //
-// # Agent side
-//
-// A [Dispatcher] publishes tasks (Nats-Msg-Id = the task ID) and routes each
-// result to the call waiting for it; results that are malformed, oversize,
-// for unknown tasks or other conversations, duplicates or late (after a
-// cancel) are refused, logged and counted. A [RemoteToolset] is the
-// tool.Toolset of what workers advertise; its tools call the dispatcher, so
-// the agent loop runs remote tools exactly like local ones.
+// A toolworker links natsjs and natsjs/worker only, none of the agent's
+// packages.
 //
 // # Provisioning
 //
@@ -45,7 +26,7 @@
 // durable task consumer of one tool, [EnsureExhaustedConsumer] its durable
 // consumer of max-deliveries advisories (on the stream that captures them,
 // so that a task the server gave up on is answered even when no worker was
-// listening) and [Registry] binds the registry bucket. All are idempotent: a missing asset is created, an existing one with the
+// listening) and [EnsureRegistry] binds the registry bucket. All are idempotent: a missing asset is created, an existing one with the
 // same configuration (the fields the definition sets) is used, one that
 // differs only in fields JetStream updates in place (a stream's limits; a
 // task consumer's ack_wait, backoff, max_deliver, max_ack_pending) is

@@ -9,10 +9,6 @@ import (
 	"strings"
 )
 
-// ErrNoContext is wrapped by the error of [LoadContext] for a context that
-// does not exist.
-var ErrNoContext = errors.New("natsjs: no such nats context")
-
 // NATSContext is the part of a `nats` CLI context (`nats context save`) the
 // binaries use: the server URLs and the credentials.
 type NATSContext struct {
@@ -38,9 +34,9 @@ type NATSContext struct {
 	InboxPrefix string `json:"inbox_prefix"`
 }
 
-// ContextDir returns the directory of the `nats` CLI's contexts:
+// contextDir returns the directory of the `nats` CLI's contexts:
 // $XDG_CONFIG_HOME/nats/context, or ~/.config/nats/context.
-func ContextDir(getenv func(string) string) (string, error) {
+func contextDir(getenv func(string) string) (string, error) {
 	if x := getenv("XDG_CONFIG_HOME"); x != "" {
 		return filepath.Join(x, "nats", "context"), nil
 	}
@@ -56,7 +52,8 @@ func ContextDir(getenv func(string) string) (string, error) {
 }
 
 // LoadContext reads the `nats` CLI context name: a name saved with
-// `nats context save` (looked up in [ContextDir]), or the path of a
+// `nats context save` (looked up in
+// $XDG_CONFIG_HOME/nats/context, or ~/.config/nats/context), or the path of a
 // context's JSON file. getenv defaults to os.Getenv.
 func LoadContext(name string, getenv func(string) string) (NATSContext, error) {
 	if getenv == nil {
@@ -67,7 +64,7 @@ func LoadContext(name string, getenv func(string) string) (NATSContext, error) {
 		if strings.ContainsAny(name, "./\\") || name == "" {
 			return NATSContext{}, fmt.Errorf("%w: invalid name %q", ErrNoContext, name)
 		}
-		dir, err := ContextDir(getenv)
+		dir, err := contextDir(getenv)
 		if err != nil {
 			return NATSContext{}, err
 		}

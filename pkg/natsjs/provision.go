@@ -8,112 +8,19 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
-	"reflect"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	defs "github.com/offload-dev/offload/jetstream"
+	"github.com/offload-dev/offload"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
-// The definitions are written for this prefix.
-const (
-	defPrefix       = protocol.DefaultPrefix
-	defStreamPre    = "TOOLS_"
-	defKVStreamPre  = "KV_tools_"
-	defKVSubjPre    = "$KV.tools_"
-	defOBJStreamPre = "OBJ_tools_"
-	defOBJSubjPre   = "$O.tools_"
-	toolholder      = "<tool>"
-	// maxDeliverAdvPre starts the subject of a consumer's max-deliveries
-	// advisory, $JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.<stream>.<consumer>.
-	maxDeliverAdvPre = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES."
-)
-
-// Names are the names of a prefix's JetStream assets.
-type Names struct {
-	// Prefix is the subject prefix.
-	Prefix string
-	// Tasks is the stream of <prefix>.task.> (work queue).
-	Tasks string
-	// Results is the stream of <prefix>.result.>.
-	Results string
-	// Approvals is the stream of <prefix>.approval.>.
-	Approvals string
-	// Decisions is the stream of <prefix>.decision.>.
-	Decisions string
-	// Cancel is the stream of <prefix>.cancel.>.
-	Cancel string
-	// Answers is the stream of <prefix>.answer.>.
-	Answers string
-	// Exhausted is the stream of the max-deliveries advisories of the task
-	// consumers (work queue): $JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.<Tasks>.>.
-	Exhausted string
-	// RegistryBucket is the tool registry KV bucket, <prefix>_registry.
-	RegistryBucket string
-	// RegistryStream is the registry's backing stream, KV_<prefix>_registry.
-	RegistryStream string
-	// ConversationsBucket is the conversation store's KV bucket,
-	// <prefix>_conversations.
-	ConversationsBucket string
-	// ConversationsStream is its backing stream, KV_<prefix>_conversations.
-	ConversationsStream string
-	// HistoriesBucket is the object store of large histories,
-	// <prefix>_histories.
-	HistoriesBucket string
-	// HistoriesStream is its backing stream, OBJ_<prefix>_histories.
-	HistoriesStream string
-}
-
-// NamesFor returns the asset names of prefix ("" means
-// [protocol.DefaultPrefix]): stream names are the upper-cased prefix followed
-// by _TASKS, _RESULTS, _APPROVALS, _DECISIONS, _CANCEL, _ANSWERS,
-// _EXHAUSTED.
-func NamesFor(prefix string) Names {
-	if prefix == "" {
-		prefix = defPrefix
-	}
-	up := strings.ToUpper(prefix) + "_"
-	return Names{
-		Prefix:         prefix,
-		Tasks:          up + "TASKS",
-		Results:        up + "RESULTS",
-		Approvals:      up + "APPROVALS",
-		Decisions:      up + "DECISIONS",
-		Cancel:         up + "CANCEL",
-		Answers:        up + "ANSWERS",
-		Exhausted:      up + "EXHAUSTED",
-		RegistryBucket: prefix + "_registry",
-		RegistryStream: "KV_" + prefix + "_registry",
-
-		ConversationsBucket: prefix + "_conversations",
-		ConversationsStream: "KV_" + prefix + "_conversations",
-		HistoriesBucket:     prefix + "_histories",
-		HistoriesStream:     "OBJ_" + prefix + "_histories",
-	}
-}
-
-// TaskConsumerName returns the durable name of a tool's task consumer,
-// task_<tool>.
-func TaskConsumerName(toolName string) string { return "task_" + toolName }
-
-// ExhaustedConsumerName returns the durable name of a tool's consumer of
-// max-deliveries advisories on the exhausted stream, exhausted_<tool>.
-func ExhaustedConsumerName(toolName string) string { return "exhausted_" + toolName }
-
-// MaxDeliveriesSubject returns the subject of the max-deliveries advisories
-// of toolName's task consumer on the tasks stream of prefix ("" means
-// [protocol.DefaultPrefix]).
-func MaxDeliveriesSubject(prefix, toolName string) string {
-	return maxDeliverAdvPre + NamesFor(prefix).Tasks + "." + TaskConsumerName(toolName)
-}
-
 // ProvisionOptions configures [Provision], [EnsureTaskConsumer] and
-// [Registry]. The zero value provisions the definitions as written.
+// [EnsureRegistry]. The zero value provisions the definitions as written.
 type ProvisionOptions struct {
 	// Prefix is the subject prefix. Defaults to [protocol.DefaultPrefix].
 	Prefix string
@@ -130,7 +37,8 @@ type ProvisionOptions struct {
 	MaxDeliver int
 	// FS holds the definitions (streams/*.json, consumers/task.json,
 	// consumers/exhausted.json).
-	// Defaults to the embedded jetstream/ directory.
+	// Defaults to the jetstream/ directory embedded by the module's root
+	// package ([offload.Definitions]).
 	FS fs.FS
 }
 
@@ -143,99 +51,14 @@ func (o ProvisionOptions) prefix() string {
 
 func (o ProvisionOptions) fsys() fs.FS {
 	if o.FS == nil {
-		return defs.FS
+		return offload.Definitions()
 	}
 	return o.FS
 }
 
-// ErrInvalidDefinition is wrapped by errors about a definition file that does
-// not parse or does not follow the naming rules.
-var ErrInvalidDefinition = errors.New("natsjs: invalid definition")
-
-// ErrNotPermitted is wrapped by the errors about an operation the
-// connection's user may not do (a [*PermissionError]), such as creating a
-// missing stream or consumer.
-var ErrNotPermitted = errors.New("natsjs: not permitted")
-
 // createTimeout bounds a look-up or create request: one the server refuses
 // for lack of permission gets no reply.
 const createTimeout = 5 * time.Second
-
-// nested returns err, an error of this package that another of its errors
-// wraps, without its "natsjs: " prefix, so that the wrapper's is not
-// repeated ("natsjs: worker: ensure stream …", not "natsjs: worker: natsjs:
-// ensure stream …"). errors.Is and As see err as it is.
-func nested(err error) error {
-	if err == nil || !strings.HasPrefix(err.Error(), "natsjs: ") {
-		return err
-	}
-	return nestedError{err}
-}
-
-type nestedError struct{ err error }
-
-func (e nestedError) Error() string { return strings.TrimPrefix(e.err.Error(), "natsjs: ") }
-
-func (e nestedError) Unwrap() error { return e.err }
-
-// ErrIncompatibleStream is wrapped by an [*IncompatibleError] about a stream.
-var ErrIncompatibleStream = errors.New("natsjs: existing stream has an incompatible configuration")
-
-// ErrIncompatibleConsumer is wrapped by an [*IncompatibleError] about a
-// consumer.
-var ErrIncompatibleConsumer = errors.New("natsjs: existing consumer has an incompatible configuration")
-
-// FieldDiff is one configuration field that differs.
-type FieldDiff struct {
-	// Field is the JSON name of the field (e.g. "max_age").
-	Field string
-	// Want is the definition's value; Have the existing asset's.
-	Want, Have any
-}
-
-// IncompatibleError reports an existing stream or consumer whose
-// configuration differs from its definition. It wraps
-// [ErrIncompatibleStream] or, when Consumer is set, [ErrIncompatibleConsumer].
-type IncompatibleError struct {
-	// Stream is the stream's name.
-	Stream string
-	// Consumer is the consumer's name; empty for a stream.
-	Consumer string
-	// Diffs lists the fields that differ.
-	Diffs []FieldDiff
-}
-
-// Error implements error.
-func (e *IncompatibleError) Error() string {
-	var b strings.Builder
-	if e.Consumer == "" {
-		fmt.Fprintf(&b, "natsjs: stream %s exists with an incompatible configuration:", e.Stream)
-	} else {
-		fmt.Fprintf(&b, "natsjs: consumer %s on stream %s exists with an incompatible configuration:", e.Consumer, e.Stream)
-	}
-	for i, d := range e.Diffs {
-		if i > 0 {
-			b.WriteByte(';')
-		}
-		fmt.Fprintf(&b, " %s: want %v, have %v", d.Field, d.Want, d.Have)
-	}
-	for _, d := range e.Diffs {
-		if d.Field == "num_replicas" && e.Consumer == "" {
-			// SPEC §5.6: another factor is never changed silently; say how.
-			fmt.Fprintf(&b, " (--replicas %v asks for a replication factor of %v, the stream has %v: run without --replicas to use it as it is, or change it with `nats stream edit %s --replicas %v`)",
-				d.Want, d.Want, d.Have, e.Stream, d.Want)
-		}
-	}
-	return b.String()
-}
-
-// Unwrap returns ErrIncompatibleStream or ErrIncompatibleConsumer.
-func (e *IncompatibleError) Unwrap() error {
-	if e.Consumer == "" {
-		return ErrIncompatibleStream
-	}
-	return ErrIncompatibleConsumer
-}
 
 // strictUnmarshal decodes a definition, refusing unknown fields.
 func strictUnmarshal(name string, data []byte, v any) error {
@@ -250,9 +73,10 @@ func strictUnmarshal(name string, data []byte, v any) error {
 	return nil
 }
 
-// Streams returns the stream configurations of the definitions, rewritten
-// for opts.Prefix and with the overrides of opts applied, sorted by name.
-func Streams(opts ProvisionOptions) ([]jetstream.StreamConfig, error) {
+// StreamConfigs returns the stream configurations of the definitions,
+// rewritten for opts.Prefix and with the overrides of opts applied, sorted
+// by name.
+func StreamConfigs(opts ProvisionOptions) ([]jetstream.StreamConfig, error) {
 	if err := protocol.ValidatePrefix(opts.prefix()); err != nil {
 		return nil, err
 	}
@@ -390,7 +214,7 @@ func consumerTemplate(file, toolName string, opts ProvisionOptions, durable func
 // opts.Replicas is set) is an [*IncompatibleError] wrapping
 // [ErrIncompatibleStream], and the stream is left as it is.
 func Provision(ctx context.Context, js jetstream.JetStream, opts ProvisionOptions) error {
-	cfgs, err := Streams(opts)
+	cfgs, err := StreamConfigs(opts)
 	if err != nil {
 		return err
 	}
@@ -444,110 +268,6 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 	}
 	return s, nil
 }
-
-// updatableStreamFields are the stream limits JetStream updates in place
-// (SPEC §5.1).
-var updatableStreamFields = map[string]bool{
-	"max_msgs": true, "max_bytes": true, "max_age": true, "max_msgs_per_subject": true,
-	"max_msg_size": true, "duplicate_window": true,
-}
-
-type differ []FieldDiff
-
-func (d *differ) cmp(field string, want, have any) {
-	if !reflect.DeepEqual(want, have) {
-		*d = append(*d, FieldDiff{Field: field, Want: want, Have: have})
-	}
-}
-
-// sortedCopy returns a sorted copy of s, nil when s is empty.
-func sortedCopy(s []string) []string {
-	if len(s) == 0 {
-		return nil
-	}
-	c := slices.Clone(s)
-	slices.Sort(c)
-	return c
-}
-
-// nilIfEmpty returns s, or nil when s is empty.
-func nilIfEmpty[T any](s []T) []T {
-	if len(s) == 0 {
-		return nil
-	}
-	return s
-}
-
-// orDefault returns v, or def when v is zero (the server's normalisation of
-// "unset" limits).
-func orDefault[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
-}
-
-func diffStream(want, have jetstream.StreamConfig, checkReplicas bool) []FieldDiff {
-	var d differ
-	d.cmp("subjects", sortedCopy(want.Subjects), sortedCopy(have.Subjects))
-	d.cmp("retention", want.Retention.String(), have.Retention.String())
-	d.cmp("max_consumers", orDefault(want.MaxConsumers, -1), orDefault(have.MaxConsumers, -1))
-	d.cmp("max_msgs", orDefault(want.MaxMsgs, -1), orDefault(have.MaxMsgs, -1))
-	d.cmp("max_bytes", orDefault(want.MaxBytes, -1), orDefault(have.MaxBytes, -1))
-	d.cmp("max_age", want.MaxAge, have.MaxAge)
-	d.cmp("max_msgs_per_subject", orDefault(want.MaxMsgsPerSubject, -1), orDefault(have.MaxMsgsPerSubject, -1))
-	d.cmp("max_msg_size", orDefault(want.MaxMsgSize, -1), orDefault(have.MaxMsgSize, -1))
-	d.cmp("discard", want.Discard.String(), have.Discard.String())
-	d.cmp("discard_new_per_subject", want.DiscardNewPerSubject, have.DiscardNewPerSubject)
-	d.cmp("storage", want.Storage.String(), have.Storage.String())
-	if checkReplicas {
-		d.cmp("num_replicas", orDefault(want.Replicas, 1), orDefault(have.Replicas, 1))
-	}
-	d.cmp("no_ack", want.NoAck, have.NoAck)
-	if want.Duplicates != 0 {
-		d.cmp("duplicate_window", want.Duplicates, have.Duplicates)
-	}
-	d.cmp("sealed", want.Sealed, have.Sealed)
-	d.cmp("deny_delete", want.DenyDelete, have.DenyDelete)
-	d.cmp("deny_purge", want.DenyPurge, have.DenyPurge)
-	d.cmp("allow_rollup_hdrs", want.AllowRollup, have.AllowRollup)
-	d.cmp("compression", want.Compression.String(), have.Compression.String())
-	d.cmp("allow_direct", want.AllowDirect, have.AllowDirect)
-	d.cmp("mirror_direct", want.MirrorDirect, have.MirrorDirect)
-	d.cmp("allow_msg_ttl", want.AllowMsgTTL, have.AllowMsgTTL)
-	d.cmp("subject_delete_marker_ttl", want.SubjectDeleteMarkerTTL, have.SubjectDeleteMarkerTTL)
-	d.cmp("mirror", want.Mirror != nil, have.Mirror != nil)
-	d.cmp("sources", len(want.Sources), len(have.Sources))
-	return d
-}
-
-func diffConsumer(want, have jetstream.ConsumerConfig) []FieldDiff {
-	var d differ
-	d.cmp("durable_name", want.Durable, have.Durable)
-	d.cmp("filter_subject", want.FilterSubject, have.FilterSubject)
-	d.cmp("filter_subjects", sortedCopy(want.FilterSubjects), sortedCopy(have.FilterSubjects))
-	d.cmp("deliver_policy", want.DeliverPolicy.String(), have.DeliverPolicy.String())
-	d.cmp("ack_policy", want.AckPolicy.String(), have.AckPolicy.String())
-	wantWait := want.AckWait
-	if len(want.BackOff) > 0 {
-		wantWait = want.BackOff[0] // the server's rule
-	}
-	d.cmp("ack_wait", orDefault(wantWait, 30*time.Second), orDefault(have.AckWait, 30*time.Second))
-	d.cmp("max_deliver", orDefault(want.MaxDeliver, -1), orDefault(have.MaxDeliver, -1))
-	d.cmp("backoff", nilIfEmpty(want.BackOff), nilIfEmpty(have.BackOff))
-	d.cmp("replay_policy", want.ReplayPolicy.String(), have.ReplayPolicy.String())
-	d.cmp("max_waiting", orDefault(want.MaxWaiting, 512), orDefault(have.MaxWaiting, 512))
-	d.cmp("max_ack_pending", orDefault(want.MaxAckPending, 1000), orDefault(have.MaxAckPending, 1000))
-	d.cmp("headers_only", want.HeadersOnly, have.HeadersOnly)
-	d.cmp("inactive_threshold", want.InactiveThreshold, have.InactiveThreshold)
-	d.cmp("mem_storage", want.MemoryStorage, have.MemoryStorage)
-	return d
-}
-
-// updatableConsumerFields are the consumer fields JetStream updates in
-// place (SPEC §5.1).
-var updatableConsumerFields = map[string]bool{"ack_wait": true, "backoff": true, "max_deliver": true, "max_ack_pending": true}
 
 // EnsureTaskConsumer creates or binds the durable pull consumer of toolName
 // on the tasks stream of opts.Prefix ([TaskConsumerConfig]), shared by every
@@ -617,11 +337,12 @@ func ensureConsumer(ctx context.Context, js jetstream.JetStream, stream, toolNam
 	return c, nil
 }
 
-// Registry ensures the registry bucket's backing stream (as [Provision] does)
-// and binds the bucket <prefix>_registry: key <tool>.<worker-id>, TTL 30 s.
-func Registry(ctx context.Context, js jetstream.JetStream, opts ProvisionOptions) (jetstream.KeyValue, error) {
+// EnsureRegistry ensures the registry bucket's backing stream (as
+// [Provision] does) and binds the bucket <prefix>_registry: key
+// <tool>.<worker-id>, TTL 30 s.
+func EnsureRegistry(ctx context.Context, js jetstream.JetStream, opts ProvisionOptions) (jetstream.KeyValue, error) {
 	names := NamesFor(opts.prefix())
-	if err := ensureNamedStreams(ctx, js, opts, names.RegistryStream); err != nil {
+	if err := EnsureStreams(ctx, js, opts, names.RegistryStream); err != nil {
 		return nil, err
 	}
 	kv, err := js.KeyValue(ctx, names.RegistryBucket)
@@ -631,10 +352,13 @@ func Registry(ctx context.Context, js jetstream.JetStream, opts ProvisionOptions
 	return kv, nil
 }
 
-// ensureNamedStreams ensures the named streams of the definitions, as
-// [Provision] does for all of them.
-func ensureNamedStreams(ctx context.Context, js jetstream.JetStream, opts ProvisionOptions, names ...string) error {
-	cfgs, err := Streams(opts)
+// EnsureStreams ensures the named streams of the definitions (names as
+// [NamesFor] gives them for opts.Prefix), as [Provision] does for all of
+// them: created when missing and allowed, updated in place when only their
+// limits differ, else an [*IncompatibleError] or an error naming what the
+// user may not do.
+func EnsureStreams(ctx context.Context, js jetstream.JetStream, opts ProvisionOptions, names ...string) error {
+	cfgs, err := StreamConfigs(opts)
 	if err != nil {
 		return err
 	}
@@ -648,4 +372,15 @@ func ensureNamedStreams(ctx context.Context, js jetstream.JetStream, opts Provis
 		}
 	}
 	return nil
+}
+
+// EnsureToolConsumers ensures the durable consumers of toolName: its task
+// consumer ([EnsureTaskConsumer]) and its consumer of max-deliveries
+// advisories ([EnsureExhaustedConsumer]), as a worker serving it does.
+func EnsureToolConsumers(ctx context.Context, js jetstream.JetStream, toolName string, opts ProvisionOptions) error {
+	if _, err := EnsureTaskConsumer(ctx, js, toolName, opts); err != nil {
+		return err
+	}
+	_, err := EnsureExhaustedConsumer(ctx, js, toolName, opts)
+	return err
 }

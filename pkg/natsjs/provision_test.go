@@ -17,26 +17,17 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"go.uber.org/goleak"
 
+	"github.com/offload-dev/offload"
 	"github.com/offload-dev/offload/internal/syncbuf"
-	defs "github.com/offload-dev/offload/jetstream"
 	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// nats.go v1.55.0 races in ObjectStore.Put: the Put's own JetStream
-		// context starts resetPendingAcksOnReconnect, then its deferred
-		// cleanupReplySub sets the status channel to nil; when the
-		// goroutine reads the channel after that, it blocks on a nil
-		// channel for good. One small goroutine per unlucky Put of a
-		// history larger than the max payload; nothing of ours to stop.
-		goleak.IgnoreTopFunction("github.com/nats-io/nats.go/jetstream.(*jetStream).resetPendingAcksOnReconnect"))
-}
+func TestMain(m *testing.M) { jstest.VerifyTestMain(m) }
 
 const week = 7 * 24 * time.Hour
 
@@ -56,7 +47,7 @@ func TestDefinitionsInSync(t *testing.T) {
 	t.Parallel()
 	for _, prefix := range []string{"tools", "acme"} {
 		t.Run(prefix, func(t *testing.T) {
-			cfgs, err := natsjs.Streams(natsjs.ProvisionOptions{Prefix: prefix})
+			cfgs, err := natsjs.StreamConfigs(natsjs.ProvisionOptions{Prefix: prefix})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -181,12 +172,12 @@ func mapsKeys[V any](m map[string]V) func(func(string) bool) {
 // types hold: a file re-encoded from its parsed value has the same fields.
 func TestDefinitionFilesRoundTrip(t *testing.T) {
 	t.Parallel()
-	files, _ := fs.Glob(defs.FS, "*/*.json")
+	files, _ := fs.Glob(offload.Definitions(), "*/*.json")
 	if len(files) != 12 {
 		t.Errorf("definition files: %v", files)
 	}
 	for _, file := range files {
-		data, _ := fs.ReadFile(defs.FS, file)
+		data, _ := fs.ReadFile(offload.Definitions(), file)
 		var raw map[string]any
 		if err := json.Unmarshal(data, &raw); err != nil {
 			t.Fatalf("%s: %v", file, err)
@@ -304,7 +295,7 @@ func TestProvisionIncompatibleStream(t *testing.T) {
 	js := natstest.Start(t).JetStream(t)
 	ctx := context.Background()
 	opts := natsjs.ProvisionOptions{MemoryStorage: true}
-	cfgs, err := natsjs.Streams(opts)
+	cfgs, err := natsjs.StreamConfigs(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -441,7 +432,7 @@ func TestProvisionPrefix(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	kv, err := natsjs.Registry(ctx, js, acme)
+	kv, err := natsjs.EnsureRegistry(ctx, js, acme)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -570,7 +561,7 @@ func TestRegistry(t *testing.T) {
 	t.Parallel()
 	js := natstest.Start(t).JetStream(t)
 	ctx := context.Background()
-	kv, err := natsjs.Registry(ctx, js, natsjs.ProvisionOptions{MemoryStorage: true})
+	kv, err := natsjs.EnsureRegistry(ctx, js, natsjs.ProvisionOptions{MemoryStorage: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -586,14 +577,14 @@ func TestRegistry(t *testing.T) {
 		t.Errorf("status: ttl %v history %d %v", st.TTL(), st.History(), err)
 	}
 	// Binding again (as Provision would) is fine.
-	if _, err := natsjs.Registry(ctx, js, natsjs.ProvisionOptions{MemoryStorage: true}); err != nil {
+	if _, err := natsjs.EnsureRegistry(ctx, js, natsjs.ProvisionOptions{MemoryStorage: true}); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func TestInvalidDefinitions(t *testing.T) {
 	t.Parallel()
-	good, _ := fs.ReadFile(defs.FS, "streams/TOOLS_RESULTS.json")
+	good, _ := fs.ReadFile(offload.Definitions(), "streams/TOOLS_RESULTS.json")
 	for name, fsys := range map[string]fstest.MapFS{
 		"empty":         {},
 		"unknown field": {"streams/TOOLS_X.json": {Data: []byte(`{"name":"TOOLS_X","subjects":["tools.x.>"],"max_agee":1}`)}},
@@ -604,7 +595,7 @@ func TestInvalidDefinitions(t *testing.T) {
 		"bad subject":   {"streams/TOOLS_X.json": {Data: []byte(`{"name":"TOOLS_X","subjects":["other.>"]}`)}},
 		"no subject":    {"streams/TOOLS_X.json": {Data: []byte(`{"name":"TOOLS_X"}`)}},
 	} {
-		if _, err := natsjs.Streams(natsjs.ProvisionOptions{FS: fsys}); !errors.Is(err, natsjs.ErrInvalidDefinition) {
+		if _, err := natsjs.StreamConfigs(natsjs.ProvisionOptions{FS: fsys}); !errors.Is(err, natsjs.ErrInvalidDefinition) {
 			t.Errorf("%s: err = %v, want ErrInvalidDefinition", name, err)
 		}
 	}
@@ -691,9 +682,9 @@ func TestDefinitionsApplyWithNATSCLI(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
-	files, _ := fs.Glob(defs.FS, "streams/*.json")
+	files, _ := fs.Glob(offload.Definitions(), "streams/*.json")
 	for _, file := range files {
-		data, _ := fs.ReadFile(defs.FS, file)
+		data, _ := fs.ReadFile(offload.Definitions(), file)
 		path := filepath.Join(dir, filepath.Base(file))
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			t.Fatal(err)
@@ -701,7 +692,7 @@ func TestDefinitionsApplyWithNATSCLI(t *testing.T) {
 		run("stream", "add", "--config", path)
 	}
 	for file, stream := range map[string]string{"consumers/task.json": "TOOLS_TASKS", "consumers/exhausted.json": "TOOLS_EXHAUSTED"} {
-		tmpl, _ := fs.ReadFile(defs.FS, file)
+		tmpl, _ := fs.ReadFile(offload.Definitions(), file)
 		path := filepath.Join(dir, "search_"+filepath.Base(file))
 		if err := os.WriteFile(path, []byte(strings.ReplaceAll(string(tmpl), "<tool>", "search")), 0o600); err != nil {
 			t.Fatal(err)
@@ -720,7 +711,7 @@ func TestDefinitionsApplyWithNATSCLI(t *testing.T) {
 	if _, err := natsjs.EnsureExhaustedConsumer(ctx, js, "search", natsjs.ProvisionOptions{}); err != nil {
 		t.Fatalf("exhausted consumer made by the CLI: %v", err)
 	}
-	if _, err := natsjs.Registry(ctx, js, natsjs.ProvisionOptions{}); err != nil {
+	if _, err := natsjs.EnsureRegistry(ctx, js, natsjs.ProvisionOptions{}); err != nil {
 		t.Fatalf("registry made by the CLI: %v", err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/offload-dev/offload/internal/syncbuf"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/pkg/natsjs/remote"
 )
 
 // limitedServer is a server with an admin user and a user "u" of the given
@@ -78,7 +79,7 @@ func TestRefusalsEndTheWaitAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	d, err := natsjs.NewDispatcher(natsjs.DispatcherConfig{Conn: nc})
+	d, err := remote.NewDispatcher(remote.DispatcherConfig{Conn: nc})
 	if err != nil {
 		t.Fatal(err)
 	}

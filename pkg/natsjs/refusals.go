@@ -107,10 +107,14 @@ func refused(ctx context.Context, js jetstream.JetStream, subject string, err er
 	return nil
 }
 
-// explain returns what stopped a JetStream request on subject that failed
-// with err: the refusal that explains it (see [refused]), else err with
-// the cause of ctx (see [withCause]).
-func explain(ctx context.Context, js jetstream.JetStream, subject string, err error) error {
+// Explain returns what stopped a JetStream request on subject that failed
+// with err: the refusal that explains it (a [*PermissionError]: a refused
+// publish on subject, or refused replies, that ended ctx through
+// [Refusals.Watch] or that the server last reported on js's connection),
+// else err, or ctx's cause when err is ctx's own end and ctx was cancelled
+// with a cause of its own: what stopped the request rather than "context
+// canceled".
+func Explain(ctx context.Context, js jetstream.JetStream, subject string, err error) error {
 	if pe := refused(ctx, js, subject, err); pe != nil {
 		return pe
 	}

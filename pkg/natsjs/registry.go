@@ -11,7 +11,7 @@ import (
 
 // RegistryTTL is how long a registry entry stays valid after it was
 // written: the registry bucket's max age (SPEC §5.4). Workers refresh their
-// entries well before (every [WorkerConfig.RegistryRefresh]).
+// entries well before (every worker.Config.RegistryRefresh, natsjs/worker).
 const RegistryTTL = 30 * time.Second
 
 // RegistryEntry is the value of a registry key <tool>.<worker-id>
@@ -47,9 +47,9 @@ func (e RegistryEntry) Def() tool.Def {
 	}
 }
 
-// entryFor returns the registry entry of t served by worker, valid until
-// expires.
-func entryFor(t *tool.Tool, worker string, expires time.Time) RegistryEntry {
+// NewRegistryEntry returns the registry entry of t served by worker, valid
+// until expires: what a worker writes under [RegistryKey].
+func NewRegistryEntry(t *tool.Tool, worker string, expires time.Time) RegistryEntry {
 	d := t.Def()
 	params := d.Parameters
 	if len(params) == 0 {
@@ -91,8 +91,9 @@ func keyToken(s string) string {
 	return b.String()
 }
 
-// decodeEntry decodes a registry value stored under key.
-func decodeEntry(key string, data []byte) (RegistryEntry, error) {
+// ParseRegistryEntry decodes a registry value stored under key, checking
+// that it names the key's tool and that the name is valid.
+func ParseRegistryEntry(key string, data []byte) (RegistryEntry, error) {
 	var e RegistryEntry
 	if err := json.Unmarshal(data, &e); err != nil {
 		return RegistryEntry{}, fmt.Errorf("natsjs: registry entry %s: %w", key, err)

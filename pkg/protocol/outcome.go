@@ -10,10 +10,6 @@ import (
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
-// ErrCancelled is the outcome of a [StatusCancelled] result, and the error a
-// worker passes to [ResultFromOutcome] to report a call cancelled on request.
-var ErrCancelled = errors.New("protocol: tool call cancelled")
-
 // RemoteError is the outcome of a [StatusError] result: an unexpected error
 // that happened on the worker. Type is the remote error_type (a Go type name
 // or one of the ErrorXxx constants) and Message the remote message, if any.
@@ -69,7 +65,8 @@ func (e *RemoteError) ErrorType() string {
 //   - [*tool.ToolFailed]: failed with its message.
 //   - [*tool.ApprovalRequired], [*tool.CallDeferred]: approval_required,
 //     call_deferred with their metadata.
-//   - [ErrCancelled]: cancelled.
+//   - [*tool.TaskCancelled]: cancelled with its reason as message.
+//   - [tool.ErrCancelled] (or an error matching it): cancelled.
 //   - [*RemoteError]: error with its type and message.
 //   - context.DeadlineExceeded: error DeadlineExceeded.
 //   - any other error: error with error_type = [tool.ErrorType](err).
@@ -86,9 +83,12 @@ func ResultFromOutcome(value any, err error) Result {
 		approval *tool.ApprovalRequired
 		deferred *tool.CallDeferred
 		remote   *RemoteError
+		tc       *tool.TaskCancelled
 	)
 	switch {
-	case errors.Is(err, ErrCancelled):
+	case errors.As(err, &tc):
+		return Result{Status: StatusCancelled, Message: tc.Reason}
+	case errors.Is(err, tool.ErrCancelled):
 		return Result{Status: StatusCancelled, Message: err.Error()}
 	case errors.As(err, &retry):
 		return Result{Status: StatusRetry, Message: retry.Message}
@@ -142,7 +142,8 @@ func okResult(value any) Result {
 //     [*tool.CallDeferred] (both with metadata);
 //   - error: [*RemoteError] (its ErrorType is the wire's error_type only
 //     when that is an identifier, SPEC §9, else "RemoteError");
-//     cancelled: [ErrCancelled].
+//     cancelled: [*tool.TaskCancelled] with the message as its reason
+//     (it matches [tool.ErrCancelled]).
 //
 // An unknown status gives an error wrapping [ErrInvalidField].
 func (r Result) Outcome() (any, error) {
@@ -168,7 +169,7 @@ func (r Result) Outcome() (any, error) {
 		}
 		return nil, &RemoteError{Type: typ, Message: r.Message}
 	case StatusCancelled:
-		return nil, ErrCancelled
+		return nil, &tool.TaskCancelled{Reason: r.Message}
 	default:
 		return nil, &DecodeError{Payload: "result", Field: "status", Err: ErrInvalidField,
 			Reason: fmt.Sprintf("unknown status %q", r.Status)}

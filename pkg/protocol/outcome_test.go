@@ -40,7 +40,7 @@ func TestResultFromOutcome(t *testing.T) {
 		{"failed", nil, tool.Fail("nope"), Result{Status: StatusFailed, Message: "nope"}},
 		{"approval", nil, &tool.ApprovalRequired{Metadata: meta}, Result{Status: StatusApprovalRequired, Metadata: meta}},
 		{"deferred", nil, &tool.CallDeferred{Metadata: meta}, Result{Status: StatusCallDeferred, Metadata: meta}},
-		{"cancelled", nil, ErrCancelled, Result{Status: StatusCancelled, Message: ErrCancelled.Error()}},
+		{"cancelled", nil, tool.ErrCancelled, Result{Status: StatusCancelled, Message: tool.ErrCancelled.Error()}},
 		{"remote", nil, &RemoteError{Type: ErrorPanic, Message: "boom"}, Result{Status: StatusError, ErrorType: "Panic", Message: "boom"}},
 		{"deadline", nil, context.DeadlineExceeded, Result{Status: StatusError, ErrorType: ErrorDeadlineExceeded, Message: "context deadline exceeded"}},
 		{"other", nil, &fs.PathError{Op: "open", Path: "/x", Err: fs.ErrNotExist},
@@ -98,7 +98,7 @@ func TestOutcome(t *testing.T) {
 	if got := (&RemoteError{}).ErrorType(); got != "RemoteError" {
 		t.Errorf("empty RemoteError type = %q", got)
 	}
-	if _, err = (Result{Status: StatusCancelled}).Outcome(); !errors.Is(err, ErrCancelled) {
+	if _, err = (Result{Status: StatusCancelled}).Outcome(); !errors.Is(err, tool.ErrCancelled) {
 		t.Errorf("cancelled: %v", err)
 	}
 	if _, err = (Result{Status: "weird"}).Outcome(); !errors.Is(err, ErrInvalidField) {
@@ -112,7 +112,7 @@ func TestOutcomeRoundTrip(t *testing.T) {
 	t.Parallel()
 	for _, err := range []error{
 		tool.Retry("r"), tool.Fail("f"), &tool.ApprovalRequired{Metadata: map[string]any{"a": "b"}},
-		&tool.CallDeferred{}, ErrCancelled, &RemoteError{Type: ErrorCommandFailed, Message: "exit 1"},
+		&tool.CallDeferred{}, &tool.TaskCancelled{Reason: "the run ended"}, &RemoteError{Type: ErrorCommandFailed, Message: "exit 1"},
 	} {
 		r := ResultFromOutcome(nil, err)
 		r.TaskID = tTask

@@ -43,40 +43,24 @@ func (s *Session) await(ctx context.Context, rc *tool.RunContext, reqs *deferred
 	}
 	s.mu.Lock()
 	tmp := &conversation.State{ID: s.st.ID, Settled: slices.Clone(s.st.Settled), Checkpoint: s.st.Checkpoint,
-		Pending: &agent.PendingRecord{ConversationID: s.st.ID, RunID: rc.RunID}}
+		Pending: &deferred.PendingRecord{ConversationID: s.st.ID, RunID: rc.RunID}}
 	from := len(s.st.History)
 	s.mu.Unlock()
-	for _, c := range reqs.Approvals {
-		tmp.Pending.Tasks = append(tmp.Pending.Tasks, agent.PendingTask{TaskID: reqs.TaskIDs[c.ToolCallID], Kind: deferred.KindApproval,
-			Tool: c.ToolName, ToolCallID: c.ToolCallID, Args: c.ArgsJSON(), Metadata: reqs.Metadata[c.ToolCallID]})
+	for _, t := range reqs.Pending() {
+		if t.Kind == deferred.KindApproval {
+			tmp.Pending.Tasks = append(tmp.Pending.Tasks, t)
+		}
 	}
 	// Watch before the first read, so that no decision stored between
 	// the two goes unnoticed.
 	arrived, interval, stop := s.watch(ctx, conversation.ArrivalDecision)
 	defer stop()
 	s.announce(ctx, tmp.Pending)
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-wait:
-	for {
-		if _, err := s.cfg.Inbox.CollectDecisions(ctx, tmp); err != nil {
-			return nil, err
-		}
-		if len(waiting(tmp)) == 0 {
-			break
-		}
-		select {
-		case <-arrived:
-		case <-tick.C:
-		case <-timer.C:
-			break wait
-		case <-suspend:
-			break wait
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
+	if err := waitFor(ctx, arrived, interval, wait, suspend, func() (bool, error) {
+		_, err := s.cfg.Inbox.CollectDecisions(ctx, tmp)
+		return len(waiting(tmp)) == 0, err
+	}); err != nil {
+		return nil, err
 	}
 	s.mu.Lock()
 	// Only decisions were read, checked against this step's approvals.
@@ -93,6 +77,52 @@ wait:
 	s.mu.Unlock()
 	s.notify(ctx)
 	return res, nil
+}
+
+// AwaitArrivals reads what arrives for the conversation (with
+// [Session.Collect], which saves it) until every pending deferred call has
+// its answer, d passes or suspend is closed (it then returns nil: the
+// caller looks at what is still waited for), or ctx ends (its error). It
+// watches the streams, so that an arrival is read as it is stored (agent
+// resume --approve wait).
+func (s *Session) AwaitArrivals(ctx context.Context, d time.Duration, suspend <-chan struct{}) error {
+	arrived, interval, stop := s.WatchArrivals(ctx)
+	defer stop()
+	// What was stored before the watch began is read at once.
+	return waitFor(ctx, arrived, interval, d, suspend, func() (bool, error) {
+		if _, err := s.Collect(ctx); err != nil {
+			return false, err
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return len(waiting(s.st)) == 0, nil
+	})
+}
+
+// waitFor calls collect, then again at each signal of arrived and every
+// interval, until it reports done or fails, d passes or suspend is closed
+// (nil), or ctx ends (its error).
+func waitFor(ctx context.Context, arrived <-chan struct{}, interval, d time.Duration, suspend <-chan struct{}, collect func() (done bool, err error)) error {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		done, err := collect()
+		if err != nil || done {
+			return err
+		}
+		select {
+		case <-arrived:
+		case <-tick.C:
+		case <-timer.C:
+			return nil
+		case <-suspend:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // WatchArrivals watches for the decisions, answers and results of the

@@ -6,6 +6,7 @@ import (
 
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/conversation"
+	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/llm/testmodel"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/session"
@@ -16,7 +17,7 @@ import (
 // decision is admitted and the conversation resumed.
 func Example() {
 	ctx := context.Background()
-	store := conversation.NewMemory() // natsjs.ConversationStore in production
+	store := conversation.NewMemory() // convstore.Store in production
 	deploy := tool.Func("deploy", "Deploy.", func(context.Context, *tool.RunContext, struct{}) (string, error) {
 		return "deployed", nil
 	}, tool.NeedsApproval())
@@ -37,7 +38,7 @@ func Example() {
 	s, _ = session.Open(ctx, session.Config{Store: store}, id, false)
 	defer s.Close()
 	_ = s.Admit(conversation.ArrivalDecision, task, []byte(`{"approved":true,"by":"ann"}`))
-	fmt.Println("waiting:", len(s.Waiting()))
+	fmt.Println("waiting:", len(s.Unresolved(deferred.KindApproval, deferred.KindExternal)))
 	opts, _ := s.Prepare("")
 	opts.Capabilities = []agent.Capability{s.Checkpointer()}
 	res, err = a.Run(ctx, "", opts)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/conversation"
+	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/tool"
 )
@@ -70,7 +71,7 @@ func (s *Session) annotate(h message.History) message.History {
 // update replaces the history and the pending record with the run's,
 // applies the arrivals handed to the run, and records as settled every
 // task no longer pending.
-func (s *Session) updateLocked(h message.History, pending *agent.PendingRecord) {
+func (s *Session) updateLocked(h message.History, pending *deferred.PendingRecord) {
 	if pending != nil && len(pending.Tasks) == 0 {
 		pending = nil // a suspended run with nothing running
 	}
@@ -139,9 +140,9 @@ func (c checkpointer) BeforeModelRequest(ctx context.Context, info *agent.RunInf
 		}
 		h = append(h, m)
 	}
-	var rec *agent.PendingRecord
+	var rec *deferred.PendingRecord
 	if live := info.LiveBackground(ctx); len(live) > 0 {
-		rec = &agent.PendingRecord{ConversationID: info.ConversationID, RunID: info.RunID, Tasks: live}
+		rec = &deferred.PendingRecord{ConversationID: info.ConversationID, RunID: info.RunID, Tasks: live}
 	}
 	s := c.s
 	s.mu.Lock()
@@ -184,11 +185,11 @@ func (s *Session) Finish(ctx context.Context, res *agent.Result, runErr error) e
 
 // announce publishes the approvals of rec this session has not announced
 // yet.
-func (s *Session) announce(ctx context.Context, rec *agent.PendingRecord) {
+func (s *Session) announce(ctx context.Context, rec *deferred.PendingRecord) {
 	if s.cfg.Announcer == nil {
 		return
 	}
-	fresh := &agent.PendingRecord{ConversationID: rec.ConversationID, RunID: rec.RunID}
+	fresh := &deferred.PendingRecord{ConversationID: rec.ConversationID, RunID: rec.RunID}
 	s.mu.Lock()
 	for _, t := range rec.Tasks {
 		if !s.announced[t.TaskID] {

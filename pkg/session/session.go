@@ -25,7 +25,7 @@ import (
 )
 
 // Collector reads what arrived for a conversation past its checkpoint
-// (natsjs.Inbox): everything, or the decisions alone; Watch signals when
+// (convstore.Inbox): everything, or the decisions alone; Watch signals when
 // messages of the kinds given are stored, so that a waiting caller reads
 // them as they come instead of polling.
 type Collector interface {
@@ -35,23 +35,25 @@ type Collector interface {
 }
 
 // Announcer publishes approval announcements and their resolutions
-// (natsjs.Announcer).
+// (convstore.Announcer).
 type Announcer interface {
-	Announce(ctx context.Context, rec *agent.PendingRecord) error
+	Announce(ctx context.Context, rec *deferred.PendingRecord) error
 	Resolve(ctx context.Context, conv string, r protocol.Resolution) error
 }
 
 // Canceller cancels a task that a worker may be running
-// (natsjs.Dispatcher).
+// (remote.Dispatcher).
 type Canceller interface {
 	Cancel(ctx context.Context, conv, task, reason string) error
 }
 
-// TaskHolder waits for the results of background tasks from before a
-// resume reads the stored ones until the run attaches to them
-// (natsjs.RemoteToolset), so that none stored in between is missed.
-type TaskHolder interface {
-	Hold(conv string, tasks []agent.PendingTask) error
+// TaskAttacher attaches to the background tasks a paused run left
+// running, waiting for their results from before a resume reads the
+// stored ones until the run attaches to them itself (remote.Client), so
+// that none stored in between is missed; Release lets go of a task whose
+// outcome was read from the stream.
+type TaskAttacher interface {
+	Attach(conv string, tasks []deferred.PendingTask) error
 	Release(taskID string)
 }
 
@@ -66,9 +68,9 @@ type Config struct {
 	// Canceller, if set, cancels the workers' copies of external calls
 	// that an answer settled.
 	Canceller Canceller
-	// Tasks, if set, holds the pending background tasks while Collect
-	// reads what arrived.
-	Tasks TaskHolder
+	// Attacher, if set, attaches to the pending background tasks while
+	// Collect reads what arrived.
+	Attacher TaskAttacher
 	// Holder names this process in the lease. Defaults to "agent".
 	Holder string
 	// MaxPayload bounds the messages given on a command line, as the
@@ -76,6 +78,10 @@ type Config struct {
 	MaxPayload int
 	// Logger receives the session's logs. Defaults to discarding them.
 	Logger *slog.Logger
+	// Connected, if set, reports whether the store's server can be
+	// reached: when it cannot, the save that ends [Session.Run] waits 2 s
+	// rather than 15 s.
+	Connected func() bool
 }
 
 // DecisionMetaKey is the key, in the metadata of a tool return part, of
@@ -188,18 +194,11 @@ func (s *Session) Collect(ctx context.Context) (int, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var running []agent.PendingTask
-	if s.st.Pending != nil {
-		for _, t := range s.st.Pending.Tasks {
-			if t.Kind == agent.KindBackground && !s.st.Arrived(t.TaskID) {
-				running = append(running, t)
-			}
-		}
-	}
-	if s.cfg.Tasks != nil && len(running) > 0 {
+	running := s.st.Unresolved(deferred.KindBackground)
+	if s.cfg.Attacher != nil && len(running) > 0 {
 		// Waited for before the stream is read: a result stored after the
 		// read reaches the run that attaches to the task.
-		if err := s.cfg.Tasks.Hold(s.st.ID, running); err != nil {
+		if err := s.cfg.Attacher.Attach(s.st.ID, running); err != nil {
 			return 0, err
 		}
 	}
@@ -207,10 +206,10 @@ func (s *Session) Collect(ctx context.Context) (int, error) {
 	if err != nil {
 		return n, err
 	}
-	if s.cfg.Tasks != nil {
+	if s.cfg.Attacher != nil {
 		for _, t := range running {
 			if s.st.Arrived(t.TaskID) {
-				s.cfg.Tasks.Release(t.TaskID)
+				s.cfg.Attacher.Release(t.TaskID)
 			}
 		}
 	}
@@ -234,48 +233,26 @@ func (s *Session) Save(ctx context.Context) error {
 	return s.saveLocked(ctx)
 }
 
-// Waiting returns the pending deferred calls (approvals and external
-// calls) that have no answer yet, in the pending record's order.
-func (s *Session) Waiting() []agent.PendingTask {
+// Unresolved returns what the conversation waits for (see
+// [conversation.State.Unresolved]): the pending tasks of kinds (all when
+// none is given) whose answer or outcome has not arrived, in the pending
+// record's order. With deferred.KindApproval and deferred.KindExternal it
+// is what must be answered before [Session.Prepare]; with no kind, what a
+// paused run's final event lists.
+func (s *Session) Unresolved(kinds ...deferred.Kind) []deferred.PendingTask {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return waiting(s.st)
+	return s.st.Unresolved(kinds...)
 }
 
-func waiting(st *conversation.State) []agent.PendingTask {
-	if st.Pending == nil {
-		return nil
-	}
-	var out []agent.PendingTask
-	for _, t := range st.Pending.Tasks {
-		if t.Kind != agent.KindBackground && !st.Arrived(t.TaskID) {
-			out = append(out, t)
-		}
-	}
-	return out
-}
-
-// Pending lists what the conversation waits for, as a paused run's final
-// event lists it: deferred calls without an answer, then background tasks
-// whose outcome has not arrived.
-func (s *Session) Pending() []agent.Pending {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []agent.Pending
-	if s.st.Pending == nil {
-		return nil
-	}
-	for _, t := range s.st.Pending.Tasks {
-		if !s.st.Arrived(t.TaskID) {
-			out = append(out, agent.Pending{TaskID: t.TaskID, ToolCallID: t.ToolCallID, Kind: t.Kind, Tool: t.Tool, Args: t.Args})
-		}
-	}
-	return out
+// waiting returns the deferred calls of st that wait for an answer.
+func waiting(st *conversation.State) []deferred.PendingTask {
+	return st.Unresolved(deferred.KindApproval, deferred.KindExternal)
 }
 
 // Prepare returns the options of the run that continues the conversation
 // (history, deferred results, adopted background tasks). Every pending
-// deferred call must have its answer (see Waiting). A conversation with
+// deferred call must have its answer (see Unresolved). A conversation with
 // nothing pending whose history ends with the model's answer has nothing
 // to resume without a prompt: ErrNothingToResume.
 func (s *Session) Prepare(prompt string) (*agent.RunOptions, error) {
@@ -297,7 +274,7 @@ func (s *Session) Prepare(prompt string) (*agent.RunOptions, error) {
 		byTask[a.TaskID] = a
 	}
 	for _, t := range s.st.Pending.Tasks {
-		if t.Kind == agent.KindBackground {
+		if t.Kind == deferred.KindBackground {
 			continue
 		}
 		if res == nil {
@@ -313,7 +290,7 @@ func (s *Session) Prepare(prompt string) (*agent.RunOptions, error) {
 	// still running (attached by the run).
 	for _, a := range s.st.Arrivals {
 		t, ok := s.st.PendingTask(a.TaskID)
-		if !ok || t.Kind != agent.KindBackground {
+		if !ok || t.Kind != deferred.KindBackground {
 			continue
 		}
 		r, err := protocol.DecodeResult(a.Data, a.TaskID, &protocol.DecodeOpts{MaxSize: -1})
@@ -321,15 +298,10 @@ func (s *Session) Prepare(prompt string) (*agent.RunOptions, error) {
 			return nil, fmt.Errorf("session: stored result of task %s: %w", a.TaskID, err)
 		}
 		val, oerr := r.Outcome()
-		if errors.Is(oerr, protocol.ErrCancelled) {
-			oerr = &agent.TaskCancelled{Reason: r.Message}
-		}
 		opts.Background = append(opts.Background, agent.AdoptedTask{Task: t, Done: true, Value: val, Err: oerr})
 	}
-	for _, t := range s.st.Pending.Tasks {
-		if t.Kind == agent.KindBackground && !s.st.Arrived(t.TaskID) {
-			opts.Background = append(opts.Background, agent.AdoptedTask{Task: t})
-		}
+	for _, t := range s.st.Unresolved(deferred.KindBackground) {
+		opts.Background = append(opts.Background, agent.AdoptedTask{Task: t})
 	}
 	s.handed = append(s.handed, s.st.Arrivals...)
 	return opts, nil
@@ -343,7 +315,7 @@ func endsWithAnswer(h message.History) bool {
 
 // applyLocked adds the answer a of deferred call t to res, and notes what
 // the history and the people watching are owed for it.
-func (s *Session) applyLocked(res *deferred.Results, t agent.PendingTask, a conversation.Arrival, from int) error {
+func (s *Session) applyLocked(res *deferred.Results, t deferred.PendingTask, a conversation.Arrival, from int) error {
 	id := t.ToolCallID
 	switch a.Kind {
 	case conversation.ArrivalDecision:
@@ -402,7 +374,7 @@ func callValue(r protocol.Result) any {
 	switch {
 	case errors.As(err, &re):
 		return toolFailed(re.ErrorType())
-	case errors.Is(err, protocol.ErrCancelled):
+	case errors.Is(err, tool.ErrCancelled):
 		return toolFailed("Cancelled")
 	}
 	return err // *tool.ModelRetry or *tool.ToolFailed

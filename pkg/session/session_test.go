@@ -28,7 +28,7 @@ type recorder struct {
 	cancels     []string
 }
 
-func (r *recorder) Announce(_ context.Context, rec *agent.PendingRecord) error {
+func (r *recorder) Announce(_ context.Context, rec *deferred.PendingRecord) error {
 	for _, t := range rec.Tasks {
 		if t.Kind == deferred.KindApproval {
 			r.announced = append(r.announced, t.TaskID)
@@ -54,7 +54,7 @@ type deployArgs struct {
 // pausedConversation runs an agent whose model calls deploy (approval),
 // ask (external) and research (background, still running) once, and
 // stores what it left pending, as agent run does.
-func pausedConversation(t *testing.T, store conversation.Store, rec *recorder) (string, *agent.PendingRecord) {
+func pausedConversation(t *testing.T, store conversation.Store, rec *recorder) (string, *deferred.PendingRecord) {
 	t.Helper()
 	ctx := context.Background()
 	deploy := tool.Func("deploy", "Deploy.", func(_ context.Context, _ *tool.RunContext, a deployArgs) (string, error) {
@@ -88,7 +88,7 @@ func pausedConversation(t *testing.T, store conversation.Store, rec *recorder) (
 	return id, res.PendingRecord()
 }
 
-func taskOf(t *testing.T, rec *agent.PendingRecord, kind deferred.Kind) agent.PendingTask {
+func taskOf(t *testing.T, rec *deferred.PendingRecord, kind deferred.Kind) deferred.PendingTask {
 	t.Helper()
 	for _, p := range rec.Tasks {
 		if p.Kind == kind {
@@ -96,7 +96,7 @@ func taskOf(t *testing.T, rec *agent.PendingRecord, kind deferred.Kind) agent.Pe
 		}
 	}
 	t.Fatalf("no %s task in %+v", kind, rec.Tasks)
-	return agent.PendingTask{}
+	return deferred.PendingTask{}
 }
 
 // A pause is stored and announced; answers given one at a time keep the
@@ -124,7 +124,7 @@ func TestSessionPauseAndResume(t *testing.T) {
 	if err := s.Admit(conversation.ArrivalDecision, appr.TaskID, []byte(`{"approved":true,"override_args":{"target":"staging"},"by":"ann"}`)); err != nil {
 		t.Fatal(err)
 	}
-	if w := s.Waiting(); len(w) != 1 || w[0].TaskID != ext.TaskID {
+	if w := s.Unresolved(deferred.KindApproval, deferred.KindExternal); len(w) != 1 || w[0].TaskID != ext.TaskID {
 		t.Fatalf("waiting %+v", w)
 	}
 	if _, err := s.Prepare(""); err == nil {
@@ -238,10 +238,10 @@ func TestSessionAdoptsBackgroundInArrivalOrder(t *testing.T) {
 	store := conversation.NewMemory()
 	id := protocol.NewID()
 	a, b, c := protocol.NewID(), protocol.NewID(), protocol.NewID()
-	st := &conversation.State{ID: id, Pending: &agent.PendingRecord{ConversationID: id, Tasks: []agent.PendingTask{
-		{TaskID: a, Kind: agent.KindBackground, Tool: "t"},
-		{TaskID: b, Kind: agent.KindBackground, Tool: "t"},
-		{TaskID: c, Kind: agent.KindBackground, Tool: "t"},
+	st := &conversation.State{ID: id, Pending: &deferred.PendingRecord{ConversationID: id, Tasks: []deferred.PendingTask{
+		{TaskID: a, Kind: deferred.KindBackground, Tool: "t"},
+		{TaskID: b, Kind: deferred.KindBackground, Tool: "t"},
+		{TaskID: c, Kind: deferred.KindBackground, Tool: "t"},
 	}}}
 	if _, err := store.Save(ctx, st, 0); err != nil {
 		t.Fatal(err)

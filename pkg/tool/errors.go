@@ -62,6 +62,33 @@ type CallDeferred struct {
 // Error implements error.
 func (e *CallDeferred) Error() string { return "tool call deferred for external execution" }
 
+// ErrCancelled matches every cancelled outcome: a worker passes it (or an
+// error matching it) as the outcome of a call cancelled on request, and
+// [*TaskCancelled] matches it. Its text, the message of a cancelled result
+// a worker sends for a task cancelled before it started, is the wire
+// protocol's.
+var ErrCancelled = errors.New("protocol: tool call cancelled")
+
+// TaskCancelled is the outcome of a call (a background task, a remote
+// call) that was cancelled before it finished: an executor returns it
+// (possibly wrapped) from its task's Outcome, and a cancelled result of the
+// wire protocol turns into it. It matches [ErrCancelled].
+type TaskCancelled struct {
+	// Reason is the reason given to the cancel.
+	Reason string
+}
+
+// Error implements error.
+func (e *TaskCancelled) Error() string {
+	if e.Reason == "" {
+		return "background task cancelled"
+	}
+	return "background task cancelled: " + e.Reason
+}
+
+// Is reports whether target is [ErrCancelled].
+func (e *TaskCancelled) Is(target error) bool { return target == ErrCancelled }
+
 // FatalError marks a tool's error as one that ends the run (the agent
 // returns it) instead of a failed call shown to the model: a failure of the
 // infrastructure, such as a lost NATS server, that no retry by the model

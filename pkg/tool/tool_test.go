@@ -831,3 +831,32 @@ func TestErrorTypeMethodWins(t *testing.T) {
 		t.Fatalf("ErrorType = %q", got)
 	}
 }
+
+// WithFallback offers the base's tools and the fallback's others; a name
+// both offer is the base's.
+func TestWithFallback(t *testing.T) {
+	t.Parallel()
+	base := tool.MustSet(tool.Func("a", "base a", func(context.Context, *tool.RunContext, struct{}) (string, error) { return "", nil }))
+	ext, err := tool.External(tool.Def{Name: "a", Description: "external a"}, tool.Def{Name: "b", Description: "external b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools, err := tool.WithFallback(base, ext).Tools(t.Context())
+	if err != nil || len(tools) != 2 || tools[0].Description != "base a" || tools[1].Name != "b" {
+		t.Fatalf("tools %v, %v", tools, err)
+	}
+}
+
+func TestCheckOffered(t *testing.T) {
+	t.Parallel()
+	if err := tool.CheckOffered([]string{"a", "c"}, []string{"b", "a"}, []string{"c"}); err != nil {
+		t.Fatal(err)
+	}
+	var no *tool.NotOfferedError
+	if err := tool.CheckOffered([]string{"a", "x"}, []string{"b", "a"}); !errors.As(err, &no) || no.Name != "x" || strings.Join(no.Available, ",") != "a,b" {
+		t.Fatalf("err %v", err)
+	}
+	if got := tool.Names([]*tool.Tool{{Name: "a"}, {Name: "b"}}); strings.Join(got, ",") != "a,b" {
+		t.Fatalf("names %v", got)
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
+	"strings"
 )
 
 // Toolset is a source of tools. Tools is called at every step, so a toolset
@@ -125,4 +127,73 @@ func RequireApproval(ts Toolset, pred ApprovalPredicate) Toolset {
 		}
 		return out, nil
 	})
+}
+
+// WithFallback returns a toolset offering base's tools, plus those of
+// fallback that base does not offer (by name): an external tool answered
+// from outside while no worker serves it, run by the worker once one does.
+func WithFallback(base, fallback Toolset) Toolset {
+	return FuncSet(func(ctx context.Context) ([]*Tool, error) {
+		tools, err := base.Tools(ctx)
+		if err != nil {
+			return nil, err
+		}
+		extra, err := fallback.Tools(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out := slices.Clone(tools)
+		for _, t := range extra {
+			if !slices.ContainsFunc(tools, func(b *Tool) bool { return b.Name == t.Name }) {
+				out = append(out, t)
+			}
+		}
+		return out, nil
+	})
+}
+
+// NotOfferedError says that a tool asked for by name is not offered.
+type NotOfferedError struct {
+	// Name is the tool asked for.
+	Name string
+	// Available are the names offered, sorted.
+	Available []string
+}
+
+// Error implements error.
+func (e *NotOfferedError) Error() string {
+	list := strings.Join(e.Available, ", ")
+	if list == "" {
+		list = "none"
+	}
+	return fmt.Sprintf("tool: no tool %q is offered (available: %s)", e.Name, list)
+}
+
+// CheckOffered returns a [*NotOfferedError] for the first name of want that
+// none of offered is, nil when every one is.
+func CheckOffered(want []string, offered ...[]string) error {
+	var avail []string
+	for _, names := range offered {
+		for _, n := range names {
+			if !slices.Contains(avail, n) {
+				avail = append(avail, n)
+			}
+		}
+	}
+	slices.Sort(avail)
+	for _, name := range want {
+		if !slices.Contains(avail, name) {
+			return &NotOfferedError{Name: name, Available: avail}
+		}
+	}
+	return nil
+}
+
+// Names returns the names of tools, in order.
+func Names(tools []*Tool) []string {
+	names := make([]string, len(tools))
+	for i, t := range tools {
+		names[i] = t.Name
+	}
+	return names
 }

@@ -44,7 +44,7 @@ func pauseNotHeld(t *testing.T, h Harness) {
 		t.Fatalf("started events %v", startedEv)
 	}
 	if h.Remote {
-		if len(res.Background) != 1 || res.Background[0].TaskID != startedEv[0].TaskID || res.Background[0].Kind != agent.KindBackground {
+		if len(res.Background) != 1 || res.Background[0].TaskID != startedEv[0].TaskID || res.Background[0].Kind != deferred.KindBackground {
 			t.Errorf("live remote task not recorded: %+v", res.Background)
 		}
 		rec := res.PendingRecord()

@@ -11,8 +11,9 @@
 // It is also a fault-injection toolkit: [Server.Restart] restarts the
 // server on the same port and store (a crash and recovery of the server),
 // [NewProxy] puts a TCP proxy between a client and the server that can cut
-// and restore the connection, and [StartProcess] runs a binary that a test
-// may SIGKILL and restart.
+// and restore the connection, and [StartNATSServer] runs a nats-server
+// process that a test may SIGKILL and restart (the binaries of the
+// module's own commands run with internal/proctest).
 package natstest
 
 import (

@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/agent/agentmetrics"
+	"github.com/offload-dev/offload/pkg/conversation"
+	"github.com/offload-dev/offload/pkg/metrics"
+	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/session"
+)
+
+func newResumeCmd(e env) *cobra.Command {
+	f := &runFlags{resume: &resumeFlags{}}
+	cmd := &cobra.Command{
+		Use:   "resume --conversation ID [flags] [PROMPT]",
+		Short: "Continue a paused conversation with the decisions and answers that arrived",
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 1 {
+				return usageErr("resume takes at most one PROMPT argument")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if f.conversation == "" {
+				return usageErr("resume needs --conversation ID")
+			}
+			if err := applySpec(cmd.Flags(), f); err != nil {
+				return err
+			}
+			prompt := ""
+			if len(args) == 1 {
+				prompt = args[0]
+			}
+			return runAgent(cmd.Context(), e, f, prompt)
+		},
+	}
+	registerRunFlags(cmd, f, e)
+	fl := cmd.Flags()
+	fl.StringArrayVar(&f.resume.approve, "approve-task", nil, "approve the pending call with this task ID (repeatable)")
+	fl.StringArrayVar(&f.resume.deny, "deny-task", nil, "deny the pending call with this task ID, TASK or TASK=MESSAGE (repeatable)")
+	fl.StringArrayVar(&f.resume.results, "result", nil, "answer the pending external call with this task ID, TASK=JSON, JSON an Answer such as {\"content\":\"42\"} (repeatable)")
+	return cmd
+}
+
+// runDurable runs the agent on a stored conversation (SPEC §5.5): claim
+// it (or a new one), continue it with what arrived when --conversation or
+// resume says so, save it at every step and at the end, and stop when the
+// lease is lost.
+func runDurable(ctx context.Context, e env, f *runFlags, cfg agent.Config, rem *conn, am *metrics.Agent, logger *slog.Logger, out *printer, opts *agent.RunOptions, prompt string) error {
+	if f.conversation != "" {
+		out.conversation(f.conversation)
+	}
+	sess, err := openSession(ctx, f, rem, am, logger)
+	if err != nil {
+		return out.failed(err)
+	}
+	defer sess.Close()
+	out.conversation(sess.ID())
+	out.resolve = resolveCommands(f, rem.embedded, sess.ID())
+	out.resumeHint = resumeHint(f, rem.embedded, sess.ID())
+	if f.conversation != "" {
+		if err := continueSession(ctx, e, f, sess, prompt, opts, out); err != nil {
+			return err
+		}
+	}
+	if f.approve == "wait" {
+		// Timed like the inline handlers: offload_approval_wait_seconds
+		// counts the approvals decided while the run waits.
+		cfg.Capabilities = append(cfg.Capabilities,
+			agent.HandleDeferredToolCalls(agentmetrics.TimeApprovals(am, sess.AwaitDecisionsHandler(f.wait, e.suspend))))
+	}
+	a, err := agent.New(cfg)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	res, err := sess.Run(ctx, a, prompt, opts)
+	if ns := (*session.NotSavedError)(nil); errors.As(err, &ns) {
+		return out.finishWith(res, err)
+	}
+	return out.finish(res, err)
+}
+
+// openSession claims the conversation of --conversation (or a new one)
+// in the JetStream store and loads it.
+func openSession(ctx context.Context, f *runFlags, rem *conn, am *metrics.Agent, log *slog.Logger) (*session.Session, error) {
+	convs, err := openConversations(ctx, rem.nc, f, am, log)
+	if err != nil {
+		return nil, err
+	}
+	id, create := f.conversation, f.conversation == ""
+	if create {
+		id = protocol.NewID()
+	}
+	host, _ := os.Hostname()
+	sess, err := session.Open(ctx, session.Config{Store: convs.Store, Inbox: convs.Inbox, Announcer: convs.Announcer,
+		Canceller: rem.client, Attacher: rem.client, Holder: fmt.Sprintf("agent %s pid %d", host, os.Getpid()),
+		MaxPayload: int(rem.nc.MaxPayload()), Logger: log, Connected: rem.nc.IsConnected}, id, create)
+	switch {
+	case errors.Is(err, conversation.ErrNotFound):
+		return nil, &exitError{code: exitFailed, err: fmt.Errorf("conversation %s is unknown", id)}
+	case errors.Is(err, conversation.ErrClaimed):
+		return nil, &exitError{code: exitFailed, err: fmt.Errorf("conflict: %w", err)}
+	case err != nil:
+		return nil, err
+	}
+	return sess, nil
+}
+
+// continueSession records what arrived for a stored conversation (from
+// the streams, then from resume's flags) and, once every pending deferred
+// call has its answer, sets the run's options to continue it. Otherwise
+// it ends the command: exit 3 (paused still), or 2 when a prompt was given.
+func continueSession(ctx context.Context, e env, f *runFlags, sess *session.Session, prompt string, opts *agent.RunOptions, out *printer) error {
+	given, flags, err := givenAnswers(f.resume)
+	if err != nil {
+		return out.failed(err)
+	}
+	co := session.ContinueOptions{Given: given, Prompt: prompt, Suspend: e.suspend,
+		OnDuplicate: func(i int, g session.Given, re *conversation.RefusedError) {
+			fmt.Fprintf(e.stderr, "agent: %s %s ignored: %v\n", flags[i], g.TaskID, re.Err)
+		}}
+	if f.approve == "wait" {
+		co.Wait = f.wait
+	}
+	ro, err := sess.Continue(ctx, co)
+	var (
+		ge *session.GivenError
+		pe *session.PendingError
+		re *conversation.RefusedError
+	)
+	switch {
+	case err == nil:
+		opts.History, opts.DeferredResults, opts.Background = ro.History, ro.DeferredResults, ro.Background
+		return nil
+	case errors.As(err, &ge) && errors.Is(err, protocol.ErrInvalidID):
+		return out.failed(usageErr("%s %s: %v", flags[ge.Index], ge.Given.TaskID, ge.Err))
+	case errors.As(err, &ge) && errors.As(err, &re) && (re.Reason == conversation.ReasonMalformed || re.Reason == conversation.ReasonOversize):
+		return out.failed(usageErr("%s %s: %v", flags[ge.Index], ge.Given.TaskID, re.Err))
+	case errors.As(err, &ge) && errors.As(err, &re):
+		return out.failed(&exitError{code: exitFailed, err: fmt.Errorf("%s %s: %v", flags[ge.Index], ge.Given.TaskID, re.Err)})
+	case errors.As(err, &ge):
+		return out.failed(ge.Err)
+	case errors.As(err, &pe) && prompt != "":
+		return out.failed(usageErr("conversation %s has %d pending calls: resolve them before giving a new prompt (the prompt was not recorded)", sess.ID(), len(pe.Waiting)))
+	case errors.As(err, &pe):
+		return out.paused(sess.Unresolved())
+	case errors.Is(err, session.ErrNothingToResume):
+		return out.failed(usageErr("conversation %s: nothing is pending and it has ended: give a PROMPT to continue it", sess.ID()))
+	}
+	return out.failed(err)
+}
+
+// givenAnswers returns the answers given on resume's command line, each
+// with the flag that gave it (for messages), in the order approvals,
+// denials, results; a --result without = is a usage error.
+func givenAnswers(rf *resumeFlags) ([]session.Given, []string, error) {
+	if rf == nil {
+		return nil, nil, nil
+	}
+	var given []session.Given
+	var flags []string
+	add := func(flag, task string, kind conversation.ArrivalKind, data []byte) {
+		given, flags = append(given, session.Given{Kind: kind, TaskID: task, Data: data}), append(flags, flag)
+	}
+	for _, t := range rf.approve {
+		add("--approve-task", t, conversation.ArrivalDecision, []byte(`{"approved":true}`))
+	}
+	for _, v := range rf.deny {
+		task, msg, _ := strings.Cut(v, "=")
+		data, _ := json.Marshal(protocol.Decision{Approved: false, Message: msg})
+		add("--deny-task", task, conversation.ArrivalDecision, data)
+	}
+	for _, v := range rf.results {
+		task, js, ok := strings.Cut(v, "=")
+		if !ok {
+			return nil, nil, usageErr("--result %s: want TASK=JSON", v)
+		}
+		add("--result", task, conversation.ArrivalAnswer, []byte(js))
+	}
+	return given, flags, nil
+}

@@ -1,0 +1,273 @@
+// Package agentspec reads an agent's spec: the YAML file `agent --spec`
+// takes (SPEC §6.1), which gives an agent its model, instructions, limits,
+// tools, approval mode, capabilities, external tools and model settings.
+// A spec is decoded strictly (an unknown key is an error) and validated as
+// a whole, so that a process that loads one (`agent run`, `agent serve`)
+// refuses a bad spec before it starts, naming the key at fault; its
+// [Spec.Digest] identifies the file a conversation was run with.
+package agentspec
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/tool"
+)
+
+// Spec is an agent's spec, as its YAML file gives it. Unknown keys are an
+// error. Fields left out of the file are nil or empty: whoever applies the
+// spec keeps its own defaults for them.
+type Spec struct {
+	// Model is the model reference: openai:NAME, test or script:FILE.
+	Model string `yaml:"model"`
+	// Instructions replace the agent's instructions when set.
+	Instructions *string `yaml:"instructions"`
+	// Limits bound the run.
+	Limits *Limits `yaml:"limits"`
+	// Tools restricts the tools offered to these names.
+	Tools []string `yaml:"tools"`
+	// Approve is how approvals are decided: one of [ApproveModes].
+	Approve string `yaml:"approve"`
+	// Capabilities are the agent's capabilities, in order.
+	Capabilities []Capability `yaml:"capabilities"`
+	// ExternalTools are tools answered from outside (an ExternalToolset):
+	// a call of one that no worker serves pauses the run.
+	ExternalTools []ExternalTool `yaml:"external_tools"`
+	// ModelSettings configure the model's requests and transport.
+	ModelSettings *ModelSettings `yaml:"model_settings"`
+
+	// Digest is "sha256:" and the hex SHA-256 of the file's bytes, set by
+	// [Parse] and [Load]: what identifies the spec a conversation ran
+	// with.
+	Digest string `yaml:"-"`
+}
+
+// Limits are a spec's usage limits.
+type Limits struct {
+	// Requests bounds the model requests (at least 1).
+	Requests *int `yaml:"requests"`
+	// ToolCalls bounds the successful tool calls.
+	ToolCalls *int `yaml:"tool_calls"`
+	// Tokens bounds the tokens used.
+	Tokens *int `yaml:"tokens"`
+}
+
+// Capability holds exactly one capability.
+type Capability struct {
+	// BackgroundTools runs the tools its selector chooses in the
+	// background.
+	BackgroundTools *BackgroundTools `yaml:"BackgroundTools"`
+}
+
+// BackgroundTools is the BackgroundTools capability of a spec.
+type BackgroundTools struct {
+	// Tools is the selector: {metadata-key: value}, a list of names, or
+	// "all"; absent means {background: true}.
+	Tools yaml.Node `yaml:"tools"`
+}
+
+// ExternalTool is a tool answered from outside the agent.
+type ExternalTool struct {
+	Name        string         `yaml:"name"`
+	Description string         `yaml:"description"`
+	Parameters  map[string]any `yaml:"parameters"`
+	Metadata    map[string]any `yaml:"metadata"`
+}
+
+// ModelSettings are a spec's model settings: request settings and
+// transport.
+type ModelSettings struct {
+	Stream            *bool          `yaml:"stream"`
+	StreamUsage       *bool          `yaml:"stream_usage"`
+	Temperature       *float64       `yaml:"temperature"`
+	MaxTokens         *int           `yaml:"max_tokens"`
+	ParallelToolCalls *bool          `yaml:"parallel_tool_calls"`
+	IdleTimeout       *string        `yaml:"idle_timeout"`
+	Retries           *int           `yaml:"retries"`
+	ExtraBody         map[string]any `yaml:"extra_body"`
+}
+
+// ApproveModes are the values of approve (and of `agent --approve`).
+var ApproveModes = []string{"ask", "wait", "defer", "all", "none"}
+
+// Load reads the spec file at path (see [Parse]).
+func Load(path string) (*Spec, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(raw)
+}
+
+// Parse strictly decodes one YAML document and validates it (see
+// [Spec.Validate]).
+func Parse(raw []byte) (*Spec, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	dec.KnownFields(true)
+	var s Spec
+	if err := dec.Decode(&s); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	var extra any
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return nil, errors.New("more than one YAML document")
+	}
+	sum := sha256.Sum256(raw)
+	s.Digest = "sha256:" + hex.EncodeToString(sum[:])
+	return &s, s.Validate()
+}
+
+// Validate checks what the YAML types do not: the approve mode, tool
+// names, limits, selectors, external tools and model settings. Its errors
+// name the key at fault.
+func (s *Spec) Validate() error {
+	if s.Approve != "" && !slices.Contains(ApproveModes, s.Approve) {
+		return fmt.Errorf("approve: %q is not one of %s", s.Approve, strings.Join(ApproveModes, ", "))
+	}
+	for _, name := range s.Tools {
+		if err := tool.ValidateName(name); err != nil {
+			return fmt.Errorf("tools: %w", err)
+		}
+	}
+	if l := s.Limits; l != nil {
+		for name, v := range map[string]*int{"requests": l.Requests, "tool_calls": l.ToolCalls, "tokens": l.Tokens} {
+			if v != nil && *v < 0 {
+				return fmt.Errorf("limits.%s must not be negative", name)
+			}
+		}
+		if l.Requests != nil && *l.Requests < 1 {
+			return errors.New("limits.requests must be at least 1")
+		}
+	}
+	for i, c := range s.Capabilities {
+		if c.BackgroundTools == nil {
+			return fmt.Errorf("capabilities[%d]: expected {BackgroundTools: {tools: <selector>}}", i)
+		}
+		if err := validateSelector(&c.BackgroundTools.Tools); err != nil {
+			return fmt.Errorf("capabilities[%d].BackgroundTools.tools: %w", i, err)
+		}
+	}
+	defs := make([]tool.Def, 0, len(s.ExternalTools))
+	for i, t := range s.ExternalTools {
+		var params json.RawMessage
+		if t.Parameters != nil {
+			b, err := json.Marshal(t.Parameters)
+			if err != nil {
+				return fmt.Errorf("external_tools[%d].parameters: %w", i, err)
+			}
+			params = b
+		}
+		defs = append(defs, tool.Def{Name: t.Name, Description: t.Description, Parameters: params, Metadata: t.Metadata})
+	}
+	if _, err := tool.External(defs...); err != nil {
+		return fmt.Errorf("external_tools: %w", err)
+	}
+	if ms := s.ModelSettings; ms != nil {
+		if ms.IdleTimeout != nil {
+			d, err := time.ParseDuration(*ms.IdleTimeout)
+			if err != nil || d < 0 {
+				return fmt.Errorf("model_settings.idle_timeout: %q is not a duration such as 30s", *ms.IdleTimeout)
+			}
+		}
+		if ms.Retries != nil && *ms.Retries < 0 {
+			return errors.New("model_settings.retries must not be negative")
+		}
+		if ms.MaxTokens != nil && *ms.MaxTokens < 0 {
+			return errors.New("model_settings.max_tokens must not be negative")
+		}
+		if _, err := json.Marshal(ms.ExtraBody); err != nil {
+			return fmt.Errorf("model_settings.extra_body: %w", err)
+		}
+	}
+	return nil
+}
+
+// validateSelector checks a BackgroundTools selector: {key: scalar, ...},
+// a list of tool names, or "all".
+func validateSelector(n *yaml.Node) error {
+	switch n.Kind {
+	case 0: // absent: the default {background: true}
+		return nil
+	case yaml.ScalarNode:
+		if n.Value != "all" {
+			return fmt.Errorf("line %d: %q: use {metadata-key: value}, a list of names, or all", n.Line, n.Value)
+		}
+	case yaml.SequenceNode:
+		for _, c := range n.Content {
+			if c.Kind != yaml.ScalarNode {
+				return fmt.Errorf("line %d: a list of tool names holds only names", c.Line)
+			}
+			if err := tool.ValidateName(c.Value); err != nil {
+				return fmt.Errorf("line %d: %w", c.Line, err)
+			}
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i+1].Kind != yaml.ScalarNode {
+				return fmt.Errorf("line %d: metadata %q must match a plain value", n.Content[i].Line, n.Content[i].Value)
+			}
+		}
+	default:
+		return fmt.Errorf("line %d: use {metadata-key: value}, a list of names, or all", n.Line)
+	}
+	return nil
+}
+
+// Selectors returns the selectors of the spec's BackgroundTools
+// capabilities, in order: none when it has none (the caller's default
+// applies).
+func (s *Spec) Selectors() ([]agent.Selector, error) {
+	var out []agent.Selector
+	for i, c := range s.Capabilities {
+		var v any
+		if c.BackgroundTools.Tools.Kind != 0 {
+			if err := c.BackgroundTools.Tools.Decode(&v); err != nil {
+				return nil, fmt.Errorf("capabilities[%d].BackgroundTools.tools: %w", i, err)
+			}
+		}
+		sel, err := agent.SelectorFromSpec(v)
+		if err != nil {
+			return nil, fmt.Errorf("capabilities[%d]: %w", i, err)
+		}
+		out = append(out, sel)
+	}
+	return out, nil
+}
+
+// ExternalDefs returns the definitions of the spec's external tools (none
+// for a nil spec).
+func (s *Spec) ExternalDefs() []tool.Def {
+	if s == nil {
+		return nil
+	}
+	var out []tool.Def
+	for _, t := range s.ExternalTools {
+		var params json.RawMessage
+		if t.Parameters != nil {
+			params, _ = json.Marshal(t.Parameters) // validated
+		}
+		out = append(out, tool.Def{Name: t.Name, Description: t.Description, Parameters: params, Metadata: t.Metadata})
+	}
+	return out
+}
+
+// IdleTimeout returns model_settings.idle_timeout, and whether it is set.
+func (s *Spec) IdleTimeout() (time.Duration, bool) {
+	if s.ModelSettings == nil || s.ModelSettings.IdleTimeout == nil {
+		return 0, false
+	}
+	d, _ := time.ParseDuration(*s.ModelSettings.IdleTimeout) // validated
+	return d, true
+}

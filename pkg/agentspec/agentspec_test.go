@@ -1,0 +1,47 @@
+package agentspec_test
+
+import (
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/offload-dev/offload/pkg/agentspec"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestParse(t *testing.T) {
+	t.Parallel()
+	raw := []byte("model: test\ntools: [sleep]\nlimits: {requests: 3}\ncapabilities:\n  - BackgroundTools: {tools: [sleep]}\nexternal_tools:\n  - {name: ask_human, description: Ask.}\n")
+	s, err := agentspec.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Model != "test" || *s.Limits.Requests != 3 || len(s.ExternalDefs()) != 1 || s.ExternalDefs()[0].Name != "ask_human" {
+		t.Fatalf("spec %+v", s)
+	}
+	if sels, err := s.Selectors(); err != nil || len(sels) != 1 {
+		t.Fatalf("selectors %v, %v", sels, err)
+	}
+	again, _ := agentspec.Parse(raw)
+	other, _ := agentspec.Parse(append(raw, '\n'))
+	if !strings.HasPrefix(s.Digest, "sha256:") || len(s.Digest) != len("sha256:")+64 || again.Digest != s.Digest || other.Digest == s.Digest {
+		t.Errorf("digests %q %q %q: want the file's sha256", s.Digest, again.Digest, other.Digest)
+	}
+}
+
+func TestParseRefuses(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ yaml, want string }{
+		{"bogus: 1\n", "bogus"},
+		{"approve: maybe\n", `approve: "maybe" is not one of`},
+		{"limits: {requests: 0}\n", "limits.requests must be at least 1"},
+		{"capabilities: [{BackgroundTools: {tools: some}}]\n", "capabilities[0].BackgroundTools.tools"},
+		{"model: test\n---\nmodel: test\n", "more than one YAML document"},
+	} {
+		if _, err := agentspec.Parse([]byte(tc.yaml)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: err %v, want %q", tc.yaml, err, tc.want)
+		}
+	}
+}

@@ -1,0 +1,146 @@
+package convstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/offload-dev/offload/pkg/deferred"
+	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/protocol"
+)
+
+// Announcer publishes what people and UIs watch on
+// <prefix>.approval.<conv>.<task> (SPEC §5.2): an announcement for each
+// call waiting for approval, and its resolution once it is decided,
+// answered or withdrawn.
+type Announcer struct {
+	js    jetstream.JetStream
+	subj  protocol.Subjects
+	names natsjs.Names
+}
+
+// NewAnnouncer returns an announcer for prefix ("" is the default).
+func NewAnnouncer(js jetstream.JetStream, prefix string) *Announcer {
+	return &Announcer{js: js, subj: protocol.Subjects{Prefix: prefix}, names: natsjs.NamesFor(prefix)}
+}
+
+// Announce publishes an announcement for every approval of rec. Each
+// carries the header Nats-Msg-Id "approval:<task>", so announcing a
+// pause again within the duplicate window stores nothing twice.
+func (a *Announcer) Announce(ctx context.Context, rec *deferred.PendingRecord) error {
+	if rec == nil {
+		return nil
+	}
+	now := time.Now().UTC()
+	for _, t := range rec.Tasks {
+		if t.Kind != deferred.KindApproval {
+			continue
+		}
+		args := t.Args
+		if len(args) == 0 {
+			args = json.RawMessage("{}")
+		}
+		msg := protocol.Approval{TaskID: t.TaskID, ToolCallID: t.ToolCallID, Tool: t.Tool, Args: args, Metadata: t.Metadata,
+			ConversationID: rec.ConversationID, RunID: rec.RunID, RequestedAt: now}
+		if err := a.publish(ctx, a.subj.Approval(rec.ConversationID, t.TaskID), protocol.ApprovalMsgID(t.TaskID), msg); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Resolve publishes the resolution of the approval of task in conversation
+// conv.
+func (a *Announcer) Resolve(ctx context.Context, conv string, r protocol.Resolution) error {
+	if r.At.IsZero() {
+		r.At = time.Now().UTC()
+	}
+	return a.publish(ctx, a.subj.Approval(conv, r.TaskID), protocol.ResolutionMsgID(r.TaskID), r)
+}
+
+func (a *Announcer) publish(ctx context.Context, subject, id string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("natsjs: marshal %s: %w", subject, err)
+	}
+	m := nats.NewMsg(subject)
+	m.Header.Set(jetstream.MsgIDHeader, id)
+	m.Data = data
+	if _, err := a.js.PublishMsg(ctx, m); err != nil {
+		return fmt.Errorf("natsjs: publish %s: %w", subject, err)
+	}
+	return nil
+}
+
+// Awaits reports whether a live run of conversation conv waits for the
+// decision of task (agent --approve wait): its approval is announced and
+// not resolved. Such a call is in no stored pending record until the run
+// pauses. Best effort: false when the approvals stream cannot be read.
+func (a *Announcer) Awaits(ctx context.Context, conv, task string) bool {
+	s, err := a.js.Stream(ctx, a.names.Approvals)
+	if err != nil {
+		return false
+	}
+	m, err := s.GetLastMsgForSubject(ctx, a.subj.Approval(conv, task))
+	if err != nil {
+		return false
+	}
+	ap, open := announced(m.Data, conv)
+	return open && ap.TaskID == task
+}
+
+// Waiting returns the approvals a live run of conversation conv waits for
+// (agent --approve wait): announced, not resolved, with no decision stored
+// yet, and not among skip (the stored pending record's calls), in the
+// order of their task IDs (their time). Best effort: a role that cannot
+// read the approvals stream (only admin and approver can) sees none.
+func (a *Announcer) Waiting(ctx context.Context, conv string, skip map[string]bool) []deferred.PendingTask {
+	approvals, err := a.js.Stream(ctx, a.names.Approvals)
+	if err != nil {
+		return nil
+	}
+	info, err := approvals.Info(ctx, jetstream.WithSubjectFilter(a.subj.ApprovalsFor(conv)))
+	if err != nil || len(info.State.Subjects) == 0 {
+		return nil
+	}
+	decisions, err := a.js.Stream(ctx, a.names.Decisions)
+	if err != nil {
+		return nil
+	}
+	var out []deferred.PendingTask
+	for _, subject := range slices.Sorted(maps.Keys(info.State.Subjects)) { // task IDs sort by time
+		m, err := approvals.GetLastMsgForSubject(ctx, subject)
+		if err != nil {
+			continue
+		}
+		ap, open := announced(m.Data, conv)
+		if !open || subject != a.subj.Approval(conv, ap.TaskID) || skip[ap.TaskID] {
+			continue
+		}
+		if _, err := decisions.GetLastMsgForSubject(ctx, a.subj.Decision(conv, ap.TaskID)); err == nil {
+			continue // decided; the run has not read it yet
+		}
+		out = append(out, deferred.PendingTask{TaskID: ap.TaskID, ToolCallID: ap.ToolCallID, Kind: deferred.KindApproval,
+			Tool: ap.Tool, Args: ap.Args, Metadata: ap.Metadata})
+	}
+	return out
+}
+
+// announced decodes the last message of an approval's subject: an
+// announcement of conversation conv not resolved since (open), or a
+// resolution.
+func announced(data []byte, conv string) (ap protocol.Approval, open bool) {
+	var r protocol.Resolution
+	if json.Unmarshal(data, &r) == nil && r.Resolved != "" {
+		return protocol.Approval{}, false
+	}
+	ap, err := protocol.DecodeApproval(data, nil)
+	return ap, err == nil && ap.ConversationID == conv && ap.Tool != ""
+}

@@ -1,0 +1,117 @@
+package convstore_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/offload-dev/offload/pkg/conversation"
+	"github.com/offload-dev/offload/pkg/deferred"
+	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/convstore"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
+	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/pkg/protocol"
+)
+
+func TestAnnouncer(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	ctx := context.Background()
+	jstest.MustProvision(t, js)
+	conv, run, task := protocol.NewID(), protocol.NewID(), protocol.NewID()
+	rec := &deferred.PendingRecord{ConversationID: conv, RunID: run, Tasks: []deferred.PendingTask{
+		{TaskID: task, Kind: deferred.KindApproval, Tool: "shell", ToolCallID: "call_1", Args: json.RawMessage(`{"cmd":"ls"}`), Metadata: map[string]any{"why": "audit"}},
+		{TaskID: protocol.NewID(), Kind: deferred.KindExternal, Tool: "ask_human"},
+	}}
+	a := convstore.NewAnnouncer(js, "")
+	for range 2 { // announcing the pause again stores nothing twice
+		if err := a.Announce(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.Resolve(ctx, conv, protocol.Resolution{TaskID: task, Resolved: protocol.ResolvedApproved, By: "ann"}); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := js.OrderedConsumer(ctx, natsjs.NamesFor("").Approvals, jetstream.OrderedConsumerConfig{FilterSubjects: []string{"tools.approval." + conv + ".*"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := cons.FetchNoWait(10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []map[string]any
+	for m := range batch.Messages() {
+		var v map[string]any
+		if err := json.Unmarshal(m.Data(), &v); err != nil {
+			t.Fatal(err)
+		}
+		if m.Subject() != "tools.approval."+conv+"."+task {
+			t.Errorf("subject %s", m.Subject())
+		}
+		got = append(got, v)
+	}
+	if len(got) != 2 {
+		t.Fatalf("%d messages, want the announcement and its resolution: %v", len(got), got)
+	}
+	ann, res := got[0], got[1]
+	if ann["tool"] != "shell" || ann["run_id"] != run || ann["conversation_id"] != conv || ann["metadata"].(map[string]any)["why"] != "audit" ||
+		ann["args"].(map[string]any)["cmd"] != "ls" || ann["requested_at"] == nil {
+		t.Errorf("announcement %v", ann)
+	}
+	if res["task_id"] != task || res["resolved"] != "approved" || res["by"] != "ann" || res["at"] == nil {
+		t.Errorf("resolution %v", res)
+	}
+}
+
+// What a live run waits for (agent pending, approve with --approve wait):
+// an announced approval, until a decision is stored for it or it is
+// resolved; a decision published twice (Publisher) is stored once.
+func TestAnnouncerWaitingAndPublisher(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	ctx := context.Background()
+	jstest.MustProvision(t, js)
+	conv, task, other := protocol.NewID(), protocol.NewID(), protocol.NewID()
+	a, p := convstore.NewAnnouncer(js, ""), convstore.NewPublisher(js, "")
+	rec := &deferred.PendingRecord{ConversationID: conv, RunID: protocol.NewID(), Tasks: []deferred.PendingTask{
+		{TaskID: task, Kind: deferred.KindApproval, Tool: "deploy", ToolCallID: "c1", Args: json.RawMessage(`{}`)},
+		{TaskID: other, Kind: deferred.KindApproval, Tool: "shell", ToolCallID: "c2", Args: json.RawMessage(`{}`)},
+	}}
+	if err := a.Announce(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	if w := a.Waiting(ctx, conv, map[string]bool{other: true}); len(w) != 1 || w[0].TaskID != task || w[0].Tool != "deploy" || !a.Awaits(ctx, conv, task) {
+		t.Fatalf("waiting %+v, awaits %v; want the announced approval", w, a.Awaits(ctx, conv, task))
+	}
+	for range 2 {
+		subject, err := p.Publish(ctx, conversation.ArrivalDecision, conv, task, []byte(`{"approved":true}`))
+		if err != nil || subject != "tools.decision."+conv+"."+task {
+			t.Fatalf("publish on %s: %v", subject, err)
+		}
+	}
+	if w := a.Waiting(ctx, conv, nil); len(w) != 1 || w[0].TaskID != other {
+		t.Fatalf("waiting %+v after a decision, want the other approval only", w)
+	}
+	decisions, err := js.Stream(ctx, natsjs.NamesFor("").Decisions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := decisions.Info(ctx); err != nil || info.State.Msgs != 1 {
+		t.Fatalf("decisions stored: %+v %v, want 1", info, err)
+	}
+	if err := a.Resolve(ctx, conv, protocol.Resolution{TaskID: task, Resolved: protocol.ResolvedApproved}); err != nil {
+		t.Fatal(err)
+	}
+	if a.Awaits(ctx, conv, task) {
+		t.Error("a resolved approval is still awaited")
+	}
+	if _, err := p.Publish(ctx, conversation.ArrivalResult, conv, task, nil); err == nil {
+		t.Error("a result was published by hand")
+	}
+}

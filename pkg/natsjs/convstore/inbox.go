@@ -1,0 +1,220 @@
+package convstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/offload-dev/offload/pkg/conversation"
+	"github.com/offload-dev/offload/pkg/metrics"
+	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/jsop"
+	"github.com/offload-dev/offload/pkg/protocol"
+)
+
+// InboxConfig configures an [Inbox].
+type InboxConfig struct {
+	// JetStream is the JetStream context. Required.
+	JetStream jetstream.JetStream
+	// Prefix is the subject prefix. Defaults to [protocol.DefaultPrefix].
+	Prefix string
+	// MaxPayload bounds accepted payloads; 0 leaves it to the server.
+	MaxPayload int
+	// Metrics, if set, counts refused messages.
+	Metrics *metrics.Agent
+	// Logger receives every refusal. Defaults to discarding them.
+	Logger *slog.Logger
+	// QuietDuplicates logs the refusals of duplicates at Info rather than
+	// Warn: a second copy of a decision or a result is at-least-once
+	// delivery at work (the first one won, and the refusal is counted),
+	// not something a user must act on. Other refusals stay warnings.
+	QuietDuplicates bool
+}
+
+// Inbox reads what arrived for a paused conversation while no agent ran,
+// from the streams themselves: decisions (<prefix>.decision.<conv>.*),
+// people's answers to external calls (<prefix>.answer.<conv>.*) and
+// workers' results (<prefix>.result.<conv>.*), each read from the
+// conversation's checkpoint on. Every message is checked against the
+// stored pending record: one that resolves a pending task of the right
+// kind for the first time becomes an arrival; the rest is refused, logged
+// and counted by reason (malformed, unknown_task, wrong_kind, duplicate).
+type Inbox struct {
+	cfg   InboxConfig
+	log   *slog.Logger
+	subj  protocol.Subjects
+	names natsjs.Names
+}
+
+// NewInbox returns an inbox.
+func NewInbox(cfg InboxConfig) (*Inbox, error) {
+	if cfg.JetStream == nil {
+		return nil, fmt.Errorf("%w: inbox: no JetStream", natsjs.ErrInvalidConfig)
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = protocol.DefaultPrefix
+	}
+	if err := protocol.ValidatePrefix(cfg.Prefix); err != nil {
+		return nil, fmt.Errorf("%w: inbox: %w", natsjs.ErrInvalidConfig, err)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Inbox{cfg: cfg, log: log, subj: protocol.Subjects{Prefix: cfg.Prefix}, names: natsjs.NamesFor(cfg.Prefix)}, nil
+}
+
+// Collect reads the messages stored for st's conversation past its
+// checkpoint, appends the new arrivals to st.Arrivals (in stream order per
+// kind: decisions, answers, then results) and moves the checkpoint. It returns how
+// many arrivals it added. The caller saves st.
+func (in *Inbox) Collect(ctx context.Context, st *conversation.State) (int, error) {
+	before := len(st.Arrivals)
+	if _, err := in.CollectDecisions(ctx, st); err != nil {
+		return 0, err
+	}
+	var err error
+	st.Checkpoint.Answers, err = in.replay(ctx, in.names.Answers, in.subj.AnswersFor(st.ID), st.Checkpoint.Answers,
+		func(task string, data []byte, meta *jetstream.MsgMetadata) {
+			in.consider(st, conversation.ArrivalAnswer, task, data, meta)
+		})
+	if err != nil {
+		return 0, err
+	}
+	st.Checkpoint.Results, err = in.replay(ctx, in.names.Results, in.subj.ResultsFor(st.ID), st.Checkpoint.Results,
+		func(task string, data []byte, meta *jetstream.MsgMetadata) {
+			in.consider(st, conversation.ArrivalResult, task, data, meta)
+		})
+	if err != nil {
+		return 0, err
+	}
+	return len(st.Arrivals) - before, nil
+}
+
+// CollectDecisions is [Inbox.Collect] for the decisions stream alone: it
+// appends the new decisions to st.Arrivals and moves the decisions'
+// checkpoint. --approve wait polls with it while a step waits.
+func (in *Inbox) CollectDecisions(ctx context.Context, st *conversation.State) (int, error) {
+	before := len(st.Arrivals)
+	var err error
+	st.Checkpoint.Decisions, err = in.replay(ctx, in.names.Decisions, in.subj.DecisionsFor(st.ID), st.Checkpoint.Decisions,
+		func(task string, data []byte, meta *jetstream.MsgMetadata) {
+			in.consider(st, conversation.ArrivalDecision, task, data, meta)
+		})
+	return len(st.Arrivals) - before, err
+}
+
+// replay calls fn for every message stored on filter after sequence
+// after, in order, and returns the last sequence read. A read that fails
+// because no server answered for a moment (a cluster electing a leader,
+// or not yet routing to the consumer it just created) goes on from the
+// last message read, so each message is passed to fn once.
+func (in *Inbox) replay(ctx context.Context, stream, filter string, after uint64, fn func(task string, data []byte, meta *jetstream.MsgMetadata)) (uint64, error) {
+	last := after
+	_, err := jsop.Retry(ctx, in.log, "inbox", func(ctx context.Context) error {
+		var err error
+		last, err = in.replayOnce(ctx, stream, filter, last, fn)
+		return err
+	})
+	if err != nil {
+		return last, fmt.Errorf("natsjs: read %s: %w", filter, err)
+	}
+	return last, nil
+}
+
+// replayOnce is one attempt of replay, with one ordered consumer.
+func (in *Inbox) replayOnce(ctx context.Context, stream, filter string, after uint64, fn func(task string, data []byte, meta *jetstream.MsgMetadata)) (uint64, error) {
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverAllPolicy}
+	if after > 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, after+1
+	}
+	cons, err := in.cfg.JetStream.OrderedConsumer(ctx, stream, cfg)
+	if err != nil {
+		return after, err
+	}
+	last := after
+	for {
+		batch, err := cons.FetchNoWait(256)
+		if err != nil {
+			return last, err
+		}
+		n := 0
+		for m := range batch.Messages() {
+			n++
+			meta, err := m.Metadata()
+			if err != nil {
+				return last, err
+			}
+			last = meta.Sequence.Stream
+			_, _, task, _, perr := in.subj.Parse(m.Subject())
+			if perr != nil {
+				in.refuse(metrics.RefuseMalformed, m.Subject(), "", perr)
+				continue
+			}
+			fn(task, m.Data(), meta)
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
+			return last, err
+		}
+		if n == 0 {
+			return last, nil
+		}
+	}
+}
+
+// final reports whether a worker's result ends its task.
+func final(s protocol.Status) bool {
+	return s != protocol.StatusApprovalRequired && s != protocol.StatusCallDeferred
+}
+
+// consider checks one message and records it as an arrival or refuses it.
+// A worker's result for a task this conversation never had pending is
+// skipped quietly: the results stream also holds the results of every
+// inline call, which the run that made them consumed live; so are a
+// worker's deferral and the first result of a task settled live.
+func (in *Inbox) consider(st *conversation.State, kind conversation.ArrivalKind, task string, data []byte, meta *jetstream.MsgMetadata) {
+	if kind == conversation.ArrivalResult {
+		_, pending := st.PendingTask(task)
+		var head struct {
+			Status protocol.Status `json:"status"`
+		}
+		deferral := json.Unmarshal(data, &head) == nil && !final(head.Status)
+		// A worker's deferral (approval_required, call_deferred) is how
+		// the call became pending, not its answer; the first result of a
+		// task settled live is the one its run consumed.
+		if deferral || (!pending && !st.Arrived(task)) || (!pending && st.TakeSettledLive(task)) {
+			in.log.Debug("result skipped", slog.String("conversation_id", st.ID), slog.String("task_id", task), slog.String("status", string(head.Status)))
+			return
+		}
+	}
+	err := st.Admit(kind, task, data, meta.Sequence.Stream, meta.Timestamp, in.cfg.MaxPayload)
+	var re *conversation.RefusedError
+	if errors.As(err, &re) {
+		in.refuse(metrics.RefuseReason(re.Reason), string(kind)+" for "+st.ID+"."+task, task, re.Err)
+	}
+}
+
+func (in *Inbox) refuse(reason metrics.RefuseReason, subject, task string, err error) {
+	if in.cfg.Metrics != nil {
+		in.cfg.Metrics.Refused(reason)
+	}
+	level := slog.LevelWarn
+	if in.cfg.QuietDuplicates && reason == metrics.RefuseDuplicate {
+		level = slog.LevelInfo
+	}
+	in.log.Log(context.Background(), level, "message refused", slog.String("reason", string(reason)), slog.String("subject", subject),
+		slog.String("task_id", task), slog.Any("error", err))
+}
+
+// ensureInboxStreams ensures the streams an Inbox reads and an
+// [Announcer] writes (approvals, decisions, answers, results), from the
+// definitions, as [natsjs.Provision] does: created when missing and allowed,
+// else an error naming them.
+func ensureInboxStreams(ctx context.Context, js jetstream.JetStream, opts natsjs.ProvisionOptions) error {
+	n := natsjs.NamesFor(opts.Prefix)
+	return natsjs.EnsureStreams(ctx, js, opts, n.Approvals, n.Decisions, n.Answers, n.Results)
+}

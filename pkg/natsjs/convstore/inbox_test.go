@@ -1,0 +1,313 @@
+package convstore_test
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/offload-dev/offload/internal/syncbuf"
+	"github.com/offload-dev/offload/pkg/conversation"
+	"github.com/offload-dev/offload/pkg/deferred"
+	"github.com/offload-dev/offload/pkg/metrics"
+	"github.com/offload-dev/offload/pkg/natsjs/convstore"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
+	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/pkg/protocol"
+)
+
+// startInbox starts a server with the streams provisioned, and an inbox
+// reading them that counts its refusals in am.
+func startInbox(t *testing.T) (js jetstream.JetStream, in *convstore.Inbox, am *metrics.Agent) {
+	t.Helper()
+	js = natstest.Start(t).JetStream(t)
+	jstest.MustProvision(t, js)
+	am = metrics.NewAgent(prometheus.NewRegistry())
+	in, err := convstore.NewInbox(convstore.InboxConfig{JetStream: js, Metrics: am})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js, in, am
+}
+
+func TestInboxCollect(t *testing.T) {
+	t.Parallel()
+	js, in, am := startInbox(t)
+	ctx := context.Background()
+	conv := protocol.NewID()
+	approval, approval2, bg, ext := protocol.NewID(), protocol.NewID(), protocol.NewID(), protocol.NewID()
+	st := &conversation.State{ID: conv, Pending: &deferred.PendingRecord{ConversationID: conv, Tasks: []deferred.PendingTask{
+		{TaskID: approval, Kind: deferred.KindApproval, Tool: "shell"},
+		{TaskID: approval2, Kind: deferred.KindApproval, Tool: "shell"},
+		{TaskID: bg, Kind: deferred.KindBackground, Tool: "research"},
+		{TaskID: ext, Kind: deferred.KindExternal, Tool: "ask_human"},
+	}}}
+	s := protocol.Subjects{}
+	pub := func(subject, data string) {
+		t.Helper()
+		if _, err := js.Publish(ctx, subject, []byte(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pub(s.Decision(conv, approval), `{"approved":true,"by":"ann"}`)
+	pub(s.Decision(conv, approval), `{"approved":false}`)             // second: duplicate
+	pub(s.Decision(conv, protocol.NewID()), `{"approved":true}`)      // unknown task
+	pub(s.Decision(conv, approval2), `{not json`)                     // malformed
+	pub(s.Decision(conv, approval2), `{"approved":"yes"}`)            // non-boolean: malformed
+	pub(s.Decision(conv, bg), `{"approved":true}`)                    // a background task: wrong kind
+	pub(s.Decision(protocol.NewID(), approval2), `{"approved":true}`) // another conversation: not read
+	pub(s.Answer(conv, ext), `{"status":"cancelled"}`)                // not an answer's status: malformed
+	pub(s.Answer(conv, ext), `{"content":"42"}`)                      // the external call's answer
+	pub(s.Answer(conv, approval2), `{"content":"forged"}`)            // an answer for an approval: wrong kind
+	pub(s.Result(conv, bg), `{"content":"found"}`)                    // the background outcome
+	pub(s.Result(conv, approval2), `{"content":"forged"}`)            // a result for an approval: wrong kind
+
+	n, err := in.Collect(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 3 || len(st.Arrivals) != 3 || st.Arrivals[0].TaskID != approval || st.Arrivals[0].Kind != conversation.ArrivalDecision ||
+		st.Arrivals[1].TaskID != ext || st.Arrivals[1].Kind != conversation.ArrivalAnswer ||
+		st.Arrivals[2].TaskID != bg || st.Arrivals[2].Kind != conversation.ArrivalResult || string(st.Arrivals[2].Data) != `{"content":"found"}` {
+		t.Fatalf("arrivals %+v", st.Arrivals)
+	}
+	for reason, want := range map[metrics.RefuseReason]float64{
+		metrics.RefuseDuplicate: 1, metrics.RefuseUnknownTask: 1, metrics.RefuseMalformed: 3, metrics.RefuseWrongKind: 3,
+	} {
+		if got := testutil.ToFloat64(am.RefusedMessagesTotal.WithLabelValues(string(reason))); got != want {
+			t.Errorf("refused{%s} = %v, want %v", reason, got, want)
+		}
+	}
+	// From the checkpoint on: nothing is read twice; a later decision is.
+	if n, err := in.Collect(ctx, st); err != nil || n != 0 {
+		t.Fatalf("second collect: %d, %v", n, err)
+	}
+	pub(s.Decision(conv, approval2), `{"approved":false,"message":"no"}`)
+	if n, err := in.Collect(ctx, st); err != nil || n != 1 || st.Arrivals[3].TaskID != approval2 {
+		t.Fatalf("third collect: %d, %v, %+v", n, err, st.Arrivals)
+	}
+	if got := testutil.ToFloat64(am.RefusedMessagesTotal.WithLabelValues(string(metrics.RefuseDuplicate))); got != 1 {
+		t.Errorf("a re-read counted again: duplicate = %v", got)
+	}
+}
+
+// The results stream also carries the results of inline calls, consumed
+// live by the run that made them, and the deferrals by which calls became
+// pending: neither is an arrival, and neither is counted as refused.
+func TestInboxSkipsResultsNotForIt(t *testing.T) {
+	t.Parallel()
+	js, in, am := startInbox(t)
+	ctx := context.Background()
+	conv, approval, bg := protocol.NewID(), protocol.NewID(), protocol.NewID()
+	st := &conversation.State{ID: conv, Settled: []string{bg}, Pending: &deferred.PendingRecord{ConversationID: conv, Tasks: []deferred.PendingTask{
+		{TaskID: approval, Kind: deferred.KindApproval, Tool: "shell"},
+	}}}
+	s := protocol.Subjects{}
+	for _, m := range []struct{ subject, data string }{
+		{s.Result(conv, protocol.NewID()), `{"content":"an inline call's"}`},
+		{s.Result(conv, approval), `{"status":"approval_required"}`},
+		{s.Result(conv, bg), `{"content":"again"}`}, // settled: a duplicate
+	} {
+		if _, err := js.Publish(ctx, m.subject, []byte(m.data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := in.Collect(ctx, st); err != nil || n != 0 {
+		t.Fatalf("collect: %d, %v", n, err)
+	}
+	for _, r := range metrics.RefuseReasons() {
+		want := 0.0
+		if r == metrics.RefuseDuplicate {
+			want = 1
+		}
+		if got := testutil.ToFloat64(am.RefusedMessagesTotal.WithLabelValues(string(r))); got != want {
+			t.Errorf("refused{%s} = %v, want %v", r, got, want)
+		}
+	}
+}
+
+// flakyJS is a real JetStream context whose ordered consumers' reads fail
+// with "no responders" on the calls listed, as a read does in a cluster
+// that is electing a leader or not yet routing to a consumer just made.
+type flakyJS struct {
+	jetstream.JetStream
+	mu    sync.Mutex
+	calls int
+	fail  map[int]bool
+}
+
+func (f *flakyJS) OrderedConsumer(ctx context.Context, stream string, cfg jetstream.OrderedConsumerConfig) (jetstream.Consumer, error) {
+	c, err := f.JetStream.OrderedConsumer(ctx, stream, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return flakyConsumer{c, f}, nil
+}
+
+type flakyConsumer struct {
+	jetstream.Consumer
+	js *flakyJS
+}
+
+func (c flakyConsumer) FetchNoWait(batch int) (jetstream.MessageBatch, error) {
+	c.js.mu.Lock()
+	c.js.calls++
+	fail := c.js.fail[c.js.calls]
+	c.js.mu.Unlock()
+	if fail {
+		return nil, nats.ErrNoResponders
+	}
+	return c.Consumer.FetchNoWait(batch)
+}
+
+// A read that no server answered is tried again from the last message
+// read: every arrival is collected once, and the run goes on.
+func TestInboxRetriesNoResponders(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	ctx := context.Background()
+	jstest.MustProvision(t, js)
+	conv := protocol.NewID()
+	tasks := []string{protocol.NewID(), protocol.NewID(), protocol.NewID()}
+	st := &conversation.State{ID: conv, Pending: &deferred.PendingRecord{ConversationID: conv}}
+	s := protocol.Subjects{}
+	for _, task := range tasks {
+		st.Pending.Tasks = append(st.Pending.Tasks, deferred.PendingTask{TaskID: task, Kind: deferred.KindBackground, Tool: "research"})
+		if _, err := js.Publish(ctx, s.Result(conv, task), []byte(`{"content":"found"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var logs syncbuf.Buffer
+	// Decisions and answers take one read each (nothing stored); the
+	// results' first read fails, the next reads all three, the one after
+	// fails, and the last finds no more.
+	flaky := &flakyJS{JetStream: js, fail: map[int]bool{3: true, 5: true}}
+	in, err := convstore.NewInbox(convstore.InboxConfig{JetStream: flaky, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := in.Collect(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != len(tasks) || len(st.Arrivals) != len(tasks) {
+		t.Fatalf("collected %d arrivals %+v, want %d", n, st.Arrivals, len(tasks))
+	}
+	for i, a := range st.Arrivals {
+		if a.TaskID != tasks[i] || a.Kind != conversation.ArrivalResult {
+			t.Errorf("arrival %d = %+v, want the result of %s", i, a, tasks[i])
+		}
+	}
+	if flaky.calls != 6 {
+		t.Errorf("%d reads, want 6", flaky.calls)
+	}
+	if got := strings.Count(logs.String(), "inbox: no stream answered; retrying"); got != 2 {
+		t.Errorf("%d retries logged, want 2:\n%s", got, logs.String())
+	}
+	if st.Checkpoint.Results == 0 {
+		t.Error("the results checkpoint did not move")
+	}
+}
+
+// CollectDecisions reads the decisions alone: answers and results are
+// neither read nor refused, and their checkpoints stay.
+func TestInboxCollectDecisions(t *testing.T) {
+	t.Parallel()
+	js, in, am := startInbox(t)
+	ctx := context.Background()
+	conv, approval, other := protocol.NewID(), protocol.NewID(), protocol.NewID()
+	st := &conversation.State{ID: conv, Pending: &deferred.PendingRecord{ConversationID: conv, Tasks: []deferred.PendingTask{
+		{TaskID: approval, Kind: deferred.KindApproval, Tool: "shell"},
+	}}}
+	s := protocol.Subjects{}
+	for _, m := range []struct{ subject, data string }{
+		{s.Answer(conv, other), `{"content":"for another step"}`},
+		{s.Result(conv, approval), `{"content":"forged"}`},
+		{s.Decision(conv, approval), `{"approved":true}`},
+	} {
+		if _, err := js.Publish(ctx, m.subject, []byte(m.data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 2 {
+		if _, err := in.CollectDecisions(ctx, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(st.Arrivals) != 1 || st.Arrivals[0].Kind != conversation.ArrivalDecision || st.Arrivals[0].TaskID != approval {
+		t.Fatalf("arrivals %+v, want the decision alone", st.Arrivals)
+	}
+	if st.Checkpoint.Decisions == 0 || st.Checkpoint.Answers != 0 || st.Checkpoint.Results != 0 {
+		t.Errorf("checkpoint %+v, want the decisions' alone moved", st.Checkpoint)
+	}
+	for _, r := range metrics.RefuseReasons() {
+		if got := testutil.ToFloat64(am.RefusedMessagesTotal.WithLabelValues(string(r))); got != 0 {
+			t.Errorf("refused{%s} = %v, want 0", r, got)
+		}
+	}
+}
+
+// The first result of a task settled live is the one its run consumed:
+// skipped quietly, once; a second is a duplicate.
+func TestInboxSkipsResultConsumedLive(t *testing.T) {
+	t.Parallel()
+	js, in, am := startInbox(t)
+	ctx := context.Background()
+	conv, live := protocol.NewID(), protocol.NewID()
+	st := &conversation.State{ID: conv, Settled: []string{live}, SettledLive: []string{live}}
+	s := protocol.Subjects{}
+	pub := func(data string) {
+		t.Helper()
+		if _, err := js.Publish(ctx, s.Result(conv, live), []byte(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pub(`{"status":"approval_required"}`) // how it became pending
+	pub(`{"content":"consumed live"}`)
+	if n, err := in.Collect(ctx, st); err != nil || n != 0 {
+		t.Fatalf("collect: %d, %v", n, err)
+	}
+	duplicates := func() float64 {
+		return testutil.ToFloat64(am.RefusedMessagesTotal.WithLabelValues(string(metrics.RefuseDuplicate)))
+	}
+	if got := duplicates(); got != 0 || len(st.SettledLive) != 0 {
+		t.Fatalf("duplicates %v, settled live %v: the consumed result was refused or not taken", got, st.SettledLive)
+	}
+	pub(`{"content":"again"}`)
+	if n, err := in.Collect(ctx, st); err != nil || n != 0 || duplicates() != 1 {
+		t.Fatalf("second result: %d, %v, duplicates %v", n, err, duplicates())
+	}
+}
+
+// Watch signals when a message of a watched kind is stored for the
+// conversation, so that a waiting run reads it at once.
+func TestInboxWatch(t *testing.T) {
+	t.Parallel()
+	js, in, _ := startInbox(t)
+	ctx := context.Background()
+	if _, _, err := in.Watch(ctx, protocol.NewID(), "verdict"); err == nil {
+		t.Error("watching an unknown kind")
+	}
+	conv := protocol.NewID()
+	signal, stop, err := in.Watch(ctx, conv, conversation.ArrivalDecision, conversation.ArrivalAnswer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	s := protocol.Subjects{}
+	for _, subject := range []string{s.Decision(conv, protocol.NewID()), s.Answer(conv, protocol.NewID())} {
+		if _, err := js.Publish(ctx, subject, []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+		jstest.Recv(t, signal, "a signal for "+subject)
+	}
+	stop()
+	stop() // twice is harmless
+}

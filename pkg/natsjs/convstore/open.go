@@ -1,0 +1,127 @@
+package convstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/offload-dev/offload/pkg/conversation"
+	"github.com/offload-dev/offload/pkg/deferred"
+	"github.com/offload-dev/offload/pkg/metrics"
+	"github.com/offload-dev/offload/pkg/natsjs"
+)
+
+// OpenConfig configures [Open].
+type OpenConfig struct {
+	// JetStream is the JetStream context. Required.
+	JetStream jetstream.JetStream
+	// Provision names the streams and buckets (its Prefix) and says how
+	// to create them when missing (replicas, memory storage).
+	Provision natsjs.ProvisionOptions
+	// Metrics, if set, counts the messages the inbox refuses.
+	Metrics *metrics.Agent
+	// Logger receives the store's and the inbox's logs. Defaults to
+	// discarding them.
+	Logger *slog.Logger
+	// QuietDuplicates logs the inbox's refusals of duplicates at Info
+	// (see [InboxConfig.QuietDuplicates]).
+	QuietDuplicates bool
+}
+
+// Conversations is what an agent process uses of the stored
+// conversations: the [Store], the [Inbox] of what arrived for them, the
+// [Announcer] of approvals and the [Publisher] of decisions and answers,
+// all of one prefix.
+type Conversations struct {
+	Store     *Store
+	Inbox     *Inbox
+	Announcer *Announcer
+	Publisher *Publisher
+}
+
+// Open ensures the streams and buckets of the conversations (the store's,
+// and those the inbox reads and the announcer writes: approvals,
+// decisions, answers, results), as natsjs.Provision does, and opens them.
+// The inbox bounds payloads by the connection's max payload.
+func Open(ctx context.Context, cfg OpenConfig) (*Conversations, error) {
+	js, prefix := cfg.JetStream, cfg.Provision.Prefix
+	if js == nil {
+		return nil, fmt.Errorf("%w: conversations: no JetStream", natsjs.ErrInvalidConfig)
+	}
+	if err := ensureInboxStreams(ctx, js, cfg.Provision); err != nil {
+		return nil, err
+	}
+	store, err := New(ctx, Config{JetStream: js, Provision: cfg.Provision, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	maxPayload := 0
+	if nc := js.Conn(); nc != nil {
+		maxPayload = int(nc.MaxPayload())
+	}
+	inbox, err := NewInbox(InboxConfig{JetStream: js, Prefix: prefix, MaxPayload: maxPayload, Metrics: cfg.Metrics,
+		Logger: cfg.Logger, QuietDuplicates: cfg.QuietDuplicates})
+	if err != nil {
+		return nil, err
+	}
+	return &Conversations{Store: store, Inbox: inbox, Announcer: NewAnnouncer(js, prefix), Publisher: NewPublisher(js, prefix)}, nil
+}
+
+// Load returns the stored conversation id with what arrived for it in the
+// streams since its checkpoint, recorded in the copy only (nothing is
+// saved): its state as a resume would find it. An unknown conversation is
+// an error wrapping conversation.ErrNotFound.
+func (c *Conversations) Load(ctx context.Context, id string) (*conversation.State, error) {
+	st, _, err := c.Store.Load(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if st.Pending != nil {
+		if _, err := c.Inbox.Collect(ctx, st); err != nil {
+			return nil, fmt.Errorf("read decisions and answers: %w", err)
+		}
+	}
+	return st, nil
+}
+
+// Waiting returns what conversation st waits for: its pending calls with
+// no answer yet (see conversation.State.Unresolved), then the approvals a
+// live run of it waits for (see [Announcer.Waiting]), which are in no
+// stored pending record until the run pauses.
+func (c *Conversations) Waiting(ctx context.Context, st *conversation.State) []deferred.PendingTask {
+	pending := st.Unresolved()
+	recorded := make(map[string]bool)
+	if st.Pending != nil {
+		for _, t := range st.Pending.Tasks {
+			recorded[t.TaskID] = true
+		}
+	}
+	return append(pending, c.Announcer.Waiting(ctx, st.ID, recorded)...)
+}
+
+// Publish checks data, a decision or an answer for task of conversation
+// st given by hand, exactly as the run that reads it will
+// (conversation.State.Admit on a copy; a decision for an approval a live
+// run awaits, see [Announcer.Awaits], passes too), and publishes it (see
+// [Publisher.Publish]). It returns the subject; a message the run would
+// refuse is a *conversation.RefusedError (an answered task's, reason
+// duplicate), and nothing is published.
+func (c *Conversations) Publish(ctx context.Context, st *conversation.State, kind conversation.ArrivalKind, task string, data []byte) (string, error) {
+	st = st.Clone()
+	if _, pending := st.PendingTask(task); pending && st.Arrived(task) {
+		return "", &conversation.RefusedError{Reason: conversation.ReasonDuplicate, TaskID: task, Err: errors.New("the task was already answered")}
+	}
+	err := st.Admit(kind, task, data, 0, time.Now(), c.Inbox.cfg.MaxPayload)
+	var re *conversation.RefusedError
+	if errors.As(err, &re) && re.Reason == conversation.ReasonUnknownTask && kind == conversation.ArrivalDecision && c.Announcer.Awaits(ctx, st.ID, task) {
+		err = nil // a run with --approve wait announced it and reads decisions live
+	}
+	if err != nil {
+		return "", err
+	}
+	return c.Publisher.Publish(ctx, kind, st.ID, task, data)
+}

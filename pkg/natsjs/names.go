@@ -1,0 +1,99 @@
+package natsjs
+
+import (
+	"strings"
+
+	"github.com/offload-dev/offload/pkg/protocol"
+)
+
+// The definitions are written for this prefix.
+const (
+	defPrefix       = protocol.DefaultPrefix
+	defStreamPre    = "TOOLS_"
+	defKVStreamPre  = "KV_tools_"
+	defKVSubjPre    = "$KV.tools_"
+	defOBJStreamPre = "OBJ_tools_"
+	defOBJSubjPre   = "$O.tools_"
+	toolholder      = "<tool>"
+	// maxDeliverAdvPre starts the subject of a consumer's max-deliveries
+	// advisory, $JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.<stream>.<consumer>.
+	maxDeliverAdvPre = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES."
+)
+
+// Names are the names of a prefix's JetStream assets.
+type Names struct {
+	// Prefix is the subject prefix.
+	Prefix string
+	// Tasks is the stream of <prefix>.task.> (work queue).
+	Tasks string
+	// Results is the stream of <prefix>.result.>.
+	Results string
+	// Approvals is the stream of <prefix>.approval.>.
+	Approvals string
+	// Decisions is the stream of <prefix>.decision.>.
+	Decisions string
+	// Cancel is the stream of <prefix>.cancel.>.
+	Cancel string
+	// Answers is the stream of <prefix>.answer.>.
+	Answers string
+	// Exhausted is the stream of the max-deliveries advisories of the task
+	// consumers (work queue): $JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.<Tasks>.>.
+	Exhausted string
+	// RegistryBucket is the tool registry KV bucket, <prefix>_registry.
+	RegistryBucket string
+	// RegistryStream is the registry's backing stream, KV_<prefix>_registry.
+	RegistryStream string
+	// ConversationsBucket is the conversation store's KV bucket,
+	// <prefix>_conversations.
+	ConversationsBucket string
+	// ConversationsStream is its backing stream, KV_<prefix>_conversations.
+	ConversationsStream string
+	// HistoriesBucket is the object store of large histories,
+	// <prefix>_histories.
+	HistoriesBucket string
+	// HistoriesStream is its backing stream, OBJ_<prefix>_histories.
+	HistoriesStream string
+}
+
+// NamesFor returns the asset names of prefix ("" means
+// [protocol.DefaultPrefix]): stream names are the upper-cased prefix followed
+// by _TASKS, _RESULTS, _APPROVALS, _DECISIONS, _CANCEL, _ANSWERS,
+// _EXHAUSTED.
+func NamesFor(prefix string) Names {
+	if prefix == "" {
+		prefix = defPrefix
+	}
+	up := strings.ToUpper(prefix) + "_"
+	return Names{
+		Prefix:         prefix,
+		Tasks:          up + "TASKS",
+		Results:        up + "RESULTS",
+		Approvals:      up + "APPROVALS",
+		Decisions:      up + "DECISIONS",
+		Cancel:         up + "CANCEL",
+		Answers:        up + "ANSWERS",
+		Exhausted:      up + "EXHAUSTED",
+		RegistryBucket: prefix + "_registry",
+		RegistryStream: "KV_" + prefix + "_registry",
+
+		ConversationsBucket: prefix + "_conversations",
+		ConversationsStream: "KV_" + prefix + "_conversations",
+		HistoriesBucket:     prefix + "_histories",
+		HistoriesStream:     "OBJ_" + prefix + "_histories",
+	}
+}
+
+// TaskConsumerName returns the durable name of a tool's task consumer,
+// task_<tool>.
+func TaskConsumerName(toolName string) string { return "task_" + toolName }
+
+// ExhaustedConsumerName returns the durable name of a tool's consumer of
+// max-deliveries advisories on the exhausted stream, exhausted_<tool>.
+func ExhaustedConsumerName(toolName string) string { return "exhausted_" + toolName }
+
+// MaxDeliveriesSubject returns the subject of the max-deliveries advisories
+// of toolName's task consumer on the tasks stream of prefix ("" means
+// [protocol.DefaultPrefix]).
+func MaxDeliveriesSubject(prefix, toolName string) string {
+	return maxDeliverAdvPre + NamesFor(prefix).Tasks + "." + TaskConsumerName(toolName)
+}

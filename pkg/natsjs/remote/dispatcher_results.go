@@ -1,0 +1,102 @@
+package remote
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/offload-dev/offload/pkg/metrics"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/taskmem"
+	"github.com/offload-dev/offload/pkg/protocol"
+)
+
+// rememberLocked records that task of conv, a pending call until now, is
+// answered, cancelled or detached.
+func (d *Dispatcher) rememberLocked(task, conv string, kind taskmem.Kind) {
+	d.mem.Finish(time.Now(), task, conv, kind, true)
+}
+
+// onResult routes one stored result to its waiting call, or refuses it.
+func (d *Dispatcher) onResult(m jetstream.Msg) {
+	subject := m.Subject()
+	kind, conv, task, _, err := d.subj.Parse(subject)
+	if err != nil || kind != protocol.KindResult {
+		d.refuse(metrics.RefuseMalformed, subject, "", fmt.Errorf("invalid result subject: %w", err))
+		return
+	}
+	data := m.Data()
+	if d.cfg.MaxPayload > 0 && len(data) > d.cfg.MaxPayload {
+		d.refuse(metrics.RefuseOversize, subject, task, fmt.Errorf("%d bytes", len(data)))
+		return
+	}
+	opts := &protocol.DecodeOpts{MaxSize: d.cfg.MaxPayload}
+	if opts.MaxSize == 0 {
+		opts.MaxSize = -1 // the server's max payload already bounds it
+	}
+	res, err := protocol.DecodeResult(data, task, opts)
+	if err != nil {
+		reason := metrics.RefuseMalformed
+		if errors.Is(err, protocol.ErrTooLarge) {
+			reason = metrics.RefuseOversize
+		}
+		d.refuse(reason, subject, task, err)
+		return
+	}
+
+	d.mu.Lock()
+	c, inFlight := d.pending[task]
+	var reason metrics.RefuseReason
+	var note string
+	switch {
+	case inFlight && c.task.ConversationID != conv:
+		d.mu.Unlock()
+		d.refuse(metrics.RefuseWrongConversation, subject, task, fmt.Errorf("task belongs to conversation %s", c.task.ConversationID))
+		return
+	case inFlight:
+		delete(d.pending, task)
+		// The call's own IDs, not the subject's substrings: the memory
+		// keeps its conversation as a key (a string key is replaced on
+		// every write).
+		d.rememberLocked(c.task.TaskID, c.task.ConversationID, taskmem.Answered)
+	default:
+		reason, note = d.mem.Classify(time.Now(), task, conv, res.Status == protocol.StatusCancelled)
+	}
+	d.mu.Unlock()
+
+	switch {
+	case inFlight:
+		d.setPending(c.task.Mode, -1)
+		d.observe(c.task, string(res.Status), c.started)
+		c.finish(res, nil)
+	case reason != "":
+		d.refuse(reason, subject, task, errors.New(note))
+	default:
+		d.log.Debug(note, slog.String("subject", subject), slog.String("task_id", task), slog.String("worker", res.Worker))
+	}
+}
+
+func (d *Dispatcher) refuse(reason metrics.RefuseReason, subject, task string, err error) {
+	// Count first: whoever sees the log line sees the count too.
+	if d.cfg.Metrics != nil {
+		d.cfg.Metrics.Refused(reason)
+	}
+	d.log.Warn("result refused", slog.String("reason", string(reason)), slog.String("subject", subject),
+		slog.String("task_id", task), slog.Any("error", err))
+}
+
+func (d *Dispatcher) setPending(mode protocol.Mode, delta float64) {
+	if d.cfg.Metrics != nil {
+		d.cfg.Metrics.PendingCalls.WithLabelValues(string(mode)).Add(delta)
+	}
+}
+
+func (d *Dispatcher) observe(task protocol.Task, outcome string, started time.Time) {
+	if d.cfg.Metrics == nil {
+		return
+	}
+	d.cfg.Metrics.ToolCallsTotal.WithLabelValues(task.Tool, string(task.Mode), outcome).Inc()
+	d.cfg.Metrics.ToolCallDuration.WithLabelValues(task.Tool, string(task.Mode)).Observe(time.Since(started).Seconds())
+}

@@ -1,0 +1,62 @@
+package remote_test
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
+	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/pkg/natsjs/remote"
+)
+
+// TestToolsAnswerEndsAtExpiry checks that the tools RemoteToolset.Tools
+// keeps between registry updates go when an entry expires, with no update
+// in between, and that the answer is the caller's to change.
+func TestToolsAnswerEndsAtExpiry(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	d, _ := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
+	r := newRemote(t, srv, d, nil)
+	kv, err := srv.JetStream(t).KeyValue(context.Background(), "tools_registry")
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(name string, expires time.Time) {
+		t.Helper()
+		v, _ := json.Marshal(natsjs.RegistryEntry{Name: name, Parameters: json.RawMessage(`{"type":"object"}`), Worker: "w", ExpiresAt: expires})
+		changed := r.Changed()
+		if _, err := kv.Put(context.Background(), natsjs.RegistryKey(name, "w"), v); err != nil {
+			t.Fatal(err)
+		}
+		jstest.Recv(t, changed, "the entry of "+name+" to be seen")
+	}
+	put("lasting", time.Now().Add(time.Hour))
+	expires := time.Now().Add(300 * time.Millisecond)
+	put("brief", expires)
+	if got := toolNames(t, r); !slices.Equal(got, []string{"brief", "lasting"}) {
+		t.Fatalf("tools %v", got)
+	}
+	first, err := r.Tools(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	first[0] = nil // the caller's copy
+	if got := toolNames(t, r); !slices.Equal(got, []string{"brief", "lasting"}) {
+		t.Fatalf("tools after the caller changed its answer: %v", got)
+	}
+	// No update comes: only the clock says the entry has expired.
+	deadline := time.Now().Add(wait)
+	for time.Now().Before(expires) {
+		if time.Now().After(deadline) {
+			t.Fatal("the clock did not pass the expiry")
+		}
+		time.Sleep(time.Until(expires) + time.Millisecond)
+	}
+	if got := toolNames(t, r); !slices.Equal(got, []string{"lasting"}) {
+		t.Fatalf("tools after brief expired: %v, want [lasting]", got)
+	}
+}

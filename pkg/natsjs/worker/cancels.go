@@ -1,0 +1,257 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"slices"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/offload-dev/offload/pkg/natsjs/internal/jsop"
+	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/tool"
+)
+
+// maxCancelSeen bounds the cancels remembered in memory.
+const maxCancelSeen = 100_000
+
+// inflight is a task this worker holds.
+type inflight struct {
+	task   protocol.Task
+	msg    jetstream.Msg
+	cancel context.CancelCauseFunc
+	once   sync.Once // the delivery is settled (ack, term or nak) once
+}
+
+// settle runs f (an ack, term or nak of the delivery) unless the delivery
+// was settled already, and reports whether it ran.
+func (fl *inflight) settle(f func() error, log *slog.Logger, what string) bool {
+	ran := false
+	fl.once.Do(func() {
+		ran = true
+		if err := f(); err != nil {
+			log.Warn(what+" failed", slog.Any("error", err))
+		}
+	})
+	return ran
+}
+
+// cancelIndex knows which tasks were cancelled, and which tasks this worker
+// holds, so that a cancel reaches a running tool at once and a cancelled
+// task never starts (SPEC §5.3).
+//
+// A cancel is always stored after its task. While the connection is up,
+// the cancel subscription sees every cancel as it is stored: a task stored
+// after the subscription was last known complete (its stream sequence above
+// the trust point) is answered from memory; any other task is looked up in
+// the cancel stream. A disconnect (or a slow-consumer drop, which makes the
+// server disconnect the worker) withdraws the trust until the worker has
+// caught up: resubscribed, looked up the cancels of the tasks it holds, and
+// set a new trust point.
+type cancelIndex struct {
+	mu        sync.Mutex
+	seen      map[string]struct{} // "<conv>.<task>"
+	order     []string            // seen, oldest first
+	trustFrom uint64              // tasks with a higher stream sequence need no look-up
+	overflow  bool                // memory forgot cancels: trust nothing any more
+	gen       uint64              // incremented on every disconnect
+	running   map[*inflight]struct{}
+}
+
+func newCancelIndex() *cancelIndex {
+	return &cancelIndex{
+		seen:      map[string]struct{}{},
+		trustFrom: math.MaxUint64,
+		running:   map[*inflight]struct{}{},
+	}
+}
+
+func cancelKey(conv, task string) string { return conv + "." + task }
+
+// record remembers a cancel and returns the held tasks it names.
+func (c *cancelIndex) record(conv, task string) []*inflight {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := cancelKey(conv, task)
+	if _, ok := c.seen[key]; !ok {
+		c.seen[key] = struct{}{}
+		c.order = append(c.order, key)
+		if len(c.order) > maxCancelSeen {
+			// Forget the oldest half; from now on tasks are looked up.
+			for _, k := range c.order[:maxCancelSeen/2] {
+				delete(c.seen, k)
+			}
+			c.order = slices.Clone(c.order[maxCancelSeen/2:])
+			c.overflow = true
+			c.trustFrom = math.MaxUint64
+		}
+	}
+	var out []*inflight
+	for fl := range c.running {
+		if fl.task.TaskID == task && fl.task.ConversationID == conv {
+			out = append(out, fl)
+		}
+	}
+	return out
+}
+
+// check reports whether a cancel of the task stored at stream sequence seq
+// is known, or else whether it must be looked up in the cancel stream.
+func (c *cancelIndex) check(conv, task string, seq uint64) (cancelled, lookup bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.seen[cancelKey(conv, task)]; ok {
+		return true, false
+	}
+	return false, seq == 0 || seq <= c.trustFrom
+}
+
+// epoch returns the current connection generation, to be given to trust.
+func (c *cancelIndex) epoch() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.gen
+}
+
+// distrust withdraws the trust point: every task is looked up until the
+// worker has caught up.
+func (c *cancelIndex) distrust() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	c.trustFrom = math.MaxUint64
+}
+
+// trust sets the trust point to seq, unless the connection dropped since
+// gen was read (or memory overflowed); it reports whether it did.
+func (c *cancelIndex) trust(seq, gen uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gen != gen {
+		return false
+	}
+	if !c.overflow {
+		c.trustFrom = seq
+	}
+	return true
+}
+
+// add registers a held task; remove forgets it.
+func (c *cancelIndex) add(fl *inflight) {
+	c.mu.Lock()
+	c.running[fl] = struct{}{}
+	c.mu.Unlock()
+}
+
+func (c *cancelIndex) remove(fl *inflight) {
+	c.mu.Lock()
+	delete(c.running, fl)
+	c.mu.Unlock()
+}
+
+// held returns the tasks held.
+func (c *cancelIndex) held() []*inflight {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]*inflight, 0, len(c.running))
+	for fl := range c.running {
+		out = append(out, fl)
+	}
+	return out
+}
+
+// handBackAll naks every held task not settled yet and returns how many.
+func (c *cancelIndex) handBackAll() int {
+	n := 0
+	for _, fl := range c.held() {
+		if fl.settle(fl.msg.Nak, slog.New(slog.DiscardHandler), "nak") {
+			n++
+		}
+	}
+	return n
+}
+
+// subscribeCancels subscribes to every cancel of the prefix. The
+// subscription never drops messages in the client (no pending limits); a
+// server that finds the worker too slow disconnects it, which the
+// connection watcher handles like any disconnect.
+func (w *Worker) subscribeCancels() error {
+	sub, err := w.cfg.Conn.Subscribe(w.subj.All(protocol.KindCancel), w.onCancel)
+	if err != nil {
+		return fmt.Errorf("natsjs: worker: subscribe to cancellations: %w", err)
+	}
+	if err := sub.SetPendingLimits(-1, -1); err != nil {
+		_ = sub.Unsubscribe()
+		return fmt.Errorf("natsjs: worker: cancellations: %w", err)
+	}
+	w.mu.Lock()
+	w.subs = append(w.subs, sub)
+	w.mu.Unlock()
+	return nil
+}
+
+// onCancel records a cancel and cancels the held task it names.
+func (w *Worker) onCancel(m *nats.Msg) {
+	kind, conv, taskID, _, err := w.subj.Parse(m.Subject)
+	if err != nil || kind != protocol.KindCancel {
+		w.log.Debug("ignored cancel on an invalid subject", slog.String("subject", m.Subject))
+		return
+	}
+	var reason cancelReason
+	if c, err := protocol.DecodeCancel(m.Data, taskID, nil); err == nil {
+		reason = cancelReason(c.Reason)
+	}
+	for _, fl := range w.cancels.record(conv, taskID) {
+		w.log.Info("cancel received", slog.String("task_id", taskID), slog.String("reason", string(reason)))
+		fl.cancel(reason)
+	}
+}
+
+// cancelReason is the cause of a task cancelled by a cancel message: its
+// reason, which the cancelled result carries back to the agent. It matches
+// tool.ErrCancelled.
+type cancelReason string
+
+func (r cancelReason) Error() string {
+	if r == "" {
+		return tool.ErrCancelled.Error()
+	}
+	return string(r)
+}
+
+// Is makes a cancelReason match tool.ErrCancelled.
+func (r cancelReason) Is(target error) bool { return target == tool.ErrCancelled }
+
+// errLookup wraps a failed cancel look-up: the task is handed back, not run.
+var errLookup = errors.New("natsjs: cancel look-up failed")
+
+// cancelled reports whether a cancel for task (stored at stream sequence
+// seq) is stored, from memory when the index can tell, else with a look-up
+// in the cancel stream. A failed look-up is an error wrapping errLookup.
+func (w *Worker) cancelled(ctx context.Context, task protocol.Task, seq uint64) (bool, error) {
+	known, lookup := w.cancels.check(task.ConversationID, task.TaskID, seq)
+	if known || !lookup {
+		return known, nil
+	}
+	return w.lookupCancel(ctx, task)
+}
+
+func (w *Worker) lookupCancel(ctx context.Context, task protocol.Task) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, jsop.Timeout)
+	defer cancel()
+	_, err := w.cancelStream.GetLastMsgForSubject(ctx, w.subj.Cancel(task.ConversationID, task.TaskID))
+	switch {
+	case err == nil:
+		w.cancels.record(task.ConversationID, task.TaskID)
+		return true, nil
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return false, nil
+	default:
+		return false, fmt.Errorf("%w: %w", errLookup, err)
+	}
+}

@@ -1,0 +1,832 @@
+package worker_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
+	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/pkg/natsjs/worker"
+	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/tool"
+)
+
+// These tests inject faults (cut connections, missing streams, a server
+// that gave up on a task while no replica was connected) and check that the
+// worker loses nothing (SPEC §5.3).
+
+// publishTask stores task on its tool's subject, as an agent does.
+func publishTask(t *testing.T, js jetstream.JetStream, task protocol.Task) {
+	t.Helper()
+	data, err := json.Marshal(task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if _, err := js.Publish(ctx, "tools.task."+task.Tool, data, jetstream.WithMsgID(task.TaskID)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// publishCancel stores a cancel for task, as an agent does.
+func publishCancel(t *testing.T, js jetstream.JetStream, task protocol.Task) {
+	t.Helper()
+	data, _ := json.Marshal(protocol.Cancel{TaskID: task.TaskID, Reason: "test"})
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if _, err := js.Publish(ctx, "tools.cancel."+task.ConversationID+"."+task.TaskID, data); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// resultOf waits for task's result on results (other results are skipped).
+func resultOf(t *testing.T, results <-chan protocol.Result, task protocol.Task) protocol.Result {
+	t.Helper()
+	timeout := time.After(wait)
+	for {
+		select {
+		case r := <-results:
+			if r.TaskID == task.TaskID {
+				return r
+			}
+		case <-timeout:
+			t.Fatalf("no result for task %s", task.TaskID)
+		}
+	}
+}
+
+// cutWorker starts a worker whose connection goes through a proxy that the
+// test can cut; it reconnects quickly once restored. The proxy is restored
+// before the worker stops at the end of the test.
+func cutWorker(t *testing.T, srv *natstest.Server, cfg worker.Config) (*worker.Worker, *natstest.Proxy, <-chan struct{}) {
+	t.Helper()
+	proxy := natstest.NewProxy(t, srv.URL())
+	reconnected := make(chan struct{}, 16)
+	cfg.Conn = natstest.Connect(t, proxy.URL(), append(natstest.Reconnecting(20*time.Millisecond),
+		nats.ReconnectHandler(func(*nats.Conn) { reconnected <- struct{}{} }))...)
+	w := jstest.StartWorker(t, srv, cfg)
+	t.Cleanup(proxy.Restore) // runs before the worker's stop
+	return w, proxy, reconnected
+}
+
+// A cancel published while the worker is cut off from the server reaches
+// the running tool once the worker reconnects.
+func TestCancelWhileDisconnectedStopsRunningTask(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	results := jstest.SubscribeResults(t, srv.Conn(t))
+	g := jstest.NewGate()
+	_, proxy, reconnected := cutWorker(t, srv, worker.Config{ID: "cut", Tools: []*tool.Tool{g.Tool("job", "finished")}})
+
+	task := jstest.NewTask("job", protocol.NewID(), `{}`)
+	publishTask(t, js, task)
+	jstest.Recv(t, g.Started, "the task to start")
+	proxy.Cut()
+	publishCancel(t, js, task)
+	proxy.Restore()
+	jstest.Recv(t, reconnected, "the worker to reconnect")
+	jstest.Recv(t, g.CtxDone, "the running tool to be cancelled")
+	if r := resultOf(t, results, task); r.Status != protocol.StatusCancelled {
+		t.Fatalf("result %+v, want cancelled", r)
+	}
+}
+
+// A task stored while the worker runs, cancelled while the worker is cut
+// off, never starts once the worker is back.
+func TestCancelWhileDisconnectedNeverStartsQueuedTask(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	results := jstest.SubscribeResults(t, srv.Conn(t))
+	g := jstest.NewGate()
+	_, proxy, reconnected := cutWorker(t, srv, worker.Config{ID: "cut", Concurrency: 1, Tools: []*tool.Tool{g.Tool("job", "finished")}})
+
+	conv := protocol.NewID()
+	first, second := jstest.NewTask("job", conv, `{}`), jstest.NewTask("job", conv, `{}`)
+	publishTask(t, js, first)
+	if id := jstest.Recv(t, g.Started, "the first task to start"); id != first.ToolCallID {
+		t.Fatalf("started %s", id)
+	}
+	publishTask(t, js, second) // waits: the only slot is taken
+	proxy.Cut()
+	publishCancel(t, js, second)
+	proxy.Restore()
+	jstest.Recv(t, reconnected, "the worker to reconnect")
+	g.Open()
+	if r := resultOf(t, results, first); r.Status != protocol.StatusOK {
+		t.Fatalf("first result %+v", r)
+	}
+	if r := resultOf(t, results, second); r.Status != protocol.StatusCancelled {
+		t.Fatalf("second result %+v, want cancelled", r)
+	}
+	select {
+	case id := <-g.Started:
+		t.Fatalf("the cancelled task started (%s)", id)
+	default:
+	}
+}
+
+// A task whose cancel look-up fails is handed back, not run blind; it runs
+// once the look-up works again.
+func TestFailedCancelLookupDoesNotRun(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	nc := srv.Conn(t)
+	results := jstest.SubscribeResults(t, nc)
+	naked := make(chan struct{}, 16)
+	sub, err := nc.Subscribe("$JS.EVENT.ADVISORY.CONSUMER.MSG_NAKED.TOOLS_TASKS.task_job", func(*nats.Msg) { naked <- struct{}{} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	ctx := context.Background()
+	jstest.MustProvision(t, js)
+	// Both tasks are stored before the worker starts: both are looked up.
+	conv := protocol.NewID()
+	first, second := jstest.NewTask("job", conv, `{}`), jstest.NewTask("job", conv, `{}`)
+	publishTask(t, js, first)
+	publishTask(t, js, second)
+	g := jstest.NewGate()
+	jstest.StartWorker(t, srv, worker.Config{ID: "w", Concurrency: 1, Tools: []*tool.Tool{g.Tool("job", "finished")}})
+	if id := jstest.Recv(t, g.Started, "the first task to start"); id != first.ToolCallID {
+		t.Fatalf("started %s", id)
+	}
+	if err := js.DeleteStream(ctx, "TOOLS_CANCEL"); err != nil { // look-ups fail from now on
+		t.Fatal(err)
+	}
+	g.Open()
+	if r := resultOf(t, results, first); r.Status != protocol.StatusOK {
+		t.Fatalf("first result %+v", r)
+	}
+	jstest.Recv(t, naked, "the second task to be handed back")
+	select {
+	case id := <-g.Started:
+		t.Fatalf("a task ran without its cancel look-up (%s)", id)
+	default:
+	}
+	jstest.MustProvision(t, js)
+	if id := jstest.Recv(t, g.Started, "the second task to run once look-ups work"); id != second.ToolCallID {
+		t.Fatalf("started %s", id)
+	}
+	if r := resultOf(t, results, second); r.Status != protocol.StatusOK {
+		t.Fatalf("second result %+v", r)
+	}
+}
+
+// A finished tool whose result cannot be published is not run again: the
+// worker keeps the result and retries the publish until it succeeds.
+func TestResultPublishRetriedNotRerun(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	var runs atomic.Int32
+	release := make(chan struct{})
+	started := make(chan struct{}, 8)
+	job := tool.Func("job", "Count runs.", func(ctx context.Context, _ *tool.RunContext, _ struct{}) (string, error) {
+		runs.Add(1)
+		started <- struct{}{}
+		select {
+		case <-release:
+			return "done", nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	})
+	log, failed := jstest.SignalOn("result not published; retrying")
+	jstest.StartWorker(t, srv, worker.Config{ID: "w", Logger: log, Tools: []*tool.Tool{job}})
+	task := jstest.NewTask("job", protocol.NewID(), `{}`)
+	publishTask(t, js, task)
+	jstest.Recv(t, started, "the tool to start")
+	ctx := context.Background()
+	if err := js.DeleteStream(ctx, "TOOLS_RESULTS"); err != nil { // results cannot be stored
+		t.Fatal(err)
+	}
+	close(release)
+	jstest.Recv(t, failed, "a failed publish")
+	jstest.Recv(t, failed, "a second failed publish: a retry, not a re-run")
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("the finished tool ran %d times", n)
+	}
+	jstest.MustProvision(t, js)
+	oc, err := js.OrderedConsumer(ctx, "TOOLS_RESULTS", jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{"tools.result." + task.ConversationID + "." + task.TaskID},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := oc.Next(jetstream.FetchMaxWait(wait))
+	if err != nil {
+		t.Fatalf("the result was never stored: %v", err)
+	}
+	var r protocol.Result
+	if err := json.Unmarshal(msg.Data(), &r); err != nil || r.Status != protocol.StatusOK {
+		t.Fatalf("stored result %s: %v", msg.Data(), err)
+	}
+	// The delivery was acknowledged: nothing is left to redeliver.
+	c, err := js.Consumer(ctx, "TOOLS_TASKS", "task_job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(wait); ; {
+		info, err := c.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.NumAckPending == 0 && info.NumPending == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task still held after its result: %+v", info)
+		}
+		time.Sleep(20 * time.Millisecond) // the ack has no signal but the consumer's state
+	}
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("the finished tool ran %d times", n)
+	}
+}
+
+// A task whose deliveries were exhausted while no replica was connected
+// (so nobody got the server's advisory) still ends in a
+// DeliveriesExhausted result once a replica starts.
+func TestDeliveriesExhaustedWhileNoReplicaConnected(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	nc := srv.Conn(t)
+	results := jstest.SubscribeResults(t, nc)
+	exhausted := maxDeliveries(t, nc, "job")
+	g := jstest.NewGate()
+	task, proxy := dyingHolder(t, srv, g, 0)
+	proxy.Cut() // the replica is gone: no heartbeat, no advisory subscription
+	jstest.Recv(t, exhausted, "the server to give up on the task")
+
+	jstest.StartWorker(t, srv, worker.Config{ID: "later", MaxDeliver: 1, Tools: []*tool.Tool{g.Tool("job", "never")}})
+	r := resultOf(t, results, task)
+	if r.Status != protocol.StatusError || r.ErrorType != protocol.ErrorDeliveriesExhausted || r.Worker != "later" {
+		t.Fatalf("result %+v", r)
+	}
+}
+
+// A worker on the definitions' default ack wait has a killed replica's
+// task restarted elsewhere within about 10 s (SPEC §5.3).
+func TestDefaultAckWaitRecovery(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("waits for the default ack wait")
+	}
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	results := jstest.SubscribeResults(t, srv.Conn(t))
+	g := jstest.NewGate()
+	_, proxy, _ := cutWorker(t, srv, worker.Config{ID: "killed", AckWait: -1, Tools: []*tool.Tool{g.Tool("job", "from the killed one")}})
+	jstest.StartWorker(t, srv, worker.Config{ID: "survivor", AckWait: -1, Tools: []*tool.Tool{echoLike("job", "from the survivor")}})
+	task := jstest.NewTask("job", protocol.NewID(), `{}`)
+	publishTask(t, js, task)
+	jstest.Recv(t, g.Started, "the task to start on the first replica")
+	killed := time.Now()
+	proxy.Cut()
+	r := resultOf(t, results, task)
+	if got := jstest.Content(t, r); got != "from the survivor" {
+		t.Fatalf("result %q", got)
+	}
+	if took := time.Since(killed); took > 12*time.Second {
+		t.Fatalf("restarted after %v, want within ~10 s", took)
+	}
+}
+
+// echoLike is a tool that returns result at once.
+func echoLike(name, result string) *tool.Tool {
+	return tool.Func(name, "Answer at once.", func(context.Context, *tool.RunContext, struct{}) (string, error) { return result, nil })
+}
+
+// A task past its deadline is answered DeadlineExceeded without running.
+func TestDeadlinePassedNotRun(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	results := jstest.SubscribeResults(t, srv.Conn(t))
+	var runs atomic.Int32
+	job := tool.Func("job", "Count runs.", func(context.Context, *tool.RunContext, struct{}) (string, error) {
+		runs.Add(1)
+		return "ran", nil
+	})
+	jstest.StartWorker(t, srv, worker.Config{ID: "w", Tools: []*tool.Tool{job}})
+	task := jstest.NewTask("job", protocol.NewID(), `{}`)
+	task.Deadline = time.Now().Add(-time.Second)
+	publishTask(t, js, task)
+	r := resultOf(t, results, task)
+	if r.Status != protocol.StatusError || r.ErrorType != protocol.ErrorDeadlineExceeded {
+		t.Fatalf("result %+v", r)
+	}
+	if runs.Load() != 0 {
+		t.Fatal("a task past its deadline ran")
+	}
+}
+
+// A tool that ignores its cancellation does not keep its task from another
+// replica: when Stop's context ends, the task is handed back at once
+// (before the ack wait), and Stop says so.
+func TestStopHandsBackToolIgnoringCancel(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	results := jstest.SubscribeResults(t, srv.Conn(t))
+	stuck := make(chan struct{})
+	defer close(stuck)
+	started := make(chan struct{}, 1)
+	deaf := tool.Func("job", "Ignore cancellation.", func(context.Context, *tool.RunContext, struct{}) (string, error) {
+		started <- struct{}{}
+		<-stuck
+		return "too late", nil
+	})
+	const ackWait = 10 * time.Second
+	// Not startWorker: this worker is stopped by the test, with an error.
+	w, err := worker.New(worker.Config{Conn: srv.Conn(t), ID: "deaf", AckWait: ackWait, GracePeriod: 10 * time.Millisecond,
+		Logger: jstest.Logger(), Tools: []*tool.Tool{deaf}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), wait)
+	defer scancel()
+	if err := w.Start(sctx); err != nil {
+		t.Fatal(err)
+	}
+	task := jstest.NewTask("job", protocol.NewID(), `{}`)
+	publishTask(t, js, task)
+	jstest.Recv(t, started, "the tool to start")
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	stopped := time.Now()
+	if err := w.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Stop = %v, want the context's error", err)
+	}
+	jstest.StartWorker(t, srv, worker.Config{ID: "other", AckWait: ackWait, Tools: []*tool.Tool{echoLike("job", "taken over")}})
+	r := resultOf(t, results, task)
+	if got := jstest.Content(t, r); got != "taken over" {
+		t.Fatalf("result %q", got)
+	}
+	if took := time.Since(stopped); took > ackWait/2 {
+		t.Fatalf("taken over after %v: not handed back", took)
+	}
+}
+
+// inProgressAcks signals every in-progress ack (+WPI) sent for the task
+// consumer of toolName.
+func inProgressAcks(t *testing.T, nc *nats.Conn, toolName string) <-chan time.Time {
+	t.Helper()
+	ch := make(chan time.Time, 64)
+	sub, err := nc.Subscribe("$JS.ACK.TOOLS_TASKS.task_"+toolName+".>", func(m *nats.Msg) {
+		if string(m.Data) == "+WPI" {
+			select {
+			case ch <- time.Now():
+			default:
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	return ch
+}
+
+// A task that runs longer than the ack wait is kept alive by in-progress
+// acks: no other replica gets it.
+func TestHeartbeatKeepsLongTaskAlive(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	beats := inProgressAcks(t, srv.Conn(t), "job")
+	results := jstest.SubscribeResults(t, srv.Conn(t))
+	g, other := jstest.NewGate(), jstest.NewGate()
+	jstest.StartWorker(t, srv, worker.Config{ID: "runs", Tools: []*tool.Tool{g.Tool("job", "kept alive")}})
+	task := jstest.NewTask("job", protocol.NewID(), `{}`)
+	publishTask(t, js, task)
+	jstest.Recv(t, g.Started, "the task to start")
+	jstest.StartWorker(t, srv, worker.Config{ID: "waits", Tools: []*tool.Tool{other.Tool("job", "redelivered")}})
+	first := jstest.Recv(t, beats, "an in-progress ack")
+	for {
+		if at := jstest.Recv(t, beats, "an in-progress ack"); at.Sub(first) > 2*testAckWait {
+			break // the task outlived two ack waits
+		}
+	}
+	g.Open()
+	if got := jstest.Content(t, resultOf(t, results, task)); got != "kept alive" {
+		t.Fatalf("result %q", got)
+	}
+	select {
+	case id := <-other.Started:
+		t.Fatalf("the running task was redelivered (%s)", id)
+	default:
+	}
+}
+
+// With the definitions' ack wait, the heartbeat follows it (a third of
+// it), not an older, longer ack wait.
+func TestHeartbeatFollowsDefinitionAckWait(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	beats := inProgressAcks(t, srv.Conn(t), "job")
+	g := jstest.NewGate()
+	defer g.Open()
+	jstest.StartWorker(t, srv, worker.Config{ID: "w", AckWait: -1, Tools: []*tool.Tool{g.Tool("job", "x")}})
+	def, err := natsjs.TaskConsumerConfig("job", natsjs.ProvisionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	publishTask(t, js, jstest.NewTask("job", protocol.NewID(), `{}`))
+	jstest.Recv(t, g.Started, "the task to start")
+	started := time.Now()
+	beat := jstest.Recv(t, beats, "an in-progress ack")
+	if took := beat.Sub(started); took > def.AckWait/2 {
+		t.Fatalf("first in-progress ack after %v, ack wait %v", took, def.AckWait)
+	}
+}
+
+// Results that cannot be published keep their runners busy after their
+// tools returned (their slots are given back at once when tasks are
+// waiting). The worker must not pull a task then that no runner can
+// start: it would wait without in-progress acks, be redelivered to
+// another replica after its ack wait, and run twice.
+func TestUnpublishedResultsDoNotStrandPulledTask(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	ctx := context.Background()
+	jstest.MustProvision(t, js)
+	// Stored before the worker starts: each is delivered with the rest
+	// waiting behind it.
+	conv := protocol.NewID()
+	tasks := []protocol.Task{jstest.NewTask("job", conv, `{}`), jstest.NewTask("job", conv, `{}`), jstest.NewTask("job", conv, `{}`)}
+	for _, task := range tasks {
+		publishTask(t, js, task)
+	}
+	g := jstest.NewGate()
+	defer g.Open()
+	// Not startWorker: this worker is stopped by the test before it counts
+	// the runs.
+	log, failed := jstest.SignalOn("result not published; retrying")
+	w, err := worker.New(worker.Config{Conn: srv.Conn(t), ID: "stuck", AckWait: testAckWait, Concurrency: 1,
+		Logger: log, Tools: []*tool.Tool{g.Tool("job", "done")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, scancel := context.WithTimeout(ctx, wait)
+	defer scancel()
+	if err := w.Start(sctx); err != nil {
+		t.Fatal(err)
+	}
+	if id := jstest.Recv(t, g.Started, "the first task to start"); id != tasks[0].ToolCallID {
+		t.Fatalf("started %s", id)
+	}
+	if err := js.DeleteStream(ctx, "TOOLS_RESULTS"); err != nil { // results cannot be stored
+		t.Fatal(err)
+	}
+	g.Open()
+	if id := jstest.Recv(t, g.Started, "the second task to start"); id != tasks[1].ToolCallID {
+		t.Fatalf("started %s", id)
+	}
+	jstest.Recv(t, failed, "a failed publish")
+	// Both runners of the worker now retry results. The third task is
+	// left to another replica (the test): its first delivery is there.
+	c, err := js.Consumer(ctx, "TOOLS_TASKS", "task_job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := c.Next(jetstream.FetchMaxWait(wait))
+	if err != nil {
+		t.Fatalf("the third task was never delivered: %v", err)
+	}
+	md, err := msg.Metadata()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if md.NumDelivered != 1 {
+		t.Errorf("the third task was delivered %d times: the stuck worker held it without running it", md.NumDelivered)
+	}
+	if err := msg.DoubleAck(ctx); err != nil { // run by the other replica
+		t.Fatal(err)
+	}
+	jstest.MustProvision(t, js)
+	for deadline := time.Now().Add(wait); ; {
+		info, err := c.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.NumAckPending == 0 && info.NumPending == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("tasks still held: %+v", info)
+		}
+		time.Sleep(20 * time.Millisecond) // the acks have no signal but the consumer's state
+	}
+	stopCtx, stopCancel := context.WithTimeout(ctx, wait)
+	defer stopCancel()
+	if err := w.Stop(stopCtx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case id := <-g.Started:
+		t.Fatalf("a task ran twice (%s)", id)
+	default:
+	}
+}
+
+// A task still running in the grace period of a stop is cancelled by a
+// cancel published while the worker was cut off: the worker still catches
+// up with the cancels after a reconnect while it lets its tasks finish.
+func TestCancelWhileDisconnectedDuringGracePeriod(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	results := jstest.SubscribeResults(t, srv.Conn(t))
+	g := jstest.NewGate()
+	defer g.Open()
+	proxy := natstest.NewProxy(t, srv.URL())
+	reconnected := make(chan struct{}, 16)
+	nc := natstest.Connect(t, proxy.URL(), append(natstest.Reconnecting(20*time.Millisecond),
+		nats.ReconnectHandler(func(*nats.Conn) { reconnected <- struct{}{} }))...)
+	// Not startWorker: the test stops this worker itself, with a grace
+	// period far longer than the test waits.
+	// The stop begins with the removal of the worker's registry entry.
+	deregistered := make(chan struct{}, 1)
+	sub, err := srv.Conn(t).Subscribe("$KV.tools_registry.job.grace", func(m *nats.Msg) {
+		if m.Header.Get("KV-Operation") == "DEL" {
+			deregistered <- struct{}{}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	w, err := worker.New(worker.Config{Conn: nc, ID: "grace", AckWait: testAckWait, GracePeriod: time.Hour,
+		Logger: jstest.Logger(), Tools: []*tool.Tool{g.Tool("job", "finished")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	task := jstest.NewTask("job", protocol.NewID(), `{}`)
+	publishTask(t, js, task)
+	jstest.Recv(t, g.Started, "the task to start")
+	stopped := make(chan error, 1)
+	stopCtx, stopCancel := context.WithTimeout(context.Background(), 4*wait) // longer than the test waits for the cancel
+	defer stopCancel()
+	go func() { stopped <- w.Stop(stopCtx) }()
+	jstest.Recv(t, deregistered, "the worker to stop")
+	proxy.Cut()
+	publishCancel(t, js, task)
+	proxy.Restore()
+	jstest.Recv(t, reconnected, "the worker to reconnect")
+	jstest.Recv(t, g.CtxDone, "the running tool to be cancelled")
+	if r := resultOf(t, results, task); r.Status != protocol.StatusCancelled {
+		t.Fatalf("result %+v, want cancelled", r)
+	}
+	if err := jstest.Recv(t, stopped, "the stop"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Stop stops fetching first: a task stored while the worker removes its
+// registry entries (which may take long with a slow server) is left to
+// other replicas, not pulled and started by the stopping worker.
+func TestStopFetchesNothingWhileDeregistering(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	ctx := context.Background()
+	g := jstest.NewGate()
+	defer g.Open()
+	w, err := worker.New(worker.Config{Conn: srv.Conn(t), ID: "w", AckWait: testAckWait,
+		Logger: jstest.Logger(), Tools: []*tool.Tool{g.Tool("job", "done")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, scancel := context.WithTimeout(ctx, wait)
+	defer scancel()
+	if err := w.Start(sctx); err != nil {
+		t.Fatal(err)
+	}
+	// A registry that does not answer: the delete waits, and the test
+	// answers it (as the stream would) when it has seen what it waits for.
+	if err := js.DeleteStream(ctx, "KV_tools_registry"); err != nil {
+		t.Fatal(err)
+	}
+	deleting := make(chan *nats.Msg, 1)
+	sub, err := srv.Conn(t).Subscribe("$KV.tools_registry.job.w", func(m *nats.Msg) { deleting <- m })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	stopped := make(chan error, 1)
+	go func() { stopped <- w.Stop(sctx) }()
+	del := jstest.Recv(t, deleting, "the registry entry's delete")
+	task := jstest.NewTask("job", protocol.NewID(), `{}`)
+	publishTask(t, js, task)
+	c, err := js.Consumer(ctx, "TOOLS_TASKS", "task_job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A worker still fetching gets the task at once; give it a moment.
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		info, err := c.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.NumPending == 0 {
+			break
+		}
+	}
+	_ = del.Respond([]byte(`{"stream":"KV_tools_registry","seq":2}`))
+	g.Open()
+	if err := jstest.Recv(t, stopped, "the stop"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case id := <-g.Started:
+		t.Fatalf("the stopping worker started a task stored after the stop began (%s)", id)
+	default:
+	}
+	// Left for another replica, which gets it: at once, or, when the task
+	// reached a pull request of the stopping worker just as its
+	// subscription went away (seen once on a loaded machine), after the
+	// task's ack wait.
+	msg, err := c.Next(jetstream.FetchMaxWait(wait))
+	if err != nil {
+		t.Fatalf("the task was not left for another replica: %v", err)
+	}
+	got, err := protocol.DecodeTask(msg.Data(), nil)
+	if err != nil || got.TaskID != task.TaskID {
+		t.Fatalf("another replica got %s (%v), want task %s", msg.Data(), err, task.TaskID)
+	}
+	_ = msg.Term()
+}
+
+// A task whose max-deliveries advisory arrives while its result cannot be
+// published is still answered once results can be stored again, also when
+// the consumer holds other deliveries (so that the sweep, which waits for
+// a consumer holding none, cannot be relied on).
+func TestDeliveriesExhaustedAnsweredAfterFailedPublish(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	nc := srv.Conn(t)
+	ctx := context.Background()
+	exhausted := maxDeliveries(t, nc, "job")
+	g := jstest.NewGate()
+	defer g.Open()
+	// One replica that will die with the task, one that stays (and gets
+	// the advisory), with no slot free for anything else.
+	lost, proxy := dyingHolder(t, srv, g, 1)
+	log, failed := jstest.SignalOn("DeliveriesExhausted result not published; retrying")
+	jstest.StartWorker(t, srv, worker.Config{ID: "stays", Concurrency: 1, MaxDeliver: 1, Logger: log, Tools: []*tool.Tool{g.Tool("job", "never")}})
+	held := jstest.NewTask("job", protocol.NewID(), `{}`)
+	publishTask(t, js, held)
+	jstest.Recv(t, g.Started, "a task held by the replica that stays")
+	if err := js.DeleteStream(ctx, "TOOLS_RESULTS"); err != nil { // results cannot be stored
+		t.Fatal(err)
+	}
+	proxy.Cut() // the first replica is gone: no heartbeat
+	jstest.Recv(t, exhausted, "the server to give up on the task")
+	jstest.Recv(t, failed, "the DeliveriesExhausted result to fail")
+	jstest.MustProvision(t, js)
+	r := storedResult(t, js, lost, 0)
+	if r.Status != protocol.StatusError || r.ErrorType != protocol.ErrorDeliveriesExhausted || r.Worker != "stays" {
+		t.Fatalf("result %+v", r)
+	}
+}
+
+// A task whose deliveries were exhausted while no replica was connected is
+// answered once a replica starts, also while the tool's consumer holds
+// another delivery all along (so that the sweep, which waits for a
+// consumer holding none, never runs): the advisory was kept in the
+// exhausted stream.
+func TestDeliveriesExhaustedWhileNoReplicaConnectedUnderLoad(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	nc := srv.Conn(t)
+	ctx := context.Background()
+	exhausted := maxDeliveries(t, nc, "job")
+	g := jstest.NewGate()
+	defer g.Open()
+	lost, proxy := dyingHolder(t, srv, g, 1)
+
+	// Another task of the tool is held all along: its delivery is handed
+	// back with a delay longer than the test.
+	held := jstest.NewTask("job", protocol.NewID(), `{}`)
+	publishTask(t, js, held)
+	c, err := js.Consumer(ctx, "TOOLS_TASKS", natsjs.TaskConsumerName("job"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := c.Fetch(1, jetstream.FetchMaxWait(wait))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []jetstream.Msg
+	for m := range batch.Messages() {
+		got = append(got, m)
+	}
+	if len(got) != 1 {
+		t.Fatalf("fetched %d tasks, want the held one (%v)", len(got), batch.Error())
+	}
+	if err := got[0].NakWithDelay(time.Hour); err != nil {
+		t.Fatal(err)
+	}
+
+	proxy.Cut() // the replica is gone: no heartbeat, nobody listens
+	jstest.Recv(t, exhausted, "the server to give up on the task")
+	if info, err := c.Info(ctx); err != nil || info.NumAckPending == 0 {
+		t.Fatalf("consumer holds no delivery (%v): the test proves nothing", err)
+	}
+
+	jstest.StartWorker(t, srv, worker.Config{ID: "later", MaxDeliver: 1, Tools: []*tool.Tool{g.Tool("job", "never")}})
+	r := storedResult(t, js, lost, 0)
+	if r.Status != protocol.StatusError || r.ErrorType != protocol.ErrorDeliveriesExhausted || r.Worker != "later" {
+		t.Fatalf("result %+v", r)
+	}
+}
+
+// A worker whose consumer of max-deliveries advisories is deleted under it
+// binds it again, and still answers the advisories stored from then on.
+func TestExhaustedConsumerDeletedIsBoundAgain(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	ctx := context.Background()
+	g := jstest.NewGate()
+	defer g.Open()
+	first := jstest.StartWorker(t, srv, worker.Config{ID: "first", Concurrency: 1, MaxDeliver: 1, Tools: []*tool.Tool{g.Tool("job", "never")}})
+	task := jstest.NewTask("job", protocol.NewID(), `{}`)
+	publishTask(t, js, task)
+	jstest.Recv(t, g.Started, "the only delivery")
+	log, rebound := jstest.SignalOn("consumer of max-deliveries advisories bound again")
+	jstest.StartWorker(t, srv, worker.Config{ID: "second", MaxDeliver: 1, Logger: log, Tools: []*tool.Tool{g.Tool("job", "never")}})
+	if err := js.DeleteConsumer(ctx, "TOOLS_EXHAUSTED", natsjs.ExhaustedConsumerName("job")); err != nil {
+		t.Fatal(err)
+	}
+	jstest.Recv(t, rebound, "the second worker to bind the consumer again")
+
+	sctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	if err := first.StopAndCancel(sctx); err != nil { // its hand-back uses up the last delivery
+		t.Fatal(err)
+	}
+	// The advisory of the hand-back may still reach the stopping worker's
+	// pull request, in the moment before its subscription is gone (seen
+	// once, on a loaded machine); it then comes to the second after the
+	// advisory consumer's ack wait (30 s).
+	r := storedResultWithin(t, js, task, 0, 30*time.Second+wait)
+	if r.Status != protocol.StatusError || r.ErrorType != protocol.ErrorDeliveriesExhausted || r.Worker != "second" {
+		t.Fatalf("result %+v", r)
+	}
+}
+
+// dyingHolder starts a replica "dies" (behind a proxy the test cuts, with
+// the given concurrency, 0 for the default) serving job with one delivery
+// per task, and a task of job that it starts on that only delivery.
+func dyingHolder(t *testing.T, srv *natstest.Server, g *jstest.Gate, concurrency int) (protocol.Task, *natstest.Proxy) {
+	t.Helper()
+	_, proxy, _ := cutWorker(t, srv, worker.Config{ID: "dies", Concurrency: concurrency, MaxDeliver: 1, Tools: []*tool.Tool{g.Tool("job", "never")}})
+	task := jstest.NewTask("job", protocol.NewID(), `{}`)
+	publishTask(t, srv.JetStream(t), task)
+	jstest.Recv(t, g.Started, "the only delivery")
+	return task, proxy
+}
+
+// maxDeliveries signals each max-deliveries advisory of toolName's task
+// consumer (default prefix), heard on nc.
+func maxDeliveries(t *testing.T, nc *nats.Conn, toolName string) <-chan struct{} {
+	t.Helper()
+	ch := make(chan struct{}, 1)
+	sub, err := nc.Subscribe(natsjs.MaxDeliveriesSubject("", toolName), func(*nats.Msg) {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	return ch
+}
