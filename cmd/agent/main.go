@@ -10,7 +10,7 @@
 //	agent provision
 //
 // Exit codes: 0 finished; 3 paused with pending deferred calls; 1 run failed;
-// 2 usage or configuration error; 130 interrupted. See README.md.
+// 2 usage or configuration error; 130 interrupted. See docs/CLI.md.
 package main
 
 import (

@@ -4,6 +4,6 @@
 // streams carrying them have been read), the [Store] interface that keeps
 // it, with compare-and-set saves and [Lease]s that let one process at a
 // time work on a conversation (SPEC §5.5), and [Memory], an in-process
-// store for tests and single-process use. natsjs implements the store on
+// store for tests and single-process use. natsjs/convstore implements the store on
 // JetStream.
 package conversation

@@ -14,7 +14,8 @@
 //     the Toolset of what workers advertise, the Executor of background
 //     calls, and a Client that wires them;
 //   - natsjs/convstore: durable conversations, their Store, the Inbox of
-//     what arrived for them and the Announcer of approvals;
+//     what arrived for them, the Announcer of approvals and the Publisher
+//     of decisions and answers;
 //   - natsjs/natstest: an in-process nats-server for tests.
 //
 // A toolworker links natsjs and natsjs/worker only, none of the agent's

@@ -2,10 +2,11 @@ package protocol
 
 import "strconv"
 
-// The Nats-Msg-Id of every message the runtime publishes (SPEC §5.2): the
-// server drops a message whose ID it stored within the stream's duplicate
-// window, so each ID names what must be stored once. Every publisher
-// builds them here.
+// The Nats-Msg-Id of every message the runtime publishes to be stored once
+// (SPEC §5.2): the server drops a message whose ID it stored within the
+// stream's duplicate window, so each ID names what must be stored once.
+// Every publisher builds them here. Cancels and progress reports carry
+// none.
 
 // TaskMsgID is the Nats-Msg-Id of a task's dispatch: the task ID for the
 // first attempt, "<task ID>:<attempt>" for a later one, so that the

@@ -78,7 +78,8 @@ const (
 )
 
 // Task asks the workers serving Tool to run it. It is published on
-// <prefix>.task.<tool> with header Nats-Msg-Id set to TaskID.
+// <prefix>.task.<tool> with header Nats-Msg-Id set to [TaskMsgID]: TaskID,
+// or "<task_id>:<attempt>" for a later attempt.
 type Task struct {
 	// TaskID identifies the task (ULID). Required.
 	TaskID string `json:"task_id"`
