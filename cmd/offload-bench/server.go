@@ -72,7 +72,7 @@ func startServer(ctx context.Context, store string) (*serverProcess, error) {
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	if err != nil || line != "ready\n" {
 		p.stop()
-		return nil, fmt.Errorf("server process did not start (%q): %v", line, err)
+		return nil, fmt.Errorf("server process did not start (%q): %v", line, err) //nolint:errorlint // err may be nil (the line was wrong), which %w would print as %!w(<nil>)
 	}
 	// The store's server is running: this handle shares it.
 	p.srv, err = embedded.Start(ctx, embedded.Config{StoreDir: store, Logger: slog.New(slog.DiscardHandler)})

@@ -33,7 +33,7 @@ func (b *Binaries) Dir(t testing.TB, pkgs ...string) string {
 		}
 		cmd := exec.Command("go", append([]string{"build", "-o", b.dir + string(os.PathSeparator)}, pkgs...)...)
 		if out, err := cmd.CombinedOutput(); err != nil {
-			b.err = fmt.Errorf("go build %s: %v\n%s", strings.Join(pkgs, " "), err, out)
+			b.err = fmt.Errorf("go build %s: %w\n%s", strings.Join(pkgs, " "), err, out)
 		}
 	})
 	if b.err != nil {

@@ -154,7 +154,7 @@ func ErrorType(err error) string {
 }
 
 func unwrapOne(err error) error {
-	switch u := err.(type) {
+	switch u := err.(type) { //nolint:errorlint // this is the unwrapping, one level at a time
 	case interface{ Unwrap() error }:
 		return u.Unwrap()
 	case interface{ Unwrap() []error }:
