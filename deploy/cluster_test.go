@@ -197,7 +197,7 @@ func TestClusterFailover(t *testing.T) {
 	})
 	const tasks = 500
 	conv := protocol.NewID()
-	rnd := rand.New(rand.NewPCG(7, 11))
+	rnd := rand.New(rand.NewPCG(7, 11)) //nolint:gosec // G404: a seeded, repeatable choice of tasks, not a secret
 	handles := make([]*remote.Handle, 0, tasks)
 	began := time.Now()
 	for range tasks {
@@ -444,7 +444,7 @@ func storedResultsOnce(ctx context.Context, js jetstream.JetStream, stream, conv
 	}
 	total := 0
 	for _, n := range info.State.Subjects {
-		total += int(n)
+		total += int(n) //nolint:gosec // G115: a stream's message count in a test, far below MaxInt
 	}
 	per := map[string]int{}
 	for read := 0; read < total; {

@@ -21,7 +21,7 @@ import (
 // serve runs the embedded server for store until stdin closes.
 func serve(store string) error {
 	if path := os.Getenv("OFFLOAD_BENCH_SERVER_CPUPROFILE"); path != "" {
-		f, err := os.Create(path)
+		f, err := os.Create(path) //nolint:gosec // G703: the path the operator names, as for -cpuprofile
 		if err == nil {
 			err = pprof.StartCPUProfile(f)
 		}

@@ -200,7 +200,7 @@ func New(keep time.Duration, limit int) *Memory {
 }
 
 func (m *Memory) entryOf(conv string, kind Kind) entry {
-	return entry(uint32(maphash.String(m.seed, conv))&^3 | uint32(kind))
+	return entry(uint32(maphash.String(m.seed, conv))&^3 | uint32(kind)) //nolint:gosec // G115: the hash is cut to 32 bits on purpose
 }
 
 // Hold counts a call of conv as pending.
@@ -289,7 +289,7 @@ func (m *Memory) Classify(now time.Time, task, conv string, cancelled bool) (rea
 		return "", "result of another process ignored"
 	}
 	if err == nil {
-		made := time.UnixMilli(int64(id.Time()))
+		made := time.UnixMilli(int64(id.Time())) //nolint:gosec // G115: a ULID's time is 48 bits of milliseconds
 		if !made.Before(now.Add(-m.keep)) && !made.After(m.exact.evicted) {
 			if cancelled {
 				return "", "cancellation confirmed (task no longer remembered exactly)"
