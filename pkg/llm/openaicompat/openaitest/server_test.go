@@ -350,7 +350,12 @@ func TestValidation(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			resp, err := http.Post(srv.URL()+"/chat/completions", "application/json", strings.NewReader(tt.body))
+			req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL()+"/chat/completions", strings.NewReader(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -379,7 +384,11 @@ func TestModels(t *testing.T) {
 	t.Parallel()
 	srv := openaitest.NewServer(&funcModel{gen: weatherScript})
 	defer srv.Close()
-	resp, err := http.Get(srv.URL() + "/models")
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL()+"/models", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
