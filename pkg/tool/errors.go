@@ -22,7 +22,7 @@ func Retry(msg string) error { return &ModelRetry{Message: msg} }
 
 // ToolFailed is a terminal failure the model sees as a failed tool return.
 // It does not consume the retry budget.
-type ToolFailed struct {
+type ToolFailed struct { //nolint:revive // exported: the name SPEC.md and the model-facing texts use; renaming it is an API change
 	// Message is shown to the model.
 	Message string
 }

@@ -49,8 +49,12 @@ const generations = 8
 type Kind uint32
 
 const (
+	// Answered is a task whose result came: another one is a duplicate.
 	Answered Kind = iota
+	// Cancelled is a task that was cancelled: a result after it is late.
 	Cancelled
+	// Detached is a task its call stopped waiting for, which runs on: its
+	// result is the conversation store's.
 	Detached
 )
 
