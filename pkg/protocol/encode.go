@@ -55,7 +55,7 @@ func AppendResult(b []byte, r *Result) ([]byte, error) {
 }
 
 func appendTask(b []byte, t *Task) ([]byte, bool) {
-	ok := true
+	var ok bool
 	b = append(b, `{"task_id":`...)
 	b = appendString(b, t.TaskID)
 	b = append(b, `,"tool":`...)
@@ -121,7 +121,7 @@ func appendTask(b []byte, t *Task) ([]byte, bool) {
 }
 
 func appendResult(b []byte, r *Result) ([]byte, bool) {
-	ok := true
+	var ok bool
 	b = append(b, `{"task_id":`...)
 	b = appendString(b, r.TaskID)
 	if r.ToolCallID != "" {
