@@ -230,7 +230,7 @@ func TestClusterFailover(t *testing.T) {
 	elected := make(chan time.Duration, 1)
 	var killedAt time.Time
 	before := 0
-	for n := 0; n < tasks; n++ {
+	for n := range tasks {
 		select {
 		case <-finished:
 		case <-ctx.Done():

@@ -191,7 +191,7 @@ var plainByte = func() (t [256]bool) {
 
 // appendString appends s as a JSON string, as encoding/json writes it.
 func appendString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
+	for i := range len(s) {
 		if !plainByte[s[i]] {
 			q, _ := json.Marshal(s) // a string always encodes
 			return append(b, q...)
