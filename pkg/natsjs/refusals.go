@@ -93,7 +93,7 @@ func (r *Refusals) record(pe *PermissionError) {
 func refused(ctx context.Context, js jetstream.JetStream, subject string, err error) *PermissionError {
 	var je jetstream.JetStreamError
 	if err == nil || errors.As(err, &je) && je.APIError() != nil {
-		return nil
+		return nil //nolint:nilerr // the result is the refusal, not an error: a server's answer is none
 	}
 	explains := func(pe *PermissionError) bool {
 		return pe != nil && (pe.Reply() || !pe.Subscribe && strings.HasPrefix(pe.Subject, subject))
