@@ -288,7 +288,7 @@ func TestErrors(t *testing.T) {
 		} else {
 			_, err = client.Generate(t.Context(), req)
 		}
-		if !errors.As(err, &apiErr) || apiErr.StatusCode != 500 || !strings.Contains(apiErr.Message, "script exhausted") {
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusInternalServerError || !strings.Contains(apiErr.Message, "script exhausted") {
 			t.Errorf("streamed=%v: model error: err = %v", streamed, err)
 		}
 	}
@@ -310,7 +310,7 @@ func TestModelErrorMidStream(t *testing.T) {
 	defer srv.Close()
 	_, err := newClient(t, srv).Stream(t.Context(), &llm.Request{Messages: []message.Message{message.NewRequest(message.UserText("go"))}}, nil)
 	var apiErr *openaicompat.APIError
-	if !errors.As(err, &apiErr) || !apiErr.InBand || apiErr.StatusCode != 200 || apiErr.Code != "server_error" {
+	if !errors.As(err, &apiErr) || !apiErr.InBand || apiErr.StatusCode != http.StatusOK || apiErr.Code != "server_error" {
 		t.Errorf("err = %v", err)
 	}
 }
@@ -362,7 +362,7 @@ func TestValidation(t *testing.T) {
 			defer resp.Body.Close()
 			body, _ := io.ReadAll(resp.Body)
 			if tt.param == "" {
-				if resp.StatusCode != 200 {
+				if resp.StatusCode != http.StatusOK {
 					t.Fatalf("status %d: %s", resp.StatusCode, body)
 				}
 				return
@@ -373,7 +373,7 @@ func TestValidation(t *testing.T) {
 					Type  string  `json:"type"`
 				} `json:"error"`
 			}
-			if resp.StatusCode != 400 || json.Unmarshal(body, &e) != nil || e.Error.Param == nil || *e.Error.Param != tt.param || e.Error.Type != "invalid_request_error" {
+			if resp.StatusCode != http.StatusBadRequest || json.Unmarshal(body, &e) != nil || e.Error.Param == nil || *e.Error.Param != tt.param || e.Error.Type != "invalid_request_error" {
 				t.Errorf("status %d, body %s; want 400 with param %q", resp.StatusCode, body, tt.param)
 			}
 		})
