@@ -28,7 +28,7 @@ func (b *Binaries) Dir(t testing.TB, pkgs ...string) string {
 		t.Skip("end-to-end test: builds binaries")
 	}
 	b.once.Do(func() {
-		if b.dir, b.err = os.MkdirTemp("", "offload-e2e"); b.err != nil {
+		if b.dir, b.err = os.MkdirTemp("", "offload-e2e"); b.err != nil { //nolint:usetesting // built once for every test of the process: t.TempDir would go with the first test
 			return
 		}
 		cmd := exec.Command("go", append([]string{"build", "-o", b.dir + string(os.PathSeparator)}, pkgs...)...)
