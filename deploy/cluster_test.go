@@ -389,7 +389,7 @@ func TestClusterFailover(t *testing.T) {
 		c.nodes[victim].name, names.Results, caughtUp.Round(time.Millisecond))
 	t.Log("\n" + report)
 	if testing.Verbose() {
-		fmt.Print(report)
+		fmt.Print(report) //nolint:forbidigo // make test/cluster prints the figures as they are, without t.Log's indent
 	}
 	if len(results) != tasks || statuses[protocol.StatusOK] != tasks {
 		t.Errorf("%d results, statuses %v; want %d ok", len(results), statuses, tasks)
