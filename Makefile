@@ -53,14 +53,14 @@ soak: ## Fault soak (minutes): 1000 calls over 3 toolworkers, replicas and nats-
 	$(GO) test -tags soak -run '^TestSoak$$' -count=1 -v -timeout 20m ./cmd/toolworker/
 
 .PHONY: lint
-lint: ## go.mod tidy, gofmt, go vet and golangci-lint (pinned; .golangci.yaml: staticcheck, the import rules, gofumpt, ...)
+lint: ## go.mod tidy, gofmt, go vet and golangci-lint (pinned; .golangci.yaml: staticcheck, the import rules, gosec, ...)
 	@$(GO) mod tidy -diff >/dev/null || { echo "go.mod is not tidy: run go mod tidy"; $(GO) mod tidy -diff; exit 1; }
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) run $(GOLANGCI) run ./...
 
 .PHONY: fmt
-fmt: ## Format the code as lint wants it (gofumpt, gci; golangci-lint fmt)
+fmt: ## Group the imports as lint wants them (gci, through golangci-lint fmt)
 	$(GO) run $(GOLANGCI) fmt ./...
 
 # govulncheck needs the vulnerability database. Where VULNDB cannot be
