@@ -369,7 +369,7 @@ func ops(d *deployServer) []op {
 			if err != nil {
 				return err
 			}
-			defer w.Stop()
+			defer func() { _ = w.Stop() }()
 			for {
 				select {
 				case u := <-w.Updates():

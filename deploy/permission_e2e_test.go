@@ -3,6 +3,7 @@ package deploy
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os/exec"
 	"strings"
 	"testing"
@@ -68,7 +69,8 @@ func TestPermissionErrorsNameTheFix(t *testing.T) {
 			start := time.Now()
 			err := cmd.Run()
 			took := time.Since(start)
-			ee, _ := err.(*exec.ExitError)
+			var ee *exec.ExitError
+			errors.As(err, &ee)
 			if ee == nil || ee.ExitCode() != 1 {
 				t.Fatalf("exit: %v, want 1 (after %s)\n%s", err, took, out.String())
 			}

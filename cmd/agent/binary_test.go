@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,7 +36,8 @@ func agentBinary(t *testing.T) string {
 // Wait); an error that is not an exit fails the test.
 func exitCode(t *testing.T, err error) int {
 	t.Helper()
-	if ee, ok := err.(*exec.ExitError); ok {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
 		return ee.ExitCode()
 	} else if err != nil {
 		t.Fatal(err)
@@ -161,7 +163,8 @@ func sh(t *testing.T, dir, line string) (int, string) {
 	}
 	cmd.Env = append(os.Environ(), "PATH="+path, "NATS_URL=")
 	out, err := cmd.CombinedOutput()
-	if ee, ok := err.(*exec.ExitError); ok {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
 		return ee.ExitCode(), string(out)
 	} else if err != nil {
 		t.Fatal(err)

@@ -98,7 +98,7 @@ func publishArrival(cmd *cobra.Command, e env, f *runFlags, kind conversation.Ar
 	case errors.As(err, &re) && re.Reason == conversation.ReasonUnknownTask:
 		return &exitError{code: exitFailed, err: fmt.Errorf("task %s is not pending in conversation %s", task, f.conversation)}
 	case errors.As(err, &re) && re.Reason == conversation.ReasonWrongKind:
-		return &exitError{code: exitFailed, err: fmt.Errorf("task %s is not pending in conversation %s as a call to %s: %v", task, f.conversation, cmd.Name(), re.Err)}
+		return &exitError{code: exitFailed, err: fmt.Errorf("task %s is not pending in conversation %s as a call to %s: %w", task, f.conversation, cmd.Name(), re.Err)}
 	case errors.As(err, &re):
 		return &exitError{code: exitFailed, err: fmt.Errorf("task %s: %w", task, err)}
 	default:

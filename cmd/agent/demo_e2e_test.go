@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,7 +22,8 @@ func checkDemo(t *testing.T, transcript string) (string, bool) {
 	cmd := exec.CommandContext(t.Context(), "bash", filepath.Join(demoDir, "check.sh"))
 	cmd.Stdin = strings.NewReader(transcript)
 	out, err := cmd.CombinedOutput()
-	if _, ok := err.(*exec.ExitError); err != nil && !ok {
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
 		t.Fatal(err)
 	}
 	return strings.TrimSpace(string(out)), err == nil

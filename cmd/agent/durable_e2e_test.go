@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -605,7 +606,8 @@ func TestDurableKilledWhileBackgroundRuns(t *testing.T) {
 				}
 			})
 			err := cmd.Wait()
-			ee, _ := err.(*exec.ExitError)
+			var ee *exec.ExitError
+			errors.As(err, &ee)
 			if sig == os.Kill {
 				if ee == nil || ee.ExitCode() != -1 {
 					t.Fatalf("killed agent: %v\n%s", err, p.stderr.String())

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -176,8 +177,8 @@ func TestBinaryInterrupt(t *testing.T) {
 		}
 	})
 	err := cmd.Wait()
-	ee, ok := err.(*exec.ExitError)
-	if !ok || ee.ExitCode() != 130 {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
 		t.Fatalf("exit: %v\nstderr: %s", err, p.stderr.String())
 	}
 	if last["type"] != "final" || last["status"] != "interrupted" || last["exit_code"] != float64(130) {

@@ -263,7 +263,7 @@ model_settings:
 func TestSpecStrict(t *testing.T) {
 	t.Parallel()
 	tests := []struct{ name, yaml, want string }{
-		{"unknown top-level key", "model: test\nmodle_settings: {}\n", "field modle_settings not found"},
+		{"unknown top-level key", "model: test\nmodle_settings: {}\n", "field modle_settings not found"}, //nolint:misspell // the misspelt key is the case
 		{"unknown model setting", "model_settings: {stream: true, temprature: 0.2}\n", "field temprature not found"},
 		{"unknown limit", "limits: {request: 3}\n", "field request not found"},
 		{"bad idle timeout", "model_settings: {idle_timeout: soon}\n", `model_settings.idle_timeout: "soon" is not a duration`},

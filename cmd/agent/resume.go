@@ -147,7 +147,7 @@ func continueSession(ctx context.Context, e env, f *runFlags, sess *session.Sess
 	case errors.As(err, &ge) && errors.As(err, &re) && (re.Reason == conversation.ReasonMalformed || re.Reason == conversation.ReasonOversize):
 		return out.failed(usageErr("%s %s: %v", flags[ge.Index], ge.Given.TaskID, re.Err))
 	case errors.As(err, &ge) && errors.As(err, &re):
-		return out.failed(&exitError{code: exitFailed, err: fmt.Errorf("%s %s: %v", flags[ge.Index], ge.Given.TaskID, re.Err)})
+		return out.failed(&exitError{code: exitFailed, err: fmt.Errorf("%s %s: %w", flags[ge.Index], ge.Given.TaskID, re.Err)})
 	case errors.As(err, &ge):
 		return out.failed(ge.Err)
 	case errors.As(err, &pe) && prompt != "":

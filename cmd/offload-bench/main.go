@@ -212,7 +212,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "pending: %d calls, heap %d B, stacks %d B per call\n", pm.calls, pm.heap/uint64(pm.calls), pm.stack/uint64(pm.calls))
+		fmt.Fprintf(out, "pending: %d calls, heap %d B, stacks %d B per call\n", pm.calls, pm.heap/uint64(pm.calls), pm.stack/uint64(pm.calls)) //nolint:gosec // G115: a count of calls, positive
 		if c.memprofile != "" {
 			return writeMemProfile(c.memprofile)
 		}

@@ -21,7 +21,7 @@ import (
 // serve runs the embedded server for store until stdin closes.
 func serve(store string) error {
 	if path := os.Getenv("OFFLOAD_BENCH_SERVER_CPUPROFILE"); path != "" {
-		f, err := os.Create(path)
+		f, err := os.Create(path) //nolint:gosec // G703: the path the operator names, as for -cpuprofile
 		if err == nil {
 			err = pprof.StartCPUProfile(f)
 		}
@@ -72,7 +72,7 @@ func startServer(ctx context.Context, store string) (*serverProcess, error) {
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	if err != nil || line != "ready\n" {
 		p.stop()
-		return nil, fmt.Errorf("server process did not start (%q): %v", line, err)
+		return nil, fmt.Errorf("server process did not start (%q): %v", line, err) //nolint:errorlint // err may be nil (the line was wrong), which %w would print as %!w(<nil>)
 	}
 	// The store's server is running: this handle shares it.
 	p.srv, err = embedded.Start(ctx, embedded.Config{StoreDir: store, Logger: slog.New(slog.DiscardHandler)})

@@ -32,7 +32,7 @@ var (
 func natsServerBinary(t *testing.T) string {
 	t.Helper()
 	natsServerOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "offload-nats-server")
+		dir, err := os.MkdirTemp("", "offload-nats-server") //nolint:usetesting // built once for every test of the process: t.TempDir would go with the first test
 		if err != nil {
 			t.Fatal(err)
 		}

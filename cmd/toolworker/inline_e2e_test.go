@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -91,7 +92,8 @@ func (r *agentRun) wait(t *testing.T) int {
 	for range r.events {
 	}
 	<-r.done
-	if ee, ok := r.err.(*exec.ExitError); ok {
+	var ee *exec.ExitError
+	if errors.As(r.err, &ee) {
 		return ee.ExitCode()
 	} else if r.err != nil {
 		t.Fatal(r.err)

@@ -138,14 +138,14 @@ func try(ctx context.Context, tmp string, i int, m Mutation, pkgs []string, time
 		return o
 	}
 	dir := filepath.Join(tmp, fmt.Sprint(i))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o755); err != nil { //nolint:gosec // G301: a scratch overlay of source files for go build
 		o.status, o.detail = Broken, err.Error()
 		return o
 	}
 	file := filepath.Join(dir, filepath.Base(abs))
 	overlay := filepath.Join(dir, "overlay.json")
 	doc, _ := json.Marshal(map[string]map[string]string{"Replace": {abs: file}})
-	if err := errors.Join(os.WriteFile(file, mutated, 0o644), os.WriteFile(overlay, doc, 0o644)); err != nil {
+	if err := errors.Join(os.WriteFile(file, mutated, 0o644), os.WriteFile(overlay, doc, 0o644)); err != nil { //nolint:gosec // G306: a mutated source file and its overlay, as readable as the source
 		o.status, o.detail = Broken, err.Error()
 		return o
 	}

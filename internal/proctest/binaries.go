@@ -28,12 +28,12 @@ func (b *Binaries) Dir(t testing.TB, pkgs ...string) string {
 		t.Skip("end-to-end test: builds binaries")
 	}
 	b.once.Do(func() {
-		if b.dir, b.err = os.MkdirTemp("", "offload-e2e"); b.err != nil {
+		if b.dir, b.err = os.MkdirTemp("", "offload-e2e"); b.err != nil { //nolint:usetesting // built once for every test of the process: t.TempDir would go with the first test
 			return
 		}
 		cmd := exec.Command("go", append([]string{"build", "-o", b.dir + string(os.PathSeparator)}, pkgs...)...)
 		if out, err := cmd.CombinedOutput(); err != nil {
-			b.err = fmt.Errorf("go build %s: %v\n%s", strings.Join(pkgs, " "), err, out)
+			b.err = fmt.Errorf("go build %s: %w\n%s", strings.Join(pkgs, " "), err, out)
 		}
 	})
 	if b.err != nil {

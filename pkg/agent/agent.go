@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"fmt"
-	"io"
 	"iter"
 	"log/slog"
 
@@ -76,7 +75,7 @@ func New(cfg Config) (*Agent, error) {
 	}
 	log := cfg.Logger
 	if log == nil {
-		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+		log = slog.New(slog.DiscardHandler)
 	}
 	return &Agent{cfg: cfg, log: log}, nil
 }

@@ -301,7 +301,7 @@ func takeFlag(raw string) (string, bool, error) {
 	dec.UseNumber()
 	var obj map[string]any
 	if err := dec.Decode(&obj); err != nil || obj == nil {
-		return raw, false, nil
+		return raw, false, nil //nolint:nilerr // not a JSON object: left as it is, validation refuses it
 	}
 	v, ok := obj[RunInBackgroundParam]
 	if !ok {
@@ -314,7 +314,7 @@ func takeFlag(raw string) (string, bool, error) {
 	delete(obj, RunInBackgroundParam)
 	out, err := json.Marshal(obj)
 	if err != nil {
-		return raw, false, nil
+		return raw, false, nil //nolint:nilerr // what was decoded encodes; were it not, the arguments stay as they came
 	}
 	return string(out), flag, nil
 }

@@ -78,7 +78,7 @@ func TestCrossProcessResume(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write("history.json", message.History(res.Messages))
+	write("history.json", res.Messages)
 	write("requests.json", res.Deferred)
 	// The decisions, in the JSON form a UI or another service would send.
 	decisions := `{"approvals": {

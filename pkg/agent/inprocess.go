@@ -37,7 +37,7 @@ func (InProcessExecutor) Start(ctx context.Context, call *BackgroundCall) (Backg
 		if cause := context.Cause(tctx); cause != nil && err != nil {
 			// Cancelled while running: the cancellation is the outcome,
 			// whatever error the tool made of it.
-			err = fmt.Errorf("%w (tool returned: %v)", cause, err)
+			err = fmt.Errorf("%w (tool returned: %v)", cause, err) //nolint:errorlint // the tool's error is text only: a ModelRetry or CallDeferred in it must not change the outcome
 		}
 		t.val, t.err = val, err
 	}()

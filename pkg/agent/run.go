@@ -230,7 +230,7 @@ func (r *run) result(output string, reqs *deferred.Requests) *Result {
 // interrupted it, cause (the cause of the run's context, e.g. "interrupted
 // by SIGINT"), and what that did, rather than the bare "context canceled".
 func interruptedText(cause error) string {
-	if cause == nil || cause == context.Canceled {
+	if cause == nil || cause == context.Canceled { //nolint:errorlint // only the bare context.Canceled says nothing; a cause wrapping it has words of its own
 		return "interrupted: the run's context was cancelled; live tasks were cancelled"
 	}
 	return cause.Error() + ": live tasks were cancelled"

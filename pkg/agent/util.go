@@ -22,7 +22,7 @@ func jsonString(s string) json.RawMessage {
 // is: printable ASCII without quotes, backslashes or the characters it
 // escapes for HTML.
 func plainASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
+	for i := range len(s) {
 		switch c := s[i]; {
 		case c < 0x20, c >= 0x80, c == '"', c == '\\', c == '<', c == '>', c == '&':
 			return false

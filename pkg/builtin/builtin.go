@@ -215,7 +215,7 @@ func constrain(t *tool.Tool, edit func(props map[string]*jsonschema.Schema)) (*t
 }
 
 // ctxErr returns the error to report when ctx ended the call.
-func ctxErr(name string, ctx context.Context) error {
+func ctxErr(ctx context.Context, name string) error {
 	return fmt.Errorf("builtin: %s: %w", name, context.Cause(ctx))
 }
 

@@ -278,7 +278,7 @@ func (f *files) list(ctx context.Context, _ *tool.RunContext, a ListDirArgs) (Li
 	used := encodedLen(ListDirResult{Path: res.Path, Truncated: true})
 	for _, e := range ents {
 		if ctx.Err() != nil {
-			return ListDirResult{}, ctxErr(NameListDir, ctx)
+			return ListDirResult{}, ctxErr(ctx, NameListDir)
 		}
 		de := DirEntry{Name: e.Name(), Type: entryType(e.Type())}
 		if info, err := e.Info(); err == nil {

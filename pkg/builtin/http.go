@@ -220,7 +220,7 @@ func (f *fetcher) fetch(ctx context.Context, a HTTPFetchArgs) (HTTPFetchResult, 
 // never the dial error itself.
 func httpErr(ctx, reqCtx context.Context, cfg Config, method, rawURL string, err error) error {
 	if ctx.Err() != nil {
-		return ctxErr(NameHTTPFetch, ctx)
+		return ctxErr(ctx, NameHTTPFetch)
 	}
 	// The request's deadline, or the transport's own timer firing a moment
 	// before it: the same timeout.

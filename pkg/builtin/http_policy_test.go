@@ -42,7 +42,7 @@ func target(t *testing.T) (*httptest.Server, *atomic.Int32) {
 	var hits atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)
-		io.WriteString(w, "secret")
+		_, _ = io.WriteString(w, "secret")
 	}))
 	t.Cleanup(srv.Close)
 	return srv, &hits
@@ -191,7 +191,7 @@ func TestHTTPFetchResultFitsThePayload(t *testing.T) {
 	t.Parallel()
 	for _, fill := range []string{"a", "<", "\x01", "é"} {
 		b := setupHTTP(t, builtin.Config{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			io.WriteString(w, strings.Repeat(fill, 2<<20))
+			_, _ = io.WriteString(w, strings.Repeat(fill, 2<<20))
 		}))
 		out, err := call(t.Context(), t, b.fetch, `{"url":"`+b.srv.URL+`/"}`)
 		if err != nil {

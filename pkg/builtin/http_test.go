@@ -38,13 +38,13 @@ func testMux() *http.ServeMux {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Header().Set("ETag", `"v1"`)
 		w.Header().Set("X-Secret-Internal", "nope")
-		io.WriteString(w, "hello, "+r.Header.Get("X-Name"))
+		_, _ = io.WriteString(w, "hello, "+r.Header.Get("X-Name"))
 	})
 	mux.HandleFunc("/missing", func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no such page", http.StatusNotFound)
 	})
 	mux.HandleFunc("/big", func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, strings.Repeat("a", 100))
+		_, _ = io.WriteString(w, strings.Repeat("a", 100))
 	})
 	mux.HandleFunc("/redirect", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/hello", http.StatusFound)
@@ -53,7 +53,7 @@ func testMux() *http.ServeMux {
 		<-r.Context().Done()
 	})
 	mux.HandleFunc("/slowbody", func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, "start")
+		_, _ = io.WriteString(w, "start")
 		w.(http.Flusher).Flush()
 		<-r.Context().Done()
 	})

@@ -87,7 +87,7 @@ func shell(ctx context.Context, cfg Config, task proc.Task, a ShellArgs) (ShellR
 	log := cfg.Logger.With(slog.String("command", a.Command), slog.Duration("elapsed", time.Since(start)))
 	if ctx.Err() != nil {
 		log.InfoContext(ctx, "builtin: shell command cancelled")
-		return ShellResult{}, ctxErr(NameShell, ctx)
+		return ShellResult{}, ctxErr(ctx, NameShell)
 	}
 	if runCtx.Err() != nil {
 		log.InfoContext(ctx, "builtin: shell command timed out", slog.Duration("timeout", timeout))

@@ -58,7 +58,7 @@ func sleep(ctx context.Context, interval time.Duration, a SleepArgs) (SleepResul
 	for {
 		select {
 		case <-ctx.Done():
-			return SleepResult{}, ctxErr(NameSleep, ctx)
+			return SleepResult{}, ctxErr(ctx, NameSleep)
 		case <-done.C:
 			return SleepResult{SleptSeconds: a.Seconds, Message: a.Message}, nil
 		case <-tick.C:

@@ -245,7 +245,7 @@ func UnmarshalCallResult(raw json.RawMessage) (any, error) {
 			return p, nil
 		}
 	}
-	return json.RawMessage(raw), nil
+	return raw, nil
 }
 
 // DecodeContent decodes extra user content given as a string, a list of

@@ -23,7 +23,7 @@ func secureDir(dir string) error {
 		return fmt.Errorf("embedded: store %s is not a directory", dir)
 	}
 	if fi.Mode().Perm() != 0o700 {
-		if err := os.Chmod(dir, 0o700); err != nil {
+		if err := os.Chmod(dir, 0o700); err != nil { //nolint:gosec // G302: a directory, owner-only; it needs x to be entered
 			return fmt.Errorf("embedded: tighten store: %w", err)
 		}
 	}

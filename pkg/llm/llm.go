@@ -131,7 +131,7 @@ func Deltas(parts []message.Part) []Delta {
 func SplitWords(s string) []string {
 	var out []string
 	start, word := 0, false
-	for i := 0; i < len(s); i++ {
+	for i := range len(s) {
 		if i > 0 && word && isSpace(s[i-1]) && !isSpace(s[i]) {
 			out = append(out, s[start:i])
 			start = i

@@ -182,7 +182,11 @@ func TestHandler(t *testing.T) {
 	w.TasksTotal.WithLabelValues("sleep", "ok").Add(3)
 	srv := httptest.NewServer(metrics.Handler(reg))
 	defer srv.Close()
-	resp, err := http.Get(srv.URL)
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,7 +65,7 @@ func strictUnmarshal(name string, data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("%w: %s: %v", ErrInvalidDefinition, name, err)
+		return fmt.Errorf("%w: %s: %w", ErrInvalidDefinition, name, err)
 	}
 	if dec.More() {
 		return fmt.Errorf("%w: %s: trailing data", ErrInvalidDefinition, name)
@@ -83,7 +83,7 @@ func StreamConfigs(opts ProvisionOptions) ([]jetstream.StreamConfig, error) {
 	fsys := opts.fsys()
 	files, err := fs.Glob(fsys, "streams/*.json")
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidDefinition, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidDefinition, err)
 	}
 	if len(files) == 0 {
 		return nil, fmt.Errorf("%w: no streams/*.json", ErrInvalidDefinition)
@@ -92,7 +92,7 @@ func StreamConfigs(opts ProvisionOptions) ([]jetstream.StreamConfig, error) {
 	for _, file := range files {
 		data, err := fs.ReadFile(fsys, file)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrInvalidDefinition, err)
+			return nil, fmt.Errorf("%w: %w", ErrInvalidDefinition, err)
 		}
 		var cfg jetstream.StreamConfig
 		if err := strictUnmarshal(file, data, &cfg); err != nil {
@@ -102,7 +102,7 @@ func StreamConfigs(opts ProvisionOptions) ([]jetstream.StreamConfig, error) {
 			return nil, fmt.Errorf("%w: %s: name %q does not match the file name", ErrInvalidDefinition, file, cfg.Name)
 		}
 		if err := rewriteStream(&cfg, opts.prefix()); err != nil {
-			return nil, fmt.Errorf("%w: %s: %v", ErrInvalidDefinition, file, err)
+			return nil, fmt.Errorf("%w: %s: %w", ErrInvalidDefinition, file, err)
 		}
 		if opts.Replicas > 0 {
 			cfg.Replicas = opts.Replicas
@@ -186,7 +186,7 @@ func consumerTemplate(file, toolName string, opts ProvisionOptions, durable func
 	}
 	data, err := fs.ReadFile(opts.fsys(), file)
 	if err != nil {
-		return jetstream.ConsumerConfig{}, fmt.Errorf("%w: %v", ErrInvalidDefinition, err)
+		return jetstream.ConsumerConfig{}, fmt.Errorf("%w: %w", ErrInvalidDefinition, err)
 	}
 	// Substitute the placeholder the way an operator does with sed.
 	data = bytes.ReplaceAll(data, []byte(toolholder), []byte(toolName))

@@ -93,12 +93,13 @@ func (r *Refusals) record(pe *PermissionError) {
 func refused(ctx context.Context, js jetstream.JetStream, subject string, err error) *PermissionError {
 	var je jetstream.JetStreamError
 	if err == nil || errors.As(err, &je) && je.APIError() != nil {
-		return nil
+		return nil //nolint:nilerr // the result is the refusal, not an error: a server's answer is none
 	}
 	explains := func(pe *PermissionError) bool {
 		return pe != nil && (pe.Reply() || !pe.Subscribe && strings.HasPrefix(pe.Subject, subject))
 	}
-	if pe, ok := context.Cause(ctx).(*PermissionError); ok && explains(pe) {
+	var pe *PermissionError
+	if errors.As(context.Cause(ctx), &pe) && explains(pe) {
 		return pe
 	}
 	if pe := permissionError(js.Conn(), js.Conn().LastError()); explains(pe) {
@@ -129,7 +130,7 @@ func withCause(ctx context.Context, err error) error {
 	if err == nil || ctx.Err() == nil || !errors.Is(err, ctx.Err()) {
 		return err
 	}
-	if cause := context.Cause(ctx); cause != nil && cause != ctx.Err() {
+	if cause := context.Cause(ctx); cause != nil && cause != ctx.Err() { //nolint:errorlint // a cause of its own is one that is not ctx's error itself
 		return cause
 	}
 	return err

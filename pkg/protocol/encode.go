@@ -55,7 +55,7 @@ func AppendResult(b []byte, r *Result) ([]byte, error) {
 }
 
 func appendTask(b []byte, t *Task) ([]byte, bool) {
-	ok := true
+	var ok bool
 	b = append(b, `{"task_id":`...)
 	b = appendString(b, t.TaskID)
 	b = append(b, `,"tool":`...)
@@ -121,7 +121,7 @@ func appendTask(b []byte, t *Task) ([]byte, bool) {
 }
 
 func appendResult(b []byte, r *Result) ([]byte, bool) {
-	ok := true
+	var ok bool
 	b = append(b, `{"task_id":`...)
 	b = appendString(b, r.TaskID)
 	if r.ToolCallID != "" {
@@ -191,7 +191,7 @@ var plainByte = func() (t [256]bool) {
 
 // appendString appends s as a JSON string, as encoding/json writes it.
 func appendString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
+	for i := range len(s) {
 		if !plainByte[s[i]] {
 			q, _ := json.Marshal(s) // a string always encodes
 			return append(b, q...)

@@ -21,7 +21,7 @@ func NewID() string { return ulid.Make().String() }
 func ParseID(s string) (ulid.ULID, error) {
 	id, err := ulid.ParseStrict(s)
 	if err != nil {
-		return ulid.ULID{}, fmt.Errorf("%w %q: %v", ErrInvalidID, s, err)
+		return ulid.ULID{}, fmt.Errorf("%w %q: %w", ErrInvalidID, s, err)
 	}
 	if id.String() != s {
 		return ulid.ULID{}, fmt.Errorf("%w %q: not in canonical upper-case form (%s)", ErrInvalidID, s, id)

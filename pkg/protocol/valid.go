@@ -166,7 +166,9 @@ func validNumber(data []byte, i int) (int, bool) {
 	case i < len(data) && data[i] == '0':
 		i++
 	case i < len(data) && '1' <= data[i] && data[i] <= '9':
-		for i++; i < len(data) && isDigit(data[i]); i++ {
+		i++
+		for i < len(data) && isDigit(data[i]) {
+			i++
 		}
 	default:
 		return 0, false
@@ -176,7 +178,9 @@ func validNumber(data []byte, i int) (int, bool) {
 		if i >= len(data) || !isDigit(data[i]) {
 			return 0, false
 		}
-		for i++; i < len(data) && isDigit(data[i]); i++ {
+		i++
+		for i < len(data) && isDigit(data[i]) {
+			i++
 		}
 	}
 	if i < len(data) && (data[i] == 'e' || data[i] == 'E') {
@@ -187,7 +191,9 @@ func validNumber(data []byte, i int) (int, bool) {
 		if i >= len(data) || !isDigit(data[i]) {
 			return 0, false
 		}
-		for i++; i < len(data) && isDigit(data[i]); i++ {
+		i++
+		for i < len(data) && isDigit(data[i]) {
+			i++
 		}
 	}
 	return i, true

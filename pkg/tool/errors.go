@@ -22,7 +22,7 @@ func Retry(msg string) error { return &ModelRetry{Message: msg} }
 
 // ToolFailed is a terminal failure the model sees as a failed tool return.
 // It does not consume the retry budget.
-type ToolFailed struct {
+type ToolFailed struct { //nolint:revive // exported: the name SPEC.md and the model-facing texts use; renaming it is an API change
 	// Message is shown to the model.
 	Message string
 }
@@ -154,7 +154,7 @@ func ErrorType(err error) string {
 }
 
 func unwrapOne(err error) error {
-	switch u := err.(type) {
+	switch u := err.(type) { //nolint:errorlint // this is the unwrapping, one level at a time
 	case interface{ Unwrap() error }:
 		return u.Unwrap()
 	case interface{ Unwrap() []error }:

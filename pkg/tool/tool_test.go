@@ -528,7 +528,7 @@ func TestErrorType(t *testing.T) {
 		{fmt.Errorf("read config: %w", pathErr), "PathError"},
 		{fmt.Errorf("outer: %w", fmt.Errorf("inner: %w", &customErr{2})), "customErr"},
 		{fmt.Errorf("two: %w and %w", valueErr{}, pathErr), "valueErr"},
-		{fmt.Errorf("no wrapping: %v", pathErr), "errorString"},
+		{fmt.Errorf("no wrapping: %v", pathErr), "errorString"}, //nolint:errorlint // the case of an error that wraps nothing
 		{errors.New("plain"), "errorString"},
 		{errors.Join(errors.New("a"), pathErr), "joinError"},
 		{fmt.Errorf("wrapped join: %w", errors.Join(pathErr)), "joinError"},

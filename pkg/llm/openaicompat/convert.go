@@ -73,7 +73,7 @@ func (m *Model) encodeRequest(req *llm.Request, stream bool) ([]byte, error) {
 	if s.MaxTokens > 0 {
 		if m.cfg.UseMaxTokens {
 			//lint:ignore SA1019 the legacy field is what Ollama and llama.cpp read.
-			out.MaxTokens = s.MaxTokens
+			out.MaxTokens = s.MaxTokens //nolint:staticcheck // SA1019: the same reason, for golangci-lint, which reads no lint:ignore
 		} else {
 			out.MaxCompletionTokens = s.MaxTokens
 		}

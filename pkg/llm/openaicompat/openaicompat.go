@@ -134,7 +134,7 @@ func New(cfg Config) (*Model, error) {
 		}
 	}
 	if _, err := json.Marshal(cfg.ExtraBody); err != nil {
-		return nil, fmt.Errorf("%w: extra body: %v", ErrConfig, err)
+		return nil, fmt.Errorf("%w: extra body: %w", ErrConfig, err)
 	}
 	switch {
 	case cfg.MaxRetries == 0:
@@ -187,7 +187,7 @@ func (m *Model) Generate(ctx context.Context, req *llm.Request) (*llm.Response, 
 		}
 		var c wireChunk
 		if err := json.Unmarshal(raw, &c); err != nil {
-			return nil, fmt.Errorf("openaicompat: status %d, malformed response body: %v: %s", resp.StatusCode, err, clipMessage(m.cfg.APIKey.redact(string(raw))))
+			return nil, fmt.Errorf("openaicompat: status %d, malformed response body: %w: %s", resp.StatusCode, err, clipMessage(m.cfg.APIKey.redact(string(raw))))
 		}
 		acc := newAccumulator(req.Messages)
 		acc.add(&c, nil)
@@ -240,7 +240,7 @@ func (m *Model) Stream(ctx context.Context, req *llm.Request, onDelta func(llm.D
 			}
 			var c wireChunk
 			if err := json.Unmarshal(data, &c); err != nil {
-				return nil, fmt.Errorf("openaicompat: malformed stream chunk: %v: %s", err, clipMessage(m.cfg.APIKey.redact(string(data))))
+				return nil, fmt.Errorf("openaicompat: malformed stream chunk: %w: %s", err, clipMessage(m.cfg.APIKey.redact(string(data))))
 			}
 			acc.add(&c, onDelta)
 			if apiErr := acc.failure(m.cfg.APIKey); apiErr != nil {

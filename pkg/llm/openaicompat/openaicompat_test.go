@@ -435,7 +435,7 @@ func TestStreamErrorEvent(t *testing.T) {
 	if !errors.As(err, &apiErr) {
 		t.Fatalf("err = %v, want *APIError", err)
 	}
-	if apiErr.StatusCode != 200 || !apiErr.InBand || apiErr.Code != "overloaded" || apiErr.Type != "server_error" || apiErr.Message != "The server is overloaded" {
+	if apiErr.StatusCode != http.StatusOK || !apiErr.InBand || apiErr.Code != "overloaded" || apiErr.Type != "server_error" || apiErr.Message != "The server is overloaded" {
 		t.Errorf("APIError = %+v", apiErr)
 	}
 }
@@ -494,7 +494,7 @@ func TestRateLimitedAfterRetries(t *testing.T) {
 		t.Fatalf("err = %v, want ErrRateLimited", err)
 	}
 	var apiErr *openaicompat.APIError
-	if !errors.As(err, &apiErr) || apiErr.StatusCode != 429 || apiErr.Code != "rate_limit_exceeded" {
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusTooManyRequests || apiErr.Code != "rate_limit_exceeded" {
 		t.Fatalf("err = %#v", err)
 	}
 	if apiErr.RetryAfter != 2*time.Millisecond {

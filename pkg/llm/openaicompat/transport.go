@@ -196,7 +196,7 @@ func (m *Model) backoff(n int) time.Duration {
 	}
 	w = min(w, m.cfg.MaxBackoff)
 	if half := w / 2; half > 0 {
-		w = half + rand.N(half+1)
+		w = half + rand.N(half+1) //nolint:gosec // G404: jitter of a backoff, not a secret
 	}
 	return w
 }

@@ -51,7 +51,7 @@ func (s *Store) Claim(ctx context.Context, id, holder string) (conversation.Leas
 		if err == nil {
 			l := &convLease{s: s, id: id, key: key, holder: holder, rev: rev, ttl: ttl,
 				lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
-			go l.renew(time.Now().Add(ttl))
+			go l.renew(time.Now().Add(ttl)) //nolint:gosec // G118: the lease owns the renewal; Release stops it (stop, done), not the claim's ctx
 			return l, nil
 		}
 		var held *errHeld

@@ -241,11 +241,11 @@ func (s *Store) Save(ctx context.Context, st *conversation.State, prev conversat
 // chunkSize is the object store's chunk size: its default (128 KiB), or
 // less for a server whose max payload is smaller.
 func (s *Store) chunkSize() uint32 {
-	size := uint32(128 << 10)
-	if nc := s.cfg.JetStream.Conn(); nc != nil && nc.MaxPayload() > 0 && uint32(nc.MaxPayload()/2) < size {
-		size = uint32(nc.MaxPayload() / 2)
+	size := int64(128 << 10)
+	if nc := s.cfg.JetStream.Conn(); nc != nil && nc.MaxPayload() > 0 {
+		size = min(size, nc.MaxPayload()/2)
 	}
-	return size
+	return uint32(size)
 }
 
 // deleteObject deletes a history no state refers to any more; one left

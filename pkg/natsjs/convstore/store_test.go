@@ -196,7 +196,7 @@ func TestConversationLeaseLapses(t *testing.T) {
 	if err != nil {
 		t.Fatalf("claim after the holder died: %v", err)
 	}
-	defer lb.Release(ctx)
+	defer func() { _ = lb.Release(ctx) }()
 	jstest.Recv(t, ld.Lost(), "the dead holder's lease to be lost")
 	if err := ld.Release(ctx); err != nil {
 		t.Errorf("release of a lost lease: %v", err)

@@ -17,7 +17,7 @@ import (
 
 // Backoff of result publish retries.
 const (
-	publishRetryMin = 100 * time.Millisecond
+	publishRetryMin = 100 * time.Millisecond //nolint:revive // time-naming: Min is the minimum, as Max beside it is the maximum
 	publishRetryMax = 5 * time.Second
 )
 

@@ -268,7 +268,7 @@ func handBackDelay(md *jetstream.MsgMetadata) time.Duration {
 	if md == nil {
 		return lookupNakDelay
 	}
-	return min(time.Duration(md.NumDelivered)*lookupNakDelay, maxLookupNakDelay)
+	return min(time.Duration(md.NumDelivered)*lookupNakDelay, maxLookupNakDelay) //nolint:gosec // G115: a count of deliveries, far below what would overflow
 }
 
 // malformed terminates a task that does not decode; when its task and

@@ -337,8 +337,8 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 		go w.fetch(w.tools[name], c, rs)
 	}
 	w.periodic.Add(2)
-	go w.refreshRegistry()
-	go w.sweepLoop()
+	go w.refreshRegistry() //nolint:gosec // G118: owned by the worker, stopped by Stop (bgStop, periodic), not by Start's ctx
+	go w.sweepLoop()       //nolint:gosec // G118: as refreshRegistry
 	w.ready.Store(true)
 	w.log.Info("worker started", slog.Int("tools", len(w.tools)), slog.Int("concurrency", w.cfg.Concurrency),
 		slog.Duration("ack_wait", ackWait), slog.Duration("heartbeat", w.heartbeatEvery))

@@ -221,7 +221,7 @@ func TestCancelDuringRun(t *testing.T) {
 	seen := jstest.Recv(t, g.CtxDone, "the tool's context to end")
 	t.Logf("tool context cancelled %v after the call's", seen.Sub(cancelled))
 	cr := jstest.Recv(t, ch, "Call to return")
-	if cr.Err != context.Canceled {
+	if cr.Err != context.Canceled { //nolint:errorlint // the call returns ctx's error itself, not a wrap of it
 		t.Fatalf("Call error %v, want context.Canceled", cr.Err)
 	}
 	res := jstest.Recv(t, results, "the cancelled result")

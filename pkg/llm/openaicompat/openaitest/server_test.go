@@ -288,7 +288,7 @@ func TestErrors(t *testing.T) {
 		} else {
 			_, err = client.Generate(t.Context(), req)
 		}
-		if !errors.As(err, &apiErr) || apiErr.StatusCode != 500 || !strings.Contains(apiErr.Message, "script exhausted") {
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusInternalServerError || !strings.Contains(apiErr.Message, "script exhausted") {
 			t.Errorf("streamed=%v: model error: err = %v", streamed, err)
 		}
 	}
@@ -310,7 +310,7 @@ func TestModelErrorMidStream(t *testing.T) {
 	defer srv.Close()
 	_, err := newClient(t, srv).Stream(t.Context(), &llm.Request{Messages: []message.Message{message.NewRequest(message.UserText("go"))}}, nil)
 	var apiErr *openaicompat.APIError
-	if !errors.As(err, &apiErr) || !apiErr.InBand || apiErr.StatusCode != 200 || apiErr.Code != "server_error" {
+	if !errors.As(err, &apiErr) || !apiErr.InBand || apiErr.StatusCode != http.StatusOK || apiErr.Code != "server_error" {
 		t.Errorf("err = %v", err)
 	}
 }
@@ -350,14 +350,19 @@ func TestValidation(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			resp, err := http.Post(srv.URL()+"/chat/completions", "application/json", strings.NewReader(tt.body))
+			req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL()+"/chat/completions", strings.NewReader(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer resp.Body.Close()
 			body, _ := io.ReadAll(resp.Body)
 			if tt.param == "" {
-				if resp.StatusCode != 200 {
+				if resp.StatusCode != http.StatusOK {
 					t.Fatalf("status %d: %s", resp.StatusCode, body)
 				}
 				return
@@ -368,7 +373,7 @@ func TestValidation(t *testing.T) {
 					Type  string  `json:"type"`
 				} `json:"error"`
 			}
-			if resp.StatusCode != 400 || json.Unmarshal(body, &e) != nil || e.Error.Param == nil || *e.Error.Param != tt.param || e.Error.Type != "invalid_request_error" {
+			if resp.StatusCode != http.StatusBadRequest || json.Unmarshal(body, &e) != nil || e.Error.Param == nil || *e.Error.Param != tt.param || e.Error.Type != "invalid_request_error" {
 				t.Errorf("status %d, body %s; want 400 with param %q", resp.StatusCode, body, tt.param)
 			}
 		})
@@ -379,7 +384,11 @@ func TestModels(t *testing.T) {
 	t.Parallel()
 	srv := openaitest.NewServer(&funcModel{gen: weatherScript})
 	defer srv.Close()
-	resp, err := http.Get(srv.URL() + "/models")
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL()+"/models", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

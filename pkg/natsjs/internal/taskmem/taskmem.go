@@ -49,8 +49,12 @@ const generations = 8
 type Kind uint32
 
 const (
+	// Answered is a task whose result came: another one is a duplicate.
 	Answered Kind = iota
+	// Cancelled is a task that was cancelled: a result after it is late.
 	Cancelled
+	// Detached is a task its call stopped waiting for, which runs on: its
+	// result is the conversation store's.
 	Detached
 )
 
@@ -200,7 +204,7 @@ func New(keep time.Duration, limit int) *Memory {
 }
 
 func (m *Memory) entryOf(conv string, kind Kind) entry {
-	return entry(uint32(maphash.String(m.seed, conv))&^3 | uint32(kind))
+	return entry(uint32(maphash.String(m.seed, conv))&^3 | uint32(kind)) //nolint:gosec // G115: the hash is cut to 32 bits on purpose
 }
 
 // Hold counts a call of conv as pending.
@@ -289,7 +293,7 @@ func (m *Memory) Classify(now time.Time, task, conv string, cancelled bool) (rea
 		return "", "result of another process ignored"
 	}
 	if err == nil {
-		made := time.UnixMilli(int64(id.Time()))
+		made := time.UnixMilli(int64(id.Time())) //nolint:gosec // G115: a ULID's time is 48 bits of milliseconds
 		if !made.Before(now.Add(-m.keep)) && !made.After(m.exact.evicted) {
 			if cancelled {
 				return "", "cancellation confirmed (task no longer remembered exactly)"
