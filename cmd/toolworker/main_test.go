@@ -18,12 +18,17 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/internal/proctest"
 	"github.com/offload-dev/offload/internal/syncbuf"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
 )
+
+// TestMain runs the tests with goleak (offloadtest.WrapTestMain). This
+// file also holds the tests of run, main.go's body.
+func TestMain(m *testing.M) { offloadtest.WrapTestMain(m) }
 
 func TestUsageErrors(t *testing.T) {
 	t.Parallel()

@@ -12,15 +12,14 @@ import (
 //
 //	func TestMain(m *testing.M) { offloadtest.WrapTestMain(m) }
 //
-// It ignores only what the packages cannot stop themselves ([Ignores]);
+// It ignores only what the packages cannot stop themselves (ignores);
 // opts adds ignores of a package's own, each with its reason beside it.
 func WrapTestMain(m *testing.M, opts ...goleak.Option) {
-	goleak.VerifyTestMain(m, append(Ignores(), opts...)...)
+	goleak.VerifyTestMain(m, append(ignores(), opts...)...)
 }
 
-// Ignores are the goroutines [WrapTestMain] does not count as leaks, for
-// a test that checks for leaks itself (goleak.VerifyNone).
-func Ignores() []goleak.Option {
+// ignores are the goroutines [WrapTestMain] does not count as leaks.
+func ignores() []goleak.Option {
 	return []goleak.Option{
 		// nats.go v1.55.0 races in ObjectStore.Put: the Put's own JetStream
 		// context starts resetPendingAcksOnReconnect, then its deferred

@@ -14,14 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/llm/openaicompat"
 	"github.com/offload-dev/offload/pkg/message"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // captured is a request seen by a fixture server.
 type captured struct {

@@ -8,12 +8,9 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"go.uber.org/goleak"
 
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestStart(t *testing.T) {
 	t.Parallel()

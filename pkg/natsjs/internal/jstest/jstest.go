@@ -16,7 +16,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/goleak"
 
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
@@ -268,17 +267,4 @@ func (h LogSignal) WithGroup(g string) slog.Handler {
 func SignalOn(msg string) (*slog.Logger, <-chan struct{}) {
 	ch := make(chan struct{}, 64)
 	return slog.New(LogSignal{Logger().Handler(), msg, ch}), ch
-}
-
-// VerifyTestMain runs the tests of m and fails when goroutines leak
-// (goleak), minus one of nats.go's own.
-func VerifyTestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// nats.go v1.55.0 races in ObjectStore.Put: the Put's own JetStream
-		// context starts resetPendingAcksOnReconnect, then its deferred
-		// cleanupReplySub sets the status channel to nil; when the
-		// goroutine reads the channel after that, it blocks on a nil
-		// channel for good. One small goroutine per unlucky Put of a
-		// history larger than the max payload; nothing of ours to stop.
-		goleak.IgnoreTopFunction("github.com/nats-io/nats.go/jetstream.(*jetStream).resetPendingAcksOnReconnect"))
 }
