@@ -10,6 +10,8 @@
 //     signal (another process's state, a consumer's acknowledgements as the
 //     server counts them): each caller says why it has none;
 //   - [WaitDead] waits until a process is gone;
+//   - [Output] is a buffer a logger or a command writes and the test reads
+//     or waits on ([Output.WaitFor]: a line logged is a signal);
 //   - [Bound] asserts a wall-clock upper bound only under the soak build
 //     tag (go test -tags soak): on a loaded machine such a bound is luck,
 //     so the ordinary suite logs the figure and checks a signal instead.

@@ -106,3 +106,23 @@ func TestBound(t *testing.T) {
 		t.Fatal("a bound met failed the test")
 	}
 }
+
+func TestOutput(t *testing.T) {
+	t.Parallel()
+	var o Output
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		o.WaitFor(t, "ready")
+	}()
+	for _, s := range []string{"starting\n", "rea", "dy\n"} {
+		if _, err := o.Write([]byte(s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	WaitOrTimeout(t, done, "the wait for ready to end")
+	if o.String() != "starting\nready\n" {
+		t.Fatalf("output %q", o.String())
+	}
+	o.WaitFor(t, "starting") // already written
+}

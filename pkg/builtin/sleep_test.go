@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/builtin"
 	"github.com/offload-dev/offload/pkg/progress"
 )
@@ -93,9 +94,9 @@ func TestSleepCancel(t *testing.T) {
 		_, err := call(ctx, t, sl, `{"seconds":3600}`)
 		done <- err
 	}()
-	await(t, rec.first, "the first progress report")
+	offloadtest.WaitOrTimeout(t, rec.first, "the first progress report")
 	cancel()
-	if err := await(t, done, "the sleep to return after the cancel"); !errors.Is(err, context.Canceled) {
+	if err := offloadtest.WaitOrTimeout(t, done, "the sleep to return after the cancel"); !errors.Is(err, context.Canceled) {
 		t.Errorf("err = %v, want context.Canceled", err)
 	}
 }

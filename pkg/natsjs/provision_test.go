@@ -19,7 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/offload-dev/offload"
-	"github.com/offload-dev/offload/internal/syncbuf"
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/protocol"
@@ -629,7 +629,7 @@ func TestInvalidDefinitions(t *testing.T) {
 func TestConnect(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
-	logs := &syncbuf.Buffer{}
+	logs := &offloadtest.Output{}
 	nc, err := natsjs.Connect(srv.URL(), natsjs.ConnectOptions{Name: "test", Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -652,13 +652,7 @@ func TestConnect(t *testing.T) {
 	// Connection events are logged.
 	srv.NATS().Shutdown()
 	srv.NATS().WaitForShutdown()
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(logs.String(), "nats disconnected") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no disconnect logged: %q", logs.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	logs.WaitFor(t, "nats disconnected")
 }
 
 // TestDefinitionsApplyWithNATSCLI applies the files with the nats CLI, as the

@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/offload-dev/offload/internal/syncbuf"
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/natsjs/remote"
@@ -71,7 +71,7 @@ func TestRefusalsEndTheWaitAtOnce(t *testing.T) {
 		Publish:   &server.SubjectPermission{Allow: []string{"$JS.API.STREAM.INFO.>"}},
 		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>"}},
 	})
-	var logs syncbuf.Buffer
+	var logs offloadtest.Output
 	refusals := &natsjs.Refusals{Role: "agent"}
 	nc, err := natsjs.Connect(srv.URL(), natsjs.ConnectOptions{Extra: []nats.Option{nats.UserInfo("u", "pw")}, Refusals: refusals,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})

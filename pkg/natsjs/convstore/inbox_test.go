@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/offload-dev/offload/internal/syncbuf"
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/metrics"
@@ -184,7 +184,7 @@ func TestInboxRetriesNoResponders(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var logs syncbuf.Buffer
+	var logs offloadtest.Output
 	// Decisions and answers take one read each (nothing stored); the
 	// results' first read fails, the next reads all three, the one after
 	// fails, and the last finds no more.
@@ -306,7 +306,7 @@ func TestInboxWatch(t *testing.T) {
 		if _, err := js.Publish(ctx, subject, []byte(`{}`)); err != nil {
 			t.Fatal(err)
 		}
-		jstest.Recv(t, signal, "a signal for "+subject)
+		offloadtest.WaitOrTimeout(t, signal, "a signal for "+subject)
 	}
 	stop()
 	stop() // twice is harmless

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/message"
@@ -166,7 +167,7 @@ func TestConversationLease(t *testing.T) {
 	if err := la.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := jstest.Recv(t, got, "b's claim after the release"); err != nil {
+	if err := offloadtest.WaitOrTimeout(t, got, "b's claim after the release"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -197,7 +198,7 @@ func TestConversationLeaseLapses(t *testing.T) {
 		t.Fatalf("claim after the holder died: %v", err)
 	}
 	defer lb.Release(ctx)
-	jstest.Recv(t, ld.Lost(), "the dead holder's lease to be lost")
+	offloadtest.WaitOrTimeout(t, ld.Lost(), "the dead holder's lease to be lost")
 	if err := ld.Release(ctx); err != nil {
 		t.Errorf("release of a lost lease: %v", err)
 	}
@@ -223,11 +224,11 @@ func TestConversationStoreRetriesWhenNoStreamAnswers(t *testing.T) {
 		_, err := s.Save(ctx, st, 0)
 		saved <- err
 	}()
-	jstest.Recv(t, retrying, "the store to retry")
+	offloadtest.WaitOrTimeout(t, retrying, "the store to retry")
 	if err := natsjs.Provision(ctx, js, natsjs.ProvisionOptions{}); err != nil { // the stream is back
 		t.Fatal(err)
 	}
-	if err := jstest.Recv(t, saved, "the save"); err != nil {
+	if err := offloadtest.WaitOrTimeout(t, saved, "the save"); err != nil {
 		t.Fatalf("save: %v", err)
 	}
 	got, _, err := s.Load(ctx, st.ID)

@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/deferred"
-	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/natsjs/remote"
 	"github.com/offload-dev/offload/pkg/protocol"
@@ -44,7 +44,7 @@ func TestClientAttachKeepsResultForTheRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jstest.Recv(t, task.Done(), "the held task's result")
+	offloadtest.WaitOrTimeout(t, task.Done(), "the held task's result")
 	v, err := task.Outcome()
 	if r, ok := v.(tool.Return); err != nil || !ok || string(r.Value.(json.RawMessage)) != `"found"` {
 		t.Fatalf("outcome %#v, %v", v, err)

@@ -10,6 +10,7 @@ import (
 	"github.com/oklog/ulid/v2"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
@@ -49,11 +50,7 @@ func TestDispatcherRefusesEvictedResults(t *testing.T) {
 			t.Fatal(err)
 		}
 		pub(conv, h.Task().TaskID, `{"content":"ok"}`)
-		select {
-		case <-h.Done():
-		case <-time.After(wait):
-			t.Fatal("timed out waiting for a call's result")
-		}
+		offloadtest.WaitOrTimeout(t, h.Done(), "a call's result")
 		if _, err := h.Result(); err != nil {
 			t.Fatal(err)
 		}
@@ -67,7 +64,7 @@ func TestDispatcherRefusesEvictedResults(t *testing.T) {
 
 	expectN := func(reason metrics.RefuseReason, n float64) {
 		t.Helper()
-		if got := jstest.Recv(t, refused, "a refusal"); got != string(reason) {
+		if got := offloadtest.WaitOrTimeout(t, refused, "a refusal"); got != string(reason) {
 			t.Fatalf("refused for %q, want %q", got, reason)
 		}
 		if got := testutil.ToFloat64(am.RefusedMessagesTotal.WithLabelValues(string(reason))); got != n {

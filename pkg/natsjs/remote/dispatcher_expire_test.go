@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
@@ -49,9 +50,9 @@ func TestCallWithoutResultEndsAtDeadline(t *testing.T) {
 	task := jstest.NewTask("silent", protocol.NewID(), `{}`)
 	task.Deadline = time.Now().Add(300 * time.Millisecond)
 	ch := jstest.GoCall(context.Background(), d, task)
-	jstest.Recv(t, tasks, "the task")
+	offloadtest.WaitOrTimeout(t, tasks, "the task")
 
-	cr := jstest.Recv(t, ch, "the call to end at its deadline")
+	cr := offloadtest.WaitOrTimeout(t, ch, "the call to end at its deadline")
 	if cr.Err != nil || cr.Res.Status != protocol.StatusError || cr.Res.ErrorType != protocol.ErrorDeadlineExceeded {
 		t.Fatalf("call: %+v, %v; want an error result DeadlineExceeded", cr.Res, cr.Err)
 	}
@@ -79,7 +80,7 @@ func TestCallWithoutResultEndsAtDeadline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jstest.Recv(t, cancels, "the cancel")
+	offloadtest.WaitOrTimeout(t, cancels, "the cancel")
 	msg, err := s.GetLastMsgForSubject(ctx, protocol.Subjects{}.Cancel(task.ConversationID, task.TaskID))
 	if err != nil {
 		t.Fatalf("no cancel stored: %v", err)
@@ -93,7 +94,7 @@ func TestCallWithoutResultEndsAtDeadline(t *testing.T) {
 	if err := nc.Publish(protocol.Subjects{}.Result(task.ConversationID, task.TaskID), []byte(`{"content":"at last"}`)); err != nil {
 		t.Fatal(err)
 	}
-	if got := jstest.Recv(t, refused, "the late result's refusal"); got != string(metrics.RefuseLate) {
+	if got := offloadtest.WaitOrTimeout(t, refused, "the late result's refusal"); got != string(metrics.RefuseLate) {
 		t.Fatalf("late result refused as %q", got)
 	}
 }
@@ -117,12 +118,12 @@ func TestResultWithinGraceWins(t *testing.T) {
 	task := jstest.NewTask("slow", protocol.NewID(), `{}`)
 	task.Deadline = time.Now().Add(-time.Second) // passed: the worker answers DeadlineExceeded
 	ch := jstest.GoCall(context.Background(), d, task)
-	jstest.Recv(t, tasks, "the task")
+	offloadtest.WaitOrTimeout(t, tasks, "the task")
 	if err := nc.Publish(protocol.Subjects{}.Result(task.ConversationID, task.TaskID),
 		[]byte(`{"status":"error","error_type":"DeadlineExceeded","message":"the worker's own","worker":"w1"}`)); err != nil {
 		t.Fatal(err)
 	}
-	cr := jstest.Recv(t, ch, "the call")
+	cr := offloadtest.WaitOrTimeout(t, ch, "the call")
 	if cr.Err != nil || cr.Res.Worker != "w1" {
 		t.Fatalf("call: %+v, %v; want the worker's result", cr.Res, cr.Err)
 	}

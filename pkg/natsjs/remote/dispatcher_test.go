@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
@@ -62,7 +63,7 @@ func TestDispatcherRefusesResults(t *testing.T) {
 	conv := protocol.NewID()
 	task := jstest.NewTask("job", conv, `{}`)
 	ch := jstest.GoCall(ctx, d, task)
-	jstest.Recv(t, tasks, "the task")
+	offloadtest.WaitOrTimeout(t, tasks, "the task")
 
 	pub := func(subject, data string) {
 		t.Helper()
@@ -73,7 +74,7 @@ func TestDispatcherRefusesResults(t *testing.T) {
 	s := protocol.Subjects{}
 	expectN := func(reason metrics.RefuseReason, n float64) {
 		t.Helper()
-		if got := jstest.Recv(t, refused, "a refusal"); got != string(reason) {
+		if got := offloadtest.WaitOrTimeout(t, refused, "a refusal"); got != string(reason) {
 			t.Fatalf("refused for %q, want %q", got, reason)
 		}
 		if got := testutil.ToFloat64(am.RefusedMessagesTotal.WithLabelValues(string(reason))); got != n {
@@ -92,7 +93,7 @@ func TestDispatcherRefusesResults(t *testing.T) {
 	expect(metrics.RefuseUnknownTask)
 
 	pub(s.Result(conv, task.TaskID), `{"content":"42"}`)
-	cr := jstest.Recv(t, ch, "the call's result")
+	cr := offloadtest.WaitOrTimeout(t, ch, "the call's result")
 	if cr.Err != nil || string(cr.Res.Content) != `"42"` || cr.Res.TaskID != task.TaskID {
 		t.Fatalf("call: %+v, %v", cr.Res, cr.Err)
 	}
@@ -103,11 +104,11 @@ func TestDispatcherRefusesResults(t *testing.T) {
 	// worker's cancelled confirmation is not.
 	late := jstest.NewTask("job", conv, `{}`)
 	ch = jstest.GoCall(ctx, d, late)
-	jstest.Recv(t, tasks, "the second task")
+	offloadtest.WaitOrTimeout(t, tasks, "the second task")
 	if err := d.Cancel(ctx, conv, late.TaskID, "enough"); err != nil {
 		t.Fatal(err)
 	}
-	cr = jstest.Recv(t, ch, "the cancelled call")
+	cr = offloadtest.WaitOrTimeout(t, ch, "the cancelled call")
 	if cr.Err != nil || cr.Res.Status != protocol.StatusCancelled {
 		t.Fatalf("cancelled call: %+v, %v", cr.Res, cr.Err)
 	}
@@ -163,13 +164,13 @@ func TestDispatcherCallErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	ch := jstest.GoCall(ctx, d, jstest.NewTask("nobody", conv, `{}`))
-	jstest.Recv(t, tasks, "the task")
+	offloadtest.WaitOrTimeout(t, tasks, "the task")
 	stopCtx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	if err := d.Stop(stopCtx); err != nil {
 		t.Fatal(err)
 	}
-	if cr := jstest.Recv(t, ch, "the call to end"); !errors.Is(cr.Err, natsjs.ErrStopped) {
+	if cr := offloadtest.WaitOrTimeout(t, ch, "the call to end"); !errors.Is(cr.Err, natsjs.ErrStopped) {
 		t.Fatalf("call after Stop: %v", cr.Err)
 	}
 	if _, err := d.Call(ctx, jstest.NewTask("nobody", conv, `{}`)); !errors.Is(err, natsjs.ErrStopped) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/natsjs"
@@ -88,12 +89,12 @@ func TestRemoteExecutor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := jstest.Recv(t, reports, "a progress report"); got != call.TaskID+" working" {
+	if got := offloadtest.WaitOrTimeout(t, reports, "a progress report"); got != call.TaskID+" working" {
 		t.Errorf("progress %q", got)
 	}
-	jstest.Recv(t, g.Started, "the tool to start")
+	offloadtest.WaitOrTimeout(t, g.Started, "the tool to start")
 	g.Open()
-	jstest.Recv(t, task.Done(), "the task to finish")
+	offloadtest.WaitOrTimeout(t, task.Done(), "the task to finish")
 	v, err := task.Outcome()
 	if ret, ok := v.(tool.Return); err != nil || !ok || string(ret.Value.(json.RawMessage)) != `"done"` {
 		t.Fatalf("outcome %#v, %v", v, err)
@@ -108,7 +109,7 @@ func TestRemoteExecutor(t *testing.T) {
 	if _, err := ex.Start(ctx, other); err != nil {
 		t.Fatal(err)
 	}
-	if got := jstest.Recv(t, local.started, "the fallback"); got != other.TaskID {
+	if got := offloadtest.WaitOrTimeout(t, local.started, "the fallback"); got != other.TaskID {
 		t.Errorf("fallback started %q", got)
 	}
 	if _, err := ts.Executor(nil).Start(ctx, other); !errors.Is(err, natsjs.ErrNotRemote) {
@@ -135,15 +136,15 @@ func TestRemoteExecutorCancelAndDetach(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jstest.Recv(t, g.Started, "the tool to start")
+	offloadtest.WaitOrTimeout(t, g.Started, "the tool to start")
 	task.Cancel("the run ended")
-	jstest.Recv(t, task.Done(), "the cancelled task (confirmed by the worker)")
+	offloadtest.WaitOrTimeout(t, task.Done(), "the cancelled task (confirmed by the worker)")
 	var tc *tool.TaskCancelled
 	if _, err := task.Outcome(); !errors.As(err, &tc) || tc.Reason != "the run ended" {
 		t.Fatalf("cancelled outcome: %v", err)
 	}
-	jstest.Recv(t, g.CtxDone, "the worker to stop the tool")
-	if res := jstest.Recv(t, results, "the worker's confirmation"); res.Status != protocol.StatusCancelled {
+	offloadtest.WaitOrTimeout(t, g.CtxDone, "the worker to stop the tool")
+	if res := offloadtest.WaitOrTimeout(t, results, "the worker's confirmation"); res.Status != protocol.StatusCancelled {
 		t.Fatalf("worker answered %+v", res)
 	}
 
@@ -152,16 +153,16 @@ func TestRemoteExecutorCancelAndDetach(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jstest.Recv(t, g.Started, "the second tool to start")
+	offloadtest.WaitOrTimeout(t, g.Started, "the second tool to start")
 	if !task.Detach() {
 		t.Fatal("a remote task cannot be detached")
 	}
-	jstest.Recv(t, task.Done(), "the detached task")
+	offloadtest.WaitOrTimeout(t, task.Done(), "the detached task")
 	if _, err := task.Outcome(); !errors.Is(err, natsjs.ErrDetached) {
 		t.Fatalf("detached outcome: %v", err)
 	}
 	g.Open()
-	res := jstest.Recv(t, results, "the detached task's result")
+	res := offloadtest.WaitOrTimeout(t, results, "the detached task's result")
 	if res.TaskID != call.TaskID || jstest.Content(t, res) != "finished" {
 		t.Fatalf("result %+v", res)
 	}

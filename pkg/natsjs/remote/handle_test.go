@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
@@ -51,7 +52,7 @@ func TestDispatchReturnsAHandle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := jstest.Recv(t, tasks, "the task")
+	m := offloadtest.WaitOrTimeout(t, tasks, "the task")
 	if got := m.Header.Get(jetstream.MsgIDHeader); got != task.TaskID {
 		t.Errorf("Nats-Msg-Id %q, want the task ID", got)
 	}
@@ -71,7 +72,7 @@ func TestDispatchReturnsAHandle(t *testing.T) {
 	if err := nc.Publish(protocol.Subjects{}.Result(conv, task.TaskID), []byte(`{"content":7}`)); err != nil {
 		t.Fatal(err)
 	}
-	jstest.Recv(t, h.Done(), "the handle to be done")
+	offloadtest.WaitOrTimeout(t, h.Done(), "the handle to be done")
 	res, err := h.Result()
 	if err != nil || string(res.Content) != "7" {
 		t.Fatalf("result %+v, %v", res, err)
@@ -87,7 +88,7 @@ func TestDispatchReturnsAHandle(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h2.Detach()
-	if err := json.Unmarshal(jstest.Recv(t, tasks, "the inline task").Data, &sent); err != nil {
+	if err := json.Unmarshal(offloadtest.WaitOrTimeout(t, tasks, "the inline task").Data, &sent); err != nil {
 		t.Fatal(err)
 	}
 	if left := time.Until(sent.Deadline); left < remote.DefaultInlineDeadline-time.Minute || left > remote.DefaultInlineDeadline {
@@ -154,7 +155,7 @@ func TestHandleDetach(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.Detach()
-	jstest.Recv(t, h.Done(), "the detached handle")
+	offloadtest.WaitOrTimeout(t, h.Done(), "the detached handle")
 	if _, err := h.Result(); !errors.Is(err, natsjs.ErrDetached) {
 		t.Fatalf("Result of a detached handle: %v", err)
 	}
@@ -169,7 +170,7 @@ func TestHandleDetach(t *testing.T) {
 	if err := nc.Publish(s.Result(conv, protocol.NewID()), []byte(`{"content":2}`)); err != nil {
 		t.Fatal(err)
 	}
-	if got := jstest.Recv(t, refused, "a refusal"); got != string(metrics.RefuseUnknownTask) {
+	if got := offloadtest.WaitOrTimeout(t, refused, "a refusal"); got != string(metrics.RefuseUnknownTask) {
 		t.Fatalf("refused %q first, want unknown_task (the detached task's result was refused)", got)
 	}
 	if got := testutil.ToFloat64(am.PendingCalls.WithLabelValues("background")); got != 0 {
@@ -189,10 +190,10 @@ func TestDispatcherServerLost(t *testing.T) {
 	ctx := context.Background()
 	conv := protocol.NewID()
 	ch := jstest.GoCall(ctx, d, jstest.NewTask("nobody", conv, `{}`))
-	jstest.Recv(t, tasks, "the task")
+	offloadtest.WaitOrTimeout(t, tasks, "the task")
 
 	srv.NATS().Shutdown()
-	cr := jstest.Recv(t, ch, "the call to fail")
+	cr := offloadtest.WaitOrTimeout(t, ch, "the call to fail")
 	if !errors.Is(cr.Err, natsjs.ErrServerLost) {
 		t.Fatalf("call: %v, want ErrServerLost", cr.Err)
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/llm/script"
@@ -71,7 +72,7 @@ func TestSuspendDuringInlineCallKeepsTheTask(t *testing.T) {
 		defer close(done)
 		out, err = mk().Run(ctx, "", &agent.RunOptions{History: res.Messages, Background: []agent.AdoptedTask{{Task: bg}}})
 	}()
-	jstest.Recv(t, done, "the resumed run")
+	offloadtest.WaitOrTimeout(t, done, "the resumed run")
 	if err != nil {
 		t.Fatal(err)
 	}

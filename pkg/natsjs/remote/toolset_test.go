@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/llm/testmodel"
 	"github.com/offload-dev/offload/pkg/natsjs"
@@ -130,7 +131,7 @@ func TestRegistryEntriesAppearAndVanish(t *testing.T) {
 	if _, err := kv.Put(context.Background(), natsjs.RegistryKey("stale", "gone"), stale); err != nil {
 		t.Fatal(err)
 	}
-	jstest.Recv(t, changed, "the stale entry to be seen")
+	offloadtest.WaitOrTimeout(t, changed, "the stale entry to be seen")
 	waitTools(t, r, "approve_me", "echo")
 
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
@@ -284,7 +285,7 @@ func TestRemoteToolCallEventNamesTheTask(t *testing.T) {
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	ran := jstest.Recv(t, seen, "the worker's task ID")
+	ran := offloadtest.WaitOrTimeout(t, seen, "the worker's task ID")
 	if len(calls) != 1 || calls[0].TaskID == "" || calls[0].TaskID != ran {
 		t.Fatalf("tool_call events %+v, worker ran task %q", calls, ran)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
@@ -90,12 +92,12 @@ func TestCancelWhileDisconnectedStopsRunningTask(t *testing.T) {
 
 	task := jstest.NewTask("job", protocol.NewID(), `{}`)
 	publishTask(t, js, task)
-	jstest.Recv(t, g.Started, "the task to start")
+	offloadtest.WaitOrTimeout(t, g.Started, "the task to start")
 	proxy.Cut()
 	publishCancel(t, js, task)
 	proxy.Restore()
-	jstest.Recv(t, reconnected, "the worker to reconnect")
-	jstest.Recv(t, g.CtxDone, "the running tool to be cancelled")
+	offloadtest.WaitOrTimeout(t, reconnected, "the worker to reconnect")
+	offloadtest.WaitOrTimeout(t, g.CtxDone, "the running tool to be cancelled")
 	if r := resultOf(t, results, task); r.Status != protocol.StatusCancelled {
 		t.Fatalf("result %+v, want cancelled", r)
 	}
@@ -114,14 +116,14 @@ func TestCancelWhileDisconnectedNeverStartsQueuedTask(t *testing.T) {
 	conv := protocol.NewID()
 	first, second := jstest.NewTask("job", conv, `{}`), jstest.NewTask("job", conv, `{}`)
 	publishTask(t, js, first)
-	if id := jstest.Recv(t, g.Started, "the first task to start"); id != first.ToolCallID {
+	if id := offloadtest.WaitOrTimeout(t, g.Started, "the first task to start"); id != first.ToolCallID {
 		t.Fatalf("started %s", id)
 	}
 	publishTask(t, js, second) // waits: the only slot is taken
 	proxy.Cut()
 	publishCancel(t, js, second)
 	proxy.Restore()
-	jstest.Recv(t, reconnected, "the worker to reconnect")
+	offloadtest.WaitOrTimeout(t, reconnected, "the worker to reconnect")
 	g.Open()
 	if r := resultOf(t, results, first); r.Status != protocol.StatusOK {
 		t.Fatalf("first result %+v", r)
@@ -159,7 +161,7 @@ func TestFailedCancelLookupDoesNotRun(t *testing.T) {
 	publishTask(t, js, second)
 	g := jstest.NewGate()
 	jstest.StartWorker(t, srv, worker.Config{ID: "w", Concurrency: 1, Tools: []*tool.Tool{g.Tool("job", "finished")}})
-	if id := jstest.Recv(t, g.Started, "the first task to start"); id != first.ToolCallID {
+	if id := offloadtest.WaitOrTimeout(t, g.Started, "the first task to start"); id != first.ToolCallID {
 		t.Fatalf("started %s", id)
 	}
 	if err := js.DeleteStream(ctx, "TOOLS_CANCEL"); err != nil { // look-ups fail from now on
@@ -169,14 +171,14 @@ func TestFailedCancelLookupDoesNotRun(t *testing.T) {
 	if r := resultOf(t, results, first); r.Status != protocol.StatusOK {
 		t.Fatalf("first result %+v", r)
 	}
-	jstest.Recv(t, naked, "the second task to be handed back")
+	offloadtest.WaitOrTimeout(t, naked, "the second task to be handed back")
 	select {
 	case id := <-g.Started:
 		t.Fatalf("a task ran without its cancel look-up (%s)", id)
 	default:
 	}
 	jstest.MustProvision(t, js)
-	if id := jstest.Recv(t, g.Started, "the second task to run once look-ups work"); id != second.ToolCallID {
+	if id := offloadtest.WaitOrTimeout(t, g.Started, "the second task to run once look-ups work"); id != second.ToolCallID {
 		t.Fatalf("started %s", id)
 	}
 	if r := resultOf(t, results, second); r.Status != protocol.StatusOK {
@@ -207,14 +209,14 @@ func TestResultPublishRetriedNotRerun(t *testing.T) {
 	jstest.StartWorker(t, srv, worker.Config{ID: "w", Logger: log, Tools: []*tool.Tool{job}})
 	task := jstest.NewTask("job", protocol.NewID(), `{}`)
 	publishTask(t, js, task)
-	jstest.Recv(t, started, "the tool to start")
+	offloadtest.WaitOrTimeout(t, started, "the tool to start")
 	ctx := context.Background()
 	if err := js.DeleteStream(ctx, "TOOLS_RESULTS"); err != nil { // results cannot be stored
 		t.Fatal(err)
 	}
 	close(release)
-	jstest.Recv(t, failed, "a failed publish")
-	jstest.Recv(t, failed, "a second failed publish: a retry, not a re-run")
+	offloadtest.WaitOrTimeout(t, failed, "a failed publish")
+	offloadtest.WaitOrTimeout(t, failed, "a second failed publish: a retry, not a re-run")
 	if n := runs.Load(); n != 1 {
 		t.Fatalf("the finished tool ran %d times", n)
 	}
@@ -238,19 +240,9 @@ func TestResultPublishRetriedNotRerun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(wait); ; {
-		info, err := c.Info(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if info.NumAckPending == 0 && info.NumPending == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("task still held after its result: %+v", info)
-		}
-		time.Sleep(20 * time.Millisecond) // the ack has no signal but the consumer's state
-	}
+	// No signal: the ack is the worker's message to the server, and only
+	// the consumer's state says when the server has applied it.
+	offloadtest.Eventually(t, "the task to be acknowledged", func() error { return settled(ctx, c) })
 	if n := runs.Load(); n != 1 {
 		t.Fatalf("the finished tool ran %d times", n)
 	}
@@ -268,7 +260,7 @@ func TestDeliveriesExhaustedWhileNoReplicaConnected(t *testing.T) {
 	g := jstest.NewGate()
 	task, proxy := dyingHolder(t, srv, g, 0)
 	proxy.Cut() // the replica is gone: no heartbeat, no advisory subscription
-	jstest.Recv(t, exhausted, "the server to give up on the task")
+	offloadtest.WaitOrTimeout(t, exhausted, "the server to give up on the task")
 
 	jstest.StartWorker(t, srv, worker.Config{ID: "later", MaxDeliver: 1, Tools: []*tool.Tool{g.Tool("job", "never")}})
 	r := resultOf(t, results, task)
@@ -292,7 +284,7 @@ func TestDefaultAckWaitRecovery(t *testing.T) {
 	jstest.StartWorker(t, srv, worker.Config{ID: "survivor", AckWait: -1, Tools: []*tool.Tool{echoLike("job", "from the survivor")}})
 	task := jstest.NewTask("job", protocol.NewID(), `{}`)
 	publishTask(t, js, task)
-	jstest.Recv(t, g.Started, "the task to start on the first replica")
+	offloadtest.WaitOrTimeout(t, g.Started, "the task to start on the first replica")
 	killed := time.Now()
 	proxy.Cut()
 	r := resultOf(t, results, task)
@@ -302,6 +294,19 @@ func TestDefaultAckWaitRecovery(t *testing.T) {
 	if took := time.Since(killed); took > 12*time.Second {
 		t.Fatalf("restarted after %v, want within ~10 s", took)
 	}
+}
+
+// settled is nil once c holds no task: none pending, none waiting for an
+// ack.
+func settled(ctx context.Context, c jetstream.Consumer) error {
+	info, err := c.Info(ctx)
+	if err != nil {
+		return err
+	}
+	if info.NumAckPending != 0 || info.NumPending != 0 {
+		return fmt.Errorf("tasks still held: %d pending, %d waiting for an ack", info.NumPending, info.NumAckPending)
+	}
+	return nil
 }
 
 // echoLike is a tool that returns result at once.
@@ -363,7 +368,7 @@ func TestStopHandsBackToolIgnoringCancel(t *testing.T) {
 	}
 	task := jstest.NewTask("job", protocol.NewID(), `{}`)
 	publishTask(t, js, task)
-	jstest.Recv(t, started, "the tool to start")
+	offloadtest.WaitOrTimeout(t, started, "the tool to start")
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	stopped := time.Now()
@@ -415,11 +420,11 @@ func TestHeartbeatKeepsLongTaskAlive(t *testing.T) {
 	jstest.StartWorker(t, srv, worker.Config{ID: "runs", Tools: []*tool.Tool{g.Tool("job", "kept alive")}})
 	task := jstest.NewTask("job", protocol.NewID(), `{}`)
 	publishTask(t, js, task)
-	jstest.Recv(t, g.Started, "the task to start")
+	offloadtest.WaitOrTimeout(t, g.Started, "the task to start")
 	jstest.StartWorker(t, srv, worker.Config{ID: "waits", Tools: []*tool.Tool{other.Tool("job", "redelivered")}})
-	first := jstest.Recv(t, beats, "an in-progress ack")
+	first := offloadtest.WaitOrTimeout(t, beats, "an in-progress ack")
 	for {
-		if at := jstest.Recv(t, beats, "an in-progress ack"); at.Sub(first) > 2*testAckWait {
+		if at := offloadtest.WaitOrTimeout(t, beats, "an in-progress ack"); at.Sub(first) > 2*testAckWait {
 			break // the task outlived two ack waits
 		}
 	}
@@ -449,9 +454,9 @@ func TestHeartbeatFollowsDefinitionAckWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	publishTask(t, js, jstest.NewTask("job", protocol.NewID(), `{}`))
-	jstest.Recv(t, g.Started, "the task to start")
+	offloadtest.WaitOrTimeout(t, g.Started, "the task to start")
 	started := time.Now()
-	beat := jstest.Recv(t, beats, "an in-progress ack")
+	beat := offloadtest.WaitOrTimeout(t, beats, "an in-progress ack")
 	if took := beat.Sub(started); took > def.AckWait/2 {
 		t.Fatalf("first in-progress ack after %v, ack wait %v", took, def.AckWait)
 	}
@@ -490,17 +495,17 @@ func TestUnpublishedResultsDoNotStrandPulledTask(t *testing.T) {
 	if err := w.Start(sctx); err != nil {
 		t.Fatal(err)
 	}
-	if id := jstest.Recv(t, g.Started, "the first task to start"); id != tasks[0].ToolCallID {
+	if id := offloadtest.WaitOrTimeout(t, g.Started, "the first task to start"); id != tasks[0].ToolCallID {
 		t.Fatalf("started %s", id)
 	}
 	if err := js.DeleteStream(ctx, "TOOLS_RESULTS"); err != nil { // results cannot be stored
 		t.Fatal(err)
 	}
 	g.Open()
-	if id := jstest.Recv(t, g.Started, "the second task to start"); id != tasks[1].ToolCallID {
+	if id := offloadtest.WaitOrTimeout(t, g.Started, "the second task to start"); id != tasks[1].ToolCallID {
 		t.Fatalf("started %s", id)
 	}
-	jstest.Recv(t, failed, "a failed publish")
+	offloadtest.WaitOrTimeout(t, failed, "a failed publish")
 	// Both runners of the worker now retry results. The third task is
 	// left to another replica (the test): its first delivery is there.
 	c, err := js.Consumer(ctx, "TOOLS_TASKS", "task_job")
@@ -522,19 +527,9 @@ func TestUnpublishedResultsDoNotStrandPulledTask(t *testing.T) {
 		t.Fatal(err)
 	}
 	jstest.MustProvision(t, js)
-	for deadline := time.Now().Add(wait); ; {
-		info, err := c.Info(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if info.NumAckPending == 0 && info.NumPending == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("tasks still held: %+v", info)
-		}
-		time.Sleep(20 * time.Millisecond) // the acks have no signal but the consumer's state
-	}
+	// No signal: only the consumer's state says when the server has
+	// applied the worker's acks.
+	offloadtest.Eventually(t, "the tasks to be acknowledged", func() error { return settled(ctx, c) })
 	stopCtx, stopCancel := context.WithTimeout(ctx, wait)
 	defer stopCancel()
 	if err := w.Stop(stopCtx); err != nil {
@@ -586,21 +581,21 @@ func TestCancelWhileDisconnectedDuringGracePeriod(t *testing.T) {
 	}
 	task := jstest.NewTask("job", protocol.NewID(), `{}`)
 	publishTask(t, js, task)
-	jstest.Recv(t, g.Started, "the task to start")
+	offloadtest.WaitOrTimeout(t, g.Started, "the task to start")
 	stopped := make(chan error, 1)
 	stopCtx, stopCancel := context.WithTimeout(context.Background(), 4*wait) // longer than the test waits for the cancel
 	defer stopCancel()
 	go func() { stopped <- w.Stop(stopCtx) }()
-	jstest.Recv(t, deregistered, "the worker to stop")
+	offloadtest.WaitOrTimeout(t, deregistered, "the worker to stop")
 	proxy.Cut()
 	publishCancel(t, js, task)
 	proxy.Restore()
-	jstest.Recv(t, reconnected, "the worker to reconnect")
-	jstest.Recv(t, g.CtxDone, "the running tool to be cancelled")
+	offloadtest.WaitOrTimeout(t, reconnected, "the worker to reconnect")
+	offloadtest.WaitOrTimeout(t, g.CtxDone, "the running tool to be cancelled")
 	if r := resultOf(t, results, task); r.Status != protocol.StatusCancelled {
 		t.Fatalf("result %+v, want cancelled", r)
 	}
-	if err := jstest.Recv(t, stopped, "the stop"); err != nil {
+	if err := offloadtest.WaitOrTimeout(t, stopped, "the stop"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -638,7 +633,7 @@ func TestStopFetchesNothingWhileDeregistering(t *testing.T) {
 	defer sub.Unsubscribe()
 	stopped := make(chan error, 1)
 	go func() { stopped <- w.Stop(sctx) }()
-	del := jstest.Recv(t, deleting, "the registry entry's delete")
+	del := offloadtest.WaitOrTimeout(t, deleting, "the registry entry's delete")
 	task := jstest.NewTask("job", protocol.NewID(), `{}`)
 	publishTask(t, js, task)
 	c, err := js.Consumer(ctx, "TOOLS_TASKS", "task_job")
@@ -657,7 +652,7 @@ func TestStopFetchesNothingWhileDeregistering(t *testing.T) {
 	}
 	_ = del.Respond([]byte(`{"stream":"KV_tools_registry","seq":2}`))
 	g.Open()
-	if err := jstest.Recv(t, stopped, "the stop"); err != nil {
+	if err := offloadtest.WaitOrTimeout(t, stopped, "the stop"); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -700,13 +695,13 @@ func TestDeliveriesExhaustedAnsweredAfterFailedPublish(t *testing.T) {
 	jstest.StartWorker(t, srv, worker.Config{ID: "stays", Concurrency: 1, MaxDeliver: 1, Logger: log, Tools: []*tool.Tool{g.Tool("job", "never")}})
 	held := jstest.NewTask("job", protocol.NewID(), `{}`)
 	publishTask(t, js, held)
-	jstest.Recv(t, g.Started, "a task held by the replica that stays")
+	offloadtest.WaitOrTimeout(t, g.Started, "a task held by the replica that stays")
 	if err := js.DeleteStream(ctx, "TOOLS_RESULTS"); err != nil { // results cannot be stored
 		t.Fatal(err)
 	}
 	proxy.Cut() // the first replica is gone: no heartbeat
-	jstest.Recv(t, exhausted, "the server to give up on the task")
-	jstest.Recv(t, failed, "the DeliveriesExhausted result to fail")
+	offloadtest.WaitOrTimeout(t, exhausted, "the server to give up on the task")
+	offloadtest.WaitOrTimeout(t, failed, "the DeliveriesExhausted result to fail")
 	jstest.MustProvision(t, js)
 	r := storedResult(t, js, lost, 0)
 	if r.Status != protocol.StatusError || r.ErrorType != protocol.ErrorDeliveriesExhausted || r.Worker != "stays" {
@@ -754,7 +749,7 @@ func TestDeliveriesExhaustedWhileNoReplicaConnectedUnderLoad(t *testing.T) {
 	}
 
 	proxy.Cut() // the replica is gone: no heartbeat, nobody listens
-	jstest.Recv(t, exhausted, "the server to give up on the task")
+	offloadtest.WaitOrTimeout(t, exhausted, "the server to give up on the task")
 	if info, err := c.Info(ctx); err != nil || info.NumAckPending == 0 {
 		t.Fatalf("consumer holds no delivery (%v): the test proves nothing", err)
 	}
@@ -778,13 +773,13 @@ func TestExhaustedConsumerDeletedIsBoundAgain(t *testing.T) {
 	first := jstest.StartWorker(t, srv, worker.Config{ID: "first", Concurrency: 1, MaxDeliver: 1, Tools: []*tool.Tool{g.Tool("job", "never")}})
 	task := jstest.NewTask("job", protocol.NewID(), `{}`)
 	publishTask(t, js, task)
-	jstest.Recv(t, g.Started, "the only delivery")
+	offloadtest.WaitOrTimeout(t, g.Started, "the only delivery")
 	log, rebound := jstest.SignalOn("consumer of max-deliveries advisories bound again")
 	jstest.StartWorker(t, srv, worker.Config{ID: "second", MaxDeliver: 1, Logger: log, Tools: []*tool.Tool{g.Tool("job", "never")}})
 	if err := js.DeleteConsumer(ctx, "TOOLS_EXHAUSTED", natsjs.ExhaustedConsumerName("job")); err != nil {
 		t.Fatal(err)
 	}
-	jstest.Recv(t, rebound, "the second worker to bind the consumer again")
+	offloadtest.WaitOrTimeout(t, rebound, "the second worker to bind the consumer again")
 
 	sctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
@@ -809,7 +804,7 @@ func dyingHolder(t *testing.T, srv *natstest.Server, g *jstest.Gate, concurrency
 	_, proxy, _ := cutWorker(t, srv, worker.Config{ID: "dies", Concurrency: concurrency, MaxDeliver: 1, Tools: []*tool.Tool{g.Tool("job", "never")}})
 	task := jstest.NewTask("job", protocol.NewID(), `{}`)
 	publishTask(t, srv.JetStream(t), task)
-	jstest.Recv(t, g.Started, "the only delivery")
+	offloadtest.WaitOrTimeout(t, g.Started, "the only delivery")
 	return task, proxy
 }
 

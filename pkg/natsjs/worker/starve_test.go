@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/natsjs/remote"
@@ -32,8 +33,8 @@ func TestFreeSlotServesAnotherTool(t *testing.T) {
 		}
 		defer h.Detach()
 	}
-	jstest.Recv(t, g.Started, "the first slow task")
-	jstest.Recv(t, g.Started, "the second slow task")
+	offloadtest.WaitOrTimeout(t, g.Started, "the first slow task")
+	offloadtest.WaitOrTimeout(t, g.Started, "the second slow task")
 	defer g.Open()
 	start := time.Now()
 	qctx, cancel := context.WithTimeout(ctx, 2*time.Second) // far below the slow tasks' gate

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
@@ -63,7 +64,7 @@ func TestWorkerReplicasShareBurst(t *testing.T) {
 		slowCalls = append(slowCalls, jstest.GoCall(ctx, d, jstest.NewTask("slow", conv, `{}`)))
 	}
 	for range 6 {
-		jstest.Recv(t, g.Started, "a slow task to start")
+		offloadtest.WaitOrTimeout(t, g.Started, "a slow task to start")
 	}
 	mu.Lock()
 	for id, n := range byWorker {
@@ -83,7 +84,7 @@ func TestWorkerReplicasShareBurst(t *testing.T) {
 	}
 	workers := map[string]bool{}
 	for text, ch := range calls {
-		cr := jstest.Recv(t, ch, "an echo result")
+		cr := offloadtest.WaitOrTimeout(t, ch, "an echo result")
 		if cr.Err != nil {
 			t.Fatal(cr.Err)
 		}
@@ -94,7 +95,7 @@ func TestWorkerReplicasShareBurst(t *testing.T) {
 		workers[cr.Res.Worker] = true
 	}
 	for _, ch := range slowCalls {
-		cr := jstest.Recv(t, ch, "a slow result")
+		cr := offloadtest.WaitOrTimeout(t, ch, "a slow result")
 		if cr.Err != nil {
 			t.Fatal(cr.Err)
 		}
@@ -135,7 +136,7 @@ func TestWorkerCrashRedelivers(t *testing.T) {
 	crashed := jstest.StartWorker(t, srv, worker.Config{ID: "crashes", Conn: crashConn, Tools: []*tool.Tool{g.Tool("job", "from the crashed worker")}})
 	conv := protocol.NewID()
 	ch := jstest.GoCall(context.Background(), d, jstest.NewTask("job", conv, `{}`))
-	jstest.Recv(t, g.Started, "the job to start on the first worker")
+	offloadtest.WaitOrTimeout(t, g.Started, "the job to start on the first worker")
 
 	// The second replica can only get the task once the first lets go of it.
 	other := tool.Func("job", "Wait for the gate.", func(context.Context, *tool.RunContext, struct{}) (string, error) {
@@ -144,7 +145,7 @@ func TestWorkerCrashRedelivers(t *testing.T) {
 	jstest.StartWorker(t, srv, worker.Config{ID: "survivor", Tools: []*tool.Tool{other}})
 	crashConn.Close() // crash: no ack, no nak, no more heartbeats
 
-	cr := jstest.Recv(t, ch, "the redelivered result")
+	cr := offloadtest.WaitOrTimeout(t, ch, "the redelivered result")
 	if cr.Err != nil {
 		t.Fatal(cr.Err)
 	}
@@ -188,7 +189,7 @@ func TestCancelBeforePickup(t *testing.T) {
 		return "", nil
 	})
 	jstest.StartWorker(t, srv, worker.Config{ID: "w", Tools: []*tool.Tool{never}, Metrics: wm})
-	res := jstest.Recv(t, results, "the cancelled result")
+	res := offloadtest.WaitOrTimeout(t, results, "the cancelled result")
 	if res.Status != protocol.StatusCancelled || res.TaskID != task.TaskID {
 		t.Fatalf("result %+v, want cancelled", res)
 	}
@@ -215,16 +216,16 @@ func TestCancelDuringRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	task := jstest.NewTask("job", protocol.NewID(), `{}`)
 	ch := jstest.GoCall(ctx, d, task)
-	jstest.Recv(t, g.Started, "the job to start")
+	offloadtest.WaitOrTimeout(t, g.Started, "the job to start")
 	cancelled := time.Now()
 	cancel()
-	seen := jstest.Recv(t, g.CtxDone, "the tool's context to end")
+	seen := offloadtest.WaitOrTimeout(t, g.CtxDone, "the tool's context to end")
 	t.Logf("tool context cancelled %v after the call's", seen.Sub(cancelled))
-	cr := jstest.Recv(t, ch, "Call to return")
+	cr := offloadtest.WaitOrTimeout(t, ch, "Call to return")
 	if cr.Err != context.Canceled {
 		t.Fatalf("Call error %v, want context.Canceled", cr.Err)
 	}
-	res := jstest.Recv(t, results, "the cancelled result")
+	res := offloadtest.WaitOrTimeout(t, results, "the cancelled result")
 	if res.Status != protocol.StatusCancelled || res.TaskID != task.TaskID {
 		t.Fatalf("result %+v, want cancelled", res)
 	}
@@ -327,7 +328,7 @@ func TestWorkerOutcomes(t *testing.T) {
 		if got["approved"] != true || got["retry"] != 1.0 || got["conv"] != conv || fmt.Sprint(got["meta"]) != "map[by:ann]" {
 			t.Errorf("run context seen by the tool: %v", got)
 		}
-		p := jstest.Recv(t, reports, "a progress report")
+		p := offloadtest.WaitOrTimeout(t, reports, "a progress report")
 		if p.TaskID != task.TaskID || p.Message != "half way" || p.Fraction == nil || *p.Fraction != 0.5 {
 			t.Errorf("progress %+v", p)
 		}
@@ -377,7 +378,7 @@ func TestMalformedTask(t *testing.T) {
 	if _, err := js.Publish(ctx, "tools.task.echo", []byte(bad)); err != nil {
 		t.Fatal(err)
 	}
-	res := jstest.Recv(t, results, "the error result of the malformed task")
+	res := offloadtest.WaitOrTimeout(t, results, "the error result of the malformed task")
 	if res.TaskID != task || res.Status != protocol.StatusError || res.ErrorType != "DecodeError" {
 		t.Fatalf("result %+v", res)
 	}
@@ -407,7 +408,7 @@ func TestDeliveriesExhausted(t *testing.T) {
 	g := jstest.NewGate()
 	first := jstest.StartWorker(t, srv, worker.Config{ID: "first", MaxDeliver: 1, Tools: []*tool.Tool{g.Tool("job", "never")}})
 	ch := jstest.GoCall(context.Background(), d, jstest.NewTask("job", protocol.NewID(), `{}`))
-	jstest.Recv(t, g.Started, "the only delivery")
+	offloadtest.WaitOrTimeout(t, g.Started, "the only delivery")
 	jstest.StartWorker(t, srv, worker.Config{ID: "second", MaxDeliver: 1, Tools: []*tool.Tool{g.Tool("job", "never")}})
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
@@ -415,7 +416,7 @@ func TestDeliveriesExhausted(t *testing.T) {
 	if err := first.StopAndCancel(ctx); err != nil {
 		t.Fatal(err)
 	}
-	cr := jstest.Recv(t, ch, "the DeliveriesExhausted result")
+	cr := offloadtest.WaitOrTimeout(t, ch, "the DeliveriesExhausted result")
 	if cr.Err != nil {
 		t.Fatal(cr.Err)
 	}
@@ -437,7 +438,7 @@ func TestGracefulStop(t *testing.T) {
 	logger, stopping := jstest.SignalOn("worker stopping")
 	w := jstest.StartWorker(t, srv, worker.Config{ID: "w", Logger: logger, Tools: []*tool.Tool{g.Tool("job", "finished in grace")}})
 	ch := jstest.GoCall(context.Background(), d, jstest.NewTask("job", protocol.NewID(), `{}`))
-	jstest.Recv(t, g.Started, "the job to start")
+	offloadtest.WaitOrTimeout(t, g.Started, "the job to start")
 
 	stopped := make(chan error, 1)
 	go func() {
@@ -449,7 +450,7 @@ func TestGracefulStop(t *testing.T) {
 	// right after starting Stop would pass before Stop even began. Absence
 	// is observed over a window that starts at that signal; a Stop that
 	// did not wait for its task ends (or cancels the tool) well within it.
-	jstest.Recv(t, stopping, "the worker to start stopping")
+	offloadtest.WaitOrTimeout(t, stopping, "the worker to start stopping")
 	select {
 	case <-w.Stopped():
 		t.Fatal("stopped while a task runs")
@@ -460,17 +461,17 @@ func TestGracefulStop(t *testing.T) {
 	case <-time.After(200 * time.Millisecond):
 	}
 	g.Open()
-	cr := jstest.Recv(t, ch, "the result finished during the grace period")
+	cr := offloadtest.WaitOrTimeout(t, ch, "the result finished during the grace period")
 	if cr.Err != nil {
 		t.Fatal(cr.Err)
 	}
 	if got := jstest.Content(t, cr.Res); got != "finished in grace" {
 		t.Fatalf("result %q", got)
 	}
-	if err := jstest.Recv(t, stopped, "Stop to return"); err != nil {
+	if err := offloadtest.WaitOrTimeout(t, stopped, "Stop to return"); err != nil {
 		t.Fatal(err)
 	}
-	jstest.Recv(t, w.Stopped(), "Stopped to close")
+	offloadtest.WaitOrTimeout(t, w.Stopped(), "Stopped to close")
 	if w.Ready() {
 		t.Error("ready after Stop")
 	}
@@ -485,13 +486,13 @@ func TestStopHandsBack(t *testing.T) {
 	leavingConn := srv.Conn(t)
 	w := jstest.StartWorker(t, srv, worker.Config{ID: "leaving", Conn: leavingConn, GracePeriod: 50 * time.Millisecond, Tools: []*tool.Tool{g.Tool("job", "x")}})
 	ch := jstest.GoCall(context.Background(), d, jstest.NewTask("job", protocol.NewID(), `{}`))
-	jstest.Recv(t, g.Started, "the job to start")
+	offloadtest.WaitOrTimeout(t, g.Started, "the job to start")
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	if err := w.Stop(ctx); err != nil { // the grace period ends first
 		t.Fatal(err)
 	}
-	jstest.Recv(t, g.CtxDone, "the tool to be cancelled")
+	offloadtest.WaitOrTimeout(t, g.CtxDone, "the tool to be cancelled")
 	// Whatever the leaving worker published reached the server before this
 	// flush returns, so before the other replica can answer: the first
 	// result seen must be the other replica's.
@@ -500,10 +501,10 @@ func TestStopHandsBack(t *testing.T) {
 	}
 	stays := tool.Func("job", "Answer.", func(context.Context, *tool.RunContext, struct{}) (string, error) { return "taken over", nil })
 	jstest.StartWorker(t, srv, worker.Config{ID: "stays", Tools: []*tool.Tool{stays}})
-	if r := jstest.Recv(t, results, "the first result of the task"); r.Worker != "stays" {
+	if r := offloadtest.WaitOrTimeout(t, results, "the first result of the task"); r.Worker != "stays" {
 		t.Fatalf("a handed-back task got a result from the leaving worker: %+v", r)
 	}
-	cr := jstest.Recv(t, ch, "the result from the other replica")
+	cr := offloadtest.WaitOrTimeout(t, ch, "the result from the other replica")
 	if cr.Err != nil {
 		t.Fatal(cr.Err)
 	}
@@ -546,7 +547,7 @@ func TestCancelWhileQueuedBehindBusyWorker(t *testing.T) {
 	conv := protocol.NewID()
 	first := jstest.NewTask("job", conv, `{}`)
 	firstDone := jstest.GoCall(context.Background(), d, first)
-	jstest.Recv(t, g.Started, "the first job to start") // the only slot is taken
+	offloadtest.WaitOrTimeout(t, g.Started, "the first job to start") // the only slot is taken
 
 	second := jstest.NewTask("job", conv, `{}`)
 	js, err := jetstream.New(srv.Conn(t))
@@ -561,11 +562,11 @@ func TestCancelWhileQueuedBehindBusyWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.Open()
-	if cr := jstest.Recv(t, firstDone, "the first call"); cr.Err != nil || cr.Res.Status != protocol.StatusOK {
+	if cr := offloadtest.WaitOrTimeout(t, firstDone, "the first call"); cr.Err != nil || cr.Res.Status != protocol.StatusOK {
 		t.Fatalf("first call: %+v", cr)
 	}
 	for range 2 {
-		res := jstest.Recv(t, results, "a result")
+		res := offloadtest.WaitOrTimeout(t, results, "a result")
 		if res.TaskID == second.TaskID && res.Status != protocol.StatusCancelled {
 			t.Fatalf("second task result %+v, want cancelled", res)
 		}
@@ -640,7 +641,7 @@ func TestTaskWithStatusHeaderTerminated(t *testing.T) {
 		if _, err := js.PublishMsg(ctx, m); err != nil {
 			t.Fatal(err)
 		}
-		jstest.Recv(t, terminated, "the forged task with status "+status+" to be terminated")
+		offloadtest.WaitOrTimeout(t, terminated, "the forged task with status "+status+" to be terminated")
 	}
 }
 
@@ -720,7 +721,7 @@ func TestMalformedTaskResultRetried(t *testing.T) {
 	if _, err := js.Publish(ctx, "tools.task.echo", []byte(bad)); err != nil {
 		t.Fatal(err)
 	}
-	jstest.Recv(t, failed, "a failed publish")
+	offloadtest.WaitOrTimeout(t, failed, "a failed publish")
 	jstest.MustProvision(t, js)
 	if r := storedResult(t, js, task, 0); r.Status != protocol.StatusError || r.ErrorType != "DecodeError" {
 		t.Fatalf("result %+v", r)

@@ -1,7 +1,8 @@
 // Package jstest holds what the tests of natsjs's packages (worker,
 // remote, convstore) share: workers and dispatchers started on an
 // in-process server and stopped with the test, tasks, results, a gated tool
-// and a bounded wait. Only tests import it.
+// and the bound of every wait (the kit's, internal/offloadtest). Only
+// tests import it.
 package jstest
 
 import (
@@ -17,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
@@ -26,8 +28,8 @@ import (
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
-// Wait bounds every wait on a signal in these tests.
-const Wait = 15 * time.Second
+// Wait bounds every wait on a signal in these tests (the kit's).
+const Wait = offloadtest.Wait
 
 // AckWait is the consumers' ack wait in these tests.
 const AckWait = time.Second
@@ -80,20 +82,6 @@ func (g *Gate) Tool(name, result string) *tool.Tool {
 			return "", ctx.Err()
 		}
 	})
-}
-
-// Recv returns the next value of ch, failing the test after [Wait]; what
-// names the value in the failure.
-func Recv[T any](t *testing.T, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(Wait):
-		t.Fatalf("timed out waiting for %s", what)
-		var zero T
-		return zero
-	}
 }
 
 // StartWorker starts a worker on its own connection (closed at the end of
