@@ -13,7 +13,6 @@ import (
 	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
-	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/natsjs/remote"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
@@ -25,10 +24,9 @@ import (
 // window or in the future are unknown_task.
 func TestDispatcherRefusesEvictedResults(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	nc := srv.Conn(t)
+	b := setup(t)
 	refused := make(refusals, 16)
-	d, am := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{Logger: slog.New(refused)})
+	d, am := b.dispatcher(t, remote.DispatcherConfig{Logger: slog.New(refused)})
 	const limit = 8
 	remote.LimitDone(d, limit)
 
@@ -36,7 +34,7 @@ func TestDispatcherRefusesEvictedResults(t *testing.T) {
 	s := protocol.Subjects{}
 	pub := func(conv, task, data string) {
 		t.Helper()
-		if err := nc.Publish(s.Result(conv, task), []byte(data)); err != nil {
+		if err := b.nc.Publish(s.Result(conv, task), []byte(data)); err != nil {
 			t.Fatal(err)
 		}
 	}

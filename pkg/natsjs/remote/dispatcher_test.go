@@ -14,7 +14,6 @@ import (
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
-	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/natsjs/remote"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
@@ -43,20 +42,19 @@ func (r refusals) Handle(_ context.Context, rec slog.Record) error {
 
 func TestDispatcherRefusesResults(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	nc := srv.Conn(t)
+	b := setup(t)
 	refused := make(refusals, 16)
-	d, am := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{Logger: slog.New(refused), MaxPayload: 1024})
+	d, am := b.dispatcher(t, remote.DispatcherConfig{Logger: slog.New(refused), MaxPayload: 1024})
 
 	// No worker serves "job": the tasks stay in flight. A core subscription
 	// tells when a task is published (and so registered).
 	tasks := make(chan *nats.Msg, 4)
-	sub, err := nc.ChanSubscribe("tools.task.job", tasks)
+	sub, err := b.nc.ChanSubscribe("tools.task.job", tasks)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sub.Unsubscribe()
-	if err := nc.Flush(); err != nil {
+	if err := b.nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
@@ -67,7 +65,7 @@ func TestDispatcherRefusesResults(t *testing.T) {
 
 	pub := func(subject, data string) {
 		t.Helper()
-		if err := nc.Publish(subject, []byte(data)); err != nil {
+		if err := b.nc.Publish(subject, []byte(data)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -137,8 +135,8 @@ func TestDispatcherRefusesResults(t *testing.T) {
 
 func TestDispatcherCallErrors(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	d, _ := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
+	b := setup(t)
+	d, _ := b.dispatcher(t, remote.DispatcherConfig{})
 	ctx := context.Background()
 	conv := protocol.NewID()
 	for name, task := range map[string]protocol.Task{
@@ -153,14 +151,13 @@ func TestDispatcherCallErrors(t *testing.T) {
 		}
 	}
 	// Stop releases waiting calls.
-	nc := srv.Conn(t)
 	tasks := make(chan *nats.Msg, 1)
-	sub, err := nc.ChanSubscribe("tools.task.nobody", tasks)
+	sub, err := b.nc.ChanSubscribe("tools.task.nobody", tasks)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sub.Unsubscribe()
-	if err := nc.Flush(); err != nil {
+	if err := b.nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	ch := jstest.GoCall(ctx, d, jstest.NewTask("nobody", conv, `{}`))

@@ -13,7 +13,6 @@ import (
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
-	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/natsjs/remote"
 	"github.com/offload-dev/offload/pkg/natsjs/worker"
 	"github.com/offload-dev/offload/pkg/progress"
@@ -63,7 +62,7 @@ func (p progressTo) ReportTask(task, msg string, _ *float64) {
 
 func TestRemoteExecutor(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
+	b := setup(t)
 	g := jstest.NewGate()
 	reporting := tool.Func("reporting", "Report, then wait.", func(ctx context.Context, rc *tool.RunContext, _ struct{}) (string, error) {
 		progress.Report(ctx, "working", nil)
@@ -72,9 +71,9 @@ func TestRemoteExecutor(t *testing.T) {
 		}
 		return "done", nil
 	})
-	jstest.StartWorker(t, srv, worker.Config{ID: "bg-1", Tools: []*tool.Tool{reporting, g.Tool("gated", "never")}})
-	d, am := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
-	ts := newRemote(t, srv, d, nil)
+	b.worker(t, worker.Config{ID: "bg-1", Tools: []*tool.Tool{reporting, g.Tool("gated", "never")}})
+	d, am := b.dispatcher(t, remote.DispatcherConfig{})
+	ts := b.toolset(t, d, nil)
 	waitTools(t, ts, "gated", "reporting")
 	local := &fakeExecutor{started: make(chan string, 1)}
 	ex := ts.Executor(local)
@@ -121,16 +120,16 @@ func TestRemoteExecutor(t *testing.T) {
 // running and its result in the stream.
 func TestRemoteExecutorCancelAndDetach(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
+	b := setup(t)
 	g := jstest.NewGate()
-	jstest.StartWorker(t, srv, worker.Config{ID: "bg-2", Tools: []*tool.Tool{g.Tool("gated", "finished")}})
-	d, _ := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
-	ts := newRemote(t, srv, d, nil)
+	b.worker(t, worker.Config{ID: "bg-2", Tools: []*tool.Tool{g.Tool("gated", "finished")}})
+	d, _ := b.dispatcher(t, remote.DispatcherConfig{})
+	ts := b.toolset(t, d, nil)
 	waitTools(t, ts, "gated")
 	ex := ts.Executor(nil)
 	conv := protocol.NewID()
 	ctx := context.Background()
-	results := jstest.SubscribeResults(t, srv.Conn(t))
+	results := b.results(t)
 
 	task, err := ex.Start(ctx, bgCall(t, ts, "gated", conv))
 	if err != nil {

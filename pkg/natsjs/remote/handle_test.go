@@ -16,33 +16,15 @@ import (
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
-	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/natsjs/remote"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
-// taskTap subscribes (core) to the tasks of toolName: a published task
-// arrives on the channel with its Nats-Msg-Id.
-func taskTap(t *testing.T, nc *nats.Conn, toolName string) <-chan *nats.Msg {
-	t.Helper()
-	ch := make(chan *nats.Msg, 8)
-	sub, err := nc.ChanSubscribe("tools.task."+toolName, ch)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sub.Unsubscribe() })
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	return ch
-}
-
 func TestDispatchReturnsAHandle(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	nc := srv.Conn(t)
-	d, am := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
-	tasks := taskTap(t, nc, "job")
+	b := setup(t)
+	d, am := b.dispatcher(t, remote.DispatcherConfig{})
+	tasks := b.taskTap(t, "job")
 	ctx := context.Background()
 	conv := protocol.NewID()
 
@@ -69,7 +51,7 @@ func TestDispatchReturnsAHandle(t *testing.T) {
 	if got := testutil.ToFloat64(am.PendingCalls.WithLabelValues("background")); got != 1 {
 		t.Errorf("pending{background} = %v", got)
 	}
-	if err := nc.Publish(protocol.Subjects{}.Result(conv, task.TaskID), []byte(`{"content":7}`)); err != nil {
+	if err := b.nc.Publish(protocol.Subjects{}.Result(conv, task.TaskID), []byte(`{"content":7}`)); err != nil {
 		t.Fatal(err)
 	}
 	offloadtest.WaitOrTimeout(t, h.Done(), "the handle to be done")
@@ -101,9 +83,8 @@ func TestDispatchReturnsAHandle(t *testing.T) {
 // publish of one attempt is dropped.
 func TestDispatchAttemptsAreNotDuplicates(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	nc := srv.Conn(t)
-	d, _ := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
+	b := setup(t)
+	d, _ := b.dispatcher(t, remote.DispatcherConfig{})
 	ctx := context.Background()
 	conv := protocol.NewID()
 	task := jstest.NewTask("job", conv, `{}`)
@@ -115,22 +96,18 @@ func TestDispatchAttemptsAreNotDuplicates(t *testing.T) {
 		}
 		h.Detach()
 	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The same attempt again: the server drops it as a duplicate.
 	m := nats.NewMsg("tools.task.job")
 	m.Header.Set(jetstream.MsgIDHeader, task.TaskID+":1")
 	m.Data = []byte(`{}`)
-	ack, err := js.PublishMsg(ctx, m)
+	ack, err := b.js.PublishMsg(ctx, m)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !ack.Duplicate {
 		t.Error("a second publish of attempt 1 was stored")
 	}
-	s, err := js.Stream(ctx, natsjs.NamesFor("tools").Tasks)
+	s, err := b.js.Stream(ctx, natsjs.NamesFor("tools").Tasks)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,10 +119,9 @@ func TestDispatchAttemptsAreNotDuplicates(t *testing.T) {
 // A detached task's result is left alone: neither delivered nor refused.
 func TestHandleDetach(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	nc := srv.Conn(t)
+	b := setup(t)
 	refused := make(refusals, 4)
-	d, am := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{Logger: slog.New(refused)})
+	d, am := b.dispatcher(t, remote.DispatcherConfig{Logger: slog.New(refused)})
 	ctx := context.Background()
 	conv := protocol.NewID()
 	task := jstest.NewTask("job", conv, `{}`)
@@ -163,11 +139,11 @@ func TestHandleDetach(t *testing.T) {
 		t.Fatalf("%d pending after Detach", d.Pending())
 	}
 	s := protocol.Subjects{}
-	if err := nc.Publish(s.Result(conv, task.TaskID), []byte(`{"content":1}`)); err != nil {
+	if err := b.nc.Publish(s.Result(conv, task.TaskID), []byte(`{"content":1}`)); err != nil {
 		t.Fatal(err)
 	}
 	// Results are handled in order: the next refusal is the unknown task's.
-	if err := nc.Publish(s.Result(conv, protocol.NewID()), []byte(`{"content":2}`)); err != nil {
+	if err := b.nc.Publish(s.Result(conv, protocol.NewID()), []byte(`{"content":2}`)); err != nil {
 		t.Fatal(err)
 	}
 	if got := offloadtest.WaitOrTimeout(t, refused, "a refusal"); got != string(metrics.RefuseUnknownTask) {
@@ -183,16 +159,16 @@ func TestHandleDetach(t *testing.T) {
 // dispatches fail too.
 func TestDispatcherServerLost(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	conn := srv.Conn(t, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-	d, am := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{Conn: conn, ServerLostAfter: 300 * time.Millisecond})
-	tasks := taskTap(t, srv.Conn(t), "nobody")
+	b := setup(t)
+	conn := b.srv.Conn(t, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	d, am := b.dispatcher(t, remote.DispatcherConfig{Conn: conn, ServerLostAfter: 300 * time.Millisecond})
+	tasks := b.taskTap(t, "nobody")
 	ctx := context.Background()
 	conv := protocol.NewID()
 	ch := jstest.GoCall(ctx, d, jstest.NewTask("nobody", conv, `{}`))
 	offloadtest.WaitOrTimeout(t, tasks, "the task")
 
-	srv.NATS().Shutdown()
+	b.srv.NATS().Shutdown()
 	cr := offloadtest.WaitOrTimeout(t, ch, "the call to fail")
 	if !errors.Is(cr.Err, natsjs.ErrServerLost) {
 		t.Fatalf("call: %v, want ErrServerLost", cr.Err)

@@ -9,8 +9,6 @@ import (
 
 	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/natsjs"
-	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
-	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/natsjs/remote"
 )
 
@@ -19,13 +17,10 @@ import (
 // in between, and that the answer is the caller's to change.
 func TestToolsAnswerEndsAtExpiry(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	d, _ := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
-	r := newRemote(t, srv, d, nil)
-	kv, err := srv.JetStream(t).KeyValue(context.Background(), "tools_registry")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := setup(t)
+	d, _ := b.dispatcher(t, remote.DispatcherConfig{})
+	r := b.toolset(t, d, nil)
+	kv := b.registry(t)
 	put := func(name string, expires time.Time) {
 		t.Helper()
 		v, _ := json.Marshal(natsjs.RegistryEntry{Name: name, Parameters: json.RawMessage(`{"type":"object"}`), Worker: "w", ExpiresAt: expires})

@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/offload-dev/offload/internal/offloadtest"
-	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
-	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/natsjs/remote"
 )
 
@@ -57,12 +55,12 @@ func skipRecords(t *testing.T, logs string) map[string][]skipRecord {
 // of the same tool.
 func TestRegistrySkippedEntriesAreLogged(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	d, _ := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
+	b := setup(t)
+	d, _ := b.dispatcher(t, remote.DispatcherConfig{})
 	var logs offloadtest.Output
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	r, err := remote.NewToolset(remote.ToolsetConfig{Conn: srv.Conn(t), Dispatcher: d,
+	r, err := remote.NewToolset(remote.ToolsetConfig{Conn: b.srv.Conn(t), Dispatcher: d,
 		Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
 	if err != nil {
 		t.Fatal(err)
@@ -71,10 +69,7 @@ func TestRegistrySkippedEntriesAreLogged(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = r.Stop(context.Background()) })
-	kv, err := srv.JetStream(t).KeyValue(context.Background(), "tools_registry")
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := b.registry(t)
 	put := func(key, value string) {
 		t.Helper()
 		changed := r.Changed()
@@ -164,12 +159,12 @@ func TestRegistrySkippedEntriesAreLogged(t *testing.T) {
 // entries of tools it does not offer anyway, and does not list them.
 func TestRegistrySkippedOutsideTheFilter(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	d, _ := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
+	b := setup(t)
+	d, _ := b.dispatcher(t, remote.DispatcherConfig{})
 	var logs offloadtest.Output
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	r, err := remote.NewToolset(remote.ToolsetConfig{Conn: srv.Conn(t), Dispatcher: d, Filter: []string{"wanted"},
+	r, err := remote.NewToolset(remote.ToolsetConfig{Conn: b.srv.Conn(t), Dispatcher: d, Filter: []string{"wanted"},
 		Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
 	if err != nil {
 		t.Fatal(err)
@@ -178,10 +173,7 @@ func TestRegistrySkippedOutsideTheFilter(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = r.Stop(context.Background()) })
-	kv, err := srv.JetStream(t).KeyValue(context.Background(), "tools_registry")
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := b.registry(t)
 	for _, key := range []string{"other.w", "wanted.w"} {
 		changed := r.Changed()
 		name, _, _ := strings.Cut(key, ".")
