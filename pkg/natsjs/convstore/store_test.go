@@ -3,7 +3,6 @@ package convstore_test
 import (
 	"context"
 	"log/slog"
-	"strings"
 	"testing"
 	"time"
 
@@ -12,7 +11,6 @@ import (
 	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/conversation/storetest"
-	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/convstore"
@@ -20,31 +18,6 @@ import (
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
-
-func newConvStore(t *testing.T, js jetstream.JetStream, cfg convstore.Config) *convstore.Store {
-	t.Helper()
-	cfg.JetStream = js
-	if cfg.Logger == nil {
-		cfg.Logger = jstest.Logger()
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-	s, err := convstore.New(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-func sampleState(id string, n int) *conversation.State {
-	st := &conversation.State{ID: id, Pending: &deferred.PendingRecord{ConversationID: id, RunID: protocol.NewID(), Tasks: []deferred.PendingTask{
-		{TaskID: protocol.NewID(), Kind: "approval", Tool: "shell", ToolCallID: "call_1", Args: []byte(`{"cmd":"ls"}`)},
-	}}}
-	for i := range n {
-		st.History = append(st.History, message.NewRequest(message.UserText(strings.Repeat("x", 100)+string(rune('a'+i%26)))))
-	}
-	return st
-}
 
 // TestConversationStoreConformance runs the store suite against the
 // JetStream store (pkg/conversation runs it against the in-memory one):
@@ -55,9 +28,9 @@ func TestConversationStoreConformance(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
 		Name: "convstore",
 		New: func(t *testing.T, claimWait time.Duration) func(*testing.T) conversation.Store {
-			srv := natstest.Start(t)
+			b := setup(t)
 			return func(t *testing.T) conversation.Store {
-				return newConvStore(t, srv.JetStream(t), convstore.Config{MaxInline: 4 << 10, LeaseTTL: claimWait})
+				return b.store(t, convstore.Config{MaxInline: 4 << 10, LeaseTTL: claimWait})
 			}
 		},
 	})
@@ -67,9 +40,8 @@ func TestConversationStoreConformance(t *testing.T) {
 // chunks remain after it was saved again.
 func TestConversationStoreKeepsLatestHistory(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	js := srv.JetStream(t)
-	s := newConvStore(t, js, convstore.Config{MaxInline: 4 << 10}) // 200 messages go to the object store
+	b := setup(t)
+	s := b.store(t, convstore.Config{MaxInline: 4 << 10}) // 200 messages go to the object store
 	ctx := context.Background()
 	st := sampleState(protocol.NewID(), 200)
 	rev, err := s.Save(ctx, st, 0)
@@ -81,7 +53,7 @@ func TestConversationStoreKeepsLatestHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	names := natsjs.NamesFor("")
-	stream, err := js.Stream(ctx, names.HistoriesStream)
+	stream, err := b.js.Stream(ctx, names.HistoriesStream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,8 +67,8 @@ func TestConversationStoreKeepsLatestHistory(t *testing.T) {
 // store keeps it whole.
 func TestConversationStoreBeyondMaxPayload(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t, natstest.MaxPayload(64<<10))
-	s := newConvStore(t, srv.JetStream(t), convstore.Config{})
+	b := setup(t, natstest.MaxPayload(64<<10))
+	s := b.store(t, convstore.Config{})
 	ctx := context.Background()
 	id := protocol.NewID()
 	st := sampleState(id, 2000) // about 200 KiB
@@ -114,15 +86,15 @@ func TestConversationStoreBeyondMaxPayload(t *testing.T) {
 // dead holder's lease reports the loss.
 func TestConversationLeaseLapses(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
+	b := setup(t)
 	const ttl = 600 * time.Millisecond
-	nc := srv.Conn(t)
+	nc := b.srv.Conn(t) // closed when the holder dies
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dead := newConvStore(t, js, convstore.Config{LeaseTTL: ttl})
-	b := newConvStore(t, srv.JetStream(t), convstore.Config{LeaseTTL: ttl})
+	next := b.store(t, convstore.Config{LeaseTTL: ttl})
 	ctx := context.Background()
 	id := protocol.NewID()
 	ld, err := dead.Claim(ctx, id, "agent-dead")
@@ -130,7 +102,7 @@ func TestConversationLeaseLapses(t *testing.T) {
 		t.Fatal(err)
 	}
 	nc.Close()
-	lb, err := b.Claim(ctx, id, "agent-b")
+	lb, err := next.Claim(ctx, id, "agent-b")
 	if err != nil {
 		t.Fatalf("claim after the holder died: %v", err)
 	}
@@ -146,13 +118,12 @@ func TestConversationLeaseLapses(t *testing.T) {
 // until it lands, within a bound.
 func TestConversationStoreRetriesWhenNoStreamAnswers(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	js := srv.JetStream(t)
+	b := setup(t)
 	retrying := make(chan struct{}, 1)
-	s := newConvStore(t, js, convstore.Config{Logger: slog.New(jstest.LogSignal{Handler: slog.DiscardHandler, Msg: "conversation store: no stream answered; retrying", Ch: retrying})})
+	s := newConvStore(t, b.js, convstore.Config{Logger: slog.New(jstest.LogSignal{Handler: slog.DiscardHandler, Msg: "conversation store: no stream answered; retrying", Ch: retrying})})
 	ctx := context.Background()
 	names := natsjs.NamesFor("")
-	if err := js.DeleteStream(ctx, names.ConversationsStream); err != nil {
+	if err := b.js.DeleteStream(ctx, names.ConversationsStream); err != nil {
 		t.Fatal(err)
 	}
 	st := sampleState(protocol.NewID(), 3)
@@ -162,7 +133,7 @@ func TestConversationStoreRetriesWhenNoStreamAnswers(t *testing.T) {
 		saved <- err
 	}()
 	offloadtest.WaitOrTimeout(t, retrying, "the store to retry")
-	if err := natsjs.Provision(ctx, js, natsjs.ProvisionOptions{}); err != nil { // the stream is back
+	if err := natsjs.Provision(ctx, b.js, natsjs.ProvisionOptions{}); err != nil { // the stream is back
 		t.Fatal(err)
 	}
 	if err := offloadtest.WaitOrTimeout(t, saved, "the save"); err != nil {
