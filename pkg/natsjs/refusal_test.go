@@ -14,24 +14,8 @@ import (
 
 	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/natsjs"
-	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/natsjs/remote"
 )
-
-// limitedServer is a server with an admin user and a user "u" of the given
-// permissions, its streams provisioned by the admin.
-func limitedServer(t *testing.T, perms *server.Permissions) *natstest.Server {
-	t.Helper()
-	srv := natstest.Start(t, func(o *server.Options) {
-		o.Users = []*server.User{{Username: "admin", Password: "pw"}, {Username: "u", Password: "pw", Permissions: perms}}
-	})
-	nc := natstest.Connect(t, srv.URL(), nats.UserInfo("admin", "pw"))
-	js, _ := jetstream.New(nc)
-	if err := natsjs.Provision(t.Context(), js, natsjs.ProvisionOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	return srv
-}
 
 // A user who may not read the connection's replies: a request waits for a
 // reply that cannot come. Without a watch the look-up times out, and its
