@@ -8,9 +8,12 @@ import (
 // Bound checks a wall-clock upper bound: took, what a step took, must not
 // exceed limit. On a machine shared with other work such a bound is luck,
 // not a property of the code, so it is asserted only under the soak build
-// tag (go test -tags soak, make soak); the ordinary suite logs the figure
-// and relies on a signal that proves the same behaviour (a log line, an
-// advisory, an error naming its cause). what names the step.
+// tag; the ordinary suite logs the figure and relies on a signal that
+// proves the same behaviour (a log line, an advisory, an error naming its
+// cause). what names the step. To assert the bounds without the long
+// fault soak of cmd/toolworker (make soak):
+//
+//	go test -race -tags soak -skip '^TestSoak$' ./...
 func Bound(tb testing.TB, took, limit time.Duration, what string) {
 	tb.Helper()
 	if Soak && took > limit {
