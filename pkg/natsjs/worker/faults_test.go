@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -647,6 +648,23 @@ func TestExhaustedConsumerDeletedIsBoundAgain(t *testing.T) {
 	offloadtest.WaitOrTimeout(t, g.Started, "the only delivery")
 	log, rebound := jstest.SignalOn("consumer of max-deliveries advisories bound again")
 	b.worker(t, worker.Config{ID: "second", MaxDeliver: 1, Logger: log, Tools: []*tool.Tool{g.Tool("job", "never")}})
+	// Both workers' pulls must be held by the consumer when it is deleted,
+	// or the second's first pull may reach the server after the delete,
+	// find no consumer, and be answered by the one the first worker binds
+	// again: the second would never notice (seen once, on a loaded
+	// machine). The server sends no signal for a pull it holds: its
+	// consumer's count of waiting pulls says.
+	adv, err := b.js.Consumer(ctx, "TOOLS_EXHAUSTED", natsjs.ExhaustedConsumerName("job"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	offloadtest.Eventually(t, "both workers' pulls of advisories", func() error {
+		info, err := adv.Info(ctx)
+		if err == nil && info.NumWaiting < 2 {
+			err = fmt.Errorf("%d pulls waiting", info.NumWaiting)
+		}
+		return err
+	})
 	if err := b.js.DeleteConsumer(ctx, "TOOLS_EXHAUSTED", natsjs.ExhaustedConsumerName("job")); err != nil {
 		t.Fatal(err)
 	}
