@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -26,13 +25,6 @@ var roles = []string{"admin", "agent", "worker", "approver", "answerer"}
 func password(role string) string { return "test-password-of-" + role }
 
 func passwordEnv(role string) string { return "OFFLOAD_" + strings.ToUpper(role) + "_PASSWORD" }
-
-func TestMain(m *testing.M) {
-	for _, r := range roles {
-		os.Setenv(passwordEnv(r), password(r))
-	}
-	os.Exit(m.Run())
-}
 
 // The names of the default prefix, which auth.conf is written for.
 const (

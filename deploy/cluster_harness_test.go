@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/internal/proctest"
 	"github.com/offload-dev/offload/pkg/natsjs"
 )
@@ -101,19 +102,13 @@ func startCluster(t *testing.T, natsServer string) *testCluster {
 	}
 	// JetStream answers once the meta group has a leader.
 	js := c.js(t, "admin", 0)
-	deadline := time.Now().Add(time.Minute)
-	for {
+	// No signal reaches a client for a meta leader elected: polled.
+	offloadtest.EventuallyWithin(t, time.Minute, "the cluster's JetStream to answer", func() error {
 		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		defer cancel()
 		_, err := js.AccountInfo(ctx)
-		cancel()
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the cluster's JetStream does not answer: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond) // no signal for a meta leader from outside
-	}
+		return err
+	})
 	return c
 }
 

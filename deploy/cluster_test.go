@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/internal/proctest"
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/deferred"
@@ -351,17 +352,16 @@ func TestClusterFailover(t *testing.T) {
 	restartAt := time.Now()
 	c.nodes[victim].Restart(t)
 	c.nodes[victim].WaitLog(t, "Server is ready", time.Minute)
-	caughtUp := time.Duration(0)
-	for caughtUp == 0 {
-		if ctx.Err() != nil {
-			t.Fatalf("node %s restarted but %s never had 2 current followers again", c.nodes[victim].name, names.Results)
+	// No signal reaches a client for a follower catching up: polled.
+	deadline, _ := ctx.Deadline()
+	offloadtest.EventuallyWithin(t, time.Until(deadline), fmt.Sprintf("node %s to catch up (%s with 2 current followers again)", c.nodes[victim].name, names.Results), func() error {
+		_, current, err := streamLeader(ctx, survivorJS, names.Results)
+		if err == nil && current != 2 {
+			err = fmt.Errorf("%d current followers", current)
 		}
-		if _, current, err := streamLeader(ctx, survivorJS, names.Results); err == nil && current == 2 {
-			caughtUp = time.Since(restartAt)
-			break
-		}
-		time.Sleep(50 * time.Millisecond) // no signal reaches a client for a follower catching up
-	}
+		return err
+	})
+	caughtUp := time.Since(restartAt)
 
 	// The agent binary on the cluster: a URL list, R3 checked, a call
 	// served by the workers.

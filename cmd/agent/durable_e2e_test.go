@@ -18,6 +18,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/llm/openaicompat/openaitest"
@@ -622,14 +623,7 @@ func TestDurableKilledWhileBackgroundRuns(t *testing.T) {
 			// before the resume starts (else the resume may consume it
 			// live, which is also right, but not what this tests).
 			d.tools.open()
-			results, err := d.nats.JetStream(t).Stream(t.Context(), natsjs.NamesFor("").Results)
-			if err != nil {
-				t.Fatal(err)
-			}
-			waitFor(t, func() bool {
-				_, err := results.GetLastMsgForSubject(t.Context(), protocol.Subjects{}.Result(conv, task))
-				return err == nil
-			})
+			d.waitMessage(natsjs.NamesFor("").Results, protocol.Subjects{}.Result(conv, task))
 			r := d.agent("resume", "--conversation", conv)
 			want := fmt.Sprintf("Background tool 'research' (task %s) completed.\nResult: found tides", task)
 			if r.code != 0 || !strings.Contains(r.final["output"].(string), want) {
@@ -781,7 +775,7 @@ func TestDurableResumeWaitsForTheRest(t *testing.T) {
 	p := startPiped(t, cmd)
 	// The resume has claimed the conversation once it saved the first
 	// decision as an arrival; the second comes later.
-	waitFor(t, func() bool { return len(d.state(conv).Arrivals) == 1 })
+	d.waitState(conv, "the first decision saved as an arrival", func(st *conversation.State) bool { return len(st.Arrivals) == 1 })
 	d.pub("tools.decision."+conv+"."+tasks[1], `{"approved":false,"message":"only one"}`)
 	last := p.lastEvent()
 	if err := cmd.Wait(); err != nil || !strings.Contains(last["output"].(string), "deploy:only one") {
@@ -789,16 +783,45 @@ func TestDurableResumeWaitsForTheRest(t *testing.T) {
 	}
 }
 
-// waitFor polls cond (state in another process has no signal to wait on)
-// and fails the test after 30 s.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 30s")
+// waitMessage waits until stream stores a message on subject: an ordered
+// consumer delivers it as soon as it is stored.
+func (d *durable) waitMessage(stream, subject string) {
+	d.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), offloadtest.Wait)
+	defer cancel()
+	oc, err := d.nats.JetStream(d.t).OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	if _, err := oc.Next(jetstream.FetchMaxWait(offloadtest.Wait)); err != nil {
+		d.t.Fatalf("no message on %s in %s: %v", subject, stream, err)
+	}
+}
+
+// waitState waits until the stored state of conv satisfies cond, reading
+// it again on each update of its key (a KV watch).
+func (d *durable) waitState(conv, what string, cond func(*conversation.State) bool) {
+	d.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), offloadtest.Wait)
+	defer cancel()
+	kv, err := d.nats.JetStream(d.t).KeyValue(ctx, natsjs.NamesFor("").ConversationsBucket)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	w, err := kv.Watch(ctx, "conv."+conv)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case <-w.Updates(): // the current value, the end of those, then each update
+			if cond(d.state(conv)) {
+				return
+			}
+		case <-ctx.Done():
+			d.t.Fatalf("timed out waiting for %s", what)
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 

@@ -8,11 +8,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/offload-dev/offload/internal/offloadtest"
 )
 
 // A second agent joined to the first one's embedded server fails its call
 // promptly, with a clear error, when the first exits mid-call (the server
-// goes with it), instead of waiting forever.
+// goes with it), instead of waiting forever: the dispatcher gives the
+// server up after ServerLostAfter (10 s).
 func TestJoinedAgentFailsWhenTheServerGoes(t *testing.T) {
 	t.Parallel()
 	bin := agentBinary(t)
@@ -55,11 +58,13 @@ func TestJoinedAgentFailsWhenTheServerGoes(t *testing.T) {
 	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
 		t.Fatalf("second agent: %v after %v\nstderr: %s", err, took, second.stderr.String())
 	}
-	if last["type"] != "final" || last["status"] != "failed" || !strings.Contains(last["error"].(string), "lost the NATS server") {
+	// Promptly: the error says the dispatcher's ServerLostAfter gave up
+	// on the server ("unreachable for 10s"), not that something else ended
+	// the wait; how long it took is asserted under -tags soak.
+	if last["type"] != "final" || last["status"] != "failed" || !strings.Contains(last["error"].(string), "lost the NATS server") ||
+		!strings.Contains(last["error"].(string), "unreachable for") {
 		t.Fatalf("final %v", last)
 	}
-	if took > 25*time.Second {
-		t.Errorf("the second agent took %v to fail", took)
-	}
-	t.Logf("the second agent failed %v after the server went: %s", took.Round(100*time.Millisecond), last["error"])
+	offloadtest.Bound(t, took, 25*time.Second, "the second agent's failure after the server went")
+	t.Logf("the second agent failed: %s", last["error"])
 }

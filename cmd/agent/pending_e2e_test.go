@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
@@ -257,7 +258,7 @@ func TestApproveWhileRunWaits(t *testing.T) {
 	d := newDurable(t)
 	nats := []string{"--nats", d.nats.URL()}
 	w := d.runApproveWait(func(conv, task string) {
-		waitFor(t, func() bool { return len(d.approvalMessages(conv, task)) > 0 })
+		d.waitMessage(natsjs.NamesFor("").Approvals, "tools.approval."+conv+"."+task)
 		// agent pending lists it, with or without --conversation.
 		for _, args := range [][]string{{"pending", "--conversation", conv}, {"pending"}} {
 			code, stdout, stderr := plain(t, d.dir, nil, append(args, nats...)...)

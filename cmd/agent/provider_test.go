@@ -152,11 +152,9 @@ func TestStalledStreamFailsWithinIdleTimeout(t *testing.T) {
 	t.Parallel()
 	srv := openaitest.NewReplay(openaitest.Reply{Stream: true, Stall: true, Body: openaitest.SSE(`{"choices":[{"index":0,"delta":{"content":"Hel"}}]}`)})
 	defer srv.Close()
-	start := time.Now()
+	// Never hangs: runInProcess bounds the run (30 s), and the final
+	// error names the idle timeout as what ended it.
 	code, stdout, _ := runInProcess(t, srv.URL(), "run", "--local", "--json", "--model", "openai:m", "--model-idle-timeout", "100ms", "--model-retries", "0", "go")
-	if took := time.Since(start); took > 10*time.Second {
-		t.Errorf("took %s", took)
-	}
 	final := jsonLines(t, stdout)
 	if code != exitFailed || !strings.Contains(final[len(final)-1]["error"].(string), "silent for 100ms (idle timeout)") {
 		t.Errorf("exit %d, final %v", code, final[len(final)-1])

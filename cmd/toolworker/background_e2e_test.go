@@ -20,6 +20,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/llm/openaicompat/openaitest"
 	"github.com/offload-dev/offload/pkg/llm/script"
@@ -221,14 +222,10 @@ func TestAgentInterruptCancelsBackgroundCommand(t *testing.T) {
 	}
 	// The worker answers the cancel with a cancelled result once the
 	// command has stopped.
-	select {
-	case m := <-results:
-		var res protocol.Result
-		if err := json.Unmarshal(m.Data, &res); err != nil || res.Status != protocol.StatusCancelled {
-			t.Fatalf("worker's result %s (%v)", m.Data, err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the worker never confirmed the cancel")
+	m := offloadtest.WaitOrTimeout(t, results, "the worker to confirm the cancel")
+	var res protocol.Result
+	if err := json.Unmarshal(m.Data, &res); err != nil || res.Status != protocol.StatusCancelled {
+		t.Fatalf("worker's result %s (%v)", m.Data, err)
 	}
 	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
 		t.Errorf("the command (pid %d) still runs after the cancel: %v", pid, err)

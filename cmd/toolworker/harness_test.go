@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"sync"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/internal/proctest"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
@@ -114,24 +116,23 @@ func resultCount(ctx context.Context, js jetstream.JetStream, conv string) (int,
 	return len(info.State.Subjects), nil
 }
 
-// awaitResults waits until n tasks of conv have a stored result.
+// awaitResults waits until n tasks of conv have a stored result. The
+// results stream sends no signal for "n subjects", and a consumer would
+// have to outlive the server's restarts: the stream's state is polled.
 func awaitResults(t *testing.T, js jetstream.JetStream, conv string, n int, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	got := 0
-	for time.Now().Before(deadline) {
+	offloadtest.EventuallyWithin(t, timeout, fmt.Sprintf("%d tasks with a result", n), func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		c, err := resultCount(ctx, js, conv)
-		cancel()
-		if err == nil {
-			got = c
-			if got >= n {
-				return
-			}
+		defer cancel()
+		got, err := resultCount(ctx, js, conv)
+		if err != nil {
+			return err
 		}
-		time.Sleep(200 * time.Millisecond) // the results stream has no signal for "n subjects"
-	}
-	t.Fatalf("%d of %d tasks have a result after %v", got, n, timeout)
+		if got < n {
+			return fmt.Errorf("%d of %d tasks have a result", got, n)
+		}
+		return nil
+	})
 }
 
 // storedResult is one result message in the results stream.

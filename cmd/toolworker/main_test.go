@@ -18,12 +18,16 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/internal/proctest"
-	"github.com/offload-dev/offload/internal/syncbuf"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
 )
+
+// TestMain runs the tests with goleak (offloadtest.WrapTestMain). This
+// file also holds the tests of run, main.go's body.
+func TestMain(m *testing.M) { offloadtest.WrapTestMain(m) }
 
 func TestUsageErrors(t *testing.T) {
 	t.Parallel()
@@ -143,7 +147,7 @@ func TestSignalDuringStartStopsAtOnce(t *testing.T) {
 	t.Parallel()
 	url := "nats://127.0.0.1:" + strconv.Itoa(proctest.FreePort(t)) // nothing listens
 	signals := make(chan os.Signal, 1)
-	var stderr syncbuf.Buffer
+	var stderr offloadtest.Output
 	code := make(chan int, 1)
 	go func() {
 		code <- run([]string{"--nats", url, "--tools", "sleep"}, func(string) string { return "" }, &stderr, signals)
@@ -159,45 +163,29 @@ func TestSignalDuringStartStopsAtOnce(t *testing.T) {
 	}
 }
 
-// waitFor polls cond (state with no signal of its own) until it holds, or
-// fails the test after 15 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(15 * time.Second); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // --grace 0 means no grace period: SIGTERM hands a running task back at
 // once, not after the default 30 s.
 func TestZeroGraceHandsBackAtOnce(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
 	signals := make(chan os.Signal, 1)
-	var stderr syncbuf.Buffer
+	var stderr offloadtest.Output
 	code := make(chan int, 1)
 	go func() {
 		code <- run([]string{"--nats", srv.URL(), "--tools", "sleep", "--grace", "0s", "-v"}, func(string) string { return "" }, &stderr, signals)
 	}()
-	waitFor(t, "the worker to start", func() bool { return strings.Contains(stderr.String(), `"msg":"toolworker started"`) })
+	stderr.WaitFor(t, `"msg":"toolworker started"`)
 	_, js := agentConn(t, srv.URL())
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	if err := publishTask(ctx, js, sleepTask(protocol.NewID(), 600)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the task to start", func() bool { return strings.Contains(stderr.String(), `"msg":"task started"`) })
+	stderr.WaitFor(t, `"msg":"task started"`)
 	signals <- syscall.SIGTERM
-	select {
-	case c := <-code:
-		if c != exitOK {
-			t.Fatalf("exit %d; stderr:\n%s", c, stderr.String())
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("no exit 10 s after SIGTERM with --grace 0")
+	c := offloadtest.WaitOrTimeout(t, code, "the exit after SIGTERM with --grace 0")
+	if c != exitOK {
+		t.Fatalf("exit %d; stderr:\n%s", c, stderr.String())
 	}
 	if !strings.Contains(stderr.String(), `"msg":"task handed back on shutdown"`) {
 		t.Fatalf("the task was not handed back; stderr:\n%s", stderr.String())
@@ -212,13 +200,13 @@ func TestClosedConnectionExits(t *testing.T) {
 	user := &server.User{Username: "worker", Password: "secret"}
 	srv := natstest.Start(t, func(o *server.Options) { o.Users = []*server.User{user} })
 	signals := make(chan os.Signal, 1)
-	var stderr syncbuf.Buffer
+	var stderr offloadtest.Output
 	code := make(chan int, 1)
 	url := strings.Replace(srv.URL(), "nats://", "nats://worker:secret@", 1)
 	go func() {
 		code <- run([]string{"--nats", url, "--tools", "sleep"}, func(string) string { return "" }, &stderr, signals)
 	}()
-	waitFor(t, "the worker to start", func() bool { return strings.Contains(stderr.String(), `"msg":"toolworker started"`) })
+	stderr.WaitFor(t, `"msg":"toolworker started"`)
 	user.Password = "changed" // the restarted server refuses the worker
 	srv.Restart(t)
 	select {

@@ -7,10 +7,7 @@ import (
 	"testing"
 
 	"github.com/spf13/pflag"
-	"go.uber.org/goleak"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // The servers: --nats or NATS_URL when given, else the context's URL,
 // else the binary's default; OFFLOAD_REPLICAS must be a count.

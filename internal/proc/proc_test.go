@@ -16,33 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/internal/proc"
 )
-
-// alive reports whether pid names a live (not zombie) process.
-func alive(pid int) bool {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return syscall.Kill(pid, 0) == nil
-	}
-	// pid (comm) S ...: a zombie is "Z".
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || !strings.HasPrefix(s[i+1:], " Z")
-}
-
-// waitDead waits up to 5s for pid to be gone.
-func waitDead(t *testing.T, pid int) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for alive(pid) {
-		if time.Now().After(deadline) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-			t.Fatalf("background child %d outlived its command", pid)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
 
 func TestRunKillsBackgroundChildOnExit(t *testing.T) {
 	t.Parallel()
@@ -65,7 +41,7 @@ func TestRunKillsBackgroundChildOnExit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitDead(t, pid)
+		offloadtest.WaitDead(t, pid)
 	}
 }
 
@@ -74,34 +50,28 @@ func TestRunKillsGroupOnCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	dir := t.TempDir()
-	pidFile := filepath.Join(dir, "pid")
-	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", `sleep 9999 & echo $! > `+pidFile+`.tmp; mv `+pidFile+`.tmp `+pidFile+`; wait`)
+	fifo := filepath.Join(dir, "pid")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", `sleep 9999 & echo $! > `+fifo+`; wait`)
 	done := make(chan error, 1)
 	go func() { done <- proc.Run(cmd, &bytes.Buffer{}, &bytes.Buffer{}, time.Second) }()
-	var pid int
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		b, err := os.ReadFile(pidFile)
-		if err == nil {
-			pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the command did not start its child")
-		}
-		time.Sleep(10 * time.Millisecond)
+	b, err := os.ReadFile(fifo) // blocks until the command has started its child
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("pid %q: %v", b, err)
 	}
 	cancel()
-	select {
-	case err := <-done:
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) && !errors.Is(err, context.Canceled) {
-			t.Errorf("run: %v", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("run did not return after cancel")
+	err = offloadtest.WaitOrTimeout(t, done, "run to return after cancel")
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) && !errors.Is(err, context.Canceled) {
+		t.Errorf("run: %v", err)
 	}
-	waitDead(t, pid)
+	offloadtest.WaitDead(t, pid)
 }
 
 func TestRunExitCode(t *testing.T) {

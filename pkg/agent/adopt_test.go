@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/llm"
@@ -152,11 +153,7 @@ func TestResumeAttachesRunningBackgroundTask(t *testing.T) {
 			Background:      []agent.AdoptedTask{{Task: bg}},
 		})
 	}()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the resumed run never returned")
-	}
+	offloadtest.WaitOrTimeout(t, done, "the resumed run to return")
 	if err != nil || !strings.HasSuffix(out.Output, "completed.\nResult: late result") {
 		t.Fatalf("%v output %q", err, out.Output)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/agent/bgtest"
 	"github.com/offload-dev/offload/pkg/deferred"
@@ -77,7 +78,7 @@ func TestPauseKeepsDetachableTasksInThePendingRecord(t *testing.T) {
 		return "", ctx.Err()
 	}, tool.Meta(map[string]any{"background": true}))
 	waitStarted := agent.HandleDeferredToolCalls(func(ctx context.Context, _ *tool.RunContext, _ *deferred.Requests) (*deferred.Results, error) {
-		recv(t, started, "the task to start")
+		offloadtest.WaitOrTimeout(t, started, "the task to start")
 		return nil, nil
 	})
 	m := turns(calls(call("slow", "c1", `{}`), call("gated", "c2", `{"x":1}`)), text("never"))

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/offload-dev/offload/pkg/agent"
@@ -59,62 +60,66 @@ func (t *manualTask) Outcome() (any, error) {
 // is; the follow-ups come in completion order.
 func TestUnobservedRunWatchesFirstTaskWhenSecondStarts(t *testing.T) {
 	t.Parallel()
-	exec := &manualExec{tasks: map[string]*manualTask{}}
-	taken := func(name string) {
-		select {
-		case <-exec.task(name).taken:
-		case <-time.After(5 * time.Second):
-			t.Errorf("the outcome of %s was not taken while the model answered", name)
-		}
-	}
-	var reqs []*llm.Request
-	model := script.New("watch", func(_ context.Context, req *llm.Request) (*llm.Response, error) {
-		reqs = append(reqs, req)
-		text := func(s string) *llm.Response { return &llm.Response{Parts: []message.Part{message.Text{Content: s}}} }
-		switch len(reqs) {
-		case 1:
-			return &llm.Response{Parts: []message.Part{message.ToolCall{ToolName: "first", ToolCallID: "c1", Args: "{}"}}}, nil
-		case 2:
-			return &llm.Response{Parts: []message.Part{message.ToolCall{ToolName: "second", ToolCallID: "c2", Args: "{}"}}}, nil
-		case 3:
-			exec.task("first").finish()
-			taken("first")
-			return text("waiting"), nil
-		case 4:
-			exec.task("second").finish()
-			return text("waiting"), nil
-		}
-		return text("done"), nil
-	})
-	noop := func(name string) *tool.Tool {
-		return tool.Func(name, "", func(context.Context, *tool.RunContext, struct{}) (string, error) { return "", nil }, tool.Meta(map[string]any{"background": true}))
-	}
-	a, err := agent.New(agent.Config{
-		Model:        model,
-		Toolsets:     []tool.Toolset{tool.MustSet(noop("first"), noop("second"))},
-		Capabilities: []agent.Capability{agent.BackgroundTools(agent.BackgroundConfig{Executor: exec})},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	res, err := a.Run(ctx, "go", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Output != "done" || len(reqs) != 5 {
-		t.Fatalf("output %q after %d requests", res.Output, len(reqs))
-	}
-	var got []string
-	for _, m := range reqs[4].Messages {
-		for _, p := range m.Parts {
-			if u, ok := p.(message.UserPrompt); ok && strings.HasPrefix(u.Content[0].Text, "Background tool '") {
-				got = append(got, strings.SplitN(u.Content[0].Text, " (", 2)[0])
+	// On synctest's clock: "not taken while the model answered" is known
+	// as soon as every goroutine of the run waits, not after a window.
+	synctest.Test(t, func(t *testing.T) {
+		exec := &manualExec{tasks: map[string]*manualTask{}}
+		taken := func(name string) {
+			select {
+			case <-exec.task(name).taken:
+			case <-time.After(5 * time.Second):
+				t.Errorf("the outcome of %s was not taken while the model answered", name)
 			}
 		}
-	}
-	if len(got) != 2 || got[0] != "Background tool 'first'" || got[1] != "Background tool 'second'" {
-		t.Errorf("follow-ups %q, want first's then second's", got)
-	}
+		var reqs []*llm.Request
+		model := script.New("watch", func(_ context.Context, req *llm.Request) (*llm.Response, error) {
+			reqs = append(reqs, req)
+			text := func(s string) *llm.Response { return &llm.Response{Parts: []message.Part{message.Text{Content: s}}} }
+			switch len(reqs) {
+			case 1:
+				return &llm.Response{Parts: []message.Part{message.ToolCall{ToolName: "first", ToolCallID: "c1", Args: "{}"}}}, nil
+			case 2:
+				return &llm.Response{Parts: []message.Part{message.ToolCall{ToolName: "second", ToolCallID: "c2", Args: "{}"}}}, nil
+			case 3:
+				exec.task("first").finish()
+				taken("first")
+				return text("waiting"), nil
+			case 4:
+				exec.task("second").finish()
+				return text("waiting"), nil
+			}
+			return text("done"), nil
+		})
+		noop := func(name string) *tool.Tool {
+			return tool.Func(name, "", func(context.Context, *tool.RunContext, struct{}) (string, error) { return "", nil }, tool.Meta(map[string]any{"background": true}))
+		}
+		a, err := agent.New(agent.Config{
+			Model:        model,
+			Toolsets:     []tool.Toolset{tool.MustSet(noop("first"), noop("second"))},
+			Capabilities: []agent.Capability{agent.BackgroundTools(agent.BackgroundConfig{Executor: exec})},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		res, err := a.Run(ctx, "go", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Output != "done" || len(reqs) != 5 {
+			t.Fatalf("output %q after %d requests", res.Output, len(reqs))
+		}
+		var got []string
+		for _, m := range reqs[4].Messages {
+			for _, p := range m.Parts {
+				if u, ok := p.(message.UserPrompt); ok && strings.HasPrefix(u.Content[0].Text, "Background tool '") {
+					got = append(got, strings.SplitN(u.Content[0].Text, " (", 2)[0])
+				}
+			}
+		}
+		if len(got) != 2 || got[0] != "Background tool 'first'" || got[1] != "Background tool 'second'" {
+			t.Errorf("follow-ups %q, want first's then second's", got)
+		}
+	})
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/llm"
@@ -20,18 +21,6 @@ import (
 	"github.com/offload-dev/offload/pkg/progress"
 	"github.com/offload-dev/offload/pkg/tool"
 )
-
-// waitTimeout bounds every wait of these tests.
-const waitTimeout = 10 * time.Second
-
-func recv(t *testing.T, ch <-chan struct{}, what string) {
-	t.Helper()
-	select {
-	case <-ch:
-	case <-time.After(waitTimeout):
-		t.Fatalf("timed out waiting for %s", what)
-	}
-}
 
 func TestPanickingToolBecomesPanicOutcome(t *testing.T) {
 	t.Parallel()
@@ -322,7 +311,7 @@ func TestNothingEmittedAfterFinal(t *testing.T) {
 		t.Fatal(err)
 	}
 	close(release)
-	recv(t, done, "the leftover goroutine")
+	offloadtest.WaitOrTimeout(t, done, "the leftover goroutine")
 	mu.Lock()
 	defer mu.Unlock()
 	if types[len(types)-1] != agent.EventFinal {
@@ -340,7 +329,7 @@ func TestIterLateProgressDoesNotPanic(t *testing.T) {
 		last = e
 	}
 	close(release)
-	recv(t, done, "the leftover goroutine")
+	offloadtest.WaitOrTimeout(t, done, "the leftover goroutine")
 	if _, err := result(); err != nil || last.Type != agent.EventFinal {
 		t.Fatalf("err %v last %s", err, last.Type)
 	}

@@ -6,17 +6,12 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-	"time"
-
-	"go.uber.org/goleak"
 
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/tool"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // fnModel is a model whose turns come from a function of the request count
 // and the request. A nil response means the script ran out: the request
@@ -166,18 +161,4 @@ func mustJSON(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
-}
-
-// awaitValue receives from ch, failing the test when nothing arrives in
-// time: a wait never hangs the test.
-func awaitValue[T any](t *testing.T, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(waitTimeout):
-		t.Fatalf("timed out waiting for %s", what)
-		var zero T
-		return zero
-	}
 }

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/message"
@@ -412,11 +413,11 @@ func TestApprovalMetadataIsACopy(t *testing.T) {
 		}})
 		done <- err
 	}()
-	awaitValue(t, entered, "the approved tool to start")
+	offloadtest.WaitOrTimeout(t, entered, "the approved tool to start")
 	md["a"]["user"] = "mallory"
 	md["a"]["nested"].(map[string]any)["k"] = "mallory"
 	close(proceed)
-	if err := awaitValue(t, done, "the resumed run"); err != nil {
+	if err := offloadtest.WaitOrTimeout(t, done, "the resumed run"); err != nil {
 		t.Fatal(err)
 	}
 	if saw != `{"nested":{"k":"v"},"user":"alice"}` {

@@ -4,12 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"github.com/offload-dev/offload/pkg/agentspec"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestParse(t *testing.T) {
 	t.Parallel()

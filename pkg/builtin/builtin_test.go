@@ -11,13 +11,9 @@ import (
 	"strings"
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"github.com/offload-dev/offload/pkg/builtin"
 	"github.com/offload-dev/offload/pkg/tool"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // toolsFor builds the built-in tools with cfg and returns them by name.
 func toolsFor(t *testing.T, cfg builtin.Config) map[string]*tool.Tool {

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/builtin"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
@@ -154,7 +155,7 @@ func TestHTTPFetchDropsHeaders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := await(t, got, "the headers the server received")
+	h := offloadtest.WaitOrTimeout(t, got, "the headers the server received")
 	if h.Get("X-Name") != "ok" || h.Get("Accept") != "text/plain" {
 		t.Errorf("allowed headers lost: %v", h)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/builtin"
 	"github.com/offload-dev/offload/pkg/tool"
 )
@@ -175,9 +176,9 @@ func TestHTTPFetchCancel(t *testing.T) {
 		_, err := call(ctx, t, b.fetch, `{"url":"`+b.srv.URL+`/"}`)
 		done <- err
 	}()
-	await(t, arrived, "the request to reach the server")
+	offloadtest.WaitOrTimeout(t, arrived, "the request to reach the server")
 	cancel()
-	if err := await(t, done, "the fetch to return after the cancel"); !errors.Is(err, context.Canceled) {
+	if err := offloadtest.WaitOrTimeout(t, done, "the fetch to return after the cancel"); !errors.Is(err, context.Canceled) {
 		t.Errorf("err = %v, want context.Canceled", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/builtin"
 	"github.com/offload-dev/offload/pkg/tool"
 )
@@ -59,6 +60,6 @@ func TestShellBackgroundChildKilledAtEnd(t *testing.T) {
 	}
 	for _, p := range pids {
 		pid, _ := strconv.Atoi(p)
-		waitDead(t, pid)
+		offloadtest.WaitDead(t, pid)
 	}
 }

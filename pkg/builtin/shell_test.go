@@ -1,10 +1,8 @@
 package builtin_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/builtin"
 )
 
@@ -109,34 +108,13 @@ func TestShellCancelKillsProcessGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	cancel()
-	select {
-	case err := <-done:
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("err = %v, want context.Canceled", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("shell did not return after cancel")
+	err = offloadtest.WaitOrTimeout(t, done, "the shell to return after cancel")
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("err = %v, want context.Canceled", err)
 	}
 	n, err := strconv.Atoi(strings.TrimSpace(string(pid)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitDead(t, n)
-}
-
-// waitDead waits until pid no longer runs (gone, or a zombie nobody reaped).
-func waitDead(t *testing.T, pid int) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			return
-		}
-		if i := bytes.LastIndexByte(stat, ')'); i > 0 && len(stat) > i+2 && (stat[i+2] == 'Z' || stat[i+2] == 'X') {
-			return
-		}
-		time.Sleep(10 * time.Millisecond) // no signal exists for another process's death
-	}
-	t.Errorf("process %d still runs", pid)
+	offloadtest.WaitDead(t, n)
 }

@@ -6,8 +6,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/builtin"
 	"github.com/offload-dev/offload/pkg/progress"
 )
@@ -44,33 +46,37 @@ func (r *recorder) all() []report {
 	return append([]report(nil), r.reports...)
 }
 
+// TestSleepReportsProgress runs on synctest's clock: the sleep takes
+// exactly its 100 ms, and no real time.
 func TestSleepReportsProgress(t *testing.T) {
 	t.Parallel()
-	sl := toolsFor(t, builtin.Config{Root: t.TempDir(), SleepProgressInterval: 10 * time.Millisecond})["sleep"]
-	rec := newRecorder()
-	ctx := progress.WithReporter(t.Context(), rec)
-	start := time.Now()
-	out, err := call(ctx, t, sl, `{"seconds":0.1,"message":"done"}`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := time.Since(start); d < 100*time.Millisecond {
-		t.Errorf("slept only %s", d)
-	}
-	if r := out.(builtin.SleepResult); r != (builtin.SleepResult{SleptSeconds: 0.1, Message: "done"}) {
-		t.Errorf("result = %+v", r)
-	}
-	reports := rec.all()
-	if len(reports) == 0 {
-		t.Fatal("no progress reported")
-	}
-	prev := 0.0
-	for _, r := range reports {
-		if !strings.HasPrefix(r.msg, "slept ") || !strings.HasSuffix(r.msg, "0ms of 100ms") || r.frac < prev || r.frac <= 0 || r.frac >= 1 {
-			t.Errorf("report %+v (previous fraction %v)", r, prev)
+	synctest.Test(t, func(t *testing.T) {
+		sl := toolsFor(t, builtin.Config{Root: t.TempDir(), SleepProgressInterval: 10 * time.Millisecond})["sleep"]
+		rec := newRecorder()
+		ctx := progress.WithReporter(t.Context(), rec)
+		start := time.Now()
+		out, err := call(ctx, t, sl, `{"seconds":0.1,"message":"done"}`)
+		if err != nil {
+			t.Fatal(err)
 		}
-		prev = r.frac
-	}
+		if d := time.Since(start); d < 100*time.Millisecond {
+			t.Errorf("slept only %s", d)
+		}
+		if r := out.(builtin.SleepResult); r != (builtin.SleepResult{SleptSeconds: 0.1, Message: "done"}) {
+			t.Errorf("result = %+v", r)
+		}
+		reports := rec.all()
+		if len(reports) == 0 {
+			t.Fatal("no progress reported")
+		}
+		prev := 0.0
+		for _, r := range reports {
+			if !strings.HasPrefix(r.msg, "slept ") || !strings.HasSuffix(r.msg, "0ms of 100ms") || r.frac < prev || r.frac <= 0 || r.frac >= 1 {
+				t.Errorf("report %+v (previous fraction %v)", r, prev)
+			}
+			prev = r.frac
+		}
+	})
 }
 
 func TestSleepZeroAndWithoutReporter(t *testing.T) {
@@ -82,22 +88,26 @@ func TestSleepZeroAndWithoutReporter(t *testing.T) {
 	}
 }
 
+// TestSleepCancel runs on synctest's clock: an hour's sleep is cancelled
+// once it has reported progress.
 func TestSleepCancel(t *testing.T) {
 	t.Parallel()
-	sl := toolsFor(t, builtin.Config{Root: t.TempDir(), SleepProgressInterval: time.Millisecond})["sleep"]
-	rec := newRecorder()
-	ctx, cancel := context.WithCancel(progress.WithReporter(t.Context(), rec))
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		_, err := call(ctx, t, sl, `{"seconds":3600}`)
-		done <- err
-	}()
-	await(t, rec.first, "the first progress report")
-	cancel()
-	if err := await(t, done, "the sleep to return after the cancel"); !errors.Is(err, context.Canceled) {
-		t.Errorf("err = %v, want context.Canceled", err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		sl := toolsFor(t, builtin.Config{Root: t.TempDir(), SleepProgressInterval: time.Millisecond})["sleep"]
+		rec := newRecorder()
+		ctx, cancel := context.WithCancel(progress.WithReporter(t.Context(), rec))
+		defer cancel()
+		done := make(chan error, 1)
+		go func() {
+			_, err := call(ctx, t, sl, `{"seconds":3600}`)
+			done <- err
+		}()
+		offloadtest.WaitOrTimeout(t, rec.first, "the first progress report")
+		cancel()
+		if err := offloadtest.WaitOrTimeout(t, done, "the sleep to return after the cancel"); !errors.Is(err, context.Canceled) {
+			t.Errorf("err = %v, want context.Canceled", err)
+		}
+	})
 }
 
 func TestSleepBounds(t *testing.T) {

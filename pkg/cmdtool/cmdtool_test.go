@@ -1,7 +1,6 @@
 package cmdtool_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,14 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
-	"github.com/offload-dev/offload/internal/syncbuf"
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/cmdtool"
 	"github.com/offload-dev/offload/pkg/tool"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // script writes an executable shell script into dir and returns its name.
 func script(t *testing.T, dir, name, body string) string {
@@ -302,7 +297,7 @@ func TestCommandFailedHidesStderr(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	script(t, dir, "fail.sh", `echo "partial"; echo "secret token xyz" >&2; exit 3`)
-	var logs syncbuf.Buffer
+	var logs offloadtest.Output
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	tools := build(t, dir, "tools:\n  - {name: fail, command: [./fail.sh]}\n", log)
 
@@ -404,35 +399,14 @@ func TestCancelKillsProcessGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	cancel()
-	select {
-	case err := <-done:
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("err = %v, want context.Canceled", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Run did not return after cancel")
+	err = offloadtest.WaitOrTimeout(t, done, "Run to return after cancel")
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("err = %v, want context.Canceled", err)
 	}
 	for _, f := range strings.Fields(string(pids)) {
 		pid, _ := strconv.Atoi(f)
-		waitDead(t, pid)
+		offloadtest.WaitDead(t, pid)
 	}
-}
-
-// waitDead waits until pid no longer runs (gone, or a zombie nobody reaped).
-func waitDead(t *testing.T, pid int) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			return
-		}
-		if i := bytes.LastIndexByte(stat, ')'); i > 0 && len(stat) > i+2 && (stat[i+2] == 'Z' || stat[i+2] == 'X') {
-			return
-		}
-		time.Sleep(10 * time.Millisecond) // no signal exists for another process's death
-	}
-	t.Errorf("process %d still runs", pid)
 }
 
 func Example() {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/cmdtool"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
@@ -79,7 +80,7 @@ echo $!`)
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitDead(t, pid)
+		offloadtest.WaitDead(t, pid)
 	}
 }
 

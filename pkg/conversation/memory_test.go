@@ -4,85 +4,88 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/offload-dev/offload/pkg/conversation"
-	"github.com/offload-dev/offload/pkg/deferred"
-	"github.com/offload-dev/offload/pkg/message"
+	"github.com/offload-dev/offload/pkg/conversation/storetest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-func TestMemoryStore(t *testing.T) {
-	ctx := context.Background()
-	s := conversation.NewMemory()
-	if _, _, err := s.Load(ctx, "c1"); !errors.Is(err, conversation.ErrNotFound) {
-		t.Fatalf("load: %v", err)
-	}
-	st := &conversation.State{ID: "c1", History: message.History{message.NewRequest(message.UserText("hi"))},
-		Pending: &deferred.PendingRecord{ConversationID: "c1", Tasks: []deferred.PendingTask{{TaskID: "t1", Kind: deferred.KindBackground, Tool: "x"}}}}
-	rev, err := s.Save(ctx, st, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Save(ctx, st, 0); !errors.Is(err, conversation.ErrConflict) {
-		t.Fatalf("second create: %v", err)
-	}
-	got, grev, err := s.Load(ctx, "c1")
-	if err != nil || grev != rev || len(got.History) != 1 {
-		t.Fatalf("load: %+v %d %v", got, grev, err)
-	}
-	if task, ok := got.PendingTask("t1"); !ok || task.Tool != "x" {
-		t.Fatalf("pending task: %+v %v", task, ok)
-	}
-	if _, ok := got.PendingTask("t2"); ok {
-		t.Fatal("unknown task found")
-	}
-	// The loaded state is a copy: changing it changes nothing stored.
-	got.History = nil
-	if again, _, _ := s.Load(ctx, "c1"); len(again.History) != 1 {
-		t.Fatal("the store shares state with its caller")
-	}
-	if _, err := s.Save(ctx, st, rev+1); !errors.Is(err, conversation.ErrConflict) {
-		t.Fatalf("save at a wrong revision: %v", err)
-	}
-	if ids, _ := s.List(ctx); len(ids) != 1 || ids[0] != "c1" {
-		t.Fatalf("list %v", ids)
-	}
+// TestMemoryConformance runs the store suite against the in-memory store
+// (natsjs/convstore runs it against the JetStream one).
+func TestMemoryConformance(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, storetest.Harness{
+		Name: "Memory",
+		New: func(_ *testing.T, claimWait time.Duration) func(*testing.T) conversation.Store {
+			m := conversation.NewMemory()
+			m.ClaimWait = claimWait
+			return func(*testing.T) conversation.Store { return m } // one process's memory
+		},
+	})
 }
 
-func TestMemoryLease(t *testing.T) {
-	ctx := context.Background()
-	s := conversation.NewMemory()
-	s.ClaimWait = 50 * time.Millisecond
-	l, err := s.Claim(ctx, "c1", "a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ce *conversation.ClaimedError
-	if _, err := s.Claim(ctx, "c1", "b"); !errors.As(err, &ce) || ce.Holder != "a" || !errors.Is(err, conversation.ErrClaimed) {
-		t.Fatalf("claim of a held conversation: %v", err)
-	}
-	s.ClaimWait = time.Minute
-	got := make(chan error, 1)
-	go func() {
-		l2, err := s.Claim(ctx, "c1", "b")
-		if err == nil {
-			err = l2.Release(ctx)
+// A claim of a held conversation gives up after ClaimWait exactly
+// (LeaseTTL by default), and its error says until when the lease holds
+// (on synctest's clock).
+func TestMemoryClaimWait(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		for _, c := range []struct {
+			set, want time.Duration
+		}{{0, conversation.LeaseTTL}, {50 * time.Millisecond, 50 * time.Millisecond}} {
+			m := conversation.NewMemory()
+			m.ClaimWait = c.set
+			l, err := m.Claim(ctx, "c1", "a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			_, err = m.Claim(ctx, "c1", "b")
+			var ce *conversation.ClaimedError
+			if !errors.As(err, &ce) || ce.Holder != "a" {
+				t.Fatalf("ClaimWait %v: claim of a held conversation: %v", c.set, err)
+			}
+			if waited := time.Since(start); waited != c.want {
+				t.Errorf("ClaimWait %v: gave up after %v, want %v", c.set, waited, c.want)
+			}
+			if !ce.Until.Equal(time.Now().Add(conversation.LeaseTTL)) {
+				t.Errorf("ClaimWait %v: held until %v, want %v", c.set, ce.Until, time.Now().Add(conversation.LeaseTTL))
+			}
+			if err := l.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
 		}
-		got <- err
-	}()
-	if err := l.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-got:
+	})
+}
+
+// A release wakes the waiting claim at once: no time passes between the
+// release and the claim (on synctest's clock), so the wake is the
+// release's, not the claim's timer.
+func TestMemoryReleaseWakesClaimAtOnce(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		m := conversation.NewMemory()
+		l, err := m.Claim(ctx, "c1", "a")
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the release did not wake the waiting claim")
-	}
+		got := make(chan time.Time, 1)
+		go func() {
+			if _, err := m.Claim(ctx, "c1", "b"); err != nil {
+				t.Error(err)
+			}
+			got <- time.Now()
+		}()
+		synctest.Wait() // the claim waits
+		released := time.Now()
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if at := <-got; !at.Equal(released) {
+			t.Fatalf("claimed %v after the release", at.Sub(released))
+		}
+	})
 }

@@ -42,6 +42,7 @@ func requests() *deferred.Requests {
 
 // Scenario: test_deferred_tool_requests_build_results_validates_ids
 func TestBuildResultsValidatesIDs(t *testing.T) {
+	t.Parallel()
 	r := &deferred.Requests{
 		Approvals: []message.ToolCall{call("approve_me", "approval_id", "{}")},
 		Calls:     []message.ToolCall{call("call_me", "call_id", "{}")},
@@ -103,6 +104,7 @@ func TestBuildResultsValidatesIDs(t *testing.T) {
 
 // Scenario: test_deferred_tool_requests_build_results_approve_all
 func TestBuildResultsApproveAll(t *testing.T) {
+	t.Parallel()
 	r := &deferred.Requests{Approvals: []message.ToolCall{
 		call("t", "a", "{}"), call("t", "b", "{}"), call("t", "c", "{}"),
 	}, Calls: []message.ToolCall{call("x", "ext", "{}")}}
@@ -131,6 +133,7 @@ func TestBuildResultsApproveAll(t *testing.T) {
 }
 
 func TestBuildResultsRefusesInvalidApprovals(t *testing.T) {
+	t.Parallel()
 	r := requests()
 	for _, v := range []any{nil, "yes", 1, map[string]any{"kind": "tool-approved"}, (*deferred.ToolApproved)(nil), tool.Return{}} {
 		_, err := r.BuildResults(map[string]any{"a1": v}, nil, nil, false)
@@ -141,6 +144,7 @@ func TestBuildResultsRefusesInvalidApprovals(t *testing.T) {
 }
 
 func TestBuildResultsCopiesMetadata(t *testing.T) {
+	t.Parallel()
 	r := requests()
 	md := map[string]map[string]any{
 		"a1":         {"approver": "alice", "scopes": []any{"rm"}, "limits": map[string]any{"max": 1.0}},
@@ -164,6 +168,7 @@ func TestBuildResultsCopiesMetadata(t *testing.T) {
 }
 
 func TestRemaining(t *testing.T) {
+	t.Parallel()
 	r := requests()
 
 	// Nothing answered: everything remains, as a copy.
@@ -230,6 +235,7 @@ func TestRemaining(t *testing.T) {
 }
 
 func TestNormalizeApproval(t *testing.T) {
+	t.Parallel()
 	override := json.RawMessage(`{"x":1}`)
 	tests := []struct {
 		in   any
@@ -263,6 +269,7 @@ func TestNormalizeApproval(t *testing.T) {
 }
 
 func TestToolDeniedText(t *testing.T) {
+	t.Parallel()
 	if deferred.DefaultDenial != "The tool call was denied." {
 		t.Errorf("DefaultDenial = %q", deferred.DefaultDenial)
 	}
@@ -275,6 +282,7 @@ func TestToolDeniedText(t *testing.T) {
 }
 
 func TestRequestsHelpers(t *testing.T) {
+	t.Parallel()
 	r := requests()
 	if r.Len() != 4 {
 		t.Errorf("Len = %d", r.Len())
@@ -310,6 +318,7 @@ func TestRequestsHelpers(t *testing.T) {
 }
 
 func TestResultsUpdateAndEmpty(t *testing.T) {
+	t.Parallel()
 	var none *deferred.Results
 	if !none.Empty() || !(&deferred.Results{}).Empty() {
 		t.Error("nil/zero results not empty")

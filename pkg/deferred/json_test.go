@@ -14,6 +14,7 @@ import (
 
 // Scenario: test_deferred_tool_results_serializable
 func TestResultsJSONForms(t *testing.T) {
+	t.Parallel()
 	approvals := []struct {
 		name string
 		in   any
@@ -94,6 +95,7 @@ func TestResultsJSONForms(t *testing.T) {
 
 // Scenario: test_deferred_tool_results_serializable
 func TestResultsJSONRoundTrip(t *testing.T) {
+	t.Parallel()
 	res := deferred.Results{
 		Calls: map[string]any{
 			"tool-return":       tool.Return{Value: 1, Content: []message.Content{message.TextContent("The tool call was approved.")}, Metadata: map[string]any{"foo": "bar"}},
@@ -170,6 +172,7 @@ func TestResultsJSONRoundTrip(t *testing.T) {
 // Pydantic AI's own dump of the same results (content as a string, tools and
 // timestamp fields, denial without message) decodes too.
 func TestResultsJSONFromPydantic(t *testing.T) {
+	t.Parallel()
 	doc := `{
 	  "calls": {
 	    "tool-return": {"return_value": 1, "content": "The tool call was approved.", "metadata": {"foo": "bar"}, "tools": null, "kind": "tool-return"},
@@ -209,6 +212,7 @@ func TestResultsJSONFromPydantic(t *testing.T) {
 }
 
 func TestInvalidApprovalJSON(t *testing.T) {
+	t.Parallel()
 	for _, raw := range []string{
 		`"yes"`, `1`, `0`, `null`, `[true]`, `"true"`, `{}`,
 		`{"kind":"other"}`,
@@ -249,6 +253,7 @@ func TestInvalidApprovalJSON(t *testing.T) {
 }
 
 func TestInvalidCallJSON(t *testing.T) {
+	t.Parallel()
 	for _, doc := range []string{
 		`{"calls":{"c1":{"kind":"tool-return","content":5}}}`,
 		`{"calls":{"c1":{"kind":"tool-return","content":[{"type":"image","data_base64":"AA=="}]}}}`,
@@ -276,6 +281,7 @@ func TestInvalidCallJSON(t *testing.T) {
 }
 
 func TestDecodeContent(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in   string
 		want []message.Content
@@ -301,6 +307,7 @@ func TestDecodeContent(t *testing.T) {
 }
 
 func TestRequestsJSON(t *testing.T) {
+	t.Parallel()
 	r := requests()
 	b, err := json.Marshal(r)
 	if err != nil {

@@ -11,12 +11,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"go.uber.org/goleak"
 
 	"github.com/offload-dev/offload/pkg/embedded"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func start(t *testing.T, dir string) *embedded.Server {
 	t.Helper()

@@ -112,6 +112,7 @@ func encodeGolden(t *testing.T, h message.History) []byte {
 }
 
 func TestGolden(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join("testdata", goldenV2)
 	if *update {
 		if err := os.WriteFile(path, encodeGolden(t, goldenHistory()), 0o644); err != nil {
@@ -166,6 +167,7 @@ func TestGolden(t *testing.T) {
 // form (before thinking parts): it decodes to the same messages, without the
 // parts and fields version 2 added.
 func TestGoldenV1StillReadable(t *testing.T) {
+	t.Parallel()
 	raw, err := os.ReadFile(filepath.Join("testdata", goldenV1))
 	if err != nil {
 		t.Fatal(err)
@@ -205,6 +207,7 @@ func TestGoldenV1StillReadable(t *testing.T) {
 }
 
 func TestThinkingIsNotText(t *testing.T) {
+	t.Parallel()
 	m := message.NewResponse(message.Thinking{Content: "hmm "}, message.Text{Content: "answer"})
 	if got := m.Text(); got != "answer" {
 		t.Errorf("Text() = %q, want only the answer", got)
@@ -215,6 +218,7 @@ func TestThinkingIsNotText(t *testing.T) {
 }
 
 func TestGoldenPartOrder(t *testing.T) {
+	t.Parallel()
 	// part_kind comes first in every part, so a reader can dispatch on it.
 	b, err := json.Marshal(goldenHistory())
 	if err != nil {
@@ -243,6 +247,7 @@ func TestGoldenPartOrder(t *testing.T) {
 }
 
 func TestRoundTrip(t *testing.T) {
+	t.Parallel()
 	h := goldenHistory()
 	b, err := json.Marshal(h)
 	if err != nil {
@@ -275,6 +280,7 @@ func TestRoundTrip(t *testing.T) {
 }
 
 func TestRoundTripEdgeCases(t *testing.T) {
+	t.Parallel()
 	ts := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 	h := message.History{
 		// A request without IDs, metadata or parts.
@@ -323,6 +329,7 @@ func TestRoundTripEdgeCases(t *testing.T) {
 }
 
 func TestUnknownFieldsIgnored(t *testing.T) {
+	t.Parallel()
 	doc := `{
 	  "version": 1,
 	  "written_by": "offload v9",
@@ -358,6 +365,7 @@ func TestUnknownFieldsIgnored(t *testing.T) {
 }
 
 func TestDecodeErrors(t *testing.T) {
+	t.Parallel()
 	msg := func(role, part string) string {
 		return `{"version":1,"messages":[{"role":"` + role + `","timestamp":"2025-01-02T03:04:05Z","parts":[{"part_kind":"text","content":"a"},` + part + `]}]}`
 	}
@@ -404,6 +412,7 @@ func TestDecodeErrors(t *testing.T) {
 }
 
 func TestUnsupportedVersion(t *testing.T) {
+	t.Parallel()
 	for _, doc := range []string{
 		`{"version":3,"messages":[]}`,
 		`{"version":3,"messages":[{"role":"future","parts":[{"part_kind":"hologram"}]}]}`,
@@ -427,6 +436,7 @@ func TestUnsupportedVersion(t *testing.T) {
 }
 
 func TestToolReturnModelText(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		content string
@@ -462,6 +472,7 @@ func TestToolReturnModelText(t *testing.T) {
 }
 
 func TestContentText(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ in, want string }{
 		{`"x"`, "x"},
 		{`  "padded"  `, "padded"},
@@ -483,6 +494,7 @@ func TestContentText(t *testing.T) {
 }
 
 func TestRetryPromptModelText(t *testing.T) {
+	t.Parallel()
 	r := message.RetryPrompt{ToolName: "t", ToolCallID: "c", Content: "x must be positive"}
 	if got, want := r.ModelText(), "x must be positive\n\nFix the errors and try again."; got != want {
 		t.Errorf("ModelText() = %q, want %q", got, want)
@@ -493,6 +505,7 @@ func TestRetryPromptModelText(t *testing.T) {
 }
 
 func TestPartKinds(t *testing.T) {
+	t.Parallel()
 	parts := map[message.Part]string{
 		message.SystemPrompt{}: "system-prompt",
 		message.Text{}:         "text",
@@ -514,6 +527,7 @@ func TestPartKinds(t *testing.T) {
 }
 
 func TestHelpers(t *testing.T) {
+	t.Parallel()
 	m := message.NewResponse(
 		message.Text{Content: "a"},
 		message.ToolCall{ToolName: "x", ToolCallID: "1"},

@@ -9,6 +9,7 @@ import (
 // without escapes and gives the text json.Unmarshal gives, and leaves every
 // other value to json.Unmarshal.
 func TestPlainString(t *testing.T) {
+	t.Parallel()
 	plain := []string{`""`, `"abc"`, `"Found 20 rows: north/widgets 1.2M"`, `"héllo ✓"`, `"<&>"`}
 	other := []string{`"a\"b"`, `"a\\b"`, `"\u00e9"`, `"line\nbreak"`, "\"tab\there\"", "\"bad \xff utf8\"",
 		`"a"b"`, `"unterminated`, `x`, `"`, `12`}

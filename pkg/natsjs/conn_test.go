@@ -11,30 +11,11 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nkeys"
 
 	"github.com/offload-dev/offload/internal/proctest"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 )
-
-// authServer starts a server with a password user and an nkey user; it
-// returns the server and the nkey's seed file.
-func authServer(t *testing.T) (*natstest.Server, string) {
-	t.Helper()
-	kp, _ := nkeys.CreateUser()
-	pub, _ := kp.PublicKey()
-	seed, _ := kp.Seed()
-	seedFile := filepath.Join(t.TempDir(), "user.nk")
-	if err := os.WriteFile(seedFile, seed, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	srv := natstest.Start(t, func(o *server.Options) {
-		o.Users = []*server.User{{Username: "alice", Password: "s3cret"}}
-		o.Nkeys = []*server.NkeyUser{{Nkey: pub}}
-	})
-	return srv, seedFile
-}
 
 func TestConnectCredentials(t *testing.T) {
 	t.Parallel()

@@ -19,26 +19,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/offload-dev/offload"
-	"github.com/offload-dev/offload/internal/syncbuf"
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/natsjs"
-	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
-func TestMain(m *testing.M) { jstest.VerifyTestMain(m) }
-
 const week = 7 * 24 * time.Hour
-
-func byName(t *testing.T, cfgs []jetstream.StreamConfig) map[string]jetstream.StreamConfig {
-	t.Helper()
-	m := map[string]jetstream.StreamConfig{}
-	for _, c := range cfgs {
-		m[c.Name] = c
-	}
-	return m
-}
 
 // TestDefinitionsInSync keeps jetstream/ and this package in step: every
 // file parses into the nats.go types with no unknown field, follows the
@@ -158,16 +146,6 @@ func TestDefinitionsInSync(t *testing.T) {
 	}
 }
 
-func mapsKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
-}
-
 // TestDefinitionFilesRoundTrip checks that the files hold exactly what the
 // types hold: a file re-encoded from its parsed value has the same fields.
 func TestDefinitionFilesRoundTrip(t *testing.T) {
@@ -201,19 +179,13 @@ func TestDefinitionFilesRoundTrip(t *testing.T) {
 	}
 }
 
-func jsonEqual(a, b any) bool {
-	ja, _ := json.Marshal(a)
-	jb, _ := json.Marshal(b)
-	return string(ja) == string(jb)
-}
-
 // TestRegistryMatchesKVAPI checks the registry stream against the stream
 // nats.go's own KV API creates for the same bucket settings.
 func TestRegistryMatchesKVAPI(t *testing.T) {
 	t.Parallel()
-	js := natstest.Start(t).JetStream(t)
+	b := setup(t)
 	ctx := context.Background()
-	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+	kv, err := b.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket: "tools_registry", History: 1, TTL: 30 * time.Second, LimitMarkerTTL: 30 * time.Second,
 	})
 	if err != nil {
@@ -221,25 +193,24 @@ func TestRegistryMatchesKVAPI(t *testing.T) {
 	}
 	_ = kv
 	// Provisioning over the bucket nats.go made must find it compatible.
-	if err := natsjs.Provision(ctx, js, natsjs.ProvisionOptions{}); err != nil {
+	if err := natsjs.Provision(ctx, b.js, natsjs.ProvisionOptions{}); err != nil {
 		t.Fatalf("provision over a KV-API bucket: %v", err)
 	}
 }
 
 func TestProvisionIdempotent(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	js := srv.JetStream(t)
+	b := setup(t)
 	ctx := context.Background()
 	opts := natsjs.ProvisionOptions{} // file storage, as in production
 	for range 2 {
-		if err := natsjs.Provision(ctx, js, opts); err != nil {
+		if err := natsjs.Provision(ctx, b.js, opts); err != nil {
 			t.Fatal(err)
 		}
 	}
 	names := natsjs.NamesFor("")
 	for _, name := range []string{names.Tasks, names.Results, names.Approvals, names.Decisions, names.Cancel, names.Exhausted, names.RegistryStream} {
-		s, err := js.Stream(ctx, name)
+		s, err := b.js.Stream(ctx, name)
 		if err != nil {
 			t.Fatalf("stream %s: %v", name, err)
 		}
@@ -248,14 +219,14 @@ func TestProvisionIdempotent(t *testing.T) {
 		}
 	}
 	for range 2 {
-		c, err := natsjs.EnsureTaskConsumer(ctx, js, "search", opts)
+		c, err := natsjs.EnsureTaskConsumer(ctx, b.js, "search", opts)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got := c.CachedInfo().Config.FilterSubject; got != "tools.task.search" {
 			t.Errorf("filter %q", got)
 		}
-		e, err := natsjs.EnsureExhaustedConsumer(ctx, js, "search", opts)
+		e, err := natsjs.EnsureExhaustedConsumer(ctx, b.js, "search", opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -269,7 +240,7 @@ func TestProvisionIdempotent(t *testing.T) {
 	errs := make([]error, 4)
 	clients := make([]jetstream.JetStream, len(errs))
 	for i := range clients {
-		clients[i] = srv.JetStream(t)
+		clients[i] = b.srv.JetStream(t)
 	}
 	for i := range errs {
 		wg.Go(func() {
@@ -292,7 +263,7 @@ func TestProvisionIdempotent(t *testing.T) {
 
 func TestProvisionIncompatibleStream(t *testing.T) {
 	t.Parallel()
-	js := natstest.Start(t).JetStream(t)
+	b := setup(t)
 	ctx := context.Background()
 	opts := natsjs.ProvisionOptions{MemoryStorage: true}
 	cfgs, err := natsjs.StreamConfigs(opts)
@@ -302,10 +273,10 @@ func TestProvisionIncompatibleStream(t *testing.T) {
 	results := byName(t, cfgs)["TOOLS_RESULTS"]
 	results.MaxAge = time.Hour
 	results.Discard = jetstream.DiscardNew
-	if _, err := js.CreateStream(ctx, results); err != nil {
+	if _, err := b.js.CreateStream(ctx, results); err != nil {
 		t.Fatal(err)
 	}
-	err = natsjs.Provision(ctx, js, opts)
+	err = natsjs.Provision(ctx, b.js, opts)
 	if !errors.Is(err, natsjs.ErrIncompatibleStream) {
 		t.Fatalf("err = %v, want ErrIncompatibleStream", err)
 	}
@@ -324,29 +295,29 @@ func TestProvisionIncompatibleStream(t *testing.T) {
 		t.Errorf("error text: %v", err)
 	}
 	// Never silently changed.
-	s, _ := js.Stream(ctx, "TOOLS_RESULTS")
+	s, _ := b.js.Stream(ctx, "TOOLS_RESULTS")
 	if s.CachedInfo().Config.MaxAge != time.Hour {
 		t.Errorf("stream was updated")
 	}
 
 	// Limits alone are updated in place.
 	results.Discard = jetstream.DiscardOld
-	if _, err := js.UpdateStream(ctx, results); err != nil {
+	if _, err := b.js.UpdateStream(ctx, results); err != nil {
 		t.Fatal(err)
 	}
-	if err := natsjs.Provision(ctx, js, opts); err != nil {
+	if err := natsjs.Provision(ctx, b.js, opts); err != nil {
 		t.Fatalf("limits not updated in place: %v", err)
 	}
-	s, _ = js.Stream(ctx, "TOOLS_RESULTS")
+	s, _ = b.js.Stream(ctx, "TOOLS_RESULTS")
 	if got := s.CachedInfo().Config.MaxAge; got != byName(t, cfgs)["TOOLS_RESULTS"].MaxAge {
 		t.Errorf("max_age after the update: %v", got)
 	}
 
 	// Storage counts too: file definitions against memory streams.
-	if err := natsjs.Provision(ctx, js, natsjs.ProvisionOptions{Prefix: "other", MemoryStorage: true}); err != nil {
+	if err := natsjs.Provision(ctx, b.js, natsjs.ProvisionOptions{Prefix: "other", MemoryStorage: true}); err != nil {
 		t.Fatal(err)
 	}
-	err = natsjs.Provision(ctx, js, natsjs.ProvisionOptions{Prefix: "other"})
+	err = natsjs.Provision(ctx, b.js, natsjs.ProvisionOptions{Prefix: "other"})
 	if !errors.As(err, &ie) || ie.Diffs[0].Field != "storage" {
 		t.Errorf("storage mismatch: %v", err)
 	}
@@ -354,14 +325,14 @@ func TestProvisionIncompatibleStream(t *testing.T) {
 
 func TestProvisionReplicas(t *testing.T) {
 	t.Parallel()
-	js := natstest.Start(t).JetStream(t)
+	b := setup(t)
 	ctx := context.Background()
-	if err := natsjs.Provision(ctx, js, natsjs.ProvisionOptions{MemoryStorage: true, Replicas: 1}); err != nil {
+	if err := natsjs.Provision(ctx, b.js, natsjs.ProvisionOptions{MemoryStorage: true, Replicas: 1}); err != nil {
 		t.Fatal(err)
 	}
 	// Replicas are compared only when asked for; a single server cannot
 	// run R3, so the mismatch is checked without creating anything.
-	err := natsjs.Provision(ctx, js, natsjs.ProvisionOptions{MemoryStorage: true, Replicas: 3})
+	err := natsjs.Provision(ctx, b.js, natsjs.ProvisionOptions{MemoryStorage: true, Replicas: 3})
 	var ie *natsjs.IncompatibleError
 	if !errors.As(err, &ie) || ie.Diffs[0].Field != "num_replicas" {
 		t.Fatalf("replicas mismatch: %v", err)
@@ -370,22 +341,22 @@ func TestProvisionReplicas(t *testing.T) {
 		t.Errorf("the error does not say which factor the stream has and how to change it: %v", err)
 	}
 	// Without --replicas an R1 stream is used as it is.
-	if err := natsjs.Provision(ctx, js, natsjs.ProvisionOptions{MemoryStorage: true}); err != nil {
+	if err := natsjs.Provision(ctx, b.js, natsjs.ProvisionOptions{MemoryStorage: true}); err != nil {
 		t.Errorf("without replicas: %v", err)
 	}
 }
 
 func TestProvisionPrefix(t *testing.T) {
 	t.Parallel()
-	js := natstest.Start(t).JetStream(t)
+	b := setup(t)
 	ctx := context.Background()
 	acme := natsjs.ProvisionOptions{Prefix: "acme", MemoryStorage: true}
 	for _, opts := range []natsjs.ProvisionOptions{acme, {MemoryStorage: true}} {
-		if err := natsjs.Provision(ctx, js, opts); err != nil {
+		if err := natsjs.Provision(ctx, b.js, opts); err != nil {
 			t.Fatal(err)
 		}
 	}
-	s, err := js.Stream(ctx, "ACME_TASKS")
+	s, err := b.js.Stream(ctx, "ACME_TASKS")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -394,7 +365,7 @@ func TestProvisionPrefix(t *testing.T) {
 	}
 	// The prefix's exhausted stream captures the advisories of its own
 	// tasks stream only (both prefixes' streams coexist).
-	s, err = js.Stream(ctx, "ACME_EXHAUSTED")
+	s, err = b.js.Stream(ctx, "ACME_EXHAUSTED")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -404,16 +375,16 @@ func TestProvisionPrefix(t *testing.T) {
 
 	subj := protocol.Subjects{Prefix: "acme"}
 	task := protocol.NewID()
-	ack, err := js.Publish(ctx, subj.Task("search"), []byte(`{}`), jetstream.WithMsgID(task))
+	ack, err := b.js.Publish(ctx, subj.Task("search"), []byte(`{}`), jetstream.WithMsgID(task))
 	if err != nil || ack.Stream != "ACME_TASKS" {
 		t.Fatalf("publish: %+v %v", ack, err)
 	}
 	// Dedup window: the same task ID is dropped.
-	ack, err = js.Publish(ctx, subj.Task("search"), []byte(`{}`), jetstream.WithMsgID(task))
+	ack, err = b.js.Publish(ctx, subj.Task("search"), []byte(`{}`), jetstream.WithMsgID(task))
 	if err != nil || !ack.Duplicate {
 		t.Fatalf("duplicate publish: %+v %v", ack, err)
 	}
-	c, err := natsjs.EnsureTaskConsumer(ctx, js, "search", acme)
+	c, err := natsjs.EnsureTaskConsumer(ctx, b.js, "search", acme)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -428,11 +399,11 @@ func TestProvisionPrefix(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The default prefix's consumer of the same tool is a different one.
-	if _, err := natsjs.EnsureTaskConsumer(ctx, js, "search", natsjs.ProvisionOptions{MemoryStorage: true}); err != nil {
+	if _, err := natsjs.EnsureTaskConsumer(ctx, b.js, "search", natsjs.ProvisionOptions{MemoryStorage: true}); err != nil {
 		t.Fatal(err)
 	}
 
-	kv, err := natsjs.EnsureRegistry(ctx, js, acme)
+	kv, err := natsjs.EnsureRegistry(ctx, b.js, acme)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -443,13 +414,13 @@ func TestProvisionPrefix(t *testing.T) {
 
 func TestEnsureTaskConsumerOverridesAndIncompatible(t *testing.T) {
 	t.Parallel()
-	js := natstest.Start(t).JetStream(t)
+	b := setup(t)
 	ctx := context.Background()
 	fast := natsjs.ProvisionOptions{MemoryStorage: true, AckWait: 500 * time.Millisecond, MaxDeliver: 2}
-	if err := natsjs.Provision(ctx, js, fast); err != nil {
+	if err := natsjs.Provision(ctx, b.js, fast); err != nil {
 		t.Fatal(err)
 	}
-	c, err := natsjs.EnsureTaskConsumer(ctx, js, "slow", fast)
+	c, err := natsjs.EnsureTaskConsumer(ctx, b.js, "slow", fast)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -459,7 +430,7 @@ func TestEnsureTaskConsumerOverridesAndIncompatible(t *testing.T) {
 	}
 
 	// The short AckWait gives a prompt redelivery of an unacknowledged task.
-	if _, err := js.Publish(ctx, "tools.task.slow", []byte(`{}`)); err != nil {
+	if _, err := b.js.Publish(ctx, "tools.task.slow", []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}
 	m1, err := c.Next(jetstream.FetchMaxWait(5 * time.Second))
@@ -480,7 +451,7 @@ func TestEnsureTaskConsumerOverridesAndIncompatible(t *testing.T) {
 	// Under the production template, the fields JetStream can update (ack
 	// wait, backoff, max deliveries, max ack pending) are updated in place.
 	prod := natsjs.ProvisionOptions{MemoryStorage: true}
-	c, err = natsjs.EnsureTaskConsumer(ctx, js, "slow", prod)
+	c, err = natsjs.EnsureTaskConsumer(ctx, b.js, "slow", prod)
 	if err != nil {
 		t.Fatalf("updatable fields not updated in place: %v", err)
 	}
@@ -503,10 +474,10 @@ func TestEnsureTaskConsumerOverridesAndIncompatible(t *testing.T) {
 	other.Durable, other.Name, other.FilterSubject = "task_other", "task_other", "tools.task.other"
 	other.MaxWaiting = 100
 	other.MaxAckPending = 7
-	if _, err := js.CreateConsumer(ctx, "TOOLS_TASKS", other); err != nil {
+	if _, err := b.js.CreateConsumer(ctx, "TOOLS_TASKS", other); err != nil {
 		t.Fatal(err)
 	}
-	_, err = natsjs.EnsureTaskConsumer(ctx, js, "other", prod)
+	_, err = natsjs.EnsureTaskConsumer(ctx, b.js, "other", prod)
 	var ie *natsjs.IncompatibleError
 	if !errors.Is(err, natsjs.ErrIncompatibleConsumer) || !errors.As(err, &ie) || ie.Consumer != "task_other" {
 		t.Fatalf("err = %v", err)
@@ -518,7 +489,7 @@ func TestEnsureTaskConsumerOverridesAndIncompatible(t *testing.T) {
 	if !slices.Equal(fields, []string{"max_waiting", "max_ack_pending"}) {
 		t.Errorf("diff fields %v", fields)
 	}
-	if info, err := js.Consumer(ctx, "TOOLS_TASKS", "task_other"); err != nil || info.CachedInfo().Config.MaxAckPending != 7 {
+	if info, err := b.js.Consumer(ctx, "TOOLS_TASKS", "task_other"); err != nil || info.CachedInfo().Config.MaxAckPending != 7 {
 		t.Errorf("an incompatible consumer was changed: %v", err)
 	}
 }
@@ -541,27 +512,27 @@ func TestTaskConsumerDefinitionRecoversFast(t *testing.T) {
 
 func TestEnsureTaskConsumerErrors(t *testing.T) {
 	t.Parallel()
-	js := natstest.Start(t).JetStream(t)
+	b := setup(t)
 	ctx := context.Background()
-	if _, err := natsjs.EnsureTaskConsumer(ctx, js, "bad.name", natsjs.ProvisionOptions{}); !errors.Is(err, tool.ErrInvalidName) {
+	if _, err := natsjs.EnsureTaskConsumer(ctx, b.js, "bad.name", natsjs.ProvisionOptions{}); !errors.Is(err, tool.ErrInvalidName) {
 		t.Errorf("bad tool: %v", err)
 	}
-	if _, err := natsjs.EnsureTaskConsumer(ctx, js, "t", natsjs.ProvisionOptions{Prefix: "a.b"}); !errors.Is(err, protocol.ErrInvalidPrefix) {
+	if _, err := natsjs.EnsureTaskConsumer(ctx, b.js, "t", natsjs.ProvisionOptions{Prefix: "a.b"}); !errors.Is(err, protocol.ErrInvalidPrefix) {
 		t.Errorf("bad prefix: %v", err)
 	}
-	if err := natsjs.Provision(ctx, js, natsjs.ProvisionOptions{Prefix: "a b"}); !errors.Is(err, protocol.ErrInvalidPrefix) {
+	if err := natsjs.Provision(ctx, b.js, natsjs.ProvisionOptions{Prefix: "a b"}); !errors.Is(err, protocol.ErrInvalidPrefix) {
 		t.Errorf("bad prefix: %v", err)
 	}
-	if _, err := natsjs.EnsureTaskConsumer(ctx, js, "t", natsjs.ProvisionOptions{}); !errors.Is(err, jetstream.ErrStreamNotFound) {
+	if _, err := natsjs.EnsureTaskConsumer(ctx, b.js, "t", natsjs.ProvisionOptions{}); !errors.Is(err, jetstream.ErrStreamNotFound) {
 		t.Errorf("no stream: %v", err)
 	}
 }
 
 func TestRegistry(t *testing.T) {
 	t.Parallel()
-	js := natstest.Start(t).JetStream(t)
+	b := setup(t)
 	ctx := context.Background()
-	kv, err := natsjs.EnsureRegistry(ctx, js, natsjs.ProvisionOptions{MemoryStorage: true})
+	kv, err := natsjs.EnsureRegistry(ctx, b.js, natsjs.ProvisionOptions{MemoryStorage: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -577,7 +548,7 @@ func TestRegistry(t *testing.T) {
 		t.Errorf("status: ttl %v history %d %v", st.TTL(), st.History(), err)
 	}
 	// Binding again (as Provision would) is fine.
-	if _, err := natsjs.EnsureRegistry(ctx, js, natsjs.ProvisionOptions{MemoryStorage: true}); err != nil {
+	if _, err := natsjs.EnsureRegistry(ctx, b.js, natsjs.ProvisionOptions{MemoryStorage: true}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -631,9 +602,9 @@ func TestInvalidDefinitions(t *testing.T) {
 
 func TestConnect(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	logs := &syncbuf.Buffer{}
-	nc, err := natsjs.Connect(srv.URL(), natsjs.ConnectOptions{Name: "test", Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	b := setup(t)
+	logs := &offloadtest.Output{}
+	nc, err := natsjs.Connect(b.srv.URL(), natsjs.ConnectOptions{Name: "test", Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -653,15 +624,9 @@ func TestConnect(t *testing.T) {
 	nc2.Close()
 
 	// Connection events are logged.
-	srv.NATS().Shutdown()
-	srv.NATS().WaitForShutdown()
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(logs.String(), "nats disconnected") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no disconnect logged: %q", logs.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	b.srv.NATS().Shutdown()
+	b.srv.NATS().WaitForShutdown()
+	logs.WaitFor(t, "nats disconnected")
 }
 
 // TestDefinitionsApplyWithNATSCLI applies the files with the nats CLI, as the
@@ -672,10 +637,10 @@ func TestConnect(t *testing.T) {
 func TestDefinitionsApplyWithNATSCLI(t *testing.T) {
 	t.Parallel()
 	cli := natstest.NATSCLI(t)
-	srv := natstest.Start(t)
+	b := setup(t)
 	run := func(args ...string) {
 		t.Helper()
-		cmd := exec.Command(cli, append([]string{"--server", srv.URL(), "--no-context"}, args...)...)
+		cmd := exec.Command(cli, append([]string{"--server", b.srv.URL(), "--no-context"}, args...)...)
 		cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir())
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("nats %v: %v\n%s", args, err, out)
@@ -701,7 +666,7 @@ func TestDefinitionsApplyWithNATSCLI(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	js := srv.JetStream(t)
+	js := b.srv.JetStream(t)
 	if err := natsjs.Provision(ctx, js, natsjs.ProvisionOptions{Replicas: 1}); err != nil {
 		t.Fatalf("provision over CLI-made streams: %v", err)
 	}

@@ -12,26 +12,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/offload-dev/offload/internal/syncbuf"
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/natsjs"
-	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/natsjs/remote"
 )
-
-// limitedServer is a server with an admin user and a user "u" of the given
-// permissions, its streams provisioned by the admin.
-func limitedServer(t *testing.T, perms *server.Permissions) *natstest.Server {
-	t.Helper()
-	srv := natstest.Start(t, func(o *server.Options) {
-		o.Users = []*server.User{{Username: "admin", Password: "pw"}, {Username: "u", Password: "pw", Permissions: perms}}
-	})
-	nc := natstest.Connect(t, srv.URL(), nats.UserInfo("admin", "pw"))
-	js, _ := jetstream.New(nc)
-	if err := natsjs.Provision(t.Context(), js, natsjs.ProvisionOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	return srv
-}
 
 // A user who may not read the connection's replies: a request waits for a
 // reply that cannot come. Without a watch the look-up times out, and its
@@ -71,7 +55,7 @@ func TestRefusalsEndTheWaitAtOnce(t *testing.T) {
 		Publish:   &server.SubjectPermission{Allow: []string{"$JS.API.STREAM.INFO.>"}},
 		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>"}},
 	})
-	var logs syncbuf.Buffer
+	var logs offloadtest.Output
 	refusals := &natsjs.Refusals{Role: "agent"}
 	nc, err := natsjs.Connect(srv.URL(), natsjs.ConnectOptions{Extra: []nats.Option{nats.UserInfo("u", "pw")}, Refusals: refusals,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})

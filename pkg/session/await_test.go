@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/message"
@@ -90,12 +91,7 @@ func TestAwaitDecisionsWakesOnWatch(t *testing.T) {
 	in.send = true
 	in.mu.Unlock()
 	in.signal <- struct{}{}
-	var out outcome
-	select {
-	case out = <-done:
-	case <-time.After(time.Minute):
-		t.Fatal("the wait did not end")
-	}
+	out := offloadtest.WaitOrTimeout(t, done, "the wait to end")
 	if out.err != nil {
 		t.Fatal(out.err)
 	}

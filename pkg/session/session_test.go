@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/deferred"
@@ -18,8 +16,6 @@ import (
 	"github.com/offload-dev/offload/pkg/session"
 	"github.com/offload-dev/offload/pkg/tool"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // recorder is the Announcer and Canceller of the tests.
 type recorder struct {

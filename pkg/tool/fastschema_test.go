@@ -93,6 +93,7 @@ func checkSlow(tl *Tool, raw []byte) error {
 // slow path accepts, and that it does accept the typed tool's valid
 // arguments (otherwise it would be dead code).
 func TestArgsCertainlyValid(t *testing.T) {
+	t.Parallel()
 	tools := fastSchemas(t)
 	for _, tl := range tools {
 		for _, in := range fastInputs {
@@ -136,6 +137,7 @@ func TestArgsCertainlyValid(t *testing.T) {
 // TestParseArgsFastPathSameResult checks that ParseArgs returns the same
 // compact arguments whichever path it takes.
 func TestParseArgsFastPathSameResult(t *testing.T) {
+	t.Parallel()
 	typed := fastSchemas(t)[0]
 	slow := *typed
 	slow.fast = nil

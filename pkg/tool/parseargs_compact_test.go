@@ -32,6 +32,7 @@ func checkParsedCompact(t *testing.T, tl *Tool, in string) {
 // those json.Compact makes, also where it skips json.Compact because they
 // are compact already.
 func TestParseArgsCompact(t *testing.T) {
+	t.Parallel()
 	tools := fastSchemas(t)
 	inputs := append([]string{" ", `{"query":"a \"quoted\" q\\","limit":1}`, "{ \"query\" : \"spaced out\" ,\n\t\"limit\": 2 }",
 		`{"query":"tab	inside","limit":3}`}, fastInputs...)

@@ -37,6 +37,7 @@ func searchTool(opts ...tool.Option) *tool.Tool {
 }
 
 func TestFuncSchema(t *testing.T) {
+	t.Parallel()
 	tl := searchTool()
 	const want = `{"type":"object","properties":{` +
 		`"query":{"type":"string","description":"what to search for"},` +
@@ -74,6 +75,7 @@ func TestFuncSchema(t *testing.T) {
 }
 
 func TestFuncInvalidArgsType(t *testing.T) {
+	t.Parallel()
 	_, err := tool.NewFunc("bad", "", func(context.Context, *tool.RunContext, chan int) (any, error) { return nil, nil })
 	if !errors.Is(err, tool.ErrInvalidTool) || !strings.Contains(err.Error(), `tool "bad": infer schema`) {
 		t.Errorf("channel args: %v", err)
@@ -91,6 +93,7 @@ func TestFuncInvalidArgsType(t *testing.T) {
 }
 
 func TestParseArgs(t *testing.T) {
+	t.Parallel()
 	tl := searchTool()
 	tests := []struct {
 		name, args string
@@ -156,6 +159,7 @@ func TestParseArgs(t *testing.T) {
 }
 
 func TestParseArgsEmpty(t *testing.T) {
+	t.Parallel()
 	type opt struct {
 		N int `json:"n,omitempty"`
 	}
@@ -169,6 +173,7 @@ func TestParseArgsEmpty(t *testing.T) {
 }
 
 func TestParseArgsNumbers(t *testing.T) {
+	t.Parallel()
 	type nums struct {
 		I int     `json:"i"`
 		F float64 `json:"f"`
@@ -224,6 +229,7 @@ func TestParseArgsNumbers(t *testing.T) {
 }
 
 func TestCheckArgs(t *testing.T) {
+	t.Parallel()
 	tl := searchTool()
 	if err := tl.CheckArgs(map[string]any{"query": "x", "near": map[string]any{"city": "y"}, "exact": true, "limit": 2}); err != nil {
 		t.Errorf("CheckArgs: %v", err)
@@ -243,6 +249,7 @@ func TestCheckArgs(t *testing.T) {
 }
 
 func TestNames(t *testing.T) {
+	t.Parallel()
 	valid := []string{"a", "get_weather", "Search-2", strings.Repeat("x", 64), "0", "_", "-"}
 	invalid := []string{"", strings.Repeat("x", 65), "a.b", "a b", "a*", "a>", "héllo", "a/b", "tools.task"}
 	fn := func(context.Context, *tool.RunContext, struct{}) (any, error) { return nil, nil }
@@ -291,6 +298,7 @@ func TestNames(t *testing.T) {
 }
 
 func TestNewSet(t *testing.T) {
+	t.Parallel()
 	a, b := tool.MustNew(tool.Def{Name: "a"}, nil), tool.MustNew(tool.Def{Name: "b"}, nil)
 	s, err := tool.NewSet(a, b)
 	if err != nil {
@@ -327,6 +335,7 @@ func TestNewSet(t *testing.T) {
 }
 
 func TestExternal(t *testing.T) {
+	t.Parallel()
 	set, err := tool.External(
 		tool.Def{Name: "buy", Description: "Buy an item.", Parameters: json.RawMessage(`{"type":"object","properties":{"item":{"type":"string"}},"required":["item"],"additionalProperties":false}`)},
 		tool.Def{Name: "ping", Metadata: map[string]any{"queue": "ops"}},
@@ -378,6 +387,7 @@ func TestExternal(t *testing.T) {
 }
 
 func TestWithMetadata(t *testing.T) {
+	t.Parallel()
 	orig := tool.MustNew(tool.Def{Name: "a", Metadata: map[string]any{"team": "ops", "background": false}}, okHandler)
 	plain := tool.MustNew(tool.Def{Name: "b"}, okHandler)
 	kv := map[string]any{"background": true, "limits": map[string]any{"max": 3.0}, "tags": []any{"x"}}
@@ -425,6 +435,7 @@ func TestWithMetadata(t *testing.T) {
 func okHandler(context.Context, *tool.RunContext, json.RawMessage) (any, error) { return "ok", nil }
 
 func TestRequireApproval(t *testing.T) {
+	t.Parallel()
 	ran := map[string]int{}
 	mk := func(name string) *tool.Tool {
 		return tool.MustNew(tool.Def{Name: name}, func(_ context.Context, rc *tool.RunContext, _ json.RawMessage) (any, error) {
@@ -514,6 +525,7 @@ type codeErr int
 func (codeErr) Error() string { return "code" }
 
 func TestErrorType(t *testing.T) {
+	t.Parallel()
 	_, pathErr := os.Open("/definitely/not/here")
 	tests := []struct {
 		err  error
@@ -546,6 +558,7 @@ func TestErrorType(t *testing.T) {
 }
 
 func TestOutcomeErrors(t *testing.T) {
+	t.Parallel()
 	var retry *tool.ModelRetry
 	if err := fmt.Errorf("wrapped: %w", tool.Retry("use a positive number")); !errors.As(err, &retry) || retry.Message != "use a positive number" {
 		t.Errorf("Retry: %v", err)
@@ -568,6 +581,7 @@ type transferArgs struct {
 }
 
 func TestValidateOption(t *testing.T) {
+	t.Parallel()
 	var calls []transferArgs
 	tl := tool.Func("transfer", "", func(_ context.Context, _ *tool.RunContext, a transferArgs) (string, error) {
 		return "sent", nil
@@ -615,6 +629,7 @@ func TestValidateOption(t *testing.T) {
 }
 
 func TestOptions(t *testing.T) {
+	t.Parallel()
 	meta := map[string]any{"background": true, "nested": map[string]any{"a": 1.0}}
 	tl := searchTool(tool.Retries(3), tool.Meta(meta), tool.Meta(map[string]any{"team": "ops"}), tool.NeedsApproval(), tool.Sequential())
 	if tl.Retries != 3 || !tl.RequiresApproval || !tl.Sequential {
@@ -662,6 +677,7 @@ func TestOptions(t *testing.T) {
 }
 
 func TestCloneAndWithParameters(t *testing.T) {
+	t.Parallel()
 	tl := searchTool(tool.Meta(map[string]any{"nested": map[string]any{"a": 1.0}}))
 	c := tl.Clone()
 	c.Metadata["nested"].(map[string]any)["a"] = 2.0
@@ -689,6 +705,7 @@ func TestCloneAndWithParameters(t *testing.T) {
 }
 
 func TestDeepCopy(t *testing.T) {
+	t.Parallel()
 	if tool.DeepCopy(nil) != nil {
 		t.Error("DeepCopy(nil) != nil")
 	}
@@ -732,6 +749,7 @@ func TestDeepCopy(t *testing.T) {
 }
 
 func TestHasParameter(t *testing.T) {
+	t.Parallel()
 	tl := searchTool()
 	for name, want := range map[string]bool{"query": true, "near": true, "tags": true, "city": false, "nope": false, "": false} {
 		if got := tl.HasParameter(name); got != want {
@@ -761,6 +779,7 @@ func (c *control) Enqueue(p tool.Priority, content ...message.Content) error {
 }
 
 func TestRunContext(t *testing.T) {
+	t.Parallel()
 	var nilRC *tool.RunContext
 	for _, rc := range []*tool.RunContext{nilRC, {RunID: "r"}} {
 		if err := rc.Enqueue(tool.PriorityASAP, message.TextContent("hi")); !errors.Is(err, tool.ErrNoRun) {
@@ -790,6 +809,7 @@ func TestRunContext(t *testing.T) {
 }
 
 func TestFuncRunContextAndReturn(t *testing.T) {
+	t.Parallel()
 	type args struct {
 		N int `json:"n"`
 	}

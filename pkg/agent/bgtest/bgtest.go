@@ -14,15 +14,15 @@ package bgtest
 
 import (
 	"testing"
-	"time"
 
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
 // Timeout bounds every wait of a scenario: a run that does not return in
 // time fails the scenario instead of hanging it.
-const Timeout = 20 * time.Second
+const Timeout = offloadtest.Wait
 
 // Harness provides the tools of a scenario and the executor of their
 // background calls.

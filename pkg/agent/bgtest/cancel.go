@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/tool"
 )
@@ -63,7 +64,7 @@ func ownCancellation(t *testing.T, h Harness) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v", err)
 	}
-	wait(t, siblingStopped, "the sibling's cancellation")
+	offloadtest.WaitOrTimeout(t, siblingStopped, "the sibling's cancellation")
 }
 
 // Scenario: test_run_abort_waits_for_background_task_cancellation_cleanup
@@ -125,7 +126,7 @@ func interruptCancels(t *testing.T, h Harness) {
 	if !errors.Is(err, context.Canceled) || agent.StatusOf(res, err) != agent.StatusInterrupted {
 		t.Fatalf("err = %v", err)
 	}
-	wait(t, stopped, "the task's cancellation")
+	offloadtest.WaitOrTimeout(t, stopped, "the task's cancellation")
 	if fin := ev.ofType(agent.EventBackgroundTaskFinished); len(fin) != 1 || fin[0].Status != "cancelled" {
 		t.Errorf("finished events %+v", fin)
 	}

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/llm"
@@ -112,16 +111,6 @@ func runCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(t.Context(), Timeout)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-// wait fails the test unless ch is closed within Timeout.
-func wait(t *testing.T, ch <-chan struct{}, what string) {
-	t.Helper()
-	select {
-	case <-ch:
-	case <-time.After(Timeout):
-		t.Fatalf("timed out waiting for %s", what)
-	}
 }
 
 // closer returns a function closing ch once.

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/tool"
@@ -54,7 +55,7 @@ func pendingCountsTowardLimit(t *testing.T, h Harness) {
 	}, bg())
 	m, _ := newModel(func(n int, _ *llm.Request) *llm.Response {
 		if n > 0 {
-			wait(t, first, "the first call to start")
+			offloadtest.WaitOrTimeout(t, first, "the first call to start")
 		}
 		return calls(call("slow", fmt.Sprintf("c%d", n), "{}"))
 	})

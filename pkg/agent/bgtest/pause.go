@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/tool"
@@ -53,7 +54,7 @@ func pauseNotHeld(t *testing.T, h Harness) {
 		}
 		return
 	}
-	wait(t, stopped, "the in-process task's cancellation")
+	offloadtest.WaitOrTimeout(t, stopped, "the in-process task's cancellation")
 	if len(res.Background) != 0 {
 		t.Errorf("in-process task recorded as running on: %+v", res.Background)
 	}
@@ -143,7 +144,7 @@ func suspend(t *testing.T, h Harness) {
 		}
 		return
 	}
-	wait(t, stopped, "the in-process task's cancellation")
+	offloadtest.WaitOrTimeout(t, stopped, "the in-process task's cancellation")
 	if len(res.Background) != 0 {
 		t.Errorf("in-process task recorded as running on: %+v", res.Background)
 	}

@@ -4,13 +4,9 @@ import (
 	"errors"
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"github.com/offload-dev/offload/pkg/llm/modelref"
 	"github.com/offload-dev/offload/pkg/llm/openaicompat"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestDefault(t *testing.T) {
 	t.Parallel()

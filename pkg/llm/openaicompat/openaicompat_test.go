@@ -14,14 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/llm/openaicompat"
 	"github.com/offload-dev/offload/pkg/message"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // captured is a request seen by a fixture server.
 type captured struct {
@@ -562,13 +559,9 @@ func TestRetryWaitHonoursContext(t *testing.T) {
 	}()
 	<-answered // the first attempt was answered: the client waits 30s
 	cancel()
-	select {
-	case err := <-errc:
-		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("err = %v, want context.Canceled", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Generate did not return after cancel")
+	err := offloadtest.WaitOrTimeout(t, errc, "Generate to return after cancel")
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
 	}
 }
 

@@ -12,15 +12,11 @@ import (
 	"sync"
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/llm/script"
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/tool"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var req = &llm.Request{Messages: []message.Message{message.NewRequest(message.UserText("go"))}}
 

@@ -9,13 +9,9 @@ import (
 	"sync"
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/message"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var (
 	weatherDef = llm.ToolDef{

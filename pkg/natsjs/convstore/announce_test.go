@@ -11,23 +11,20 @@ import (
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/convstore"
-	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
-	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
 func TestAnnouncer(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	js := srv.JetStream(t)
+	b := setup(t)
+	b.provision(t)
 	ctx := context.Background()
-	jstest.MustProvision(t, js)
 	conv, run, task := protocol.NewID(), protocol.NewID(), protocol.NewID()
 	rec := &deferred.PendingRecord{ConversationID: conv, RunID: run, Tasks: []deferred.PendingTask{
 		{TaskID: task, Kind: deferred.KindApproval, Tool: "shell", ToolCallID: "call_1", Args: json.RawMessage(`{"cmd":"ls"}`), Metadata: map[string]any{"why": "audit"}},
 		{TaskID: protocol.NewID(), Kind: deferred.KindExternal, Tool: "ask_human"},
 	}}
-	a := convstore.NewAnnouncer(js, "")
+	a := convstore.NewAnnouncer(b.js, "")
 	for range 2 { // announcing the pause again stores nothing twice
 		if err := a.Announce(ctx, rec); err != nil {
 			t.Fatal(err)
@@ -36,7 +33,7 @@ func TestAnnouncer(t *testing.T) {
 	if err := a.Resolve(ctx, conv, protocol.Resolution{TaskID: task, Resolved: protocol.ResolvedApproved, By: "ann"}); err != nil {
 		t.Fatal(err)
 	}
-	cons, err := js.OrderedConsumer(ctx, natsjs.NamesFor("").Approvals, jetstream.OrderedConsumerConfig{FilterSubjects: []string{"tools.approval." + conv + ".*"}})
+	cons, err := b.js.OrderedConsumer(ctx, natsjs.NamesFor("").Approvals, jetstream.OrderedConsumerConfig{FilterSubjects: []string{"tools.approval." + conv + ".*"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,12 +70,11 @@ func TestAnnouncer(t *testing.T) {
 // resolved; a decision published twice (Publisher) is stored once.
 func TestAnnouncerWaitingAndPublisher(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	js := srv.JetStream(t)
+	b := setup(t)
+	b.provision(t)
 	ctx := context.Background()
-	jstest.MustProvision(t, js)
 	conv, task, other := protocol.NewID(), protocol.NewID(), protocol.NewID()
-	a, p := convstore.NewAnnouncer(js, ""), convstore.NewPublisher(js, "")
+	a, p := convstore.NewAnnouncer(b.js, ""), convstore.NewPublisher(b.js, "")
 	rec := &deferred.PendingRecord{ConversationID: conv, RunID: protocol.NewID(), Tasks: []deferred.PendingTask{
 		{TaskID: task, Kind: deferred.KindApproval, Tool: "deploy", ToolCallID: "c1", Args: json.RawMessage(`{}`)},
 		{TaskID: other, Kind: deferred.KindApproval, Tool: "shell", ToolCallID: "c2", Args: json.RawMessage(`{}`)},
@@ -98,7 +94,7 @@ func TestAnnouncerWaitingAndPublisher(t *testing.T) {
 	if w := a.Waiting(ctx, conv, nil); len(w) != 1 || w[0].TaskID != other {
 		t.Fatalf("waiting %+v after a decision, want the other approval only", w)
 	}
-	decisions, err := js.Stream(ctx, natsjs.NamesFor("").Decisions)
+	decisions, err := b.js.Stream(ctx, natsjs.NamesFor("").Decisions)
 	if err != nil {
 		t.Fatal(err)
 	}

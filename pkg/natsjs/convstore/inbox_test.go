@@ -9,36 +9,20 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/offload-dev/offload/internal/syncbuf"
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs/convstore"
-	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
-	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
-// startInbox starts a server with the streams provisioned, and an inbox
-// reading them that counts its refusals in am.
-func startInbox(t *testing.T) (js jetstream.JetStream, in *convstore.Inbox, am *metrics.Agent) {
-	t.Helper()
-	js = natstest.Start(t).JetStream(t)
-	jstest.MustProvision(t, js)
-	am = metrics.NewAgent(prometheus.NewRegistry())
-	in, err := convstore.NewInbox(convstore.InboxConfig{JetStream: js, Metrics: am})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return js, in, am
-}
-
 func TestInboxCollect(t *testing.T) {
 	t.Parallel()
-	js, in, am := startInbox(t)
+	b := setup(t)
+	in, am := b.inbox(t)
 	ctx := context.Background()
 	conv := protocol.NewID()
 	approval, approval2, bg, ext := protocol.NewID(), protocol.NewID(), protocol.NewID(), protocol.NewID()
@@ -51,7 +35,7 @@ func TestInboxCollect(t *testing.T) {
 	s := protocol.Subjects{}
 	pub := func(subject, data string) {
 		t.Helper()
-		if _, err := js.Publish(ctx, subject, []byte(data)); err != nil {
+		if _, err := b.js.Publish(ctx, subject, []byte(data)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -102,7 +86,8 @@ func TestInboxCollect(t *testing.T) {
 // pending: neither is an arrival, and neither is counted as refused.
 func TestInboxSkipsResultsNotForIt(t *testing.T) {
 	t.Parallel()
-	js, in, am := startInbox(t)
+	b := setup(t)
+	in, am := b.inbox(t)
 	ctx := context.Background()
 	conv, approval, bg := protocol.NewID(), protocol.NewID(), protocol.NewID()
 	st := &conversation.State{ID: conv, Settled: []string{bg}, Pending: &deferred.PendingRecord{ConversationID: conv, Tasks: []deferred.PendingTask{
@@ -114,7 +99,7 @@ func TestInboxSkipsResultsNotForIt(t *testing.T) {
 		{s.Result(conv, approval), `{"status":"approval_required"}`},
 		{s.Result(conv, bg), `{"content":"again"}`}, // settled: a duplicate
 	} {
-		if _, err := js.Publish(ctx, m.subject, []byte(m.data)); err != nil {
+		if _, err := b.js.Publish(ctx, m.subject, []byte(m.data)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -170,25 +155,24 @@ func (c flakyConsumer) FetchNoWait(batch int) (jetstream.MessageBatch, error) {
 // read: every arrival is collected once, and the run goes on.
 func TestInboxRetriesNoResponders(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	js := srv.JetStream(t)
+	b := setup(t)
+	b.provision(t)
 	ctx := context.Background()
-	jstest.MustProvision(t, js)
 	conv := protocol.NewID()
 	tasks := []string{protocol.NewID(), protocol.NewID(), protocol.NewID()}
 	st := &conversation.State{ID: conv, Pending: &deferred.PendingRecord{ConversationID: conv}}
 	s := protocol.Subjects{}
 	for _, task := range tasks {
 		st.Pending.Tasks = append(st.Pending.Tasks, deferred.PendingTask{TaskID: task, Kind: deferred.KindBackground, Tool: "research"})
-		if _, err := js.Publish(ctx, s.Result(conv, task), []byte(`{"content":"found"}`)); err != nil {
+		if _, err := b.js.Publish(ctx, s.Result(conv, task), []byte(`{"content":"found"}`)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	var logs syncbuf.Buffer
+	var logs offloadtest.Output
 	// Decisions and answers take one read each (nothing stored); the
 	// results' first read fails, the next reads all three, the one after
 	// fails, and the last finds no more.
-	flaky := &flakyJS{JetStream: js, fail: map[int]bool{3: true, 5: true}}
+	flaky := &flakyJS{JetStream: b.js, fail: map[int]bool{3: true, 5: true}}
 	in, err := convstore.NewInbox(convstore.InboxConfig{JetStream: flaky, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -220,7 +204,8 @@ func TestInboxRetriesNoResponders(t *testing.T) {
 // neither read nor refused, and their checkpoints stay.
 func TestInboxCollectDecisions(t *testing.T) {
 	t.Parallel()
-	js, in, am := startInbox(t)
+	b := setup(t)
+	in, am := b.inbox(t)
 	ctx := context.Background()
 	conv, approval, other := protocol.NewID(), protocol.NewID(), protocol.NewID()
 	st := &conversation.State{ID: conv, Pending: &deferred.PendingRecord{ConversationID: conv, Tasks: []deferred.PendingTask{
@@ -232,7 +217,7 @@ func TestInboxCollectDecisions(t *testing.T) {
 		{s.Result(conv, approval), `{"content":"forged"}`},
 		{s.Decision(conv, approval), `{"approved":true}`},
 	} {
-		if _, err := js.Publish(ctx, m.subject, []byte(m.data)); err != nil {
+		if _, err := b.js.Publish(ctx, m.subject, []byte(m.data)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -258,14 +243,15 @@ func TestInboxCollectDecisions(t *testing.T) {
 // skipped quietly, once; a second is a duplicate.
 func TestInboxSkipsResultConsumedLive(t *testing.T) {
 	t.Parallel()
-	js, in, am := startInbox(t)
+	b := setup(t)
+	in, am := b.inbox(t)
 	ctx := context.Background()
 	conv, live := protocol.NewID(), protocol.NewID()
 	st := &conversation.State{ID: conv, Settled: []string{live}, SettledLive: []string{live}}
 	s := protocol.Subjects{}
 	pub := func(data string) {
 		t.Helper()
-		if _, err := js.Publish(ctx, s.Result(conv, live), []byte(data)); err != nil {
+		if _, err := b.js.Publish(ctx, s.Result(conv, live), []byte(data)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -290,7 +276,8 @@ func TestInboxSkipsResultConsumedLive(t *testing.T) {
 // conversation, so that a waiting run reads it at once.
 func TestInboxWatch(t *testing.T) {
 	t.Parallel()
-	js, in, _ := startInbox(t)
+	b := setup(t)
+	in, _ := b.inbox(t)
 	ctx := context.Background()
 	if _, _, err := in.Watch(ctx, protocol.NewID(), "verdict"); err == nil {
 		t.Error("watching an unknown kind")
@@ -303,10 +290,10 @@ func TestInboxWatch(t *testing.T) {
 	defer stop()
 	s := protocol.Subjects{}
 	for _, subject := range []string{s.Decision(conv, protocol.NewID()), s.Answer(conv, protocol.NewID())} {
-		if _, err := js.Publish(ctx, subject, []byte(`{}`)); err != nil {
+		if _, err := b.js.Publish(ctx, subject, []byte(`{}`)); err != nil {
 			t.Fatal(err)
 		}
-		jstest.Recv(t, signal, "a signal for "+subject)
+		offloadtest.WaitOrTimeout(t, signal, "a signal for "+subject)
 	}
 	stop()
 	stop() // twice is harmless

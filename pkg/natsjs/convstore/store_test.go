@@ -2,16 +2,15 @@ package convstore_test
 
 import (
 	"context"
-	"errors"
 	"log/slog"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/conversation"
-	"github.com/offload-dev/offload/pkg/deferred"
+	"github.com/offload-dev/offload/pkg/conversation/storetest"
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/convstore"
@@ -20,80 +19,41 @@ import (
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
-func newConvStore(t *testing.T, js jetstream.JetStream, cfg convstore.Config) *convstore.Store {
-	t.Helper()
-	cfg.JetStream = js
-	if cfg.Logger == nil {
-		cfg.Logger = jstest.Logger()
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-	s, err := convstore.New(ctx, cfg)
+// TestConversationStoreConformance runs the store suite against the
+// JetStream store (pkg/conversation runs it against the in-memory one):
+// each open is another process's store over one server, and histories
+// beyond 4 KiB go to the object store.
+func TestConversationStoreConformance(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, storetest.Harness{
+		Name: "convstore",
+		New: func(t *testing.T, claimWait time.Duration) func(*testing.T) conversation.Store {
+			b := setup(t)
+			return func(t *testing.T) conversation.Store {
+				return b.store(t, convstore.Config{MaxInline: 4 << 10, LeaseTTL: claimWait})
+			}
+		},
+	})
+}
+
+// Only the latest large history of a conversation is kept: one object's
+// chunks remain after it was saved again.
+func TestConversationStoreKeepsLatestHistory(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s := b.store(t, convstore.Config{MaxInline: 4 << 10}) // 200 messages go to the object store
+	ctx := context.Background()
+	st := sampleState(protocol.NewID(), 200)
+	rev, err := s.Save(ctx, st, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s
-}
-
-func sampleState(id string, n int) *conversation.State {
-	st := &conversation.State{ID: id, Pending: &deferred.PendingRecord{ConversationID: id, RunID: protocol.NewID(), Tasks: []deferred.PendingTask{
-		{TaskID: protocol.NewID(), Kind: "approval", Tool: "shell", ToolCallID: "call_1", Args: []byte(`{"cmd":"ls"}`)},
-	}}}
-	for i := range n {
-		st.History = append(st.History, message.NewRequest(message.UserText(strings.Repeat("x", 100)+string(rune('a'+i%26)))))
+	st.History = append(st.History, message.NewRequest(message.UserText("more")))
+	if _, err := s.Save(ctx, st, rev); err != nil {
+		t.Fatal(err)
 	}
-	return st
-}
-
-func TestConversationStoreSaveLoad(t *testing.T) {
-	t.Parallel()
-	srv := natstest.Start(t)
-	js := srv.JetStream(t)
-	// Histories beyond 4 KiB go to the object store.
-	s := newConvStore(t, js, convstore.Config{MaxInline: 4 << 10})
-	ctx := context.Background()
-
-	for _, n := range []int{2, 200} { // inline, then in the object store
-		id := protocol.NewID()
-		if _, _, err := s.Load(ctx, id); !errors.Is(err, conversation.ErrNotFound) {
-			t.Fatalf("load of a new conversation: %v", err)
-		}
-		st := sampleState(id, n)
-		rev, err := s.Save(ctx, st, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-
-		if _, err := s.Save(ctx, st, 0); !errors.Is(err, conversation.ErrConflict) {
-			t.Fatalf("second create: %v, want ErrConflict", err)
-		}
-		// A second process reads what the first wrote.
-		other := newConvStore(t, srv.JetStream(t), convstore.Config{MaxInline: 4 << 10})
-		got, grev, err := other.Load(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if grev != rev || len(got.History) != n || got.Pending.Tasks[0].TaskID != st.Pending.Tasks[0].TaskID ||
-			message.ContentText(nil) != "" || got.History[n-1].Parts[0].(message.UserPrompt).Content[0].Text != st.History[n-1].Parts[0].(message.UserPrompt).Content[0].Text {
-			t.Fatalf("loaded %+v at %d, saved at %d", got, grev, rev)
-		}
-		// Compare-and-set: the second writer's stale revision is refused.
-		got.History = append(got.History, message.NewRequest(message.UserText("more")))
-		rev2, err := other.Save(ctx, got, grev)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.Save(ctx, st, rev); !errors.Is(err, conversation.ErrConflict) {
-			t.Fatalf("stale save: %v, want ErrConflict", err)
-		}
-		back, rev3, err := s.Load(ctx, id)
-		if err != nil || rev3 != rev2 || len(back.History) != n+1 {
-			t.Fatalf("after the conflict: %d messages at %d (%v)", len(back.History), rev3, err)
-		}
-	}
-	// Only the latest large history is kept: one object's chunks remain.
 	names := natsjs.NamesFor("")
-	stream, err := js.Stream(ctx, names.HistoriesStream)
+	stream, err := b.js.Stream(ctx, names.HistoriesStream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,18 +61,14 @@ func TestConversationStoreSaveLoad(t *testing.T) {
 	if err != nil || len(info.State.Subjects) != 1 {
 		t.Fatalf("chunks of %d history objects (%v), want 1", len(info.State.Subjects), err)
 	}
-	ids, err := s.List(ctx)
-	if err != nil || len(ids) != 2 {
-		t.Fatalf("list: %v %v", ids, err)
-	}
 }
 
 // A history larger than the server's max payload pauses and resumes: the
 // store keeps it whole.
 func TestConversationStoreBeyondMaxPayload(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t, natstest.MaxPayload(64<<10))
-	s := newConvStore(t, srv.JetStream(t), convstore.Config{})
+	b := setup(t, natstest.MaxPayload(64<<10))
+	s := b.store(t, convstore.Config{})
 	ctx := context.Background()
 	id := protocol.NewID()
 	st := sampleState(id, 2000) // about 200 KiB
@@ -125,66 +81,20 @@ func TestConversationStoreBeyondMaxPayload(t *testing.T) {
 	}
 }
 
-func TestConversationLease(t *testing.T) {
-	t.Parallel()
-	srv := natstest.Start(t)
-	const ttl = 600 * time.Millisecond
-	a := newConvStore(t, srv.JetStream(t), convstore.Config{LeaseTTL: ttl})
-	b := newConvStore(t, srv.JetStream(t), convstore.Config{LeaseTTL: ttl})
-	ctx := context.Background()
-	id := protocol.NewID()
-
-	la, err := a.Claim(ctx, id, "agent-a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Held and renewed: b gives up after waiting about one TTL, naming a.
-	start := time.Now()
-	_, err = b.Claim(ctx, id, "agent-b")
-	var ce *conversation.ClaimedError
-	if !errors.As(err, &ce) || !errors.Is(err, conversation.ErrClaimed) || ce.Holder != "agent-a" {
-		t.Fatalf("claim of a held conversation: %v", err)
-	}
-	if waited := time.Since(start); waited < ttl-100*time.Millisecond {
-		t.Errorf("gave up after %v, before the lease could lapse", waited)
-	}
-	select {
-	case <-la.Lost():
-		t.Fatal("a's lease was lost while it renewed")
-	default:
-	}
-
-	// Released: b claims it at once (woken by the key's change).
-	got := make(chan error, 1)
-	go func() {
-		lb, err := b.Claim(ctx, id, "agent-b")
-		if err == nil {
-			err = lb.Release(ctx)
-		}
-		got <- err
-	}()
-	if err := la.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := jstest.Recv(t, got, "b's claim after the release"); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // A holder that dies (its connection gone, no release) loses the
 // conversation within one TTL; the next claimant takes it over, and the
 // dead holder's lease reports the loss.
 func TestConversationLeaseLapses(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
+	b := setup(t)
 	const ttl = 600 * time.Millisecond
-	nc := srv.Conn(t)
+	nc := b.srv.Conn(t) // closed when the holder dies
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dead := newConvStore(t, js, convstore.Config{LeaseTTL: ttl})
-	b := newConvStore(t, srv.JetStream(t), convstore.Config{LeaseTTL: ttl})
+	next := b.store(t, convstore.Config{LeaseTTL: ttl})
 	ctx := context.Background()
 	id := protocol.NewID()
 	ld, err := dead.Claim(ctx, id, "agent-dead")
@@ -192,12 +102,12 @@ func TestConversationLeaseLapses(t *testing.T) {
 		t.Fatal(err)
 	}
 	nc.Close()
-	lb, err := b.Claim(ctx, id, "agent-b")
+	lb, err := next.Claim(ctx, id, "agent-b")
 	if err != nil {
 		t.Fatalf("claim after the holder died: %v", err)
 	}
 	defer func() { _ = lb.Release(ctx) }()
-	jstest.Recv(t, ld.Lost(), "the dead holder's lease to be lost")
+	offloadtest.WaitOrTimeout(t, ld.Lost(), "the dead holder's lease to be lost")
 	if err := ld.Release(ctx); err != nil {
 		t.Errorf("release of a lost lease: %v", err)
 	}
@@ -208,13 +118,12 @@ func TestConversationLeaseLapses(t *testing.T) {
 // until it lands, within a bound.
 func TestConversationStoreRetriesWhenNoStreamAnswers(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	js := srv.JetStream(t)
+	b := setup(t)
 	retrying := make(chan struct{}, 1)
-	s := newConvStore(t, js, convstore.Config{Logger: slog.New(jstest.LogSignal{Handler: slog.DiscardHandler, Msg: "conversation store: no stream answered; retrying", Ch: retrying})})
+	s := newConvStore(t, b.js, convstore.Config{Logger: slog.New(jstest.LogSignal{Handler: slog.DiscardHandler, Msg: "conversation store: no stream answered; retrying", Ch: retrying})})
 	ctx := context.Background()
 	names := natsjs.NamesFor("")
-	if err := js.DeleteStream(ctx, names.ConversationsStream); err != nil {
+	if err := b.js.DeleteStream(ctx, names.ConversationsStream); err != nil {
 		t.Fatal(err)
 	}
 	st := sampleState(protocol.NewID(), 3)
@@ -223,11 +132,11 @@ func TestConversationStoreRetriesWhenNoStreamAnswers(t *testing.T) {
 		_, err := s.Save(ctx, st, 0)
 		saved <- err
 	}()
-	jstest.Recv(t, retrying, "the store to retry")
-	if err := natsjs.Provision(ctx, js, natsjs.ProvisionOptions{}); err != nil { // the stream is back
+	offloadtest.WaitOrTimeout(t, retrying, "the store to retry")
+	if err := natsjs.Provision(ctx, b.js, natsjs.ProvisionOptions{}); err != nil { // the stream is back
 		t.Fatal(err)
 	}
-	if err := jstest.Recv(t, saved, "the save"); err != nil {
+	if err := offloadtest.WaitOrTimeout(t, saved, "the save"); err != nil {
 		t.Fatalf("save: %v", err)
 	}
 	got, _, err := s.Load(ctx, st.ID)

@@ -7,12 +7,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"go.uber.org/goleak"
 
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestStart(t *testing.T) {
 	t.Parallel()
@@ -110,13 +108,8 @@ func TestProxyCutAndRestore(t *testing.T) {
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	timeout := time.After(15 * time.Second)
 	proxy.Cut()
-	select {
-	case <-disconnected:
-	case <-timeout:
-		t.Fatal("no disconnect")
-	}
+	offloadtest.WaitOrTimeout(t, disconnected, "the disconnect")
 	if err := direct.Publish("x", []byte("lost")); err != nil {
 		t.Fatal(err)
 	}
@@ -124,23 +117,14 @@ func TestProxyCutAndRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	proxy.Restore()
-	select {
-	case <-reconnected:
-	case <-timeout:
-		t.Fatal("no reconnect")
-	}
+	offloadtest.WaitOrTimeout(t, reconnected, "the reconnect")
 	if err := nc.Flush(); err != nil { // the subscription is back
 		t.Fatal(err)
 	}
 	if err := direct.Publish("x", []byte("after")); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case m := <-got:
-		if m != "after" {
-			t.Fatalf("got %q: a message published while cut arrived", m)
-		}
-	case <-timeout:
-		t.Fatal("no message after the restore")
+	if m := offloadtest.WaitOrTimeout(t, got, "a message after the restore"); m != "after" {
+		t.Fatalf("got %q: a message published while cut arrived", m)
 	}
 }

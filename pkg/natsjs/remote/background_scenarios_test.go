@@ -6,8 +6,6 @@ import (
 
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/agent/bgtest"
-	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
-	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/natsjs/remote"
 	"github.com/offload-dev/offload/pkg/natsjs/worker"
 	"github.com/offload-dev/offload/pkg/tool"
@@ -23,17 +21,17 @@ func TestBackgroundScenariosJetStream(t *testing.T) {
 		Name:   "jetstream",
 		Remote: true,
 		New: func(t *testing.T, tools ...*tool.Tool) (tool.Toolset, agent.Executor) {
-			srv := natstest.Start(t)
+			b := setup(t)
 			var names []string
 			for _, x := range tools {
 				names = append(names, x.Name)
 			}
 			if len(tools) > 0 {
-				jstest.StartWorker(t, srv, worker.Config{ID: "bg-a", Tools: tools, Concurrency: 8})
-				jstest.StartWorker(t, srv, worker.Config{ID: "bg-b", Tools: tools, Concurrency: 8})
+				b.worker(t, worker.Config{ID: "bg-a", Tools: tools, Concurrency: 8})
+				b.worker(t, worker.Config{ID: "bg-b", Tools: tools, Concurrency: 8})
 			}
-			d, _ := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
-			ts := newRemote(t, srv, d, nil)
+			d, _ := b.dispatcher(t, remote.DispatcherConfig{})
+			ts := b.toolset(t, d, nil)
 			slices.Sort(names)
 			waitTools(t, ts, slices.Compact(names)...)
 			return ts, ts.Executor(agent.InProcessExecutor{})

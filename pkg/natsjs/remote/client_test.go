@@ -5,10 +5,9 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/deferred"
-	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
-	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/natsjs/remote"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
@@ -20,8 +19,8 @@ import (
 // attached task; a released task is let go.
 func TestClientAttachKeepsResultForTheRun(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	c := startClient(t, srv, remote.ClientConfig{})
+	b := setup(t)
+	c := b.client(t, remote.ClientConfig{})
 	conv, held, released := protocol.NewID(), protocol.NewID(), protocol.NewID()
 	pt := func(id string) deferred.PendingTask {
 		return deferred.PendingTask{TaskID: id, Kind: deferred.KindBackground, Tool: "research", ToolCallID: "call_" + id, Args: json.RawMessage(`{}`)}
@@ -33,7 +32,7 @@ func TestClientAttachKeepsResultForTheRun(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	// The worker's result is stored before the run attaches.
-	if _, err := srv.JetStream(t).Publish(ctx, protocol.Subjects{}.Result(conv, held), []byte(`{"content":"found"}`)); err != nil {
+	if _, err := b.js.Publish(ctx, protocol.Subjects{}.Result(conv, held), []byte(`{"content":"found"}`)); err != nil {
 		t.Fatal(err)
 	}
 	att, ok := agent.Executor(c.Executor()).(agent.Attacher)
@@ -44,7 +43,7 @@ func TestClientAttachKeepsResultForTheRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jstest.Recv(t, task.Done(), "the held task's result")
+	offloadtest.WaitOrTimeout(t, task.Done(), "the held task's result")
 	v, err := task.Outcome()
 	if r, ok := v.(tool.Return); err != nil || !ok || string(r.Value.(json.RawMessage)) != `"found"` {
 		t.Fatalf("outcome %#v, %v", v, err)

@@ -10,9 +10,9 @@ import (
 	"github.com/oklog/ulid/v2"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
-	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/natsjs/remote"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
@@ -24,10 +24,9 @@ import (
 // window or in the future are unknown_task.
 func TestDispatcherRefusesEvictedResults(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	nc := srv.Conn(t)
+	b := setup(t)
 	refused := make(refusals, 16)
-	d, am := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{Logger: slog.New(refused)})
+	d, am := b.dispatcher(t, remote.DispatcherConfig{Logger: slog.New(refused)})
 	const limit = 8
 	remote.LimitDone(d, limit)
 
@@ -35,7 +34,7 @@ func TestDispatcherRefusesEvictedResults(t *testing.T) {
 	s := protocol.Subjects{}
 	pub := func(conv, task, data string) {
 		t.Helper()
-		if err := nc.Publish(s.Result(conv, task), []byte(data)); err != nil {
+		if err := b.nc.Publish(s.Result(conv, task), []byte(data)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -49,11 +48,7 @@ func TestDispatcherRefusesEvictedResults(t *testing.T) {
 			t.Fatal(err)
 		}
 		pub(conv, h.Task().TaskID, `{"content":"ok"}`)
-		select {
-		case <-h.Done():
-		case <-time.After(wait):
-			t.Fatal("timed out waiting for a call's result")
-		}
+		offloadtest.WaitOrTimeout(t, h.Done(), "a call's result")
 		if _, err := h.Result(); err != nil {
 			t.Fatal(err)
 		}
@@ -67,7 +62,7 @@ func TestDispatcherRefusesEvictedResults(t *testing.T) {
 
 	expectN := func(reason metrics.RefuseReason, n float64) {
 		t.Helper()
-		if got := jstest.Recv(t, refused, "a refusal"); got != string(reason) {
+		if got := offloadtest.WaitOrTimeout(t, refused, "a refusal"); got != string(reason) {
 			t.Fatalf("refused for %q, want %q", got, reason)
 		}
 		if got := testutil.ToFloat64(am.RefusedMessagesTotal.WithLabelValues(string(reason))); got != n {

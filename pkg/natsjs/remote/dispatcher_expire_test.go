@@ -8,12 +8,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
-	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/natsjs/remote"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
@@ -25,33 +24,32 @@ import (
 // late.
 func TestCallWithoutResultEndsAtDeadline(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	nc := srv.Conn(t)
+	b := setup(t)
 	refused := make(refusals, 4)
 	const grace = 100 * time.Millisecond
-	d, am := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{Logger: slog.New(refused), DeadlineGrace: grace})
+	d, am := b.dispatcher(t, remote.DispatcherConfig{Logger: slog.New(refused), DeadlineGrace: grace})
 
 	tasks := make(chan *nats.Msg, 1)
-	sub, err := nc.ChanSubscribe("tools.task.silent", tasks)
+	sub, err := b.nc.ChanSubscribe("tools.task.silent", tasks)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sub.Unsubscribe()
 	cancels := make(chan *nats.Msg, 1)
-	csub, err := nc.ChanSubscribe("tools.cancel.>", cancels)
+	csub, err := b.nc.ChanSubscribe("tools.cancel.>", cancels)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer csub.Unsubscribe()
-	if err := nc.Flush(); err != nil {
+	if err := b.nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	task := jstest.NewTask("silent", protocol.NewID(), `{}`)
 	task.Deadline = time.Now().Add(300 * time.Millisecond)
 	ch := jstest.GoCall(context.Background(), d, task)
-	jstest.Recv(t, tasks, "the task")
+	offloadtest.WaitOrTimeout(t, tasks, "the task")
 
-	cr := jstest.Recv(t, ch, "the call to end at its deadline")
+	cr := offloadtest.WaitOrTimeout(t, ch, "the call to end at its deadline")
 	if cr.Err != nil || cr.Res.Status != protocol.StatusError || cr.Res.ErrorType != protocol.ErrorDeadlineExceeded {
 		t.Fatalf("call: %+v, %v; want an error result DeadlineExceeded", cr.Res, cr.Err)
 	}
@@ -69,17 +67,13 @@ func TestCallWithoutResultEndsAtDeadline(t *testing.T) {
 	}
 
 	// The cancel is stored, for a worker still running the task.
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	s, err := js.Stream(ctx, "TOOLS_CANCEL")
+	s, err := b.js.Stream(ctx, "TOOLS_CANCEL")
 	if err != nil {
 		t.Fatal(err)
 	}
-	jstest.Recv(t, cancels, "the cancel")
+	offloadtest.WaitOrTimeout(t, cancels, "the cancel")
 	msg, err := s.GetLastMsgForSubject(ctx, protocol.Subjects{}.Cancel(task.ConversationID, task.TaskID))
 	if err != nil {
 		t.Fatalf("no cancel stored: %v", err)
@@ -90,10 +84,10 @@ func TestCallWithoutResultEndsAtDeadline(t *testing.T) {
 	}
 
 	// A result after that is late.
-	if err := nc.Publish(protocol.Subjects{}.Result(task.ConversationID, task.TaskID), []byte(`{"content":"at last"}`)); err != nil {
+	if err := b.nc.Publish(protocol.Subjects{}.Result(task.ConversationID, task.TaskID), []byte(`{"content":"at last"}`)); err != nil {
 		t.Fatal(err)
 	}
-	if got := jstest.Recv(t, refused, "the late result's refusal"); got != string(metrics.RefuseLate) {
+	if got := offloadtest.WaitOrTimeout(t, refused, "the late result's refusal"); got != string(metrics.RefuseLate) {
 		t.Fatalf("late result refused as %q", got)
 	}
 }
@@ -102,27 +96,26 @@ func TestCallWithoutResultEndsAtDeadline(t *testing.T) {
 // its result) is what the call reports.
 func TestResultWithinGraceWins(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	nc := srv.Conn(t)
-	d, _ := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{DeadlineGrace: time.Minute})
+	b := setup(t)
+	d, _ := b.dispatcher(t, remote.DispatcherConfig{DeadlineGrace: time.Minute})
 	tasks := make(chan *nats.Msg, 1)
-	sub, err := nc.ChanSubscribe("tools.task.slow", tasks)
+	sub, err := b.nc.ChanSubscribe("tools.task.slow", tasks)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sub.Unsubscribe()
-	if err := nc.Flush(); err != nil {
+	if err := b.nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	task := jstest.NewTask("slow", protocol.NewID(), `{}`)
 	task.Deadline = time.Now().Add(-time.Second) // passed: the worker answers DeadlineExceeded
 	ch := jstest.GoCall(context.Background(), d, task)
-	jstest.Recv(t, tasks, "the task")
-	if err := nc.Publish(protocol.Subjects{}.Result(task.ConversationID, task.TaskID),
+	offloadtest.WaitOrTimeout(t, tasks, "the task")
+	if err := b.nc.Publish(protocol.Subjects{}.Result(task.ConversationID, task.TaskID),
 		[]byte(`{"status":"error","error_type":"DeadlineExceeded","message":"the worker's own","worker":"w1"}`)); err != nil {
 		t.Fatal(err)
 	}
-	cr := jstest.Recv(t, ch, "the call")
+	cr := offloadtest.WaitOrTimeout(t, ch, "the call")
 	if cr.Err != nil || cr.Res.Worker != "w1" {
 		t.Fatalf("call: %+v, %v; want the worker's result", cr.Res, cr.Err)
 	}

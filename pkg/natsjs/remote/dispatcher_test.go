@@ -10,10 +10,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
-	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/natsjs/remote"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
@@ -42,38 +42,37 @@ func (r refusals) Handle(_ context.Context, rec slog.Record) error {
 
 func TestDispatcherRefusesResults(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	nc := srv.Conn(t)
+	b := setup(t)
 	refused := make(refusals, 16)
-	d, am := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{Logger: slog.New(refused), MaxPayload: 1024})
+	d, am := b.dispatcher(t, remote.DispatcherConfig{Logger: slog.New(refused), MaxPayload: 1024})
 
 	// No worker serves "job": the tasks stay in flight. A core subscription
 	// tells when a task is published (and so registered).
 	tasks := make(chan *nats.Msg, 4)
-	sub, err := nc.ChanSubscribe("tools.task.job", tasks)
+	sub, err := b.nc.ChanSubscribe("tools.task.job", tasks)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sub.Unsubscribe()
-	if err := nc.Flush(); err != nil {
+	if err := b.nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
 	conv := protocol.NewID()
 	task := jstest.NewTask("job", conv, `{}`)
 	ch := jstest.GoCall(ctx, d, task)
-	jstest.Recv(t, tasks, "the task")
+	offloadtest.WaitOrTimeout(t, tasks, "the task")
 
 	pub := func(subject, data string) {
 		t.Helper()
-		if err := nc.Publish(subject, []byte(data)); err != nil {
+		if err := b.nc.Publish(subject, []byte(data)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	s := protocol.Subjects{}
 	expectN := func(reason metrics.RefuseReason, n float64) {
 		t.Helper()
-		if got := jstest.Recv(t, refused, "a refusal"); got != string(reason) {
+		if got := offloadtest.WaitOrTimeout(t, refused, "a refusal"); got != string(reason) {
 			t.Fatalf("refused for %q, want %q", got, reason)
 		}
 		if got := testutil.ToFloat64(am.RefusedMessagesTotal.WithLabelValues(string(reason))); got != n {
@@ -92,7 +91,7 @@ func TestDispatcherRefusesResults(t *testing.T) {
 	expect(metrics.RefuseUnknownTask)
 
 	pub(s.Result(conv, task.TaskID), `{"content":"42"}`)
-	cr := jstest.Recv(t, ch, "the call's result")
+	cr := offloadtest.WaitOrTimeout(t, ch, "the call's result")
 	if cr.Err != nil || string(cr.Res.Content) != `"42"` || cr.Res.TaskID != task.TaskID {
 		t.Fatalf("call: %+v, %v", cr.Res, cr.Err)
 	}
@@ -103,11 +102,11 @@ func TestDispatcherRefusesResults(t *testing.T) {
 	// worker's cancelled confirmation is not.
 	late := jstest.NewTask("job", conv, `{}`)
 	ch = jstest.GoCall(ctx, d, late)
-	jstest.Recv(t, tasks, "the second task")
+	offloadtest.WaitOrTimeout(t, tasks, "the second task")
 	if err := d.Cancel(ctx, conv, late.TaskID, "enough"); err != nil {
 		t.Fatal(err)
 	}
-	cr = jstest.Recv(t, ch, "the cancelled call")
+	cr = offloadtest.WaitOrTimeout(t, ch, "the cancelled call")
 	if cr.Err != nil || cr.Res.Status != protocol.StatusCancelled {
 		t.Fatalf("cancelled call: %+v, %v", cr.Res, cr.Err)
 	}
@@ -136,8 +135,8 @@ func TestDispatcherRefusesResults(t *testing.T) {
 
 func TestDispatcherCallErrors(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	d, _ := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
+	b := setup(t)
+	d, _ := b.dispatcher(t, remote.DispatcherConfig{})
 	ctx := context.Background()
 	conv := protocol.NewID()
 	for name, task := range map[string]protocol.Task{
@@ -152,24 +151,23 @@ func TestDispatcherCallErrors(t *testing.T) {
 		}
 	}
 	// Stop releases waiting calls.
-	nc := srv.Conn(t)
 	tasks := make(chan *nats.Msg, 1)
-	sub, err := nc.ChanSubscribe("tools.task.nobody", tasks)
+	sub, err := b.nc.ChanSubscribe("tools.task.nobody", tasks)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sub.Unsubscribe()
-	if err := nc.Flush(); err != nil {
+	if err := b.nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	ch := jstest.GoCall(ctx, d, jstest.NewTask("nobody", conv, `{}`))
-	jstest.Recv(t, tasks, "the task")
+	offloadtest.WaitOrTimeout(t, tasks, "the task")
 	stopCtx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	if err := d.Stop(stopCtx); err != nil {
 		t.Fatal(err)
 	}
-	if cr := jstest.Recv(t, ch, "the call to end"); !errors.Is(cr.Err, natsjs.ErrStopped) {
+	if cr := offloadtest.WaitOrTimeout(t, ch, "the call to end"); !errors.Is(cr.Err, natsjs.ErrStopped) {
 		t.Fatalf("call after Stop: %v", cr.Err)
 	}
 	if _, err := d.Call(ctx, jstest.NewTask("nobody", conv, `{}`)); !errors.Is(err, natsjs.ErrStopped) {

@@ -8,11 +8,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
-	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/natsjs/remote"
 	"github.com/offload-dev/offload/pkg/natsjs/worker"
 	"github.com/offload-dev/offload/pkg/progress"
@@ -62,7 +62,7 @@ func (p progressTo) ReportTask(task, msg string, _ *float64) {
 
 func TestRemoteExecutor(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
+	b := setup(t)
 	g := jstest.NewGate()
 	reporting := tool.Func("reporting", "Report, then wait.", func(ctx context.Context, rc *tool.RunContext, _ struct{}) (string, error) {
 		progress.Report(ctx, "working", nil)
@@ -71,9 +71,9 @@ func TestRemoteExecutor(t *testing.T) {
 		}
 		return "done", nil
 	})
-	jstest.StartWorker(t, srv, worker.Config{ID: "bg-1", Tools: []*tool.Tool{reporting, g.Tool("gated", "never")}})
-	d, am := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
-	ts := newRemote(t, srv, d, nil)
+	b.worker(t, worker.Config{ID: "bg-1", Tools: []*tool.Tool{reporting, g.Tool("gated", "never")}})
+	d, am := b.dispatcher(t, remote.DispatcherConfig{})
+	ts := b.toolset(t, d, nil)
 	waitTools(t, ts, "gated", "reporting")
 	local := &fakeExecutor{started: make(chan string, 1)}
 	ex := ts.Executor(local)
@@ -88,12 +88,12 @@ func TestRemoteExecutor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := jstest.Recv(t, reports, "a progress report"); got != call.TaskID+" working" {
+	if got := offloadtest.WaitOrTimeout(t, reports, "a progress report"); got != call.TaskID+" working" {
 		t.Errorf("progress %q", got)
 	}
-	jstest.Recv(t, g.Started, "the tool to start")
+	offloadtest.WaitOrTimeout(t, g.Started, "the tool to start")
 	g.Open()
-	jstest.Recv(t, task.Done(), "the task to finish")
+	offloadtest.WaitOrTimeout(t, task.Done(), "the task to finish")
 	v, err := task.Outcome()
 	if ret, ok := v.(tool.Return); err != nil || !ok || string(ret.Value.(json.RawMessage)) != `"done"` {
 		t.Fatalf("outcome %#v, %v", v, err)
@@ -108,7 +108,7 @@ func TestRemoteExecutor(t *testing.T) {
 	if _, err := ex.Start(ctx, other); err != nil {
 		t.Fatal(err)
 	}
-	if got := jstest.Recv(t, local.started, "the fallback"); got != other.TaskID {
+	if got := offloadtest.WaitOrTimeout(t, local.started, "the fallback"); got != other.TaskID {
 		t.Errorf("fallback started %q", got)
 	}
 	if _, err := ts.Executor(nil).Start(ctx, other); !errors.Is(err, natsjs.ErrNotRemote) {
@@ -120,30 +120,30 @@ func TestRemoteExecutor(t *testing.T) {
 // running and its result in the stream.
 func TestRemoteExecutorCancelAndDetach(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
+	b := setup(t)
 	g := jstest.NewGate()
-	jstest.StartWorker(t, srv, worker.Config{ID: "bg-2", Tools: []*tool.Tool{g.Tool("gated", "finished")}})
-	d, _ := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
-	ts := newRemote(t, srv, d, nil)
+	b.worker(t, worker.Config{ID: "bg-2", Tools: []*tool.Tool{g.Tool("gated", "finished")}})
+	d, _ := b.dispatcher(t, remote.DispatcherConfig{})
+	ts := b.toolset(t, d, nil)
 	waitTools(t, ts, "gated")
 	ex := ts.Executor(nil)
 	conv := protocol.NewID()
 	ctx := context.Background()
-	results := jstest.SubscribeResults(t, srv.Conn(t))
+	results := b.results(t)
 
 	task, err := ex.Start(ctx, bgCall(t, ts, "gated", conv))
 	if err != nil {
 		t.Fatal(err)
 	}
-	jstest.Recv(t, g.Started, "the tool to start")
+	offloadtest.WaitOrTimeout(t, g.Started, "the tool to start")
 	task.Cancel("the run ended")
-	jstest.Recv(t, task.Done(), "the cancelled task (confirmed by the worker)")
+	offloadtest.WaitOrTimeout(t, task.Done(), "the cancelled task (confirmed by the worker)")
 	var tc *tool.TaskCancelled
 	if _, err := task.Outcome(); !errors.As(err, &tc) || tc.Reason != "the run ended" {
 		t.Fatalf("cancelled outcome: %v", err)
 	}
-	jstest.Recv(t, g.CtxDone, "the worker to stop the tool")
-	if res := jstest.Recv(t, results, "the worker's confirmation"); res.Status != protocol.StatusCancelled {
+	offloadtest.WaitOrTimeout(t, g.CtxDone, "the worker to stop the tool")
+	if res := offloadtest.WaitOrTimeout(t, results, "the worker's confirmation"); res.Status != protocol.StatusCancelled {
 		t.Fatalf("worker answered %+v", res)
 	}
 
@@ -152,16 +152,16 @@ func TestRemoteExecutorCancelAndDetach(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jstest.Recv(t, g.Started, "the second tool to start")
+	offloadtest.WaitOrTimeout(t, g.Started, "the second tool to start")
 	if !task.Detach() {
 		t.Fatal("a remote task cannot be detached")
 	}
-	jstest.Recv(t, task.Done(), "the detached task")
+	offloadtest.WaitOrTimeout(t, task.Done(), "the detached task")
 	if _, err := task.Outcome(); !errors.Is(err, natsjs.ErrDetached) {
 		t.Fatalf("detached outcome: %v", err)
 	}
 	g.Open()
-	res := jstest.Recv(t, results, "the detached task's result")
+	res := offloadtest.WaitOrTimeout(t, results, "the detached task's result")
 	if res.TaskID != call.TaskID || jstest.Content(t, res) != "finished" {
 		t.Fatalf("result %+v", res)
 	}

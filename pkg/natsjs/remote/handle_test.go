@@ -12,36 +12,19 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
-	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/natsjs/remote"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
-// taskTap subscribes (core) to the tasks of toolName: a published task
-// arrives on the channel with its Nats-Msg-Id.
-func taskTap(t *testing.T, nc *nats.Conn, toolName string) <-chan *nats.Msg {
-	t.Helper()
-	ch := make(chan *nats.Msg, 8)
-	sub, err := nc.ChanSubscribe("tools.task."+toolName, ch)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sub.Unsubscribe() })
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	return ch
-}
-
 func TestDispatchReturnsAHandle(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	nc := srv.Conn(t)
-	d, am := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
-	tasks := taskTap(t, nc, "job")
+	b := setup(t)
+	d, am := b.dispatcher(t, remote.DispatcherConfig{})
+	tasks := b.taskTap(t, "job")
 	ctx := context.Background()
 	conv := protocol.NewID()
 
@@ -51,7 +34,7 @@ func TestDispatchReturnsAHandle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := jstest.Recv(t, tasks, "the task")
+	m := offloadtest.WaitOrTimeout(t, tasks, "the task")
 	if got := m.Header.Get(jetstream.MsgIDHeader); got != task.TaskID {
 		t.Errorf("Nats-Msg-Id %q, want the task ID", got)
 	}
@@ -68,10 +51,10 @@ func TestDispatchReturnsAHandle(t *testing.T) {
 	if got := testutil.ToFloat64(am.PendingCalls.WithLabelValues("background")); got != 1 {
 		t.Errorf("pending{background} = %v", got)
 	}
-	if err := nc.Publish(protocol.Subjects{}.Result(conv, task.TaskID), []byte(`{"content":7}`)); err != nil {
+	if err := b.nc.Publish(protocol.Subjects{}.Result(conv, task.TaskID), []byte(`{"content":7}`)); err != nil {
 		t.Fatal(err)
 	}
-	jstest.Recv(t, h.Done(), "the handle to be done")
+	offloadtest.WaitOrTimeout(t, h.Done(), "the handle to be done")
 	res, err := h.Result()
 	if err != nil || string(res.Content) != "7" {
 		t.Fatalf("result %+v, %v", res, err)
@@ -87,7 +70,7 @@ func TestDispatchReturnsAHandle(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h2.Detach()
-	if err := json.Unmarshal(jstest.Recv(t, tasks, "the inline task").Data, &sent); err != nil {
+	if err := json.Unmarshal(offloadtest.WaitOrTimeout(t, tasks, "the inline task").Data, &sent); err != nil {
 		t.Fatal(err)
 	}
 	if left := time.Until(sent.Deadline); left < remote.DefaultInlineDeadline-time.Minute || left > remote.DefaultInlineDeadline {
@@ -100,9 +83,8 @@ func TestDispatchReturnsAHandle(t *testing.T) {
 // publish of one attempt is dropped.
 func TestDispatchAttemptsAreNotDuplicates(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	nc := srv.Conn(t)
-	d, _ := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
+	b := setup(t)
+	d, _ := b.dispatcher(t, remote.DispatcherConfig{})
 	ctx := context.Background()
 	conv := protocol.NewID()
 	task := jstest.NewTask("job", conv, `{}`)
@@ -114,22 +96,18 @@ func TestDispatchAttemptsAreNotDuplicates(t *testing.T) {
 		}
 		h.Detach()
 	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The same attempt again: the server drops it as a duplicate.
 	m := nats.NewMsg("tools.task.job")
 	m.Header.Set(jetstream.MsgIDHeader, task.TaskID+":1")
 	m.Data = []byte(`{}`)
-	ack, err := js.PublishMsg(ctx, m)
+	ack, err := b.js.PublishMsg(ctx, m)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !ack.Duplicate {
 		t.Error("a second publish of attempt 1 was stored")
 	}
-	s, err := js.Stream(ctx, natsjs.NamesFor("tools").Tasks)
+	s, err := b.js.Stream(ctx, natsjs.NamesFor("tools").Tasks)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,10 +119,9 @@ func TestDispatchAttemptsAreNotDuplicates(t *testing.T) {
 // A detached task's result is left alone: neither delivered nor refused.
 func TestHandleDetach(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	nc := srv.Conn(t)
+	b := setup(t)
 	refused := make(refusals, 4)
-	d, am := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{Logger: slog.New(refused)})
+	d, am := b.dispatcher(t, remote.DispatcherConfig{Logger: slog.New(refused)})
 	ctx := context.Background()
 	conv := protocol.NewID()
 	task := jstest.NewTask("job", conv, `{}`)
@@ -154,7 +131,7 @@ func TestHandleDetach(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.Detach()
-	jstest.Recv(t, h.Done(), "the detached handle")
+	offloadtest.WaitOrTimeout(t, h.Done(), "the detached handle")
 	if _, err := h.Result(); !errors.Is(err, natsjs.ErrDetached) {
 		t.Fatalf("Result of a detached handle: %v", err)
 	}
@@ -162,14 +139,14 @@ func TestHandleDetach(t *testing.T) {
 		t.Fatalf("%d pending after Detach", d.Pending())
 	}
 	s := protocol.Subjects{}
-	if err := nc.Publish(s.Result(conv, task.TaskID), []byte(`{"content":1}`)); err != nil {
+	if err := b.nc.Publish(s.Result(conv, task.TaskID), []byte(`{"content":1}`)); err != nil {
 		t.Fatal(err)
 	}
 	// Results are handled in order: the next refusal is the unknown task's.
-	if err := nc.Publish(s.Result(conv, protocol.NewID()), []byte(`{"content":2}`)); err != nil {
+	if err := b.nc.Publish(s.Result(conv, protocol.NewID()), []byte(`{"content":2}`)); err != nil {
 		t.Fatal(err)
 	}
-	if got := jstest.Recv(t, refused, "a refusal"); got != string(metrics.RefuseUnknownTask) {
+	if got := offloadtest.WaitOrTimeout(t, refused, "a refusal"); got != string(metrics.RefuseUnknownTask) {
 		t.Fatalf("refused %q first, want unknown_task (the detached task's result was refused)", got)
 	}
 	if got := testutil.ToFloat64(am.PendingCalls.WithLabelValues("background")); got != 0 {
@@ -182,17 +159,17 @@ func TestHandleDetach(t *testing.T) {
 // dispatches fail too.
 func TestDispatcherServerLost(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	conn := srv.Conn(t, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-	d, am := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{Conn: conn, ServerLostAfter: 300 * time.Millisecond})
-	tasks := taskTap(t, srv.Conn(t), "nobody")
+	b := setup(t)
+	conn := b.srv.Conn(t, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	d, am := b.dispatcher(t, remote.DispatcherConfig{Conn: conn, ServerLostAfter: 300 * time.Millisecond})
+	tasks := b.taskTap(t, "nobody")
 	ctx := context.Background()
 	conv := protocol.NewID()
 	ch := jstest.GoCall(ctx, d, jstest.NewTask("nobody", conv, `{}`))
-	jstest.Recv(t, tasks, "the task")
+	offloadtest.WaitOrTimeout(t, tasks, "the task")
 
-	srv.NATS().Shutdown()
-	cr := jstest.Recv(t, ch, "the call to fail")
+	b.srv.NATS().Shutdown()
+	cr := offloadtest.WaitOrTimeout(t, ch, "the call to fail")
 	if !errors.Is(cr.Err, natsjs.ErrServerLost) {
 		t.Fatalf("call: %v, want ErrServerLost", cr.Err)
 	}

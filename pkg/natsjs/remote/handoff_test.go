@@ -6,12 +6,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/llm/script"
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
-	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/natsjs/remote"
 	"github.com/offload-dev/offload/pkg/natsjs/worker"
 	"github.com/offload-dev/offload/pkg/tool"
@@ -23,10 +23,10 @@ import (
 // worker's result once, as a follow-up. The tool ran once.
 func TestSuspendDuringInlineCallKeepsTheTask(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
+	b := setup(t)
 	g := jstest.NewGate()
-	jstest.StartWorker(t, srv, worker.Config{ID: "w1", Tools: []*tool.Tool{g.Tool("slow", "slow done")}})
-	c := startClient(t, srv, remote.ClientConfig{})
+	b.worker(t, worker.Config{ID: "w1", Tools: []*tool.Tool{g.Tool("slow", "slow done")}})
+	c := b.client(t, remote.ClientConfig{})
 	d, ts := c.Dispatcher(), c.Toolset()
 	waitTools(t, ts, "slow")
 	mk := func() *agent.Agent {
@@ -71,7 +71,7 @@ func TestSuspendDuringInlineCallKeepsTheTask(t *testing.T) {
 		defer close(done)
 		out, err = mk().Run(ctx, "", &agent.RunOptions{History: res.Messages, Background: []agent.AdoptedTask{{Task: bg}}})
 	}()
-	jstest.Recv(t, done, "the resumed run")
+	offloadtest.WaitOrTimeout(t, done, "the resumed run")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,7 @@ package remote_test
 import (
 	"testing"
 
-	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
+	"github.com/offload-dev/offload/internal/offloadtest"
 )
 
-func TestMain(m *testing.M) { jstest.VerifyTestMain(m) }
+func TestMain(m *testing.M) { offloadtest.WrapTestMain(m) }

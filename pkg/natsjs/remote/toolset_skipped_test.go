@@ -9,9 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/offload-dev/offload/internal/syncbuf"
-	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
-	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/natsjs/remote"
 )
 
@@ -57,12 +55,12 @@ func skipRecords(t *testing.T, logs string) map[string][]skipRecord {
 // of the same tool.
 func TestRegistrySkippedEntriesAreLogged(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	d, _ := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
-	var logs syncbuf.Buffer
+	b := setup(t)
+	d, _ := b.dispatcher(t, remote.DispatcherConfig{})
+	var logs offloadtest.Output
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	r, err := remote.NewToolset(remote.ToolsetConfig{Conn: srv.Conn(t), Dispatcher: d,
+	r, err := remote.NewToolset(remote.ToolsetConfig{Conn: b.srv.Conn(t), Dispatcher: d,
 		Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
 	if err != nil {
 		t.Fatal(err)
@@ -71,17 +69,14 @@ func TestRegistrySkippedEntriesAreLogged(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = r.Stop(context.Background()) })
-	kv, err := srv.JetStream(t).KeyValue(context.Background(), "tools_registry")
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := b.registry(t)
 	put := func(key, value string) {
 		t.Helper()
 		changed := r.Changed()
 		if _, err := kv.Put(context.Background(), key, []byte(value)); err != nil {
 			t.Fatal(err)
 		}
-		jstest.Recv(t, changed, "the entry "+key+" to be seen")
+		offloadtest.WaitOrTimeout(t, changed, "the entry "+key+" to be seen")
 	}
 	hour := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
 	past := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
@@ -149,9 +144,7 @@ func TestRegistrySkippedEntriesAreLogged(t *testing.T) {
 	// once, as the clock passes its expires_at, with no update in between.
 	expires := time.Now().Add(300 * time.Millisecond)
 	put("brief.w", `{"name":"brief","parameters":{"type":"object"},"worker":"w","expires_at":"`+expires.UTC().Format(time.RFC3339Nano)+`"}`)
-	for time.Now().Before(expires) {
-		time.Sleep(time.Until(expires) + time.Millisecond)
-	}
+	time.Sleep(time.Until(expires) + time.Millisecond) // only the clock says it expired
 	for range 3 {
 		if got := toolNames(t, r); slices.Contains(got, "brief") {
 			t.Fatalf("tools %v after brief expired", got)
@@ -166,12 +159,12 @@ func TestRegistrySkippedEntriesAreLogged(t *testing.T) {
 // entries of tools it does not offer anyway, and does not list them.
 func TestRegistrySkippedOutsideTheFilter(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	d, _ := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
-	var logs syncbuf.Buffer
+	b := setup(t)
+	d, _ := b.dispatcher(t, remote.DispatcherConfig{})
+	var logs offloadtest.Output
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	r, err := remote.NewToolset(remote.ToolsetConfig{Conn: srv.Conn(t), Dispatcher: d, Filter: []string{"wanted"},
+	r, err := remote.NewToolset(remote.ToolsetConfig{Conn: b.srv.Conn(t), Dispatcher: d, Filter: []string{"wanted"},
 		Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
 	if err != nil {
 		t.Fatal(err)
@@ -180,17 +173,14 @@ func TestRegistrySkippedOutsideTheFilter(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = r.Stop(context.Background()) })
-	kv, err := srv.JetStream(t).KeyValue(context.Background(), "tools_registry")
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := b.registry(t)
 	for _, key := range []string{"other.w", "wanted.w"} {
 		changed := r.Changed()
 		name, _, _ := strings.Cut(key, ".")
 		if _, err := kv.Put(context.Background(), key, []byte(`{"name":"`+name+`","worker":"w"}`)); err != nil {
 			t.Fatal(err)
 		}
-		jstest.Recv(t, changed, "the entry "+key+" to be seen")
+		offloadtest.WaitOrTimeout(t, changed, "the entry "+key+" to be seen")
 	}
 	if s := r.Skipped(); len(s) != 1 || s[0].Key != "wanted.w" {
 		t.Errorf("skipped %+v, want wanted.w only", s)

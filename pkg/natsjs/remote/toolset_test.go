@@ -4,20 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/llm/testmodel"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
-	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/natsjs/remote"
 	"github.com/offload-dev/offload/pkg/natsjs/worker"
 	"github.com/offload-dev/offload/pkg/progress"
@@ -25,58 +23,12 @@ import (
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
-func newRemote(t *testing.T, srv *natstest.Server, d *remote.Dispatcher, filter []string) *remote.Toolset {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-	r, err := remote.NewToolset(remote.ToolsetConfig{Conn: srv.Conn(t), Dispatcher: d, Filter: filter, Logger: jstest.Logger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = r.Stop(context.Background()) })
-	return r
-}
-
-func toolNames(t *testing.T, r *remote.Toolset) []string {
-	t.Helper()
-	tools, err := r.Tools(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, x := range tools {
-		names = append(names, x.Name)
-	}
-	return names
-}
-
-// waitTools waits, on the toolset's change signal, until its tool names are
-// want.
-func waitTools(t *testing.T, r *remote.Toolset, want ...string) {
-	t.Helper()
-	deadline := time.After(wait)
-	for {
-		changed := r.Changed()
-		if got := toolNames(t, r); slices.Equal(got, want) {
-			return
-		}
-		select {
-		case <-changed:
-		case <-deadline:
-			t.Fatalf("tools %v, want %v", toolNames(t, r), want)
-		}
-	}
-}
-
 func TestRegistryEntriesAppearAndVanish(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	d, _ := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
-	r := newRemote(t, srv, d, nil)
-	filtered := newRemote(t, srv, d, []string{"echo"})
+	b := setup(t)
+	d, _ := b.dispatcher(t, remote.DispatcherConfig{})
+	r := b.toolset(t, d, nil)
+	filtered := b.toolset(t, d, []string{"echo"})
 	if got := toolNames(t, r); len(got) != 0 {
 		t.Fatalf("tools before any worker: %v", got)
 	}
@@ -84,8 +36,8 @@ func TestRegistryEntriesAppearAndVanish(t *testing.T) {
 	approve := tool.Func("approve_me", "Needs approval.", func(context.Context, *tool.RunContext, struct{}) (string, error) {
 		return "ok", nil
 	}, tool.NeedsApproval(), tool.Meta(map[string]any{"background": true}))
-	w1 := jstest.StartWorker(t, srv, worker.Config{ID: "host.one-1", Tools: []*tool.Tool{jstest.EchoTool(""), approve}})
-	w2 := jstest.StartWorker(t, srv, worker.Config{ID: "two", Tools: []*tool.Tool{jstest.EchoTool("")}})
+	w1 := b.worker(t, worker.Config{ID: "host.one-1", Tools: []*tool.Tool{jstest.EchoTool(""), approve}})
+	w2 := b.worker(t, worker.Config{ID: "two", Tools: []*tool.Tool{jstest.EchoTool("")}})
 	waitTools(t, r, "approve_me", "echo")
 	waitTools(t, filtered, "echo")
 
@@ -99,11 +51,7 @@ func TestRegistryEntriesAppearAndVanish(t *testing.T) {
 	}
 
 	// The stored entry follows SPEC §5.4.
-	js, err := jetstream.New(srv.Conn(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	kv, err := js.KeyValue(context.Background(), "tools_registry")
+	kv, err := b.js.KeyValue(context.Background(), "tools_registry")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +78,7 @@ func TestRegistryEntriesAppearAndVanish(t *testing.T) {
 	if _, err := kv.Put(context.Background(), natsjs.RegistryKey("stale", "gone"), stale); err != nil {
 		t.Fatal(err)
 	}
-	jstest.Recv(t, changed, "the stale entry to be seen")
+	offloadtest.WaitOrTimeout(t, changed, "the stale entry to be seen")
 	waitTools(t, r, "approve_me", "echo")
 
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
@@ -152,13 +100,13 @@ type weatherArgs struct {
 
 func TestRemoteToolThroughAgentLoop(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
+	b := setup(t)
 	weather := tool.Func("get_weather", "Get the weather of a city.", func(_ context.Context, rc *tool.RunContext, a weatherArgs) (string, error) {
 		return "sunny in " + a.City + " for " + rc.ToolCallID, nil
 	})
-	jstest.StartWorker(t, srv, worker.Config{ID: "weather-1", Tools: []*tool.Tool{weather}})
-	d, am := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
-	ts := newRemote(t, srv, d, nil)
+	b.worker(t, worker.Config{ID: "weather-1", Tools: []*tool.Tool{weather}})
+	d, am := b.dispatcher(t, remote.DispatcherConfig{})
+	ts := b.toolset(t, d, nil)
 	waitTools(t, ts, "get_weather")
 
 	a, err := agent.New(agent.Config{Model: testmodel.New(testmodel.Config{}), Toolsets: []tool.Toolset{ts}})
@@ -185,13 +133,13 @@ func TestRemoteToolThroughAgentLoop(t *testing.T) {
 
 func TestRemoteToolOutcomes(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
+	b := setup(t)
 	failing := tool.Func("failing", "Fail.", func(context.Context, *tool.RunContext, struct{}) (string, error) {
 		return "", tool.Fail("no luck")
 	})
-	jstest.StartWorker(t, srv, worker.Config{ID: "w", Tools: []*tool.Tool{failing, jstest.EchoTool("remote:")}})
-	d, _ := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
-	ts := newRemote(t, srv, d, nil)
+	b.worker(t, worker.Config{ID: "w", Tools: []*tool.Tool{failing, jstest.EchoTool("remote:")}})
+	d, _ := b.dispatcher(t, remote.DispatcherConfig{})
+	ts := b.toolset(t, d, nil)
 	waitTools(t, ts, "echo", "failing")
 	tools, _ := ts.Tools(context.Background())
 	rc := &tool.RunContext{ConversationID: protocol.NewID(), ToolCallID: "call_1"}
@@ -216,7 +164,7 @@ func TestRemoteToolOutcomes(t *testing.T) {
 // ID, while the call runs.
 func TestRemoteProgressReachesAgentEvents(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
+	b := setup(t)
 	release := make(chan struct{})
 	slow := tool.Func("slow", "Report, then wait.", func(ctx context.Context, _ *tool.RunContext, _ struct{}) (string, error) {
 		progress.Report(ctx, "half way", progress.Fraction(0.5))
@@ -227,9 +175,9 @@ func TestRemoteProgressReachesAgentEvents(t *testing.T) {
 			return "", ctx.Err()
 		}
 	})
-	jstest.StartWorker(t, srv, worker.Config{ID: "slow-1", Tools: []*tool.Tool{slow}})
-	d, _ := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
-	ts := newRemote(t, srv, d, nil)
+	b.worker(t, worker.Config{ID: "slow-1", Tools: []*tool.Tool{slow}})
+	d, _ := b.dispatcher(t, remote.DispatcherConfig{})
+	ts := b.toolset(t, d, nil)
 	waitTools(t, ts, "slow")
 
 	a, err := agent.New(agent.Config{Model: testmodel.New(testmodel.Config{}), Toolsets: []tool.Toolset{ts}})
@@ -257,15 +205,15 @@ func TestRemoteProgressReachesAgentEvents(t *testing.T) {
 // worker runs it under that ID.
 func TestRemoteToolCallEventNamesTheTask(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
+	b := setup(t)
 	seen := make(chan string, 1)
 	probe := tool.Func("probe", "Report the task ID.", func(_ context.Context, rc *tool.RunContext, _ struct{}) (string, error) {
 		seen <- rc.TaskID
 		return "ok", nil
 	})
-	jstest.StartWorker(t, srv, worker.Config{ID: "probe-1", Tools: []*tool.Tool{probe}})
-	d, _ := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
-	ts := newRemote(t, srv, d, nil)
+	b.worker(t, worker.Config{ID: "probe-1", Tools: []*tool.Tool{probe}})
+	d, _ := b.dispatcher(t, remote.DispatcherConfig{})
+	ts := b.toolset(t, d, nil)
 	waitTools(t, ts, "probe")
 	a, err := agent.New(agent.Config{Model: testmodel.New(testmodel.Config{}), Toolsets: []tool.Toolset{ts}})
 	if err != nil {
@@ -284,7 +232,7 @@ func TestRemoteToolCallEventNamesTheTask(t *testing.T) {
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	ran := jstest.Recv(t, seen, "the worker's task ID")
+	ran := offloadtest.WaitOrTimeout(t, seen, "the worker's task ID")
 	if len(calls) != 1 || calls[0].TaskID == "" || calls[0].TaskID != ran {
 		t.Fatalf("tool_call events %+v, worker ran task %q", calls, ran)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 )
 
@@ -55,13 +56,7 @@ func TestPullerCountsSeveralRequests(t *testing.T) {
 	}
 	next := func() *nats.Msg {
 		t.Helper()
-		select {
-		case m := <-p.msgs:
-			return m
-		case <-time.After(pullTestWait):
-			t.Fatal("no message from the requests")
-			return nil
-		}
+		return offloadtest.WaitOrTimeoutWithin(t, p.msgs, pullTestWait, "a message from the requests")
 	}
 	freed, tasks := 0, 0
 	for freed+tasks < 3 {

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
-	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/natsjs/remote"
 	"github.com/offload-dev/offload/pkg/natsjs/worker"
 	"github.com/offload-dev/offload/pkg/protocol"
@@ -18,11 +18,11 @@ import (
 // free slots for it.
 func TestFreeSlotServesAnotherTool(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
+	b := setup(t)
 	g := jstest.NewGate()
 	quick := tool.Func("quick", "Answer at once.", func(context.Context, *tool.RunContext, struct{}) (string, error) { return "quick", nil })
-	jstest.StartWorker(t, srv, worker.Config{ID: "mixed", Tools: []*tool.Tool{g.Tool("slow", "slow"), quick}, Concurrency: 4})
-	d, _ := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
+	b.worker(t, worker.Config{ID: "mixed", Tools: []*tool.Tool{g.Tool("slow", "slow"), quick}, Concurrency: 4})
+	d, _ := b.dispatcher(t, remote.DispatcherConfig{})
 	ctx := context.Background()
 	conv := protocol.NewID()
 	for range 2 {
@@ -32,8 +32,8 @@ func TestFreeSlotServesAnotherTool(t *testing.T) {
 		}
 		defer h.Detach()
 	}
-	jstest.Recv(t, g.Started, "the first slow task")
-	jstest.Recv(t, g.Started, "the second slow task")
+	offloadtest.WaitOrTimeout(t, g.Started, "the first slow task")
+	offloadtest.WaitOrTimeout(t, g.Started, "the second slow task")
 	defer g.Open()
 	start := time.Now()
 	qctx, cancel := context.WithTimeout(ctx, 2*time.Second) // far below the slow tasks' gate

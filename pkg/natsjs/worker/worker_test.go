@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
@@ -29,8 +30,8 @@ import (
 
 func TestWorkerReplicasShareBurst(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	d, am := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
+	b := setup(t)
+	d, am := b.dispatcher(t, remote.DispatcherConfig{})
 	g := jstest.NewGate()
 	var mu sync.Mutex
 	runs := map[string]int{}     // tool call ID → executions
@@ -51,7 +52,7 @@ func TestWorkerReplicasShareBurst(t *testing.T) {
 				return "", ctx.Err()
 			}
 		})
-		jstest.StartWorker(t, srv, worker.Config{ID: id, Tools: []*tool.Tool{slow, jstest.EchoTool(id + ":")}, Concurrency: 2, Metrics: wm})
+		b.worker(t, worker.Config{ID: id, Tools: []*tool.Tool{slow, jstest.EchoTool(id + ":")}, Concurrency: 2, Metrics: wm})
 	}
 	ctx := context.Background()
 	conv := protocol.NewID()
@@ -63,7 +64,7 @@ func TestWorkerReplicasShareBurst(t *testing.T) {
 		slowCalls = append(slowCalls, jstest.GoCall(ctx, d, jstest.NewTask("slow", conv, `{}`)))
 	}
 	for range 6 {
-		jstest.Recv(t, g.Started, "a slow task to start")
+		offloadtest.WaitOrTimeout(t, g.Started, "a slow task to start")
 	}
 	mu.Lock()
 	for id, n := range byWorker {
@@ -83,7 +84,7 @@ func TestWorkerReplicasShareBurst(t *testing.T) {
 	}
 	workers := map[string]bool{}
 	for text, ch := range calls {
-		cr := jstest.Recv(t, ch, "an echo result")
+		cr := offloadtest.WaitOrTimeout(t, ch, "an echo result")
 		if cr.Err != nil {
 			t.Fatal(cr.Err)
 		}
@@ -94,7 +95,7 @@ func TestWorkerReplicasShareBurst(t *testing.T) {
 		workers[cr.Res.Worker] = true
 	}
 	for _, ch := range slowCalls {
-		cr := jstest.Recv(t, ch, "a slow result")
+		cr := offloadtest.WaitOrTimeout(t, ch, "a slow result")
 		if cr.Err != nil {
 			t.Fatal(cr.Err)
 		}
@@ -128,23 +129,23 @@ func TestWorkerReplicasShareBurst(t *testing.T) {
 
 func TestWorkerCrashRedelivers(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	d, am := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
+	b := setup(t)
+	d, am := b.dispatcher(t, remote.DispatcherConfig{})
 	g := jstest.NewGate()
-	crashConn := srv.Conn(t)
-	crashed := jstest.StartWorker(t, srv, worker.Config{ID: "crashes", Conn: crashConn, Tools: []*tool.Tool{g.Tool("job", "from the crashed worker")}})
+	crashConn := b.srv.Conn(t)
+	crashed := b.worker(t, worker.Config{ID: "crashes", Conn: crashConn, Tools: []*tool.Tool{g.Tool("job", "from the crashed worker")}})
 	conv := protocol.NewID()
 	ch := jstest.GoCall(context.Background(), d, jstest.NewTask("job", conv, `{}`))
-	jstest.Recv(t, g.Started, "the job to start on the first worker")
+	offloadtest.WaitOrTimeout(t, g.Started, "the job to start on the first worker")
 
 	// The second replica can only get the task once the first lets go of it.
 	other := tool.Func("job", "Wait for the gate.", func(context.Context, *tool.RunContext, struct{}) (string, error) {
 		return "from the survivor", nil
 	})
-	jstest.StartWorker(t, srv, worker.Config{ID: "survivor", Tools: []*tool.Tool{other}})
+	b.worker(t, worker.Config{ID: "survivor", Tools: []*tool.Tool{other}})
 	crashConn.Close() // crash: no ack, no nak, no more heartbeats
 
-	cr := jstest.Recv(t, ch, "the redelivered result")
+	cr := offloadtest.WaitOrTimeout(t, ch, "the redelivered result")
 	if cr.Err != nil {
 		t.Fatal(cr.Err)
 	}
@@ -164,21 +165,13 @@ func TestWorkerCrashRedelivers(t *testing.T) {
 
 func TestCancelBeforePickup(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	nc := srv.Conn(t)
-	results := jstest.SubscribeResults(t, nc)
-	d, am := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := setup(t)
+	results := b.results(t)
+	d, am := b.dispatcher(t, remote.DispatcherConfig{})
 	ctx := context.Background()
 	conv := protocol.NewID()
 	task := jstest.NewTask("never", conv, `{}`)
-	data, _ := json.Marshal(task)
-	if _, err := js.Publish(ctx, "tools.task.never", data, jetstream.WithMsgID(task.TaskID)); err != nil {
-		t.Fatal(err)
-	}
+	b.publishTask(t, task)
 	if err := d.Cancel(ctx, conv, task.TaskID, "changed my mind"); err != nil {
 		t.Fatal(err)
 	}
@@ -187,8 +180,8 @@ func TestCancelBeforePickup(t *testing.T) {
 		t.Error("a cancelled task ran")
 		return "", nil
 	})
-	jstest.StartWorker(t, srv, worker.Config{ID: "w", Tools: []*tool.Tool{never}, Metrics: wm})
-	res := jstest.Recv(t, results, "the cancelled result")
+	b.worker(t, worker.Config{ID: "w", Tools: []*tool.Tool{never}, Metrics: wm})
+	res := offloadtest.WaitOrTimeout(t, results, "the cancelled result")
 	if res.Status != protocol.StatusCancelled || res.TaskID != task.TaskID {
 		t.Fatalf("result %+v, want cancelled", res)
 	}
@@ -205,26 +198,26 @@ func TestCancelBeforePickup(t *testing.T) {
 
 func TestCancelDuringRun(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	results := jstest.SubscribeResults(t, srv.Conn(t))
-	d, _ := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
+	b := setup(t)
+	results := b.results(t)
+	d, _ := b.dispatcher(t, remote.DispatcherConfig{})
 	g := jstest.NewGate()
 	wm := metrics.NewWorker(prometheus.NewRegistry())
-	jstest.StartWorker(t, srv, worker.Config{ID: "w", Tools: []*tool.Tool{g.Tool("job", "finished")}, Metrics: wm})
+	b.worker(t, worker.Config{ID: "w", Tools: []*tool.Tool{g.Tool("job", "finished")}, Metrics: wm})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	task := jstest.NewTask("job", protocol.NewID(), `{}`)
 	ch := jstest.GoCall(ctx, d, task)
-	jstest.Recv(t, g.Started, "the job to start")
+	offloadtest.WaitOrTimeout(t, g.Started, "the job to start")
 	cancelled := time.Now()
 	cancel()
-	seen := jstest.Recv(t, g.CtxDone, "the tool's context to end")
+	seen := offloadtest.WaitOrTimeout(t, g.CtxDone, "the tool's context to end")
 	t.Logf("tool context cancelled %v after the call's", seen.Sub(cancelled))
-	cr := jstest.Recv(t, ch, "Call to return")
+	cr := offloadtest.WaitOrTimeout(t, ch, "Call to return")
 	if cr.Err != context.Canceled { //nolint:errorlint // the call returns ctx's error itself, not a wrap of it
 		t.Fatalf("Call error %v, want context.Canceled", cr.Err)
 	}
-	res := jstest.Recv(t, results, "the cancelled result")
+	res := offloadtest.WaitOrTimeout(t, results, "the cancelled result")
 	if res.Status != protocol.StatusCancelled || res.TaskID != task.TaskID {
 		t.Fatalf("result %+v, want cancelled", res)
 	}
@@ -235,8 +228,8 @@ func TestCancelDuringRun(t *testing.T) {
 
 func TestWorkerOutcomes(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	d, _ := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
+	b := setup(t)
+	d, _ := b.dispatcher(t, remote.DispatcherConfig{})
 	var panicked sync.Once
 	boom := tool.Func("boom", "Panic once.", func(context.Context, *tool.RunContext, struct{}) (string, error) {
 		panicked.Do(func() { panic("kaboom") })
@@ -254,20 +247,12 @@ func TestWorkerOutcomes(t *testing.T) {
 	retrying := tool.Func("retrying", "Ask for a retry.", func(context.Context, *tool.RunContext, struct{}) (string, error) {
 		return "", tool.Retry("try harder")
 	})
-	nc := srv.Conn(t)
-	sub, err := nc.Subscribe("tools.progress.>", func(m *nats.Msg) {
+	b.subscribe(t, "tools.progress.>", func(m *nats.Msg) {
 		var p protocol.Progress
 		if err := json.Unmarshal(m.Data, &p); err == nil {
 			reports <- p
 		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Unsubscribe()
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
 	var gatedRuns sync.Mutex
 	gatedRan := 0
 	gated := tool.Func("gated", "Needs approval.", func(context.Context, *tool.RunContext, struct{}) (string, error) {
@@ -276,7 +261,7 @@ func TestWorkerOutcomes(t *testing.T) {
 		gatedRuns.Unlock()
 		return "done", nil
 	}, tool.NeedsApproval())
-	jstest.StartWorker(t, srv, worker.Config{ID: "w", Concurrency: 1, Tools: []*tool.Tool{boom, jstest.EchoTool(""), sleepy, reporting, retrying, gated}})
+	b.worker(t, worker.Config{ID: "w", Concurrency: 1, Tools: []*tool.Tool{boom, jstest.EchoTool(""), sleepy, reporting, retrying, gated}})
 	ctx := context.Background()
 	conv := protocol.NewID()
 	call := func(task protocol.Task) protocol.Result {
@@ -327,7 +312,7 @@ func TestWorkerOutcomes(t *testing.T) {
 		if got["approved"] != true || got["retry"] != 1.0 || got["conv"] != conv || fmt.Sprint(got["meta"]) != "map[by:ann]" {
 			t.Errorf("run context seen by the tool: %v", got)
 		}
-		p := jstest.Recv(t, reports, "a progress report")
+		p := offloadtest.WaitOrTimeout(t, reports, "a progress report")
 		if p.TaskID != task.TaskID || p.Message != "half way" || p.Fraction == nil || *p.Fraction != 0.5 {
 			t.Errorf("progress %+v", p)
 		}
@@ -358,26 +343,21 @@ func TestWorkerOutcomes(t *testing.T) {
 
 func TestMalformedTask(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	nc := srv.Conn(t)
-	results := jstest.SubscribeResults(t, nc)
+	b := setup(t)
+	results := b.results(t)
 	wm := metrics.NewWorker(prometheus.NewRegistry())
-	jstest.StartWorker(t, srv, worker.Config{ID: "w", Concurrency: 1, Tools: []*tool.Tool{jstest.EchoTool("")}, Metrics: wm})
-	d, _ := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b.worker(t, worker.Config{ID: "w", Concurrency: 1, Tools: []*tool.Tool{jstest.EchoTool("")}, Metrics: wm})
+	d, _ := b.dispatcher(t, remote.DispatcherConfig{})
 	ctx := context.Background()
-	if _, err := js.Publish(ctx, "tools.task.echo", []byte("{not json")); err != nil {
+	if _, err := b.js.Publish(ctx, "tools.task.echo", []byte("{not json")); err != nil {
 		t.Fatal(err)
 	}
 	task, conv := protocol.NewID(), protocol.NewID()
 	bad := fmt.Sprintf(`{"task_id":%q,"conversation_id":%q,"tool":"echo","args":5}`, task, conv)
-	if _, err := js.Publish(ctx, "tools.task.echo", []byte(bad)); err != nil {
+	if _, err := b.js.Publish(ctx, "tools.task.echo", []byte(bad)); err != nil {
 		t.Fatal(err)
 	}
-	res := jstest.Recv(t, results, "the error result of the malformed task")
+	res := offloadtest.WaitOrTimeout(t, results, "the error result of the malformed task")
 	if res.TaskID != task || res.Status != protocol.StatusError || res.ErrorType != "DecodeError" {
 		t.Fatalf("result %+v", res)
 	}
@@ -386,7 +366,7 @@ func TestMalformedTask(t *testing.T) {
 	if got, err := d.Call(ctx, jstest.NewTask("echo", conv, `{"text":"next"}`)); err != nil || jstest.Content(t, got) != "next" {
 		t.Fatalf("next task: %+v %v", got, err)
 	}
-	s, err := js.Stream(ctx, "TOOLS_TASKS")
+	s, err := b.js.Stream(ctx, "TOOLS_TASKS")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,20 +382,20 @@ func TestMalformedTask(t *testing.T) {
 
 func TestDeliveriesExhausted(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	d, _ := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
+	b := setup(t)
+	d, _ := b.dispatcher(t, remote.DispatcherConfig{})
 	g := jstest.NewGate()
-	first := jstest.StartWorker(t, srv, worker.Config{ID: "first", MaxDeliver: 1, Tools: []*tool.Tool{g.Tool("job", "never")}})
+	first := b.worker(t, worker.Config{ID: "first", MaxDeliver: 1, Tools: []*tool.Tool{g.Tool("job", "never")}})
 	ch := jstest.GoCall(context.Background(), d, jstest.NewTask("job", protocol.NewID(), `{}`))
-	jstest.Recv(t, g.Started, "the only delivery")
-	jstest.StartWorker(t, srv, worker.Config{ID: "second", MaxDeliver: 1, Tools: []*tool.Tool{g.Tool("job", "never")}})
+	offloadtest.WaitOrTimeout(t, g.Started, "the only delivery")
+	b.worker(t, worker.Config{ID: "second", MaxDeliver: 1, Tools: []*tool.Tool{g.Tool("job", "never")}})
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	// The first worker hands the task back: its last delivery is used up.
 	if err := first.StopAndCancel(ctx); err != nil {
 		t.Fatal(err)
 	}
-	cr := jstest.Recv(t, ch, "the DeliveriesExhausted result")
+	cr := offloadtest.WaitOrTimeout(t, ch, "the DeliveriesExhausted result")
 	if cr.Err != nil {
 		t.Fatal(cr.Err)
 	}
@@ -431,13 +411,13 @@ func TestDeliveriesExhausted(t *testing.T) {
 
 func TestGracefulStop(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	d, _ := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
+	b := setup(t)
+	d, _ := b.dispatcher(t, remote.DispatcherConfig{})
 	g := jstest.NewGate()
 	logger, stopping := jstest.SignalOn("worker stopping")
-	w := jstest.StartWorker(t, srv, worker.Config{ID: "w", Logger: logger, Tools: []*tool.Tool{g.Tool("job", "finished in grace")}})
+	w := b.worker(t, worker.Config{ID: "w", Logger: logger, Tools: []*tool.Tool{g.Tool("job", "finished in grace")}})
 	ch := jstest.GoCall(context.Background(), d, jstest.NewTask("job", protocol.NewID(), `{}`))
-	jstest.Recv(t, g.Started, "the job to start")
+	offloadtest.WaitOrTimeout(t, g.Started, "the job to start")
 
 	stopped := make(chan error, 1)
 	go func() {
@@ -449,7 +429,7 @@ func TestGracefulStop(t *testing.T) {
 	// right after starting Stop would pass before Stop even began. Absence
 	// is observed over a window that starts at that signal; a Stop that
 	// did not wait for its task ends (or cancels the tool) well within it.
-	jstest.Recv(t, stopping, "the worker to start stopping")
+	offloadtest.WaitOrTimeout(t, stopping, "the worker to start stopping")
 	select {
 	case <-w.Stopped():
 		t.Fatal("stopped while a task runs")
@@ -460,17 +440,17 @@ func TestGracefulStop(t *testing.T) {
 	case <-time.After(200 * time.Millisecond):
 	}
 	g.Open()
-	cr := jstest.Recv(t, ch, "the result finished during the grace period")
+	cr := offloadtest.WaitOrTimeout(t, ch, "the result finished during the grace period")
 	if cr.Err != nil {
 		t.Fatal(cr.Err)
 	}
 	if got := jstest.Content(t, cr.Res); got != "finished in grace" {
 		t.Fatalf("result %q", got)
 	}
-	if err := jstest.Recv(t, stopped, "Stop to return"); err != nil {
+	if err := offloadtest.WaitOrTimeout(t, stopped, "Stop to return"); err != nil {
 		t.Fatal(err)
 	}
-	jstest.Recv(t, w.Stopped(), "Stopped to close")
+	offloadtest.WaitOrTimeout(t, w.Stopped(), "Stopped to close")
 	if w.Ready() {
 		t.Error("ready after Stop")
 	}
@@ -478,20 +458,20 @@ func TestGracefulStop(t *testing.T) {
 
 func TestStopHandsBack(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	results := jstest.SubscribeResults(t, srv.Conn(t))
-	d, _ := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
+	b := setup(t)
+	results := b.results(t)
+	d, _ := b.dispatcher(t, remote.DispatcherConfig{})
 	g := jstest.NewGate()
-	leavingConn := srv.Conn(t)
-	w := jstest.StartWorker(t, srv, worker.Config{ID: "leaving", Conn: leavingConn, GracePeriod: 50 * time.Millisecond, Tools: []*tool.Tool{g.Tool("job", "x")}})
+	leavingConn := b.srv.Conn(t)
+	w := b.worker(t, worker.Config{ID: "leaving", Conn: leavingConn, GracePeriod: 50 * time.Millisecond, Tools: []*tool.Tool{g.Tool("job", "x")}})
 	ch := jstest.GoCall(context.Background(), d, jstest.NewTask("job", protocol.NewID(), `{}`))
-	jstest.Recv(t, g.Started, "the job to start")
+	offloadtest.WaitOrTimeout(t, g.Started, "the job to start")
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	if err := w.Stop(ctx); err != nil { // the grace period ends first
 		t.Fatal(err)
 	}
-	jstest.Recv(t, g.CtxDone, "the tool to be cancelled")
+	offloadtest.WaitOrTimeout(t, g.CtxDone, "the tool to be cancelled")
 	// Whatever the leaving worker published reached the server before this
 	// flush returns, so before the other replica can answer: the first
 	// result seen must be the other replica's.
@@ -499,11 +479,11 @@ func TestStopHandsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	stays := tool.Func("job", "Answer.", func(context.Context, *tool.RunContext, struct{}) (string, error) { return "taken over", nil })
-	jstest.StartWorker(t, srv, worker.Config{ID: "stays", Tools: []*tool.Tool{stays}})
-	if r := jstest.Recv(t, results, "the first result of the task"); r.Worker != "stays" {
+	b.worker(t, worker.Config{ID: "stays", Tools: []*tool.Tool{stays}})
+	if r := offloadtest.WaitOrTimeout(t, results, "the first result of the task"); r.Worker != "stays" {
 		t.Fatalf("a handed-back task got a result from the leaving worker: %+v", r)
 	}
-	cr := jstest.Recv(t, ch, "the result from the other replica")
+	cr := offloadtest.WaitOrTimeout(t, ch, "the result from the other replica")
 	if cr.Err != nil {
 		t.Fatal(cr.Err)
 	}
@@ -537,35 +517,28 @@ func TestWorkerConfigErrors(t *testing.T) {
 // subscription (no JetStream look-up): it never completes.
 func TestCancelWhileQueuedBehindBusyWorker(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	results := jstest.SubscribeResults(t, srv.Conn(t))
-	d, _ := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
+	b := setup(t)
+	results := b.results(t)
+	d, _ := b.dispatcher(t, remote.DispatcherConfig{})
 	g := jstest.NewGate()
-	jstest.StartWorker(t, srv, worker.Config{ID: "w", Tools: []*tool.Tool{g.Tool("job", "finished")}, Concurrency: 1})
+	b.worker(t, worker.Config{ID: "w", Tools: []*tool.Tool{g.Tool("job", "finished")}, Concurrency: 1})
 
 	conv := protocol.NewID()
 	first := jstest.NewTask("job", conv, `{}`)
 	firstDone := jstest.GoCall(context.Background(), d, first)
-	jstest.Recv(t, g.Started, "the first job to start") // the only slot is taken
+	offloadtest.WaitOrTimeout(t, g.Started, "the first job to start") // the only slot is taken
 
 	second := jstest.NewTask("job", conv, `{}`)
-	js, err := jetstream.New(srv.Conn(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, _ := json.Marshal(second)
-	if _, err := js.Publish(context.Background(), "tools.task.job", data, jetstream.WithMsgID(second.TaskID)); err != nil {
-		t.Fatal(err)
-	}
+	b.publishTask(t, second)
 	if err := d.Cancel(context.Background(), conv, second.TaskID, "not needed any more"); err != nil {
 		t.Fatal(err)
 	}
 	g.Open()
-	if cr := jstest.Recv(t, firstDone, "the first call"); cr.Err != nil || cr.Res.Status != protocol.StatusOK {
+	if cr := offloadtest.WaitOrTimeout(t, firstDone, "the first call"); cr.Err != nil || cr.Res.Status != protocol.StatusOK {
 		t.Fatalf("first call: %+v", cr)
 	}
 	for range 2 {
-		res := jstest.Recv(t, results, "a result")
+		res := offloadtest.WaitOrTimeout(t, results, "a result")
 		if res.TaskID == second.TaskID && res.Status != protocol.StatusCancelled {
 			t.Fatalf("second task result %+v, want cancelled", res)
 		}
@@ -577,12 +550,12 @@ func TestCancelWhileQueuedBehindBusyWorker(t *testing.T) {
 // under the attempt's message ID.
 func TestWorkerReplacesTooLargeResult(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t, natstest.MaxPayload(64<<10))
-	d, _ := jstest.StartDispatcher(t, srv, remote.DispatcherConfig{})
+	b := setup(t, natstest.MaxPayload(64<<10))
+	d, _ := b.dispatcher(t, remote.DispatcherConfig{})
 	huge := tool.Func("huge", "Return too much.", func(context.Context, *tool.RunContext, struct{}) (string, error) {
 		return strings.Repeat("x", 80<<10), nil
 	})
-	jstest.StartWorker(t, srv, worker.Config{ID: "w", Concurrency: 1, Tools: []*tool.Tool{huge}})
+	b.worker(t, worker.Config{ID: "w", Concurrency: 1, Tools: []*tool.Tool{huge}})
 	task := jstest.NewTask("huge", protocol.NewID(), `{}`)
 	task.Attempt = 2
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
@@ -598,7 +571,7 @@ func TestWorkerReplacesTooLargeResult(t *testing.T) {
 		res.StartedAt.IsZero() || res.FinishedAt.IsZero() {
 		t.Errorf("replacement result %+v does not describe task %s attempt 2 on worker w", res, task.TaskID)
 	}
-	stream, err := srv.JetStream(t).Stream(ctx, natsjs.NamesFor("").Results)
+	stream, err := b.js.Stream(ctx, natsjs.NamesFor("").Results)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -616,63 +589,18 @@ func TestWorkerReplacesTooLargeResult(t *testing.T) {
 // status and left to wedge a slot until it exhausts its deliveries.
 func TestTaskWithStatusHeaderTerminated(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	nc := srv.Conn(t)
-	terminated := make(chan struct{}, 16)
-	sub, err := nc.Subscribe("$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.TOOLS_TASKS.task_echo", func(*nats.Msg) { terminated <- struct{}{} })
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Unsubscribe()
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	jstest.StartWorker(t, srv, worker.Config{ID: "w", Concurrency: 1, Tools: []*tool.Tool{jstest.EchoTool("")}})
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := setup(t)
+	terminated := b.signal(t, "$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.TOOLS_TASKS.task_echo")
+	b.worker(t, worker.Config{ID: "w", Concurrency: 1, Tools: []*tool.Tool{jstest.EchoTool("")}})
 	ctx := context.Background()
 	for _, status := range []string{"100", "404", "408"} {
 		m := nats.NewMsg("tools.task.echo")
 		m.Header.Set("Status", status)
 		m.Header.Set("Nats-Pending-Messages", "1")
-		if _, err := js.PublishMsg(ctx, m); err != nil {
+		if _, err := b.js.PublishMsg(ctx, m); err != nil {
 			t.Fatal(err)
 		}
-		jstest.Recv(t, terminated, "the forged task with status "+status+" to be terminated")
-	}
-}
-
-// storedResult waits for the result of task stored in the results stream
-// whose attempt is attempt.
-func storedResult(t *testing.T, js jetstream.JetStream, task protocol.Task, attempt int) protocol.Result {
-	t.Helper()
-	return storedResultWithin(t, js, task, attempt, wait)
-}
-
-// storedResultWithin is storedResult with its own bound on the wait.
-func storedResultWithin(t *testing.T, js jetstream.JetStream, task protocol.Task, attempt int, within time.Duration) protocol.Result {
-	t.Helper()
-	ctx := context.Background()
-	oc, err := js.OrderedConsumer(ctx, "TOOLS_RESULTS", jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{"tools.result." + task.ConversationID + "." + task.TaskID},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		msg, err := oc.Next(jetstream.FetchMaxWait(within))
-		if err != nil {
-			t.Fatalf("no result of attempt %d stored: %v", attempt, err)
-		}
-		var r protocol.Result
-		if err := json.Unmarshal(msg.Data(), &r); err != nil {
-			t.Fatal(err)
-		}
-		if r.Attempt == attempt {
-			return r
-		}
+		offloadtest.WaitOrTimeout(t, terminated, "the forged task with status "+status+" to be terminated")
 	}
 }
 
@@ -681,23 +609,22 @@ func storedResultWithin(t *testing.T, js jetstream.JetStream, task protocol.Task
 // (Nats-Msg-Id res:<task>:<attempt>).
 func TestMalformedTaskKeepsAttempt(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	js := srv.JetStream(t)
+	b := setup(t)
 	ctx := context.Background()
-	jstest.StartWorker(t, srv, worker.Config{ID: "w", Tools: []*tool.Tool{jstest.EchoTool("")}})
+	b.worker(t, worker.Config{ID: "w", Tools: []*tool.Tool{jstest.EchoTool("")}})
 	task := jstest.NewTask("echo", protocol.NewID(), `{}`)
 	// Attempt 0 ended deferred (approval required).
 	first := nats.NewMsg("tools.result." + task.ConversationID + "." + task.TaskID)
 	first.Header.Set(jetstream.MsgIDHeader, "res:"+task.TaskID+":0")
 	first.Data = []byte(`{"status":"approval_required"}`)
-	if _, err := js.PublishMsg(ctx, first); err != nil {
+	if _, err := b.js.PublishMsg(ctx, first); err != nil {
 		t.Fatal(err)
 	}
 	bad := fmt.Sprintf(`{"task_id":%q,"conversation_id":%q,"tool":"echo","args":5,"attempt":1}`, task.TaskID, task.ConversationID)
-	if _, err := js.Publish(ctx, "tools.task.echo", []byte(bad)); err != nil {
+	if _, err := b.js.Publish(ctx, "tools.task.echo", []byte(bad)); err != nil {
 		t.Fatal(err)
 	}
-	if r := storedResult(t, js, task, 1); r.Status != protocol.StatusError || r.ErrorType != "DecodeError" {
+	if r := b.storedResult(t, task, 1); r.Status != protocol.StatusError || r.ErrorType != "DecodeError" {
 		t.Fatalf("result %+v", r)
 	}
 }
@@ -707,22 +634,21 @@ func TestMalformedTaskKeepsAttempt(t *testing.T) {
 // the results stream is back.
 func TestMalformedTaskResultRetried(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	js := srv.JetStream(t)
+	b := setup(t)
 	ctx := context.Background()
 	log, failed := jstest.SignalOn("error result of a malformed task not published")
-	jstest.StartWorker(t, srv, worker.Config{ID: "w", Logger: log, Tools: []*tool.Tool{jstest.EchoTool("")}})
-	if err := js.DeleteStream(ctx, "TOOLS_RESULTS"); err != nil { // results cannot be stored
+	b.worker(t, worker.Config{ID: "w", Logger: log, Tools: []*tool.Tool{jstest.EchoTool("")}})
+	if err := b.js.DeleteStream(ctx, "TOOLS_RESULTS"); err != nil { // results cannot be stored
 		t.Fatal(err)
 	}
 	task := jstest.NewTask("echo", protocol.NewID(), `{}`)
 	bad := fmt.Sprintf(`{"task_id":%q,"conversation_id":%q,"tool":"echo","args":5}`, task.TaskID, task.ConversationID)
-	if _, err := js.Publish(ctx, "tools.task.echo", []byte(bad)); err != nil {
+	if _, err := b.js.Publish(ctx, "tools.task.echo", []byte(bad)); err != nil {
 		t.Fatal(err)
 	}
-	jstest.Recv(t, failed, "a failed publish")
-	jstest.MustProvision(t, js)
-	if r := storedResult(t, js, task, 0); r.Status != protocol.StatusError || r.ErrorType != "DecodeError" {
+	offloadtest.WaitOrTimeout(t, failed, "a failed publish")
+	b.provision(t)
+	if r := b.storedResult(t, task, 0); r.Status != protocol.StatusError || r.ErrorType != "DecodeError" {
 		t.Fatalf("result %+v", r)
 	}
 }
@@ -731,11 +657,11 @@ func TestMalformedTaskResultRetried(t *testing.T) {
 // offer its tools, served by nobody, until the entries expired.
 func TestFailedStartLeavesNoRegistryEntry(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
+	b := setup(t)
 	// The registry entry of "big" exceeds the server's max payload: its
 	// write fails after that of "a" (entries are written in name order).
 	big := tool.Func("big", strings.Repeat("x", 2<<20), func(context.Context, *tool.RunContext, struct{}) (string, error) { return "", nil })
-	w, err := worker.New(worker.Config{Conn: srv.Conn(t), ID: "w", AckWait: testAckWait, Logger: jstest.Logger(),
+	w, err := worker.New(worker.Config{Conn: b.srv.Conn(t), ID: "w", AckWait: testAckWait, Logger: jstest.Logger(),
 		Tools: []*tool.Tool{echoLike("a", "x"), big}})
 	if err != nil {
 		t.Fatal(err)
@@ -746,7 +672,7 @@ func TestFailedStartLeavesNoRegistryEntry(t *testing.T) {
 		_ = w.StopAndCancel(ctx)
 		t.Fatal("started with an entry too large for the registry")
 	}
-	kv, err := srv.JetStream(t).KeyValue(ctx, "tools_registry")
+	kv, err := b.js.KeyValue(ctx, "tools_registry")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -760,14 +686,14 @@ func TestFailedStartLeavesNoRegistryEntry(t *testing.T) {
 // holding the task.
 func TestUnencodableResultAnswered(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	results := jstest.SubscribeResults(t, srv.Conn(t))
+	b := setup(t)
+	results := b.results(t)
 	nan := tool.Func("nan", "Return metadata JSON cannot encode.", func(context.Context, *tool.RunContext, struct{}) (tool.Return, error) {
 		return tool.Return{Value: "x", Metadata: map[string]any{"score": math.NaN()}}, nil
 	})
-	jstest.StartWorker(t, srv, worker.Config{ID: "w", Tools: []*tool.Tool{nan}})
+	b.worker(t, worker.Config{ID: "w", Tools: []*tool.Tool{nan}})
 	task := jstest.NewTask("nan", protocol.NewID(), `{}`)
-	publishTask(t, srv.JetStream(t), task)
+	b.publishTask(t, task)
 	r := resultOf(t, results, task)
 	if r.Status != protocol.StatusError || !strings.Contains(r.Message, "NaN") || r.Worker != "w" {
 		t.Fatalf("result %+v", r)

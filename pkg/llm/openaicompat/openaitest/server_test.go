@@ -11,15 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/llm/openaicompat"
 	"github.com/offload-dev/offload/pkg/llm/openaicompat/openaitest"
 	"github.com/offload-dev/offload/pkg/message"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // funcModel is an llm.Model made of a function; Stream calls stream when
 // set (it may send deltas), else gen without deltas.

@@ -1,7 +1,8 @@
 // Package jstest holds what the tests of natsjs's packages (worker,
 // remote, convstore) share: workers and dispatchers started on an
 // in-process server and stopped with the test, tasks, results, a gated tool
-// and a bounded wait. Only tests import it.
+// and the bound of every wait (the kit's, internal/offloadtest). Only
+// tests import it.
 package jstest
 
 import (
@@ -16,8 +17,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/goleak"
 
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
@@ -27,8 +28,8 @@ import (
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
-// Wait bounds every wait on a signal in these tests.
-const Wait = 15 * time.Second
+// Wait bounds every wait on a signal in these tests (the kit's).
+const Wait = offloadtest.Wait
 
 // AckWait is the consumers' ack wait in these tests.
 const AckWait = time.Second
@@ -81,20 +82,6 @@ func (g *Gate) Tool(name, result string) *tool.Tool {
 			return "", ctx.Err()
 		}
 	})
-}
-
-// Recv returns the next value of ch, failing the test after [Wait]; what
-// names the value in the failure.
-func Recv[T any](t *testing.T, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(Wait):
-		t.Fatalf("timed out waiting for %s", what)
-		var zero T
-		return zero
-	}
 }
 
 // StartWorker starts a worker on its own connection (closed at the end of
@@ -268,17 +255,4 @@ func (h LogSignal) WithGroup(g string) slog.Handler {
 func SignalOn(msg string) (*slog.Logger, <-chan struct{}) {
 	ch := make(chan struct{}, 64)
 	return slog.New(LogSignal{Logger().Handler(), msg, ch}), ch
-}
-
-// VerifyTestMain runs the tests of m and fails when goroutines leak
-// (goleak), minus one of nats.go's own.
-func VerifyTestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// nats.go v1.55.0 races in ObjectStore.Put: the Put's own JetStream
-		// context starts resetPendingAcksOnReconnect, then its deferred
-		// cleanupReplySub sets the status channel to nil; when the
-		// goroutine reads the channel after that, it blocks on a nil
-		// channel for good. One small goroutine per unlucky Put of a
-		// history larger than the max payload; nothing of ours to stop.
-		goleak.IgnoreTopFunction("github.com/nats-io/nats.go/jetstream.(*jetStream).resetPendingAcksOnReconnect"))
 }

@@ -3,7 +3,7 @@ package lazylog
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/offload-dev/offload/internal/offloadtest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { offloadtest.WrapTestMain(m) }

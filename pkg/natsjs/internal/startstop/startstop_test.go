@@ -4,11 +4,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
-
-	"go.uber.org/goleak"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func closed(ch <-chan struct{}) bool {
 	select {

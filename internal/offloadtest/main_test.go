@@ -1,0 +1,5 @@
+package offloadtest
+
+import "testing"
+
+func TestMain(m *testing.M) { WrapTestMain(m) }

@@ -1,0 +1,6 @@
+//go:build !soak
+
+package offloadtest
+
+// Soak is true under the soak build tag: [Bound] asserts its bounds.
+const Soak = false
