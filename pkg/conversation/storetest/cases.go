@@ -196,7 +196,7 @@ func claimHeld(t *testing.T, h Harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer la.Release(ctx)
+	defer func() { _ = la.Release(ctx) }()
 	start := time.Now()
 	_, err = b.Claim(ctx, id, "agent-b")
 	var ce *conversation.ClaimedError
