@@ -69,8 +69,11 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 	if len(want) > 0 {
 		filter = want
 	}
+	// The spec's policies (and, on the embedded default, the built-in
+	// tools' own definitions) win over what the registry advertises.
 	client, err := remote.NewClient(remote.ClientConfig{Conn: nc, Prefix: f.prefix, Replicas: f.conn.Replicas, Filter: filter,
-		InlineDeadline: f.callTimeout, Local: builtins, LocalID: fmt.Sprintf("agent-%d", os.Getpid()), Logger: log, Metrics: am})
+		Policies: f.agentSpec.Policies(), InlineDeadline: f.callTimeout, Local: builtins, LocalID: fmt.Sprintf("agent-%d", os.Getpid()),
+		Logger: log, Metrics: am})
 	if err != nil {
 		return fail(err)
 	}
@@ -79,6 +82,9 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 	}
 	c.client, c.closers = client, append(c.closers, func(ctx context.Context) { _ = client.Stop(ctx) })
 
+	if clashes := client.Clashes(); len(clashes) > 0 {
+		fmt.Fprintf(e.stderr, "agent: %s\n", clashNote(clashes))
+	}
 	if !embeddedDefault {
 		// One rule for both (SPEC §6.1): a --tools name nothing offers is a
 		// usage error naming what is offered.
@@ -91,6 +97,16 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 		}
 	}
 	return c, nil
+}
+
+// clashNote names the registry entries that clash with the agent's
+// policies, and how, for the start-up's diagnostics.
+func clashNote(clashes []remote.Clash) string {
+	parts := make([]string, len(clashes))
+	for i, c := range clashes {
+		parts[i] = c.Key + " (" + c.Reason() + ")"
+	}
+	return "registry entries clash with the agent's policy, which applies: " + strings.Join(parts, ", ")
 }
 
 // skippedNote names the registry entries skipped and why, for the

@@ -175,7 +175,7 @@ func applySpec(fl *pflag.FlagSet, f *runFlags) error {
 	l, ms := cmp.Or(s.Limits, &agentspec.Limits{}), cmp.Or(s.ModelSettings, &agentspec.ModelSettings{})
 	idle, idleGiven := s.IdleTimeout()
 	set("model", s.Model != "", func() { f.model = s.Model })
-	set("tools", s.Tools != nil, func() { f.tools = strings.Join(s.Tools, ",") })
+	set("tools", s.Tools != nil, func() { f.tools = strings.Join(s.ToolNames(), ",") })
 	set("approve", s.Approve != "", func() { f.approve = s.Approve })
 	set("request-limit", l.Requests != nil, func() { f.requestLimit = *l.Requests })
 	set("tool-calls-limit", l.ToolCalls != nil, func() { f.toolCallsLimit = *l.ToolCalls })
