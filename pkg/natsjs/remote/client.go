@@ -223,6 +223,11 @@ func (c *Client) Cancel(ctx context.Context, conv, task, reason string) error {
 	return c.d.Cancel(ctx, conv, task, reason)
 }
 
+// AwaitAnswers records the external calls of conv that wait for an
+// answer (see [Dispatcher.AwaitAnswers]); it implements
+// session.AnswerAwaiter.
+func (c *Client) AwaitAnswers(conv string, tasks []string) { c.d.AwaitAnswers(conv, tasks) }
+
 // Clashes returns the registry entries that clash with the agent's
 // policies now (see [Toolset.Clashes]).
 func (c *Client) Clashes() []Clash { return c.ts.Clashes() }

@@ -114,9 +114,10 @@ type Dispatcher struct {
 	mu      sync.Mutex
 	life    startstop.Base // changed under mu
 	pending map[string]*Handle
-	mem     *taskmem.Memory // tasks no call waits for, conversations' activity
-	lost    error           // set while the server is considered lost
-	url     string          // the server's URL, for errors
+	mem     *taskmem.Memory   // tasks no call waits for, conversations' activity
+	answers map[string]string // external calls waiting for an answer: conversation by task (dispatcher_answers.go)
+	lost    error             // set while the server is considered lost
+	url     string            // the server's URL, for errors
 	cc      jetstream.ConsumeContext
 	status  chan nats.Status
 	watched chan struct{} // closed when the connection watcher has stopped
@@ -164,6 +165,7 @@ func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 		subj:    protocol.Subjects{Prefix: cfg.Prefix},
 		js:      js,
 		pending: make(map[string]*Handle),
+		answers: make(map[string]string),
 		bufs:    bufpool.New(),
 		mem:     taskmem.New(cfg.DedupWindow, taskmem.DefaultLimit),
 	}, nil
