@@ -33,7 +33,7 @@ func TestDispatcherRefusesResultsForExternalCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer h.Cancel(ctx, "test over")
+	defer func() { _ = h.Cancel(ctx, "test over") }()
 	ext, other := protocol.NewID(), protocol.NewID()
 	d.AwaitAnswers(conv, []string{ext, other})
 	d.AwaitAnswers(conv, []string{ext}) // replaces the set: other was answered
