@@ -88,10 +88,16 @@ type BackgroundTools struct {
 // given are what the model is offered and what the arguments are
 // validated against.
 type ToolEntry struct {
-	Name             string         `yaml:"name"`
-	RequiresApproval bool           `yaml:"requires_approval"`
-	Description      string         `yaml:"description"`
-	Parameters       map[string]any `yaml:"parameters"`
+	// Name is the tool's name.
+	Name string `yaml:"name"`
+	// RequiresApproval, when true, makes every call of the tool wait for
+	// approval, whatever its source advertises.
+	RequiresApproval bool `yaml:"requires_approval"`
+	// Description, when given, is what the model is offered.
+	Description string `yaml:"description"`
+	// Parameters, when given, is the JSON Schema of the arguments: offered
+	// to the model and enforced.
+	Parameters map[string]any `yaml:"parameters"`
 }
 
 // toolEntryKeys are the keys of a ToolEntry object.
