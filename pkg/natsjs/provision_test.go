@@ -51,6 +51,7 @@ func TestDefinitionsInSync(t *testing.T) {
 				names.RegistryStream:      "$KV." + names.RegistryBucket + ".>",
 				names.Answers:             subj.All(protocol.KindAnswer),
 				names.ConversationsStream: "$KV." + names.ConversationsBucket + ".>",
+				names.PendingStream:       "$KV." + names.PendingBucket + ".>",
 				names.Exhausted:           "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + names.Tasks + ".>",
 			}
 			hist, ok := streams[names.HistoriesStream]
@@ -151,7 +152,7 @@ func TestDefinitionsInSync(t *testing.T) {
 func TestDefinitionFilesRoundTrip(t *testing.T) {
 	t.Parallel()
 	files, _ := fs.Glob(offload.Definitions(), "*/*.json")
-	if len(files) != 12 {
+	if len(files) != 13 {
 		t.Errorf("definition files: %v", files)
 	}
 	for _, file := range files {

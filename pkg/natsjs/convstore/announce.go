@@ -110,10 +110,6 @@ func (a *Announcer) Waiting(ctx context.Context, conv string, skip map[string]bo
 	if err != nil || len(info.State.Subjects) == 0 {
 		return nil
 	}
-	decisions, err := a.js.Stream(ctx, a.names.Decisions)
-	if err != nil {
-		return nil
-	}
 	var out []deferred.PendingTask
 	for _, subject := range slices.Sorted(maps.Keys(info.State.Subjects)) { // task IDs sort by time
 		m, err := approvals.GetLastMsgForSubject(ctx, subject)
@@ -124,13 +120,35 @@ func (a *Announcer) Waiting(ctx context.Context, conv string, skip map[string]bo
 		if !open || subject != a.subj.Approval(conv, ap.TaskID) || skip[ap.TaskID] {
 			continue
 		}
-		if _, err := decisions.GetLastMsgForSubject(ctx, a.subj.Decision(conv, ap.TaskID)); err == nil {
+		if decided, err := storedOn(ctx, a.js.Conn(), a.names.Decisions, a.subj.Decision(conv, ap.TaskID)); err == nil && decided {
 			continue // decided; the run has not read it yet
 		}
 		out = append(out, deferred.PendingTask{TaskID: ap.TaskID, ToolCallID: ap.ToolCallID, Kind: deferred.KindApproval,
 			Tool: ap.Tool, Args: ap.Args, Metadata: ap.Metadata})
 	}
 	return out
+}
+
+// Conversations returns the conversations with approvals announced (open
+// or resolved) in the approvals stream, sorted: where to look for the
+// approvals a live run waits for (see [Announcer.Waiting]). Best effort:
+// none when the approvals stream cannot be read.
+func (a *Announcer) Conversations(ctx context.Context) []string {
+	approvals, err := a.js.Stream(ctx, a.names.Approvals)
+	if err != nil {
+		return nil
+	}
+	info, err := approvals.Info(ctx, jetstream.WithSubjectFilter(a.subj.All(protocol.KindApproval)))
+	if err != nil {
+		return nil
+	}
+	seen := map[string]bool{}
+	for subject := range info.State.Subjects {
+		if kind, conv, _, _, err := a.subj.Parse(subject); err == nil && kind == protocol.KindApproval {
+			seen[conv] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(seen))
 }
 
 // announced decodes the last message of an approval's subject: an
