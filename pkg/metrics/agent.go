@@ -73,6 +73,11 @@ type Agent struct {
 	// [RefuseReason]: offload_refused_messages_total{reason}. Every reason is
 	// exported from the start, at zero.
 	RefusedMessagesTotal *prometheus.CounterVec
+	// PublishRefusedTotal counts the agent's publishes a stream refused at
+	// one of its limits (nothing stored), by stream and limit (max_msg_size,
+	// max_bytes, max_msgs, max_msgs_per_subject, storage):
+	// offload_publish_refused_total{stream,limit}.
+	PublishRefusedTotal *prometheus.CounterVec
 
 	all collectors
 }
@@ -125,6 +130,10 @@ func NewAgent(reg prometheus.Registerer) *Agent {
 			Name: "offload_refused_messages_total",
 			Help: "Total number of incoming results and decisions refused, by reason.",
 		}, []string{"reason"}),
+		PublishRefusedTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "offload_publish_refused_total",
+			Help: "Total number of the agent's publishes a stream refused at one of its limits, by stream and limit.",
+		}, []string{"stream", "limit"}),
 	}
 	for _, r := range RefuseReasons() {
 		a.RefusedMessagesTotal.WithLabelValues(string(r))
@@ -132,7 +141,7 @@ func NewAgent(reg prometheus.Registerer) *Agent {
 	a.all = collectors{
 		a.RunsTotal, a.ModelRequestsTotal, a.ModelRequestDuration, a.TokensTotal,
 		a.ToolCallsTotal, a.PendingCalls, a.ToolCallDuration, a.ApprovalWait,
-		a.RefusedMessagesTotal,
+		a.RefusedMessagesTotal, a.PublishRefusedTotal,
 	}
 	if reg != nil {
 		reg.MustRegister(a)
@@ -143,6 +152,15 @@ func NewAgent(reg prometheus.Registerer) *Agent {
 // Refused counts one message refused for reason.
 func (a *Agent) Refused(reason RefuseReason) {
 	a.RefusedMessagesTotal.WithLabelValues(string(reason)).Inc()
+}
+
+// PublishRefused counts one publish that stream refused at limit. A nil
+// *Agent counts nothing.
+func (a *Agent) PublishRefused(stream, limit string) {
+	if a == nil {
+		return
+	}
+	a.PublishRefusedTotal.WithLabelValues(stream, limit).Inc()
 }
 
 // Describe implements [prometheus.Collector].

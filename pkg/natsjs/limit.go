@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/offload-dev/offload/pkg/metrics"
 )
 
 // The limits a stream refuses a publish at: the limit label of
@@ -47,6 +49,18 @@ func (e *LimitError) Error() string {
 
 // Unwrap returns ErrLimitReached and the server's error.
 func (e *LimitError) Unwrap() []error { return []error{ErrLimitReached, e.Err} }
+
+// CountRefusal returns err as [Limited] does and, when it is a
+// *LimitError, counts it in am as a refusal of stream (a nil am counts
+// nothing).
+func CountRefusal(am *metrics.Agent, stream string, err error) error {
+	err = Limited(err)
+	var le *LimitError
+	if errors.As(err, &le) {
+		am.PublishRefused(stream, le.Limit)
+	}
+	return err
+}
 
 // The server's error codes of the refusals at a limit.
 const (

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/offload-dev/offload/pkg/deferred"
+	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
@@ -24,6 +25,9 @@ type Announcer struct {
 	js    jetstream.JetStream
 	subj  protocol.Subjects
 	names natsjs.Names
+	// metrics, when set, counts the announcements the approvals stream
+	// refuses at a limit.
+	metrics *metrics.Agent
 }
 
 // NewAnnouncer returns an announcer for prefix ("" is the default).
@@ -74,7 +78,7 @@ func (a *Announcer) publish(ctx context.Context, subject, id string, v any) erro
 	m.Header.Set(jetstream.MsgIDHeader, id)
 	m.Data = data
 	if _, err := a.js.PublishMsg(ctx, m); err != nil {
-		return fmt.Errorf("natsjs: publish %s: %w", subject, err)
+		return fmt.Errorf("natsjs: publish %s: %w", subject, natsjs.CountRefusal(a.metrics, a.names.Approvals, err))
 	}
 	return nil
 }

@@ -22,7 +22,8 @@ type OpenConfig struct {
 	// Provision names the streams and buckets (its Prefix) and says how
 	// to create them when missing (replicas, memory storage).
 	Provision natsjs.ProvisionOptions
-	// Metrics, if set, counts the messages the inbox refuses.
+	// Metrics, if set, counts the messages the inbox refuses and the
+	// announcements the approvals stream refuses at a limit.
 	Metrics *metrics.Agent
 	// Logger receives the store's and the inbox's logs. Defaults to
 	// discarding them.
@@ -68,7 +69,9 @@ func Open(ctx context.Context, cfg OpenConfig) (*Conversations, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Conversations{Store: store, Inbox: inbox, Announcer: NewAnnouncer(js, prefix), Publisher: NewPublisher(js, prefix)}, nil
+	announcer := NewAnnouncer(js, prefix)
+	announcer.metrics = cfg.Metrics
+	return &Conversations{Store: store, Inbox: inbox, Announcer: announcer, Publisher: NewPublisher(js, prefix)}, nil
 }
 
 // Load returns the stored conversation id with what arrived for it in the
