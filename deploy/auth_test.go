@@ -53,6 +53,13 @@ func startDeployServer(t *testing.T) *deployServer {
 // startBareDeployServer starts the server with nothing provisioned.
 func startBareDeployServer(t *testing.T) *deployServer {
 	t.Helper()
+	return startBareDeployServerWith(t, nil)
+}
+
+// startBareDeployServerWith starts the server with nothing provisioned,
+// its options changed by change (if set) before it starts.
+func startBareDeployServerWith(t *testing.T, change func(*server.Options)) *deployServer {
+	t.Helper()
 	dir := t.TempDir()
 	opts, err := server.ProcessConfigFile("nats/nats-server.conf")
 	if err != nil {
@@ -66,6 +73,9 @@ func startBareDeployServer(t *testing.T) *deployServer {
 	opts.StoreDir = dir
 	opts.NoSigs = true
 	opts.NoLog = true
+	if change != nil {
+		change(opts)
+	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
 		t.Fatal(err)
