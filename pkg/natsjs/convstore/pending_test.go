@@ -94,7 +94,7 @@ func TestPendingRecordFollowsSaves(t *testing.T) {
 	if err := st.Admit(conversation.ArrivalDecision, task, []byte(`{"approved":true}`), 1, time.Now(), 0); err != nil {
 		t.Fatal(err)
 	}
-	if rev, err = s.Save(ctx, st, rev); err != nil {
+	if _, err := s.Save(ctx, st, rev); err != nil {
 		t.Fatal(err)
 	}
 	if rec := b.pendingRecord(t, conv); rec != nil {
