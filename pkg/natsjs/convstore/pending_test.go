@@ -141,3 +141,35 @@ func TestPendingRecordRepairedByNextSave(t *testing.T) {
 		t.Fatalf("record %+v replaced the later one", rec)
 	}
 }
+
+// A store written before the pending records existed: Reproject (what
+// agent provision runs) writes the record of each paused conversation.
+func TestReprojectWritesMissingRecords(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s := b.store(t, convstore.Config{})
+	ctx := t.Context()
+	paused, done := sampleState(protocol.NewID(), 1), sampleState(protocol.NewID(), 1)
+	done.Pending = nil
+	for _, st := range []*conversation.State{paused, done} {
+		if _, err := s.Save(ctx, st, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kv, err := b.js.KeyValue(ctx, natsjs.NamesFor("").PendingBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Purge(ctx, paused.ID); err != nil { // as before the upgrade
+		t.Fatal(err)
+	}
+	if n, err := s.Reproject(ctx); err != nil || n != 2 {
+		t.Fatalf("Reproject: %d, %v", n, err)
+	}
+	if rec := b.pendingRecord(t, paused.ID); rec == nil || len(rec.Tasks) != 1 {
+		t.Errorf("paused conversation's record: %+v", rec)
+	}
+	if rec := b.pendingRecord(t, done.ID); rec != nil {
+		t.Errorf("finished conversation's record: %+v", rec)
+	}
+}

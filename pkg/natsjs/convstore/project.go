@@ -66,3 +66,28 @@ func (s *Store) project(ctx context.Context, st *conversation.State, rev convers
 	}
 	return fmt.Errorf("natsjs: pending record of %s: changed by another writer %d times", st.ID, projectAttempts)
 }
+
+// Reproject writes the pending record of every stored conversation again
+// from its state (see [Store.project]) and returns how many conversations
+// it read: what `agent provision` does once for a store written before
+// the pending records existed, whose paused conversations would otherwise
+// have none until their next save.
+func (s *Store) Reproject(ctx context.Context) (int, error) {
+	ids, err := s.List(ctx)
+	if err != nil {
+		return 0, err
+	}
+	for i, id := range ids {
+		st, rev, err := s.Load(ctx, id)
+		if errors.Is(err, conversation.ErrNotFound) {
+			continue // gone meanwhile
+		}
+		if err != nil {
+			return i, err
+		}
+		if err := s.project(ctx, st, rev); err != nil {
+			return i, err
+		}
+	}
+	return len(ids), nil
+}
