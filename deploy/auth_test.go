@@ -453,6 +453,17 @@ func ops(d *deployServer) []op {
 			_, err = obs.GetBytes(ctx, conv+".history")
 			return err
 		}},
+		{"look an approval up (stream info, direct get)", func(ctx context.Context, e opEnv) error {
+			st, err := e.js.Stream(ctx, names.Approvals)
+			if err != nil {
+				return err
+			}
+			if _, err := st.Info(ctx, jetstream.WithSubjectFilter(s.ApprovalsFor(conv))); err != nil {
+				return err
+			}
+			_, err = st.GetLastMsgForSubject(ctx, s.Approval(conv, task))
+			return err
+		}},
 		{"read the conversation store", func(ctx context.Context, e opEnv) error {
 			kv, err := e.kv(ctx, conversationsBucket)
 			if err != nil {
@@ -540,6 +551,7 @@ var allowed = map[string][]string{
 	"look a task's decision up (direct get by subject)":       {"admin", "agent", "approver", "answerer"},
 	"look a task's answer up (direct get by subject)":         {"admin", "agent", "approver", "answerer"},
 	"read a history object":                                   {"admin", "agent"},
+	"look an approval up (stream info, direct get)":           {"admin", "approver", "answerer"},
 	"read the conversation store":                             {"admin", "agent"},
 	"write the conversation store":                            {"admin", "agent"},
 	"write and read a history object":                         {"admin", "agent"},

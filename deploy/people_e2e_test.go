@@ -95,7 +95,8 @@ func TestPeopleCommandsWithRoles(t *testing.T) {
 	for _, role := range []string{"approver", "answerer"} {
 		for _, args := range [][]string{{"pending", "--conversation", conv}, {"pending"}} {
 			r := d.agentAs(t, agentBin, dir, role, args...)
-			if r.code != 0 || !strings.Contains(r.stdout, approval+" approval shell ") || !strings.Contains(r.stdout, external+" external ask_human ") {
+			// Nothing refused on the way: stderr stays empty.
+			if r.code != 0 || r.stderr != "" || !strings.Contains(r.stdout, approval+" approval shell ") || !strings.Contains(r.stdout, external+" external ask_human ") {
 				t.Fatalf("%v as %s: exit %d\nstdout:\n%s\nstderr:\n%s", args, role, r.code, r.stdout, r.stderr)
 			}
 		}
