@@ -551,7 +551,7 @@ var allowed = map[string][]string{
 	"look a task's decision up (direct get by subject)":       {"admin", "agent", "approver", "answerer"},
 	"look a task's answer up (direct get by subject)":         {"admin", "agent", "approver", "answerer"},
 	"read a history object":                                   {"admin", "agent"},
-	"look an approval up (stream info, direct get)":           {"admin", "approver", "answerer"},
+	"look an approval up (stream info, direct get)":           {"admin", "agent", "approver", "answerer"},
 	"read the conversation store":                             {"admin", "agent"},
 	"write the conversation store":                            {"admin", "agent"},
 	"write and read a history object":                         {"admin", "agent"},

@@ -92,7 +92,7 @@ func TestPeopleCommandsWithRoles(t *testing.T) {
 		}
 	}
 
-	for _, role := range []string{"approver", "answerer"} {
+	for _, role := range []string{"approver", "answerer", "agent"} {
 		for _, args := range [][]string{{"pending", "--conversation", conv}, {"pending"}} {
 			r := d.agentAs(t, agentBin, dir, role, args...)
 			// Nothing refused on the way: stderr stays empty.
@@ -100,7 +100,10 @@ func TestPeopleCommandsWithRoles(t *testing.T) {
 				t.Fatalf("%v as %s: exit %d\nstdout:\n%s\nstderr:\n%s", args, role, r.code, r.stdout, r.stderr)
 			}
 		}
-		// Neither reads a conversation's state or history.
+		if role == "agent" {
+			continue
+		}
+		// Neither person reads a conversation's state or history.
 		if r := d.agentAs(t, agentBin, dir, role, "history", "--conversation", conv); r.code == 0 || strings.Contains(r.stdout, "ask_human") || !strings.Contains(r.stderr, "permission denied") {
 			t.Errorf("history as %s: exit %d: %s", role, r.code, r.stderr)
 		}
