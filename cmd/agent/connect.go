@@ -151,7 +151,11 @@ func (c *conn) close() {
 // runs on the embedded default once before the server starts (srv nil)
 // and once after (srv set); an error from it ends the connection.
 func connect(ctx context.Context, e env, f *runFlags, log *slog.Logger, embeddedHook func(srv *embedded.Server) error) (*conn, error) {
-	c := &conn{refusals: &natsjs.Refusals{Role: "agent"}}
+	role := f.role
+	if role == "" {
+		role = "agent"
+	}
+	c := &conn{refusals: &natsjs.Refusals{Role: role}}
 	fail := func(err error) (*conn, error) {
 		c.close()
 		return nil, err

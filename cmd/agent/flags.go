@@ -24,6 +24,9 @@ import (
 
 // runFlags are the flags of `agent run`.
 type runFlags struct {
+	// role is the role of deploy/nats/auth.conf the command needs, named
+	// in the fix of a permission refused (default agent); not a flag.
+	role           string
 	model          string
 	json           bool
 	toolCallsLimit int

@@ -78,6 +78,11 @@ type Agent struct {
 	// entry revision and difference: offload_registry_clashes_total{tool,field},
 	// field one of requires_approval, description, parameters, external.
 	RegistryClashesTotal *prometheus.CounterVec
+	// PublishRefusedTotal counts the agent's publishes a stream refused at
+	// one of its limits (nothing stored), by stream and limit (max_msg_size,
+	// max_bytes, max_msgs, max_msgs_per_subject, storage):
+	// offload_publish_refused_total{stream,limit}.
+	PublishRefusedTotal *prometheus.CounterVec
 
 	all collectors
 }
@@ -134,6 +139,10 @@ func NewAgent(reg prometheus.Registerer) *Agent {
 			Name: "offload_registry_clashes_total",
 			Help: "Total number of registry entry revisions that advertise a tool otherwise than the agent's policy for it, by tool and field.",
 		}, []string{"tool", "field"}),
+		PublishRefusedTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "offload_publish_refused_total",
+			Help: "Total number of the agent's publishes a stream refused at one of its limits, by stream and limit.",
+		}, []string{"stream", "limit"}),
 	}
 	for _, r := range RefuseReasons() {
 		a.RefusedMessagesTotal.WithLabelValues(string(r))
@@ -141,7 +150,7 @@ func NewAgent(reg prometheus.Registerer) *Agent {
 	a.all = collectors{
 		a.RunsTotal, a.ModelRequestsTotal, a.ModelRequestDuration, a.TokensTotal,
 		a.ToolCallsTotal, a.PendingCalls, a.ToolCallDuration, a.ApprovalWait,
-		a.RefusedMessagesTotal, a.RegistryClashesTotal,
+		a.RefusedMessagesTotal, a.RegistryClashesTotal, a.PublishRefusedTotal,
 	}
 	if reg != nil {
 		reg.MustRegister(a)
@@ -158,6 +167,15 @@ func (a *Agent) Refused(reason RefuseReason) {
 // from the agent's policy for tool.
 func (a *Agent) RegistryClash(tool, field string) {
 	a.RegistryClashesTotal.WithLabelValues(tool, field).Inc()
+}
+
+// PublishRefused counts one publish that stream refused at limit. A nil
+// *Agent counts nothing.
+func (a *Agent) PublishRefused(stream, limit string) {
+	if a == nil {
+		return
+	}
+	a.PublishRefusedTotal.WithLabelValues(stream, limit).Inc()
 }
 
 // Describe implements [prometheus.Collector].

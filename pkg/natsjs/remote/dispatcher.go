@@ -316,7 +316,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, task protocol.Task) (*Handle,
 			d.setPending(task.Mode, -1)
 			d.observe(task, "dispatch_error", h.started)
 		}
-		err = fmt.Errorf("natsjs: publish task %s: %w", task.TaskID, err)
+		err = fmt.Errorf("natsjs: publish task %s: %w", task.TaskID, natsjs.CountRefusal(d.cfg.Metrics, natsjs.NamesFor(d.cfg.Prefix).Tasks, err))
 		h.finish(protocol.Result{}, err)
 		return nil, err
 	}
@@ -425,7 +425,7 @@ func (d *Dispatcher) publishCancel(ctx context.Context, conv, task, reason strin
 		return fmt.Errorf("natsjs: marshal cancel: %w", err)
 	}
 	if _, err := d.js.Publish(ctx, d.subj.Cancel(conv, task), data); err != nil {
-		return fmt.Errorf("natsjs: publish cancel of %s: %w", task, err)
+		return fmt.Errorf("natsjs: publish cancel of %s: %w", task, natsjs.CountRefusal(d.cfg.Metrics, natsjs.NamesFor(d.cfg.Prefix).Cancel, err))
 	}
 	return nil
 }
