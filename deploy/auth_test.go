@@ -118,8 +118,8 @@ func (d *deployServer) provision(t *testing.T) {
 	}
 	s := protocol.Subjects{}
 	for _, subject := range []string{
-		s.Result(d.conv, d.task), s.Answer(d.conv, d.task), s.Decision(d.conv, d.task),
-		s.Approval(d.conv, d.task), s.Cancel(d.conv, d.task),
+		s.Result(d.conv, d.task, "sleep"), s.Answer(d.conv, d.task), s.Decision(d.conv, d.task),
+		s.Approval(d.conv, d.task), s.Cancel(d.conv, d.task, "sleep"),
 		s.Task("sleep"), s.Task("sleep"),
 		// as the server does when it gives up on a task
 		natsjs.MaxDeliveriesSubject("", "sleep"),
@@ -245,7 +245,7 @@ func ops(d *deployServer) []op {
 			return e.publishJS(ctx, names.Tasks, s.Task("shell"), taskJSON)
 		}},
 		{"publish a result (tools.result.>)", func(ctx context.Context, e opEnv) error {
-			return e.publishJS(ctx, names.Results, s.Result(conv, protocol.NewID()), `{"content":"forged"}`)
+			return e.publishJS(ctx, names.Results, s.Result(conv, protocol.NewID(), "shell"), `{"content":"forged"}`)
 		}},
 		{"publish an answer (tools.answer.>)", func(ctx context.Context, e opEnv) error {
 			return e.publishJS(ctx, names.Answers, s.Answer(conv, protocol.NewID()), `{"content":"42"}`)
@@ -257,10 +257,10 @@ func ops(d *deployServer) []op {
 			return e.publishJS(ctx, names.Approvals, s.Approval(conv, protocol.NewID()), `{}`)
 		}},
 		{"publish a cancel (tools.cancel.>)", func(ctx context.Context, e opEnv) error {
-			return e.publishJS(ctx, names.Cancel, s.Cancel(conv, protocol.NewID()), `{}`)
+			return e.publishJS(ctx, names.Cancel, s.Cancel(conv, protocol.NewID(), "shell"), `{}`)
 		}},
 		{"publish progress (tools.progress.>)", func(ctx context.Context, e opEnv) error {
-			if err := e.nc.Publish(s.Progress(conv, task), []byte(`{}`)); err != nil {
+			if err := e.nc.Publish(s.Progress(conv, task, "sleep"), []byte(`{}`)); err != nil {
 				return err
 			}
 			return e.nc.FlushWithContext(ctx)
@@ -282,7 +282,7 @@ func ops(d *deployServer) []op {
 			if err != nil {
 				return err
 			}
-			_, err = st.GetLastMsgForSubject(ctx, s.Cancel(conv, task))
+			_, err = st.GetLastMsgForSubject(ctx, s.Cancel(conv, task, "sleep"))
 			return err
 		}},
 		{"bind the task consumer", func(ctx context.Context, e opEnv) error {

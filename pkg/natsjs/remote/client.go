@@ -184,9 +184,10 @@ func (c *Client) Attach(conv string, tasks []deferred.PendingTask) error {
 // came another way).
 func (c *Client) Release(taskID string) { c.ex.release(taskID) }
 
-// Cancel cancels a task over the wire (see [Dispatcher.Cancel]).
-func (c *Client) Cancel(ctx context.Context, conv, task, reason string) error {
-	return c.d.Cancel(ctx, conv, task, reason)
+// Cancel cancels task, a call of toolName, over the wire (see
+// [Dispatcher.Cancel]).
+func (c *Client) Cancel(ctx context.Context, conv, task, toolName, reason string) error {
+	return c.d.Cancel(ctx, conv, task, toolName, reason)
 }
 
 // Advertised returns every tool the workers advertise now, ignoring

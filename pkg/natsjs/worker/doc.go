@@ -5,8 +5,8 @@
 // every replica, so tools scale by adding replicas. It pulls a task only
 // when it has a free slot (no prefetching), keeps a running task's delivery
 // alive with in-progress acks, validates the arguments against the tool's
-// schema, and publishes the result on <prefix>.result.<conversation>.<task>
-// with Nats-Msg-Id res:<task>:<attempt>. Cancels on <prefix>.cancel.> reach
+// schema, and publishes the result on <prefix>.result.<conversation>.<task>.<tool>
+// with Nats-Msg-Id res:<task>:<attempt>. Cancels on <prefix>.cancel.*.*.<tool> reach
 // a running tool's context at once; a task cancelled before it was picked up is
 // answered cancelled without running. After a disconnect the worker looks
 // cancels up in the cancel stream until it has caught up (a cancel

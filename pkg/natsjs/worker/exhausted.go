@@ -239,7 +239,7 @@ func (w *Worker) answerExhausted(ctx context.Context, log *slog.Logger, raw *jet
 			Message: detail,
 		})
 		res.TaskID, res.ToolCallID, res.Worker, res.FinishedAt, res.Attempt = task.TaskID, task.ToolCallID, w.cfg.ID, time.Now().UTC(), task.Attempt
-		if err := w.publishResult(ctx, task.ConversationID, res); err != nil {
+		if err := w.publishResult(ctx, task.ConversationID, task.Tool, res); err != nil {
 			return err
 		}
 		w.count(task.Tool, protocol.StatusError)

@@ -157,7 +157,7 @@ func TestResultPublishRetriedNotRerun(t *testing.T) {
 	}
 	b.provision(t)
 	oc, err := b.js.OrderedConsumer(ctx, "TOOLS_RESULTS", jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{"tools.result." + task.ConversationID + "." + task.TaskID},
+		FilterSubjects: []string{"tools.result." + task.ConversationID + "." + task.TaskID + "." + task.Tool},
 	})
 	if err != nil {
 		t.Fatal(err)

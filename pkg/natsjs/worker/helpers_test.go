@@ -95,7 +95,7 @@ func (b *bundle) publishCancel(t *testing.T, task protocol.Task) {
 	data, _ := json.Marshal(protocol.Cancel{TaskID: task.TaskID, Reason: "test"})
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	if _, err := b.js.Publish(ctx, "tools.cancel."+task.ConversationID+"."+task.TaskID, data); err != nil {
+	if _, err := b.js.Publish(ctx, "tools.cancel."+task.ConversationID+"."+task.TaskID+"."+task.Tool, data); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -180,7 +180,7 @@ func (b *bundle) storedResultWithin(t *testing.T, task protocol.Task, attempt in
 	t.Helper()
 	ctx := context.Background()
 	oc, err := b.js.OrderedConsumer(ctx, "TOOLS_RESULTS", jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{"tools.result." + task.ConversationID + "." + task.TaskID},
+		FilterSubjects: []string{"tools.result." + task.ConversationID + "." + task.TaskID + "." + task.Tool},
 	})
 	if err != nil {
 		t.Fatal(err)

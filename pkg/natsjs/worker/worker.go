@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -215,6 +217,11 @@ func New(cfg Config) (*Worker, error) {
 
 // ID returns the worker's ID.
 func (w *Worker) ID() string { return w.cfg.ID }
+
+// toolNames returns the names of the tools served, sorted.
+func (w *Worker) toolNames() []string {
+	return slices.Sorted(maps.Keys(w.tools))
+}
 
 // Ready reports whether the worker serves: the streams exist, every tool's
 // consumer is bound and its registry entry written, and it is not stopping.
