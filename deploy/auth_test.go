@@ -95,9 +95,6 @@ func (d *deployServer) provision(t *testing.T) {
 	if _, err := natsjs.EnsureTaskConsumer(ctx, js, "sleep", natsjs.ProvisionOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := natsjs.EnsureExhaustedConsumer(ctx, js, "sleep", natsjs.ProvisionOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	reg, err := natsjs.EnsureRegistry(ctx, js, natsjs.ProvisionOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -121,8 +118,6 @@ func (d *deployServer) provision(t *testing.T) {
 		s.Result(d.conv, d.task, "sleep"), s.Answer(d.conv, d.task), s.Decision(d.conv, d.task),
 		s.Approval(d.conv, d.task), s.Cancel(d.conv, d.task, "sleep"),
 		s.Task("sleep"), s.Task("sleep"),
-		// as the server does when it gives up on a task
-		natsjs.MaxDeliveriesSubject("", "sleep"),
 	} {
 		if _, err := js.Publish(ctx, subject, []byte(`{}`)); err != nil {
 			t.Fatal(err)
@@ -307,7 +302,7 @@ func ops(d *deployServer) []op {
 			}
 			return m.DoubleAck(ctx)
 		}},
-		{"load and delete an exhausted task", func(ctx context.Context, e opEnv) error {
+		{"load and delete a stored task (MSG.GET, MSG.DELETE on the task stream)", func(ctx context.Context, e opEnv) error {
 			st, err := e.js.Stream(ctx, names.Tasks)
 			if err != nil {
 				return err
@@ -317,37 +312,6 @@ func ops(d *deployServer) []op {
 				return err
 			}
 			return st.DeleteMsg(ctx, raw.Sequence)
-		}},
-		{"subscribe to max-deliveries advisories (core)", func(ctx context.Context, e opEnv) error {
-			return e.subscribe(ctx, "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES."+names.Tasks+".>")
-		}},
-		{"forge a max-deliveries advisory", func(ctx context.Context, e opEnv) error {
-			return e.publishJS(ctx, names.Exhausted, natsjs.MaxDeliveriesSubject("", "sleep"), `{}`)
-		}},
-		{"look the exhausted stream up", func(ctx context.Context, e opEnv) error {
-			_, err := e.js.Stream(ctx, names.Exhausted)
-			return err
-		}},
-		{"create a tool's exhausted consumer", func(ctx context.Context, e opEnv) error {
-			_, err := natsjs.EnsureExhaustedConsumer(ctx, e.js, "fetch2", natsjs.ProvisionOptions{})
-			return err
-		}},
-		{"pull a max-deliveries advisory, hand it back and ack it", func(ctx context.Context, e opEnv) error {
-			c, err := natsjs.EnsureExhaustedConsumer(ctx, e.js, "sleep", natsjs.ProvisionOptions{})
-			if err != nil {
-				return err
-			}
-			m, err := c.Next(jetstream.FetchContext(ctx))
-			if err != nil {
-				return err
-			}
-			if err := m.Nak(); err != nil {
-				return err
-			}
-			if m, err = c.Next(jetstream.FetchContext(ctx)); err != nil {
-				return err
-			}
-			return m.DoubleAck(ctx)
 		}},
 		{"read the registry (get, watch)", func(ctx context.Context, e opEnv) error {
 			kv, err := e.kv(ctx, names.RegistryBucket)
@@ -432,43 +396,38 @@ func ops(d *deployServer) []op {
 // allowed lists, per operation, the roles SPEC §9 lets do it; every other
 // role must be refused.
 var allowed = map[string][]string{
-	"publish a task (tools.task.>)":                           {"admin", "agent"},
-	"publish a result (tools.result.>)":                       {"admin", "worker"},
-	"publish an answer (tools.answer.>)":                      {"admin", "answerer"},
-	"publish a decision (tools.decision.>)":                   {"admin", "approver"},
-	"publish an approval announcement (tools.approval.>)":     {"admin", "agent"},
-	"publish a cancel (tools.cancel.>)":                       {"admin", "agent"},
-	"publish progress (tools.progress.>)":                     {"admin", "worker"},
-	"subscribe to progress":                                   {"admin", "agent"},
-	"subscribe to cancels":                                    {"admin", "worker"},
-	"subscribe to approval announcements":                     {"admin", "approver"},
-	"subscribe to tasks (core)":                               {"admin"},
-	"subscribe to the agent's replies (_INBOX_agent.>)":       {"admin", "agent"},
-	"subscribe to the worker's replies (_INBOX_worker.>)":     {"admin", "worker"},
-	"subscribe to every reply (_INBOX.>)":                     {"admin"},
-	"subscribe to results (core)":                             {"admin"},
-	"read the results stream":                                 {"admin", "agent"},
-	"read the answers stream":                                 {"admin", "agent"},
-	"read the decisions stream":                               {"admin", "agent"},
-	"read the approvals stream":                               {"admin", "approver"},
-	"look a cancel up (direct get)":                           {"admin", "worker"},
-	"bind the task consumer":                                  {"admin", "worker"},
-	"create a tool's task consumer":                           {"admin", "worker"},
-	"pull a task, in-progress and ack it":                     {"admin", "worker"},
-	"load and delete an exhausted task":                       {"admin", "worker"},
-	"subscribe to max-deliveries advisories (core)":           {"admin"},
-	"forge a max-deliveries advisory":                         {"admin"},
-	"look the exhausted stream up":                            {"admin", "agent", "worker"},
-	"create a tool's exhausted consumer":                      {"admin", "worker"},
-	"pull a max-deliveries advisory, hand it back and ack it": {"admin", "worker"},
-	"read the registry (get, watch)":                          {"admin", "agent"},
-	"write a registry key":                                    {"admin", "worker"},
-	"read the conversation store (pending records)":           {"admin", "agent", "approver", "answerer"},
-	"write the conversation store":                            {"admin", "agent"},
-	"write and read a history object":                         {"admin", "agent"},
-	"create a stream":                                         {"admin"},
-	"purge the task stream":                                   {"admin"},
-	"delete a stored result":                                  {"admin"},
+	"publish a task (tools.task.>)":                                          {"admin", "agent"},
+	"publish a result (tools.result.>)":                                      {"admin", "worker"},
+	"publish an answer (tools.answer.>)":                                     {"admin", "answerer"},
+	"publish a decision (tools.decision.>)":                                  {"admin", "approver"},
+	"publish an approval announcement (tools.approval.>)":                    {"admin", "agent"},
+	"publish a cancel (tools.cancel.>)":                                      {"admin", "agent"},
+	"publish progress (tools.progress.>)":                                    {"admin", "worker"},
+	"subscribe to progress":                                                  {"admin", "agent"},
+	"subscribe to cancels":                                                   {"admin", "worker"},
+	"subscribe to approval announcements":                                    {"admin", "approver"},
+	"subscribe to tasks (core)":                                              {"admin"},
+	"subscribe to the agent's replies (_INBOX_agent.>)":                      {"admin", "agent"},
+	"subscribe to the worker's replies (_INBOX_worker.>)":                    {"admin", "worker"},
+	"subscribe to every reply (_INBOX.>)":                                    {"admin"},
+	"subscribe to results (core)":                                            {"admin"},
+	"read the results stream":                                                {"admin", "agent"},
+	"read the answers stream":                                                {"admin", "agent"},
+	"read the decisions stream":                                              {"admin", "agent"},
+	"read the approvals stream":                                              {"admin", "approver"},
+	"look a cancel up (direct get)":                                          {"admin", "worker"},
+	"bind the task consumer":                                                 {"admin", "worker"},
+	"create a tool's task consumer":                                          {"admin", "worker"},
+	"pull a task, in-progress and ack it":                                    {"admin", "worker"},
+	"load and delete a stored task (MSG.GET, MSG.DELETE on the task stream)": {"admin"},
+	"read the registry (get, watch)":                                         {"admin", "agent"},
+	"write a registry key":                                                   {"admin", "worker"},
+	"read the conversation store (pending records)":                          {"admin", "agent", "approver", "answerer"},
+	"write the conversation store":                                           {"admin", "agent"},
+	"write and read a history object":                                        {"admin", "agent"},
+	"create a stream":                                                        {"admin"},
+	"purge the task stream":                                                  {"admin"},
+	"delete a stored result":                                                 {"admin"},
 }
 
 // outcome runs o as role on a fresh connection: "allowed" when it

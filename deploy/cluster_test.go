@@ -76,7 +76,7 @@ func TestClusterFailover(t *testing.T) {
 			t.Fatalf("stream %s: replicas %d, cluster %+v; want R3", s.Name, info.Config.Replicas, info.Cluster)
 		}
 	}
-	for stream, consumer := range map[string]string{names.Tasks: natsjs.TaskConsumerName("sleep"), names.Exhausted: natsjs.ExhaustedConsumerName("sleep")} {
+	for stream, consumer := range map[string]string{names.Tasks: natsjs.TaskConsumerName("sleep")} {
 		tc, err := admin.Consumer(t.Context(), stream, consumer)
 		if err != nil {
 			t.Fatal(err)

@@ -200,7 +200,7 @@ func roleFor(subscribe bool, subject string) string {
 // consumes) stream.
 func streamReader(stream string) string {
 	switch {
-	case strings.HasSuffix(stream, "_TASKS"), strings.HasSuffix(stream, "_EXHAUSTED"), strings.HasSuffix(stream, "_CANCEL"):
+	case strings.HasSuffix(stream, "_TASKS"), strings.HasSuffix(stream, "_CANCEL"):
 		return "worker"
 	case strings.HasSuffix(stream, "_APPROVALS"):
 		return "approver"

@@ -111,7 +111,7 @@ func TestPermissionErrorRole(t *testing.T) {
 		{"tools.task.>", true, ""},
 		{"$JS.API.CONSUMER.CREATE.TOOLS_RESULTS.x.tools.result.>", false, "agent"},
 		{"$JS.API.CONSUMER.INFO.TOOLS_TASKS.task_sleep", false, "worker"},
-		{"$JS.API.CONSUMER.MSG.NEXT.ACME_EXHAUSTED.exhausted_x", false, "worker"},
+		{"$JS.API.CONSUMER.MSG.NEXT.ACME_TASKS.task_x", false, "worker"},
 		{"$JS.API.DIRECT.GET.TOOLS_CANCEL.tools.cancel.C.T", false, "worker"},
 		{"$JS.API.CONSUMER.CREATE.TOOLS_APPROVALS.x", false, "approver"},
 		{"$JS.API.CONSUMER.CREATE.KV_tools_registry.x", false, "agent"},

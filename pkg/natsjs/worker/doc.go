@@ -18,8 +18,9 @@
 // (failing closed when a task is published by hand). A task past its
 // deadline is answered DeadlineExceeded without running. A panic is an
 // error result (Panic), a task whose deliveries are exhausted one too
-// (DeliveriesExhausted), found through the server's advisory and, should
-// that be missed, by a sweep of the work queue. Stop lets running tasks
+// (DeliveriesExhausted): the limit is the consumer's metadata's, the
+// server never gives up, and the replica that receives a delivery past the
+// limit answers it without running it. Stop lets running tasks
 // finish within a grace period, hands the rest back (nak) and flushes before
 // it returns; StopAndCancel hands them back at once. The worker advertises
 // its tools in the registry bucket, refreshed while it runs.

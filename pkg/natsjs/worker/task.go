@@ -68,6 +68,10 @@ func (w *Worker) handle(t *tool.Tool, toolLog *slog.Logger, msg jetstream.Msg, s
 	stopHB := w.heartbeat(msg, log)
 	defer stopHB()
 
+	if limit, over := w.overLimit(t.Name, md); over {
+		w.answerExhausted(log, fl, limit)
+		return
+	}
 	var seq uint64
 	if md != nil {
 		seq = md.Sequence.Stream
