@@ -15,16 +15,24 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/authconf"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
-// The roles of deploy/nats/auth.conf, and the passwords the tests give them
-// through the environment, as an operator does.
-var roles = []string{"admin", "agent", "worker", "approver", "answerer"}
+// The users of deploy/nats/auth.conf (authconf.Shipped: one per role, and
+// one worker user per pool of built-in tools), and the passwords the tests
+// give them through the environment, as an operator does.
+var roles = func() []string {
+	var out []string
+	for _, u := range authconf.Shipped().Users {
+		out = append(out, u.Name)
+	}
+	return out
+}()
 
 func password(role string) string { return "test-password-of-" + role }
 
-func passwordEnv(role string) string { return "OFFLOAD_" + strings.ToUpper(role) + "_PASSWORD" }
+func passwordEnv(role string) string { return authconf.PasswordEnv(role) }
 
 // The names of the default prefix, which auth.conf is written for.
 const (
@@ -53,8 +61,15 @@ func startDeployServer(t *testing.T) *deployServer {
 // startBareDeployServer starts the server with nothing provisioned.
 func startBareDeployServer(t *testing.T) *deployServer {
 	t.Helper()
+	return startDeployServerFrom(t, "nats/nats-server.conf")
+}
+
+// startDeployServerFrom starts a server from the configuration file conf,
+// with nothing provisioned.
+func startDeployServerFrom(t *testing.T, conf string) *deployServer {
+	t.Helper()
 	dir := t.TempDir()
-	opts, err := server.ProcessConfigFile("nats/nats-server.conf")
+	opts, err := server.ProcessConfigFile(conf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,8 +254,13 @@ func ops(d *deployServer) []op {
 		{"publish a task (tools.task.>)", func(ctx context.Context, e opEnv) error {
 			return e.publishJS(ctx, names.Tasks, s.Task("shell"), taskJSON)
 		}},
-		{"publish a result (tools.result.>)", func(ctx context.Context, e opEnv) error {
+		// Finding 2 of issue 30: the http_fetch worker's credential
+		// answered a shell task.
+		{"publish a result for a shell task (tools.result.*.*.shell)", func(ctx context.Context, e opEnv) error {
 			return e.publishJS(ctx, names.Results, s.Result(conv, protocol.NewID(), "shell"), `{"content":"forged"}`)
+		}},
+		{"publish a result for a sleep task (tools.result.*.*.sleep)", func(ctx context.Context, e opEnv) error {
+			return e.publishJS(ctx, names.Results, s.Result(conv, protocol.NewID(), "sleep"), `{"content":"slept"}`)
 		}},
 		{"publish an answer (tools.answer.>)", func(ctx context.Context, e opEnv) error {
 			return e.publishJS(ctx, names.Answers, s.Answer(conv, protocol.NewID()), `{"content":"42"}`)
@@ -254,25 +274,31 @@ func ops(d *deployServer) []op {
 		{"publish a cancel (tools.cancel.>)", func(ctx context.Context, e opEnv) error {
 			return e.publishJS(ctx, names.Cancel, s.Cancel(conv, protocol.NewID(), "shell"), `{}`)
 		}},
-		{"publish progress (tools.progress.>)", func(ctx context.Context, e opEnv) error {
+		{"publish progress on a sleep task (tools.progress.*.*.sleep)", func(ctx context.Context, e opEnv) error {
 			if err := e.nc.Publish(s.Progress(conv, task, "sleep"), []byte(`{}`)); err != nil {
 				return err
 			}
 			return e.nc.FlushWithContext(ctx)
 		}},
 		{"subscribe to progress", func(ctx context.Context, e opEnv) error { return e.subscribe(ctx, s.All(protocol.KindProgress)) }},
-		{"subscribe to cancels", func(ctx context.Context, e opEnv) error { return e.subscribe(ctx, s.All(protocol.KindCancel)) }},
+		{"subscribe to every cancel (tools.cancel.>)", func(ctx context.Context, e opEnv) error { return e.subscribe(ctx, s.All(protocol.KindCancel)) }},
+		{"subscribe to sleep's cancels (tools.cancel.*.*.sleep)", func(ctx context.Context, e opEnv) error {
+			return e.subscribe(ctx, s.OfTool(protocol.KindCancel, "sleep"))
+		}},
 		{"subscribe to approval announcements", func(ctx context.Context, e opEnv) error { return e.subscribe(ctx, s.All(protocol.KindApproval)) }},
 		{"subscribe to tasks (core)", func(ctx context.Context, e opEnv) error { return e.subscribe(ctx, s.All(protocol.KindTask)) }},
 		{"subscribe to results (core)", func(ctx context.Context, e opEnv) error { return e.subscribe(ctx, s.All(protocol.KindResult)) }},
 		{"subscribe to the agent's replies (_INBOX_agent.>)", func(ctx context.Context, e opEnv) error { return e.subscribe(ctx, "_INBOX_agent.>") }},
-		{"subscribe to the worker's replies (_INBOX_worker.>)", func(ctx context.Context, e opEnv) error { return e.subscribe(ctx, "_INBOX_worker.>") }},
+		// The deliveries of sleep's tasks come to the sleep worker's inbox.
+		{"subscribe to the sleep worker's replies (_INBOX_worker_sleep.>)", func(ctx context.Context, e opEnv) error {
+			return e.subscribe(ctx, "_INBOX_worker_sleep.>")
+		}},
 		{"subscribe to every reply (_INBOX.>)", func(ctx context.Context, e opEnv) error { return e.subscribe(ctx, "_INBOX.>") }},
 		{"read the results stream", func(ctx context.Context, e opEnv) error { return e.readStream(ctx, names.Results) }},
 		{"read the answers stream", func(ctx context.Context, e opEnv) error { return e.readStream(ctx, names.Answers) }},
 		{"read the decisions stream", func(ctx context.Context, e opEnv) error { return e.readStream(ctx, names.Decisions) }},
 		{"read the approvals stream", func(ctx context.Context, e opEnv) error { return e.readStream(ctx, names.Approvals) }},
-		{"look a cancel up (direct get)", func(ctx context.Context, e opEnv) error {
+		{"look a sleep task's cancel up (direct get)", func(ctx context.Context, e opEnv) error {
 			st, err := e.js.Stream(ctx, names.Cancel)
 			if err != nil {
 				return err
@@ -280,15 +306,15 @@ func ops(d *deployServer) []op {
 			_, err = st.GetLastMsgForSubject(ctx, s.Cancel(conv, task, "sleep"))
 			return err
 		}},
-		{"bind the task consumer", func(ctx context.Context, e opEnv) error {
+		{"bind sleep's task consumer", func(ctx context.Context, e opEnv) error {
 			_, err := e.js.Consumer(ctx, names.Tasks, natsjs.TaskConsumerName("sleep"))
 			return err
 		}},
-		{"create a tool's task consumer", func(ctx context.Context, e opEnv) error {
-			_, err := natsjs.EnsureTaskConsumer(ctx, e.js, "fetch2", natsjs.ProvisionOptions{})
+		{"create http_fetch's task consumer", func(ctx context.Context, e opEnv) error {
+			_, err := natsjs.EnsureTaskConsumer(ctx, e.js, "http_fetch", natsjs.ProvisionOptions{})
 			return err
 		}},
-		{"pull a task, in-progress and ack it", func(ctx context.Context, e opEnv) error {
+		{"pull a sleep task, in-progress and ack it", func(ctx context.Context, e opEnv) error {
 			c, err := e.js.Consumer(ctx, names.Tasks, natsjs.TaskConsumerName("sleep"))
 			if err != nil {
 				return err
@@ -337,13 +363,22 @@ func ops(d *deployServer) []op {
 				}
 			}
 		}},
-		{"write a registry key", func(ctx context.Context, e opEnv) error {
+		// Finding 3 of issue 30: any worker re-described any tool (a
+		// forged schema, requires_approval false) or hid it with deletes.
+		{"write a registry key of sleep", func(ctx context.Context, e opEnv) error {
 			kv, err := e.kv(ctx, names.RegistryBucket)
 			if err != nil {
 				return err
 			}
-			_, err = kv.Put(ctx, "sleep.w2", []byte(`{"name":"sleep"}`))
+			_, err = kv.Put(ctx, "sleep.w2", []byte(`{"name":"sleep","requires_approval":false}`))
 			return err
+		}},
+		{"delete a registry key of sleep", func(ctx context.Context, e opEnv) error {
+			kv, err := e.kv(ctx, names.RegistryBucket)
+			if err != nil {
+				return err
+			}
+			return kv.Delete(ctx, "sleep.w1")
 		}},
 		{"read the conversation store (pending records)", func(ctx context.Context, e opEnv) error {
 			kv, err := e.kv(ctx, conversationsBucket)
@@ -397,31 +432,34 @@ func ops(d *deployServer) []op {
 // role must be refused.
 var allowed = map[string][]string{
 	"publish a task (tools.task.>)":                                          {"admin", "agent"},
-	"publish a result (tools.result.>)":                                      {"admin", "worker"},
+	"publish a result for a shell task (tools.result.*.*.shell)":             {"admin", "worker_shell"},
+	"publish a result for a sleep task (tools.result.*.*.sleep)":             {"admin", "worker_sleep"},
 	"publish an answer (tools.answer.>)":                                     {"admin", "answerer"},
 	"publish a decision (tools.decision.>)":                                  {"admin", "approver"},
 	"publish an approval announcement (tools.approval.>)":                    {"admin", "agent"},
 	"publish a cancel (tools.cancel.>)":                                      {"admin", "agent"},
-	"publish progress (tools.progress.>)":                                    {"admin", "worker"},
+	"publish progress on a sleep task (tools.progress.*.*.sleep)":            {"admin", "worker_sleep"},
 	"subscribe to progress":                                                  {"admin", "agent"},
-	"subscribe to cancels":                                                   {"admin", "worker"},
+	"subscribe to every cancel (tools.cancel.>)":                             {"admin"},
+	"subscribe to sleep's cancels (tools.cancel.*.*.sleep)":                  {"admin", "worker_sleep"},
 	"subscribe to approval announcements":                                    {"admin", "approver"},
 	"subscribe to tasks (core)":                                              {"admin"},
 	"subscribe to the agent's replies (_INBOX_agent.>)":                      {"admin", "agent"},
-	"subscribe to the worker's replies (_INBOX_worker.>)":                    {"admin", "worker"},
+	"subscribe to the sleep worker's replies (_INBOX_worker_sleep.>)":        {"admin", "worker_sleep"},
 	"subscribe to every reply (_INBOX.>)":                                    {"admin"},
 	"subscribe to results (core)":                                            {"admin"},
 	"read the results stream":                                                {"admin", "agent"},
 	"read the answers stream":                                                {"admin", "agent"},
 	"read the decisions stream":                                              {"admin", "agent"},
 	"read the approvals stream":                                              {"admin", "approver"},
-	"look a cancel up (direct get)":                                          {"admin", "worker"},
-	"bind the task consumer":                                                 {"admin", "worker"},
-	"create a tool's task consumer":                                          {"admin", "worker"},
-	"pull a task, in-progress and ack it":                                    {"admin", "worker"},
+	"look a sleep task's cancel up (direct get)":                             {"admin", "worker_sleep"},
+	"bind sleep's task consumer":                                             {"admin", "worker_sleep"},
+	"create http_fetch's task consumer":                                      {"admin", "worker_http"},
+	"pull a sleep task, in-progress and ack it":                              {"admin", "worker_sleep"},
 	"load and delete a stored task (MSG.GET, MSG.DELETE on the task stream)": {"admin"},
 	"read the registry (get, watch)":                                         {"admin", "agent"},
-	"write a registry key":                                                   {"admin", "worker"},
+	"write a registry key of sleep":                                          {"admin", "worker_sleep"},
+	"delete a registry key of sleep":                                         {"admin", "worker_sleep"},
 	"read the conversation store (pending records)":                          {"admin", "agent", "approver", "answerer"},
 	"write the conversation store":                                           {"admin", "agent"},
 	"write and read a history object":                                        {"admin", "agent"},

@@ -54,7 +54,7 @@ func TestDeploymentWithRoles(t *testing.T) {
 		t.Fatalf("agent provision: %v\n%s", err, out)
 	}
 
-	w := proctest.StartProcess(t, workerBin, "--nats", d.roleURL("worker"), "--inbox-prefix", inboxPrefix("worker"), "--tools", "sleep", "--id", "deploy-e2e")
+	w := proctest.StartProcess(t, workerBin, "--nats", d.roleURL("worker_sleep"), "--inbox-prefix", inboxPrefix("worker_sleep"), "--tools", "sleep", "--id", "deploy-e2e")
 	w.WaitLog(t, `"msg":"toolworker started"`, 30*time.Second)
 
 	run := exec.CommandContext(t.Context(), agentBin, "run", "--nats", d.roleURL("agent"), "--inbox-prefix", inboxPrefix("agent"), "--model", "test", "--tools", "sleep", "--json", "nap")

@@ -140,6 +140,11 @@ func TestPermissionErrorRole(t *testing.T) {
 		{natsjs.PermissionError{User: "bob", Subject: "tools.task.x", InboxPrefix: "_INBOX"}, "it takes the agent role of deploy/nats/auth.conf"},
 		{natsjs.PermissionError{User: "agent", Subject: "tools.task.x", InboxPrefix: "_INBOX", Need: "agent"}, "deploy/nats/auth.conf gives the agent role this subject: the server's authorization differs"},
 		{natsjs.PermissionError{User: "agent", Subject: "$JS.API.STREAM.CREATE.X", InboxPrefix: "_INBOX"}, "it takes the admin role"},
+		// A worker user of one pool serving another's tool.
+		{natsjs.PermissionError{User: "worker_http", Subject: "$JS.API.CONSUMER.INFO.TOOLS_TASKS.task_sleep", InboxPrefix: "_INBOX_worker_http", Need: "worker"},
+			"reaches its own tools' subjects alone, and this one is not worker_http's"},
+		{natsjs.PermissionError{User: "worker_sleep", Subject: "tools.task.x", InboxPrefix: "_INBOX_worker_sleep", Need: "agent"}, "this program needs the agent role of deploy/nats/auth.conf"},
+		{natsjs.PermissionError{User: "worker_sleep", Subscribe: true, Subject: "_INBOX.x.*", InboxPrefix: "_INBOX", Need: "worker"}, "start with --inbox-prefix _INBOX_worker_sleep (env"},
 	} {
 		if got := c.pe.Fix(); !strings.Contains(got, c.want) {
 			t.Errorf("%+v: fix %q, want %q", c.pe, got, c.want)

@@ -1,0 +1,144 @@
+package authconf
+
+import "github.com/offload-dev/offload/pkg/protocol"
+
+// ShippedWorkers are the worker users of the shipped auth.conf, one per
+// pool of built-in tools: a credential serves only its pool's tools.
+var ShippedWorkers = []struct {
+	// User is the user name.
+	User string
+	// Tools are the built-in tools it serves.
+	Tools []string
+}{
+	{"worker_sleep", []string{"sleep"}},
+	{"worker_http", []string{"http_fetch"}},
+	{"worker_files", []string{"list_dir", "read_file", "write_file"}},
+	{"worker_shell", []string{"shell"}},
+}
+
+// Shipped returns deploy/nats/auth.conf: the default prefix, the admin,
+// the agent, the worker users of [ShippedWorkers], the approver and the
+// answerer.
+func Shipped() File {
+	users := []User{
+		{Name: "admin", PasswordEnv: PasswordEnv("admin"), Comment: "provisions (agent provision); everything"},
+		func() User {
+			p := Agent(protocol.DefaultPrefix)
+			return User{Name: "agent", PasswordEnv: PasswordEnv("agent"), Comment: "an agent", Permissions: &p}
+		}(),
+	}
+	for _, w := range ShippedWorkers {
+		users = append(users, WorkerUser(protocol.DefaultPrefix, w.User, w.Tools))
+	}
+	users = append(users,
+		User{Name: "approver", PasswordEnv: PasswordEnv("approver"), Comment: "a person deciding approvals", Literal: approverBlock},
+		User{Name: "answerer", PasswordEnv: PasswordEnv("answerer"), Comment: "a person answering external calls", Literal: answererBlock},
+	)
+	return File{Header: shippedHeader(users), Users: users}
+}
+
+func shippedHeader(users []User) string {
+	var envs []string
+	for _, u := range users {
+		envs = append(envs, u.PasswordEnv)
+	}
+	h := `Least-privilege NATS users for offload (SPEC §9). This file holds only the
+authorization block, so any nats-server configuration can include it:
+
+  include auth.conf            # path relative to the including file
+
+Generated from pkg/natsjs/authconf (authconf.Shipped): do not edit by hand;
+regenerate with  go test ./deploy -run TestAuthConfGenerated -update
+
+Passwords come from the environment when the server starts; a missing one
+stops the server (nothing starts with an empty password):
+`
+	for i := 0; i < len(envs); i += 3 {
+		h += "  " + joinSpaces(envs[i:min(i+3, len(envs))]) + "\n"
+	}
+	h += `
+Written for the default subject prefix "tools" (streams TOOLS_*, buckets
+tools_*). For --prefix P, replace "tools." with "P.", "TOOLS_" with
+"<P upper-cased>_" and "tools_" with "P_".
+
+Trust comes from these permissions: a worker runs an approval-gated tool
+for any task marked approved, so only agents publish tasks; a worker user
+reads, pulls, answers and advertises only its own tools (the tool is the
+last token of the result, progress and cancel subjects; its task consumer
+and registry keys are named after it); people publish decisions (approver)
+and answers to external calls (answerer), nothing else. Each allowed and
+each denied operation is tested against a server including this file
+(deploy/auth_test.go).
+
+A worker user for your own tools: toolworker --config tools.yaml
+--print-auth worker_mine prints its entry (with its permissions) for the
+users list below; give it a password variable and start the worker with
+--inbox-prefix _INBOX_worker_mine.
+
+Replies (JetStream API responses, publish acknowledgements, consumer
+deliveries) come to each user on its own inbox prefix, _INBOX_<user>, so
+that no user reads another's replies (a worker cannot read the
+conversations an agent loads, nor the tasks delivered to another tool's
+worker). Start the binaries with --inbox-prefix _INBOX_<user> (env
+NATS_INBOX_PREFIX), and the nats CLI with --inbox-prefix _INBOX_<user> (or
+inbox_prefix in its context).`
+	return h
+}
+
+func joinSpaces(s []string) string {
+	out := ""
+	for i, v := range s {
+		if i > 0 {
+			out += "  "
+		}
+		out += v
+	}
+	return out
+}
+
+// The people roles' permissions blocks, as nats-server configuration text
+// (their definition changes with the pending bucket of issue 30's people
+// part; kept literal so that change ports as it is).
+const approverBlock = `  APPROVER = {
+    publish = {
+      allow = [
+        "tools.decision.>",
+        # the pending records (read-only): the conversation store bucket
+        "$JS.API.STREAM.INFO.KV_tools_conversations"
+        "$JS.API.DIRECT.GET.KV_tools_conversations",
+        "$JS.API.DIRECT.GET.KV_tools_conversations.>"
+        "$JS.API.STREAM.MSG.GET.KV_tools_conversations"
+        "$JS.API.CONSUMER.CREATE.KV_tools_conversations.>",
+        "$JS.API.CONSUMER.INFO.KV_tools_conversations.>"
+        "$JS.API.CONSUMER.DELETE.KV_tools_conversations.>",
+        "$JS.API.CONSUMER.MSG.NEXT.KV_tools_conversations.>"
+        "$JS.FC.KV_tools_conversations.>",
+        "$JS.API.STREAM.INFO.TOOLS_APPROVALS",
+        "$JS.API.CONSUMER.CREATE.TOOLS_APPROVALS.>", "$JS.API.CONSUMER.INFO.TOOLS_APPROVALS.>",
+        "$JS.API.CONSUMER.DELETE.TOOLS_APPROVALS.>", "$JS.API.CONSUMER.MSG.NEXT.TOOLS_APPROVALS.>",
+        "$JS.API.DIRECT.GET.TOOLS_APPROVALS", "$JS.API.DIRECT.GET.TOOLS_APPROVALS.>", "$JS.API.STREAM.MSG.GET.TOOLS_APPROVALS",
+      ]
+    }
+    subscribe = { allow = ["tools.approval.>", "_INBOX_approver.>"] }
+  }
+`
+
+const answererBlock = `  ANSWERER = {
+    publish = {
+      allow = [
+        "tools.answer.>",
+        # the pending records (read-only): the conversation store bucket
+        "$JS.API.STREAM.INFO.KV_tools_conversations"
+        "$JS.API.DIRECT.GET.KV_tools_conversations",
+        "$JS.API.DIRECT.GET.KV_tools_conversations.>"
+        "$JS.API.STREAM.MSG.GET.KV_tools_conversations"
+        "$JS.API.CONSUMER.CREATE.KV_tools_conversations.>",
+        "$JS.API.CONSUMER.INFO.KV_tools_conversations.>"
+        "$JS.API.CONSUMER.DELETE.KV_tools_conversations.>",
+        "$JS.API.CONSUMER.MSG.NEXT.KV_tools_conversations.>"
+        "$JS.FC.KV_tools_conversations.>"
+      ]
+    }
+    subscribe = { allow = ["_INBOX_answerer.>"] }
+  }
+`
