@@ -407,6 +407,12 @@ func ops(d *deployServer) []op {
 			_, err = obs.GetBytes(ctx, conv)
 			return err
 		}},
+		// A stream's info lists its subjects (with a subjects filter): the
+		// conversations and tasks of every tool.
+		{"look the histories stream up (its info)", func(ctx context.Context, e opEnv) error {
+			_, err := e.js.Stream(ctx, names.HistoriesStream)
+			return err
+		}},
 		{"create a stream", func(ctx context.Context, e opEnv) error {
 			_, err := e.js.CreateStream(ctx, jetstream.StreamConfig{Name: "EVIL", Subjects: []string{"evil.>"}})
 			return err
@@ -463,6 +469,7 @@ var allowed = map[string][]string{
 	"read the conversation store (pending records)":                          {"admin", "agent", "approver", "answerer"},
 	"write the conversation store":                                           {"admin", "agent"},
 	"write and read a history object":                                        {"admin", "agent"},
+	"look the histories stream up (its info)":                                {"admin", "agent"},
 	"create a stream":                                                        {"admin"},
 	"purge the task stream":                                                  {"admin"},
 	"delete a stored result":                                                 {"admin"},

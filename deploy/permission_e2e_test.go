@@ -39,7 +39,7 @@ func TestPermissionErrorsNameTheFix(t *testing.T) {
 		{"agent run with the worker's inbox prefix", agentBin, "agent", "_INBOX_worker", d, run,
 			[]string{`user "agent" subscribe to "_INBOX_worker.`, "--inbox-prefix _INBOX_agent"}},
 		{"agent run as worker", agentBin, "worker_sleep", "_INBOX_worker_sleep", d, run,
-			[]string{`user "worker_sleep" publish to "$JS.API.CONSUMER.CREATE.TOOLS_RESULTS.`, "needs the agent role"}},
+			[]string{`user "worker_sleep" publish to "$JS.API.STREAM.INFO.`, "needs the agent role"}},
 		{"agent run as approver", agentBin, "approver", "_INBOX_approver", d, run,
 			[]string{`user "approver" publish to "$JS.API.STREAM.INFO.KV_tools_registry"`, "needs the agent role"}},
 		{"agent run as answerer", agentBin, "answerer", "_INBOX_answerer", d, run,
@@ -55,9 +55,9 @@ func TestPermissionErrorsNameTheFix(t *testing.T) {
 		{"toolworker as agent", workerBin, "agent", "_INBOX_agent", d, serve,
 			[]string{`user \"agent\" publish to \"$JS.API.CONSUMER.INFO.TOOLS_TASKS.task_sleep\"`, "needs the worker role"}},
 		{"toolworker as approver", workerBin, "approver", "_INBOX_approver", d, serve,
-			[]string{`user \"approver\" publish to \"$JS.API.STREAM.INFO.KV_tools_registry\"`, "needs the worker role"}},
+			[]string{`user \"approver\" publish to \"$JS.API.STREAM.INFO.TOOLS_TASKS\"`, "needs the worker role"}},
 		{"toolworker as answerer", workerBin, "answerer", "_INBOX_answerer", d, serve,
-			[]string{`user \"answerer\" publish to \"$JS.API.STREAM.INFO.KV_tools_registry\"`, "needs the worker role"}},
+			[]string{`user \"answerer\" publish to \"$JS.API.STREAM.INFO.TOOLS_TASKS\"`, "needs the worker role"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			args := append(append([]string(nil), c.args...), "--nats", c.server.roleURL(c.role))

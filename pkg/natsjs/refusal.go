@@ -86,7 +86,7 @@ func (e *PermissionError) Fix() string {
 	}
 	role := e.Role()
 	switch {
-	case user == "worker" && hasRole(role, user) && e.User != user:
+	case user == "worker" && hasRole(role, user) && e.User != user && !wrongUser:
 		return fmt.Sprintf("a worker user of deploy/nats/auth.conf reaches its own tools' subjects alone, and this one is not %s's: serve its tools, or give these tools a user of their own (toolworker --print-auth USER prints its entry)", e.User)
 	case e.User != "" && hasRole(role, e.User):
 		return fmt.Sprintf("deploy/nats/auth.conf gives the %s role this subject: the server's authorization differs from it (for another --prefix, rewrite its names as its header says)", e.User)

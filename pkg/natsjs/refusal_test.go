@@ -144,6 +144,7 @@ func TestPermissionErrorRole(t *testing.T) {
 		{natsjs.PermissionError{User: "worker_http", Subject: "$JS.API.CONSUMER.INFO.TOOLS_TASKS.task_sleep", InboxPrefix: "_INBOX_worker_http", Need: "worker"},
 			"reaches its own tools' subjects alone, and this one is not worker_http's"},
 		{natsjs.PermissionError{User: "worker_sleep", Subject: "tools.task.x", InboxPrefix: "_INBOX_worker_sleep", Need: "agent"}, "this program needs the agent role of deploy/nats/auth.conf"},
+		{natsjs.PermissionError{User: "worker_sleep", Subject: "$JS.API.STREAM.INFO.KV_tools_registry", InboxPrefix: "_INBOX_worker_sleep", Need: "agent"}, "this program needs the agent role of deploy/nats/auth.conf"},
 		{natsjs.PermissionError{User: "worker_sleep", Subscribe: true, Subject: "_INBOX.x.*", InboxPrefix: "_INBOX", Need: "worker"}, "start with --inbox-prefix _INBOX_worker_sleep (env"},
 	} {
 		if got := c.pe.Fix(); !strings.Contains(got, c.want) {

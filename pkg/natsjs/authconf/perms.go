@@ -96,7 +96,10 @@ func Worker(prefix, user string, tools []string) Permissions {
 	n := natsjs.NamesFor(prefix)
 	s := protocol.Subjects{Prefix: n.Prefix}
 	p := Permissions{
-		Publish: []Rule{{"the streams' info: the binaries check at start-up that what they\n use exists (created by admin with agent provision)", streamInfos(n)}},
+		Publish: []Rule{{"the info of the streams it uses: a worker checks at start-up that they\n exist (created by admin with agent provision); no other stream's (a\n stream's info lists its subjects)", []string{
+			"$JS.API.STREAM.INFO." + n.Tasks, "$JS.API.STREAM.INFO." + n.Results,
+			"$JS.API.STREAM.INFO." + n.Cancel, "$JS.API.STREAM.INFO." + n.RegistryStream,
+		}}},
 	}
 	var subs []string
 	for _, t := range tools {

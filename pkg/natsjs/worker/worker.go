@@ -261,7 +261,10 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	}
 	w.js = js
 	popts := w.provisionOptions()
-	if err := natsjs.Provision(ctx, js, popts); err != nil {
+	// The streams a worker uses, and no other: a worker user may look up
+	// only those (a stream's info lists its subjects, and so the
+	// conversations and tasks of every tool).
+	if err := natsjs.EnsureStreams(ctx, js, popts, w.names.Tasks, w.names.Results, w.names.Cancel, w.names.RegistryStream); err != nil {
 		return fmt.Errorf("natsjs: worker: %w", jsop.Nested(err))
 	}
 	if w.tasksStream, err = js.Stream(ctx, w.names.Tasks); err != nil {
