@@ -12,10 +12,8 @@
 //     (streams/KV_<bucket>.json);
 //   - consumers/task.json: the per-tool durable pull consumer of tasks, in the
 //     format of `nats consumer add --config`, a template with a <tool>
-//     placeholder;
-//   - consumers/exhausted.json: the per-tool durable pull consumer of the
-//     max-deliveries advisories captured by streams/TOOLS_EXHAUSTED.json,
-//     a template of the same kind.
+//     placeholder; its metadata's offload.max_deliver is the delivery limit
+//     the workers enforce (the server's max_deliver is -1).
 //
 // The files are written for the default prefix "tools"; natsjs rewrites
 // names and subjects for another prefix.

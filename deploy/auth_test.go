@@ -15,16 +15,24 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/authconf"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
-// The roles of deploy/nats/auth.conf, and the passwords the tests give them
-// through the environment, as an operator does.
-var roles = []string{"admin", "agent", "worker", "approver", "answerer"}
+// The users of deploy/nats/auth.conf (authconf.Shipped: one per role, and
+// one worker user per pool of built-in tools), and the passwords the tests
+// give them through the environment, as an operator does.
+var roles = func() []string {
+	var out []string
+	for _, u := range authconf.Shipped().Users {
+		out = append(out, u.Name)
+	}
+	return out
+}()
 
 func password(role string) string { return "test-password-of-" + role }
 
-func passwordEnv(role string) string { return "OFFLOAD_" + strings.ToUpper(role) + "_PASSWORD" }
+func passwordEnv(role string) string { return authconf.PasswordEnv(role) }
 
 // The names of the default prefix, which auth.conf is written for.
 const (
@@ -53,15 +61,23 @@ func startDeployServer(t *testing.T) *deployServer {
 // startBareDeployServer starts the server with nothing provisioned.
 func startBareDeployServer(t *testing.T) *deployServer {
 	t.Helper()
-	return startBareDeployServerWith(t, nil)
+	return startDeployServerFrom(t, "nats/nats-server.conf", nil)
 }
 
 // startBareDeployServerWith starts the server with nothing provisioned,
 // its options changed by change (if set) before it starts.
 func startBareDeployServerWith(t *testing.T, change func(*server.Options)) *deployServer {
 	t.Helper()
+	return startDeployServerFrom(t, "nats/nats-server.conf", change)
+}
+
+// startDeployServerFrom starts a server from the configuration file conf,
+// with nothing provisioned, its options changed by change (if set) before
+// it starts.
+func startDeployServerFrom(t *testing.T, conf string, change func(*server.Options)) *deployServer {
+	t.Helper()
 	dir := t.TempDir()
-	opts, err := server.ProcessConfigFile("nats/nats-server.conf")
+	opts, err := server.ProcessConfigFile(conf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,9 +121,6 @@ func (d *deployServer) provision(t *testing.T) {
 	if _, err := natsjs.EnsureTaskConsumer(ctx, js, "sleep", natsjs.ProvisionOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := natsjs.EnsureExhaustedConsumer(ctx, js, "sleep", natsjs.ProvisionOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	reg, err := natsjs.EnsureRegistry(ctx, js, natsjs.ProvisionOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -139,11 +152,9 @@ func (d *deployServer) provision(t *testing.T) {
 	}
 	s := protocol.Subjects{}
 	for _, subject := range []string{
-		s.Result(d.conv, d.task), s.Answer(d.conv, d.task), s.Decision(d.conv, d.task),
-		s.Approval(d.conv, d.task), s.Cancel(d.conv, d.task),
+		s.Result(d.conv, d.task, "sleep"), s.Answer(d.conv, d.task), s.Decision(d.conv, d.task),
+		s.Approval(d.conv, d.task), s.Cancel(d.conv, d.task, "sleep"),
 		s.Task("sleep"), s.Task("sleep"),
-		// as the server does when it gives up on a task
-		natsjs.MaxDeliveriesSubject("", "sleep"),
 	} {
 		if _, err := js.Publish(ctx, subject, []byte(`{}`)); err != nil {
 			t.Fatal(err)
@@ -278,8 +289,13 @@ func ops(d *deployServer) []op {
 		{"publish a task (tools.task.>)", func(ctx context.Context, e opEnv) error {
 			return e.publishJS(ctx, names.Tasks, s.Task("shell"), taskJSON)
 		}},
-		{"publish a result (tools.result.>)", func(ctx context.Context, e opEnv) error {
-			return e.publishJS(ctx, names.Results, s.Result(conv, protocol.NewID()), `{"content":"forged"}`)
+		// Finding 2 of issue 30: the http_fetch worker's credential
+		// answered a shell task.
+		{"publish a result for a shell task (tools.result.*.*.shell)", func(ctx context.Context, e opEnv) error {
+			return e.publishJS(ctx, names.Results, s.Result(conv, protocol.NewID(), "shell"), `{"content":"forged"}`)
+		}},
+		{"publish a result for a sleep task (tools.result.*.*.sleep)", func(ctx context.Context, e opEnv) error {
+			return e.publishJS(ctx, names.Results, s.Result(conv, protocol.NewID(), "sleep"), `{"content":"slept"}`)
 		}},
 		{"publish an answer (tools.answer.>)", func(ctx context.Context, e opEnv) error {
 			return e.publishJS(ctx, names.Answers, s.Answer(conv, protocol.NewID()), `{"content":"42"}`)
@@ -291,43 +307,49 @@ func ops(d *deployServer) []op {
 			return e.publishJS(ctx, names.Approvals, s.Approval(conv, protocol.NewID()), `{}`)
 		}},
 		{"publish a cancel (tools.cancel.>)", func(ctx context.Context, e opEnv) error {
-			return e.publishJS(ctx, names.Cancel, s.Cancel(conv, protocol.NewID()), `{}`)
+			return e.publishJS(ctx, names.Cancel, s.Cancel(conv, protocol.NewID(), "shell"), `{}`)
 		}},
-		{"publish progress (tools.progress.>)", func(ctx context.Context, e opEnv) error {
-			if err := e.nc.Publish(s.Progress(conv, task), []byte(`{}`)); err != nil {
+		{"publish progress on a sleep task (tools.progress.*.*.sleep)", func(ctx context.Context, e opEnv) error {
+			if err := e.nc.Publish(s.Progress(conv, task, "sleep"), []byte(`{}`)); err != nil {
 				return err
 			}
 			return e.nc.FlushWithContext(ctx)
 		}},
 		{"subscribe to progress", func(ctx context.Context, e opEnv) error { return e.subscribe(ctx, s.All(protocol.KindProgress)) }},
-		{"subscribe to cancels", func(ctx context.Context, e opEnv) error { return e.subscribe(ctx, s.All(protocol.KindCancel)) }},
+		{"subscribe to every cancel (tools.cancel.>)", func(ctx context.Context, e opEnv) error { return e.subscribe(ctx, s.All(protocol.KindCancel)) }},
+		{"subscribe to sleep's cancels (tools.cancel.*.*.sleep)", func(ctx context.Context, e opEnv) error {
+			return e.subscribe(ctx, s.OfTool(protocol.KindCancel, "sleep"))
+		}},
 		{"subscribe to approval announcements", func(ctx context.Context, e opEnv) error { return e.subscribe(ctx, s.All(protocol.KindApproval)) }},
 		{"subscribe to tasks (core)", func(ctx context.Context, e opEnv) error { return e.subscribe(ctx, s.All(protocol.KindTask)) }},
 		{"subscribe to results (core)", func(ctx context.Context, e opEnv) error { return e.subscribe(ctx, s.All(protocol.KindResult)) }},
 		{"subscribe to the agent's replies (_INBOX_agent.>)", func(ctx context.Context, e opEnv) error { return e.subscribe(ctx, "_INBOX_agent.>") }},
-		{"subscribe to the worker's replies (_INBOX_worker.>)", func(ctx context.Context, e opEnv) error { return e.subscribe(ctx, "_INBOX_worker.>") }},
+		// The deliveries of sleep's tasks come to the sleep worker's inbox.
+		{"subscribe to the sleep worker's replies (_INBOX_worker_sleep.>)", func(ctx context.Context, e opEnv) error {
+			return e.subscribe(ctx, "_INBOX_worker_sleep.>")
+		}},
 		{"subscribe to every reply (_INBOX.>)", func(ctx context.Context, e opEnv) error { return e.subscribe(ctx, "_INBOX.>") }},
 		{"read the results stream", func(ctx context.Context, e opEnv) error { return e.readStream(ctx, names.Results) }},
 		{"read the answers stream", func(ctx context.Context, e opEnv) error { return e.readStream(ctx, names.Answers) }},
 		{"read the decisions stream", func(ctx context.Context, e opEnv) error { return e.readStream(ctx, names.Decisions) }},
 		{"read the approvals stream", func(ctx context.Context, e opEnv) error { return e.readStream(ctx, names.Approvals) }},
-		{"look a cancel up (direct get)", func(ctx context.Context, e opEnv) error {
+		{"look a sleep task's cancel up (direct get)", func(ctx context.Context, e opEnv) error {
 			st, err := e.js.Stream(ctx, names.Cancel)
 			if err != nil {
 				return err
 			}
-			_, err = st.GetLastMsgForSubject(ctx, s.Cancel(conv, task))
+			_, err = st.GetLastMsgForSubject(ctx, s.Cancel(conv, task, "sleep"))
 			return err
 		}},
-		{"bind the task consumer", func(ctx context.Context, e opEnv) error {
+		{"bind sleep's task consumer", func(ctx context.Context, e opEnv) error {
 			_, err := e.js.Consumer(ctx, names.Tasks, natsjs.TaskConsumerName("sleep"))
 			return err
 		}},
-		{"create a tool's task consumer", func(ctx context.Context, e opEnv) error {
-			_, err := natsjs.EnsureTaskConsumer(ctx, e.js, "fetch2", natsjs.ProvisionOptions{})
+		{"create http_fetch's task consumer", func(ctx context.Context, e opEnv) error {
+			_, err := natsjs.EnsureTaskConsumer(ctx, e.js, "http_fetch", natsjs.ProvisionOptions{})
 			return err
 		}},
-		{"pull a task, in-progress and ack it", func(ctx context.Context, e opEnv) error {
+		{"pull a sleep task, in-progress and ack it", func(ctx context.Context, e opEnv) error {
 			c, err := e.js.Consumer(ctx, names.Tasks, natsjs.TaskConsumerName("sleep"))
 			if err != nil {
 				return err
@@ -341,7 +363,7 @@ func ops(d *deployServer) []op {
 			}
 			return m.DoubleAck(ctx)
 		}},
-		{"load and delete an exhausted task", func(ctx context.Context, e opEnv) error {
+		{"load and delete a stored task (MSG.GET, MSG.DELETE on the task stream)", func(ctx context.Context, e opEnv) error {
 			st, err := e.js.Stream(ctx, names.Tasks)
 			if err != nil {
 				return err
@@ -351,37 +373,6 @@ func ops(d *deployServer) []op {
 				return err
 			}
 			return st.DeleteMsg(ctx, raw.Sequence)
-		}},
-		{"subscribe to max-deliveries advisories (core)", func(ctx context.Context, e opEnv) error {
-			return e.subscribe(ctx, "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES."+names.Tasks+".>")
-		}},
-		{"forge a max-deliveries advisory", func(ctx context.Context, e opEnv) error {
-			return e.publishJS(ctx, names.Exhausted, natsjs.MaxDeliveriesSubject("", "sleep"), `{}`)
-		}},
-		{"look the exhausted stream up", func(ctx context.Context, e opEnv) error {
-			_, err := e.js.Stream(ctx, names.Exhausted)
-			return err
-		}},
-		{"create a tool's exhausted consumer", func(ctx context.Context, e opEnv) error {
-			_, err := natsjs.EnsureExhaustedConsumer(ctx, e.js, "fetch2", natsjs.ProvisionOptions{})
-			return err
-		}},
-		{"pull a max-deliveries advisory, hand it back and ack it", func(ctx context.Context, e opEnv) error {
-			c, err := natsjs.EnsureExhaustedConsumer(ctx, e.js, "sleep", natsjs.ProvisionOptions{})
-			if err != nil {
-				return err
-			}
-			m, err := c.Next(jetstream.FetchContext(ctx))
-			if err != nil {
-				return err
-			}
-			if err := m.Nak(); err != nil {
-				return err
-			}
-			if m, err = c.Next(jetstream.FetchContext(ctx)); err != nil {
-				return err
-			}
-			return m.DoubleAck(ctx)
 		}},
 		{"read the registry (get, watch)", func(ctx context.Context, e opEnv) error {
 			kv, err := e.kv(ctx, names.RegistryBucket)
@@ -407,12 +398,14 @@ func ops(d *deployServer) []op {
 				}
 			}
 		}},
-		{"write a registry key", func(ctx context.Context, e opEnv) error {
+		// Finding 3 of issue 30: any worker re-described any tool (a
+		// forged schema, requires_approval false) or hid it with deletes.
+		{"write a registry key of sleep", func(ctx context.Context, e opEnv) error {
 			kv, err := e.kv(ctx, names.RegistryBucket)
 			if err != nil {
 				return err
 			}
-			_, err = kv.Put(ctx, "sleep.w2", []byte(`{"name":"sleep"}`))
+			_, err = kv.Put(ctx, "sleep.w2", []byte(`{"name":"sleep","requires_approval":false}`))
 			return err
 		}},
 		{"read the pending records (get, list)", func(ctx context.Context, e opEnv) error {
@@ -464,6 +457,13 @@ func ops(d *deployServer) []op {
 			_, err = st.GetLastMsgForSubject(ctx, s.Approval(conv, task))
 			return err
 		}},
+		{"delete a registry key of sleep", func(ctx context.Context, e opEnv) error {
+			kv, err := e.kv(ctx, names.RegistryBucket)
+			if err != nil {
+				return err
+			}
+			return kv.Delete(ctx, "sleep.w1")
+		}},
 		{"read the conversation store", func(ctx context.Context, e opEnv) error {
 			kv, err := e.kv(ctx, conversationsBucket)
 			if err != nil {
@@ -491,6 +491,12 @@ func ops(d *deployServer) []op {
 			_, err = obs.GetBytes(ctx, conv)
 			return err
 		}},
+		// A stream's info lists its subjects (with a subjects filter): the
+		// conversations and tasks of every tool.
+		{"look the histories stream up (its info)", func(ctx context.Context, e opEnv) error {
+			_, err := e.js.Stream(ctx, names.HistoriesStream)
+			return err
+		}},
 		{"create a stream", func(ctx context.Context, e opEnv) error {
 			_, err := e.js.CreateStream(ctx, jetstream.StreamConfig{Name: "EVIL", Subjects: []string{"evil.>"}})
 			return err
@@ -515,49 +521,48 @@ func ops(d *deployServer) []op {
 // allowed lists, per operation, the roles SPEC §9 lets do it; every other
 // role must be refused.
 var allowed = map[string][]string{
-	"publish a task (tools.task.>)":                           {"admin", "agent"},
-	"publish a result (tools.result.>)":                       {"admin", "worker"},
-	"publish an answer (tools.answer.>)":                      {"admin", "answerer"},
-	"publish a decision (tools.decision.>)":                   {"admin", "approver"},
-	"publish an approval announcement (tools.approval.>)":     {"admin", "agent"},
-	"publish a cancel (tools.cancel.>)":                       {"admin", "agent"},
-	"publish progress (tools.progress.>)":                     {"admin", "worker"},
-	"subscribe to progress":                                   {"admin", "agent"},
-	"subscribe to cancels":                                    {"admin", "worker"},
-	"subscribe to approval announcements":                     {"admin", "approver"},
-	"subscribe to tasks (core)":                               {"admin"},
-	"subscribe to the agent's replies (_INBOX_agent.>)":       {"admin", "agent"},
-	"subscribe to the worker's replies (_INBOX_worker.>)":     {"admin", "worker"},
-	"subscribe to every reply (_INBOX.>)":                     {"admin"},
-	"subscribe to results (core)":                             {"admin"},
-	"read the results stream":                                 {"admin", "agent"},
-	"read the answers stream":                                 {"admin", "agent"},
-	"read the decisions stream":                               {"admin", "agent"},
-	"read the approvals stream":                               {"admin", "approver"},
-	"look a cancel up (direct get)":                           {"admin", "worker"},
-	"bind the task consumer":                                  {"admin", "worker"},
-	"create a tool's task consumer":                           {"admin", "worker"},
-	"pull a task, in-progress and ack it":                     {"admin", "worker"},
-	"load and delete an exhausted task":                       {"admin", "worker"},
-	"subscribe to max-deliveries advisories (core)":           {"admin"},
-	"forge a max-deliveries advisory":                         {"admin"},
-	"look the exhausted stream up":                            {"admin", "agent", "worker"},
-	"create a tool's exhausted consumer":                      {"admin", "worker"},
-	"pull a max-deliveries advisory, hand it back and ack it": {"admin", "worker"},
-	"read the registry (get, watch)":                          {"admin", "agent"},
-	"write a registry key":                                    {"admin", "worker"},
-	"read the pending records (get, list)":                    {"admin", "agent", "approver", "answerer"},
-	"write a pending record":                                  {"admin", "agent"},
-	"look a task's decision up (direct get by subject)":       {"admin", "agent", "approver", "answerer"},
-	"look a task's answer up (direct get by subject)":         {"admin", "agent", "approver", "answerer"},
-	"read a history object":                                   {"admin", "agent"},
-	"look an approval up (stream info, direct get)":           {"admin", "agent", "approver", "answerer"},
-	"read the conversation store":                             {"admin", "agent"},
-	"write the conversation store":                            {"admin", "agent"},
-	"write and read a history object":                         {"admin", "agent"},
-	"create a stream":                                         {"admin"},
-	"purge the task stream":                                   {"admin"},
-	"delete a stored result":                                  {"admin"},
+	"publish a task (tools.task.>)":                                          {"admin", "agent"},
+	"publish a result for a shell task (tools.result.*.*.shell)":             {"admin", "worker_shell"},
+	"publish a result for a sleep task (tools.result.*.*.sleep)":             {"admin", "worker_sleep"},
+	"publish an answer (tools.answer.>)":                                     {"admin", "answerer"},
+	"publish a decision (tools.decision.>)":                                  {"admin", "approver"},
+	"publish an approval announcement (tools.approval.>)":                    {"admin", "agent"},
+	"publish a cancel (tools.cancel.>)":                                      {"admin", "agent"},
+	"publish progress on a sleep task (tools.progress.*.*.sleep)":            {"admin", "worker_sleep"},
+	"subscribe to progress":                                                  {"admin", "agent"},
+	"subscribe to every cancel (tools.cancel.>)":                             {"admin"},
+	"subscribe to sleep's cancels (tools.cancel.*.*.sleep)":                  {"admin", "worker_sleep"},
+	"subscribe to approval announcements":                                    {"admin", "approver"},
+	"subscribe to tasks (core)":                                              {"admin"},
+	"subscribe to the agent's replies (_INBOX_agent.>)":                      {"admin", "agent"},
+	"subscribe to the sleep worker's replies (_INBOX_worker_sleep.>)":        {"admin", "worker_sleep"},
+	"subscribe to every reply (_INBOX.>)":                                    {"admin"},
+	"subscribe to results (core)":                                            {"admin"},
+	"read the results stream":                                                {"admin", "agent"},
+	"read the answers stream":                                                {"admin", "agent"},
+	"read the decisions stream":                                              {"admin", "agent"},
+	"read the approvals stream":                                              {"admin", "approver"},
+	"look a sleep task's cancel up (direct get)":                             {"admin", "worker_sleep"},
+	"bind sleep's task consumer":                                             {"admin", "worker_sleep"},
+	"create http_fetch's task consumer":                                      {"admin", "worker_http"},
+	"pull a sleep task, in-progress and ack it":                              {"admin", "worker_sleep"},
+	"load and delete a stored task (MSG.GET, MSG.DELETE on the task stream)": {"admin"},
+	"read the registry (get, watch)":                                         {"admin", "agent"},
+	"write a registry key of sleep":                                          {"admin", "worker_sleep"},
+	"delete a registry key of sleep":                                         {"admin", "worker_sleep"},
+	"read the pending records (get, list)":                                   {"admin", "agent", "approver", "answerer"},
+	"write a pending record":                                                 {"admin", "agent"},
+	"look a task's decision up (direct get by subject)":                      {"admin", "agent", "approver", "answerer"},
+	"look a task's answer up (direct get by subject)":                        {"admin", "agent", "approver", "answerer"},
+	"read a history object":                                                  {"admin", "agent"},
+	"look an approval up (stream info, direct get)":                          {"admin", "agent", "approver", "answerer"},
+	"read the conversation store":                                            {"admin", "agent"},
+	"write the conversation store":                                           {"admin", "agent"},
+	"write and read a history object":                                        {"admin", "agent"},
+	"look the histories stream up (its info)":                                {"admin", "agent"},
+	"create a stream":                                                        {"admin"},
+	"purge the task stream":                                                  {"admin"},
+	"delete a stored result":                                                 {"admin"},
 }
 
 // outcome runs o as role on a fresh connection: "allowed" when it

@@ -76,7 +76,7 @@ func TestClusterFailover(t *testing.T) {
 			t.Fatalf("stream %s: replicas %d, cluster %+v; want R3", s.Name, info.Config.Replicas, info.Cluster)
 		}
 	}
-	for stream, consumer := range map[string]string{names.Tasks: natsjs.TaskConsumerName("sleep"), names.Exhausted: natsjs.ExhaustedConsumerName("sleep")} {
+	for stream, consumer := range map[string]string{names.Tasks: natsjs.TaskConsumerName("sleep")} {
 		tc, err := admin.Consumer(t.Context(), stream, consumer)
 		if err != nil {
 			t.Fatal(err)
@@ -159,11 +159,11 @@ func TestClusterFailover(t *testing.T) {
 	// list of the three.
 	workers := make([]*proctest.Process, 3)
 	for i := range workers {
-		url := c.list("worker", i)
+		url := c.list("worker_sleep", i)
 		if i != 1 {
-			url = strings.Replace(c.nodes[i].url, "nats://", "nats://worker:"+password("worker")+"@", 1)
+			url = strings.Replace(c.nodes[i].url, "nats://", "nats://worker_sleep:"+password("worker_sleep")+"@", 1)
 		}
-		workers[i] = proctest.StartProcess(t, workerBin, "--nats", url, "--inbox-prefix", inboxPrefix("worker"), "--tools", "sleep", "--id", "cluster-"+strconv.Itoa(i),
+		workers[i] = proctest.StartProcess(t, workerBin, "--nats", url, "--inbox-prefix", inboxPrefix("worker_sleep"), "--tools", "sleep", "--id", "cluster-"+strconv.Itoa(i),
 			"--concurrency", "4", "--replicas", "3", "-v")
 	}
 	onNode := map[string]bool{}

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/offload-dev/offload/internal/proctest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/protocol"
@@ -50,12 +52,24 @@ func TestDeploymentWithRoles(t *testing.T) {
 	}
 	out, err := exec.Command(agentBin, "provision", "--nats", d.roleURL("admin"), "--tools", "sleep").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "stream TOOLS_TASKS") || !strings.Contains(string(out), "consumer TOOLS_TASKS task_sleep") ||
-		!strings.Contains(string(out), "stream TOOLS_EXHAUSTED $JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.TOOLS_TASKS.>") ||
-		!strings.Contains(string(out), "consumer TOOLS_EXHAUSTED exhausted_sleep") {
+		strings.Contains(string(out), "EXHAUSTED") {
 		t.Fatalf("agent provision: %v\n%s", err, out)
 	}
 
-	w := proctest.StartProcess(t, workerBin, "--nats", d.roleURL("worker"), "--inbox-prefix", inboxPrefix("worker"), "--tools", "sleep", "--id", "deploy-e2e")
+	// A deployment of a release that kept max-deliveries advisories in
+	// TOOLS_EXHAUSTED is told the stream is no longer used.
+	admin := d.connect(t, "admin", nil)
+	ajs, _ := jetstream.New(admin)
+	if _, err := ajs.CreateStream(t.Context(), jetstream.StreamConfig{Name: "TOOLS_EXHAUSTED", Subjects: []string{"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.TOOLS_TASKS.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	admin.Close()
+	if out, err := exec.Command(agentBin, "provision", "--nats", d.roleURL("admin"), "--tools", "sleep").CombinedOutput(); err != nil ||
+		!strings.Contains(string(out), "stream TOOLS_EXHAUSTED is no longer used") || !strings.Contains(string(out), "nats stream rm -f TOOLS_EXHAUSTED") {
+		t.Fatalf("agent provision over an old deployment: %v\n%s", err, out)
+	}
+
+	w := proctest.StartProcess(t, workerBin, "--nats", d.roleURL("worker_sleep"), "--inbox-prefix", inboxPrefix("worker_sleep"), "--tools", "sleep", "--id", "deploy-e2e")
 	w.WaitLog(t, `"msg":"toolworker started"`, 30*time.Second)
 
 	run := exec.CommandContext(t.Context(), agentBin, "run", "--nats", d.roleURL("agent"), "--inbox-prefix", inboxPrefix("agent"), "--model", "test", "--tools", "sleep", "--json", "nap")

@@ -490,7 +490,7 @@ func TestKubernetesManifests(t *testing.T) {
 			t.Errorf("toolworker env %s: the binary reads no such variable (its help names %v)", e.Name, workerEnvs)
 		}
 	}
-	checkNATSURL(t, "toolworker NATS_URL", wenv["NATS_URL"], "worker", nodes, clientPort)
+	checkNATSURL(t, "toolworker NATS_URL", wenv["NATS_URL"], "worker_http", nodes, clientPort)
 	if r, err := strconv.Atoi(wenv["OFFLOAD_REPLICAS"]); err != nil || r < 1 || r > *sts.Spec.Replicas {
 		t.Errorf("toolworker OFFLOAD_REPLICAS %q: want 1 to the %d nodes", wenv["OFFLOAD_REPLICAS"], *sts.Spec.Replicas)
 	}

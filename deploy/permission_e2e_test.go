@@ -38,22 +38,26 @@ func TestPermissionErrorsNameTheFix(t *testing.T) {
 			[]string{`user "agent" subscribe to "_INBOX.`, "--inbox-prefix _INBOX_agent"}},
 		{"agent run with the worker's inbox prefix", agentBin, "agent", "_INBOX_worker", d, run,
 			[]string{`user "agent" subscribe to "_INBOX_worker.`, "--inbox-prefix _INBOX_agent"}},
-		{"agent run as worker", agentBin, "worker", "_INBOX_worker", d, run,
-			[]string{`user "worker" publish to "$JS.API.CONSUMER.CREATE.TOOLS_RESULTS.`, "needs the agent role"}},
+		{"agent run as worker", agentBin, "worker_sleep", "_INBOX_worker_sleep", d, run,
+			[]string{`user "worker_sleep" publish to "$JS.API.STREAM.INFO.`, "needs the agent role"}},
 		{"agent run as approver", agentBin, "approver", "_INBOX_approver", d, run,
 			[]string{`user "approver" publish to "$JS.API.STREAM.INFO.KV_tools_conversations"`, "needs the agent role"}},
 		{"agent run as answerer", agentBin, "answerer", "_INBOX_answerer", d, run,
 			[]string{`user "answerer" publish to "$JS.API.STREAM.INFO.KV_tools_conversations"`, "needs the agent role"}},
 		{"agent provision as agent", agentBin, "agent", "_INBOX_agent", bare, []string{"provision"},
 			[]string{"is missing and this user may not create it", `user "agent" publish to "$JS.API.STREAM.CREATE.KV_tools_conversations"`, "needs the admin role"}},
-		{"toolworker without its inbox prefix", workerBin, "worker", "", d, serve,
-			[]string{`user \"worker\" subscribe to \"_INBOX.`, "--inbox-prefix _INBOX_worker"}},
+		{"toolworker without its inbox prefix", workerBin, "worker_sleep", "", d, serve,
+			[]string{`user \"worker_sleep\" subscribe to \"_INBOX.`, "--inbox-prefix _INBOX_worker_sleep"}},
+		// Finding 2 of issue 30: the http_fetch worker's credential pulled
+		// any tool's tasks.
+		{"toolworker of another tool's user", workerBin, "worker_http", "_INBOX_worker_http", d, serve,
+			[]string{`user \"worker_http\" publish to \"$JS.API.CONSUMER.INFO.TOOLS_TASKS.task_sleep\"`, "reaches its own tools' subjects alone"}},
 		{"toolworker as agent", workerBin, "agent", "_INBOX_agent", d, serve,
 			[]string{`user \"agent\" publish to \"$JS.API.CONSUMER.INFO.TOOLS_TASKS.task_sleep\"`, "needs the worker role"}},
 		{"toolworker as approver", workerBin, "approver", "_INBOX_approver", d, serve,
-			[]string{`user \"approver\" publish to \"$JS.API.STREAM.INFO.KV_tools_conversations\"`, "needs the worker role"}},
+			[]string{`user \"approver\" publish to \"$JS.API.STREAM.INFO.TOOLS_TASKS\"`, "needs the worker role"}},
 		{"toolworker as answerer", workerBin, "answerer", "_INBOX_answerer", d, serve,
-			[]string{`user \"answerer\" publish to \"$JS.API.STREAM.INFO.KV_tools_conversations\"`, "needs the worker role"}},
+			[]string{`user \"answerer\" publish to \"$JS.API.STREAM.INFO.TOOLS_TASKS\"`, "needs the worker role"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			args := append(append([]string(nil), c.args...), "--nats", c.server.roleURL(c.role))

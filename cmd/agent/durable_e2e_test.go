@@ -623,7 +623,7 @@ func TestDurableKilledWhileBackgroundRuns(t *testing.T) {
 			// before the resume starts (else the resume may consume it
 			// live, which is also right, but not what this tests).
 			d.tools.open()
-			d.waitMessage(natsjs.NamesFor("").Results, protocol.Subjects{}.Result(conv, task))
+			d.waitMessage(natsjs.NamesFor("").Results, protocol.Subjects{}.Result(conv, task, "research"))
 			r := d.agent("resume", "--conversation", conv)
 			want := fmt.Sprintf("Background tool 'research' (task %s) completed.\nResult: found tides", task)
 			if r.code != 0 || !strings.Contains(r.final["output"].(string), want) {

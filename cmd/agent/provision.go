@@ -112,7 +112,14 @@ func provision(ctx context.Context, e env, f *provisionFlags) error {
 		if err := natsjs.EnsureToolConsumers(ctx, js, name, opts); err != nil {
 			return &exitError{code: exitFailed, err: err}
 		}
-		fmt.Fprintf(e.stdout, "consumer %s %s\nconsumer %s %s\n", names.Tasks, natsjs.TaskConsumerName(name), names.Exhausted, natsjs.ExhaustedConsumerName(name))
+		fmt.Fprintf(e.stdout, "consumer %s %s\n", names.Tasks, natsjs.TaskConsumerName(name))
+	}
+	// Deployments made before the delivery limit moved to the task
+	// consumers' metadata kept the max-deliveries advisories in a stream
+	// that nothing uses any more.
+	old := strings.ToUpper(names.Prefix) + "_EXHAUSTED"
+	if _, err := js.Stream(ctx, old); err == nil {
+		fmt.Fprintf(e.stderr, "stream %s is no longer used (a worker answers exhausted tasks itself); delete it: nats stream rm -f %s\n", old, old)
 	}
 	return nil
 }

@@ -185,7 +185,7 @@ func (s *rawSystem) handle(ctx context.Context, js jetstream.JetStream, m jetstr
 	}
 	content, _ := json.Marshal(benchcall.Output)
 	data, _ := json.Marshal(rawResult{TaskID: t.TaskID, Status: "ok", Content: content})
-	res := nats.NewMsg(s.prefix + ".result." + t.ConversationID + "." + t.TaskID)
+	res := nats.NewMsg(s.prefix + ".result." + t.ConversationID + "." + t.TaskID + ".lookup")
 	res.Header.Set(jetstream.MsgIDHeader, "res:"+t.TaskID)
 	res.Data = data
 	if _, err := js.PublishMsg(ctx, res); err == nil {

@@ -25,6 +25,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -41,10 +42,15 @@ import (
 	"github.com/offload-dev/offload/pkg/cmdtool"
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/authconf"
 	"github.com/offload-dev/offload/pkg/natsjs/worker"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
 )
+
+// userRE is what --print-auth takes: a user name usable as an inbox
+// prefix token and in an environment variable's name.
+var userRE = regexp.MustCompile(`^[A-Za-z0-9_]{1,64}$`)
 
 // stopMargin is how long a stop may take beyond the grace period.
 const stopMargin = 15 * time.Second
@@ -67,6 +73,7 @@ type options struct {
 	ackWait     time.Duration
 	maxDeliver  int
 	verbose     bool
+	printAuth   string // --print-auth: the user whose auth.conf entry to print
 	// conn are the connection flags; natsURL the servers they give and
 	// copts their connection options (credentials, --context).
 	conn         natsflags.Flags
@@ -83,6 +90,11 @@ func main() {
 // run is the whole command; signals, when nil, are the process's SIGINT and
 // SIGTERM. It returns the exit code.
 func run(args []string, getenv func(string) string, stderr io.Writer, signals <-chan os.Signal) int {
+	return runTo(os.Stdout, args, getenv, stderr, signals)
+}
+
+// runTo is run with what it prints (--print-auth) going to stdout.
+func runTo(stdout io.Writer, args []string, getenv func(string) string, stderr io.Writer, signals <-chan os.Signal) int {
 	opts, err := parseFlags(args, getenv, stderr)
 	if err != nil {
 		if errors.Is(err, errHelp) {
@@ -101,6 +113,15 @@ func run(args []string, getenv func(string) string, stderr io.Writer, signals <-
 	if err != nil {
 		fmt.Fprintln(stderr, "toolworker:", err)
 		return exitUsage
+	}
+	if opts.printAuth != "" {
+		names := make([]string, len(tools))
+		for i, t := range tools {
+			names[i] = t.Name
+		}
+		slices.Sort(names)
+		fmt.Fprint(stdout, authconf.WorkerUser(opts.prefix, opts.printAuth, names).Entry())
+		return exitOK
 	}
 	if signals == nil {
 		ch := make(chan os.Signal, 2)
@@ -157,8 +178,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	fs.StringVar(&o.prefix, "prefix", protocol.DefaultPrefix, "subject prefix")
 	fs.DurationVar(&o.grace, "grace", 30*time.Second, "how long running tasks may finish after SIGTERM before they are handed back (0: hand them back at once)")
 	fs.DurationVar(&o.ackWait, "ack-wait", 0, "ack wait of the task consumers, kept alive by in-progress acks (default: jetstream/consumers/task.json); every replica must agree")
-	fs.IntVar(&o.maxDeliver, "max-deliver", 0, "deliveries of a task before it fails with DeliveriesExhausted (default: jetstream/consumers/task.json); every replica must agree")
+	fs.IntVar(&o.maxDeliver, "max-deliver", 0, "deliveries of a task before it fails with DeliveriesExhausted (default: offload.max_deliver in jetstream/consumers/task.json); every replica must agree")
 	fs.BoolVarP(&o.verbose, "v", "v", false, "debug logs")
+	fs.StringVar(&o.printAuth, "print-auth", "", "print the deploy/nats/auth.conf users entry of a worker user named `USER` serving exactly these tools (--tools, --config, --prefix), then exit without connecting")
 	fs.BoolVar(&o.allowPrivate, "allow-private-network", false, "let http_fetch reach loopback, private and link-local addresses (never the NATS server)")
 	cmd.SetArgs(longFlags(args, fs))
 	if err := cmd.Execute(); err != nil {
@@ -178,6 +200,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	o.copts, o.natsURL = copts, o.conn.Servers(copts)
 	if err := protocol.ValidatePrefix(o.prefix); err != nil {
 		return nil, err
+	}
+	if o.printAuth != "" && !userRE.MatchString(o.printAuth) {
+		return nil, fmt.Errorf("--print-auth %q: a user name is letters, digits and _", o.printAuth)
 	}
 	if o.id == "" || strings.ContainsAny(o.id, ". *>") {
 		return nil, fmt.Errorf("--id %q must be non-empty and contain no '.', ' ', '*' or '>'", o.id)

@@ -32,13 +32,17 @@ const (
 	RefuseOversize RefuseReason = "oversize"
 	// RefuseLate: the call was already cancelled or otherwise closed.
 	RefuseLate RefuseReason = "late"
+	// RefuseWrongTool: a result's subject names another tool than the
+	// pending task's (the last token of <prefix>.result.<conv>.<task>.<tool>):
+	// a worker answering a task of a tool it does not serve.
+	RefuseWrongTool RefuseReason = "wrong_tool"
 )
 
 // RefuseReasons returns every [RefuseReason], in a fixed order.
 func RefuseReasons() []RefuseReason {
 	return []RefuseReason{
 		RefuseUnknownTask, RefuseDuplicate, RefuseMalformed, RefuseWrongConversation,
-		RefuseWrongKind, RefuseOversize, RefuseLate,
+		RefuseWrongKind, RefuseOversize, RefuseLate, RefuseWrongTool,
 	}
 }
 

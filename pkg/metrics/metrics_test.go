@@ -120,10 +120,10 @@ func TestLint(t *testing.T) {
 func TestRefusedReasonsStartAtZero(t *testing.T) {
 	t.Parallel()
 	a := metrics.NewAgent(nil)
-	if n := testutil.CollectAndCount(a.RefusedMessagesTotal); n != 7 {
-		t.Fatalf("refused series = %d, want 7", n)
+	if n := testutil.CollectAndCount(a.RefusedMessagesTotal); n != 8 {
+		t.Fatalf("refused series = %d, want 8", n)
 	}
-	want := []string{"unknown_task", "duplicate", "malformed", "wrong_conversation", "wrong_kind", "oversize", "late"}
+	want := []string{"unknown_task", "duplicate", "malformed", "wrong_conversation", "wrong_kind", "oversize", "late", "wrong_tool"}
 	for i, r := range metrics.RefuseReasons() {
 		if string(r) != want[i] {
 			t.Errorf("reason %d = %q, want %q", i, r, want[i])

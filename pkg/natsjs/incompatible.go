@@ -170,9 +170,25 @@ func diffConsumer(want, have jetstream.ConsumerConfig) []FieldDiff {
 	d.cmp("headers_only", want.HeadersOnly, have.HeadersOnly)
 	d.cmp("inactive_threshold", want.InactiveThreshold, have.InactiveThreshold)
 	d.cmp("mem_storage", want.MemoryStorage, have.MemoryStorage)
+	d.cmp("metadata", ownMetadata(want.Metadata), ownMetadata(have.Metadata))
 	return d
+}
+
+// ownMetadata returns the offload.* keys of a consumer's metadata (the
+// server adds keys of its own), or nil when there are none.
+func ownMetadata(md map[string]string) map[string]string {
+	var own map[string]string
+	for k, v := range md {
+		if strings.HasPrefix(k, "offload.") {
+			if own == nil {
+				own = map[string]string{}
+			}
+			own[k] = v
+		}
+	}
+	return own
 }
 
 // updatableConsumerFields are the consumer fields JetStream updates in
 // place (SPEC §5.1).
-var updatableConsumerFields = map[string]bool{"ack_wait": true, "backoff": true, "max_deliver": true, "max_ack_pending": true}
+var updatableConsumerFields = map[string]bool{"ack_wait": true, "backoff": true, "max_deliver": true, "max_ack_pending": true, "metadata": true}

@@ -15,9 +15,6 @@ const (
 	defOBJStreamPre = "OBJ_tools_"
 	defOBJSubjPre   = "$O.tools_"
 	toolholder      = "<tool>"
-	// maxDeliverAdvPre starts the subject of a consumer's max-deliveries
-	// advisory, $JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.<stream>.<consumer>.
-	maxDeliverAdvPre = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES."
 )
 
 // Names are the names of a prefix's JetStream assets.
@@ -36,9 +33,6 @@ type Names struct {
 	Cancel string
 	// Answers is the stream of <prefix>.answer.>.
 	Answers string
-	// Exhausted is the stream of the max-deliveries advisories of the task
-	// consumers (work queue): $JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.<Tasks>.>.
-	Exhausted string
 	// RegistryBucket is the tool registry KV bucket, <prefix>_registry.
 	RegistryBucket string
 	// RegistryStream is the registry's backing stream, KV_<prefix>_registry.
@@ -63,8 +57,7 @@ type Names struct {
 
 // NamesFor returns the asset names of prefix ("" means
 // [protocol.DefaultPrefix]): stream names are the upper-cased prefix followed
-// by _TASKS, _RESULTS, _APPROVALS, _DECISIONS, _CANCEL, _ANSWERS,
-// _EXHAUSTED.
+// by _TASKS, _RESULTS, _APPROVALS, _DECISIONS, _CANCEL, _ANSWERS.
 func NamesFor(prefix string) Names {
 	if prefix == "" {
 		prefix = defPrefix
@@ -78,7 +71,6 @@ func NamesFor(prefix string) Names {
 		Decisions:      up + "DECISIONS",
 		Cancel:         up + "CANCEL",
 		Answers:        up + "ANSWERS",
-		Exhausted:      up + "EXHAUSTED",
 		RegistryBucket: prefix + "_registry",
 		RegistryStream: "KV_" + prefix + "_registry",
 
@@ -94,14 +86,3 @@ func NamesFor(prefix string) Names {
 // TaskConsumerName returns the durable name of a tool's task consumer,
 // task_<tool>.
 func TaskConsumerName(toolName string) string { return "task_" + toolName }
-
-// ExhaustedConsumerName returns the durable name of a tool's consumer of
-// max-deliveries advisories on the exhausted stream, exhausted_<tool>.
-func ExhaustedConsumerName(toolName string) string { return "exhausted_" + toolName }
-
-// MaxDeliveriesSubject returns the subject of the max-deliveries advisories
-// of toolName's task consumer on the tasks stream of prefix ("" means
-// [protocol.DefaultPrefix]).
-func MaxDeliveriesSubject(prefix, toolName string) string {
-	return maxDeliverAdvPre + NamesFor(prefix).Tasks + "." + TaskConsumerName(toolName)
-}

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,10 +35,10 @@ type ProvisionOptions struct {
 	// AckWait, when positive, replaces the task consumer's ack_wait and drops
 	// its backoff, so that redeliveries come every AckWait (tests).
 	AckWait time.Duration
-	// MaxDeliver, when positive, replaces the task consumer's max_deliver.
+	// MaxDeliver, when positive, replaces the task consumer's delivery
+	// limit (its metadata's [MaxDeliverKey]; see [DeliveryLimit]).
 	MaxDeliver int
-	// FS holds the definitions (streams/*.json, consumers/task.json,
-	// consumers/exhausted.json).
+	// FS holds the definitions (streams/*.json, consumers/task.json).
 	// Defaults to the jetstream/ directory embedded by the module's root
 	// package ([offload.Definitions]).
 	FS fs.FS
@@ -139,40 +140,54 @@ func rewriteStream(cfg *jetstream.StreamConfig, prefix string) error {
 			cfg.Subjects[i] = "$KV." + prefix + "_" + strings.TrimPrefix(s, defKVSubjPre)
 		case strings.HasPrefix(s, defOBJSubjPre):
 			cfg.Subjects[i] = "$O." + prefix + "_" + strings.TrimPrefix(s, defOBJSubjPre)
-		case strings.HasPrefix(s, maxDeliverAdvPre+defStreamPre):
-			cfg.Subjects[i] = maxDeliverAdvPre + strings.ToUpper(prefix) + "_" + strings.TrimPrefix(s, maxDeliverAdvPre+defStreamPre)
 		default:
-			return fmt.Errorf("subject %q starts with none of %s., %s, %s, %s", s, defPrefix, defKVSubjPre, defOBJSubjPre, maxDeliverAdvPre+defStreamPre)
+			return fmt.Errorf("subject %q starts with none of %s., %s, %s", s, defPrefix, defKVSubjPre, defOBJSubjPre)
 		}
 	}
 	return nil
 }
 
+// MaxDeliverKey is the task consumer's metadata key that holds a task's
+// delivery limit, in decimal. The server's own max_deliver is -1: the
+// server never gives up on a task (it would leave it stored, and answering
+// it would take a grant over the whole tasks stream); a worker that
+// receives a delivery past the limit answers DeliveriesExhausted without
+// running the task, and terminates it (SPEC §5.3).
+const MaxDeliverKey = "offload.max_deliver"
+
+// DeliveryLimit returns the delivery limit of a task consumer's
+// configuration (its metadata's [MaxDeliverKey]), and false when it has
+// none or an invalid one.
+func DeliveryLimit(cfg jetstream.ConsumerConfig) (int, bool) {
+	n, err := strconv.Atoi(cfg.Metadata[MaxDeliverKey])
+	if err != nil || n <= 0 {
+		return 0, false
+	}
+	return n, true
+}
+
 // TaskConsumerConfig returns the task consumer configuration of toolName
 // from the consumers/task.json template, rewritten for opts.Prefix and with
-// the overrides of opts applied.
+// the overrides of opts applied. The template must have max_deliver -1
+// and a positive delivery limit in its metadata ([MaxDeliverKey]).
 func TaskConsumerConfig(toolName string, opts ProvisionOptions) (jetstream.ConsumerConfig, error) {
 	cfg, err := consumerTemplate("consumers/task.json", toolName, opts, TaskConsumerName,
 		func(prefix, toolName string) string { return protocol.Subjects{Prefix: prefix}.Task(toolName) })
 	if err != nil {
 		return jetstream.ConsumerConfig{}, err
 	}
+	if _, ok := DeliveryLimit(cfg); !ok || cfg.MaxDeliver != -1 {
+		return jetstream.ConsumerConfig{}, fmt.Errorf("%w: consumers/task.json: want max_deliver -1 and a positive delivery limit in metadata %q, have %d and %q",
+			ErrInvalidDefinition, MaxDeliverKey, cfg.MaxDeliver, cfg.Metadata[MaxDeliverKey])
+	}
 	if opts.AckWait > 0 {
 		cfg.AckWait = opts.AckWait
 		cfg.BackOff = nil
 	}
 	if opts.MaxDeliver > 0 {
-		cfg.MaxDeliver = opts.MaxDeliver
+		cfg.Metadata[MaxDeliverKey] = strconv.Itoa(opts.MaxDeliver)
 	}
 	return cfg, nil
-}
-
-// ExhaustedConsumerConfig returns the configuration of toolName's consumer
-// of max-deliveries advisories on the exhausted stream, from the
-// consumers/exhausted.json template, rewritten for opts.Prefix. Of the
-// overrides of opts only MemoryStorage applies.
-func ExhaustedConsumerConfig(toolName string, opts ProvisionOptions) (jetstream.ConsumerConfig, error) {
-	return consumerTemplate("consumers/exhausted.json", toolName, opts, ExhaustedConsumerName, MaxDeliveriesSubject)
 }
 
 // consumerTemplate reads the consumer template file for toolName, checks
@@ -311,7 +326,9 @@ func lowered(want, have jetstream.StreamConfig) bool {
 // on the tasks stream of opts.Prefix ([TaskConsumerConfig]), shared by every
 // worker replica serving the tool. The tasks stream must exist (see
 // [Provision]). An existing consumer that differs only in fields JetStream
-// can update in place (ack_wait, backoff, max_deliver, max_ack_pending) is
+// can update in place (ack_wait, backoff, max_deliver, max_ack_pending,
+// the metadata's offload.* keys: a consumer made before the delivery limit
+// moved to the metadata gets max_deliver -1 and the limit) is
 // updated to the definition; one that differs in any other field is an
 // [*IncompatibleError] wrapping [ErrIncompatibleConsumer], and is left as
 // it is.
@@ -321,19 +338,6 @@ func EnsureTaskConsumer(ctx context.Context, js jetstream.JetStream, toolName st
 		return nil, err
 	}
 	return ensureConsumer(ctx, js, NamesFor(opts.prefix()).Tasks, toolName, want)
-}
-
-// EnsureExhaustedConsumer creates or binds the durable pull consumer of
-// toolName's max-deliveries advisories on the exhausted stream of
-// opts.Prefix ([ExhaustedConsumerConfig]), shared by every worker replica
-// serving the tool, as [EnsureTaskConsumer] does for its tasks. The
-// exhausted stream must exist (see [Provision]).
-func EnsureExhaustedConsumer(ctx context.Context, js jetstream.JetStream, toolName string, opts ProvisionOptions) (jetstream.Consumer, error) {
-	want, err := ExhaustedConsumerConfig(toolName, opts)
-	if err != nil {
-		return nil, err
-	}
-	return ensureConsumer(ctx, js, NamesFor(opts.prefix()).Exhausted, toolName, want)
 }
 
 func ensureConsumer(ctx context.Context, js jetstream.JetStream, stream, toolName string, want jetstream.ConsumerConfig) (jetstream.Consumer, error) {
@@ -412,13 +416,9 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, opts ProvisionOp
 	return nil
 }
 
-// EnsureToolConsumers ensures the durable consumers of toolName: its task
-// consumer ([EnsureTaskConsumer]) and its consumer of max-deliveries
-// advisories ([EnsureExhaustedConsumer]), as a worker serving it does.
+// EnsureToolConsumers ensures the durable consumer of toolName, its task
+// consumer ([EnsureTaskConsumer]), as a worker serving it does.
 func EnsureToolConsumers(ctx context.Context, js jetstream.JetStream, toolName string, opts ProvisionOptions) error {
-	if _, err := EnsureTaskConsumer(ctx, js, toolName, opts); err != nil {
-		return err
-	}
-	_, err := EnsureExhaustedConsumer(ctx, js, toolName, opts)
+	_, err := EnsureTaskConsumer(ctx, js, toolName, opts)
 	return err
 }

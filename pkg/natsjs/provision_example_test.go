@@ -17,15 +17,7 @@ func ExampleTaskConsumerConfig() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println(cfg.Durable, cfg.FilterSubject, cfg.AckPolicy, cfg.AckWait, cfg.MaxDeliver, cfg.BackOff)
-	// Output: task_search tools.task.search AckExplicit 10s 20 [10s 10s 10s 30s 1m0s]
-}
-
-func ExampleExhaustedConsumerConfig() {
-	cfg, err := natsjs.ExhaustedConsumerConfig("search", natsjs.ProvisionOptions{Prefix: "acme"})
-	if err != nil {
-		panic(err)
-	}
-	fmt.Println(natsjs.NamesFor("acme").Exhausted, cfg.Durable, cfg.FilterSubject, cfg.AckPolicy, cfg.MaxDeliver)
-	// Output: ACME_EXHAUSTED exhausted_search $JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.ACME_TASKS.task_search AckExplicit -1
+	limit, _ := natsjs.DeliveryLimit(cfg)
+	fmt.Println(cfg.Durable, cfg.FilterSubject, cfg.AckPolicy, cfg.AckWait, cfg.MaxDeliver, limit, cfg.BackOff)
+	// Output: task_search tools.task.search AckExplicit 10s -1 20 [10s 10s 10s 30s 1m0s]
 }

@@ -54,7 +54,6 @@ func TestDefinitionsInSync(t *testing.T) {
 				names.Answers:             subj.All(protocol.KindAnswer),
 				names.ConversationsStream: "$KV." + names.ConversationsBucket + ".>",
 				names.PendingStream:       "$KV." + names.PendingBucket + ".>",
-				names.Exhausted:           "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + names.Tasks + ".>",
 			}
 			hist, ok := streams[names.HistoriesStream]
 			if !ok || !slices.Equal(hist.Subjects, []string{"$O." + names.HistoriesBucket + ".C.>", "$O." + names.HistoriesBucket + ".M.>"}) {
@@ -97,13 +96,6 @@ func TestDefinitionsInSync(t *testing.T) {
 			if streams[names.Cancel].MaxAge < tasks.MaxAge {
 				t.Errorf("cancel max_age %v < tasks max_age %v", streams[names.Cancel].MaxAge, tasks.MaxAge)
 			}
-			// An advisory is kept as long as its task may be, and a full
-			// stream drops its oldest advisories rather than new ones
-			// (which the server would not publish again).
-			exh := streams[names.Exhausted]
-			if exh.Retention != jetstream.WorkQueuePolicy || exh.Discard != jetstream.DiscardOld || exh.MaxAge < tasks.MaxAge {
-				t.Errorf("exhausted stream: %+v", exh)
-			}
 			// Approvals and decisions outlive the conversations they concern.
 			convs := streams[names.ConversationsStream]
 			if convs.MaxAge < 30*24*time.Hour || convs.MaxMsgsPerSubject != 1 || hist.MaxAge < convs.MaxAge {
@@ -126,24 +118,18 @@ func TestDefinitionsInSync(t *testing.T) {
 			if c.Durable != "task_search" || c.FilterSubject != subj.Task("search") || c.AckPolicy != jetstream.AckExplicitPolicy {
 				t.Errorf("consumer: %+v", c)
 			}
-			if len(c.BackOff) > 0 && (c.BackOff[0] != c.AckWait || c.MaxDeliver <= len(c.BackOff)) {
-				t.Errorf("consumer backoff %v must start at ack_wait %v and be shorter than max_deliver %d", c.BackOff, c.AckWait, c.MaxDeliver)
+			// The server never gives up on a task (a task it gave up on
+			// stays stored, and answering it took a grant over the whole
+			// stream): the workers enforce the limit of the metadata.
+			limit, ok := natsjs.DeliveryLimit(c)
+			if c.MaxDeliver != -1 || !ok || limit <= len(c.BackOff) {
+				t.Errorf("consumer max_deliver %d and delivery limit %d (%v): want -1 and a limit beyond the backoff %v", c.MaxDeliver, limit, ok, c.BackOff)
 			}
-			if c.MaxDeliver <= 1 || c.MaxAckPending <= 0 || c.AckWait <= 0 || c.AckWait > time.Minute || c.InactiveThreshold != 0 {
+			if len(c.BackOff) > 0 && c.BackOff[0] != c.AckWait {
+				t.Errorf("consumer backoff %v must start at ack_wait %v", c.BackOff, c.AckWait)
+			}
+			if limit <= 1 || c.MaxAckPending <= 0 || c.AckWait <= 0 || c.AckWait > time.Minute || c.InactiveThreshold != 0 {
 				t.Errorf("consumer limits: %+v", c)
-			}
-
-			// The advisories of a tool are retried until answered.
-			e, err := natsjs.ExhaustedConsumerConfig("search", natsjs.ProvisionOptions{Prefix: prefix, AckWait: time.Second, MaxDeliver: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if e.Durable != "exhausted_search" || e.FilterSubject != "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES."+names.Tasks+".task_search" ||
-				e.FilterSubject != natsjs.MaxDeliveriesSubject(prefix, "search") || e.AckPolicy != jetstream.AckExplicitPolicy {
-				t.Errorf("exhausted consumer: %+v", e)
-			}
-			if e.MaxDeliver != -1 || e.MaxAckPending <= 0 || e.AckWait <= 0 || e.AckWait > time.Minute || e.InactiveThreshold != 0 || len(e.BackOff) > 0 {
-				t.Errorf("exhausted consumer limits (the task consumer's overrides do not apply): %+v", e)
 			}
 		})
 	}
@@ -154,7 +140,7 @@ func TestDefinitionsInSync(t *testing.T) {
 func TestDefinitionFilesRoundTrip(t *testing.T) {
 	t.Parallel()
 	files, _ := fs.Glob(offload.Definitions(), "*/*.json")
-	if len(files) != 13 {
+	if len(files) != 11 {
 		t.Errorf("definition files: %v", files)
 	}
 	for _, file := range files {
@@ -212,7 +198,7 @@ func TestProvisionIdempotent(t *testing.T) {
 		}
 	}
 	names := natsjs.NamesFor("")
-	for _, name := range []string{names.Tasks, names.Results, names.Approvals, names.Decisions, names.Cancel, names.Exhausted, names.RegistryStream} {
+	for _, name := range []string{names.Tasks, names.Results, names.Approvals, names.Decisions, names.Cancel, names.RegistryStream} {
 		s, err := b.js.Stream(ctx, name)
 		if err != nil {
 			t.Fatalf("stream %s: %v", name, err)
@@ -229,13 +215,8 @@ func TestProvisionIdempotent(t *testing.T) {
 		if got := c.CachedInfo().Config.FilterSubject; got != "tools.task.search" {
 			t.Errorf("filter %q", got)
 		}
-		e, err := natsjs.EnsureExhaustedConsumer(ctx, b.js, "search", opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := e.CachedInfo(); got.Stream != "TOOLS_EXHAUSTED" || got.Name != "exhausted_search" ||
-			got.Config.FilterSubject != "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.TOOLS_TASKS.task_search" {
-			t.Errorf("exhausted consumer %s on %s, filter %q", got.Name, got.Stream, got.Config.FilterSubject)
+		if got := c.CachedInfo().Config; got.MaxDeliver != -1 || got.Metadata[natsjs.MaxDeliverKey] != "20" {
+			t.Errorf("max_deliver %d, metadata %v: want -1 and the delivery limit 20", got.MaxDeliver, got.Metadata)
 		}
 	}
 	// Concurrent provisioning by several processes converges.
@@ -250,9 +231,6 @@ func TestProvisionIdempotent(t *testing.T) {
 			js := clients[i]
 			if errs[i] = natsjs.Provision(ctx, js, natsjs.ProvisionOptions{Prefix: "race", MemoryStorage: true}); errs[i] == nil {
 				_, errs[i] = natsjs.EnsureTaskConsumer(ctx, js, "t", natsjs.ProvisionOptions{Prefix: "race", MemoryStorage: true})
-			}
-			if errs[i] == nil {
-				_, errs[i] = natsjs.EnsureExhaustedConsumer(ctx, js, "t", natsjs.ProvisionOptions{Prefix: "race", MemoryStorage: true})
 			}
 		})
 	}
@@ -366,15 +344,6 @@ func TestProvisionPrefix(t *testing.T) {
 	if got := s.CachedInfo().Config.Subjects; !slices.Equal(got, []string{"acme.task.>"}) {
 		t.Errorf("subjects %v", got)
 	}
-	// The prefix's exhausted stream captures the advisories of its own
-	// tasks stream only (both prefixes' streams coexist).
-	s, err = b.js.Stream(ctx, "ACME_EXHAUSTED")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := s.CachedInfo().Config.Subjects; !slices.Equal(got, []string{"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.ACME_TASKS.>"}) {
-		t.Errorf("exhausted subjects %v", got)
-	}
 
 	subj := protocol.Subjects{Prefix: "acme"}
 	task := protocol.NewID()
@@ -428,7 +397,7 @@ func TestEnsureTaskConsumerOverridesAndIncompatible(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := c.CachedInfo().Config
-	if cfg.AckWait != 500*time.Millisecond || cfg.MaxDeliver != 2 || len(cfg.BackOff) != 0 || !cfg.MemoryStorage {
+	if limit, _ := natsjs.DeliveryLimit(cfg); cfg.AckWait != 500*time.Millisecond || limit != 2 || cfg.MaxDeliver != -1 || len(cfg.BackOff) != 0 || !cfg.MemoryStorage {
 		t.Errorf("overrides not applied: %+v", cfg)
 	}
 
@@ -452,7 +421,8 @@ func TestEnsureTaskConsumerOverridesAndIncompatible(t *testing.T) {
 	_ = m2.Ack()
 
 	// Under the production template, the fields JetStream can update (ack
-	// wait, backoff, max deliveries, max ack pending) are updated in place.
+	// wait, backoff, max deliveries, max ack pending, the delivery limit in
+	// the metadata) are updated in place.
 	prod := natsjs.ProvisionOptions{MemoryStorage: true}
 	c, err = natsjs.EnsureTaskConsumer(ctx, b.js, "slow", prod)
 	if err != nil {
@@ -467,9 +437,26 @@ func TestEnsureTaskConsumerOverridesAndIncompatible(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got := info.Config; got.AckWait != want.AckWait || got.MaxDeliver != want.MaxDeliver ||
-		!slices.Equal(got.BackOff, want.BackOff) || got.MaxAckPending != want.MaxAckPending {
+		!slices.Equal(got.BackOff, want.BackOff) || got.MaxAckPending != want.MaxAckPending || got.Metadata[natsjs.MaxDeliverKey] != "20" {
 		t.Errorf("after the update: ack_wait %v backoff %v max_deliver %d max_ack_pending %d, want %v %v %d %d",
 			got.AckWait, got.BackOff, got.MaxDeliver, got.MaxAckPending, want.AckWait, want.BackOff, want.MaxDeliver, want.MaxAckPending)
+	}
+
+	// A consumer of a deployment made before the limit moved to the
+	// metadata (the server's max_deliver 20, no metadata) is updated in
+	// place: the server no longer gives up, the workers answer.
+	legacy := want
+	legacy.Durable, legacy.Name, legacy.FilterSubject = "task_legacy", "task_legacy", "tools.task.legacy"
+	legacy.MaxDeliver, legacy.Metadata = 20, nil
+	if _, err := b.js.CreateConsumer(ctx, "TOOLS_TASKS", legacy); err != nil {
+		t.Fatal(err)
+	}
+	lc, err := natsjs.EnsureTaskConsumer(ctx, b.js, "legacy", prod)
+	if err != nil {
+		t.Fatalf("a legacy consumer not updated in place: %v", err)
+	}
+	if got := lc.CachedInfo().Config; got.MaxDeliver != -1 || got.Metadata[natsjs.MaxDeliverKey] != "20" {
+		t.Errorf("legacy consumer after the update: max_deliver %d, metadata %v", got.MaxDeliver, got.Metadata)
 	}
 
 	// A field JetStream cannot update is still an incompatible configuration.
@@ -508,8 +495,8 @@ func TestTaskConsumerDefinitionRecoversFast(t *testing.T) {
 	if cfg.AckWait > 10*time.Second || (len(cfg.BackOff) > 0 && cfg.BackOff[0] > 10*time.Second) {
 		t.Errorf("ack wait %v, backoff %v: a killed replica's task waits more than 10 s", cfg.AckWait, cfg.BackOff)
 	}
-	if cfg.MaxDeliver < 10 {
-		t.Errorf("max_deliver %d: hand-backs need at least 10", cfg.MaxDeliver)
+	if limit, _ := natsjs.DeliveryLimit(cfg); limit < 10 {
+		t.Errorf("delivery limit %d: hand-backs need at least 10", limit)
 	}
 }
 
@@ -578,6 +565,10 @@ func TestInvalidDefinitions(t *testing.T) {
 		"no template":  `{"durable_name":"fixed","filter_subject":"tools.task.fixed"}`,
 		"unknown":      `{"durable_name":"task_<tool>","filter_subject":"tools.task.<tool>","ack_wiat":1}`,
 		"wrong filter": `{"durable_name":"task_<tool>","filter_subject":"tools.task"}`,
+		// The server must never give up on a task, and the workers need a limit.
+		"server's limit": `{"durable_name":"task_<tool>","filter_subject":"tools.task.<tool>","max_deliver":20,"metadata":{"offload.max_deliver":"20"}}`,
+		"no limit":       `{"durable_name":"task_<tool>","filter_subject":"tools.task.<tool>","max_deliver":-1}`,
+		"bad limit":      `{"durable_name":"task_<tool>","filter_subject":"tools.task.<tool>","max_deliver":-1,"metadata":{"offload.max_deliver":"0"}}`,
 	} {
 		fsys := fstest.MapFS{}
 		if data != "" {
@@ -585,20 +576,6 @@ func TestInvalidDefinitions(t *testing.T) {
 		}
 		if _, err := natsjs.TaskConsumerConfig("t", natsjs.ProvisionOptions{FS: fsys}); !errors.Is(err, natsjs.ErrInvalidDefinition) {
 			t.Errorf("%s: err = %v, want ErrInvalidDefinition", name, err)
-		}
-	}
-	for name, data := range map[string]string{
-		"missing":      "",
-		"no template":  `{"durable_name":"fixed","filter_subject":"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.TOOLS_TASKS.task_fixed"}`,
-		"task's":       `{"durable_name":"task_<tool>","filter_subject":"tools.task.<tool>"}`,
-		"wrong filter": `{"durable_name":"exhausted_<tool>","filter_subject":"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.TOOLS_TASKS.>"}`,
-	} {
-		fsys := fstest.MapFS{}
-		if data != "" {
-			fsys["consumers/exhausted.json"] = &fstest.MapFile{Data: []byte(data)}
-		}
-		if _, err := natsjs.ExhaustedConsumerConfig("t", natsjs.ProvisionOptions{FS: fsys}); !errors.Is(err, natsjs.ErrInvalidDefinition) {
-			t.Errorf("exhausted %s: err = %v, want ErrInvalidDefinition", name, err)
 		}
 	}
 }
@@ -659,7 +636,7 @@ func TestDefinitionsApplyWithNATSCLI(t *testing.T) {
 		}
 		run("stream", "add", "--config", path)
 	}
-	for file, stream := range map[string]string{"consumers/task.json": "TOOLS_TASKS", "consumers/exhausted.json": "TOOLS_EXHAUSTED"} {
+	for file, stream := range map[string]string{"consumers/task.json": "TOOLS_TASKS"} {
 		tmpl, _ := fs.ReadFile(offload.Definitions(), file)
 		path := filepath.Join(dir, "search_"+filepath.Base(file))
 		if err := os.WriteFile(path, []byte(strings.ReplaceAll(string(tmpl), "<tool>", "search")), 0o600); err != nil {
@@ -675,9 +652,6 @@ func TestDefinitionsApplyWithNATSCLI(t *testing.T) {
 	}
 	if _, err := natsjs.EnsureTaskConsumer(ctx, js, "search", natsjs.ProvisionOptions{}); err != nil {
 		t.Fatalf("consumer made by the CLI: %v", err)
-	}
-	if _, err := natsjs.EnsureExhaustedConsumer(ctx, js, "search", natsjs.ProvisionOptions{}); err != nil {
-		t.Fatalf("exhausted consumer made by the CLI: %v", err)
 	}
 	if _, err := natsjs.EnsureRegistry(ctx, js, natsjs.ProvisionOptions{}); err != nil {
 		t.Fatalf("registry made by the CLI: %v", err)

@@ -68,7 +68,8 @@ func (e *PermissionError) Role() string {
 // Fix says what to change: the inbox prefix when the connection's replies
 // were refused, else the role the operation (or the program) needs.
 func (e *PermissionError) Fix() string {
-	wrongUser := e.Need != "" && e.User != "" && e.User != e.Need
+	user := userRole(e.User)
+	wrongUser := e.Need != "" && e.User != "" && user != e.Need
 	if e.Reply() {
 		want := "_INBOX_<role>"
 		switch {
@@ -85,6 +86,8 @@ func (e *PermissionError) Fix() string {
 	}
 	role := e.Role()
 	switch {
+	case user == "worker" && hasRole(role, user) && e.User != user && !wrongUser:
+		return fmt.Sprintf("a worker user of deploy/nats/auth.conf reaches its own tools' subjects alone, and this one is not %s's: serve its tools, or give these tools a user of their own (toolworker --print-auth USER prints its entry)", e.User)
 	case e.User != "" && hasRole(role, e.User):
 		return fmt.Sprintf("deploy/nats/auth.conf gives the %s role this subject: the server's authorization differs from it (for another --prefix, rewrite its names as its header says)", e.User)
 	case wrongUser || e.Need != "" && e.User == "" && hasRole(role, e.Need):
@@ -94,6 +97,15 @@ func (e *PermissionError) Fix() string {
 	default:
 		return fmt.Sprintf("it takes the %s role of deploy/nats/auth.conf: connect with that role's user and credentials", role)
 	}
+}
+
+// userRole returns the role of a user of deploy/nats/auth.conf: "worker"
+// for its worker users (worker_<pool>), else the user name.
+func userRole(user string) string {
+	if strings.HasPrefix(user, "worker_") {
+		return "worker"
+	}
+	return user
 }
 
 // hasRole reports whether roles ("agent", "agent or worker") names role.
@@ -221,7 +233,7 @@ func peopleLookUp(stream, rest string) bool {
 // consumes) stream.
 func streamReader(stream string) string {
 	switch {
-	case strings.HasSuffix(stream, "_TASKS"), strings.HasSuffix(stream, "_EXHAUSTED"), strings.HasSuffix(stream, "_CANCEL"):
+	case strings.HasSuffix(stream, "_TASKS"), strings.HasSuffix(stream, "_CANCEL"):
 		return "worker"
 	case strings.HasSuffix(stream, "_APPROVALS"):
 		return "approver"

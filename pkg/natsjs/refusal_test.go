@@ -111,7 +111,7 @@ func TestPermissionErrorRole(t *testing.T) {
 		{"tools.task.>", true, ""},
 		{"$JS.API.CONSUMER.CREATE.TOOLS_RESULTS.x.tools.result.>", false, "agent"},
 		{"$JS.API.CONSUMER.INFO.TOOLS_TASKS.task_sleep", false, "worker"},
-		{"$JS.API.CONSUMER.MSG.NEXT.ACME_EXHAUSTED.exhausted_x", false, "worker"},
+		{"$JS.API.CONSUMER.MSG.NEXT.ACME_TASKS.task_x", false, "worker"},
 		{"$JS.API.DIRECT.GET.TOOLS_CANCEL.tools.cancel.C.T", false, "worker"},
 		{"$JS.API.CONSUMER.CREATE.TOOLS_APPROVALS.x", false, "approver"},
 		{"$JS.API.CONSUMER.CREATE.KV_tools_registry.x", false, "agent"},
@@ -145,6 +145,12 @@ func TestPermissionErrorRole(t *testing.T) {
 		{natsjs.PermissionError{User: "bob", Subject: "tools.task.x", InboxPrefix: "_INBOX"}, "it takes the agent role of deploy/nats/auth.conf"},
 		{natsjs.PermissionError{User: "agent", Subject: "tools.task.x", InboxPrefix: "_INBOX", Need: "agent"}, "deploy/nats/auth.conf gives the agent role this subject: the server's authorization differs"},
 		{natsjs.PermissionError{User: "agent", Subject: "$JS.API.STREAM.CREATE.X", InboxPrefix: "_INBOX"}, "it takes the admin role"},
+		// A worker user of one pool serving another's tool.
+		{natsjs.PermissionError{User: "worker_http", Subject: "$JS.API.CONSUMER.INFO.TOOLS_TASKS.task_sleep", InboxPrefix: "_INBOX_worker_http", Need: "worker"},
+			"reaches its own tools' subjects alone, and this one is not worker_http's"},
+		{natsjs.PermissionError{User: "worker_sleep", Subject: "tools.task.x", InboxPrefix: "_INBOX_worker_sleep", Need: "agent"}, "this program needs the agent role of deploy/nats/auth.conf"},
+		{natsjs.PermissionError{User: "worker_sleep", Subject: "$JS.API.STREAM.INFO.KV_tools_registry", InboxPrefix: "_INBOX_worker_sleep", Need: "agent"}, "this program needs the agent role of deploy/nats/auth.conf"},
+		{natsjs.PermissionError{User: "worker_sleep", Subscribe: true, Subject: "_INBOX.x.*", InboxPrefix: "_INBOX", Need: "worker"}, "start with --inbox-prefix _INBOX_worker_sleep (env"},
 	} {
 		if got := c.pe.Fix(); !strings.Contains(got, c.want) {
 			t.Errorf("%+v: fix %q, want %q", c.pe, got, c.want)

@@ -6,5 +6,5 @@
 // does nothing, so tools stay usable in-process and in tests.
 //
 // Progress is informational: it is shown to people and UIs (the
-// tools.progress.<conversation>.<task> subject), never to the model.
+// tools.progress.<conversation>.<task>.<tool> subject), never to the model.
 package progress

@@ -12,20 +12,22 @@ func ExampleSubjects() {
 	s := protocol.Subjects{Prefix: "tools"}
 	conv, task := "01JQ0000000000000000000000", "01JQ0000000000000000000001"
 	fmt.Println(s.Task("search"))
-	fmt.Println(s.Result(conv, task))
+	fmt.Println(s.Result(conv, task, "search"))
 	fmt.Println(s.ResultsFor(conv))
+	fmt.Println(s.OfTool(protocol.KindResult, "search"))
 
 	kind, c, t, _, err := s.Parse(s.Decision(conv, task))
 	fmt.Println(kind, c == conv, t == task, err)
 	// Output:
 	// tools.task.search
-	// tools.result.01JQ0000000000000000000000.01JQ0000000000000000000001
-	// tools.result.01JQ0000000000000000000000.*
+	// tools.result.01JQ0000000000000000000000.01JQ0000000000000000000001.search
+	// tools.result.01JQ0000000000000000000000.>
+	// tools.result.*.*.search
 	// decision true true <nil>
 }
 
 func ExampleDecodeResult() {
-	// The minimal manual form: nats pub tools.result.<conv>.<task> '{"content":"42"}'
+	// The minimal manual form: nats pub tools.answer.<conv>.<task> '{"content":"42"}'
 	r, err := protocol.DecodeResult([]byte(`{"content":"42"}`), "01JQ0000000000000000000001", nil)
 	fmt.Println(r.TaskID, r.Status, string(r.Content), err)
 

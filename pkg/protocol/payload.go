@@ -115,8 +115,9 @@ type Task struct {
 	Traceparent string `json:"traceparent,omitempty"`
 }
 
-// Result answers a task. It is published on <prefix>.result.<conv>.<task> by a
-// worker or, for external calls, by a person or a UI.
+// Result answers a task. A worker publishes it on
+// <prefix>.result.<conv>.<task>.<tool>; a person or a UI answers an external
+// call with the same payload on <prefix>.answer.<conv>.<task>.
 type Result struct {
 	// TaskID is the task answered. Defaults to the subject's task ID.
 	TaskID string `json:"task_id"`
@@ -208,7 +209,7 @@ const (
 )
 
 // Cancel asks the worker running a task to stop it, published on
-// <prefix>.cancel.<conv>.<task>.
+// <prefix>.cancel.<conv>.<task>.<tool>.
 type Cancel struct {
 	// TaskID is the task to cancel. Defaults to the subject's task ID.
 	TaskID string `json:"task_id"`
@@ -217,7 +218,8 @@ type Cancel struct {
 }
 
 // Progress reports how a running task is doing, published on
-// <prefix>.progress.<conv>.<task> (core NATS). It is never shown to the model.
+// <prefix>.progress.<conv>.<task>.<tool> (core NATS). It is never shown to
+// the model.
 type Progress struct {
 	// TaskID is the task concerned. Defaults to the subject's task ID.
 	TaskID string `json:"task_id"`

@@ -37,19 +37,23 @@ func ValidatePrefix(prefix string) error {
 // Kind is the kind of a subject, named by its second token.
 type Kind int
 
-// The subject kinds of SPEC §5.1.
+// The subject kinds of SPEC §5.1. The subjects a worker writes or reads
+// for a task (results, cancels, progress) end with the task's tool, so
+// that a worker's permissions can be limited to its own tools' subjects
+// (SPEC §9); those people write or read (approvals, decisions, answers)
+// name a conversation's task only.
 const (
 	// KindTask is <prefix>.task.<tool>.
 	KindTask Kind = iota + 1
-	// KindResult is <prefix>.result.<conversation>.<task>.
+	// KindResult is <prefix>.result.<conversation>.<task>.<tool>.
 	KindResult
 	// KindApproval is <prefix>.approval.<conversation>.<task>.
 	KindApproval
 	// KindDecision is <prefix>.decision.<conversation>.<task>.
 	KindDecision
-	// KindCancel is <prefix>.cancel.<conversation>.<task>.
+	// KindCancel is <prefix>.cancel.<conversation>.<task>.<tool>.
 	KindCancel
-	// KindProgress is <prefix>.progress.<conversation>.<task>.
+	// KindProgress is <prefix>.progress.<conversation>.<task>.<tool>.
 	KindProgress
 	// KindAnswer is <prefix>.answer.<conversation>.<task>: the result of an
 	// external call, published by a person or a UI. Only workers publish on
@@ -74,6 +78,12 @@ func (k Kind) String() string {
 		return kindTokens[k]
 	}
 	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// HasTool reports whether subjects of kind k end with the task's tool:
+// results, cancels and progress reports.
+func (k Kind) HasTool() bool {
+	return k == KindResult || k == KindCancel || k == KindProgress
 }
 
 func kindOf(token string) (Kind, bool) {
@@ -107,8 +117,10 @@ func (s Subjects) join(k Kind, conv, task string) string {
 // Task returns <prefix>.task.<tool>.
 func (s Subjects) Task(toolName string) string { return s.prefix() + ".task." + toolName }
 
-// Result returns <prefix>.result.<conv>.<task>.
-func (s Subjects) Result(conv, task string) string { return s.join(KindResult, conv, task) }
+// Result returns <prefix>.result.<conv>.<task>.<tool>.
+func (s Subjects) Result(conv, task, toolName string) string {
+	return s.join(KindResult, conv, task) + "." + toolName
+}
 
 // Approval returns <prefix>.approval.<conv>.<task>.
 func (s Subjects) Approval(conv, task string) string { return s.join(KindApproval, conv, task) }
@@ -116,11 +128,15 @@ func (s Subjects) Approval(conv, task string) string { return s.join(KindApprova
 // Decision returns <prefix>.decision.<conv>.<task>.
 func (s Subjects) Decision(conv, task string) string { return s.join(KindDecision, conv, task) }
 
-// Cancel returns <prefix>.cancel.<conv>.<task>.
-func (s Subjects) Cancel(conv, task string) string { return s.join(KindCancel, conv, task) }
+// Cancel returns <prefix>.cancel.<conv>.<task>.<tool>.
+func (s Subjects) Cancel(conv, task, toolName string) string {
+	return s.join(KindCancel, conv, task) + "." + toolName
+}
 
-// Progress returns <prefix>.progress.<conv>.<task>.
-func (s Subjects) Progress(conv, task string) string { return s.join(KindProgress, conv, task) }
+// Progress returns <prefix>.progress.<conv>.<task>.<tool>.
+func (s Subjects) Progress(conv, task, toolName string) string {
+	return s.join(KindProgress, conv, task) + "." + toolName
+}
 
 // Answer returns <prefix>.answer.<conv>.<task>.
 func (s Subjects) Answer(conv, task string) string { return s.join(KindAnswer, conv, task) }
@@ -129,8 +145,24 @@ func (s Subjects) Answer(conv, task string) string { return s.join(KindAnswer, c
 // <prefix>.task.> or <prefix>.<kind>.> (for example tools.result.>).
 func (s Subjects) All(k Kind) string { return s.prefix() + "." + k.String() + ".>" }
 
-// ResultsFor returns <prefix>.result.<conv>.*, the results of one conversation.
-func (s Subjects) ResultsFor(conv string) string { return s.join(KindResult, conv, "*") }
+// OfTool returns the wildcard subject of the messages of kind k about
+// the tasks of one tool: <prefix>.task.<tool> for [KindTask],
+// <prefix>.<kind>.*.*.<tool> for the kinds whose subjects end with the
+// tool ([Kind.HasTool]), and "" for the others. These are the subjects a
+// worker serving the tool is allowed (deploy/nats/auth.conf).
+func (s Subjects) OfTool(k Kind, toolName string) string {
+	switch {
+	case k == KindTask:
+		return s.Task(toolName)
+	case k.HasTool():
+		return s.prefix() + "." + k.String() + ".*.*." + toolName
+	}
+	return ""
+}
+
+// ResultsFor returns <prefix>.result.<conv>.>, the results of one
+// conversation.
+func (s Subjects) ResultsFor(conv string) string { return s.join(KindResult, conv, ">") }
 
 // AnswersFor returns <prefix>.answer.<conv>.*.
 func (s Subjects) AnswersFor(conv string) string { return s.join(KindAnswer, conv, "*") }
@@ -141,16 +173,18 @@ func (s Subjects) ApprovalsFor(conv string) string { return s.join(KindApproval,
 // DecisionsFor returns <prefix>.decision.<conv>.*.
 func (s Subjects) DecisionsFor(conv string) string { return s.join(KindDecision, conv, "*") }
 
-// CancelsFor returns <prefix>.cancel.<conv>.*.
-func (s Subjects) CancelsFor(conv string) string { return s.join(KindCancel, conv, "*") }
+// CancelsFor returns <prefix>.cancel.<conv>.>.
+func (s Subjects) CancelsFor(conv string) string { return s.join(KindCancel, conv, ">") }
 
-// ProgressFor returns <prefix>.progress.<conv>.*.
-func (s Subjects) ProgressFor(conv string) string { return s.join(KindProgress, conv, "*") }
+// ProgressFor returns <prefix>.progress.<conv>.>.
+func (s Subjects) ProgressFor(conv string) string { return s.join(KindProgress, conv, ">") }
 
 // Parse splits a concrete subject of this prefix. For [KindTask] it returns
-// the tool name (conv and task empty); for the other kinds the conversation
-// and task IDs (tool empty). IDs must be canonical ULIDs and tool names must
-// satisfy [tool.ValidateName]. Errors wrap [ErrInvalidSubject].
+// the tool name (conv and task empty); for results, cancels and progress
+// reports the conversation and task IDs and the tool; for the other kinds
+// the conversation and task IDs (tool empty). IDs must be canonical ULIDs
+// and tool names must satisfy [tool.ValidateName]. Errors wrap
+// [ErrInvalidSubject].
 func (s Subjects) Parse(subject string) (kind Kind, conv, task, toolName string, err error) {
 	bad := func(format string, args ...any) (Kind, string, string, string, error) {
 		return 0, "", "", "", fmt.Errorf("%w %q: %s", ErrInvalidSubject, subject, fmt.Sprintf(format, args...))
@@ -173,7 +207,10 @@ func (s Subjects) Parse(subject string) (kind Kind, conv, task, toolName string,
 		}
 		return k, "", "", tokens[1], nil
 	}
-	if len(tokens) != 3 {
+	switch {
+	case k.HasTool() && len(tokens) != 4:
+		return bad("want %s.%s.<conversation>.<task>.<tool>", s.prefix(), k)
+	case !k.HasTool() && len(tokens) != 3:
 		return bad("want %s.%s.<conversation>.<task>", s.prefix(), k)
 	}
 	if _, err := ParseID(tokens[1]); err != nil {
@@ -181,6 +218,12 @@ func (s Subjects) Parse(subject string) (kind Kind, conv, task, toolName string,
 	}
 	if _, err := ParseID(tokens[2]); err != nil {
 		return bad("task: %v", err)
+	}
+	if k.HasTool() {
+		if err := tool.ValidateName(tokens[3]); err != nil {
+			return bad("tool: %v", err)
+		}
+		return k, tokens[1], tokens[2], tokens[3], nil
 	}
 	return k, tokens[1], tokens[2], "", nil
 }

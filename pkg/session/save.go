@@ -223,12 +223,12 @@ func (s *Session) notify(ctx context.Context) {
 			s.log.Warn("resolution not published", slog.String("task_id", r.TaskID), slog.Any("error", err))
 		}
 	}
-	for _, task := range cancels {
+	for _, t := range cancels {
 		if s.cfg.Canceller == nil {
 			break
 		}
-		if err := s.cfg.Canceller.Cancel(ctx, s.st.ID, task, "answered"); err != nil {
-			s.log.Warn("cancel not published", slog.String("task_id", task), slog.Any("error", err))
+		if err := s.cfg.Canceller.Cancel(ctx, s.st.ID, t.TaskID, t.Tool, "answered"); err != nil {
+			s.log.Warn("cancel not published", slog.String("task_id", t.TaskID), slog.Any("error", err))
 		}
 	}
 }

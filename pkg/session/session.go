@@ -41,10 +41,10 @@ type Announcer interface {
 	Resolve(ctx context.Context, conv string, r protocol.Resolution) error
 }
 
-// Canceller cancels a task that a worker may be running
-// (remote.Dispatcher).
+// Canceller cancels a task, a call of toolName, that a worker may be
+// running (remote.Dispatcher).
 type Canceller interface {
-	Cancel(ctx context.Context, conv, task, reason string) error
+	Cancel(ctx context.Context, conv, task, toolName, reason string) error
 }
 
 // TaskAttacher attaches to the background tasks a paused run left
@@ -121,7 +121,7 @@ type Session struct {
 	// outbox are the resolutions and cancels owed once arrivals are
 	// applied.
 	resolutions []protocol.Resolution
-	cancels     []string
+	cancels     []deferred.PendingTask
 	// announced are the approvals this session announced already.
 	announced map[string]bool
 }
@@ -386,7 +386,7 @@ func (s *Session) applyLocked(res *deferred.Results, t deferred.PendingTask, a c
 		}
 		res.Calls[id] = callValue(r)
 		if a.Kind == conversation.ArrivalAnswer {
-			s.cancels = append(s.cancels, t.TaskID)
+			s.cancels = append(s.cancels, t)
 		}
 	default:
 		return fmt.Errorf("session: task %s has no answer", t.TaskID)

@@ -39,7 +39,7 @@ func (r *recorder) Resolve(_ context.Context, _ string, res protocol.Resolution)
 	return nil
 }
 
-func (r *recorder) Cancel(_ context.Context, _, task, _ string) error {
+func (r *recorder) Cancel(_ context.Context, _, task, _, _ string) error {
 	r.cancels = append(r.cancels, task)
 	return nil
 }

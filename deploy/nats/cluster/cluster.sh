@@ -7,7 +7,7 @@
 #
 # start needs nats-server (on PATH, or NATS_SERVER=path; `make cluster/up`
 # builds the module's version into .bin/) and the passwords
-# OFFLOAD_{ADMIN,AGENT,WORKER,APPROVER,ANSWERER,ROUTE}_PASSWORD in the
+# OFFLOAD_{ADMIN,AGENT,WORKER_SLEEP,WORKER_HTTP,WORKER_FILES,WORKER_SHELL,APPROVER,ANSWERER,ROUTE}_PASSWORD in the
 # environment. Data, logs and pid files go under .offload-cluster/ in the
 # repository's root. stop sends SIGTERM and waits for each node.
 set -euo pipefail
@@ -35,7 +35,7 @@ healthy() {
 
 start() {
 	local missing=()
-	for role in ADMIN AGENT WORKER APPROVER ANSWERER ROUTE; do
+	for role in ADMIN AGENT WORKER_SLEEP WORKER_HTTP WORKER_FILES WORKER_SHELL APPROVER ANSWERER ROUTE; do
 		local var=OFFLOAD_${role}_PASSWORD
 		[[ -n ${!var:-} ]] || missing+=("$var")
 	done

@@ -38,11 +38,12 @@ type InboxConfig struct {
 // Inbox reads what arrived for a paused conversation while no agent ran,
 // from the streams themselves: decisions (<prefix>.decision.<conv>.*),
 // people's answers to external calls (<prefix>.answer.<conv>.*) and
-// workers' results (<prefix>.result.<conv>.*), each read from the
+// workers' results (<prefix>.result.<conv>.>), each read from the
 // conversation's checkpoint on. Every message is checked against the
 // stored pending record: one that resolves a pending task of the right
 // kind for the first time becomes an arrival; the rest is refused, logged
-// and counted by reason (malformed, unknown_task, wrong_kind, duplicate).
+// and counted by reason (malformed, unknown_task, wrong_kind, wrong_tool,
+// duplicate).
 type Inbox struct {
 	cfg   InboxConfig
 	log   *slog.Logger
@@ -79,15 +80,15 @@ func (in *Inbox) Collect(ctx context.Context, st *conversation.State) (int, erro
 	}
 	var err error
 	st.Checkpoint.Answers, err = in.replay(ctx, in.names.Answers, in.subj.AnswersFor(st.ID), st.Checkpoint.Answers,
-		func(task string, data []byte, meta *jetstream.MsgMetadata) {
-			in.consider(st, conversation.ArrivalAnswer, task, data, meta)
+		func(task, toolName string, data []byte, meta *jetstream.MsgMetadata) {
+			in.consider(st, conversation.ArrivalAnswer, task, toolName, data, meta)
 		})
 	if err != nil {
 		return 0, err
 	}
 	st.Checkpoint.Results, err = in.replay(ctx, in.names.Results, in.subj.ResultsFor(st.ID), st.Checkpoint.Results,
-		func(task string, data []byte, meta *jetstream.MsgMetadata) {
-			in.consider(st, conversation.ArrivalResult, task, data, meta)
+		func(task, toolName string, data []byte, meta *jetstream.MsgMetadata) {
+			in.consider(st, conversation.ArrivalResult, task, toolName, data, meta)
 		})
 	if err != nil {
 		return 0, err
@@ -102,8 +103,8 @@ func (in *Inbox) CollectDecisions(ctx context.Context, st *conversation.State) (
 	before := len(st.Arrivals)
 	var err error
 	st.Checkpoint.Decisions, err = in.replay(ctx, in.names.Decisions, in.subj.DecisionsFor(st.ID), st.Checkpoint.Decisions,
-		func(task string, data []byte, meta *jetstream.MsgMetadata) {
-			in.consider(st, conversation.ArrivalDecision, task, data, meta)
+		func(task, toolName string, data []byte, meta *jetstream.MsgMetadata) {
+			in.consider(st, conversation.ArrivalDecision, task, toolName, data, meta)
 		})
 	return len(st.Arrivals) - before, err
 }
@@ -113,7 +114,7 @@ func (in *Inbox) CollectDecisions(ctx context.Context, st *conversation.State) (
 // because no server answered for a moment (a cluster electing a leader,
 // or not yet routing to the consumer it just created) goes on from the
 // last message read, so each message is passed to fn once.
-func (in *Inbox) replay(ctx context.Context, stream, filter string, after uint64, fn func(task string, data []byte, meta *jetstream.MsgMetadata)) (uint64, error) {
+func (in *Inbox) replay(ctx context.Context, stream, filter string, after uint64, fn func(task, toolName string, data []byte, meta *jetstream.MsgMetadata)) (uint64, error) {
 	last := after
 	_, err := jsop.Retry(ctx, in.log, "inbox", func(ctx context.Context) error {
 		var err error
@@ -127,7 +128,7 @@ func (in *Inbox) replay(ctx context.Context, stream, filter string, after uint64
 }
 
 // replayOnce is one attempt of replay, with one ordered consumer.
-func (in *Inbox) replayOnce(ctx context.Context, stream, filter string, after uint64, fn func(task string, data []byte, meta *jetstream.MsgMetadata)) (uint64, error) {
+func (in *Inbox) replayOnce(ctx context.Context, stream, filter string, after uint64, fn func(task, toolName string, data []byte, meta *jetstream.MsgMetadata)) (uint64, error) {
 	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverAllPolicy}
 	if after > 0 {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, after+1
@@ -150,12 +151,12 @@ func (in *Inbox) replayOnce(ctx context.Context, stream, filter string, after ui
 				return last, err
 			}
 			last = meta.Sequence.Stream
-			_, _, task, _, perr := in.subj.Parse(m.Subject())
+			_, _, task, toolName, perr := in.subj.Parse(m.Subject())
 			if perr != nil {
 				in.refuse(metrics.RefuseMalformed, m.Subject(), "", perr)
 				continue
 			}
-			fn(task, m.Data(), meta)
+			fn(task, toolName, m.Data(), meta)
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
 			return last, err
@@ -171,14 +172,21 @@ func final(s protocol.Status) bool {
 	return s != protocol.StatusApprovalRequired && s != protocol.StatusCallDeferred
 }
 
-// consider checks one message and records it as an arrival or refuses it.
+// consider checks one message (on a subject naming toolName: results
+// alone name one) and records it as an arrival or refuses it. A result
+// whose subject names another tool than the pending task's is refused
+// (wrong_tool): only the workers of a task's tool may answer it (SPEC §9).
 // A worker's result for a task this conversation never had pending is
 // skipped quietly: the results stream also holds the results of every
 // inline call, which the run that made them consumed live; so are a
 // worker's deferral and the first result of a task settled live.
-func (in *Inbox) consider(st *conversation.State, kind conversation.ArrivalKind, task string, data []byte, meta *jetstream.MsgMetadata) {
+func (in *Inbox) consider(st *conversation.State, kind conversation.ArrivalKind, task, toolName string, data []byte, meta *jetstream.MsgMetadata) {
 	if kind == conversation.ArrivalResult {
-		_, pending := st.PendingTask(task)
+		pt, pending := st.PendingTask(task)
+		if pending && pt.Tool != toolName {
+			in.refuse(metrics.RefuseWrongTool, string(kind)+" for "+st.ID+"."+task, task, fmt.Errorf("task is a call of %s, not %s", pt.Tool, toolName))
+			return
+		}
 		var head struct {
 			Status protocol.Status `json:"status"`
 		}

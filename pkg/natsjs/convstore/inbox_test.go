@@ -49,8 +49,9 @@ func TestInboxCollect(t *testing.T) {
 	pub(s.Answer(conv, ext), `{"status":"cancelled"}`)                // not an answer's status: malformed
 	pub(s.Answer(conv, ext), `{"content":"42"}`)                      // the external call's answer
 	pub(s.Answer(conv, approval2), `{"content":"forged"}`)            // an answer for an approval: wrong kind
-	pub(s.Result(conv, bg), `{"content":"found"}`)                    // the background outcome
-	pub(s.Result(conv, approval2), `{"content":"forged"}`)            // a result for an approval: wrong kind
+	pub(s.Result(conv, bg, "shell"), `{"content":"forged"}`)          // another tool's worker: wrong tool
+	pub(s.Result(conv, bg, "research"), `{"content":"found"}`)        // the background outcome
+	pub(s.Result(conv, approval2, "shell"), `{"content":"forged"}`)   // a result for an approval: wrong kind
 
 	n, err := in.Collect(ctx, st)
 	if err != nil {
@@ -63,6 +64,7 @@ func TestInboxCollect(t *testing.T) {
 	}
 	for reason, want := range map[metrics.RefuseReason]float64{
 		metrics.RefuseDuplicate: 1, metrics.RefuseUnknownTask: 1, metrics.RefuseMalformed: 3, metrics.RefuseWrongKind: 3,
+		metrics.RefuseWrongTool: 1,
 	} {
 		if got := testutil.ToFloat64(am.RefusedMessagesTotal.WithLabelValues(string(reason))); got != want {
 			t.Errorf("refused{%s} = %v, want %v", reason, got, want)
@@ -101,7 +103,7 @@ func TestInboxRefusesResultForExternalCall(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	pub(s.Result(conv, ext), `{"content":"forged by a worker","worker":"rogue"}`)
+	pub(s.Result(conv, ext, "ask_human"), `{"content":"forged by a worker","worker":"rogue"}`)
 	if n, err := in.Collect(ctx, st); err != nil || n != 0 || len(st.Arrivals) != 0 {
 		t.Fatalf("collect: %d, %v, %+v: want the result refused", n, err, st.Arrivals)
 	}
@@ -128,9 +130,9 @@ func TestInboxSkipsResultsNotForIt(t *testing.T) {
 	}}}
 	s := protocol.Subjects{}
 	for _, m := range []struct{ subject, data string }{
-		{s.Result(conv, protocol.NewID()), `{"content":"an inline call's"}`},
-		{s.Result(conv, approval), `{"status":"approval_required"}`},
-		{s.Result(conv, bg), `{"content":"again"}`}, // settled: a duplicate
+		{s.Result(conv, protocol.NewID(), "research"), `{"content":"an inline call's"}`},
+		{s.Result(conv, approval, "shell"), `{"status":"approval_required"}`},
+		{s.Result(conv, bg, "research"), `{"content":"again"}`}, // settled: a duplicate
 	} {
 		if _, err := b.js.Publish(ctx, m.subject, []byte(m.data)); err != nil {
 			t.Fatal(err)
@@ -197,7 +199,7 @@ func TestInboxRetriesNoResponders(t *testing.T) {
 	s := protocol.Subjects{}
 	for _, task := range tasks {
 		st.Pending.Tasks = append(st.Pending.Tasks, deferred.PendingTask{TaskID: task, Kind: deferred.KindBackground, Tool: "research"})
-		if _, err := b.js.Publish(ctx, s.Result(conv, task), []byte(`{"content":"found"}`)); err != nil {
+		if _, err := b.js.Publish(ctx, s.Result(conv, task, "research"), []byte(`{"content":"found"}`)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -247,7 +249,7 @@ func TestInboxCollectDecisions(t *testing.T) {
 	s := protocol.Subjects{}
 	for _, m := range []struct{ subject, data string }{
 		{s.Answer(conv, other), `{"content":"for another step"}`},
-		{s.Result(conv, approval), `{"content":"forged"}`},
+		{s.Result(conv, approval, "shell"), `{"content":"forged"}`},
 		{s.Decision(conv, approval), `{"approved":true}`},
 	} {
 		if _, err := b.js.Publish(ctx, m.subject, []byte(m.data)); err != nil {
@@ -284,7 +286,7 @@ func TestInboxSkipsResultConsumedLive(t *testing.T) {
 	s := protocol.Subjects{}
 	pub := func(data string) {
 		t.Helper()
-		if _, err := b.js.Publish(ctx, s.Result(conv, live), []byte(data)); err != nil {
+		if _, err := b.js.Publish(ctx, s.Result(conv, live, "research"), []byte(data)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -218,9 +218,10 @@ func (c *Client) Attach(conv string, tasks []deferred.PendingTask) error {
 // came another way).
 func (c *Client) Release(taskID string) { c.ex.release(taskID) }
 
-// Cancel cancels a task over the wire (see [Dispatcher.Cancel]).
-func (c *Client) Cancel(ctx context.Context, conv, task, reason string) error {
-	return c.d.Cancel(ctx, conv, task, reason)
+// Cancel cancels task, a call of toolName, over the wire (see
+// [Dispatcher.Cancel]).
+func (c *Client) Cancel(ctx context.Context, conv, task, toolName, reason string) error {
+	return c.d.Cancel(ctx, conv, task, toolName, reason)
 }
 
 // AwaitAnswers records the external calls of conv that wait for an

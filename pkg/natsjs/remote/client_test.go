@@ -32,7 +32,7 @@ func TestClientAttachKeepsResultForTheRun(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	// The worker's result is stored before the run attaches.
-	if _, err := b.js.Publish(ctx, protocol.Subjects{}.Result(conv, held), []byte(`{"content":"found"}`)); err != nil {
+	if _, err := b.js.Publish(ctx, protocol.Subjects{}.Result(conv, held, "research"), []byte(`{"content":"found"}`)); err != nil {
 		t.Fatal(err)
 	}
 	att, ok := agent.Executor(c.Executor()).(agent.Attacher)

@@ -19,6 +19,7 @@ import (
 	"github.com/offload-dev/offload/pkg/natsjs/internal/startstop"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/taskmem"
 	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/tool"
 )
 
 // DefaultDedupWindow is how long a [Dispatcher] remembers a finished or
@@ -389,16 +390,20 @@ func checkTask(t *protocol.Task) error {
 	return nil
 }
 
-// Cancel publishes a Cancel for task on <prefix>.cancel.<conv>.<task>
-// (JetStream, so that a worker that has not picked the task up yet finds it)
-// and marks the task cancelled: a call waiting for it returns a cancelled
-// result and later results are refused as late.
-func (d *Dispatcher) Cancel(ctx context.Context, conv, task, reason string) error {
+// Cancel publishes a Cancel for task, a call of toolName, on
+// <prefix>.cancel.<conv>.<task>.<tool> (JetStream, so that a worker that
+// has not picked the task up yet finds it) and marks the task cancelled: a
+// call waiting for it returns a cancelled result and later results are
+// refused as late.
+func (d *Dispatcher) Cancel(ctx context.Context, conv, task, toolName, reason string) error {
 	if _, err := protocol.ParseID(conv); err != nil {
 		return fmt.Errorf("%w: conversation: %w", natsjs.ErrInvalidTask, err)
 	}
 	if _, err := protocol.ParseID(task); err != nil {
 		return fmt.Errorf("%w: task: %w", natsjs.ErrInvalidTask, err)
+	}
+	if err := tool.ValidateName(toolName); err != nil {
+		return fmt.Errorf("%w: %w", natsjs.ErrInvalidTask, err)
 	}
 	d.mu.Lock()
 	c := d.pending[task]
@@ -414,17 +419,17 @@ func (d *Dispatcher) Cancel(ctx context.Context, conv, task, reason string) erro
 		d.observe(c.task, string(protocol.StatusCancelled), c.started)
 		c.finish(protocol.Result{TaskID: task, ToolCallID: c.task.ToolCallID, Status: protocol.StatusCancelled, Message: reason}, nil)
 	}
-	return d.publishCancel(ctx, conv, task, reason)
+	return d.publishCancel(ctx, conv, task, toolName, reason)
 }
 
-// publishCancel publishes a Cancel for task (JetStream: a worker that has
-// not picked the task up yet finds it).
-func (d *Dispatcher) publishCancel(ctx context.Context, conv, task, reason string) error {
+// publishCancel publishes a Cancel for task, a call of toolName
+// (JetStream: a worker that has not picked the task up yet finds it).
+func (d *Dispatcher) publishCancel(ctx context.Context, conv, task, toolName, reason string) error {
 	data, err := json.Marshal(protocol.Cancel{TaskID: task, Reason: reason})
 	if err != nil {
 		return fmt.Errorf("natsjs: marshal cancel: %w", err)
 	}
-	if _, err := d.js.Publish(ctx, d.subj.Cancel(conv, task), data); err != nil {
+	if _, err := d.js.Publish(ctx, d.subj.Cancel(conv, task, toolName), data); err != nil {
 		return fmt.Errorf("natsjs: publish cancel of %s: %w", task, natsjs.CountRefusal(d.cfg.Metrics, natsjs.NamesFor(d.cfg.Prefix).Cancel, err))
 	}
 	return nil

@@ -50,9 +50,9 @@ func TestDispatcherRefusesResultsForExternalCalls(t *testing.T) {
 			t.Fatalf("refused{%s} = %v, want %v", reason, got, n)
 		}
 	}
-	expect(s.Result(conv, ext), metrics.RefuseWrongKind, 1)
-	expect(s.Result(protocol.NewID(), ext), metrics.RefuseWrongConversation, 1)
-	expect(s.Result(conv, other), metrics.RefuseUnknownTask, 1)
+	expect(s.Result(conv, ext, "ask_human"), metrics.RefuseWrongKind, 1)
+	expect(s.Result(protocol.NewID(), ext, "ask_human"), metrics.RefuseWrongConversation, 1)
+	expect(s.Result(conv, other, "ask_human"), metrics.RefuseUnknownTask, 1)
 	d.AwaitAnswers(conv, nil)
-	expect(s.Result(conv, ext), metrics.RefuseUnknownTask, 2)
+	expect(s.Result(conv, ext, "ask_human"), metrics.RefuseUnknownTask, 2)
 }

@@ -34,7 +34,7 @@ func TestDispatcherRefusesEvictedResults(t *testing.T) {
 	s := protocol.Subjects{}
 	pub := func(conv, task, data string) {
 		t.Helper()
-		if err := b.nc.Publish(s.Result(conv, task), []byte(data)); err != nil {
+		if err := b.nc.Publish(s.Result(conv, task, "job"), []byte(data)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -41,7 +41,7 @@ func (d *Dispatcher) expire(h *Handle) {
 	}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), jsop.Timeout)
 	defer cancel()
-	if err := d.publishCancel(ctx, task.ConversationID, task.TaskID, "deadline exceeded"); err != nil {
+	if err := d.publishCancel(ctx, task.ConversationID, task.TaskID, task.Tool, "deadline exceeded"); err != nil {
 		d.log.Warn("cancel not published", slog.String("task_id", task.TaskID), slog.Any("error", err))
 	}
 }

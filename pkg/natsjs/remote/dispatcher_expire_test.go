@@ -74,7 +74,7 @@ func TestCallWithoutResultEndsAtDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	offloadtest.WaitOrTimeout(t, cancels, "the cancel")
-	msg, err := s.GetLastMsgForSubject(ctx, protocol.Subjects{}.Cancel(task.ConversationID, task.TaskID))
+	msg, err := s.GetLastMsgForSubject(ctx, protocol.Subjects{}.Cancel(task.ConversationID, task.TaskID, task.Tool))
 	if err != nil {
 		t.Fatalf("no cancel stored: %v", err)
 	}
@@ -84,7 +84,7 @@ func TestCallWithoutResultEndsAtDeadline(t *testing.T) {
 	}
 
 	// A result after that is late.
-	if err := b.nc.Publish(protocol.Subjects{}.Result(task.ConversationID, task.TaskID), []byte(`{"content":"at last"}`)); err != nil {
+	if err := b.nc.Publish(protocol.Subjects{}.Result(task.ConversationID, task.TaskID, task.Tool), []byte(`{"content":"at last"}`)); err != nil {
 		t.Fatal(err)
 	}
 	if got := offloadtest.WaitOrTimeout(t, refused, "the late result's refusal"); got != string(metrics.RefuseLate) {
@@ -111,7 +111,7 @@ func TestResultWithinGraceWins(t *testing.T) {
 	task.Deadline = time.Now().Add(-time.Second) // passed: the worker answers DeadlineExceeded
 	ch := jstest.GoCall(context.Background(), d, task)
 	offloadtest.WaitOrTimeout(t, tasks, "the task")
-	if err := b.nc.Publish(protocol.Subjects{}.Result(task.ConversationID, task.TaskID),
+	if err := b.nc.Publish(protocol.Subjects{}.Result(task.ConversationID, task.TaskID, task.Tool),
 		[]byte(`{"status":"error","error_type":"DeadlineExceeded","message":"the worker's own","worker":"w1"}`)); err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ func (d *Dispatcher) rememberLocked(task, conv string, kind taskmem.Kind) {
 // onResult routes one stored result to its waiting call, or refuses it.
 func (d *Dispatcher) onResult(m jetstream.Msg) {
 	subject := m.Subject()
-	kind, conv, task, _, err := d.subj.Parse(subject)
+	kind, conv, task, toolName, err := d.subj.Parse(subject)
 	if err != nil || kind != protocol.KindResult {
 		d.refuse(metrics.RefuseMalformed, subject, "", fmt.Errorf("invalid result subject: %w", err))
 		return
@@ -54,6 +54,12 @@ func (d *Dispatcher) onResult(m jetstream.Msg) {
 	case inFlight && c.task.ConversationID != conv:
 		d.mu.Unlock()
 		d.refuse(metrics.RefuseWrongConversation, subject, task, fmt.Errorf("task belongs to conversation %s", c.task.ConversationID))
+		return
+	case inFlight && c.task.Tool != toolName:
+		// Only the workers of a task's tool may publish on its subject
+		// (SPEC §9); the call waits on for theirs.
+		d.mu.Unlock()
+		d.refuse(metrics.RefuseWrongTool, subject, task, fmt.Errorf("task is a call of %s, not %s", c.task.Tool, toolName))
 		return
 	case inFlight:
 		delete(d.pending, task)

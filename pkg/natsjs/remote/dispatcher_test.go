@@ -81,21 +81,25 @@ func TestDispatcherRefusesResults(t *testing.T) {
 	}
 	expect := func(reason metrics.RefuseReason) { t.Helper(); expectN(reason, 1) }
 
-	pub(s.Result(conv, task.TaskID), `{not json`)
+	pub(s.Result(conv, task.TaskID, task.Tool), `{not json`)
 	expect(metrics.RefuseMalformed)
-	pub(s.Result(conv, task.TaskID), `{"content":"`+strings.Repeat("x", 2000)+`"}`)
+	pub(s.Result(conv, task.TaskID, task.Tool), `{"content":"`+strings.Repeat("x", 2000)+`"}`)
 	expect(metrics.RefuseOversize)
-	pub(s.Result(protocol.NewID(), task.TaskID), `{"content":"wrong"}`)
+	pub(s.Result(protocol.NewID(), task.TaskID, task.Tool), `{"content":"wrong"}`)
 	expect(metrics.RefuseWrongConversation)
-	pub(s.Result(conv, protocol.NewID()), `{"content":"who?"}`)
+	pub(s.Result(conv, protocol.NewID(), "job"), `{"content":"who?"}`)
 	expect(metrics.RefuseUnknownTask)
 
-	pub(s.Result(conv, task.TaskID), `{"content":"42"}`)
+	// A worker of another tool may not answer (SPEC §9): refused, and the
+	// call waits on for its own tool's result.
+	pub(s.Result(conv, task.TaskID, "shell"), `{"content":"forged"}`)
+	expect(metrics.RefuseWrongTool)
+	pub(s.Result(conv, task.TaskID, task.Tool), `{"content":"42"}`)
 	cr := offloadtest.WaitOrTimeout(t, ch, "the call's result")
 	if cr.Err != nil || string(cr.Res.Content) != `"42"` || cr.Res.TaskID != task.TaskID {
 		t.Fatalf("call: %+v, %v", cr.Res, cr.Err)
 	}
-	pub(s.Result(conv, task.TaskID), `{"content":"43"}`)
+	pub(s.Result(conv, task.TaskID, task.Tool), `{"content":"43"}`)
 	expect(metrics.RefuseDuplicate)
 
 	// A cancelled call returns at once; its late result is refused, its
@@ -103,7 +107,7 @@ func TestDispatcherRefusesResults(t *testing.T) {
 	late := jstest.NewTask("job", conv, `{}`)
 	ch = jstest.GoCall(ctx, d, late)
 	offloadtest.WaitOrTimeout(t, tasks, "the second task")
-	if err := d.Cancel(ctx, conv, late.TaskID, "enough"); err != nil {
+	if err := d.Cancel(ctx, conv, late.TaskID, late.Tool, "enough"); err != nil {
 		t.Fatal(err)
 	}
 	cr = offloadtest.WaitOrTimeout(t, ch, "the cancelled call")
@@ -113,14 +117,14 @@ func TestDispatcherRefusesResults(t *testing.T) {
 	if _, err := cr.Res.Outcome(); !errors.Is(err, tool.ErrCancelled) {
 		t.Fatalf("outcome %v", err)
 	}
-	pub(s.Result(conv, late.TaskID), `{"status":"cancelled"}`)
-	pub(s.Result(conv, late.TaskID), `{"content":"too late"}`)
+	pub(s.Result(conv, late.TaskID, late.Tool), `{"status":"cancelled"}`)
+	pub(s.Result(conv, late.TaskID, late.Tool), `{"content":"too late"}`)
 	expect(metrics.RefuseLate)
 
 	// Results of conversations this process never dispatched to belong to
 	// other agents: ignored, not refused.
-	pub(s.Result(protocol.NewID(), protocol.NewID()), `{"content":"not mine"}`)
-	pub(s.Result(conv, task.TaskID), `{"content":"44"}`)
+	pub(s.Result(protocol.NewID(), protocol.NewID(), "job"), `{"content":"not mine"}`)
+	pub(s.Result(conv, task.TaskID, task.Tool), `{"content":"44"}`)
 	expectN(metrics.RefuseDuplicate, 2)
 	if got := testutil.ToFloat64(am.RefusedMessagesTotal.WithLabelValues(string(metrics.RefuseUnknownTask))); got != 1 {
 		t.Errorf("unknown_task = %v, want 1", got)

@@ -57,7 +57,7 @@ func (e *Executor) Start(ctx context.Context, c *agent.BackgroundCall) (agent.Ba
 	task := callTask(c.Call.RunContext, name, c.Call.Args, protocol.ModeBackground)
 	task.TaskID, task.Attempt = c.TaskID, c.Attempt
 	// Subscribe to progress before the task exists, so no report is missed.
-	stop := e.r.relayProgress(ctx, task.ConversationID, task.TaskID)
+	stop := e.r.relayProgress(ctx, task.ConversationID, task.TaskID, task.Tool)
 	h, err := e.r.cfg.Dispatcher.Dispatch(context.WithoutCancel(ctx), task)
 	if err != nil {
 		stop()
@@ -75,7 +75,7 @@ func (e *Executor) Start(ctx context.Context, c *agent.BackgroundCall) (agent.Ba
 func (e *Executor) Attach(ctx context.Context, info *agent.RunInfo, pt deferred.PendingTask) (agent.BackgroundTask, error) {
 	task := pendingTask(info.ConversationID, pt)
 	task.RunID = info.RunID
-	stop := e.r.relayProgress(ctx, task.ConversationID, task.TaskID)
+	stop := e.r.relayProgress(ctx, task.ConversationID, task.TaskID, task.Tool)
 	h := e.takeAttached(pt.TaskID)
 	var err error
 	if h == nil {

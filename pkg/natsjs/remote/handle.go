@@ -94,7 +94,7 @@ func (h *Handle) Wait(ctx context.Context) (protocol.Result, error) {
 // [Dispatcher.Cancel]); Done is closed at once with a cancelled result
 // unless the result had arrived first.
 func (h *Handle) Cancel(ctx context.Context, reason string) error {
-	return h.d.Cancel(ctx, h.task.ConversationID, h.task.TaskID, reason)
+	return h.d.Cancel(ctx, h.task.ConversationID, h.task.TaskID, h.task.Tool, reason)
 }
 
 // CancelAndWait cancels the task over the wire with reason and, unlike Cancel,
@@ -108,7 +108,7 @@ func (h *Handle) CancelAndWait(ctx context.Context, reason string, wait time.Dur
 		return nil
 	default:
 	}
-	if err := h.d.publishCancel(ctx, h.task.ConversationID, h.task.TaskID, reason); err != nil {
+	if err := h.d.publishCancel(ctx, h.task.ConversationID, h.task.TaskID, h.task.Tool, reason); err != nil {
 		_ = h.Cancel(ctx, reason) // not confirmable: give up at once
 		return err
 	}

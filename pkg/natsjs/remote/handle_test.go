@@ -51,7 +51,7 @@ func TestDispatchReturnsAHandle(t *testing.T) {
 	if got := testutil.ToFloat64(am.PendingCalls.WithLabelValues("background")); got != 1 {
 		t.Errorf("pending{background} = %v", got)
 	}
-	if err := b.nc.Publish(protocol.Subjects{}.Result(conv, task.TaskID), []byte(`{"content":7}`)); err != nil {
+	if err := b.nc.Publish(protocol.Subjects{}.Result(conv, task.TaskID, task.Tool), []byte(`{"content":7}`)); err != nil {
 		t.Fatal(err)
 	}
 	offloadtest.WaitOrTimeout(t, h.Done(), "the handle to be done")
@@ -139,11 +139,11 @@ func TestHandleDetach(t *testing.T) {
 		t.Fatalf("%d pending after Detach", d.Pending())
 	}
 	s := protocol.Subjects{}
-	if err := b.nc.Publish(s.Result(conv, task.TaskID), []byte(`{"content":1}`)); err != nil {
+	if err := b.nc.Publish(s.Result(conv, task.TaskID, task.Tool), []byte(`{"content":1}`)); err != nil {
 		t.Fatal(err)
 	}
 	// Results are handled in order: the next refusal is the unknown task's.
-	if err := b.nc.Publish(s.Result(conv, protocol.NewID()), []byte(`{"content":2}`)); err != nil {
+	if err := b.nc.Publish(s.Result(conv, protocol.NewID(), "job"), []byte(`{"content":2}`)); err != nil {
 		t.Fatal(err)
 	}
 	if got := offloadtest.WaitOrTimeout(t, refused, "a refusal"); got != string(metrics.RefuseUnknownTask) {

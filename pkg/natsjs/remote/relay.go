@@ -24,14 +24,14 @@ func unrelayWhenDone(ctx context.Context, h *Handle, stop func()) {
 }
 
 // relayProgress relays the worker's progress reports on task taskID (of
-// conversation conv) to whoever listens in ctx (the agent turns them into
-// progress events), best effort, until the returned function is called.
-// Call it before dispatching.
-func (r *Toolset) relayProgress(ctx context.Context, conv, taskID string) (stop func()) {
+// conversation conv, a call of toolName) to whoever listens in ctx (the
+// agent turns them into progress events), best effort, until the returned
+// function is called. Call it before dispatching.
+func (r *Toolset) relayProgress(ctx context.Context, conv, taskID, toolName string) (stop func()) {
 	if _, ok := progress.FromContext(ctx); !ok {
 		return func() {}
 	}
-	subject := protocol.Subjects{Prefix: r.cfg.Prefix}.Progress(conv, taskID)
+	subject := protocol.Subjects{Prefix: r.cfg.Prefix}.Progress(conv, taskID, toolName)
 	// On the dispatcher's connection: the server handles a connection's
 	// messages in order, so the subscription exists before the task does.
 	sub, err := r.cfg.Dispatcher.conn().Subscribe(subject, func(m *nats.Msg) {

@@ -388,7 +388,7 @@ func (r *Toolset) handler(name string) tool.HandlerFunc {
 		if task.TaskID == "" {
 			task.TaskID = protocol.NewID()
 		}
-		stop := r.relayProgress(ctx, task.ConversationID, task.TaskID)
+		stop := r.relayProgress(ctx, task.ConversationID, task.TaskID, task.Tool)
 		h, err := r.cfg.Dispatcher.Dispatch(ctx, task)
 		if err != nil {
 			stop()

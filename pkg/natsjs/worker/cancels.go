@@ -176,29 +176,32 @@ func (c *cancelIndex) handBackAll() int {
 	return n
 }
 
-// subscribeCancels subscribes to every cancel of the prefix. The
-// subscription never drops messages in the client (no pending limits); a
-// server that finds the worker too slow disconnects it, which the
-// connection watcher handles like any disconnect.
+// subscribeCancels subscribes to the cancels of the worker's tools,
+// <prefix>.cancel.*.*.<tool> for each (the subjects a worker's credential
+// may read, SPEC §9). The subscriptions never drop messages in the client
+// (no pending limits); a server that finds the worker too slow disconnects
+// it, which the connection watcher handles like any disconnect.
 func (w *Worker) subscribeCancels() error {
-	sub, err := w.cfg.Conn.Subscribe(w.subj.All(protocol.KindCancel), w.onCancel)
-	if err != nil {
-		return fmt.Errorf("natsjs: worker: subscribe to cancellations: %w", err)
+	for _, name := range w.toolNames() {
+		subject := w.subj.OfTool(protocol.KindCancel, name)
+		sub, err := w.cfg.Conn.Subscribe(subject, w.onCancel)
+		if err != nil {
+			return fmt.Errorf("natsjs: worker: subscribe to cancellations on %s: %w", subject, err)
+		}
+		w.mu.Lock()
+		w.subs = append(w.subs, sub)
+		w.mu.Unlock()
+		if err := sub.SetPendingLimits(-1, -1); err != nil {
+			return fmt.Errorf("natsjs: worker: cancellations on %s: %w", subject, err)
+		}
 	}
-	if err := sub.SetPendingLimits(-1, -1); err != nil {
-		_ = sub.Unsubscribe()
-		return fmt.Errorf("natsjs: worker: cancellations: %w", err)
-	}
-	w.mu.Lock()
-	w.subs = append(w.subs, sub)
-	w.mu.Unlock()
 	return nil
 }
 
 // onCancel records a cancel and cancels the held task it names.
 func (w *Worker) onCancel(m *nats.Msg) {
-	kind, conv, taskID, _, err := w.subj.Parse(m.Subject)
-	if err != nil || kind != protocol.KindCancel {
+	kind, conv, taskID, toolName, err := w.subj.Parse(m.Subject)
+	if err != nil || kind != protocol.KindCancel || w.tools[toolName] == nil {
 		w.log.Debug("ignored cancel on an invalid subject", slog.String("subject", m.Subject))
 		return
 	}
@@ -244,7 +247,7 @@ func (w *Worker) cancelled(ctx context.Context, task protocol.Task, seq uint64) 
 func (w *Worker) lookupCancel(ctx context.Context, task protocol.Task) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, jsop.Timeout)
 	defer cancel()
-	_, err := w.cancelStream.GetLastMsgForSubject(ctx, w.subj.Cancel(task.ConversationID, task.TaskID))
+	_, err := w.cancelStream.GetLastMsgForSubject(ctx, w.subj.Cancel(task.ConversationID, task.TaskID, task.Tool))
 	switch {
 	case err == nil:
 		w.cancels.record(task.ConversationID, task.TaskID)

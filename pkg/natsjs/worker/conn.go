@@ -15,8 +15,7 @@ import (
 
 // The connection watcher: a disconnect may lose cancels (core NATS), so
 // after every reconnect the worker catches up with the cancel stream
-// before it trusts its cancel index again, and sweeps the exhausted tasks
-// (for those whose advisories the exhausted stream missed).
+// before it trusts its cancel index again.
 
 // watchConn follows the connection's status: a disconnect withdraws the
 // cancel index's trust; once connected again, the worker catches up. It
@@ -69,7 +68,6 @@ func (w *Worker) watchConn() {
 			}
 			caughtUp, behind = reconnects, false
 			w.log.Info("caught up with cancels after reconnect")
-			w.sweepExhausted(ctx)
 		}
 	}()
 }

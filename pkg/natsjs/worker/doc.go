@@ -5,8 +5,8 @@
 // every replica, so tools scale by adding replicas. It pulls a task only
 // when it has a free slot (no prefetching), keeps a running task's delivery
 // alive with in-progress acks, validates the arguments against the tool's
-// schema, and publishes the result on <prefix>.result.<conversation>.<task>
-// with Nats-Msg-Id res:<task>:<attempt>. Cancels on <prefix>.cancel.> reach
+// schema, and publishes the result on <prefix>.result.<conversation>.<task>.<tool>
+// with Nats-Msg-Id res:<task>:<attempt>. Cancels on <prefix>.cancel.*.*.<tool> reach
 // a running tool's context at once; a task cancelled before it was picked up is
 // answered cancelled without running. After a disconnect the worker looks
 // cancels up in the cancel stream until it has caught up (a cancel
@@ -18,8 +18,9 @@
 // (failing closed when a task is published by hand). A task past its
 // deadline is answered DeadlineExceeded without running. A panic is an
 // error result (Panic), a task whose deliveries are exhausted one too
-// (DeliveriesExhausted), found through the server's advisory and, should
-// that be missed, by a sweep of the work queue. Stop lets running tasks
+// (DeliveriesExhausted): the limit is the consumer's metadata's, the
+// server never gives up, and the replica that receives a delivery past the
+// limit answers it without running it. Stop lets running tasks
 // finish within a grace period, hands the rest back (nak) and flushes before
 // it returns; StopAndCancel hands them back at once. The worker advertises
 // its tools in the registry bucket, refreshed while it runs.

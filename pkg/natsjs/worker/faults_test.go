@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -157,7 +156,7 @@ func TestResultPublishRetriedNotRerun(t *testing.T) {
 	}
 	b.provision(t)
 	oc, err := b.js.OrderedConsumer(ctx, "TOOLS_RESULTS", jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{"tools.result." + task.ConversationID + "." + task.TaskID},
+		FilterSubjects: []string{"tools.result." + task.ConversationID + "." + task.TaskID + "." + task.Tool},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -181,17 +180,16 @@ func TestResultPublishRetriedNotRerun(t *testing.T) {
 }
 
 // A task whose deliveries were exhausted while no replica was connected
-// (so nobody got the server's advisory) still ends in a
-// DeliveriesExhausted result once a replica starts.
+// still ends in a DeliveriesExhausted result once a replica starts: the
+// server never gives up on a task (its consumer's max_deliver is -1), and
+// the next replica that pulls it finds the delivery past the limit.
 func TestDeliveriesExhaustedWhileNoReplicaConnected(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	results := b.results(t)
-	exhausted := b.maxDeliveries(t, "job")
 	g := jstest.NewGate()
 	task, proxy := b.dyingHolder(t, g, 0)
-	proxy.Cut() // the replica is gone: no heartbeat, no advisory subscription
-	offloadtest.WaitOrTimeout(t, exhausted, "the server to give up on the task")
+	proxy.Cut() // the replica is gone: no heartbeat
 
 	b.worker(t, worker.Config{ID: "later", MaxDeliver: 1, Tools: []*tool.Tool{g.Tool("job", "never")}})
 	r := resultOf(t, results, task)
@@ -555,22 +553,21 @@ func TestStopFetchesNothingWhileDeregistering(t *testing.T) {
 	_ = msg.Term()
 }
 
-// A task whose max-deliveries advisory arrives while its result cannot be
-// published is still answered once results can be stored again, also when
-// the consumer holds other deliveries (so that the sweep, which waits for
-// a consumer holding none, cannot be relied on).
+// A task delivered past its limit while its result cannot be published is
+// still answered once results can be stored again, also when the consumer
+// holds other deliveries: the DeliveriesExhausted result is kept and its
+// publish retried, with the delivery kept alive, like any result.
 func TestDeliveriesExhaustedAnsweredAfterFailedPublish(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	exhausted := b.maxDeliveries(t, "job")
 	g := jstest.NewGate()
 	defer g.Open()
 	// One replica that will die with the task, one that stays (and gets
-	// the advisory), with no slot free for anything else.
+	// its next delivery), with one slot held by another task.
 	lost, proxy := b.dyingHolder(t, g, 1)
-	log, failed := jstest.SignalOn("DeliveriesExhausted result not published; retrying")
-	b.worker(t, worker.Config{ID: "stays", Concurrency: 1, MaxDeliver: 1, Logger: log, Tools: []*tool.Tool{g.Tool("job", "never")}})
+	log, failed := jstest.SignalOn("result not published; retrying")
+	b.worker(t, worker.Config{ID: "stays", Concurrency: 2, MaxDeliver: 1, Logger: log, Tools: []*tool.Tool{g.Tool("job", "never")}})
 	held := jstest.NewTask("job", protocol.NewID(), `{}`)
 	b.publishTask(t, held)
 	offloadtest.WaitOrTimeout(t, g.Started, "a task held by the replica that stays")
@@ -578,7 +575,6 @@ func TestDeliveriesExhaustedAnsweredAfterFailedPublish(t *testing.T) {
 		t.Fatal(err)
 	}
 	proxy.Cut() // the first replica is gone: no heartbeat
-	offloadtest.WaitOrTimeout(t, exhausted, "the server to give up on the task")
 	offloadtest.WaitOrTimeout(t, failed, "the DeliveriesExhausted result to fail")
 	b.provision(t)
 	r := b.storedResult(t, lost, 0)
@@ -589,14 +585,11 @@ func TestDeliveriesExhaustedAnsweredAfterFailedPublish(t *testing.T) {
 
 // A task whose deliveries were exhausted while no replica was connected is
 // answered once a replica starts, also while the tool's consumer holds
-// another delivery all along (so that the sweep, which waits for a
-// consumer holding none, never runs): the advisory was kept in the
-// exhausted stream.
+// another delivery all along.
 func TestDeliveriesExhaustedWhileNoReplicaConnectedUnderLoad(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	exhausted := b.maxDeliveries(t, "job")
 	g := jstest.NewGate()
 	defer g.Open()
 	lost, proxy := b.dyingHolder(t, g, 1)
@@ -622,7 +615,6 @@ func TestDeliveriesExhaustedWhileNoReplicaConnectedUnderLoad(t *testing.T) {
 	}
 
 	proxy.Cut() // the replica is gone: no heartbeat, nobody listens
-	offloadtest.WaitOrTimeout(t, exhausted, "the server to give up on the task")
 	if info, err := c.Info(ctx); err != nil || info.NumAckPending == 0 {
 		t.Fatalf("consumer holds no delivery (%v): the test proves nothing", err)
 	}
@@ -634,53 +626,48 @@ func TestDeliveriesExhaustedWhileNoReplicaConnectedUnderLoad(t *testing.T) {
 	}
 }
 
-// A worker whose consumer of max-deliveries advisories is deleted under it
-// binds it again, and still answers the advisories stored from then on.
-func TestExhaustedConsumerDeletedIsBoundAgain(t *testing.T) {
+// A task consumer of a deployment made before the delivery limit moved to
+// the consumer's metadata (the server's max_deliver set, no metadata) is
+// updated in place by the worker that binds it: the server no longer gives
+// up on a task (which would leave it stored, unanswered, for want of the
+// advisory stream), and the replica that receives the delivery past the
+// limit answers DeliveriesExhausted, then terminates the delivery.
+func TestDeliveriesExhaustedOnLegacyConsumer(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	g := jstest.NewGate()
-	defer g.Open()
-	first := b.worker(t, worker.Config{ID: "first", Concurrency: 1, MaxDeliver: 1, Tools: []*tool.Tool{g.Tool("job", "never")}})
-	task := jstest.NewTask("job", protocol.NewID(), `{}`)
-	b.publishTask(t, task)
-	offloadtest.WaitOrTimeout(t, g.Started, "the only delivery")
-	log, rebound := jstest.SignalOn("consumer of max-deliveries advisories bound again")
-	b.worker(t, worker.Config{ID: "second", MaxDeliver: 1, Logger: log, Tools: []*tool.Tool{g.Tool("job", "never")}})
-	// Both workers' pulls must be held by the consumer when it is deleted,
-	// or the second's first pull may reach the server after the delete,
-	// find no consumer, and be answered by the one the first worker binds
-	// again: the second would never notice (seen once, on a loaded
-	// machine). The server sends no signal for a pull it holds: its
-	// consumer's count of waiting pulls says.
-	adv, err := b.js.Consumer(ctx, "TOOLS_EXHAUSTED", natsjs.ExhaustedConsumerName("job"))
+	b.provision(t)
+	legacy, err := natsjs.TaskConsumerConfig("job", natsjs.ProvisionOptions{AckWait: testAckWait})
 	if err != nil {
 		t.Fatal(err)
 	}
-	offloadtest.Eventually(t, "both workers' pulls of advisories", func() error {
-		info, err := adv.Info(ctx)
-		if err == nil && info.NumWaiting < 2 {
-			err = fmt.Errorf("%d pulls waiting", info.NumWaiting)
-		}
-		return err
-	})
-	if err := b.js.DeleteConsumer(ctx, "TOOLS_EXHAUSTED", natsjs.ExhaustedConsumerName("job")); err != nil {
+	legacy.MaxDeliver, legacy.Metadata = 1, nil
+	if _, err := b.js.CreateConsumer(ctx, "TOOLS_TASKS", legacy); err != nil {
 		t.Fatal(err)
 	}
-	offloadtest.WaitOrTimeout(t, rebound, "the second worker to bind the consumer again")
-
+	terminated := b.terminations(t, "job")
+	g := jstest.NewGate()
+	defer g.Open()
+	first := b.worker(t, worker.Config{ID: "first", Concurrency: 1, MaxDeliver: 1, Tools: []*tool.Tool{g.Tool("job", "never")}})
+	info, err := b.taskConsumer(t, "job").Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if limit, ok := natsjs.DeliveryLimit(info.Config); info.Config.MaxDeliver != -1 || !ok || limit != 1 {
+		t.Fatalf("consumer not updated in place: max_deliver %d, metadata %v", info.Config.MaxDeliver, info.Config.Metadata)
+	}
+	task := jstest.NewTask("job", protocol.NewID(), `{}`)
+	b.publishTask(t, task)
+	offloadtest.WaitOrTimeout(t, g.Started, "the only delivery")
+	b.worker(t, worker.Config{ID: "second", MaxDeliver: 1, Tools: []*tool.Tool{g.Tool("job", "never")}})
 	sctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	if err := first.StopAndCancel(sctx); err != nil { // its hand-back uses up the last delivery
 		t.Fatal(err)
 	}
-	// The advisory of the hand-back may still reach the stopping worker's
-	// pull request, in the moment before its subscription is gone (seen
-	// once, on a loaded machine); it then comes to the second after the
-	// advisory consumer's ack wait (30 s).
-	r := b.storedResultWithin(t, task, 0, 30*time.Second+wait)
+	r := b.storedResult(t, task, 0)
 	if r.Status != protocol.StatusError || r.ErrorType != protocol.ErrorDeliveriesExhausted || r.Worker != "second" {
 		t.Fatalf("result %+v", r)
 	}
+	offloadtest.WaitOrTimeout(t, terminated, "the exhausted delivery to be terminated")
 }

@@ -30,7 +30,7 @@ const testAckWait = jstest.AckWait
 // bundle is what every worker test starts from (setup): an in-process
 // server, a connection of the test's own and a JetStream context on it.
 // What a test needs beyond that (the results, a dispatcher, workers,
-// advisories), it asks the bundle for, in the order the test needs it: a
+// the server's advisories), it asks the bundle for, in the order the test needs it: a
 // subscription made before a task is published sees its result.
 type bundle struct {
 	srv *natstest.Server
@@ -95,7 +95,7 @@ func (b *bundle) publishCancel(t *testing.T, task protocol.Task) {
 	data, _ := json.Marshal(protocol.Cancel{TaskID: task.TaskID, Reason: "test"})
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	if _, err := b.js.Publish(ctx, "tools.cancel."+task.ConversationID+"."+task.TaskID, data); err != nil {
+	if _, err := b.js.Publish(ctx, "tools.cancel."+task.ConversationID+"."+task.TaskID+"."+task.Tool, data); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -128,11 +128,11 @@ func (b *bundle) signal(t *testing.T, subject string) <-chan struct{} {
 	return ch
 }
 
-// maxDeliveries signals each max-deliveries advisory of toolName's task
-// consumer (default prefix).
-func (b *bundle) maxDeliveries(t *testing.T, toolName string) <-chan struct{} {
+// terminations signals each termination (Term) of a delivery of
+// toolName's task consumer, by the server's advisory.
+func (b *bundle) terminations(t *testing.T, toolName string) <-chan struct{} {
 	t.Helper()
-	return b.signal(t, natsjs.MaxDeliveriesSubject("", toolName))
+	return b.signal(t, "$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.TOOLS_TASKS."+natsjs.TaskConsumerName(toolName))
 }
 
 // naks signals each nak (a task handed back) of toolName's task consumer,
@@ -180,7 +180,7 @@ func (b *bundle) storedResultWithin(t *testing.T, task protocol.Task, attempt in
 	t.Helper()
 	ctx := context.Background()
 	oc, err := b.js.OrderedConsumer(ctx, "TOOLS_RESULTS", jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{"tools.result." + task.ConversationID + "." + task.TaskID},
+		FilterSubjects: []string{"tools.result." + task.ConversationID + "." + task.TaskID + "." + task.Tool},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/offload-dev/offload/pkg/natsjs"
@@ -15,12 +14,7 @@ import (
 // writeRegistry writes (or refreshes) the registry entry of every tool.
 func (w *Worker) writeRegistry(ctx context.Context) error {
 	expires := time.Now().Add(natsjs.RegistryTTL)
-	names := make([]string, 0, len(w.tools))
-	for name := range w.tools {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	for _, name := range names {
+	for _, name := range w.toolNames() {
 		data, err := json.Marshal(natsjs.NewRegistryEntry(w.tools[name], w.cfg.ID, expires))
 		if err != nil {
 			return fmt.Errorf("natsjs: worker: registry entry of %s: %w", name, err)

@@ -40,7 +40,7 @@ func (w *Worker) respond(log *slog.Logger, fl *inflight, res protocol.Result, st
 	wait := publishRetryMin
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := context.WithTimeout(w.hardCtx, jsop.Timeout)
-		err := w.publishResult(ctx, task.ConversationID, res)
+		err := w.publishResult(ctx, task.ConversationID, task.Tool, res)
 		cancel()
 		if err == nil {
 			break
@@ -67,13 +67,13 @@ func (w *Worker) respond(log *slog.Logger, fl *inflight, res protocol.Result, st
 	}
 }
 
-// publishResult publishes res on <prefix>.result.<conv>.<task> with
+// publishResult publishes res on <prefix>.result.<conv>.<task>.<tool> with
 // Nats-Msg-Id res:<task>:<attempt>, so that results of redeliveries are
 // dropped by the server within the dedup window while a later attempt's
 // (a call dispatched again after an approval) is kept. A result too large for a message is
 // replaced by a ResultTooLarge error, and one that cannot be encoded by an
 // error saying so.
-func (w *Worker) publishResult(ctx context.Context, conv string, res protocol.Result) error {
+func (w *Worker) publishResult(ctx context.Context, conv, toolName string, res protocol.Result) error {
 	buf := w.bufs.Get()
 	data, err := protocol.AppendResult(*buf, &res)
 	defer w.bufs.Put(buf, data) // published (copied) or failed by then
@@ -95,7 +95,7 @@ func (w *Worker) publishResult(ctx context.Context, conv string, res protocol.Re
 			return fmt.Errorf("marshal result: %w", err)
 		}
 	}
-	m := nats.NewMsg(w.subj.Result(conv, res.TaskID))
+	m := nats.NewMsg(w.subj.Result(conv, res.TaskID, toolName))
 	m.Header.Set(jetstream.MsgIDHeader, protocol.ResultMsgID(res.TaskID, res.Attempt))
 	m.Data = data
 	if _, err := w.js.PublishMsg(ctx, m); err != nil {

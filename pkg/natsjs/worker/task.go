@@ -68,6 +68,10 @@ func (w *Worker) handle(t *tool.Tool, toolLog *slog.Logger, msg jetstream.Msg, s
 	stopHB := w.heartbeat(msg, log)
 	defer stopHB()
 
+	if limit, over := w.overLimit(t.Name, md); over {
+		w.answerExhausted(log, fl, limit)
+		return
+	}
 	var seq uint64
 	if md != nil {
 		seq = md.Sequence.Stream
@@ -129,7 +133,7 @@ func (w *Worker) handle(t *tool.Tool, toolLog *slog.Logger, msg jetstream.Msg, s
 		TaskID:           task.TaskID,
 		Attempt:          task.Attempt,
 	}
-	runCtx := progress.WithReporter(taskCtx, w.reporter(task.ConversationID, task.TaskID))
+	runCtx := progress.WithReporter(taskCtx, w.reporter(task.ConversationID, task.TaskID, t.Name))
 	started := time.Now()
 	if w.cfg.Metrics != nil {
 		w.cfg.Metrics.Inflight.WithLabelValues(t.Name).Inc()
@@ -248,12 +252,12 @@ func (w *Worker) heartbeat(msg jetstream.Msg, log *slog.Logger) func() {
 }
 
 // reporter publishes a task's progress on core NATS. It holds only the
-// two IDs (most tools report nothing).
-func (w *Worker) reporter(conv, taskID string) progress.Reporter {
+// IDs and the tool's name (most tools report nothing).
+func (w *Worker) reporter(conv, taskID, toolName string) progress.Reporter {
 	return progress.ReporterFunc(func(message string, fraction *float64) {
 		data, err := json.Marshal(protocol.Progress{TaskID: taskID, Message: message, Fraction: fraction, At: time.Now().UTC()})
 		if err == nil {
-			err = w.cfg.Conn.Publish(w.subj.Progress(conv, taskID), data)
+			err = w.cfg.Conn.Publish(w.subj.Progress(conv, taskID, toolName), data)
 		}
 		if err != nil {
 			w.log.Debug("progress not published", slog.String("task_id", taskID), slog.Any("error", err))
@@ -292,7 +296,7 @@ func (w *Worker) malformed(log *slog.Logger, t *tool.Tool, msg jetstream.Msg, er
 			if a, aerr := strconv.Atoi(string(ids.Attempt)); aerr == nil && a > 0 {
 				res.Attempt = a
 			}
-			perr := w.publishResult(ctx, ids.ConversationID, res)
+			perr := w.publishResult(ctx, ids.ConversationID, t.Name, res)
 			cancel()
 			if perr != nil {
 				md, _ := msg.Metadata()

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -37,7 +39,6 @@ const (
 	fetchRetryWait    = time.Second            // pause after a failed pull
 	lookupNakDelay    = time.Second            // redelivery delay of a task whose cancel look-up failed, per delivery so far
 	maxLookupNakDelay = 10 * time.Second       // … at most
-	sweepEvery        = 30 * time.Second       // how often exhausted tasks are swept
 )
 
 // Config configures a [Worker].
@@ -66,8 +67,9 @@ type Config struct {
 	// alive with an in-progress ack. Defaults to a third of the consumers'
 	// ack wait.
 	HeartbeatInterval time.Duration
-	// MaxDeliver, when positive, replaces the task consumers' max deliveries
-	// (every replica of a tool must use the same value).
+	// MaxDeliver, when positive, replaces the task consumers' delivery
+	// limit (the metadata's natsjs.MaxDeliverKey; every replica of a tool
+	// must use the same value).
 	MaxDeliver int
 	// GracePeriod bounds how long [Worker.Stop] lets in-flight tasks finish
 	// before it cancels them and hands them back. Defaults to
@@ -113,6 +115,7 @@ type Worker struct {
 	tasksStream  jetstream.Stream
 	cancelStream jetstream.Stream
 	consumers    map[string]jetstream.Consumer
+	limits       map[string]int // per tool, the delivery limit of its consumer (natsjs.MaxDeliverKey)
 	kv           jetstream.KeyValue
 
 	life  startstop.Base
@@ -120,9 +123,8 @@ type Worker struct {
 
 	mu           sync.Mutex
 	subs         []*nats.Subscription // cancellations
-	advCancel    context.CancelFunc   // ends the advisory loops
 	status       chan nats.Status     // the connection's status changes
-	statusCancel context.CancelFunc   // ends the watcher's catch-ups and sweeps
+	statusCancel context.CancelFunc   // ends the watcher's catch-ups
 
 	fetchCtx    context.Context
 	fetchCancel context.CancelFunc
@@ -133,11 +135,10 @@ type Worker struct {
 	bgStop      chan struct{}
 	reconn      atomic.Pointer[chan struct{}] // closed (and replaced) at each reconnect
 
-	fetchers      sync.WaitGroup // per tool, a fetcher and 2 × Concurrency runners
-	advisoryLoops sync.WaitGroup // per tool, the loop answering max-deliveries advisories
-	periodic      sync.WaitGroup // registry refresher, sweeper
-	watcher       sync.WaitGroup // connection watcher
-	bufs          bufpool.Pool   // result encoding buffers
+	fetchers sync.WaitGroup // per tool, a fetcher and 2 × Concurrency runners
+	periodic sync.WaitGroup // registry refresher
+	watcher  sync.WaitGroup // connection watcher
+	bufs     bufpool.Pool   // result encoding buffers
 }
 
 // errShutdown is the cause of a task context cancelled by the worker's own
@@ -216,6 +217,11 @@ func New(cfg Config) (*Worker, error) {
 // ID returns the worker's ID.
 func (w *Worker) ID() string { return w.cfg.ID }
 
+// toolNames returns the names of the tools served, sorted.
+func (w *Worker) toolNames() []string {
+	return slices.Sorted(maps.Keys(w.tools))
+}
+
 // Ready reports whether the worker serves: the streams exist, every tool's
 // consumer is bound and its registry entry written, and it is not stopping.
 func (w *Worker) Ready() bool { return w.ready.Load() }
@@ -233,11 +239,9 @@ func (w *Worker) provisionOptions() natsjs.ProvisionOptions {
 	}
 }
 
-// Start provisions the streams, binds each tool's durable consumers of
-// tasks and of max-deliveries advisories (updating the fields JetStream can
-// update in place), subscribes to cancellations, starts answering the
-// advisories, sweeps for exhausted tasks whose advisories were missed,
-// writes the registry entries and starts serving. It does not block: the worker runs until [Worker.Stop].
+// Start provisions the streams, binds each tool's durable task consumer
+// (updating the fields JetStream can update in place) and reads its
+// delivery limit, subscribes to cancellations, writes the registry entries and starts serving. It does not block: the worker runs until [Worker.Stop].
 // ctx bounds the start-up only. On error nothing keeps running.
 func (w *Worker) Start(ctx context.Context) (err error) {
 	if w.life.StartInit() != nil {
@@ -257,7 +261,10 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	}
 	w.js = js
 	popts := w.provisionOptions()
-	if err := natsjs.Provision(ctx, js, popts); err != nil {
+	// The streams a worker uses, and no other: a worker user may look up
+	// only those (a stream's info lists its subjects, and so the
+	// conversations and tasks of every tool).
+	if err := natsjs.EnsureStreams(ctx, js, popts, w.names.Tasks, w.names.Results, w.names.Cancel, w.names.RegistryStream); err != nil {
 		return fmt.Errorf("natsjs: worker: %w", jsop.Nested(err))
 	}
 	if w.tasksStream, err = js.Stream(ctx, w.names.Tasks); err != nil {
@@ -267,7 +274,7 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 		return fmt.Errorf("natsjs: worker: bind stream %s: %w", w.names.Cancel, err)
 	}
 	w.consumers = make(map[string]jetstream.Consumer, len(w.tools))
-	advisories := make(map[string]jetstream.Consumer, len(w.tools))
+	w.limits = make(map[string]int, len(w.tools))
 	var ackWait time.Duration
 	for name := range w.tools {
 		c, err := natsjs.EnsureTaskConsumer(ctx, js, name, popts)
@@ -275,8 +282,11 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 			return fmt.Errorf("natsjs: worker: %w", jsop.Nested(err))
 		}
 		w.consumers[name] = c
-		if advisories[name], err = natsjs.EnsureExhaustedConsumer(ctx, js, name, popts); err != nil {
-			return fmt.Errorf("natsjs: worker: %w", jsop.Nested(err))
+		if limit, ok := natsjs.DeliveryLimit(c.CachedInfo().Config); ok {
+			w.limits[name] = limit
+		} else {
+			w.log.Warn("task consumer has no delivery limit in its metadata; the server's max_deliver governs",
+				slog.String("tool", name), slog.String("key", natsjs.MaxDeliverKey))
 		}
 		if aw := c.CachedInfo().Config.AckWait; aw > 0 && (ackWait == 0 || aw < ackWait) {
 			ackWait = aw
@@ -309,12 +319,6 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	if err := w.catchUp(ctx, w.cancels.epoch()); err != nil {
 		w.log.Warn("cancel index not caught up at start; looking every task up", slog.Any("error", err))
 	}
-	// Tasks that exhausted their deliveries: those whose advisories the
-	// exhausted stream holds, and those it missed.
-	if err := w.startAdvisories(advisories); err != nil {
-		return err
-	}
-	w.sweepExhausted(ctx)
 	if err := w.writeRegistry(ctx); err != nil {
 		w.deleteRegistry(ctx) // the entries written before the failure
 		return err
@@ -336,18 +340,16 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 		w.fetchers.Add(1)
 		go w.fetch(w.tools[name], c, rs)
 	}
-	w.periodic.Add(2)
+	w.periodic.Add(1)
 	go w.refreshRegistry() //nolint:gosec // G118: owned by the worker, stopped by Stop (bgStop, periodic), not by Start's ctx
-	go w.sweepLoop()       //nolint:gosec // G118: as refreshRegistry
 	w.ready.Store(true)
 	w.log.Info("worker started", slog.Int("tools", len(w.tools)), slog.Int("concurrency", w.cfg.Concurrency),
 		slog.Duration("ack_wait", ackWait), slog.Duration("heartbeat", w.heartbeatEvery))
 	return nil
 }
 
-// unsubscribe drops every subscription and stops the advisory loops.
+// unsubscribe drops every subscription.
 func (w *Worker) unsubscribe() {
-	w.stopAdvisories()
 	w.mu.Lock()
 	subs := w.subs
 	w.subs = nil
@@ -388,9 +390,6 @@ func (w *Worker) shutdown(ctx context.Context, grace time.Duration) error {
 	close(w.bgStop)
 	w.periodic.Wait()
 	w.deleteRegistry(ctx)
-	// The advisories of the tasks handed back from now on are left to the
-	// other replicas.
-	w.stopAdvisories()
 
 	// Let in-flight tasks finish within the grace period.
 	handlersDone := make(chan struct{})

@@ -172,7 +172,7 @@ func TestCancelBeforePickup(t *testing.T) {
 	conv := protocol.NewID()
 	task := jstest.NewTask("never", conv, `{}`)
 	b.publishTask(t, task)
-	if err := d.Cancel(ctx, conv, task.TaskID, "changed my mind"); err != nil {
+	if err := d.Cancel(ctx, conv, task.TaskID, task.Tool, "changed my mind"); err != nil {
 		t.Fatal(err)
 	}
 	wm := metrics.NewWorker(prometheus.NewRegistry())
@@ -530,7 +530,7 @@ func TestCancelWhileQueuedBehindBusyWorker(t *testing.T) {
 
 	second := jstest.NewTask("job", conv, `{}`)
 	b.publishTask(t, second)
-	if err := d.Cancel(context.Background(), conv, second.TaskID, "not needed any more"); err != nil {
+	if err := d.Cancel(context.Background(), conv, second.TaskID, second.Tool, "not needed any more"); err != nil {
 		t.Fatal(err)
 	}
 	g.Open()
@@ -575,7 +575,7 @@ func TestWorkerReplacesTooLargeResult(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := stream.GetLastMsgForSubject(ctx, protocol.Subjects{}.Result(task.ConversationID, task.TaskID))
+	m, err := stream.GetLastMsgForSubject(ctx, protocol.Subjects{}.Result(task.ConversationID, task.TaskID, task.Tool))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -614,7 +614,7 @@ func TestMalformedTaskKeepsAttempt(t *testing.T) {
 	b.worker(t, worker.Config{ID: "w", Tools: []*tool.Tool{jstest.EchoTool("")}})
 	task := jstest.NewTask("echo", protocol.NewID(), `{}`)
 	// Attempt 0 ended deferred (approval required).
-	first := nats.NewMsg("tools.result." + task.ConversationID + "." + task.TaskID)
+	first := nats.NewMsg("tools.result." + task.ConversationID + "." + task.TaskID + ".echo")
 	first.Header.Set(jetstream.MsgIDHeader, "res:"+task.TaskID+":0")
 	first.Data = []byte(`{"status":"approval_required"}`)
 	if _, err := b.js.PublishMsg(ctx, first); err != nil {

@@ -1,0 +1,65 @@
+package authconf_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/offload-dev/offload/pkg/natsjs/authconf"
+)
+
+// A worker user's grants name its tools: every subject but the streams'
+// info requests and its own inbox ends with or names one of its tools, and
+// none covers a stream's messages (no message get or delete, no
+// wildcard over every tool).
+func TestWorkerReachesOnlyItsTools(t *testing.T) {
+	t.Parallel()
+	p := authconf.Worker("acme", "worker_x", []string{"alpha", "beta"})
+	for _, s := range append(p.PublishSubjects(), p.SubscribeSubjects()...) {
+		switch {
+		case strings.HasPrefix(s, "$JS.API.STREAM.INFO."), s == "_INBOX_worker_x.>":
+			continue
+		case strings.Contains(s, "STREAM.MSG"), strings.HasSuffix(s, ".>") && !strings.HasPrefix(s, "$JS.ACK."):
+			t.Errorf("%s: a grant over a stream's messages", s)
+		case !strings.Contains(s, "alpha") && !strings.Contains(s, "beta"):
+			t.Errorf("%s names none of the worker's tools", s)
+		}
+	}
+	for _, want := range []string{
+		"acme.result.*.*.alpha", "acme.progress.*.*.beta", "$KV.acme_registry.alpha.*",
+		"$JS.API.CONSUMER.CREATE.ACME_TASKS.task_beta.acme.task.beta", "$JS.API.CONSUMER.MSG.NEXT.ACME_TASKS.task_alpha",
+		"$JS.ACK.ACME_TASKS.task_alpha.>", "$JS.ACK.*.*.ACME_TASKS.task_alpha.>",
+		"$JS.API.DIRECT.GET.ACME_CANCEL.acme.cancel.*.*.beta",
+	} {
+		if !slices.Contains(p.PublishSubjects(), want) {
+			t.Errorf("publish lacks %s", want)
+		}
+	}
+	if got := p.SubscribeSubjects(); !slices.Equal(got, []string{"acme.cancel.*.*.alpha", "acme.cancel.*.*.beta", "_INBOX_worker_x.>"}) {
+		t.Errorf("subscribe %v", got)
+	}
+}
+
+// The shipped file has a user per role and per pool of built-ins, each
+// worker user's block named after it, and no worker user of every tool.
+func TestShipped(t *testing.T) {
+	t.Parallel()
+	f := authconf.Shipped()
+	var users []string
+	for _, u := range f.Users {
+		users = append(users, u.Name)
+	}
+	want := []string{"admin", "agent", "worker_sleep", "worker_http", "worker_files", "worker_shell", "approver", "answerer"}
+	if !slices.Equal(users, want) {
+		t.Errorf("users %v, want %v", users, want)
+	}
+	text := f.Render()
+	for _, s := range []string{"WORKER_SHELL = {", "permissions: $WORKER_HTTP", "password: $OFFLOAD_WORKER_FILES_PASSWORD", `"tools.result.*.*.shell",`} {
+		if !strings.Contains(text, s) {
+			t.Errorf("rendered file lacks %q", s)
+		}
+	}
+	if strings.Contains(text, `"tools.result.>"`) {
+		t.Error("a user may publish every tool's results")
+	}
+}

@@ -1,0 +1,127 @@
+package authconf
+
+import (
+	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/protocol"
+)
+
+// Rule is a group of subjects with the reason they are allowed.
+type Rule struct {
+	// Comment says why the subjects are allowed (rendered as a comment).
+	Comment string
+	// Subjects are the subjects (with wildcards) allowed.
+	Subjects []string
+}
+
+// Permissions are what a user may publish and subscribe to; everything
+// else is denied.
+type Permissions struct {
+	// Publish are the subjects the user may publish on, JetStream API
+	// requests included.
+	Publish []Rule
+	// Subscribe are the subjects the user may subscribe to.
+	Subscribe []Rule
+}
+
+// PublishSubjects returns every subject of p.Publish, in order.
+func (p Permissions) PublishSubjects() []string { return flat(p.Publish) }
+
+// SubscribeSubjects returns every subject of p.Subscribe, in order.
+func (p Permissions) SubscribeSubjects() []string { return flat(p.Subscribe) }
+
+func flat(rules []Rule) []string {
+	var out []string
+	for _, r := range rules {
+		out = append(out, r.Subjects...)
+	}
+	return out
+}
+
+// InboxPrefix returns the inbox prefix of user, _INBOX_<user>: replies
+// (JetStream API responses, publish acknowledgements, a pull consumer's
+// deliveries) come to each user on its own prefix, so that no user reads
+// another's (a worker of one tool would otherwise read the tasks delivered
+// to another's).
+func InboxPrefix(user string) string { return "_INBOX_" + user }
+
+// streamInfos returns the info requests of every stream of the
+// definitions: the binaries check at start-up that what they use exists.
+func streamInfos(n natsjs.Names) []string {
+	var out []string
+	for _, s := range []string{n.Tasks, n.Results, n.Approvals, n.Decisions, n.Cancel, n.Answers,
+		n.RegistryStream, n.ConversationsStream, n.HistoriesStream, n.PendingStream} {
+		out = append(out, "$JS.API.STREAM.INFO."+s)
+	}
+	return out
+}
+
+// reader returns what reading stream takes: ordered (pull) consumers,
+// direct gets and message gets.
+func reader(stream string) []string {
+	return []string{
+		"$JS.API.CONSUMER.CREATE." + stream + ".>", "$JS.API.CONSUMER.INFO." + stream + ".>",
+		"$JS.API.CONSUMER.DELETE." + stream + ".>", "$JS.API.CONSUMER.MSG.NEXT." + stream + ".>",
+		"$JS.API.DIRECT.GET." + stream, "$JS.API.DIRECT.GET." + stream + ".>", "$JS.API.STREAM.MSG.GET." + stream,
+	}
+}
+
+// Agent returns the permissions of the agent role for prefix ("" means
+// [protocol.DefaultPrefix]): it publishes tasks, approval announcements
+// and cancels; reads results, answers, decisions, progress and the
+// registry; reads and writes the conversation store.
+func Agent(prefix string) Permissions {
+	n := natsjs.NamesFor(prefix)
+	s := protocol.Subjects{Prefix: n.Prefix}
+	return Permissions{
+		Publish: []Rule{
+			{"", []string{s.All(protocol.KindTask), s.All(protocol.KindApproval), s.All(protocol.KindCancel)}},
+			{"the streams' info: the binaries check at start-up that what they\n use exists (created by admin with agent provision)", streamInfos(n)},
+			{"results, answers and decisions: ordered consumers and direct gets",
+				append(append(reader(n.Results), reader(n.Answers)...), reader(n.Decisions)...)},
+			{"the registry, read (watch and get)", append(reader(n.RegistryStream), "$JS.FC."+n.RegistryStream+".>")},
+			{"the conversation store, read and write", append(append([]string{"$KV." + n.ConversationsBucket + ".>"},
+				reader(n.ConversationsStream)...), "$JS.FC."+n.ConversationsStream+".>")},
+			{"histories over the max payload (object store), read and write", append(append([]string{"$O." + n.HistoriesBucket + ".>"},
+				reader(n.HistoriesStream)...), "$JS.API.STREAM.PURGE."+n.HistoriesStream, "$JS.FC."+n.HistoriesStream+".>")},
+			{"the approvals it announced, looked up (agent pending)",
+				[]string{"$JS.API.DIRECT.GET." + n.Approvals, "$JS.API.DIRECT.GET." + n.Approvals + ".>"}},
+			{"the pending records, read and write (the conversation store\n writes them with every save)", append(append([]string{"$KV." + n.PendingBucket + ".>"},
+				reader(n.PendingStream)...), "$JS.FC."+n.PendingStream+".>")},
+		},
+		Subscribe: []Rule{{"", []string{s.All(protocol.KindProgress), InboxPrefix("agent") + ".>"}}},
+	}
+}
+
+// Worker returns the permissions of a worker user named user serving
+// tools, for prefix ("" means [protocol.DefaultPrefix]). Each tool's
+// grants name the tool: its task consumer, the subjects ending with its
+// name, its registry keys.
+func Worker(prefix, user string, tools []string) Permissions {
+	n := natsjs.NamesFor(prefix)
+	s := protocol.Subjects{Prefix: n.Prefix}
+	p := Permissions{
+		Publish: []Rule{{"the info of the streams it uses: a worker checks at start-up that they\n exist (created by admin with agent provision); no other stream's (a\n stream's info lists its subjects)", []string{
+			"$JS.API.STREAM.INFO." + n.Tasks, "$JS.API.STREAM.INFO." + n.Results,
+			"$JS.API.STREAM.INFO." + n.Cancel, "$JS.API.STREAM.INFO." + n.RegistryStream,
+		}}},
+	}
+	var subs []string
+	for _, t := range tools {
+		c := natsjs.TaskConsumerName(t)
+		p.Publish = append(p.Publish, Rule{
+			"tool " + t + ": bind, create (the filtered create API) and pull its task\n consumer; acknowledge its deliveries (v1 format, and the v2 format of\n server 2.14+); its results and progress; look its cancels up; its\n registry keys (puts and deletes)",
+			[]string{
+				"$JS.API.CONSUMER.INFO." + n.Tasks + "." + c,
+				"$JS.API.CONSUMER.CREATE." + n.Tasks + "." + c + "." + s.Task(t),
+				"$JS.API.CONSUMER.MSG.NEXT." + n.Tasks + "." + c,
+				"$JS.ACK." + n.Tasks + "." + c + ".>", "$JS.ACK.*.*." + n.Tasks + "." + c + ".>",
+				s.OfTool(protocol.KindResult, t), s.OfTool(protocol.KindProgress, t),
+				"$JS.API.DIRECT.GET." + n.Cancel + "." + s.OfTool(protocol.KindCancel, t),
+				"$KV." + n.RegistryBucket + "." + t + ".*",
+			},
+		})
+		subs = append(subs, s.OfTool(protocol.KindCancel, t))
+	}
+	p.Subscribe = []Rule{{"", append(subs, InboxPrefix(user)+".>")}}
+	return p
+}
