@@ -45,8 +45,10 @@ func TestStoreFillingRefused(t *testing.T) {
 	d.provision(t)
 	t.Logf("store %d MiB, %d MiB of it reserved by the streams' max_bytes", store>>20, reserved>>20)
 
-	w := proctest.StartProcess(t, workerBin, "--nats", d.roleURL("worker"), "--inbox-prefix", inboxPrefix("worker"), "--tools", "sleep,shell", "--id", "limits-e2e")
-	w.WaitLog(t, `"msg":"toolworker started"`, 30*time.Second)
+	for _, pool := range []struct{ user, tools string }{{"worker_sleep", "sleep"}, {"worker_shell", "shell"}} {
+		w := proctest.StartProcess(t, workerBin, "--nats", d.roleURL(pool.user), "--inbox-prefix", inboxPrefix(pool.user), "--tools", pool.tools, "--id", "limits-e2e-"+pool.tools)
+		w.WaitLog(t, `"msg":"toolworker started"`, 30*time.Second)
+	}
 	dir := t.TempDir()
 	// A conversation paused on an approval, before the flood.
 	r := d.agentAs(t, agentBin, dir, "agent", "run", "--model", "test", "--tools", "shell", "--json", "run it")

@@ -754,7 +754,7 @@ func TestDurableWorkerDeferredAnswered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := s.GetLastMsgForSubject(ctx, "tools.cancel."+conv+"."+task)
+	m, err := s.GetLastMsgForSubject(ctx, "tools.cancel."+conv+"."+task+".handoff")
 	if err != nil || !bytes.Contains(m.Data, []byte(task)) {
 		t.Fatalf("no cancel for the answered call: %v", err)
 	}

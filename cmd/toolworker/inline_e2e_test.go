@@ -163,7 +163,7 @@ func TestAgentCallTimeoutEndsAnUnansweredCall(t *testing.T) {
 		t.Errorf("tool_result %v, want DeadlineExceeded shown to the model", res)
 	}
 	// The cancel is stored, so a worker still running it stops.
-	out, err := exec.CommandContext(ctx, natsCLI(t), "--server", srv.URL(), "sub", "tools.cancel."+task.ConversationID+"."+task.TaskID, "--all", "--count", "1", "--raw").Output()
+	out, err := exec.CommandContext(ctx, natsCLI(t), "--server", srv.URL(), "sub", "tools.cancel."+task.ConversationID+"."+task.TaskID+"."+task.Tool, "--all", "--count", "1", "--raw").Output()
 	if err != nil {
 		t.Fatalf("nats sub: %v", err)
 	}
