@@ -116,7 +116,7 @@ func TestDeploymentWithRoles(t *testing.T) {
 	if out, err := nats("answerer", "pub", "-J", "tools.answer."+conv+"."+task, `{"content":"42"}`); err != nil {
 		t.Errorf("answerer answer: %v\n%s", err, out)
 	}
-	if out, err := nats("answerer", "pub", "-J", "tools.result."+conv+"."+task, `{"content":"forged"}`); err == nil {
+	if out, err := nats("answerer", "pub", "-J", "tools.result."+conv+"."+task+".shell", `{"content":"forged"}`); err == nil {
 		t.Errorf("answerer forged a worker's result:\n%s", out)
 	}
 }
