@@ -114,6 +114,8 @@ type conn struct {
 	// embedded is set on the embedded default: no server outlives the
 	// agent.
 	embedded bool
+	// srv is the store's server on the embedded default.
+	srv *embedded.Server
 	// refusals are the permissions violations the server reported.
 	refusals *natsjs.Refusals
 	client   *remote.Client // set by remoteTools
@@ -157,7 +159,7 @@ func connect(ctx context.Context, e env, f *runFlags, log *slog.Logger, embedded
 			return fail(fmt.Errorf("embedded nats-server: %w", err))
 		}
 		c.closers = append(c.closers, func(ctx context.Context) { _ = srv.Shutdown(ctx) })
-		c.url = srv.URL()
+		c.url, c.srv = srv.URL(), srv
 		// Only the store's user is accepted, and only the server this store
 		// started is used.
 		copts = natsjs.ConnectOptions{Nkey: srv.NkeySeedFile(), ExpectServerID: srv.ServerID()}
@@ -172,6 +174,12 @@ func connect(ctx context.Context, e env, f *runFlags, log *slog.Logger, embedded
 	// An agent fails fast when the server is not there (workers wait).
 	copts.Name, copts.Logger, copts.Refusals = "agent", log, c.refusals
 	copts.Extra = []nats.Option{nats.Timeout(5 * time.Second), nats.RetryOnFailedConnect(false)}
+	if c.srv != nil {
+		// Every dial, reconnects included, checks that the store's
+		// server still runs: a listener on its port after it went is an
+		// impostor, whatever server ID it presents.
+		copts.Extra = append(copts.Extra, nats.SetCustomDialer(c.srv))
+	}
 	nc, err := natsjs.Connect(c.url, copts)
 	if err != nil {
 		return fail(&exitError{code: exitFailed, err: fmt.Errorf("connect to %s: %w", natsjs.RedactURL(c.url), err)})
