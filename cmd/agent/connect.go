@@ -69,8 +69,15 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 	if len(want) > 0 {
 		filter = want
 	}
+	var taskKey []byte
+	if c.srv != nil {
+		// The in-process worker runs only the approved tasks of the
+		// store's agents (defence in depth: the server is the store's).
+		taskKey = c.srv.TaskKey()
+	}
 	client, err := remote.NewClient(remote.ClientConfig{Conn: nc, Prefix: f.prefix, Replicas: f.conn.Replicas, Filter: filter,
-		InlineDeadline: f.callTimeout, Local: builtins, LocalID: fmt.Sprintf("agent-%d", os.Getpid()), Logger: log, Metrics: am})
+		InlineDeadline: f.callTimeout, Local: builtins, LocalID: fmt.Sprintf("agent-%d", os.Getpid()), Logger: log, Metrics: am,
+		TaskKey: taskKey})
 	if err != nil {
 		return fail(err)
 	}
