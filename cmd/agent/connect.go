@@ -45,7 +45,7 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 		var err error
 		// The file tools refuse the store (it holds the server's
 		// credentials); http_fetch never reaches the server's port.
-		cfg := builtin.Config{Root: f.root, Logger: log, DenyPaths: []string{srv.StoreDir()}}
+		cfg := builtin.Config{Root: f.root, Logger: log, DenyPaths: []string{srv.StoreDir()}, Reaper: e.reaper}
 		if ap, err := netip.ParseAddrPort(srv.Addr()); err == nil {
 			cfg.DenyAddrs = []netip.AddrPort{ap}
 		}

@@ -169,5 +169,11 @@ func builtinTools(f *runFlags, cfg builtin.Config) ([]*tool.Tool, error) {
 	if err != nil {
 		return nil, usageErr("built-in tools: %v", err)
 	}
+	if len(want) == 0 {
+		// shell runs anything as this user, next to the store's
+		// credentials and the model's API key: offered only when --tools
+		// names it (SPEC §9).
+		all = slices.DeleteFunc(all, func(t *tool.Tool) bool { return t.Name == builtin.NameShell })
+	}
 	return all, nil
 }

@@ -30,6 +30,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/offload-dev/offload/internal/proc"
+
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -74,15 +76,29 @@ type options struct {
 	copts        natsjs.ConnectOptions
 	allowPrivate bool // the built-ins' network policy
 	getenv       func(string) string
+	// reaper kills every descendant of the commands run (nil: their
+	// process group only).
+	reaper *proc.Reaper
 }
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Getenv, os.Stderr, nil))
+	// The worker holds NATS credentials and the tools' API keys: no
+	// command it runs may read them (/proc/<pid>/environ) nor outlive its
+	// task.
+	if err := proc.NoDump(); err != nil {
+		fmt.Fprintln(os.Stderr, "toolworker: warning:", err)
+	}
+	reaper, err := proc.NewReaper()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "toolworker: warning:", err)
+	}
+	os.Exit(run(os.Args[1:], os.Getenv, os.Stderr, nil, reaper))
 }
 
 // run is the whole command; signals, when nil, are the process's SIGINT and
-// SIGTERM. It returns the exit code.
-func run(args []string, getenv func(string) string, stderr io.Writer, signals <-chan os.Signal) int {
+// SIGTERM; reaper, when set, kills the descendants of the commands run. It
+// returns the exit code.
+func run(args []string, getenv func(string) string, stderr io.Writer, signals <-chan os.Signal, reaper *proc.Reaper) int {
 	opts, err := parseFlags(args, getenv, stderr)
 	if err != nil {
 		if errors.Is(err, errHelp) {
@@ -97,6 +113,7 @@ func run(args []string, getenv func(string) string, stderr io.Writer, signals <-
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level, ReplaceAttr: durationsAsText}))
 
+	opts.reaper = reaper
 	tools, err := selectTools(opts, log)
 	if err != nil {
 		fmt.Fprintln(stderr, "toolworker:", err)
@@ -194,12 +211,12 @@ func selectTools(o *options, log *slog.Logger) ([]*tool.Tool, error) {
 		if err != nil {
 			return nil, err
 		}
-		if fromConfig, err = cfg.Tools(cmdtool.Options{Dir: filepath.Dir(o.config), Logger: log, Getenv: o.getenv}); err != nil {
+		if fromConfig, err = cfg.Tools(cmdtool.Options{Dir: filepath.Dir(o.config), Logger: log, Getenv: o.getenv, Reaper: o.reaper}); err != nil {
 			return nil, err
 		}
 	}
 	builtins, err := builtin.Tools(builtin.Config{
-		Root: o.root, Logger: log, Getenv: o.getenv,
+		Root: o.root, Logger: log, Getenv: o.getenv, Reaper: o.reaper,
 		AllowPrivateNetwork: o.allowPrivate,
 		// The worker's own credentials and server stay out of reach.
 		DenyPaths: credentialFiles(o),
