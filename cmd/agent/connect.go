@@ -153,6 +153,9 @@ func connect(ctx context.Context, e env, f *runFlags, log *slog.Logger, embedded
 	if err != nil {
 		return fail(usageErr("%v", err))
 	}
+	if w := f.conn.ArgvSecretWarning(); w != "" {
+		fmt.Fprintln(e.stderr, "agent:", w)
+	}
 	c.url = f.conn.Servers(copts)
 	c.embedded = c.url == "" && copts.Context == nil
 	if c.embedded {

@@ -191,6 +191,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	if err != nil {
 		return nil, err
 	}
+	if w := o.conn.ArgvSecretWarning(); w != "" {
+		fmt.Fprintln(stderr, "toolworker:", w)
+	}
 	// --context's server is used unless --nats or NATS_URL gives one.
 	o.copts, o.natsURL = copts, o.conn.Servers(copts)
 	if err := protocol.ValidatePrefix(o.prefix); err != nil {
