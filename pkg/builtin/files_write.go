@@ -86,4 +86,3 @@ func (f *files) writeAt(parent *os.File, base, shown string, data []byte) (link 
 	}
 	return "", nil
 }
-
