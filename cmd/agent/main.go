@@ -22,9 +22,9 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/offload-dev/offload/internal/proc"
-
 	"github.com/spf13/cobra"
+
+	"github.com/offload-dev/offload/internal/proc"
 )
 
 // Exit codes of SPEC §6.1.

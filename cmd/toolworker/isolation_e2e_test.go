@@ -63,7 +63,7 @@ func startIsolatedWorker(t *testing.T, bin, url string) (dir string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o777); err != nil { //nolint:gosec // G302: the worker, run as nobody, writes its pid files there
+	if err := os.Chmod(dir, 0o777); err != nil { // the worker, run as nobody, writes its pid files there
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(bin)

@@ -30,8 +30,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/offload-dev/offload/internal/proc"
-
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -39,6 +37,7 @@ import (
 
 	"github.com/offload-dev/offload/internal/natsflags"
 	"github.com/offload-dev/offload/internal/opsserver"
+	"github.com/offload-dev/offload/internal/proc"
 	"github.com/offload-dev/offload/pkg/builtin"
 	"github.com/offload-dev/offload/pkg/cmdtool"
 	"github.com/offload-dev/offload/pkg/metrics"

@@ -36,7 +36,7 @@ type Flags struct {
 
 	urlSet  func() bool // whether --nats (or NATS_URL) was given
 	urlFlag func() bool // whether --nats was given on the command line
-	envErr error       // a bad OFFLOAD_REPLICAS
+	envErr  error       // a bad OFFLOAD_REPLICAS
 }
 
 // Register registers the flags on fl: --nats with default natsDefault and

@@ -55,7 +55,7 @@ func (f *files) writeAt(parent *os.File, base, shown string, data []byte) (link 
 	if err := f.checkOpened(NameWriteFile, parent, shown); err != nil {
 		return "", err
 	}
-	pfd := int(parent.Fd()) //nolint:gosec // G115: a file descriptor fits an int
+	pfd := int(parent.Fd())
 	// Non-blocking: a FIFO must not wait for a reader (ENXIO instead).
 	fd, err := unix.Openat(pfd, base, unix.O_WRONLY|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0o644)
 	if errors.Is(err, unix.ELOOP) {

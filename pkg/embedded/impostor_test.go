@@ -31,10 +31,10 @@ func TestOwnerProcess(t *testing.T) {
 	}
 	s, err := embedded.Start(context.Background(), embedded.Config{StoreDir: dir})
 	if err != nil {
-		fmt.Println("error", err)
+		_, _ = fmt.Fprintln(os.Stdout, "error", err)
 		os.Exit(1)
 	}
-	fmt.Println("ready", s.URL(), s.ServerID())
+	_, _ = fmt.Fprintln(os.Stdout, "ready", s.URL(), s.ServerID())
 	<-t.Context().Done() // until SIGKILL
 }
 
@@ -42,7 +42,7 @@ func TestOwnerProcess(t *testing.T) {
 // URL and ID.
 func startOwner(t *testing.T, dir string) (cmd *exec.Cmd, url, id string) {
 	t.Helper()
-	cmd = exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestOwnerProcess$", "-test.timeout=5m") //nolint:gosec // G204: the test binary itself
+	cmd = exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestOwnerProcess$", "-test.timeout=5m")
 	cmd.Env = append(os.Environ(), ownerEnv+"="+dir)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
