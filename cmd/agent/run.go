@@ -101,7 +101,7 @@ func runAgent(ctx context.Context, e env, f *runFlags, prompt string) error {
 	var executor agent.Executor = agent.InProcessExecutor{}
 	var rem *conn
 	if f.local {
-		all, err := builtinTools(f, builtin.Config{Root: f.root, Logger: logger, DenyPaths: []string{f.store}})
+		all, err := builtinTools(f, builtin.Config{Root: f.root, Logger: logger, DenyPaths: []string{f.store}, Reaper: e.reaper})
 		if err != nil {
 			return err
 		}
