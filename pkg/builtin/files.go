@@ -355,10 +355,8 @@ func (f *files) write(ctx context.Context, _ *tool.RunContext, a WriteFileArgs) 
 		return WriteFileResult{}, err
 	}
 	defer root.Close()
-	if dir := filepath.Dir(p); dir != "." {
-		if err := root.MkdirAll(dir, 0o755); err != nil {
-			return WriteFileResult{}, fsFail(NameWriteFile, a.Path, err)
-		}
+	if err := f.mkdirs(root, filepath.Dir(p), a.Path); err != nil {
+		return WriteFileResult{}, err
 	}
 	if err := f.writeIn(root, p, a.Path, []byte(a.Content)); err != nil {
 		return WriteFileResult{}, err

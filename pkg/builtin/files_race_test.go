@@ -75,6 +75,7 @@ func TestFileToolsSymlinkRace(t *testing.T) {
 			}
 		}
 		_, _ = call(t.Context(), t, tools["write_file"], `{"path":"flip/nkey.seed","content":"pwned"}`)
+		_, _ = call(t.Context(), t, tools["write_file"], `{"path":"flip/made/new","content":"pwned"}`)
 		if b, _ := os.ReadFile(filepath.Join(store, "nkey.seed")); string(b) != "SUA-secret" {
 			escaped["write_file"]++
 			_ = os.WriteFile(filepath.Join(store, "nkey.seed"), []byte("SUA-secret"), 0o600)

@@ -49,6 +49,33 @@ func (f *files) writeIn(root *os.Root, p, shown string, data []byte) error {
 	return fail("%s: %s: too many levels of symbolic links", NameWriteFile, shown)
 }
 
+// mkdirs creates the missing directories of the root-relative dir, each in
+// its parent opened through the root and checked as opened
+// ([files.checkOpened]), so that no directory is made in a denied path
+// whatever links are swapped meanwhile.
+func (f *files) mkdirs(root *os.Root, dir, shown string) error {
+	if dir == "." {
+		return nil
+	}
+	parentDir := filepath.Dir(dir)
+	if err := f.mkdirs(root, parentDir, shown); err != nil {
+		return err
+	}
+	parent, err := root.Open(parentDir)
+	if err != nil {
+		return fsFail(NameWriteFile, shown, err)
+	}
+	defer parent.Close()
+	if err := f.checkOpened(NameWriteFile, parent, shown); err != nil {
+		return err
+	}
+	err = unix.Mkdirat(int(parent.Fd()), filepath.Base(dir), 0o755)
+	if err != nil && !errors.Is(err, unix.EEXIST) {
+		return fsFail(NameWriteFile, shown, &os.PathError{Op: "mkdir", Path: shown, Err: err})
+	}
+	return nil
+}
+
 // writeAt writes data to base in the open directory parent, or returns the
 // target of the symbolic link base is.
 func (f *files) writeAt(parent *os.File, base, shown string, data []byte) (link string, err error) {
