@@ -53,6 +53,13 @@ func startDeployServer(t *testing.T) *deployServer {
 // startBareDeployServer starts the server with nothing provisioned.
 func startBareDeployServer(t *testing.T) *deployServer {
 	t.Helper()
+	return startBareDeployServerWith(t, nil)
+}
+
+// startBareDeployServerWith starts the server with nothing provisioned,
+// its options changed by change (if set) before it starts.
+func startBareDeployServerWith(t *testing.T, change func(*server.Options)) *deployServer {
+	t.Helper()
 	dir := t.TempDir()
 	opts, err := server.ProcessConfigFile("nats/nats-server.conf")
 	if err != nil {
@@ -66,6 +73,9 @@ func startBareDeployServer(t *testing.T) *deployServer {
 	opts.StoreDir = dir
 	opts.NoSigs = true
 	opts.NoLog = true
+	if change != nil {
+		change(opts)
+	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +123,18 @@ func (d *deployServer) provision(t *testing.T) {
 	if _, err := convs.Put(ctx, d.conv, []byte(`{"pending":[]}`)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := js.ObjectStore(ctx, historiesBucket); err != nil {
+	obs, err := js.ObjectStore(ctx, historiesBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := obs.PutBytes(ctx, d.conv+".history", []byte(`[]`)); err != nil {
+		t.Fatal(err)
+	}
+	pending, err := js.KeyValue(ctx, names.PendingBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pending.Put(ctx, d.conv, []byte(`{"conversation_id":"`+d.conv+`","tasks":[]}`)); err != nil {
 		t.Fatal(err)
 	}
 	s := protocol.Subjects{}
@@ -221,6 +242,19 @@ func (e opEnv) readStream(ctx context.Context, stream string) error {
 	}
 	_, err = c.Next(jetstream.FetchContext(ctx))
 	return err
+}
+
+// directGet looks the last message on subject up in stream with a direct
+// get (no stream info): a stored one or none.
+func (e opEnv) directGet(ctx context.Context, stream, subject string) error {
+	m, err := e.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+stream+"."+subject, nil)
+	if err != nil {
+		return err
+	}
+	if st := m.Header.Get("Status"); st != "" && st != "404" {
+		return fmt.Errorf("direct get: status %s", st)
+	}
+	return nil
 }
 
 func (e opEnv) kv(ctx context.Context, bucket string) (jetstream.KeyValue, error) {
@@ -381,7 +415,56 @@ func ops(d *deployServer) []op {
 			_, err = kv.Put(ctx, "sleep.w2", []byte(`{"name":"sleep"}`))
 			return err
 		}},
-		{"read the conversation store (pending records)", func(ctx context.Context, e opEnv) error {
+		{"read the pending records (get, list)", func(ctx context.Context, e opEnv) error {
+			kv, err := e.kv(ctx, names.PendingBucket)
+			if err != nil {
+				return err
+			}
+			if _, err := kv.Get(ctx, conv); err != nil {
+				return err
+			}
+			l, err := kv.ListKeys(ctx)
+			if err != nil {
+				return err
+			}
+			for range l.Keys() { // closed once every key was listed
+			}
+			return nil
+		}},
+		{"write a pending record", func(ctx context.Context, e opEnv) error {
+			kv, err := e.kv(ctx, names.PendingBucket)
+			if err != nil {
+				return err
+			}
+			_, err = kv.Put(ctx, protocol.NewID(), []byte(`{}`))
+			return err
+		}},
+		{"look a task's decision up (direct get by subject)", func(ctx context.Context, e opEnv) error {
+			return e.directGet(ctx, names.Decisions, s.Decision(conv, task))
+		}},
+		{"look a task's answer up (direct get by subject)", func(ctx context.Context, e opEnv) error {
+			return e.directGet(ctx, names.Answers, s.Answer(conv, task))
+		}},
+		{"read a history object", func(ctx context.Context, e opEnv) error {
+			obs, err := e.js.ObjectStore(ctx, historiesBucket)
+			if err != nil {
+				return err
+			}
+			_, err = obs.GetBytes(ctx, conv+".history")
+			return err
+		}},
+		{"look an approval up (stream info, direct get)", func(ctx context.Context, e opEnv) error {
+			st, err := e.js.Stream(ctx, names.Approvals)
+			if err != nil {
+				return err
+			}
+			if _, err := st.Info(ctx, jetstream.WithSubjectFilter(s.ApprovalsFor(conv))); err != nil {
+				return err
+			}
+			_, err = st.GetLastMsgForSubject(ctx, s.Approval(conv, task))
+			return err
+		}},
+		{"read the conversation store", func(ctx context.Context, e opEnv) error {
 			kv, err := e.kv(ctx, conversationsBucket)
 			if err != nil {
 				return err
@@ -463,7 +546,13 @@ var allowed = map[string][]string{
 	"pull a max-deliveries advisory, hand it back and ack it": {"admin", "worker"},
 	"read the registry (get, watch)":                          {"admin", "agent"},
 	"write a registry key":                                    {"admin", "worker"},
-	"read the conversation store (pending records)":           {"admin", "agent", "approver", "answerer"},
+	"read the pending records (get, list)":                    {"admin", "agent", "approver", "answerer"},
+	"write a pending record":                                  {"admin", "agent"},
+	"look a task's decision up (direct get by subject)":       {"admin", "agent", "approver", "answerer"},
+	"look a task's answer up (direct get by subject)":         {"admin", "agent", "approver", "answerer"},
+	"read a history object":                                   {"admin", "agent"},
+	"look an approval up (stream info, direct get)":           {"admin", "agent", "approver", "answerer"},
+	"read the conversation store":                             {"admin", "agent"},
 	"write the conversation store":                            {"admin", "agent"},
 	"write and read a history object":                         {"admin", "agent"},
 	"create a stream":                                         {"admin"},

@@ -41,9 +41,9 @@ func TestPermissionErrorsNameTheFix(t *testing.T) {
 		{"agent run as worker", agentBin, "worker", "_INBOX_worker", d, run,
 			[]string{`user "worker" publish to "$JS.API.CONSUMER.CREATE.TOOLS_RESULTS.`, "needs the agent role"}},
 		{"agent run as approver", agentBin, "approver", "_INBOX_approver", d, run,
-			[]string{`user "approver" publish to "$JS.API.STREAM.INFO.KV_tools_registry"`, "needs the agent role"}},
+			[]string{`user "approver" publish to "$JS.API.STREAM.INFO.KV_tools_conversations"`, "needs the agent role"}},
 		{"agent run as answerer", agentBin, "answerer", "_INBOX_answerer", d, run,
-			[]string{`user "answerer" publish to "$JS.API.STREAM.INFO.KV_tools_registry"`, "needs the agent role"}},
+			[]string{`user "answerer" publish to "$JS.API.STREAM.INFO.KV_tools_conversations"`, "needs the agent role"}},
 		{"agent provision as agent", agentBin, "agent", "_INBOX_agent", bare, []string{"provision"},
 			[]string{"is missing and this user may not create it", `user "agent" publish to "$JS.API.STREAM.CREATE.KV_tools_conversations"`, "needs the admin role"}},
 		{"toolworker without its inbox prefix", workerBin, "worker", "", d, serve,
@@ -51,9 +51,9 @@ func TestPermissionErrorsNameTheFix(t *testing.T) {
 		{"toolworker as agent", workerBin, "agent", "_INBOX_agent", d, serve,
 			[]string{`user \"agent\" publish to \"$JS.API.CONSUMER.INFO.TOOLS_TASKS.task_sleep\"`, "needs the worker role"}},
 		{"toolworker as approver", workerBin, "approver", "_INBOX_approver", d, serve,
-			[]string{`user \"approver\" publish to \"$JS.API.STREAM.INFO.KV_tools_registry\"`, "needs the worker role"}},
+			[]string{`user \"approver\" publish to \"$JS.API.STREAM.INFO.KV_tools_conversations\"`, "needs the worker role"}},
 		{"toolworker as answerer", workerBin, "answerer", "_INBOX_answerer", d, serve,
-			[]string{`user \"answerer\" publish to \"$JS.API.STREAM.INFO.KV_tools_registry\"`, "needs the worker role"}},
+			[]string{`user \"answerer\" publish to \"$JS.API.STREAM.INFO.KV_tools_conversations\"`, "needs the worker role"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			args := append(append([]string(nil), c.args...), "--nats", c.server.roleURL(c.role))

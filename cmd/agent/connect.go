@@ -75,9 +75,11 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 		// store's agents (defence in depth: the server is the store's).
 		taskKey = c.srv.TaskKey()
 	}
+	// The spec's policies (and, on the embedded default, the built-in
+	// tools' own definitions) win over what the registry advertises.
 	client, err := remote.NewClient(remote.ClientConfig{Conn: nc, Prefix: f.prefix, Replicas: f.conn.Replicas, Filter: filter,
-		InlineDeadline: f.callTimeout, Local: builtins, LocalID: fmt.Sprintf("agent-%d", os.Getpid()), Logger: log, Metrics: am,
-		TaskKey: taskKey})
+		Policies: f.agentSpec.Policies(), InlineDeadline: f.callTimeout, Local: builtins, LocalID: fmt.Sprintf("agent-%d", os.Getpid()),
+		Logger: log, Metrics: am, TaskKey: taskKey})
 	if err != nil {
 		return fail(err)
 	}
@@ -86,6 +88,9 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 	}
 	c.client, c.closers = client, append(c.closers, func(ctx context.Context) { _ = client.Stop(ctx) })
 
+	if clashes := client.Clashes(); len(clashes) > 0 {
+		fmt.Fprintf(e.stderr, "agent: %s\n", clashNote(clashes))
+	}
 	if !embeddedDefault {
 		// One rule for both (SPEC §6.1): a --tools name nothing offers is a
 		// usage error naming what is offered.
@@ -98,6 +103,16 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 		}
 	}
 	return c, nil
+}
+
+// clashNote names the registry entries that clash with the agent's
+// policies, and how, for the start-up's diagnostics.
+func clashNote(clashes []remote.Clash) string {
+	parts := make([]string, len(clashes))
+	for i, c := range clashes {
+		parts[i] = c.Key + " (" + c.Reason() + ")"
+	}
+	return "registry entries clash with the agent's policy, which applies: " + strings.Join(parts, ", ")
 }
 
 // skippedNote names the registry entries skipped and why, for the
@@ -144,7 +159,11 @@ func (c *conn) close() {
 // runs on the embedded default once before the server starts (srv nil)
 // and once after (srv set); an error from it ends the connection.
 func connect(ctx context.Context, e env, f *runFlags, log *slog.Logger, embeddedHook func(srv *embedded.Server) error) (*conn, error) {
-	c := &conn{refusals: &natsjs.Refusals{Role: "agent"}}
+	role := f.role
+	if role == "" {
+		role = "agent"
+	}
+	c := &conn{refusals: &natsjs.Refusals{Role: role}}
 	fail := func(err error) (*conn, error) {
 		c.close()
 		return nil, err

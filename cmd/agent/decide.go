@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/offload-dev/offload/pkg/conversation"
+	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
@@ -71,24 +72,39 @@ func newDecideCmd(e env, approve bool) *cobra.Command {
 	return cmd
 }
 
-// publishArrival checks data against the stored conversation like the
-// run that reads it will (exit 1 when the task is not pending there, 2
-// when data is malformed) and publishes it on its subject.
+// publishArrival checks data against the conversation's pending record
+// like the run that reads it will (exit 1 when the task is not pending
+// there, 2 when data is malformed) and publishes it on its subject, first
+// wins (exit 1 when the task already has its decision or answer). It
+// reads the pending record only, never the conversation's state: the
+// approver and answerer roles run it.
 func publishArrival(cmd *cobra.Command, e env, f *runFlags, kind conversation.ArrivalKind, task string, data []byte) error {
 	if f.conversation == "" {
 		return usageErr("%s needs --conversation ID", cmd.Name())
 	}
+	if err := checkConversationFlag(f.conversation); err != nil {
+		return err
+	}
 	if _, err := protocol.ParseID(task); err != nil {
 		return usageErr("TASK %s: %v", task, err)
 	}
+	f.role = "approver"
+	if kind == conversation.ArrivalAnswer {
+		f.role = "answerer"
+	}
 	ctx := cmd.Context()
-	o, st, err := storeCmd{e: e, f: f}.openConversation(ctx)
+	o, err := peopleCmd{e: e, f: f}.open(ctx)
 	if err != nil {
 		return err
 	}
 	defer o.c.close()
-	subject, err := o.Publish(ctx, st, kind, task, data)
+	sum, err := o.Get(ctx, f.conversation)
+	if err != nil && !errors.Is(err, conversation.ErrNotFound) {
+		return &exitError{code: exitFailed, err: err}
+	}
+	subject, err := o.Publish(ctx, f.conversation, sum, kind, task, data)
 	var re *conversation.RefusedError
+	var le *natsjs.LimitError
 	switch {
 	case err == nil:
 	case errors.As(err, &re) && (re.Reason == conversation.ReasonMalformed || re.Reason == conversation.ReasonOversize):
@@ -101,9 +117,19 @@ func publishArrival(cmd *cobra.Command, e env, f *runFlags, kind conversation.Ar
 		return &exitError{code: exitFailed, err: fmt.Errorf("task %s is not pending in conversation %s as a call to %s: %w", task, f.conversation, cmd.Name(), re.Err)}
 	case errors.As(err, &re):
 		return &exitError{code: exitFailed, err: fmt.Errorf("task %s: %w", task, err)}
+	case errors.As(err, &le):
+		return &exitError{code: exitFailed, err: fmt.Errorf("%s of task %s not recorded: the stream of %s refused it at its %s limit (%s)", kind, task, subject, le.Limit, le.Description)}
 	default:
 		return &exitError{code: exitFailed, err: err}
 	}
 	fmt.Fprintf(e.stderr, "%s %s recorded on %s; once nothing else is pending, continue with: %s (and the run's --spec, if it had one)\n", kind, task, subject, resumeHint(f, o.c.embedded, f.conversation))
+	return nil
+}
+
+// checkConversationFlag checks --conversation: a ULID (exit 2).
+func checkConversationFlag(id string) error {
+	if _, err := protocol.ParseID(id); err != nil {
+		return usageErr("--conversation: %v", err)
+	}
 	return nil
 }

@@ -24,6 +24,9 @@ import (
 
 // runFlags are the flags of `agent run`.
 type runFlags struct {
+	// role is the role of deploy/nats/auth.conf the command needs, named
+	// in the fix of a permission refused (default agent); not a flag.
+	role           string
 	model          string
 	json           bool
 	toolCallsLimit int
@@ -175,7 +178,7 @@ func applySpec(fl *pflag.FlagSet, f *runFlags) error {
 	l, ms := cmp.Or(s.Limits, &agentspec.Limits{}), cmp.Or(s.ModelSettings, &agentspec.ModelSettings{})
 	idle, idleGiven := s.IdleTimeout()
 	set("model", s.Model != "", func() { f.model = s.Model })
-	set("tools", s.Tools != nil, func() { f.tools = strings.Join(s.Tools, ",") })
+	set("tools", s.Tools != nil, func() { f.tools = strings.Join(s.ToolNames(), ",") })
 	set("approve", s.Approve != "", func() { f.approve = s.Approve })
 	set("request-limit", l.Requests != nil, func() { f.requestLimit = *l.Requests })
 	set("tool-calls-limit", l.ToolCalls != nil, func() { f.toolCallsLimit = *l.ToolCalls })

@@ -90,7 +90,7 @@ func TestPendingNATSCommandsPasted(t *testing.T) {
 		t.Fatalf("resume: %v", r)
 	}
 	// history prints the stored history as JSON; an unknown conversation
-	// is exit 1 for history and pending.
+	// is exit 1.
 	code, out, _ = plain(t, d.dir, nil, append([]string{"history", "--conversation", conv}, nats...)...)
 	var h map[string]any
 	if code != 0 || json.Unmarshal([]byte(out), &h) != nil || !strings.Contains(out, "deployed prod") {
@@ -102,9 +102,14 @@ func TestPendingNATSCommandsPasted(t *testing.T) {
 		!strings.Contains(stderr, `unknown tool "nope"`) || !strings.Contains(stderr, "available: deploy, guarded, handoff, research") {
 		t.Fatalf("unknown tool with --nats: exit %d: %s", code, stderr)
 	}
-	for _, cmd := range []string{"history", "pending"} {
-		if code, _, stderr := plain(t, d.dir, nil, append([]string{cmd, "--conversation", protocol.NewID()}, nats...)...); code != exitFailed || !strings.Contains(stderr, "is unknown") {
-			t.Fatalf("%s of an unknown conversation: exit %d: %s", cmd, code, stderr)
+	if code, _, stderr := plain(t, d.dir, nil, append([]string{"history", "--conversation", protocol.NewID()}, nats...)...); code != exitFailed || !strings.Contains(stderr, "is unknown") {
+		t.Fatalf("history of an unknown conversation: exit %d: %s", code, stderr)
+	}
+	// pending reads the pending records only: an unknown conversation, like
+	// a finished one, waits for nothing (exit 0), and it says so.
+	for _, id := range []string{protocol.NewID(), conv} {
+		if code, out, stderr := plain(t, d.dir, nil, append([]string{"pending", "--conversation", id}, nats...)...); code != 0 || out != "" || !strings.Contains(stderr, "no pending record") {
+			t.Fatalf("pending of a conversation with no pending record: exit %d: %q %s", code, out, stderr)
 		}
 	}
 }

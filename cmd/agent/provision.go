@@ -13,6 +13,7 @@ import (
 
 	"github.com/offload-dev/offload/internal/natsflags"
 	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/convstore"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
 )
@@ -97,6 +98,17 @@ func provision(ctx context.Context, e env, f *provisionFlags) error {
 	for _, s := range streams {
 		fmt.Fprintf(e.stdout, "stream %s %s\n", s.Name, strings.Join(s.Subjects, ","))
 	}
+	// A store written before the pending records existed gets them now,
+	// so that people see its paused conversations before their next save.
+	store, err := convstore.New(ctx, convstore.Config{JetStream: js, Provision: opts})
+	if err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	n, err := store.Reproject(ctx)
+	if err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	fmt.Fprintf(e.stdout, "pending records of %d stored conversations written\n", n)
 	slices.Sort(tools)
 	names := natsjs.NamesFor(f.prefix)
 	for _, name := range slices.Compact(tools) {

@@ -36,8 +36,9 @@ type Spec struct {
 	Instructions *string `yaml:"instructions"`
 	// Limits bound the run.
 	Limits *Limits `yaml:"limits"`
-	// Tools restricts the tools offered to these names.
-	Tools []string `yaml:"tools"`
+	// Tools restricts the tools offered to these names; an entry may also
+	// pin the agent's policy for its tool (see [ToolEntry]).
+	Tools []ToolEntry `yaml:"tools"`
 	// Approve is how approvals are decided: one of [ApproveModes].
 	Approve string `yaml:"approve"`
 	// Capabilities are the agent's capabilities, in order.
@@ -76,6 +77,59 @@ type BackgroundTools struct {
 	// Tools is the selector: {metadata-key: value}, a list of names, or
 	// "all"; absent means {background: true}.
 	Tools yaml.Node `yaml:"tools"`
+}
+
+// ToolEntry is an item of tools: a tool's name, or an object
+// {name, requires_approval, description, parameters} that also pins the
+// agent's policy for the tool, which no worker's registry entry overrides
+// (SPEC §5.4): requires_approval true makes every call wait for a
+// person's approval whatever a worker advertises (false leaves it to the
+// worker, who may still require it), and a description or parameters
+// given are what the model is offered and what the arguments are
+// validated against.
+type ToolEntry struct {
+	// Name is the tool's name.
+	Name string `yaml:"name"`
+	// RequiresApproval, when true, makes every call of the tool wait for
+	// approval, whatever its source advertises.
+	RequiresApproval bool `yaml:"requires_approval"`
+	// Description, when given, is what the model is offered.
+	Description string `yaml:"description"`
+	// Parameters, when given, is the JSON Schema of the arguments: offered
+	// to the model and enforced.
+	Parameters map[string]any `yaml:"parameters"`
+}
+
+// toolEntryKeys are the keys of a ToolEntry object.
+var toolEntryKeys = []string{"name", "requires_approval", "description", "parameters"}
+
+// UnmarshalYAML decodes a name or an object; an unknown key of the object
+// is an error, as in the rest of the spec.
+func (e *ToolEntry) UnmarshalYAML(n *yaml.Node) error {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		*e = ToolEntry{Name: n.Value}
+		return nil
+	case yaml.MappingNode:
+		for i := 0; i < len(n.Content); i += 2 {
+			if k := n.Content[i].Value; !slices.Contains(toolEntryKeys, k) {
+				return fmt.Errorf("line %d: field %s not found in a tool entry (keys: %s)", n.Content[i].Line, k, strings.Join(toolEntryKeys, ", "))
+			}
+		}
+		type plain ToolEntry // without this method
+		var p plain
+		if err := n.Decode(&p); err != nil {
+			return err
+		}
+		*e = ToolEntry(p)
+		return nil
+	}
+	return fmt.Errorf("line %d: a tool entry is a name or {%s}", n.Line, strings.Join(toolEntryKeys, ", "))
+}
+
+// pins reports whether the entry pins anything of the tool's policy.
+func (e ToolEntry) pins() bool {
+	return e.RequiresApproval || e.Description != "" || e.Parameters != nil
 }
 
 // ExternalTool is a tool answered from outside the agent.
@@ -136,10 +190,8 @@ func (s *Spec) Validate() error {
 	if s.Approve != "" && !slices.Contains(ApproveModes, s.Approve) {
 		return fmt.Errorf("approve: %q is not one of %s", s.Approve, strings.Join(ApproveModes, ", "))
 	}
-	for _, name := range s.Tools {
-		if err := tool.ValidateName(name); err != nil {
-			return fmt.Errorf("tools: %w", err)
-		}
+	if err := s.validateTools(); err != nil {
+		return err
 	}
 	if l := s.Limits; l != nil {
 		for name, v := range map[string]*int{"requests": l.Requests, "tool_calls": l.ToolCalls, "tokens": l.Tokens} {
@@ -192,6 +244,78 @@ func (s *Spec) Validate() error {
 		}
 	}
 	return nil
+}
+
+// validateTools checks the entries of tools: valid names, each once, a
+// pinned schema that is an object schema, and no pinned policy for a tool
+// of external_tools (its definition is there).
+func (s *Spec) validateTools() error {
+	seen := map[string]bool{}
+	for i, e := range s.Tools {
+		if err := tool.ValidateName(e.Name); err != nil {
+			return fmt.Errorf("tools[%d]: %w", i, err)
+		}
+		if seen[e.Name] {
+			return fmt.Errorf("tools[%d]: %s is listed twice", i, e.Name)
+		}
+		seen[e.Name] = true
+		if !e.pins() {
+			continue
+		}
+		if slices.ContainsFunc(s.ExternalTools, func(x ExternalTool) bool { return x.Name == e.Name }) {
+			return fmt.Errorf("tools[%d]: %s is an external tool: its description and parameters are those of external_tools", i, e.Name)
+		}
+		if e.Parameters != nil {
+			params, err := json.Marshal(e.Parameters)
+			if err != nil {
+				return fmt.Errorf("tools[%d].parameters: %w", i, err)
+			}
+			if _, err := tool.New(tool.Def{Name: e.Name, Parameters: params}, nil); err != nil {
+				return fmt.Errorf("tools[%d].parameters: %w", i, err)
+			}
+		}
+	}
+	return nil
+}
+
+// ToolNames returns the names of tools, in order (nil when the spec
+// lists none: every tool is offered).
+func (s *Spec) ToolNames() []string {
+	if s == nil || s.Tools == nil {
+		return nil
+	}
+	names := make([]string, len(s.Tools))
+	for i, e := range s.Tools {
+		names[i] = e.Name
+	}
+	return names
+}
+
+// Policies returns the agent's policies for tools that the spec gives
+// (none for a nil spec), by name: those the entries of tools pin, and the
+// external tools, which no worker's tool of the name replaces.
+func (s *Spec) Policies() map[string]tool.Policy {
+	if s == nil {
+		return nil
+	}
+	out := map[string]tool.Policy{}
+	for _, e := range s.Tools {
+		if !e.pins() {
+			continue
+		}
+		p := tool.Policy{RequiresApproval: e.RequiresApproval, Description: e.Description}
+		if e.Parameters != nil {
+			p.Parameters, _ = json.Marshal(e.Parameters) // validated
+		}
+		out[e.Name] = p
+	}
+	for _, t := range s.ExternalTools {
+		out[t.Name] = tool.Policy{External: true}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // validateSelector checks a BackgroundTools selector: {key: scalar, ...},

@@ -13,12 +13,17 @@ import (
 )
 
 // Configure sets on cfg what the spec gives that has no other source (no
-// command-line flag): the instructions, the token limit, the external
-// tools (offered where cfg's toolsets offer no tool of the name, see
-// tool.WithFallback) and a BackgroundTools capability per selector of the
-// spec, built from bg (agent.DefaultSelector when the spec has none: the
-// tools whose metadata says background: true or "optional"). A nil spec
-// adds the default capability only.
+// command-line flag): the instructions, the token limit, the agent's
+// policies for tools (the tools of cfg's toolsets are held to them, see
+// tool.WithPolicies: approval the spec requires, the description and
+// schema it pins), the external tools (which win over any other tool of
+// their name: no toolset of cfg answers for a person) and a
+// BackgroundTools capability per selector of the spec, built from bg
+// (agent.DefaultSelector when the spec has none: the tools whose metadata
+// says background: true or "optional"). A nil spec adds the default
+// capability only. A remote toolset is best given the same policies
+// ([Spec.Policies]), so that it reports the registry entries that clash
+// with them.
 func (s *Spec) Configure(cfg *agent.Config, bg agent.BackgroundConfig) error {
 	var sels []agent.Selector
 	if s != nil {
@@ -28,12 +33,15 @@ func (s *Spec) Configure(cfg *agent.Config, bg agent.BackgroundConfig) error {
 		if s.Limits != nil && s.Limits.Tokens != nil {
 			cfg.Limits.TotalTokens = agent.Limit(*s.Limits.Tokens)
 		}
+		if policies := s.Policies(); len(policies) > 0 {
+			cfg.Toolsets = []tool.Toolset{tool.WithPolicies(joined(cfg.Toolsets), policies)}
+		}
 		if defs := s.ExternalDefs(); len(defs) > 0 {
 			ext, err := tool.External(defs...)
 			if err != nil {
 				return fmt.Errorf("external_tools: %w", err)
 			}
-			cfg.Toolsets = []tool.Toolset{tool.WithFallback(joined(cfg.Toolsets), ext)}
+			cfg.Toolsets = []tool.Toolset{tool.WithFallback(ext, joined(cfg.Toolsets))}
 		}
 		var err error
 		if sels, err = s.Selectors(); err != nil {

@@ -39,7 +39,10 @@ func (e *RefusedError) Unwrap() error { return e.Err }
 
 // Accepts reports whether an arrival of kind k may resolve a pending task
 // of kind pending: decisions resolve approvals, answers external calls,
-// and workers' results background tasks and external calls.
+// and workers' results background tasks. Only an answer settles an
+// external call: it waits for a person (or whoever the agent's operator
+// lets publish answers), and a worker's result for it, whoever published
+// it, is refused (wrong_kind).
 func Accepts(k ArrivalKind, pending deferred.Kind) bool {
 	switch k {
 	case ArrivalDecision:
@@ -47,7 +50,7 @@ func Accepts(k ArrivalKind, pending deferred.Kind) bool {
 	case ArrivalAnswer:
 		return pending == deferred.KindExternal
 	case ArrivalResult:
-		return pending == deferred.KindBackground || pending == deferred.KindExternal
+		return pending == deferred.KindBackground
 	}
 	return false
 }

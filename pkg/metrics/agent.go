@@ -73,6 +73,16 @@ type Agent struct {
 	// [RefuseReason]: offload_refused_messages_total{reason}. Every reason is
 	// exported from the start, at zero.
 	RefusedMessagesTotal *prometheus.CounterVec
+	// RegistryClashesTotal counts the registry entries that advertise a
+	// tool otherwise than the agent's policy for it (SPEC §5.4), once per
+	// entry revision and difference: offload_registry_clashes_total{tool,field},
+	// field one of requires_approval, description, parameters, external.
+	RegistryClashesTotal *prometheus.CounterVec
+	// PublishRefusedTotal counts the agent's publishes a stream refused at
+	// one of its limits (nothing stored), by stream and limit (max_msg_size,
+	// max_bytes, max_msgs, max_msgs_per_subject, storage):
+	// offload_publish_refused_total{stream,limit}.
+	PublishRefusedTotal *prometheus.CounterVec
 
 	all collectors
 }
@@ -125,6 +135,14 @@ func NewAgent(reg prometheus.Registerer) *Agent {
 			Name: "offload_refused_messages_total",
 			Help: "Total number of incoming results and decisions refused, by reason.",
 		}, []string{"reason"}),
+		RegistryClashesTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "offload_registry_clashes_total",
+			Help: "Total number of registry entry revisions that advertise a tool otherwise than the agent's policy for it, by tool and field.",
+		}, []string{"tool", "field"}),
+		PublishRefusedTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "offload_publish_refused_total",
+			Help: "Total number of the agent's publishes a stream refused at one of its limits, by stream and limit.",
+		}, []string{"stream", "limit"}),
 	}
 	for _, r := range RefuseReasons() {
 		a.RefusedMessagesTotal.WithLabelValues(string(r))
@@ -132,7 +150,7 @@ func NewAgent(reg prometheus.Registerer) *Agent {
 	a.all = collectors{
 		a.RunsTotal, a.ModelRequestsTotal, a.ModelRequestDuration, a.TokensTotal,
 		a.ToolCallsTotal, a.PendingCalls, a.ToolCallDuration, a.ApprovalWait,
-		a.RefusedMessagesTotal,
+		a.RefusedMessagesTotal, a.RegistryClashesTotal, a.PublishRefusedTotal,
 	}
 	if reg != nil {
 		reg.MustRegister(a)
@@ -143,6 +161,21 @@ func NewAgent(reg prometheus.Registerer) *Agent {
 // Refused counts one message refused for reason.
 func (a *Agent) Refused(reason RefuseReason) {
 	a.RefusedMessagesTotal.WithLabelValues(string(reason)).Inc()
+}
+
+// RegistryClash counts one registry entry revision whose field departs
+// from the agent's policy for tool.
+func (a *Agent) RegistryClash(tool, field string) {
+	a.RegistryClashesTotal.WithLabelValues(tool, field).Inc()
+}
+
+// PublishRefused counts one publish that stream refused at limit. A nil
+// *Agent counts nothing.
+func (a *Agent) PublishRefused(stream, limit string) {
+	if a == nil {
+		return
+	}
+	a.PublishRefusedTotal.WithLabelValues(stream, limit).Inc()
 }
 
 // Describe implements [prometheus.Collector].

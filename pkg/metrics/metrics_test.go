@@ -28,6 +28,7 @@ func touchAgent(a *metrics.Agent) {
 	a.ToolCallDuration.WithLabelValues("sleep", "background").Observe(0.2)
 	a.ApprovalWait.Observe(30)
 	a.Refused(metrics.RefuseLate)
+	a.RegistryClash("shell", "requires_approval")
 }
 
 func touchWorker(w *metrics.Worker) {
@@ -72,6 +73,7 @@ func TestAgentNamesAndLabels(t *testing.T) {
 		{"offload_model_requests_total", dto.MetricType_COUNTER, "model,outcome"},
 		{"offload_pending_calls", dto.MetricType_GAUGE, "mode"},
 		{"offload_refused_messages_total", dto.MetricType_COUNTER, "reason"},
+		{"offload_registry_clashes_total", dto.MetricType_COUNTER, "field,tool"},
 		{"offload_runs_total", dto.MetricType_COUNTER, "outcome"},
 		{"offload_tokens_total", dto.MetricType_COUNTER, "direction,model"},
 		{"offload_tool_call_duration_seconds", dto.MetricType_HISTOGRAM, "mode,tool"},

@@ -52,6 +52,10 @@ var (
 	// ErrPending is returned by a handle's Result before the result is
 	// known.
 	ErrPending = errors.New("natsjs: result not known yet")
+	// ErrAlreadyAnswered is wrapped by the error of a decision or an
+	// answer published first-wins when one is already stored for the
+	// task (convstore.Publisher.PublishFirst).
+	ErrAlreadyAnswered = errors.New("natsjs: the task already has a decision or an answer")
 	// ErrNotRemote is returned when an executor without a fallback is
 	// asked to start a call of a tool that no worker serves.
 	ErrNotRemote = errors.New("natsjs: no worker serves this tool")

@@ -28,6 +28,9 @@ type IncompatibleError struct {
 	Consumer string
 	// Diffs lists the fields that differ.
 	Diffs []FieldDiff
+	// Note, when set, says why fields JetStream could update in place
+	// were not updated.
+	Note string
 }
 
 // Error implements error.
@@ -43,6 +46,9 @@ func (e *IncompatibleError) Error() string {
 			b.WriteByte(';')
 		}
 		fmt.Fprintf(&b, " %s: want %v, have %v", d.Field, d.Want, d.Have)
+	}
+	if e.Note != "" {
+		b.WriteString(" (" + e.Note + ")")
 	}
 	for _, d := range e.Diffs {
 		if d.Field == "num_replicas" && e.Consumer == "" {
@@ -63,10 +69,15 @@ func (e *IncompatibleError) Unwrap() error {
 }
 
 // updatableStreamFields are the stream limits JetStream updates in place
-// (SPEC §5.1).
+// (SPEC §5.1), and what happens at them (discard, discard_new_per_subject).
+// With discard new, a max_bytes or max_msgs lowered below what the stream
+// holds deletes nothing (it refuses new messages until the stream is
+// under it again); a lowered max_msgs_per_subject deletes the oldest
+// messages of each subject above it, so ensureStream lowers it only when
+// no subject is above it.
 var updatableStreamFields = map[string]bool{
 	"max_msgs": true, "max_bytes": true, "max_age": true, "max_msgs_per_subject": true,
-	"max_msg_size": true, "duplicate_window": true,
+	"max_msg_size": true, "duplicate_window": true, "discard": true, "discard_new_per_subject": true,
 }
 
 type differ []FieldDiff

@@ -53,6 +53,12 @@ type Names struct {
 	HistoriesBucket string
 	// HistoriesStream is its backing stream, OBJ_<prefix>_histories.
 	HistoriesStream string
+	// PendingBucket is the KV bucket of the pending records,
+	// <prefix>_pending: what people and UIs read of a conversation that
+	// waits (conversation.Summary).
+	PendingBucket string
+	// PendingStream is its backing stream, KV_<prefix>_pending.
+	PendingStream string
 }
 
 // NamesFor returns the asset names of prefix ("" means
@@ -80,6 +86,8 @@ func NamesFor(prefix string) Names {
 		ConversationsStream: "KV_" + prefix + "_conversations",
 		HistoriesBucket:     prefix + "_histories",
 		HistoriesStream:     "OBJ_" + prefix + "_histories",
+		PendingBucket:       prefix + "_pending",
+		PendingStream:       "KV_" + prefix + "_pending",
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -260,6 +261,13 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 	if !checkReplicas {
 		want.Replicas = s.CachedInfo().Config.Replicas // an update must not change them
 	}
+	if err := checkPerSubjectLowered(ctx, s, want); err != nil {
+		return nil, err
+	}
+	if want.Discard == jetstream.DiscardOld && s.CachedInfo().Config.Discard == jetstream.DiscardNew && lowered(want, s.CachedInfo().Config) {
+		// Discard old with a lowered limit deletes what is above it.
+		return nil, &IncompatibleError{Stream: want.Name, Diffs: diffs}
+	}
 	if s, err = js.UpdateStream(ctx, want); err != nil {
 		return nil, fmt.Errorf("natsjs: update stream %s: %w", want.Name, err)
 	}
@@ -267,6 +275,36 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 		return nil, &IncompatibleError{Stream: want.Name, Diffs: diffs}
 	}
 	return s, nil
+}
+
+// checkPerSubjectLowered refuses an update that lowers the stream's
+// max_msgs_per_subject below what a subject holds: the server would delete
+// the subject's oldest messages (for decisions and answers, the first,
+// which wins). The fix is the operator's: an [*IncompatibleError] naming
+// the subject.
+func checkPerSubjectLowered(ctx context.Context, s jetstream.Stream, want jetstream.StreamConfig) error {
+	have := s.CachedInfo().Config
+	if want.MaxMsgsPerSubject <= 0 || have.MaxMsgsPerSubject > 0 && want.MaxMsgsPerSubject >= have.MaxMsgsPerSubject {
+		return nil
+	}
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(">"))
+	if err != nil {
+		return fmt.Errorf("natsjs: stream %s: count the messages per subject before lowering max_msgs_per_subject: %w", want.Name, err)
+	}
+	for _, subject := range slices.Sorted(maps.Keys(info.State.Subjects)) {
+		if n := info.State.Subjects[subject]; n > uint64(want.MaxMsgsPerSubject) {
+			return &IncompatibleError{Stream: want.Name, Diffs: []FieldDiff{{Field: "max_msgs_per_subject", Want: want.MaxMsgsPerSubject, Have: orDefault(have.MaxMsgsPerSubject, -1)}},
+				Note: fmt.Sprintf("subject %s holds %d messages: the server would delete its oldest to lower the limit; remove what is not wanted (nats stream rmm %s) or keep the stream as it is", subject, n, want.Name)}
+		}
+	}
+	return nil
+}
+
+// lowered reports whether want lowers one of have's byte or message
+// limits.
+func lowered(want, have jetstream.StreamConfig) bool {
+	low := func(w, h int64) bool { return w > 0 && (h <= 0 || w < h) }
+	return low(want.MaxBytes, have.MaxBytes) || low(want.MaxMsgs, have.MaxMsgs)
 }
 
 // EnsureTaskConsumer creates or binds the durable pull consumer of toolName

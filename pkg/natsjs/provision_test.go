@@ -1,6 +1,7 @@
 package natsjs_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -51,6 +53,7 @@ func TestDefinitionsInSync(t *testing.T) {
 				names.RegistryStream:      "$KV." + names.RegistryBucket + ".>",
 				names.Answers:             subj.All(protocol.KindAnswer),
 				names.ConversationsStream: "$KV." + names.ConversationsBucket + ".>",
+				names.PendingStream:       "$KV." + names.PendingBucket + ".>",
 				names.Exhausted:           "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + names.Tasks + ".>",
 			}
 			hist, ok := streams[names.HistoriesStream]
@@ -151,7 +154,7 @@ func TestDefinitionsInSync(t *testing.T) {
 func TestDefinitionFilesRoundTrip(t *testing.T) {
 	t.Parallel()
 	files, _ := fs.Glob(offload.Definitions(), "*/*.json")
-	if len(files) != 12 {
+	if len(files) != 13 {
 		t.Errorf("definition files: %v", files)
 	}
 	for _, file := range files {
@@ -272,7 +275,7 @@ func TestProvisionIncompatibleStream(t *testing.T) {
 	}
 	results := byName(t, cfgs)["TOOLS_RESULTS"]
 	results.MaxAge = time.Hour
-	results.Discard = jetstream.DiscardNew
+	results.AllowRollup = true
 	if _, err := b.js.CreateStream(ctx, results); err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +291,7 @@ func TestProvisionIncompatibleStream(t *testing.T) {
 	for _, d := range ie.Diffs {
 		fields = append(fields, d.Field)
 	}
-	if !slices.Equal(fields, []string{"max_age", "discard"}) {
+	if !slices.Equal(fields, []string{"max_age", "allow_rollup_hdrs"}) {
 		t.Errorf("diff fields %v", fields)
 	}
 	if !strings.Contains(err.Error(), "max_age: want 168h0m0s, have 1h0m0s") {
@@ -301,7 +304,7 @@ func TestProvisionIncompatibleStream(t *testing.T) {
 	}
 
 	// Limits alone are updated in place.
-	results.Discard = jetstream.DiscardOld
+	results.AllowRollup = false
 	if _, err := b.js.UpdateStream(ctx, results); err != nil {
 		t.Fatal(err)
 	}
@@ -678,5 +681,127 @@ func TestDefinitionsApplyWithNATSCLI(t *testing.T) {
 	}
 	if _, err := natsjs.EnsureRegistry(ctx, js, natsjs.ProvisionOptions{}); err != nil {
 		t.Fatalf("registry made by the CLI: %v", err)
+	}
+}
+
+// limitDefs returns definitions holding only a decisions stream written
+// with the given limits (the shape of TOOLS_DECISIONS, scaled down).
+func limitDefs(t *testing.T, maxBytes, perSubject int64, discard string) fstest.MapFS {
+	t.Helper()
+	cfgs, err := natsjs.StreamConfigs(natsjs.ProvisionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(byName(t, cfgs)["TOOLS_DECISIONS"])
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	m["max_bytes"], m["max_msgs_per_subject"], m["discard"], m["discard_new_per_subject"] = maxBytes, perSubject, discard, discard == "new"
+	data, _ := json.Marshal(m)
+	return fstest.MapFS{"streams/TOOLS_DECISIONS.json": &fstest.MapFile{Data: data}}
+}
+
+// The limits of an existing deployment are updated in place (issue 30
+// finding 5): a stream written without limits and discard old takes the
+// definition's max_bytes, per-subject limit and discard new; what it
+// holds above the new max_bytes stays (discard new deletes nothing) and
+// the next publish is refused with the limit named (a *LimitError); a
+// per-subject limit below what a subject holds is not applied, since the
+// server would delete that subject's oldest messages (the decision that
+// won): an IncompatibleError names the subject.
+func TestProvisionLowersLimitsWithoutLosingData(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	if err := natsjs.Provision(ctx, b.js, natsjs.ProvisionOptions{FS: limitDefs(t, -1, -1, "old")}); err != nil {
+		t.Fatal(err)
+	}
+	subj := protocol.Subjects{}
+	conv, task := protocol.NewID(), protocol.NewID()
+	for range 5 {
+		if _, err := b.js.Publish(ctx, subj.Decision(conv, task), bytes.Repeat([]byte("d"), 100)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stored := func() uint64 {
+		s, err := b.js.Stream(ctx, "TOOLS_DECISIONS")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.CachedInfo().State.Msgs
+	}
+	// A per-subject limit below what a subject holds: refused, nothing lost.
+	err := natsjs.Provision(ctx, b.js, natsjs.ProvisionOptions{FS: limitDefs(t, 300, 2, "new")})
+	var ie *natsjs.IncompatibleError
+	if !errors.As(err, &ie) || !strings.Contains(err.Error(), subj.Decision(conv, task)+" holds 5 messages") {
+		t.Fatalf("lowering max_msgs_per_subject below a subject's count: %v", err)
+	}
+	if n := stored(); n != 5 {
+		t.Fatalf("%d decisions left, want 5", n)
+	}
+	// max_bytes below what the stream holds, per-subject limit above it.
+	if err := natsjs.Provision(ctx, b.js, natsjs.ProvisionOptions{FS: limitDefs(t, 300, 16, "new")}); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := b.js.Stream(ctx, "TOOLS_DECISIONS")
+	if c := s.CachedInfo().Config; c.MaxBytes != 300 || c.MaxMsgsPerSubject != 16 || c.Discard != jetstream.DiscardNew || !c.DiscardNewPerSubject {
+		t.Fatalf("not updated in place: %+v", c)
+	}
+	if n := stored(); n != 5 {
+		t.Fatalf("%d decisions left after lowering max_bytes, want 5", n)
+	}
+	_, err = b.js.Publish(ctx, subj.Decision(protocol.NewID(), protocol.NewID()), []byte(`{"approved":true}`))
+	var le *natsjs.LimitError
+	if err = natsjs.Limited(err); !errors.As(err, &le) || le.Limit != natsjs.LimitBytes || !errors.Is(err, natsjs.ErrLimitReached) {
+		t.Fatalf("publish over max_bytes: %v", err)
+	}
+	if n := stored(); n != 5 {
+		t.Fatalf("%d decisions after the refused one, want 5", n)
+	}
+}
+
+// Limited names each limit a stream refuses a publish at, from the
+// server's own answers.
+func TestLimitedNamesTheLimit(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	if _, err := b.js.CreateStream(ctx, jetstream.StreamConfig{Name: "L", Subjects: []string{"l.>"}, Storage: jetstream.MemoryStorage,
+		MaxBytes: 1 << 10, MaxMsgSize: 200, MaxMsgsPerSubject: 2, DiscardNewPerSubject: true, Discard: jetstream.DiscardNew}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.js.CreateStream(ctx, jetstream.StreamConfig{Name: "M", Subjects: []string{"m.>"}, Storage: jetstream.MemoryStorage,
+		MaxMsgs: 1, Discard: jetstream.DiscardNew}); err != nil {
+		t.Fatal(err)
+	}
+	limit := func(subject string, data []byte) string {
+		_, err := b.js.Publish(ctx, subject, data)
+		var le *natsjs.LimitError
+		if errors.As(natsjs.Limited(err), &le) {
+			return le.Limit
+		}
+		if err != nil {
+			t.Fatalf("publish on %s: %v", subject, err)
+		}
+		return ""
+	}
+	got := []string{
+		limit("l.big", make([]byte, 300)),
+		limit("l.a", []byte("1")), limit("l.a", []byte("2")), limit("l.a", []byte("3")),
+		limit("m.a", []byte("1")), limit("m.b", []byte("2")),
+	}
+	for i := range 20 {
+		if l := limit("l.s"+strconv.Itoa(i), make([]byte, 150)); l != "" {
+			got = append(got, l)
+			break
+		}
+	}
+	want := []string{natsjs.LimitMsgSize, "", "", natsjs.LimitMsgsPerSubject, "", natsjs.LimitMsgs, natsjs.LimitBytes}
+	if !slices.Equal(got, want) {
+		t.Errorf("limits %q, want %q", got, want)
+	}
+	if err := natsjs.Limited(errors.New("other")); err.Error() != "other" {
+		t.Errorf("another error changed: %v", err)
 	}
 }

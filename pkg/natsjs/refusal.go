@@ -162,10 +162,15 @@ func roleFor(subscribe bool, subject string) string {
 			if api == "$JS.ACK." && strings.Count(rest, ".") > 6 {
 				stream = strings.Split(rest, ".")[2] // v2: $JS.ACK.<domain>.<account hash>.<stream>.…
 			}
+			if api == "$JS.API.DIRECT.GET." && peopleLookUp(stream, rest) {
+				return "agent or approver or answerer"
+			}
 			return streamReader(stream)
 		}
 	}
 	switch {
+	case strings.HasPrefix(subject, "$JS.API.STREAM.INFO.KV_") && strings.HasSuffix(subject, "_pending"):
+		return "agent or approver or answerer"
 	case strings.HasPrefix(subject, "$JS.API.STREAM.INFO."):
 		return "agent or worker"
 	case strings.HasPrefix(subject, "$JS.API.STREAM.PURGE.OBJ_"):
@@ -194,6 +199,22 @@ func roleFor(subscribe bool, subject string) string {
 		return "answerer"
 	}
 	return ""
+}
+
+// peopleLookUp reports whether a direct get on stream (rest: the API
+// subject after $JS.API.DIRECT.GET.) is one the people roles may do as
+// well as the agent: a pending record, or a task's decision or answer
+// looked up by its subject.
+func peopleLookUp(stream, rest string) bool {
+	switch {
+	case strings.HasPrefix(stream, "KV_") && strings.HasSuffix(stream, "_pending"):
+		return true
+	case strings.HasSuffix(stream, "_DECISIONS"):
+		return kindOf(strings.TrimPrefix(rest, stream+".")) == "decision"
+	case strings.HasSuffix(stream, "_ANSWERS"):
+		return kindOf(strings.TrimPrefix(rest, stream+".")) == "answer"
+	}
+	return false
 }
 
 // streamReader returns the role that reads (or, for the work queues,

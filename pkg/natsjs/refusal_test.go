@@ -122,6 +122,11 @@ func TestPermissionErrorRole(t *testing.T) {
 		{"$KV.tools_registry.sleep.w1", false, "worker"},
 		{"$KV.tools_conversations.C", false, "agent"},
 		{"$O.tools_histories.C", false, "agent"},
+		{"$JS.API.DIRECT.GET.KV_tools_pending.$KV.tools_pending.C", false, "agent or approver or answerer"},
+		{"$JS.API.DIRECT.GET.TOOLS_DECISIONS.tools.decision.C.T", false, "agent or approver or answerer"},
+		{"$JS.API.DIRECT.GET.TOOLS_ANSWERS.tools.answer.C.T", false, "agent or approver or answerer"},
+		{"$JS.API.STREAM.INFO.KV_tools_pending", false, "agent or approver or answerer"},
+		{"$KV.tools_pending.C", false, "agent"},
 	} {
 		pe := &natsjs.PermissionError{Subject: c.subject, Subscribe: c.subscribe, InboxPrefix: "_INBOX"}
 		if got := pe.Role(); got != c.want {

@@ -118,6 +118,7 @@ func (s *Session) updateLocked(h message.History, pending *deferred.PendingRecor
 	s.st.SettledLive = slices.DeleteFunc(s.st.SettledLive, func(t string) bool { return still[t] })
 	s.st.History = h
 	s.st.Pending = pending
+	s.awaitAnswersLocked()
 }
 
 // Checkpointer returns the capability that saves the conversation before

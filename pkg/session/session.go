@@ -57,6 +57,14 @@ type TaskAttacher interface {
 	Release(taskID string)
 }
 
+// AnswerAwaiter is told which external calls of a conversation wait for
+// an answer (remote.Client), so that the results it reads live refuse a
+// worker's result for one as wrong_kind: only an answer settles an
+// external call. Each call replaces the conversation's set.
+type AnswerAwaiter interface {
+	AwaitAnswers(conv string, tasks []string)
+}
+
 // Config configures a [Session].
 type Config struct {
 	// Store keeps the conversation. Required.
@@ -71,6 +79,9 @@ type Config struct {
 	// Attacher, if set, attaches to the pending background tasks while
 	// Collect reads what arrived.
 	Attacher TaskAttacher
+	// Answers, if set, is told the external calls that wait for an
+	// answer whenever they change (loaded, collected, saved by a run).
+	Answers AnswerAwaiter
 	// Holder names this process in the lease. Defaults to "agent".
 	Holder string
 	// MaxPayload bounds the messages given on a command line, as the
@@ -158,7 +169,21 @@ func Open(ctx context.Context, cfg Config, id string, create bool) (*Session, er
 		return nil, err
 	}
 	s.st, s.rev = st, rev
+	s.awaitAnswersLocked()
 	return s, nil
+}
+
+// awaitAnswersLocked tells cfg.Answers the external calls that wait for
+// an answer now.
+func (s *Session) awaitAnswersLocked() {
+	if s.cfg.Answers == nil {
+		return
+	}
+	var tasks []string
+	for _, t := range s.st.Unresolved(deferred.KindExternal) {
+		tasks = append(tasks, t.TaskID)
+	}
+	s.cfg.Answers.AwaitAnswers(s.st.ID, tasks)
 }
 
 // ID returns the conversation's ID.
@@ -168,8 +193,14 @@ func (s *Session) ID() string { return s.st.ID }
 // the conversation, so this one must stop.
 func (s *Session) Lost() <-chan struct{} { return s.lease.Lost() }
 
-// Close releases the conversation.
-func (s *Session) Close() { s.release() }
+// Close releases the conversation (and tells cfg.Answers that this
+// process no longer waits for its answers).
+func (s *Session) Close() {
+	if s.cfg.Answers != nil {
+		s.cfg.Answers.AwaitAnswers(s.ID(), nil)
+	}
+	s.release()
+}
 
 func (s *Session) release() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -206,6 +237,7 @@ func (s *Session) Collect(ctx context.Context) (int, error) {
 	if err != nil {
 		return n, err
 	}
+	s.awaitAnswersLocked()
 	if s.cfg.Attacher != nil {
 		for _, t := range running {
 			if s.st.Arrived(t.TaskID) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -340,5 +341,48 @@ func TestLostLeaseStopsSaves(t *testing.T) {
 	}
 	if _, now, err := store.Load(ctx, id); err != nil || now != rev {
 		t.Fatalf("stored revision %d after the lease was lost (%v), want %d", now, err, rev)
+	}
+}
+
+// answers records what a session tells its AnswerAwaiter.
+type answers struct {
+	mu   sync.Mutex
+	sets map[string][]string
+}
+
+func (a *answers) AwaitAnswers(conv string, tasks []string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.sets == nil {
+		a.sets = map[string][]string{}
+	}
+	a.sets[conv] = tasks
+}
+
+func (a *answers) of(conv string) []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.sets[conv]
+}
+
+// The session tells the dispatcher which external calls wait for an
+// answer (so that a worker's result for one is refused live): those of
+// the loaded record, none once it closes.
+func TestSessionTellsAnswersAwaited(t *testing.T) {
+	t.Parallel()
+	store := conversation.NewMemory()
+	id, rec := pausedConversation(t, store, &recorder{})
+	ext := taskOf(t, rec, deferred.KindExternal)
+	aw := &answers{}
+	s, err := session.Open(context.Background(), session.Config{Store: store, Answers: aw}, id, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := aw.of(id); len(got) != 1 || got[0] != ext.TaskID {
+		t.Fatalf("awaited %v, want [%s]", got, ext.TaskID)
+	}
+	s.Close()
+	if got := aw.of(id); len(got) != 0 {
+		t.Errorf("awaited %v after Close, want none", got)
 	}
 }

@@ -130,8 +130,8 @@ func RequireApproval(ts Toolset, pred ApprovalPredicate) Toolset {
 }
 
 // WithFallback returns a toolset offering base's tools, plus those of
-// fallback that base does not offer (by name): an external tool answered
-// from outside while no worker serves it, run by the worker once one does.
+// fallback that base does not offer (by name): a name both offer is
+// base's (an agent's external tools over any other tool of their name).
 func WithFallback(base, fallback Toolset) Toolset {
 	return FuncSet(func(ctx context.Context) ([]*Tool, error) {
 		tools, err := base.Tools(ctx)

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/offload-dev/offload/pkg/deferred"
+	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
@@ -24,6 +25,9 @@ type Announcer struct {
 	js    jetstream.JetStream
 	subj  protocol.Subjects
 	names natsjs.Names
+	// metrics, when set, counts the announcements the approvals stream
+	// refuses at a limit.
+	metrics *metrics.Agent
 }
 
 // NewAnnouncer returns an announcer for prefix ("" is the default).
@@ -74,7 +78,7 @@ func (a *Announcer) publish(ctx context.Context, subject, id string, v any) erro
 	m.Header.Set(jetstream.MsgIDHeader, id)
 	m.Data = data
 	if _, err := a.js.PublishMsg(ctx, m); err != nil {
-		return fmt.Errorf("natsjs: publish %s: %w", subject, err)
+		return fmt.Errorf("natsjs: publish %s: %w", subject, natsjs.CountRefusal(a.metrics, a.names.Approvals, err))
 	}
 	return nil
 }
@@ -110,10 +114,6 @@ func (a *Announcer) Waiting(ctx context.Context, conv string, skip map[string]bo
 	if err != nil || len(info.State.Subjects) == 0 {
 		return nil
 	}
-	decisions, err := a.js.Stream(ctx, a.names.Decisions)
-	if err != nil {
-		return nil
-	}
 	var out []deferred.PendingTask
 	for _, subject := range slices.Sorted(maps.Keys(info.State.Subjects)) { // task IDs sort by time
 		m, err := approvals.GetLastMsgForSubject(ctx, subject)
@@ -124,13 +124,35 @@ func (a *Announcer) Waiting(ctx context.Context, conv string, skip map[string]bo
 		if !open || subject != a.subj.Approval(conv, ap.TaskID) || skip[ap.TaskID] {
 			continue
 		}
-		if _, err := decisions.GetLastMsgForSubject(ctx, a.subj.Decision(conv, ap.TaskID)); err == nil {
+		if decided, err := storedOn(ctx, a.js.Conn(), a.names.Decisions, a.subj.Decision(conv, ap.TaskID)); err == nil && decided {
 			continue // decided; the run has not read it yet
 		}
 		out = append(out, deferred.PendingTask{TaskID: ap.TaskID, ToolCallID: ap.ToolCallID, Kind: deferred.KindApproval,
 			Tool: ap.Tool, Args: ap.Args, Metadata: ap.Metadata})
 	}
 	return out
+}
+
+// Conversations returns the conversations with approvals announced (open
+// or resolved) in the approvals stream, sorted: where to look for the
+// approvals a live run waits for (see [Announcer.Waiting]). Best effort:
+// none when the approvals stream cannot be read.
+func (a *Announcer) Conversations(ctx context.Context) []string {
+	approvals, err := a.js.Stream(ctx, a.names.Approvals)
+	if err != nil {
+		return nil
+	}
+	info, err := approvals.Info(ctx, jetstream.WithSubjectFilter(a.subj.All(protocol.KindApproval)))
+	if err != nil {
+		return nil
+	}
+	seen := map[string]bool{}
+	for subject := range info.State.Subjects {
+		if kind, conv, _, _, err := a.subj.Parse(subject); err == nil && kind == protocol.KindApproval {
+			seen[conv] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(seen))
 }
 
 // announced decodes the last message of an approval's subject: an

@@ -81,6 +81,39 @@ func TestInboxCollect(t *testing.T) {
 	}
 }
 
+// Only an answer settles an external call (issue 30, finding 4): a
+// result on the results subject for a pending external call, as a worker
+// that knows the task's ID could publish it, is refused as wrong_kind and
+// counted; the person's answer then settles the call.
+func TestInboxRefusesResultForExternalCall(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	in, am := b.inbox(t)
+	ctx := context.Background()
+	conv, ext := protocol.NewID(), protocol.NewID()
+	st := &conversation.State{ID: conv, Pending: &deferred.PendingRecord{ConversationID: conv, Tasks: []deferred.PendingTask{
+		{TaskID: ext, Kind: deferred.KindExternal, Tool: "ask_human"},
+	}}}
+	s := protocol.Subjects{}
+	pub := func(subject, data string) {
+		t.Helper()
+		if _, err := b.js.Publish(ctx, subject, []byte(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pub(s.Result(conv, ext), `{"content":"forged by a worker","worker":"rogue"}`)
+	if n, err := in.Collect(ctx, st); err != nil || n != 0 || len(st.Arrivals) != 0 {
+		t.Fatalf("collect: %d, %v, %+v: want the result refused", n, err, st.Arrivals)
+	}
+	if got := testutil.ToFloat64(am.RefusedMessagesTotal.WithLabelValues(string(metrics.RefuseWrongKind))); got != 1 {
+		t.Errorf("refused{wrong_kind} = %v, want 1", got)
+	}
+	pub(s.Answer(conv, ext), `{"content":"42"}`)
+	if n, err := in.Collect(ctx, st); err != nil || n != 1 || st.Arrivals[0].Kind != conversation.ArrivalAnswer || string(st.Arrivals[0].Data) != `{"content":"42"}` {
+		t.Fatalf("collect: %d, %v, %+v: want the answer", n, err, st.Arrivals)
+	}
+}
+
 // The results stream also carries the results of inline calls, consumed
 // live by the run that made them, and the deferrals by which calls became
 // pending: neither is an arrival, and neither is counted as refused.

@@ -2,15 +2,12 @@ package convstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/offload-dev/offload/pkg/conversation"
-	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
 )
@@ -22,7 +19,8 @@ type OpenConfig struct {
 	// Provision names the streams and buckets (its Prefix) and says how
 	// to create them when missing (replicas, memory storage).
 	Provision natsjs.ProvisionOptions
-	// Metrics, if set, counts the messages the inbox refuses.
+	// Metrics, if set, counts the messages the inbox refuses and the
+	// announcements the approvals stream refuses at a limit.
 	Metrics *metrics.Agent
 	// Logger receives the store's and the inbox's logs. Defaults to
 	// discarding them.
@@ -68,7 +66,9 @@ func Open(ctx context.Context, cfg OpenConfig) (*Conversations, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Conversations{Store: store, Inbox: inbox, Announcer: NewAnnouncer(js, prefix), Publisher: NewPublisher(js, prefix)}, nil
+	announcer := NewAnnouncer(js, prefix)
+	announcer.metrics = cfg.Metrics
+	return &Conversations{Store: store, Inbox: inbox, Announcer: announcer, Publisher: NewPublisher(js, prefix)}, nil
 }
 
 // Load returns the stored conversation id with what arrived for it in the
@@ -86,42 +86,4 @@ func (c *Conversations) Load(ctx context.Context, id string) (*conversation.Stat
 		}
 	}
 	return st, nil
-}
-
-// Waiting returns what conversation st waits for: its pending calls with
-// no answer yet (see conversation.State.Unresolved), then the approvals a
-// live run of it waits for (see [Announcer.Waiting]), which are in no
-// stored pending record until the run pauses.
-func (c *Conversations) Waiting(ctx context.Context, st *conversation.State) []deferred.PendingTask {
-	pending := st.Unresolved()
-	recorded := make(map[string]bool)
-	if st.Pending != nil {
-		for _, t := range st.Pending.Tasks {
-			recorded[t.TaskID] = true
-		}
-	}
-	return append(pending, c.Announcer.Waiting(ctx, st.ID, recorded)...)
-}
-
-// Publish checks data, a decision or an answer for task of conversation
-// st given by hand, exactly as the run that reads it will
-// (conversation.State.Admit on a copy; a decision for an approval a live
-// run awaits, see [Announcer.Awaits], passes too), and publishes it (see
-// [Publisher.Publish]). It returns the subject; a message the run would
-// refuse is a *conversation.RefusedError (an answered task's, reason
-// duplicate), and nothing is published.
-func (c *Conversations) Publish(ctx context.Context, st *conversation.State, kind conversation.ArrivalKind, task string, data []byte) (string, error) {
-	st = st.Clone()
-	if _, pending := st.PendingTask(task); pending && st.Arrived(task) {
-		return "", &conversation.RefusedError{Reason: conversation.ReasonDuplicate, TaskID: task, Err: errors.New("the task was already answered")}
-	}
-	err := st.Admit(kind, task, data, 0, time.Now(), c.Inbox.cfg.MaxPayload)
-	var re *conversation.RefusedError
-	if errors.As(err, &re) && re.Reason == conversation.ReasonUnknownTask && kind == conversation.ArrivalDecision && c.Announcer.Awaits(ctx, st.ID, task) {
-		err = nil // a run with --approve wait announced it and reads decisions live
-	}
-	if err != nil {
-		return "", err
-	}
-	return c.Publisher.Publish(ctx, kind, st.ID, task, data)
 }

@@ -2,12 +2,14 @@ package convstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/offload-dev/offload/pkg/conversation"
+	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
@@ -32,6 +34,19 @@ func NewPublisher(js jetstream.JetStream, prefix string) *Publisher {
 // died) answers no publish for a few seconds: Publish waits that out, as
 // the conversation store does.
 func (p *Publisher) Publish(ctx context.Context, kind conversation.ArrivalKind, conv, task string, data []byte) (string, error) {
+	return p.publish(ctx, kind, conv, task, data, false)
+}
+
+// PublishFirst publishes as [Publisher.Publish] does, only if no decision
+// or answer is stored for the task yet (first wins, checked by the
+// server: the expected last sequence of the subject is 0): one is an
+// error wrapping natsjs.ErrAlreadyAnswered, as is a copy the duplicate
+// window drops.
+func (p *Publisher) PublishFirst(ctx context.Context, kind conversation.ArrivalKind, conv, task string, data []byte) (string, error) {
+	return p.publish(ctx, kind, conv, task, data, true)
+}
+
+func (p *Publisher) publish(ctx context.Context, kind conversation.ArrivalKind, conv, task string, data []byte, first bool) (string, error) {
 	var subject, id string
 	switch kind {
 	case conversation.ArrivalDecision:
@@ -41,9 +56,22 @@ func (p *Publisher) Publish(ctx context.Context, kind conversation.ArrivalKind, 
 	default:
 		return "", fmt.Errorf("natsjs: publish: %q is not published by hand", kind)
 	}
-	if _, err := p.js.Publish(ctx, subject, data, jetstream.WithMsgID(id),
-		jetstream.WithRetryWait(250*time.Millisecond), jetstream.WithRetryAttempts(60)); err != nil {
-		return subject, fmt.Errorf("natsjs: publish on %s: %w", subject, err)
+	opts := []jetstream.PublishOpt{jetstream.WithMsgID(id), jetstream.WithRetryWait(250 * time.Millisecond), jetstream.WithRetryAttempts(60)}
+	if first {
+		opts = append(opts, jetstream.WithExpectLastSequencePerSubject(0))
+	}
+	ack, err := p.js.Publish(ctx, subject, data, opts...)
+	var je jetstream.JetStreamError
+	switch {
+	case first && errors.As(err, &je) && je.APIError() != nil &&
+		(je.APIError().ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || je.APIError().ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant):
+		return subject, fmt.Errorf("natsjs: publish on %s: %w", subject, natsjs.ErrAlreadyAnswered)
+	case err != nil:
+		return subject, fmt.Errorf("natsjs: publish on %s: %w", subject, natsjs.Limited(err))
+	case first && ack.Duplicate:
+		// Only a message stored earlier is a duplicate: a retry follows
+		// a publish that no server answered.
+		return subject, fmt.Errorf("natsjs: publish on %s: %w", subject, natsjs.ErrAlreadyAnswered)
 	}
 	return subject, nil
 }

@@ -47,12 +47,17 @@ type Config struct {
 // bucket <prefix>_histories named <id>.<ULID> (one per save, the previous
 // one deleted once the new state is stored); the lease is the key
 // lease.<id>. Both buckets keep a conversation for their max age (the
-// store's retention) after its last save.
+// store's retention) after its last save. Every save also writes the
+// conversation's pending record, the [conversation.Summary] that people
+// and UIs read, to the key <id> of the bucket <prefix>_pending (deleted
+// when nothing is pending): a projection, repaired by the next save when
+// a crash came between the two writes.
 type Store struct {
-	cfg Config
-	log *slog.Logger
-	kv  jetstream.KeyValue
-	obj jetstream.ObjectStore
+	cfg     Config
+	log     *slog.Logger
+	kv      jetstream.KeyValue
+	obj     jetstream.ObjectStore
+	pending jetstream.KeyValue
 
 	mu      sync.Mutex
 	objects map[string]string // conversation → history object last read or written
@@ -76,7 +81,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	names := natsjs.NamesFor(cfg.Provision.Prefix)
-	if err := natsjs.EnsureStreams(ctx, cfg.JetStream, cfg.Provision, names.ConversationsStream, names.HistoriesStream); err != nil {
+	if err := natsjs.EnsureStreams(ctx, cfg.JetStream, cfg.Provision, names.ConversationsStream, names.HistoriesStream, names.PendingStream); err != nil {
 		return nil, err
 	}
 	kv, err := cfg.JetStream.KeyValue(ctx, names.ConversationsBucket)
@@ -87,6 +92,10 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("natsjs: bind object store %s: %w", names.HistoriesBucket, err)
 	}
+	pending, err := cfg.JetStream.KeyValue(ctx, names.PendingBucket)
+	if err != nil {
+		return nil, fmt.Errorf("natsjs: bind KV bucket %s: %w", names.PendingBucket, err)
+	}
 	if cfg.LeaseTTL <= 0 {
 		cfg.LeaseTTL = conversation.LeaseTTL
 	}
@@ -96,7 +105,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 			cfg.MaxInline = int(nc.MaxPayload()) * 3 / 4
 		}
 	}
-	return &Store{cfg: cfg, log: log, kv: kv, obj: obj, objects: map[string]string{}}, nil
+	return &Store{cfg: cfg, log: log, kv: kv, obj: obj, pending: pending, objects: map[string]string{}}, nil
 }
 
 // stored is the value of a conversation's key.
@@ -234,6 +243,10 @@ func (s *Store) Save(ctx context.Context, st *conversation.State, prev conversat
 	s.mu.Unlock()
 	if old != "" && old != v.HistoryObject {
 		s.deleteObject(old)
+	}
+	if err := s.project(ctx, st, conversation.Revision(rev)); err != nil {
+		// The state is saved: the next save writes the record again.
+		s.log.Warn("pending record not written", slog.String("conversation", st.ID), slog.Any("error", err))
 	}
 	return conversation.Revision(rev), nil
 }

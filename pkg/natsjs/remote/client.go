@@ -1,10 +1,12 @@
 package remote
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"strconv"
 	"time"
@@ -36,10 +38,16 @@ type ClientConfig struct {
 	// Fallback runs the background calls of tools no worker serves (see
 	// [Toolset.Executor]). Defaults to agent.InProcessExecutor{}.
 	Fallback agent.Executor
+	// Policies are the agent's own policies for tools, by name, which no
+	// registry entry overrides (see [ToolsetConfig.Policies]).
+	Policies map[string]tool.Policy
 	// Local are tools served by a worker of this process, on Conn (the
 	// embedded default's built-in tools): it is started before the
 	// toolset reads the registry, so that they are offered at once, and
 	// stopped last, its running tasks handed back. None: no local worker.
+	// The agent knows them: whatever another entry of one of their names
+	// advertises, the tool is offered as defined here (its description,
+	// schema and approval are its policy, beneath Policies).
 	Local []*tool.Tool
 	// LocalID names the local worker. Defaults to agent-<pid>.
 	LocalID string
@@ -111,12 +119,38 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		return nil, err
 	}
 	ts, err := NewToolset(ToolsetConfig{Conn: cfg.Conn, Prefix: cfg.Prefix, Replicas: cfg.Replicas, Dispatcher: d,
-		Filter: cfg.Filter, Logger: cfg.Logger, MemoryStorage: cfg.MemoryStorage})
+		Filter: cfg.Filter, Policies: localPolicies(cfg.Policies, cfg.Local), Metrics: cfg.Metrics, Logger: cfg.Logger,
+		MemoryStorage: cfg.MemoryStorage})
 	if err != nil {
 		return nil, err
 	}
 	c.d, c.ts, c.ex = d, ts, ts.Executor(cfg.Fallback)
 	return c, nil
+}
+
+// localPolicies returns policies with, for each local tool, its own
+// definition as its policy beneath the one given: the given policy's
+// description and schema win where it pins them, and approval is required
+// when either requires it.
+func localPolicies(policies map[string]tool.Policy, local []*tool.Tool) map[string]tool.Policy {
+	if len(local) == 0 {
+		return policies
+	}
+	out := make(map[string]tool.Policy, len(policies)+len(local))
+	maps.Copy(out, policies)
+	for _, t := range local {
+		p := tool.Policy{RequiresApproval: t.RequiresApproval, Description: t.Description, Parameters: t.Parameters}
+		if given, ok := policies[t.Name]; ok {
+			p.RequiresApproval = p.RequiresApproval || given.RequiresApproval
+			p.Description = cmp.Or(given.Description, p.Description)
+			if given.Parameters != nil {
+				p.Parameters = given.Parameters
+			}
+			p.External = given.External
+		}
+		out[t.Name] = p
+	}
+	return out
 }
 
 // Start starts the local worker (if any), the dispatcher and the toolset,
@@ -194,12 +228,22 @@ func (c *Client) Cancel(ctx context.Context, conv, task, reason string) error {
 	return c.d.Cancel(ctx, conv, task, reason)
 }
 
+// AwaitAnswers records the external calls of conv that wait for an
+// answer (see [Dispatcher.AwaitAnswers]); it implements
+// session.AnswerAwaiter.
+func (c *Client) AwaitAnswers(conv string, tasks []string) { c.d.AwaitAnswers(conv, tasks) }
+
+// Clashes returns the registry entries that clash with the agent's
+// policies now (see [Toolset.Clashes]).
+func (c *Client) Clashes() []Clash { return c.ts.Clashes() }
+
 // Advertised returns every tool the workers advertise now, ignoring
 // ClientConfig.Filter, and the registry entries that cannot be offered:
 // what to name when a tool asked for is not offered.
 func (c *Client) Advertised(ctx context.Context) ([]*tool.Tool, []SkippedEntry, error) {
 	cfg := c.ts.cfg
 	cfg.Filter = nil
+	cfg.Metrics = nil // the clashes are counted by the client's own toolset
 	all, err := NewToolset(cfg)
 	if err != nil {
 		return nil, nil, err

@@ -118,9 +118,10 @@ type Dispatcher struct {
 	mu      sync.Mutex
 	life    startstop.Base // changed under mu
 	pending map[string]*Handle
-	mem     *taskmem.Memory // tasks no call waits for, conversations' activity
-	lost    error           // set while the server is considered lost
-	url     string          // the server's URL, for errors
+	mem     *taskmem.Memory   // tasks no call waits for, conversations' activity
+	answers map[string]string // external calls waiting for an answer: conversation by task (dispatcher_answers.go)
+	lost    error             // set while the server is considered lost
+	url     string            // the server's URL, for errors
 	cc      jetstream.ConsumeContext
 	status  chan nats.Status
 	watched chan struct{} // closed when the connection watcher has stopped
@@ -168,6 +169,7 @@ func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 		subj:    protocol.Subjects{Prefix: cfg.Prefix},
 		js:      js,
 		pending: make(map[string]*Handle),
+		answers: make(map[string]string),
 		bufs:    bufpool.New(),
 		mem:     taskmem.New(cfg.DedupWindow, taskmem.DefaultLimit),
 	}, nil
@@ -321,7 +323,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, task protocol.Task) (*Handle,
 			d.setPending(task.Mode, -1)
 			d.observe(task, "dispatch_error", h.started)
 		}
-		err = fmt.Errorf("natsjs: publish task %s: %w", task.TaskID, err)
+		err = fmt.Errorf("natsjs: publish task %s: %w", task.TaskID, natsjs.CountRefusal(d.cfg.Metrics, natsjs.NamesFor(d.cfg.Prefix).Tasks, err))
 		h.finish(protocol.Result{}, err)
 		return nil, err
 	}
@@ -430,7 +432,7 @@ func (d *Dispatcher) publishCancel(ctx context.Context, conv, task, reason strin
 		return fmt.Errorf("natsjs: marshal cancel: %w", err)
 	}
 	if _, err := d.js.Publish(ctx, d.subj.Cancel(conv, task), data); err != nil {
-		return fmt.Errorf("natsjs: publish cancel of %s: %w", task, err)
+		return fmt.Errorf("natsjs: publish cancel of %s: %w", task, natsjs.CountRefusal(d.cfg.Metrics, natsjs.NamesFor(d.cfg.Prefix).Cancel, err))
 	}
 	return nil
 }

@@ -62,7 +62,9 @@ func (d *Dispatcher) onResult(m jetstream.Msg) {
 		// every write).
 		d.rememberLocked(c.task.TaskID, c.task.ConversationID, taskmem.Answered)
 	default:
-		reason, note = d.mem.Classify(time.Now(), task, conv, res.Status == protocol.StatusCancelled)
+		if reason, note = d.answerOnlyLocked(task, conv); reason == "" {
+			reason, note = d.mem.Classify(time.Now(), task, conv, res.Status == protocol.StatusCancelled)
+		}
 	}
 	d.mu.Unlock()
 

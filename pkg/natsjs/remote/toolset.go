@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jsop"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/startstop"
@@ -33,6 +34,16 @@ type ToolsetConfig struct {
 	Dispatcher *Dispatcher
 	// Filter, when not nil, restricts the toolset to these tool names.
 	Filter []string
+	// Policies are the agent's own policies for tools, by name, which no
+	// registry entry overrides (SPEC §5.4): an entry's approval is only
+	// ever added to the policy's, a pinned description and schema are what
+	// the model is offered and what arguments are validated against, and
+	// no entry of a name the policy declares external is offered. An entry
+	// that departs from its tool's policy is a clash (toolset_clashes.go).
+	Policies map[string]tool.Policy
+	// Metrics, if set, counts the clashes
+	// (offload_registry_clashes_total).
+	Metrics *metrics.Agent
 	// Logger receives the toolset's logs. Defaults to discarding them.
 	Logger *slog.Logger
 	// Replicas, when positive, is the replication factor of the registry's
@@ -49,9 +60,13 @@ type ToolsetConfig struct {
 // disappear as workers come and go. An entry it cannot offer (malformed,
 // without expires_at or past it, with an unusable definition) is skipped:
 // logged once per revision with its key and reason, and listed by
-// [Toolset.Skipped]. When several workers advertise a tool, the
-// definition of the one with the smallest registry key is used. Calling one of its tools
-// publishes a task through the [Dispatcher] and waits for the result.
+// [Toolset.Skipped]. The registry advertises, it does not decide: an entry
+// is held to the agent's policy for its tool (ToolsetConfig.Policies), and
+// one that departs from it is a clash, reported and listed by
+// [Toolset.Clashes]. When several workers advertise a tool, the definition
+// of the one with the smallest registry key among those without a clash
+// is used (then among the others). Calling one of its tools publishes a
+// task through the [Dispatcher] and waits for the result.
 type Toolset struct {
 	cfg    ToolsetConfig
 	log    *slog.Logger
@@ -64,6 +79,7 @@ type Toolset struct {
 	entries map[string]natsjs.RegistryEntry // by registry key
 	revs    map[string]uint64               // the revision of each entry
 	skipped map[string]SkippedEntry         // by registry key (toolset_skipped.go)
+	clashes map[string]clash                // by registry key (toolset_clashes.go)
 	built   map[string]builtTool            // by tool name
 	changed chan struct{}                   // closed at the next change
 
@@ -113,6 +129,7 @@ func NewToolset(cfg ToolsetConfig) (*Toolset, error) {
 		entries: make(map[string]natsjs.RegistryEntry),
 		revs:    make(map[string]uint64),
 		skipped: make(map[string]SkippedEntry),
+		clashes: make(map[string]clash),
 		built:   make(map[string]builtTool),
 		changed: make(chan struct{}),
 	}
@@ -238,6 +255,7 @@ func (r *Toolset) apply(e jetstream.KeyValueEntry) {
 	delete(r.entries, key)
 	delete(r.revs, key)
 	delete(r.skipped, key)
+	delete(r.clashes, key)
 	if e.Operation() == jetstream.KeyValuePut {
 		entry, err := natsjs.ParseRegistryEntry(key, e.Value())
 		now := time.Now()
@@ -250,8 +268,12 @@ func (r *Toolset) apply(e jetstream.KeyValueEntry) {
 			r.skipLocked(key, e.Revision(), fmt.Sprintf("expires_at %s was already past when read (%s ago): its worker stopped refreshing it, or the worker's clock is behind",
 				entry.ExpiresAt.UTC().Format(time.RFC3339), now.Sub(entry.ExpiresAt).Round(time.Second)))
 		default:
-			r.entries[key] = entry
-			r.revs[key] = e.Revision()
+			// An entry departing from the agent's policy is reported; one
+			// of a name the agent declares external is not offered.
+			if withheld := r.clashLocked(key, e.Revision(), entry); !withheld {
+				r.entries[key] = entry
+				r.revs[key] = e.Revision()
+			}
 		}
 	}
 	r.tools = nil
@@ -284,7 +306,7 @@ func (r *Toolset) Tools(context.Context) ([]*tool.Tool, error) {
 			if r.filter != nil && !r.filter[e.Name] {
 				continue
 			}
-			if k, ok := chosen[e.Name]; !ok || key < k {
+			if k, ok := chosen[e.Name]; !ok || r.preferLocked(key, k) {
 				chosen[e.Name] = key
 			}
 		}
@@ -325,10 +347,13 @@ func (r *Toolset) Tools(context.Context) ([]*tool.Tool, error) {
 	return out, nil
 }
 
-// buildLocked returns the tool of an entry, reusing the one built for the
-// same definition.
+// buildLocked returns the tool of an entry, held to the agent's policy for
+// it, reusing the one built for the same definition.
 func (r *Toolset) buildLocked(e natsjs.RegistryEntry) (*tool.Tool, error) {
 	def := e.Def()
+	if p, ok := r.cfg.Policies[def.Name]; ok {
+		def = p.Hold(def)
+	}
 	sigBytes, err := json.Marshal(struct {
 		Def     tool.Def
 		Retries *int

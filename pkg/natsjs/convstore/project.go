@@ -1,0 +1,93 @@
+package convstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/offload-dev/offload/pkg/conversation"
+)
+
+// projectAttempts bounds the compare-and-set loop of [Store.project]:
+// only the lease holder saves, so a conflict is a stalled former holder's
+// write, and a second attempt settles it.
+const projectAttempts = 3
+
+// project writes the pending record of st, saved at revision rev: its
+// [conversation.Summary] under the key <id> of the pending bucket, or no
+// key when st waits for nothing. The record is a projection of the
+// conversation's key: written after it, with compare-and-set on the
+// record's own revision, and never replaced by the summary of an older
+// revision (a former holder's late write). A crash between the two writes
+// leaves the record of the previous save; the next save repairs it.
+func (s *Store) project(ctx context.Context, st *conversation.State, rev conversation.Revision) error {
+	sum := conversation.Summarize(st, rev)
+	var value []byte
+	if sum != nil {
+		var err error
+		if value, err = json.Marshal(sum); err != nil {
+			return fmt.Errorf("natsjs: pending record of %s: %w", st.ID, err)
+		}
+	}
+	key := st.ID
+	for range projectAttempts {
+		var cur uint64 // the record's revision; 0: no record
+		e, err := s.pending.Get(ctx, key)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+		case err != nil:
+			return fmt.Errorf("natsjs: pending record of %s: %w", st.ID, err)
+		default:
+			var have conversation.Summary
+			if json.Unmarshal(e.Value(), &have) == nil && have.Revision >= rev {
+				return nil // written by a later save
+			}
+			cur = e.Revision()
+		}
+		switch {
+		case sum == nil && cur == 0:
+			return nil
+		case sum == nil:
+			err = s.pending.Delete(ctx, key, jetstream.LastRevision(cur))
+		case cur == 0:
+			_, err = s.pending.Create(ctx, key, value)
+		default:
+			_, err = s.pending.Update(ctx, key, value, cur)
+		}
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			return fmt.Errorf("natsjs: pending record of %s: %w", st.ID, err)
+		}
+	}
+	return fmt.Errorf("natsjs: pending record of %s: changed by another writer %d times", st.ID, projectAttempts)
+}
+
+// Reproject writes the pending record of every stored conversation again
+// from its state (see [Store.project]) and returns how many conversations
+// it read: what `agent provision` does once for a store written before
+// the pending records existed, whose paused conversations would otherwise
+// have none until their next save.
+func (s *Store) Reproject(ctx context.Context) (int, error) {
+	ids, err := s.List(ctx)
+	if err != nil {
+		return 0, err
+	}
+	for i, id := range ids {
+		st, rev, err := s.Load(ctx, id)
+		if errors.Is(err, conversation.ErrNotFound) {
+			continue // gone meanwhile
+		}
+		if err != nil {
+			return i, err
+		}
+		if err := s.project(ctx, st, rev); err != nil {
+			return i, err
+		}
+	}
+	return len(ids), nil
+}
