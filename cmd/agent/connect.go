@@ -45,7 +45,7 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 		var err error
 		// The file tools refuse the store (it holds the server's
 		// credentials); http_fetch never reaches the server's port.
-		cfg := builtin.Config{Root: f.root, Logger: log, DenyPaths: []string{srv.StoreDir()}}
+		cfg := builtin.Config{Root: f.root, Logger: log, DenyPaths: []string{srv.StoreDir()}, Reaper: e.reaper}
 		if ap, err := netip.ParseAddrPort(srv.Addr()); err == nil {
 			cfg.DenyAddrs = []netip.AddrPort{ap}
 		}
@@ -69,11 +69,17 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 	if len(want) > 0 {
 		filter = want
 	}
+	var taskKey []byte
+	if c.srv != nil {
+		// The in-process worker runs only the approved tasks of the
+		// store's agents (defence in depth: the server is the store's).
+		taskKey = c.srv.TaskKey()
+	}
 	// The spec's policies (and, on the embedded default, the built-in
 	// tools' own definitions) win over what the registry advertises.
 	client, err := remote.NewClient(remote.ClientConfig{Conn: nc, Prefix: f.prefix, Replicas: f.conn.Replicas, Filter: filter,
 		Policies: f.agentSpec.Policies(), InlineDeadline: f.callTimeout, Local: builtins, LocalID: fmt.Sprintf("agent-%d", os.Getpid()),
-		Logger: log, Metrics: am})
+		Logger: log, Metrics: am, TaskKey: taskKey})
 	if err != nil {
 		return fail(err)
 	}
@@ -130,6 +136,8 @@ type conn struct {
 	// embedded is set on the embedded default: no server outlives the
 	// agent.
 	embedded bool
+	// srv is the store's server on the embedded default.
+	srv *embedded.Server
 	// refusals are the permissions violations the server reported.
 	refusals *natsjs.Refusals
 	client   *remote.Client // set by remoteTools
@@ -164,6 +172,9 @@ func connect(ctx context.Context, e env, f *runFlags, log *slog.Logger, embedded
 	if err != nil {
 		return fail(usageErr("%v", err))
 	}
+	if w := f.conn.ArgvSecretWarning(); w != "" {
+		fmt.Fprintln(e.stderr, "agent:", w)
+	}
 	c.url = f.conn.Servers(copts)
 	c.embedded = c.url == "" && copts.Context == nil
 	if c.embedded {
@@ -177,7 +188,7 @@ func connect(ctx context.Context, e env, f *runFlags, log *slog.Logger, embedded
 			return fail(fmt.Errorf("embedded nats-server: %w", err))
 		}
 		c.closers = append(c.closers, func(ctx context.Context) { _ = srv.Shutdown(ctx) })
-		c.url = srv.URL()
+		c.url, c.srv = srv.URL(), srv
 		// Only the store's user is accepted, and only the server this store
 		// started is used.
 		copts = natsjs.ConnectOptions{Nkey: srv.NkeySeedFile(), ExpectServerID: srv.ServerID()}
@@ -192,6 +203,12 @@ func connect(ctx context.Context, e env, f *runFlags, log *slog.Logger, embedded
 	// An agent fails fast when the server is not there (workers wait).
 	copts.Name, copts.Logger, copts.Refusals = "agent", log, c.refusals
 	copts.Extra = []nats.Option{nats.Timeout(5 * time.Second), nats.RetryOnFailedConnect(false)}
+	if c.srv != nil {
+		// Every dial, reconnects included, checks that the store's
+		// server still runs: a listener on its port after it went is an
+		// impostor, whatever server ID it presents.
+		copts.Extra = append(copts.Extra, nats.SetCustomDialer(c.srv))
+	}
 	nc, err := natsjs.Connect(c.url, copts)
 	if err != nil {
 		return fail(&exitError{code: exitFailed, err: fmt.Errorf("connect to %s: %w", natsjs.RedactURL(c.url), err)})

@@ -67,6 +67,38 @@ func TestEmbeddedServesOnlySelectedBuiltins(t *testing.T) {
 	if out.code != 0 {
 		t.Fatalf("exit %d\n%s", out.code, out.stderr)
 	}
+	if names := taskConsumers(t, srv); !slices.Equal(names, []string{natsjs.TaskConsumerName("sleep")}) {
+		t.Errorf("task consumers %v, want only %s", names, natsjs.TaskConsumerName("sleep"))
+	}
+}
+
+// TestEmbeddedOffersNoShellByDefault (issue 30, finding 7; SPEC §9):
+// without --tools the embedded default serves every built-in tool but
+// shell, which runs only when --tools names it.
+func TestEmbeddedOffersNoShellByDefault(t *testing.T) {
+	t.Parallel()
+	srv, store := ownerServer(t)
+	// The test model calls write_file, which waits for an approval: exit 3.
+	out := runBinary(t, nil, "run", "--model", "test", "--store", store, "hello")
+	if out.code != 0 && out.code != exitPaused {
+		t.Fatalf("exit %d\n%s", out.code, out.stderr)
+	}
+	names := taskConsumers(t, srv)
+	if slices.Contains(names, natsjs.TaskConsumerName("shell")) || !slices.Contains(names, natsjs.TaskConsumerName("read_file")) {
+		t.Errorf("task consumers without --tools: %v, want the built-ins but shell", names)
+	}
+	out = runBinary(t, nil, "run", "--model", "test", "--store", store, "--tools", "shell", "hello")
+	if out.code != 0 && out.code != exitPaused {
+		t.Fatalf("--tools shell: exit %d\n%s", out.code, out.stderr)
+	}
+	if names := taskConsumers(t, srv); !slices.Contains(names, natsjs.TaskConsumerName("shell")) {
+		t.Errorf("task consumers with --tools shell: %v", names)
+	}
+}
+
+// taskConsumers returns the names of the task stream's consumers on srv.
+func taskConsumers(t *testing.T, srv *embedded.Server) []string {
+	t.Helper()
 	opt, err := nats.NkeyOptionFromSeed(srv.NkeySeedFile())
 	if err != nil {
 		t.Fatal(err)
@@ -89,9 +121,7 @@ func TestEmbeddedServesOnlySelectedBuiltins(t *testing.T) {
 	if err := lister.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(names, []string{natsjs.TaskConsumerName("sleep")}) {
-		t.Errorf("task consumers %v, want only %s", names, natsjs.TaskConsumerName("sleep"))
-	}
+	return names
 }
 
 func TestNATSCLIQuoting(t *testing.T) {

@@ -23,6 +23,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/offload-dev/offload/internal/proc"
 )
 
 // Exit codes of SPEC §6.1.
@@ -46,6 +48,10 @@ type env struct {
 	// suspend is closed on SIGTERM: a run stops at its next safe point,
 	// saves its state and exits 3 (SPEC §6.1).
 	suspend <-chan struct{}
+	// reaper kills every descendant of the shell commands the in-process
+	// worker runs (the embedded default); nil in tests that run the
+	// command in-process.
+	reaper *proc.Reaper
 }
 
 // errInterrupted is the cause of the command's context once SIGINT
@@ -99,6 +105,17 @@ func main() {
 		close(suspend)
 	}()
 	e := env{getenv: os.Getenv, stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, isTerminal: isTerminal(os.Stdin) && isTerminal(os.Stdout), suspend: suspend}
+	// The process holds OPENAI_API_KEY and NATS credentials and may run
+	// tools in-process (the embedded default): no child may read them
+	// (/proc/<pid>/environ) nor outlive its task.
+	if err := proc.NoDump(); err != nil {
+		fmt.Fprintln(os.Stderr, "agent: warning:", err)
+	}
+	if r, err := proc.NewReaper(); err != nil {
+		fmt.Fprintln(os.Stderr, "agent: warning:", err)
+	} else {
+		e.reaper = r
+	}
 	os.Exit(execute(ctx, os.Args[1:], e))
 }
 

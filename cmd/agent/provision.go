@@ -48,7 +48,7 @@ func newProvisionCmd(e env) *cobra.Command {
 	fl := cmd.Flags()
 	fl.StringVar(&f.prefix, "prefix", protocol.DefaultPrefix, "subject prefix")
 	fl.StringVar(&f.tools, "tools", "", "comma-separated tools whose consumers (tasks, max-deliveries advisories) to create (workers may create their own)")
-	f.conn.Register(fl, e.getenv, e.getenv("NATS_URL"), "NATS server URL, e.g. nats://admin:PASSWORD@127.0.0.1:4222 (env NATS_URL)")
+	f.conn.Register(fl, e.getenv, e.getenv("NATS_URL"), "NATS server URL (env NATS_URL, where a password belongs: e.g. NATS_URL=nats://admin:PASSWORD@127.0.0.1:4222)")
 	return cmd
 }
 
@@ -65,6 +65,9 @@ func provision(ctx context.Context, e env, f *provisionFlags) error {
 	copts, err := f.conn.Options(e.getenv)
 	if err != nil {
 		return usageErr("%v", err)
+	}
+	if w := f.conn.ArgvSecretWarning(); w != "" {
+		fmt.Fprintln(e.stderr, "agent:", w)
 	}
 	if f.conn.URL == "" && copts.Context == nil {
 		return usageErr("provision needs a server: --nats URL (or NATS_URL) or --context; the embedded default provisions itself")

@@ -101,7 +101,7 @@ func runAgent(ctx context.Context, e env, f *runFlags, prompt string) error {
 	var executor agent.Executor = agent.InProcessExecutor{}
 	var rem *conn
 	if f.local {
-		all, err := builtinTools(f, builtin.Config{Root: f.root, Logger: logger, DenyPaths: []string{f.store}})
+		all, err := builtinTools(f, builtin.Config{Root: f.root, Logger: logger, DenyPaths: []string{f.store}, Reaper: e.reaper})
 		if err != nil {
 			return err
 		}
@@ -168,6 +168,12 @@ func builtinTools(f *runFlags, cfg builtin.Config) ([]*tool.Tool, error) {
 	all, err := builtin.Named(cfg, want)
 	if err != nil {
 		return nil, usageErr("built-in tools: %v", err)
+	}
+	if len(want) == 0 {
+		// shell runs anything as this user, next to the store's
+		// credentials and the model's API key: offered only when --tools
+		// names it (SPEC §9).
+		all = slices.DeleteFunc(all, func(t *tool.Tool) bool { return t.Name == builtin.NameShell })
 	}
 	return all, nil
 }

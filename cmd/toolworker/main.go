@@ -38,6 +38,7 @@ import (
 
 	"github.com/offload-dev/offload/internal/natsflags"
 	"github.com/offload-dev/offload/internal/opsserver"
+	"github.com/offload-dev/offload/internal/proc"
 	"github.com/offload-dev/offload/pkg/builtin"
 	"github.com/offload-dev/offload/pkg/cmdtool"
 	"github.com/offload-dev/offload/pkg/metrics"
@@ -81,20 +82,34 @@ type options struct {
 	copts        natsjs.ConnectOptions
 	allowPrivate bool // the built-ins' network policy
 	getenv       func(string) string
+	// reaper kills every descendant of the commands run (nil: their
+	// process group only).
+	reaper *proc.Reaper
 }
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Getenv, os.Stderr, nil))
+	// The worker holds NATS credentials and the tools' API keys: no
+	// command it runs may read them (/proc/<pid>/environ) nor outlive its
+	// task.
+	if err := proc.NoDump(); err != nil {
+		fmt.Fprintln(os.Stderr, "toolworker: warning:", err)
+	}
+	reaper, err := proc.NewReaper()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "toolworker: warning:", err)
+	}
+	os.Exit(run(os.Args[1:], os.Getenv, os.Stderr, nil, reaper))
 }
 
 // run is the whole command; signals, when nil, are the process's SIGINT and
-// SIGTERM. It returns the exit code.
-func run(args []string, getenv func(string) string, stderr io.Writer, signals <-chan os.Signal) int {
-	return runTo(os.Stdout, args, getenv, stderr, signals)
+// SIGTERM; reaper, when set, kills the descendants of the commands run. It
+// returns the exit code.
+func run(args []string, getenv func(string) string, stderr io.Writer, signals <-chan os.Signal, reaper *proc.Reaper) int {
+	return runTo(os.Stdout, args, getenv, stderr, signals, reaper)
 }
 
 // runTo is run with what it prints (--print-auth) going to stdout.
-func runTo(stdout io.Writer, args []string, getenv func(string) string, stderr io.Writer, signals <-chan os.Signal) int {
+func runTo(stdout io.Writer, args []string, getenv func(string) string, stderr io.Writer, signals <-chan os.Signal, reaper *proc.Reaper) int {
 	opts, err := parseFlags(args, getenv, stderr)
 	if err != nil {
 		if errors.Is(err, errHelp) {
@@ -109,6 +124,7 @@ func runTo(stdout io.Writer, args []string, getenv func(string) string, stderr i
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level, ReplaceAttr: durationsAsText}))
 
+	opts.reaper = reaper
 	tools, err := selectTools(opts, log)
 	if err != nil {
 		fmt.Fprintln(stderr, "toolworker:", err)
@@ -196,6 +212,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	if err != nil {
 		return nil, err
 	}
+	if w := o.conn.ArgvSecretWarning(); w != "" {
+		fmt.Fprintln(stderr, "toolworker:", w)
+	}
 	// --context's server is used unless --nats or NATS_URL gives one.
 	o.copts, o.natsURL = copts, o.conn.Servers(copts)
 	if err := protocol.ValidatePrefix(o.prefix); err != nil {
@@ -219,12 +238,12 @@ func selectTools(o *options, log *slog.Logger) ([]*tool.Tool, error) {
 		if err != nil {
 			return nil, err
 		}
-		if fromConfig, err = cfg.Tools(cmdtool.Options{Dir: filepath.Dir(o.config), Logger: log, Getenv: o.getenv}); err != nil {
+		if fromConfig, err = cfg.Tools(cmdtool.Options{Dir: filepath.Dir(o.config), Logger: log, Getenv: o.getenv, Reaper: o.reaper}); err != nil {
 			return nil, err
 		}
 	}
 	builtins, err := builtin.Tools(builtin.Config{
-		Root: o.root, Logger: log, Getenv: o.getenv,
+		Root: o.root, Logger: log, Getenv: o.getenv, Reaper: o.reaper,
 		AllowPrivateNetwork: o.allowPrivate,
 		// The worker's own credentials and server stay out of reach.
 		DenyPaths: credentialFiles(o),

@@ -53,7 +53,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"--no-such-flag"}, "flag provided but not defined"},
 	} {
 		var stderr bytes.Buffer
-		if code := run(tc.args, getenv, &stderr, nil); code != exitUsage {
+		if code := run(tc.args, getenv, &stderr, nil, nil); code != exitUsage {
 			t.Errorf("%v: exit %d, want %d", tc.args, code, exitUsage)
 		}
 		if !strings.Contains(stderr.String(), tc.want) {
@@ -150,7 +150,7 @@ func TestSignalDuringStartStopsAtOnce(t *testing.T) {
 	var stderr offloadtest.Output
 	code := make(chan int, 1)
 	go func() {
-		code <- run([]string{"--nats", url, "--tools", "sleep"}, func(string) string { return "" }, &stderr, signals)
+		code <- run([]string{"--nats", url, "--tools", "sleep"}, func(string) string { return "" }, &stderr, signals, nil)
 	}()
 	signals <- syscall.SIGTERM
 	select {
@@ -172,7 +172,7 @@ func TestZeroGraceHandsBackAtOnce(t *testing.T) {
 	var stderr offloadtest.Output
 	code := make(chan int, 1)
 	go func() {
-		code <- run([]string{"--nats", srv.URL(), "--tools", "sleep", "--grace", "0s", "-v"}, func(string) string { return "" }, &stderr, signals)
+		code <- run([]string{"--nats", srv.URL(), "--tools", "sleep", "--grace", "0s", "-v"}, func(string) string { return "" }, &stderr, signals, nil)
 	}()
 	stderr.WaitFor(t, `"msg":"toolworker started"`)
 	_, js := agentConn(t, srv.URL())
@@ -204,7 +204,7 @@ func TestClosedConnectionExits(t *testing.T) {
 	code := make(chan int, 1)
 	url := strings.Replace(srv.URL(), "nats://", "nats://worker:secret@", 1)
 	go func() {
-		code <- run([]string{"--nats", url, "--tools", "sleep"}, func(string) string { return "" }, &stderr, signals)
+		code <- run([]string{"--nats", url, "--tools", "sleep"}, func(string) string { return "" }, &stderr, signals, nil)
 	}()
 	stderr.WaitFor(t, `"msg":"toolworker started"`)
 	user.Password = "changed" // the restarted server refuses the worker

@@ -43,7 +43,7 @@ func TestReplicasFlag(t *testing.T) {
 		{"", []string{"--replicas", "-2"}, "--replicas must not be negative"},
 	} {
 		var stderr bytes.Buffer
-		if code := run(append([]string{"--tools", "all"}, tc.args...), env(tc.env), &stderr, nil); code != exitUsage || !strings.Contains(stderr.String(), tc.want) {
+		if code := run(append([]string{"--tools", "all"}, tc.args...), env(tc.env), &stderr, nil, nil); code != exitUsage || !strings.Contains(stderr.String(), tc.want) {
 			t.Errorf("env %q args %v: exit %d, stderr %q, want %d and %q", tc.env, tc.args, code, stderr.String(), exitUsage, tc.want)
 		}
 	}

@@ -7,7 +7,9 @@ package natsflags
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -32,8 +34,9 @@ type Flags struct {
 	// factor of what the binary creates.
 	Replicas int
 
-	urlSet func() bool // whether --nats was given
-	envErr error       // a bad OFFLOAD_REPLICAS
+	urlSet  func() bool // whether --nats (or NATS_URL) was given
+	urlFlag func() bool // whether --nats was given on the command line
+	envErr  error       // a bad OFFLOAD_REPLICAS
 }
 
 // Register registers the flags on fl: --nats with default natsDefault and
@@ -42,6 +45,7 @@ type Flags struct {
 func (f *Flags) Register(fl *pflag.FlagSet, getenv func(string) string, natsDefault, natsUsage string) {
 	fl.StringVar(&f.URL, "nats", natsDefault, natsUsage)
 	f.urlSet = func() bool { return fl.Changed("nats") || getenv("NATS_URL") != "" }
+	f.urlFlag = func() bool { return fl.Changed("nats") }
 	fl.StringVar(&f.Creds, "creds", getenv("NATS_CREDS"), "NATS credentials file (env NATS_CREDS)")
 	fl.StringVar(&f.Nkey, "nkey", getenv("NATS_NKEY"), "NATS nkey seed file (env NATS_NKEY)")
 	fl.StringVar(&f.Context, "context", "", "nats CLI context (name or JSON file) giving the server and credentials")
@@ -86,6 +90,23 @@ func (f *Flags) Servers(opts natsjs.ConnectOptions) string {
 		return opts.Context.URL
 	}
 	return f.URL
+}
+
+// ArgvSecretWarning returns a warning when a secret was given on the
+// command line (a password or token in --nats), where every local user
+// reads it (/proc/<pid>/cmdline, ps); "" otherwise. The flag keeps working:
+// the binaries print the warning and go on.
+func (f *Flags) ArgvSecretWarning() string {
+	if f.urlFlag == nil || !f.urlFlag() {
+		return ""
+	}
+	for p := range strings.SplitSeq(f.URL, ",") {
+		u, err := url.Parse(strings.TrimSpace(p))
+		if err == nil && u.User != nil {
+			return "warning: --nats carries a password or token on the command line, where every local user can read it (ps, /proc/<pid>/cmdline): give the URL in NATS_URL instead, or use --creds, --nkey or --context"
+		}
+	}
+	return ""
 }
 
 // ProvisionOptions returns the provisioning options of prefix with the

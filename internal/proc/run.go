@@ -26,7 +26,17 @@ var ErrOutputHeld = errors.New("proc: output still held open after the command e
 //
 // cmd.Stdout, cmd.Stderr and cmd.SysProcAttr must be unset; cmd.Cancel, set
 // by exec.CommandContext, is replaced by a group kill.
+//
+// Run kills the process group only: a child that left it (setsid) is not
+// killed. [Reaper.Run] kills those too.
 func Run(cmd *exec.Cmd, stdout, stderr io.Writer, drainDelay time.Duration) error {
+	return (*Reaper)(nil).Run(cmd, stdout, stderr, drainDelay)
+}
+
+// Run is [Run] with every descendant of the command killed when it ends,
+// also those that left its process group (see [Reaper]). A nil reaper
+// kills the process group only.
+func (r *Reaper) Run(cmd *exec.Cmd, stdout, stderr io.Writer, drainDelay time.Duration) error {
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return fmt.Errorf("proc: pipe: %w", err)
@@ -45,7 +55,15 @@ func Run(cmd *exec.Cmd, stdout, stderr io.Writer, drainDelay time.Duration) erro
 	if cmd.WaitDelay == 0 {
 		cmd.WaitDelay = drainDelay
 	}
-	err = cmd.Start()
+	scope := r.newScope()
+	if scope != "" {
+		env := cmd.Env
+		if env == nil {
+			env = cmd.Environ()
+		}
+		cmd.Env = append(env, ScopeEnv+"="+scope)
+	}
+	err = r.start(cmd, scope)
 	// The child has its copies; ours must go so that EOF comes when the
 	// last holder in the group dies.
 	outW.Close()
@@ -67,8 +85,9 @@ func Run(cmd *exec.Cmd, stdout, stderr io.Writer, drainDelay time.Duration) erro
 		}()
 	}
 	waitErr := cmd.Wait()
-	// The leader is gone; its group may not be.
+	// The leader is gone; its group may not be, nor what left it.
 	killGroup(cmd.Process.Pid)
+	r.ended(cmd.Process.Pid, scope)
 	if errors.Is(waitErr, exec.ErrWaitDelay) {
 		// Only stdin was left unread: not a failure of the command.
 		waitErr = nil

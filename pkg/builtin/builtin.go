@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 
+	"github.com/offload-dev/offload/internal/proc"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
@@ -97,6 +98,10 @@ type Config struct {
 	// ShellEnv names further environment variables passed through to shell
 	// commands (default none).
 	ShellEnv []string
+	// Reaper, when set, kills every descendant of a shell command when it
+	// ends, also those that left its process group (setsid, a double
+	// fork). Without one only the process group is killed.
+	Reaper *proc.Reaper
 	// SleepProgressInterval is how often sleep reports progress. Defaults to
 	// one second.
 	SleepProgressInterval time.Duration

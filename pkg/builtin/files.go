@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"unicode/utf8"
 
 	"github.com/offload-dev/offload/pkg/protocol"
@@ -121,6 +122,28 @@ func (f *files) refused(op, p, shown string) error {
 	return nil
 }
 
+// checkOpened fails when the open file is one of the denied paths or under
+// one. It checks what was opened, not a path resolved before the open:
+// a symbolic link swapped between [files.refused] and the open (a process
+// flipping links in the root) cannot take the tools into the store. On
+// Linux only (/proc/self/fd); elsewhere refused's check before the open is
+// the only one.
+func (f *files) checkOpened(op string, file *os.File, shown string) error {
+	if len(f.deny) == 0 {
+		return nil
+	}
+	real, ok := openedPath(file)
+	if !ok {
+		return nil
+	}
+	for _, d := range f.deny {
+		if within(real, d) {
+			return fail("%s: %s: access to this path is not allowed", op, shown)
+		}
+	}
+	return nil
+}
+
 func (f *files) readTool() (*tool.Tool, error) {
 	return tool.NewFunc(NameReadFile,
 		fmt.Sprintf("Read a text file under the root directory (at most %s).", size(MaxFileBytes)),
@@ -200,8 +223,17 @@ func (f *files) read(ctx context.Context, _ *tool.RunContext, a ReadFileArgs) (R
 		return ReadFileResult{}, err
 	}
 	defer root.Close()
-	// Stat before opening: opening a FIFO would block.
-	fi, err := root.Stat(p)
+	// Non-blocking: opening a FIFO must not wait for a writer. Every check
+	// is of the file opened, so none races a swapped link.
+	file, err := root.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return ReadFileResult{}, fsFail(NameReadFile, a.Path, err)
+	}
+	defer file.Close()
+	if err := f.checkOpened(NameReadFile, file, a.Path); err != nil {
+		return ReadFileResult{}, err
+	}
+	fi, err := file.Stat()
 	if err != nil {
 		return ReadFileResult{}, fsFail(NameReadFile, a.Path, err)
 	}
@@ -214,11 +246,6 @@ func (f *files) read(ctx context.Context, _ *tool.RunContext, a ReadFileArgs) (R
 	if fi.Size() > MaxFileBytes {
 		return ReadFileResult{}, fail("%s: %s is %d bytes, over the limit of %d bytes", NameReadFile, a.Path, fi.Size(), MaxFileBytes)
 	}
-	file, err := root.Open(p)
-	if err != nil {
-		return ReadFileResult{}, fsFail(NameReadFile, a.Path, err)
-	}
-	defer file.Close()
 	data, err := io.ReadAll(io.LimitReader(file, MaxFileBytes+1))
 	if err != nil {
 		return ReadFileResult{}, fsFail(NameReadFile, a.Path, err)
@@ -257,6 +284,9 @@ func (f *files) list(ctx context.Context, _ *tool.RunContext, a ListDirArgs) (Li
 		return ListDirResult{}, fsFail(NameListDir, a.Path, err)
 	}
 	defer dir.Close()
+	if err := f.checkOpened(NameListDir, dir, a.Path); err != nil {
+		return ListDirResult{}, err
+	}
 	fi, err := dir.Stat()
 	if err != nil {
 		return ListDirResult{}, fsFail(NameListDir, a.Path, err)
@@ -325,13 +355,11 @@ func (f *files) write(ctx context.Context, _ *tool.RunContext, a WriteFileArgs) 
 		return WriteFileResult{}, err
 	}
 	defer root.Close()
-	if dir := filepath.Dir(p); dir != "." {
-		if err := root.MkdirAll(dir, 0o755); err != nil {
-			return WriteFileResult{}, fsFail(NameWriteFile, a.Path, err)
-		}
+	if err := f.mkdirs(root, filepath.Dir(p), a.Path); err != nil {
+		return WriteFileResult{}, err
 	}
-	if err := root.WriteFile(p, []byte(a.Content), 0o644); err != nil {
-		return WriteFileResult{}, fsFail(NameWriteFile, a.Path, err)
+	if err := f.writeIn(root, p, a.Path, []byte(a.Content)); err != nil {
+		return WriteFileResult{}, err
 	}
 	f.log.InfoContext(ctx, "builtin: file written",
 		slog.String("path", filepath.ToSlash(p)), slog.Int("bytes", len(a.Content)))

@@ -107,6 +107,12 @@ func newFetcher(cfg Config) *fetcher {
 			if len(via) > MaxHTTPRedirects {
 				return errTooManyRedirects
 			}
+			// Refused, not stripped: the client would send them as an
+			// Authorization header (to whatever host the redirect names),
+			// and the final URL the model sees would carry them.
+			if req.URL.User != nil {
+				return errRedirectCredentials
+			}
 			return nil
 		},
 	}
@@ -114,6 +120,9 @@ func newFetcher(cfg Config) *fetcher {
 }
 
 var errTooManyRedirects = fmt.Errorf("stopped after %d redirects", MaxHTTPRedirects)
+
+// errRedirectCredentials refuses a redirect to a URL with user info.
+var errRedirectCredentials = errors.New("redirected to a URL with credentials, which are not allowed")
 
 func httpFetchTool(cfg Config) (*tool.Tool, error) {
 	f := newFetcher(cfg)
@@ -241,6 +250,8 @@ func reason(err error) string {
 		return "address not allowed"
 	case errors.Is(err, errTooManyRedirects):
 		return errTooManyRedirects.Error()
+	case errors.Is(err, errRedirectCredentials):
+		return errRedirectCredentials.Error()
 	case errors.As(err, &dnsErr):
 		return "host not found"
 	case errors.Is(err, syscall.ECONNREFUSED):

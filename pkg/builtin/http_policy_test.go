@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -228,3 +229,57 @@ func TestPublicAddr(t *testing.T) {
 }
 
 func itoa(p uint16) string { return strconv.Itoa(int(p)) }
+
+// TestHTTPFetchRefusesTheDeniedPortOnEveryLocalAddress (issue 30, finding
+// 8): with --allow-private-network, a server of this host listening on
+// every interface (as a NATS server may) is not reached through the host's
+// other addresses either: its port is refused on all of them.
+func TestHTTPFetchRefusesTheDeniedPortOnEveryLocalAddress(t *testing.T) {
+	t.Parallel()
+	var other netip.Addr
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil && !p.Addr().IsLoopback() && p.Addr().Is4() {
+			other = p.Addr()
+			break
+		}
+	}
+	if !other.IsValid() {
+		t.Skip("this host has no IPv4 address but loopback")
+	}
+	l, err := net.Listen("tcp", "0.0.0.0:0") //nolint:gosec // G102: every interface, as a NATS server may listen: the case under test
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hits atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	srv.Listener = l
+	srv.Start()
+	t.Cleanup(srv.Close)
+	port := netip.MustParseAddrPort(l.Addr().String()).Port()
+	fetch := fetchWith(t, builtin.Config{AllowPrivateNetwork: true,
+		DenyAddrs: []netip.AddrPort{netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), port)}})
+	_, err = call(t.Context(), t, fetch, `{"url":"http://`+net.JoinHostPort(other.String(), itoa(port))+`/"}`)
+	wantFail(t, err, "address not allowed")
+	if n := hits.Load(); n != 0 {
+		t.Errorf("%d requests reached the denied port through %s", n, other)
+	}
+}
+
+// TestHTTPFetchRefusesRedirectCredentials (issue 30, finding 8): a
+// redirect to a URL with user info is refused (not followed with the
+// credentials sent as an Authorization header).
+func TestHTTPFetchRefusesRedirectCredentials(t *testing.T) {
+	t.Parallel()
+	tgt, hits := target(t)
+	from := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, strings.Replace(tgt.URL, "http://", "http://user:pw@", 1)+"/", http.StatusFound)
+	}))
+	t.Cleanup(from.Close)
+	fetch := fetchWith(t, builtin.Config{HTTPAddrPolicy: only(from, tgt)})
+	_, err := call(t.Context(), t, fetch, `{"url":"`+from.URL+`/"}`)
+	wantFail(t, err, "credentials")
+	if n := hits.Load(); n != 0 {
+		t.Errorf("the redirect with credentials was followed (%d requests)", n)
+	}
+}

@@ -61,23 +61,53 @@ func PublicOnly(ap netip.AddrPort) bool { return PublicAddr(ap.Addr()) }
 // AnyAddr is the [AddrPolicy] of --allow-private-network: every address.
 func AnyAddr(netip.AddrPort) bool { return true }
 
-// denied reports whether ap is one of deny. A loopback or unspecified entry
-// matches every loopback and unspecified address with its port (127.0.0.2,
-// ::1 and 0.0.0.0 all reach a server listening on 127.0.0.1 or on every
-// interface).
-func denied(ap netip.AddrPort, deny []netip.AddrPort) bool {
+// denied reports whether ap is one of deny, or has the port of one and is
+// an address of this host: a loopback or unspecified address, or one of
+// localAddrs (the host's interface addresses). A server on this host that
+// listens on every interface (or on one the tool can name) is reached
+// through any of them: 127.0.0.2, ::1, 0.0.0.0, the host's LAN or bridge
+// address, and every name resolving to one. The port is refused on all.
+func denied(ap netip.AddrPort, deny []netip.AddrPort, localAddrs func() []netip.Addr) bool {
 	ip := ap.Addr().Unmap()
-	local := ip.IsLoopback() || ip.IsUnspecified()
+	portDenied := false
 	for _, d := range deny {
 		if d.Port() != ap.Port() {
 			continue
 		}
-		dip := d.Addr().Unmap()
-		if dip == ip || local && (dip.IsLoopback() || dip.IsUnspecified()) {
+		if d.Addr().Unmap() == ip {
+			return true
+		}
+		portDenied = true
+	}
+	if !portDenied {
+		return false
+	}
+	if ip.IsLoopback() || ip.IsUnspecified() {
+		return true
+	}
+	for _, a := range localAddrs() {
+		if a.Unmap() == ip {
 			return true
 		}
 	}
 	return false
+}
+
+// hostAddrs returns the addresses of this host's interfaces (none when
+// they cannot be read; loopback and unspecified addresses are local
+// anyway).
+func hostAddrs() []netip.Addr {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil
+	}
+	out := make([]netip.Addr, 0, len(addrs))
+	for _, a := range addrs {
+		if pfx, err := netip.ParsePrefix(a.String()); err == nil {
+			out = append(out, pfx.Addr())
+		}
+	}
+	return out
 }
 
 // guardedDialer dials only addresses its policy allows: the host is
@@ -102,7 +132,7 @@ func (g *guardedDialer) control(network, address string, _ syscall.RawConn) erro
 	if err != nil {
 		return fmt.Errorf("%w: %s", ErrAddrNotAllowed, address)
 	}
-	if denied(ap, g.deny) || !g.allow(ap) {
+	if denied(ap, g.deny, hostAddrs) || !g.allow(ap) {
 		return fmt.Errorf("%w: %s", ErrAddrNotAllowed, address)
 	}
 	return nil

@@ -82,8 +82,9 @@ func shell(ctx context.Context, cfg Config, task proc.Task, a ShellArgs) (ShellR
 
 	start := time.Now()
 	// The process group is killed when the shell exits, times out or is
-	// cancelled: no background child outlives the call.
-	err := proc.Run(cmd, stdout, stderr, shellDrainDelay)
+	// cancelled, and with a reaper every descendant that left it: no
+	// background child outlives the call.
+	err := cfg.Reaper.Run(cmd, stdout, stderr, shellDrainDelay)
 	log := cfg.Logger.With(slog.String("command", a.Command), slog.Duration("elapsed", time.Since(start)))
 	if ctx.Err() != nil {
 		log.InfoContext(ctx, "builtin: shell command cancelled")

@@ -44,6 +44,10 @@ type Options struct {
 	// Getenv reads the process environment the commands' minimal
 	// environment is taken from. Defaults to os.Getenv.
 	Getenv func(string) string
+	// Reaper, when set, kills every descendant of a command when it ends,
+	// also those that left its process group (setsid, a double fork).
+	// Without one only the process group is killed.
+	Reaper *proc.Reaper
 }
 
 // Tools builds the declared tools. It fails when a program cannot be found
@@ -89,6 +93,7 @@ func (c *Config) Tools(opts Options) ([]*tool.Tool, error) {
 			env:     slices.Clone(s.Env),
 			getenv:  getenv,
 			log:     log,
+			reaper:  opts.Reaper,
 		}
 		t, err := tool.New(def, r.run)
 		if err != nil {
@@ -129,6 +134,7 @@ type runner struct {
 	env     []string
 	getenv  func(string) string
 	log     *slog.Logger
+	reaper  *proc.Reaper
 }
 
 func (r *runner) run(ctx context.Context, rc *tool.RunContext, args json.RawMessage) (any, error) {
@@ -151,8 +157,9 @@ func (r *runner) run(ctx context.Context, rc *tool.RunContext, args json.RawMess
 
 	start := time.Now()
 	// The process group is killed when the command exits, times out or is
-	// cancelled: no background child outlives the call.
-	err := proc.Run(cmd, stdout, stderr, drainDelay)
+	// cancelled, and with a reaper every descendant that left it: no
+	// background child outlives the call.
+	err := r.reaper.Run(cmd, stdout, stderr, drainDelay)
 	elapsed := time.Since(start)
 
 	if ctx.Err() != nil {

@@ -2,6 +2,8 @@ package embedded
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"os"
@@ -48,34 +50,37 @@ func tighten(path string) error {
 }
 
 // loadOrCreateUser returns the public key of the store's user, whose seed
-// is kept at path (mode 0600), generating it on first use.
-func loadOrCreateUser(path string) (string, error) {
+// is kept at path (mode 0600), generating it on first use, and the task
+// key derived from the seed (see [Server.TaskKey]).
+func loadOrCreateUser(path string) (pub string, taskKey []byte, err error) {
 	if err := tighten(path); err != nil {
-		return "", err
+		return "", nil, err
 	}
 	seed, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		kp, err := nkeys.CreateUser()
 		if err != nil {
-			return "", fmt.Errorf("embedded: create nkey: %w", err)
+			return "", nil, fmt.Errorf("embedded: create nkey: %w", err)
 		}
 		if seed, err = kp.Seed(); err != nil {
-			return "", fmt.Errorf("embedded: create nkey: %w", err)
+			return "", nil, fmt.Errorf("embedded: create nkey: %w", err)
 		}
 		if err := writeAtomic(path, append(bytes.Clone(seed), '\n')); err != nil {
-			return "", fmt.Errorf("embedded: write %s: %w", NkeyFile, err)
+			return "", nil, fmt.Errorf("embedded: write %s: %w", NkeyFile, err)
 		}
 	} else if err != nil {
-		return "", fmt.Errorf("embedded: read %s: %w", NkeyFile, err)
+		return "", nil, fmt.Errorf("embedded: read %s: %w", NkeyFile, err)
 	}
 	kp, err := nkeys.FromSeed(bytes.TrimSpace(seed))
 	if err != nil {
-		return "", fmt.Errorf("embedded: %s holds no valid nkey seed: %w", path, err)
+		return "", nil, fmt.Errorf("embedded: %s holds no valid nkey seed: %w", path, err)
 	}
 	defer kp.Wipe()
-	pub, err := kp.PublicKey()
+	pub, err = kp.PublicKey()
 	if err != nil {
-		return "", fmt.Errorf("embedded: %s: %w", path, err)
+		return "", nil, fmt.Errorf("embedded: %s: %w", path, err)
 	}
-	return pub, nil
+	mac := hmac.New(sha256.New, bytes.TrimSpace(seed))
+	mac.Write([]byte("offload task key v1"))
+	return pub, mac.Sum(nil), nil
 }

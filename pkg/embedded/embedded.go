@@ -1,9 +1,7 @@
 package embedded
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -29,8 +27,17 @@ const (
 	// NkeyFile holds the nkey seed of the store's user: the only client
 	// identity the embedded server accepts (`nats --nkey <store>/nats.nk`).
 	NkeyFile = "nats.nk"
-	// LockFile serialises start-up between processes.
+	// LockFile is locked (flock, exclusive) by the process that runs the
+	// store's server, for the server's whole lifetime: a process that can
+	// take it knows that no server of this store runs (the kernel drops
+	// the lock of a process that dies, even by SIGKILL), and one that
+	// cannot knows that the server named by URLFile is alive and holds
+	// its port, so that no other listener can be there.
 	LockFile = "nats.lock"
+	// StartLockFile serialises start-up, shutdown and the checks of
+	// LockFile between processes, so that URLFile is never read while
+	// another process is replacing it.
+	StartLockFile = "nats.start.lock"
 	// JetStreamDir is where the server stores JetStream data.
 	JetStreamDir = "jetstream"
 )
@@ -45,9 +52,6 @@ type Config struct {
 	// Logger receives the server's warnings and errors (its notices at debug
 	// level). Defaults to a logger that discards everything.
 	Logger *slog.Logger
-	// ProbeTimeout bounds the check that a server named by nats.url is
-	// alive. Defaults to 500ms.
-	ProbeTimeout time.Duration
 	// ReadyTimeout bounds the wait for a started server to accept
 	// connections. Defaults to 10s.
 	ReadyTimeout time.Duration
@@ -56,29 +60,37 @@ type Config struct {
 // Server is a handle on the store's NATS server: either one started by this
 // process, or one started by another process (Shared).
 type Server struct {
-	url    string
-	id     string
-	store  string
-	nkey   string         // absolute path of the seed file
-	srv    *server.Server // nil when shared
-	log    *slog.Logger
-	once   sync.Once
-	errShd error
+	url     string
+	id      string
+	store   string
+	nkey    string         // absolute path of the seed file
+	srv     *server.Server // nil when shared
+	owner   func()         // releases LockFile; set when not shared
+	taskKey []byte         // see TaskKey
+	log     *slog.Logger
+	once    sync.Once
+	errShd  error
 }
 
-// Start returns the store's NATS server. If <store>/nats.url names a live
-// NATS server whose ID is the one recorded in <store>/nats.server-id, the
-// handle only reports it ([Server.Shared] is true). Otherwise (no server,
-// or a foreign listener on a stale URL) Start runs an in-process
+// Start returns the store's NATS server. A process that can take the
+// exclusive lock on <store>/nats.lock knows that no server of this store
+// runs: it ignores whatever <store>/nats.url says, runs an in-process
 // nats-server with JetStream storing under <store>/jetstream, listening on
-// 127.0.0.1 on a free port, and writes its URL and ID to the store
-// (atomically). A file lock on <store>/nats.lock, held during start-up only,
-// keeps two processes from both starting one.
+// 127.0.0.1 on a free port, writes its URL and ID to the store
+// (atomically) and holds the lock until [Server.Shutdown] (or until the
+// process dies: the kernel releases it). A process that cannot take it
+// shares the server named by nats.url ([Server.Shared] is true): the lock's
+// holder runs it and holds its port, so no other listener can be there.
+// A lock on <store>/nats.start.lock, held during start-up, shutdown and
+// every check of the first lock, keeps two processes from both starting
+// one and a reader from seeing a URL being replaced. Nothing in the server's
+// greeting (its ID is public) is trusted to tell which server runs.
 //
 // The server accepts only the store's user, an nkey whose seed is generated
 // on first use in <store>/nats.nk: no secret crosses the wire, and clients
 // without the seed are refused. The store directory is made (or tightened
-// to) mode 0700 and its files 0600.
+// to) mode 0700 and its files 0600, so only the store's owner can take the
+// locks.
 func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.StoreDir == "" {
 		return nil, fmt.Errorf("%w: StoreDir is required", ErrInvalidConfig)
@@ -86,10 +98,6 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
-	}
-	probe := cfg.ProbeTimeout
-	if probe <= 0 {
-		probe = 500 * time.Millisecond
 	}
 	ready := cfg.ReadyTimeout
 	if ready <= 0 {
@@ -102,38 +110,40 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err := secureDir(store); err != nil {
 		return nil, err
 	}
-	unlock, err := lock(ctx, filepath.Join(store, LockFile))
+	unlock, err := lock(ctx, filepath.Join(store, StartLockFile), syscall.LOCK_EX)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	for _, name := range []string{URLFile, ServerIDFile, LockFile} {
+	for _, name := range []string{URLFile, ServerIDFile, LockFile, StartLockFile} {
 		if err := tighten(filepath.Join(store, name)); err != nil {
 			return nil, err
 		}
 	}
 	seedPath := filepath.Join(store, NkeyFile)
-	user, err := loadOrCreateUser(seedPath)
+	user, key, err := loadOrCreateUser(seedPath)
 	if err != nil {
 		return nil, err
 	}
 
 	urlPath := filepath.Join(store, URLFile)
 	idPath := filepath.Join(store, ServerIDFile)
+	owner, held, err := tryLock(filepath.Join(store, LockFile), syscall.LOCK_EX)
+	if err != nil {
+		return nil, err
+	}
+	if held {
+		// The lock's holder runs the store's server and wrote its URL
+		// while it held the start lock.
+		u, id, err := readRecorded(urlPath, idPath)
+		if err != nil {
+			return nil, err
+		}
+		log.Debug("sharing the store's nats server", "url", u, "server_id", id)
+		return &Server{url: u, id: id, store: store, nkey: seedPath, taskKey: key, log: log}, nil
+	}
 	if b, err := os.ReadFile(urlPath); err == nil {
-		u := strings.TrimSpace(string(b))
-		idb, _ := os.ReadFile(idPath)
-		id := strings.TrimSpace(string(idb))
-		got, ok := probeID(ctx, u, probe)
-		if ok && id != "" && got == id {
-			log.Debug("sharing the store's nats server", "url", u, "server_id", id)
-			return &Server{url: u, id: id, store: store, nkey: seedPath, log: log}, nil
-		}
-		if ok {
-			log.Warn("nats.url names a server that is not the store's; starting a new one", "url", u, "server_id", got, "want", id)
-		} else {
-			log.Debug("stale nats.url replaced", "url", u)
-		}
+		log.Debug("no server of this store runs; nats.url ignored", "url", strings.TrimSpace(string(b)))
 	}
 
 	opts := &server.Options{
@@ -145,28 +155,108 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		// Only the store's user: anonymous clients are refused.
 		Nkeys: []*server.NkeyUser{{Nkey: user}},
 	}
+	fail := func(err error) (*Server, error) {
+		owner()
+		return nil, err
+	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
-		return nil, fmt.Errorf("embedded: new server: %w", err)
+		return fail(fmt.Errorf("embedded: new server: %w", err))
 	}
 	srv.SetLoggerV2(slogAdapter{log}, false, false, false)
 	go srv.Start()
 	if !srv.ReadyForConnections(ready) {
 		srv.Shutdown()
 		srv.WaitForShutdown()
-		return nil, fmt.Errorf("embedded: server not ready within %v", ready)
+		return fail(fmt.Errorf("embedded: server not ready within %v", ready))
 	}
-	s := &Server{url: srv.ClientURL(), id: srv.ID(), store: store, nkey: seedPath, srv: srv, log: log}
+	s := &Server{url: srv.ClientURL(), id: srv.ID(), store: store, nkey: seedPath, srv: srv, owner: owner, taskKey: key, log: log}
 	// The ID first: a reader that sees the new URL must see its ID.
 	for _, f := range []struct{ path, data string }{{idPath, s.id}, {urlPath, s.url}} {
 		if err := writeAtomic(f.path, []byte(f.data+"\n")); err != nil {
 			srv.Shutdown()
 			srv.WaitForShutdown()
-			return nil, fmt.Errorf("embedded: write %s: %w", filepath.Base(f.path), err)
+			return fail(fmt.Errorf("embedded: write %s: %w", filepath.Base(f.path), err))
 		}
 	}
 	log.Debug("started nats server", "url", s.url, "store", opts.StoreDir)
 	return s, nil
+}
+
+// readRecorded returns the URL and server ID recorded in the store.
+func readRecorded(urlPath, idPath string) (u, id string, err error) {
+	ub, err := os.ReadFile(urlPath)
+	if err != nil {
+		return "", "", fmt.Errorf("embedded: the store's server runs but its URL cannot be read: %w", err)
+	}
+	idb, err := os.ReadFile(idPath)
+	if err != nil {
+		return "", "", fmt.Errorf("embedded: the store's server runs but its ID cannot be read: %w", err)
+	}
+	u, id = strings.TrimSpace(string(ub)), strings.TrimSpace(string(idb))
+	if pu, err := url.Parse(u); err != nil || pu.Scheme != "nats" || pu.Host == "" || id == "" {
+		return "", "", fmt.Errorf("%w: the store's server runs but %s holds %q and %s %q", ErrNotRunning, URLFile, u, ServerIDFile, id)
+	}
+	return u, id, nil
+}
+
+// ErrNotRunning is wrapped by the errors of a dial ([Server.Dial]) or a
+// start-up that finds that the store's server it was to use no longer
+// runs (or was replaced): whatever listens on its port is not trusted.
+var ErrNotRunning = errors.New("embedded: the store's server is not running")
+
+// Dial connects to the server over TCP and then checks, under the store's
+// start lock, that the server this handle names still runs: the process
+// that started it still holds <store>/nats.lock, and the store still
+// records this URL and ID. A listener found on the port after the server
+// went (another local user's relay presenting the same, public, server
+// ID) is refused with an error wrapping [ErrNotRunning], before anything
+// is sent to it. It has the signature of nats.go's CustomDialer: give it
+// to every connection to the embedded server (nats.SetCustomDialer), so
+// that reconnects are checked too.
+//
+// The check after the connection is sound: while the lock is held by the
+// process that wrote the URL, its server listens on that port, so the
+// connection just made reached it.
+func (s *Server) Dial(network, address string) (net.Conn, error) {
+	d := net.Dialer{Timeout: 5 * time.Second}
+	c, err := d.Dial(network, address)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.check(); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// check reports whether the server this handle names still runs (see
+// [Server.Dial]).
+func (s *Server) check() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	unlock, err := lock(ctx, filepath.Join(s.store, StartLockFile), syscall.LOCK_SH)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	release, held, err := tryLock(filepath.Join(s.store, LockFile), syscall.LOCK_SH)
+	if err != nil {
+		return err
+	}
+	if !held {
+		release()
+		return fmt.Errorf("%w: no process holds %s (the server at %s went)", ErrNotRunning, LockFile, s.url)
+	}
+	u, id, err := readRecorded(filepath.Join(s.store, URLFile), filepath.Join(s.store, ServerIDFile))
+	if err != nil {
+		return err
+	}
+	if u != s.url || id != s.id {
+		return fmt.Errorf("%w: the store's server is now %s (%s), not %s (%s)", ErrNotRunning, u, id, s.url, s.id)
+	}
+	return nil
 }
 
 // URL returns the server's client URL (nats://127.0.0.1:<port>).
@@ -201,6 +291,13 @@ func (s *Server) CLIOptions() []string {
 	return []string{"--server", s.url, "--nkey", s.nkey, "--no-context"}
 }
 
+// TaskKey returns the key with which the store's agents authenticate the
+// tasks they dispatch (remote.ClientConfig.TaskKey): derived from the
+// store user's seed, so every process of the store's owner has it and no
+// one else does. The in-process worker of the embedded default runs an
+// approved task only when it carries this key's MAC.
+func (s *Server) TaskKey() []byte { return s.taskKey }
+
 // Shared reports whether the server belongs to another process.
 func (s *Server) Shared() bool { return s.srv == nil }
 
@@ -214,7 +311,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.once.Do(func() {
 		var errs []error
-		if unlock, err := lock(ctx, filepath.Join(s.store, LockFile)); err != nil {
+		unlock, err := lock(ctx, filepath.Join(s.store, StartLockFile), syscall.LOCK_EX)
+		if err != nil {
 			errs = append(errs, err)
 		} else {
 			urlPath := filepath.Join(s.store, URLFile)
@@ -226,7 +324,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 					errs = append(errs, fmt.Errorf("embedded: remove %s: %w", ServerIDFile, err))
 				}
 			}
-			unlock()
 		}
 		done := make(chan struct{})
 		go func() {
@@ -239,74 +336,66 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		case <-ctx.Done():
 			errs = append(errs, fmt.Errorf("embedded: shutdown: %w", context.Cause(ctx)))
 		}
+		// The server no longer listens (or was given up on): the next
+		// process may start one.
+		s.owner()
+		if unlock != nil {
+			unlock()
+		}
 		s.errShd = errors.Join(errs...)
 	})
 	return s.errShd
 }
 
-// lock takes an exclusive flock on path, retrying until ctx is done.
-func lock(ctx context.Context, path string) (unlock func(), err error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("embedded: open lock: %w", err)
-	}
+// lock takes a flock of kind how (syscall.LOCK_EX or LOCK_SH) on path,
+// retrying until ctx is done.
+func lock(ctx context.Context, path string, how int) (unlock func(), err error) {
 	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return func() {
-				_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-				_ = f.Close()
-			}, nil
+		unlock, held, err := tryLock(path, how)
+		if err != nil {
+			return nil, err
 		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
-			_ = f.Close()
-			return nil, fmt.Errorf("embedded: lock %s: %w", path, err)
+		if !held {
+			return unlock, nil
 		}
-		// Another process is starting up; the lock is held only briefly.
+		// Another process is starting up or checking; the lock is held
+		// only briefly.
 		select {
 		case <-ctx.Done():
-			_ = f.Close()
 			return nil, fmt.Errorf("embedded: lock %s: %w", path, context.Cause(ctx))
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
 }
 
-// probeID returns the ID of the NATS server with JetStream at rawURL, and
-// whether one answered within timeout. It reads the server's INFO greeting
-// over TCP.
-func probeID(ctx context.Context, rawURL string, timeout time.Duration) (string, bool) {
-	u, err := url.Parse(rawURL)
-	if err != nil || u.Scheme != "nats" || u.Host == "" {
-		return "", false
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", u.Host)
+// tryLock takes a flock of kind how on path without waiting: held reports
+// that another open file holds a conflicting lock (unlock is nil then).
+// The file is opened close-on-exec (as Go opens every file), so no child
+// process inherits the lock and outlives its owner with it.
+func tryLock(path string, how int) (unlock func(), held bool, err error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
-		return "", false
+		return nil, false, fmt.Errorf("embedded: open lock: %w", err)
 	}
-	defer conn.Close()
-	if deadline, ok := ctx.Deadline(); ok {
-		_ = conn.SetDeadline(deadline)
+	for {
+		err = syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB)
+		if !errors.Is(err, syscall.EINTR) {
+			break
+		}
 	}
-	line, err := bufio.NewReaderSize(conn, 4096).ReadString('\n')
-	if err != nil {
-		return "", false
+	switch {
+	case err == nil:
+		return func() {
+			_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+			_ = f.Close()
+		}, false, nil
+	case errors.Is(err, syscall.EWOULDBLOCK):
+		_ = f.Close()
+		return nil, true, nil
+	default:
+		_ = f.Close()
+		return nil, false, fmt.Errorf("embedded: lock %s: %w", path, err)
 	}
-	info, ok := strings.CutPrefix(strings.TrimSpace(line), "INFO ")
-	if !ok {
-		return "", false
-	}
-	var greeting struct {
-		ServerID  string `json:"server_id"`
-		JetStream bool   `json:"jetstream"`
-	}
-	if json.Unmarshal([]byte(info), &greeting) != nil || !greeting.JetStream {
-		return "", false
-	}
-	return greeting.ServerID, true
 }
 
 // writeAtomic writes data to path through a temporary file and a rename.

@@ -75,6 +75,11 @@ const (
 	ErrorResultTooLarge = "ResultTooLarge"
 	// ErrorInvalidArguments: the arguments failed the tool's schema.
 	ErrorInvalidArguments = "InvalidArguments"
+	// ErrorUnauthenticatedTask: an approved task without a valid
+	// [TaskMACHeader] reached a worker that requires one (the in-process
+	// worker of the embedded default): it was not dispatched by an agent
+	// of the store, and was not run.
+	ErrorUnauthenticatedTask = "UnauthenticatedTask"
 )
 
 // Task asks the workers serving Tool to run it. It is published on

@@ -62,6 +62,11 @@ type ClientConfig struct {
 	Replicas int
 	// MemoryStorage creates missing streams in memory (tests).
 	MemoryStorage bool
+	// TaskKey, when set, authenticates the tasks the dispatcher publishes
+	// ([DispatcherConfig.TaskKey]) and is required by the local worker of
+	// the approved tasks it runs (worker.Config.TaskKey): the embedded
+	// default's store key.
+	TaskKey []byte
 }
 
 // localGrace is the local worker's grace period. The client stops it with
@@ -102,14 +107,14 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 			id = "agent-" + strconv.Itoa(os.Getpid())
 		}
 		w, err := worker.New(worker.Config{Conn: cfg.Conn, Prefix: cfg.Prefix, ID: id, Tools: cfg.Local, Replicas: cfg.Replicas,
-			GracePeriod: localGrace, Logger: cfg.Logger, MemoryStorage: cfg.MemoryStorage})
+			GracePeriod: localGrace, Logger: cfg.Logger, MemoryStorage: cfg.MemoryStorage, TaskKey: cfg.TaskKey})
 		if err != nil {
 			return nil, err
 		}
 		c.w = w
 	}
 	d, err := NewDispatcher(DispatcherConfig{Conn: cfg.Conn, Prefix: cfg.Prefix, Replicas: cfg.Replicas, Logger: cfg.Logger,
-		Metrics: cfg.Metrics, InlineDeadline: cfg.InlineDeadline, MemoryStorage: cfg.MemoryStorage})
+		Metrics: cfg.Metrics, InlineDeadline: cfg.InlineDeadline, MemoryStorage: cfg.MemoryStorage, TaskKey: cfg.TaskKey})
 	if err != nil {
 		return nil, err
 	}

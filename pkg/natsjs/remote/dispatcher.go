@@ -74,6 +74,10 @@ type DispatcherConfig struct {
 	Replicas int
 	// MemoryStorage creates missing streams in memory (tests).
 	MemoryStorage bool
+	// TaskKey, when set, authenticates every task dispatched: it carries
+	// protocol.TaskMACHeader, which a worker with the same key
+	// (worker.Config.TaskKey) requires of an approved task.
+	TaskKey []byte
 }
 
 // DefaultInlineDeadline is the deadline of an inline task dispatched
@@ -308,6 +312,9 @@ func (d *Dispatcher) Dispatch(ctx context.Context, task protocol.Task) (*Handle,
 
 	m := nats.NewMsg(d.subj.Task(task.Tool))
 	m.Header.Set(jetstream.MsgIDHeader, protocol.TaskMsgID(task.TaskID, task.Attempt))
+	if d.cfg.TaskKey != nil {
+		m.Header.Set(protocol.TaskMACHeader, protocol.TaskMAC(d.cfg.TaskKey, data))
+	}
 	m.Data = data
 	pctx, pcancel := context.WithTimeout(context.WithoutCancel(ctx), jsop.Timeout)
 	_, err = d.js.PublishMsg(pctx, m)

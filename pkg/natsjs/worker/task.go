@@ -103,6 +103,14 @@ func (w *Worker) handle(t *tool.Tool, toolLog *slog.Logger, msg jetstream.Msg, s
 		taskCtx, cancelDeadline = context.WithDeadlineCause(taskCtx, task.Deadline, errDeadline)
 		defer cancelDeadline()
 	}
+	if task.Approved && w.cfg.TaskKey != nil && !protocol.ValidTaskMAC(w.cfg.TaskKey, msg.Data(), msg.Headers().Get(protocol.TaskMACHeader)) {
+		log.Warn("approved task without a valid MAC refused: no agent of this store dispatched it")
+		res := protocol.Result{Status: protocol.StatusError, ErrorType: protocol.ErrorUnauthenticatedTask,
+			Message: "refused: this approved task was not dispatched by an agent of this store (no valid " + protocol.TaskMACHeader + "); the tool did not run"}
+		w.count(t.Name, res.Status)
+		w.respond(log, fl, res, time.Time{}, false)
+		return
+	}
 	if t.RequiresApproval && !task.Approved {
 		// Fail closed: a tool that requires approval runs only for a task
 		// that says it was approved (the agent sets it after a decision).

@@ -88,6 +88,15 @@ type Config struct {
 	Replicas int
 	// MemoryStorage creates missing streams and consumers in memory (tests).
 	MemoryStorage bool
+	// TaskKey, when set, is the key of the only agents whose approved
+	// tasks the worker runs: an approved task (`"approved":true`) without a
+	// valid protocol.TaskMACHeader is answered with an error result of
+	// type protocol.ErrorUnauthenticatedTask and not run. The embedded
+	// default's in-process worker sets it to its store's key, so that a
+	// task it did not get from an agent of its store (a server that is not
+	// the store's relaying someone else's) cannot run an approval-gated
+	// tool as its user.
+	TaskKey []byte
 }
 
 // Worker serves tools to agents over JetStream (SPEC §5.3): it pulls tasks

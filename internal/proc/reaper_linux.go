@@ -1,0 +1,176 @@
+//go:build linux
+
+package proc
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// ScopeEnv is the environment variable that ties a command's descendants
+// to its task: [Reaper.Run] gives each command a fresh value, which every
+// descendant inherits (however it detaches: setsid, a double fork, nohup).
+const ScopeEnv = "OFFLOAD_TASK_SCOPE"
+
+// maxSweeps bounds the passes of one sweep (each pass kills the orphans
+// found; their own children are orphaned to the reaper and found by the
+// next).
+const maxSweeps = 64
+
+// Reaper kills every descendant of a command when the command ends, however
+// it detached from the command's process group. It makes the process a
+// child subreaper (prctl PR_SET_CHILD_SUBREAPER): a descendant whose parent
+// exits (a double fork, `setsid sleep 600 &`) is reparented to this process
+// instead of init. When a command run with [Reaper.Run] ends (it exited,
+// timed out or was cancelled), its process group is killed, then every
+// child of this process that is not the leader of a running command and
+// whose environment carries the ended command's scope ([ScopeEnv]), or no
+// live command's scope, or cannot be read, is killed (SIGKILL) and reaped,
+// until none is left.
+//
+// The subreaper is process-wide: a process with a Reaper must start its
+// children through it (the toolworker and the agent on the embedded
+// default do), or a sweep may reap a child it started otherwise. Its
+// limits: a descendant that is not this user's (a setuid program) cannot
+// be killed; work handed to another service (systemd-run, at, cron, a
+// daemon over a socket) is not a descendant; descendants outlive a
+// process that is SIGKILLed itself (they go to init); a descendant that
+// forks faster than the sweeps kill it may outlast maxSweeps passes.
+type Reaper struct {
+	self int
+
+	mu      sync.Mutex
+	leaders map[int]string  // pid of a running command → its scope
+	live    map[string]bool // scopes of running commands
+}
+
+// NewReaper makes the process a child subreaper and returns its reaper.
+func NewReaper() (*Reaper, error) {
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return nil, fmt.Errorf("proc: prctl(PR_SET_CHILD_SUBREAPER): %w", err)
+	}
+	return &Reaper{self: os.Getpid(), leaders: map[int]string{}, live: map[string]bool{}}, nil
+}
+
+// start starts cmd as a command of scope: under the reaper's lock, so
+// that a sweep never takes a command just forked for an orphan.
+func (r *Reaper) start(cmd *exec.Cmd, scope string) error {
+	if r == nil {
+		return cmd.Start()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	r.leaders[cmd.Process.Pid] = scope
+	r.live[scope] = true
+	return nil
+}
+
+// ended sweeps the descendants of the command whose scope ended.
+func (r *Reaper) ended(pid int, scope string) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.leaders, pid)
+	delete(r.live, scope)
+	for range maxSweeps {
+		if r.sweep(scope) == 0 {
+			return
+		}
+	}
+}
+
+// sweep kills and reaps the orphans of scope (and those of no live
+// scope) once; it returns how many it found.
+func (r *Reaper) sweep(scope string) int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	found := 0
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || r.leaders[pid] != "" {
+			continue
+		}
+		ppid, zombie, ok := parentOf(pid)
+		if !ok || ppid != r.self {
+			continue
+		}
+		if !zombie {
+			s, readable := scopeEnv(pid)
+			if readable && s != scope && r.live[s] {
+				continue // another running command's descendant
+			}
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		found++
+		var ws syscall.WaitStatus
+		for {
+			_, err := syscall.Wait4(pid, &ws, 0, nil)
+			if !errors.Is(err, syscall.EINTR) {
+				break
+			}
+		}
+	}
+	return found
+}
+
+// parentOf reads the parent and state of pid from /proc/<pid>/stat.
+func parentOf(pid int) (ppid int, zombie, ok bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false, false
+	}
+	// pid (comm) state ppid …: comm may hold spaces and parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, false, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 {
+		return 0, false, false
+	}
+	ppid, err = strconv.Atoi(f[1])
+	return ppid, f[0] == "Z", err == nil
+}
+
+// scopeEnv returns the ScopeEnv value of pid's environment, and whether
+// the environment could be read.
+func scopeEnv(pid int) (string, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	if err != nil {
+		return "", false
+	}
+	for kv := range bytes.SplitSeq(b, []byte{0}) {
+		if v, ok := bytes.CutPrefix(kv, []byte(ScopeEnv+"=")); ok {
+			return string(v), true
+		}
+	}
+	return "", true
+}
+
+// newScope returns a fresh scope value ("" without a reaper).
+func (r *Reaper) newScope() string {
+	if r == nil {
+		return ""
+	}
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
