@@ -181,7 +181,7 @@ func TestToolIsolation(t *testing.T) {
 		offloadtest.Eventually(t, "the detached sleep's pid file", pidFile(tk))
 		// The worker's own result, published once the tool returned (the
 		// dispatcher settles a cancelled call at once).
-		sub, err := nc.SubscribeSync("tools.result." + tk.ConversationID + "." + tk.TaskID)
+		sub, err := nc.SubscribeSync("tools.result." + tk.ConversationID + "." + tk.TaskID + "." + tk.Tool)
 		if err != nil {
 			t.Fatal(err)
 		}
