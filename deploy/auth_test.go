@@ -457,6 +457,35 @@ func ops(d *deployServer) []op {
 			_, err = st.GetLastMsgForSubject(ctx, s.Approval(conv, task))
 			return err
 		}},
+		// SPEC §13: a worker of a tool keeps the ledger entries of its
+		// tool's attempts and looks its tool's stored results up, no
+		// other's.
+		{"write and read an effect entry of sleep (create, get)", func(ctx context.Context, e opEnv) error {
+			kv, err := e.kv(ctx, names.EffectsBucket)
+			if err != nil {
+				return err
+			}
+			key := "sleep." + protocol.NewID() + ".0"
+			if _, err := kv.Create(ctx, key, []byte(`{"started":{"worker":"w1"}}`)); err != nil {
+				return err
+			}
+			_, err = kv.Get(ctx, key)
+			return err
+		}},
+		{"write an effect entry of shell", func(ctx context.Context, e opEnv) error {
+			kv, err := e.kv(ctx, names.EffectsBucket)
+			if err != nil {
+				return err
+			}
+			_, err = kv.Create(ctx, "shell."+protocol.NewID()+".0", []byte(`{"started":{"worker":"w1"}}`))
+			return err
+		}},
+		{"look a sleep task's stored result up (direct get by subject)", func(ctx context.Context, e opEnv) error {
+			return e.directGet(ctx, names.Results, s.Result(conv, task, "sleep"))
+		}},
+		{"look a shell task's stored result up (direct get by subject)", func(ctx context.Context, e opEnv) error {
+			return e.directGet(ctx, names.Results, s.Result(conv, task, "shell"))
+		}},
 		{"delete a registry key of sleep", func(ctx context.Context, e opEnv) error {
 			kv, err := e.kv(ctx, names.RegistryBucket)
 			if err != nil {
@@ -550,6 +579,10 @@ var allowed = map[string][]string{
 	"read the registry (get, watch)":                                         {"admin", "agent"},
 	"write a registry key of sleep":                                          {"admin", "worker_sleep"},
 	"delete a registry key of sleep":                                         {"admin", "worker_sleep"},
+	"write and read an effect entry of sleep (create, get)":                  {"admin", "worker_sleep"},
+	"write an effect entry of shell":                                         {"admin", "worker_shell"},
+	"look a sleep task's stored result up (direct get by subject)":           {"admin", "agent", "worker_sleep"},
+	"look a shell task's stored result up (direct get by subject)":           {"admin", "agent", "worker_shell"},
 	"read the pending records (get, list)":                                   {"admin", "agent", "approver", "answerer"},
 	"write a pending record":                                                 {"admin", "agent"},
 	"look a task's decision up (direct get by subject)":                      {"admin", "agent", "approver", "answerer"},

@@ -10,8 +10,9 @@ import (
 var BaseEnv = []string{"PATH", "HOME", "LANG", "TZ"}
 
 // Task names the task a command runs for. Its fields are given to the command
-// as OFFLOAD_TASK_ID, OFFLOAD_CONVERSATION_ID and OFFLOAD_ATTEMPT, so that it
-// can make its side effects idempotent under at-least-once execution.
+// as OFFLOAD_TASK_ID, OFFLOAD_CONVERSATION_ID, OFFLOAD_ATTEMPT and
+// OFFLOAD_IDEMPOTENCY_KEY, so that it can make its side effects idempotent
+// under at-least-once execution.
 type Task struct {
 	// ID is the task ID; empty when the call runs in-process (no task).
 	ID string
@@ -19,11 +20,15 @@ type Task struct {
 	ConversationID string
 	// Attempt is the task's attempt.
 	Attempt int
+	// IdempotencyKey is the attempt's idempotency key, "<ID>:<Attempt>"
+	// (SPEC §13); empty when the call runs in-process.
+	IdempotencyKey string
 }
 
 // Environ returns a command's environment: the [BaseEnv] names and the
 // names in pass that getenv reports non-empty, then the task's
-// OFFLOAD_TASK_ID, OFFLOAD_CONVERSATION_ID and OFFLOAD_ATTEMPT. Nothing else
+// OFFLOAD_TASK_ID, OFFLOAD_CONVERSATION_ID, OFFLOAD_ATTEMPT and
+// OFFLOAD_IDEMPOTENCY_KEY. Nothing else
 // of the process's environment (API keys, NATS credentials) is passed.
 func Environ(getenv func(string) string, pass []string, task Task) []string {
 	var env []string
@@ -41,5 +46,6 @@ func Environ(getenv func(string) string, pass []string, task Task) []string {
 		"OFFLOAD_TASK_ID="+task.ID,
 		"OFFLOAD_CONVERSATION_ID="+task.ConversationID,
 		"OFFLOAD_ATTEMPT="+strconv.Itoa(task.Attempt),
+		"OFFLOAD_IDEMPOTENCY_KEY="+task.IdempotencyKey,
 	)
 }

@@ -92,9 +92,9 @@ func TestEnviron(t *testing.T) {
 		"RESEARCH_API_KEY": "r",
 	}
 	got := proc.Environ(func(k string) string { return vars[k] }, []string{"RESEARCH_API_KEY", "PATH", "MISSING"},
-		proc.Task{ID: "01TASK", ConversationID: "01CONV", Attempt: 2})
+		proc.Task{ID: "01TASK", ConversationID: "01CONV", Attempt: 2, IdempotencyKey: "01TASK:2"})
 	want := []string{"PATH=/bin", "HOME=/h", "LANG=C.UTF-8", "RESEARCH_API_KEY=r",
-		"OFFLOAD_TASK_ID=01TASK", "OFFLOAD_CONVERSATION_ID=01CONV", "OFFLOAD_ATTEMPT=2"}
+		"OFFLOAD_TASK_ID=01TASK", "OFFLOAD_CONVERSATION_ID=01CONV", "OFFLOAD_ATTEMPT=2", "OFFLOAD_IDEMPOTENCY_KEY=01TASK:2"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("got  %q\nwant %q", got, want)
 	}

@@ -46,7 +46,7 @@ func shellTool(cfg Config) (*tool.Tool, error) {
 	run := func(ctx context.Context, rc *tool.RunContext, a ShellArgs) (ShellResult, error) {
 		var task proc.Task
 		if rc != nil {
-			task = proc.Task{ID: rc.TaskID, ConversationID: rc.ConversationID, Attempt: rc.Attempt}
+			task = proc.Task{ID: rc.TaskID, ConversationID: rc.ConversationID, Attempt: rc.Attempt, IdempotencyKey: rc.IdempotencyKey}
 		}
 		return shell(ctx, cfg, task, a)
 	}

@@ -23,7 +23,7 @@ func TestShellEnvironmentIsMinimal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := sh.Run(t.Context(), &tool.RunContext{TaskID: "01T", ConversationID: "01C", Attempt: 1}, raw)
+	out, err := sh.Run(t.Context(), &tool.RunContext{TaskID: "01T", ConversationID: "01C", Attempt: 1, IdempotencyKey: "01T:1"}, raw)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func TestShellEnvironmentIsMinimal(t *testing.T) {
 		got = append(got, l)
 	}
 	slices.Sort(got)
-	want := []string{"HOME=/home/x", "OFFLOAD_ATTEMPT=1", "OFFLOAD_CONVERSATION_ID=01C", "OFFLOAD_TASK_ID=01T", "PATH=" + vars["PATH"]}
+	want := []string{"HOME=/home/x", "OFFLOAD_ATTEMPT=1", "OFFLOAD_CONVERSATION_ID=01C", "OFFLOAD_IDEMPOTENCY_KEY=01T:1", "OFFLOAD_TASK_ID=01T", "PATH=" + vars["PATH"]}
 	if !slices.Equal(got, want) {
 		t.Errorf("environment\n got  %q\n want %q", got, want)
 	}

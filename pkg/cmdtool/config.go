@@ -62,6 +62,10 @@ type Spec struct {
 	Metadata map[string]any `yaml:"metadata"`
 	// RequiresApproval makes every call wait for a person's approval.
 	RequiresApproval bool `yaml:"requires_approval"`
+	// Idempotent declares the command idempotent (SPEC §13): an attempt
+	// whose worker stopped while running it is run again, with the same
+	// OFFLOAD_IDEMPOTENCY_KEY, rather than left to a person.
+	Idempotent bool `yaml:"idempotent"`
 	// Output is how stdout is read: [OutputText] (the default) or
 	// [OutputJSON].
 	Output string `yaml:"output"`
@@ -212,6 +216,7 @@ func (s *Spec) def() (tool.Def, error) {
 		Parameters:       params,
 		Metadata:         s.Metadata,
 		RequiresApproval: s.RequiresApproval,
+		Idempotent:       s.Idempotent,
 	}
 	// Compile the schema now, so that a bad one is reported at load time.
 	if _, err := tool.New(def, func(context.Context, *tool.RunContext, json.RawMessage) (any, error) { return nil, nil }); err != nil {

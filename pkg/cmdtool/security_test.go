@@ -36,7 +36,7 @@ func TestEnvironmentIsMinimal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := tools[0].Run(t.Context(), &tool.RunContext{TaskID: "01TASK", ConversationID: "01CONV", Attempt: 2}, json.RawMessage(`{}`))
+	out, err := tools[0].Run(t.Context(), &tool.RunContext{TaskID: "01TASK", ConversationID: "01CONV", Attempt: 2, IdempotencyKey: "01TASK:2"}, json.RawMessage(`{}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestEnvironmentIsMinimal(t *testing.T) {
 	}
 	slices.Sort(got)
 	want := []string{"HOME=/home/x", "LANG=C.UTF-8", "OFFLOAD_ATTEMPT=2", "OFFLOAD_CONVERSATION_ID=01CONV",
-		"OFFLOAD_TASK_ID=01TASK", "PATH=" + vars["PATH"], "RESEARCH_API_KEY=r-key", "TZ=UTC"}
+		"OFFLOAD_IDEMPOTENCY_KEY=01TASK:2", "OFFLOAD_TASK_ID=01TASK", "PATH=" + vars["PATH"], "RESEARCH_API_KEY=r-key", "TZ=UTC"}
 	if !slices.Equal(got, want) {
 		t.Errorf("environment\n got  %q\n want %q", got, want)
 	}

@@ -146,7 +146,7 @@ func (r *runner) run(ctx context.Context, rc *tool.RunContext, args json.RawMess
 
 	var task proc.Task
 	if rc != nil {
-		task = proc.Task{ID: rc.TaskID, ConversationID: rc.ConversationID, Attempt: rc.Attempt}
+		task = proc.Task{ID: rc.TaskID, ConversationID: rc.ConversationID, Attempt: rc.Attempt, IdempotencyKey: rc.IdempotencyKey}
 	}
 	cmd := exec.CommandContext(runCtx, r.prog, r.args...)
 	cmd.Dir = r.dir

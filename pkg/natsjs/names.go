@@ -53,6 +53,11 @@ type Names struct {
 	PendingBucket string
 	// PendingStream is its backing stream, KV_<prefix>_pending.
 	PendingStream string
+	// EffectsBucket is the effect ledger's KV bucket, <prefix>_effects
+	// (SPEC §13): key <tool>.<task>.<attempt>.
+	EffectsBucket string
+	// EffectsStream is its backing stream, KV_<prefix>_effects.
+	EffectsStream string
 }
 
 // NamesFor returns the asset names of prefix ("" means
@@ -80,6 +85,8 @@ func NamesFor(prefix string) Names {
 		HistoriesStream:     "OBJ_" + prefix + "_histories",
 		PendingBucket:       prefix + "_pending",
 		PendingStream:       "KV_" + prefix + "_pending",
+		EffectsBucket:       prefix + "_effects",
+		EffectsStream:       "KV_" + prefix + "_effects",
 	}
 }
 

@@ -54,6 +54,7 @@ func TestDefinitionsInSync(t *testing.T) {
 				names.Answers:             subj.All(protocol.KindAnswer),
 				names.ConversationsStream: "$KV." + names.ConversationsBucket + ".>",
 				names.PendingStream:       "$KV." + names.PendingBucket + ".>",
+				names.EffectsStream:       "$KV." + names.EffectsBucket + ".>",
 			}
 			hist, ok := streams[names.HistoriesStream]
 			if !ok || !slices.Equal(hist.Subjects, []string{"$O." + names.HistoriesBucket + ".C.>", "$O." + names.HistoriesBucket + ".M.>"}) {
@@ -140,7 +141,7 @@ func TestDefinitionsInSync(t *testing.T) {
 func TestDefinitionFilesRoundTrip(t *testing.T) {
 	t.Parallel()
 	files, _ := fs.Glob(offload.Definitions(), "*/*.json")
-	if len(files) != 11 {
+	if len(files) != 12 {
 		t.Errorf("definition files: %v", files)
 	}
 	for _, file := range files {

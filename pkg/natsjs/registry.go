@@ -27,6 +27,10 @@ type RegistryEntry struct {
 	Metadata map[string]any `json:"metadata"`
 	// RequiresApproval defers every call for a person's approval.
 	RequiresApproval bool `json:"requires_approval"`
+	// Idempotent says the worker runs a call's attempt again after the
+	// worker that started it stopped (SPEC §13); optional, false when
+	// absent.
+	Idempotent bool `json:"idempotent,omitempty"`
 	// Retries is the tool's retry budget (an optional field beyond
 	// SPEC §5.4's list: absent, the agent's default applies).
 	Retries *int `json:"retries,omitempty"`
@@ -44,6 +48,7 @@ func (e RegistryEntry) Def() tool.Def {
 		Parameters:       e.Parameters,
 		Metadata:         tool.DeepCopy(e.Metadata),
 		RequiresApproval: e.RequiresApproval,
+		Idempotent:       e.Idempotent,
 	}
 }
 
@@ -61,6 +66,7 @@ func NewRegistryEntry(t *tool.Tool, worker string, expires time.Time) RegistryEn
 		Parameters:       params,
 		Metadata:         d.Metadata,
 		RequiresApproval: d.RequiresApproval,
+		Idempotent:       d.Idempotent,
 		Retries:          &t.Retries,
 		Worker:           worker,
 		ExpiresAt:        expires.UTC(),

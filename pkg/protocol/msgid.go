@@ -18,6 +18,19 @@ func TaskMsgID(task string, attempt int) string {
 	return task + ":" + strconv.Itoa(attempt)
 }
 
+// IdempotencyKeyHeader is the task header that carries the attempt's
+// idempotency key, [IdempotencyKey] (SPEC §13): the dispatcher sets it on
+// every task it publishes.
+const IdempotencyKeyHeader = "Offload-Idempotency-Key"
+
+// IdempotencyKey is the idempotency key of a task attempt,
+// "<task ID>:<attempt>" (SPEC §13): the same on every delivery of that
+// attempt, another for the next attempt, so that a tool can make its side
+// effect happen once per attempt however often the attempt is delivered.
+func IdempotencyKey(task string, attempt int) string {
+	return task + ":" + strconv.Itoa(attempt)
+}
+
 // ResultMsgID is the Nats-Msg-Id of a worker's result, "res:<task ID>:<attempt>":
 // results of redeliveries are dropped while a later attempt's is kept.
 func ResultMsgID(task string, attempt int) string {

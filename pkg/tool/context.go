@@ -55,6 +55,12 @@ type RunContext struct {
 	TaskID string
 	// Attempt is the task's attempt (0 for the first dispatch of a call).
 	Attempt int
+	// IdempotencyKey is the attempt's idempotency key, "<TaskID>:<Attempt>"
+	// (SPEC §13), when the call runs as a task: the same on every delivery
+	// of the attempt, so that a tool whose side effect is keyed by it (a
+	// payment API's idempotency key) has it once however often it runs;
+	// empty otherwise.
+	IdempotencyKey string
 	// ToolCallApproved is true when the call runs because a person approved it.
 	ToolCallApproved bool
 	// ToolCallMetadata is the metadata supplied with the approval, if any.

@@ -74,6 +74,11 @@ type Def struct {
 	Metadata map[string]any `json:"metadata,omitempty"`
 	// RequiresApproval defers every call for a person's approval.
 	RequiresApproval bool `json:"requires_approval,omitempty"`
+	// Idempotent declares that running a call's attempt twice has the
+	// effect of running it once (SPEC §13): a worker runs it again with the
+	// same idempotency key after the worker that started it stopped, where
+	// a tool not so declared becomes a decision for a person.
+	Idempotent bool `json:"idempotent,omitempty"`
 }
 
 // Tool is a tool offered to the model. Build one with [Func] or [New]; a
@@ -93,6 +98,9 @@ type Tool struct {
 	Retries int
 	// RequiresApproval defers every call until a person approves it.
 	RequiresApproval bool
+	// Idempotent declares that running an attempt twice has the effect of
+	// running it once (see [Def.Idempotent]).
+	Idempotent bool
 	// Sequential tools never run concurrently with other tools of the same
 	// step, and never in the background.
 	Sequential bool
@@ -132,6 +140,12 @@ func Meta(kv map[string]any) Option {
 
 // NeedsApproval makes every call of the tool wait for a person's approval.
 func NeedsApproval() Option { return func(t *Tool) { t.RequiresApproval = true } }
+
+// Idempotent declares the tool idempotent: running a call's attempt again
+// (with the same RunContext.IdempotencyKey) has the effect of running it
+// once, so that a worker may run it again after the worker that started it
+// stopped (SPEC §13).
+func Idempotent() Option { return func(t *Tool) { t.Idempotent = true } }
 
 // Sequential makes the tool run alone: never concurrently with the other
 // tools of a step, never in the background.
@@ -196,6 +210,7 @@ func New(def Def, handler HandlerFunc, opts ...Option) (*Tool, error) {
 		Metadata:         DeepCopy(def.Metadata),
 		Retries:          DefaultRetries,
 		RequiresApproval: def.RequiresApproval,
+		Idempotent:       def.Idempotent,
 		Handler:          handler,
 	}
 	if handler == nil {
@@ -261,6 +276,7 @@ func (t *Tool) Def() Def {
 		Parameters:       t.Parameters,
 		Metadata:         DeepCopy(t.Metadata),
 		RequiresApproval: t.RequiresApproval,
+		Idempotent:       t.Idempotent,
 	}
 }
 

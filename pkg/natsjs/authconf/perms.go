@@ -103,6 +103,7 @@ func Worker(prefix, user string, tools []string) Permissions {
 		Publish: []Rule{{"the info of the streams it uses: a worker checks at start-up that they\n exist (created by admin with agent provision); no other stream's (a\n stream's info lists its subjects)", []string{
 			"$JS.API.STREAM.INFO." + n.Tasks, "$JS.API.STREAM.INFO." + n.Results,
 			"$JS.API.STREAM.INFO." + n.Cancel, "$JS.API.STREAM.INFO." + n.RegistryStream,
+			"$JS.API.STREAM.INFO." + n.EffectsStream,
 		}}},
 	}
 	var subs []string
@@ -118,6 +119,13 @@ func Worker(prefix, user string, tools []string) Permissions {
 				s.OfTool(protocol.KindResult, t), s.OfTool(protocol.KindProgress, t),
 				"$JS.API.DIRECT.GET." + n.Cancel + "." + s.OfTool(protocol.KindCancel, t),
 				"$KV." + n.RegistryBucket + "." + t + ".*",
+			},
+		}, Rule{
+			"tool " + t + ": the effect ledger's entries of its attempts (written\n with compare-and-set, read by direct gets of their keys), and its\n stored results, looked up by their task's subject: a result stored\n before its worker died is not run again (SPEC §13)",
+			[]string{
+				"$KV." + n.EffectsBucket + "." + t + ".>",
+				"$JS.API.DIRECT.GET." + n.EffectsStream + ".$KV." + n.EffectsBucket + "." + t + ".>",
+				"$JS.API.DIRECT.GET." + n.Results + "." + s.OfTool(protocol.KindResult, t),
 			},
 		})
 		subs = append(subs, s.OfTool(protocol.KindCancel, t))

@@ -312,6 +312,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, task protocol.Task) (*Handle,
 
 	m := nats.NewMsg(d.subj.Task(task.Tool))
 	m.Header.Set(jetstream.MsgIDHeader, protocol.TaskMsgID(task.TaskID, task.Attempt))
+	m.Header.Set(protocol.IdempotencyKeyHeader, protocol.IdempotencyKey(task.TaskID, task.Attempt))
 	if d.cfg.TaskKey != nil {
 		m.Header.Set(protocol.TaskMACHeader, protocol.TaskMAC(d.cfg.TaskKey, data))
 	}

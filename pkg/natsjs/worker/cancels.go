@@ -25,7 +25,8 @@ type inflight struct {
 	task   protocol.Task
 	msg    jetstream.Msg
 	cancel context.CancelCauseFunc
-	once   sync.Once // the delivery is settled (ack, term or nak) once
+	once   sync.Once   // the delivery is settled (ack, term or nak) once
+	effect *effectHold // the attempt's ledger entry, once this delivery holds it
 }
 
 // settle runs f (an ack, term or nak of the delivery) unless the delivery
@@ -152,6 +153,19 @@ func (c *cancelIndex) remove(fl *inflight) {
 	c.mu.Lock()
 	delete(c.running, fl)
 	c.mu.Unlock()
+}
+
+// runsAttempt reports whether another delivery of fl's attempt is held
+// here with its ledger entry (its tool running).
+func (c *cancelIndex) runsAttempt(fl *inflight) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for o := range c.running {
+		if o != fl && o.effect != nil && o.task.TaskID == fl.task.TaskID && o.task.Attempt == fl.task.Attempt {
+			return true
+		}
+	}
+	return false
 }
 
 // held returns the tasks held.

@@ -258,7 +258,9 @@ func TestDeadlinePassedNotRun(t *testing.T) {
 // A tool that ignores its cancellation does not keep its task from another
 // replica: when Stop's context ends, the task is handed back at once
 // (a nak, which the server's advisory shows, rather than the ack wait's
-// expiry), and Stop says so.
+// expiry), and Stop says so. The tools are idempotent: the tool that
+// ignored its cancellation may still run, so a tool not so declared would
+// be answered as an unknown effect (TestUnknownEffectNotRunAgain).
 func TestStopHandsBackToolIgnoringCancel(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -270,7 +272,7 @@ func TestStopHandsBackToolIgnoringCancel(t *testing.T) {
 		started <- struct{}{}
 		<-stuck
 		return "too late", nil
-	})
+	}, tool.Idempotent())
 	const ackWait = 10 * time.Second
 	// Not startWorker: this worker is stopped by the test, with an error.
 	w, err := worker.New(worker.Config{Conn: b.srv.Conn(t), ID: "deaf", AckWait: ackWait, GracePeriod: 10 * time.Millisecond,
@@ -294,7 +296,7 @@ func TestStopHandsBackToolIgnoringCancel(t *testing.T) {
 		t.Fatalf("Stop = %v, want the context's error", err)
 	}
 	offloadtest.WaitOrTimeout(t, naks, "the task to be handed back (nak)")
-	b.worker(t, worker.Config{ID: "other", AckWait: ackWait, Tools: []*tool.Tool{echoLike("job", "taken over")}})
+	b.worker(t, worker.Config{ID: "other", AckWait: ackWait, Tools: []*tool.Tool{echoLike("job", "taken over", tool.Idempotent())}})
 	r := resultOf(t, results, task)
 	if got := jstest.Content(t, r); got != "taken over" {
 		t.Fatalf("result %q", got)

@@ -256,6 +256,6 @@ func settled(ctx context.Context, c jetstream.Consumer) error {
 }
 
 // echoLike is a tool that returns result at once.
-func echoLike(name, result string) *tool.Tool {
-	return tool.Func(name, "Answer at once.", func(context.Context, *tool.RunContext, struct{}) (string, error) { return result, nil })
+func echoLike(name, result string, opts ...tool.Option) *tool.Tool {
+	return tool.Func(name, "Answer at once.", func(context.Context, *tool.RunContext, struct{}) (string, error) { return result, nil }, opts...)
 }

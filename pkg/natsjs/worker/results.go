@@ -40,9 +40,10 @@ func (w *Worker) respond(log *slog.Logger, fl *inflight, res protocol.Result, st
 	wait := publishRetryMin
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := context.WithTimeout(w.hardCtx, jsop.Timeout)
-		err := w.publishResult(ctx, task.ConversationID, task.Tool, res)
+		seq, err := w.publishResult(ctx, task.ConversationID, task.Tool, res)
 		cancel()
 		if err == nil {
+			w.finishEffect(log, fl, res.Status, seq)
 			break
 		}
 		if w.hardCtx.Err() != nil || w.cfg.Conn.IsClosed() {
@@ -73,7 +74,7 @@ func (w *Worker) respond(log *slog.Logger, fl *inflight, res protocol.Result, st
 // (a call dispatched again after an approval) is kept. A result too large for a message is
 // replaced by a ResultTooLarge error, and one that cannot be encoded by an
 // error saying so.
-func (w *Worker) publishResult(ctx context.Context, conv, toolName string, res protocol.Result) error {
+func (w *Worker) publishResult(ctx context.Context, conv, toolName string, res protocol.Result) (uint64, error) {
 	buf := w.bufs.Get()
 	data, err := protocol.AppendResult(*buf, &res)
 	defer w.bufs.Put(buf, data) // published (copied) or failed by then
@@ -92,14 +93,15 @@ func (w *Worker) publishResult(ctx context.Context, conv, toolName string, res p
 		small.TaskID, small.ToolCallID, small.Worker, small.Attempt = res.TaskID, res.ToolCallID, res.Worker, res.Attempt
 		small.StartedAt, small.FinishedAt = res.StartedAt, res.FinishedAt
 		if data, err = json.Marshal(small); err != nil {
-			return fmt.Errorf("marshal result: %w", err)
+			return 0, fmt.Errorf("marshal result: %w", err)
 		}
 	}
 	m := nats.NewMsg(w.subj.Result(conv, res.TaskID, toolName))
 	m.Header.Set(jetstream.MsgIDHeader, protocol.ResultMsgID(res.TaskID, res.Attempt))
 	m.Data = data
-	if _, err := w.js.PublishMsg(ctx, m); err != nil {
-		return fmt.Errorf("publish result: %w", err)
+	ack, err := w.js.PublishMsg(ctx, m)
+	if err != nil {
+		return 0, fmt.Errorf("publish result: %w", err)
 	}
-	return nil
+	return ack.Sequence, nil
 }

@@ -129,6 +129,37 @@ func (w *Worker) handle(t *tool.Tool, toolLog *slog.Logger, msg jetstream.Msg, s
 		return
 	}
 
+	v, effect, err := w.beginEffect(t, fl)
+	if err != nil {
+		delay := handBackDelay(md)
+		log.Warn("effect ledger unavailable; task handed back", slog.Duration("delay", delay), slog.Any("error", err))
+		fl.settle(func() error { return msg.NakWithDelay(delay) }, log, "nak")
+		return
+	}
+	switch v {
+	case verdictAnswered:
+		log.Info("attempt answered before: acknowledged without running")
+		fl.settle(msg.Ack, log, "ack")
+		return
+	case verdictBusy:
+		delay := handBackDelay(md)
+		log.Info("attempt running here on another delivery; handed back", slog.Duration("delay", delay))
+		fl.settle(func() error { return msg.NakWithDelay(delay) }, log, "nak")
+		return
+	case verdictUnknown:
+		log.Warn("attempt started by a worker that stopped, no result stored: not run again, a person decides",
+			slog.String("started_by", effect.Started.Worker), slog.Time("started_at", effect.Started.At))
+		res := unknownEffect(effect)
+		w.count(t.Name, res.Status)
+		w.respond(log, fl, res, time.Time{}, false)
+		return
+	case verdictRun:
+		if effect.Started.Worker != w.cfg.ID {
+			log.Warn("idempotent tool run again: its worker stopped while running it",
+				slog.String("started_by", effect.Started.Worker), slog.Time("started_at", effect.Started.At))
+		}
+	}
+
 	rc := &tool.RunContext{
 		RunID:            task.RunID,
 		ConversationID:   task.ConversationID,
@@ -140,6 +171,7 @@ func (w *Worker) handle(t *tool.Tool, toolLog *slog.Logger, msg jetstream.Msg, s
 		MaxRetries:       t.Retries,
 		TaskID:           task.TaskID,
 		Attempt:          task.Attempt,
+		IdempotencyKey:   protocol.IdempotencyKey(task.TaskID, task.Attempt),
 	}
 	runCtx := progress.WithReporter(taskCtx, w.reporter(task.ConversationID, task.TaskID, t.Name))
 	started := time.Now()
@@ -171,6 +203,7 @@ func (w *Worker) handle(t *tool.Tool, toolLog *slog.Logger, msg jetstream.Msg, s
 		w.respond(log, fl, protocol.ResultFromOutcome(nil, cause), started, true)
 	case taskCtx.Err() != nil && errors.Is(cause, errShutdown) && o.err != nil:
 		log.Info("task handed back on shutdown")
+		w.withdrawEffect(log, fl)
 		fl.settle(msg.Nak, log, "nak")
 	case taskCtx.Err() != nil && errors.Is(cause, errDeadline) && o.err != nil:
 		log.Info("task deadline exceeded")
@@ -304,7 +337,7 @@ func (w *Worker) malformed(log *slog.Logger, t *tool.Tool, msg jetstream.Msg, er
 			if a, aerr := strconv.Atoi(string(ids.Attempt)); aerr == nil && a > 0 {
 				res.Attempt = a
 			}
-			perr := w.publishResult(ctx, ids.ConversationID, t.Name, res)
+			_, perr := w.publishResult(ctx, ids.ConversationID, t.Name, res)
 			cancel()
 			if perr != nil {
 				md, _ := msg.Metadata()

@@ -120,12 +120,14 @@ type Worker struct {
 	slots          *slotPool
 	cancels        *cancelIndex
 
-	js           jetstream.JetStream
-	tasksStream  jetstream.Stream
-	cancelStream jetstream.Stream
-	consumers    map[string]jetstream.Consumer
-	limits       map[string]int // per tool, the delivery limit of its consumer (natsjs.MaxDeliverKey)
-	kv           jetstream.KeyValue
+	js            jetstream.JetStream
+	tasksStream   jetstream.Stream
+	cancelStream  jetstream.Stream
+	consumers     map[string]jetstream.Consumer
+	limits        map[string]int // per tool, the delivery limit of its consumer (natsjs.MaxDeliverKey)
+	kv            jetstream.KeyValue
+	effects       jetstream.KeyValue // the effect ledger (SPEC §13)
+	resultsStream jetstream.Stream   // direct gets of a task's stored result
 
 	life  startstop.Base
 	ready atomic.Bool
@@ -307,6 +309,12 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	}
 	if w.kv, err = natsjs.EnsureRegistry(ctx, js, popts); err != nil {
 		return fmt.Errorf("natsjs: worker: %w", jsop.Nested(err))
+	}
+	if w.effects, err = natsjs.EnsureEffects(ctx, js, popts); err != nil {
+		return fmt.Errorf("natsjs: worker: %w", jsop.Nested(err))
+	}
+	if w.resultsStream, err = js.Stream(ctx, w.names.Results); err != nil {
+		return fmt.Errorf("natsjs: worker: bind stream %s: %w", w.names.Results, err)
 	}
 
 	// Cancellations: a core subscription sees every cancel as it is

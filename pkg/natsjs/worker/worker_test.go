@@ -127,13 +127,18 @@ func TestWorkerReplicasShareBurst(t *testing.T) {
 	t.Logf("echo tasks served by %d workers", len(workers))
 }
 
+// A crashed worker's task is redelivered to another replica, which runs
+// an idempotent tool again (a tool not declared idempotent becomes a
+// person's decision: TestUnknownEffectNotRunAgain).
 func TestWorkerCrashRedelivers(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	d, am := b.dispatcher(t, remote.DispatcherConfig{})
 	g := jstest.NewGate()
 	crashConn := b.srv.Conn(t)
-	crashed := b.worker(t, worker.Config{ID: "crashes", Conn: crashConn, Tools: []*tool.Tool{g.Tool("job", "from the crashed worker")}})
+	crashing := g.Tool("job", "from the crashed worker")
+	crashing.Idempotent = true
+	crashed := b.worker(t, worker.Config{ID: "crashes", Conn: crashConn, Tools: []*tool.Tool{crashing}})
 	conv := protocol.NewID()
 	ch := jstest.GoCall(context.Background(), d, jstest.NewTask("job", conv, `{}`))
 	offloadtest.WaitOrTimeout(t, g.Started, "the job to start on the first worker")
@@ -141,7 +146,7 @@ func TestWorkerCrashRedelivers(t *testing.T) {
 	// The second replica can only get the task once the first lets go of it.
 	other := tool.Func("job", "Wait for the gate.", func(context.Context, *tool.RunContext, struct{}) (string, error) {
 		return "from the survivor", nil
-	})
+	}, tool.Idempotent())
 	b.worker(t, worker.Config{ID: "survivor", Tools: []*tool.Tool{other}})
 	crashConn.Close() // crash: no ack, no nak, no more heartbeats
 

@@ -1,0 +1,191 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/jsop"
+	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/tool"
+)
+
+// The metadata keys of the approval_required result of an attempt whose
+// effect is unknown (SPEC §13).
+const (
+	// EffectMetaKey is "offload.effect"; its value is [EffectUnknown].
+	EffectMetaKey = "offload.effect"
+	// EffectUnknown says the attempt's tool was started by a worker that
+	// stopped before its result was stored, and was not run again.
+	EffectUnknown = "unknown"
+)
+
+// effectHold is the ledger entry of the attempt a delivery holds: the
+// worker completes it (finished) once the attempt's result is stored.
+type effectHold struct {
+	key     string
+	rev     uint64 // the entry's revision, for the compare-and-set of finished
+	started natsjs.EffectStarted
+}
+
+// verdict is what the ledger says about a delivery.
+type verdict int
+
+const (
+	verdictRun      verdict = iota // started is ours: run the tool
+	verdictAnswered                // the attempt's result is stored: acknowledge without running
+	verdictUnknown                 // started by a worker that stopped, no result: a person decides
+	verdictBusy                    // this worker runs the attempt on another delivery
+)
+
+// beginEffect consults and writes the ledger before the attempt's tool
+// runs (SPEC §13). It first creates the attempt's entry, started by this
+// worker, with compare-and-set: that succeeds for every first run. An
+// entry already there means a delivery of this attempt ran before:
+//
+//   - finished, or its result stored (the worker died between the two):
+//     the attempt is answered; the delivery is acknowledged without running
+//     (the agent reads the stored result);
+//   - started by this worker, which still runs it on another delivery: busy;
+//   - else the worker that started it is gone: the server redelivers an
+//     attempt only when its holder stopped acknowledging it for an ack wait
+//     (no in-progress acks: killed, cut off, hung) or handed it back
+//     without withdrawing the entry (a stop that gave up on a tool ignoring
+//     its cancellation). An idempotent tool runs again, the entry taken
+//     over with compare-and-set; any other is not run again (unknown).
+//
+// An error (the ledger or the results stream unavailable) leaves the
+// delivery to be handed back: the tool never runs without its entry.
+func (w *Worker) beginEffect(t *tool.Tool, fl *inflight) (verdict, natsjs.Effect, error) {
+	ctx, cancel := context.WithTimeout(w.hardCtx, jsop.Timeout)
+	defer cancel()
+	task := fl.task
+	key := natsjs.EffectKey(t.Name, task.TaskID, task.Attempt)
+	mine := natsjs.EffectStarted{Worker: w.cfg.ID, At: time.Now().UTC()}
+	data, err := json.Marshal(natsjs.Effect{Started: mine})
+	if err != nil {
+		return 0, natsjs.Effect{}, fmt.Errorf("encode effect entry: %w", err)
+	}
+	rev, err := w.effects.Create(ctx, key, data)
+	if err == nil {
+		fl.effect = &effectHold{key: key, rev: rev, started: mine}
+		return verdictRun, natsjs.Effect{Started: mine}, nil
+	}
+	if !errors.Is(err, jetstream.ErrKeyExists) {
+		return 0, natsjs.Effect{}, fmt.Errorf("create effect entry %s: %w", key, err)
+	}
+	entry, err := w.effects.Get(ctx, key)
+	if err != nil {
+		return 0, natsjs.Effect{}, fmt.Errorf("read effect entry %s: %w", key, err)
+	}
+	e, err := natsjs.ParseEffect(key, entry.Value())
+	if err != nil {
+		// Written by no worker of this version: what ran is unknown.
+		e = natsjs.Effect{Started: natsjs.EffectStarted{Worker: "unknown"}}
+	}
+	if e.Finished != nil {
+		return verdictAnswered, e, nil
+	}
+	seq, status, stored, err := w.storedResult(ctx, task)
+	if err != nil {
+		return 0, e, err
+	}
+	if stored {
+		fl.effect = &effectHold{key: key, rev: entry.Revision(), started: e.Started}
+		w.finishEffect(w.log, fl, status, seq)
+		return verdictAnswered, e, nil
+	}
+	if e.Started.Worker == w.cfg.ID && w.cancels.runsAttempt(fl) {
+		return verdictBusy, e, nil
+	}
+	if t.Idempotent {
+		data, err := json.Marshal(natsjs.Effect{Started: mine})
+		if err != nil {
+			return 0, e, fmt.Errorf("encode effect entry: %w", err)
+		}
+		rev, err := w.effects.Update(ctx, key, data, entry.Revision())
+		if err != nil {
+			return 0, e, fmt.Errorf("take effect entry %s over: %w", key, err)
+		}
+		fl.effect = &effectHold{key: key, rev: rev, started: mine}
+		return verdictRun, e, nil
+	}
+	fl.effect = &effectHold{key: key, rev: entry.Revision(), started: e.Started}
+	return verdictUnknown, e, nil
+}
+
+// storedResult looks the attempt's result up in the results stream: the
+// last message on the task's result subject (a direct get by subject, which
+// a worker user may make only on its tools' result subjects), stored for
+// this attempt or a later one.
+func (w *Worker) storedResult(ctx context.Context, task protocol.Task) (seq uint64, status protocol.Status, ok bool, err error) {
+	msg, err := w.resultsStream.GetLastMsgForSubject(ctx, w.subj.Result(task.ConversationID, task.TaskID, task.Tool))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, "", false, nil
+	}
+	if err != nil {
+		return 0, "", false, fmt.Errorf("look the stored result up: %w", err)
+	}
+	var r protocol.Result
+	if err := json.Unmarshal(msg.Data, &r); err != nil || r.Attempt < task.Attempt {
+		return 0, "", false, nil //nolint:nilerr // a result that does not decode is no result of this attempt
+	}
+	if r.Status == "" {
+		r.Status = protocol.StatusOK
+	}
+	return msg.Sequence, r.Status, true, nil
+}
+
+// unknownEffect is the result of an attempt whose effect is unknown: its
+// tool was started by a worker that stopped, and is not run again; a
+// person decides (approve: the call runs again as the next attempt).
+func unknownEffect(e natsjs.Effect) protocol.Result {
+	md := map[string]any{EffectMetaKey: EffectUnknown, "worker": e.Started.Worker}
+	if !e.Started.At.IsZero() {
+		md["started_at"] = e.Started.At.UTC().Format(time.RFC3339Nano)
+	}
+	return protocol.Result{Status: protocol.StatusApprovalRequired, Metadata: md,
+		Message: "the worker that started this call stopped before its result was stored; it was not run again"}
+}
+
+// finishEffect completes the held attempt's entry once its result is
+// stored at seq. A failure is logged only: the result is stored, and a
+// redelivery finds it in the results stream.
+func (w *Worker) finishEffect(log *slog.Logger, fl *inflight, status protocol.Status, seq uint64) {
+	h := fl.effect
+	if h == nil {
+		return
+	}
+	data, err := json.Marshal(natsjs.Effect{Started: h.started, Finished: &natsjs.EffectFinished{Status: status, ResultSeq: seq}})
+	if err == nil {
+		ctx, cancel := context.WithTimeout(w.hardCtx, jsop.Timeout)
+		_, err = w.effects.Update(ctx, h.key, data, h.rev)
+		cancel()
+	}
+	if err != nil {
+		log.Warn("effect entry not finished; a redelivery finds the stored result", slog.String("key", h.key), slog.Any("error", err))
+	}
+}
+
+// withdrawEffect deletes the held attempt's entry: its tool returned on
+// the worker's shutdown (it honoured its cancellation), and the task is
+// handed back to run on another replica. A failure is logged: the next
+// delivery then finds the attempt started (unknown, or run again when
+// idempotent).
+func (w *Worker) withdrawEffect(log *slog.Logger, fl *inflight) {
+	h := fl.effect
+	if h == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), jsop.Timeout)
+	defer cancel()
+	if err := w.effects.Delete(ctx, h.key, jetstream.LastRevision(h.rev)); err != nil {
+		log.Warn("effect entry not withdrawn on hand-back", slog.String("key", h.key), slog.Any("error", err))
+	}
+}

@@ -1,0 +1,265 @@
+package worker_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/offload-dev/offload/internal/offloadtest"
+	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
+	"github.com/offload-dev/offload/pkg/natsjs/remote"
+	"github.com/offload-dev/offload/pkg/natsjs/worker"
+	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/tool"
+)
+
+// runLog is a tool body that records the idempotency key of every run, so
+// that a test counts how often the attempt's side effect happened.
+type runLog struct {
+	mu   sync.Mutex
+	keys []string
+	ran  chan string
+}
+
+func newRunLog() *runLog { return &runLog{ran: make(chan string, 16)} }
+
+func (l *runLog) tool(name string, opts ...tool.Option) *tool.Tool {
+	return tool.Func(name, "Count the runs.", func(_ context.Context, rc *tool.RunContext, _ struct{}) (string, error) {
+		l.mu.Lock()
+		l.keys = append(l.keys, rc.IdempotencyKey)
+		l.mu.Unlock()
+		l.ran <- rc.IdempotencyKey
+		return "ran", nil
+	}, opts...)
+}
+
+func (l *runLog) runs() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.keys...)
+}
+
+// killedMidRun starts a replica ("killed", behind a proxy) whose tool job
+// blocks, gets a task of job started on it, and cuts it off: it no longer
+// acknowledges anything, as if SIGKILLed mid-run. The gate's runs see the
+// key of the attempt; it is returned on keys.
+func (b *bundle) killedMidRun(t *testing.T, opts ...tool.Option) (protocol.Task, chan string) {
+	t.Helper()
+	g := jstest.NewGate()
+	keys := make(chan string, 4)
+	gated := tool.Func("job", "Wait for the gate.", func(ctx context.Context, rc *tool.RunContext, _ struct{}) (string, error) {
+		keys <- rc.IdempotencyKey
+		g.Started <- rc.ToolCallID
+		<-ctx.Done()
+		return "", ctx.Err()
+	}, opts...)
+	_, proxy, _ := b.cutWorker(t, worker.Config{ID: "killed", Tools: []*tool.Tool{gated}})
+	task := jstest.NewTask("job", protocol.NewID(), `{}`)
+	b.publishTask(t, task)
+	offloadtest.WaitOrTimeout(t, g.Started, "the task to start on the replica that is killed")
+	proxy.Cut()
+	return task, keys
+}
+
+// A non-idempotent tool whose worker was killed mid-run is not run again:
+// the next delivery of the attempt finds it started in the ledger, with no
+// result, and answers approval_required with the unknown effect's metadata
+// (SPEC §13), so that a person decides. Before the ledger, the survivor ran
+// it a second time.
+func TestUnknownEffectNotRunAgain(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	results := b.results(t)
+	task, _ := b.killedMidRun(t)
+	l := newRunLog()
+	b.worker(t, worker.Config{ID: "survivor", Tools: []*tool.Tool{l.tool("job")}})
+	r := resultOf(t, results, task)
+	if r.Status != protocol.StatusApprovalRequired || r.Worker != "survivor" {
+		t.Fatalf("result %+v, want approval_required by the survivor", r)
+	}
+	if r.Metadata[worker.EffectMetaKey] != worker.EffectUnknown || r.Metadata["worker"] != "killed" {
+		t.Fatalf("metadata %v, want offload.effect unknown, worker killed", r.Metadata)
+	}
+	if at, err := time.Parse(time.RFC3339Nano, r.Metadata["started_at"].(string)); err != nil || at.IsZero() {
+		t.Fatalf("started_at %v: %v", r.Metadata["started_at"], err)
+	}
+	if runs := l.runs(); len(runs) != 0 {
+		t.Fatalf("the survivor ran the tool again: %v", runs)
+	}
+	offloadtest.Eventually(t, "the ledger entry finished after the result (no signal)", func() error {
+		if e := b.effect(t, task); e.Started.Worker != "killed" || e.Finished == nil || e.Finished.Status != protocol.StatusApprovalRequired || e.Finished.ResultSeq == 0 {
+			return fmt.Errorf("ledger entry %+v, want started by killed, finished approval_required", e)
+		}
+		return nil
+	})
+}
+
+// An idempotent tool (tool.Idempotent) whose worker was killed mid-run runs
+// again on the survivor, with the same idempotency key: <task>:<attempt>.
+func TestIdempotentToolRunAgainWithTheSameKey(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	results := b.results(t)
+	task, keys := b.killedMidRun(t, tool.Idempotent())
+	first := offloadtest.WaitOrTimeout(t, keys, "the first run's key")
+	l := newRunLog()
+	b.worker(t, worker.Config{ID: "survivor", Tools: []*tool.Tool{l.tool("job", tool.Idempotent())}})
+	r := resultOf(t, results, task)
+	if r.Status != protocol.StatusOK || r.Worker != "survivor" {
+		t.Fatalf("result %+v, want ok by the survivor", r)
+	}
+	want := task.TaskID + ":0"
+	if runs := l.runs(); first != want || len(runs) != 1 || runs[0] != want {
+		t.Fatalf("keys: first run %q, then %v; want %q on both", first, runs, want)
+	}
+	offloadtest.Eventually(t, "the ledger entry finished after the result (no signal)", func() error {
+		if e := b.effect(t, task); e.Started.Worker != "survivor" || e.Finished == nil || e.Finished.Status != protocol.StatusOK {
+			return fmt.Errorf("ledger entry %+v, want taken over and finished by the survivor", e)
+		}
+		return nil
+	})
+}
+
+// A delivery of an attempt whose result was stored before its worker died
+// (before it finished the ledger entry and acknowledged the delivery) is
+// acknowledged without running, and nothing more is stored; so is one
+// whose entry is finished.
+func TestStoredResultAnsweredWithoutRunning(t *testing.T) {
+	t.Parallel()
+	for _, finished := range []bool{false, true} {
+		name := "result stored, entry started"
+		if finished {
+			name = "entry finished"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			b.provision(t)
+			task := jstest.NewTask("job", protocol.NewID(), `{}`)
+			seq := b.storeResult(t, task, protocol.Result{TaskID: task.TaskID, Content: json.RawMessage(`"stored"`), Worker: "died"})
+			e := natsjs.Effect{Started: natsjs.EffectStarted{Worker: "died", At: time.Now().UTC()}}
+			if finished {
+				e.Finished = &natsjs.EffectFinished{Status: protocol.StatusOK, ResultSeq: seq}
+			}
+			b.putEffect(t, task, e)
+			l := newRunLog()
+			logger, answered := jstest.SignalOn("attempt answered before: acknowledged without running")
+			b.worker(t, worker.Config{ID: "next", Logger: logger, Tools: []*tool.Tool{l.tool("job")}})
+			b.publishTask(t, task)
+			offloadtest.WaitOrTimeout(t, answered, "the delivery answered from the stored result")
+			offloadtest.Eventually(t, "the acknowledgement, as the server counts it (no signal)",
+				func() error { return settled(context.Background(), b.taskConsumer(t, "job")) })
+			if runs := l.runs(); len(runs) != 0 {
+				t.Fatalf("the tool ran: %v", runs)
+			}
+			s, err := b.js.Stream(context.Background(), "TOOLS_RESULTS")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := s.CachedInfo().State.Msgs; n != 1 {
+				t.Fatalf("%d results stored, want the one", n)
+			}
+			if got := b.effect(t, task); got.Finished == nil || got.Finished.ResultSeq != seq {
+				t.Fatalf("ledger entry %+v, want finished at %d", got, seq)
+			}
+		})
+	}
+}
+
+// A task handed back on the worker's shutdown (its tool returned on the
+// cancellation) has its ledger entry withdrawn: the next replica runs it,
+// a non-idempotent tool too, as before the ledger.
+func TestHandBackOnShutdownWithdrawsTheEntry(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	results := b.results(t)
+	g := jstest.NewGate()
+	first := b.worker(t, worker.Config{ID: "first", Tools: []*tool.Tool{g.Tool("job", "never")}})
+	task := jstest.NewTask("job", protocol.NewID(), `{}`)
+	b.publishTask(t, task)
+	offloadtest.WaitOrTimeout(t, g.Started, "the task to start on the first replica")
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if err := first.StopAndCancel(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l := newRunLog()
+	b.worker(t, worker.Config{ID: "second", Tools: []*tool.Tool{l.tool("job")}})
+	if r := resultOf(t, results, task); r.Status != protocol.StatusOK || r.Worker != "second" {
+		t.Fatalf("result %+v, want ok by the second replica", r)
+	}
+}
+
+// effects binds the effect ledger.
+func (b *bundle) effects(t *testing.T) jetstream.KeyValue {
+	t.Helper()
+	kv, err := b.js.KeyValue(context.Background(), "tools_effects")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kv
+}
+
+// effect reads the ledger entry of task's attempt.
+func (b *bundle) effect(t *testing.T, task protocol.Task) natsjs.Effect {
+	t.Helper()
+	key := natsjs.EffectKey(task.Tool, task.TaskID, task.Attempt)
+	entry, err := b.effects(t).Get(context.Background(), key)
+	if err != nil {
+		t.Fatalf("ledger entry %s: %v", key, err)
+	}
+	e, err := natsjs.ParseEffect(key, entry.Value())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// putEffect writes the ledger entry of task's attempt, as a worker would.
+func (b *bundle) putEffect(t *testing.T, task protocol.Task, e natsjs.Effect) {
+	t.Helper()
+	data, _ := json.Marshal(e)
+	if _, err := b.effects(t).Create(context.Background(), natsjs.EffectKey(task.Tool, task.TaskID, task.Attempt), data); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// storeResult stores res as task's result, as a worker does, and returns
+// its sequence.
+func (b *bundle) storeResult(t *testing.T, task protocol.Task, res protocol.Result) uint64 {
+	t.Helper()
+	data, _ := json.Marshal(res)
+	ack, err := b.js.Publish(context.Background(), "tools.result."+task.ConversationID+"."+task.TaskID+"."+task.Tool, data,
+		jetstream.WithMsgID(protocol.ResultMsgID(task.TaskID, task.Attempt)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ack.Sequence
+}
+
+// The dispatcher puts the attempt's idempotency key on every task it
+// publishes, in the header Offload-Idempotency-Key (SPEC §13).
+func TestDispatcherSetsIdempotencyKeyHeader(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	headers := make(chan string, 1)
+	b.subscribe(t, "tools.task.job", func(m *nats.Msg) { headers <- m.Header.Get(protocol.IdempotencyKeyHeader) })
+	d, _ := b.dispatcher(t, remote.DispatcherConfig{})
+	task := jstest.NewTask("job", protocol.NewID(), `{}`)
+	task.Attempt = 2
+	h, err := d.Dispatch(context.Background(), task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Detach()
+	if got, want := offloadtest.WaitOrTimeout(t, headers, "the task"), task.TaskID+":2"; got != want {
+		t.Fatalf("%s = %q, want %q", protocol.IdempotencyKeyHeader, got, want)
+	}
+}
