@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -163,75 +162,6 @@ func slowTool(t *testing.T, script, description string) (dir, fifo string) {
 		t.Fatal(err)
 	}
 	return dir, fifo
-}
-
-func TestKilledWorkerTaskFinishedByAnother(t *testing.T) {
-	t.Parallel()
-	twBin, _ := binaries(t)
-	srv := natstest.Start(t)
-	dir, fifo := slowTool(t, slowScript, "Waits to be released.")
-	args := []string{"--nats", srv.URL(), "--config", filepath.Join(dir, "tools.yaml"), "--ack-wait", "1s"}
-	w1 := startWorker(t, twBin, append(args, "--id", "w1")...)
-	w2 := startWorker(t, twBin, append(args, "--id", "w2")...)
-	byPID := map[int]*proctest.Process{w1.Pid(): w1, w2.Pid(): w2}
-
-	// Keep the FIFO open for reading so that writers never block.
-	f, err := os.OpenFile(fifo, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	starts := make(chan int, 4)
-	go func() {
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			var pid int
-			_, _ = fmt.Sscan(sc.Text(), &pid) // a line that is not a PID reads as 0
-			starts <- pid
-		}
-	}()
-
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-	defer cancel()
-	done := callSlow(ctx, t, srv)
-
-	var first int
-	select {
-	case first = <-starts:
-	case <-ctx.Done():
-		t.Fatal("the task never started")
-	}
-	victim, ok := byPID[first]
-	if !ok {
-		t.Fatalf("task started under unknown pid %d", first)
-	}
-	if err := victim.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	<-victim.Done()
-	var second int
-	select {
-	case second = <-starts:
-	case <-ctx.Done():
-		t.Fatal("the task was never redelivered")
-	}
-	if second == first || byPID[second] == nil {
-		t.Fatalf("redelivered to pid %d, first ran on %d", second, first)
-	}
-	writeFile(t, filepath.Join(dir, "release"), "", 0o644)
-	r := <-done
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	var content string
-	_ = json.Unmarshal(r.res.Content, &content)
-	survivor := "w1"
-	if victim == w1 {
-		survivor = "w2"
-	}
-	if r.res.Status != protocol.StatusOK || content != "finished" || r.res.Worker != survivor {
-		t.Fatalf("result = %+v", r.res)
-	}
 }
 
 func TestAgentUsesToolworkerTools(t *testing.T) {

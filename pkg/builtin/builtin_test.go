@@ -62,10 +62,11 @@ func TestNamesMatchTools(t *testing.T) {
 		t.Fatal(err)
 	}
 	var names []string
-	approval := map[string]bool{}
+	approval, idempotent := map[string]bool{}, map[string]bool{}
 	for _, tl := range ts {
 		names = append(names, tl.Name)
 		approval[tl.Name] = tl.RequiresApproval
+		idempotent[tl.Name] = tl.Idempotent
 		if err := tool.ValidateName(tl.Name); err != nil {
 			t.Error(err)
 		}
@@ -77,6 +78,13 @@ func TestNamesMatchTools(t *testing.T) {
 	for name, needs := range approval {
 		if needs != (name == "write_file" || name == "shell") {
 			t.Errorf("%s: RequiresApproval = %v", name, needs)
+		}
+	}
+	// SPEC §13: only the tools without a side effect run again after their
+	// worker stopped while running them; the others go to a person.
+	for name, is := range idempotent {
+		if is != (name == "read_file" || name == "list_dir" || name == "sleep") {
+			t.Errorf("%s: Idempotent = %v", name, is)
 		}
 	}
 }

@@ -147,13 +147,13 @@ func (f *files) checkOpened(op string, file *os.File, shown string) error {
 func (f *files) readTool() (*tool.Tool, error) {
 	return tool.NewFunc(NameReadFile,
 		fmt.Sprintf("Read a text file under the root directory (at most %s).", size(MaxFileBytes)),
-		f.read)
+		f.read, tool.Idempotent()) // reads only: running it again changes nothing
 }
 
 func (f *files) listTool() (*tool.Tool, error) {
 	return tool.NewFunc(NameListDir,
 		"List a directory under the root directory: each entry's name, type (file, dir, symlink or other) and size in bytes.",
-		f.list)
+		f.list, tool.Idempotent()) // reads only
 }
 
 func (f *files) writeTool() (*tool.Tool, error) {
