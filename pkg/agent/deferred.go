@@ -83,6 +83,10 @@ func (r *run) collectDeferred(slots []*slot, respIdx int) (*deferred.Requests, e
 			}
 		}
 		entry.Kind = s.deferKind
+		entry.Effect = ""
+		if v, _ := s.deferMeta[tool.EffectMetaKey].(string); v == tool.EffectUnknown {
+			entry.Effect = v
+		}
 		reqs.TaskIDs[id] = entry.TaskID
 		record[id] = entry
 	}
@@ -96,6 +100,10 @@ type deferredEntry struct {
 	// Attempt is the attempt the call's task takes when it runs once
 	// resolved: 1 after a worker's deferral of attempt 0.
 	Attempt int `json:"attempt,omitempty"`
+	// Effect is tool.EffectUnknown for a call whose worker stopped
+	// while running it (SPEC §13): denied, the model is told its outcome
+	// is unknown.
+	Effect string `json:"effect,omitempty"`
 }
 
 // deferredRecord reads the record of deferred calls kept in the response's
@@ -125,6 +133,9 @@ func (r *run) setDeferredRecord(respIdx int, rec map[string]deferredEntry) {
 		v := map[string]any{"kind": string(e.Kind), "task_id": e.TaskID}
 		if e.Attempt > 0 {
 			v["attempt"] = e.Attempt
+		}
+		if e.Effect != "" {
+			v["effect"] = e.Effect
 		}
 		m[id] = v
 	}
@@ -199,7 +210,8 @@ func (r *run) resolveInline(ctx context.Context, st *stepState, slots []*slot, n
 		_, inC := answered.Calls[id]
 		if s.deferKind != "" && s.part == nil && (inA || inC) {
 			s.deferredTaskID = reqs.TaskIDs[id]
-			s.attempt = r.deferredRecord(respIdx)[id].Attempt
+			entry := r.deferredRecord(respIdx)[id]
+			s.attempt, s.effect = entry.Attempt, entry.Effect
 			resolved = append(resolved, s)
 		}
 	}
@@ -275,7 +287,16 @@ func (r *run) answer(ctx context.Context, st *stepState, slots []*slot, names []
 					runnable = append(runnable, s)
 				}
 			case deferred.ToolDenied:
-				s.part = message.ToolReturn{ToolName: s.call.ToolName, ToolCallID: id, Content: jsonString(a.Text()), Outcome: message.OutcomeDenied}
+				text := a.Text()
+				if s.effect == tool.EffectUnknown {
+					// SPEC §13: the model is told the outcome is unknown,
+					// and why, with the person's reason if they gave one.
+					text = deferred.UnknownEffectText(s.call.ToolName)
+					if a.Message != "" {
+						text += " " + a.Message
+					}
+				}
+				s.part = message.ToolReturn{ToolName: s.call.ToolName, ToolCallID: id, Content: jsonString(text), Outcome: message.OutcomeDenied}
 				if emitCalls {
 					r.emitCall(s, nil)
 				}

@@ -39,6 +39,7 @@ type slot struct {
 	deferKind deferred.Kind // set when the call is (still) deferred
 	deferMeta map[string]any
 	deferTask string // the task ID the tool asked the deferral to keep
+	effect    string // tool.EffectUnknown when its worker stopped while running it (SPEC §13)
 	hasMeta   bool
 	byKind    bool // deferred by its tool's kind rather than by raising
 

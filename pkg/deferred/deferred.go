@@ -16,6 +16,13 @@ import (
 // DefaultDenial is the message of a denial without one.
 const DefaultDenial = "The tool call was denied."
 
+// UnknownEffectText is what the model sees of a denied call whose effect is
+// unknown (SPEC §13): its worker stopped while running it, and a person
+// chose not to run it again.
+func UnknownEffectText(toolName string) string {
+	return "The outcome of tool '" + toolName + "' is unknown: its worker stopped while running it, and it was not run again."
+}
+
 // Kind is the category of a deferred call.
 type Kind string
 

@@ -16,16 +16,6 @@ import (
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
-// The metadata keys of the approval_required result of an attempt whose
-// effect is unknown (SPEC §13).
-const (
-	// EffectMetaKey is "offload.effect"; its value is [EffectUnknown].
-	EffectMetaKey = "offload.effect"
-	// EffectUnknown says the attempt's tool was started by a worker that
-	// stopped before its result was stored, and was not run again.
-	EffectUnknown = "unknown"
-)
-
 // effectHold is the ledger entry of the attempt a delivery holds: the
 // worker completes it (finished) once the attempt's result is stored.
 type effectHold struct {
@@ -146,7 +136,7 @@ func (w *Worker) storedResult(ctx context.Context, task protocol.Task) (seq uint
 // tool was started by a worker that stopped, and is not run again; a
 // person decides (approve: the call runs again as the next attempt).
 func unknownEffect(e natsjs.Effect) protocol.Result {
-	md := map[string]any{EffectMetaKey: EffectUnknown, "worker": e.Started.Worker}
+	md := map[string]any{tool.EffectMetaKey: tool.EffectUnknown, "worker": e.Started.Worker}
 	if !e.Started.At.IsZero() {
 		md["started_at"] = e.Started.At.UTC().Format(time.RFC3339Nano)
 	}

@@ -84,7 +84,7 @@ func TestUnknownEffectNotRunAgain(t *testing.T) {
 	if r.Status != protocol.StatusApprovalRequired || r.Worker != "survivor" {
 		t.Fatalf("result %+v, want approval_required by the survivor", r)
 	}
-	if r.Metadata[worker.EffectMetaKey] != worker.EffectUnknown || r.Metadata["worker"] != "killed" {
+	if r.Metadata[tool.EffectMetaKey] != tool.EffectUnknown || r.Metadata["worker"] != "killed" {
 		t.Fatalf("metadata %v, want offload.effect unknown, worker killed", r.Metadata)
 	}
 	if at, err := time.Parse(time.RFC3339Nano, r.Metadata["started_at"].(string)); err != nil || at.IsZero() {
