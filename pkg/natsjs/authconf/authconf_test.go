@@ -30,6 +30,8 @@ func TestWorkerReachesOnlyItsTools(t *testing.T) {
 		"$JS.API.CONSUMER.CREATE.ACME_TASKS.task_beta.acme.task.beta", "$JS.API.CONSUMER.MSG.NEXT.ACME_TASKS.task_alpha",
 		"$JS.ACK.ACME_TASKS.task_alpha.>", "$JS.ACK.*.*.ACME_TASKS.task_alpha.>",
 		"$JS.API.DIRECT.GET.ACME_CANCEL.acme.cancel.*.*.beta",
+		"$KV.acme_effects.alpha.*.*", "$JS.API.DIRECT.GET.KV_acme_effects.$KV.acme_effects.beta.*.*",
+		"$JS.API.DIRECT.GET.ACME_RESULTS.acme.result.*.*.alpha",
 	} {
 		if !slices.Contains(p.PublishSubjects(), want) {
 			t.Errorf("publish lacks %s", want)

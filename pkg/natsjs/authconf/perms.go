@@ -49,7 +49,7 @@ func InboxPrefix(user string) string { return "_INBOX_" + user }
 func streamInfos(n natsjs.Names) []string {
 	var out []string
 	for _, s := range []string{n.Tasks, n.Results, n.Approvals, n.Decisions, n.Cancel, n.Answers,
-		n.RegistryStream, n.ConversationsStream, n.HistoriesStream, n.PendingStream} {
+		n.RegistryStream, n.ConversationsStream, n.HistoriesStream, n.PendingStream, n.EffectsStream} {
 		out = append(out, "$JS.API.STREAM.INFO."+s)
 	}
 	return out
@@ -121,10 +121,10 @@ func Worker(prefix, user string, tools []string) Permissions {
 				"$KV." + n.RegistryBucket + "." + t + ".*",
 			},
 		}, Rule{
-			"tool " + t + ": the effect ledger's entries of its attempts (written\n with compare-and-set, read by direct gets of their keys), and its\n stored results, looked up by their task's subject: a result stored\n before its worker died is not run again (SPEC §13)",
+			"tool " + t + ": the effect ledger's entries of its attempts, keys\n <tool>.<task>.<attempt> (written with compare-and-set, read by direct\n gets of their keys), and its\n stored results, looked up by their task's subject: a result stored\n before its worker died is not run again (SPEC §13)",
 			[]string{
-				"$KV." + n.EffectsBucket + "." + t + ".>",
-				"$JS.API.DIRECT.GET." + n.EffectsStream + ".$KV." + n.EffectsBucket + "." + t + ".>",
+				"$KV." + n.EffectsBucket + "." + t + ".*.*",
+				"$JS.API.DIRECT.GET." + n.EffectsStream + ".$KV." + n.EffectsBucket + "." + t + ".*.*",
 				"$JS.API.DIRECT.GET." + n.Results + "." + s.OfTool(protocol.KindResult, t),
 			},
 		})
