@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -203,5 +204,76 @@ func TestStoredResultNotRunAgain(t *testing.T) {
 	}
 	if n := s.CachedInfo().State.Msgs; n != 1 {
 		t.Fatalf("%d results stored, want the one", n)
+	}
+}
+
+// TestUnknownEffectReachesAPersonAndTheModel: agent run calls a command
+// tool (not idempotent) whose toolworker is SIGKILLed mid-run; the next
+// toolworker does not run it again, the run pauses with the call pending
+// as an approval (agent pending lists it), and a denial on agent resume
+// reaches the model as SPEC §13's text.
+func TestUnknownEffectReachesAPersonAndTheModel(t *testing.T) {
+	t.Parallel()
+	twBin, agentBin := binaries(t)
+	srv := natstest.Start(t)
+	dir, fifo := effectTool(t, false)
+	writeFile(t, filepath.Join(dir, "run.yaml"), "turns:\n  - tool_calls: [{tool: slow}]\n  - text: never reached\n", 0o644)
+	writeFile(t, filepath.Join(dir, "resume.yaml"), "turns:\n  - text: told\n", 0o644)
+	args := []string{"--nats", srv.URL(), "--config", filepath.Join(dir, "tools.yaml"), "--ack-wait", "1s"}
+	w1 := startWorker(t, twBin, append(args, "--id", "w1")...)
+	f, err := os.OpenFile(fifo, os.O_RDWR, 0) // never blocks the script's write
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	started := make(chan struct{}, 4)
+	go func() {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			started <- struct{}{}
+		}
+	}()
+
+	r := startAgent(t, agentBin, dir, "run", "--nats", srv.URL(), "--model", "script:run.yaml", "--approve", "defer", "--json", "go")
+	call := r.next(t, "tool_call")
+	select {
+	case <-started:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the tool never started; worker logs:\n%s", w1.Logs())
+	}
+	if err := w1.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-w1.Done()
+	startWorker(t, twBin, append(args, "--id", "w2")...)
+	final := r.next(t, "final")
+	if code := r.wait(t); code != 3 || final["status"] != "paused" {
+		t.Fatalf("exit %d, final %v; stderr:\n%s", code, final, r.stderr)
+	}
+	conv, _ := final["conversation_id"].(string)
+	task, _ := call["task_id"].(string)
+	out, err := exec.Command(agentBin, "pending", "--nats", srv.URL(), "--conversation", conv).Output()
+	if err != nil {
+		t.Fatalf("agent pending: %v", err)
+	}
+	if !strings.Contains(string(out), task+" approval slow") {
+		t.Fatalf("agent pending does not list the call %s as an approval:\n%s", task, out)
+	}
+
+	r2 := startAgent(t, agentBin, dir, "resume", "--nats", srv.URL(), "--model", "script:resume.yaml", "--json", "--conversation", conv, "--deny-task", task)
+	final2 := r2.next(t, "final")
+	if code := r2.wait(t); code != 0 || final2["output"] != "told" {
+		t.Fatalf("resume: exit %d final %v; stderr:\n%s", code, final2, r2.stderr)
+	}
+	hist, err := exec.Command(agentBin, "history", "--nats", srv.URL(), "--conversation", conv).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "The outcome of tool 'slow' is unknown: its worker stopped while running it, and it was not run again."
+	if !strings.Contains(string(hist), want) {
+		t.Errorf("the history lacks the denial text %q:\n%s", want, hist)
+	}
+	if keys := runs(t, dir); len(keys) != 1 {
+		t.Errorf("the tool ran %d times (%q), want once", len(keys), keys)
 	}
 }
