@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,24 +20,87 @@ import (
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
-// TestSoak is `make soak` (SPEC §5.3, issue 13): SOAK_CALLS (default 1000)
-// inline calls of the built-in sleep tool over 3 toolworker replicas on the
-// definitions' defaults (ack wait 10 s), while one replica is SIGKILLed and
-// restarted every SOAK_KILL_EVERY (default 4s) and the nats-server is
-// SIGKILLed and restarted once. It prints the calls lost and the results
-// duplicated (both must be 0) and the recovery time of the tasks a killed
-// replica held (from the kill to their result).
+// soakScript is the soak's command tool: it counts its own executions
+// (a line with its task ID in runs-<tool>.log, appended before it sleeps
+// the seconds of its arguments), so that the soak sees every execution,
+// also one a SIGKILL interrupted.
+const soakScript = `#!/bin/sh
+read -r args
+echo "$OFFLOAD_TASK_ID" >> "$(dirname "$0")/runs-$1.log"
+sleep "$(printf '%s' "$args" | tr -dc '0-9.')"
+echo done
+`
+
+// soakTools writes the soak's tools: count_idem (idempotent: true) and
+// count_once (not idempotent), both soakScript.
+func soakTools(t *testing.T) (config, dir string) {
+	t.Helper()
+	dir = t.TempDir()
+	writeFile(t, filepath.Join(dir, "count.sh"), soakScript, 0o755)
+	var b strings.Builder
+	b.WriteString("tools:\n")
+	for _, tl := range []struct {
+		name       string
+		idempotent bool
+	}{{soakIdem, true}, {soakOnce, false}} {
+		fmt.Fprintf(&b, `  - name: %s
+    description: Counts its executions, then sleeps.
+    command: ["./count.sh", "%s"]
+    timeout: 1m
+    idempotent: %v
+    parameters: {type: object, properties: {seconds: {type: number}}, required: [seconds]}
+`, tl.name, tl.name, tl.idempotent)
+	}
+	config = filepath.Join(dir, "tools.yaml")
+	writeFile(t, config, b.String(), 0o644)
+	return config, dir
+}
+
+// The soak's tools.
+const (
+	soakIdem = "count_idem"
+	soakOnce = "count_once"
+)
+
+// executions reads runs-<tool>.log: how many times each task ran.
+func executions(t *testing.T, dir, toolName string) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	data, err := os.ReadFile(filepath.Join(dir, "runs-"+toolName+".log"))
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	for _, id := range strings.Fields(string(data)) {
+		out[id]++
+	}
+	return out
+}
+
+// TestSoak is `make soak` (SPEC §5.3, §13, issues 13 and 28): SOAK_CALLS
+// (default 1000) inline calls of two command tools that count their own
+// executions, half of them idempotent (count_idem), half not (count_once),
+// over 3 toolworker replicas on the definitions' defaults (ack wait 10 s),
+// while one replica is SIGKILLed and restarted every SOAK_KILL_EVERY
+// (default 4s) and the nats-server is SIGKILLed and restarted once. It
+// prints the calls lost and the results duplicated (both must be 0), the
+// executions per task of each tool (a non-idempotent one runs at most
+// once), the ambiguous calls surfaced (approval_required with
+// offload.effect unknown, count_once only) and the recovery time of the
+// tasks a killed replica held (from the kill to their result).
 func TestSoak(t *testing.T) {
 	calls := envInt(t, "SOAK_CALLS", 1000)
 	killEvery := envDuration(t, "SOAK_KILL_EVERY", 4*time.Second)
 	twBin, _ := binaries(t)
+	config, toolDir := soakTools(t)
 	ns := natstest.StartNATSServer(t, natsServerBinary(t))
 	_, js := agentConn(t, ns.URL())
 	const replicas = 3
 	workers := make([]*proctest.Process, replicas)
 	for i := range workers {
-		workers[i] = startToolworker(t, twBin, ns.URL(), "soak-"+strconv.Itoa(i), "--concurrency", "4")
+		workers[i] = proctest.StartProcess(t, twBin, "--nats", ns.URL(), "--config", config, "--id", "soak-"+strconv.Itoa(i), "-v", "--concurrency", "4")
+		workers[i].WaitLog(t, `"msg":"toolworker started"`, 60*time.Second)
 	}
+	toolOf := map[string]string{}
 
 	conv := protocol.NewID()
 	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
@@ -47,8 +111,13 @@ func TestSoak(t *testing.T) {
 	published := make(chan error, 1)
 	go func() {
 		rnd := rand.New(rand.NewPCG(1, 2))
-		for range calls {
+		for i := range calls {
 			task := sleepTask(conv, 0.1+0.4*rnd.Float64())
+			task.Tool = soakIdem
+			if i%2 == 1 {
+				task.Tool = soakOnce
+			}
+			toolOf[task.TaskID] = task.Tool
 			if err := publishTask(ctx, js, task); err != nil {
 				published <- err
 				return
@@ -105,7 +174,8 @@ func TestSoak(t *testing.T) {
 	lost := calls - len(results)
 	dup := 0
 	statuses := map[string]int{}
-	for _, rs := range results {
+	unknown := map[string]int{} // per tool: calls answered as an unknown effect
+	for id, rs := range results {
 		if len(rs) > 1 {
 			dup += len(rs) - 1
 		}
@@ -113,7 +183,30 @@ func TestSoak(t *testing.T) {
 		if rs[0].res.ErrorType != "" {
 			key += "/" + rs[0].res.ErrorType
 		}
+		if rs[0].res.Status == protocol.StatusApprovalRequired && rs[0].res.Metadata["offload.effect"] == "unknown" {
+			key += "/unknown-effect"
+			unknown[toolOf[id]]++
+		}
 		statuses[key]++
+	}
+	// Executions per task, by tool: how many tasks ran 0, 1, 2, … times.
+	runsOf := map[string]map[string]int{soakIdem: executions(t, toolDir, soakIdem), soakOnce: executions(t, toolDir, soakOnce)}
+	hist := map[string]map[int]int{soakIdem: {}, soakOnce: {}}
+	for id, name := range toolOf {
+		hist[name][runsOf[name][id]]++
+	}
+	// A count_once call answered ok must have run once; one surfaced as
+	// unknown at most once (its worker may have died before the command
+	// started); none twice.
+	var onceTwice, okNotRun int
+	for id, name := range toolOf {
+		n := runsOf[name][id]
+		if name == soakOnce && n > 1 {
+			onceTwice++
+		}
+		if rs, ok := results[id]; ok && rs[0].res.Status == protocol.StatusOK && n == 0 {
+			okNotRun++
+		}
 	}
 	var recovery []time.Duration
 	for _, k := range kills {
@@ -138,10 +231,14 @@ func TestSoak(t *testing.T) {
 	}
 	report := fmt.Sprintf("soak: %d calls, %d replicas (concurrency 4, ack wait 10 s), %d replica SIGKILLs (every %v), %d nats-server SIGKILL, %v\n"+
 		"soak: calls lost %d, results duplicated %d, outcomes %v\n"+
+		"soak: executions per task (executions: tasks): %s (idempotent) %v, %s (not idempotent) %v\n"+
+		"soak: ambiguous calls surfaced to a person (offload.effect unknown): %s %d, %s %d; %s tasks run twice %d\n"+
 		"soak: recovery after a replica kill (kill → result of each task it held): %d tasks, p50 %v, p99 %v, max %v\n"+
 		"soak: nats-server restarted in %v; first result stored %v after its kill\n",
 		calls, replicas, len(kills), killEvery, natsKills, elapsed.Round(time.Second),
 		lost, dup, statuses,
+		soakIdem, hist[soakIdem], soakOnce, hist[soakOnce],
+		soakOnce, unknown[soakOnce], soakIdem, unknown[soakIdem], soakOnce, onceTwice,
 		len(recovery), pct(recovery, 50), pct(recovery, 99), pct(recovery, 100),
 		natsRestart.Round(time.Millisecond), natsRecovery.Round(time.Millisecond))
 	fmt.Print(report)
@@ -152,8 +249,12 @@ func TestSoak(t *testing.T) {
 	if lost != 0 || dup != 0 {
 		t.Fatalf("lost %d, duplicated %d", lost, dup)
 	}
-	if statuses[string(protocol.StatusOK)] != calls {
-		t.Errorf("not every call succeeded: %v", statuses)
+	if onceTwice != 0 || unknown[soakIdem] != 0 || okNotRun != 0 {
+		t.Errorf("%s tasks run twice %d (want 0), %s calls surfaced as unknown %d (want 0), ok results of tasks that never ran %d (want 0)",
+			soakOnce, onceTwice, soakIdem, unknown[soakIdem], okNotRun)
+	}
+	if statuses[string(protocol.StatusOK)]+unknown[soakOnce] != calls {
+		t.Errorf("not every call succeeded or reached a person: %v", statuses)
 	}
 }
 
