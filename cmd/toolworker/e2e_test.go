@@ -136,14 +136,6 @@ func TestToolworkerWithNatsCLI(t *testing.T) {
 	}
 }
 
-// slowScript announces itself on a FIFO (its toolworker's PID), then waits
-// for a release file.
-const slowScript = `#!/bin/sh
-echo "$PPID" > "$(dirname "$0")/started.fifo"
-while [ ! -f "$(dirname "$0")/release" ]; do sleep 0.05; done
-echo "finished"
-`
-
 // slowTool writes a directory with script as slow.sh, a tools.yaml
 // offering it as the tool slow (described by description, with a 1 m
 // timeout), and the FIFO started.fifo the script announces itself on.
