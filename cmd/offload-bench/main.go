@@ -12,6 +12,8 @@
 //     (the agent loop's own part);
 //   - throughput with 1, 2 and 4 worker replicas of 16 slots, and the
 //     scaling from 1 to 4 replicas of 1 slot, against the raw baseline;
+//   - the effect ledger's cost (SPEC §13): the worker path's throughput
+//     and p50 with the ledger against without it;
 //   - overlap: 20 background calls of 500 ms on 20 worker slots through the
 //     agent loop, against the ideal (500 ms plus the model's time);
 //   - the agent's memory per pending background call at 10 000 pending,
@@ -69,7 +71,7 @@ func main() {
 	flag.IntVar(&c.finished, "finished", 50_000, "calls for the memory per finished call")
 	flag.IntVar(&c.long, "long", 1_000_000, "calls of the long run through the baseline and offload, RSS sampled every tenth (0 skips it)")
 	flag.BoolVar(&c.skipOverlap, "skip-overlap", false, "skip the overlap and memory figures")
-	flag.StringVar(&c.only, "only", "", "run one figure alone, for profiling: a system's throughput (raw, next or offload; 1 replica, -throughput-n calls), or the memory per pending background call (pending)")
+	flag.StringVar(&c.only, "only", "", "run one figure alone, for profiling: a system's throughput (raw, next or offload; 1 replica, -throughput-n calls), the memory per pending background call (pending), or the effect ledger's section (ledger)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.StringVar(&c.memprofile, "memprofile", "", "write an allocation profile at the end of the run to this file")
 	serveStore := flag.String("serve", "", "internal: run the embedded server for this store until stdin closes")
@@ -218,10 +220,18 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		}
 		return nil
 	}
+	if c.only == "ledger" {
+		ltp, llats, err := measureLedger(ctx, off, ep, c, proc)
+		if err != nil {
+			return fmt.Errorf("effect ledger: %w", err)
+		}
+		reportLedger(out, c, ltp, llats)
+		return nil
+	}
 	if c.only != "" {
 		s := map[string]system{"raw": rawS, "next": rawNS, "offload": offS}[c.only]
 		if s == nil {
-			return fmt.Errorf("-only %q: want raw, next, offload or pending", c.only)
+			return fmt.Errorf("-only %q: want raw, next, offload, pending or ledger", c.only)
 		}
 		tp, err := throughputs(ctx, []system{s}, 1, c.slots, c.tn, c.inflight, 1, proc)
 		if err != nil {
@@ -344,6 +354,12 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	printStalls(out, "4 × 1", four, "batched pulls", "offload")
 	results = append(results, verdict(out, "offload scaling / baseline scaling", offScale/rawScale, "≥", 0.8))
 	fmt.Fprintln(out)
+
+	ltp, llats, err := measureLedger(ctx, off, ep, c, proc)
+	if err != nil {
+		return fmt.Errorf("effect ledger: %w", err)
+	}
+	results = append(results, reportLedger(out, c, ltp, llats)...)
 
 	// Memory per finished call: interleaved like the rest, raw first.
 	// A dispatcher of its own, so that its memory of the calls made so far

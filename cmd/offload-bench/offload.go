@@ -57,12 +57,18 @@ func newOffloadSystem(ctx context.Context, ep endpoint) (*offloadSystem, error) 
 }
 
 func (s *offloadSystem) startWorkers(ctx context.Context, ep endpoint, n, slots int) error {
+	return s.startWorkersWith(ctx, ep, n, slots, false)
+}
+
+// startWorkersWith starts n workers of slots each, without the effect
+// ledger when noLedger is set (the ledger's cost, effects.go).
+func (s *offloadSystem) startWorkersWith(ctx context.Context, ep endpoint, n, slots int, noLedger bool) error {
 	for i := range n {
 		nc, err := ep.connect("bench worker")
 		if err != nil {
 			return err
 		}
-		w, err := worker.New(worker.Config{Conn: nc, ID: fmt.Sprintf("bench-%d", i), Tools: []*tool.Tool{benchcall.Lookup()}, Concurrency: slots})
+		w, err := worker.New(worker.Config{Conn: nc, ID: fmt.Sprintf("bench-%d", i), Tools: []*tool.Tool{benchcall.Lookup()}, Concurrency: slots, NoEffectLedger: noLedger})
 		if err != nil {
 			return err
 		}

@@ -24,10 +24,15 @@ import (
 // effectScript counts its own runs: it appends its idempotency key to
 // runs.log, announces itself on a FIFO (its toolworker's PID), then waits
 // for a release file.
+//
+// A SIGKILLed toolworker leaves its command running (nothing kills an
+// orphan of a worker killed outright): the script also ends when the
+// test's directory is gone.
 const effectScript = `#!/bin/sh
-echo "$OFFLOAD_IDEMPOTENCY_KEY" >> "$(dirname "$0")/runs.log"
-echo "$PPID" > "$(dirname "$0")/started.fifo"
-while [ ! -f "$(dirname "$0")/release" ]; do sleep 0.05; done
+d="$(dirname "$0")"
+echo "$OFFLOAD_IDEMPOTENCY_KEY" >> "$d/runs.log"
+echo "$PPID" > "$d/started.fifo"
+while [ ! -f "$d/release" ] && [ -d "$d" ]; do sleep 0.05; done
 echo "finished"
 `
 

@@ -53,6 +53,9 @@ const (
 // An error (the ledger or the results stream unavailable) leaves the
 // delivery to be handed back: the tool never runs without its entry.
 func (w *Worker) beginEffect(t *tool.Tool, fl *inflight) (verdict, natsjs.Effect, error) {
+	if w.cfg.NoEffectLedger {
+		return verdictRun, natsjs.Effect{Started: natsjs.EffectStarted{Worker: w.cfg.ID}}, nil
+	}
 	ctx, cancel := context.WithTimeout(w.hardCtx, jsop.Timeout)
 	defer cancel()
 	task := fl.task

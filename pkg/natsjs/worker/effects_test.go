@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -261,5 +262,27 @@ func TestDispatcherSetsIdempotencyKeyHeader(t *testing.T) {
 	defer h.Detach()
 	if got, want := offloadtest.WaitOrTimeout(t, headers, "the task"), task.TaskID+":2"; got != want {
 		t.Fatalf("%s = %q, want %q", protocol.IdempotencyKeyHeader, got, want)
+	}
+}
+
+// A worker with NoEffectLedger writes no ledger entry: a task runs with
+// its idempotency key and leaves the bucket empty.
+func TestNoEffectLedgerWritesNoEntry(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.provision(t)
+	results := b.results(t)
+	l := newRunLog()
+	b.worker(t, worker.Config{ID: "bare", NoEffectLedger: true, Tools: []*tool.Tool{l.tool("job")}})
+	task := jstest.NewTask("job", protocol.NewID(), `{}`)
+	b.publishTask(t, task)
+	if r := resultOf(t, results, task); r.Status != protocol.StatusOK {
+		t.Fatalf("result %+v", r)
+	}
+	if got := offloadtest.WaitOrTimeout(t, l.ran, "the run"); got != task.TaskID+":0" {
+		t.Fatalf("key %q", got)
+	}
+	if _, err := b.effects(t).Get(context.Background(), natsjs.EffectKey("job", task.TaskID, 0)); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("ledger entry: %v, want none", err)
 	}
 }

@@ -97,6 +97,14 @@ type Config struct {
 	// the store's relaying someone else's) cannot run an approval-gated
 	// tool as its user.
 	TaskKey []byte
+	// NoEffectLedger runs the tools without the effect ledger (SPEC §13):
+	// no entry is written or read, so a task whose worker died while its
+	// tool ran is run again on its next delivery, also for a tool not
+	// declared idempotent, and so is a task whose result was stored (the
+	// second result dropped as a duplicate): the at-least-once execution
+	// of SPEC §5.3 alone. It exists to measure what the ledger costs
+	// (make bench).
+	NoEffectLedger bool
 }
 
 // Worker serves tools to agents over JetStream (SPEC §5.3): it pulls tasks
@@ -310,11 +318,13 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	if w.kv, err = natsjs.EnsureRegistry(ctx, js, popts); err != nil {
 		return fmt.Errorf("natsjs: worker: %w", jsop.Nested(err))
 	}
-	if w.effects, err = natsjs.EnsureEffects(ctx, js, popts); err != nil {
-		return fmt.Errorf("natsjs: worker: %w", jsop.Nested(err))
-	}
-	if w.resultsStream, err = js.Stream(ctx, w.names.Results); err != nil {
-		return fmt.Errorf("natsjs: worker: bind stream %s: %w", w.names.Results, err)
+	if !w.cfg.NoEffectLedger {
+		if w.effects, err = natsjs.EnsureEffects(ctx, js, popts); err != nil {
+			return fmt.Errorf("natsjs: worker: %w", jsop.Nested(err))
+		}
+		if w.resultsStream, err = js.Stream(ctx, w.names.Results); err != nil {
+			return fmt.Errorf("natsjs: worker: bind stream %s: %w", w.names.Results, err)
+		}
 	}
 
 	// Cancellations: a core subscription sees every cancel as it is
