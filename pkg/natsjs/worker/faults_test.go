@@ -211,8 +211,12 @@ func TestDefaultAckWaitRecovery(t *testing.T) {
 	b := setup(t)
 	results := b.results(t)
 	g := jstest.NewGate()
-	_, proxy, _ := b.cutWorker(t, worker.Config{ID: "killed", AckWait: -1, Tools: []*tool.Tool{g.Tool("job", "from the killed one")}})
-	b.worker(t, worker.Config{ID: "survivor", AckWait: -1, Tools: []*tool.Tool{echoLike("job", "from the survivor")}})
+	// Idempotent, so that the survivor runs it again rather than leave it
+	// to a person (TestUnknownEffectNotRunAgain).
+	dying := g.Tool("job", "from the killed one")
+	dying.Idempotent = true
+	_, proxy, _ := b.cutWorker(t, worker.Config{ID: "killed", AckWait: -1, Tools: []*tool.Tool{dying}})
+	b.worker(t, worker.Config{ID: "survivor", AckWait: -1, Tools: []*tool.Tool{echoLike("job", "from the survivor", tool.Idempotent())}})
 	task := jstest.NewTask("job", protocol.NewID(), `{}`)
 	b.publishTask(t, task)
 	offloadtest.WaitOrTimeout(t, g.Started, "the task to start on the first replica")
