@@ -47,17 +47,22 @@ const (
 //     attempt only when its holder stopped acknowledging it for an ack wait
 //     (no in-progress acks: killed, cut off, hung) or handed it back
 //     without withdrawing the entry (a stop that gave up on a tool ignoring
-//     its cancellation). An idempotent tool runs again, the entry taken
-//     over with compare-and-set; any other is not run again (unknown).
+//     its cancellation). The tool is not run again (unknown).
+//
+// A tool declared idempotent keeps no entry and may run again
+// (idempotentEffect).
 //
 // An error (the ledger or the results stream unavailable) leaves the
 // delivery to be handed back: the tool never runs without its entry.
-func (w *Worker) beginEffect(t *tool.Tool, fl *inflight) (verdict, natsjs.Effect, error) {
+func (w *Worker) beginEffect(t *tool.Tool, fl *inflight, md *jetstream.MsgMetadata) (verdict, natsjs.Effect, error) {
 	if w.cfg.NoEffectLedger {
 		return verdictRun, natsjs.Effect{Started: natsjs.EffectStarted{Worker: w.cfg.ID}}, nil
 	}
 	ctx, cancel := context.WithTimeout(w.hardCtx, jsop.Timeout)
 	defer cancel()
+	if t.Idempotent {
+		return w.idempotentEffect(ctx, fl, md)
+	}
 	task := fl.task
 	key := natsjs.EffectKey(t.Name, task.TaskID, task.Attempt)
 	mine := natsjs.EffectStarted{Worker: w.cfg.ID, At: time.Now().UTC()}
@@ -97,20 +102,31 @@ func (w *Worker) beginEffect(t *tool.Tool, fl *inflight) (verdict, natsjs.Effect
 	if e.Started.Worker == w.cfg.ID && w.cancels.runsAttempt(fl) {
 		return verdictBusy, e, nil
 	}
-	if t.Idempotent {
-		data, err := json.Marshal(natsjs.Effect{Started: mine})
-		if err != nil {
-			return 0, e, fmt.Errorf("encode effect entry: %w", err)
-		}
-		rev, err := w.effects.Update(ctx, key, data, entry.Revision())
-		if err != nil {
-			return 0, e, fmt.Errorf("take effect entry %s over: %w", key, err)
-		}
-		fl.effect = &effectHold{key: key, rev: rev, started: mine}
-		return verdictRun, e, nil
-	}
 	fl.effect = &effectHold{key: key, rev: entry.Revision(), started: e.Started}
 	return verdictUnknown, e, nil
+}
+
+// idempotentEffect is beginEffect for a tool declared idempotent: running
+// its attempt again with the same key has the effect of running it once,
+// so the ledger has nothing to guard and the worker writes no entry
+// (neither started nor finished). The first delivery runs the tool; a
+// redelivery (or one without metadata) is still answered from the
+// attempt's stored result if there is one, and else runs again with the
+// same key. The holder of a redelivered attempt may still be running it
+// (cut off, hung): two runs of an idempotent tool at once are allowed.
+func (w *Worker) idempotentEffect(ctx context.Context, fl *inflight, md *jetstream.MsgMetadata) (verdict, natsjs.Effect, error) {
+	mine := natsjs.Effect{Started: natsjs.EffectStarted{Worker: w.cfg.ID}}
+	if md != nil && md.NumDelivered <= 1 {
+		return verdictRun, mine, nil
+	}
+	_, _, stored, err := w.storedResult(ctx, fl.task)
+	if err != nil {
+		return 0, mine, err
+	}
+	if stored {
+		return verdictAnswered, mine, nil
+	}
+	return verdictRun, natsjs.Effect{Started: natsjs.EffectStarted{Worker: "an earlier delivery"}}, nil
 }
 
 // storedResult looks the attempt's result up in the results stream: the

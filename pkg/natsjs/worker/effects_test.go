@@ -120,12 +120,36 @@ func TestIdempotentToolRunAgainWithTheSameKey(t *testing.T) {
 	if runs := l.runs(); first != want || len(runs) != 1 || runs[0] != want {
 		t.Fatalf("keys: first run %q, then %v; want %q on both", first, runs, want)
 	}
-	offloadtest.Eventually(t, "the ledger entry finished after the result (no signal)", func() error {
-		if e := b.effect(t, task); e.Started.Worker != "survivor" || e.Finished == nil || e.Finished.Status != protocol.StatusOK {
-			return fmt.Errorf("ledger entry %+v, want taken over and finished by the survivor", e)
-		}
-		return nil
-	})
+	b.noEffect(t, task)
+}
+
+// An idempotent tool keeps no ledger entry (neither started nor
+// finished), yet a redelivery of its attempt whose result was stored
+// before its worker died is still answered from the stored result without
+// running. Before, the killed replica's run had written started (and the
+// survivor finished).
+func TestIdempotentToolKeepsNoEntry(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	task, _ := b.killedMidRun(t, tool.Idempotent())
+	// What the killed replica leaves behind had it stored the result
+	// before it died.
+	seq := b.storeResult(t, task, protocol.Result{TaskID: task.TaskID, Content: json.RawMessage(`"stored"`), Worker: "killed"})
+	l := newRunLog()
+	logger, answered := jstest.SignalOn("attempt answered before: acknowledged without running")
+	b.worker(t, worker.Config{ID: "survivor", Logger: logger, Tools: []*tool.Tool{l.tool("job", tool.Idempotent())}})
+	offloadtest.WaitOrTimeout(t, answered, "the redelivery answered from the stored result")
+	if runs := l.runs(); len(runs) != 0 {
+		t.Fatalf("the survivor ran the tool: %v", runs)
+	}
+	s, err := b.js.Stream(context.Background(), "TOOLS_RESULTS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := s.CachedInfo().State; st.Msgs != 1 || st.LastSeq != seq {
+		t.Fatalf("results stream %d messages, last %d; want the one stored at %d", st.Msgs, st.LastSeq, seq)
+	}
+	b.noEffect(t, task)
 }
 
 // A delivery of an attempt whose result was stored before its worker died
@@ -221,6 +245,15 @@ func (b *bundle) effect(t *testing.T, task protocol.Task) natsjs.Effect {
 		t.Fatal(err)
 	}
 	return e
+}
+
+// noEffect fails t if task's attempt has a ledger entry.
+func (b *bundle) noEffect(t *testing.T, task protocol.Task) {
+	t.Helper()
+	key := natsjs.EffectKey(task.Tool, task.TaskID, task.Attempt)
+	if _, err := b.effects(t).Get(context.Background(), key); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("ledger entry %s: %v, want none", key, err)
+	}
 }
 
 // putEffect writes the ledger entry of task's attempt, as a worker would.

@@ -129,7 +129,7 @@ func (w *Worker) handle(t *tool.Tool, toolLog *slog.Logger, msg jetstream.Msg, s
 		return
 	}
 
-	v, effect, err := w.beginEffect(t, fl)
+	v, effect, err := w.beginEffect(t, fl, md)
 	if err != nil {
 		delay := handBackDelay(md)
 		log.Warn("effect ledger unavailable; task handed back", slog.Duration("delay", delay), slog.Any("error", err))
