@@ -56,19 +56,32 @@ func newOffloadSystem(ctx context.Context, ep endpoint) (*offloadSystem, error) 
 	return &offloadSystem{nc: nc, disp: d, remote: rt, conv: protocol.NewID()}, nil
 }
 
+// startWorkers starts n workers of slots each serving the lookup tool,
+// declared idempotent as a lookup is (SPEC §13: its worker writes no
+// ledger entry).
 func (s *offloadSystem) startWorkers(ctx context.Context, ep endpoint, n, slots int) error {
-	return s.startWorkersWith(ctx, ep, n, slots, false)
+	return s.startWorkersWith(ctx, ep, n, slots, workerOpts{idempotent: true})
 }
 
-// startWorkersWith starts n workers of slots each, without the effect
-// ledger when noLedger is set (the ledger's cost, effects.go).
-func (s *offloadSystem) startWorkersWith(ctx context.Context, ep endpoint, n, slots int, noLedger bool) error {
+// workerOpts are the bench workers' variants: the lookup tool declared
+// idempotent or not, the effect ledger on or off.
+type workerOpts struct {
+	idempotent bool // the lookup tool declared idempotent: no ledger entry
+	noLedger   bool // worker.Config.NoEffectLedger
+}
+
+// startWorkersWith starts n workers of slots each, as o says (the ledger's
+// cost, effects.go, measures the lookup tool not declared idempotent with
+// the ledger and without it).
+func (s *offloadSystem) startWorkersWith(ctx context.Context, ep endpoint, n, slots int, o workerOpts) error {
 	for i := range n {
 		nc, err := ep.connect("bench worker")
 		if err != nil {
 			return err
 		}
-		w, err := worker.New(worker.Config{Conn: nc, ID: fmt.Sprintf("bench-%d", i), Tools: []*tool.Tool{benchcall.Lookup()}, Concurrency: slots, NoEffectLedger: noLedger})
+		lookup := benchcall.Lookup()
+		lookup.Idempotent = o.idempotent
+		w, err := worker.New(worker.Config{Conn: nc, ID: fmt.Sprintf("bench-%d", i), Tools: []*tool.Tool{lookup}, Concurrency: slots, NoEffectLedger: o.noLedger})
 		if err != nil {
 			return err
 		}
