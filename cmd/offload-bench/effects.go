@@ -65,7 +65,7 @@ func measureLedger(ctx context.Context, off *offloadSystem, ep endpoint, c confi
 
 // reportLedger prints the ledger's section and its targets (within 10 %).
 func reportLedger(out io.Writer, c config, tp tpRun, lats [2]latency) []bool {
-	fmt.Fprintf(out, "Effect ledger (SPEC §13): the worker path of a tool not declared idempotent (lookup, so declared here only) with the ledger (a KV create before each run, an update after its result) against without it (worker.Config.NoEffectLedger), same run\n")
+	fmt.Fprintf(out, "Effect ledger (SPEC §13): the worker path of a tool not declared idempotent (lookup, declared idempotent in the other sections) with the ledger (a KV create before each run, an update after its result) against without it (worker.Config.NoEffectLedger), same run\n")
 	fmt.Fprintf(out, "Throughput: 1 replica of %d slots, %d in flight, medians over %d interleaved rounds; latency: 1 replica of 1 slot, 1 call in flight, %d calls each over 10 alternating turns\n", c.slots, c.inflight, c.tpRounds, c.n)
 	fmt.Fprintln(out, "| worker | calls/s | p50 | p99 | CPU per call (here + server) |")
 	fmt.Fprintln(out, "| --- | --- | --- | --- | --- |")
