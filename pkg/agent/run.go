@@ -157,6 +157,7 @@ func (r *run) execute(ctx context.Context) (*Result, error) {
 	r.mu.Lock()
 	r.cancelRun = cancel
 	r.mu.Unlock()
+	ctx, span := r.startRunSpan(ctx)
 
 	r.emit(Event{Type: EventRunStarted})
 	// The RunWrappers see the run's error as the caller will (a
@@ -189,6 +190,7 @@ func (r *run) execute(ctx context.Context) (*Result, error) {
 	if final.Status == StatusInterrupted {
 		final.Error = interruptedText(context.Cause(ctx))
 	}
+	endRunSpan(span, final)
 	r.emit(Event{Type: EventFinal, Final: final})
 	if err != nil {
 		return res, err
