@@ -120,14 +120,15 @@ func runAgent(ctx context.Context, e env, f *runFlags, prompt string) error {
 		executor = r.client.Executor()
 	}
 	cfg := agent.Config{
-		Model:         model,
-		Toolsets:      []tool.Toolset{toolset},
-		Instructions:  "You are a helpful assistant. Use the tools when they help.",
-		AllowDeferred: true,
-		Stream:        f.mf.stream,
-		Settings:      f.agentSpec.Settings(),
-		Logger:        logger,
-		Limits:        agent.UsageLimits{Requests: agent.Limit(f.requestLimit)},
+		Model:          model,
+		Toolsets:       []tool.Toolset{toolset},
+		Instructions:   "You are a helpful assistant. Use the tools when they help.",
+		AllowDeferred:  true,
+		Stream:         f.mf.stream,
+		Settings:       f.agentSpec.Settings(),
+		Logger:         logger,
+		Limits:         agent.UsageLimits{Requests: agent.Limit(f.requestLimit)},
+		TracerProvider: e.tracer,
 	}
 	if f.toolCallsLimit >= 0 {
 		cfg.Limits.ToolCalls = agent.Limit(f.toolCallsLimit)

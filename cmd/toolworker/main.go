@@ -35,9 +35,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/offload-dev/offload/internal/natsflags"
 	"github.com/offload-dev/offload/internal/opsserver"
+	"github.com/offload-dev/offload/internal/otelenv"
 	"github.com/offload-dev/offload/internal/proc"
 	"github.com/offload-dev/offload/pkg/builtin"
 	"github.com/offload-dev/offload/pkg/cmdtool"
@@ -288,6 +290,9 @@ func selectTools(o *options, log *slog.Logger) ([]*tool.Tool, error) {
 	return out, nil
 }
 
+// tracingFlushTimeout bounds the export of the spans left at exit.
+const tracingFlushTimeout = 5 * time.Second
+
 func serve(o *options, tools []*tool.Tool, log *slog.Logger, signals <-chan os.Signal) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -295,6 +300,23 @@ func serve(o *options, tools []*tool.Tool, log *slog.Logger, signals <-chan os.S
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	wm := metrics.NewWorker(reg)
+	tp, err := otelenv.New(ctx, o.getenv, "toolworker")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// The spans still buffered are exported within a bound: an
+		// unreachable collector delays the exit by at most that.
+		sctx, scancel := context.WithTimeout(context.Background(), tracingFlushTimeout)
+		defer scancel()
+		if err := tp.Shutdown(sctx); err != nil {
+			log.Warn("traces not exported", slog.Any("error", err))
+		}
+	}()
+	var tracer trace.TracerProvider
+	if tp.Enabled {
+		tracer = tp
+	}
 
 	copts := o.copts
 	copts.Name, copts.Logger, copts.Refusals = "toolworker "+o.id, log, &natsjs.Refusals{Role: "worker"}
@@ -309,17 +331,18 @@ func serve(o *options, tools []*tool.Tool, log *slog.Logger, signals <-chan os.S
 	defer nc.RemoveStatusListener(closed)
 
 	w, err := worker.New(worker.Config{
-		Conn:        nc,
-		Prefix:      o.prefix,
-		ID:          o.id,
-		Tools:       tools,
-		Concurrency: o.concurrency,
-		GracePeriod: o.grace,
-		AckWait:     o.ackWait,
-		MaxDeliver:  o.maxDeliver,
-		Replicas:    o.conn.Replicas,
-		Logger:      log,
-		Metrics:     wm,
+		Conn:           nc,
+		Prefix:         o.prefix,
+		ID:             o.id,
+		Tools:          tools,
+		Concurrency:    o.concurrency,
+		GracePeriod:    o.grace,
+		AckWait:        o.ackWait,
+		MaxDeliver:     o.maxDeliver,
+		Replicas:       o.conn.Replicas,
+		Logger:         log,
+		Metrics:        wm,
+		TracerProvider: tracer,
 	})
 	if err != nil {
 		return err
