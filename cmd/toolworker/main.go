@@ -48,6 +48,7 @@ import (
 	"github.com/offload-dev/offload/pkg/natsjs/authconf"
 	"github.com/offload-dev/offload/pkg/natsjs/worker"
 	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/telemetry"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
@@ -120,11 +121,15 @@ func runTo(stdout io.Writer, args []string, getenv func(string) string, stderr i
 		fmt.Fprintln(stderr, "toolworker:", err)
 		return exitUsage
 	}
+	if _, err := otelenv.Wanted(getenv); err != nil {
+		fmt.Fprintln(stderr, "toolworker:", err)
+		return exitUsage
+	}
 	level := slog.LevelInfo
 	if opts.verbose {
 		level = slog.LevelDebug
 	}
-	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level, ReplaceAttr: durationsAsText}))
+	log := slog.New(telemetry.LogHandler(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level, ReplaceAttr: durationsAsText})))
 
 	opts.reaper = reaper
 	tools, err := selectTools(opts, log)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -45,7 +46,8 @@ func TestOneTraceAcrossTheQueue(t *testing.T) {
 	cmd.Env = append(cmd.Environ(), otel...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	if out, err := cmd.Output(); err != nil {
+	out, err := cmd.Output()
+	if err != nil {
 		t.Fatalf("agent: %v\nstdout: %s\nstderr: %s", err, out, stderr.String())
 	}
 
@@ -70,6 +72,20 @@ func TestOneTraceAcrossTheQueue(t *testing.T) {
 	for _, s := range spans {
 		if s.TraceID != run.TraceID {
 			t.Errorf("span %s of %s is in trace %s, not the run's %s", s.Name, s.Service, s.TraceID, run.TraceID)
+		}
+	}
+	// Every --json event names the run's span.
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var ev struct {
+			Type    string
+			TraceID string `json:"trace_id"`
+			SpanID  string `json:"span_id"`
+		}
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatal(err)
+		}
+		if ev.TraceID != run.TraceID || ev.SpanID != run.SpanID {
+			t.Errorf("event %s: trace_id %q span_id %q, want the run's %s %s", ev.Type, ev.TraceID, ev.SpanID, run.TraceID, run.SpanID)
 		}
 	}
 	model := find(t, spans, "agent", "chat test")

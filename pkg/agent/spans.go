@@ -17,7 +17,8 @@ import (
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
-// startRunSpan starts the run's span (invoke_agent).
+// startRunSpan starts the run's span (invoke_agent); a recording one names
+// the run's events and logs (trace_id, span_id).
 func (r *run) startRunSpan(ctx context.Context) (context.Context, trace.Span) {
 	ctx, span := r.a.tracer.Start(ctx, telemetry.OpInvokeAgent, trace.WithSpanKind(trace.SpanKindInternal))
 	if span.IsRecording() {
@@ -25,6 +26,8 @@ func (r *run) startRunSpan(ctx context.Context) (context.Context, trace.Span) {
 			telemetry.GenAIOperationName.String(telemetry.OpInvokeAgent),
 			telemetry.GenAIConversationID.String(r.convID),
 			telemetry.OffloadRunID.String(r.runID))
+		sc := span.SpanContext()
+		r.traceID, r.spanID = sc.TraceID().String(), sc.SpanID().String()
 	}
 	return ctx, span
 }

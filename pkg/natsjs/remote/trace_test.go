@@ -2,6 +2,9 @@ package remote_test
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 
@@ -37,7 +40,9 @@ func TestTraceContextCrossesTheQueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.worker(t, worker.Config{Tools: []*tool.Tool{jstest.EchoTool("")}, TracerProvider: tp})
+	var logs offloadtest.Output
+	b.worker(t, worker.Config{Tools: []*tool.Tool{jstest.EchoTool("")}, TracerProvider: tp,
+		Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	d, _ := b.dispatcher(t, remote.DispatcherConfig{TracerProvider: tp})
 
 	ctx, parent := tp.Tracer("test").Start(context.Background(), "tool call")
@@ -78,6 +83,10 @@ func TestTraceContextCrossesTheQueue(t *testing.T) {
 	}
 	if tool.Parent().SpanID() != task.SpanContext().SpanID() {
 		t.Errorf("tool span's parent %v, want the task's %v", tool.Parent().SpanID(), task.SpanContext().SpanID())
+	}
+	// The task's log lines name its span.
+	if want := fmt.Sprintf(`"trace_id":"%s","span_id":"%s"`, task.SpanContext().TraceID(), task.SpanContext().SpanID()); !strings.Contains(logs.String(), want) {
+		t.Errorf("the worker's task logs lack %s:\n%s", want, logs.String())
 	}
 	if got := telemetry.SpanContextOf(resMsg.Header); got.SpanID() != task.SpanContext().SpanID() {
 		t.Errorf("result's traceparent %q, want the task span %v", resMsg.Header.Get(telemetry.TraceparentHeader), task.SpanContext().SpanID())

@@ -62,6 +62,10 @@ func (w *Worker) handle(t *tool.Tool, toolLog *slog.Logger, msg jetstream.Msg, s
 	// the look-up reaches the registered task through the subscription.
 	spanCtx, span := w.startTaskSpan(msg, task)
 	defer span.End()
+	if span.IsRecording() {
+		sc := span.SpanContext()
+		log = lazylog.With(log, slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String()))
+	}
 	taskCtx, cancel := context.WithCancelCause(spanCtx)
 	defer cancel(nil)
 	fl := &inflight{task: task, msg: msg, cancel: cancel, span: span}
