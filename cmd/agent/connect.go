@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/offload-dev/offload/pkg/agent/liveview"
 	"github.com/offload-dev/offload/pkg/builtin"
@@ -87,6 +88,7 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 		return fail(err) // it names the part that failed
 	}
 	c.client, c.closers = client, append(c.closers, func(ctx context.Context) { _ = client.Stop(ctx) })
+	c.tracer = e.tracer
 
 	if clashes := client.Clashes(); len(clashes) > 0 {
 		fmt.Fprintf(e.stderr, "agent: %s\n", clashNote(clashes))
@@ -142,6 +144,8 @@ type conn struct {
 	refusals *natsjs.Refusals
 	client   *remote.Client // set by remoteTools
 	closers  []func(context.Context)
+	// tracer records the spans of SPEC §14 (env.tracer); nil when untraced.
+	tracer trace.TracerProvider
 }
 
 // close stops what runs on the connection, closes it and shuts the

@@ -16,11 +16,14 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/telemetry"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
@@ -93,6 +96,11 @@ type Config struct {
 	// reached: when it cannot, the save that ends [Session.Run] waits 2 s
 	// rather than 15 s.
 	Connected func() bool
+	// TracerProvider, if set, records a span for each approval decided
+	// while the run waits ([Session.AwaitDecisions]): from its announcement
+	// to the decision's arrival, with the decider and the outcome (SPEC
+	// §14). Nil records none.
+	TracerProvider trace.TracerProvider
 }
 
 // DecisionMetaKey is the key, in the metadata of a tool return part, of
@@ -104,8 +112,9 @@ const DecisionMetaKey = "offload.decision"
 // Session is one process's claim on a conversation. It is safe for
 // concurrent use by the run's hooks.
 type Session struct {
-	cfg   Config
-	log   *slog.Logger
+	cfg    Config
+	log    *slog.Logger
+	tracer trace.Tracer
 	lease conversation.Lease
 
 	mu      sync.Mutex
@@ -155,7 +164,8 @@ func Open(ctx context.Context, cfg Config, id string, create bool) (*Session, er
 	if err != nil {
 		return nil, err
 	}
-	s := &Session{cfg: cfg, log: log.With(slog.String("conversation_id", id)), lease: lease, decisions: map[string]decisionNote{}, announced: map[string]bool{}}
+	s := &Session{cfg: cfg, log: log.With(slog.String("conversation_id", id)), tracer: telemetry.Tracer(cfg.TracerProvider),
+		lease: lease, decisions: map[string]decisionNote{}, announced: map[string]bool{}}
 	st, rev, err := cfg.Store.Load(ctx, id)
 	switch {
 	case errors.Is(err, conversation.ErrNotFound) && create:

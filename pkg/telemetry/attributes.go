@@ -32,6 +32,11 @@ const (
 	OffloadAttempt  = attribute.Key("offload.task.attempt")
 	OffloadWorker   = attribute.Key("offload.worker")
 	OffloadStatus   = attribute.Key("offload.result.status")
+
+	// OffloadApprovalBy is who decided an approval (the decision's by),
+	// OffloadApprovalOutcome how (approved, denied).
+	OffloadApprovalBy      = attribute.Key("offload.approval.by")
+	OffloadApprovalOutcome = attribute.Key("offload.approval.outcome")
 )
 
 // GenAI operation names (gen_ai.operation.name).
