@@ -115,7 +115,7 @@ type Session struct {
 	cfg    Config
 	log    *slog.Logger
 	tracer trace.Tracer
-	lease conversation.Lease
+	lease  conversation.Lease
 
 	mu      sync.Mutex
 	st      *conversation.State
