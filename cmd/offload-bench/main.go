@@ -14,6 +14,9 @@
 //     scaling from 1 to 4 replicas of 1 slot, against the raw baseline;
 //   - overlap: 20 background calls of 500 ms on 20 worker slots through the
 //     agent loop, against the ideal (500 ms plus the model's time);
+//   - the cost of tracing: offload inline traced (sampler 1.0, exported
+//     over OTLP/HTTP to a receiver in this process) against untraced,
+//     round trip and throughput (tracing.go);
 //   - the agent's memory per pending background call at 10 000 pending,
 //     and the dispatcher's memory per finished call it remembers;
 //   - the process's RSS and live heap over a run of 1 000 000 calls
@@ -69,7 +72,7 @@ func main() {
 	flag.IntVar(&c.finished, "finished", 50_000, "calls for the memory per finished call")
 	flag.IntVar(&c.long, "long", 1_000_000, "calls of the long run through the baseline and offload, RSS sampled every tenth (0 skips it)")
 	flag.BoolVar(&c.skipOverlap, "skip-overlap", false, "skip the overlap and memory figures")
-	flag.StringVar(&c.only, "only", "", "run one figure alone, for profiling: a system's throughput (raw, next or offload; 1 replica, -throughput-n calls), or the memory per pending background call (pending)")
+	flag.StringVar(&c.only, "only", "", "run one figure alone, for profiling: a system's throughput (raw, next or offload; 1 replica, -throughput-n calls), the memory per pending background call (pending), or the tracing cost (tracing)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.StringVar(&c.memprofile, "memprofile", "", "write an allocation profile at the end of the run to this file")
 	serveStore := flag.String("serve", "", "internal: run the embedded server for this store until stdin closes")
@@ -218,10 +221,14 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		}
 		return nil
 	}
+	if c.only == "tracing" {
+		_, err := tracingCost(ctx, c, ep, proc, offS, out)
+		return err
+	}
 	if c.only != "" {
 		s := map[string]system{"raw": rawS, "next": rawNS, "offload": offS}[c.only]
 		if s == nil {
-			return fmt.Errorf("-only %q: want raw, next, offload or pending", c.only)
+			return fmt.Errorf("-only %q: want raw, next, offload, pending or tracing", c.only)
 		}
 		tp, err := throughputs(ctx, []system{s}, 1, c.slots, c.tn, c.inflight, 1, proc)
 		if err != nil {
@@ -343,6 +350,13 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	printStalls(out, "1 × 1", one, "batched pulls", "offload")
 	printStalls(out, "4 × 1", four, "batched pulls", "offload")
 	results = append(results, verdict(out, "offload scaling / baseline scaling", offScale/rawScale, "≥", 0.8))
+	fmt.Fprintln(out)
+
+	tr, err := tracingCost(ctx, c, ep, proc, offS, out)
+	if err != nil {
+		return fmt.Errorf("tracing cost: %w", err)
+	}
+	results = append(results, tr...)
 	fmt.Fprintln(out)
 
 	// Memory per finished call: interleaved like the rest, raw first.

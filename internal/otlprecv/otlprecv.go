@@ -1,7 +1,7 @@
 // Package otlprecv is a small OTLP/HTTP trace receiver on loopback: it
 // decodes the protobuf export requests the OTLP exporters send to
-// /v1/traces and keeps their spans, for the end-to-end tests of SPEC §14
-// and the tracing cost measured by `make bench`.
+// /v1/traces and keeps their spans, for the end-to-end tests of SPEC §14,
+// or drops them unread, for the tracing cost measured by `make bench`.
 package otlprecv
 
 import (
@@ -53,19 +53,31 @@ type Receiver struct {
 	ln   net.Listener
 	done chan struct{}
 
+	discard bool // read and drop the exports, decoding nothing (the bench)
+
 	mu      sync.Mutex
 	spans   []Span
+	count   int
+	exports int
+	bytes   int64
 	changed chan struct{}
 }
 
-// Start starts a receiver on a free loopback port.
-func Start(ctx context.Context) (*Receiver, error) {
+// Start starts a receiver on a free loopback port that keeps the spans.
+func Start(ctx context.Context) (*Receiver, error) { return start(ctx, false) }
+
+// StartDiscard starts a receiver that reads every export and drops it,
+// decoding nothing, as a collector in another process costs the exporting
+// process nothing more ([Receiver.Exports] counts them).
+func StartDiscard(ctx context.Context) (*Receiver, error) { return start(ctx, true) }
+
+func start(ctx context.Context, discard bool) (*Receiver, error) {
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("otlprecv: listen: %w", err)
 	}
-	r := &Receiver{ln: ln, done: make(chan struct{}), changed: make(chan struct{})}
+	r := &Receiver{ln: ln, done: make(chan struct{}), changed: make(chan struct{}), discard: discard}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/traces", r.traces)
 	r.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
@@ -84,6 +96,21 @@ func (r *Receiver) Spans() []Span {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]Span(nil), r.spans...)
+}
+
+// Count returns how many spans were received (none are counted by a
+// discarding receiver).
+func (r *Receiver) Count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.count
+}
+
+// Exports returns how many export requests arrived, and their bytes.
+func (r *Receiver) Exports() (n int, bytes int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.exports, r.bytes
 }
 
 // Changed returns a channel closed when the next export arrives.
@@ -121,12 +148,21 @@ func (r *Receiver) traces(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	if r.discard {
+		r.mu.Lock()
+		r.exports++
+		r.bytes += int64(len(data))
+		r.mu.Unlock()
+		r.reply(w)
+		return
+	}
 	var ex coltracepb.ExportTraceServiceRequest
 	if err := proto.Unmarshal(data, &ex); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
 	var got []Span
+	n := 0
 	for _, rs := range ex.GetResourceSpans() {
 		service := ""
 		for _, kv := range rs.GetResource().GetAttributes() {
@@ -135,6 +171,7 @@ func (r *Receiver) traces(w http.ResponseWriter, req *http.Request) {
 			}
 		}
 		for _, ss := range rs.GetScopeSpans() {
+			n += len(ss.GetSpans())
 			for _, s := range ss.GetSpans() {
 				got = append(got, spanOf(service, s))
 			}
@@ -142,9 +179,17 @@ func (r *Receiver) traces(w http.ResponseWriter, req *http.Request) {
 	}
 	r.mu.Lock()
 	r.spans = append(r.spans, got...)
+	r.count += n
+	r.exports++
+	r.bytes += int64(len(data))
 	close(r.changed)
 	r.changed = make(chan struct{})
 	r.mu.Unlock()
+	r.reply(w)
+}
+
+// reply answers an export with an empty (full success) response.
+func (r *Receiver) reply(w http.ResponseWriter) {
 	out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
 	w.Header().Set("Content-Type", "application/x-protobuf")
 	_, _ = w.Write(out)
