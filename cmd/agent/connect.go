@@ -146,6 +146,9 @@ type conn struct {
 	closers  []func(context.Context)
 	// tracer records the spans of SPEC §14 (env.tracer); nil when untraced.
 	tracer trace.TracerProvider
+	// approvals records the decisions the session applies (SPEC §12's
+	// metrics), on the run's registry.
+	approvals *metrics.Approvals
 }
 
 // close stops what runs on the connection, closes it and shuts the

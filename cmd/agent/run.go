@@ -89,6 +89,7 @@ func runAgent(ctx context.Context, e env, f *runFlags, prompt string) error {
 	}
 	reg := prometheus.NewRegistry()
 	am := metrics.NewAgent(reg)
+	approvals := metrics.NewApprovals(reg)
 	if f.metricsAddr != "" {
 		stop, err := opsserver.Start(f.metricsAddr, reg, nil, logger)
 		if err != nil {
@@ -114,6 +115,7 @@ func runAgent(ctx context.Context, e env, f *runFlags, prompt string) error {
 			return out.failed(err)
 		}
 		defer r.close()
+		r.approvals = approvals
 		rem = r
 		toolset = r.client.Toolset()
 		// Background calls of the tools workers serve run there.

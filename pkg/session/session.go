@@ -22,6 +22,7 @@ import (
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/message"
+	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/telemetry"
 	"github.com/offload-dev/offload/pkg/tool"
@@ -101,6 +102,11 @@ type Config struct {
 	// to the decision's arrival, with the decider and the outcome (SPEC
 	// §14). Nil records none.
 	TracerProvider trace.TracerProvider
+	// Approvals, if set, records every decision applied (live or on a
+	// resume): offload_approvals_total{tool,outcome} and
+	// offload_decision_seconds{tool}, from the call's deferral (its task
+	// ID's time, when it was announced) to the decision's stored time.
+	Approvals *metrics.Approvals
 }
 
 // DecisionMetaKey is the key, in the metadata of a tool return part, of
@@ -389,6 +395,7 @@ func (s *Session) applyLocked(res *deferred.Results, t deferred.PendingTask, a c
 		}
 		s.decisions[id] = decisionNote{from: from, meta: note}
 		s.resolutions = append(s.resolutions, protocol.Resolution{TaskID: t.TaskID, Resolved: resolved, By: d.By})
+		s.countDecision(t, a, d)
 	case conversation.ArrivalAnswer, conversation.ArrivalResult:
 		r, err := protocol.DecodeResult(a.Data, t.TaskID, &protocol.DecodeOpts{MaxSize: -1})
 		if err != nil {
