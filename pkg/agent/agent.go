@@ -123,6 +123,10 @@ type RunOptions struct {
 	// in the order given; a task still running is attached through the
 	// executor (an [Attacher]) and is live like the run's own tasks.
 	Background []AdoptedTask
+	// Continues is the span context of the run this one continues (a
+	// resume after a pause): the run's span links to it (SPEC §14). The
+	// zero value links nothing.
+	Continues trace.SpanContext
 }
 
 // Result is the outcome of a run.

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
@@ -17,10 +18,16 @@ import (
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
-// startRunSpan starts the run's span (invoke_agent); a recording one names
-// the run's events and logs (trace_id, span_id).
+// startRunSpan starts the run's span (invoke_agent), linked to the run it
+// continues; a recording one names the run's events and logs (trace_id,
+// span_id).
 func (r *run) startRunSpan(ctx context.Context) (context.Context, trace.Span) {
-	ctx, span := r.a.tracer.Start(ctx, telemetry.OpInvokeAgent, trace.WithSpanKind(trace.SpanKindInternal))
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal)}
+	if r.opts.Continues.IsValid() {
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: r.opts.Continues,
+			Attributes: []attribute.KeyValue{telemetry.OffloadLink.String(telemetry.LinkContinues)}}))
+	}
+	ctx, span := r.a.tracer.Start(ctx, telemetry.OpInvokeAgent, opts...)
 	if span.IsRecording() {
 		span.SetAttributes(
 			telemetry.GenAIOperationName.String(telemetry.OpInvokeAgent),

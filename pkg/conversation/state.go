@@ -36,6 +36,10 @@ type State struct {
 	Checkpoint Checkpoint `json:"checkpoint"`
 	// UpdatedAt is when the state was last saved.
 	UpdatedAt time.Time `json:"updated_at"`
+	// Trace is the W3C traceparent of the run that last saved a step, when
+	// it was traced: the run continuing the conversation links its span
+	// to it (SPEC §14).
+	Trace string `json:"trace,omitempty"`
 }
 
 // ArrivalKind says what arrived for a pending task.

@@ -37,7 +37,12 @@ const (
 	// OffloadApprovalOutcome how (approved, denied).
 	OffloadApprovalBy      = attribute.Key("offload.approval.by")
 	OffloadApprovalOutcome = attribute.Key("offload.approval.outcome")
+	// OffloadLink says what a span link is (LinkContinues).
+	OffloadLink = attribute.Key("offload.link")
 )
+
+// LinkContinues is offload.link on a run's link to the run it continues.
+const LinkContinues = "continues"
 
 // GenAI operation names (gen_ai.operation.name).
 const (

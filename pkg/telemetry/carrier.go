@@ -71,3 +71,23 @@ func Extract(ctx context.Context, h map[string][]string) context.Context {
 func SpanContextOf(h map[string][]string) trace.SpanContext {
 	return trace.SpanContextFromContext(Extract(context.Background(), h))
 }
+
+// Traceparent returns the traceparent header value of sc, or "" when sc is
+// not valid.
+func Traceparent(sc trace.SpanContext) string {
+	if !sc.IsValid() {
+		return ""
+	}
+	h := Carrier{}
+	w3c.Inject(trace.ContextWithSpanContext(context.Background(), sc), h)
+	return h.Get(TraceparentHeader)
+}
+
+// ParseTraceparent returns the span context of a traceparent header value;
+// it is not valid when v is empty or malformed.
+func ParseTraceparent(v string) trace.SpanContext {
+	if v == "" {
+		return trace.SpanContext{}
+	}
+	return SpanContextOf(map[string][]string{TraceparentHeader: {v}})
+}
