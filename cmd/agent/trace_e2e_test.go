@@ -11,8 +11,9 @@ import (
 
 // TestApprovalSpan: an approval decided with nats pub while agent run
 // --approve wait waits (with and without a traceparent header on the
-// decision) is a span of the run's trace, from the announcement to the
-// decision, with the decider and the outcome (SPEC §14).
+// decision), or with a traced agent approve, is a span of the run's
+// trace, from the announcement to the decision, with the decider and the
+// outcome, linked to the decision's trace when it carried one (SPEC §14).
 func TestApprovalSpan(t *testing.T) {
 	t.Parallel()
 	d := newDurable(t)
@@ -22,13 +23,15 @@ func TestApprovalSpan(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = recv.Close() })
+	const decider = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	for _, c := range []struct {
 		by, outcome, body string
 		header            []string
+		cli               bool // decided with agent approve, traced, rather than nats pub
 	}{
-		{"ann", "approved", `{"approved":true,"by":"ann"}`, nil},
-		{"bob", "denied", `{"approved":false,"by":"bob","message":"not today"}`,
-			[]string{"-H", "traceparent:00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}},
+		{"ann", "approved", `{"approved":true,"by":"ann"}`, nil, false},
+		{"bob", "denied", `{"approved":false,"by":"bob","message":"not today"}`, []string{"-H", "traceparent:" + decider}, false},
+		{"cy", "approved", "", nil, true},
 	} {
 		cmd := d.command("run", "--approve", "wait", "--wait", "1m", deployProd)
 		cmd.Env = append(cmd.Env, "OTEL_EXPORTER_OTLP_ENDPOINT="+recv.Endpoint())
@@ -42,10 +45,17 @@ func TestApprovalSpan(t *testing.T) {
 			}
 			for _, id := range ev["task_ids"].(map[string]any) {
 				before = time.Now()
-				args := append([]string{"--no-context", "--server", d.nats.URL(), "pub"}, c.header...)
-				args = append(args, "tools.decision."+conv+"."+id.(string), c.body)
-				if out, err := exec.CommandContext(t.Context(), nats, args...).CombinedOutput(); err != nil {
-					t.Fatalf("nats pub: %v: %s", err, out)
+				if c.cli {
+					if code, _, stderr := plain(t, d.dir, []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + recv.Endpoint()},
+						"approve", "--conversation", conv, "--by", c.by, "--nats", d.nats.URL(), id.(string)); code != 0 {
+						t.Fatalf("agent approve: exit %d: %s", code, stderr)
+					}
+				} else {
+					args := append([]string{"--no-context", "--server", d.nats.URL(), "pub"}, c.header...)
+					args = append(args, "tools.decision."+conv+"."+id.(string), c.body)
+					if out, err := exec.CommandContext(t.Context(), nats, args...).CombinedOutput(); err != nil {
+						t.Fatalf("nats pub: %v: %s", err, out)
+					}
 				}
 				after = time.Now()
 			}
@@ -64,6 +74,28 @@ func TestApprovalSpan(t *testing.T) {
 		ap := spans[i]
 		if ap.Attrs["offload.approval.by"] != c.by || ap.Attrs["offload.approval.outcome"] != c.outcome || ap.Attrs["gen_ai.tool.name"] != "deploy" {
 			t.Errorf("%s: approval span attributes %v", c.by, ap.Attrs)
+		}
+		// Linked to the decider's trace when the decision carried one: the
+		// header given to nats pub, agent approve's own span.
+		var want string
+		switch {
+		case c.header != nil:
+			want = "4bf92f3577b34da6a3ce929d0e0e4736/00f067aa0ba902b7"
+		case c.cli:
+			i := slices.IndexFunc(spans, func(s otlprecv.Span) bool {
+				return s.Name == "send decision" && s.Attrs["gen_ai.conversation.id"] == conv
+			})
+			if i < 0 {
+				t.Fatalf("%s: agent approve exported no send span", c.by)
+			}
+			want = spans[i].TraceID + "/" + spans[i].SpanID
+		}
+		var links []string
+		for _, l := range ap.Links {
+			links = append(links, l.TraceID+"/"+l.SpanID)
+		}
+		if (want == "" && len(links) != 0) || (want != "" && (len(links) != 1 || links[0] != want)) {
+			t.Errorf("%s: approval span's links %v, want %q", c.by, links, want)
 		}
 		run := slices.IndexFunc(spans, func(s otlprecv.Span) bool {
 			return s.Name == "invoke_agent" && s.Attrs["gen_ai.conversation.id"] == conv

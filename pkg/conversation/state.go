@@ -68,6 +68,9 @@ type Arrival struct {
 	Seq uint64 `json:"seq"`
 	// At is when it was stored.
 	At time.Time `json:"at"`
+	// Trace is the W3C traceparent the message carried, if any (SPEC §14):
+	// the approval span of a decision links to it.
+	Trace string `json:"trace,omitempty"`
 }
 
 // Checkpoint is the last stream sequence read per stream: messages up to

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/offload-dev/offload/pkg/conversation"
@@ -22,12 +23,19 @@ const (
 // approvalSpan records the span of an approval decided while the run
 // waited (SPEC §14): from its announcement to the decision's arrival (the
 // time the server stored it), in the run's trace (ctx), with the decider
-// (the decision's by) and the outcome.
+// (the decision's by) and the outcome, linked to the trace the decision
+// carried, if any.
 func (s *Session) approvalSpan(ctx context.Context, t deferred.PendingTask, a conversation.Arrival, announced time.Time) {
 	if a.Kind != conversation.ArrivalDecision {
 		return
 	}
-	_, span := s.tracer.Start(ctx, "approval "+t.Tool, trace.WithSpanKind(trace.SpanKindInternal), trace.WithTimestamp(announced))
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal), trace.WithTimestamp(announced)}
+	if sc := telemetry.ParseTraceparent(a.Trace); sc.IsValid() {
+		// The decider's trace (agent approve traced, a UI's, a nats pub -H).
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc,
+			Attributes: []attribute.KeyValue{telemetry.OffloadLink.String(telemetry.LinkDecision)}}))
+	}
+	_, span := s.tracer.Start(ctx, "approval "+t.Tool, opts...)
 	if !span.IsRecording() {
 		span.End()
 		return

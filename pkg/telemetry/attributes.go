@@ -41,8 +41,12 @@ const (
 	OffloadLink = attribute.Key("offload.link")
 )
 
-// LinkContinues is offload.link on a run's link to the run it continues.
-const LinkContinues = "continues"
+// Values of offload.link: a run's link to the run it continues, an
+// approval span's to the trace of the decision that ended it.
+const (
+	LinkContinues = "continues"
+	LinkDecision  = "decision"
+)
 
 // GenAI operation names (gen_ai.operation.name).
 const (
