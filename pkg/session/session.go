@@ -332,6 +332,7 @@ func (s *Session) Prepare(prompt string) (*agent.RunOptions, error) {
 		if err := s.applyLocked(res, t, a, len(s.st.History)); err != nil {
 			return nil, err
 		}
+		s.pausedApprovalSpan(t, a)
 	}
 	opts.DeferredResults = res
 	// Background outcomes that arrived, in arrival order, then the tasks

@@ -59,3 +59,20 @@ func (s *Session) approvalSpan(ctx context.Context, t deferred.PendingTask, a co
 	}
 	span.End(trace.WithTimestamp(end))
 }
+
+// pausedApprovalSpan records the span of an approval decided while its
+// run was paused, as the conversation is continued: a child of the span of
+// the run that paused (the stored state's trace), from the call's deferral
+// (its task ID's time, when the approval was announced) to the decision's
+// stored time. Nothing when that run was not traced.
+func (s *Session) pausedApprovalSpan(t deferred.PendingTask, a conversation.Arrival) {
+	parent := telemetry.ParseTraceparent(s.st.Trace)
+	if a.Kind != conversation.ArrivalDecision || !parent.IsValid() {
+		return
+	}
+	id, err := protocol.ParseID(t.TaskID)
+	if err != nil {
+		return
+	}
+	s.approvalSpan(trace.ContextWithRemoteSpanContext(context.Background(), parent), t, a, id.Timestamp())
+}

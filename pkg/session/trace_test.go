@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -20,7 +21,8 @@ import (
 // TestContinuationLinksToTheRunItContinues: a traced run that pauses keeps
 // its span's trace context in the stored state, and the run continuing
 // the conversation (in another session, as a later process would) links
-// its span to it (SPEC §14).
+// its span to it; the approval decided meanwhile is a span of the paused
+// run's trace (SPEC §14).
 func TestContinuationLinksToTheRunItContinues(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -44,7 +46,7 @@ func TestContinuationLinksToTheRunItContinues(t *testing.T) {
 	}
 	store := conversation.NewMemory()
 	id := protocol.NewID()
-	s1, err := session.Open(ctx, session.Config{Store: store}, id, true)
+	s1, err := session.Open(ctx, session.Config{Store: store, TracerProvider: tp}, id, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +60,7 @@ func TestContinuationLinksToTheRunItContinues(t *testing.T) {
 		t.Fatalf("first run's span %s with %d links", first.Name(), len(first.Links()))
 	}
 
-	s2, err := session.Open(ctx, session.Config{Store: store}, id, false)
+	s2, err := session.Open(ctx, session.Config{Store: store, TracerProvider: tp}, id, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,6 +79,21 @@ func TestContinuationLinksToTheRunItContinues(t *testing.T) {
 	second := rec.Ended()[len(rec.Ended())-1]
 	if second.Name() != "invoke_agent" || second.SpanContext().SpanID() == first.SpanContext().SpanID() {
 		t.Fatalf("second run's span: %s", second.Name())
+	}
+	// The decision taken during the pause is a span of the paused run's
+	// trace, from the call's deferral to the decision.
+	var ap sdktrace.ReadOnlySpan
+	for _, sp := range rec.Ended() {
+		if sp.Name() == "approval deploy" {
+			ap = sp
+		}
+	}
+	if ap == nil {
+		t.Fatal("no approval span")
+	}
+	if ap.Parent().SpanID() != first.SpanContext().SpanID() || ap.SpanContext().TraceID() != first.SpanContext().TraceID() ||
+		!ap.StartTime().Before(ap.EndTime()) || ap.StartTime().Before(first.StartTime().Add(-time.Millisecond)) {
+		t.Errorf("approval span: parent %v (want the paused run's %v), %v → %v", ap.Parent().SpanID(), first.SpanContext().SpanID(), ap.StartTime(), ap.EndTime())
 	}
 	links := second.Links()
 	if len(links) != 1 || links[0].SpanContext.SpanID() != first.SpanContext().SpanID() || links[0].SpanContext.TraceID() != first.SpanContext().TraceID() {
