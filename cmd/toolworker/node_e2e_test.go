@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/offload-dev/offload/internal/offloadtest"
+	"github.com/offload-dev/offload/internal/proctest"
+	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/conformance"
+	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+)
+
+// nodeExample is the worker in JavaScript under examples/.
+var nodeExample = filepath.Join("..", "..", "examples", "node-worker")
+
+// TestCheckAgainstNodeExample: the example worker in JavaScript (Node 20,
+// the official NATS client, written from docs/PROTOCOL.md) passes every
+// rule of toolworker check, and stops on SIGTERM. It needs node and the
+// example's dependencies (npm ci, which .ci/run runs); without them it is
+// skipped, except in CI, where it fails.
+func TestCheckAgainstNodeExample(t *testing.T) {
+	t.Parallel()
+	node, err := exec.LookPath("node")
+	if _, serr := os.Stat(filepath.Join(nodeExample, "node_modules", "nats")); err != nil || serr != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("node and the example's dependencies are needed (.ci/run runs npm ci in %s): %v, %v", nodeExample, err, serr)
+		}
+		t.Skipf("node or %s/node_modules missing (npm ci there): %v, %v", nodeExample, err, serr)
+	}
+	bin, _ := binaries(t)
+	srv := natstest.Start(t)
+	// What an admin provisions: the streams, and the tool's consumer with a
+	// short ack wait, so that the slow call outlives it.
+	ctx := context.Background()
+	js := srv.JetStream(t)
+	if err := natsjs.Provision(ctx, js, natsjs.ProvisionOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := natsjs.EnsureTaskConsumer(ctx, js, "nap", natsjs.ProvisionOptions{AckWait: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	w := proctest.StartProcess(t, node, filepath.Join(nodeExample, "worker.mjs"), "--nats", srv.URL(), "--id", "node-1")
+	w.WaitLog(t, `"msg":"worker started"`, 30*time.Second)
+
+	code, out, stderr := runBinCheck(t, bin, "--nats", srv.URL(), "--tool", "nap", "--args", `{"seconds":0}`, "--slow-args", `{"seconds":1.6}`, "--timeout", "20s")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(lines) != len(conformance.Rules()) {
+		t.Fatalf("check: exit %d, %d lines:\n%s\nstderr: %s\nworker: %s", code, len(lines), out, stderr, w.Logs())
+	}
+	for i, r := range conformance.Rules() {
+		if lines[i] != r+": ok" {
+			t.Errorf("line %d %q, want %q", i, lines[i], r+": ok")
+		}
+	}
+
+	if err := w.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	offloadtest.WaitOrTimeout(t, w.Done(), "the worker's exit")
+	if c := w.ExitCode(); c != 0 || !strings.Contains(w.Logs(), `"msg":"worker stopped"`) {
+		t.Errorf("exit %d after SIGTERM:\n%s", c, w.Logs())
+	}
+}
