@@ -28,6 +28,7 @@ type checkOptions struct {
 	slowArgs string
 	prefix   string
 	timeout  time.Duration
+	exec     string
 }
 
 // runCheck is `toolworker check`: the conformance kit (SPEC §15) run
@@ -37,12 +38,14 @@ func runCheck(stdout io.Writer, args []string, getenv func(string) string, stder
 	o := &checkOptions{}
 	parsed := false
 	cmd := &cobra.Command{
-		Use:   "toolworker check --tool NAME [--args JSON] [--slow-args JSON] [connection flags]",
+		Use:   "toolworker check --tool NAME [--args JSON] [--slow-args JSON] [--exec CMD] [connection flags]",
 		Short: "Check the worker serving a tool against the wire protocol's rules (docs/PROTOCOL.md)",
 		Long: "Plays the agent's part against the running worker(s) of --tool and prints one line per rule:\n" +
 			"`<rule>: ok`, `<rule>: FAIL: <what was seen>` or `<rule>: skip: <what is missing>`; exit 1 on any failure.\n" +
 			"--args is a call that succeeds quickly; --slow-args one that succeeds after running longer than\n" +
-			"the task consumer's ack wait (without it, cancel during run and in-progress acks are skipped).",
+			"the task consumer's ack wait (without it, the rules that need a running task are skipped).\n" +
+			"--exec starts the worker under test itself (no other worker of the tool may run), to check\n" +
+			"its SIGTERM hand-back and its recovery from SIGKILL too; its output goes to stderr.",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args: func(_ *cobra.Command, args []string) error {
@@ -69,7 +72,8 @@ func runCheck(stdout io.Writer, args []string, getenv func(string) string, stder
 	fs.StringVar(&o.args, "args", "{}", "arguments (a JSON object) of a call that succeeds quickly")
 	fs.StringVar(&o.slowArgs, "slow-args", "", "arguments of a call that succeeds after running longer than the task consumer's ack wait")
 	fs.StringVar(&o.prefix, "prefix", protocol.DefaultPrefix, "subject prefix")
-	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "how long to wait for each result")
+	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "how long to wait for each result, and for the started worker's start and stop")
+	fs.StringVar(&o.exec, "exec", "", "command (run by sh) that starts the worker under test, which the kit then starts, stops and kills itself")
 	cmd.SetArgs(longFlags(args, fs))
 	if err := cmd.Execute(); err != nil {
 		fmt.Fprintln(stderr, "toolworker check:", err)
@@ -95,7 +99,7 @@ func runCheck(stdout io.Writer, args []string, getenv func(string) string, stder
 	defer nc.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	cfg.Conn = nc
+	cfg.Conn, cfg.ExecOutput = nc, stderr
 	cfg.OnOutcome = func(oc conformance.Outcome) { fmt.Fprintln(stdout, oc) }
 	outcomes, err := conformance.Run(ctx, cfg)
 	if err != nil {
@@ -111,7 +115,7 @@ func runCheck(stdout io.Writer, args []string, getenv func(string) string, stder
 // config checks the flags and returns the kit's configuration (without
 // its connection) and the connection's servers and options.
 func (o *checkOptions) config(getenv func(string) string) (conformance.Config, string, natsjs.ConnectOptions, error) {
-	cfg := conformance.Config{Prefix: o.prefix, Tool: o.tool, Timeout: o.timeout}
+	cfg := conformance.Config{Prefix: o.prefix, Tool: o.tool, Timeout: o.timeout, Exec: o.exec}
 	if o.tool == "" {
 		return cfg, "", natsjs.ConnectOptions{}, errors.New("--tool is required")
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -53,11 +54,11 @@ func runBinCheck(t *testing.T, bin string, args ...string) (int, string, string)
 	return 0, "", ""
 }
 
-// TestCheckAgainstToolworker: toolworker serving a command tool passes
-// every rule of toolworker check, one "ok" line per rule; a call that does
-// not succeed is a FAIL line naming the rule and exit 1; a tool no worker
-// serves cannot be checked (exit 1), and a check without --tool is a
-// usage error.
+// TestCheckAgainstToolworker: toolworker serving a command tool, started
+// by the kit (--exec), passes every rule of toolworker check, one "ok" line
+// per rule; a call that does not succeed is a FAIL line naming the rule and
+// exit 1; a tool no worker serves cannot be checked (exit 1), and a check
+// without --tool is a usage error.
 func TestCheckAgainstToolworker(t *testing.T) {
 	t.Parallel()
 	bin, _ := binaries(t)
@@ -65,20 +66,23 @@ func TestCheckAgainstToolworker(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "nap.sh"), napScript, 0o755)
 	writeFile(t, filepath.Join(dir, "tools.yaml"), napYAML, 0o644)
-	w := startWorker(t, bin, "--nats", srv.URL(), "--config", filepath.Join(dir, "tools.yaml"), "--ack-wait", "1s", "--id", "check-1")
+	worker := fmt.Sprintf("%s --nats %s --config %s --ack-wait 1s --id check-1", bin, srv.URL(), filepath.Join(dir, "tools.yaml"))
 
-	code, out, stderr := runBinCheck(t, bin, "--nats", srv.URL(), "--tool", "nap", "--args", `{"seconds":0}`, "--slow-args", `{"seconds":1.6}`, "--timeout", "20s")
+	code, out, stderr := runBinCheck(t, bin, "--nats", srv.URL(), "--tool", "nap", "--args", `{"seconds":0}`, "--slow-args", `{"seconds":1.6}`, "--timeout", "20s", "--exec", worker)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if code != 0 || len(lines) != len(conformance.Rules()) {
-		t.Fatalf("check: exit %d, %d lines:\n%s\nstderr: %s\nworker: %s", code, len(lines), out, stderr, w.Logs())
+		t.Fatalf("check: exit %d, %d lines:\n%s\nstderr: %s", code, len(lines), out, stderr)
 	}
 	for i, r := range conformance.Rules() {
 		if lines[i] != r+": ok" {
 			t.Errorf("line %d %q, want %q", i, lines[i], r+": ok")
 		}
 	}
+	if !strings.Contains(stderr, `"msg":"toolworker started"`) {
+		t.Errorf("the started worker's logs are not on stderr: %s", stderr)
+	}
 
-	code, out, _ = runBinCheck(t, bin, "--nats", srv.URL(), "--tool", "nap", "--args", `{"seconds":"x"}`, "--timeout", "20s")
+	code, out, _ = runBinCheck(t, bin, "--nats", srv.URL(), "--tool", "nap", "--args", `{"seconds":"x"}`, "--timeout", "20s", "--exec", worker)
 	if code != exitFailed || !strings.Contains(out, "\ntask: FAIL: status ") {
 		t.Errorf("check of a failing call: exit %d\n%s", code, out)
 	}
@@ -87,5 +91,41 @@ func TestCheckAgainstToolworker(t *testing.T) {
 	}
 	if code, _, stderr := runBinCheck(t, bin, "--nats", srv.URL()); code != exitUsage || !strings.Contains(stderr, "--tool is required") {
 		t.Errorf("check without --tool: exit %d: %s", code, stderr)
+	}
+}
+
+// noHandBack runs its arguments and, on SIGTERM, kills them at once: a
+// worker that hands nothing back.
+const noHandBack = `#!/bin/sh
+"$@" &
+child=$!
+trap 'kill -9 $child; exit 0' TERM
+wait $child
+`
+
+// TestCheckFailsWorkerStops: the rules of --exec fail against a worker
+// that exits on SIGTERM without handing its task back, and against one
+// whose delivery limit (1) makes it refuse a redelivered task.
+func TestCheckFailsWorkerStops(t *testing.T) {
+	t.Parallel()
+	bin, _ := binaries(t)
+	srv := natstest.Start(t)
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "nap.sh"), napScript, 0o755)
+	writeFile(t, filepath.Join(dir, "tools.yaml"), napYAML, 0o644)
+	writeFile(t, filepath.Join(dir, "nohandback.sh"), noHandBack, 0o755)
+	worker := fmt.Sprintf("%s %s --nats %s --config %s --ack-wait 1s --max-deliver 1 --id check-2",
+		filepath.Join(dir, "nohandback.sh"), bin, srv.URL(), filepath.Join(dir, "tools.yaml"))
+	code, out, stderr := runBinCheck(t, bin, "--nats", srv.URL(), "--tool", "nap", "--args", `{"seconds":0}`, "--slow-args", `{"seconds":1.6}`, "--timeout", "20s", "--exec", worker)
+	if code != exitFailed {
+		t.Errorf("exit %d, want %d", code, exitFailed)
+	}
+	for _, want := range []string{
+		conformance.RuleSIGTERM + ": FAIL: exited on SIGTERM without handing back the running task",
+		conformance.RuleSIGKILL + ": FAIL: status error error_type DeliveriesExhausted",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no line %q in\n%s\nstderr: %s", want, out, stderr)
+		}
 	}
 }

@@ -5,7 +5,7 @@
 //	           [--config tools.yaml] [--tools a,b|all] [--root DIR]
 //	           [--allow-private-network] [--concurrency N] [--metrics ADDR]
 //	           [--id NAME] [--prefix P] [--grace D] [--replicas N]
-//	toolworker check --tool NAME [--args JSON] [--slow-args JSON] [--nats URL] [--prefix P] [--timeout D]
+//	toolworker check --tool NAME [--args JSON] [--slow-args JSON] [--exec CMD] [--nats URL] [--prefix P] [--timeout D]
 //
 // toolworker check is the conformance kit (pkg/natsjs/conformance): it
 // drives the running worker(s) of a tool, in any language, through the

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -29,12 +30,15 @@ const (
 	RuleCancelDuring    = "cancel during run"
 	RuleInProgress      = "in-progress acks"
 	RuleRegistryRefresh = "registry refresh"
+	RuleSIGTERM         = "SIGTERM hand-back"
+	RuleSIGKILL         = "SIGKILL redelivery"
 )
 
 // Rules returns every rule, in the order [Run] checks them.
 func Rules() []string {
 	return []string{RuleRegistryEntry, RuleTask, RuleResultTaskID, RuleResultMsgID, RuleAttempt, RuleDuplicate,
-		RuleInvalidArgs, RuleCancelBefore, RulePastDeadline, RuleCancelDuring, RuleInProgress, RuleRegistryRefresh}
+		RuleInvalidArgs, RuleCancelBefore, RulePastDeadline, RuleCancelDuring, RuleInProgress, RuleRegistryRefresh,
+		RuleSIGTERM, RuleSIGKILL}
 }
 
 // Verdict is a rule's outcome.
@@ -97,7 +101,17 @@ type Config struct {
 	// that need a running task (cancel during run, in-progress acks) are
 	// skipped.
 	SlowArgs json.RawMessage
-	// Timeout bounds the wait for each result (default 30 s).
+	// Exec, when set, is the command (run by sh) that starts the worker
+	// under test: the kit starts it before the first rule, and it checks
+	// the rules that stop the worker (SIGTERM hand-back, SIGKILL
+	// redelivery), starting it again after each; without it those rules are
+	// skipped. No other worker of the tool may run then.
+	Exec string
+	// ExecOutput receives the started worker's stdout and stderr (default:
+	// discarded).
+	ExecOutput io.Writer
+	// Timeout bounds the wait for each result (default 30 s), and for the
+	// started worker's start and stop.
 	Timeout time.Duration
 	// OnOutcome, when set, is called with every outcome as it is decided.
 	OnOutcome func(Outcome)
@@ -121,9 +135,11 @@ type checker struct {
 	obs     *observer
 	cons    jetstream.Consumer
 
-	entry  *natsjs.RegistryEntry // the entry checked by the registry rule
-	normal *normalRun            // the normal task's run
+	entry  *natsjs.RegistryEntry      // the entry checked by the registry rule
+	first  []jetstream.KeyValueEntry // the entries it read
+	normal *normalRun                // the normal task's run
 	reg    *registryWatch
+	proc   *process // the worker under test, when the kit started it
 }
 
 // normalRun is the normal task and its first result.
@@ -151,6 +167,28 @@ func Run(ctx context.Context, cfg Config) ([]Outcome, error) {
 		return nil, fmt.Errorf("%w: %w", ErrSetup, err)
 	}
 	c.js = js
+	if c.cfg.ExecOutput == nil {
+		c.cfg.ExecOutput = io.Discard
+	}
+	if cfg.Exec != "" {
+		// Started first: the worker may create what it uses.
+		if c.proc, err = startProcess(cfg.Exec, c.cfg.ExecOutput); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrSetup, err)
+		}
+		defer func() { c.proc.stop(context.WithoutCancel(ctx), c.cfg.Timeout) }()
+		if err := c.awaitBucket(ctx); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrSetup, err)
+		}
+	}
+	if c.reg, err = watchRegistry(ctx, js, c.names.RegistryBucket, cfg.Tool); err != nil {
+		return nil, fmt.Errorf("%w: registry bucket %s: %w", ErrSetup, c.names.RegistryBucket, err)
+	}
+	defer c.reg.stop()
+	if c.proc != nil {
+		if err := c.awaitAdvertised(ctx); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrSetup, err)
+		}
+	}
 	consumer := natsjs.TaskConsumerName(cfg.Tool)
 	c.cons, err = js.Consumer(ctx, c.names.Tasks, consumer)
 	if err != nil {
@@ -161,10 +199,6 @@ func Run(ctx context.Context, cfg Config) ([]Outcome, error) {
 		return nil, fmt.Errorf("%w: %w", ErrSetup, err)
 	}
 	defer c.obs.close()
-	if c.reg, err = watchRegistry(ctx, js, c.names.RegistryBucket, cfg.Tool); err != nil {
-		return nil, fmt.Errorf("%w: registry bucket %s: %w", ErrSetup, c.names.RegistryBucket, err)
-	}
-	defer c.reg.stop()
 
 	rules := []struct {
 		name  string
@@ -182,6 +216,8 @@ func Run(ctx context.Context, cfg Config) ([]Outcome, error) {
 		{RuleCancelDuring, c.cancelDuring},
 		{RuleInProgress, c.inProgress},
 		{RuleRegistryRefresh, c.registryRefresh},
+		{RuleSIGTERM, c.sigterm},
+		{RuleSIGKILL, c.sigkill},
 	}
 	out := make([]Outcome, 0, len(rules))
 	for _, r := range rules {

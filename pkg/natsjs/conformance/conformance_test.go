@@ -45,11 +45,17 @@ func check(t *testing.T, nc *nats.Conn) map[string]conformance.Outcome {
 	return byRule
 }
 
+// allOK checks that every rule passed, but the rules that need the kit to
+// start the worker (no Exec here), which are skipped.
 func allOK(t *testing.T, byRule map[string]conformance.Outcome) {
 	t.Helper()
 	for _, r := range conformance.Rules() {
-		if o := byRule[r]; o.Verdict != conformance.OK {
-			t.Errorf("%s", o)
+		want := conformance.OK
+		if r == conformance.RuleSIGTERM || r == conformance.RuleSIGKILL {
+			want = conformance.Skip
+		}
+		if o := byRule[r]; o.Verdict != want {
+			t.Errorf("%s, want %s", o, want)
 		}
 	}
 }

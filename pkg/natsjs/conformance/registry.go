@@ -59,23 +59,34 @@ func (r *registryWatch) stop() {
 	<-r.done
 }
 
-// initial waits for the values stored when the watch started.
-func (r *registryWatch) initial(ctx context.Context) []jetstream.KeyValueEntry {
+// current waits until the values stored when the watch started are all
+// delivered and, when since is set, one was written since, and returns the
+// latest value of every key (written since since, when it is set: the
+// entries of a worker the kit started).
+func (r *registryWatch) current(ctx context.Context, since time.Time) []jetstream.KeyValueEntry {
 	items, _ := r.updates.wait(ctx, func(items []kvUpdate) bool {
+		marker, fresh := false, since.IsZero()
 		for _, u := range items {
-			if u.entry == nil {
-				return true
+			switch {
+			case u.entry == nil:
+				marker = true
+			case !u.at.Before(since):
+				fresh = true
 			}
 		}
-		return false
+		return marker && fresh
 	})
-	var out []jetstream.KeyValueEntry
+	latest := map[string]jetstream.KeyValueEntry{}
 	for _, u := range items {
-		if u.entry == nil {
-			break
+		if u.entry != nil && !u.at.Before(since) {
+			latest[u.entry.Key()] = u.entry
 		}
-		out = append(out, u.entry)
 	}
+	out := make([]jetstream.KeyValueEntry, 0, len(latest))
+	for _, e := range latest {
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key() < out[j].Key() })
 	return out
 }
 
@@ -116,11 +127,15 @@ func checkEntry(e jetstream.KeyValueEntry, now time.Time) (natsjs.RegistryEntry,
 func (c *checker) registryEntry(ctx context.Context) Outcome {
 	wctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
-	entries := c.reg.initial(wctx)
+	var since time.Time
+	if c.proc != nil {
+		since = c.proc.started
+	}
+	entries := c.reg.current(wctx, since)
 	if len(entries) == 0 {
 		return fail("no entry under key %s.<worker-id> in the bucket %s", c.cfg.Tool, c.names.RegistryBucket)
 	}
-	sort.Slice(entries, func(i, j int) bool { return entries[i].Key() < entries[j].Key() })
+	c.first = entries
 	now := time.Now()
 	var bad []string
 	for _, e := range entries {
@@ -142,7 +157,7 @@ func (c *checker) registryEntry(ctx context.Context) Outcome {
 // registryRefresh checks that every entry seen at the start was written
 // again, with a later expires_at, before it expired.
 func (c *checker) registryRefresh(ctx context.Context) Outcome {
-	first := c.reg.initial(ctx)
+	first := c.first
 	if len(first) == 0 {
 		return fail("no entry to watch (see %s)", RuleRegistryEntry)
 	}
