@@ -135,7 +135,7 @@ type checker struct {
 	obs     *observer
 	cons    jetstream.Consumer
 
-	entry  *natsjs.RegistryEntry      // the entry checked by the registry rule
+	entry  *natsjs.RegistryEntry     // the entry checked by the registry rule
 	first  []jetstream.KeyValueEntry // the entries it read
 	normal *normalRun                // the normal task's run
 	reg    *registryWatch
