@@ -5,6 +5,11 @@
 //	           [--config tools.yaml] [--tools a,b|all] [--root DIR]
 //	           [--allow-private-network] [--concurrency N] [--metrics ADDR]
 //	           [--id NAME] [--prefix P] [--grace D] [--replicas N]
+//	toolworker check --tool NAME [--args JSON] [--slow-args JSON] [--exec CMD] [--nats URL] [--prefix P] [--timeout D]
+//
+// toolworker check is the conformance kit (pkg/natsjs/conformance): it
+// drives the running worker(s) of a tool, in any language, through the
+// rules of docs/PROTOCOL.md and prints one line per rule.
 //
 // --nats takes a comma-separated list of URLs (the servers of a cluster);
 // --replicas (env OFFLOAD_REPLICAS) is the replication factor of the
@@ -113,6 +118,9 @@ func run(args []string, getenv func(string) string, stderr io.Writer, signals <-
 
 // runTo is run with what it prints (--print-auth) going to stdout.
 func runTo(stdout io.Writer, args []string, getenv func(string) string, stderr io.Writer, signals <-chan os.Signal, reaper *proc.Reaper) int {
+	if len(args) > 0 && args[0] == "check" {
+		return runCheck(stdout, args[1:], getenv, stderr)
+	}
 	opts, err := parseFlags(args, getenv, stderr)
 	if err != nil {
 		if errors.Is(err, errHelp) {

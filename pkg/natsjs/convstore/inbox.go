@@ -44,7 +44,7 @@ type InboxConfig struct {
 // conversation's checkpoint on. Every message is checked against the
 // stored pending record: one that resolves a pending task of the right
 // kind for the first time becomes an arrival; the rest is refused, logged
-// and counted by reason (malformed, unknown_task, wrong_kind, wrong_tool,
+// and counted by reason (malformed, unknown_task, wrong_kind, wrong_tool, wrong_attempt,
 // duplicate).
 type Inbox struct {
 	cfg   InboxConfig
@@ -190,14 +190,22 @@ func (in *Inbox) consider(st *conversation.State, kind conversation.ArrivalKind,
 			return
 		}
 		var head struct {
-			Status protocol.Status `json:"status"`
+			Status  protocol.Status `json:"status"`
+			Attempt int             `json:"attempt"`
 		}
-		deferral := json.Unmarshal(data, &head) == nil && !final(head.Status)
+		decoded := json.Unmarshal(data, &head) == nil
+		deferral := decoded && !final(head.Status)
 		// A worker's deferral (approval_required, call_deferred) is how
 		// the call became pending, not its answer; the first result of a
 		// task settled live is the one its run consumed.
 		if deferral || (!pending && !st.Arrived(task)) || (!pending && st.TakeSettledLive(task)) {
 			in.log.Debug("result skipped", slog.String("conversation_id", st.ID), slog.String("task_id", task), slog.String("status", string(head.Status)))
+			return
+		}
+		// A result of another dispatch of the task (an earlier attempt's,
+		// stored again) is not this dispatch's answer.
+		if pending && decoded && head.Attempt != pt.Attempt {
+			in.refuse(metrics.RefuseWrongAttempt, string(kind)+" for "+st.ID+"."+task, task, fmt.Errorf("result of attempt %d, the task waits for attempt %d", head.Attempt, pt.Attempt))
 			return
 		}
 	}
