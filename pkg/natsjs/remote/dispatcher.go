@@ -302,6 +302,12 @@ func (d *Dispatcher) Dispatch(ctx context.Context, task protocol.Task) (*Handle,
 	if task.CreatedAt.IsZero() {
 		task.CreatedAt = now.UTC()
 	}
+	ctx, span := d.startDispatchSpan(ctx, d.subj.Task(task.Tool), task)
+	defer span.End()
+	if task.Traceparent == "" && span.IsRecording() {
+		// SPEC §5.2's field too, for a worker that reads the payload only.
+		task.Traceparent = telemetry.Traceparent(span.SpanContext())
+	}
 	buf := d.bufs.Get()
 	data, err := protocol.AppendTask(*buf, &task)
 	defer d.bufs.Put(buf, data) // published (copied) or failed by then
@@ -325,12 +331,11 @@ func (d *Dispatcher) Dispatch(ctx context.Context, task protocol.Task) (*Handle,
 		m.Header.Set(protocol.TaskMACHeader, protocol.TaskMAC(d.cfg.TaskKey, data))
 	}
 	m.Data = data
-	ctx, span := d.startDispatchSpan(ctx, m.Subject, task)
 	telemetry.Inject(ctx, m.Header)
 	pctx, pcancel := context.WithTimeout(context.WithoutCancel(ctx), jsop.Timeout)
 	_, err = d.js.PublishMsg(pctx, m)
 	pcancel()
-	endSpan(span, err)
+	spanError(span, err)
 	if err != nil {
 		if d.forget(task.TaskID) {
 			d.setPending(task.Mode, -1)

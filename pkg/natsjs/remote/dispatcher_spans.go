@@ -11,8 +11,8 @@ import (
 )
 
 // startDispatchSpan starts the producer span of a task's dispatch (SPEC
-// §14): its trace context goes into the task's headers, so that the
-// worker's task span is its child.
+// §14): its trace context goes into the task's headers (and its
+// traceparent field), so that the worker's task span is its child.
 func (d *Dispatcher) startDispatchSpan(ctx context.Context, subject string, task protocol.Task) (context.Context, trace.Span) {
 	ctx, span := d.tracer.Start(ctx, "send "+subject, trace.WithSpanKind(trace.SpanKindProducer))
 	if span.IsRecording() {
@@ -32,10 +32,9 @@ func (d *Dispatcher) startDispatchSpan(ctx context.Context, subject string, task
 	return ctx, span
 }
 
-// endSpan ends span, with err as its error status.
-func endSpan(span trace.Span, err error) {
+// spanError sets err, if any, as span's error status.
+func spanError(span trace.Span, err error) {
 	if err != nil && span.IsRecording() {
 		span.SetStatus(codes.Error, err.Error())
 	}
-	span.End()
 }

@@ -77,6 +77,9 @@ func TestTraceContextCrossesTheQueue(t *testing.T) {
 	if got := telemetry.SpanContextOf(taskMsg.Header); got.SpanID() != send.SpanContext().SpanID() || got.TraceID() != parent.SpanContext().TraceID() {
 		t.Errorf("task's traceparent %q, want the dispatch span %v", taskMsg.Header.Get(telemetry.TraceparentHeader), send.SpanContext().SpanID())
 	}
+	if pt, err := protocol.DecodeTask(taskMsg.Data, nil); err != nil || pt.Traceparent != taskMsg.Header.Get(telemetry.TraceparentHeader) {
+		t.Errorf("task's traceparent field %q (%v), want the header's", pt.Traceparent, err)
+	}
 	if task.SpanKind() != trace.SpanKindConsumer || task.Parent().SpanID() != send.SpanContext().SpanID() || !task.Parent().IsRemote() {
 		t.Errorf("task span: kind %v, parent %v (remote %v), want a consumer child of the dispatch %v",
 			task.SpanKind(), task.Parent().SpanID(), task.Parent().IsRemote(), send.SpanContext().SpanID())
@@ -143,3 +146,33 @@ func (e *endSignal) OnEnd(s sdktrace.ReadOnlySpan) {
 }
 func (e *endSignal) Shutdown(context.Context) error   { return nil }
 func (e *endSignal) ForceFlush(context.Context) error { return nil }
+
+// TestTaskTraceparentFieldWithoutHeader: a task published without trace
+// headers but with SPEC §5.2's traceparent field (a third-party agent's)
+// is processed in a span whose parent is that field's.
+func TestTaskTraceparentFieldWithoutHeader(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	rec := tracetest.NewSpanRecorder()
+	taskEnded := &endSignal{name: "process tools.task.echo", ch: make(chan struct{})}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithSpanProcessor(taskEnded))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	b.worker(t, worker.Config{Tools: []*tool.Tool{jstest.EchoTool("")}, TracerProvider: tp})
+	task := jstest.NewTask("echo", protocol.NewID(), `{"text":"a"}`)
+	task.Traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	data, err := protocol.AppendTask(nil, &task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.js.Publish(t.Context(), "tools.task.echo", data); err != nil {
+		t.Fatal(err)
+	}
+	offloadtest.WaitOrTimeout(t, taskEnded.ch, "the worker's task span to end")
+	for _, s := range rec.Ended() {
+		if s.Name() == "process tools.task.echo" {
+			if s.Parent().TraceID().String() != "4bf92f3577b34da6a3ce929d0e0e4736" || s.Parent().SpanID().String() != "00f067aa0ba902b7" {
+				t.Errorf("task span's parent %v/%v, want the field's", s.Parent().TraceID(), s.Parent().SpanID())
+			}
+		}
+	}
+}

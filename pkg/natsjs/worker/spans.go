@@ -13,10 +13,16 @@ import (
 )
 
 // startTaskSpan starts a delivered task's consumer span (SPEC §14): the
-// child of the dispatch whose trace context the task's headers carry (a
-// new trace's root when they carry none, as from `nats pub`).
+// child of the dispatch whose trace context the task's headers carry, or
+// else its traceparent field (a new trace's root when neither does, as
+// from a plain `nats pub`).
 func (w *Worker) startTaskSpan(msg jetstream.Msg, task protocol.Task) (context.Context, trace.Span) {
 	ctx := telemetry.Extract(w.runCtx, msg.Headers())
+	if !trace.SpanContextFromContext(ctx).IsValid() && task.Traceparent != "" {
+		// No header: the payload's field (SPEC §5.2), as a third-party
+		// agent may set it.
+		ctx = telemetry.Extract(w.runCtx, map[string][]string{telemetry.TraceparentHeader: {task.Traceparent}})
+	}
 	ctx, span := w.tracer.Start(ctx, "process "+msg.Subject(), trace.WithSpanKind(trace.SpanKindConsumer))
 	if span.IsRecording() {
 		span.SetAttributes(
