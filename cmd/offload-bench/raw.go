@@ -98,7 +98,8 @@ func newRawSystem(ctx context.Context, ep endpoint, prefix string, mode rawMode)
 		return nil, err
 	}
 	s.cc, err = oc.Consume(func(m jetstream.Msg) {
-		subj := m.Subject()
+		// <prefix>.result.<conv>.<task>.lookup: the task is the next to last token.
+		subj := strings.TrimSuffix(m.Subject(), ".lookup")
 		id := subj[strings.LastIndexByte(subj, '.')+1:]
 		var res rawResult
 		err := json.Unmarshal(m.Data(), &res)
