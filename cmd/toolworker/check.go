@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -46,26 +45,9 @@ func runCheck(stdout io.Writer, args []string, getenv func(string) string, stder
 			"the task consumer's ack wait (without it, the rules that need a running task are skipped).\n" +
 			"--exec starts the worker under test itself (no other worker of the tool may run), to check\n" +
 			"its SIGTERM hand-back and its recovery from SIGKILL too; its output goes to stderr.",
-		SilenceUsage:  true,
-		SilenceErrors: true,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return fmt.Errorf("unexpected arguments: %s", strings.Join(args, " "))
-			}
-			return nil
-		},
-		RunE: func(*cobra.Command, []string) error { parsed = true; return nil },
 	}
-	cmd.SetOut(stderr)
-	cmd.SetErr(stderr)
-	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		fmt.Fprint(stderr, c.UsageString())
-		return flagError(err)
-	})
-	defURL := getenv("NATS_URL")
-	if defURL == "" {
-		defURL = "nats://127.0.0.1:4222"
-	}
+	flagParser(cmd, stderr, &parsed)
+	defURL := defaultURL(getenv)
 	fs := cmd.Flags()
 	o.conn.Register(fs, getenv, defURL, "NATS server URL, or a comma-separated list of a cluster's (env NATS_URL)")
 	fs.StringVar(&o.tool, "tool", "", "the tool whose worker is checked (required)")

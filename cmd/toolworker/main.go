@@ -171,32 +171,42 @@ func runTo(stdout io.Writer, args []string, getenv func(string) string, stderr i
 // printed).
 var errHelp = errors.New("help requested")
 
-func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
-	o := &options{getenv: getenv}
-	parsed := false
-	cmd := &cobra.Command{
-		Use:           "toolworker [flags]",
-		Short:         "Serve tools to offload agents over NATS JetStream",
-		SilenceUsage:  true,
-		SilenceErrors: true,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return fmt.Errorf("unexpected arguments: %s", strings.Join(args, " "))
-			}
-			return nil
-		},
-		RunE: func(*cobra.Command, []string) error { parsed = true; return nil },
+// flagParser makes cmd a parser of flags alone: no arguments, usage and
+// errors on stderr, parsed set once the flags parsed.
+func flagParser(cmd *cobra.Command, stderr io.Writer, parsed *bool) {
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	cmd.Args = func(_ *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return fmt.Errorf("unexpected arguments: %s", strings.Join(args, " "))
+		}
+		return nil
 	}
+	cmd.RunE = func(*cobra.Command, []string) error { *parsed = true; return nil }
 	cmd.SetOut(stderr)
 	cmd.SetErr(stderr)
 	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		fmt.Fprint(stderr, c.UsageString())
 		return flagError(err)
 	})
-	defURL := getenv("NATS_URL")
-	if defURL == "" {
-		defURL = "nats://127.0.0.1:4222"
+}
+
+// defaultURL is NATS_URL, else the local server's.
+func defaultURL(getenv func(string) string) string {
+	if u := getenv("NATS_URL"); u != "" {
+		return u
 	}
+	return "nats://127.0.0.1:4222"
+}
+
+func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
+	o := &options{getenv: getenv}
+	parsed := false
+	cmd := &cobra.Command{
+		Use:   "toolworker [flags]",
+		Short: "Serve tools to offload agents over NATS JetStream",
+	}
+	flagParser(cmd, stderr, &parsed)
+	defURL := defaultURL(getenv)
 	host, _ := os.Hostname()
 	fs := cmd.Flags()
 	o.conn.Register(fs, getenv, defURL, "NATS server URL, or a comma-separated list of a cluster's (env NATS_URL)")
