@@ -36,6 +36,18 @@ type State struct {
 	Checkpoint Checkpoint `json:"checkpoint"`
 	// UpdatedAt is when the state was last saved.
 	UpdatedAt time.Time `json:"updated_at"`
+	// Agent names the agent the conversation runs with, set by `agent
+	// serve` (SPEC §11); nil for a conversation started by `agent run`.
+	Agent *AgentRef `json:"agent,omitempty"`
+}
+
+// AgentRef is the agent a conversation runs with: the name of its spec
+// and the digest of the spec it started with.
+type AgentRef struct {
+	// Name is the spec's name.
+	Name string `json:"name"`
+	// Digest is the spec's digest ("sha256:…").
+	Digest string `json:"digest"`
 }
 
 // ArrivalKind says what arrived for a pending task.

@@ -33,6 +33,9 @@ type Names struct {
 	Cancel string
 	// Answers is the stream of <prefix>.answer.>.
 	Answers string
+	// Wake is the stream of <prefix>.wake.>: the wake markers of `agent
+	// serve` (a conversation suspended with nothing pending).
+	Wake string
 	// RegistryBucket is the tool registry KV bucket, <prefix>_registry.
 	RegistryBucket string
 	// RegistryStream is the registry's backing stream, KV_<prefix>_registry.
@@ -71,6 +74,7 @@ func NamesFor(prefix string) Names {
 		Decisions:      up + "DECISIONS",
 		Cancel:         up + "CANCEL",
 		Answers:        up + "ANSWERS",
+		Wake:           up + "WAKE",
 		RegistryBucket: prefix + "_registry",
 		RegistryStream: "KV_" + prefix + "_registry",
 

@@ -1,0 +1,128 @@
+package serve_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/offload-dev/offload/internal/offloadtest"
+	"github.com/offload-dev/offload/pkg/natsjs/convstore"
+	"github.com/offload-dev/offload/pkg/natsjs/serve"
+)
+
+const (
+	opToken       = "operator-token-0123456789"
+	approverToken = "approver-token-0123456789"
+	viewerToken   = "viewer-token-0123456789"
+)
+
+// api serves the HTTP API of r with the test's tokens.
+func api(t *testing.T, r *replica) *httptest.Server {
+	t.Helper()
+	tokens, err := serve.ParseTokens(strings.NewReader(opToken + " operator ops\n" + approverToken + " approver ann\n# a comment\n\n" + viewerToken + " viewer val\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending, err := convstore.OpenPending(context.Background(), convstore.OpenConfig{JetStream: r.js})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(serve.Handler(serve.HandlerConfig{Service: r.svc, Tokens: tokens, Publisher: serve.PendingPublisher{Pending: pending}}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// call makes a request with token (none when empty) and decodes the
+// JSON answer.
+func call(t *testing.T, srv *httptest.Server, method, path, token, body string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, srv.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatalf("%s %s: %d %s: not JSON", method, path, resp.StatusCode, raw)
+	}
+	return resp.StatusCode, out
+}
+
+func errCode(m map[string]any) string {
+	e, _ := m["error"].(map[string]any)
+	s, _ := e["code"].(string)
+	return s
+}
+
+// The API: 401 without a token or with an unknown one, 403 for a role
+// without the right; a run started with ?wait=1 answers with its final
+// event; a decision's by is the token's name, and it wakes the
+// conversation; a second decision is 409, an unknown task 404.
+func TestHTTPAPI(t *testing.T) {
+	b := setup(t)
+	r := b.replica(t, "r1")
+	srv := api(t, r)
+	start := `{"agent":"ops","prompt":"deploy prod"}`
+	if code, m := call(t, srv, "POST", "/v1/conversations", "", start); code != 401 || errCode(m) != "unauthorized" {
+		t.Fatalf("no token: %d %v", code, m)
+	}
+	if code, m := call(t, srv, "POST", "/v1/conversations", "nope-nope-nope-nope", start); code != 401 || errCode(m) != "unauthorized" {
+		t.Fatalf("unknown token: %d %v", code, m)
+	}
+	if code, m := call(t, srv, "POST", "/v1/conversations", viewerToken, start); code != 403 || errCode(m) != "forbidden" {
+		t.Fatalf("viewer: %d %v", code, m)
+	}
+	if code, m := call(t, srv, "POST", "/v1/conversations", opToken, `{"agent":"nobody","prompt":"x"}`); code != 404 || errCode(m) != "unknown_agent" {
+		t.Fatalf("unknown agent: %d %v", code, m)
+	}
+	code, final := call(t, srv, "POST", "/v1/conversations?wait=1", opToken, start)
+	if code != 200 || final["type"] != "final" || final["status"] != "paused" {
+		t.Fatalf("start: %d %v", code, final)
+	}
+	conv := final["conversation_id"].(string)
+	task := final["pending"].([]any)[0].(map[string]any)["task_id"].(string)
+	code, view := call(t, srv, "GET", "/v1/conversations/"+conv, viewerToken, "")
+	if code != 200 || view["status"] != "paused" || view["agent"] != "ops" || len(view["pending"].([]any)) != 1 {
+		t.Fatalf("view: %d %v", code, view)
+	}
+	decision := "/v1/conversations/" + conv + "/calls/" + task + "/decision"
+	if code, m := call(t, srv, "POST", decision, opToken, `{"approved":true}`); code != 403 {
+		t.Fatalf("operator deciding: %d %v", code, m)
+	}
+	if code, m := call(t, srv, "POST", "/v1/conversations/"+conv+"/calls/01M8SXWG4QJ775EVHYEQV8ABNF/decision", approverToken, `{"approved":true}`); code != 404 || errCode(m) != "unknown_task" {
+		t.Fatalf("unknown task: %d %v", code, m)
+	}
+	if code, m := call(t, srv, "POST", decision, approverToken, `{"approved":true,"by":"mallory"}`); code != 200 || m["by"] != "ann" {
+		t.Fatalf("decision: %d %v", code, m)
+	}
+	if code, m := call(t, srv, "POST", decision, approverToken, `{"approved":false}`); code != 409 || errCode(m) != "already_resolved" {
+		t.Fatalf("second decision: %d %v", code, m)
+	}
+	offloadtest.WaitOrTimeout(t, b.finished, "the continuation")
+	finished(t, r, conv, "done deployed prod")
+	st, err := r.convs.Load(context.Background(), conv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raw, _ := json.Marshal(st.History); !strings.Contains(string(raw), `"by":"ann"`) || strings.Contains(string(raw), "mallory") {
+		t.Errorf("the history's decision is not by the token's name: %s", raw)
+	}
+	if code, m := call(t, srv, "GET", "/healthz", "", ""); code != 200 {
+		t.Errorf("healthz: %d %v", code, m)
+	}
+	if code, m := call(t, srv, "GET", "/readyz", "", ""); code != 200 {
+		t.Errorf("readyz: %d %v", code, m)
+	}
+}
