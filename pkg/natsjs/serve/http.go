@@ -46,7 +46,9 @@ func Handler(cfg HandlerConfig) http.Handler {
 		h.Logger = slog.New(slog.DiscardHandler)
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, map[string]string{"status": "ok"}) })
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
 	mux.HandleFunc("GET /readyz", h.ready)
 	mux.HandleFunc("POST /v1/conversations", h.auth(h.start, RoleOperator))
 	mux.HandleFunc("GET /v1/conversations/{id}", h.auth(h.get, RoleOperator, RoleApprover, RoleAnswerer, RoleViewer))
