@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/protocol"
@@ -214,7 +213,3 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 func writeError(w http.ResponseWriter, code int, errCode, msg string) {
 	writeJSON(w, code, map[string]map[string]string{"error": {"code": errCode, "message": msg}})
 }
-
-// ReadHeaderTimeout is the HTTP server's bound on reading a request's
-// headers.
-const ReadHeaderTimeout = 10 * time.Second

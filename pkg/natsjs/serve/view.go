@@ -15,8 +15,9 @@ type Conversation struct {
 	// Agent is the name of the conversation's agent ("" for one not
 	// started by agent serve).
 	Agent string `json:"agent"`
-	// Status is "running" (a run of it is live on this replica),
-	// "paused" (calls pending) or "finished".
+	// Status is "paused" (calls pending), "finished" (its history ends
+	// with the model's answer) or "running" (a run of it is live, or its
+	// history waits for the model or a tool).
 	Status string `json:"status"`
 	// Pending are the calls it waits for, nothing arrived for them yet.
 	Pending []deferred.PendingTask `json:"pending"`
@@ -50,10 +51,27 @@ func (s *Service) Get(ctx context.Context, id string) (*Conversation, error) {
 		c.Status = "running"
 	case len(c.Pending) > 0:
 		c.Status = "paused"
-	default:
+	case ended(st.History):
 		c.Status = "finished"
+	default:
+		// Its history waits for the model or a tool: a run of it is live
+		// on some replica, or about to be.
+		c.Status = "running"
 	}
 	return c, nil
+}
+
+// ended reports whether h ends with a model response that calls no tool.
+func ended(h message.History) bool {
+	if len(h) == 0 || h[len(h)-1].Role != message.RoleResponse {
+		return false
+	}
+	for _, p := range h[len(h)-1].Parts {
+		if _, ok := p.(message.ToolCall); ok {
+			return false
+		}
+	}
+	return true
 }
 
 // lastOutput is the text of the last model response of h.
