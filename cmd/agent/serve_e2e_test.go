@@ -100,10 +100,15 @@ func startPaused(t *testing.T, url, target string) (conv, task string) {
 // awaitFinished waits until the conversation is finished, as url shows it.
 func awaitFinished(t *testing.T, url, conv string) map[string]any {
 	t.Helper()
+	return awaitFinishedWithin(t, offloadtest.Wait, url, conv)
+}
+
+func awaitFinishedWithin(t *testing.T, within time.Duration, url, conv string) map[string]any {
+	t.Helper()
 	var view map[string]any
 	// The replica that continues it has no signal outside its process
 	// but its state: polled over the API.
-	offloadtest.Eventually(t, "conversation "+conv+" finished", func() error {
+	offloadtest.EventuallyWithin(t, within, "conversation "+conv+" finished", func() error {
 		var code int
 		code, view = api(t, "GET", url+"/v1/conversations/"+conv, serveViewer, "")
 		if code != 200 || view["status"] != "finished" {
@@ -166,5 +171,33 @@ func TestServeE2E(t *testing.T) {
 	}
 	if got := w.tools.deployed(); !slices.Equal(got, []string{"prod", "staging"}) {
 		t.Errorf("deployed %v, want [prod staging]", got)
+	}
+}
+
+// SIGKILL of the replica holding a conversation whose background task
+// runs: once the lease lapses (15 s), the other replica continues it when
+// the task's result arrives, with the result.
+func TestServeE2EKilledReplica(t *testing.T) {
+	w := newServeWorld(t)
+	r1, url1 := w.replica(t)
+	_, url2 := w.replica(t)
+	body, _ := json.Marshal(map[string]string{"agent": "ops", "prompt": `[{"tool":"research","args":{"topic":"tides"}}]`})
+	code, started := api(t, "POST", url1+"/v1/conversations", serveOperator, string(body))
+	if code != 202 {
+		t.Fatalf("start: %d %v", code, started)
+	}
+	conv := started["conversation_id"].(string)
+	if got := offloadtest.WaitOrTimeout(t, w.tools.started, "the background task"); got != "research" {
+		t.Fatalf("started %s", got)
+	}
+	// The run waits for the task's outcome after the model's second
+	// request: its checkpoint holds the task.
+	offloadtest.EventuallyWithin(t, offloadtest.Wait, "the second model request", func() bool { return len(w.model.Requests()) >= 2 })
+	r1.Kill()
+	offloadtest.WaitOrTimeout(t, r1.Done(), "the replica killed")
+	w.tools.open()
+	view := awaitFinishedWithin(t, 45*time.Second, url2, conv)
+	if out, _ := view["output"].(string); !strings.Contains(out, "found tides") {
+		t.Errorf("output %q, want the background result", out)
 	}
 }
