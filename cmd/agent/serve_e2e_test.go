@@ -97,6 +97,34 @@ func startPaused(t *testing.T, url, target string) (conv, task string) {
 	return final["conversation_id"].(string), pending[0].(map[string]any)["task_id"].(string)
 }
 
+// openEvents opens the conversation's event stream on url and sends its
+// last data line once the stream has ended.
+func openEvents(t *testing.T, url, conv string) <-chan string {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), "GET", url+"/v1/conversations/"+conv+"/events", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+serveViewer)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("events: %v %v", resp, err)
+	}
+	out := make(chan string, 1)
+	go func() {
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		last := ""
+		for _, line := range strings.Split(string(raw), "\n") {
+			if strings.HasPrefix(line, "data: ") {
+				last = line
+			}
+		}
+		out <- last
+	}()
+	return out
+}
+
 // awaitFinished waits until the conversation is finished, as url shows it.
 func awaitFinished(t *testing.T, url, conv string) map[string]any {
 	t.Helper()
@@ -139,7 +167,11 @@ func TestServeE2E(t *testing.T) {
 
 	conv, task := startPaused(t, url1, "prod")
 	requests := len(w.model.Requests())
+	sse := openEvents(t, url2, conv)
 	w.pub("tools.decision."+conv+"."+task, `{"approved":true,"by":"ann"}`)
+	if last := offloadtest.WaitOrTimeout(t, sse, "the event stream's end"); !strings.Contains(last, `"type":"final"`) {
+		t.Errorf("the event stream ended with %s, want the final event", last)
+	}
 	view := awaitFinished(t, url2, conv)
 	if out, _ := view["output"].(string); !strings.Contains(out, "deploy:deployed prod") {
 		t.Errorf("output %q", out)

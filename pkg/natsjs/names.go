@@ -36,6 +36,9 @@ type Names struct {
 	// Wake is the stream of <prefix>.wake.>: the wake markers of `agent
 	// serve` (a conversation suspended with nothing pending).
 	Wake string
+	// Events is the stream of <prefix>.event.>: the run events of `agent
+	// serve`'s conversations, one subject per conversation.
+	Events string
 	// RegistryBucket is the tool registry KV bucket, <prefix>_registry.
 	RegistryBucket string
 	// RegistryStream is the registry's backing stream, KV_<prefix>_registry.
@@ -75,6 +78,7 @@ func NamesFor(prefix string) Names {
 		Cancel:         up + "CANCEL",
 		Answers:        up + "ANSWERS",
 		Wake:           up + "WAKE",
+		Events:         up + "EVENTS",
 		RegistryBucket: prefix + "_registry",
 		RegistryStream: "KV_" + prefix + "_registry",
 

@@ -53,6 +53,7 @@ func TestDefinitionsInSync(t *testing.T) {
 				names.RegistryStream:      "$KV." + names.RegistryBucket + ".>",
 				names.Answers:             subj.All(protocol.KindAnswer),
 				names.Wake:                prefix + ".wake.>",
+				names.Events:              prefix + ".event.>",
 				names.ConversationsStream: "$KV." + names.ConversationsBucket + ".>",
 				names.PendingStream:       "$KV." + names.PendingBucket + ".>",
 			}
@@ -141,7 +142,7 @@ func TestDefinitionsInSync(t *testing.T) {
 func TestDefinitionFilesRoundTrip(t *testing.T) {
 	t.Parallel()
 	files, _ := fs.Glob(offload.Definitions(), "*/*.json")
-	if len(files) != 13 {
+	if len(files) != 14 {
 		t.Errorf("definition files: %v", files)
 	}
 	for _, file := range files {

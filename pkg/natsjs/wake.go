@@ -57,7 +57,8 @@ func WakeSubject(prefix, conv string) string {
 	return prefix + ".wake." + conv
 }
 
-// EnsureWakeConsumers ensures [WakeStreams] and the wake consumer on each
+// EnsureWakeConsumers ensures [WakeStreams] (and the events stream of
+// `agent serve`) and the wake consumer on each
 // (created when missing, updated or refused as [EnsureTaskConsumer] does)
 // and returns them in the same order.
 func EnsureWakeConsumers(ctx context.Context, js jetstream.JetStream, opts ProvisionOptions) ([]jetstream.Consumer, error) {
@@ -66,7 +67,7 @@ func EnsureWakeConsumers(ctx context.Context, js jetstream.JetStream, opts Provi
 		return nil, err
 	}
 	streams := WakeStreams(opts.prefix())
-	if err := EnsureStreams(ctx, js, opts, streams...); err != nil {
+	if err := EnsureStreams(ctx, js, opts, append(streams, NamesFor(opts.prefix()).Events)...); err != nil {
 		return nil, err
 	}
 	var out []jetstream.Consumer

@@ -35,8 +35,8 @@ type HandlerConfig struct {
 
 // Handler returns the HTTP API of SPEC §11 over cfg.Service: the routes
 // built so far are POST /v1/conversations (?wait=1), GET
-// /v1/conversations/{id}, POST /v1/conversations/{id}/calls/{task}/decision,
-// /healthz and /readyz. Every /v1 request needs a bearer token (401
+// /v1/conversations/{id}, GET /v1/conversations/{id}/events (SSE), POST
+// /v1/conversations/{id}/calls/{task}/decision, /healthz and /readyz. Every /v1 request needs a bearer token (401
 // without or with an unknown one, 403 for a role without the right);
 // errors are {"error":{"code","message"}}.
 func Handler(cfg HandlerConfig) http.Handler {
@@ -51,6 +51,7 @@ func Handler(cfg HandlerConfig) http.Handler {
 	mux.HandleFunc("GET /readyz", h.ready)
 	mux.HandleFunc("POST /v1/conversations", h.auth(h.start, RoleOperator))
 	mux.HandleFunc("GET /v1/conversations/{id}", h.auth(h.get, RoleOperator, RoleApprover, RoleAnswerer, RoleViewer))
+	mux.HandleFunc("GET /v1/conversations/{id}/events", h.auth(h.events, RoleOperator, RoleApprover, RoleAnswerer, RoleViewer))
 	mux.HandleFunc("POST /v1/conversations/{id}/calls/{task}/decision", h.auth(h.decide, RoleApprover))
 	return mux
 }

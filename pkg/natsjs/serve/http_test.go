@@ -104,6 +104,7 @@ func TestHTTPAPI(t *testing.T) {
 	if code, m := call(t, srv, "POST", "/v1/conversations/"+conv+"/calls/01M8SXWG4QJ775EVHYEQV8ABNF/decision", approverToken, `{"approved":true}`); code != 404 || errCode(m) != "unknown_task" {
 		t.Fatalf("unknown task: %d %v", code, m)
 	}
+	sse := openSSE(t, srv, conv, "")
 	if code, m := call(t, srv, "POST", decision, approverToken, `{"approved":true,"by":"mallory"}`); code != 200 || m["by"] != "ann" {
 		t.Fatalf("decision: %d %v", code, m)
 	}
@@ -112,6 +113,16 @@ func TestHTTPAPI(t *testing.T) {
 	}
 	offloadtest.WaitOrTimeout(t, b.finished, "the continuation")
 	finished(t, r, conv, "done deployed prod")
+	// The events of the continuation, the stream ending after its final;
+	// resumed from the first one's id, the rest again.
+	events := offloadtest.WaitOrTimeout(t, sse, "the event stream's end")
+	if len(events) < 3 || events[len(events)-1].typ != "final" {
+		t.Fatalf("events %v, want the continuation's, ending with final", events)
+	}
+	again := offloadtest.WaitOrTimeout(t, openSSE(t, srv, conv, events[0].id), "the resumed stream's end")
+	if len(again) != len(events)-1 || again[0].id != events[1].id || again[len(again)-1].typ != "final" {
+		t.Fatalf("resumed after %s: %v, want %v", events[0].id, again, events[1:])
+	}
 	st, err := r.convs.Load(context.Background(), conv)
 	if err != nil {
 		t.Fatal(err)
@@ -125,4 +136,51 @@ func TestHTTPAPI(t *testing.T) {
 	if code, m := call(t, srv, "GET", "/readyz", "", ""); code != 200 {
 		t.Errorf("readyz: %d %v", code, m)
 	}
+}
+
+// sseEvent is an event of a Server-Sent Events stream.
+type sseEvent struct{ id, typ string }
+
+// openSSE opens the conversation's event stream (resuming after
+// lastID when set) and sends its events once the stream has ended.
+func openSSE(t *testing.T, srv *httptest.Server, conv, lastID string) <-chan []sseEvent {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), "GET", srv.URL+"/v1/conversations/"+conv+"/events", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+viewerToken)
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("events: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	out := make(chan []sseEvent, 1)
+	go func() {
+		defer resp.Body.Close()
+		var evs []sseEvent
+		var cur sseEvent
+		raw, _ := io.ReadAll(resp.Body)
+		for _, line := range strings.Split(string(raw), "\n") {
+			switch {
+			case strings.HasPrefix(line, "id: "):
+				cur.id = strings.TrimPrefix(line, "id: ")
+			case strings.HasPrefix(line, "data: "):
+				var ev struct {
+					Type string `json:"type"`
+				}
+				_ = json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &ev)
+				cur.typ = ev.Type
+				evs = append(evs, cur)
+				cur = sseEvent{}
+			}
+		}
+		out <- evs
+	}()
+	return out
 }

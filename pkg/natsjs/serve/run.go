@@ -101,6 +101,7 @@ func (s *Service) launch(sess *session.Session, a Agent, prompt string, opts *ag
 	s.runs[r.ConversationID] = r
 	s.mu.Unlock()
 	opts.Suspend = s.suspend
+	opts.OnEvent = s.publishEvent
 	go func() {
 		defer s.wg.Done()
 		defer close(r.done)

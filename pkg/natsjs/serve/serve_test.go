@@ -124,7 +124,7 @@ func TestCloseHandsOver(t *testing.T) {
 // once (each twice, and woken by a marker too) while replicas come and go; each is continued exactly once (one
 // continuation model request, one deploy), all finish.
 func TestWakeExactlyOnce(t *testing.T) {
-	const n, rounds = 40, 6
+	const n, rounds = 30, 6
 	b := setup(t)
 	seed := rand.Uint64()
 	t.Logf("seed %d", seed)
