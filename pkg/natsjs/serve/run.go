@@ -117,6 +117,9 @@ func (s *Service) launch(sess *session.Session, a Agent, prompt string, opts *ag
 		if err == nil && res.Suspended {
 			s.handOver(r.ConversationID)
 		}
+		if s.cfg.OnFinal != nil {
+			s.cfg.OnFinal(r.final)
+		}
 	}()
 	return r
 }

@@ -55,12 +55,20 @@ type Config struct {
 	MissingDelay time.Duration
 	// ClaimWait bounds a wake's attempt at the lease. Defaults to 500 ms.
 	ClaimWait time.Duration
+	// Concurrency bounds the wakes handled at once (each loads a
+	// conversation, claims it and reads what arrived for it); further wake
+	// messages wait on the server. Defaults to 16.
+	Concurrency int
 	// SuspendTimeout bounds how long [Service.Stop] waits for live runs to
 	// suspend before it cancels them. Defaults to 20 s.
 	SuspendTimeout time.Duration
 	// OnContinue, if set, is called when a wake has claimed a conversation
 	// and its continuation starts (tests and benchmarks count them).
 	OnContinue func(conv string)
+	// OnFinal, if set, is told how each run of this replica ended, once
+	// its state is saved and its lease released (notifications, tests,
+	// benchmarks).
+	OnFinal func(Final)
 }
 
 // Service runs and wakes conversations: [Service.Open] starts it,
@@ -73,6 +81,7 @@ type Service struct {
 	ctx     context.Context // the runs' context, cancelled by Close
 	cancel  context.CancelFunc
 	suspend chan struct{} // closed by Close: live runs suspend
+	wakes   chan struct{} // a slot per wake handled at once
 
 	mu       sync.Mutex
 	closed   bool
@@ -116,6 +125,9 @@ func New(cfg Config) (*Service, error) {
 	if cfg.ClaimWait <= 0 {
 		cfg.ClaimWait = 500 * time.Millisecond
 	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 16
+	}
 	if cfg.SuspendTimeout <= 0 {
 		cfg.SuspendTimeout = 20 * time.Second
 	}
@@ -123,7 +135,7 @@ func New(cfg Config) (*Service, error) {
 	cfg.Session.Logger = cfg.Logger
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Service{cfg: cfg, log: cfg.Logger, agents: agents, ctx: ctx, cancel: cancel, suspend: make(chan struct{}),
-		runs: map[string]*Run{}, missing: map[string]string{}}, nil
+		wakes: make(chan struct{}, cfg.Concurrency), runs: map[string]*Run{}, missing: map[string]string{}}, nil
 }
 
 // Open ensures the wake consumers and starts consuming them: from then on
@@ -140,7 +152,7 @@ func (s *Service) Open(ctx context.Context) error {
 		return errors.New("serve: closed")
 	}
 	for _, c := range cons {
-		cc, err := c.Consume(s.onWake, jetstream.PullMaxMessages(64))
+		cc, err := c.Consume(s.onWake, jetstream.PullMaxMessages(2*s.cfg.Concurrency))
 		if err != nil {
 			for _, cc := range s.consume {
 				cc.Stop()
@@ -236,8 +248,16 @@ type quickClaim struct {
 	wait time.Duration
 }
 
+// tryClaimer is a store that claims without waiting (convstore.Store).
+type tryClaimer interface {
+	TryClaim(ctx context.Context, id, holder string) (conversation.Lease, error)
+}
+
 // Claim implements conversation.Store.
 func (q quickClaim) Claim(ctx context.Context, id, holder string) (conversation.Lease, error) {
+	if tc, ok := q.Store.(tryClaimer); ok {
+		return tc.TryClaim(ctx, id, holder)
+	}
 	cctx, cancel := context.WithTimeout(ctx, q.wait)
 	defer cancel()
 	l, err := q.Store.Claim(cctx, id, holder)

@@ -30,9 +30,10 @@ const (
 	WakeMissingAgent
 )
 
-// onWake handles one wake message on its own goroutine: parsed by its
-// subject only (headers only), acked once consumed, delivered again later
-// otherwise.
+// onWake handles one wake message on its own goroutine, once a slot of
+// Config.Concurrency is free (the consumer's deliveries wait meanwhile):
+// parsed by its subject only (headers only), acked once consumed,
+// delivered again later otherwise.
 func (s *Service) onWake(m jetstream.Msg) {
 	conv, err := s.wakeConversation(m.Subject())
 	if err != nil {
@@ -40,13 +41,21 @@ func (s *Service) onWake(m jetstream.Msg) {
 		_ = m.Term()
 		return
 	}
+	select {
+	case s.wakes <- struct{}{}:
+	case <-s.suspend:
+		_ = m.Nak()
+		return
+	}
 	if !s.enter() {
+		<-s.wakes
 		_ = m.Nak()
 		return
 	}
 	go func() {
 		defer s.wg.Done()
 		out, err := s.Wake(s.ctx, conv)
+		<-s.wakes
 		switch {
 		case err != nil:
 			s.log.Warn("wake failed; delivered again later", slog.String("conversation_id", conv), slog.Any("error", err))
