@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -129,24 +130,42 @@ func (r *benchReplica) close() {
 	r.nc.Close()
 }
 
-// pause starts n conversations on r, each paused on its approval, and
-// returns them as decision subjects by target.
+// pause starts n conversations on r, 16 at a time, each paused on its
+// approval, and returns them as decision subjects by target.
 func (w *serveWorld) pause(ctx context.Context, r *benchReplica, prefix string, n int) (map[string]string, error) {
 	out := map[string]string{}
+	var mu sync.Mutex
+	var firstErr error
+	sem := make(chan struct{}, 16)
+	var wg sync.WaitGroup
 	for i := range n {
 		target := fmt.Sprintf("%s%d", prefix, i)
-		run, err := r.svc.Start(ctx, "ops", "deploy "+target, "")
-		if err != nil {
-			return nil, err
-		}
-		<-run.Done()
-		f := <-w.finals
-		if f.Status != "paused" || len(f.Pending) != 1 {
-			return nil, fmt.Errorf("conversation %s: %+v, want paused on one approval", target, f)
-		}
-		out[target] = protocol.Subjects{}.Decision(f.ConversationID, f.Pending[0].TaskID)
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			run, err := r.svc.Start(ctx, "ops", "deploy "+target, "")
+			if err == nil {
+				<-run.Done()
+				if f := run.Final(); f.Status != "paused" || len(f.Pending) != 1 {
+					err = fmt.Errorf("conversation %s: %+v, want paused on one approval", target, f)
+				} else {
+					mu.Lock()
+					out[target] = protocol.Subjects{}.Decision(f.ConversationID, f.Pending[0].TaskID)
+					mu.Unlock()
+				}
+			}
+			if err != nil {
+				mu.Lock()
+				firstErr = cmp.Or(firstErr, err)
+				mu.Unlock()
+			}
+		})
 	}
-	return out, nil
+	wg.Wait()
+	for range n {
+		<-w.finals // the pauses' own
+	}
+	return out, firstErr
 }
 
 var approved = []byte(`{"approved":true,"by":"bench"}`)
@@ -186,10 +205,12 @@ func measureServe(ctx context.Context, ep endpoint, out io.Writer, wakes, approv
 	results := []bool{verdict(out, "wake p50 (ms) ≤ 5", float64(wl.p50)/float64(time.Millisecond), "≤", 5)}
 
 	// Paused conversations approved at once, continued by two replicas.
+	tp := time.Now()
 	subjects, err = w.pause(ctx, r1, "t", approve)
 	if err != nil {
 		return nil, err
 	}
+	fmt.Fprintf(out, "(%d conversations started and paused, 16 at a time, in %s)\n", approve, time.Since(tp).Round(time.Millisecond))
 	r2, err := w.replica(ctx, "serve-2")
 	if err != nil {
 		return nil, err
@@ -201,12 +222,15 @@ func measureServe(ctx context.Context, ep endpoint, out io.Writer, wakes, approv
 			return nil, err
 		}
 	}
-	for range approve {
+	finished := 0
+	for finished < approve {
 		select {
 		case <-w.finals:
+			finished++
+			continue
 		case <-time.After(time.Minute):
-			return nil, fmt.Errorf("the approved conversations did not all finish within a minute")
 		}
+		break
 	}
 	elapsed := time.Since(t0)
 	once := 0
@@ -217,8 +241,12 @@ func measureServe(ctx context.Context, ep endpoint, out io.Writer, wakes, approv
 		}
 	}
 	w.mu.Unlock()
-	fmt.Fprintf(out, "%d paused conversations approved at once, continued by 2 replicas: %d exactly once, in %s (%.0f conversations/s)\n",
-		approve, once, elapsed.Round(time.Millisecond), float64(approve)/elapsed.Seconds())
+	if finished < approve {
+		fmt.Fprintf(out, "%d paused conversations approved at once, continued by 2 replicas: %d finished (%d exactly once), then none for a minute\n", approve, finished, once)
+	} else {
+		fmt.Fprintf(out, "%d paused conversations approved at once, continued by 2 replicas: %d exactly once, in %s (%.0f conversations/s)\n",
+			approve, once, elapsed.Round(time.Millisecond), float64(approve)/elapsed.Seconds())
+	}
 	results = append(results, verdict(out, "conversations continued exactly once / all", float64(once)/float64(approve), "≥", 1))
 	r2.close()
 	r1.close()
