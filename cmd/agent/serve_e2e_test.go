@@ -101,13 +101,13 @@ func startPaused(t *testing.T, url, target string) (conv, task string) {
 // last data line once the stream has ended.
 func openEvents(t *testing.T, url, conv string) <-chan string {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), "GET", url+"/v1/conversations/"+conv+"/events", nil)
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url+"/v1/conversations/"+conv+"/events", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+serveViewer)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil || resp.StatusCode != 200 {
+	resp, err := http.DefaultClient.Do(req) //nolint:bodyclose // closed by the goroutine that reads it
+	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("events: %v %v", resp, err)
 	}
 	out := make(chan string, 1)

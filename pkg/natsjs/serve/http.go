@@ -199,7 +199,7 @@ func (h *handler) decide(w http.ResponseWriter, r *http.Request) {
 	case errors.As(err, &re) && re.Reason == conversation.ReasonUnknownTask:
 		writeError(w, http.StatusNotFound, "unknown_task", err.Error())
 	case errors.As(err, &re):
-		writeError(w, http.StatusUnprocessableEntity, string(re.Reason), err.Error())
+		writeError(w, http.StatusUnprocessableEntity, re.Reason, err.Error())
 	default:
 		writeError(w, http.StatusInternalServerError, "internal", err.Error())
 	}

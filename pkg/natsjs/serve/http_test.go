@@ -145,7 +145,7 @@ type sseEvent struct{ id, typ string }
 // lastID when set) and sends its events once the stream has ended.
 func openSSE(t *testing.T, srv *httptest.Server, conv, lastID string) <-chan []sseEvent {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), "GET", srv.URL+"/v1/conversations/"+conv+"/events", nil)
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL+"/v1/conversations/"+conv+"/events", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,11 +153,11 @@ func openSSE(t *testing.T, srv *httptest.Server, conv, lastID string) <-chan []s
 	if lastID != "" {
 		req.Header.Set("Last-Event-ID", lastID)
 	}
-	resp, err := srv.Client().Do(req)
+	resp, err := srv.Client().Do(req) //nolint:bodyclose // closed by the goroutine that reads it
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
 		t.Fatalf("events: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
 	out := make(chan []sseEvent, 1)

@@ -50,7 +50,8 @@ func LoadTokens(file, storeDir string) (Tokens, string, error) {
 // closeTimeout) and shuts the HTTP server down. listening is told the
 // address once it listens.
 func ListenAndServe(ctx context.Context, stop <-chan struct{}, addr string, h http.Handler, svc *Service, closeTimeout time.Duration, listening func(net.Addr)) error {
-	ln, err := net.Listen("tcp", addr)
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
 		return err
 	}

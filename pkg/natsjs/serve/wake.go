@@ -18,15 +18,15 @@ import (
 type WakeOutcome int
 
 const (
-	// WakeConsumed: the conversation's checkpoint has passed what arrived
+	// WakeConsumed says the conversation's checkpoint has passed what arrived
 	// (recorded, continued, or nothing to do): the message is acked.
 	WakeConsumed WakeOutcome = iota
-	// WakeContinued: consumed, and this replica continues the
+	// WakeContinued says it was consumed, and this replica continues the
 	// conversation.
 	WakeContinued
-	// WakeHeld: another process holds the conversation: try again later.
+	// WakeHeld says another process holds the conversation: try again later.
 	WakeHeld
-	// WakeMissingAgent: this replica lacks the conversation's agent.
+	// WakeMissingAgent says this replica lacks the conversation's agent.
 	WakeMissingAgent
 )
 
