@@ -75,7 +75,8 @@ func runServe(ctx context.Context, e env, sf *serveFlags) error {
 	// The shared client offers the tools of every spec, each agent only
 	// its own.
 	f.agentSpec, f.tools = agentspec.Union(specs)
-	am := metrics.NewAgent(prometheus.NewRegistry())
+	reg := prometheus.NewRegistry()
+	am := metrics.NewAgent(reg)
 	rem, err := remoteTools(ctx, e, f, log, am)
 	if err != nil {
 		return err
@@ -85,10 +86,7 @@ func runServe(ctx context.Context, e env, sf *serveFlags) error {
 	if err != nil {
 		return err
 	}
-	js, err := jetstream.New(rem.nc)
-	if err != nil {
-		return err
-	}
+	js, _ := jetstream.New(rem.nc) // fails only for invalid options
 	prov := f.conn.ProvisionOptions(f.prefix)
 	pending, err := convstore.OpenPending(ctx, convstore.OpenConfig{JetStream: js, Provision: prov})
 	if err != nil {
@@ -113,7 +111,8 @@ func runServe(ctx context.Context, e env, sf *serveFlags) error {
 	if err := svc.Open(ctx); err != nil {
 		return err
 	}
-	h := serve.Handler(serve.HandlerConfig{Service: svc, Tokens: tokens, Publisher: serve.PendingPublisher{Pending: pending}, Logger: log})
+	h := serve.Handler(serve.HandlerConfig{Service: svc, Tokens: tokens, Publisher: serve.PendingPublisher{Pending: pending}, Logger: log,
+		Metrics: metrics.NewServe(reg), Gatherer: reg})
 	err = serve.ListenAndServe(ctx, e.suspend, sf.addr, h, svc, 30*time.Second, func(a net.Addr) {
 		fmt.Fprintf(e.stderr, "agent serve: http://%s (agents: %s)\n", a, strings.Join(agentspec.Names(specs), ", "))
 		if generated != "" {

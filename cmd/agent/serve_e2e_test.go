@@ -164,6 +164,16 @@ func TestServeE2E(t *testing.T) {
 	if code, m := api(t, "POST", url1+"/v1/conversations", serveViewer, start); code != 403 {
 		t.Errorf("viewer starting: %d %v", code, m)
 	}
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, url1+"/metrics", nil)
+	if resp, err := http.DefaultClient.Do(req); err != nil {
+		t.Error(err)
+	} else {
+		raw, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if !strings.Contains(string(raw), `offload_http_requests_total{code="403",route="POST /v1/conversations"} 1`) {
+			t.Errorf("/metrics lacks the 403 counted:\n%s", raw)
+		}
+	}
 
 	conv, task := startPaused(t, url1, "prod")
 	requests := len(w.model.Requests())

@@ -106,7 +106,9 @@ func TestLint(t *testing.T) {
 	touchAgent(a)
 	w := metrics.NewWorker(nil)
 	touchWorker(w)
-	for name, c := range map[string]prometheus.Collector{"agent": a, "worker": w} {
+	sv := metrics.NewServe(nil)
+	sv.HTTPRequest("POST /v1/conversations", 202)
+	for name, c := range map[string]prometheus.Collector{"agent": a, "worker": w, "serve": sv} {
 		problems, err := testutil.CollectAndLint(c)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)

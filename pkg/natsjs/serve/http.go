@@ -9,7 +9,10 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/offload-dev/offload/pkg/conversation"
+	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/session"
 )
@@ -31,10 +34,15 @@ type HandlerConfig struct {
 	Publisher Publisher
 	// Logger receives the handler's logs.
 	Logger *slog.Logger
+	// Metrics, if set, counts the requests (offload_http_requests_total).
+	Metrics *metrics.Serve
+	// Gatherer, if set, is served on GET /metrics.
+	Gatherer prometheus.Gatherer
 }
 
-// Handler returns the HTTP API of SPEC §11 over cfg.Service: the routes
-// built so far are POST /v1/conversations (?wait=1), GET
+// Handler returns the HTTP API of SPEC §11 over cfg.Service (and GET
+// /metrics with cfg.Gatherer): the routes built so far are POST
+// /v1/conversations (?wait=1), GET
 // /v1/conversations/{id}, GET /v1/conversations/{id}/events (SSE), POST
 // /v1/conversations/{id}/calls/{task}/decision, /healthz and /readyz. Every /v1 request needs a bearer token (401
 // without or with an unknown one, 403 for a role without the right);
@@ -53,7 +61,37 @@ func Handler(cfg HandlerConfig) http.Handler {
 	mux.HandleFunc("GET /v1/conversations/{id}", h.auth(h.get, RoleOperator, RoleApprover, RoleAnswerer, RoleViewer))
 	mux.HandleFunc("GET /v1/conversations/{id}/events", h.auth(h.events, RoleOperator, RoleApprover, RoleAnswerer, RoleViewer))
 	mux.HandleFunc("POST /v1/conversations/{id}/calls/{task}/decision", h.auth(h.decide, RoleApprover))
-	return mux
+	if cfg.Gatherer != nil {
+		mux.Handle("GET /metrics", metrics.Handler(cfg.Gatherer))
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		cw := &codeWriter{ResponseWriter: w, code: http.StatusOK}
+		mux.ServeHTTP(cw, r)
+		route := r.Pattern
+		if route == "" {
+			route = "unmatched"
+		}
+		cfg.Metrics.HTTPRequest(route, cw.code)
+	})
+}
+
+// codeWriter records the status code of a response; it flushes (SSE).
+type codeWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+// WriteHeader implements http.ResponseWriter.
+func (c *codeWriter) WriteHeader(code int) {
+	c.code = code
+	c.ResponseWriter.WriteHeader(code)
+}
+
+// Flush implements http.Flusher.
+func (c *codeWriter) Flush() {
+	if f, ok := c.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
 }
 
 type handler struct {

@@ -9,7 +9,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/offload-dev/offload/internal/offloadtest"
+	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs/convstore"
 	"github.com/offload-dev/offload/pkg/natsjs/serve"
 )
@@ -20,8 +24,9 @@ const (
 	viewerToken   = "viewer-token-0123456789"
 )
 
-// api serves the HTTP API of r with the test's tokens.
-func api(t *testing.T, r *replica) *httptest.Server {
+// apiWithMetrics serves the HTTP API of r with the test's tokens, and the
+// request counter it keeps on /metrics.
+func apiWithMetrics(t *testing.T, r *replica) (*httptest.Server, *metrics.Serve) {
 	t.Helper()
 	tokens, err := serve.ParseTokens(strings.NewReader(opToken + " operator ops\n" + approverToken + " approver ann\n# a comment\n\n" + viewerToken + " viewer val\n"))
 	if err != nil {
@@ -31,9 +36,12 @@ func api(t *testing.T, r *replica) *httptest.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(serve.Handler(serve.HandlerConfig{Service: r.svc, Tokens: tokens, Publisher: serve.PendingPublisher{Pending: pending}}))
+	reg := prometheus.NewRegistry()
+	m := metrics.NewServe(reg)
+	srv := httptest.NewServer(serve.Handler(serve.HandlerConfig{Service: r.svc, Tokens: tokens, Publisher: serve.PendingPublisher{Pending: pending},
+		Metrics: m, Gatherer: reg}))
 	t.Cleanup(srv.Close)
-	return srv
+	return srv, m
 }
 
 // call makes a request with token (none when empty) and decodes the
@@ -73,7 +81,7 @@ func errCode(m map[string]any) string {
 func TestHTTPAPI(t *testing.T) {
 	b := setup(t)
 	r := b.replica(t, "r1")
-	srv := api(t, r)
+	srv, m := apiWithMetrics(t, r)
 	start := `{"agent":"ops","prompt":"deploy prod"}`
 	if code, m := call(t, srv, "POST", "/v1/conversations", "", start); code != 401 || errCode(m) != "unauthorized" {
 		t.Fatalf("no token: %d %v", code, m)
@@ -135,6 +143,23 @@ func TestHTTPAPI(t *testing.T) {
 	}
 	if code, m := call(t, srv, "GET", "/readyz", "", ""); code != 200 {
 		t.Errorf("readyz: %d %v", code, m)
+	}
+	// Counted by route pattern and code, and served on /metrics.
+	if n := testutil.ToFloat64(m.HTTPRequestsTotal.WithLabelValues("POST /v1/conversations", "401")); n != 2 {
+		t.Errorf("offload_http_requests_total{POST /v1/conversations,401} = %v, want 2", n)
+	}
+	if n := testutil.ToFloat64(m.HTTPRequestsTotal.WithLabelValues("POST /v1/conversations/{id}/calls/{task}/decision", "409")); n != 1 {
+		t.Errorf("the second decision's 409 counted %v times, want 1", n)
+	}
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL+"/metrics", nil)
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if raw, _ := io.ReadAll(resp.Body); resp.StatusCode != http.StatusOK || !strings.Contains(string(raw), `offload_http_requests_total{code="202",route="POST /v1/conversations"}`) &&
+		!strings.Contains(string(raw), `offload_http_requests_total{code="200",route="POST /v1/conversations"}`) {
+		t.Errorf("/metrics: %d\n%s", resp.StatusCode, raw)
 	}
 }
 
