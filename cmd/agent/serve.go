@@ -76,7 +76,7 @@ func runServe(ctx context.Context, e env, sf *serveFlags) error {
 	// its own.
 	f.agentSpec, f.tools = agentspec.Union(specs)
 	reg := prometheus.NewRegistry()
-	am := metrics.NewAgent(reg)
+	am, sm := metrics.NewAgent(reg), metrics.NewServe(reg)
 	rem, err := remoteTools(ctx, e, f, log, am)
 	if err != nil {
 		return err
@@ -101,7 +101,7 @@ func runServe(ctx context.Context, e env, sf *serveFlags) error {
 		agents = append(agents, serve.Agent{Name: s.Name, Digest: s.Digest, Agent: a})
 	}
 	host, _ := os.Hostname()
-	svc, err := serve.New(serve.Config{JetStream: js, Provision: prov, Agents: agents, Logger: log,
+	svc, err := serve.New(serve.Config{JetStream: js, Provision: prov, Agents: agents, Logger: log, Metrics: sm,
 		Holder: fmt.Sprintf("agent serve %s pid %d", host, os.Getpid()),
 		Session: session.Config{Store: convs.Store, Inbox: convs.Inbox, Announcer: convs.Announcer, Canceller: rem.client,
 			Attacher: rem.client, Answers: rem.client, MaxPayload: int(rem.nc.MaxPayload()), Connected: rem.nc.IsConnected}})
@@ -112,7 +112,7 @@ func runServe(ctx context.Context, e env, sf *serveFlags) error {
 		return err
 	}
 	h := serve.Handler(serve.HandlerConfig{Service: svc, Tokens: tokens, Publisher: serve.PendingPublisher{Pending: pending}, Logger: log,
-		Metrics: metrics.NewServe(reg), Gatherer: reg})
+		Metrics: sm, Gatherer: reg})
 	err = serve.ListenAndServe(ctx, e.suspend, sf.addr, h, svc, 30*time.Second, func(a net.Addr) {
 		fmt.Fprintf(e.stderr, "agent serve: http://%s (agents: %s)\n", a, strings.Join(agentspec.Names(specs), ", "))
 		if generated != "" {

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -11,6 +12,10 @@ type Serve struct {
 	// HTTPRequestsTotal counts the API's requests:
 	// offload_http_requests_total{route,code}.
 	HTTPRequestsTotal *prometheus.CounterVec
+	// WakeSeconds observes, for each continuation a wake starts, the time
+	// from the waking message's storing to the continuation's first model
+	// request: offload_wake_seconds.
+	WakeSeconds prometheus.Histogram
 
 	all collectors
 }
@@ -23,8 +28,13 @@ func NewServe(reg prometheus.Registerer) *Serve {
 			Name: "offload_http_requests_total",
 			Help: "Total number of requests of agent serve's HTTP API, by route pattern and status code.",
 		}, []string{"route", "code"}),
+		WakeSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "offload_wake_seconds",
+			Help:    "Time from the storing of the message that woke a conversation to its continuation's first model request, in seconds.",
+			Buckets: durationBuckets,
+		}),
 	}
-	s.all = collectors{s.HTTPRequestsTotal}
+	s.all = collectors{s.HTTPRequestsTotal, s.WakeSeconds}
 	if reg != nil {
 		reg.MustRegister(s)
 	}
@@ -38,6 +48,14 @@ func (s *Serve) HTTPRequest(route string, code int) {
 		return
 	}
 	s.HTTPRequestsTotal.WithLabelValues(route, strconv.Itoa(code)).Inc()
+}
+
+// Woke observes one wake that took d. A nil *Serve observes nothing.
+func (s *Serve) Woke(d time.Duration) {
+	if s == nil {
+		return
+	}
+	s.WakeSeconds.Observe(d.Seconds())
 }
 
 // Describe implements [prometheus.Collector].

@@ -11,11 +11,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/llm/script"
 	"github.com/offload-dev/offload/pkg/message"
+	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/convstore"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
@@ -117,9 +119,10 @@ func (b *bundle) agent(t *testing.T) *agent.Agent {
 
 // replica is one agent serve replica, on a connection of its own.
 type replica struct {
-	svc   *serve.Service
-	js    jetstream.JetStream
-	convs *convstore.Conversations
+	svc     *serve.Service
+	metrics *metrics.Serve
+	js      jetstream.JetStream
+	convs   *convstore.Conversations
 }
 
 // replica starts a replica serving the agent named name (the test's
@@ -151,7 +154,8 @@ func (b *bundle) replicaLog(t *testing.T, holder string, log *slog.Logger, names
 	for _, n := range names {
 		agents = append(agents, serve.Agent{Name: n, Digest: "sha256:test", Agent: b.agent(t)})
 	}
-	svc, err := serve.New(serve.Config{JetStream: js, Provision: prov, Agents: agents, Holder: holder, Logger: log,
+	m := metrics.NewServe(nil)
+	svc, err := serve.New(serve.Config{JetStream: js, Provision: prov, Agents: agents, Holder: holder, Logger: log, Metrics: m,
 		RetryDelay: 100 * time.Millisecond, MissingDelay: 200 * time.Millisecond,
 		Session: session.Config{Store: store, Inbox: convs.Inbox, Announcer: convs.Announcer}})
 	if err != nil {
@@ -160,7 +164,7 @@ func (b *bundle) replicaLog(t *testing.T, holder string, log *slog.Logger, names
 	if err := svc.Open(ctx); err != nil {
 		t.Fatal(err)
 	}
-	r := &replica{svc: svc, js: js, convs: convs}
+	r := &replica{svc: svc, metrics: m, js: js, convs: convs}
 	t.Cleanup(func() { r.close(t) })
 	return r
 }
@@ -217,6 +221,16 @@ func (b *bundle) counts(target string) (continuations, deploys int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.continuations[target], b.deploys[target]
+}
+
+// wakes returns how many wakes r observed (offload_wake_seconds' count).
+func (r *replica) wakes(t *testing.T) uint64 {
+	t.Helper()
+	var d dto.Metric
+	if err := r.metrics.WakeSeconds.Write(&d); err != nil {
+		t.Fatal(err)
+	}
+	return d.GetHistogram().GetSampleCount()
 }
 
 // paused asserts that f is a pause on one approval and returns its task.

@@ -48,6 +48,9 @@ func TestWakeOnDecision(t *testing.T) {
 	if c, d := b.counts("prod"); c != 1 || d != 1 {
 		t.Fatalf("%d continuation requests, %d deploys; want 1 and 1", c, d)
 	}
+	if n := r1.wakes(t) + r2.wakes(t); n != 1 {
+		t.Errorf("offload_wake_seconds observed %d wakes, want 1", n)
+	}
 }
 
 // A decision published while no replica runs is applied when one starts.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/conversation"
+	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/session"
 )
@@ -65,6 +66,8 @@ type Config struct {
 	// OnContinue, if set, is called when a wake has claimed a conversation
 	// and its continuation starts (tests and benchmarks count them).
 	OnContinue func(conv string)
+	// Metrics, if set, observes the wakes (offload_wake_seconds).
+	Metrics *metrics.Serve
 	// OnFinal, if set, is told how each run of this replica ended, once
 	// its state is saved and its lease released (notifications, tests,
 	// benchmarks).

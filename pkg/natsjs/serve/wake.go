@@ -5,10 +5,15 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/conversation"
+	"github.com/offload-dev/offload/pkg/message"
+	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/session"
@@ -52,9 +57,13 @@ func (s *Service) onWake(m jetstream.Msg) {
 		_ = m.Nak()
 		return
 	}
+	var stored time.Time
+	if meta, err := m.Metadata(); err == nil {
+		stored = meta.Timestamp
+	}
 	go func() {
 		defer s.wg.Done()
-		out, err := s.Wake(s.ctx, conv)
+		out, err := s.wake(s.ctx, conv, stored)
 		<-s.wakes
 		switch {
 		case err != nil:
@@ -87,6 +96,12 @@ func (s *Service) wakeConversation(subject string) (string, error) {
 // deferred call has its answer or a background outcome arrived, starts
 // the continuation on the service's goroutine.
 func (s *Service) Wake(ctx context.Context, id string) (WakeOutcome, error) {
+	return s.wake(ctx, id, time.Time{})
+}
+
+// wake is Wake for a message stored at stored (zero: unknown), the start
+// of the wake latency a continuation observes.
+func (s *Service) wake(ctx context.Context, id string, stored time.Time) (WakeOutcome, error) {
 	if s.live(id) != nil {
 		return WakeHeld, nil
 	}
@@ -140,6 +155,23 @@ func (s *Service) Wake(ctx context.Context, id string) (WakeOutcome, error) {
 		s.cfg.OnContinue(id)
 	}
 	s.log.Info("wake: continuing", slog.String("conversation_id", id), slog.String("agent", a.Name))
+	if !stored.IsZero() && s.cfg.Metrics != nil {
+		ro.Capabilities = append(ro.Capabilities, &wakeTimer{stored: stored, m: s.cfg.Metrics})
+	}
 	s.launch(sess, a, "", ro)
 	return WakeContinued, nil
+}
+
+// wakeTimer observes the wake latency at the continuation's first model
+// request.
+type wakeTimer struct {
+	stored time.Time
+	m      *metrics.Serve
+	once   sync.Once
+}
+
+// BeforeModelRequest implements agent.ModelRequestHook.
+func (w *wakeTimer) BeforeModelRequest(context.Context, *agent.RunInfo, *message.Message) error {
+	w.once.Do(func() { w.m.Woke(time.Since(w.stored)) })
+	return nil
 }
