@@ -155,6 +155,7 @@ func execute(ctx context.Context, args []string, e env) int {
 	root.AddCommand(newAnswerCmd(e))
 	root.AddCommand(newHistoryCmd(e))
 	root.AddCommand(newProvisionCmd(e))
+	root.AddCommand(newServeCmd(e))
 	err = root.ExecuteContext(ctx)
 	if err == nil {
 		return exitOK

@@ -58,6 +58,9 @@ type config struct {
 	skipOverlap                    bool
 	only                           string
 	memprofile                     string
+	// agent serve's figures (serve.go): wakes measured, conversations
+	// approved at once, paused conversations for the memory figure.
+	serveWakes, serveApprove, servePaused int
 }
 
 func main() {
@@ -72,7 +75,10 @@ func main() {
 	flag.IntVar(&c.finished, "finished", 50_000, "calls for the memory per finished call")
 	flag.IntVar(&c.long, "long", 1_000_000, "calls of the long run through the baseline and offload, RSS sampled every tenth (0 skips it)")
 	flag.BoolVar(&c.skipOverlap, "skip-overlap", false, "skip the overlap and memory figures")
-	flag.StringVar(&c.only, "only", "", "run one figure alone, for profiling: a system's throughput (raw, next or offload; 1 replica, -throughput-n calls), the memory per pending background call (pending), or the tracing cost (tracing)")
+	flag.StringVar(&c.only, "only", "", "run one figure alone, for profiling: a system's throughput (raw, next or offload; 1 replica, -throughput-n calls), the memory per pending background call (pending), the tracing cost (tracing), or agent serve's figures (serve)")
+	flag.IntVar(&c.serveWakes, "serve-wakes", 200, "agent serve: wakes measured for the wake latency (0 skips agent serve's figures)")
+	flag.IntVar(&c.serveApprove, "serve-approve", 400, "agent serve: paused conversations approved at once, continued by 2 replicas (1000, the issue's figure, stalls: BENCHMARKS.md)")
+	flag.IntVar(&c.servePaused, "serve-paused", 10_000, "agent serve: paused conversations in the store for the replica's memory")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.StringVar(&c.memprofile, "memprofile", "", "write an allocation profile at the end of the run to this file")
 	serveStore := flag.String("serve", "", "internal: run the embedded server for this store until stdin closes")
@@ -225,10 +231,14 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		_, err := tracingCost(ctx, c, ep, proc, offS, out)
 		return err
 	}
+	if c.only == "serve" {
+		_, err := measureServe(ctx, ep, out, c.serveWakes, c.serveApprove, c.servePaused)
+		return err
+	}
 	if c.only != "" {
 		s := map[string]system{"raw": rawS, "next": rawNS, "offload": offS}[c.only]
 		if s == nil {
-			return fmt.Errorf("-only %q: want raw, next, offload, pending or tracing", c.only)
+			return fmt.Errorf("-only %q: want raw, next, offload, pending, tracing or serve", c.only)
 		}
 		tp, err := throughputs(ctx, []system{s}, 1, c.slots, c.tn, c.inflight, 1, proc)
 		if err != nil {
@@ -401,6 +411,15 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		fmt.Fprintf(out, "Agent memory per pending background call (%d pending, through the agent loop): heap %.0f B, goroutine stacks %.0f B\n",
 			pm.calls, heapPer, float64(pm.stack)/float64(pm.calls))
 		results = append(results, verdict(out, "heap per pending call / 4 KiB", heapPer/4096, "≤", 1))
+		fmt.Fprintln(out)
+	}
+
+	if c.serveWakes > 0 {
+		sr, err := measureServe(ctx, ep, out, c.serveWakes, c.serveApprove, c.servePaused)
+		if err != nil {
+			return fmt.Errorf("agent serve: %w", err)
+		}
+		results = append(results, sr...)
 		fmt.Fprintln(out)
 	}
 

@@ -40,6 +40,18 @@ type State struct {
 	// it was traced: the run continuing the conversation links its span
 	// to it (SPEC §14).
 	Trace string `json:"trace,omitempty"`
+	// Agent names the agent the conversation runs with, set by `agent
+	// serve` (SPEC §11); nil for a conversation started by `agent run`.
+	Agent *AgentRef `json:"agent,omitempty"`
+}
+
+// AgentRef is the agent a conversation runs with: the name of its spec
+// and the digest of the spec it started with.
+type AgentRef struct {
+	// Name is the spec's name.
+	Name string `json:"name"`
+	// Digest is the spec's digest ("sha256:…").
+	Digest string `json:"digest"`
 }
 
 // ArrivalKind says what arrived for a pending task.

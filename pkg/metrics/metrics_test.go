@@ -106,7 +106,10 @@ func TestLint(t *testing.T) {
 	touchAgent(a)
 	w := metrics.NewWorker(nil)
 	touchWorker(w)
-	for name, c := range map[string]prometheus.Collector{"agent": a, "worker": w} {
+	sv := metrics.NewServe(nil)
+	sv.HTTPRequest("POST /v1/conversations", 202)
+	sv.Woke(3e6) // 3 ms
+	for name, c := range map[string]prometheus.Collector{"agent": a, "worker": w, "serve": sv} {
 		problems, err := testutil.CollectAndLint(c)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)

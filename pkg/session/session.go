@@ -233,6 +233,15 @@ func (s *Session) State() *conversation.State {
 	return s.st.Clone()
 }
 
+// SetAgent records the agent the conversation runs with (SPEC §11) and
+// saves it.
+func (s *Session) SetAgent(ctx context.Context, ref conversation.AgentRef) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.st.Agent = &ref
+	return s.saveLocked(ctx)
+}
+
 // Collect reads what arrived since the checkpoint (refusing and counting
 // what does not resolve a pending task) and saves it.
 func (s *Session) Collect(ctx context.Context) (int, error) {
