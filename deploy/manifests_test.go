@@ -519,6 +519,32 @@ func TestKubernetesManifests(t *testing.T) {
 		t.Errorf("provision OFFLOAD_REPLICAS %q, workers %q", jenv["OFFLOAD_REPLICAS"], wenv["OFFLOAD_REPLICAS"])
 	}
 
+	// The agent serve Deployment, with the agent image, as the agent user.
+	serveFlags, serveEnvs := helpFlags(t, agentBin, "serve", "--help")
+	sd := object(t, objs, "Deployment/offload-agent-serve")
+	checkHardened(t, "Deployment/offload-agent-serve", sd.Spec.Template.Spec)
+	sc := sd.Spec.Template.Spec.Containers[0]
+	if sc.Image != "offload-agent:dev" || len(sc.Args) == 0 || sc.Args[0] != "serve" {
+		t.Fatalf("agent serve: image %q args %v, want offload-agent:dev serve …", sc.Image, sc.Args)
+	}
+	sargs := parseArgs(t, sc.Args[1:], serveFlags)
+	if _, port, _ := strings.Cut(sargs["http"], ":"); port != strconv.Itoa(portOf(t, sc, "http")) {
+		t.Errorf("agent serve --http %q, container port http %d", sargs["http"], portOf(t, sc, "http"))
+	}
+	// serve stops within 30 s (its runs suspended and handed over).
+	if tg := sd.Spec.Template.Spec.TerminationGracePeriodSeconds; tg == nil || *tg <= 30 {
+		t.Errorf("agent serve terminationGracePeriodSeconds %s, want above its 30 s stop", deref(tg))
+	}
+	checkProbe(t, sc, "liveness", sc.LivenessProbe, "/healthz", "http")
+	checkProbe(t, sc, "readiness", sc.ReadinessProbe, "/readyz", "http")
+	senv := expandEnv(t, sc.Env)
+	for _, e := range sc.Env {
+		if e.ValueFrom == nil && !serveEnvs[e.Name] {
+			t.Errorf("agent serve env %s: the binary reads no such variable (its help names %v)", e.Name, serveEnvs)
+		}
+	}
+	checkNATSURL(t, "agent serve NATS_URL", senv["NATS_URL"], "agent", nodes, clientPort)
+
 	// KEDA: one nats-jetstream trigger per served tool, on its consumer's
 	// lag, read from the monitoring port through the headless Service;
 	// never scaled to zero.

@@ -95,10 +95,24 @@ func startPiped(t *testing.T, cmd *exec.Cmd) *piped {
 	}
 	p := &piped{cmd: cmd, stdout: bufio.NewScanner(stdout), stderr: &bytes.Buffer{}}
 	cmd.Stderr = p.stderr
+	start(t, cmd)
+	return p
+}
+
+// start starts cmd; a test that ends without waiting for it (t.Fatal, or
+// t.Skip when the nats CLI is missing) kills and reaps it, so that neither
+// the process nor os/exec's context watcher outlives the test.
+func start(t *testing.T, cmd *exec.Cmd) {
+	t.Helper()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	return p
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
 }
 
 // events reads the --json lines to the end of stdout, calling each (when

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/offload-dev/offload/pkg/agent/liveview"
 	"github.com/offload-dev/offload/pkg/builtin"
@@ -79,7 +80,7 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 	// tools' own definitions) win over what the registry advertises.
 	client, err := remote.NewClient(remote.ClientConfig{Conn: nc, Prefix: f.prefix, Replicas: f.conn.Replicas, Filter: filter,
 		Policies: f.agentSpec.Policies(), InlineDeadline: f.callTimeout, Local: builtins, LocalID: fmt.Sprintf("agent-%d", os.Getpid()),
-		Logger: log, Metrics: am, TaskKey: taskKey})
+		Logger: log, Metrics: am, TaskKey: taskKey, TracerProvider: e.tracer})
 	if err != nil {
 		return fail(err)
 	}
@@ -87,6 +88,7 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 		return fail(err) // it names the part that failed
 	}
 	c.client, c.closers = client, append(c.closers, func(ctx context.Context) { _ = client.Stop(ctx) })
+	c.tracer = e.tracer
 
 	if clashes := client.Clashes(); len(clashes) > 0 {
 		fmt.Fprintf(e.stderr, "agent: %s\n", clashNote(clashes))
@@ -142,6 +144,11 @@ type conn struct {
 	refusals *natsjs.Refusals
 	client   *remote.Client // set by remoteTools
 	closers  []func(context.Context)
+	// tracer records the spans of SPEC §14 (env.tracer); nil when untraced.
+	tracer trace.TracerProvider
+	// approvals records the decisions the session applies (SPEC §12's
+	// metrics), on the run's registry.
+	approvals *metrics.Approvals
 }
 
 // close stops what runs on the connection, closes it and shuts the

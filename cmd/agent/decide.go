@@ -102,7 +102,9 @@ func publishArrival(cmd *cobra.Command, e env, f *runFlags, kind conversation.Ar
 	if err != nil && !errors.Is(err, conversation.ErrNotFound) {
 		return &exitError{code: exitFailed, err: err}
 	}
-	subject, err := o.Publish(ctx, f.conversation, sum, kind, task, data)
+	pctx, span := startPublishSpan(ctx, e, kind, f.conversation, task)
+	subject, err := o.Publish(pctx, f.conversation, sum, kind, task, data)
+	endPublishSpan(span, err)
 	var re *conversation.RefusedError
 	var le *natsjs.LimitError
 	switch {

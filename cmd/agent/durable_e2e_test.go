@@ -544,9 +544,7 @@ func TestDurableConcurrentResume(t *testing.T) {
 	first := d.command("resume", "--conversation", conv)
 	var out1, err1 bytes.Buffer
 	first.Stdout, first.Stderr = &out1, &err1
-	if err := first.Start(); err != nil {
-		t.Fatal(err)
-	}
+	start(t, first)
 	select {
 	case <-d.tools.started: // the first resume holds the conversation
 	case <-time.After(30 * time.Second):
@@ -837,9 +835,7 @@ func TestDurableLeaseLostStopsRun(t *testing.T) {
 	cmd := d.command("resume", "--conversation", conv)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	start(t, cmd)
 	defer d.tools.open()
 	select {
 	case <-d.tools.started: // the resume holds the conversation

@@ -20,6 +20,7 @@ import (
 	"github.com/offload-dev/offload/pkg/llm/testmodel"
 	"github.com/offload-dev/offload/pkg/natsjs/remote"
 	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/telemetry"
 )
 
 // runFlags are the flags of `agent run`.
@@ -208,7 +209,7 @@ func newLogger(w io.Writer, verbose bool) *slog.Logger {
 	if verbose {
 		level = slog.LevelInfo
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+	return slog.New(telemetry.LogHandler(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})))
 }
 
 // externalNames are the names of the spec's external tools.

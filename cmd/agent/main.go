@@ -21,9 +21,12 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/offload-dev/offload/internal/otelenv"
 	"github.com/offload-dev/offload/internal/proc"
 )
 
@@ -52,6 +55,9 @@ type env struct {
 	// worker runs (the embedded default); nil in tests that run the
 	// command in-process.
 	reaper *proc.Reaper
+	// tracer records the spans of SPEC §14 when the OTEL_* variables ask
+	// for traces (internal/otelenv); nil otherwise.
+	tracer trace.TracerProvider
 }
 
 // errInterrupted is the cause of the command's context once SIGINT
@@ -121,6 +127,15 @@ func main() {
 
 // execute runs the command line and returns the process exit code.
 func execute(ctx context.Context, args []string, e env) int {
+	tp, err := otelenv.New(ctx, e.getenv, "agent")
+	if err != nil {
+		fmt.Fprintln(e.stderr, "agent:", err)
+		return exitUsage
+	}
+	defer shutdownTracing(e, tp)
+	if tp.Enabled {
+		e.tracer = tp
+	}
 	root := &cobra.Command{
 		Use:           "agent",
 		Short:         "Run an LLM agent whose slow and approval-gated tools run on workers over NATS JetStream",
@@ -140,7 +155,8 @@ func execute(ctx context.Context, args []string, e env) int {
 	root.AddCommand(newAnswerCmd(e))
 	root.AddCommand(newHistoryCmd(e))
 	root.AddCommand(newProvisionCmd(e))
-	err := root.ExecuteContext(ctx)
+	root.AddCommand(newServeCmd(e))
+	err = root.ExecuteContext(ctx)
 	if err == nil {
 		return exitOK
 	}
@@ -156,6 +172,19 @@ func execute(ctx context.Context, args []string, e env) int {
 	fmt.Fprintln(e.stderr, "agent:", err)
 	return exitUsage
 }
+
+// shutdownTracing exports the spans still buffered, within a bound: an
+// unreachable collector delays the exit by at most that.
+func shutdownTracing(e env, tp *otelenv.Provider) {
+	ctx, cancel := context.WithTimeout(context.Background(), tracingFlushTimeout)
+	defer cancel()
+	if err := tp.Shutdown(ctx); err != nil {
+		fmt.Fprintln(e.stderr, "agent: warning: traces:", err)
+	}
+}
+
+// tracingFlushTimeout bounds the export of the spans left at exit.
+const tracingFlushTimeout = 5 * time.Second
 
 func isTerminal(f *os.File) bool {
 	fi, err := f.Stat()

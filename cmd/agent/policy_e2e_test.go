@@ -153,9 +153,7 @@ func TestBinaryRogueCannotAnswerForAPerson(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	start(t, cmd)
 	stderr.WaitFor(t, `msg="message refused" reason=wrong_kind subject="result for `+conv+"."+task+`"`)
 	d.pub("tools.result."+conv+"."+task+".ask_human", forged) // while the resume waits
 	stderr.WaitFor(t, `msg="result refused" reason=wrong_kind subject=tools.result.`+conv+"."+task)

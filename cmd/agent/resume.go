@@ -104,7 +104,8 @@ func openSession(ctx context.Context, f *runFlags, rem *conn, am *metrics.Agent,
 	host, _ := os.Hostname()
 	sess, err := session.Open(ctx, session.Config{Store: convs.Store, Inbox: convs.Inbox, Announcer: convs.Announcer,
 		Canceller: rem.client, Attacher: rem.client, Answers: rem.client, Holder: fmt.Sprintf("agent %s pid %d", host, os.Getpid()),
-		MaxPayload: int(rem.nc.MaxPayload()), Logger: log, Connected: rem.nc.IsConnected}, id, create)
+		MaxPayload: int(rem.nc.MaxPayload()), Logger: log, Connected: rem.nc.IsConnected, TracerProvider: rem.tracer,
+		Approvals: rem.approvals}, id, create)
 	switch {
 	case errors.Is(err, conversation.ErrNotFound):
 		return nil, &exitError{code: exitFailed, err: fmt.Errorf("conversation %s is unknown", id)}

@@ -89,6 +89,7 @@ func runAgent(ctx context.Context, e env, f *runFlags, prompt string) error {
 	}
 	reg := prometheus.NewRegistry()
 	am := metrics.NewAgent(reg)
+	approvals := metrics.NewApprovals(reg)
 	if f.metricsAddr != "" {
 		stop, err := opsserver.Start(f.metricsAddr, reg, nil, logger)
 		if err != nil {
@@ -114,20 +115,22 @@ func runAgent(ctx context.Context, e env, f *runFlags, prompt string) error {
 			return out.failed(err)
 		}
 		defer r.close()
+		r.approvals = approvals
 		rem = r
 		toolset = r.client.Toolset()
 		// Background calls of the tools workers serve run there.
 		executor = r.client.Executor()
 	}
 	cfg := agent.Config{
-		Model:         model,
-		Toolsets:      []tool.Toolset{toolset},
-		Instructions:  "You are a helpful assistant. Use the tools when they help.",
-		AllowDeferred: true,
-		Stream:        f.mf.stream,
-		Settings:      f.agentSpec.Settings(),
-		Logger:        logger,
-		Limits:        agent.UsageLimits{Requests: agent.Limit(f.requestLimit)},
+		Model:          model,
+		Toolsets:       []tool.Toolset{toolset},
+		Instructions:   "You are a helpful assistant. Use the tools when they help.",
+		AllowDeferred:  true,
+		Stream:         f.mf.stream,
+		Settings:       f.agentSpec.Settings(),
+		Logger:         logger,
+		Limits:         agent.UsageLimits{Requests: agent.Limit(f.requestLimit)},
+		TracerProvider: e.tracer,
 	}
 	if f.toolCallsLimit >= 0 {
 		cfg.Limits.ToolCalls = agent.Limit(f.toolCallsLimit)

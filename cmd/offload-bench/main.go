@@ -16,6 +16,9 @@
 //     and p50 with the ledger against without it;
 //   - overlap: 20 background calls of 500 ms on 20 worker slots through the
 //     agent loop, against the ideal (500 ms plus the model's time);
+//   - the cost of tracing: offload inline traced (sampler 1.0, exported
+//     over OTLP/HTTP to a receiver in this process) against untraced,
+//     round trip and throughput (tracing.go);
 //   - the agent's memory per pending background call at 10 000 pending,
 //     and the dispatcher's memory per finished call it remembers;
 //   - the process's RSS and live heap over a run of 1 000 000 calls
@@ -57,6 +60,9 @@ type config struct {
 	skipOverlap                    bool
 	only                           string
 	memprofile                     string
+	// agent serve's figures (serve.go): wakes measured, conversations
+	// approved at once, paused conversations for the memory figure.
+	serveWakes, serveApprove, servePaused int
 }
 
 func main() {
@@ -71,7 +77,10 @@ func main() {
 	flag.IntVar(&c.finished, "finished", 50_000, "calls for the memory per finished call")
 	flag.IntVar(&c.long, "long", 1_000_000, "calls of the long run through the baseline and offload, RSS sampled every tenth (0 skips it)")
 	flag.BoolVar(&c.skipOverlap, "skip-overlap", false, "skip the overlap and memory figures")
-	flag.StringVar(&c.only, "only", "", "run one figure alone, for profiling: a system's throughput (raw, next or offload; 1 replica, -throughput-n calls), the memory per pending background call (pending), or the effect ledger's section (ledger)")
+	flag.StringVar(&c.only, "only", "", "run one figure alone, for profiling: a system's throughput (raw, next or offload; 1 replica, -throughput-n calls), the memory per pending background call (pending), the tracing cost (tracing), agent serve's figures (serve), or the effect ledger's section (ledger)")
+	flag.IntVar(&c.serveWakes, "serve-wakes", 200, "agent serve: wakes measured for the wake latency (0 skips agent serve's figures)")
+	flag.IntVar(&c.serveApprove, "serve-approve", 400, "agent serve: paused conversations approved at once, continued by 2 replicas (1000, the issue's figure, stalls: BENCHMARKS.md)")
+	flag.IntVar(&c.servePaused, "serve-paused", 10_000, "agent serve: paused conversations in the store for the replica's memory")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.StringVar(&c.memprofile, "memprofile", "", "write an allocation profile at the end of the run to this file")
 	serveStore := flag.String("serve", "", "internal: run the embedded server for this store until stdin closes")
@@ -220,6 +229,14 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		}
 		return nil
 	}
+	if c.only == "tracing" {
+		_, err := tracingCost(ctx, c, ep, proc, offS, out)
+		return err
+	}
+	if c.only == "serve" {
+		_, err := measureServe(ctx, ep, out, c.serveWakes, c.serveApprove, c.servePaused)
+		return err
+	}
 	if c.only == "ledger" {
 		ltp, llats, err := measureLedger(ctx, off, ep, c, proc)
 		if err != nil {
@@ -231,7 +248,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	if c.only != "" {
 		s := map[string]system{"raw": rawS, "next": rawNS, "offload": offS}[c.only]
 		if s == nil {
-			return fmt.Errorf("-only %q: want raw, next, offload, pending or ledger", c.only)
+			return fmt.Errorf("-only %q: want raw, next, offload, pending, tracing, serve or ledger", c.only)
 		}
 		tp, err := throughputs(ctx, []system{s}, 1, c.slots, c.tn, c.inflight, 1, proc)
 		if err != nil {
@@ -356,6 +373,12 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	results = append(results, verdict(out, "offload scaling / baseline scaling", offScale/rawScale, "≥", 0.8))
 	fmt.Fprintln(out)
 
+	tr, err := tracingCost(ctx, c, ep, proc, offS, out)
+	if err != nil {
+		return fmt.Errorf("tracing cost: %w", err)
+	}
+	results = append(results, tr...)
+	fmt.Fprintln(out)
 	ltp, llats, err := measureLedger(ctx, off, ep, c, proc)
 	if err != nil {
 		return fmt.Errorf("effect ledger: %w", err)
@@ -404,6 +427,15 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		fmt.Fprintf(out, "Agent memory per pending background call (%d pending, through the agent loop): heap %.0f B, goroutine stacks %.0f B\n",
 			pm.calls, heapPer, float64(pm.stack)/float64(pm.calls))
 		results = append(results, verdict(out, "heap per pending call / 4 KiB", heapPer/4096, "≤", 1))
+		fmt.Fprintln(out)
+	}
+
+	if c.serveWakes > 0 {
+		sr, err := measureServe(ctx, ep, out, c.serveWakes, c.serveApprove, c.servePaused)
+		if err != nil {
+			return fmt.Errorf("agent serve: %w", err)
+		}
+		results = append(results, sr...)
 		fmt.Fprintln(out)
 	}
 

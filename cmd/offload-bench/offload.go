@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/offload-dev/offload/internal/benchcall"
 	"github.com/offload-dev/offload/pkg/natsjs/remote"
@@ -25,6 +26,10 @@ type offloadSystem struct {
 	workers []*offloadWorker
 	conv    string
 	tool    *tool.Tool // the remote lookup tool, as the agent loop gets it per step
+	// tp, when set, traces the dispatcher and the workers, and tracer
+	// starts an agent's tool span around each call (tracing.go).
+	tp     trace.TracerProvider
+	tracer trace.Tracer
 }
 
 type offloadWorker struct {
@@ -33,11 +38,16 @@ type offloadWorker struct {
 }
 
 func newOffloadSystem(ctx context.Context, ep endpoint) (*offloadSystem, error) {
+	return newTracedOffloadSystem(ctx, ep, nil)
+}
+
+// newTracedOffloadSystem is newOffloadSystem traced by tp (nil: untraced).
+func newTracedOffloadSystem(ctx context.Context, ep endpoint, tp trace.TracerProvider) (*offloadSystem, error) {
 	nc, err := ep.connect("bench agent")
 	if err != nil {
 		return nil, err
 	}
-	d, err := remote.NewDispatcher(remote.DispatcherConfig{Conn: nc})
+	d, err := remote.NewDispatcher(remote.DispatcherConfig{Conn: nc, TracerProvider: tp})
 	if err != nil {
 		return nil, err
 	}
@@ -53,7 +63,11 @@ func newOffloadSystem(ctx context.Context, ep endpoint) (*offloadSystem, error) 
 	if err := rt.Start(sctx); err != nil {
 		return nil, err
 	}
-	return &offloadSystem{nc: nc, disp: d, remote: rt, conv: protocol.NewID()}, nil
+	s := &offloadSystem{nc: nc, disp: d, remote: rt, conv: protocol.NewID(), tp: tp}
+	if tp != nil {
+		s.tracer = tp.Tracer("offload-bench")
+	}
+	return s, nil
 }
 
 // startWorkers starts n workers of slots each serving the lookup tool,
@@ -81,7 +95,8 @@ func (s *offloadSystem) startWorkersWith(ctx context.Context, ep endpoint, n, sl
 		}
 		lookup := benchcall.Lookup()
 		lookup.Idempotent = o.idempotent
-		w, err := worker.New(worker.Config{Conn: nc, ID: fmt.Sprintf("bench-%d", i), Tools: []*tool.Tool{lookup}, Concurrency: slots, NoEffectLedger: o.noLedger})
+		w, err := worker.New(worker.Config{Conn: nc, ID: fmt.Sprintf("bench-%d", i), Tools: []*tool.Tool{lookup}, Concurrency: slots,
+			NoEffectLedger: o.noLedger, TracerProvider: s.tp})
 		if err != nil {
 			return err
 		}
@@ -122,6 +137,12 @@ func (s *offloadSystem) stopWorkers(ctx context.Context) {
 }
 
 func (s *offloadSystem) call(ctx context.Context) error {
+	if s.tracer != nil {
+		// The agent's span of the call, as the loop starts it.
+		var span trace.Span
+		ctx, span = s.tracer.Start(ctx, "execute_tool lookup")
+		defer span.End()
+	}
 	rc := &tool.RunContext{ConversationID: s.conv, RunID: s.conv, ToolCallID: "c", ToolName: "lookup"}
 	v, err := s.tool.Run(ctx, rc, json.RawMessage(benchcall.Args))
 	if err != nil {

@@ -5,6 +5,11 @@
 //	           [--config tools.yaml] [--tools a,b|all] [--root DIR]
 //	           [--allow-private-network] [--concurrency N] [--metrics ADDR]
 //	           [--id NAME] [--prefix P] [--grace D] [--replicas N]
+//	toolworker check --tool NAME [--args JSON] [--slow-args JSON] [--exec CMD] [--nats URL] [--prefix P] [--timeout D]
+//
+// toolworker check is the conformance kit (pkg/natsjs/conformance): it
+// drives the running worker(s) of a tool, in any language, through the
+// rules of docs/PROTOCOL.md and prints one line per rule.
 //
 // --nats takes a comma-separated list of URLs (the servers of a cluster);
 // --replicas (env OFFLOAD_REPLICAS) is the replication factor of the
@@ -35,9 +40,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/offload-dev/offload/internal/natsflags"
 	"github.com/offload-dev/offload/internal/opsserver"
+	"github.com/offload-dev/offload/internal/otelenv"
 	"github.com/offload-dev/offload/internal/proc"
 	"github.com/offload-dev/offload/pkg/builtin"
 	"github.com/offload-dev/offload/pkg/cmdtool"
@@ -46,6 +53,7 @@ import (
 	"github.com/offload-dev/offload/pkg/natsjs/authconf"
 	"github.com/offload-dev/offload/pkg/natsjs/worker"
 	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/telemetry"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
@@ -110,6 +118,9 @@ func run(args []string, getenv func(string) string, stderr io.Writer, signals <-
 
 // runTo is run with what it prints (--print-auth) going to stdout.
 func runTo(stdout io.Writer, args []string, getenv func(string) string, stderr io.Writer, signals <-chan os.Signal, reaper *proc.Reaper) int {
+	if len(args) > 0 && args[0] == "check" {
+		return runCheck(stdout, args[1:], getenv, stderr)
+	}
 	opts, err := parseFlags(args, getenv, stderr)
 	if err != nil {
 		if errors.Is(err, errHelp) {
@@ -118,11 +129,15 @@ func runTo(stdout io.Writer, args []string, getenv func(string) string, stderr i
 		fmt.Fprintln(stderr, "toolworker:", err)
 		return exitUsage
 	}
+	if _, err := otelenv.Wanted(getenv); err != nil {
+		fmt.Fprintln(stderr, "toolworker:", err)
+		return exitUsage
+	}
 	level := slog.LevelInfo
 	if opts.verbose {
 		level = slog.LevelDebug
 	}
-	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level, ReplaceAttr: durationsAsText}))
+	log := slog.New(telemetry.LogHandler(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level, ReplaceAttr: durationsAsText})))
 
 	opts.reaper = reaper
 	tools, err := selectTools(opts, log)
@@ -156,32 +171,42 @@ func runTo(stdout io.Writer, args []string, getenv func(string) string, stderr i
 // printed).
 var errHelp = errors.New("help requested")
 
-func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
-	o := &options{getenv: getenv}
-	parsed := false
-	cmd := &cobra.Command{
-		Use:           "toolworker [flags]",
-		Short:         "Serve tools to offload agents over NATS JetStream",
-		SilenceUsage:  true,
-		SilenceErrors: true,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return fmt.Errorf("unexpected arguments: %s", strings.Join(args, " "))
-			}
-			return nil
-		},
-		RunE: func(*cobra.Command, []string) error { parsed = true; return nil },
+// flagParser makes cmd a parser of flags alone: no arguments, usage and
+// errors on stderr, parsed set once the flags parsed.
+func flagParser(cmd *cobra.Command, stderr io.Writer, parsed *bool) {
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	cmd.Args = func(_ *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return fmt.Errorf("unexpected arguments: %s", strings.Join(args, " "))
+		}
+		return nil
 	}
+	cmd.RunE = func(*cobra.Command, []string) error { *parsed = true; return nil }
 	cmd.SetOut(stderr)
 	cmd.SetErr(stderr)
 	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		fmt.Fprint(stderr, c.UsageString())
 		return flagError(err)
 	})
-	defURL := getenv("NATS_URL")
-	if defURL == "" {
-		defURL = "nats://127.0.0.1:4222"
+}
+
+// defaultURL is NATS_URL, else the local server's.
+func defaultURL(getenv func(string) string) string {
+	if u := getenv("NATS_URL"); u != "" {
+		return u
 	}
+	return "nats://127.0.0.1:4222"
+}
+
+func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
+	o := &options{getenv: getenv}
+	parsed := false
+	cmd := &cobra.Command{
+		Use:   "toolworker [flags]",
+		Short: "Serve tools to offload agents over NATS JetStream",
+	}
+	flagParser(cmd, stderr, &parsed)
+	defURL := defaultURL(getenv)
 	host, _ := os.Hostname()
 	fs := cmd.Flags()
 	o.conn.Register(fs, getenv, defURL, "NATS server URL, or a comma-separated list of a cluster's (env NATS_URL)")
@@ -288,6 +313,9 @@ func selectTools(o *options, log *slog.Logger) ([]*tool.Tool, error) {
 	return out, nil
 }
 
+// tracingFlushTimeout bounds the export of the spans left at exit.
+const tracingFlushTimeout = 5 * time.Second
+
 func serve(o *options, tools []*tool.Tool, log *slog.Logger, signals <-chan os.Signal) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -295,6 +323,23 @@ func serve(o *options, tools []*tool.Tool, log *slog.Logger, signals <-chan os.S
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	wm := metrics.NewWorker(reg)
+	tp, err := otelenv.New(ctx, o.getenv, "toolworker")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// The spans still buffered are exported within a bound: an
+		// unreachable collector delays the exit by at most that.
+		sctx, scancel := context.WithTimeout(context.Background(), tracingFlushTimeout)
+		defer scancel()
+		if err := tp.Shutdown(sctx); err != nil {
+			log.Warn("traces not exported", slog.Any("error", err))
+		}
+	}()
+	var tracer trace.TracerProvider
+	if tp.Enabled {
+		tracer = tp
+	}
 
 	copts := o.copts
 	copts.Name, copts.Logger, copts.Refusals = "toolworker "+o.id, log, &natsjs.Refusals{Role: "worker"}
@@ -309,17 +354,18 @@ func serve(o *options, tools []*tool.Tool, log *slog.Logger, signals <-chan os.S
 	defer nc.RemoveStatusListener(closed)
 
 	w, err := worker.New(worker.Config{
-		Conn:        nc,
-		Prefix:      o.prefix,
-		ID:          o.id,
-		Tools:       tools,
-		Concurrency: o.concurrency,
-		GracePeriod: o.grace,
-		AckWait:     o.ackWait,
-		MaxDeliver:  o.maxDeliver,
-		Replicas:    o.conn.Replicas,
-		Logger:      log,
-		Metrics:     wm,
+		Conn:           nc,
+		Prefix:         o.prefix,
+		ID:             o.id,
+		Tools:          tools,
+		Concurrency:    o.concurrency,
+		GracePeriod:    o.grace,
+		AckWait:        o.ackWait,
+		MaxDeliver:     o.maxDeliver,
+		Replicas:       o.conn.Replicas,
+		Logger:         log,
+		Metrics:        wm,
+		TracerProvider: tracer,
 	})
 	if err != nil {
 		return err

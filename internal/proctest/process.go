@@ -34,6 +34,7 @@ func Build(t testing.TB, dir string, pkgs ...string) string {
 type Process struct {
 	path string
 	args []string
+	env  []string // added to the test's environment, when set
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -55,8 +56,23 @@ func StartProcess(t testing.TB, path string, args ...string) *Process {
 	return p
 }
 
+// StartProcessEnv is [StartProcess] with env (KEY=VALUE entries) added to
+// the environment the process inherits from the test.
+func StartProcessEnv(t testing.TB, env []string, path string, args ...string) *Process {
+	t.Helper()
+	p := &Process{path: path, args: args, env: env, changed: make(chan struct{})}
+	if err := p.start(); err != nil {
+		t.Fatalf("natstest: start %s: %v", path, err)
+	}
+	t.Cleanup(p.Stop)
+	return p
+}
+
 func (p *Process) start() error {
 	cmd := exec.Command(p.path, p.args...)
+	if p.env != nil {
+		cmd.Env = append(os.Environ(), p.env...)
+	}
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return err

@@ -6,9 +6,12 @@ import (
 	"iter"
 	"log/slog"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/message"
+	"github.com/offload-dev/offload/pkg/telemetry"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
@@ -59,13 +62,19 @@ type Config struct {
 	Settings llm.Settings
 	// Logger receives the run's logs. Defaults to discarding them.
 	Logger *slog.Logger
+	// TracerProvider, if set, records the spans of SPEC §14: the run
+	// (invoke_agent), each model request (chat) and each tool call
+	// (execute_tool), with the GenAI semantic conventions' attributes.
+	// Nil records none (no global provider is read).
+	TracerProvider trace.TracerProvider
 }
 
 // Agent runs conversations with a model and tools. It is safe for
 // concurrent use; each run has its own state.
 type Agent struct {
-	cfg Config
-	log *slog.Logger
+	cfg    Config
+	log    *slog.Logger
+	tracer trace.Tracer
 }
 
 // New returns an agent. It fails with ErrInvalidConfig when no model is set.
@@ -77,7 +86,7 @@ func New(cfg Config) (*Agent, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Agent{cfg: cfg, log: log}, nil
+	return &Agent{cfg: cfg, log: log, tracer: telemetry.Tracer(cfg.TracerProvider)}, nil
 }
 
 // RunOptions are per-run options. The zero value starts a new conversation.
@@ -114,6 +123,10 @@ type RunOptions struct {
 	// in the order given; a task still running is attached through the
 	// executor (an [Attacher]) and is live like the run's own tasks.
 	Background []AdoptedTask
+	// Continues is the span context of the run this one continues (a
+	// resume after a pause): the run's span links to it (SPEC §14). The
+	// zero value links nothing.
+	Continues trace.SpanContext
 }
 
 // Result is the outcome of a run.

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/progress"
@@ -72,6 +74,10 @@ type bgTask struct {
 	// progress relays the task's progress reports until its finished
 	// event; nil when the run has no reporter (or the task was adopted).
 	progress *taskReporter
+	// span is the span context of the call that started it (its
+	// execute_tool span), the parent of its injected result's span;
+	// invalid when the run is not traced or the task was adopted.
+	span trace.SpanContext
 
 	// Set under bgRun.mu.
 	cancelled bool // cancelled by the run: its outcome is dropped
@@ -82,6 +88,7 @@ type bgTask struct {
 	finished bool // its outcome was taken (by its watcher or the idle wait)
 	val      any
 	err      error
+	doneAt   time.Time // when its outcome was taken
 }
 
 func newBgRun(owner *backgroundTools, info *RunInfo, log *slog.Logger) *bgRun {
@@ -185,7 +192,8 @@ func (br *bgRun) spawn(ctx context.Context, exec Executor, call *ToolCall, next 
 	if err != nil {
 		return nil, fmt.Errorf("start background task: %w", err)
 	}
-	return br.track(&bgTask{id: call.TaskID, attempt: attempt, call: call, task: task, started: time.Now().UTC(), progress: tr})
+	return br.track(&bgTask{id: call.TaskID, attempt: attempt, call: call, task: task, started: time.Now().UTC(), progress: tr,
+		span: trace.SpanContextFromContext(ctx)})
 }
 
 // isClosed reports whether the run is ending.
@@ -321,7 +329,7 @@ func (br *bgRun) finish(t *bgTask) {
 	br.mu.Unlock()
 	val, err := t.task.Outcome()
 	br.mu.Lock()
-	t.val, t.err = val, err
+	t.val, t.err, t.doneAt = val, err, time.Now()
 	cancelled := t.cancelled
 	if !cancelled && !br.closed {
 		br.arrived = append(br.arrived, t)
@@ -401,6 +409,7 @@ func (br *bgRun) followUps(tasks []*bgTask) ([]message.Part, error) {
 	var parts []message.Part
 	for _, t := range tasks {
 		p, err := br.followUp(t)
+		br.r.resultSpan(t, err)
 		if err != nil {
 			return parts, err
 		}

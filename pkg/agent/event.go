@@ -96,6 +96,9 @@ type Event struct {
 	Fraction *float64
 	// Final is set on the final event.
 	Final *Final
+	// TraceID and SpanID are the W3C IDs (hex) of the run's span when the
+	// run is traced (Config.TracerProvider, SPEC §14); empty otherwise.
+	TraceID, SpanID string
 }
 
 // MarshalJSON writes the event as one --json line object.
@@ -105,6 +108,9 @@ func (e Event) MarshalJSON() ([]byte, error) {
 		"run_id":          e.RunID,
 		"conversation_id": e.ConversationID,
 		"at":              e.At.UTC().Format(time.RFC3339Nano),
+	}
+	if e.TraceID != "" {
+		m["trace_id"], m["span_id"] = e.TraceID, e.SpanID
 	}
 	switch e.Type {
 	case EventTextDelta:

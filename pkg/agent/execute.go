@@ -137,7 +137,9 @@ func (r *run) runCall(ctx context.Context, st *stepState, s *slot) error {
 				next = func(ctx context.Context, c *ToolCall) (any, error) { return w.WrapToolCall(ctx, c, inner) }
 			}
 		}
-		val, err = protect(func() (any, error) { return next(ctx, call) })
+		tctx, span := r.startToolSpan(ctx, s)
+		val, err = protect(func() (any, error) { return next(tctx, call) })
+		endToolSpan(span, err)
 		var ho *Handoff
 		if errors.As(err, &ho) {
 			// The run is suspending and the call goes on elsewhere: it

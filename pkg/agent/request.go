@@ -82,16 +82,18 @@ func (r *run) request(ctx context.Context, req message.Message) (message.Message
 		lreq.Tools = append(lreq.Tools, llm.ToolDef{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
 	}
 	r.emit(Event{Type: EventModelRequestStarted})
+	mctx, span := r.startModelSpan(ctx, r.a.cfg.Model.Name())
 	var resp *llm.Response
 	if r.a.cfg.Stream {
-		resp, err = r.a.cfg.Model.Stream(ctx, lreq, func(d llm.Delta) {
+		resp, err = r.a.cfg.Model.Stream(mctx, lreq, func(d llm.Delta) {
 			if d.Text != "" {
 				r.emit(Event{Type: EventTextDelta, Delta: d.Text})
 			}
 		})
 	} else {
-		resp, err = r.a.cfg.Model.Generate(ctx, lreq)
+		resp, err = r.a.cfg.Model.Generate(mctx, lreq)
 	}
+	endModelSpan(span, resp, err)
 	r.mu.Lock()
 	r.usage.Requests++
 	r.mu.Unlock()

@@ -31,7 +31,10 @@ type run struct {
 	log     *slog.Logger
 
 	runID, convID string
-	newFrom       int
+	// traceID and spanID are the run span's IDs when it records (set
+	// before the first event, then only read).
+	traceID, spanID string
+	newFrom         int
 	// promptLast is set while the first request ends with the run's
 	// prompt: the parts hooks add (follow-ups) go before it, so that the
 	// new prompt stays the last thing the model reads.
@@ -91,6 +94,9 @@ func newRun(a *Agent, prompt string, opts *RunOptions) *run {
 func (r *run) logger() *slog.Logger {
 	r.logOnce.Do(func() {
 		r.log = r.a.log.With(slog.String("run_id", r.runID), slog.String("conversation_id", r.convID))
+		if r.traceID != "" {
+			r.log = r.log.With(slog.String("trace_id", r.traceID), slog.String("span_id", r.spanID))
+		}
 	})
 	return r.log
 }
@@ -100,6 +106,7 @@ func (r *run) emit(e Event) {
 		return
 	}
 	e.RunID, e.ConversationID = r.runID, r.convID
+	e.TraceID, e.SpanID = r.traceID, r.spanID
 	if e.At.IsZero() {
 		e.At = time.Now().UTC()
 	}
@@ -157,6 +164,7 @@ func (r *run) execute(ctx context.Context) (*Result, error) {
 	r.mu.Lock()
 	r.cancelRun = cancel
 	r.mu.Unlock()
+	ctx, span := r.startRunSpan(ctx)
 
 	r.emit(Event{Type: EventRunStarted})
 	// The RunWrappers see the run's error as the caller will (a
@@ -189,6 +197,7 @@ func (r *run) execute(ctx context.Context) (*Result, error) {
 	if final.Status == StatusInterrupted {
 		final.Error = interruptedText(context.Cause(ctx))
 	}
+	endRunSpan(span, final)
 	r.emit(Event{Type: EventFinal, Final: final})
 	if err != nil {
 		return res, err

@@ -30,6 +30,11 @@ import (
 // error. Fields left out of the file are nil or empty: whoever applies the
 // spec keeps its own defaults for them.
 type Spec struct {
+	// Name is the agent's name, subject-safe (a tool name's characters):
+	// `agent serve` records it on every conversation it starts and
+	// continues a conversation only with the agent of that name (SPEC
+	// §11). Optional elsewhere.
+	Name string `yaml:"name"`
 	// Model is the model reference: openai:NAME, test or script:FILE.
 	Model string `yaml:"model"`
 	// Instructions replace the agent's instructions when set.
@@ -187,6 +192,11 @@ func Parse(raw []byte) (*Spec, error) {
 // names, limits, selectors, external tools and model settings. Its errors
 // name the key at fault.
 func (s *Spec) Validate() error {
+	if s.Name != "" {
+		if err := tool.ValidateName(s.Name); err != nil {
+			return fmt.Errorf("name: %w", err)
+		}
+	}
 	if s.Approve != "" && !slices.Contains(ApproveModes, s.Approve) {
 		return fmt.Errorf("approve: %q is not one of %s", s.Approve, strings.Join(ApproveModes, ", "))
 	}

@@ -9,12 +9,12 @@ import (
 
 func TestParse(t *testing.T) {
 	t.Parallel()
-	raw := []byte("model: test\ntools: [sleep]\nlimits: {requests: 3}\ncapabilities:\n  - BackgroundTools: {tools: [sleep]}\nexternal_tools:\n  - {name: ask_human, description: Ask.}\n")
+	raw := []byte("name: ops-bot\nmodel: test\ntools: [sleep]\nlimits: {requests: 3}\ncapabilities:\n  - BackgroundTools: {tools: [sleep]}\nexternal_tools:\n  - {name: ask_human, description: Ask.}\n")
 	s, err := agentspec.Parse(raw)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Model != "test" || *s.Limits.Requests != 3 || len(s.ExternalDefs()) != 1 || s.ExternalDefs()[0].Name != "ask_human" {
+	if s.Name != "ops-bot" || s.Model != "test" || *s.Limits.Requests != 3 || len(s.ExternalDefs()) != 1 || s.ExternalDefs()[0].Name != "ask_human" {
 		t.Fatalf("spec %+v", s)
 	}
 	if sels, err := s.Selectors(); err != nil || len(sels) != 1 {
@@ -31,6 +31,8 @@ func TestParseRefuses(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ yaml, want string }{
 		{"bogus: 1\n", "bogus"},
+		{"name: ops.prod\n", "name: "},
+		{"name: \"a b\"\n", "name: "},
 		{"approve: maybe\n", `approve: "maybe" is not one of`},
 		{"limits: {requests: 0}\n", "limits.requests must be at least 1"},
 		{"capabilities: [{BackgroundTools: {tools: some}}]\n", "capabilities[0].BackgroundTools.tools"},

@@ -68,6 +68,16 @@ func (s *State) Admit(kind ArrivalKind, task string, data []byte, seq uint64, at
 	if maxSize <= 0 {
 		opts.MaxSize = -1
 	}
+	// The task first: a message for a task that is not pending is refused
+	// for that (unknown_task, duplicate), whatever its payload; malformed
+	// and oversize are for a pending task's messages.
+	pt, ok := s.PendingTask(task)
+	switch {
+	case !ok && s.Arrived(task):
+		return refuse(ReasonDuplicate, errors.New("the task was already resolved"))
+	case !ok:
+		return refuse(ReasonUnknownTask, errors.New("no pending call of this conversation has this task ID"))
+	}
 	var err error
 	switch kind {
 	case ArrivalDecision:
@@ -93,12 +103,7 @@ func (s *State) Admit(kind ArrivalKind, task string, data []byte, seq uint64, at
 		}
 		return refuse(ReasonMalformed, err)
 	}
-	pt, ok := s.PendingTask(task)
 	switch {
-	case !ok && s.Arrived(task):
-		return refuse(ReasonDuplicate, errors.New("the task was already resolved"))
-	case !ok:
-		return refuse(ReasonUnknownTask, errors.New("no pending call of this conversation has this task ID"))
 	case !Accepts(kind, pt.Kind):
 		return refuse(ReasonWrongKind, fmt.Errorf("the task is a pending %s call", pt.Kind))
 	case s.Arrived(task):

@@ -36,6 +36,22 @@ type State struct {
 	Checkpoint Checkpoint `json:"checkpoint"`
 	// UpdatedAt is when the state was last saved.
 	UpdatedAt time.Time `json:"updated_at"`
+	// Trace is the W3C traceparent of the run that last saved a step, when
+	// it was traced: the run continuing the conversation links its span
+	// to it (SPEC §14).
+	Trace string `json:"trace,omitempty"`
+	// Agent names the agent the conversation runs with, set by `agent
+	// serve` (SPEC §11); nil for a conversation started by `agent run`.
+	Agent *AgentRef `json:"agent,omitempty"`
+}
+
+// AgentRef is the agent a conversation runs with: the name of its spec
+// and the digest of the spec it started with.
+type AgentRef struct {
+	// Name is the spec's name.
+	Name string `json:"name"`
+	// Digest is the spec's digest ("sha256:…").
+	Digest string `json:"digest"`
 }
 
 // ArrivalKind says what arrived for a pending task.
@@ -64,6 +80,9 @@ type Arrival struct {
 	Seq uint64 `json:"seq"`
 	// At is when it was stored.
 	At time.Time `json:"at"`
+	// Trace is the W3C traceparent the message carried, if any (SPEC §14):
+	// the approval span of a decision links to it.
+	Trace string `json:"trace,omitempty"`
 }
 
 // Checkpoint is the last stream sequence read per stream: messages up to

@@ -36,13 +36,17 @@ const (
 	// pending task's (the last token of <prefix>.result.<conv>.<task>.<tool>):
 	// a worker answering a task of a tool it does not serve.
 	RefuseWrongTool RefuseReason = "wrong_tool"
+	// RefuseWrongAttempt: a result's attempt is not the pending dispatch's
+	// (a result of an earlier dispatch of the same task, such as its
+	// approval_required deferral, arriving again).
+	RefuseWrongAttempt RefuseReason = "wrong_attempt"
 )
 
 // RefuseReasons returns every [RefuseReason], in a fixed order.
 func RefuseReasons() []RefuseReason {
 	return []RefuseReason{
 		RefuseUnknownTask, RefuseDuplicate, RefuseMalformed, RefuseWrongConversation,
-		RefuseWrongKind, RefuseOversize, RefuseLate, RefuseWrongTool,
+		RefuseWrongKind, RefuseOversize, RefuseLate, RefuseWrongTool, RefuseWrongAttempt,
 	}
 }
 

@@ -106,7 +106,10 @@ func TestLint(t *testing.T) {
 	touchAgent(a)
 	w := metrics.NewWorker(nil)
 	touchWorker(w)
-	for name, c := range map[string]prometheus.Collector{"agent": a, "worker": w} {
+	sv := metrics.NewServe(nil)
+	sv.HTTPRequest("POST /v1/conversations", 202)
+	sv.Woke(3e6) // 3 ms
+	for name, c := range map[string]prometheus.Collector{"agent": a, "worker": w, "serve": sv} {
 		problems, err := testutil.CollectAndLint(c)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -120,10 +123,10 @@ func TestLint(t *testing.T) {
 func TestRefusedReasonsStartAtZero(t *testing.T) {
 	t.Parallel()
 	a := metrics.NewAgent(nil)
-	if n := testutil.CollectAndCount(a.RefusedMessagesTotal); n != 8 {
-		t.Fatalf("refused series = %d, want 8", n)
+	if n := testutil.CollectAndCount(a.RefusedMessagesTotal); n != 9 {
+		t.Fatalf("refused series = %d, want 9", n)
 	}
-	want := []string{"unknown_task", "duplicate", "malformed", "wrong_conversation", "wrong_kind", "oversize", "late", "wrong_tool"}
+	want := []string{"unknown_task", "duplicate", "malformed", "wrong_conversation", "wrong_kind", "oversize", "late", "wrong_tool", "wrong_attempt"}
 	for i, r := range metrics.RefuseReasons() {
 		if string(r) != want[i] {
 			t.Errorf("reason %d = %q, want %q", i, r, want[i])

@@ -33,6 +33,12 @@ type Names struct {
 	Cancel string
 	// Answers is the stream of <prefix>.answer.>.
 	Answers string
+	// Wake is the stream of <prefix>.wake.>: the wake markers of `agent
+	// serve` (a conversation suspended with nothing pending).
+	Wake string
+	// Events is the stream of <prefix>.event.>: the run events of `agent
+	// serve`'s conversations, one subject per conversation.
+	Events string
 	// RegistryBucket is the tool registry KV bucket, <prefix>_registry.
 	RegistryBucket string
 	// RegistryStream is the registry's backing stream, KV_<prefix>_registry.
@@ -76,6 +82,8 @@ func NamesFor(prefix string) Names {
 		Decisions:      up + "DECISIONS",
 		Cancel:         up + "CANCEL",
 		Answers:        up + "ANSWERS",
+		Wake:           up + "WAKE",
+		Events:         up + "EVENTS",
 		RegistryBucket: prefix + "_registry",
 		RegistryStream: "KV_" + prefix + "_registry",
 

@@ -52,6 +52,8 @@ func TestDefinitionsInSync(t *testing.T) {
 				names.Cancel:              subj.All(protocol.KindCancel),
 				names.RegistryStream:      "$KV." + names.RegistryBucket + ".>",
 				names.Answers:             subj.All(protocol.KindAnswer),
+				names.Wake:                prefix + ".wake.>",
+				names.Events:              prefix + ".event.>",
 				names.ConversationsStream: "$KV." + names.ConversationsBucket + ".>",
 				names.PendingStream:       "$KV." + names.PendingBucket + ".>",
 				names.EffectsStream:       "$KV." + names.EffectsBucket + ".>",
@@ -141,7 +143,7 @@ func TestDefinitionsInSync(t *testing.T) {
 func TestDefinitionFilesRoundTrip(t *testing.T) {
 	t.Parallel()
 	files, _ := fs.Glob(offload.Definitions(), "*/*.json")
-	if len(files) != 12 {
+	if len(files) != 15 {
 		t.Errorf("definition files: %v", files)
 	}
 	for _, file := range files {

@@ -55,6 +55,7 @@ func (s *Session) await(ctx context.Context, rc *tool.RunContext, reqs *deferred
 	// the two goes unnoticed.
 	arrived, interval, stop := s.watch(ctx, conversation.ArrivalDecision)
 	defer stop()
+	announced := time.Now()
 	s.announce(ctx, tmp.Pending)
 	if err := waitFor(ctx, arrived, interval, wait, suspend, func() (bool, error) {
 		_, err := s.cfg.Inbox.CollectDecisions(ctx, tmp)
@@ -68,6 +69,7 @@ func (s *Session) await(ctx context.Context, rc *tool.RunContext, reqs *deferred
 	res := &deferred.Results{Calls: map[string]any{}, Approvals: map[string]any{}, Metadata: map[string]map[string]any{}}
 	for _, a := range tmp.Arrivals {
 		t, _ := tmp.PendingTask(a.TaskID)
+		s.approvalSpan(ctx, t, a, announced)
 		if err := s.applyLocked(res, t, a, from); err != nil {
 			s.mu.Unlock()
 			return nil, err

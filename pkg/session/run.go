@@ -12,6 +12,7 @@ import (
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/telemetry"
 )
 
 // Given is an answer given by hand for a pending call (on a command line,
@@ -160,6 +161,11 @@ func (s *Session) Run(ctx context.Context, a *agent.Agent, prompt string, opts *
 		ro = *opts
 	}
 	ro.ConversationID = s.ID()
+	if !ro.Continues.IsValid() {
+		s.mu.Lock()
+		ro.Continues = telemetry.ParseTraceparent(s.st.Trace) // the run that saved last, when traced
+		s.mu.Unlock()
+	}
 	// Last: it saves the request the capabilities before it prepared.
 	ro.Capabilities = append(slices.Clone(ro.Capabilities), s.Checkpointer())
 	runCtx, cancel := context.WithCancelCause(ctx)

@@ -7,10 +7,13 @@ import (
 	"slices"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/message"
+	"github.com/offload-dev/offload/pkg/telemetry"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
@@ -149,6 +152,9 @@ func (c checkpointer) BeforeModelRequest(ctx context.Context, info *agent.RunInf
 	s.mu.Lock()
 	s.stepped = true
 	s.updateLocked(h, rec)
+	if tp := telemetry.Traceparent(trace.SpanContextFromContext(ctx)); tp != "" {
+		s.st.Trace = tp // the run's span: a continuation links to it
+	}
 	err := s.saveLocked(ctx)
 	s.mu.Unlock()
 	if err != nil {

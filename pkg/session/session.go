@@ -16,11 +16,15 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/message"
+	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/telemetry"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
@@ -93,6 +97,16 @@ type Config struct {
 	// reached: when it cannot, the save that ends [Session.Run] waits 2 s
 	// rather than 15 s.
 	Connected func() bool
+	// TracerProvider, if set, records a span for each approval decided
+	// while the run waits ([Session.AwaitDecisions]): from its announcement
+	// to the decision's arrival, with the decider and the outcome (SPEC
+	// §14). Nil records none.
+	TracerProvider trace.TracerProvider
+	// Approvals, if set, records every decision applied (live or on a
+	// resume): offload_approvals_total{tool,outcome} and
+	// offload_decision_seconds{tool}, from the call's deferral (its task
+	// ID's time, when it was announced) to the decision's stored time.
+	Approvals *metrics.Approvals
 }
 
 // DecisionMetaKey is the key, in the metadata of a tool return part, of
@@ -104,9 +118,10 @@ const DecisionMetaKey = "offload.decision"
 // Session is one process's claim on a conversation. It is safe for
 // concurrent use by the run's hooks.
 type Session struct {
-	cfg   Config
-	log   *slog.Logger
-	lease conversation.Lease
+	cfg    Config
+	log    *slog.Logger
+	tracer trace.Tracer
+	lease  conversation.Lease
 
 	mu      sync.Mutex
 	st      *conversation.State
@@ -155,7 +170,8 @@ func Open(ctx context.Context, cfg Config, id string, create bool) (*Session, er
 	if err != nil {
 		return nil, err
 	}
-	s := &Session{cfg: cfg, log: log.With(slog.String("conversation_id", id)), lease: lease, decisions: map[string]decisionNote{}, announced: map[string]bool{}}
+	s := &Session{cfg: cfg, log: log.With(slog.String("conversation_id", id)), tracer: telemetry.Tracer(cfg.TracerProvider),
+		lease: lease, decisions: map[string]decisionNote{}, announced: map[string]bool{}}
 	st, rev, err := cfg.Store.Load(ctx, id)
 	switch {
 	case errors.Is(err, conversation.ErrNotFound) && create:
@@ -215,6 +231,15 @@ func (s *Session) State() *conversation.State {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.st.Clone()
+}
+
+// SetAgent records the agent the conversation runs with (SPEC §11) and
+// saves it.
+func (s *Session) SetAgent(ctx context.Context, ref conversation.AgentRef) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.st.Agent = &ref
+	return s.saveLocked(ctx)
 }
 
 // Collect reads what arrived since the checkpoint (refusing and counting
@@ -316,6 +341,7 @@ func (s *Session) Prepare(prompt string) (*agent.RunOptions, error) {
 		if err := s.applyLocked(res, t, a, len(s.st.History)); err != nil {
 			return nil, err
 		}
+		s.pausedApprovalSpan(t, a)
 	}
 	opts.DeferredResults = res
 	// Background outcomes that arrived, in arrival order, then the tasks
@@ -379,6 +405,7 @@ func (s *Session) applyLocked(res *deferred.Results, t deferred.PendingTask, a c
 		}
 		s.decisions[id] = decisionNote{from: from, meta: note}
 		s.resolutions = append(s.resolutions, protocol.Resolution{TaskID: t.TaskID, Resolved: resolved, By: d.By})
+		s.countDecision(t, a, d)
 	case conversation.ArrivalAnswer, conversation.ArrivalResult:
 		r, err := protocol.DecodeResult(a.Data, t.TaskID, &protocol.DecodeOpts{MaxSize: -1})
 		if err != nil {

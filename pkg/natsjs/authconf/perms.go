@@ -49,7 +49,7 @@ func InboxPrefix(user string) string { return "_INBOX_" + user }
 func streamInfos(n natsjs.Names) []string {
 	var out []string
 	for _, s := range []string{n.Tasks, n.Results, n.Approvals, n.Decisions, n.Cancel, n.Answers,
-		n.RegistryStream, n.ConversationsStream, n.HistoriesStream, n.PendingStream, n.EffectsStream} {
+		n.RegistryStream, n.ConversationsStream, n.HistoriesStream, n.PendingStream, n.Wake, n.Events, n.EffectsStream} {
 		out = append(out, "$JS.API.STREAM.INFO."+s)
 	}
 	return out
@@ -87,9 +87,22 @@ func Agent(prefix string) Permissions {
 				[]string{"$JS.API.DIRECT.GET." + n.Approvals, "$JS.API.DIRECT.GET." + n.Approvals + ".>"}},
 			{"the pending records, read and write (the conversation store\n writes them with every save)", append(append([]string{"$KV." + n.PendingBucket + ".>"},
 				reader(n.PendingStream)...), "$JS.FC."+n.PendingStream+".>")},
+			{"agent serve: the wake consumers (durable wake on decisions, answers,\n results and wake markers) acknowledged; the wake markers and run\n events it publishes and reads", serveGrants(n, s)},
 		},
 		Subscribe: []Rule{{"", []string{s.All(protocol.KindProgress), InboxPrefix("agent") + ".>"}}},
 	}
+}
+
+// serveGrants are what `agent serve` adds to the agent role: its wake
+// markers and run events, published and read, and the acknowledgements
+// of the wake consumers (v1 and v2 formats).
+func serveGrants(n natsjs.Names, s protocol.Subjects) []string {
+	out := []string{s.Prefix + ".wake.>", s.Prefix + ".event.>"}
+	out = append(append(out, reader(n.Wake)...), reader(n.Events)...)
+	for _, stream := range natsjs.WakeStreams(n.Prefix) {
+		out = append(out, "$JS.ACK."+stream+"."+natsjs.WakeConsumerName+".>", "$JS.ACK.*.*."+stream+"."+natsjs.WakeConsumerName+".>")
+	}
+	return out
 }
 
 // Worker returns the permissions of a worker user named user serving

@@ -15,6 +15,7 @@ import (
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/telemetry"
 )
 
 // Announcer publishes what people and UIs watch on
@@ -76,6 +77,7 @@ func (a *Announcer) publish(ctx context.Context, subject, id string, v any) erro
 	}
 	m := nats.NewMsg(subject)
 	m.Header.Set(jetstream.MsgIDHeader, id)
+	telemetry.Inject(ctx, m.Header) // the run's trace context, when it is traced (SPEC §14)
 	m.Data = data
 	if _, err := a.js.PublishMsg(ctx, m); err != nil {
 		return fmt.Errorf("natsjs: publish %s: %w", subject, natsjs.CountRefusal(a.metrics, a.names.Approvals, err))

@@ -12,6 +12,7 @@ import (
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/convstore"
 	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/telemetry"
 )
 
 func TestAnnouncer(t *testing.T) {
@@ -109,5 +110,43 @@ func TestAnnouncerWaitingAndPublisher(t *testing.T) {
 	}
 	if _, err := p.Publish(ctx, conversation.ArrivalResult, conv, task, nil); err == nil {
 		t.Error("a result was published by hand")
+	}
+}
+
+// TestAnnouncementCarriesTraceContext: an announcement made in a traced
+// run carries the run's W3C trace context (SPEC §14); one made untraced
+// carries none.
+func TestAnnouncementCarriesTraceContext(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.provision(t)
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	a := convstore.NewAnnouncer(b.js, "")
+	for _, traced := range []bool{true, false} {
+		ctx := context.Background()
+		if traced {
+			ctx = telemetry.Extract(ctx, map[string][]string{"traceparent": {tp}})
+		}
+		conv, task := protocol.NewID(), protocol.NewID()
+		rec := &deferred.PendingRecord{ConversationID: conv, RunID: protocol.NewID(), Tasks: []deferred.PendingTask{
+			{TaskID: task, Kind: deferred.KindApproval, Tool: "shell", ToolCallID: "call_1"}}}
+		if err := a.Announce(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		s, err := b.js.Stream(ctx, natsjs.NamesFor("").Approvals)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := s.GetLastMsgForSubject(ctx, "tools.approval."+conv+"."+task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := ""
+		if traced {
+			want = tp
+		}
+		if got := m.Header.Get(telemetry.TraceparentHeader); got != want {
+			t.Errorf("traced %v: announcement's traceparent %q, want %q", traced, got, want)
+		}
 	}
 }

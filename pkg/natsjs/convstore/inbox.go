@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/offload-dev/offload/pkg/conversation"
@@ -14,6 +15,7 @@ import (
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jsop"
 	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/telemetry"
 )
 
 // InboxConfig configures an [Inbox].
@@ -42,7 +44,7 @@ type InboxConfig struct {
 // conversation's checkpoint on. Every message is checked against the
 // stored pending record: one that resolves a pending task of the right
 // kind for the first time becomes an arrival; the rest is refused, logged
-// and counted by reason (malformed, unknown_task, wrong_kind, wrong_tool,
+// and counted by reason (malformed, unknown_task, wrong_kind, wrong_tool, wrong_attempt,
 // duplicate).
 type Inbox struct {
 	cfg   InboxConfig
@@ -80,15 +82,15 @@ func (in *Inbox) Collect(ctx context.Context, st *conversation.State) (int, erro
 	}
 	var err error
 	st.Checkpoint.Answers, err = in.replay(ctx, in.names.Answers, in.subj.AnswersFor(st.ID), st.Checkpoint.Answers,
-		func(task, toolName string, data []byte, meta *jetstream.MsgMetadata) {
-			in.consider(st, conversation.ArrivalAnswer, task, toolName, data, meta)
+		func(task, toolName string, data []byte, meta *jetstream.MsgMetadata, h nats.Header) {
+			in.consider(st, conversation.ArrivalAnswer, task, toolName, data, meta, h)
 		})
 	if err != nil {
 		return 0, err
 	}
 	st.Checkpoint.Results, err = in.replay(ctx, in.names.Results, in.subj.ResultsFor(st.ID), st.Checkpoint.Results,
-		func(task, toolName string, data []byte, meta *jetstream.MsgMetadata) {
-			in.consider(st, conversation.ArrivalResult, task, toolName, data, meta)
+		func(task, toolName string, data []byte, meta *jetstream.MsgMetadata, h nats.Header) {
+			in.consider(st, conversation.ArrivalResult, task, toolName, data, meta, h)
 		})
 	if err != nil {
 		return 0, err
@@ -103,8 +105,8 @@ func (in *Inbox) CollectDecisions(ctx context.Context, st *conversation.State) (
 	before := len(st.Arrivals)
 	var err error
 	st.Checkpoint.Decisions, err = in.replay(ctx, in.names.Decisions, in.subj.DecisionsFor(st.ID), st.Checkpoint.Decisions,
-		func(task, toolName string, data []byte, meta *jetstream.MsgMetadata) {
-			in.consider(st, conversation.ArrivalDecision, task, toolName, data, meta)
+		func(task, toolName string, data []byte, meta *jetstream.MsgMetadata, h nats.Header) {
+			in.consider(st, conversation.ArrivalDecision, task, toolName, data, meta, h)
 		})
 	return len(st.Arrivals) - before, err
 }
@@ -114,7 +116,7 @@ func (in *Inbox) CollectDecisions(ctx context.Context, st *conversation.State) (
 // because no server answered for a moment (a cluster electing a leader,
 // or not yet routing to the consumer it just created) goes on from the
 // last message read, so each message is passed to fn once.
-func (in *Inbox) replay(ctx context.Context, stream, filter string, after uint64, fn func(task, toolName string, data []byte, meta *jetstream.MsgMetadata)) (uint64, error) {
+func (in *Inbox) replay(ctx context.Context, stream, filter string, after uint64, fn func(task, toolName string, data []byte, meta *jetstream.MsgMetadata, h nats.Header)) (uint64, error) {
 	last := after
 	_, err := jsop.Retry(ctx, in.log, "inbox", func(ctx context.Context) error {
 		var err error
@@ -128,7 +130,7 @@ func (in *Inbox) replay(ctx context.Context, stream, filter string, after uint64
 }
 
 // replayOnce is one attempt of replay, with one ordered consumer.
-func (in *Inbox) replayOnce(ctx context.Context, stream, filter string, after uint64, fn func(task, toolName string, data []byte, meta *jetstream.MsgMetadata)) (uint64, error) {
+func (in *Inbox) replayOnce(ctx context.Context, stream, filter string, after uint64, fn func(task, toolName string, data []byte, meta *jetstream.MsgMetadata, h nats.Header)) (uint64, error) {
 	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverAllPolicy}
 	if after > 0 {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, after+1
@@ -156,7 +158,7 @@ func (in *Inbox) replayOnce(ctx context.Context, stream, filter string, after ui
 				in.refuse(metrics.RefuseMalformed, m.Subject(), "", perr)
 				continue
 			}
-			fn(task, toolName, m.Data(), meta)
+			fn(task, toolName, m.Data(), meta, m.Headers())
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
 			return last, err
@@ -180,7 +182,7 @@ func final(s protocol.Status) bool {
 // skipped quietly: the results stream also holds the results of every
 // inline call, which the run that made them consumed live; so are a
 // worker's deferral and the first result of a task settled live.
-func (in *Inbox) consider(st *conversation.State, kind conversation.ArrivalKind, task, toolName string, data []byte, meta *jetstream.MsgMetadata) {
+func (in *Inbox) consider(st *conversation.State, kind conversation.ArrivalKind, task, toolName string, data []byte, meta *jetstream.MsgMetadata, h nats.Header) {
 	if kind == conversation.ArrivalResult {
 		pt, pending := st.PendingTask(task)
 		if pending && pt.Tool != toolName {
@@ -188,9 +190,11 @@ func (in *Inbox) consider(st *conversation.State, kind conversation.ArrivalKind,
 			return
 		}
 		var head struct {
-			Status protocol.Status `json:"status"`
+			Status  protocol.Status `json:"status"`
+			Attempt int             `json:"attempt"`
 		}
-		deferral := json.Unmarshal(data, &head) == nil && !final(head.Status)
+		decoded := json.Unmarshal(data, &head) == nil
+		deferral := decoded && !final(head.Status)
 		// A worker's deferral (approval_required, call_deferred) is how
 		// the call became pending, not its answer; the first result of a
 		// task settled live is the one its run consumed.
@@ -198,8 +202,18 @@ func (in *Inbox) consider(st *conversation.State, kind conversation.ArrivalKind,
 			in.log.Debug("result skipped", slog.String("conversation_id", st.ID), slog.String("task_id", task), slog.String("status", string(head.Status)))
 			return
 		}
+		// A result of another dispatch of the task (an earlier attempt's,
+		// stored again) is not this dispatch's answer.
+		if pending && decoded && head.Attempt != pt.Attempt {
+			in.refuse(metrics.RefuseWrongAttempt, string(kind)+" for "+st.ID+"."+task, task, fmt.Errorf("result of attempt %d, the task waits for attempt %d", head.Attempt, pt.Attempt))
+			return
+		}
 	}
 	err := st.Admit(kind, task, data, meta.Sequence.Stream, meta.Timestamp, in.cfg.MaxPayload)
+	if n := len(st.Arrivals); err == nil && n > 0 && st.Arrivals[n-1].Seq == meta.Sequence.Stream {
+		// The message's trace context, when it carried one.
+		st.Arrivals[n-1].Trace = telemetry.Traceparent(telemetry.SpanContextOf(h))
+	}
 	var re *conversation.RefusedError
 	if errors.As(err, &re) {
 		in.refuse(metrics.RefuseReason(re.Reason), string(kind)+" for "+st.ID+"."+task, task, re.Err)

@@ -78,6 +78,29 @@ func (s *Store) Claim(ctx context.Context, id, holder string) (conversation.Leas
 	}
 }
 
+// TryClaim takes the conversation's lease like [Store.Claim], but without
+// waiting: a lease another holder has is a *conversation.ClaimedError at
+// once (what `agent serve`'s wakes use: a message for a conversation in
+// work is delivered again later).
+func (s *Store) TryClaim(ctx context.Context, id, holder string) (conversation.Lease, error) {
+	if err := checkConvID(id); err != nil {
+		return nil, err
+	}
+	key := leaseKeyPre + id
+	rev, err := s.tryClaim(ctx, key, holder, s.cfg.LeaseTTL)
+	var held *errHeld
+	if errors.As(err, &held) {
+		return nil, &conversation.ClaimedError{ID: id, Holder: held.holder, Until: held.until}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("natsjs: claim conversation %s: %w", id, err)
+	}
+	l := &convLease{s: s, id: id, key: key, holder: holder, rev: rev, ttl: s.cfg.LeaseTTL,
+		lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+	go l.renew(time.Now().Add(s.cfg.LeaseTTL)) //nolint:gosec // G118: the lease owns the renewal; Release stops it (stop, done), not the claim's ctx
+	return l, nil
+}
+
 // tryClaim takes the lease if it is free or lapsed; errHeld when not.
 func (s *Store) tryClaim(ctx context.Context, key, holder string, ttl time.Duration) (uint64, error) {
 	value, err := json.Marshal(leaseValue{Holder: holder, ExpiresAt: time.Now().Add(ttl).UTC()})

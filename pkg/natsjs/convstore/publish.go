@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/telemetry"
 )
 
 // Publisher publishes decisions and answers as a person or a UI does
@@ -60,7 +62,10 @@ func (p *Publisher) publish(ctx context.Context, kind conversation.ArrivalKind, 
 	if first {
 		opts = append(opts, jetstream.WithExpectLastSequencePerSubject(0))
 	}
-	ack, err := p.js.Publish(ctx, subject, data, opts...)
+	m := nats.NewMsg(subject)
+	m.Data = data
+	telemetry.Inject(ctx, m.Header) // the publisher's trace context, when traced (SPEC §14)
+	ack, err := p.js.PublishMsg(ctx, m, opts...)
 	var je jetstream.JetStreamError
 	switch {
 	case first && errors.As(err, &je) && je.APIError() != nil &&

@@ -2,6 +2,7 @@ package convstore_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"testing"
 	"time"
@@ -143,4 +144,29 @@ func TestConversationStoreRetriesWhenNoStreamAnswers(t *testing.T) {
 	if err != nil || len(got.History) != 3 {
 		t.Fatalf("load: %v", err)
 	}
+}
+
+// TryClaim takes a free lease, and refuses a held one at once with the
+// holder named; once released, the conversation is claimed again.
+func TestTryClaim(t *testing.T) {
+	b := setup(t)
+	st := b.store(t, convstore.Config{})
+	ctx := context.Background()
+	id := protocol.NewID()
+	l, err := st.TryClaim(ctx, id, "first")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ce *conversation.ClaimedError
+	if _, err := st.TryClaim(ctx, id, "second"); !errors.As(err, &ce) || ce.Holder != "first" {
+		t.Fatalf("a held lease: %v, want a ClaimedError naming first", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l, err = st.TryClaim(ctx, id, "second")
+	if err != nil {
+		t.Fatalf("after release: %v", err)
+	}
+	_ = l.Release(ctx)
 }

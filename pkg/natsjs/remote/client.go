@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/deferred"
@@ -67,6 +68,9 @@ type ClientConfig struct {
 	// the approved tasks it runs (worker.Config.TaskKey): the embedded
 	// default's store key.
 	TaskKey []byte
+	// TracerProvider, if set, records the dispatcher's spans and the local
+	// worker's ([DispatcherConfig.TracerProvider]). Nil records none.
+	TracerProvider trace.TracerProvider
 }
 
 // localGrace is the local worker's grace period. The client stops it with
@@ -107,14 +111,16 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 			id = "agent-" + strconv.Itoa(os.Getpid())
 		}
 		w, err := worker.New(worker.Config{Conn: cfg.Conn, Prefix: cfg.Prefix, ID: id, Tools: cfg.Local, Replicas: cfg.Replicas,
-			GracePeriod: localGrace, Logger: cfg.Logger, MemoryStorage: cfg.MemoryStorage, TaskKey: cfg.TaskKey})
+			GracePeriod: localGrace, Logger: cfg.Logger, MemoryStorage: cfg.MemoryStorage, TaskKey: cfg.TaskKey,
+			TracerProvider: cfg.TracerProvider})
 		if err != nil {
 			return nil, err
 		}
 		c.w = w
 	}
 	d, err := NewDispatcher(DispatcherConfig{Conn: cfg.Conn, Prefix: cfg.Prefix, Replicas: cfg.Replicas, Logger: cfg.Logger,
-		Metrics: cfg.Metrics, InlineDeadline: cfg.InlineDeadline, MemoryStorage: cfg.MemoryStorage, TaskKey: cfg.TaskKey})
+		Metrics: cfg.Metrics, InlineDeadline: cfg.InlineDeadline, MemoryStorage: cfg.MemoryStorage, TaskKey: cfg.TaskKey,
+		TracerProvider: cfg.TracerProvider})
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
@@ -19,6 +20,7 @@ import (
 	"github.com/offload-dev/offload/pkg/natsjs/internal/startstop"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/taskmem"
 	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/telemetry"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
@@ -78,6 +80,11 @@ type DispatcherConfig struct {
 	// protocol.TaskMACHeader, which a worker with the same key
 	// (worker.Config.TaskKey) requires of an approved task.
 	TaskKey []byte
+	// TracerProvider, if set, records a producer span for every dispatch
+	// (send <subject>, messaging.system=nats) whose W3C trace context the
+	// task carries in its traceparent and tracestate headers, so that the
+	// worker's task span is its child (SPEC §14). Nil records none.
+	TracerProvider trace.TracerProvider
 }
 
 // DefaultInlineDeadline is the deadline of an inline task dispatched
@@ -111,10 +118,11 @@ const DefaultServerLostAfter = 10 * time.Second
 // checkpoint. Results for conversations this dispatcher never dispatched to
 // belong to other agent processes and are ignored, not refused.
 type Dispatcher struct {
-	cfg  DispatcherConfig
-	log  *slog.Logger
-	subj protocol.Subjects
-	js   jetstream.JetStream
+	cfg    DispatcherConfig
+	log    *slog.Logger
+	tracer trace.Tracer
+	subj   protocol.Subjects
+	js     jetstream.JetStream
 
 	mu      sync.Mutex
 	life    startstop.Base // changed under mu
@@ -167,6 +175,7 @@ func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 	return &Dispatcher{
 		cfg:     cfg,
 		log:     log,
+		tracer:  telemetry.Tracer(cfg.TracerProvider),
 		subj:    protocol.Subjects{Prefix: cfg.Prefix},
 		js:      js,
 		pending: make(map[string]*Handle),
@@ -293,6 +302,12 @@ func (d *Dispatcher) Dispatch(ctx context.Context, task protocol.Task) (*Handle,
 	if task.CreatedAt.IsZero() {
 		task.CreatedAt = now.UTC()
 	}
+	ctx, span := d.startDispatchSpan(ctx, d.subj.Task(task.Tool), task)
+	defer span.End()
+	if task.Traceparent == "" && span.IsRecording() {
+		// SPEC §5.2's field too, for a worker that reads the payload only.
+		task.Traceparent = telemetry.Traceparent(span.SpanContext())
+	}
 	buf := d.bufs.Get()
 	data, err := protocol.AppendTask(*buf, &task)
 	defer d.bufs.Put(buf, data) // published (copied) or failed by then
@@ -317,9 +332,11 @@ func (d *Dispatcher) Dispatch(ctx context.Context, task protocol.Task) (*Handle,
 		m.Header.Set(protocol.TaskMACHeader, protocol.TaskMAC(d.cfg.TaskKey, data))
 	}
 	m.Data = data
+	telemetry.Inject(ctx, m.Header)
 	pctx, pcancel := context.WithTimeout(context.WithoutCancel(ctx), jsop.Timeout)
 	_, err = d.js.PublishMsg(pctx, m)
 	pcancel()
+	spanError(span, err)
 	if err != nil {
 		if d.forget(task.TaskID) {
 			d.setPending(task.Mode, -1)

@@ -38,11 +38,7 @@ func (d *Dispatcher) onResult(m jetstream.Msg) {
 	}
 	res, err := protocol.DecodeResult(data, task, opts)
 	if err != nil {
-		reason := metrics.RefuseMalformed
-		if errors.Is(err, protocol.ErrTooLarge) {
-			reason = metrics.RefuseOversize
-		}
-		d.refuse(reason, subject, task, err)
+		d.refuseUndecodable(subject, conv, task, err)
 		return
 	}
 
@@ -60,6 +56,13 @@ func (d *Dispatcher) onResult(m jetstream.Msg) {
 		// (SPEC §9); the call waits on for theirs.
 		d.mu.Unlock()
 		d.refuse(metrics.RefuseWrongTool, subject, task, fmt.Errorf("task is a call of %s, not %s", c.task.Tool, toolName))
+		return
+	case inFlight && res.Attempt != c.task.Attempt:
+		// A result of another dispatch of the task (an earlier attempt's
+		// deferral, redelivered or replayed) is not this dispatch's
+		// answer; the call waits on for its own attempt's.
+		d.mu.Unlock()
+		d.refuse(metrics.RefuseWrongAttempt, subject, task, fmt.Errorf("result of attempt %d, the call waits for attempt %d", res.Attempt, c.task.Attempt))
 		return
 	case inFlight:
 		delete(d.pending, task)
@@ -83,6 +86,34 @@ func (d *Dispatcher) onResult(m jetstream.Msg) {
 		d.refuse(reason, subject, task, errors.New(note))
 	default:
 		d.log.Debug(note, slog.String("subject", subject), slog.String("task_id", task), slog.String("worker", res.Worker))
+	}
+}
+
+// refuseUndecodable refuses a result whose payload does not decode. Only a
+// result for a call that waits is malformed (or oversize): one for a task
+// no call waits for is refused for that, by the task's class (unknown_task,
+// duplicate, late, wrong_conversation), whatever its payload, and one of
+// another process's conversation is ignored as any other.
+func (d *Dispatcher) refuseUndecodable(subject, conv, task string, err error) {
+	d.mu.Lock()
+	_, inFlight := d.pending[task]
+	var reason metrics.RefuseReason
+	var note string
+	if !inFlight {
+		if reason, note = d.answerOnlyLocked(task, conv); reason == "" {
+			reason, note = d.mem.Classify(time.Now(), task, conv, false)
+		}
+	}
+	d.mu.Unlock()
+	switch {
+	case inFlight && errors.Is(err, protocol.ErrTooLarge):
+		d.refuse(metrics.RefuseOversize, subject, task, err)
+	case inFlight:
+		d.refuse(metrics.RefuseMalformed, subject, task, err)
+	case reason != "":
+		d.refuse(reason, subject, task, fmt.Errorf("%s (and its payload: %w)", note, err))
+	default:
+		d.log.Debug(note, slog.String("subject", subject), slog.String("task_id", task), slog.Any("error", err))
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jsop"
 	"github.com/offload-dev/offload/pkg/protocol"
@@ -25,6 +26,7 @@ type inflight struct {
 	task   protocol.Task
 	msg    jetstream.Msg
 	cancel context.CancelCauseFunc
+	span   trace.Span  // the task's span (its result carries its trace context)
 	once   sync.Once   // the delivery is settled (ack, term or nak) once
 	effect *effectHold // the attempt's ledger entry, once this delivery holds it
 }

@@ -9,9 +9,11 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jsop"
 	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/telemetry"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
@@ -37,9 +39,15 @@ func (w *Worker) respond(log *slog.Logger, fl *inflight, res protocol.Result, st
 		res.StartedAt = started.UTC()
 	}
 	res.FinishedAt = time.Now().UTC()
+	if fl.span != nil && fl.span.IsRecording() {
+		fl.span.SetAttributes(telemetry.OffloadStatus.String(string(res.Status)))
+	}
 	wait := publishRetryMin
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := context.WithTimeout(w.hardCtx, jsop.Timeout)
+		if fl.span != nil {
+			ctx = trace.ContextWithSpan(ctx, fl.span) // the result carries the task span's trace context
+		}
 		seq, err := w.publishResult(ctx, task.ConversationID, task.Tool, res)
 		cancel()
 		if err == nil {
@@ -98,6 +106,7 @@ func (w *Worker) publishResult(ctx context.Context, conv, toolName string, res p
 	}
 	m := nats.NewMsg(w.subj.Result(conv, res.TaskID, toolName))
 	m.Header.Set(jetstream.MsgIDHeader, protocol.ResultMsgID(res.TaskID, res.Attempt))
+	telemetry.Inject(ctx, m.Header)
 	m.Data = data
 	ack, err := w.js.PublishMsg(ctx, m)
 	if err != nil {

@@ -60,9 +60,15 @@ func (w *Worker) handle(t *tool.Tool, toolLog *slog.Logger, msg jetstream.Msg, s
 
 	// Register before looking for an earlier cancel: a cancel stored after
 	// the look-up reaches the registered task through the subscription.
-	taskCtx, cancel := context.WithCancelCause(w.runCtx)
+	spanCtx, span := w.startTaskSpan(msg, task)
+	defer span.End()
+	if span.IsRecording() {
+		sc := span.SpanContext()
+		log = lazylog.With(log, slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String()))
+	}
+	taskCtx, cancel := context.WithCancelCause(spanCtx)
 	defer cancel(nil)
-	fl := &inflight{task: task, msg: msg, cancel: cancel}
+	fl := &inflight{task: task, msg: msg, cancel: cancel, span: span}
 	w.cancels.add(fl)
 	defer w.cancels.remove(fl)
 	stopHB := w.heartbeat(msg, log)
@@ -182,7 +188,9 @@ func (w *Worker) handle(t *tool.Tool, toolLog *slog.Logger, msg jetstream.Msg, s
 	log.Debug("task started")
 	// The tool runs on this goroutine: a cancel reaches it through its
 	// context at once; its cancelled result goes out when it returns.
-	o := runTool(runCtx, t, rc, args, log)
+	toolCtx, toolSpan := w.startToolSpan(runCtx, task)
+	o := runTool(toolCtx, t, rc, args, log)
+	endToolSpan(toolSpan, o.err)
 	if md != nil && md.NumPending > 0 {
 		// Tasks were waiting when this one was delivered: pull the next
 		// while this result is published.

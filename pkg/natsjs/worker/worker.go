@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
@@ -22,6 +23,7 @@ import (
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jsop"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/startstop"
 	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/telemetry"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
@@ -97,6 +99,12 @@ type Config struct {
 	// the store's relaying someone else's) cannot run an approval-gated
 	// tool as its user.
 	TaskKey []byte
+	// TracerProvider, if set, records a consumer span for every task
+	// (process <subject>), the child of the dispatch whose W3C trace
+	// context the task carries in its headers, and a span of the tool
+	// (execute_tool NAME) within it; the task's result carries the task
+	// span's trace context (SPEC §14). Nil records none.
+	TracerProvider trace.TracerProvider
 	// NoEffectLedger runs the tools without the effect ledger (SPEC §13):
 	// no entry is written or read, so a task whose worker died while its
 	// tool ran is run again on its next delivery, also for a tool not
@@ -121,6 +129,7 @@ type Config struct {
 type Worker struct {
 	cfg            Config
 	log            *slog.Logger
+	tracer         trace.Tracer
 	subj           protocol.Subjects
 	names          natsjs.Names
 	tools          map[string]*tool.Tool
@@ -218,6 +227,7 @@ func New(cfg Config) (*Worker, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	w := &Worker{
+		tracer:  telemetry.Tracer(cfg.TracerProvider),
 		cfg:     cfg,
 		log:     log.With(slog.String("worker", cfg.ID)),
 		subj:    protocol.Subjects{Prefix: cfg.Prefix},

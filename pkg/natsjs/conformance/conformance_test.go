@@ -1,0 +1,133 @@
+package conformance_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/offload-dev/offload/pkg/natsjs/conformance"
+	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/pkg/natsjs/worker"
+	"github.com/offload-dev/offload/pkg/tool"
+)
+
+// slowArgs run longer than the fake worker's (and the Go worker's, below)
+// 1 s ack wait.
+var (
+	quickArgs = json.RawMessage(`{"seconds":0}`)
+	slowArgs  = json.RawMessage(`{"seconds":1.6}`)
+)
+
+// check runs the kit against the worker of fakeTool on nc's server.
+func check(t *testing.T, nc *nats.Conn) map[string]conformance.Outcome {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	outcomes, err := conformance.Run(ctx, conformance.Config{Conn: nc, Tool: fakeTool, Args: quickArgs, SlowArgs: slowArgs, Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(outcomes) != len(conformance.Rules()) {
+		t.Fatalf("%d outcomes, want one per rule: %v", len(outcomes), outcomes)
+	}
+	byRule := map[string]conformance.Outcome{}
+	for i, o := range outcomes {
+		if o.Rule != conformance.Rules()[i] {
+			t.Errorf("outcome %d is of %q, want %q", i, o.Rule, conformance.Rules()[i])
+		}
+		t.Log(o)
+		byRule[o.Rule] = o
+	}
+	return byRule
+}
+
+// allOK checks that every rule passed, but the rules that need the kit to
+// start the worker (no Exec here), which are skipped.
+func allOK(t *testing.T, byRule map[string]conformance.Outcome) {
+	t.Helper()
+	for _, r := range conformance.Rules() {
+		want := conformance.OK
+		if r == conformance.RuleSIGTERM || r == conformance.RuleSIGKILL {
+			want = conformance.Skip
+		}
+		if o := byRule[r]; o.Verdict != want {
+			t.Errorf("%s, want %s", o, want)
+		}
+	}
+}
+
+// TestCheckPassesAgainstFakeWorker: a worker written from the protocol
+// document, breaking no rule, passes every rule.
+func TestCheckPassesAgainstFakeWorker(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	startFake(t, srv.Conn(t), faults{})
+	allOK(t, check(t, srv.Conn(t)))
+}
+
+// TestCheckPassesAgainstGoWorker: the Go worker (what toolworker runs)
+// passes every rule.
+func TestCheckPassesAgainstGoWorker(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	job := tool.Func(fakeTool, "Sleeps.", func(ctx context.Context, _ *tool.RunContext, a struct {
+		Seconds float64 `json:"seconds"`
+	}) (string, error) {
+		timer := time.NewTimer(time.Duration(a.Seconds * float64(time.Second)))
+		defer timer.Stop()
+		select {
+		case <-timer.C:
+			return "slept", nil
+		case <-ctx.Done():
+			return "", context.Cause(ctx)
+		}
+	})
+	w, err := worker.New(worker.Config{Conn: srv.Conn(t), ID: "go-1", Tools: []*tool.Tool{job}, AckWait: time.Second, RegistryRefresh: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.StopAndCancel(context.Background()) })
+	allOK(t, check(t, srv.Conn(t)))
+}
+
+// TestCheckFailsFaultyWorkers: a worker breaking one rule fails that rule,
+// and the line says what was seen.
+func TestCheckFailsFaultyWorkers(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name   string
+		f      faults
+		rule   string
+		detail string
+	}{
+		{"drops the dedup header", faults{noMsgID: true}, conformance.RuleResultMsgID, "no Nats-Msg-Id"},
+		{"drops the dedup header (stored twice)", faults{noMsgID: true}, conformance.RuleDuplicate, "2 results stored"},
+		{"delivery count as attempt", faults{deliveryCountID: true}, conformance.RuleResultMsgID, "not the delivery count"},
+		{"drops the attempt", faults{dropAttempt: true}, conformance.RuleAttempt, "attempt 0"},
+		{"ignores cancels (before)", faults{ignoreCancels: true}, conformance.RuleCancelBefore, "status ok"},
+		{"ignores cancels (during)", faults{ignoreCancels: true}, conformance.RuleCancelDuring, "status ok after the cancel"},
+		{"acks a cancelled task", faults{ackCancelled: true}, conformance.RuleCancelBefore, "settled with ack"},
+		{"answers with another task ID", faults{wrongTaskID: true}, conformance.RuleResultTaskID, "result published on"},
+		{"runs past a deadline", faults{ignoreDeadline: true}, conformance.RulePastDeadline, "status ok"},
+		{"never sends in-progress acks", faults{noInProgress: true}, conformance.RuleInProgress, "in-progress"},
+		{"runs invalid arguments", faults{noValidation: true}, conformance.RuleInvalidArgs, "status ok"},
+		{"never refreshes its entry", faults{noRegistryUpdate: true}, conformance.RuleRegistryRefresh, "not written again"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			srv := natstest.Start(t)
+			startFake(t, srv.Conn(t), c.f)
+			o := check(t, srv.Conn(t))[c.rule]
+			if o.Verdict != conformance.Fail || !strings.Contains(o.Detail, c.detail) {
+				t.Errorf("%s, want FAIL saying %q", o, c.detail)
+			}
+		})
+	}
+}

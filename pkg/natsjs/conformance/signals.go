@@ -1,0 +1,115 @@
+package conformance
+
+import (
+	"context"
+	"syscall"
+)
+
+// sigterm checks the graceful stop: a worker told to stop (SIGTERM) while
+// it runs a task settles that task before it exits, by finishing it
+// within its grace period (a result, then an ack) or by handing it back
+// (nak), so that another replica starts it at once, not after the ack
+// wait. The worker is started again afterwards.
+func (c *checker) sigterm(ctx context.Context) Outcome {
+	if c.proc == nil {
+		return skip("no --exec: the kit does not start the worker, so it cannot stop it")
+	}
+	if len(c.cfg.SlowArgs) == 0 {
+		return skip("no slow arguments (a call that runs longer than the ack wait %s)", c.ackWait)
+	}
+	task := c.newTask(c.cfg.SlowArgs)
+	seq, err := c.dispatch(ctx, task, task.TaskID)
+	if err != nil {
+		return fail("%v", err)
+	}
+	if err := c.awaitDelivered(ctx, seq, c.cfg.Timeout); err != nil {
+		return fail("the task: %v", err)
+	}
+	if err := c.proc.signal(syscall.SIGTERM); err != nil {
+		return fail("SIGTERM: %v", err)
+	}
+	exited := c.proc.exited(ctx, c.cfg.Timeout)
+	if !exited {
+		c.proc.kill()
+	}
+	// The worker's last acks may reach the kit just after its exit.
+	wctx, cancel := context.WithTimeout(ctx, settleWait)
+	items, _ := c.obs.acks.wait(wctx, func(items []ackEvent) bool {
+		for _, a := range acksOf(items, seq) {
+			if a.kind == ackNak || a.kind == ackAck || a.kind == ackTerm {
+				return true
+			}
+		}
+		return false
+	})
+	cancel()
+	var o Outcome
+	switch verdict := handBack(acksOf(items, seq)); {
+	case !exited:
+		o = fail("still running %s after SIGTERM (killed)", c.cfg.Timeout)
+	case verdict == ackNak:
+		o = ok()
+	case verdict == ackAck && len(c.awaitResults(ctx, task.ConversationID, 1, settleWait)) > 0:
+		o = ok() // finished within its grace period
+	case verdict == ackTerm:
+		o = fail("the running task was terminated on SIGTERM: hand it back (nak) for another replica")
+	default:
+		o = fail("exited on SIGTERM without handing back the running task (no nak, no result): another replica starts it only after the ack wait %s", c.ackWait)
+	}
+	if err := c.startWorker(ctx); err != nil {
+		return fail("%s; started again: %v", o.Detail, err)
+	}
+	return o
+}
+
+// handBack is how the first delivery of a task was settled: the first
+// nak, ack or term of it ("" when none).
+func handBack(acks []ackEvent) ackKind {
+	for _, a := range acks {
+		if a.delivered == 1 && (a.kind == ackNak || a.kind == ackAck || a.kind == ackTerm) {
+			return a.kind
+		}
+	}
+	return ""
+}
+
+// sigkill checks recovery from a worker killed while it runs a task: the
+// task is delivered again (after the ack wait) to the worker started
+// again, which runs it to one stored result.
+func (c *checker) sigkill(ctx context.Context) Outcome {
+	if c.proc == nil {
+		return skip("no --exec: the kit does not start the worker, so it cannot kill it")
+	}
+	if len(c.cfg.SlowArgs) == 0 {
+		return skip("no slow arguments (a call that runs longer than the ack wait %s)", c.ackWait)
+	}
+	task := c.newTask(c.cfg.SlowArgs)
+	seq, err := c.dispatch(ctx, task, task.TaskID)
+	if err != nil {
+		return fail("%v", err)
+	}
+	if err := c.awaitDelivered(ctx, seq, c.cfg.Timeout); err != nil {
+		return fail("the task: %v", err)
+	}
+	c.proc.kill()
+	if rs := resultsOf(func() []resultMsg { items, _ := c.obs.results.snapshot(); return items }(), task.ConversationID); len(rs) > 0 {
+		return fail("%s before the kill: the slow arguments must run longer", describe(rs[0]))
+	}
+	if err := c.startWorker(ctx); err != nil {
+		return fail("started again after SIGKILL: %v", err)
+	}
+	rs := c.awaitResults(ctx, task.ConversationID, 1, c.cfg.Timeout+2*c.ackWait)
+	if len(rs) == 0 {
+		return fail("%s after the worker was killed and started again", c.noResult(seq, c.cfg.Timeout+2*c.ackWait))
+	}
+	if rs[0].err != nil || rs[0].res.Status != "ok" {
+		return fail("%s for the redelivered task, want status ok", describe(rs[0]))
+	}
+	if a, ok := c.awaitSettled(ctx, seq, settleWait); !ok || a.kind != ackAck || a.delivered < 2 {
+		return fail("the redelivery was not acked (saw %+v)", a)
+	}
+	if n, err := c.stored(ctx, task.ConversationID); err != nil || n != 1 {
+		return fail("%d results stored for the task (%v)", n, err)
+	}
+	return ok()
+}

@@ -1,0 +1,243 @@
+package serve_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/llm"
+	"github.com/offload-dev/offload/pkg/llm/script"
+	"github.com/offload-dev/offload/pkg/message"
+	"github.com/offload-dev/offload/pkg/metrics"
+	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/convstore"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
+	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/pkg/natsjs/serve"
+	"github.com/offload-dev/offload/pkg/session"
+	"github.com/offload-dev/offload/pkg/tool"
+)
+
+// wait bounds every wait on a signal in these tests.
+const wait = jstest.Wait
+
+// leaseTTL is the tests' lease: a replica's conversations are free again
+// this soon after it stopped renewing.
+const leaseTTL = 2 * time.Second
+
+// bundle is one test's world (setup): a server, and what every replica's
+// agent counts across replicas: the model's requests that follow a tool's
+// return (continuations), by target, and the runs of each tool.
+type bundle struct {
+	srv *natstest.Server
+
+	mu            sync.Mutex
+	continuations map[string]int // target → model requests after its tool returned
+	deploys       map[string]int
+	finished      chan string // target, when its conversation's last request is answered
+	slowStarted   chan struct{}
+	slowGate      chan struct{}
+}
+
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	return &bundle{srv: natstest.Start(t), continuations: map[string]int{}, deploys: map[string]int{},
+		finished: make(chan string, 4096), slowStarted: make(chan struct{}, 16), slowGate: make(chan struct{})}
+}
+
+type targetArgs struct {
+	Target string `json:"target"`
+}
+
+// model calls the tool its prompt names ("deploy X" or "slow X") with
+// target X, and answers a tool's return with "done <content>".
+func (b *bundle) model() llm.Model {
+	return script.New("serve-test", func(_ context.Context, req *llm.Request) (*llm.Response, error) {
+		last := req.Messages[len(req.Messages)-1]
+		for _, p := range last.Parts {
+			switch x := p.(type) {
+			case message.ToolReturn:
+				content := message.ContentText(x.Content)
+				target := content[strings.LastIndex(content, " ")+1:]
+				b.mu.Lock()
+				b.continuations[target]++
+				b.mu.Unlock()
+				b.finished <- target
+				return &llm.Response{Parts: []message.Part{message.Text{Content: "done " + content}}}, nil
+			case message.UserPrompt:
+				var text strings.Builder
+				for _, c := range x.Content {
+					text.WriteString(c.Text)
+				}
+				name, target, _ := strings.Cut(text.String(), " ")
+				args, _ := json.Marshal(targetArgs{Target: target})
+				return &llm.Response{Parts: []message.Part{message.ToolCall{ToolName: name, ToolCallID: "call_1", Args: string(args)}}}, nil
+			}
+		}
+		return &llm.Response{Parts: []message.Part{message.Text{Content: "nothing"}}}, nil
+	})
+}
+
+// agent is the test's agent: deploy (approval-gated) and slow (waits for
+// slowGate), both run in the replica's process.
+func (b *bundle) agent(t *testing.T) *agent.Agent {
+	t.Helper()
+	deploy := tool.Func("deploy", "Deploy a target.", func(_ context.Context, _ *tool.RunContext, a targetArgs) (string, error) {
+		b.mu.Lock()
+		b.deploys[a.Target]++
+		b.mu.Unlock()
+		return "deployed " + a.Target, nil
+	}, tool.NeedsApproval())
+	slow := tool.Func("slow", "Works slowly.", func(ctx context.Context, _ *tool.RunContext, a targetArgs) (string, error) {
+		b.slowStarted <- struct{}{}
+		select {
+		case <-b.slowGate:
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+		return "slowed " + a.Target, nil
+	})
+	set, err := tool.NewSet(deploy, slow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := agent.New(agent.Config{Model: b.model(), Toolsets: []tool.Toolset{set}, AllowDeferred: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// replica is one agent serve replica, on a connection of its own.
+type replica struct {
+	svc     *serve.Service
+	metrics *metrics.Serve
+	js      jetstream.JetStream
+	convs   *convstore.Conversations
+}
+
+// replica starts a replica serving the agent named name (the test's
+// agent), stopped when the test ends.
+func (b *bundle) replica(t *testing.T, holder string, names ...string) *replica {
+	t.Helper()
+	return b.replicaLog(t, holder, jstest.Logger(), names...)
+}
+
+// replicaLog is replica with the service's logs going to log.
+func (b *bundle) replicaLog(t *testing.T, holder string, log *slog.Logger, names ...string) *replica {
+	t.Helper()
+	if len(names) == 0 {
+		names = []string{"ops"}
+	}
+	js := b.srv.JetStream(t)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	prov := natsjs.ProvisionOptions{AckWait: 2 * time.Second}
+	convs, err := convstore.Open(ctx, convstore.OpenConfig{JetStream: js, Provision: prov, Logger: jstest.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := convstore.New(ctx, convstore.Config{JetStream: js, Provision: prov, Logger: jstest.Logger(), LeaseTTL: leaseTTL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var agents []serve.Agent
+	for _, n := range names {
+		agents = append(agents, serve.Agent{Name: n, Digest: "sha256:test", Agent: b.agent(t)})
+	}
+	m := metrics.NewServe(nil)
+	svc, err := serve.New(serve.Config{JetStream: js, Provision: prov, Agents: agents, Holder: holder, Logger: log, Metrics: m,
+		RetryDelay: 100 * time.Millisecond, MissingDelay: 200 * time.Millisecond,
+		Session: session.Config{Store: store, Inbox: convs.Inbox, Announcer: convs.Announcer}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Open(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := &replica{svc: svc, metrics: m, js: js, convs: convs}
+	t.Cleanup(func() { r.close(t) })
+	return r
+}
+
+func (r *replica) close(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if err := r.svc.Close(ctx); err != nil {
+		t.Error(err)
+	}
+}
+
+// start starts a conversation with prompt on r and waits for its first
+// run to end; it returns the run's Final.
+func (r *replica) start(t *testing.T, prompt string) serve.Final {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	run, err := r.svc.Start(ctx, "ops", prompt, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-run.Done():
+	case <-ctx.Done():
+		t.Fatalf("run of %q did not end", prompt)
+	}
+	return run.Final()
+}
+
+// decide publishes an approval of conversation conv's task, as nats pub
+// does.
+func (b *bundle) decide(t *testing.T, js jetstream.JetStream, conv, task string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if _, err := js.Publish(ctx, fmt.Sprintf("tools.decision.%s.%s", conv, task), []byte(`{"approved":true,"by":"ann"}`)); err != nil {
+		t.Error(err)
+	}
+}
+
+// marker publishes a wake marker for conversation conv.
+func (b *bundle) marker(t *testing.T, js jetstream.JetStream, conv string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if _, err := js.Publish(ctx, natsjs.WakeSubject("", conv), nil); err != nil {
+		t.Error(err)
+	}
+}
+
+func (b *bundle) counts(target string) (continuations, deploys int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.continuations[target], b.deploys[target]
+}
+
+// wakes returns how many wakes r observed (offload_wake_seconds' count).
+func (r *replica) wakes(t *testing.T) uint64 {
+	t.Helper()
+	var d dto.Metric
+	if err := r.metrics.WakeSeconds.Write(&d); err != nil {
+		t.Fatal(err)
+	}
+	return d.GetHistogram().GetSampleCount()
+}
+
+// paused asserts that f is a pause on one approval and returns its task.
+func paused(t *testing.T, f serve.Final) string {
+	t.Helper()
+	if f.Status != "paused" || len(f.Pending) != 1 {
+		t.Fatalf("first run: %+v, want paused on one approval", f)
+	}
+	return f.Pending[0].TaskID
+}

@@ -1,0 +1,271 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/conversation"
+	"github.com/offload-dev/offload/pkg/metrics"
+	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/session"
+)
+
+// Agent is an agent a Service runs conversations with.
+type Agent struct {
+	// Name is the agent's name (agentspec.Spec.Name): what a conversation
+	// records and what [Service.Start] is given.
+	Name string
+	// Digest identifies the spec the agent was built from.
+	Digest string
+	// Agent runs the conversations. Its approvals must be left to pause
+	// (no handler deciding them within the run).
+	Agent *agent.Agent
+}
+
+// Config configures a [Service].
+type Config struct {
+	// JetStream reaches the streams. Required.
+	JetStream jetstream.JetStream
+	// Provision are the options the wake consumers are ensured with (its
+	// Prefix the subjects' prefix).
+	Provision natsjs.ProvisionOptions
+	// Session is the configuration of every session the service opens
+	// (Store required; Inbox, Announcer, Canceller, Attacher, Answers as
+	// `agent resume` has them). Its Holder is replaced by Holder.
+	Session session.Config
+	// Agents are the agents this replica serves; at least one, names
+	// unique.
+	Agents []Agent
+	// Holder names this replica in the leases. Defaults to "agent serve".
+	Holder string
+	// Logger receives the service's logs. Defaults to discarding them.
+	Logger *slog.Logger
+	// RetryDelay is how long a wake message waits before it is delivered
+	// again while another process holds its conversation. Defaults to 1 s.
+	RetryDelay time.Duration
+	// MissingDelay is how long a wake message waits before it is
+	// delivered again when this replica lacks the conversation's agent.
+	// Defaults to 10 s.
+	MissingDelay time.Duration
+	// ClaimWait bounds a wake's attempt at the lease. Defaults to 500 ms.
+	ClaimWait time.Duration
+	// Concurrency bounds the wakes handled at once (each loads a
+	// conversation, claims it and reads what arrived for it); further wake
+	// messages wait on the server. Defaults to 16.
+	Concurrency int
+	// SuspendTimeout bounds how long [Service.Stop] waits for live runs to
+	// suspend before it cancels them. Defaults to 20 s.
+	SuspendTimeout time.Duration
+	// OnContinue, if set, is called when a wake has claimed a conversation
+	// and its continuation starts (tests and benchmarks count them).
+	OnContinue func(conv string)
+	// Metrics, if set, observes the wakes (offload_wake_seconds).
+	Metrics *metrics.Serve
+	// OnFinal, if set, is told how each run of this replica ended, once
+	// its state is saved and its lease released (notifications, tests,
+	// benchmarks).
+	OnFinal func(Final)
+}
+
+// Service runs and wakes conversations: [Service.Open] starts it,
+// [Service.Close] stops it.
+type Service struct {
+	cfg    Config
+	log    *slog.Logger
+	agents map[string]Agent
+
+	ctx     context.Context // the runs' context, cancelled by Close
+	cancel  context.CancelFunc
+	suspend chan struct{} // closed by Close: live runs suspend
+	wakes   chan struct{} // a slot per wake handled at once
+
+	mu       sync.Mutex
+	closed   bool
+	consume  []jetstream.ConsumeContext
+	runs     map[string]*Run // live, by conversation
+	missing  map[string]string
+	wg       sync.WaitGroup // wakes and runs
+	stopOnce sync.Once
+}
+
+// New returns a Service over cfg; [Service.Open] starts it.
+func New(cfg Config) (*Service, error) {
+	if cfg.JetStream == nil || cfg.Session.Store == nil {
+		return nil, errors.New("serve: JetStream and Session.Store are required")
+	}
+	if len(cfg.Agents) == 0 {
+		return nil, errors.New("serve: no agent")
+	}
+	agents := map[string]Agent{}
+	for _, a := range cfg.Agents {
+		if a.Name == "" || a.Agent == nil {
+			return nil, errors.New("serve: an agent needs a name and an agent")
+		}
+		if _, dup := agents[a.Name]; dup {
+			return nil, fmt.Errorf("serve: agent %s given twice", a.Name)
+		}
+		agents[a.Name] = a
+	}
+	if cfg.Holder == "" {
+		cfg.Holder = "agent serve"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.RetryDelay <= 0 {
+		cfg.RetryDelay = time.Second
+	}
+	if cfg.MissingDelay <= 0 {
+		cfg.MissingDelay = 10 * time.Second
+	}
+	if cfg.ClaimWait <= 0 {
+		cfg.ClaimWait = 500 * time.Millisecond
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 16
+	}
+	if cfg.SuspendTimeout <= 0 {
+		cfg.SuspendTimeout = 20 * time.Second
+	}
+	cfg.Session.Holder = cfg.Holder
+	cfg.Session.Logger = cfg.Logger
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Service{cfg: cfg, log: cfg.Logger, agents: agents, ctx: ctx, cancel: cancel, suspend: make(chan struct{}),
+		wakes: make(chan struct{}, cfg.Concurrency), runs: map[string]*Run{}, missing: map[string]string{}}, nil
+}
+
+// Open ensures the wake consumers and starts consuming them: from then on
+// every conversation with something arrived for it is woken, those whose
+// messages were stored while no replica ran included.
+func (s *Service) Open(ctx context.Context) error {
+	cons, err := natsjs.EnsureWakeConsumers(ctx, s.cfg.JetStream, s.cfg.Provision)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errors.New("serve: closed")
+	}
+	for _, c := range cons {
+		cc, err := c.Consume(s.onWake, jetstream.PullMaxMessages(2*s.cfg.Concurrency))
+		if err != nil {
+			for _, cc := range s.consume {
+				cc.Stop()
+			}
+			s.consume = nil
+			return fmt.Errorf("serve: consume the wake messages: %w", err)
+		}
+		s.consume = append(s.consume, cc)
+	}
+	return nil
+}
+
+// Close stops waking conversations, asks the live runs to suspend at
+// their next safe point (their state saved, their leases released, so
+// that another replica continues them), waits for them up to
+// Config.SuspendTimeout or ctx's end, then cancels what is left. It is
+// idempotent.
+func (s *Service) Close(ctx context.Context) error {
+	var err error
+	s.stopOnce.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		consume := s.consume
+		s.consume = nil
+		s.mu.Unlock()
+		for _, cc := range consume {
+			cc.Stop()
+		}
+		for _, cc := range consume {
+			<-cc.Closed()
+		}
+		s.mu.Lock()
+		live := len(s.runs)
+		s.mu.Unlock()
+		close(s.suspend)
+		s.log.Info("closing: live runs asked to suspend", slog.Int("runs", live))
+		done := make(chan struct{})
+		go func() { s.wg.Wait(); close(done) }()
+		timer := time.NewTimer(s.cfg.SuspendTimeout)
+		defer timer.Stop()
+		select {
+		case <-done:
+		case <-timer.C:
+			err = errors.New("serve: live runs did not suspend in time: cancelled")
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+		s.cancel()
+		<-done
+	})
+	return err
+}
+
+// Ready reports whether the service consumes its wake messages.
+func (s *Service) Ready() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.closed && len(s.consume) > 0
+}
+
+// Agent returns the agent of that name this replica serves.
+func (s *Service) Agent(name string) (Agent, bool) {
+	a, ok := s.agents[name]
+	return a, ok
+}
+
+// enter registers a goroutine of the service (a wake or a run); false
+// once Close has begun.
+func (s *Service) enter() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.wg.Add(1)
+	return true
+}
+
+// sessionConfig is the configuration of the sessions of wakes: a claim
+// does not wait for another holder beyond ClaimWait.
+func (s *Service) sessionConfig(wait bool) session.Config {
+	sc := s.cfg.Session
+	if !wait {
+		sc.Store = quickClaim{Store: sc.Store, wait: s.cfg.ClaimWait}
+	}
+	return sc
+}
+
+// quickClaim is a store whose Claim gives up after wait: a held lease is
+// a *conversation.ClaimedError at once rather than after LeaseTTL.
+type quickClaim struct {
+	conversation.Store
+	wait time.Duration
+}
+
+// tryClaimer is a store that claims without waiting (convstore.Store).
+type tryClaimer interface {
+	TryClaim(ctx context.Context, id, holder string) (conversation.Lease, error)
+}
+
+// Claim implements conversation.Store.
+func (q quickClaim) Claim(ctx context.Context, id, holder string) (conversation.Lease, error) {
+	if tc, ok := q.Store.(tryClaimer); ok {
+		return tc.TryClaim(ctx, id, holder)
+	}
+	cctx, cancel := context.WithTimeout(ctx, q.wait)
+	defer cancel()
+	l, err := q.Store.Claim(cctx, id, holder)
+	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		return nil, &conversation.ClaimedError{ID: id, Holder: "another process", Until: time.Now().Add(conversation.LeaseTTL)}
+	}
+	return l, err
+}

@@ -1,0 +1,92 @@
+package serve
+
+import (
+	"context"
+	"time"
+
+	"github.com/offload-dev/offload/pkg/deferred"
+	"github.com/offload-dev/offload/pkg/message"
+)
+
+// Conversation is what GET /v1/conversations/{id} shows of a stored
+// conversation (SPEC §11).
+type Conversation struct {
+	ConversationID string `json:"conversation_id"`
+	// Agent is the name of the conversation's agent ("" for one not
+	// started by agent serve).
+	Agent string `json:"agent"`
+	// Status is "paused" (calls pending), "finished" (its history ends
+	// with the model's answer) or "running" (a run of it is live, or its
+	// history waits for the model or a tool).
+	Status string `json:"status"`
+	// Pending are the calls it waits for, nothing arrived for them yet.
+	Pending []deferred.PendingTask `json:"pending"`
+	// Output is the text of the last model response.
+	Output    string    `json:"output"`
+	UpdatedAt time.Time `json:"updated_at"`
+	// Note says why this replica does not continue it, when it lacks its
+	// agent.
+	Note string `json:"note,omitempty"`
+}
+
+// Get returns the view of conversation id (conversation.ErrNotFound for
+// an unknown one).
+func (s *Service) Get(ctx context.Context, id string) (*Conversation, error) {
+	st, _, err := s.cfg.Session.Store.Load(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	c := &Conversation{ConversationID: id, UpdatedAt: st.UpdatedAt, Pending: st.Unresolved(), Output: lastOutput(st.History)}
+	if c.Pending == nil {
+		c.Pending = []deferred.PendingTask{}
+	}
+	if st.Agent != nil {
+		c.Agent = st.Agent.Name
+		if _, ok := s.agents[st.Agent.Name]; !ok {
+			c.Note = "this replica lacks agent " + st.Agent.Name + ": it does not continue the conversation"
+		}
+	}
+	switch {
+	case s.live(id) != nil:
+		c.Status = "running"
+	case len(c.Pending) > 0:
+		c.Status = "paused"
+	case ended(st.History):
+		c.Status = "finished"
+	default:
+		// Its history waits for the model or a tool: a run of it is live
+		// on some replica, or about to be.
+		c.Status = "running"
+	}
+	return c, nil
+}
+
+// ended reports whether h ends with a model response that calls no tool.
+func ended(h message.History) bool {
+	if len(h) == 0 || h[len(h)-1].Role != message.RoleResponse {
+		return false
+	}
+	for _, p := range h[len(h)-1].Parts {
+		if _, ok := p.(message.ToolCall); ok {
+			return false
+		}
+	}
+	return true
+}
+
+// lastOutput is the text of the last model response of h.
+func lastOutput(h message.History) string {
+	for i := len(h) - 1; i >= 0; i-- {
+		if h[i].Role != message.RoleResponse {
+			continue
+		}
+		var out string
+		for _, p := range h[i].Parts {
+			if t, ok := p.(message.Text); ok {
+				out += t.Content
+			}
+		}
+		return out
+	}
+	return ""
+}

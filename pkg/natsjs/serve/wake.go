@@ -1,0 +1,177 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/conversation"
+	"github.com/offload-dev/offload/pkg/message"
+	"github.com/offload-dev/offload/pkg/metrics"
+	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/session"
+)
+
+// WakeOutcome says what a wake did.
+type WakeOutcome int
+
+const (
+	// WakeConsumed says the conversation's checkpoint has passed what arrived
+	// (recorded, continued, or nothing to do): the message is acked.
+	WakeConsumed WakeOutcome = iota
+	// WakeContinued says it was consumed, and this replica continues the
+	// conversation.
+	WakeContinued
+	// WakeHeld says another process holds the conversation: try again later.
+	WakeHeld
+	// WakeMissingAgent says this replica lacks the conversation's agent.
+	WakeMissingAgent
+)
+
+// onWake handles one wake message on its own goroutine, once a slot of
+// Config.Concurrency is free (the consumer's deliveries wait meanwhile):
+// parsed by its subject only (headers only), acked once consumed,
+// delivered again later otherwise.
+func (s *Service) onWake(m jetstream.Msg) {
+	conv, err := s.wakeConversation(m.Subject())
+	if err != nil {
+		s.log.Warn("wake: not a conversation's subject", slog.String("subject", m.Subject()))
+		_ = m.Term()
+		return
+	}
+	select {
+	case s.wakes <- struct{}{}:
+	case <-s.suspend:
+		_ = m.Nak()
+		return
+	}
+	if !s.enter() {
+		<-s.wakes
+		_ = m.Nak()
+		return
+	}
+	var stored time.Time
+	if meta, err := m.Metadata(); err == nil {
+		stored = meta.Timestamp
+	}
+	go func() {
+		defer s.wg.Done()
+		out, err := s.wake(s.ctx, conv, stored)
+		<-s.wakes
+		switch {
+		case err != nil:
+			s.log.Warn("wake failed; delivered again later", slog.String("conversation_id", conv), slog.Any("error", err))
+			_ = m.NakWithDelay(s.cfg.RetryDelay)
+		case out == WakeHeld:
+			_ = m.NakWithDelay(s.cfg.RetryDelay)
+		case out == WakeMissingAgent:
+			_ = m.NakWithDelay(s.cfg.MissingDelay)
+		default:
+			_ = m.Ack()
+		}
+	}()
+}
+
+// wakeConversation returns the conversation a wake message concerns:
+// that of a decision, answer or result subject, or of a wake marker.
+func (s *Service) wakeConversation(subject string) (string, error) {
+	if conv, ok := strings.CutPrefix(subject, natsjs.WakeSubject(s.cfg.Provision.Prefix, "")); ok {
+		_, err := protocol.ParseID(conv)
+		return conv, err
+	}
+	_, conv, _, _, err := protocol.Subjects{Prefix: s.cfg.Provision.Prefix}.Parse(subject)
+	return conv, err
+}
+
+// Wake continues conversation id if what it waits for has arrived and no
+// other process holds it: it claims the lease without waiting, records
+// what arrived (the checkpoint passes it) and, when every pending
+// deferred call has its answer or a background outcome arrived, starts
+// the continuation on the service's goroutine.
+func (s *Service) Wake(ctx context.Context, id string) (WakeOutcome, error) {
+	return s.wake(ctx, id, time.Time{})
+}
+
+// wake is Wake for a message stored at stored (zero: unknown), the start
+// of the wake latency a continuation observes.
+func (s *Service) wake(ctx context.Context, id string, stored time.Time) (WakeOutcome, error) {
+	if s.live(id) != nil {
+		return WakeHeld, nil
+	}
+	st, _, err := s.cfg.Session.Store.Load(ctx, id)
+	if errors.Is(err, conversation.ErrNotFound) {
+		return WakeConsumed, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	if st.Agent == nil {
+		s.log.Debug("wake: the conversation has no agent (not started by agent serve)", slog.String("conversation_id", id))
+		return WakeConsumed, nil
+	}
+	a, ok := s.agents[st.Agent.Name]
+	if !ok {
+		s.mu.Lock()
+		s.missing[id] = st.Agent.Name
+		s.mu.Unlock()
+		s.log.Warn("wake: this replica lacks the conversation's agent; not claimed", slog.String("conversation_id", id), slog.String("agent", st.Agent.Name))
+		return WakeMissingAgent, nil
+	}
+	if !s.enter() {
+		return WakeHeld, nil
+	}
+	sess, err := session.Open(ctx, s.sessionConfig(false), id, false)
+	switch {
+	case errors.Is(err, conversation.ErrClaimed):
+		s.wg.Done()
+		return WakeHeld, nil
+	case errors.Is(err, conversation.ErrNotFound):
+		s.wg.Done()
+		return WakeConsumed, nil
+	case err != nil:
+		s.wg.Done()
+		return 0, err
+	}
+	ro, err := sess.Continue(ctx, session.ContinueOptions{})
+	var pe *session.PendingError
+	switch {
+	case errors.As(err, &pe), errors.Is(err, session.ErrNothingToResume):
+		sess.Close()
+		s.wg.Done()
+		return WakeConsumed, nil
+	case err != nil:
+		sess.Close()
+		s.wg.Done()
+		return 0, err
+	}
+	if s.cfg.OnContinue != nil {
+		s.cfg.OnContinue(id)
+	}
+	s.log.Info("wake: continuing", slog.String("conversation_id", id), slog.String("agent", a.Name))
+	if !stored.IsZero() && s.cfg.Metrics != nil {
+		ro.Capabilities = append(ro.Capabilities, &wakeTimer{stored: stored, m: s.cfg.Metrics})
+	}
+	s.launch(sess, a, "", ro)
+	return WakeContinued, nil
+}
+
+// wakeTimer observes the wake latency at the continuation's first model
+// request.
+type wakeTimer struct {
+	stored time.Time
+	m      *metrics.Serve
+	once   sync.Once
+}
+
+// BeforeModelRequest implements agent.ModelRequestHook.
+func (w *wakeTimer) BeforeModelRequest(context.Context, *agent.RunInfo, *message.Message) error {
+	w.once.Do(func() { w.m.Woke(time.Since(w.stored)) })
+	return nil
+}

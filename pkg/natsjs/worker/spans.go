@@ -1,0 +1,65 @@
+package worker
+
+import (
+	"context"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/telemetry"
+	"github.com/offload-dev/offload/pkg/tool"
+)
+
+// startTaskSpan starts a delivered task's consumer span (SPEC §14): the
+// child of the dispatch whose trace context the task's headers carry, or
+// else its traceparent field (a new trace's root when neither does, as
+// from a plain `nats pub`).
+func (w *Worker) startTaskSpan(msg jetstream.Msg, task protocol.Task) (context.Context, trace.Span) {
+	ctx := telemetry.Extract(w.runCtx, msg.Headers())
+	if !trace.SpanContextFromContext(ctx).IsValid() && task.Traceparent != "" {
+		// No header: the payload's field (SPEC §5.2), as a third-party
+		// agent may set it.
+		ctx = telemetry.Extract(w.runCtx, map[string][]string{telemetry.TraceparentHeader: {task.Traceparent}})
+	}
+	ctx, span := w.tracer.Start(ctx, "process "+msg.Subject(), trace.WithSpanKind(trace.SpanKindConsumer))
+	if span.IsRecording() {
+		span.SetAttributes(
+			telemetry.MessagingSystem.String(telemetry.MessagingSystemNATS),
+			telemetry.MessagingDestination.String(msg.Subject()),
+			telemetry.MessagingOperationType.String("process"),
+			telemetry.MessagingOperationName.String("process"),
+			telemetry.MessagingMessageID.String(protocol.TaskMsgID(task.TaskID, task.Attempt)),
+			telemetry.MessagingConversationID.String(task.ConversationID),
+			telemetry.GenAIToolName.String(task.Tool),
+			telemetry.GenAIToolCallID.String(task.ToolCallID),
+			telemetry.OffloadTaskID.String(task.TaskID),
+			telemetry.OffloadAttempt.Int(task.Attempt),
+			telemetry.OffloadWorker.String(w.cfg.ID))
+	}
+	return ctx, span
+}
+
+// startToolSpan starts the span of the tool a task runs (execute_tool
+// NAME), within the task's span.
+func (w *Worker) startToolSpan(ctx context.Context, task protocol.Task) (context.Context, trace.Span) {
+	ctx, span := w.tracer.Start(ctx, telemetry.OpExecuteTool+" "+task.Tool, trace.WithSpanKind(trace.SpanKindInternal))
+	if span.IsRecording() {
+		span.SetAttributes(
+			telemetry.GenAIOperationName.String(telemetry.OpExecuteTool),
+			telemetry.GenAIToolName.String(task.Tool),
+			telemetry.GenAIToolCallID.String(task.ToolCallID),
+			telemetry.GenAIConversationID.String(task.ConversationID))
+	}
+	return ctx, span
+}
+
+// endToolSpan ends a tool's span, with its error type when it failed.
+func endToolSpan(span trace.Span, err error) {
+	if err != nil && span.IsRecording() {
+		span.SetStatus(codes.Error, err.Error())
+		span.SetAttributes(telemetry.ErrorType.String(tool.ErrorType(err)))
+	}
+	span.End()
+}

@@ -1,0 +1,34 @@
+package session
+
+import (
+	"github.com/offload-dev/offload/pkg/conversation"
+	"github.com/offload-dev/offload/pkg/deferred"
+	"github.com/offload-dev/offload/pkg/metrics"
+	"github.com/offload-dev/offload/pkg/protocol"
+)
+
+// timeoutDecider is the by of a decision written by an approval's timeout
+// (SPEC §12): counted as expired, never as a person's denial.
+const timeoutDecider = "timeout"
+
+// countDecision records decision d of task t's approval, arrived as a, in
+// the approvals' metrics: its outcome, and the time from the call's
+// deferral (the time of its task ID, when the approval was announced) to
+// the decision's storing.
+func (s *Session) countDecision(t deferred.PendingTask, a conversation.Arrival, d protocol.Decision) {
+	if s.cfg.Approvals == nil {
+		return
+	}
+	outcome := metrics.ApprovalDenied
+	switch {
+	case d.By == timeoutDecider:
+		outcome = metrics.ApprovalExpired
+	case d.Approved:
+		outcome = metrics.ApprovalApproved
+	}
+	id, err := protocol.ParseID(t.TaskID)
+	if err != nil {
+		return // a stored task always has a ULID; nothing to time otherwise
+	}
+	s.cfg.Approvals.Decided(t.Tool, outcome, a.At.Sub(id.Timestamp()))
+}
