@@ -3,7 +3,17 @@ package conformance
 import (
 	"context"
 	"syscall"
+
+	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/tool"
 )
+
+// unknownEffect reports whether res answers an attempt whose worker
+// stopped before its result was stored, for a tool not declared
+// idempotent: approval_required with offload.effect "unknown" (SPEC §13).
+func unknownEffect(res protocol.Result) bool {
+	return res.Status == protocol.StatusApprovalRequired && res.Metadata[tool.EffectMetaKey] == tool.EffectUnknown
+}
 
 // sigterm checks the graceful stop: a worker told to stop (SIGTERM) while
 // it runs a task settles that task before it exits, by finishing it
@@ -75,7 +85,9 @@ func handBack(acks []ackEvent) ackKind {
 
 // sigkill checks recovery from a worker killed while it runs a task: the
 // task is delivered again (after the ack wait) to the worker started
-// again, which runs it to one stored result.
+// again, which answers it with one stored result: the tool's (run again),
+// or, for a tool not declared idempotent, an unknown effect sent to a
+// person (SPEC §13: not run twice).
 func (c *checker) sigkill(ctx context.Context) Outcome {
 	if c.proc == nil {
 		return skip("no --exec: the kit does not start the worker, so it cannot kill it")
@@ -102,8 +114,9 @@ func (c *checker) sigkill(ctx context.Context) Outcome {
 	if len(rs) == 0 {
 		return fail("%s after the worker was killed and started again", c.noResult(seq, c.cfg.Timeout+2*c.ackWait))
 	}
-	if rs[0].err != nil || rs[0].res.Status != "ok" {
-		return fail("%s for the redelivered task, want status ok", describe(rs[0]))
+	if rs[0].err != nil || (rs[0].res.Status != protocol.StatusOK && !unknownEffect(rs[0].res)) {
+		return fail("%s for the redelivered task, want status ok (or, for a tool not declared idempotent, approval_required with %s %q: SPEC §13)",
+			describe(rs[0]), tool.EffectMetaKey, tool.EffectUnknown)
 	}
 	if a, ok := c.awaitSettled(ctx, seq, settleWait); !ok || a.kind != ackAck || a.delivered < 2 {
 		return fail("the redelivery was not acked (saw %+v)", a)
