@@ -66,12 +66,5 @@ func ParseEffect(key string, data []byte) (Effect, error) {
 // does) and binds the bucket <prefix>_effects.
 func EnsureEffects(ctx context.Context, js jetstream.JetStream, opts ProvisionOptions) (jetstream.KeyValue, error) {
 	names := NamesFor(opts.prefix())
-	if err := EnsureStreams(ctx, js, opts, names.EffectsStream); err != nil {
-		return nil, err
-	}
-	kv, err := js.KeyValue(ctx, names.EffectsBucket)
-	if err != nil {
-		return nil, fmt.Errorf("natsjs: bind KV bucket %s: %w", names.EffectsBucket, err)
-	}
-	return kv, nil
+	return EnsureBucket(ctx, js, opts, names.EffectsStream, names.EffectsBucket)
 }

@@ -384,12 +384,24 @@ func ensureConsumer(ctx context.Context, js jetstream.JetStream, stream, toolNam
 // <tool>.<worker-id>, TTL 30 s.
 func EnsureRegistry(ctx context.Context, js jetstream.JetStream, opts ProvisionOptions) (jetstream.KeyValue, error) {
 	names := NamesFor(opts.prefix())
-	if err := EnsureStreams(ctx, js, opts, names.RegistryStream); err != nil {
+	return EnsureBucket(ctx, js, opts, names.RegistryStream, names.RegistryBucket)
+}
+
+// EnsureBucket ensures the KV bucket's backing stream (as [Provision]
+// does: created when missing and the user may, else it must exist) and
+// binds the bucket.
+func EnsureBucket(ctx context.Context, js jetstream.JetStream, opts ProvisionOptions, stream, bucket string) (jetstream.KeyValue, error) {
+	if err := EnsureStreams(ctx, js, opts, stream); err != nil {
 		return nil, err
 	}
-	kv, err := js.KeyValue(ctx, names.RegistryBucket)
+	return BindBucket(ctx, js, bucket)
+}
+
+// BindBucket binds the KV bucket, whose stream exists.
+func BindBucket(ctx context.Context, js jetstream.JetStream, bucket string) (jetstream.KeyValue, error) {
+	kv, err := js.KeyValue(ctx, bucket)
 	if err != nil {
-		return nil, fmt.Errorf("natsjs: bind KV bucket %s: %w", names.RegistryBucket, err)
+		return nil, fmt.Errorf("natsjs: bind KV bucket %s: %w", bucket, err)
 	}
 	return kv, nil
 }

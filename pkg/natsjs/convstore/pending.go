@@ -46,12 +46,9 @@ func OpenPending(ctx context.Context, cfg OpenConfig) (*Pending, error) {
 		return nil, fmt.Errorf("%w: pending records: no JetStream", natsjs.ErrInvalidConfig)
 	}
 	names := natsjs.NamesFor(cfg.Provision.Prefix)
-	if err := natsjs.EnsureStreams(ctx, js, cfg.Provision, names.PendingStream); err != nil {
-		return nil, err
-	}
-	kv, err := js.KeyValue(ctx, names.PendingBucket)
+	kv, err := natsjs.EnsureBucket(ctx, js, cfg.Provision, names.PendingStream, names.PendingBucket)
 	if err != nil {
-		return nil, fmt.Errorf("natsjs: bind KV bucket %s: %w", names.PendingBucket, err)
+		return nil, err
 	}
 	p := &Pending{kv: kv, nc: js.Conn(), subj: protocol.Subjects{Prefix: names.Prefix}, names: names,
 		Announcer: NewAnnouncer(js, names.Prefix), Publisher: NewPublisher(js, names.Prefix)}

@@ -84,17 +84,17 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if err := natsjs.EnsureStreams(ctx, cfg.JetStream, cfg.Provision, names.ConversationsStream, names.HistoriesStream, names.PendingStream); err != nil {
 		return nil, err
 	}
-	kv, err := cfg.JetStream.KeyValue(ctx, names.ConversationsBucket)
+	kv, err := natsjs.BindBucket(ctx, cfg.JetStream, names.ConversationsBucket)
 	if err != nil {
-		return nil, fmt.Errorf("natsjs: bind KV bucket %s: %w", names.ConversationsBucket, err)
+		return nil, err
 	}
 	obj, err := cfg.JetStream.ObjectStore(ctx, names.HistoriesBucket)
 	if err != nil {
 		return nil, fmt.Errorf("natsjs: bind object store %s: %w", names.HistoriesBucket, err)
 	}
-	pending, err := cfg.JetStream.KeyValue(ctx, names.PendingBucket)
+	pending, err := natsjs.BindBucket(ctx, cfg.JetStream, names.PendingBucket)
 	if err != nil {
-		return nil, fmt.Errorf("natsjs: bind KV bucket %s: %w", names.PendingBucket, err)
+		return nil, err
 	}
 	if cfg.LeaseTTL <= 0 {
 		cfg.LeaseTTL = conversation.LeaseTTL
