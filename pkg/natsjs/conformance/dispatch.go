@@ -144,3 +144,24 @@ func describe(r resultMsg) string {
 	}
 	return s
 }
+
+// slowDelivered dispatches a task with the slow arguments and waits until
+// a worker has it; the outcome is set (skip without slow arguments, or a
+// failure) when it cannot.
+func (c *checker) slowDelivered(ctx context.Context) (protocol.Task, uint64, *Outcome) {
+	if len(c.cfg.SlowArgs) == 0 {
+		o := skip("no slow arguments (a call that runs longer than the ack wait %s)", c.ackWait)
+		return protocol.Task{}, 0, &o
+	}
+	task := c.newTask(c.cfg.SlowArgs)
+	seq, err := c.dispatch(ctx, task, task.TaskID)
+	if err != nil {
+		o := fail("%v", err)
+		return task, 0, &o
+	}
+	if err := c.awaitDelivered(ctx, seq, c.cfg.Timeout); err != nil {
+		o := fail("the task: %v", err)
+		return task, seq, &o
+	}
+	return task, seq, nil
+}

@@ -205,16 +205,9 @@ func (c *checker) pastDeadline(ctx context.Context) Outcome {
 }
 
 func (c *checker) cancelDuring(ctx context.Context) Outcome {
-	if len(c.cfg.SlowArgs) == 0 {
-		return skip("no slow arguments (a call that runs longer than the ack wait %s)", c.ackWait)
-	}
-	task := c.newTask(c.cfg.SlowArgs)
-	seq, err := c.dispatch(ctx, task, task.TaskID)
-	if err != nil {
-		return fail("%v", err)
-	}
-	if err := c.awaitDelivered(ctx, seq, c.cfg.Timeout); err != nil {
-		return fail("the task: %v", err)
+	task, seq, stop := c.slowDelivered(ctx)
+	if stop != nil {
+		return *stop
 	}
 	if rs := resultsOf(func() []resultMsg { items, _ := c.obs.results.snapshot(); return items }(), task.ConversationID); len(rs) > 0 {
 		return fail("%s before the cancel: the slow arguments must run longer than the ack wait %s", describe(rs[0]), c.ackWait)

@@ -24,16 +24,9 @@ func (c *checker) sigterm(ctx context.Context) Outcome {
 	if c.proc == nil {
 		return skip("no --exec: the kit does not start the worker, so it cannot stop it")
 	}
-	if len(c.cfg.SlowArgs) == 0 {
-		return skip("no slow arguments (a call that runs longer than the ack wait %s)", c.ackWait)
-	}
-	task := c.newTask(c.cfg.SlowArgs)
-	seq, err := c.dispatch(ctx, task, task.TaskID)
-	if err != nil {
-		return fail("%v", err)
-	}
-	if err := c.awaitDelivered(ctx, seq, c.cfg.Timeout); err != nil {
-		return fail("the task: %v", err)
+	task, seq, stop := c.slowDelivered(ctx)
+	if stop != nil {
+		return *stop
 	}
 	if err := c.proc.signal(syscall.SIGTERM); err != nil {
 		return fail("SIGTERM: %v", err)
@@ -92,16 +85,9 @@ func (c *checker) sigkill(ctx context.Context) Outcome {
 	if c.proc == nil {
 		return skip("no --exec: the kit does not start the worker, so it cannot kill it")
 	}
-	if len(c.cfg.SlowArgs) == 0 {
-		return skip("no slow arguments (a call that runs longer than the ack wait %s)", c.ackWait)
-	}
-	task := c.newTask(c.cfg.SlowArgs)
-	seq, err := c.dispatch(ctx, task, task.TaskID)
-	if err != nil {
-		return fail("%v", err)
-	}
-	if err := c.awaitDelivered(ctx, seq, c.cfg.Timeout); err != nil {
-		return fail("the task: %v", err)
+	task, seq, stop := c.slowDelivered(ctx)
+	if stop != nil {
+		return *stop
 	}
 	c.proc.kill()
 	if rs := resultsOf(func() []resultMsg { items, _ := c.obs.results.snapshot(); return items }(), task.ConversationID); len(rs) > 0 {
