@@ -77,6 +77,7 @@ func runServe(ctx context.Context, e env, sf *serveFlags) error {
 	f.agentSpec, f.tools = agentspec.Union(specs)
 	reg := prometheus.NewRegistry()
 	am, sm := metrics.NewAgent(reg), metrics.NewServe(reg)
+	f.perConversation = true // a replica reads the results of the conversations it runs only
 	rem, err := remoteTools(ctx, e, f, log, am)
 	if err != nil {
 		return err
@@ -102,7 +103,7 @@ func runServe(ctx context.Context, e env, sf *serveFlags) error {
 	}
 	host, _ := os.Hostname()
 	svc, err := serve.New(serve.Config{JetStream: js, Provision: prov, Agents: agents, Logger: log, Metrics: sm,
-		Holder: fmt.Sprintf("agent serve %s pid %d", host, os.Getpid()),
+		Holder: fmt.Sprintf("agent serve %s pid %d", host, os.Getpid()), Unfollow: rem.client.Unfollow,
 		Session: session.Config{Store: convs.Store, Inbox: convs.Inbox, Announcer: convs.Announcer, Canceller: rem.client,
 			Attacher: rem.client, Answers: rem.client, MaxPayload: int(rem.nc.MaxPayload()), Connected: rem.nc.IsConnected}})
 	if err != nil {

@@ -79,14 +79,14 @@ func (s *Service) Start(ctx context.Context, name, prompt, id string) (*Run, err
 	if !create {
 		ro, err := sess.Continue(ctx, session.ContinueOptions{Prompt: prompt})
 		if err != nil {
-			sess.Close()
+			s.closeSession(sess)
 			s.wg.Done()
 			return nil, err
 		}
 		opts = ro
 	}
 	if err := sess.SetAgent(ctx, conversation.AgentRef{Name: a.Name, Digest: a.Digest}); err != nil {
-		sess.Close()
+		s.closeSession(sess)
 		s.wg.Done()
 		return nil, err
 	}
@@ -111,7 +111,7 @@ func (s *Service) launch(sess *session.Session, a Agent, prompt string, opts *ag
 			s.mu.Unlock()
 		}()
 		res, err := sess.Run(s.ctx, a.Agent, prompt, opts)
-		sess.Close()
+		s.closeSession(sess)
 		r.final = finalOf(r, res, err)
 		s.log.Info("run ended", slog.String("conversation_id", r.ConversationID), slog.String("status", r.final.Status))
 		if err == nil && res.Suspended {
@@ -122,6 +122,17 @@ func (s *Service) launch(sess *session.Session, a Agent, prompt string, opts *ag
 		}
 	}()
 	return r
+}
+
+// closeSession ends this replica's hold on sess's conversation: it stops
+// reading the conversation's results (Config.Unfollow), then releases
+// the lease; in that order, so that no other run of it (here or
+// elsewhere) has begun reading them meanwhile.
+func (s *Service) closeSession(sess *session.Session) {
+	if s.cfg.Unfollow != nil {
+		s.cfg.Unfollow(sess.ID())
+	}
+	sess.Close()
 }
 
 // handOver publishes the wake marker of conversation id, suspended by

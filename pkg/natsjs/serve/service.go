@@ -68,6 +68,12 @@ type Config struct {
 	OnContinue func(conv string)
 	// Metrics, if set, observes the wakes (offload_wake_seconds).
 	Metrics *metrics.Serve
+	// Unfollow, if set, is called with a conversation's ID when its run on
+	// this replica has ended, its state saved: the wiring stops reading
+	// the conversation's results there (remote.Client.Unfollow, with
+	// remote.ClientConfig.PerConversation), so that a replica receives
+	// the results of the conversations it runs, not of every one.
+	Unfollow func(conv string)
 	// OnFinal, if set, is told how each run of this replica ended, once
 	// its state is saved and its lease released (notifications, tests,
 	// benchmarks).

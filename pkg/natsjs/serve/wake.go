@@ -153,11 +153,11 @@ func (s *Service) wake(ctx context.Context, id string, stored time.Time, marker 
 	var pe *session.PendingError
 	switch {
 	case errors.As(err, &pe), errors.Is(err, session.ErrNothingToResume):
-		sess.Close()
+		s.closeSession(sess)
 		s.wg.Done()
 		return WakeConsumed, nil
 	case err != nil:
-		sess.Close()
+		s.closeSession(sess)
 		s.wg.Done()
 		return 0, err
 	}
