@@ -30,8 +30,10 @@ type HandlerConfig struct {
 	Service *Service
 	// Tokens are the accepted bearer tokens. Required.
 	Tokens Tokens
-	// Publisher publishes decisions. Required.
+	// Publisher publishes decisions and answers. Required.
 	Publisher Publisher
+	// Pending, if set, lists the pending calls (GET /v1/pending).
+	Pending PendingReader
 	// Logger receives the handler's logs.
 	Logger *slog.Logger
 	// Metrics, if set, counts the requests (offload_http_requests_total).
@@ -61,6 +63,10 @@ func Handler(cfg HandlerConfig) http.Handler {
 	mux.HandleFunc("GET /v1/conversations/{id}", h.auth(h.get, RoleOperator, RoleApprover, RoleAnswerer, RoleViewer))
 	mux.HandleFunc("GET /v1/conversations/{id}/events", h.auth(h.events, RoleOperator, RoleApprover, RoleAnswerer, RoleViewer))
 	mux.HandleFunc("POST /v1/conversations/{id}/calls/{task}/decision", h.auth(h.decide, RoleApprover))
+	mux.HandleFunc("POST /v1/conversations/{id}/calls/{task}/answer", h.auth(h.answer, RoleAnswerer))
+	mux.HandleFunc("GET /v1/conversations/{id}/history", h.auth(h.history, RoleOperator, RoleApprover, RoleAnswerer, RoleViewer))
+	mux.HandleFunc("POST /v1/conversations/{id}/messages", h.auth(h.message, RoleOperator))
+	mux.HandleFunc("GET /v1/pending", h.auth(h.pending, RoleOperator, RoleApprover, RoleAnswerer, RoleViewer))
 	if cfg.Gatherer != nil {
 		mux.Handle("GET /metrics", metrics.Handler(cfg.Gatherer))
 	}
@@ -155,6 +161,12 @@ func (h *handler) start(w http.ResponseWriter, r *http.Request) {
 		h.startError(w, err)
 		return
 	}
+	h.answerRun(w, r, run)
+}
+
+// answerRun answers a run started: 202 with its IDs, or with ?wait=1 200
+// with its final event once it has ended.
+func (h *handler) answerRun(w http.ResponseWriter, r *http.Request, run *Run) {
 	if r.URL.Query().Get("wait") != "1" {
 		writeJSON(w, http.StatusAccepted, map[string]string{"conversation_id": run.ConversationID, "run_id": run.ID})
 		return
@@ -228,19 +240,11 @@ func (h *handler) decide(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	err = h.Publisher.Publish(r.Context(), conversation.ArrivalDecision, conv, task, data)
-	var re *conversation.RefusedError
-	switch {
-	case err == nil:
+	if err == nil {
 		writeJSON(w, http.StatusOK, map[string]any{"conversation_id": conv, "task_id": task, "approved": *req.Approved, "by": id.Name})
-	case errors.As(err, &re) && re.Reason == conversation.ReasonDuplicate:
-		writeError(w, http.StatusConflict, "already_resolved", err.Error())
-	case errors.As(err, &re) && re.Reason == conversation.ReasonUnknownTask:
-		writeError(w, http.StatusNotFound, "unknown_task", err.Error())
-	case errors.As(err, &re):
-		writeError(w, http.StatusUnprocessableEntity, re.Reason, err.Error())
-	default:
-		writeError(w, http.StatusInternalServerError, "internal", err.Error())
+		return
 	}
+	publishError(w, err)
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -59,6 +59,33 @@ func (r *Run) Final() Final { return r.final }
 // returns once the conversation is claimed and recorded; the run goes on
 // on the service's goroutine.
 func (s *Service) Start(ctx context.Context, name, prompt, id string) (*Run, error) {
+	return s.start(ctx, name, prompt, id, true)
+}
+
+// ErrNoAgent is returned by [Service.Continue] for a conversation that
+// records no agent (one not started by agent serve).
+var ErrNoAgent = errors.New("serve: the conversation records no agent")
+
+// Continue starts a run of stored conversation id, one with nothing
+// pending, on prompt, with the agent it records: its claim does not wait
+// for another holder (a *conversation.ClaimedError while a run of it is
+// live), a conversation with calls pending is a *session.PendingError.
+func (s *Service) Continue(ctx context.Context, id, prompt string) (*Run, error) {
+	st, _, err := s.cfg.Session.Store.Load(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if st.Agent == nil {
+		return nil, fmt.Errorf("%w: %s", ErrNoAgent, id)
+	}
+	if s.live(id) != nil {
+		return nil, &conversation.ClaimedError{ID: id, Holder: s.cfg.Holder, Until: time.Now().Add(conversation.LeaseTTL)}
+	}
+	return s.start(ctx, st.Agent.Name, prompt, id, false)
+}
+
+// start is Start, its claim waiting for another holder when wait is set.
+func (s *Service) start(ctx context.Context, name, prompt, id string, wait bool) (*Run, error) {
 	a, ok := s.agents[name]
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownAgent, name)
@@ -70,7 +97,7 @@ func (s *Service) Start(ctx context.Context, name, prompt, id string) (*Run, err
 	if !s.enter() {
 		return nil, ErrClosed
 	}
-	sess, err := session.Open(ctx, s.sessionConfig(true), id, create)
+	sess, err := session.Open(ctx, s.sessionConfig(wait), id, create)
 	if err != nil {
 		s.wg.Done()
 		return nil, err

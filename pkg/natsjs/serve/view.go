@@ -61,6 +61,16 @@ func (s *Service) Get(ctx context.Context, id string) (*Conversation, error) {
 	return c, nil
 }
 
+// History returns the stored history of conversation id
+// (conversation.ErrNotFound for an unknown one).
+func (s *Service) History(ctx context.Context, id string) (message.History, error) {
+	st, _, err := s.cfg.Session.Store.Load(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return st.History, nil
+}
+
 // ended reports whether h ends with a model response that calls no tool.
 func ended(h message.History) bool {
 	if len(h) == 0 || h[len(h)-1].Role != message.RoleResponse {

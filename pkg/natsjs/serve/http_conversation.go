@@ -1,0 +1,65 @@
+package serve
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/offload-dev/offload/pkg/conversation"
+	"github.com/offload-dev/offload/pkg/message"
+	"github.com/offload-dev/offload/pkg/protocol"
+)
+
+// history answers the stored history of a conversation, as its JSON form
+// (message.History) is stored.
+func (h *handler) history(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if _, err := protocol.ParseID(id); err != nil {
+		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+		return
+	}
+	hist, err := h.Service.History(r.Context(), id)
+	switch {
+	case errors.Is(err, conversation.ErrNotFound):
+		writeError(w, http.StatusNotFound, "not_found", "conversation "+id+" is unknown")
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, "internal", err.Error())
+	default:
+		if hist == nil {
+			hist = message.History{}
+		}
+		writeJSON(w, http.StatusOK, hist)
+	}
+}
+
+// messageRequest is the body of POST /v1/conversations/{id}/messages.
+type messageRequest struct {
+	Prompt string `json:"prompt"`
+}
+
+// message continues a conversation with nothing pending on a prompt:
+// 202 (200 with its final event with ?wait=1), 409 while calls are
+// pending or a run of it is live.
+func (h *handler) message(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if _, err := protocol.ParseID(id); err != nil {
+		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+		return
+	}
+	var req messageRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&req); err != nil || strings.TrimSpace(req.Prompt) == "" {
+		writeError(w, http.StatusBadRequest, "bad_request", `the body is not a message {"prompt"} with a prompt`)
+		return
+	}
+	run, err := h.Service.Continue(r.Context(), id, req.Prompt)
+	if errors.Is(err, ErrNoAgent) {
+		writeError(w, http.StatusConflict, "no_agent", err.Error())
+		return
+	}
+	if err != nil {
+		h.startError(w, err)
+		return
+	}
+	h.answerRun(w, r, run)
+}
