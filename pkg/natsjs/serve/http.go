@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -100,6 +101,9 @@ func (c *codeWriter) Flush() {
 	}
 }
 
+// readyTimeout bounds /readyz's look at the wake consumers.
+const readyTimeout = 2 * time.Second
+
 type handler struct {
 	HandlerConfig
 }
@@ -125,9 +129,11 @@ func (h *handler) auth(next http.HandlerFunc, roles ...Role) http.HandlerFunc {
 	}
 }
 
-func (h *handler) ready(w http.ResponseWriter, _ *http.Request) {
-	if !h.Service.Ready() {
-		writeError(w, http.StatusServiceUnavailable, "not_ready", "the wake consumers are not consumed")
+func (h *handler) ready(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+	defer cancel()
+	if err := h.Service.CheckReady(ctx); err != nil {
+		writeError(w, http.StatusServiceUnavailable, "not_ready", err.Error())
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})

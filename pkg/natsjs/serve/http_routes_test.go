@@ -2,6 +2,7 @@ package serve_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -125,5 +126,24 @@ func TestHTTPRoutes(t *testing.T) {
 	var again history
 	if code := callJSON(t, srv, "GET", base+"/history", opToken, "", &again); code != 200 || len(again.Messages) <= len(hist.Messages) {
 		t.Fatalf("history after the message: %d, %d messages, want more than %d", code, len(again.Messages), len(hist.Messages))
+	}
+}
+
+// /readyz looks at the wake consumers on the server: one deleted (an
+// operator's mistake, a stream recreated) makes the replica not ready,
+// naming it.
+func TestReadyzChecksWakeConsumers(t *testing.T) {
+	b := setup(t)
+	r := b.replica(t, "r1")
+	srv, _ := apiWithMetrics(t, r)
+	if code, m := call(t, srv, "GET", "/readyz", "", ""); code != 200 {
+		t.Fatalf("readyz: %d %v", code, m)
+	}
+	if err := r.js.DeleteConsumer(t.Context(), "TOOLS_DECISIONS", "wake"); err != nil {
+		t.Fatal(err)
+	}
+	code, m := call(t, srv, "GET", "/readyz", "", "")
+	if e, _ := m["error"].(map[string]any); code != 503 || errCode(m) != "not_ready" || !strings.Contains(fmt.Sprint(e["message"]), "TOOLS_DECISIONS") {
+		t.Fatalf("readyz without the decisions' wake consumer: %d %v", code, m)
 	}
 }

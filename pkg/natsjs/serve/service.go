@@ -95,7 +95,8 @@ type Service struct {
 	mu       sync.Mutex
 	closed   bool
 	consume  []jetstream.ConsumeContext
-	runs     map[string]*Run // live, by conversation
+	cons     []jetstream.Consumer // the wake consumers consumed
+	runs     map[string]*Run      // live, by conversation
 	missing  map[string]string
 	wg       sync.WaitGroup // wakes and runs
 	stopOnce sync.Once
@@ -171,6 +172,7 @@ func (s *Service) Open(ctx context.Context) error {
 		}
 		s.consume = append(s.consume, cc)
 	}
+	s.cons = cons
 	return nil
 }
 
@@ -220,6 +222,25 @@ func (s *Service) Ready() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return !s.closed && len(s.consume) > 0
+}
+
+// CheckReady returns nil when the service consumes its wake messages and
+// every wake consumer exists on the server (its info answered): one
+// deleted, or a server that does not answer, is an error naming it.
+func (s *Service) CheckReady(ctx context.Context) error {
+	s.mu.Lock()
+	ready, cons := !s.closed && len(s.consume) > 0, s.cons
+	s.mu.Unlock()
+	if !ready {
+		return errors.New("serve: the wake consumers are not consumed")
+	}
+	for _, c := range cons {
+		if _, err := c.Info(ctx); err != nil {
+			info := c.CachedInfo()
+			return fmt.Errorf("serve: wake consumer %s of stream %s: %w", info.Name, info.Stream, err)
+		}
+	}
+	return nil
 }
 
 // Agent returns the agent of that name this replica serves.
