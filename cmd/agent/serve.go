@@ -112,6 +112,7 @@ func runServe(ctx context.Context, e env, sf *serveFlags) error {
 	if err := svc.Open(ctx); err != nil {
 		return err
 	}
+	reg.MustRegister(svc.ConversationsCollector())
 	h := serve.Handler(serve.HandlerConfig{Service: svc, Tokens: tokens, Publisher: serve.PendingPublisher{Pending: pending}, Pending: pending, Logger: log,
 		Metrics: sm, Gatherer: reg})
 	err = serve.ListenAndServe(ctx, e.suspend, sf.addr, h, svc, 30*time.Second, func(a net.Addr) {

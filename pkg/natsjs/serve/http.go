@@ -61,6 +61,7 @@ func Handler(cfg HandlerConfig) http.Handler {
 	})
 	mux.HandleFunc("GET /readyz", h.ready)
 	mux.HandleFunc("POST /v1/conversations", h.auth(h.start, RoleOperator))
+	mux.HandleFunc("GET /v1/conversations", h.auth(h.list, RoleOperator, RoleApprover, RoleAnswerer, RoleViewer))
 	mux.HandleFunc("GET /v1/conversations/{id}", h.auth(h.get, RoleOperator, RoleApprover, RoleAnswerer, RoleViewer))
 	mux.HandleFunc("GET /v1/conversations/{id}/events", h.auth(h.events, RoleOperator, RoleApprover, RoleAnswerer, RoleViewer))
 	mux.HandleFunc("POST /v1/conversations/{id}/calls/{task}/decision", h.auth(h.decide, RoleApprover))

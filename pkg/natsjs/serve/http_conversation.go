@@ -4,12 +4,33 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/message"
+	"github.com/offload-dev/offload/pkg/natsjs/convstore"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
+
+// list answers the conversations agent serve has run, of ?status= when
+// given, from the status index.
+func (h *handler) list(w http.ResponseWriter, r *http.Request) {
+	status := r.URL.Query().Get("status")
+	if status != "" && !slices.Contains(Statuses, status) {
+		writeError(w, http.StatusBadRequest, "bad_request", "status is running, paused, finished or failed")
+		return
+	}
+	out := []convstore.Status{}
+	if err := h.Service.List(r.Context(), status, func(st convstore.Status) error {
+		out = append(out, st)
+		return nil
+	}); err != nil {
+		writeError(w, http.StatusInternalServerError, "internal", err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"conversations": out})
+}
 
 // history answers the stored history of a conversation, as its JSON form
 // (message.History) is stored.

@@ -129,6 +129,7 @@ func (s *Service) launch(sess *session.Session, a Agent, prompt string, opts *ag
 	s.mu.Unlock()
 	opts.Suspend = s.suspend
 	opts.OnEvent = s.publishEvent
+	s.setStatus(r.ConversationID, a.Name, StatusRunning)
 	go func() {
 		defer s.wg.Done()
 		defer close(r.done)
@@ -138,8 +139,9 @@ func (s *Service) launch(sess *session.Session, a Agent, prompt string, opts *ag
 			s.mu.Unlock()
 		}()
 		res, err := sess.Run(s.ctx, a.Agent, prompt, opts)
-		s.closeSession(sess)
 		r.final = finalOf(r, res, err)
+		s.setStatus(r.ConversationID, a.Name, r.final.Status) // while the lease is held: no later run's status replaced
+		s.closeSession(sess)
 		s.log.Info("run ended", slog.String("conversation_id", r.ConversationID), slog.String("status", r.final.Status))
 		if err == nil && res.Suspended {
 			s.handOver(r.ConversationID)
@@ -180,14 +182,14 @@ func finalOf(r *Run, res *agent.Result, err error) Final {
 	f := Final{ConversationID: r.ConversationID, RunID: r.ID}
 	switch {
 	case err != nil:
-		f.Status, f.Error = "failed", err.Error()
+		f.Status, f.Error = StatusFailed, err.Error()
 	case res.Paused():
-		f.Status = "paused"
+		f.Status = StatusPaused
 		if rec := res.PendingRecord(); rec != nil {
 			f.Pending = rec.Tasks
 		}
 	default:
-		f.Status, f.Output = "finished", res.Output
+		f.Status, f.Output = StatusFinished, res.Output
 	}
 	return f
 }
