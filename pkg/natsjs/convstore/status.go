@@ -99,3 +99,42 @@ func (s *Store) Statuses(ctx context.Context, fn func(Status) error) error {
 		}
 	}
 }
+
+// cancelKeyPre prefixes the cancel markers' keys in the conversations
+// bucket: cancel.<id>, put by whoever asks that a conversation's live run
+// be interrupted, read by the replica that runs it.
+const cancelKeyPre = "cancel."
+
+// RequestCancel puts conversation id's cancel marker.
+func (s *Store) RequestCancel(ctx context.Context, id string) error {
+	if err := checkConvID(id); err != nil {
+		return err
+	}
+	if _, err := s.kv.Put(ctx, cancelKeyPre+id, []byte(time.Now().UTC().Format(time.RFC3339Nano))); err != nil {
+		return fmt.Errorf("natsjs: cancel %s: %w", id, err)
+	}
+	return nil
+}
+
+// WatchCancels calls fn, on a goroutine of its own, with the conversation
+// of every cancel marker put from now on, until stop is called (which
+// waits for it).
+func (s *Store) WatchCancels(ctx context.Context, fn func(id string)) (stop func(), err error) {
+	w, err := s.kv.Watch(ctx, cancelKeyPre+"*", jetstream.UpdatesOnly(), jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, fmt.Errorf("natsjs: watch the cancel markers: %w", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for e := range w.Updates() { // closed by Stop
+			if e != nil {
+				fn(strings.TrimPrefix(e.Key(), cancelKeyPre))
+			}
+		}
+	}()
+	return func() {
+		_ = w.Stop()
+		<-done
+	}, nil
+}

@@ -68,6 +68,7 @@ func Handler(cfg HandlerConfig) http.Handler {
 	mux.HandleFunc("POST /v1/conversations/{id}/calls/{task}/answer", h.auth(h.answer, RoleAnswerer))
 	mux.HandleFunc("GET /v1/conversations/{id}/history", h.auth(h.history, RoleOperator, RoleApprover, RoleAnswerer, RoleViewer))
 	mux.HandleFunc("POST /v1/conversations/{id}/messages", h.auth(h.message, RoleOperator))
+	mux.HandleFunc("POST /v1/conversations/{id}/cancel", h.auth(h.cancel, RoleOperator))
 	mux.HandleFunc("GET /v1/pending", h.auth(h.pending, RoleOperator, RoleApprover, RoleAnswerer, RoleViewer))
 	if cfg.Gatherer != nil {
 		mux.Handle("GET /metrics", metrics.Handler(cfg.Gatherer))

@@ -84,3 +84,25 @@ func (h *handler) message(w http.ResponseWriter, r *http.Request) {
 	}
 	h.answerRun(w, r, run)
 }
+
+// cancel interrupts a conversation's live run wherever it runs (SIGINT's
+// semantics): 202 once asked, 404 for a conversation agent serve never
+// ran, 409 when no run of it is live.
+func (h *handler) cancel(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if _, err := protocol.ParseID(id); err != nil {
+		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+		return
+	}
+	err := h.Service.Cancel(r.Context(), id)
+	switch {
+	case err == nil:
+		writeJSON(w, http.StatusAccepted, map[string]any{"conversation_id": id, "cancelling": true})
+	case errors.Is(err, conversation.ErrNotFound):
+		writeError(w, http.StatusNotFound, "not_found", "conversation "+id+" is unknown")
+	case errors.Is(err, ErrNotRunning):
+		writeError(w, http.StatusConflict, "not_running", err.Error())
+	default:
+		writeError(w, http.StatusInternalServerError, "internal", err.Error())
+	}
+}

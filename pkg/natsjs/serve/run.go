@@ -43,9 +43,10 @@ type Run struct {
 	// ConversationID is the conversation.
 	ConversationID string
 	// ID identifies the run.
-	ID    string
-	done  chan struct{}
-	final Final
+	ID     string
+	done   chan struct{}
+	final  Final
+	cancel context.CancelCauseFunc // interrupts the run (Service.Cancel)
 }
 
 // Done is closed when the run has ended and its state is saved.
@@ -123,7 +124,8 @@ func (s *Service) start(ctx context.Context, name, prompt, id string, wait bool)
 // launch runs a on the claimed session sess on a goroutine of the service
 // (registered with enter by the caller), releasing the session at its end.
 func (s *Service) launch(sess *session.Session, a Agent, prompt string, opts *agent.RunOptions) *Run {
-	r := &Run{ConversationID: sess.ID(), ID: protocol.NewID(), done: make(chan struct{})}
+	ctx, cancel := context.WithCancelCause(s.ctx)
+	r := &Run{ConversationID: sess.ID(), ID: protocol.NewID(), done: make(chan struct{}), cancel: cancel}
 	s.mu.Lock()
 	s.runs[r.ConversationID] = r
 	s.mu.Unlock()
@@ -138,7 +140,11 @@ func (s *Service) launch(sess *session.Session, a Agent, prompt string, opts *ag
 			delete(s.runs, r.ConversationID)
 			s.mu.Unlock()
 		}()
-		res, err := sess.Run(s.ctx, a.Agent, prompt, opts)
+		defer cancel(nil)
+		res, err := sess.Run(ctx, a.Agent, prompt, opts)
+		if cause := context.Cause(ctx); err != nil && errors.Is(err, context.Canceled) && errors.Is(cause, ErrCancelled) {
+			err = fmt.Errorf("%w: %w", cause, err) // what interrupted it, in its final event
+		}
 		r.final = finalOf(r, res, err)
 		s.setStatus(r.ConversationID, a.Name, r.final.Status) // while the lease is held: no later run's status replaced
 		s.closeSession(sess)

@@ -96,6 +96,7 @@ type Service struct {
 	closed   bool
 	consume  []jetstream.ConsumeContext
 	cons     []jetstream.Consumer // the wake consumers consumed
+	unwatch  func()               // stops reading the cancel markers
 	runs     map[string]*Run      // live, by conversation
 	missing  map[string]string
 	wg       sync.WaitGroup // wakes and runs
@@ -156,11 +157,17 @@ func (s *Service) Open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	unwatch, err := s.watchCancels(s.ctx) // the watch lives as long as the service, not as Open
+	if err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
+		unwatch()
 		return errors.New("serve: closed")
 	}
+	s.unwatch = unwatch
 	for _, c := range cons {
 		cc, err := c.Consume(s.onWake, jetstream.PullMaxMessages(2*s.cfg.Concurrency))
 		if err != nil {
@@ -168,6 +175,8 @@ func (s *Service) Open(ctx context.Context) error {
 				cc.Stop()
 			}
 			s.consume = nil
+			s.unwatch = nil
+			unwatch()
 			return fmt.Errorf("serve: consume the wake messages: %w", err)
 		}
 		s.consume = append(s.consume, cc)
@@ -213,6 +222,12 @@ func (s *Service) Close(ctx context.Context) error {
 		}
 		s.cancel()
 		<-done
+		s.mu.Lock()
+		unwatch := s.unwatch
+		s.mu.Unlock()
+		if unwatch != nil {
+			unwatch()
+		}
 	})
 	return err
 }
