@@ -131,7 +131,6 @@ func (s *Service) launch(sess *session.Session, a Agent, prompt string, opts *ag
 	s.mu.Unlock()
 	opts.Suspend = s.suspend
 	opts.OnEvent = s.publishEvent
-	s.setStatus(r.ConversationID, a.Name, StatusRunning)
 	go func() {
 		defer s.wg.Done()
 		defer close(r.done)
@@ -141,7 +140,15 @@ func (s *Service) launch(sess *session.Session, a Agent, prompt string, opts *ag
 			s.mu.Unlock()
 		}()
 		defer cancel(nil)
+		// The running status is written beside the run, off the path to
+		// its first model request (the wake latency), and before its end's.
+		running := make(chan struct{})
+		go func() {
+			defer close(running)
+			s.setStatus(r.ConversationID, a.Name, StatusRunning)
+		}()
 		res, err := sess.Run(ctx, a.Agent, prompt, opts)
+		<-running
 		if cause := context.Cause(ctx); err != nil && errors.Is(err, context.Canceled) && errors.Is(cause, ErrCancelled) {
 			err = fmt.Errorf("%w: %w", cause, err) // what interrupted it, in its final event
 		}
