@@ -44,12 +44,13 @@ type HandlerConfig struct {
 }
 
 // Handler returns the HTTP API of SPEC §11 over cfg.Service (and GET
-// /metrics with cfg.Gatherer): the routes built so far are POST
-// /v1/conversations (?wait=1), GET
-// /v1/conversations/{id}, GET /v1/conversations/{id}/events (SSE), POST
-// /v1/conversations/{id}/calls/{task}/decision, /healthz and /readyz. Every /v1 request needs a bearer token (401
-// without or with an unknown one, 403 for a role without the right);
-// errors are {"error":{"code","message"}}.
+// /metrics with cfg.Gatherer): POST and GET /v1/conversations, GET
+// /v1/conversations/{id}, …/history, …/events (SSE), POST …/messages,
+// …/cancel, …/calls/{task}/decision and …/answer, GET /v1/pending (with
+// cfg.Pending), /healthz and /readyz; every route is registered here,
+// on one mux. Every /v1 request needs a bearer token (401 without or
+// with an unknown one, 403 for a role without the right); errors are
+// {"error":{"code","message"}}.
 func Handler(cfg HandlerConfig) http.Handler {
 	h := &handler{HandlerConfig: cfg}
 	if h.Logger == nil {
