@@ -105,8 +105,9 @@ func provision(ctx context.Context, e env, f *provisionFlags) error {
 	for _, stream := range natsjs.WakeStreams(f.prefix) {
 		fmt.Fprintf(e.stdout, "consumer %s %s\n", stream, natsjs.WakeConsumerName)
 	}
-	// A store written before the pending records existed gets them now,
-	// so that people see its paused conversations before their next save.
+	// A store written before the pending records or the status index
+	// existed gets them now, so that people see its paused conversations
+	// and agent serve lists them before their next save or run.
 	store, err := convstore.New(ctx, convstore.Config{JetStream: js, Provision: opts})
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
@@ -115,7 +116,7 @@ func provision(ctx context.Context, e env, f *provisionFlags) error {
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
-	fmt.Fprintf(e.stdout, "pending records of %d stored conversations written\n", n)
+	fmt.Fprintf(e.stdout, "pending records and status entries of %d stored conversations written\n", n)
 	slices.Sort(tools)
 	names := natsjs.NamesFor(f.prefix)
 	for _, name := range slices.Compact(tools) {

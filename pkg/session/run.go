@@ -155,7 +155,14 @@ const (
 // returns the run's result and error; when the run ended by itself but
 // its end could not be saved, or the lease was lost, the error is a
 // [*NotSavedError] (a save that failed after a failed run is logged).
-func (s *Session) Run(ctx context.Context, a *agent.Agent, prompt string, opts *agent.RunOptions) (*agent.Result, error) {
+// When the store keeps a status index ([StatusRecorder]), the run records
+// running at its start and its outcome ([StatusOf]) at its end.
+func (s *Session) Run(ctx context.Context, a *agent.Agent, prompt string, opts *agent.RunOptions) (res *agent.Result, err error) {
+	running := s.recordRunning()
+	defer func() {
+		<-running
+		s.recordEnd(res, err)
+	}()
 	ro := agent.RunOptions{}
 	if opts != nil {
 		ro = *opts

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -68,10 +69,11 @@ func (s *Store) project(ctx context.Context, st *conversation.State, rev convers
 }
 
 // Reproject writes the pending record of every stored conversation again
-// from its state (see [Store.project]) and returns how many conversations
-// it read: what `agent provision` does once for a store written before
-// the pending records existed, whose paused conversations would otherwise
-// have none until their next save.
+// from its state (see [Store.project]), and its status index entry when
+// it has none ([Store.backfillStatus]), and returns how many
+// conversations it read: what `agent provision` does once for a store
+// written before the pending records or the status index existed, whose
+// conversations would otherwise have none until their next save or run.
 func (s *Store) Reproject(ctx context.Context) (int, error) {
 	ids, err := s.List(ctx)
 	if err != nil {
@@ -88,6 +90,32 @@ func (s *Store) Reproject(ctx context.Context) (int, error) {
 		if err := s.project(ctx, st, rev); err != nil {
 			return i, err
 		}
+		if err := s.backfillStatus(ctx, st, rev); err != nil {
+			return i, err
+		}
 	}
 	return len(ids), nil
+}
+
+// backfillStatus creates the status index entry of st, saved at revision
+// rev, from its stored state when it has none: paused while it waits for
+// something (a pending record), finished otherwise. An entry that exists
+// (a run's, since the index existed) is left as it is.
+func (s *Store) backfillStatus(ctx context.Context, st *conversation.State, rev conversation.Revision) error {
+	status := "finished"
+	if conversation.Summarize(st, rev) != nil {
+		status = "paused"
+	}
+	entry := Status{ConversationID: st.ID, Status: status, UpdatedAt: time.Now().UTC()}
+	if st.Agent != nil {
+		entry.Agent = st.Agent.Name
+	}
+	data, err := json.Marshal(entry)
+	if err != nil {
+		return err
+	}
+	if _, err := s.kv.Create(ctx, statusKeyPre+st.ID, data); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+		return fmt.Errorf("natsjs: status of %s: %w", st.ID, err)
+	}
+	return nil
 }

@@ -15,9 +15,11 @@ import (
 // bucket: status.<id>.
 const statusKeyPre = "status."
 
-// Status is a conversation's entry in the status index `agent serve`
-// keeps (the key status.<id> of the conversations bucket, expiring with
-// the conversation): what GET /v1/conversations lists and
+// Status is a conversation's entry in the status index (the key
+// status.<id> of the conversations bucket, expiring with the
+// conversation), written by whoever holds its lease when a run starts
+// and ends (session.Run: agent run, agent resume, agent serve) and by
+// [Store.Reproject] for a conversation stored before the index: what GET /v1/conversations lists and
 // offload_conversations counts without loading a history.
 type Status struct {
 	// ConversationID is the conversation.
@@ -47,6 +49,13 @@ func (s *Store) SetStatus(ctx context.Context, st Status) error {
 		return fmt.Errorf("natsjs: status of %s: %w", st.ConversationID, err)
 	}
 	return nil
+}
+
+// RecordStatus records conversation id's status of agent agentName
+// (implements session.StatusRecorder: the lease holder's session writes
+// it at its run's start and end).
+func (s *Store) RecordStatus(ctx context.Context, id, agentName, status string) error {
+	return s.SetStatus(ctx, Status{ConversationID: id, Agent: agentName, Status: status})
 }
 
 // GetStatus returns conversation id's entry in the status index; nil

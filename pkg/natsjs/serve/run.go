@@ -140,20 +140,13 @@ func (s *Service) launch(sess *session.Session, a Agent, prompt string, opts *ag
 			s.mu.Unlock()
 		}()
 		defer cancel(nil)
-		// The running status is written beside the run, off the path to
-		// its first model request (the wake latency), and before its end's.
-		running := make(chan struct{})
-		go func() {
-			defer close(running)
-			s.setStatus(r.ConversationID, a.Name, StatusRunning)
-		}()
+		// The session records the status index's running and outcome
+		// while it holds the lease (session.Run).
 		res, err := sess.Run(ctx, a.Agent, prompt, opts)
-		<-running
 		if cause := context.Cause(ctx); err != nil && errors.Is(err, context.Canceled) && errors.Is(cause, ErrCancelled) {
 			err = fmt.Errorf("%w: %w", cause, err) // what interrupted it, in its final event
 		}
 		r.final = finalOf(r, res, err)
-		s.setStatus(r.ConversationID, a.Name, r.final.Status) // while the lease is held: no later run's status replaced
 		s.closeSession(sess)
 		s.log.Info("run ended", slog.String("conversation_id", r.ConversationID), slog.String("status", r.final.Status))
 		if err == nil && res.Suspended {

@@ -311,3 +311,12 @@ func (q quickClaim) Claim(ctx context.Context, id, holder string) (conversation.
 	}
 	return l, err
 }
+
+// RecordStatus implements session.StatusRecorder by the wrapped store's,
+// so that a wake's run records its status as any other.
+func (q quickClaim) RecordStatus(ctx context.Context, id, agentName, status string) error {
+	if rec, ok := q.Store.(session.StatusRecorder); ok {
+		return rec.RecordStatus(ctx, id, agentName, status)
+	}
+	return nil
+}

@@ -2,20 +2,20 @@ package serve
 
 import (
 	"context"
-	"log/slog"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/offload-dev/offload/pkg/natsjs/convstore"
+	"github.com/offload-dev/offload/pkg/session"
 )
 
-// The statuses of a conversation (SPEC §11).
+// The statuses of a conversation (SPEC §11), as the session records them.
 const (
-	StatusRunning  = "running"
-	StatusPaused   = "paused"
-	StatusFinished = "finished"
-	StatusFailed   = "failed"
+	StatusRunning  = session.StatusRunning
+	StatusPaused   = session.StatusPaused
+	StatusFinished = session.StatusFinished
+	StatusFailed   = session.StatusFailed
 )
 
 // Statuses are the statuses, in the order of SPEC §11.
@@ -23,7 +23,6 @@ var Statuses = []string{StatusRunning, StatusPaused, StatusFinished, StatusFaile
 
 // statusIndex is a store that keeps the status index (convstore.Store).
 type statusIndex interface {
-	SetStatus(ctx context.Context, st convstore.Status) error
 	GetStatus(ctx context.Context, id string) (*convstore.Status, error)
 	Statuses(ctx context.Context, fn func(convstore.Status) error) error
 }
@@ -34,29 +33,30 @@ func (s *Service) index() statusIndex {
 	return si
 }
 
-// setStatus records conversation id's status in the index, as the lease
-// holder; a failure is logged (the index is repaired by the next run's).
-func (s *Service) setStatus(id, agentName, status string) {
-	si := s.index()
-	if si == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), 5*time.Second)
-	defer cancel()
-	if err := si.SetStatus(ctx, convstore.Status{ConversationID: id, Agent: agentName, Status: status}); err != nil {
-		s.log.Warn("status not recorded", slog.String("conversation_id", id), slog.String("status", status), slog.Any("error", err))
-	}
-}
-
-// List calls fn with the status of every conversation agent serve has
-// run (the status index: none loaded, none kept), of status only when
-// status is set.
+// List calls fn with the status of every conversation in the status
+// index (every stored conversation run since the index existed, or
+// backfilled by agent provision: none loaded, none kept), of status only
+// when status is set. An entry that says running while no process holds
+// the conversation's lease (its holder was killed, or its end's write
+// was lost) reads as paused: no run of it is live, and it waits for a
+// replica or agent resume to continue it. Only running entries cost a
+// lease read.
 func (s *Service) List(ctx context.Context, status string, fn func(convstore.Status) error) error {
 	si := s.index()
 	if si == nil {
 		return nil
 	}
+	sr, _ := s.cfg.Session.Store.(summaryReader)
 	return si.Statuses(ctx, func(st convstore.Status) error {
+		if st.Status == StatusRunning && sr != nil {
+			held, err := sr.Held(ctx, st.ConversationID)
+			if err != nil {
+				return err
+			}
+			if !held {
+				st.Status = StatusPaused
+			}
+		}
 		if status != "" && st.Status != status {
 			return nil
 		}
@@ -69,7 +69,7 @@ func (s *Service) List(ctx context.Context, status string, fn func(convstore.Sta
 // scrape, true across replicas, no conversation kept in memory.
 func (s *Service) ConversationsCollector() prometheus.Collector {
 	return &conversationsCollector{s: s, desc: prometheus.NewDesc("offload_conversations",
-		"Conversations agent serve has run, by status (running, paused, finished, failed), from the store.", []string{"status"}, nil)}
+		"Stored conversations, by status (running, paused, finished, failed), from the store.", []string{"status"}, nil)}
 }
 
 // scrapeTimeout bounds a scrape's count of the status index.

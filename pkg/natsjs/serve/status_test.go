@@ -50,7 +50,7 @@ func TestConversationStatuses(t *testing.T) {
 		t.Errorf("view of the failed conversation: %d %v", code, v)
 	}
 	gauge := func(running, paused, finished, failed int) string {
-		return `# HELP offload_conversations Conversations agent serve has run, by status (running, paused, finished, failed), from the store.
+		return `# HELP offload_conversations Stored conversations, by status (running, paused, finished, failed), from the store.
 # TYPE offload_conversations gauge
 offload_conversations{status="failed"} ` + strconv.Itoa(failed) + `
 offload_conversations{status="finished"} ` + strconv.Itoa(finished) + `

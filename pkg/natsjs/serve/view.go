@@ -17,8 +17,8 @@ type Conversation struct {
 	Agent string `json:"agent"`
 	// Status is "paused" (calls pending), "failed" (its last run ended
 	// with an error), "finished" (its history ends with the model's
-	// answer) or "running" (a run of it is live, or its history waits for
-	// the model or a tool).
+	// answer), "running" (a run of it is live) or "paused" also when its
+	// history waits for the model or a tool but no process holds it.
 	Status string `json:"status"`
 	// Pending are the calls it waits for, nothing arrived for them yet.
 	Pending []deferred.PendingTask `json:"pending"`
@@ -56,12 +56,27 @@ func (s *Service) Get(ctx context.Context, id string) (*Conversation, error) {
 		c.Status = StatusFailed
 	case ended(st.History):
 		c.Status = StatusFinished
-	default:
-		// Its history waits for the model or a tool: a run of it is live
-		// on some replica, or about to be.
+	case s.heldElsewhere(ctx, id):
+		// Its history waits for the model or a tool, and a run of it is
+		// live on some replica.
 		c.Status = StatusRunning
+	default:
+		// Its history waits for the model or a tool, and no process holds
+		// it (its holder was killed): as the list says, paused.
+		c.Status = StatusPaused
 	}
 	return c, nil
+}
+
+// heldElsewhere reports whether a process holds conversation id's lease
+// (true when the store cannot tell).
+func (s *Service) heldElsewhere(ctx context.Context, id string) bool {
+	sr, ok := s.cfg.Session.Store.(summaryReader)
+	if !ok {
+		return true
+	}
+	held, err := sr.Held(ctx, id)
+	return err != nil || held
 }
 
 // failed reports whether the status index says conversation id's last

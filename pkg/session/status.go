@@ -1,0 +1,90 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/conversation"
+)
+
+// The statuses of a conversation in the status index (SPEC §11).
+const (
+	StatusRunning  = "running"
+	StatusPaused   = "paused"
+	StatusFinished = "finished"
+	StatusFailed   = "failed"
+)
+
+// StatusRecorder is a store that keeps the status index of its
+// conversations (convstore.Store): what `agent serve` lists and counts
+// without loading a history. [Session.Run] records a conversation's
+// status there while it holds the lease, whoever runs it (agent run,
+// agent resume, agent serve): running at its start, its outcome at its
+// end.
+type StatusRecorder interface {
+	RecordStatus(ctx context.Context, id, agent, status string) error
+}
+
+// statusTimeout bounds a write of the status index.
+const statusTimeout = 5 * time.Second
+
+// recordStatus writes the conversation's status in the store's index,
+// when the store keeps one; a failure is logged (the next run's write
+// repairs it).
+func (s *Session) recordStatus(status string) {
+	rec, ok := s.cfg.Store.(StatusRecorder)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	name := ""
+	if s.st.Agent != nil {
+		name = s.st.Agent.Name
+	}
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
+	defer cancel()
+	if err := rec.RecordStatus(ctx, s.ID(), name, status); err != nil {
+		s.log.Warn("status not recorded", slog.String("status", status), slog.Any("error", err))
+	}
+}
+
+// recordRunning writes the running status beside the run, off the path
+// to its first model request; the returned channel is closed once it is
+// written, and the run's end waits for it so that its outcome is the
+// last write.
+func (s *Session) recordRunning() <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.recordStatus(StatusRunning)
+	}()
+	return done
+}
+
+// StatusOf is the status of a conversation whose run returned res and
+// err: failed on an error, paused while calls are pending or the run was
+// suspended, finished otherwise.
+func StatusOf(res *agent.Result, err error) string {
+	switch {
+	case err != nil:
+		return StatusFailed
+	case res != nil && res.Paused():
+		return StatusPaused
+	default:
+		return StatusFinished
+	}
+}
+
+// recordEnd writes the status of the run's end, while the lease is still
+// held (no later run's status is replaced); nothing when the lease was
+// lost: another process may run the conversation now.
+func (s *Session) recordEnd(res *agent.Result, err error) {
+	if errors.Is(err, conversation.ErrLeaseLost) {
+		return
+	}
+	s.recordStatus(StatusOf(res, err))
+}
