@@ -56,6 +56,26 @@ func (s *Store) Held(ctx context.Context, id string) (bool, error) {
 	return json.Unmarshal(e.Value(), &cur) == nil && time.Now().Before(cur.ExpiresAt), nil
 }
 
+// LeaseExpiry returns when conversation id's lease lapses unless its
+// holder renews it; the zero time when no process holds it.
+func (s *Store) LeaseExpiry(ctx context.Context, id string) (time.Time, error) {
+	if err := checkConvID(id); err != nil {
+		return time.Time{}, err
+	}
+	e, err := s.kv.Get(ctx, leaseKeyPre+id)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return time.Time{}, nil
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("natsjs: lease of %s: %w", id, err)
+	}
+	var cur leaseValue
+	if json.Unmarshal(e.Value(), &cur) != nil || !time.Now().Before(cur.ExpiresAt) {
+		return time.Time{}, nil
+	}
+	return cur.ExpiresAt, nil
+}
+
 // Arrived returns the tasks of sum for which a message is stored on the
 // task's own subject: a decision (approval), an answer (external call)
 // or a worker's result (background task), by a direct get of the
@@ -64,21 +84,29 @@ func (s *Store) Held(ctx context.Context, id string) (bool, error) {
 // another attempt's result): Arrived says what is worth a claim, the
 // run's [Inbox.Collect] what arrived.
 func (in *Inbox) Arrived(ctx context.Context, sum *conversation.Summary) (map[string]bool, error) {
+	return in.ArrivedAfter(ctx, sum, conversation.Checkpoint{})
+}
+
+// ArrivedAfter is [Inbox.Arrived] for the messages stored past cp only
+// (a task's last message at a sequence of its stream beyond cp's): what
+// arrived after the run that read up to cp, which the lease holder
+// checks once it let go of the conversation.
+func (in *Inbox) ArrivedAfter(ctx context.Context, sum *conversation.Summary, cp conversation.Checkpoint) (map[string]bool, error) {
 	nc := in.cfg.JetStream.Conn()
 	out := map[string]bool{}
 	for _, t := range sum.Tasks {
-		stream, subject := in.names.Results, in.subj.Result(sum.ConversationID, t.TaskID, t.Tool)
+		stream, subject, after := in.names.Results, in.subj.Result(sum.ConversationID, t.TaskID, t.Tool), cp.Results
 		switch t.Kind {
 		case deferred.KindApproval:
-			stream, subject = in.names.Decisions, in.subj.Decision(sum.ConversationID, t.TaskID)
+			stream, subject, after = in.names.Decisions, in.subj.Decision(sum.ConversationID, t.TaskID), cp.Decisions
 		case deferred.KindExternal:
-			stream, subject = in.names.Answers, in.subj.Answer(sum.ConversationID, t.TaskID)
+			stream, subject, after = in.names.Answers, in.subj.Answer(sum.ConversationID, t.TaskID), cp.Answers
 		}
 		m, err := in.get(ctx, nc, stream, subject, 0, false)
 		if err != nil {
 			return nil, err
 		}
-		if m != nil {
+		if m != nil && m.seq > after {
 			out[t.TaskID] = true
 		}
 	}

@@ -139,8 +139,30 @@ func (b *bundle) replica(t *testing.T, holder string, names ...string) *replica 
 // replicaLog is replica with the service's logs going to log.
 func (b *bundle) replicaLog(t *testing.T, holder string, log *slog.Logger, names ...string) *replica {
 	t.Helper()
+	return b.replicaWith(t, holder, replicaOpts{log: log}, names...)
+}
+
+// replicaOpts are what a test changes of a replica: its logger, its
+// leases' TTL (leaseTTL when zero), and its service's configuration.
+type replicaOpts struct {
+	log      *slog.Logger
+	leaseTTL time.Duration
+	config   func(*serve.Config)
+}
+
+// replicaWith is replica with opts.
+func (b *bundle) replicaWith(t *testing.T, holder string, opts replicaOpts, names ...string) *replica {
+	t.Helper()
 	if len(names) == 0 {
 		names = []string{"ops"}
+	}
+	log := opts.log
+	if log == nil {
+		log = jstest.Logger()
+	}
+	ttl := opts.leaseTTL
+	if ttl == 0 {
+		ttl = leaseTTL
 	}
 	js := b.srv.JetStream(t)
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
@@ -150,7 +172,7 @@ func (b *bundle) replicaLog(t *testing.T, holder string, log *slog.Logger, names
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := convstore.New(ctx, convstore.Config{JetStream: js, Provision: prov, Logger: jstest.Logger(), LeaseTTL: leaseTTL})
+	store, err := convstore.New(ctx, convstore.Config{JetStream: js, Provision: prov, Logger: jstest.Logger(), LeaseTTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,9 +181,13 @@ func (b *bundle) replicaLog(t *testing.T, holder string, log *slog.Logger, names
 		agents = append(agents, serve.Agent{Name: n, Digest: "sha256:test", Agent: b.agent(t)})
 	}
 	m := metrics.NewServe(nil)
-	svc, err := serve.New(serve.Config{JetStream: js, Provision: prov, Agents: agents, Holder: holder, Logger: log, Metrics: m,
+	cfg := serve.Config{JetStream: js, Provision: prov, Agents: agents, Holder: holder, Logger: log, Metrics: m,
 		RetryDelay: 100 * time.Millisecond, MissingDelay: 200 * time.Millisecond,
-		Session: session.Config{Store: store, Inbox: convs.Inbox, Announcer: convs.Announcer}})
+		Session: session.Config{Store: store, Inbox: convs.Inbox, Announcer: convs.Announcer}}
+	if opts.config != nil {
+		opts.config(&cfg)
+	}
+	svc, err := serve.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -134,11 +134,6 @@ func (s *Service) launch(sess *session.Session, a Agent, prompt string, opts *ag
 	go func() {
 		defer s.wg.Done()
 		defer close(r.done)
-		defer func() {
-			s.mu.Lock()
-			delete(s.runs, r.ConversationID)
-			s.mu.Unlock()
-		}()
 		defer cancel(nil)
 		// The session records the status index's running and outcome
 		// while it holds the lease (session.Run).
@@ -147,6 +142,14 @@ func (s *Service) launch(sess *session.Session, a Agent, prompt string, opts *ag
 			err = fmt.Errorf("%w: %w", cause, err) // what interrupted it, in its final event
 		}
 		r.final = finalOf(r, res, err)
+		// No longer live here before the release: a wake of the
+		// re-check's marker on this replica claims it (the lease tells
+		// the others).
+		s.mu.Lock()
+		if s.runs[r.ConversationID] == r {
+			delete(s.runs, r.ConversationID)
+		}
+		s.mu.Unlock()
 		s.closeSession(sess)
 		s.log.Info("run ended", slog.String("conversation_id", r.ConversationID), slog.String("status", r.final.Status))
 		if err == nil && res.Suspended {
@@ -162,17 +165,20 @@ func (s *Service) launch(sess *session.Session, a Agent, prompt string, opts *ag
 // closeSession ends this replica's hold on sess's conversation: it stops
 // reading the conversation's results (Config.Unfollow), then releases
 // the lease; in that order, so that no other run of it (here or
-// elsewhere) has begun reading them meanwhile.
+// elsewhere) has begun reading them meanwhile. Then it re-checks what
+// arrived past the session's reads (recheck).
 func (s *Service) closeSession(sess *session.Session) {
 	if s.cfg.Unfollow != nil {
 		s.cfg.Unfollow(sess.ID())
 	}
 	sess.Close()
+	s.recheck(sess)
 }
 
 // handOver publishes the wake marker of conversation id, suspended by
-// Close, so that another replica continues it (now, or when one starts)
-// whether or not anything is pending; its lease is released already.
+// Close or completed by what arrived while its run ended (recheck), so
+// that a replica continues it (now, or when one starts) whether or not
+// anything is pending; its lease is released already.
 func (s *Service) handOver(id string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), 5*time.Second)
 	defer cancel()

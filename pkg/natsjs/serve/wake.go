@@ -58,8 +58,9 @@ func (s *Service) onWake(m jetstream.Msg) {
 		return
 	}
 	var stored time.Time
+	delivered := uint64(1)
 	if meta, err := m.Metadata(); err == nil {
-		stored = meta.Timestamp
+		stored, delivered = meta.Timestamp, meta.NumDelivered
 	}
 	go func() {
 		defer s.wg.Done()
@@ -70,7 +71,9 @@ func (s *Service) onWake(m jetstream.Msg) {
 			s.log.Warn("wake failed; delivered again later", slog.String("conversation_id", conv), slog.Any("error", err))
 			_ = m.NakWithDelay(s.cfg.RetryDelay)
 		case out == WakeHeld:
-			_ = m.NakWithDelay(s.cfg.RetryDelay)
+			delay := s.heldDelay(conv, delivered)
+			s.log.Debug("wake: the conversation is held; delivered again later", slog.String("conversation_id", conv), slog.Duration("delay", delay))
+			_ = m.NakWithDelay(delay)
 		case out == WakeMissingAgent:
 			_ = m.NakWithDelay(s.cfg.MissingDelay)
 		default:
