@@ -105,8 +105,13 @@ func (s *Session) Continue(ctx context.Context, co ContinueOptions) (*agent.RunO
 			return nil, &GivenError{Index: i, Given: g, Err: err}
 		}
 	}
-	if err := s.Save(ctx); err != nil {
-		return nil, err
+	// What Collect read is saved already: a second save only for the
+	// answers given by hand (a wake gives none: one save before its
+	// continuation's first model request, the wake latency).
+	if len(co.Given) > 0 {
+		if err := s.Save(ctx); err != nil {
+			return nil, err
+		}
 	}
 	if co.Wait > 0 && len(s.Unresolved(deferred.KindApproval, deferred.KindExternal)) > 0 {
 		if err := s.AwaitArrivals(ctx, co.Wait, co.Suspend); err != nil {
