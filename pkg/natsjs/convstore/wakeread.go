@@ -70,8 +70,11 @@ func (s *Store) LeaseExpiry(ctx context.Context, id string) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("natsjs: lease of %s: %w", id, err)
 	}
 	var cur leaseValue
-	if json.Unmarshal(e.Value(), &cur) != nil || !time.Now().Before(cur.ExpiresAt) {
-		return time.Time{}, nil
+	if err := json.Unmarshal(e.Value(), &cur); err != nil {
+		return time.Time{}, fmt.Errorf("natsjs: lease of %s: %w", id, err)
+	}
+	if !time.Now().Before(cur.ExpiresAt) {
+		return time.Time{}, nil // lapsed
 	}
 	return cur.ExpiresAt, nil
 }
