@@ -233,8 +233,9 @@ func TestServeE2E(t *testing.T) {
 }
 
 // SIGKILL of the replica holding a conversation whose background task
-// runs: once the lease lapses (15 s), the other replica continues it when
-// the task's result arrives, with the result.
+// runs: once the lease lapses (15 s), the list says it paused, and the
+// other replica continues it when the task's result arrives, with the
+// result.
 func TestServeE2EKilledReplica(t *testing.T) {
 	w := newServeWorld(t)
 	r1, url1 := w.replica(t)
@@ -253,6 +254,15 @@ func TestServeE2EKilledReplica(t *testing.T) {
 	offloadtest.EventuallyWithin(t, offloadtest.Wait, "the second model request", func() bool { return len(w.model.Requests()) >= 2 })
 	r1.Kill()
 	offloadtest.WaitOrTimeout(t, r1.Done(), "the replica killed")
+	// Its index entry says running; once the lease lapsed (no signal of
+	// it: polled), the list says paused.
+	offloadtest.EventuallyWithin(t, 30*time.Second, "the killed run listed paused", func() error {
+		code, list := api(t, "GET", url2+"/v1/conversations?status=paused", serveViewer, "")
+		if convs, _ := list["conversations"].([]any); code != 200 || len(convs) != 1 {
+			return fmt.Errorf("%d %v", code, list)
+		}
+		return nil
+	})
 	w.tools.open()
 	view := awaitFinishedWithin(t, 45*time.Second, url2, conv)
 	if out, _ := view["output"].(string); !strings.Contains(out, "found tides") {
