@@ -17,7 +17,7 @@
 //   - overlap: 20 background calls of 500 ms on 20 worker slots through the
 //     agent loop, against the ideal (500 ms plus the model's time);
 //   - the cost of tracing: offload inline traced (sampler 1.0, exported
-//     over OTLP/HTTP to a receiver in this process) against untraced,
+//     over OTLP/HTTP to a receiver in a child process) against untraced,
 //     round trip and throughput (tracing.go);
 //   - the agent's memory per pending background call at 10 000 pending,
 //     and the dispatcher's memory per finished call it remembers;
