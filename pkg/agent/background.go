@@ -138,6 +138,9 @@ type BackgroundConfig struct {
 	// Logger receives the messages of unexpected failures (the model sees
 	// only their type). Nil means the agent's logger.
 	Logger *slog.Logger
+	// NonBlocking, when set, makes the approval-gated and external calls
+	// it chooses non-blocking (SPEC §12): see [NonBlockingConfig].
+	NonBlocking *NonBlockingConfig
 }
 
 // backgroundTools is the capability of [BackgroundTools].
@@ -145,6 +148,7 @@ type backgroundTools struct {
 	sel  Selector
 	exec Executor
 	log  *slog.Logger
+	nb   *NonBlockingConfig
 }
 
 // BackgroundTools returns a capability that runs the chosen tool calls in
@@ -167,7 +171,15 @@ func BackgroundTools(cfg BackgroundConfig) Capability {
 	if cfg.Executor == nil {
 		cfg.Executor = InProcessExecutor{}
 	}
-	return &backgroundTools{sel: cfg.Tools, exec: cfg.Executor, log: cfg.Logger}
+	var nb *NonBlockingConfig
+	if cfg.NonBlocking != nil && cfg.NonBlocking.Waiter != nil {
+		c := *cfg.NonBlocking
+		if c.Tools.match == nil {
+			c.Tools = NonBlockingSelector
+		}
+		nb = &c
+	}
+	return &backgroundTools{sel: cfg.Tools, exec: cfg.Executor, log: cfg.Logger, nb: nb}
 }
 
 // bgMode is how a tool runs under BackgroundTools.
@@ -338,7 +350,7 @@ func (b *backgroundTools) BeforeModelRequest(ctx context.Context, _ *RunInfo, re
 	if br == nil {
 		return nil
 	}
-	parts, err := br.deliver()
+	parts, err := br.deliver(ctx)
 	if err == nil && len(parts) == 0 && len(req.Parts) == 0 && br.liveCount() > 0 {
 		// A resumed run with nothing new for the model yet (its tasks
 		// still run): wait for the first outcome instead of asking the

@@ -78,8 +78,14 @@ type bgTask struct {
 	// execute_tool span), the parent of its injected result's span;
 	// invalid when the run is not traced or the task was adopted.
 	span trace.SpanContext
+	// meta is the deferral's metadata of a non-blocking deferred call.
+	meta map[string]any
 
 	// Set under bgRun.mu.
+	// wait is KindApproval or KindExternal while the task is a
+	// non-blocking deferred call waiting for its decision or answer
+	// (nonblocking.go); empty once it runs, and for every other task.
+	wait      deferred.Kind
 	cancelled bool // cancelled by the run: its outcome is dropped
 	// detached is set when the run ends paused and the task runs on: what
 	// its Done then reports is not its outcome (a resume delivers that),
@@ -206,6 +212,17 @@ func (br *bgRun) isClosed() bool {
 // track makes t, whose task has started, one of the run's live tasks and
 // returns its acknowledgement.
 func (br *bgRun) track(t *bgTask) (any, error) {
+	if err := br.add(t, true); err != nil {
+		return nil, err
+	}
+	return "Tool '" + t.call.Call.ToolName + "' is running in the background as task " + t.id + ". Its result will arrive later as a follow-up message; continue with other work meanwhile.", nil
+}
+
+// add makes t, whose task has started, one of the run's live tasks (it may
+// be one already: a non-blocking call that starts running once approved),
+// watched for its outcome; started emits its background_task_started
+// event.
+func (br *bgRun) add(t *bgTask, started bool) error {
 	call := t.call
 	br.mu.Lock()
 	if br.closed {
@@ -213,9 +230,11 @@ func (br *bgRun) track(t *bgTask) (any, error) {
 		br.mu.Unlock()
 		t.task.Cancel("run ended")
 		<-t.task.Done()
-		return nil, ErrRunCancelled
+		return ErrRunCancelled
 	}
-	br.live = append(br.live, t)
+	if !slices.Contains(br.live, t) {
+		br.live = append(br.live, t)
+	}
 	// Only an observed run needs a task's finished event when it finishes
 	// rather than when the loop takes its outcome.
 	lazy := br.r.opts.OnEvent == nil && br.running == 0
@@ -231,18 +250,25 @@ func (br *bgRun) track(t *bgTask) (any, error) {
 		br.wg.Add(1)
 	}
 	br.mu.Unlock()
-	br.info.Emit(Event{Type: EventBackgroundTaskStarted, TaskID: t.id, Tool: call.Call.ToolName, ToolCallID: call.Call.ToolCallID})
+	if started {
+		br.info.Emit(Event{Type: EventBackgroundTaskStarted, TaskID: t.id, Tool: call.Call.ToolName, ToolCallID: call.Call.ToolCallID})
+	}
 	if prev != nil {
 		go br.watch(prev)
 	}
 	if !lazy {
 		go br.watch(t)
 	}
-	return "Tool '" + call.Call.ToolName + "' is running in the background as task " + t.id + ". Its result will arrive later as a follow-up message; continue with other work meanwhile.", nil
+	return nil
 }
 
 // pending is t as a pending task of the conversation.
+// Called with bgRun.mu held, or once no other goroutine has t.
 func (t *bgTask) pending() deferred.PendingTask {
+	if t.wait != "" {
+		return deferred.PendingTask{TaskID: t.id, Kind: t.wait, Tool: t.call.Call.ToolName, ToolCallID: t.call.Call.ToolCallID,
+			Args: t.call.Args, Metadata: tool.DeepCopy(t.meta), Attempt: t.attempt, NonBlocking: true}
+	}
 	return deferred.PendingTask{TaskID: t.id, Kind: deferred.KindBackground, Tool: t.call.Call.ToolName, ToolCallID: t.call.Call.ToolCallID,
 		Args: t.call.Args, Attempt: t.attempt, StartedAt: t.started, Deadline: t.deadline}
 }
@@ -266,6 +292,9 @@ func (br *bgRun) adopt(ctx context.Context, tasks []AdoptedTask) error {
 		pt := a.Task
 		call := &ToolCall{Call: message.ToolCall{ToolName: pt.Tool, ToolCallID: pt.ToolCallID, Args: string(pt.Args)}, Args: pt.Args, TaskID: pt.TaskID}
 		t := &bgTask{id: pt.TaskID, attempt: pt.Attempt, deadline: pt.Deadline, call: call, started: pt.StartedAt}
+		if pt.NonBlocking && !pt.Background() {
+			t.wait, t.meta = pt.Kind, tool.DeepCopy(pt.Metadata)
+		}
 		br.info.ReserveToolCalls(1)
 		if a.Done {
 			t.val, t.err, t.finished = a.Value, a.Err, true
@@ -275,13 +304,28 @@ func (br *bgRun) adopt(ctx context.Context, tasks []AdoptedTask) error {
 			br.mu.Unlock()
 			continue
 		}
-		at, ok := br.owner.exec.(Attacher)
-		if !ok {
-			return fmt.Errorf("agent: background task %s of tool %s is still running, but the executor cannot attach to it", pt.TaskID, pt.Tool)
-		}
-		task, err := at.Attach(ctx, br.info, pt)
-		if err != nil {
-			return fmt.Errorf("agent: attach background task %s: %w", pt.TaskID, err)
+		var task BackgroundTask
+		if t.wait != "" {
+			// Still waiting for its decision or answer: this run watches.
+			w := br.anyWaiter()
+			if w == nil {
+				return fmt.Errorf("agent: task %s of tool %s waits for a decision, but the run has no waiter for non-blocking calls", pt.TaskID, pt.Tool)
+			}
+			wt, err := w.Wait(ctx, br.info, pt)
+			if err != nil {
+				return fmt.Errorf("agent: wait for the outcome of task %s: %w", pt.TaskID, err)
+			}
+			task = wt
+		} else {
+			at, ok := br.owner.exec.(Attacher)
+			if !ok {
+				return fmt.Errorf("agent: background task %s of tool %s is still running, but the executor cannot attach to it", pt.TaskID, pt.Tool)
+			}
+			at2, err := at.Attach(ctx, br.info, pt)
+			if err != nil {
+				return fmt.Errorf("agent: attach background task %s: %w", pt.TaskID, err)
+			}
+			task = at2
 		}
 		t.task = task
 		br.mu.Lock()
@@ -330,11 +374,20 @@ func (br *bgRun) finish(t *bgTask) {
 	val, err := t.task.Outcome()
 	br.mu.Lock()
 	t.val, t.err, t.doneAt = val, err, time.Now()
-	cancelled := t.cancelled
+	cancelled, wait := t.cancelled, t.wait
 	if !cancelled && !br.closed {
 		br.arrived = append(br.arrived, t)
 	}
 	br.mu.Unlock()
+	if wait != "" {
+		// A decision or an answer: its deferred_tool_results event is
+		// emitted when it is applied (deliver).
+		select {
+		case br.arrival <- struct{}{}:
+		default:
+		}
+		return
+	}
 	status := "completed"
 	var tc *tool.TaskCancelled
 	switch {
@@ -386,11 +439,28 @@ func (br *bgRun) liveCount() int {
 // deliver turns the outcomes that arrived into follow-up parts, in
 // completion order. A fatal outcome (retries exhausted, the tool's own
 // cancellation) ends the run.
-func (br *bgRun) deliver() ([]message.Part, error) {
+func (br *bgRun) deliver(ctx context.Context) ([]message.Part, error) {
 	br.takeUnwatched()
 	br.mu.Lock()
-	arrived := br.arrived
+	all := br.arrived
 	br.arrived = nil
+	br.mu.Unlock()
+	// A decision that approves a non-blocking call starts it: the task
+	// stays live, and its result is delivered later.
+	arrived := all[:0:0]
+	for _, t := range all {
+		if t.wait != "" && t.err == nil {
+			running, err := br.decided(ctx, t)
+			if err != nil {
+				return nil, err
+			}
+			if running {
+				continue
+			}
+		}
+		arrived = append(arrived, t)
+	}
+	br.mu.Lock()
 	for _, t := range arrived {
 		for i, l := range br.live {
 			if l == t {
@@ -408,7 +478,13 @@ func (br *bgRun) deliver() ([]message.Part, error) {
 func (br *bgRun) followUps(tasks []*bgTask) ([]message.Part, error) {
 	var parts []message.Part
 	for _, t := range tasks {
-		p, err := br.followUp(t)
+		var p message.Part
+		var err error
+		if t.wait != "" {
+			p, err = br.waitFollowUp(t)
+		} else {
+			p, err = br.followUp(t)
+		}
 		br.r.resultSpan(t, err)
 		if err != nil {
 			return parts, err
@@ -439,9 +515,14 @@ func (br *bgRun) takeUnwatched() {
 // (those redirect the run at once), waits for the next outcome.
 func (br *bgRun) awaitOutcome(ctx context.Context) ([]message.Part, error) {
 	for {
-		parts, err := br.deliver()
+		parts, err := br.deliver(ctx)
 		if err != nil || len(parts) > 0 || br.liveCount() == 0 || br.r.hasQueued() {
 			return parts, err
+		}
+		if br.r.allowDeferred && br.onlyWaiting() {
+			// Only decisions or answers are awaited: a run that may pause
+			// does, and a later run continues when one arrives.
+			return nil, errWaitPause
 		}
 		// With one task running, the wait takes its outcome itself rather
 		// than through its watcher.
@@ -630,8 +711,8 @@ func (br *bgRun) end(res *Result, err error) (*Result, error) {
 	release := len(cancelled)
 	if !paused {
 		for _, t := range arrived {
-			if t.err != nil {
-				release++
+			if t.err != nil || t.wait != "" {
+				release++ // failed, or a non-blocking call that never ran
 			}
 		}
 	}
@@ -644,10 +725,21 @@ func (br *bgRun) end(res *Result, err error) (*Result, error) {
 	if !paused {
 		return res, err
 	}
+	// A decision or answer that arrived but was not applied yet stays
+	// pending: the waiter keeps it for the later run (a durable one reads
+	// it again from its stream).
+	var outcomes []*bgTask
+	for _, t := range arrived {
+		if t.wait != "" {
+			kept = append(kept, t.pending())
+			continue
+		}
+		outcomes = append(outcomes, t)
+	}
 	res.Background = append(res.Background, kept...)
 	// Outcomes that arrived before the pause are kept in the history: the
 	// resume sends them with its first request. A fatal one ends the run.
-	parts, ferr := br.followUps(arrived)
+	parts, ferr := br.followUps(outcomes)
 	if ferr != nil {
 		return res, ferr
 	}

@@ -1,0 +1,109 @@
+package agent_test
+
+import (
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/offload-dev/offload/internal/offloadtest"
+	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/llm"
+	"github.com/offload-dev/offload/pkg/message"
+	"github.com/offload-dev/offload/pkg/tool"
+)
+
+// An external call made non-blocking: the model gets the acknowledgement
+// at once, the answer given later is its result as a follow-up, and the
+// events are deferred_tool_requests, then deferred_tool_results when the
+// answer is applied, with no pause between them.
+func TestNonBlockingExternalAnswer(t *testing.T) {
+	t.Parallel()
+	ask := tool.MustNew(tool.Def{Name: "ask_ops", Parameters: []byte(`{"type":"object","properties":{}}`)}, nil)
+	d := agent.NewDecisions()
+	m := model(func(n int, req *llm.Request) *llm.Response {
+		switch {
+		case n == 0:
+			return calls(call("ask_ops", "c1", "{}"))
+		case strings.Contains(lastUserText(req), "completed."):
+			return text("done")
+		}
+		return text("waiting")
+	})
+	var mu sync.Mutex
+	var types []agent.EventType
+	a := newAgentCfg(t, agent.Config{Model: m, Capabilities: []agent.Capability{agent.BackgroundTools(agent.BackgroundConfig{
+		NonBlocking: &agent.NonBlockingConfig{Tools: agent.SelectAll(), Waiter: d}})}}, ask)
+	type ran struct {
+		res *agent.Result
+		err error
+	}
+	out := make(chan ran, 1)
+	go func() {
+		res, err := a.Run(t.Context(), "go", &agent.RunOptions{OnEvent: func(e agent.Event) {
+			mu.Lock()
+			types = append(types, e.Type)
+			mu.Unlock()
+		}})
+		out <- ran{res, err}
+	}()
+	asked, signal := d.Asked()
+	for len(asked) == 0 {
+		select {
+		case <-signal:
+		case r := <-out:
+			t.Fatalf("the run returned before it waited for the answer: %v", r.err)
+		}
+		asked, signal = d.Asked()
+	}
+	if len(asked) != 1 || asked[0].Tool != "ask_ops" || !asked[0].NonBlocking {
+		t.Fatalf("asked = %+v", asked)
+	}
+	if err := d.Decide(asked[0].TaskID, "42"); err != nil {
+		t.Fatal(err)
+	}
+	r := offloadtest.WaitOrTimeout(t, out, "the run to return")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	ack := returnContent(t, m.requests()[1].Messages[len(m.requests()[1].Messages)-1].Parts[0])
+	wantAck := "Tool 'ask_ops' is waiting for an answer from outside as task " + asked[0].TaskID + ". The outcome will arrive later as a follow-up message; continue with other work meanwhile."
+	if ack != wantAck {
+		t.Errorf("ack = %q, want %q", ack, wantAck)
+	}
+	want := "Background tool 'ask_ops' (task " + asked[0].TaskID + ") completed.\nResult: 42"
+	if got := lastUserText(m.requests()[len(m.requests())-1]); got != want {
+		t.Errorf("follow-up = %q, want %q", got, want)
+	}
+	if err := d.Decide(asked[0].TaskID, "43"); err == nil {
+		t.Error("a second answer was taken")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var order []agent.EventType
+	for _, ty := range types {
+		switch ty {
+		case agent.EventDeferredToolRequests, agent.EventDeferredToolResults, agent.EventFinal:
+			order = append(order, ty)
+		}
+	}
+	wantOrder := []agent.EventType{agent.EventDeferredToolRequests, agent.EventDeferredToolResults, agent.EventFinal}
+	if len(order) != 3 || order[0] != wantOrder[0] || order[1] != wantOrder[1] || order[2] != wantOrder[2] {
+		t.Errorf("events = %v, want %v", order, wantOrder)
+	}
+	if r.res.Usage.ToolCalls != 1 {
+		t.Errorf("tool_calls = %d, want 1 (an answered call counts once)", r.res.Usage.ToolCalls)
+	}
+}
+
+// lastUserText is the first text of the last user prompt of req.
+func lastUserText(req *llm.Request) string {
+	var out string
+	for _, msg := range req.Messages {
+		for _, p := range msg.Parts {
+			if u, ok := p.(message.UserPrompt); ok && len(u.Content) > 0 {
+				out = u.Content[0].Text
+			}
+		}
+	}
+	return out
+}
