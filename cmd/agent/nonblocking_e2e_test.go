@@ -1,0 +1,126 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/offload-dev/offload/pkg/message"
+)
+
+// --approve background end to end (SPEC §12, issue 26): the agent binary
+// with tools served by a worker, decisions published with the real nats
+// CLI.
+
+// A decision published while the run is live is injected without a
+// pause: the model ends its turn while research (a background task)
+// runs, the approval arrives, deploy runs once on the worker, and both
+// results reach the model as follow-ups; the run exits 0.
+func TestNonBlockingDecisionWhileLive(t *testing.T) {
+	t.Parallel()
+	d := newDurable(t)
+	cmd := d.command("run", "--approve", "background",
+		`[{"tool":"deploy","args":{"target":"prod"}},{"tool":"research","args":{"topic":"tides"}}]`)
+	p := startPiped(t, cmd)
+	var conv, task string
+	var types []string
+	last := p.events(t, func(ev map[string]any) {
+		typ, _ := ev["type"].(string)
+		types = append(types, typ)
+		conv, _ = ev["conversation_id"].(string)
+		switch {
+		case typ == "deferred_tool_requests":
+			for _, id := range ev["task_ids"].(map[string]any) {
+				task = id.(string)
+			}
+		case typ == "tool_result" && ev["tool"] == "deploy":
+			// The acknowledgement is the call's result: the decision
+			// comes while the run goes on.
+			if c, _ := ev["content"].(string); !strings.Contains(c, "is waiting for a person's approval as task "+task) {
+				t.Errorf("deploy's result %q, want the acknowledgement", c)
+			}
+			if got := d.tools.deployed(); len(got) != 0 {
+				t.Errorf("deploy ran before its decision: %v", got)
+			}
+			d.pub("tools.decision."+conv+"."+task, `{"approved":true,"by":"ann"}`)
+		case typ == "background_task_finished" && ev["tool"] == "deploy":
+			d.tools.open() // research finishes after deploy's result
+		}
+	})
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("run: %v, last %v\n%s", err, last, p.stderr.String())
+	}
+	if last["status"] != "finished" || !strings.HasPrefix(last["output"].(string), "seen user:Background tool 'research'") {
+		t.Errorf("final %v", last)
+	}
+	if got := d.tools.deployed(); len(got) != 1 || got[0] != "prod" {
+		t.Errorf("deployed %v, want [prod] once", got)
+	}
+	results := 0
+	for _, typ := range types {
+		if typ == "deferred_tool_results" {
+			results++
+		}
+	}
+	if results != 1 {
+		t.Errorf("deferred_tool_results events: %d, want 1 (%v)", results, types)
+	}
+	st := d.state(conv)
+	found := false
+	for _, m := range st.History {
+		for _, part := range m.Parts {
+			if u, ok := part.(message.UserPrompt); ok && len(u.Content) > 0 && u.Content[0].Text == "Background tool 'deploy' (task "+task+") completed.\nResult: deployed prod" {
+				found = true
+			}
+		}
+	}
+	if !found {
+		t.Errorf("the stored history lacks deploy's follow-up")
+	}
+}
+
+// The model ends its turn with only the approval pending: the run pauses
+// (exit 3) with it in the pending record, marked non-blocking; the
+// decision published then is applied by agent resume: deploy runs once
+// and its result reaches the model as a follow-up. A denial reaches it
+// with its own text.
+func TestNonBlockingDecisionAfterPause(t *testing.T) {
+	t.Parallel()
+	d := newDurable(t)
+	r := d.agent("run", "--approve", "background", deployProd)
+	if r.code != exitPaused || r.final["status"] != "paused" {
+		t.Fatalf("run should pause: %v", r)
+	}
+	conv := r.conv()
+	task := only(t, r.pending(), "approval deploy")
+	list, _ := r.final["pending"].([]any)
+	if nb, _ := list[0].(map[string]any)["nonblocking"].(bool); !nb {
+		t.Errorf("pending %v, want nonblocking", list)
+	}
+	if out := r.final["output"]; out != "" && out != nil {
+		t.Errorf("output %v", out)
+	}
+	if got := d.tools.deployed(); len(got) != 0 {
+		t.Fatalf("deploy ran before its decision: %v", got)
+	}
+	// Resumed before a decision: still paused, nothing ran.
+	if again := d.agent("resume", "--conversation", conv); again.code != exitPaused {
+		t.Fatalf("resume without a decision: %v", again)
+	}
+	d.pub("tools.decision."+conv+"."+task, `{"approved":true}`)
+	done := d.agent("resume", "--conversation", conv)
+	want := "seen user:Background tool 'deploy' (task " + task + ") completed.\nResult: deployed prod"
+	if done.code != 0 || done.final["output"] != want {
+		t.Fatalf("resume: %v\nwant output %q", done, want)
+	}
+	if got := d.tools.deployed(); len(got) != 1 {
+		t.Errorf("deployed %v, want once", got)
+	}
+
+	r = d.agent("run", "--approve", "background", deployProd)
+	conv, task = r.conv(), only(t, r.pending(), "approval deploy")
+	d.pub("tools.decision."+conv+"."+task, `{"approved":false,"message":"freeze"}`)
+	denied := d.agent("resume", "--conversation", conv)
+	if want := "seen user:Tool 'deploy' (task " + task + ") was denied: freeze"; denied.code != 0 || denied.final["output"] != want {
+		t.Fatalf("denied: %v\nwant output %q", denied, want)
+	}
+}
