@@ -1,9 +1,12 @@
 package main
 
 import (
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/message"
 )
 
@@ -81,8 +84,8 @@ func TestNonBlockingDecisionWhileLive(t *testing.T) {
 // The model ends its turn with only the approval pending: the run pauses
 // (exit 3) with it in the pending record, marked non-blocking; the
 // decision published then is applied by agent resume: deploy runs once
-// and its result reaches the model as a follow-up. A denial reaches it
-// with its own text.
+// and its result reaches the model as a follow-up. A denial and an
+// expiry reach it each with its own text.
 func TestNonBlockingDecisionAfterPause(t *testing.T) {
 	t.Parallel()
 	d := newDurable(t)
@@ -122,5 +125,53 @@ func TestNonBlockingDecisionAfterPause(t *testing.T) {
 	denied := d.agent("resume", "--conversation", conv)
 	if want := "seen user:Tool 'deploy' (task " + task + ") was denied: freeze"; denied.code != 0 || denied.final["output"] != want {
 		t.Fatalf("denied: %v\nwant output %q", denied, want)
+	}
+
+	// The expiry's decision (SPEC §12, as issue 27's scheduled message
+	// writes it) is told as such, never as a person's denial.
+	r = d.agent("run", "--approve", "background", deployProd)
+	conv, task = r.conv(), only(t, r.pending(), "approval deploy")
+	d.pub("tools.decision."+conv+"."+task, `{"approved":false,"by":"timeout","reason":"expired","message":"nobody answered within 1h"}`)
+	expired := d.agent("resume", "--conversation", conv)
+	if want := "seen user:Tool 'deploy' (task " + task + ") was not approved in time: nobody answered within 1h"; expired.code != 0 || expired.final["output"] != want {
+		t.Fatalf("expired: %v\nwant output %q", expired, want)
+	}
+	if got := d.tools.deployed(); len(got) != 1 {
+		t.Errorf("deployed %v, want once (the first approval's)", got)
+	}
+}
+
+// The live view (human mode, stderr) shows the non-blocking call's `?`
+// line, then its `!` line once the decision published meanwhile is
+// applied, with no pause between them; the run exits 0.
+func TestNonBlockingLiveView(t *testing.T) {
+	t.Parallel()
+	d := newDurable(t)
+	cmd := d.command("run", "--approve", "background",
+		`[{"tool":"deploy","args":{"target":"prod"}},{"tool":"research","args":{"topic":"tides"}}]`)
+	cmd.Args = slices.DeleteFunc(cmd.Args, func(a string) bool { return a == "--json" })
+	var stdout, stderr offloadtest.Output
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start(t, cmd)
+	stderr.WaitFor(t, " needs approval")
+	m := regexp.MustCompile(`\? deploy task ([0-9A-Z]{26}) needs approval`).FindStringSubmatch(stderr.String())
+	c := regexp.MustCompile(`conversation: ([0-9A-Z]{26})`).FindStringSubmatch(stderr.String())
+	if m == nil || c == nil {
+		t.Fatalf("no approval or conversation line in:\n%s", stderr.String())
+	}
+	task := m[1]
+	d.pub("tools.decision."+c[1]+"."+task, `{"approved":true}`)
+	stderr.WaitFor(t, "! deploy task "+task+" approved")
+	d.tools.open()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("run: %v\n%s", err, stderr.String())
+	}
+	view := stderr.String()
+	asked, decided := strings.Index(view, "? deploy task "+task), strings.Index(view, "! deploy task "+task+" approved")
+	if asked < 0 || decided < asked || strings.Contains(view[asked:decided], "paused") {
+		t.Errorf("live view, want ? then ! with no pause between:\n%s", view)
+	}
+	if !strings.Contains(stdout.String(), "seen user:Background tool 'research'") {
+		t.Errorf("stdout %q", stdout.String())
 	}
 }
