@@ -175,3 +175,56 @@ func TestNonBlockingLiveView(t *testing.T) {
 		t.Errorf("stdout %q", stdout.String())
 	}
 }
+
+// Two non-blocking calls paused, one of them a worker's own deferral
+// (guarded raises ApprovalRequired): the decision of guarded alone lets
+// agent resume continue; guarded runs as its task's next attempt, its
+// result reaches the model, and the run pauses again on deploy, whose
+// decision then finishes it. Each tool runs once.
+func TestNonBlockingResumeWithOneOfTwo(t *testing.T) {
+	t.Parallel()
+	d := newDurable(t)
+	r := d.agent("run", "--approve", "background", `[{"tool":"deploy","args":{"target":"prod"}},{"tool":"guarded","args":{}}]`)
+	if r.code != exitPaused || len(r.pending()) != 2 {
+		t.Fatalf("run should pause on two calls: %v", r)
+	}
+	conv := r.conv()
+	tasks := map[string]string{}
+	for task, kind := range r.pending() {
+		tasks[strings.TrimPrefix(kind, "approval ")] = task
+	}
+	d.pub("tools.decision."+conv+"."+tasks["guarded"], `{"approved":true}`)
+	again := d.agent("resume", "--conversation", conv)
+	if again.code != exitPaused || again.final["pending"] == nil || only(t, again.pending(), "approval deploy") != tasks["deploy"] {
+		t.Fatalf("resume after one decision: %v", again)
+	}
+	d.tools.mu.Lock()
+	guarded := append([]string(nil), d.tools.guarded...)
+	d.tools.mu.Unlock()
+	if len(guarded) != 1 || guarded[0] != tasks["guarded"]+":1" {
+		t.Errorf("guarded ran %v, want once as attempt 1 of its task", guarded)
+	}
+	if got := d.tools.deployed(); len(got) != 0 {
+		t.Fatalf("deploy ran before its decision: %v", got)
+	}
+	st := d.state(conv)
+	found := false
+	for _, m := range st.History {
+		for _, part := range m.Parts {
+			if u, ok := part.(message.UserPrompt); ok && len(u.Content) > 0 && u.Content[0].Text == "Background tool 'guarded' (task "+tasks["guarded"]+") completed.\nResult: ran attempt 1" {
+				found = true
+			}
+		}
+	}
+	if !found {
+		t.Errorf("the stored history lacks guarded's follow-up")
+	}
+	d.pub("tools.decision."+conv+"."+tasks["deploy"], `{"approved":true}`)
+	done := d.agent("resume", "--conversation", conv)
+	if want := "seen user:Background tool 'deploy' (task " + tasks["deploy"] + ") completed.\nResult: deployed prod"; done.code != 0 || done.final["output"] != want {
+		t.Fatalf("final resume: %v\nwant output %q", done, want)
+	}
+	if got := d.tools.deployed(); len(got) != 1 {
+		t.Errorf("deployed %v, want once", got)
+	}
+}

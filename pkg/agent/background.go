@@ -199,10 +199,19 @@ func (b *backgroundTools) Instructions() string { return BackgroundInstructions 
 func (b *backgroundTools) WrapRun(ctx context.Context, info *RunInfo, next func(context.Context) (*Result, error)) (*Result, error) {
 	if br := bgRunOf(ctx); br != nil {
 		br.caps = append(br.caps, b)
+		if b.nb != nil && len(br.unwaited) > 0 {
+			if err := br.adoptWaits(ctx, b.nb.Waiter); err != nil {
+				return nil, err
+			}
+		}
 		return next(ctx)
 	}
 	br := newBgRun(b, info, b.log)
-	if err := br.adopt(ctx, info.r.opts.Background); err != nil {
+	err := br.adopt(ctx, info.r.opts.Background)
+	if err == nil && b.nb != nil && len(br.unwaited) > 0 {
+		err = br.adoptWaits(ctx, b.nb.Waiter)
+	}
+	if err != nil {
 		res, _ := br.end(nil, err)
 		return res, err
 	}
@@ -349,6 +358,10 @@ func (b *backgroundTools) BeforeModelRequest(ctx context.Context, _ *RunInfo, re
 	br := b.owner(ctx)
 	if br == nil {
 		return nil
+	}
+	if len(br.unwaited) > 0 {
+		t := br.unwaited[0].Task
+		return fmt.Errorf("agent: task %s of tool %s waits for a decision, but the run has no waiter for non-blocking calls", t.TaskID, t.Tool)
 	}
 	parts, err := br.deliver(ctx)
 	if err == nil && len(parts) == 0 && len(req.Parts) == 0 && br.liveCount() > 0 {

@@ -60,6 +60,10 @@ type bgRun struct {
 	// wait or when it delivers outcomes, and so in completion order too.
 	// Once a second task runs, the first gets its watcher.
 	unwatched *bgTask
+	// unwaited are the adopted non-blocking calls still waiting for their
+	// outcome until a capability with a waiter takes them (adoptWaits);
+	// touched only by the run's goroutine, before its first request.
+	unwaited []AdoptedTask
 }
 
 // bgTask is one background call.
@@ -304,28 +308,21 @@ func (br *bgRun) adopt(ctx context.Context, tasks []AdoptedTask) error {
 			br.mu.Unlock()
 			continue
 		}
-		var task BackgroundTask
 		if t.wait != "" {
-			// Still waiting for its decision or answer: this run watches.
-			w := br.anyWaiter()
-			if w == nil {
-				return fmt.Errorf("agent: task %s of tool %s waits for a decision, but the run has no waiter for non-blocking calls", pt.TaskID, pt.Tool)
-			}
-			wt, err := w.Wait(ctx, br.info, pt)
-			if err != nil {
-				return fmt.Errorf("agent: wait for the outcome of task %s: %w", pt.TaskID, err)
-			}
-			task = wt
-		} else {
-			at, ok := br.owner.exec.(Attacher)
-			if !ok {
-				return fmt.Errorf("agent: background task %s of tool %s is still running, but the executor cannot attach to it", pt.TaskID, pt.Tool)
-			}
-			at2, err := at.Attach(ctx, br.info, pt)
-			if err != nil {
-				return fmt.Errorf("agent: attach background task %s: %w", pt.TaskID, err)
-			}
-			task = at2
+			// Still waiting for its decision or answer: this run watches,
+			// with the waiter of the first capability that has one (it may
+			// register after this adoption: adoptWaits).
+			br.info.ReserveToolCalls(-1) // adoptWaits reserves it
+			br.unwaited = append(br.unwaited, a)
+			continue
+		}
+		at, ok := br.owner.exec.(Attacher)
+		if !ok {
+			return fmt.Errorf("agent: background task %s of tool %s is still running, but the executor cannot attach to it", pt.TaskID, pt.Tool)
+		}
+		task, err := at.Attach(ctx, br.info, pt)
+		if err != nil {
+			return fmt.Errorf("agent: attach background task %s: %w", pt.TaskID, err)
 		}
 		t.task = task
 		br.mu.Lock()
@@ -334,6 +331,27 @@ func (br *bgRun) adopt(ctx context.Context, tasks []AdoptedTask) error {
 		br.wg.Add(1)
 		br.mu.Unlock()
 		go br.watch(t)
+	}
+	return nil
+}
+
+// adoptWaits makes the adopted non-blocking calls still waiting for their
+// outcome live tasks, watched by w.
+func (br *bgRun) adoptWaits(ctx context.Context, w DeferredWaiter) error {
+	waits := br.unwaited
+	br.unwaited = nil
+	for _, a := range waits {
+		pt := a.Task
+		task, err := w.Wait(ctx, br.info, pt)
+		if err != nil {
+			return fmt.Errorf("agent: wait for the outcome of task %s: %w", pt.TaskID, err)
+		}
+		br.info.ReserveToolCalls(1)
+		call := &ToolCall{Call: message.ToolCall{ToolName: pt.Tool, ToolCallID: pt.ToolCallID, Args: string(pt.Args)}, Args: pt.Args, TaskID: pt.TaskID}
+		t := &bgTask{id: pt.TaskID, attempt: pt.Attempt, call: call, task: task, started: time.Now().UTC(), wait: pt.Kind, meta: tool.DeepCopy(pt.Metadata)}
+		if err := br.add(t, false); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -735,6 +753,9 @@ func (br *bgRun) end(res *Result, err error) (*Result, error) {
 			continue
 		}
 		outcomes = append(outcomes, t)
+	}
+	for _, a := range br.unwaited {
+		kept = append(kept, a.Task) // adopted, never watched: still pending
 	}
 	res.Background = append(res.Background, kept...)
 	// Outcomes that arrived before the pause are kept in the history: the

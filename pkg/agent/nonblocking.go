@@ -83,16 +83,6 @@ func (br *bgRun) waiter(ctx context.Context, t *tool.Tool) DeferredWaiter {
 	return nil
 }
 
-// anyWaiter returns the waiter of the first capability that has one.
-func (br *bgRun) anyWaiter() DeferredWaiter {
-	for _, c := range br.caps {
-		if c.nb != nil {
-			return c.nb.Waiter
-		}
-	}
-	return nil
-}
-
 // holdDeferred takes the non-blocking calls out of reqs: each gets its
 // acknowledgement as its result, holds a tool_calls slot, and becomes a
 // live task waiting for its outcome. It returns what is left of reqs (nil
