@@ -1,6 +1,9 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -226,5 +229,70 @@ func TestNonBlockingResumeWithOneOfTwo(t *testing.T) {
 	}
 	if got := d.tools.deployed(); len(got) != 1 {
 		t.Errorf("deployed %v, want once", got)
+	}
+}
+
+// agent serve with a spec saying approve: background: a run started over
+// the API pauses with only the non-blocking approval pending, and the
+// decision published with nats pub makes a replica continue it, the tool
+// run once and its result the model's follow-up. A second conversation
+// whose model keeps working (research runs) gets its decision injected
+// while its run is live.
+func TestNonBlockingServe(t *testing.T) {
+	w := newServeWorld(t)
+	if err := os.WriteFile(w.spec, []byte("name: ops\nmodel: openai:fake-model\ntools: [deploy, research]\napprove: background\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, url := w.replica(t)
+
+	conv, task := startPaused(t, url, "prod")
+	if got := w.tools.deployed(); len(got) != 0 {
+		t.Fatalf("deploy ran before its decision: %v", got)
+	}
+	w.pub("tools.decision."+conv+"."+task, `{"approved":true,"by":"ann"}`)
+	view := awaitFinished(t, url, conv)
+	if want := "seen user:Background tool 'deploy' (task " + task + ") completed.\nResult: deployed prod"; view["output"] != want {
+		t.Errorf("output %q, want %q", view["output"], want)
+	}
+	if got := w.tools.deployed(); !slices.Equal(got, []string{"prod"}) {
+		t.Errorf("deployed %v, want [prod] once", got)
+	}
+
+	prompt := `[{"tool":"deploy","args":{"target":"staging"}},{"tool":"research","args":{"topic":"tides"}}]`
+	body, _ := json.Marshal(map[string]string{"agent": "ops", "prompt": prompt})
+	code, started := api(t, "POST", url+"/v1/conversations", serveOperator, string(body))
+	if code != 202 {
+		t.Fatalf("start: %d %v", code, started)
+	}
+	conv = started["conversation_id"].(string)
+	// The pending record the run saves names the approval's task.
+	offloadtest.Eventually(t, "the live run's approval in its pending record", func() error {
+		_, view = api(t, "GET", url+"/v1/conversations/"+conv, serveViewer, "")
+		pending, _ := view["pending"].([]any)
+		for _, p := range pending {
+			if m := p.(map[string]any); m["tool"] == "deploy" && m["nonblocking"] == true {
+				task = m["task_id"].(string)
+				return nil
+			}
+		}
+		return fmt.Errorf("%v", view)
+	})
+	if view["status"] == "paused" {
+		t.Fatalf("the run paused while research ran: %v", view)
+	}
+	w.pub("tools.decision."+conv+"."+task, `{"approved":true}`)
+	offloadtest.Eventually(t, "staging deployed while the run is live", func() error {
+		if got := w.tools.deployed(); !slices.Contains(got, "staging") {
+			return fmt.Errorf("deployed %v", got)
+		}
+		return nil
+	})
+	w.tools.open()
+	view = awaitFinished(t, url, conv)
+	if out, _ := view["output"].(string); !strings.HasPrefix(out, "seen user:Background tool 'research'") {
+		t.Errorf("output %q", out)
+	}
+	if got := w.tools.deployed(); !slices.Equal(got, []string{"prod", "staging"}) {
+		t.Errorf("deployed %v, want [prod staging]", got)
 	}
 }
