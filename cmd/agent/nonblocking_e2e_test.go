@@ -296,3 +296,50 @@ func TestNonBlockingServe(t *testing.T) {
 		t.Errorf("deployed %v, want [prod staging]", got)
 	}
 }
+
+// A non-blocking external call (handoff: its worker defers it to a
+// person) answered on its answer subject while the run is live: the answer
+// is the call's result, as a follow-up, and the run does not pause.
+func TestNonBlockingAnswerWhileLive(t *testing.T) {
+	t.Parallel()
+	d := newDurable(t)
+	cmd := d.command("run", "--approve", "background",
+		`[{"tool":"handoff","args":{}},{"tool":"research","args":{"topic":"tides"}}]`)
+	p := startPiped(t, cmd)
+	var conv, task string
+	last := p.events(t, func(ev map[string]any) {
+		typ, _ := ev["type"].(string)
+		conv, _ = ev["conversation_id"].(string)
+		switch {
+		case typ == "tool_result" && ev["tool"] == "handoff":
+			c, _ := ev["content"].(string)
+			m := regexp.MustCompile(`^Tool 'handoff' is waiting for an answer from outside as task ([0-9A-Z]{26})\.`).FindStringSubmatch(c)
+			if m == nil {
+				t.Errorf("handoff's result %q, want the acknowledgement", c)
+				d.tools.open()
+				return
+			}
+			task = m[1]
+			d.pub("tools.answer."+conv+"."+task, `{"content":"42"}`)
+		case typ == "deferred_tool_results":
+			d.tools.open() // research finishes once the answer was applied
+		}
+	})
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("run: %v, last %v\n%s", err, last, p.stderr.String())
+	}
+	if last["status"] != "finished" {
+		t.Fatalf("final %v", last)
+	}
+	found := false
+	for _, m := range d.state(conv).History {
+		for _, part := range m.Parts {
+			if u, ok := part.(message.UserPrompt); ok && len(u.Content) > 0 && u.Content[0].Text == "Background tool 'handoff' (task "+task+") completed.\nResult: 42" {
+				found = true
+			}
+		}
+	}
+	if !found {
+		t.Errorf("the stored history lacks the answer's follow-up")
+	}
+}
