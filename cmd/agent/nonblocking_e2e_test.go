@@ -55,7 +55,7 @@ func TestNonBlockingDecisionWhileLive(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("run: %v, last %v\n%s", err, last, p.stderr.String())
 	}
-	if last["status"] != "finished" || !strings.HasPrefix(last["output"].(string), "seen user:Background tool 'research'") {
+	if out, _ := last["output"].(string); last["status"] != "finished" || !strings.Contains(out, "user:Background tool 'research' (task ") {
 		t.Errorf("final %v", last)
 	}
 	if got := d.tools.deployed(); len(got) != 1 || got[0] != "prod" {
@@ -81,6 +81,11 @@ func TestNonBlockingDecisionWhileLive(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("the stored history lacks deploy's follow-up")
+	}
+	// The decision taken live is not read again as a duplicate when the
+	// conversation is continued.
+	if r := d.agent("resume", "--conversation", conv, "thanks"); r.code != 0 || strings.Contains(r.stderr, "message refused") {
+		t.Errorf("continued: %v", r)
 	}
 }
 
@@ -165,6 +170,7 @@ func TestNonBlockingLiveView(t *testing.T) {
 	task := m[1]
 	d.pub("tools.decision."+c[1]+"."+task, `{"approved":true}`)
 	stderr.WaitFor(t, "! deploy task "+task+" approved")
+	stderr.WaitFor(t, "⇠ deploy task "+task+" completed") // research finishes after deploy's result
 	d.tools.open()
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("run: %v\n%s", err, stderr.String())
@@ -174,7 +180,7 @@ func TestNonBlockingLiveView(t *testing.T) {
 	if asked < 0 || decided < asked || strings.Contains(view[asked:decided], "paused") {
 		t.Errorf("live view, want ? then ! with no pause between:\n%s", view)
 	}
-	if !strings.Contains(stdout.String(), "seen user:Background tool 'research'") {
+	if !strings.Contains(stdout.String(), "user:Background tool 'research' (task ") {
 		t.Errorf("stdout %q", stdout.String())
 	}
 }
@@ -289,7 +295,9 @@ func TestNonBlockingServe(t *testing.T) {
 	})
 	w.tools.open()
 	view = awaitFinished(t, url, conv)
-	if out, _ := view["output"].(string); !strings.HasPrefix(out, "seen user:Background tool 'research'") {
+	// Research's follow-up comes last (with deploy's, when both arrived
+	// before the model's request).
+	if out, _ := view["output"].(string); !strings.Contains(out, "user:Background tool 'research' (task ") {
 		t.Errorf("output %q", out)
 	}
 	if got := w.tools.deployed(); !slices.Equal(got, []string{"prod", "staging"}) {

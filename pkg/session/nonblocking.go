@@ -34,7 +34,7 @@ func (s *Session) NonBlocking() agent.DeferredWaiter {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.nb == nil {
-		s.nb = &liveWaiter{s: s, waits: map[string]*liveWait{}}
+		s.nb = &liveWaiter{s: s, waits: map[string]*liveWait{}, taken: map[string]bool{}}
 	}
 	return s.nb
 }
@@ -62,6 +62,7 @@ type liveWaiter struct {
 
 	mu    sync.Mutex
 	waits map[string]*liveWait
+	taken map[string]bool // tasks whose outcome the watch took
 	// st is what the watch reads into: its pending record lists the
 	// waits; its checkpoint moves past what was read.
 	st      *conversation.State
@@ -77,16 +78,19 @@ func (w *liveWaiter) Wait(ctx context.Context, info *agent.RunInfo, call deferre
 		return nil, fmt.Errorf("session: no inbox to read the decision of task %s from", call.TaskID)
 	}
 	lw := &liveWait{w: w, pt: call, done: make(chan struct{})}
+	// The session's state is read before w.mu is taken: the session's
+	// save takes w.mu while it holds its own (Session.updateLocked).
+	w.s.mu.Lock()
+	fresh := &conversation.State{ID: w.s.st.ID, Settled: slices.Clone(w.s.st.Settled), Checkpoint: w.s.st.Checkpoint,
+		Pending: &deferred.PendingRecord{ConversationID: w.s.st.ID, RunID: info.RunID}}
+	w.s.mu.Unlock()
 	w.mu.Lock()
 	if _, ok := w.waits[call.TaskID]; ok {
 		w.mu.Unlock()
 		return nil, fmt.Errorf("session: task %s is waited for already", call.TaskID)
 	}
 	if w.st == nil {
-		w.s.mu.Lock()
-		w.st = &conversation.State{ID: w.s.st.ID, Settled: slices.Clone(w.s.st.Settled), Checkpoint: w.s.st.Checkpoint,
-			Pending: &deferred.PendingRecord{ConversationID: w.s.st.ID, RunID: info.RunID}}
-		w.s.mu.Unlock()
+		w.st = fresh
 	}
 	w.st.Pending.Tasks = append(w.st.Pending.Tasks, call)
 	w.waits[call.TaskID] = lw
@@ -151,8 +155,8 @@ func (w *liveWaiter) read(ctx context.Context) (bool, error) {
 		_, err = ac.CollectAnswers(ctx, tmp)
 	}
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	if err != nil {
+		w.mu.Unlock()
 		return true, err
 	}
 	if w.added == added {
@@ -161,22 +165,51 @@ func (w *liveWaiter) read(ctx context.Context) (bool, error) {
 		// from where this read began.
 		w.st.Checkpoint = tmp.Checkpoint
 	}
+	type outcome struct {
+		lw *liveWait
+		a  conversation.Arrival
+	}
+	var got []outcome
 	for _, a := range tmp.Arrivals {
 		lw, ok := w.waits[a.TaskID]
 		if !ok {
 			continue
 		}
-		val, verr := w.s.nonBlockingValue(ctx, lw.pt, a)
-		lw.val, lw.err = val, verr
 		w.st.Settled = append(w.st.Settled, a.TaskID)
+		w.taken[a.TaskID] = true
 		w.drop(a.TaskID)
-		close(lw.done)
+		got = append(got, outcome{lw, a})
 	}
-	if len(w.waits) == 0 {
+	more := len(w.waits) > 0
+	if !more {
 		w.stopLocked()
-		return false, nil
 	}
-	return true, nil
+	w.mu.Unlock()
+	// The outcomes are made without w.mu: they take the session's lock.
+	for _, o := range got {
+		o.lw.val, o.lw.err = w.s.nonBlockingValue(ctx, o.lw.pt, o.a)
+		close(o.lw.done)
+	}
+	return more, nil
+}
+
+// checkpoint returns how far the watch read the streams when what it read
+// may be skipped by a later read of the conversation: every outcome it
+// took was delivered (still holds the tasks the run's pending record
+// keeps), so a later read would only refuse them as duplicates. Called
+// by the session's save, with the session's lock held.
+func (w *liveWaiter) checkpoint(still map[string]bool) (conversation.Checkpoint, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.st == nil || len(w.taken) == 0 {
+		return conversation.Checkpoint{}, false
+	}
+	for task := range w.taken {
+		if still[task] {
+			return conversation.Checkpoint{}, false // taken, not delivered: read it again
+		}
+	}
+	return w.st.Checkpoint, true
 }
 
 // stopLocked marks the watch goroutine as ending by itself (no wait is
