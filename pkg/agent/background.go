@@ -149,6 +149,9 @@ type backgroundTools struct {
 	exec Executor
 	log  *slog.Logger
 	nb   *NonBlockingConfig
+	// quiet adds no instructions: NonBlockingCalls, which runs no tool in
+	// the background by itself.
+	quiet bool
 }
 
 // BackgroundTools returns a capability that runs the chosen tool calls in
@@ -192,7 +195,12 @@ const (
 )
 
 // Instructions implements [InstructionsProvider].
-func (b *backgroundTools) Instructions() string { return BackgroundInstructions }
+func (b *backgroundTools) Instructions() string {
+	if b.quiet {
+		return ""
+	}
+	return BackgroundInstructions
+}
 
 // WrapRun implements [RunWrapper]: the first BackgroundTools capability of
 // a run owns its background tasks; the others register with it.

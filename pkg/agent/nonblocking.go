@@ -45,6 +45,19 @@ type NonBlockingConfig struct {
 	Waiter DeferredWaiter
 }
 
+// NonBlockingCalls returns a capability that makes the calls cfg chooses
+// non-blocking and runs no tool in the background by itself, for a run
+// whose other capabilities are set already (an agent built from a spec,
+// continued by a session): it joins the run's BackgroundTools, whose
+// executor runs the approved calls (the in-process one when the run has
+// none), and adds no instructions.
+func NonBlockingCalls(cfg NonBlockingConfig) Capability {
+	none := SelectFunc(func(context.Context, *RunInfo, *tool.Tool) bool { return false })
+	b := BackgroundTools(BackgroundConfig{Tools: none, NonBlocking: &cfg}).(*backgroundTools)
+	b.quiet = true
+	return b
+}
+
 // DeferredWaiter watches for the decision (an approval) or the answer (an
 // external call) of a non-blocking deferred call. Session's waiter reads
 // them from the conversation's streams; [Decisions] is an in-process one.

@@ -1,8 +1,10 @@
 package agent_test
 
 import (
+	"context"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/offload-dev/offload/internal/offloadtest"
@@ -106,4 +108,43 @@ func lastUserText(req *llm.Request) string {
 		}
 	}
 	return out
+}
+
+// NonBlockingCalls alone makes the run's approvals non-blocking (the
+// in-process executor runs the approved call) without adding the
+// background instructions to the system prompt.
+func TestNonBlockingCallsAlone(t *testing.T) {
+	t.Parallel()
+	var runs atomic.Int32
+	deploy := tool.Func("deploy", "", func(context.Context, *tool.RunContext, struct{}) (string, error) {
+		runs.Add(1)
+		return "deployed", nil
+	}, tool.NeedsApproval())
+	d := agent.NewDecisions()
+	m := model(func(n int, req *llm.Request) *llm.Response {
+		switch {
+		case n == 0:
+			return calls(call("deploy", "c1", "{}"))
+		case strings.Contains(lastUserText(req), "completed."):
+			return text("done")
+		}
+		asked, _ := d.Asked()
+		if len(asked) == 1 {
+			_ = d.Decide(asked[0].TaskID, true)
+		}
+		return text("waiting")
+	})
+	a := newAgentCfg(t, agent.Config{Model: m, Instructions: "Be brief.",
+		Capabilities: []agent.Capability{agent.NonBlockingCalls(agent.NonBlockingConfig{Tools: agent.SelectAll(), Waiter: d})}}, deploy)
+	res, err := a.Run(t.Context(), "go", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Output != "done" || runs.Load() != 1 {
+		t.Errorf("output %q, deploy ran %d times; want done, once", res.Output, runs.Load())
+	}
+	sys, _ := m.requests()[0].Messages[0].Parts[0].(message.SystemPrompt)
+	if sys.Content != "Be brief." {
+		t.Errorf("system prompt %q, want only the agent's instructions", sys.Content)
+	}
 }

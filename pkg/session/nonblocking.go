@@ -39,20 +39,18 @@ func (s *Session) NonBlocking() agent.DeferredWaiter {
 	return s.nb
 }
 
-// NonBlockingCalls returns the capability that makes approval and
-// external calls non-blocking with the session's waiter
-// ([Session.NonBlocking]): every one with all (--approve background), else
-// those of tools whose metadata has deferred: "background". It is a
-// BackgroundTools capability that runs no tool in the background itself:
-// an approved call runs with the executor of the run's own
+// NonBlockingCalls returns the capability (agent.NonBlockingCalls) that
+// makes approval and external calls non-blocking with the session's
+// waiter ([Session.NonBlocking]): every one with all (--approve
+// background), else those of tools whose metadata has deferred:
+// "background". An approved call runs with the executor of the run's own
 // BackgroundTools, if it has one.
 func (s *Session) NonBlockingCalls(all bool) agent.Capability {
 	sel := agent.NonBlockingSelector
 	if all {
 		sel = agent.SelectAll()
 	}
-	none := agent.SelectFunc(func(context.Context, *agent.RunInfo, *tool.Tool) bool { return false })
-	return agent.BackgroundTools(agent.BackgroundConfig{Tools: none, NonBlocking: &agent.NonBlockingConfig{Tools: sel, Waiter: s.NonBlocking()}})
+	return agent.NonBlockingCalls(agent.NonBlockingConfig{Tools: sel, Waiter: s.NonBlocking()})
 }
 
 // liveWaiter watches the conversation's decisions and answers for its
