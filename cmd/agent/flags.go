@@ -27,23 +27,27 @@ import (
 type runFlags struct {
 	// role is the role of deploy/nats/auth.conf the command needs, named
 	// in the fix of a permission refused (default agent); not a flag.
-	role           string
-	model          string
-	json           bool
-	toolCallsLimit int
-	requestLimit   int
-	tools          string
-	approve        string
-	root           string
-	verbose        bool
-	store          string
-	prefix         string
-	local          bool
-	metricsAddr    string
-	spec           string
-	wait           time.Duration
-	callTimeout    time.Duration
-	conversation   string
+	role string
+	// perConversation makes the client read each conversation's results
+	// on its own (agent serve: many conversations per process); not a
+	// flag.
+	perConversation bool
+	model           string
+	json            bool
+	toolCallsLimit  int
+	requestLimit    int
+	tools           string
+	approve         string
+	root            string
+	verbose         bool
+	store           string
+	prefix          string
+	local           bool
+	metricsAddr     string
+	spec            string
+	wait            time.Duration
+	callTimeout     time.Duration
+	conversation    string
 	// resume is set for agent resume: the answers given on its command
 	// line.
 	resume *resumeFlags

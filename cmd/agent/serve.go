@@ -77,6 +77,7 @@ func runServe(ctx context.Context, e env, sf *serveFlags) error {
 	f.agentSpec, f.tools = agentspec.Union(specs)
 	reg := prometheus.NewRegistry()
 	am, sm := metrics.NewAgent(reg), metrics.NewServe(reg)
+	f.perConversation = true // a replica reads the results of the conversations it runs only
 	rem, err := remoteTools(ctx, e, f, log, am)
 	if err != nil {
 		return err
@@ -102,7 +103,7 @@ func runServe(ctx context.Context, e env, sf *serveFlags) error {
 	}
 	host, _ := os.Hostname()
 	svc, err := serve.New(serve.Config{JetStream: js, Provision: prov, Agents: agents, Logger: log, Metrics: sm,
-		Holder: fmt.Sprintf("agent serve %s pid %d", host, os.Getpid()),
+		Holder: fmt.Sprintf("agent serve %s pid %d", host, os.Getpid()), Unfollow: rem.client.Unfollow,
 		Session: session.Config{Store: convs.Store, Inbox: convs.Inbox, Announcer: convs.Announcer, Canceller: rem.client,
 			Attacher: rem.client, Answers: rem.client, MaxPayload: int(rem.nc.MaxPayload()), Connected: rem.nc.IsConnected}})
 	if err != nil {
@@ -111,7 +112,8 @@ func runServe(ctx context.Context, e env, sf *serveFlags) error {
 	if err := svc.Open(ctx); err != nil {
 		return err
 	}
-	h := serve.Handler(serve.HandlerConfig{Service: svc, Tokens: tokens, Publisher: serve.PendingPublisher{Pending: pending}, Logger: log,
+	reg.MustRegister(svc.ConversationsCollector())
+	h := serve.Handler(serve.HandlerConfig{Service: svc, Tokens: tokens, Publisher: serve.PendingPublisher{Pending: pending}, Pending: pending, Logger: log,
 		Metrics: sm, Gatherer: reg})
 	err = serve.ListenAndServe(ctx, e.suspend, sf.addr, h, svc, 30*time.Second, func(a net.Addr) {
 		fmt.Fprintf(e.stderr, "agent serve: http://%s (agents: %s)\n", a, strings.Join(agentspec.Names(specs), ", "))

@@ -3,6 +3,7 @@ package serve_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -62,7 +63,7 @@ type targetArgs struct {
 }
 
 // model calls the tool its prompt names ("deploy X" or "slow X") with
-// target X, and answers a tool's return with "done <content>".
+// target X (and fails on "fail X"), and answers a tool's return with "done <content>".
 func (b *bundle) model() llm.Model {
 	return script.New("serve-test", func(_ context.Context, req *llm.Request) (*llm.Response, error) {
 		last := req.Messages[len(req.Messages)-1]
@@ -100,6 +101,9 @@ func (b *bundle) model() llm.Model {
 						parts = append(parts, message.ToolCall{ToolName: "deploy", ToolCallID: fmt.Sprintf("call_%d", i+1), Args: string(args)})
 					}
 					return &llm.Response{Parts: parts}, nil
+				}
+				if name == "fail" {
+					return nil, errors.New("the model is down")
 				}
 				args, _ := json.Marshal(targetArgs{Target: target})
 				return &llm.Response{Parts: []message.Part{message.ToolCall{ToolName: name, ToolCallID: "call_1", Args: string(args)}}}, nil

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -30,8 +31,10 @@ type HandlerConfig struct {
 	Service *Service
 	// Tokens are the accepted bearer tokens. Required.
 	Tokens Tokens
-	// Publisher publishes decisions. Required.
+	// Publisher publishes decisions and answers. Required.
 	Publisher Publisher
+	// Pending, if set, lists the pending calls (GET /v1/pending).
+	Pending PendingReader
 	// Logger receives the handler's logs.
 	Logger *slog.Logger
 	// Metrics, if set, counts the requests (offload_http_requests_total).
@@ -41,12 +44,13 @@ type HandlerConfig struct {
 }
 
 // Handler returns the HTTP API of SPEC §11 over cfg.Service (and GET
-// /metrics with cfg.Gatherer): the routes built so far are POST
-// /v1/conversations (?wait=1), GET
-// /v1/conversations/{id}, GET /v1/conversations/{id}/events (SSE), POST
-// /v1/conversations/{id}/calls/{task}/decision, /healthz and /readyz. Every /v1 request needs a bearer token (401
-// without or with an unknown one, 403 for a role without the right);
-// errors are {"error":{"code","message"}}.
+// /metrics with cfg.Gatherer): POST and GET /v1/conversations, GET
+// /v1/conversations/{id}, …/history, …/events (SSE), POST …/messages,
+// …/cancel, …/calls/{task}/decision and …/answer, GET /v1/pending (with
+// cfg.Pending), /healthz and /readyz; every route is registered here,
+// on one mux. Every /v1 request needs a bearer token (401 without or
+// with an unknown one, 403 for a role without the right); errors are
+// {"error":{"code","message"}}.
 func Handler(cfg HandlerConfig) http.Handler {
 	h := &handler{HandlerConfig: cfg}
 	if h.Logger == nil {
@@ -58,9 +62,15 @@ func Handler(cfg HandlerConfig) http.Handler {
 	})
 	mux.HandleFunc("GET /readyz", h.ready)
 	mux.HandleFunc("POST /v1/conversations", h.auth(h.start, RoleOperator))
+	mux.HandleFunc("GET /v1/conversations", h.auth(h.list, RoleOperator, RoleApprover, RoleAnswerer, RoleViewer))
 	mux.HandleFunc("GET /v1/conversations/{id}", h.auth(h.get, RoleOperator, RoleApprover, RoleAnswerer, RoleViewer))
 	mux.HandleFunc("GET /v1/conversations/{id}/events", h.auth(h.events, RoleOperator, RoleApprover, RoleAnswerer, RoleViewer))
 	mux.HandleFunc("POST /v1/conversations/{id}/calls/{task}/decision", h.auth(h.decide, RoleApprover))
+	mux.HandleFunc("POST /v1/conversations/{id}/calls/{task}/answer", h.auth(h.answer, RoleAnswerer))
+	mux.HandleFunc("GET /v1/conversations/{id}/history", h.auth(h.history, RoleOperator, RoleApprover, RoleAnswerer, RoleViewer))
+	mux.HandleFunc("POST /v1/conversations/{id}/messages", h.auth(h.message, RoleOperator))
+	mux.HandleFunc("POST /v1/conversations/{id}/cancel", h.auth(h.cancel, RoleOperator))
+	mux.HandleFunc("GET /v1/pending", h.auth(h.pending, RoleOperator, RoleApprover, RoleAnswerer, RoleViewer))
 	if cfg.Gatherer != nil {
 		mux.Handle("GET /metrics", metrics.Handler(cfg.Gatherer))
 	}
@@ -94,6 +104,9 @@ func (c *codeWriter) Flush() {
 	}
 }
 
+// readyTimeout bounds /readyz's look at the wake consumers.
+const readyTimeout = 2 * time.Second
+
 type handler struct {
 	HandlerConfig
 }
@@ -119,9 +132,11 @@ func (h *handler) auth(next http.HandlerFunc, roles ...Role) http.HandlerFunc {
 	}
 }
 
-func (h *handler) ready(w http.ResponseWriter, _ *http.Request) {
-	if !h.Service.Ready() {
-		writeError(w, http.StatusServiceUnavailable, "not_ready", "the wake consumers are not consumed")
+func (h *handler) ready(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+	defer cancel()
+	if err := h.Service.CheckReady(ctx); err != nil {
+		writeError(w, http.StatusServiceUnavailable, "not_ready", err.Error())
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
@@ -155,6 +170,12 @@ func (h *handler) start(w http.ResponseWriter, r *http.Request) {
 		h.startError(w, err)
 		return
 	}
+	h.answerRun(w, r, run)
+}
+
+// answerRun answers a run started: 202 with its IDs, or with ?wait=1 200
+// with its final event once it has ended.
+func (h *handler) answerRun(w http.ResponseWriter, r *http.Request, run *Run) {
 	if r.URL.Query().Get("wait") != "1" {
 		writeJSON(w, http.StatusAccepted, map[string]string{"conversation_id": run.ConversationID, "run_id": run.ID})
 		return
@@ -228,19 +249,11 @@ func (h *handler) decide(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	err = h.Publisher.Publish(r.Context(), conversation.ArrivalDecision, conv, task, data)
-	var re *conversation.RefusedError
-	switch {
-	case err == nil:
+	if err == nil {
 		writeJSON(w, http.StatusOK, map[string]any{"conversation_id": conv, "task_id": task, "approved": *req.Approved, "by": id.Name})
-	case errors.As(err, &re) && re.Reason == conversation.ReasonDuplicate:
-		writeError(w, http.StatusConflict, "already_resolved", err.Error())
-	case errors.As(err, &re) && re.Reason == conversation.ReasonUnknownTask:
-		writeError(w, http.StatusNotFound, "unknown_task", err.Error())
-	case errors.As(err, &re):
-		writeError(w, http.StatusUnprocessableEntity, re.Reason, err.Error())
-	default:
-		writeError(w, http.StatusInternalServerError, "internal", err.Error())
+		return
 	}
+	publishError(w, err)
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
