@@ -258,10 +258,10 @@ func (br *bgRun) add(t *bgTask, started bool) error {
 		br.info.Emit(Event{Type: EventBackgroundTaskStarted, TaskID: t.id, Tool: call.Call.ToolName, ToolCallID: call.Call.ToolCallID})
 	}
 	if prev != nil {
-		go br.watch(prev)
+		go br.watch(prev, prev.task)
 	}
 	if !lazy {
-		go br.watch(t)
+		go br.watch(t, t.task)
 	}
 	return nil
 }
@@ -330,7 +330,7 @@ func (br *bgRun) adopt(ctx context.Context, tasks []AdoptedTask) error {
 		br.running++
 		br.wg.Add(1)
 		br.mu.Unlock()
-		go br.watch(t)
+		go br.watch(t, t.task)
 	}
 	return nil
 }
@@ -356,19 +356,21 @@ func (br *bgRun) adoptWaits(ctx context.Context, w DeferredWaiter) error {
 	return nil
 }
 
-// watch waits for t's outcome and queues it for delivery.
-func (br *bgRun) watch(t *bgTask) {
+// watch waits for the outcome of t's task and queues it for delivery.
+// The task is the one t had when the watch started (a non-blocking call's
+// wait is replaced by its execution once approved: a new watch starts).
+func (br *bgRun) watch(t *bgTask, task BackgroundTask) {
 	defer br.wg.Done()
 	select {
-	case <-t.task.Done():
+	case <-task.Done():
 	case <-br.stop:
 		select {
-		case <-t.task.Done():
+		case <-task.Done():
 		default:
 			return // detached
 		}
 	}
-	br.finish(t)
+	br.finish(t, task)
 }
 
 // finish queues the outcome of t, whose task is done, for delivery, emits
@@ -377,9 +379,10 @@ func (br *bgRun) watch(t *bgTask) {
 // (one goroutine hand-off less between the outcome and the loop), and the
 // end of the run for a task it cancelled; the first call does the work. A
 // detached task is left alone: it has not finished, it runs on.
-func (br *bgRun) finish(t *bgTask) {
+func (br *bgRun) finish(t *bgTask, task BackgroundTask) {
 	br.mu.Lock()
-	if t.finished || t.detached {
+	if t.finished || t.detached || t.task != task {
+		// (A task t no longer has: the wait its execution replaced.)
 		br.mu.Unlock()
 		return
 	}
@@ -389,7 +392,7 @@ func (br *bgRun) finish(t *bgTask) {
 		br.unwatched = nil
 	}
 	br.mu.Unlock()
-	val, err := t.task.Outcome()
+	val, err := task.Outcome()
 	br.mu.Lock()
 	t.val, t.err, t.doneAt = val, err, time.Now()
 	cancelled, wait := t.cancelled, t.wait
@@ -523,7 +526,7 @@ func (br *bgRun) takeUnwatched() {
 	}
 	select {
 	case <-t.task.Done():
-		br.finish(t)
+		br.finish(t, t.task)
 	default:
 	}
 }
@@ -552,7 +555,7 @@ func (br *bgRun) awaitOutcome(ctx context.Context) ([]message.Part, error) {
 		select {
 		case <-br.arrival:
 		case <-soleDone:
-			br.finish(sole)
+			br.finish(sole, sole.task)
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-br.r.opts.Suspend:
@@ -720,7 +723,7 @@ func (br *bgRun) end(res *Result, err error) (*Result, error) {
 	// cancelled unless it had finished), then for the watchers.
 	for _, t := range cancelled {
 		<-t.task.Done()
-		br.finish(t)
+		br.finish(t, t.task)
 	}
 	close(br.stop)
 	br.wg.Wait()

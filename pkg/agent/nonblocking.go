@@ -65,12 +65,22 @@ type DeferredWaiter interface {
 	// Wait starts watching for the outcome of call, announcing it if the
 	// waiter announces calls; it does not block. The task is done once
 	// the outcome is known; its Outcome is the decision as an approval
-	// value (true, false, deferred.ToolApproved, deferred.ToolDenied or
-	// [ApprovalExpired]) or the answer as a call value (any JSON value,
+	// value (true, false, deferred.ToolApproved, deferred.ToolDenied,
+	// [ApprovalExpired], or one of these with metadata as a
+	// [DecisionWithMetadata]) or the answer as a call value (any JSON value,
 	// tool.Return, *tool.ModelRetry, *tool.ToolFailed). Detach stops the
 	// watch and reports whether a later run can still learn the outcome
 	// (a durable waiter: true). ctx is as for [Executor.Start].
 	Wait(ctx context.Context, info *RunInfo, call deferred.PendingTask) (BackgroundTask, error)
+}
+
+// DecisionWithMetadata is a decision that carries metadata for the
+// approved call (a §5.2 decision's metadata: its RunContext's
+// ToolCallMetadata). Approval is an approval value as
+// [DeferredWaiter.Wait] describes it.
+type DecisionWithMetadata struct {
+	Approval any
+	Metadata map[string]any
 }
 
 // ApprovalExpired is the decision of an approval that no one decided in
@@ -200,7 +210,14 @@ func (br *bgRun) decided(ctx context.Context, t *bgTask) (bool, error) {
 		br.info.Emit(Event{Type: EventDeferredToolResults, Results: &deferred.Results{Calls: map[string]any{id: t.val}, Approvals: map[string]any{}}})
 		return false, nil
 	}
+	var meta map[string]any
+	if dm, ok := t.val.(DecisionWithMetadata); ok {
+		t.val, meta = dm.Approval, tool.DeepCopy(dm.Metadata)
+	}
 	results := &deferred.Results{Calls: map[string]any{}, Approvals: map[string]any{id: t.val}}
+	if meta != nil {
+		results.Metadata = map[string]map[string]any{id: meta}
+	}
 	if exp, ok := t.val.(ApprovalExpired); ok {
 		results.Approvals[id] = deferred.ToolDenied{Message: exp.Message}
 		br.info.Emit(Event{Type: EventDeferredToolResults, Results: results})
@@ -216,12 +233,13 @@ func (br *bgRun) decided(ctx context.Context, t *bgTask) (bool, error) {
 		t.val = n // a deferred.ToolDenied
 		return false, nil
 	}
-	return br.runApproved(ctx, t, a)
+	return br.runApproved(ctx, t, a, meta)
 }
 
 // runApproved starts the approved call of t with the executor of its
-// tool, as the task's next attempt when a worker had deferred it.
-func (br *bgRun) runApproved(ctx context.Context, t *bgTask, a deferred.ToolApproved) (bool, error) {
+// tool, as the task's next attempt when a worker had deferred it, with
+// the decision's metadata as its ToolCallMetadata.
+func (br *bgRun) runApproved(ctx context.Context, t *bgTask, a deferred.ToolApproved, meta map[string]any) (bool, error) {
 	tl := t.call.Tool
 	if tl == nil {
 		// Adopted: this run looks its tool up.
@@ -253,6 +271,7 @@ func (br *bgRun) runApproved(ctx context.Context, t *bgTask, a deferred.ToolAppr
 	rc := br.r.runContext(nil)
 	rc.ToolCallID, rc.ToolName = t.call.Call.ToolCallID, t.call.Call.ToolName
 	rc.ToolCallApproved, rc.MaxRetries = true, tl.Retries
+	rc.ToolCallMetadata = meta
 	rc.TaskID, rc.Attempt = t.id, t.attempt
 	call := &ToolCall{Tool: tl, Call: t.call.Call, Args: args, RunContext: rc, TaskID: t.id}
 	tctx := context.WithValue(ctx, inBackgroundKey{}, true)

@@ -148,3 +148,46 @@ func TestNonBlockingCallsAlone(t *testing.T) {
 		t.Errorf("system prompt %q, want only the agent's instructions", sys.Content)
 	}
 }
+
+// A decision's metadata reaches the approved call's RunContext as its
+// ToolCallMetadata, and the deferred_tool_results event carries it.
+func TestNonBlockingDecisionMetadata(t *testing.T) {
+	t.Parallel()
+	got := make(chan map[string]any, 1)
+	deploy := tool.Func("deploy", "", func(_ context.Context, rc *tool.RunContext, _ struct{}) (string, error) {
+		got <- rc.ToolCallMetadata
+		return "deployed", nil
+	}, tool.NeedsApproval())
+	d := agent.NewDecisions()
+	m := model(func(n int, req *llm.Request) *llm.Response {
+		switch {
+		case n == 0:
+			return calls(call("deploy", "c1", "{}"))
+		case strings.Contains(lastUserText(req), "completed."):
+			return text("done")
+		}
+		asked, _ := d.Asked()
+		_ = d.Decide(asked[0].TaskID, agent.DecisionWithMetadata{Approval: true, Metadata: map[string]any{"ticket": "OPS-7"}})
+		return text("waiting")
+	})
+	var mu sync.Mutex
+	var results []agent.Event
+	a := newAgentCfg(t, agent.Config{Model: m, Capabilities: []agent.Capability{agent.NonBlockingCalls(agent.NonBlockingConfig{Tools: agent.SelectAll(), Waiter: d})}}, deploy)
+	if _, err := a.Run(t.Context(), "go", &agent.RunOptions{OnEvent: func(e agent.Event) {
+		if e.Type == agent.EventDeferredToolResults {
+			mu.Lock()
+			results = append(results, e)
+			mu.Unlock()
+		}
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if md := offloadtest.WaitOrTimeout(t, got, "deploy to run"); md["ticket"] != "OPS-7" {
+		t.Errorf("ToolCallMetadata = %v", md)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(results) != 1 || results[0].Results.Approvals["c1"] != true || results[0].Results.Metadata["c1"]["ticket"] != "OPS-7" {
+		t.Errorf("deferred_tool_results = %+v", results)
+	}
+}

@@ -308,5 +308,8 @@ func (s *Session) nonBlockingValueLocked(t deferred.PendingTask, a conversation.
 	if !d.Approved && d.Reason == protocol.ReasonExpired {
 		return agent.ApprovalExpired{Message: d.Message}, nil
 	}
+	if m := res.Metadata[t.ToolCallID]; m != nil {
+		return agent.DecisionWithMetadata{Approval: res.Approvals[t.ToolCallID], Metadata: m}, nil
+	}
 	return res.Approvals[t.ToolCallID], nil
 }
