@@ -103,7 +103,7 @@ func runServe(ctx context.Context, e env, sf *serveFlags) error {
 		if err != nil {
 			return err
 		}
-		agents = append(agents, serve.Agent{Name: s.Name, Digest: s.Digest, Agent: a})
+		agents = append(agents, serve.Agent{Name: s.Name, Digest: s.Digest, Agent: a, NonBlocking: s.Approve == "background"})
 	}
 	host, _ := os.Hostname()
 	svc, err := serve.New(serve.Config{JetStream: js, Provision: prov, Agents: agents, Logger: log, Metrics: sm,

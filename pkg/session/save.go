@@ -121,6 +121,14 @@ func (s *Session) updateLocked(h message.History, pending *deferred.PendingRecor
 	s.st.SettledLive = slices.DeleteFunc(s.st.SettledLive, func(t string) bool { return still[t] })
 	s.st.History = h
 	s.st.Pending = pending
+	if s.nb != nil {
+		// The decisions and answers a live wait took and the run
+		// delivered are not read again by the conversation's next reader.
+		if cp, ok := s.nb.checkpoint(still); ok {
+			s.st.Checkpoint.Decisions = max(s.st.Checkpoint.Decisions, cp.Decisions)
+			s.st.Checkpoint.Answers = max(s.st.Checkpoint.Answers, cp.Answers)
+		}
+	}
 	s.awaitAnswersLocked()
 }
 
