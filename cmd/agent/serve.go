@@ -76,7 +76,10 @@ func runServe(ctx context.Context, e env, sf *serveFlags) error {
 	// its own.
 	f.agentSpec, f.tools = agentspec.Union(specs)
 	reg := prometheus.NewRegistry()
-	am, sm := metrics.NewAgent(reg), metrics.NewServe(reg)
+	// offload_pending_calls is the store's (convstore.PendingCollector,
+	// {kind}, registered once the pending records are open), not this
+	// process's dispatches ({mode}, agent run's): SPEC §7.
+	am, sm := metrics.NewAgentWith(reg, metrics.AgentOptions{StoreWidePending: true}), metrics.NewServe(reg)
 	f.perConversation = true // a replica reads the results of the conversations it runs only
 	rem, err := remoteTools(ctx, e, f, log, am)
 	if err != nil {
@@ -93,13 +96,14 @@ func runServe(ctx context.Context, e env, sf *serveFlags) error {
 	if err != nil {
 		return err
 	}
+	reg.MustRegister(convstore.NewPendingCollector(pending))
 	var agents []serve.Agent
 	for _, s := range specs {
 		a, err := serveAgent(e, f, s, rem, am)
 		if err != nil {
 			return err
 		}
-		agents = append(agents, serve.Agent{Name: s.Name, Digest: s.Digest, Agent: a})
+		agents = append(agents, serve.Agent{Name: s.Name, Digest: s.Digest, Agent: a, NonBlocking: s.Approve == "background"})
 	}
 	host, _ := os.Hostname()
 	svc, err := serve.New(serve.Config{JetStream: js, Provision: prov, Agents: agents, Logger: log, Metrics: sm,

@@ -451,6 +451,7 @@ func DecodeDecision(data []byte, opts *DecodeOpts) (Decision, error) {
 	}
 	f.meta("metadata", &d.Metadata)
 	f.str("by", &d.By)
+	f.str("reason", &d.Reason)
 	if err := f.result(); err != nil {
 		return Decision{}, err
 	}

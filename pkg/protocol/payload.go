@@ -190,7 +190,14 @@ type Decision struct {
 	Metadata map[string]any `json:"metadata,omitempty"`
 	// By names who decided (recorded for audit).
 	By string `json:"by,omitempty"`
+	// Reason is ReasonExpired for the decision written when no one decided
+	// in time (SPEC §12, with By "timeout"): the model is told the call
+	// was not approved in time, never that a person denied it.
+	Reason string `json:"reason,omitempty"`
 }
+
+// ReasonExpired is the Reason of an expiry's decision.
+const ReasonExpired = "expired"
 
 // Resolution is published on the subject of an approval announcement
 // (<prefix>.approval.<conv>.<task>) once the call is decided, answered or

@@ -112,6 +112,19 @@ func (in *Inbox) CollectDecisions(ctx context.Context, st *conversation.State) (
 	return len(st.Arrivals) - before, err
 }
 
+// CollectAnswers is [Inbox.Collect] for the answers stream alone: it
+// appends the new answers to st.Arrivals and moves the answers'
+// checkpoint (the live wait of non-blocking external calls).
+func (in *Inbox) CollectAnswers(ctx context.Context, st *conversation.State) (int, error) {
+	before := len(st.Arrivals)
+	var err error
+	st.Checkpoint.Answers, err = in.replay(ctx, in.names.Answers, in.subj.AnswersFor(st.ID), st.Checkpoint.Answers,
+		func(task, toolName string, data []byte, meta *jetstream.MsgMetadata, h nats.Header) {
+			in.consider(st, conversation.ArrivalAnswer, task, toolName, data, meta, h)
+		})
+	return len(st.Arrivals) - before, err
+}
+
 // replay calls fn for every message stored on filter after sequence
 // after, in order, and returns the last sequence read. A read that fails
 // because no server answered for a moment (a cluster electing a leader)

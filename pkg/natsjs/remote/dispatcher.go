@@ -344,7 +344,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, task protocol.Task) (*Handle,
 	if err := d.follow(ctx, task.ConversationID); err != nil {
 		return nil, err
 	}
-	h, err := d.register(task, false)
+	h, err := d.register(task, false, span.SpanContext())
 	if err != nil {
 		return nil, err
 	}
@@ -370,6 +370,10 @@ func (d *Dispatcher) Dispatch(ctx context.Context, task protocol.Task) (*Handle,
 		h.finish(protocol.Result{}, err)
 		return nil, err
 	}
+	if d.log.Enabled(ctx, slog.LevelDebug) { // checked first: no attribute is built on the hot path otherwise
+		d.log.DebugContext(h.logCtx(), "task dispatched", slog.String("task_id", task.TaskID), slog.String("tool", task.Tool),
+			slog.String("conversation_id", task.ConversationID), slog.Int("attempt", task.Attempt))
+	}
 	return h, nil
 }
 
@@ -386,14 +390,14 @@ func (d *Dispatcher) Attach(task protocol.Task) (*Handle, error) {
 	if err := d.follow(ctx, task.ConversationID); err != nil {
 		return nil, err
 	}
-	return d.register(task, true)
+	return d.register(task, true, trace.SpanContext{})
 }
 
 // register makes a handle for task pending, unless the dispatcher is
 // stopped, the server lost, or the task already in flight. A task attached
 // again leaves the detached tasks it was remembered among.
-func (d *Dispatcher) register(task protocol.Task, attach bool) (*Handle, error) {
-	h := newHandle(d, task)
+func (d *Dispatcher) register(task protocol.Task, attach bool, sc trace.SpanContext) (*Handle, error) {
+	h := newHandle(d, task, sc)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	switch {

@@ -47,6 +47,9 @@ type bundle struct {
 	finished      chan string // target, when its conversation's last request is answered
 	slowStarted   chan struct{}
 	slowGate      chan struct{}
+	// nonBlocking makes the replicas' approvals non-blocking (spec
+	// approve: background).
+	nonBlocking bool
 }
 
 func setup(t *testing.T) *bundle {
@@ -79,7 +82,26 @@ func (b *bundle) model() llm.Model {
 				for _, c := range x.Content {
 					text.WriteString(c.Text)
 				}
+				if strings.HasPrefix(text.String(), "Background tool '") {
+					// A follow-up: the result of a call that ran later.
+					content := text.String()
+					target := content[strings.LastIndex(content, " ")+1:]
+					b.mu.Lock()
+					b.continuations[target]++
+					b.mu.Unlock()
+					b.finished <- target
+					return &llm.Response{Parts: []message.Part{message.Text{Content: "done " + content}}}, nil
+				}
 				name, target, _ := strings.Cut(text.String(), " ")
+				if name == "deploys" {
+					// "deploys A B": deploy A and B in one response.
+					var parts []message.Part
+					for i, tg := range strings.Fields(target) {
+						args, _ := json.Marshal(targetArgs{Target: tg})
+						parts = append(parts, message.ToolCall{ToolName: "deploy", ToolCallID: fmt.Sprintf("call_%d", i+1), Args: string(args)})
+					}
+					return &llm.Response{Parts: parts}, nil
+				}
 				if name == "fail" {
 					return nil, errors.New("the model is down")
 				}
@@ -178,7 +200,7 @@ func (b *bundle) replicaWith(t *testing.T, holder string, opts replicaOpts, name
 	}
 	var agents []serve.Agent
 	for _, n := range names {
-		agents = append(agents, serve.Agent{Name: n, Digest: "sha256:test", Agent: b.agent(t)})
+		agents = append(agents, serve.Agent{Name: n, Digest: "sha256:test", Agent: b.agent(t), NonBlocking: b.nonBlocking})
 	}
 	m := metrics.NewServe(nil)
 	cfg := serve.Config{JetStream: js, Provision: prov, Agents: agents, Holder: holder, Logger: log, Metrics: m,

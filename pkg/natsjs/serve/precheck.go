@@ -75,6 +75,7 @@ func complete(sum *conversation.Summary, arrived map[string]bool) bool {
 }
 
 // blocks reports whether the continuation needs task t answered first:
-// approvals and external calls do; background tasks run on, and any of
-// their outcomes continues the conversation.
-func blocks(t deferred.PendingTask) bool { return !t.Background() }
+// approvals and external calls do, unless non-blocking (SPEC §12);
+// background tasks run on, and any of their outcomes, or of a
+// non-blocking call's, continues the conversation.
+func blocks(t deferred.PendingTask) bool { return !t.Background() && !t.NonBlocking }

@@ -15,6 +15,8 @@ func TestComplete(t *testing.T) {
 	external := deferred.PendingTask{TaskID: "e", Kind: deferred.KindExternal}
 	bg := deferred.PendingTask{TaskID: "b", Kind: deferred.KindBackground}
 	bg2 := deferred.PendingTask{TaskID: "c", Kind: deferred.KindBackground}
+	nb := deferred.PendingTask{TaskID: "n", Kind: deferred.KindApproval, NonBlocking: true}
+	nb2 := deferred.PendingTask{TaskID: "m", Kind: deferred.KindExternal, NonBlocking: true}
 	for _, tc := range []struct {
 		name    string
 		tasks   []deferred.PendingTask
@@ -29,6 +31,9 @@ func TestComplete(t *testing.T) {
 		{"background tasks running on", []deferred.PendingTask{bg, bg2}, nil, false},
 		{"a background outcome while an approval waits", []deferred.PendingTask{approval, bg}, []string{"b"}, false},
 		{"an approval decided, a background task running on", []deferred.PendingTask{approval, bg}, []string{"a"}, true},
+		{"one of two non-blocking calls decided", []deferred.PendingTask{nb, nb2}, []string{"n"}, true},
+		{"non-blocking calls waiting", []deferred.PendingTask{nb, nb2}, nil, false},
+		{"a non-blocking call decided while an approval waits", []deferred.PendingTask{approval, nb}, []string{"n"}, false},
 	} {
 		arrived := map[string]bool{}
 		for _, id := range tc.arrived {

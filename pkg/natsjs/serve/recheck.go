@@ -40,7 +40,7 @@ func (s *Service) recheck(sess *session.Session) {
 	if !ok {
 		return
 	}
-	sum, cp := sess.Waiting()
+	sum, cp := sess.Summary()
 	if sum == nil {
 		return
 	}

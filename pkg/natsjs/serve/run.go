@@ -131,6 +131,9 @@ func (s *Service) launch(sess *session.Session, a Agent, prompt string, opts *ag
 	s.mu.Unlock()
 	opts.Suspend = s.suspend
 	opts.OnEvent = s.publishEvent
+	// Non-blocking calls are waited for by the session: their decisions
+	// arriving while the run is live are injected without a pause.
+	opts.Capabilities = append(opts.Capabilities, sess.NonBlockingCalls(a.NonBlocking))
 	go func() {
 		defer s.wg.Done()
 		defer close(r.done)

@@ -27,6 +27,10 @@ type Agent struct {
 	// Agent runs the conversations. Its approvals must be left to pause
 	// (no handler deciding them within the run).
 	Agent *agent.Agent
+	// NonBlocking makes every approval and external call of its runs
+	// non-blocking (spec approve: background, SPEC §12); without it, those
+	// of tools whose metadata says deferred: background are.
+	NonBlocking bool
 }
 
 // Config configures a [Service].

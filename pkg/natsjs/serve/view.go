@@ -54,7 +54,10 @@ func (s *Service) Get(ctx context.Context, id string) (*Conversation, error) {
 		c.Status = StatusPaused
 	case s.failed(ctx, id):
 		c.Status = StatusFailed
-	case ended(st.History):
+	case ended(st.History) && (st.Pending == nil || len(st.Pending.Tasks) == 0):
+		// (A pending record whose calls all have their outcome is a
+		// conversation about to be continued: the model ended its turn
+		// with non-blocking calls pending, SPEC §12.)
 		c.Status = StatusFinished
 	case s.heldElsewhere(ctx, id):
 		// Its history waits for the model or a tool, and a run of it is
