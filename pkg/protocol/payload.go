@@ -174,6 +174,9 @@ type Approval struct {
 	RunID string `json:"run_id,omitempty"`
 	// RequestedAt is when approval was requested. Defaults to the time received.
 	RequestedAt time.Time `json:"requested_at,omitzero"`
+	// ArgsDigest is the [ArgsDigest] of Args (SPEC §12): a decision that
+	// carries it is admitted only for the call with these arguments.
+	ArgsDigest string `json:"args_digest,omitempty"`
 }
 
 // Decision is a person's answer to an [Approval], published on
@@ -190,6 +193,11 @@ type Decision struct {
 	Metadata map[string]any `json:"metadata,omitempty"`
 	// By names who decided (recorded for audit).
 	By string `json:"by,omitempty"`
+	// ArgsDigest, when set, binds the decision to the call's arguments
+	// as they were shown to whoever decided (the [ArgsDigest] of the
+	// announcement's args): a decision whose digest does not match the
+	// call as it is pending is refused (stale, SPEC §12).
+	ArgsDigest string `json:"args_digest,omitempty"`
 }
 
 // Resolution is published on the subject of an approval announcement

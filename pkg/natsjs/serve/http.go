@@ -22,6 +22,9 @@ import (
 // (convstore.Pending.Publish with the record of the pending bucket).
 type Publisher interface {
 	Publish(ctx context.Context, kind conversation.ArrivalKind, conv, task string, data []byte) error
+	// Decide publishes decision d, bound to the call's arguments as
+	// pending (its args_digest) when d carries no digest (SPEC §12).
+	Decide(ctx context.Context, conv, task string, d protocol.Decision) error
 }
 
 // HandlerConfig configures [Handler].
@@ -212,6 +215,7 @@ type decisionRequest struct {
 	Approved     *bool           `json:"approved"`
 	Message      string          `json:"message,omitempty"`
 	OverrideArgs json.RawMessage `json:"override_args,omitempty"`
+	ArgsDigest   string          `json:"args_digest,omitempty"`
 }
 
 func (h *handler) decide(w http.ResponseWriter, r *http.Request) {
@@ -221,13 +225,13 @@ func (h *handler) decide(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_request", `the body is not a decision {"approved", "message"?, "override_args"?}`)
 		return
 	}
-	id, _ := r.Context().Value(identityKey{}).(Identity)
-	data, err := json.Marshal(protocol.Decision{Approved: *req.Approved, Message: req.Message, OverrideArgs: req.OverrideArgs, By: id.Name})
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+	if req.ArgsDigest != "" && !protocol.ValidDigest(req.ArgsDigest) {
+		writeError(w, http.StatusBadRequest, "bad_request", "args_digest is not 64 lowercase hex digits (a SHA-256)")
 		return
 	}
-	err = h.Publisher.Publish(r.Context(), conversation.ArrivalDecision, conv, task, data)
+	id, _ := r.Context().Value(identityKey{}).(Identity)
+	err := h.Publisher.Decide(r.Context(), conv, task, protocol.Decision{Approved: *req.Approved, Message: req.Message,
+		OverrideArgs: req.OverrideArgs, By: id.Name, ArgsDigest: req.ArgsDigest})
 	var re *conversation.RefusedError
 	switch {
 	case err == nil:

@@ -16,6 +16,7 @@ import (
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs/convstore"
 	"github.com/offload-dev/offload/pkg/natsjs/serve"
+	"github.com/offload-dev/offload/pkg/protocol"
 )
 
 const (
@@ -112,12 +113,35 @@ func TestHTTPAPI(t *testing.T) {
 	if code, m := call(t, srv, "POST", "/v1/conversations/"+conv+"/calls/01M8SXWG4QJ775EVHYEQV8ABNF/decision", approverToken, `{"approved":true}`); code != 404 || errCode(m) != "unknown_task" {
 		t.Fatalf("unknown task: %d %v", code, m)
 	}
+	// Bound to the arguments (SPEC §12): a digest of other arguments is
+	// refused (stale, 422), a malformed one is 400.
+	stale, _ := protocol.ArgsDigest(json.RawMessage(`{"target":"staging"}`))
+	if code, m := call(t, srv, "POST", decision, approverToken, `{"approved":true,"args_digest":"`+stale+`"}`); code != 422 || errCode(m) != "stale" {
+		t.Fatalf("stale decision: %d %v", code, m)
+	}
+	if code, m := call(t, srv, "POST", decision, approverToken, `{"approved":true,"args_digest":"ABC"}`); code != 400 {
+		t.Fatalf("malformed digest: %d %v", code, m)
+	}
 	sse := openSSE(t, srv, conv, "")
 	if code, m := call(t, srv, "POST", decision, approverToken, `{"approved":true,"by":"mallory"}`); code != 200 || m["by"] != "ann" {
 		t.Fatalf("decision: %d %v", code, m)
 	}
 	if code, m := call(t, srv, "POST", decision, approverToken, `{"approved":false}`); code != 409 || errCode(m) != "already_resolved" {
 		t.Fatalf("second decision: %d %v", code, m)
+	}
+	// The API sent the digest of the call's arguments as pending, though
+	// the request carried none.
+	stored, err := r.js.Stream(t.Context(), "TOOLS_DECISIONS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := stored.GetLastMsgForSubject(t.Context(), "tools.decision."+conv+"."+task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := protocol.ArgsDigest(json.RawMessage(`{"target":"prod"}`))
+	if d, err := protocol.DecodeDecision(msg.Data, nil); err != nil || d.ArgsDigest != want {
+		t.Errorf("stored decision %s: args_digest %q, want %s", msg.Data, d.ArgsDigest, want)
 	}
 	offloadtest.WaitOrTimeout(t, b.finished, "the continuation")
 	finished(t, r, conv, "done deployed prod")
