@@ -98,7 +98,7 @@ func runServe(ctx context.Context, e env, sf *serveFlags) error {
 		if err != nil {
 			return err
 		}
-		agents = append(agents, serve.Agent{Name: s.Name, Digest: s.Digest, Agent: a})
+		agents = append(agents, serve.Agent{Name: s.Name, Digest: s.Digest, Agent: a, Tools: tool.Only(rem.client.Toolset(), s.ToolNames()...)})
 	}
 	host, _ := os.Hostname()
 	svc, err := serve.New(serve.Config{JetStream: js, Provision: prov, Agents: agents, Logger: log, Metrics: sm,
@@ -112,9 +112,10 @@ func runServe(ctx context.Context, e env, sf *serveFlags) error {
 		return err
 	}
 	h := serve.Handler(serve.HandlerConfig{Service: svc, Tokens: tokens, Publisher: serve.PendingPublisher{Pending: pending}, Logger: log,
-		Metrics: sm, Gatherer: reg})
+		Metrics: sm, Gatherer: reg, Pending: pending})
 	err = serve.ListenAndServe(ctx, e.suspend, sf.addr, h, svc, 30*time.Second, func(a net.Addr) {
 		fmt.Fprintf(e.stderr, "agent serve: http://%s (agents: %s)\n", a, strings.Join(agentspec.Names(specs), ", "))
+		fmt.Fprintf(e.stderr, "agent serve: inbox http://%s/ (log in with a token)\n", a)
 		if generated != "" {
 			fmt.Fprintf(e.stderr, "agent serve: admin token (kept in %s): Authorization: Bearer %s\n", filepath.Join(f.store, serve.AdminTokenFile), generated)
 		}

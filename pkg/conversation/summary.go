@@ -45,6 +45,9 @@ type Summary struct {
 	// Prompt is the text of the conversation's last user prompt, cut to
 	// MaxSummaryPrompt bytes.
 	Prompt string `json:"prompt,omitempty"`
+	// Agent is the name of the conversation's agent (agent serve's, SPEC
+	// §11; "" for one started by agent run).
+	Agent string `json:"agent,omitempty"`
 }
 
 // Summarize returns the summary of st saved at revision rev, or nil when
@@ -60,8 +63,12 @@ func Summarize(st *State, rev Revision) *Summary {
 			status = StatusWaiting
 		}
 	}
-	return &Summary{ConversationID: st.ID, Status: status, UpdatedAt: st.UpdatedAt, Revision: rev, Tasks: tasks,
+	sum := &Summary{ConversationID: st.ID, Status: status, UpdatedAt: st.UpdatedAt, Revision: rev, Tasks: tasks,
 		Prompt: lastPrompt(st.History)}
+	if st.Agent != nil {
+		sum.Agent = st.Agent.Name
+	}
+	return sum
 }
 
 // State returns the state a decision or an answer given by hand is

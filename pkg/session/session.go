@@ -385,6 +385,9 @@ func (s *Session) applyLocked(res *deferred.Results, t deferred.PendingTask, a c
 		if d.By != "" {
 			note["by"] = d.By
 		}
+		if !a.At.IsZero() {
+			note["at"] = a.At.UTC().Format(time.RFC3339Nano) // when it was stored
+		}
 		resolved := protocol.ResolvedDenied
 		switch {
 		case d.Approved && d.OverrideArgs != nil:

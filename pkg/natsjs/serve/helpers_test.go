@@ -87,9 +87,10 @@ func (b *bundle) model() llm.Model {
 	})
 }
 
-// agent is the test's agent: deploy (approval-gated) and slow (waits for
-// slowGate), both run in the replica's process.
-func (b *bundle) agent(t *testing.T) *agent.Agent {
+// agent is the test's agent: deploy (approval-gated), slow (waits for
+// slowGate) and ask (an external call: "ask X" is answered from outside),
+// all run in the replica's process; it returns its tools too.
+func (b *bundle) agent(t *testing.T) (*agent.Agent, tool.Toolset) {
 	t.Helper()
 	deploy := tool.Func("deploy", "Deploy a target.", func(_ context.Context, _ *tool.RunContext, a targetArgs) (string, error) {
 		b.mu.Lock()
@@ -106,7 +107,10 @@ func (b *bundle) agent(t *testing.T) *agent.Agent {
 		}
 		return "slowed " + a.Target, nil
 	})
-	set, err := tool.NewSet(deploy, slow)
+	ask := tool.Func("ask", "Asks someone outside.", func(context.Context, *tool.RunContext, targetArgs) (string, error) {
+		return "", &tool.CallDeferred{}
+	})
+	set, err := tool.NewSet(deploy, slow, ask)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +118,7 @@ func (b *bundle) agent(t *testing.T) *agent.Agent {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return a
+	return a, set
 }
 
 // replica is one agent serve replica, on a connection of its own.
@@ -152,7 +156,8 @@ func (b *bundle) replicaLog(t *testing.T, holder string, log *slog.Logger, names
 	}
 	var agents []serve.Agent
 	for _, n := range names {
-		agents = append(agents, serve.Agent{Name: n, Digest: "sha256:test", Agent: b.agent(t)})
+		a, tools := b.agent(t)
+		agents = append(agents, serve.Agent{Name: n, Digest: "sha256:test", Agent: a, Tools: tools})
 	}
 	m := metrics.NewServe(nil)
 	svc, err := serve.New(serve.Config{JetStream: js, Provision: prov, Agents: agents, Holder: holder, Logger: log, Metrics: m,

@@ -13,6 +13,7 @@ import (
 
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/metrics"
+	"github.com/offload-dev/offload/pkg/natsjs/convstore"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/session"
 )
@@ -41,6 +42,9 @@ type HandlerConfig struct {
 	Metrics *metrics.Serve
 	// Gatherer, if set, is served on GET /metrics.
 	Gatherer prometheus.Gatherer
+	// Pending, if set, serves the web inbox (SPEC §12) at / from the
+	// people's pending records, deciding and answering through Publisher.
+	Pending *convstore.Pending
 }
 
 // Handler returns the HTTP API of SPEC §11 over cfg.Service (and GET
@@ -66,6 +70,9 @@ func Handler(cfg HandlerConfig) http.Handler {
 	mux.HandleFunc("POST /v1/conversations/{id}/calls/{task}/decision", h.auth(h.decide, RoleApprover))
 	if cfg.Gatherer != nil {
 		mux.Handle("GET /metrics", metrics.Handler(cfg.Gatherer))
+	}
+	if cfg.Pending != nil {
+		mountInbox(mux, h)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		cw := &codeWriter{ResponseWriter: w, code: http.StatusOK}

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -23,6 +24,7 @@ const (
 	opToken       = "operator-token-0123456789"
 	approverToken = "approver-token-0123456789"
 	viewerToken   = "viewer-token-0123456789"
+	adminToken    = "admin-token-0123456789"
 )
 
 // apiWithMetrics serves the HTTP API of r with the test's tokens, and the
@@ -161,6 +163,8 @@ func TestHTTPAPI(t *testing.T) {
 	}
 	if raw, _ := json.Marshal(st.History); !strings.Contains(string(raw), `"by":"ann"`) || strings.Contains(string(raw), "mallory") {
 		t.Errorf("the history's decision is not by the token's name: %s", raw)
+	} else if !strings.Contains(string(raw), `"at":"`+msg.Time.UTC().Format(time.RFC3339Nano)+`"`) {
+		t.Errorf("the history's decision does not say when it was stored (%s): %s", msg.Time.UTC().Format(time.RFC3339Nano), raw)
 	}
 	if code, m := call(t, srv, "GET", "/healthz", "", ""); code != 200 {
 		t.Errorf("healthz: %d %v", code, m)

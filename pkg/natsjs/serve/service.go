@@ -15,6 +15,7 @@ import (
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/session"
+	"github.com/offload-dev/offload/pkg/tool"
 )
 
 // Agent is an agent a Service runs conversations with.
@@ -27,6 +28,10 @@ type Agent struct {
 	// Agent runs the conversations. Its approvals must be left to pause
 	// (no handler deciding them within the run).
 	Agent *agent.Agent
+	// Tools, if set, are the tools Agent offers: the web inbox checks
+	// arguments edited before an approval against their schemas (SPEC
+	// §12); without it, it refuses edited arguments.
+	Tools tool.Toolset
 }
 
 // Config configures a [Service].
