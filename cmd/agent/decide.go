@@ -36,7 +36,7 @@ func newDecideCmd(e env, approve bool) *cobra.Command {
 		Short: short,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			d := protocol.Decision{Approved: approve, By: df.by}
+			d := protocol.Decision{Approved: approve, By: df.by, Channel: protocol.ChannelCLI}
 			if approve {
 				if df.message != "" {
 					return usageErr("--message is a denial's: drop it to approve")

@@ -171,8 +171,8 @@ func TestDecideCommands(t *testing.T) {
 		}
 		dec, err := protocol.DecodeDecision(m.Data, nil)
 		want, _ := protocol.ArgsDigest(pt.Args)
-		if err != nil || dec.ArgsDigest != want {
-			t.Errorf("decision of %s: %s, want args_digest %s", pt.TaskID, m.Data, want)
+		if err != nil || dec.ArgsDigest != want || dec.Channel != protocol.ChannelCLI {
+			t.Errorf("decision of %s: %s, want args_digest %s and channel cli", pt.TaskID, m.Data, want)
 		}
 	}
 	if code, stderr := run("answer", "--conversation", conv2, ext, `{"content":"42"}`); code != 0 {

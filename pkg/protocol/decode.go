@@ -462,6 +462,10 @@ func DecodeDecision(data []byte, opts *DecodeOpts) (Decision, error) {
 	f.meta("metadata", &d.Metadata)
 	f.str("by", &d.By)
 	f.digest("args_digest", &d.ArgsDigest)
+	f.str("channel", &d.Channel)
+	if !validChannel(d.Channel) {
+		f.fail("channel", ErrInvalidField, "one of inbox, api, link, cli, nats")
+	}
 	if err := f.result(); err != nil {
 		return Decision{}, err
 	}

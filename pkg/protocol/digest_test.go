@@ -59,3 +59,17 @@ func TestDecodeArgsDigest(t *testing.T) {
 		t.Fatalf("approval: %+v, %v", a, err)
 	}
 }
+
+// TestDecodeChannel: a decision's channel is one of inbox, api, link, cli
+// and nats, or absent.
+func TestDecodeChannel(t *testing.T) {
+	t.Parallel()
+	for _, c := range []string{"inbox", "api", "link", "cli", "nats"} {
+		if d, err := protocol.DecodeDecision([]byte(`{"approved":true,"channel":"`+c+`"}`), nil); err != nil || d.Channel != c {
+			t.Errorf("channel %s: %+v, %v", c, d, err)
+		}
+	}
+	if _, err := protocol.DecodeDecision([]byte(`{"approved":true,"channel":"fax"}`), nil); !errors.Is(err, protocol.ErrInvalidField) {
+		t.Errorf("channel fax: %v, want ErrInvalidField", err)
+	}
+}

@@ -198,6 +198,29 @@ type Decision struct {
 	// announcement's args): a decision whose digest does not match the
 	// call as it is pending is refused (stale, SPEC §12).
 	ArgsDigest string `json:"args_digest,omitempty"`
+	// Channel says how the decision was given, as its publisher claims
+	// it (like By): one of the ChannelXxx; empty for a raw publish
+	// (recorded as [ChannelNATS]).
+	Channel string `json:"channel,omitempty"`
+}
+
+// The channels of a [Decision] (SPEC §12: recorded in the history
+// metadata with who decided and when).
+const (
+	ChannelInbox = "inbox"
+	ChannelAPI   = "api"
+	ChannelLink  = "link"
+	ChannelCLI   = "cli"
+	ChannelNATS  = "nats"
+)
+
+// validChannel reports whether c is empty or one of the ChannelXxx.
+func validChannel(c string) bool {
+	switch c {
+	case "", ChannelInbox, ChannelAPI, ChannelLink, ChannelCLI, ChannelNATS:
+		return true
+	}
+	return false
 }
 
 // Resolution is published on the subject of an approval announcement

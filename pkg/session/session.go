@@ -9,6 +9,7 @@
 package session
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -388,6 +389,7 @@ func (s *Session) applyLocked(res *deferred.Results, t deferred.PendingTask, a c
 		if !a.At.IsZero() {
 			note["at"] = a.At.UTC().Format(time.RFC3339Nano) // when it was stored
 		}
+		note["channel"] = cmp.Or(d.Channel, protocol.ChannelNATS) // as claimed, like by
 		resolved := protocol.ResolvedDenied
 		switch {
 		case d.Approved && d.OverrideArgs != nil:

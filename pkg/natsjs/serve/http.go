@@ -238,7 +238,7 @@ func (h *handler) decide(w http.ResponseWriter, r *http.Request) {
 	}
 	id, _ := r.Context().Value(identityKey{}).(Identity)
 	err := h.Publisher.Decide(r.Context(), conv, task, protocol.Decision{Approved: *req.Approved, Message: req.Message,
-		OverrideArgs: req.OverrideArgs, By: id.Name, ArgsDigest: req.ArgsDigest})
+		OverrideArgs: req.OverrideArgs, By: id.Name, ArgsDigest: req.ArgsDigest, Channel: protocol.ChannelAPI})
 	var re *conversation.RefusedError
 	switch {
 	case err == nil:

@@ -163,6 +163,8 @@ func TestHTTPAPI(t *testing.T) {
 	}
 	if raw, _ := json.Marshal(st.History); !strings.Contains(string(raw), `"by":"ann"`) || strings.Contains(string(raw), "mallory") {
 		t.Errorf("the history's decision is not by the token's name: %s", raw)
+	} else if !strings.Contains(string(raw), `"channel":"api"`) {
+		t.Errorf("the history's decision is not by the channel api: %s", raw)
 	} else if !strings.Contains(string(raw), `"at":"`+msg.Time.UTC().Format(time.RFC3339Nano)+`"`) {
 		t.Errorf("the history's decision does not say when it was stored (%s): %s", msg.Time.UTC().Format(time.RFC3339Nano), raw)
 	}

@@ -230,7 +230,7 @@ func (in *inbox) decide(w http.ResponseWriter, r *http.Request) {
 		in.fail(w, r, http.StatusBadRequest, "The form carries no valid args_digest: reload the page.")
 		return
 	}
-	d := protocol.Decision{By: s.Name, ArgsDigest: digest}
+	d := protocol.Decision{By: s.Name, ArgsDigest: digest, Channel: protocol.ChannelInbox}
 	done := "approved"
 	switch r.PostFormValue("action") {
 	case "approve":

@@ -196,7 +196,7 @@ func TestInboxInBrowser(t *testing.T) {
 	})
 	// The timelines show who decided, and what.
 	do(ctx, t, "the approved conversation's timeline", chromedp.Navigate(srv.URL+"/conversations/"+convProd), chromedp.WaitVisible("#timeline .decision"))
-	if d := text(ctx, t, "#timeline .decision"); !strings.Contains(d, "approved by alice") {
+	if d := text(ctx, t, "#timeline .decision"); !strings.Contains(d, "approved by alice via inbox") {
 		t.Errorf("the timeline's decision: %q", d)
 	}
 	if tl := text(ctx, t, "#timeline"); !strings.Contains(tl, "deploy prod") || !strings.Contains(tl, "deployed prod") {

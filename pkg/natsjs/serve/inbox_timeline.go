@@ -28,8 +28,9 @@ type entry struct {
 	// Outcome is a result's (success, failed, denied, …) or a decision's
 	// (approved, denied).
 	Outcome string
-	// By is who decided; Edited the arguments a decision replaced.
-	By, Edited string
+	// By is who decided, Channel how (inbox, api, link, cli, nats);
+	// Edited the arguments a decision replaced.
+	By, Channel, Edited string
 }
 
 // timeline shows conversation id as a timeline, with the calls it waits
@@ -110,6 +111,7 @@ func decisionEntry(tool string, d map[string]any, fallback time.Time) entry {
 	}
 	e.Task, _ = d["task_id"].(string)
 	e.By, _ = d["by"].(string)
+	e.Channel, _ = d["channel"].(string)
 	e.Text, _ = d["message"].(string)
 	if at, ok := d["at"].(string); ok {
 		if t, err := time.Parse(time.RFC3339Nano, at); err == nil {
