@@ -128,7 +128,8 @@ func TestInboxInBrowser(t *testing.T) {
 	// A conversation that pauses while the page is open appears without a
 	// reload (the SSE stream of the pending records).
 	live := r.start(t, "deploy canary")
-	do(ctx, t, "the live update", chromedp.WaitVisible("#call-"+paused(t, live)))
+	liveTask := paused(t, live)
+	do(ctx, t, "the live update", chromedp.WaitVisible("#call-"+liveTask))
 
 	// Edited arguments failing the tool's schema: the error at the field,
 	// the edited value kept, nothing published.
@@ -194,6 +195,16 @@ func TestInboxInBrowser(t *testing.T) {
 		}
 		return nil
 	})
+	// A timeline open while its call is decided elsewhere (nats pub) shows
+	// the decision without a reload (the conversation's event stream).
+	do(ctx, t, "a waiting conversation's timeline", chromedp.Navigate(srv.URL+"/conversations/"+live.ConversationID),
+		chromedp.WaitVisible("#timeline"), chromedp.WaitNotPresent("#timeline .decision"))
+	b.decide(t, r.js, live.ConversationID, liveTask)
+	do(ctx, t, "the timeline's live update", chromedp.WaitVisible("#timeline .decision"))
+	if d := text(ctx, t, "#timeline .decision"); !strings.Contains(d, "approved by ann via nats") {
+		t.Errorf("the timeline's decision by nats pub: %q", d)
+	}
+	finished(t, r, live.ConversationID, "done deployed canary")
 	// The timelines show who decided, and what.
 	do(ctx, t, "the approved conversation's timeline", chromedp.Navigate(srv.URL+"/conversations/"+convProd), chromedp.WaitVisible("#timeline .decision"))
 	if d := text(ctx, t, "#timeline .decision"); !strings.Contains(d, "approved by alice via inbox") {
