@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -98,10 +99,24 @@ func runServe(ctx context.Context, e env, sf *serveFlags) error {
 		if err != nil {
 			return err
 		}
-		agents = append(agents, serve.Agent{Name: s.Name, Digest: s.Digest, Agent: a, Tools: tool.Only(rem.client.Toolset(), s.ToolNames()...)})
+		sa := serve.Agent{Name: s.Name, Digest: s.Digest, Agent: a, Tools: tool.Only(rem.client.Toolset(), s.ToolNames()...)}
+		if s.Approval != nil {
+			if sa.Approval, err = serve.ParseApprovalPolicy(s.Approval.Map()); err != nil {
+				return usageErr("spec %s: %v", s.Name, err)
+			}
+		}
+		agents = append(agents, sa)
+	}
+	// Approval timeouts are scheduled messages (SPEC §12): a server that
+	// cannot schedule writes none, and says so here.
+	var expirer serve.Expirer = convs.Announcer
+	if err := convs.Announcer.CanExpire(ctx); err != nil {
+		expirer = nil
+		log.Warn("approval timeouts are not enforced: the NATS server cannot schedule messages (nats-server 2.12 or later)", slog.Any("error", err))
+		fmt.Fprintf(e.stderr, "agent serve: approval timeouts are not enforced: %v\n", err)
 	}
 	host, _ := os.Hostname()
-	svc, err := serve.New(serve.Config{JetStream: js, Provision: prov, Agents: agents, Logger: log, Metrics: sm,
+	svc, err := serve.New(serve.Config{JetStream: js, Provision: prov, Agents: agents, Logger: log, Metrics: sm, Expirer: expirer,
 		Holder: fmt.Sprintf("agent serve %s pid %d", host, os.Getpid()),
 		Session: session.Config{Store: convs.Store, Inbox: convs.Inbox, Announcer: convs.Announcer, Canceller: rem.client,
 			Attacher: rem.client, Answers: rem.client, MaxPayload: int(rem.nc.MaxPayload()), Connected: rem.nc.IsConnected}})

@@ -462,6 +462,8 @@ func DecodeDecision(data []byte, opts *DecodeOpts) (Decision, error) {
 	f.meta("metadata", &d.Metadata)
 	f.str("by", &d.By)
 	f.digest("args_digest", &d.ArgsDigest)
+	f.str("reason", &d.Reason)
+	f.str("on_timeout", &d.OnTimeout)
 	f.str("channel", &d.Channel)
 	if !validChannel(d.Channel) {
 		f.fail("channel", ErrInvalidField, "one of inbox, api, link, cli, nats")

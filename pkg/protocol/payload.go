@@ -198,6 +198,12 @@ type Decision struct {
 	// announcement's args): a decision whose digest does not match the
 	// call as it is pending is refused (stale, SPEC §12).
 	ArgsDigest string `json:"args_digest,omitempty"`
+	// Reason is "expired" for the decision an approval's timeout writes
+	// (By "timeout", SPEC §12).
+	Reason string `json:"reason,omitempty"`
+	// OnTimeout, in a timeout's decision, is the approval's on_timeout
+	// ("deny", "approve" or "fail").
+	OnTimeout string `json:"on_timeout,omitempty"`
 	// Channel says how the decision was given, as its publisher claims
 	// it (like By): one of the ChannelXxx; empty for a raw publish
 	// (recorded as [ChannelNATS]).

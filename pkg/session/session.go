@@ -399,6 +399,13 @@ func (s *Session) applyLocked(res *deferred.Results, t deferred.PendingTask, a c
 		case d.Approved:
 			res.Approvals[id] = true
 			resolved = protocol.ResolvedApproved
+		case d.By == timeoutDecider:
+			// An approval's timeout (SPEC §12): never shown as a person's
+			// denial.
+			res.Approvals[id] = deferred.ToolDenied{Message: ExpiredText(t.Tool, t.TaskID, d.Message)}
+			if d.Message != "" {
+				note["message"] = d.Message
+			}
 		default:
 			res.Approvals[id] = deferred.ToolDenied{Message: d.Message}
 			if d.Message != "" {

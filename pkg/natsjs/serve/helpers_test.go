@@ -46,6 +46,10 @@ type bundle struct {
 	finished      chan string // target, when its conversation's last request is answered
 	slowStarted   chan struct{}
 	slowGate      chan struct{}
+	// approval, if set, is the agents' approval expiry (SPEC §12);
+	// deployMeta the deploy tool's metadata.
+	approval   *serve.ApprovalPolicy
+	deployMeta map[string]any
 }
 
 func setup(t *testing.T) *bundle {
@@ -97,7 +101,7 @@ func (b *bundle) agent(t *testing.T) (*agent.Agent, tool.Toolset) {
 		b.deploys[a.Target]++
 		b.mu.Unlock()
 		return "deployed " + a.Target, nil
-	}, tool.NeedsApproval())
+	}, tool.NeedsApproval(), tool.Meta(b.deployMeta))
 	slow := tool.Func("slow", "Works slowly.", func(ctx context.Context, _ *tool.RunContext, a targetArgs) (string, error) {
 		b.slowStarted <- struct{}{}
 		select {
@@ -157,11 +161,12 @@ func (b *bundle) replicaLog(t *testing.T, holder string, log *slog.Logger, names
 	var agents []serve.Agent
 	for _, n := range names {
 		a, tools := b.agent(t)
-		agents = append(agents, serve.Agent{Name: n, Digest: "sha256:test", Agent: a, Tools: tools})
+		agents = append(agents, serve.Agent{Name: n, Digest: "sha256:test", Agent: a, Tools: tools, Approval: b.approval})
 	}
+	expirer := convs.Announcer
 	m := metrics.NewServe(nil)
 	svc, err := serve.New(serve.Config{JetStream: js, Provision: prov, Agents: agents, Holder: holder, Logger: log, Metrics: m,
-		RetryDelay: 100 * time.Millisecond, MissingDelay: 200 * time.Millisecond,
+		RetryDelay: 100 * time.Millisecond, MissingDelay: 200 * time.Millisecond, Expirer: expirer,
 		Session: session.Config{Store: store, Inbox: convs.Inbox, Announcer: convs.Announcer}})
 	if err != nil {
 		t.Fatal(err)

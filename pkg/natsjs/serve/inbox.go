@@ -77,6 +77,10 @@ type item struct {
 	// the time since.
 	Requested time.Time
 	Age       string
+	// Expires is when the approval's timeout decides (zero: never), and
+	// OnTimeout what it decides.
+	Expires   time.Time
+	OnTimeout string
 	// EditArgs and Error are a refused form's arguments and why, shown at
 	// the field; Answer a refused answer's content.
 	EditArgs, Error, Answer string
@@ -112,14 +116,14 @@ func (in *inbox) items(ctx context.Context, p *convstore.Pending) ([]item, error
 			if t.Kind != deferred.KindApproval && t.Kind != deferred.KindExternal {
 				continue
 			}
-			out = append(out, in.itemOf(s, t))
+			out = append(out, in.itemOf(ctx, s, t))
 		}
 	}
 	slices.SortFunc(out, func(a, b item) int { return strings.Compare(a.Task, b.Task) }) // task IDs sort by time
 	return out, nil
 }
 
-func (in *inbox) itemOf(s *conversation.Summary, t deferred.PendingTask) item {
+func (in *inbox) itemOf(ctx context.Context, s *conversation.Summary, t deferred.PendingTask) item {
 	it := item{Conversation: s.ConversationID, Task: t.TaskID, Tool: t.Tool, ToolCallID: t.ToolCallID, Agent: s.Agent,
 		Prompt: s.Prompt, Kind: string(t.Kind), Args: pretty(t.Args)}
 	it.EditArgs = it.Args
@@ -127,6 +131,13 @@ func (in *inbox) itemOf(s *conversation.Summary, t deferred.PendingTask) item {
 	if id, err := protocol.ParseID(t.TaskID); err == nil {
 		it.Requested = id.Timestamp().UTC()
 		it.Age = age(in.now().Sub(it.Requested))
+		if t.Kind == deferred.KindApproval && in.h.Service.cfg.Expirer != nil {
+			if p := in.h.Service.policy(ctx, s.Agent, t.Tool); p != nil {
+				// The timeout counts from the announcement, at the
+				// deferral (the task ID's time) give or take its save.
+				it.Expires, it.OnTimeout = it.Requested.Add(p.Timeout), p.OnTimeout
+			}
+		}
 	}
 	return it
 }

@@ -163,7 +163,10 @@ func TestInboxInBrowser(t *testing.T) {
 		}
 	}
 
-	do(ctx, t, "approve", chromedp.Click(prodCard+" button[value=approve]"), chromedp.WaitVisible("#notice"))
+	// After each form, the inbox again (the redirect) without the call,
+	// and a notice: waiting for the call's card to go waits for the new
+	// page (the old one may show a notice too).
+	do(ctx, t, "approve", chromedp.Click(prodCard+" button[value=approve]"), chromedp.WaitNotPresent(prodCard), chromedp.WaitVisible("#notice"))
 	if n := text(ctx, t, "#notice"); n != "Approved." {
 		t.Errorf("notice after approving: %q", n)
 	}
@@ -171,12 +174,14 @@ func TestInboxInBrowser(t *testing.T) {
 	do(ctx, t, "deny with a reason",
 		chromedp.SendKeys(stagingCard+" input[name=reason]", "not on a Friday"),
 		chromedp.Click(stagingCard+" button[value=deny]"),
+		chromedp.WaitNotPresent(stagingCard),
 		chromedp.WaitVisible("#notice"),
 	)
 	askCard := "#call-" + taskAsk
 	do(ctx, t, "answer the external call",
 		chromedp.SendKeys(askCard+" textarea[name=content]", "42"),
 		chromedp.Click(askCard+" button"),
+		chromedp.WaitNotPresent(askCard),
 		chromedp.WaitVisible("#notice"),
 	)
 	if n := text(ctx, t, "#notice"); n != "Answered." {

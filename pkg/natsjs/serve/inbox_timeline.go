@@ -59,7 +59,7 @@ func (in *inbox) timeline(w http.ResponseWriter, r *http.Request) {
 	sum := conversation.Summarize(st, 0)
 	for _, t := range st.Unresolved() {
 		if !t.Background() {
-			waiting = append(waiting, in.itemOf(sum, t))
+			waiting = append(waiting, in.itemOf(r.Context(), sum, t))
 		}
 	}
 	in.render(w, r, http.StatusOK, "timeline", map[string]any{"ID": id, "Agent": agentName, "Entries": entries(st.History),

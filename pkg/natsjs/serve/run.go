@@ -44,6 +44,7 @@ type Run struct {
 	ConversationID string
 	// ID identifies the run.
 	ID    string
+	agent string // its agent's name
 	done  chan struct{}
 	final Final
 }
@@ -96,7 +97,7 @@ func (s *Service) Start(ctx context.Context, name, prompt, id string) (*Run, err
 // launch runs a on the claimed session sess on a goroutine of the service
 // (registered with enter by the caller), releasing the session at its end.
 func (s *Service) launch(sess *session.Session, a Agent, prompt string, opts *agent.RunOptions) *Run {
-	r := &Run{ConversationID: sess.ID(), ID: protocol.NewID(), done: make(chan struct{})}
+	r := &Run{ConversationID: sess.ID(), ID: protocol.NewID(), agent: a.Name, done: make(chan struct{})}
 	s.mu.Lock()
 	s.runs[r.ConversationID] = r
 	s.mu.Unlock()

@@ -28,6 +28,9 @@ type Agent struct {
 	// Agent runs the conversations. Its approvals must be left to pause
 	// (no handler deciding them within the run).
 	Agent *agent.Agent
+	// Approval, if set, is the expiry of the approvals of every tool of
+	// Agent whose metadata sets none ("approval"; SPEC §12).
+	Approval *ApprovalPolicy
 	// Tools, if set, are the tools Agent offers: the web inbox checks
 	// arguments edited before an approval against their schemas (SPEC
 	// §12); without it, it refuses edited arguments.
@@ -73,6 +76,10 @@ type Config struct {
 	OnContinue func(conv string)
 	// Metrics, if set, observes the wakes (offload_wake_seconds).
 	Metrics *metrics.Serve
+	// Expirer, if set, schedules the timeout decision of each announced
+	// approval whose tool or agent has an [ApprovalPolicy] (SPEC §12;
+	// convstore.Announcer.Expire).
+	Expirer Expirer
 	// OnFinal, if set, is told how each run of this replica ended, once
 	// its state is saved and its lease released (notifications, tests,
 	// benchmarks).
@@ -243,6 +250,9 @@ func (s *Service) enter() bool {
 // does not wait for another holder beyond ClaimWait.
 func (s *Service) sessionConfig(wait bool) session.Config {
 	sc := s.cfg.Session
+	if sc.Announcer != nil && s.cfg.Expirer != nil {
+		sc.Announcer = expiringAnnouncer{Announcer: sc.Announcer, svc: s}
+	}
 	if !wait {
 		sc.Store = quickClaim{Store: sc.Store, wait: s.cfg.ClaimWait}
 	}
