@@ -107,16 +107,18 @@ func runServe(ctx context.Context, e env, sf *serveFlags) error {
 		}
 		agents = append(agents, sa)
 	}
-	// Approval timeouts are scheduled messages (SPEC §12): a server that
-	// cannot schedule writes none, and says so here.
+	// Approval timeouts are scheduled messages (SPEC §12); on a server
+	// that cannot schedule, the replicas' own timers write them, which
+	// only a running replica does: said here.
 	var expirer serve.Expirer = convs.Announcer
+	var timers *convstore.Pending
 	if err := convs.Announcer.CanExpire(ctx); err != nil {
-		expirer = nil
-		log.Warn("approval timeouts are not enforced: the NATS server cannot schedule messages (nats-server 2.12 or later)", slog.Any("error", err))
-		fmt.Fprintf(e.stderr, "agent serve: approval timeouts are not enforced: %v\n", err)
+		expirer, timers = nil, pending
+		log.Warn("approval timeouts fall back to agent serve's timers: a call expires only while a replica runs", slog.Any("error", err))
+		fmt.Fprintf(e.stderr, "agent serve: the NATS server cannot schedule messages (%v): approval timeouts fall back to agent serve's timers, and expire only while a replica runs\n", err)
 	}
 	host, _ := os.Hostname()
-	svc, err := serve.New(serve.Config{JetStream: js, Provision: prov, Agents: agents, Logger: log, Metrics: sm, Expirer: expirer,
+	svc, err := serve.New(serve.Config{JetStream: js, Provision: prov, Agents: agents, Logger: log, Metrics: sm, Expirer: expirer, Timers: timers,
 		Holder: fmt.Sprintf("agent serve %s pid %d", host, os.Getpid()),
 		Session: session.Config{Store: convs.Store, Inbox: convs.Inbox, Announcer: convs.Announcer, Canceller: rem.client,
 			Attacher: rem.client, Answers: rem.client, MaxPayload: int(rem.nc.MaxPayload()), Connected: rem.nc.IsConnected}})

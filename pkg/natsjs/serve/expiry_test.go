@@ -107,6 +107,32 @@ func TestExpiryAfterAPersonDecided(t *testing.T) {
 	}
 }
 
+// On a server without schedules the replicas write the timeouts
+// themselves (the fallback): two replicas sweep, one timeout's decision
+// is stored, and the conversation continues with the expiry's text.
+func TestExpiryByReplicaTimers(t *testing.T) {
+	b := setup(t)
+	b.timers = true
+	b.approval = &serve.ApprovalPolicy{Timeout: time.Second, OnTimeout: serve.OnTimeoutDeny, Message: "too late"}
+	r1, r2 := b.replica(t, "r1"), b.replica(t, "r2")
+	f := r1.start(t, "deploy prod")
+	task := paused(t, f)
+	decided := decisionsOf(t, r2.js, f.ConversationID, task)
+	if m := offloadtest.WaitOrTimeout(t, decided, "the timeout's decision"); !strings.Contains(string(m.Data()), `"by":"timeout"`) {
+		t.Fatalf("decision %s", m.Data())
+	}
+	offloadtest.WaitOrTimeout(t, b.finished, "the continuation")
+	finished(t, r1, f.ConversationID, "done Tool 'deploy' (task "+task+") was not approved in time: too late")
+	s, err := r1.js.Stream(t.Context(), "TOOLS_DECISIONS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(t.Context(), jetstream.WithSubjectFilter("tools.decision."+f.ConversationID+"."+task))
+	if err != nil || info.State.Subjects["tools.decision."+f.ConversationID+"."+task] != 1 {
+		t.Errorf("decisions stored for the task: %v, %v; want 1", info.State.Subjects, err)
+	}
+}
+
 // The map form of an approval's expiry (a tool's metadata "approval").
 func TestParseApprovalPolicy(t *testing.T) {
 	t.Parallel()

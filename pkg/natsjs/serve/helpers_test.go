@@ -50,6 +50,9 @@ type bundle struct {
 	// deployMeta the deploy tool's metadata.
 	approval   *serve.ApprovalPolicy
 	deployMeta map[string]any
+	// timers has the replicas write the timeouts themselves (a server
+	// without schedules).
+	timers bool
 }
 
 func setup(t *testing.T) *bundle {
@@ -163,10 +166,17 @@ func (b *bundle) replicaLog(t *testing.T, holder string, log *slog.Logger, names
 		a, tools := b.agent(t)
 		agents = append(agents, serve.Agent{Name: n, Digest: "sha256:test", Agent: a, Tools: tools, Approval: b.approval})
 	}
-	expirer := convs.Announcer
+	var expirer serve.Expirer = convs.Announcer
+	var timers *convstore.Pending
+	if b.timers {
+		expirer = nil
+		if timers, err = convstore.OpenPending(ctx, convstore.OpenConfig{JetStream: js, Provision: prov}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	m := metrics.NewServe(nil)
 	svc, err := serve.New(serve.Config{JetStream: js, Provision: prov, Agents: agents, Holder: holder, Logger: log, Metrics: m,
-		RetryDelay: 100 * time.Millisecond, MissingDelay: 200 * time.Millisecond, Expirer: expirer,
+		RetryDelay: 100 * time.Millisecond, MissingDelay: 200 * time.Millisecond, Expirer: expirer, Timers: timers, TimerInterval: 100 * time.Millisecond,
 		Session: session.Config{Store: store, Inbox: convs.Inbox, Announcer: convs.Announcer}})
 	if err != nil {
 		t.Fatal(err)

@@ -131,7 +131,7 @@ func (in *inbox) itemOf(ctx context.Context, s *conversation.Summary, t deferred
 	if id, err := protocol.ParseID(t.TaskID); err == nil {
 		it.Requested = id.Timestamp().UTC()
 		it.Age = age(in.now().Sub(it.Requested))
-		if t.Kind == deferred.KindApproval && in.h.Service.cfg.Expirer != nil {
+		if t.Kind == deferred.KindApproval && (in.h.Service.cfg.Expirer != nil || in.h.Service.cfg.Timers != nil) {
 			if p := in.h.Service.policy(ctx, s.Agent, t.Tool); p != nil {
 				// The timeout counts from the announcement, at the
 				// deferral (the task ID's time) give or take its save.

@@ -14,6 +14,7 @@ import (
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/convstore"
 	"github.com/offload-dev/offload/pkg/session"
 	"github.com/offload-dev/offload/pkg/tool"
 )
@@ -80,6 +81,13 @@ type Config struct {
 	// approval whose tool or agent has an [ApprovalPolicy] (SPEC §12;
 	// convstore.Announcer.Expire).
 	Expirer Expirer
+	// Timers, if set, are the pending records the service reads to write
+	// the approvals' timeouts itself (the fallback of a server that
+	// cannot schedule messages, SPEC §12; with Expirer unset): a call
+	// expires only while a replica runs.
+	Timers *convstore.Pending
+	// TimerInterval is how often Timers are swept. Defaults to 1 s.
+	TimerInterval time.Duration
 	// OnFinal, if set, is told how each run of this replica ended, once
 	// its state is saved and its lease released (notifications, tests,
 	// benchmarks).
@@ -146,6 +154,9 @@ func New(cfg Config) (*Service, error) {
 	if cfg.SuspendTimeout <= 0 {
 		cfg.SuspendTimeout = 20 * time.Second
 	}
+	if cfg.TimerInterval <= 0 {
+		cfg.TimerInterval = time.Second
+	}
 	cfg.Session.Holder = cfg.Holder
 	cfg.Session.Logger = cfg.Logger
 	ctx, cancel := context.WithCancel(context.Background())
@@ -176,6 +187,10 @@ func (s *Service) Open(ctx context.Context) error {
 			return fmt.Errorf("serve: consume the wake messages: %w", err)
 		}
 		s.consume = append(s.consume, cc)
+	}
+	if s.cfg.Timers != nil {
+		s.wg.Add(1)
+		go s.timers()
 	}
 	return nil
 }
