@@ -93,6 +93,10 @@ func runServe(ctx context.Context, e env, sf *serveFlags) error {
 	if err != nil {
 		return err
 	}
+	links, err := convstore.OpenLinks(ctx, convstore.OpenConfig{JetStream: js, Provision: prov})
+	if err != nil {
+		return err
+	}
 	var agents []serve.Agent
 	for _, s := range specs {
 		a, err := serveAgent(e, f, s, rem, am)
@@ -129,7 +133,7 @@ func runServe(ctx context.Context, e env, sf *serveFlags) error {
 		return err
 	}
 	h := serve.Handler(serve.HandlerConfig{Service: svc, Tokens: tokens, Publisher: serve.PendingPublisher{Pending: pending}, Logger: log,
-		Metrics: sm, Gatherer: reg, Pending: pending})
+		Metrics: sm, Gatherer: reg, Pending: pending, Links: links})
 	err = serve.ListenAndServe(ctx, e.suspend, sf.addr, h, svc, 30*time.Second, func(a net.Addr) {
 		fmt.Fprintf(e.stderr, "agent serve: http://%s (agents: %s)\n", a, strings.Join(agentspec.Names(specs), ", "))
 		fmt.Fprintf(e.stderr, "agent serve: inbox http://%s/ (log in with a token)\n", a)

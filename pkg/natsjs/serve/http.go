@@ -45,6 +45,9 @@ type HandlerConfig struct {
 	// Pending, if set, serves the web inbox (SPEC §12) at / from the
 	// people's pending records, deciding and answering through Publisher.
 	Pending *convstore.Pending
+	// Links, if set with Pending, lets approvers make signed approve/deny
+	// links in the inbox, served at /links/ (SPEC §12).
+	Links *convstore.Links
 }
 
 // Handler returns the HTTP API of SPEC §11 over cfg.Service (and GET

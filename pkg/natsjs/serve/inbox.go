@@ -39,7 +39,7 @@ var pages = func() map[string]*template.Template {
 		return t.UTC().Format("2006-01-02 15:04:05 UTC")
 	}}
 	out := map[string]*template.Template{}
-	for _, name := range []string{"login", "inbox", "timeline", "message"} {
+	for _, name := range []string{"login", "inbox", "timeline", "message", "links", "confirm"} {
 		out[name] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html"))
 	}
 	return out
@@ -63,6 +63,11 @@ func mountInbox(mux *http.ServeMux, h *handler) {
 	mux.HandleFunc("POST /conversations/{id}/calls/{task}/answer", secure(in.loggedIn(in.answer)))
 	mux.HandleFunc("GET /conversations/{id}", secure(in.loggedIn(in.timeline)))
 	mux.HandleFunc("GET /conversations/{id}/events", in.loggedIn(h.events))
+	if h.Links != nil {
+		mux.HandleFunc("POST /conversations/{id}/calls/{task}/links", secure(in.loggedIn(in.mintLinks)))
+		mux.HandleFunc("GET /links/{token}", secure(in.link))
+		mux.HandleFunc("POST /links/{token}", secure(in.useLink))
+	}
 }
 
 // item is a pending call as the inbox shows it.
@@ -203,7 +208,7 @@ func (in *inbox) showList(w http.ResponseWriter, r *http.Request, code int, noti
 	}
 	s := sessionOf(r)
 	in.render(w, r, code, "inbox", map[string]any{"Items": items, "Notice": notice, "Who": s.Name, "Role": string(s.Role),
-		"MayDecide": s.may(RoleApprover), "MayAnswer": s.may(RoleAnswerer)})
+		"MayDecide": s.may(RoleApprover), "MayAnswer": s.may(RoleAnswerer), "Links": in.h.Links != nil})
 }
 
 // pendingCall returns task of conversation conv as it is pending now
