@@ -89,6 +89,7 @@ func text(ctx context.Context, t *testing.T, sel string) string {
 func TestInboxInBrowser(t *testing.T) {
 	began := time.Now()
 	b := setup(t)
+	b.approval = &serve.ApprovalPolicy{Timeout: time.Hour, OnTimeout: serve.OnTimeoutDeny} // shown, never reached
 	r := b.replica(t, "r1")
 	tokens, err := serve.ParseTokens(strings.NewReader(adminToken + " admin alice\n"))
 	if err != nil {
@@ -98,8 +99,12 @@ func TestInboxInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	links, err := convstore.OpenLinks(context.Background(), convstore.OpenConfig{JetStream: r.js})
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv := httptest.NewServer(serve.Handler(serve.HandlerConfig{Service: r.svc, Tokens: tokens, Publisher: serve.PendingPublisher{Pending: pending},
-		Pending: pending}))
+		Pending: pending, Links: links}))
 	t.Cleanup(srv.Close)
 	first := r.start(t, "deploy prod")
 	convProd, taskProd := first.ConversationID, paused(t, first)
@@ -117,7 +122,7 @@ func TestInboxInBrowser(t *testing.T) {
 		chromedp.WaitVisible("#call-"+taskProd),
 	)
 	card := text(ctx, t, "#call-"+taskProd)
-	for _, want := range []string{"approval", "deploy", "agent ops", `"target": "prod"`, "Last prompt: “deploy prod”", "waiting"} {
+	for _, want := range []string{"approval", "deploy", "agent ops", `"target": "prod"`, "Last prompt: “deploy prod”", "waiting", "deny at ", "Links for someone else"} {
 		if !strings.Contains(card, want) {
 			t.Errorf("the call's card lacks %q:\n%s", want, card)
 		}
