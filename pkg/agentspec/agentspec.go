@@ -187,7 +187,7 @@ type ModelSettings struct {
 }
 
 // ApproveModes are the values of approve (and of `agent --approve`).
-var ApproveModes = []string{"ask", "wait", "defer", "all", "none"}
+var ApproveModes = []string{"ask", "wait", "defer", "all", "none", "background"}
 
 // Load reads the spec file at path (see [Parse]).
 func Load(path string) (*Spec, error) {

@@ -39,6 +39,11 @@ type PendingTask struct {
 	// (agent.Handoff). A later run waits for its result until then (and a
 	// grace), not longer.
 	Deadline time.Time `json:"deadline,omitzero"`
+	// NonBlocking marks an approval or external call that did not stop its
+	// run (SPEC §12): the model got an acknowledgement, and the decision or
+	// answer reaches it as a follow-up message, like a background outcome.
+	// Any one arrival for it is enough to continue the conversation.
+	NonBlocking bool `json:"nonblocking,omitempty"`
 }
 
 // Background reports whether the task is a background task (not a
