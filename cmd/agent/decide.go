@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/convstore"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
@@ -34,7 +36,7 @@ func newDecideCmd(e env, approve bool) *cobra.Command {
 		Short: short,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			d := protocol.Decision{Approved: approve, By: df.by}
+			d := protocol.Decision{Approved: approve, By: df.by, Channel: protocol.ChannelCLI}
 			if approve {
 				if df.message != "" {
 					return usageErr("--message is a denial's: drop it to approve")
@@ -102,6 +104,13 @@ func publishArrival(cmd *cobra.Command, e env, f *runFlags, kind conversation.Ar
 	if err != nil && !errors.Is(err, conversation.ErrNotFound) {
 		return &exitError{code: exitFailed, err: err}
 	}
+	if kind == conversation.ArrivalDecision {
+		// Bound to the call's arguments as pending (SPEC §12): a
+		// decision for arguments that changed since is refused (stale).
+		if data, err = bindDecision(ctx, o.Pending, f.conversation, sum, task, data); err != nil {
+			return &exitError{code: exitFailed, err: err}
+		}
+	}
 	pctx, span := startPublishSpan(ctx, e, kind, f.conversation, task)
 	subject, err := o.Publish(pctx, f.conversation, sum, kind, task, data)
 	endPublishSpan(span, err)
@@ -126,6 +135,25 @@ func publishArrival(cmd *cobra.Command, e env, f *runFlags, kind conversation.Ar
 	}
 	fmt.Fprintf(e.stderr, "%s %s recorded on %s; once nothing else is pending, continue with: %s (and the run's --spec, if it had one)\n", kind, task, subject, resumeHint(f, o.c.embedded, f.conversation))
 	return nil
+}
+
+// bindDecision returns decision data with the args_digest of task as
+// pending (convstore.Pending.Digest); a task pending nowhere keeps data as
+// it is (the check of the publish refuses it).
+func bindDecision(ctx context.Context, p *convstore.Pending, conv string, sum *conversation.Summary, task string, data []byte) ([]byte, error) {
+	digest, err := p.Digest(ctx, conv, sum, task)
+	if errors.Is(err, conversation.ErrNotFound) {
+		return data, nil // not pending: the publish says so
+	}
+	if err != nil {
+		return nil, err
+	}
+	var d protocol.Decision
+	if err := json.Unmarshal(data, &d); err != nil {
+		return nil, err
+	}
+	d.ArgsDigest = digest
+	return json.Marshal(d)
 }
 
 // checkConversationFlag checks --conversation: a ULID (exit 2).

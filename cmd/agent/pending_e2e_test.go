@@ -158,6 +158,23 @@ func TestDecideCommands(t *testing.T) {
 	if code, stderr := run("deny", "--conversation", conv1, tasks[1], "--message", "not today"); code != 0 {
 		t.Fatalf("deny: exit %d: %s", code, stderr)
 	}
+	// Each decision is bound to the call's arguments as pending (SPEC
+	// §12): its args_digest is theirs, whatever --args replaced them with.
+	decisions, err := d.nats.JetStream(t).Stream(t.Context(), "TOOLS_DECISIONS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pt := range d.state(conv1).Pending.Tasks {
+		m, err := decisions.GetLastMsgForSubject(t.Context(), "tools.decision."+conv1+"."+pt.TaskID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec, err := protocol.DecodeDecision(m.Data, nil)
+		want, _ := protocol.ArgsDigest(pt.Args)
+		if err != nil || dec.ArgsDigest != want || dec.Channel != protocol.ChannelCLI {
+			t.Errorf("decision of %s: %s, want args_digest %s and channel cli", pt.TaskID, m.Data, want)
+		}
+	}
 	if code, stderr := run("answer", "--conversation", conv2, ext, `{"content":"42"}`); code != 0 {
 		t.Fatalf("answer: exit %d: %s", code, stderr)
 	}

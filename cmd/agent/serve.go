@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,6 +33,8 @@ type serveFlags struct {
 	run                   runFlags
 	specs                 []string
 	specDir, addr, tokens string
+	notify                []string
+	publicURL             string
 }
 
 func newServeCmd(e env) *cobra.Command {
@@ -47,6 +51,8 @@ func newServeCmd(e env) *cobra.Command {
 	fl.StringVar(&sf.specDir, "specs", "", "directory of agent specs: every *.yaml")
 	fl.StringVar(&sf.addr, "http", "127.0.0.1:8080", "address of the HTTP API")
 	fl.StringVar(&sf.tokens, "tokens", "", "file of bearer tokens, lines TOKEN ROLE NAME (default: an admin token generated into --store)")
+	fl.StringArrayVar(&sf.notify, "notify", nil, "URL POSTed each approval requested and resolved, as JSON (slack:URL: a Slack incoming webhook; repeatable)")
+	fl.StringVar(&sf.publicURL, "public-url", "", "the service's URL as people reach it, for the notifications' links (default http://ADDR of --http)")
 	fl.StringVar(&sf.run.model, "model", "", "model of the specs that name none (default as agent run's)")
 	fl.DurationVar(&sf.run.callTimeout, "call-timeout", remote.DefaultInlineDeadline, "deadline of an inline remote call")
 	fl.StringVar(&sf.run.root, "root", ".", "directory the built-in file and shell tools work in (embedded default)")
@@ -97,16 +103,44 @@ func runServe(ctx context.Context, e env, sf *serveFlags) error {
 		return err
 	}
 	reg.MustRegister(convstore.NewPendingCollector(pending))
+	links, err := convstore.OpenLinks(ctx, convstore.OpenConfig{JetStream: js, Provision: prov})
+	if err != nil {
+		return err
+	}
 	var agents []serve.Agent
 	for _, s := range specs {
 		a, err := serveAgent(e, f, s, rem, am)
 		if err != nil {
 			return err
 		}
-		agents = append(agents, serve.Agent{Name: s.Name, Digest: s.Digest, Agent: a, NonBlocking: s.Approve == "background"})
+		sa := serve.Agent{Name: s.Name, Digest: s.Digest, Agent: a, Tools: tool.Only(rem.client.Toolset(), s.ToolNames()...),
+			NonBlocking: s.Approve == "background"}
+		if s.Approval != nil {
+			if sa.Approval, err = serve.ParseApprovalPolicy(s.Approval.Map()); err != nil {
+				return usageErr("spec %s: %v", s.Name, err)
+			}
+		}
+		agents = append(agents, sa)
+	}
+	// Approval timeouts are scheduled messages (SPEC §12); on a server
+	// that cannot schedule, the replicas' own timers write them, which
+	// only a running replica does: said here.
+	var expirer serve.Expirer = convs.Announcer
+	var timers *convstore.Pending
+	if err := convs.Announcer.CanExpire(ctx); err != nil {
+		expirer, timers = nil, pending
+		log.Warn("approval timeouts fall back to agent serve's timers: a call expires only while a replica runs", slog.Any("error", err))
+		fmt.Fprintf(e.stderr, "agent serve: the NATS server cannot schedule messages (%v): approval timeouts fall back to agent serve's timers, and expire only while a replica runs\n", err)
 	}
 	host, _ := os.Hostname()
-	svc, err := serve.New(serve.Config{JetStream: js, Provision: prov, Agents: agents, Logger: log, Metrics: sm,
+	for _, u := range sf.notify {
+		if p, err := url.Parse(strings.TrimPrefix(u, "slack:")); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			return usageErr("--notify %q: not an http(s) URL (or slack:URL)", u)
+		}
+	}
+	public := strings.TrimSuffix(cmp.Or(sf.publicURL, "http://"+sf.addr), "/")
+	svc, err := serve.New(serve.Config{JetStream: js, Provision: prov, Agents: agents, Logger: log, Metrics: sm, Expirer: expirer, Timers: timers,
+		Notify: sf.notify, PublicURL: public, Links: links,
 		Holder: fmt.Sprintf("agent serve %s pid %d", host, os.Getpid()), Unfollow: rem.client.Unfollow,
 		Session: session.Config{Store: convs.Store, Inbox: convs.Inbox, Announcer: convs.Announcer, Canceller: rem.client,
 			Attacher: rem.client, Answers: rem.client, MaxPayload: int(rem.nc.MaxPayload()), Connected: rem.nc.IsConnected}})
@@ -118,9 +152,10 @@ func runServe(ctx context.Context, e env, sf *serveFlags) error {
 	}
 	reg.MustRegister(svc.ConversationsCollector())
 	h := serve.Handler(serve.HandlerConfig{Service: svc, Tokens: tokens, Publisher: serve.PendingPublisher{Pending: pending}, Pending: pending, Logger: log,
-		Metrics: sm, Gatherer: reg})
+		Metrics: sm, Gatherer: reg, Inbox: pending, Links: links})
 	err = serve.ListenAndServe(ctx, e.suspend, sf.addr, h, svc, 30*time.Second, func(a net.Addr) {
 		fmt.Fprintf(e.stderr, "agent serve: http://%s (agents: %s)\n", a, strings.Join(agentspec.Names(specs), ", "))
+		fmt.Fprintf(e.stderr, "agent serve: inbox http://%s/ (log in with a token)\n", a)
 		if generated != "" {
 			fmt.Fprintf(e.stderr, "agent serve: admin token (kept in %s): Authorization: Bearer %s\n", filepath.Join(f.store, serve.AdminTokenFile), generated)
 		}

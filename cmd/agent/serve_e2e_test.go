@@ -269,3 +269,22 @@ func TestServeE2EKilledReplica(t *testing.T) {
 		t.Errorf("output %q, want the background result", out)
 	}
 }
+
+// A spec's approval timeout (SPEC §12): agent serve schedules it with the
+// announcement, the server writes the timeout's decision, and the
+// conversation continues with the expiry's text, the tool not run.
+func TestServeE2EApprovalTimeout(t *testing.T) {
+	w := newServeWorld(t)
+	if err := os.WriteFile(w.spec, []byte("name: ops\nmodel: openai:fake-model\ntools: [deploy, research]\napproval: {timeout: 1s, message: nobody came}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, url := w.replica(t)
+	conv, task := startPaused(t, url, "prod")
+	view := awaitFinished(t, url, conv)
+	if out, _ := view["output"].(string); !strings.Contains(out, "Tool 'deploy' (task "+task+") was not approved in time: nobody came") {
+		t.Errorf("output %q", out)
+	}
+	if got := w.tools.deployed(); len(got) != 0 {
+		t.Errorf("deployed %v, want nothing", got)
+	}
+}

@@ -46,6 +46,9 @@ type Spec struct {
 	Tools []ToolEntry `yaml:"tools"`
 	// Approve is how approvals are decided: one of [ApproveModes].
 	Approve string `yaml:"approve"`
+	// Approval, if set, is the expiry of the agent's approvals under
+	// `agent serve` (SPEC §12), for every tool whose metadata sets none.
+	Approval *Approval `yaml:"approval"`
 	// Capabilities are the agent's capabilities, in order.
 	Capabilities []Capability `yaml:"capabilities"`
 	// ExternalTools are tools answered from outside (an ExternalToolset):
@@ -58,6 +61,31 @@ type Spec struct {
 	// [Parse] and [Load]: what identifies the spec a conversation ran
 	// with.
 	Digest string `yaml:"-"`
+}
+
+// Approval is an approval's expiry (SPEC §12): when no decision is stored
+// within Timeout of the announcement, the server writes the decision
+// OnTimeout says.
+type Approval struct {
+	// Timeout is a positive Go duration ("30m").
+	Timeout string `yaml:"timeout"`
+	// OnTimeout is deny (the default) or approve; fail is not built yet.
+	OnTimeout string `yaml:"on_timeout"`
+	// Message, for a denial, is told to the model.
+	Message string `yaml:"message"`
+}
+
+// Map is the approval in its map form (the form of a tool's metadata
+// "approval"), for serve.ParseApprovalPolicy.
+func (a *Approval) Map() map[string]any {
+	m := map[string]any{"timeout": a.Timeout}
+	if a.OnTimeout != "" {
+		m["on_timeout"] = a.OnTimeout
+	}
+	if a.Message != "" {
+		m["message"] = a.Message
+	}
+	return m
 }
 
 // Limits are a spec's usage limits.
@@ -202,6 +230,18 @@ func (s *Spec) Validate() error {
 	}
 	if err := s.validateTools(); err != nil {
 		return err
+	}
+	if a := s.Approval; a != nil {
+		if d, err := time.ParseDuration(a.Timeout); err != nil || d <= 0 {
+			return fmt.Errorf("approval.timeout: %q is not a positive duration", a.Timeout)
+		}
+		switch a.OnTimeout {
+		case "", "deny", "approve":
+		case "fail":
+			return errors.New("approval.on_timeout: fail is not built yet (deny or approve)")
+		default:
+			return fmt.Errorf("approval.on_timeout: %q is not deny or approve", a.OnTimeout)
+		}
 	}
 	if l := s.Limits; l != nil {
 		for name, v := range map[string]*int{"requests": l.Requests, "tool_calls": l.ToolCalls, "tokens": l.Tokens} {

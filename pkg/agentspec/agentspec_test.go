@@ -43,3 +43,18 @@ func TestParseRefuses(t *testing.T) {
 		}
 	}
 }
+
+// An approval's expiry (SPEC §12): a positive timeout, on_timeout deny or
+// approve; fail is refused as not built yet.
+func TestApprovalExpiry(t *testing.T) {
+	t.Parallel()
+	s, err := agentspec.Parse([]byte("approval: {timeout: 30m, on_timeout: approve, message: late}\n"))
+	if err != nil || s.Approval == nil || s.Approval.Timeout != "30m" || s.Approval.Map()["on_timeout"] != "approve" || s.Approval.Map()["message"] != "late" {
+		t.Fatalf("spec %+v, %v", s, err)
+	}
+	for _, bad := range []string{"{timeout: soon}", "{timeout: -1m}", "{timeout: 1m, on_timeout: fail}", "{timeout: 1m, on_timeout: maybe}", "{timeout: 1m, nope: 1}"} {
+		if _, err := agentspec.Parse([]byte("approval: " + bad + "\n")); err == nil {
+			t.Errorf("approval %s accepted", bad)
+		}
+	}
+}

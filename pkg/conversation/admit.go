@@ -17,6 +17,9 @@ const (
 	ReasonMalformed   = "malformed"
 	ReasonWrongKind   = "wrong_kind"
 	ReasonOversize    = "oversize"
+	// ReasonStale: a decision's args_digest is not that of the call's
+	// arguments as it is pending (SPEC §12, binding).
+	ReasonStale = "stale"
 )
 
 // RefusedError says why a message for a conversation was refused.
@@ -79,9 +82,12 @@ func (s *State) Admit(kind ArrivalKind, task string, data []byte, seq uint64, at
 		return refuse(ReasonUnknownTask, errors.New("no pending call of this conversation has this task ID"))
 	}
 	var err error
+	var digest string
 	switch kind {
 	case ArrivalDecision:
-		_, err = protocol.DecodeDecision(data, opts)
+		var d protocol.Decision
+		d, err = protocol.DecodeDecision(data, opts)
+		digest = d.ArgsDigest
 	case ArrivalAnswer:
 		var res protocol.Result
 		res, err = protocol.DecodeResult(data, task, opts)
@@ -108,6 +114,15 @@ func (s *State) Admit(kind ArrivalKind, task string, data []byte, seq uint64, at
 		return refuse(ReasonWrongKind, fmt.Errorf("the task is a pending %s call", pt.Kind))
 	case s.Arrived(task):
 		return refuse(ReasonDuplicate, errors.New("the task already has its answer (first wins)"))
+	}
+	if digest != "" {
+		want, err := protocol.ArgsDigest(pt.Args)
+		if err != nil {
+			return refuse(ReasonMalformed, fmt.Errorf("the pending call's arguments: %w", err))
+		}
+		if digest != want {
+			return refuse(ReasonStale, fmt.Errorf("args_digest %s is not that of the call's arguments as pending (%s): they changed since they were shown", digest, want))
+		}
 	}
 	s.Arrivals = append(s.Arrivals, Arrival{TaskID: task, Kind: kind, Data: append([]byte(nil), data...), Seq: seq, At: at.UTC()})
 	return nil

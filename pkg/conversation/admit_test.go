@@ -1,12 +1,14 @@
 package conversation_test
 
 import (
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
 
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/deferred"
+	"github.com/offload-dev/offload/pkg/protocol"
 )
 
 // TestAdmitTaskBeforePayload: a message for a task that is not pending is
@@ -48,6 +50,35 @@ func TestAdmitTaskBeforePayload(t *testing.T) {
 	} {
 		if got := reason(c.kind, c.task, c.data); got != c.want {
 			t.Errorf("%s for %s %s: refused %q, want %q", c.kind, c.task, c.data, got, c.want)
+		}
+	}
+}
+
+// TestAdmitStaleDecision: a decision carrying the args_digest of other
+// arguments than the call's as pending is refused (stale); one carrying
+// the call's digest, or none, is admitted.
+func TestAdmitStaleDecision(t *testing.T) {
+	t.Parallel()
+	const task = "01J00000000000000000000001"
+	args := json.RawMessage(`{"target": "prod", "force": false}`)
+	digest, err := protocol.ArgsDigest(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _ := protocol.ArgsDigest(json.RawMessage(`{"target":"staging","force":false}`))
+	state := func() *conversation.State {
+		return &conversation.State{ID: "01J00000000000000000000000", Pending: &deferred.PendingRecord{Tasks: []deferred.PendingTask{
+			{TaskID: task, Kind: deferred.KindApproval, Tool: "deploy", Args: args},
+		}}}
+	}
+	var re *conversation.RefusedError
+	if err := state().Admit(conversation.ArrivalDecision, task, []byte(`{"approved":true,"args_digest":"`+other+`"}`), 0, time.Now(), 0); !errors.As(err, &re) || re.Reason != conversation.ReasonStale {
+		t.Errorf("a decision for other arguments: %v, want refused stale", err)
+	}
+	for _, data := range []string{`{"approved":true,"args_digest":"` + digest + `"}`, `{"approved":false}`} {
+		st := state()
+		if err := st.Admit(conversation.ArrivalDecision, task, []byte(data), 0, time.Now(), 0); err != nil || len(st.Arrivals) != 1 {
+			t.Errorf("%s: %v, want admitted", data, err)
 		}
 	}
 }

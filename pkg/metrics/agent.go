@@ -40,13 +40,16 @@ const (
 	// (a result of an earlier dispatch of the same task, such as its
 	// approval_required deferral, arriving again).
 	RefuseWrongAttempt RefuseReason = "wrong_attempt"
+	// RefuseStale: a decision's args_digest is not that of the call's
+	// arguments as pending (SPEC §12, binding).
+	RefuseStale RefuseReason = "stale"
 )
 
 // RefuseReasons returns every [RefuseReason], in a fixed order.
 func RefuseReasons() []RefuseReason {
 	return []RefuseReason{
 		RefuseUnknownTask, RefuseDuplicate, RefuseMalformed, RefuseWrongConversation,
-		RefuseWrongKind, RefuseOversize, RefuseLate, RefuseWrongTool, RefuseWrongAttempt,
+		RefuseWrongKind, RefuseOversize, RefuseLate, RefuseWrongTool, RefuseWrongAttempt, RefuseStale,
 	}
 }
 

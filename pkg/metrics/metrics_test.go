@@ -123,10 +123,10 @@ func TestLint(t *testing.T) {
 func TestRefusedReasonsStartAtZero(t *testing.T) {
 	t.Parallel()
 	a := metrics.NewAgent(nil)
-	if n := testutil.CollectAndCount(a.RefusedMessagesTotal); n != 9 {
-		t.Fatalf("refused series = %d, want 9", n)
+	if n := testutil.CollectAndCount(a.RefusedMessagesTotal); n != 10 {
+		t.Fatalf("refused series = %d, want 10", n)
 	}
-	want := []string{"unknown_task", "duplicate", "malformed", "wrong_conversation", "wrong_kind", "oversize", "late", "wrong_tool", "wrong_attempt"}
+	want := []string{"unknown_task", "duplicate", "malformed", "wrong_conversation", "wrong_kind", "oversize", "late", "wrong_tool", "wrong_attempt", "stale"}
 	for i, r := range metrics.RefuseReasons() {
 		if string(r) != want[i] {
 			t.Errorf("reason %d = %q, want %q", i, r, want[i])

@@ -78,6 +78,9 @@ func (e *IncompatibleError) Unwrap() error {
 var updatableStreamFields = map[string]bool{
 	"max_msgs": true, "max_bytes": true, "max_age": true, "max_msgs_per_subject": true,
 	"max_msg_size": true, "duplicate_window": true, "discard": true, "discard_new_per_subject": true,
+	// Sources are added in place: the decisions stream sources the
+	// approval timeouts (SPEC §12), also on a server provisioned before.
+	"sources": true,
 }
 
 type differ []FieldDiff
@@ -146,8 +149,23 @@ func diffStream(want, have jetstream.StreamConfig, checkReplicas bool) []FieldDi
 	d.cmp("allow_msg_ttl", want.AllowMsgTTL, have.AllowMsgTTL)
 	d.cmp("subject_delete_marker_ttl", want.SubjectDeleteMarkerTTL, have.SubjectDeleteMarkerTTL)
 	d.cmp("mirror", want.Mirror != nil, have.Mirror != nil)
-	d.cmp("sources", len(want.Sources), len(have.Sources))
+	d.cmp("allow_msg_schedules", want.AllowMsgSchedules, have.AllowMsgSchedules)
+	d.cmp("sources", sourcesOf(want.Sources), sourcesOf(have.Sources))
 	return d
+}
+
+// sourcesOf is what a stream's sources are compared by: each source's
+// stream, filter and subject transforms, in order.
+func sourcesOf(src []*jetstream.StreamSource) []string {
+	var out []string
+	for _, s := range src {
+		e := s.Name + " " + s.FilterSubject
+		for _, tr := range s.SubjectTransforms {
+			e += " " + tr.Source + "→" + tr.Destination
+		}
+		out = append(out, e)
+	}
+	return out
 }
 
 func diffConsumer(want, have jetstream.ConsumerConfig) []FieldDiff {

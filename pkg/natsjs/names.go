@@ -33,6 +33,10 @@ type Names struct {
 	Cancel string
 	// Answers is the stream of <prefix>.answer.>.
 	Answers string
+	// Expiries is the stream of <prefix>.expiry.>: the approval timeouts
+	// the server schedules (SPEC §12), sourced by Decisions onto the
+	// decision subjects.
+	Expiries string
 	// Wake is the stream of <prefix>.wake.>: the wake markers of `agent
 	// serve` (a conversation suspended with nothing pending).
 	Wake string
@@ -82,6 +86,7 @@ func NamesFor(prefix string) Names {
 		Decisions:      up + "DECISIONS",
 		Cancel:         up + "CANCEL",
 		Answers:        up + "ANSWERS",
+		Expiries:       up + "EXPIRIES",
 		Wake:           up + "WAKE",
 		Events:         up + "EVENTS",
 		RegistryBucket: prefix + "_registry",

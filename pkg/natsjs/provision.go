@@ -132,6 +132,21 @@ func rewriteStream(cfg *jetstream.StreamConfig, prefix string) error {
 	if len(cfg.Subjects) == 0 {
 		return fmt.Errorf("no subjects")
 	}
+	// A source is a stream of the same prefix: its name and the
+	// transforms of its subjects follow the prefix too.
+	for _, src := range cfg.Sources {
+		if !strings.HasPrefix(src.Name, defStreamPre) {
+			return fmt.Errorf("source %q does not start with %s", src.Name, defStreamPre)
+		}
+		src.Name = strings.ToUpper(prefix) + "_" + strings.TrimPrefix(src.Name, defStreamPre)
+		for i, tr := range src.SubjectTransforms {
+			if !strings.HasPrefix(tr.Source, defPrefix+".") || !strings.HasPrefix(tr.Destination, defPrefix+".") {
+				return fmt.Errorf("source %s: transform %s → %s is not of the %s prefix", src.Name, tr.Source, tr.Destination, defPrefix)
+			}
+			src.SubjectTransforms[i].Source = prefix + "." + strings.TrimPrefix(tr.Source, defPrefix+".")
+			src.SubjectTransforms[i].Destination = prefix + "." + strings.TrimPrefix(tr.Destination, defPrefix+".")
+		}
+	}
 	for i, s := range cfg.Subjects {
 		switch {
 		case strings.HasPrefix(s, defPrefix+"."):

@@ -52,11 +52,23 @@ func TestDefinitionsInSync(t *testing.T) {
 				names.Cancel:              subj.All(protocol.KindCancel),
 				names.RegistryStream:      "$KV." + names.RegistryBucket + ".>",
 				names.Answers:             subj.All(protocol.KindAnswer),
+				names.Expiries:            prefix + ".expiry.>",
 				names.Wake:                prefix + ".wake.>",
 				names.Events:              prefix + ".event.>",
 				names.ConversationsStream: "$KV." + names.ConversationsBucket + ".>",
 				names.PendingStream:       "$KV." + names.PendingBucket + ".>",
 				names.EffectsStream:       "$KV." + names.EffectsBucket + ".>",
+			}
+			// The decisions stream sources the approval timeouts of the
+			// same prefix onto the decision subjects (SPEC §12).
+			dec := streams[names.Decisions]
+			if len(dec.Sources) != 1 || dec.Sources[0].Name != names.Expiries || len(dec.Sources[0].SubjectTransforms) != 1 ||
+				dec.Sources[0].SubjectTransforms[0].Source != prefix+".expiry.*.*" ||
+				dec.Sources[0].SubjectTransforms[0].Destination != prefix+".decision.{{wildcard(1)}}.{{wildcard(2)}}" {
+				t.Errorf("decisions stream's sources: %+v", dec.Sources)
+			}
+			if !streams[names.Expiries].AllowMsgSchedules || streams[names.Expiries].Discard != jetstream.DiscardOld {
+				t.Errorf("expiries stream: %+v", streams[names.Expiries])
 			}
 			hist, ok := streams[names.HistoriesStream]
 			if !ok || !slices.Equal(hist.Subjects, []string{"$O." + names.HistoriesBucket + ".C.>", "$O." + names.HistoriesBucket + ".M.>"}) {
@@ -143,7 +155,7 @@ func TestDefinitionsInSync(t *testing.T) {
 func TestDefinitionFilesRoundTrip(t *testing.T) {
 	t.Parallel()
 	files, _ := fs.Glob(offload.Definitions(), "*/*.json")
-	if len(files) != 15 {
+	if len(files) != 16 {
 		t.Errorf("definition files: %v", files)
 	}
 	for _, file := range files {
@@ -780,5 +792,38 @@ func TestLimitedNamesTheLimit(t *testing.T) {
 	}
 	if err := natsjs.Limited(errors.New("other")); err.Error() != "other" {
 		t.Errorf("another error changed: %v", err)
+	}
+}
+
+// A decisions stream provisioned before approval timeouts (SPEC §12)
+// takes the definition's source of the expiries stream in place, what it
+// holds kept.
+func TestProvisionAddsTheExpiriesSource(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	old := limitDefs(t, 134217728, 16, "new")
+	var m map[string]any
+	if err := json.Unmarshal(old["streams/TOOLS_DECISIONS.json"].Data, &m); err != nil {
+		t.Fatal(err)
+	}
+	delete(m, "sources")
+	old["streams/TOOLS_DECISIONS.json"].Data, _ = json.Marshal(m)
+	if err := natsjs.Provision(ctx, b.js, natsjs.ProvisionOptions{FS: old}); err != nil {
+		t.Fatal(err)
+	}
+	subj := protocol.Subjects{}
+	if _, err := b.js.Publish(ctx, subj.Decision(protocol.NewID(), protocol.NewID()), []byte(`{"approved":true}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := natsjs.Provision(ctx, b.js, natsjs.ProvisionOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := b.js.Stream(ctx, "TOOLS_DECISIONS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := s.CachedInfo(); len(c.Config.Sources) != 1 || c.Config.Sources[0].Name != "TOOLS_EXPIRIES" || c.State.Msgs != 1 {
+		t.Fatalf("decisions stream after provisioning: sources %+v, %d messages", c.Config.Sources, c.State.Msgs)
 	}
 }

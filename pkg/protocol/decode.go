@@ -192,6 +192,15 @@ func (f *fields) str(name string, dst *string) {
 	}
 	f.value(name, "a string", dst)
 }
+
+// digest decodes an optional args_digest: 64 lowercase hex digits.
+func (f *fields) digest(name string, dst *string) {
+	f.str(name, dst)
+	if *dst != "" && !ValidDigest(*dst) {
+		f.fail(name, ErrInvalidField, "not 64 lowercase hex digits (a SHA-256)")
+	}
+}
+
 func (f *fields) boolean(name string, dst *bool)        { f.value(name, "a boolean", dst) }
 func (f *fields) integer(name string, dst *int)         { f.value(name, "an integer", dst) }
 func (f *fields) meta(name string, dst *map[string]any) { f.value(name, "a JSON object", dst) }
@@ -420,6 +429,7 @@ func DecodeApproval(data []byte, opts *DecodeOpts) (Approval, error) {
 	if a.RequestedAt.IsZero() {
 		a.RequestedAt = opts.receivedAt()
 	}
+	f.digest("args_digest", &a.ArgsDigest)
 	if err := f.result(); err != nil {
 		return Approval{}, err
 	}
@@ -451,7 +461,13 @@ func DecodeDecision(data []byte, opts *DecodeOpts) (Decision, error) {
 	}
 	f.meta("metadata", &d.Metadata)
 	f.str("by", &d.By)
+	f.digest("args_digest", &d.ArgsDigest)
 	f.str("reason", &d.Reason)
+	f.str("on_timeout", &d.OnTimeout)
+	f.str("channel", &d.Channel)
+	if !validChannel(d.Channel) {
+		f.fail("channel", ErrInvalidField, "one of inbox, api, link, cli, nats")
+	}
 	if err := f.result(); err != nil {
 		return Decision{}, err
 	}

@@ -174,6 +174,9 @@ type Approval struct {
 	RunID string `json:"run_id,omitempty"`
 	// RequestedAt is when approval was requested. Defaults to the time received.
 	RequestedAt time.Time `json:"requested_at,omitzero"`
+	// ArgsDigest is the [ArgsDigest] of Args (SPEC §12): a decision that
+	// carries it is admitted only for the call with these arguments.
+	ArgsDigest string `json:"args_digest,omitempty"`
 }
 
 // Decision is a person's answer to an [Approval], published on
@@ -190,10 +193,41 @@ type Decision struct {
 	Metadata map[string]any `json:"metadata,omitempty"`
 	// By names who decided (recorded for audit).
 	By string `json:"by,omitempty"`
+	// ArgsDigest, when set, binds the decision to the call's arguments
+	// as they were shown to whoever decided (the [ArgsDigest] of the
+	// announcement's args): a decision whose digest does not match the
+	// call as it is pending is refused (stale, SPEC §12).
+	ArgsDigest string `json:"args_digest,omitempty"`
 	// Reason is ReasonExpired for the decision written when no one decided
 	// in time (SPEC §12, with By "timeout"): the model is told the call
 	// was not approved in time, never that a person denied it.
 	Reason string `json:"reason,omitempty"`
+	// OnTimeout, in a timeout's decision, is the approval's on_timeout
+	// ("deny", "approve" or "fail").
+	OnTimeout string `json:"on_timeout,omitempty"`
+	// Channel says how the decision was given, as its publisher claims
+	// it (like By): one of the ChannelXxx; empty for a raw publish
+	// (recorded as [ChannelNATS]).
+	Channel string `json:"channel,omitempty"`
+}
+
+// The channels of a [Decision] (SPEC §12: recorded in the history
+// metadata with who decided and when).
+const (
+	ChannelInbox = "inbox"
+	ChannelAPI   = "api"
+	ChannelLink  = "link"
+	ChannelCLI   = "cli"
+	ChannelNATS  = "nats"
+)
+
+// validChannel reports whether c is empty or one of the ChannelXxx.
+func validChannel(c string) bool {
+	switch c {
+	case "", ChannelInbox, ChannelAPI, ChannelLink, ChannelCLI, ChannelNATS:
+		return true
+	}
+	return false
 }
 
 // ReasonExpired is the Reason of an expiry's decision.

@@ -1,6 +1,9 @@
 package session
 
 import (
+	"fmt"
+
+	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/metrics"
@@ -10,6 +13,17 @@ import (
 // timeoutDecider is the by of a decision written by an approval's timeout
 // (SPEC §12): counted as expired, never as a person's denial.
 const timeoutDecider = "timeout"
+
+// ExpiredText is what the model is told of a call of tool whose approval
+// expired, denied by its timeout (SPEC §12), with the approval's message
+// (agent.DefaultExpiry when it has none), as a non-blocking call's
+// follow-up says it.
+func ExpiredText(tool, task, message string) string {
+	if message == "" {
+		message = agent.DefaultExpiry
+	}
+	return fmt.Sprintf("Tool '%s' (task %s) was not approved in time: %s", tool, task, message)
+}
 
 // countDecision records decision d of task t's approval, arrived as a, in
 // the approvals' metrics: its outcome, and the time from the call's

@@ -9,6 +9,7 @@
 package session
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -408,6 +409,10 @@ func (s *Session) applyLocked(res *deferred.Results, t deferred.PendingTask, a c
 		if d.By != "" {
 			note["by"] = d.By
 		}
+		if !a.At.IsZero() {
+			note["at"] = a.At.UTC().Format(time.RFC3339Nano) // when it was stored
+		}
+		note["channel"] = cmp.Or(d.Channel, protocol.ChannelNATS) // as claimed, like by
 		resolved := protocol.ResolvedDenied
 		switch {
 		case d.Approved && d.OverrideArgs != nil:
@@ -417,6 +422,13 @@ func (s *Session) applyLocked(res *deferred.Results, t deferred.PendingTask, a c
 		case d.Approved:
 			res.Approvals[id] = true
 			resolved = protocol.ResolvedApproved
+		case d.By == timeoutDecider:
+			// An approval's timeout (SPEC §12): never shown as a person's
+			// denial.
+			res.Approvals[id] = deferred.ToolDenied{Message: ExpiredText(t.Tool, t.TaskID, d.Message)}
+			if d.Message != "" {
+				note["message"] = d.Message
+			}
 		default:
 			res.Approvals[id] = deferred.ToolDenied{Message: d.Message}
 			if d.Message != "" {

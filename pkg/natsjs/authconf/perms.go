@@ -48,7 +48,7 @@ func InboxPrefix(user string) string { return "_INBOX_" + user }
 // definitions: the binaries check at start-up that what they use exists.
 func streamInfos(n natsjs.Names) []string {
 	var out []string
-	for _, s := range []string{n.Tasks, n.Results, n.Approvals, n.Decisions, n.Cancel, n.Answers,
+	for _, s := range []string{n.Tasks, n.Results, n.Approvals, n.Decisions, n.Expiries, n.Cancel, n.Answers,
 		n.RegistryStream, n.ConversationsStream, n.HistoriesStream, n.PendingStream, n.Wake, n.Events, n.EffectsStream} {
 		out = append(out, "$JS.API.STREAM.INFO."+s)
 	}
@@ -75,6 +75,7 @@ func Agent(prefix string) Permissions {
 	return Permissions{
 		Publish: []Rule{
 			{"", []string{s.All(protocol.KindTask), s.All(protocol.KindApproval), s.All(protocol.KindCancel)}},
+			{"approval timeouts: the decision the server writes at a timeout,\n scheduled with the announcement (SPEC §12); not the decision subjects", []string{natsjs.ExpirySchedules(n.Prefix)}},
 			{"the streams' info: the binaries check at start-up that what they\n use exists (created by admin with agent provision)", streamInfos(n)},
 			{"results, answers and decisions: ordered consumers and direct gets",
 				append(append(reader(n.Results), reader(n.Answers)...), reader(n.Decisions)...)},

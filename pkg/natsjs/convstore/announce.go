@@ -52,8 +52,12 @@ func (a *Announcer) Announce(ctx context.Context, rec *deferred.PendingRecord) e
 		if len(args) == 0 {
 			args = json.RawMessage("{}")
 		}
+		digest, err := protocol.ArgsDigest(args)
+		if err != nil {
+			return fmt.Errorf("natsjs: announce task %s: %w", t.TaskID, err)
+		}
 		msg := protocol.Approval{TaskID: t.TaskID, ToolCallID: t.ToolCallID, Tool: t.Tool, Args: args, Metadata: t.Metadata,
-			ConversationID: rec.ConversationID, RunID: rec.RunID, RequestedAt: now}
+			ConversationID: rec.ConversationID, RunID: rec.RunID, RequestedAt: now, ArgsDigest: digest}
 		if err := a.publish(ctx, a.subj.Approval(rec.ConversationID, t.TaskID), protocol.ApprovalMsgID(t.TaskID), msg); err != nil {
 			return err
 		}
@@ -90,16 +94,27 @@ func (a *Announcer) publish(ctx context.Context, subject, id string, v any) erro
 // not resolved. Such a call is in no stored pending record until the run
 // pauses. Best effort: false when the approvals stream cannot be read.
 func (a *Announcer) Awaits(ctx context.Context, conv, task string) bool {
+	_, ok := a.Announced(ctx, conv, task)
+	return ok
+}
+
+// Announced returns the open announcement of task in conversation conv:
+// announced and not resolved. Best effort: false when the approvals
+// stream cannot be read.
+func (a *Announcer) Announced(ctx context.Context, conv, task string) (protocol.Approval, bool) {
 	s, err := a.js.Stream(ctx, a.names.Approvals)
 	if err != nil {
-		return false
+		return protocol.Approval{}, false
 	}
 	m, err := s.GetLastMsgForSubject(ctx, a.subj.Approval(conv, task))
 	if err != nil {
-		return false
+		return protocol.Approval{}, false
 	}
 	ap, open := announced(m.Data, conv)
-	return open && ap.TaskID == task
+	if !open || ap.TaskID != task {
+		return protocol.Approval{}, false
+	}
+	return ap, true
 }
 
 // Waiting returns the approvals a live run of conversation conv waits for

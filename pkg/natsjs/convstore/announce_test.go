@@ -57,8 +57,9 @@ func TestAnnouncer(t *testing.T) {
 		t.Fatalf("%d messages, want the announcement and its resolution: %v", len(got), got)
 	}
 	ann, res := got[0], got[1]
+	lsDigest, _ := protocol.ArgsDigest(json.RawMessage(`{"cmd":"ls"}`))
 	if ann["tool"] != "shell" || ann["run_id"] != run || ann["conversation_id"] != conv || ann["metadata"].(map[string]any)["why"] != "audit" ||
-		ann["args"].(map[string]any)["cmd"] != "ls" || ann["requested_at"] == nil {
+		ann["args"].(map[string]any)["cmd"] != "ls" || ann["requested_at"] == nil || ann["args_digest"] != lsDigest {
 		t.Errorf("announcement %v", ann)
 	}
 	if res["task_id"] != task || res["resolved"] != "approved" || res["by"] != "ann" || res["at"] == nil {

@@ -230,10 +230,10 @@ func (in *Inbox) refuse(reason metrics.RefuseReason, subject, task string, err e
 }
 
 // ensureInboxStreams ensures the streams an Inbox reads and an
-// [Announcer] writes (approvals, decisions, answers, results), from the
+// [Announcer] writes (approvals, expiries, decisions, answers, results), from the
 // definitions, as [natsjs.Provision] does: created when missing and allowed,
 // else an error naming them.
 func ensureInboxStreams(ctx context.Context, js jetstream.JetStream, opts natsjs.ProvisionOptions) error {
 	n := natsjs.NamesFor(opts.Prefix)
-	return natsjs.EnsureStreams(ctx, js, opts, n.Approvals, n.Decisions, n.Answers, n.Results)
+	return natsjs.EnsureStreams(ctx, js, opts, n.Approvals, n.Expiries, n.Decisions, n.Answers, n.Results)
 }

@@ -47,6 +47,15 @@ type bundle struct {
 	finished      chan string // target, when its conversation's last request is answered
 	slowStarted   chan struct{}
 	slowGate      chan struct{}
+	// approval, if set, is the agents' approval expiry (SPEC §12);
+	// deployMeta the deploy tool's metadata.
+	approval   *serve.ApprovalPolicy
+	deployMeta map[string]any
+	// timers has the replicas write the timeouts themselves (a server
+	// without schedules).
+	timers bool
+	// notify are the replicas' --notify URLs, with links signed.
+	notify []string
 	// nonBlocking makes the replicas' approvals non-blocking (spec
 	// approve: background).
 	nonBlocking bool
@@ -113,16 +122,17 @@ func (b *bundle) model() llm.Model {
 	})
 }
 
-// agent is the test's agent: deploy (approval-gated) and slow (waits for
-// slowGate), both run in the replica's process.
-func (b *bundle) agent(t *testing.T) *agent.Agent {
+// agent is the test's agent: deploy (approval-gated), slow (waits for
+// slowGate) and ask (an external call: "ask X" is answered from outside),
+// all run in the replica's process; it returns its tools too.
+func (b *bundle) agent(t *testing.T) (*agent.Agent, tool.Toolset) {
 	t.Helper()
 	deploy := tool.Func("deploy", "Deploy a target.", func(_ context.Context, _ *tool.RunContext, a targetArgs) (string, error) {
 		b.mu.Lock()
 		b.deploys[a.Target]++
 		b.mu.Unlock()
 		return "deployed " + a.Target, nil
-	}, tool.NeedsApproval())
+	}, tool.NeedsApproval(), tool.Meta(b.deployMeta))
 	slow := tool.Func("slow", "Works slowly.", func(ctx context.Context, _ *tool.RunContext, a targetArgs) (string, error) {
 		b.slowStarted <- struct{}{}
 		select {
@@ -132,7 +142,10 @@ func (b *bundle) agent(t *testing.T) *agent.Agent {
 		}
 		return "slowed " + a.Target, nil
 	})
-	set, err := tool.NewSet(deploy, slow)
+	ask := tool.Func("ask", "Asks someone outside.", func(context.Context, *tool.RunContext, targetArgs) (string, error) {
+		return "", &tool.CallDeferred{}
+	})
+	set, err := tool.NewSet(deploy, slow, ask)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +153,7 @@ func (b *bundle) agent(t *testing.T) *agent.Agent {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return a
+	return a, set
 }
 
 // replica is one agent serve replica, on a connection of its own.
@@ -200,11 +213,27 @@ func (b *bundle) replicaWith(t *testing.T, holder string, opts replicaOpts, name
 	}
 	var agents []serve.Agent
 	for _, n := range names {
-		agents = append(agents, serve.Agent{Name: n, Digest: "sha256:test", Agent: b.agent(t), NonBlocking: b.nonBlocking})
+		a, tools := b.agent(t)
+		agents = append(agents, serve.Agent{Name: n, Digest: "sha256:test", Agent: a, Tools: tools, Approval: b.approval, NonBlocking: b.nonBlocking})
+	}
+	var expirer serve.Expirer = convs.Announcer
+	var timers *convstore.Pending
+	if b.timers {
+		expirer = nil
+		if timers, err = convstore.OpenPending(ctx, convstore.OpenConfig{JetStream: js, Provision: prov}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var links *convstore.Links
+	if len(b.notify) > 0 {
+		if links, err = convstore.OpenLinks(ctx, convstore.OpenConfig{JetStream: js, Provision: prov}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	m := metrics.NewServe(nil)
 	cfg := serve.Config{JetStream: js, Provision: prov, Agents: agents, Holder: holder, Logger: log, Metrics: m,
-		RetryDelay: 100 * time.Millisecond, MissingDelay: 200 * time.Millisecond,
+		RetryDelay: 100 * time.Millisecond, MissingDelay: 200 * time.Millisecond, Expirer: expirer, Timers: timers, TimerInterval: 100 * time.Millisecond,
+		Notify: b.notify, PublicURL: "http://inbox.example", Links: links,
 		Session: session.Config{Store: store, Inbox: convs.Inbox, Announcer: convs.Announcer}}
 	if opts.config != nil {
 		opts.config(&cfg)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/metrics"
+	"github.com/offload-dev/offload/pkg/natsjs/convstore"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/session"
 )
@@ -23,6 +24,9 @@ import (
 // (convstore.Pending.Publish with the record of the pending bucket).
 type Publisher interface {
 	Publish(ctx context.Context, kind conversation.ArrivalKind, conv, task string, data []byte) error
+	// Decide publishes decision d, bound to the call's arguments as
+	// pending (its args_digest) when d carries no digest (SPEC §12).
+	Decide(ctx context.Context, conv, task string, d protocol.Decision) error
 }
 
 // HandlerConfig configures [Handler].
@@ -41,6 +45,12 @@ type HandlerConfig struct {
 	Metrics *metrics.Serve
 	// Gatherer, if set, is served on GET /metrics.
 	Gatherer prometheus.Gatherer
+	// Inbox, if set, serves the web inbox (SPEC §12) at / from the
+	// people's pending records, deciding and answering through Publisher.
+	Inbox *convstore.Pending
+	// Links, if set with Inbox, lets approvers make signed approve/deny
+	// links in the inbox, served at /links/ (SPEC §12).
+	Links *convstore.Links
 }
 
 // Handler returns the HTTP API of SPEC §11 over cfg.Service (and GET
@@ -73,6 +83,9 @@ func Handler(cfg HandlerConfig) http.Handler {
 	mux.HandleFunc("GET /v1/pending", h.auth(h.pending, RoleOperator, RoleApprover, RoleAnswerer, RoleViewer))
 	if cfg.Gatherer != nil {
 		mux.Handle("GET /metrics", metrics.Handler(cfg.Gatherer))
+	}
+	if cfg.Inbox != nil {
+		mountInbox(mux, h)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		cw := &codeWriter{ResponseWriter: w, code: http.StatusOK}
@@ -233,6 +246,7 @@ type decisionRequest struct {
 	Approved     *bool           `json:"approved"`
 	Message      string          `json:"message,omitempty"`
 	OverrideArgs json.RawMessage `json:"override_args,omitempty"`
+	ArgsDigest   string          `json:"args_digest,omitempty"`
 }
 
 func (h *handler) decide(w http.ResponseWriter, r *http.Request) {
@@ -242,13 +256,13 @@ func (h *handler) decide(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_request", `the body is not a decision {"approved", "message"?, "override_args"?}`)
 		return
 	}
-	id, _ := r.Context().Value(identityKey{}).(Identity)
-	data, err := json.Marshal(protocol.Decision{Approved: *req.Approved, Message: req.Message, OverrideArgs: req.OverrideArgs, By: id.Name})
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+	if req.ArgsDigest != "" && !protocol.ValidDigest(req.ArgsDigest) {
+		writeError(w, http.StatusBadRequest, "bad_request", "args_digest is not 64 lowercase hex digits (a SHA-256)")
 		return
 	}
-	err = h.Publisher.Publish(r.Context(), conversation.ArrivalDecision, conv, task, data)
+	id, _ := r.Context().Value(identityKey{}).(Identity)
+	err := h.Publisher.Decide(r.Context(), conv, task, protocol.Decision{Approved: *req.Approved, Message: req.Message,
+		OverrideArgs: req.OverrideArgs, By: id.Name, ArgsDigest: req.ArgsDigest, Channel: protocol.ChannelAPI})
 	if err == nil {
 		writeJSON(w, http.StatusOK, map[string]any{"conversation_id": conv, "task_id": task, "approved": *req.Approved, "by": id.Name})
 		return

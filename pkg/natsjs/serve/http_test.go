@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -16,12 +17,14 @@ import (
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs/convstore"
 	"github.com/offload-dev/offload/pkg/natsjs/serve"
+	"github.com/offload-dev/offload/pkg/protocol"
 )
 
 const (
 	opToken       = "operator-token-0123456789"
 	approverToken = "approver-token-0123456789"
 	viewerToken   = "viewer-token-0123456789"
+	adminToken    = "admin-token-0123456789"
 	answerToken   = "answerer-token-0123456789"
 )
 
@@ -113,12 +116,35 @@ func TestHTTPAPI(t *testing.T) {
 	if code, m := call(t, srv, "POST", "/v1/conversations/"+conv+"/calls/01M8SXWG4QJ775EVHYEQV8ABNF/decision", approverToken, `{"approved":true}`); code != 404 || errCode(m) != "unknown_task" {
 		t.Fatalf("unknown task: %d %v", code, m)
 	}
+	// Bound to the arguments (SPEC §12): a digest of other arguments is
+	// refused (stale, 422), a malformed one is 400.
+	stale, _ := protocol.ArgsDigest(json.RawMessage(`{"target":"staging"}`))
+	if code, m := call(t, srv, "POST", decision, approverToken, `{"approved":true,"args_digest":"`+stale+`"}`); code != 422 || errCode(m) != "stale" {
+		t.Fatalf("stale decision: %d %v", code, m)
+	}
+	if code, m := call(t, srv, "POST", decision, approverToken, `{"approved":true,"args_digest":"ABC"}`); code != 400 {
+		t.Fatalf("malformed digest: %d %v", code, m)
+	}
 	sse := openSSE(t, srv, conv, "")
 	if code, m := call(t, srv, "POST", decision, approverToken, `{"approved":true,"by":"mallory"}`); code != 200 || m["by"] != "ann" {
 		t.Fatalf("decision: %d %v", code, m)
 	}
 	if code, m := call(t, srv, "POST", decision, approverToken, `{"approved":false}`); code != 409 || errCode(m) != "already_resolved" {
 		t.Fatalf("second decision: %d %v", code, m)
+	}
+	// The API sent the digest of the call's arguments as pending, though
+	// the request carried none.
+	stored, err := r.js.Stream(t.Context(), "TOOLS_DECISIONS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := stored.GetLastMsgForSubject(t.Context(), "tools.decision."+conv+"."+task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := protocol.ArgsDigest(json.RawMessage(`{"target":"prod"}`))
+	if d, err := protocol.DecodeDecision(msg.Data, nil); err != nil || d.ArgsDigest != want {
+		t.Errorf("stored decision %s: args_digest %q, want %s", msg.Data, d.ArgsDigest, want)
 	}
 	offloadtest.WaitOrTimeout(t, b.finished, "the continuation")
 	finished(t, r, conv, "done deployed prod")
@@ -138,6 +164,10 @@ func TestHTTPAPI(t *testing.T) {
 	}
 	if raw, _ := json.Marshal(st.History); !strings.Contains(string(raw), `"by":"ann"`) || strings.Contains(string(raw), "mallory") {
 		t.Errorf("the history's decision is not by the token's name: %s", raw)
+	} else if !strings.Contains(string(raw), `"channel":"api"`) {
+		t.Errorf("the history's decision is not by the channel api: %s", raw)
+	} else if !strings.Contains(string(raw), `"at":"`+msg.Time.UTC().Format(time.RFC3339Nano)+`"`) {
+		t.Errorf("the history's decision does not say when it was stored (%s): %s", msg.Time.UTC().Format(time.RFC3339Nano), raw)
 	}
 	if code, m := call(t, srv, "GET", "/healthz", "", ""); code != 200 {
 		t.Errorf("healthz: %d %v", code, m)

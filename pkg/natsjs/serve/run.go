@@ -44,6 +44,7 @@ type Run struct {
 	ConversationID string
 	// ID identifies the run.
 	ID     string
+	agent  string // its agent's name
 	done   chan struct{}
 	final  Final
 	cancel context.CancelCauseFunc // interrupts the run (Service.Cancel)
@@ -125,7 +126,7 @@ func (s *Service) start(ctx context.Context, name, prompt, id string, wait bool)
 // (registered with enter by the caller), releasing the session at its end.
 func (s *Service) launch(sess *session.Session, a Agent, prompt string, opts *agent.RunOptions) *Run {
 	ctx, cancel := context.WithCancelCause(s.ctx)
-	r := &Run{ConversationID: sess.ID(), ID: protocol.NewID(), done: make(chan struct{}), cancel: cancel}
+	r := &Run{ConversationID: sess.ID(), ID: protocol.NewID(), agent: a.Name, done: make(chan struct{}), cancel: cancel}
 	s.mu.Lock()
 	s.runs[r.ConversationID] = r
 	s.mu.Unlock()

@@ -2,9 +2,11 @@ package serve_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -50,6 +52,14 @@ func TestWakeOnDecision(t *testing.T) {
 	}
 	if n := r1.wakes(t) + r2.wakes(t); n != 1 {
 		t.Errorf("offload_wake_seconds observed %d wakes, want 1", n)
+	}
+	// A raw publish's decision is recorded with the channel nats (SPEC §12).
+	st, err := r1.convs.Load(context.Background(), f.ConversationID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raw, _ := json.Marshal(st.History); !strings.Contains(string(raw), `"channel":"nats"`) {
+		t.Errorf("the history's decision has no channel nats: %s", raw)
 	}
 }
 

@@ -14,7 +14,9 @@ import (
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/convstore"
 	"github.com/offload-dev/offload/pkg/session"
+	"github.com/offload-dev/offload/pkg/tool"
 )
 
 // Agent is an agent a Service runs conversations with.
@@ -27,6 +29,13 @@ type Agent struct {
 	// Agent runs the conversations. Its approvals must be left to pause
 	// (no handler deciding them within the run).
 	Agent *agent.Agent
+	// Approval, if set, is the expiry of the approvals of every tool of
+	// Agent whose metadata sets none ("approval"; SPEC §12).
+	Approval *ApprovalPolicy
+	// Tools, if set, are the tools Agent offers: the web inbox checks
+	// arguments edited before an approval against their schemas (SPEC
+	// §12); without it, it refuses edited arguments.
+	Tools tool.Toolset
 	// NonBlocking makes every approval and external call of its runs
 	// non-blocking (spec approve: background, SPEC §12); without it, those
 	// of tools whose metadata says deferred: background are.
@@ -72,6 +81,26 @@ type Config struct {
 	OnContinue func(conv string)
 	// Metrics, if set, observes the wakes (offload_wake_seconds).
 	Metrics *metrics.Serve
+	// Expirer, if set, schedules the timeout decision of each announced
+	// approval whose tool or agent has an [ApprovalPolicy] (SPEC §12;
+	// convstore.Announcer.Expire).
+	Expirer Expirer
+	// Timers, if set, are the pending records the service reads to write
+	// the approvals' timeouts itself (the fallback of a server that
+	// cannot schedule messages, SPEC §12; with Expirer unset): a call
+	// expires only while a replica runs.
+	Timers *convstore.Pending
+	// TimerInterval is how often Timers are swept. Defaults to 1 s.
+	TimerInterval time.Duration
+	// Notify are the URLs notified of each approval this replica's runs
+	// announce and resolve (SPEC §12, --notify; "slack:URL" for a Slack
+	// incoming webhook).
+	Notify []string
+	// PublicURL is the service's URL as people reach it (the links of
+	// the notifications), without a trailing slash.
+	PublicURL string
+	// Links, if set, signs the notifications' approve/deny links.
+	Links *convstore.Links
 	// Unfollow, if set, is called with a conversation's ID when its run on
 	// this replica has ended, its state saved: the wiring stops reading
 	// the conversation's results there (remote.Client.Unfollow, with
@@ -146,6 +175,9 @@ func New(cfg Config) (*Service, error) {
 	if cfg.SuspendTimeout <= 0 {
 		cfg.SuspendTimeout = 20 * time.Second
 	}
+	if cfg.TimerInterval <= 0 {
+		cfg.TimerInterval = time.Second
+	}
 	cfg.Session.Holder = cfg.Holder
 	cfg.Session.Logger = cfg.Logger
 	ctx, cancel := context.WithCancel(context.Background())
@@ -186,6 +218,10 @@ func (s *Service) Open(ctx context.Context) error {
 		s.consume = append(s.consume, cc)
 	}
 	s.cons = cons
+	if s.cfg.Timers != nil {
+		s.wg.Add(1)
+		go s.timers()
+	}
 	return nil
 }
 
@@ -284,6 +320,12 @@ func (s *Service) enter() bool {
 // does not wait for another holder beyond ClaimWait.
 func (s *Service) sessionConfig(wait bool) session.Config {
 	sc := s.cfg.Session
+	if sc.Announcer != nil && s.cfg.Expirer != nil {
+		sc.Announcer = expiringAnnouncer{Announcer: sc.Announcer, svc: s}
+	}
+	if sc.Announcer != nil && len(s.cfg.Notify) > 0 {
+		sc.Announcer = notifyingAnnouncer{Announcer: sc.Announcer, svc: s}
+	}
 	if !wait {
 		sc.Store = quickClaim{Store: sc.Store, wait: s.cfg.ClaimWait}
 	}

@@ -43,7 +43,8 @@ func TestStatusOfSessionsAndLapsedLeases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := sess.Run(ctx, b.agent(t), "deploy prod", nil)
+	ag, _ := b.agent(t)
+	res, err := sess.Run(ctx, ag, "deploy prod", nil)
 	sess.Close()
 	if err != nil || !res.Paused() {
 		t.Fatalf("agent run's run: %+v %v", res, err)
