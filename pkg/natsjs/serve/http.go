@@ -37,7 +37,10 @@ type HandlerConfig struct {
 	Tokens Tokens
 	// Publisher publishes decisions and answers. Required.
 	Publisher Publisher
-	// Pending, if set, lists the pending calls (GET /v1/pending).
+	// Pending, if set, lists the pending calls (GET /v1/pending) and is
+	// what a decision's override arguments are checked against (the
+	// pending call's tool schema); without it or Inbox, a decision with
+	// override_args is refused (422): nothing unchecked is published.
 	Pending PendingReader
 	// Logger receives the handler's logs.
 	Logger *slog.Logger
@@ -259,6 +262,20 @@ func (h *handler) decide(w http.ResponseWriter, r *http.Request) {
 	if req.ArgsDigest != "" && !protocol.ValidDigest(req.ArgsDigest) {
 		writeError(w, http.StatusBadRequest, "bad_request", "args_digest is not 64 lowercase hex digits (a SHA-256)")
 		return
+	}
+	if *req.Approved && len(req.OverrideArgs) > 0 {
+		// Override arguments are checked against the tool's schema before
+		// anything is published (SPEC §11: 422); a call that is not
+		// pending is left to the publish, which says 404 or 409.
+		args, err := h.checkArgs(r.Context(), conv, task, string(req.OverrideArgs))
+		switch {
+		case errors.Is(err, errNotPending):
+		case err != nil:
+			writeError(w, http.StatusUnprocessableEntity, "invalid_args", err.Error())
+			return
+		default:
+			req.OverrideArgs = args
+		}
 	}
 	id, _ := r.Context().Value(identityKey{}).(Identity)
 	err := h.Publisher.Decide(r.Context(), conv, task, protocol.Decision{Approved: *req.Approved, Message: req.Message,

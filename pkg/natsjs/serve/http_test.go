@@ -125,6 +125,11 @@ func TestHTTPAPI(t *testing.T) {
 	if code, m := call(t, srv, "POST", decision, approverToken, `{"approved":true,"args_digest":"ABC"}`); code != 400 {
 		t.Fatalf("malformed digest: %d %v", code, m)
 	}
+	// Override arguments failing the tool's schema are 422 and nothing is
+	// published (the decision below would be 409 otherwise).
+	if code, m := call(t, srv, "POST", decision, approverToken, `{"approved":true,"override_args":{"target":5}}`); code != 422 || errCode(m) != "invalid_args" {
+		t.Fatalf("override arguments failing the schema: %d %v", code, m)
+	}
 	sse := openSSE(t, srv, conv, "")
 	if code, m := call(t, srv, "POST", decision, approverToken, `{"approved":true,"by":"mallory"}`); code != 200 || m["by"] != "ann" {
 		t.Fatalf("decision: %d %v", code, m)

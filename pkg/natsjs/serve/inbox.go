@@ -18,7 +18,6 @@ import (
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/natsjs/convstore"
 	"github.com/offload-dev/offload/pkg/protocol"
-	"github.com/offload-dev/offload/pkg/tool"
 )
 
 // The web inbox (SPEC §12): server-rendered pages over the people's
@@ -211,24 +210,6 @@ func (in *inbox) showList(w http.ResponseWriter, r *http.Request, code int, noti
 		"MayDecide": s.may(RoleApprover), "MayAnswer": s.may(RoleAnswerer), "Links": in.h.Links != nil})
 }
 
-// pendingCall returns task of conversation conv as it is pending now
-// (nil when it waits for nothing any more).
-func (in *inbox) pendingCall(ctx context.Context, conv, task string) (*conversation.Summary, *deferred.PendingTask, error) {
-	s, err := in.h.Inbox.Get(ctx, conv)
-	if errors.Is(err, conversation.ErrNotFound) {
-		return nil, nil, nil
-	}
-	if err != nil {
-		return nil, nil, err
-	}
-	for _, t := range s.Tasks {
-		if t.TaskID == task {
-			return s, &t, nil
-		}
-	}
-	return s, nil, nil
-}
-
 // decide publishes a decision given with the inbox's form: approve, deny
 // with a reason, or approve with edited arguments (checked against the
 // tool's schema first: a failure is shown at the field and nothing is
@@ -256,7 +237,7 @@ func (in *inbox) decide(w http.ResponseWriter, r *http.Request) {
 	case "edit":
 		d.Approved = true
 		edited := r.PostFormValue("args")
-		args, err := in.checkArgs(r.Context(), conv, task, edited)
+		args, err := in.h.checkArgs(r.Context(), conv, task, edited)
 		if err != nil {
 			in.showList(w, r, http.StatusUnprocessableEntity, "", &refused{task: task, error: err.Error(), args: edited})
 			return
@@ -267,37 +248,6 @@ func (in *inbox) decide(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	in.published(w, r, task, done, in.h.Publisher.Decide(r.Context(), conv, task, d), "")
-}
-
-// checkArgs checks edited arguments of task against its tool's schema
-// (the tool of the conversation's agent on this replica) and returns them
-// compact.
-func (in *inbox) checkArgs(ctx context.Context, conv, task, edited string) (json.RawMessage, error) {
-	s, pt, err := in.pendingCall(ctx, conv, task)
-	if err != nil {
-		return nil, err
-	}
-	if pt == nil {
-		return nil, errors.New("this call is no longer pending")
-	}
-	a, ok := in.h.Service.agents[s.Agent]
-	if !ok || a.Tools == nil {
-		return nil, fmt.Errorf("this replica does not know the schema of %s (agent %q): the arguments cannot be checked", pt.Tool, s.Agent)
-	}
-	tools, err := a.Tools.Tools(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("the tools of agent %s: %w", s.Agent, err)
-	}
-	i := slices.IndexFunc(tools, func(t *tool.Tool) bool { return t.Name == pt.Tool })
-	if i < 0 {
-		return nil, fmt.Errorf("agent %s offers no tool %s: the arguments cannot be checked", s.Agent, pt.Tool)
-	}
-	args, err := tools[i].ParseArgs(edited)
-	var ve *tool.ValidationError
-	if errors.As(err, &ve) {
-		return nil, errors.New(ve.Message)
-	}
-	return args, err
 }
 
 // answer publishes an answer to an external call: the form's content,

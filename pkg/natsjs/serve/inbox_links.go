@@ -33,7 +33,7 @@ func (in *inbox) mintLinks(w http.ResponseWriter, r *http.Request) {
 		in.fail(w, r, http.StatusBadRequest, "A link needs a recipient and a lifetime up to 168h (e.g. 2h).")
 		return
 	}
-	_, pt, err := in.pendingCall(r.Context(), conv, task)
+	_, pt, err := in.h.pendingCall(r.Context(), conv, task)
 	if err != nil {
 		in.fail(w, r, http.StatusInternalServerError, err.Error())
 		return
@@ -67,7 +67,7 @@ func (in *inbox) link(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	_, pt, err := in.pendingCall(r.Context(), c.Conversation, c.Task)
+	_, pt, err := in.h.pendingCall(r.Context(), c.Conversation, c.Task)
 	if err != nil {
 		in.fail(w, r, http.StatusInternalServerError, err.Error())
 		return
@@ -88,7 +88,7 @@ func (in *inbox) useLink(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	_, pt, err := in.pendingCall(r.Context(), c.Conversation, c.Task)
+	_, pt, err := in.h.pendingCall(r.Context(), c.Conversation, c.Task)
 	if err != nil {
 		in.fail(w, r, http.StatusInternalServerError, err.Error())
 		return
