@@ -17,10 +17,11 @@ import (
 // with tools served by a worker, decisions published with the real nats
 // CLI.
 
-// A decision published while the run is live is injected without a
-// pause: the model ends its turn while research (a background task)
-// runs, the approval arrives, deploy runs once on the worker, and both
-// results reach the model as follow-ups; the run exits 0.
+// A decision published while the run is live (once the acknowledgement
+// is saved) is injected without a pause: the model ends its turn while
+// research (a background task) runs, the approval arrives, deploy runs
+// once on the worker, and both results reach the model as follow-ups;
+// the decision is recorded on the acknowledgement; the run exits 0.
 func TestNonBlockingDecisionWhileLive(t *testing.T) {
 	t.Parallel()
 	d := newDurable(t)
@@ -29,6 +30,7 @@ func TestNonBlockingDecisionWhileLive(t *testing.T) {
 	p := startPiped(t, cmd)
 	var conv, task string
 	var types []string
+	var acked, published bool
 	last := p.events(t, func(ev map[string]any) {
 		typ, _ := ev["type"].(string)
 		types = append(types, typ)
@@ -47,6 +49,10 @@ func TestNonBlockingDecisionWhileLive(t *testing.T) {
 			if got := d.tools.deployed(); len(got) != 0 {
 				t.Errorf("deploy ran before its decision: %v", got)
 			}
+			acked = true
+		case typ == "model_request_started" && acked && !published:
+			// The next request's start: the acknowledgement is saved.
+			published = true
 			d.pub("tools.decision."+conv+"."+task, `{"approved":true,"by":"ann"}`)
 		case typ == "background_task_finished" && ev["tool"] == "deploy":
 			d.tools.open() // research finishes after deploy's result
@@ -81,6 +87,11 @@ func TestNonBlockingDecisionWhileLive(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("the stored history lacks deploy's follow-up")
+	}
+	// The decision taken live is recorded like an inline one, on the
+	// call's acknowledgement (its only return).
+	if n := decisionNote(st, "deploy"); n["by"] != "ann" || n["approved"] != true || n["task_id"] != task {
+		t.Errorf("decision note %v, want by ann, approved, task %s", n, task)
 	}
 	// The decision taken live is not read again as a duplicate when the
 	// conversation is continued.
@@ -126,6 +137,9 @@ func TestNonBlockingDecisionAfterPause(t *testing.T) {
 	if got := d.tools.deployed(); len(got) != 1 {
 		t.Errorf("deployed %v, want once", got)
 	}
+	if n := decisionNote(d.state(conv), "deploy"); n["approved"] != true || n["task_id"] != task {
+		t.Errorf("decision note %v, want approved, task %s", n, task)
+	}
 
 	r = d.agent("run", "--approve", "background", deployProd)
 	conv, task = r.conv(), only(t, r.pending(), "approval deploy")
@@ -146,6 +160,9 @@ func TestNonBlockingDecisionAfterPause(t *testing.T) {
 	}
 	if got := d.tools.deployed(); len(got) != 1 {
 		t.Errorf("deployed %v, want once (the first approval's)", got)
+	}
+	if n := decisionNote(d.state(conv), "deploy"); n["by"] != "timeout" || n["approved"] != false {
+		t.Errorf("expiry's decision note %v, want by timeout", n)
 	}
 }
 

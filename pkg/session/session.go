@@ -144,9 +144,13 @@ type Session struct {
 }
 
 // decisionNote is a decision to record on the call's tool return: the
-// first return of the call after history index from.
+// first return of the call after history index from, or, for a
+// non-blocking call (whose outcome reaches the model as a follow-up, not
+// as a return), its acknowledgement: the return of the call that names
+// task.
 type decisionNote struct {
 	from int
+	task string // set for a non-blocking call
 	meta map[string]any
 }
 
@@ -426,7 +430,11 @@ func (s *Session) applyLocked(res *deferred.Results, t deferred.PendingTask, a c
 		if d.Metadata != nil {
 			res.Metadata[id] = d.Metadata
 		}
-		s.decisions[id] = decisionNote{from: from, meta: note}
+		dn := decisionNote{from: from, meta: note}
+		if t.NonBlocking {
+			dn = decisionNote{task: t.TaskID, meta: note}
+		}
+		s.decisions[id] = dn
 		s.resolutions = append(s.resolutions, protocol.Resolution{TaskID: t.TaskID, Resolved: resolved, By: d.By})
 		s.countDecision(t, a, d)
 	case conversation.ArrivalAnswer, conversation.ArrivalResult:
