@@ -202,6 +202,38 @@ func TestNonBlockingLiveView(t *testing.T) {
 	}
 }
 
+// The live view shows an expiry taken live as such, never as a person's
+// denial: `! deploy task <task> not approved in time: <message>`.
+func TestNonBlockingLiveViewExpired(t *testing.T) {
+	t.Parallel()
+	d := newDurable(t)
+	cmd := d.command("run", "--approve", "background",
+		`[{"tool":"deploy","args":{"target":"prod"}},{"tool":"research","args":{"topic":"tides"}}]`)
+	cmd.Args = slices.DeleteFunc(cmd.Args, func(a string) bool { return a == "--json" })
+	var stdout, stderr offloadtest.Output
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start(t, cmd)
+	stderr.WaitFor(t, " needs approval")
+	m := regexp.MustCompile(`\? deploy task ([0-9A-Z]{26}) needs approval`).FindStringSubmatch(stderr.String())
+	c := regexp.MustCompile(`conversation: ([0-9A-Z]{26})`).FindStringSubmatch(stderr.String())
+	if m == nil || c == nil {
+		t.Fatalf("no approval or conversation line in:\n%s", stderr.String())
+	}
+	task := m[1]
+	d.pub("tools.decision."+c[1]+"."+task, `{"approved":false,"by":"timeout","reason":"expired","message":"nobody answered within 1h"}`)
+	stderr.WaitFor(t, "! deploy task "+task+" not approved in time: nobody answered within 1h")
+	d.tools.open()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("run: %v\n%s", err, stderr.String())
+	}
+	if view := stderr.String(); strings.Contains(view, "denied") {
+		t.Errorf("live view shows the expiry as a denial:\n%s", view)
+	}
+	if got := d.tools.deployed(); len(got) != 0 {
+		t.Errorf("deployed %v, want never", got)
+	}
+}
+
 // Two non-blocking calls paused, one of them a worker's own deferral
 // (guarded raises ApprovalRequired): the decision of guarded alone lets
 // agent resume continue; guarded runs as its task's next attempt, its
