@@ -234,6 +234,54 @@ func TestNonBlockingLiveViewExpired(t *testing.T) {
 	}
 }
 
+// --approve wait with a tool made non-blocking by its metadata: each call
+// has one waiter, by its mode. deploy's decision is the step's wait's,
+// nbdeploy's the non-blocking waiter's; neither refuses (or counts) the
+// other's, which it reads from the same stream. Both run once.
+func TestNonBlockingWithApproveWait(t *testing.T) {
+	t.Parallel()
+	d := newDurable(t)
+	cmd := d.command("run", "--approve", "wait", "--wait", "1m",
+		`[{"tool":"deploy","args":{"target":"a"}},{"tool":"nbdeploy","args":{"target":"b"}},{"tool":"research","args":{"topic":"tides"}}]`)
+	p := startPiped(t, cmd)
+	var conv string
+	tasks := map[string]string{}
+	published := false
+	last := p.events(t, func(ev map[string]any) {
+		typ, _ := ev["type"].(string)
+		conv, _ = ev["conversation_id"].(string)
+		switch {
+		case typ == "deferred_tool_requests":
+			for id, task := range ev["task_ids"].(map[string]any) {
+				tasks[id] = task.(string)
+			}
+			if tasks["call_1"] != "" && tasks["call_2"] != "" && !published {
+				published = true
+				d.pub("tools.decision."+conv+"."+tasks["call_1"], `{"approved":true,"by":"ann"}`)
+				d.pub("tools.decision."+conv+"."+tasks["call_2"], `{"approved":true,"by":"bob"}`)
+			}
+		case typ == "background_task_finished" && ev["tool"] == "nbdeploy":
+			d.tools.open() // research finishes after nbdeploy's result
+		}
+	})
+	if err := cmd.Wait(); err != nil || last["status"] != "finished" {
+		t.Fatalf("run: %v, last %v\n%s", err, last, p.stderr.String())
+	}
+	if got := d.tools.deployed(); !sameElems(got, []string{"a", "b"}) {
+		t.Errorf("deployed %v, want a and b once each", got)
+	}
+	if strings.Contains(p.stderr.String(), "message refused") {
+		t.Errorf("a waiter refused the other's decision:\n%s", p.stderr.String())
+	}
+}
+
+func sameElems(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
+}
+
 // Two non-blocking calls paused, one of them a worker's own deferral
 // (guarded raises ApprovalRequired): the decision of guarded alone lets
 // agent resume continue; guarded runs as its task's next attempt, its

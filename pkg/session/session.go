@@ -141,6 +141,16 @@ type Session struct {
 	announced map[string]bool
 	// nb is the waiter of non-blocking calls (NonBlocking), made once.
 	nb *liveWaiter
+	// inline are the approvals --approve wait steps waited for (await),
+	// true once decided: their decisions are theirs, never the
+	// non-blocking waiter's.
+	inline map[string]inlineCall
+}
+
+// inlineCall is an approval an --approve wait step waited for.
+type inlineCall struct {
+	pt      deferred.PendingTask
+	decided bool // its decision was handed to the run
 }
 
 // decisionNote is a decision to record on the call's tool return: the
