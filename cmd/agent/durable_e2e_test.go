@@ -83,7 +83,7 @@ func newDurable(t *testing.T, natsOpts ...natstest.Option) *durable {
 	d := &durable{t: t, nats: natstest.Start(t, natsOpts...), dir: t.TempDir()}
 	d.tools = &testTools{started: make(chan string, 16), gate: make(chan struct{})}
 	tt := d.tools
-	deploy := tool.Func("deploy", "Deploy a target.", func(ctx context.Context, _ *tool.RunContext, a deployArgs) (string, error) {
+	deployFn := func(ctx context.Context, _ *tool.RunContext, a deployArgs) (string, error) {
 		tt.started <- "deploy"
 		if a.Slow {
 			select {
@@ -96,7 +96,11 @@ func newDurable(t *testing.T, natsOpts ...natstest.Option) *durable {
 		tt.deploys = append(tt.deploys, a.Target)
 		tt.mu.Unlock()
 		return "deployed " + a.Target, nil
-	}, tool.NeedsApproval())
+	}
+	deploy := tool.Func("deploy", "Deploy a target.", deployFn, tool.NeedsApproval())
+	// nbdeploy is deploy made non-blocking by its metadata (SPEC §12).
+	nbdeploy := tool.Func("nbdeploy", "Deploy a target, non-blocking.", deployFn, tool.NeedsApproval(),
+		tool.Meta(map[string]any{"deferred": "background"}))
 	guarded := tool.Func("guarded", "Asks for approval itself.", func(_ context.Context, rc *tool.RunContext, _ noArgs) (string, error) {
 		if !rc.ToolCallApproved {
 			return "", &tool.ApprovalRequired{Metadata: map[string]any{"why": "production"}}
@@ -118,7 +122,7 @@ func newDurable(t *testing.T, natsOpts ...natstest.Option) *durable {
 	handoff := tool.Func("handoff", "Hands the call to a person.", func(context.Context, *tool.RunContext, noArgs) (string, error) {
 		return "", &tool.CallDeferred{Metadata: map[string]any{"queue": "ops"}}
 	})
-	w, err := worker.New(worker.Config{Conn: d.nats.Conn(t), ID: "test-worker", Tools: []*tool.Tool{deploy, guarded, research, handoff}})
+	w, err := worker.New(worker.Config{Conn: d.nats.Conn(t), ID: "test-worker", Tools: []*tool.Tool{deploy, nbdeploy, guarded, research, handoff}})
 	if err != nil {
 		t.Fatal(err)
 	}

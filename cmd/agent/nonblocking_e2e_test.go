@@ -17,10 +17,11 @@ import (
 // with tools served by a worker, decisions published with the real nats
 // CLI.
 
-// A decision published while the run is live is injected without a
-// pause: the model ends its turn while research (a background task)
-// runs, the approval arrives, deploy runs once on the worker, and both
-// results reach the model as follow-ups; the run exits 0.
+// A decision published while the run is live (once the acknowledgement
+// is saved) is injected without a pause: the model ends its turn while
+// research (a background task) runs, the approval arrives, deploy runs
+// once on the worker, and both results reach the model as follow-ups;
+// the decision is recorded on the acknowledgement; the run exits 0.
 func TestNonBlockingDecisionWhileLive(t *testing.T) {
 	t.Parallel()
 	d := newDurable(t)
@@ -29,6 +30,7 @@ func TestNonBlockingDecisionWhileLive(t *testing.T) {
 	p := startPiped(t, cmd)
 	var conv, task string
 	var types []string
+	var acked, published bool
 	last := p.events(t, func(ev map[string]any) {
 		typ, _ := ev["type"].(string)
 		types = append(types, typ)
@@ -47,6 +49,10 @@ func TestNonBlockingDecisionWhileLive(t *testing.T) {
 			if got := d.tools.deployed(); len(got) != 0 {
 				t.Errorf("deploy ran before its decision: %v", got)
 			}
+			acked = true
+		case typ == "model_request_started" && acked && !published:
+			// The next request's start: the acknowledgement is saved.
+			published = true
 			d.pub("tools.decision."+conv+"."+task, `{"approved":true,"by":"ann"}`)
 		case typ == "background_task_finished" && ev["tool"] == "deploy":
 			d.tools.open() // research finishes after deploy's result
@@ -81,6 +87,11 @@ func TestNonBlockingDecisionWhileLive(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("the stored history lacks deploy's follow-up")
+	}
+	// The decision taken live is recorded like an inline one, on the
+	// call's acknowledgement (its only return).
+	if n := decisionNote(st, "deploy"); n["by"] != "ann" || n["approved"] != true || n["task_id"] != task {
+		t.Errorf("decision note %v, want by ann, approved, task %s", n, task)
 	}
 	// The decision taken live is not read again as a duplicate when the
 	// conversation is continued.
@@ -126,6 +137,9 @@ func TestNonBlockingDecisionAfterPause(t *testing.T) {
 	if got := d.tools.deployed(); len(got) != 1 {
 		t.Errorf("deployed %v, want once", got)
 	}
+	if n := decisionNote(d.state(conv), "deploy"); n["approved"] != true || n["task_id"] != task {
+		t.Errorf("decision note %v, want approved, task %s", n, task)
+	}
 
 	r = d.agent("run", "--approve", "background", deployProd)
 	conv, task = r.conv(), only(t, r.pending(), "approval deploy")
@@ -146,6 +160,9 @@ func TestNonBlockingDecisionAfterPause(t *testing.T) {
 	}
 	if got := d.tools.deployed(); len(got) != 1 {
 		t.Errorf("deployed %v, want once (the first approval's)", got)
+	}
+	if n := decisionNote(d.state(conv), "deploy"); n["by"] != "timeout" || n["approved"] != false {
+		t.Errorf("expiry's decision note %v, want by timeout", n)
 	}
 }
 
@@ -183,6 +200,86 @@ func TestNonBlockingLiveView(t *testing.T) {
 	if !strings.Contains(stdout.String(), "user:Background tool 'research' (task ") {
 		t.Errorf("stdout %q", stdout.String())
 	}
+}
+
+// The live view shows an expiry taken live as such, never as a person's
+// denial: `! deploy task <task> not approved in time: <message>`.
+func TestNonBlockingLiveViewExpired(t *testing.T) {
+	t.Parallel()
+	d := newDurable(t)
+	cmd := d.command("run", "--approve", "background",
+		`[{"tool":"deploy","args":{"target":"prod"}},{"tool":"research","args":{"topic":"tides"}}]`)
+	cmd.Args = slices.DeleteFunc(cmd.Args, func(a string) bool { return a == "--json" })
+	var stdout, stderr offloadtest.Output
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start(t, cmd)
+	stderr.WaitFor(t, " needs approval")
+	m := regexp.MustCompile(`\? deploy task ([0-9A-Z]{26}) needs approval`).FindStringSubmatch(stderr.String())
+	c := regexp.MustCompile(`conversation: ([0-9A-Z]{26})`).FindStringSubmatch(stderr.String())
+	if m == nil || c == nil {
+		t.Fatalf("no approval or conversation line in:\n%s", stderr.String())
+	}
+	task := m[1]
+	d.pub("tools.decision."+c[1]+"."+task, `{"approved":false,"by":"timeout","reason":"expired","message":"nobody answered within 1h"}`)
+	stderr.WaitFor(t, "! deploy task "+task+" not approved in time: nobody answered within 1h")
+	d.tools.open()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("run: %v\n%s", err, stderr.String())
+	}
+	if view := stderr.String(); strings.Contains(view, "denied") {
+		t.Errorf("live view shows the expiry as a denial:\n%s", view)
+	}
+	if got := d.tools.deployed(); len(got) != 0 {
+		t.Errorf("deployed %v, want never", got)
+	}
+}
+
+// --approve wait with a tool made non-blocking by its metadata: each call
+// has one waiter, by its mode. deploy's decision is the step's wait's,
+// nbdeploy's the non-blocking waiter's; neither refuses (or counts) the
+// other's, which it reads from the same stream. Both run once.
+func TestNonBlockingWithApproveWait(t *testing.T) {
+	t.Parallel()
+	d := newDurable(t)
+	cmd := d.command("run", "--approve", "wait", "--wait", "1m",
+		`[{"tool":"deploy","args":{"target":"a"}},{"tool":"nbdeploy","args":{"target":"b"}},{"tool":"research","args":{"topic":"tides"}}]`)
+	p := startPiped(t, cmd)
+	var conv string
+	tasks := map[string]string{}
+	published := false
+	last := p.events(t, func(ev map[string]any) {
+		typ, _ := ev["type"].(string)
+		conv, _ = ev["conversation_id"].(string)
+		switch {
+		case typ == "deferred_tool_requests":
+			for id, task := range ev["task_ids"].(map[string]any) {
+				tasks[id] = task.(string)
+			}
+			if tasks["call_1"] != "" && tasks["call_2"] != "" && !published {
+				published = true
+				d.pub("tools.decision."+conv+"."+tasks["call_1"], `{"approved":true,"by":"ann"}`)
+				d.pub("tools.decision."+conv+"."+tasks["call_2"], `{"approved":true,"by":"bob"}`)
+			}
+		case typ == "background_task_finished" && ev["tool"] == "nbdeploy":
+			d.tools.open() // research finishes after nbdeploy's result
+		}
+	})
+	if err := cmd.Wait(); err != nil || last["status"] != "finished" {
+		t.Fatalf("run: %v, last %v\n%s", err, last, p.stderr.String())
+	}
+	if got := d.tools.deployed(); !sameElems(got, []string{"a", "b"}) {
+		t.Errorf("deployed %v, want a and b once each", got)
+	}
+	if strings.Contains(p.stderr.String(), "message refused") {
+		t.Errorf("a waiter refused the other's decision:\n%s", p.stderr.String())
+	}
+}
+
+func sameElems(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
 }
 
 // Two non-blocking calls paused, one of them a worker's own deferral

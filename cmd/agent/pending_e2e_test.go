@@ -99,7 +99,7 @@ func TestPendingNATSCommandsPasted(t *testing.T) {
 	// --tools naming a tool no worker serves: exit 2 with the available
 	// names, as on the embedded default.
 	if code, _, stderr := plain(t, d.dir, nil, append([]string{"run", "--model", "test", "--tools", "nope,deploy", "x"}, nats...)...); code != exitUsage ||
-		!strings.Contains(stderr, `unknown tool "nope"`) || !strings.Contains(stderr, "available: deploy, guarded, handoff, research") {
+		!strings.Contains(stderr, `unknown tool "nope"`) || !strings.Contains(stderr, "available: deploy, guarded, handoff, nbdeploy, research") {
 		t.Fatalf("unknown tool with --nats: exit %d: %s", code, stderr)
 	}
 	if code, _, stderr := plain(t, d.dir, nil, append([]string{"history", "--conversation", protocol.NewID()}, nats...)...); code != exitFailed || !strings.Contains(stderr, "is unknown") {

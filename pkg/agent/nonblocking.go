@@ -219,7 +219,13 @@ func (br *bgRun) decided(ctx context.Context, t *bgTask) (bool, error) {
 		results.Metadata = map[string]map[string]any{id: meta}
 	}
 	if exp, ok := t.val.(ApprovalExpired); ok {
-		results.Approvals[id] = deferred.ToolDenied{Message: exp.Message}
+		msg := exp.Message
+		if msg == "" {
+			msg = DefaultExpiry
+		}
+		// The event says it expired: the live view never shows it as a
+		// person's denial.
+		results.Approvals[id] = deferred.ToolDenied{Message: msg, Reason: deferred.ReasonExpired}
 		br.info.Emit(Event{Type: EventDeferredToolResults, Results: results})
 		return false, nil
 	}

@@ -99,7 +99,14 @@ type ToolApproved struct {
 type ToolDenied struct {
 	// Message is shown to the model.
 	Message string
+	// Reason is empty for a denial, ReasonExpired for an approval no one
+	// decided in time (SPEC §12), which is never shown as a person's
+	// denial.
+	Reason string
 }
+
+// ReasonExpired is the [ToolDenied] reason of an expired approval.
+const ReasonExpired = "expired"
 
 // Text returns the message, or DefaultDenial when it is empty.
 func (d ToolDenied) Text() string {

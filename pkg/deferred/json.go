@@ -103,7 +103,8 @@ func MarshalApproval(v any) (json.RawMessage, error) {
 		return json.Marshal(struct {
 			Message string `json:"message"`
 			Kind    string `json:"kind"`
-		}{d.Text(), "tool-denied"})
+			Reason  string `json:"reason,omitempty"`
+		}{d.Text(), "tool-denied", d.Reason})
 	}
 }
 
@@ -121,6 +122,7 @@ func UnmarshalApproval(raw json.RawMessage) (any, error) {
 		Kind         string          `json:"kind"`
 		OverrideArgs json.RawMessage `json:"override_args"`
 		Message      *string         `json:"message"`
+		Reason       string          `json:"reason"`
 	}
 	if len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &obj) != nil {
 		return nil, fmt.Errorf("%w: %s", ErrInvalidApproval, truncate(raw))
@@ -136,7 +138,7 @@ func UnmarshalApproval(raw json.RawMessage) (any, error) {
 		}
 		return a, nil
 	case "tool-denied":
-		d := ToolDenied{}
+		d := ToolDenied{Reason: obj.Reason}
 		if obj.Message != nil {
 			d.Message = *obj.Message
 		}

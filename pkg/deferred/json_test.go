@@ -109,6 +109,7 @@ func TestResultsJSONRoundTrip(t *testing.T) {
 			"false":         false,
 			"tool-approved": deferred.ToolApproved{OverrideArgs: json.RawMessage(`{"foo":"bar"}`)},
 			"tool-denied":   deferred.ToolDenied{Message: "The tool call was denied."},
+			"expired":       deferred.ToolDenied{Message: "Not in time.", Reason: deferred.ReasonExpired},
 		},
 		Metadata: map[string]map[string]any{"tool-approved": {"approver": "alice"}},
 	}
@@ -123,6 +124,7 @@ func TestResultsJSONRoundTrip(t *testing.T) {
 		`"tool-failed":{"message":"The tool call failed.","kind":"tool-failed"},` +
 		`"tool-return":{"return_value":1,"content":[{"type":"text","text":"The tool call was approved."}],"metadata":{"foo":"bar"},"kind":"tool-return"}},` +
 		`"approvals":{` +
+		`"expired":{"message":"Not in time.","kind":"tool-denied","reason":"expired"},` +
 		`"false":false,` +
 		`"tool-approved":{"override_args":{"foo":"bar"},"kind":"tool-approved"},` +
 		`"tool-denied":{"message":"The tool call was denied.","kind":"tool-denied"},` +

@@ -46,34 +46,68 @@ func (s *Session) await(ctx context.Context, rc *tool.RunContext, reqs *deferred
 		Pending: &deferred.PendingRecord{ConversationID: s.st.ID, RunID: rc.RunID}}
 	from := len(s.st.History)
 	s.mu.Unlock()
+	mine := map[string]bool{}
 	for _, t := range reqs.Pending() {
 		if t.Kind == deferred.KindApproval {
 			tmp.Pending.Tasks = append(tmp.Pending.Tasks, t)
+			mine[t.TaskID] = true
 		}
+	}
+	own := &deferred.PendingRecord{ConversationID: tmp.ID, RunID: rc.RunID, Tasks: slices.Clone(tmp.Pending.Tasks)}
+	s.mu.Lock()
+	if s.inline == nil {
+		s.inline = map[string]inlineCall{}
+	}
+	for _, t := range own.Tasks {
+		s.inline[t.TaskID] = inlineCall{pt: t}
+	}
+	nb := s.nb
+	s.mu.Unlock()
+	// The non-blocking calls' decisions are their waiter's: admitted here
+	// (not refused as unknown) and left to it.
+	if nb != nil {
+		tmp.Pending.Tasks = append(tmp.Pending.Tasks, nb.tasks()...)
 	}
 	// Watch before the first read, so that no decision stored between
 	// the two goes unnoticed.
 	arrived, interval, stop := s.watch(ctx, conversation.ArrivalDecision)
 	defer stop()
 	announced := time.Now()
-	s.announce(ctx, tmp.Pending)
+	s.announce(ctx, own)
 	if err := waitFor(ctx, arrived, interval, wait, suspend, func() (bool, error) {
 		_, err := s.cfg.Inbox.CollectDecisions(ctx, tmp)
-		return len(waiting(tmp)) == 0, err
+		for _, t := range waiting(tmp) {
+			if mine[t.TaskID] {
+				return false, err
+			}
+		}
+		return true, err
 	}); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
-	// Only decisions were read, checked against this step's approvals.
-	s.st.Checkpoint.Decisions = tmp.Checkpoint.Decisions
+	// Only decisions were read, checked against this step's approvals;
+	// the checkpoint stays before a non-blocking call's decision, which
+	// its waiter delivers (its own checkpoint moves the session's then).
+	cp := tmp.Checkpoint.Decisions
+	for _, a := range tmp.Arrivals {
+		if !mine[a.TaskID] && a.Seq > 0 {
+			cp = min(cp, a.Seq-1)
+		}
+	}
+	s.st.Checkpoint.Decisions = max(s.st.Checkpoint.Decisions, cp)
 	res := &deferred.Results{Calls: map[string]any{}, Approvals: map[string]any{}, Metadata: map[string]map[string]any{}}
 	for _, a := range tmp.Arrivals {
+		if !mine[a.TaskID] {
+			continue
+		}
 		t, _ := tmp.PendingTask(a.TaskID)
 		s.approvalSpan(ctx, t, a, announced)
 		if err := s.applyLocked(res, t, a, from); err != nil {
 			s.mu.Unlock()
 			return nil, err
 		}
+		s.inline[a.TaskID] = inlineCall{pt: t, decided: true}
 		s.handed = append(s.handed, a)
 	}
 	s.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -135,9 +136,24 @@ func (w *liveWaiter) watch(ctx context.Context, stopped, kick chan struct{}) {
 	}
 }
 
+// tasks returns the calls waited for.
+func (w *liveWaiter) tasks() []deferred.PendingTask {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.st == nil {
+		return nil
+	}
+	return slices.Clone(w.st.Pending.Tasks)
+}
+
 // read reads what arrived for the waits once and hands each its outcome.
-// It reports whether waits are left.
+// It reports whether waits are left. The decisions of the approvals an
+// --approve wait step waits for are that wait's: admitted (not refused as
+// unknown) and left to it.
 func (w *liveWaiter) read(ctx context.Context) (bool, error) {
+	w.s.mu.Lock()
+	inline := maps.Clone(w.s.inline)
+	w.s.mu.Unlock()
 	w.mu.Lock()
 	if len(w.waits) == 0 {
 		w.stopLocked()
@@ -146,6 +162,11 @@ func (w *liveWaiter) read(ctx context.Context) (bool, error) {
 	}
 	tmp := &conversation.State{ID: w.st.ID, Settled: slices.Clone(w.st.Settled), Checkpoint: w.st.Checkpoint,
 		Pending: &deferred.PendingRecord{ConversationID: w.st.ID, RunID: w.st.Pending.RunID, Tasks: slices.Clone(w.st.Pending.Tasks)}}
+	for _, c := range inline {
+		if _, ok := tmp.PendingTask(c.pt.TaskID); !ok {
+			tmp.Pending.Tasks = append(tmp.Pending.Tasks, c.pt)
+		}
+	}
 	added := w.added
 	w.mu.Unlock()
 	_, err := w.s.cfg.Inbox.CollectDecisions(ctx, tmp)
@@ -160,8 +181,16 @@ func (w *liveWaiter) read(ctx context.Context) (bool, error) {
 	if w.added == added {
 		// A wait added during the read could have had its decision
 		// refused by it (not pending yet): then the stream is read again
-		// from where this read began.
-		w.st.Checkpoint = tmp.Checkpoint
+		// from where this read began. Nor does it move past the decision
+		// of an --approve wait approval not handed to the run yet: the
+		// conversation's next reader may need it.
+		cp := tmp.Checkpoint
+		for _, a := range tmp.Arrivals {
+			if c, ok := inline[a.TaskID]; ok && !c.decided && a.Seq > 0 {
+				cp.Decisions = min(cp.Decisions, a.Seq-1)
+			}
+		}
+		w.st.Checkpoint = cp
 	}
 	type outcome struct {
 		lw *liveWait

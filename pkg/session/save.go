@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -41,7 +42,8 @@ func (s *Session) saveLocked(ctx context.Context) error {
 }
 
 // annotate records each decision on the first return of its call after
-// the history index it was made at.
+// the history index it was made at (a non-blocking call's on its
+// acknowledgement, which names its task).
 func (s *Session) annotate(h message.History) message.History {
 	if len(s.decisions) == 0 {
 		return h
@@ -51,7 +53,7 @@ func (s *Session) annotate(h message.History) message.History {
 		for i := note.from; i < len(h); i++ {
 			for j, p := range h[i].Parts {
 				tr, ok := p.(message.ToolReturn)
-				if !ok || tr.ToolCallID != id {
+				if !ok || tr.ToolCallID != id || note.task != "" && !strings.Contains(tr.ModelText(), note.task) {
 					continue
 				}
 				md := tool.DeepCopy(tr.Metadata)

@@ -142,12 +142,26 @@ type Session struct {
 	announced map[string]bool
 	// nb is the waiter of non-blocking calls (NonBlocking), made once.
 	nb *liveWaiter
+	// inline are the approvals --approve wait steps waited for (await),
+	// true once decided: their decisions are theirs, never the
+	// non-blocking waiter's.
+	inline map[string]inlineCall
+}
+
+// inlineCall is an approval an --approve wait step waited for.
+type inlineCall struct {
+	pt      deferred.PendingTask
+	decided bool // its decision was handed to the run
 }
 
 // decisionNote is a decision to record on the call's tool return: the
-// first return of the call after history index from.
+// first return of the call after history index from, or, for a
+// non-blocking call (whose outcome reaches the model as a follow-up, not
+// as a return), its acknowledgement: the return of the call that names
+// task.
 type decisionNote struct {
 	from int
+	task string // set for a non-blocking call
 	meta map[string]any
 }
 
@@ -438,7 +452,11 @@ func (s *Session) applyLocked(res *deferred.Results, t deferred.PendingTask, a c
 		if d.Metadata != nil {
 			res.Metadata[id] = d.Metadata
 		}
-		s.decisions[id] = decisionNote{from: from, meta: note}
+		dn := decisionNote{from: from, meta: note}
+		if t.NonBlocking {
+			dn = decisionNote{task: t.TaskID, meta: note}
+		}
+		s.decisions[id] = dn
 		s.resolutions = append(s.resolutions, protocol.Resolution{TaskID: t.TaskID, Resolved: resolved, By: d.By})
 		s.countDecision(t, a, d)
 	case conversation.ArrivalAnswer, conversation.ArrivalResult:

@@ -191,7 +191,11 @@ func (v *View) deferredResults(res *deferred.Results) {
 		case deferred.ToolApproved:
 			say(id, "approved")
 		case deferred.ToolDenied:
-			say(id, "denied: "+v.Text())
+			if v.Reason == deferred.ReasonExpired {
+				say(id, "not approved in time: "+v.Text())
+			} else {
+				say(id, "denied: "+v.Text())
+			}
 		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(res.Calls)) {

@@ -15,11 +15,16 @@ import (
 )
 
 // WritePending writes one line per pending call, "<task> <kind> <tool>
-// <args JSON>" (SPEC §6.1), then, when commands is set, the commands that
+// <args JSON>" (SPEC §6.1), with " (non-blocking)" after it for a
+// non-blocking call (§12), then, when commands is set, the commands that
 // resolve it, one per line.
 func WritePending(w io.Writer, pending []deferred.PendingTask, commands func(deferred.PendingTask) []string) {
 	for _, p := range pending {
-		fmt.Fprintf(w, "%s %s %s %s\n", p.TaskID, p.Kind, p.Tool, compact(p.Args))
+		mark := ""
+		if p.NonBlocking {
+			mark = " (non-blocking)"
+		}
+		fmt.Fprintf(w, "%s %s %s %s%s\n", p.TaskID, p.Kind, p.Tool, compact(p.Args), mark)
 		if commands != nil {
 			for _, c := range commands(p) {
 				fmt.Fprintln(w, c)

@@ -358,7 +358,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, task protocol.Task) (*Handle,
 	m.Data = data
 	telemetry.Inject(ctx, m.Header)
 	pctx, pcancel := context.WithTimeout(context.WithoutCancel(ctx), jsop.Timeout)
-	_, err = d.js.PublishMsg(pctx, m)
+	ack, err := d.js.PublishMsg(pctx, m)
 	pcancel()
 	spanError(span, err)
 	if err != nil {
@@ -369,6 +369,9 @@ func (d *Dispatcher) Dispatch(ctx context.Context, task protocol.Task) (*Handle,
 		err = fmt.Errorf("natsjs: publish task %s: %w", task.TaskID, natsjs.CountRefusal(d.cfg.Metrics, natsjs.NamesFor(d.cfg.Prefix).Tasks, err))
 		h.finish(protocol.Result{}, err)
 		return nil, err
+	}
+	if ack != nil && ack.Duplicate {
+		d.storedResult(ctx, h, task)
 	}
 	if d.log.Enabled(ctx, slog.LevelDebug) { // checked first: no attribute is built on the hot path otherwise
 		d.log.DebugContext(h.logCtx(), "task dispatched", slog.String("task_id", task.TaskID), slog.String("tool", task.Tool),

@@ -20,14 +20,16 @@ func (d *Dispatcher) rememberLocked(task, conv string, kind taskmem.Kind) {
 }
 
 // onResult routes one stored result to its waiting call, or refuses it.
-func (d *Dispatcher) onResult(m jetstream.Msg) {
-	subject := m.Subject()
+func (d *Dispatcher) onResult(m jetstream.Msg) { d.route(m.Subject(), m.Data()) }
+
+// route routes the result stored on subject to its waiting call, or
+// refuses it.
+func (d *Dispatcher) route(subject string, data []byte) {
 	kind, conv, task, toolName, err := d.subj.Parse(subject)
 	if err != nil || kind != protocol.KindResult {
 		d.refuse(metrics.RefuseMalformed, subject, "", fmt.Errorf("invalid result subject: %w", err))
 		return
 	}
-	data := m.Data()
 	if d.cfg.MaxPayload > 0 && len(data) > d.cfg.MaxPayload {
 		d.refuse(metrics.RefuseOversize, subject, task, fmt.Errorf("%d bytes", len(data)))
 		return

@@ -1,0 +1,46 @@
+package liveview_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/agent/liveview"
+	"github.com/offload-dev/offload/pkg/deferred"
+	"github.com/offload-dev/offload/pkg/message"
+)
+
+// An expired approval is shown as not approved in time, a denial as
+// denied (SPEC §12: a timeout is never shown as a person's denial).
+func TestDeferredResultsExpired(t *testing.T) {
+	var out bytes.Buffer
+	v := liveview.New(&out)
+	v.Event(agent.Event{Type: agent.EventDeferredToolRequests, Requests: &deferred.Requests{
+		Approvals: []message.ToolCall{{ToolName: "deploy", ToolCallID: "c1"}, {ToolName: "drop", ToolCallID: "c2"}},
+		TaskIDs:   map[string]string{"c1": "T1", "c2": "T2"},
+	}})
+	v.Event(agent.Event{Type: agent.EventDeferredToolResults, Results: &deferred.Results{Approvals: map[string]any{
+		"c1": deferred.ToolDenied{Message: "nobody answered within 1h", Reason: deferred.ReasonExpired},
+		"c2": deferred.ToolDenied{Message: "freeze"},
+	}}})
+	want := "! deploy task T1 not approved in time: nobody answered within 1h\n! drop task T2 denied: freeze\n"
+	if got := out.String(); !strings.HasSuffix(got, want) {
+		t.Errorf("live view:\n%s\nwant it to end with:\n%s", got, want)
+	}
+}
+
+// agent pending's line marks a non-blocking call, as the JSON record's
+// nonblocking field does.
+func TestWritePendingNonBlocking(t *testing.T) {
+	var out bytes.Buffer
+	liveview.WritePending(&out, []deferred.PendingTask{
+		{TaskID: "T1", Kind: deferred.KindApproval, Tool: "deploy", Args: json.RawMessage(`{"target": "prod"}`), NonBlocking: true},
+		{TaskID: "T2", Kind: deferred.KindExternal, Tool: "ask", Args: json.RawMessage(`{}`)},
+	}, nil)
+	want := "T1 approval deploy {\"target\":\"prod\"} (non-blocking)\nT2 external ask {}\n"
+	if got := out.String(); got != want {
+		t.Errorf("pending:\n%q\nwant\n%q", got, want)
+	}
+}
