@@ -27,7 +27,10 @@ import (
 type runFlags struct {
 	// role is the role of deploy/nats/auth.conf the command needs, named
 	// in the fix of a permission refused (default agent); not a flag.
-	role           string
+	role string
+	// trustNATSBy (agent serve --trust-nats-by) counts every decision's
+	// by as its approver's identity for a quorum (SPEC §12).
+	trustNATSBy    bool
 	model          string
 	json           bool
 	toolCallsLimit int

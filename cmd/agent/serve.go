@@ -53,6 +53,7 @@ func newServeCmd(e env) *cobra.Command {
 	fl.StringVar(&sf.tokens, "tokens", "", "file of bearer tokens, lines TOKEN ROLE NAME (default: an admin token generated into --store)")
 	fl.StringArrayVar(&sf.notify, "notify", nil, "URL POSTed each approval requested and resolved, as JSON (slack:URL: a Slack incoming webhook; repeatable)")
 	fl.StringVar(&sf.publicURL, "public-url", "", "the service's URL as people reach it, for the notifications' links (default http://ADDR of --http)")
+	fl.BoolVar(&sf.run.trustNATSBy, "trust-nats-by", false, "count every decision's by as its approver's identity for a quorum (approval.required): only when whoever may publish decisions is trusted to name themselves")
 	fl.StringVar(&sf.run.model, "model", "", "model of the specs that name none (default as agent run's)")
 	fl.DurationVar(&sf.run.callTimeout, "call-timeout", remote.DefaultInlineDeadline, "deadline of an inline remote call")
 	fl.StringVar(&sf.run.root, "root", ".", "directory the built-in file and shell tools work in (embedded default)")
@@ -98,6 +99,7 @@ func runServe(ctx context.Context, e env, sf *serveFlags) error {
 	if err != nil {
 		return err
 	}
+	pending.Identify = f.identify()
 	links, err := convstore.OpenLinks(ctx, convstore.OpenConfig{JetStream: js, Provision: prov})
 	if err != nil {
 		return err

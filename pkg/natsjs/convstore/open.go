@@ -10,6 +10,7 @@ import (
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/protocol"
 )
 
 // OpenConfig configures [Open].
@@ -28,6 +29,9 @@ type OpenConfig struct {
 	// QuietDuplicates logs the inbox's refusals of duplicates at Info
 	// (see [InboxConfig.QuietDuplicates]).
 	QuietDuplicates bool
+	// Identify authenticates the approvals of calls that need a quorum
+	// (see [InboxConfig.Identify]).
+	Identify func(protocol.Decision) (string, bool)
 }
 
 // Conversations is what an agent process uses of the stored
@@ -62,7 +66,7 @@ func Open(ctx context.Context, cfg OpenConfig) (*Conversations, error) {
 		maxPayload = int(nc.MaxPayload())
 	}
 	inbox, err := NewInbox(InboxConfig{JetStream: js, Prefix: prefix, MaxPayload: maxPayload, Metrics: cfg.Metrics,
-		Logger: cfg.Logger, QuietDuplicates: cfg.QuietDuplicates})
+		Logger: cfg.Logger, QuietDuplicates: cfg.QuietDuplicates, Identify: cfg.Identify})
 	if err != nil {
 		return nil, err
 	}

@@ -34,7 +34,10 @@ type Pending struct {
 	// Announcer reads the approvals a live run waits for.
 	Announcer *Announcer
 	// Publisher publishes decisions and answers.
-	Publisher  *Publisher
+	Publisher *Publisher
+	// Identify authenticates the approvals of calls that need a quorum
+	// as the inbox does (InboxConfig.Identify); nil authenticates none.
+	Identify   func(protocol.Decision) (string, bool)
 	maxPayload int
 }
 
@@ -113,7 +116,9 @@ func (p *Pending) Waiting(ctx context.Context, s *conversation.Summary) ([]defer
 		case deferred.KindExternal:
 			stream, subject = p.names.Answers, p.subj.Answer(s.ConversationID, t.TaskID)
 		}
-		if stream != "" {
+		// A call that needs a quorum waits until the run has applied its
+		// decisions: one approval stored is not its end.
+		if stream != "" && t.Required <= 1 {
 			stored, err := storedOn(ctx, p.nc, stream, subject)
 			if err != nil {
 				return nil, err
@@ -142,13 +147,27 @@ func (p *Pending) Publish(ctx context.Context, conv string, s *conversation.Summ
 	if s != nil {
 		st = s.State()
 	}
-	err := st.Admit(kind, task, data, 0, time.Now(), p.maxPayload)
+	err := st.AdmitWith(kind, task, data, conversation.AdmitOptions{At: time.Now(), MaxSize: p.maxPayload, Identify: p.Identify})
 	var re *conversation.RefusedError
 	if errors.As(err, &re) && re.Reason == conversation.ReasonUnknownTask && kind == conversation.ArrivalDecision && p.Announcer.Awaits(ctx, conv, task) {
 		err = nil // a run with --approve wait announced it and reads decisions live
 	}
 	if err != nil {
 		return "", err
+	}
+	if pt, ok := st.PendingTask(task); ok && pt.Required > 1 && kind == conversation.ArrivalDecision {
+		// A decision of a call that needs a quorum: published beside the
+		// approvals stored, once per identity (a denial once).
+		var d protocol.Decision
+		if err := json.Unmarshal(data, &d); err != nil {
+			return "", &conversation.RefusedError{Reason: conversation.ReasonMalformed, TaskID: task, Err: err}
+		}
+		key := "denied"
+		if d.Approved && p.Identify != nil {
+			by, _ := p.Identify(d)
+			key = "by." + by
+		}
+		return p.Publisher.PublishVote(ctx, conv, task, key, data)
 	}
 	subject, err := p.Publisher.PublishFirst(ctx, kind, conv, task, data)
 	if errors.Is(err, natsjs.ErrAlreadyAnswered) {

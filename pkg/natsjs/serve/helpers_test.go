@@ -14,6 +14,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/llm/script"
 	"github.com/offload-dev/offload/pkg/message"
@@ -55,6 +56,9 @@ type bundle struct {
 	timers bool
 	// notify are the replicas' --notify URLs, with links signed.
 	notify []string
+	// trust counts every decision's by as its approver's identity for a
+	// quorum (agent serve --trust-nats-by).
+	trust bool
 }
 
 func setup(t *testing.T) *bundle {
@@ -155,7 +159,11 @@ func (b *bundle) replicaLog(t *testing.T, holder string, log *slog.Logger, names
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	prov := natsjs.ProvisionOptions{AckWait: 2 * time.Second}
-	convs, err := convstore.Open(ctx, convstore.OpenConfig{JetStream: js, Provision: prov, Logger: jstest.Logger()})
+	oc := convstore.OpenConfig{JetStream: js, Provision: prov, Logger: jstest.Logger()}
+	if b.trust {
+		oc.Identify = conversation.TrustBy
+	}
+	convs, err := convstore.Open(ctx, oc)
 	if err != nil {
 		t.Fatal(err)
 	}

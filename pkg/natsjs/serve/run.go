@@ -71,7 +71,7 @@ func (s *Service) Start(ctx context.Context, name, prompt, id string) (*Run, err
 	if !s.enter() {
 		return nil, ErrClosed
 	}
-	sess, err := session.Open(ctx, s.sessionConfig(true), id, create)
+	sess, err := session.Open(ctx, s.sessionConfig(true, a.Name), id, create)
 	if err != nil {
 		s.wg.Done()
 		return nil, err
