@@ -80,7 +80,7 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 	// tools' own definitions) win over what the registry advertises.
 	client, err := remote.NewClient(remote.ClientConfig{Conn: nc, Prefix: f.prefix, Replicas: f.conn.Replicas, Filter: filter,
 		Policies: f.agentSpec.Policies(), InlineDeadline: f.callTimeout, Local: builtins, LocalID: fmt.Sprintf("agent-%d", os.Getpid()),
-		Logger: log, Metrics: am, TaskKey: taskKey, TracerProvider: e.tracer})
+		Logger: log, Metrics: am, TaskKey: taskKey, TracerProvider: e.tracer, PerConversation: f.perConversation})
 	if err != nil {
 		return fail(err)
 	}

@@ -28,6 +28,10 @@ type runFlags struct {
 	// role is the role of deploy/nats/auth.conf the command needs, named
 	// in the fix of a permission refused (default agent); not a flag.
 	role string
+	// perConversation makes the client read each conversation's results
+	// on its own (agent serve: many conversations per process); not a
+	// flag.
+	perConversation bool
 	// trustNATSBy (agent serve --trust-nats-by) counts every decision's
 	// by as its approver's identity for a quorum (SPEC §12).
 	trustNATSBy    bool
@@ -71,7 +75,7 @@ func registerRunFlags(cmd *cobra.Command, f *runFlags, e env) {
 	fl.IntVar(&f.toolCallsLimit, "tool-calls-limit", -1, "maximum successful tool calls in the run (-1: no limit)")
 	fl.IntVar(&f.requestLimit, "request-limit", agent.DefaultRequestLimit, "maximum model requests in the run")
 	fl.StringVar(&f.tools, "tools", "", "comma-separated tools to offer (default: all; on the embedded default every built-in tool but shell, offered only when named)")
-	fl.StringVar(&f.approve, "approve", "", "how approvals are decided: ask, wait, defer, all or none (default ask when stdin and stdout are terminals, else defer)")
+	fl.StringVar(&f.approve, "approve", "", "how approvals are decided: ask, wait, defer, all, none or background (the run goes on while a person decides; default ask when stdin and stdout are terminals, else defer)")
 	fl.DurationVar(&f.wait, "wait", 5*time.Minute, "with --approve wait: how long to wait for decisions before pausing")
 	fl.DurationVar(&f.callTimeout, "call-timeout", remote.DefaultInlineDeadline, "deadline of an inline remote call: past it (and a 5s grace for the worker's answer) the call fails with DeadlineExceeded and its task is cancelled")
 	fl.StringVar(&f.conversation, "conversation", "", "continue the stored conversation with this ID")

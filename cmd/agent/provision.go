@@ -26,15 +26,14 @@ type provisionFlags struct {
 }
 
 // newProvisionCmd is `agent provision`: an operator (the admin user of
-// deploy/nats/auth.conf) creates every stream, KV bucket and the task
-// consumers (and consumers of max-deliveries advisories) of --tools from
-// jetstream/, so that agents and workers can run
+// deploy/nats/auth.conf) creates every stream, KV bucket, agent serve's
+// wake consumers and the task consumers of --tools from jetstream/, so that agents and workers can run
 // with least-privilege users.
 func newProvisionCmd(e env) *cobra.Command {
 	f := &provisionFlags{}
 	cmd := &cobra.Command{
 		Use:   "provision [flags]",
-		Short: "Create or check every stream, bucket and the tools' consumers (as the admin user)",
+		Short: "Create or check every stream, bucket, the wake consumers and the tools' consumers (as the admin user)",
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) > 0 {
 				return usageErr("provision takes no arguments")
@@ -97,6 +96,14 @@ func provision(ctx context.Context, e env, f *provisionFlags) error {
 	}
 	for _, s := range streams {
 		fmt.Fprintf(e.stdout, "stream %s %s\n", s.Name, strings.Join(s.Subjects, ","))
+	}
+	// agent serve's wake consumers, shared by its replicas (which create
+	// them when missing and allowed; the agent role of auth.conf is not).
+	if _, err := natsjs.EnsureWakeConsumers(ctx, js, opts); err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	for _, stream := range natsjs.WakeStreams(f.prefix) {
+		fmt.Fprintf(e.stdout, "consumer %s %s\n", stream, natsjs.WakeConsumerName)
 	}
 	// A store written before the pending records existed gets them now,
 	// so that people see its paused conversations before their next save.

@@ -79,6 +79,10 @@ func runDurable(ctx context.Context, e env, f *runFlags, cfg agent.Config, rem *
 		cfg.Capabilities = append(cfg.Capabilities,
 			agent.HandleDeferredToolCalls(agentmetrics.TimeApprovals(am, sess.AwaitDecisionsHandler(f.wait, e.suspend))))
 	}
+	// Non-blocking calls (SPEC §12): with --approve background every
+	// approval and external call, else those of tools whose metadata says
+	// deferred: background; their decisions are read live.
+	cfg.Capabilities = append(cfg.Capabilities, sess.NonBlockingCalls(f.approve == "background"))
 	a, err := agent.New(cfg)
 	if err != nil {
 		return usageErr("%v", err)

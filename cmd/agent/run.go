@@ -53,7 +53,7 @@ func runAgent(ctx context.Context, e env, f *runFlags, prompt string) error {
 		}
 	}
 	if !slices.Contains(agentspec.ApproveModes, f.approve) {
-		return usageErr("unknown --approve %q: use ask, wait, defer, all or none", f.approve)
+		return usageErr("unknown --approve %q: use ask, wait, defer, all, none or background", f.approve)
 	}
 	if f.wait <= 0 {
 		return usageErr("--wait must be positive")
@@ -73,6 +73,9 @@ func runAgent(ctx context.Context, e env, f *runFlags, prompt string) error {
 	}
 	if f.local && f.approve == "wait" {
 		return usageErr("--approve wait reads decisions from NATS: drop --local")
+	}
+	if f.local && f.approve == "background" {
+		return usageErr("--approve background reads decisions from NATS: drop --local")
 	}
 	if f.conversation != "" {
 		if _, err := protocol.ParseID(f.conversation); err != nil {

@@ -83,7 +83,11 @@ func runServe(ctx context.Context, e env, sf *serveFlags) error {
 	// its own.
 	f.agentSpec, f.tools = agentspec.Union(specs)
 	reg := prometheus.NewRegistry()
-	am, sm := metrics.NewAgent(reg), metrics.NewServe(reg)
+	// offload_pending_calls is the store's (convstore.PendingCollector,
+	// {kind}, registered once the pending records are open), not this
+	// process's dispatches ({mode}, agent run's): SPEC §7.
+	am, sm := metrics.NewAgentWith(reg, metrics.AgentOptions{StoreWidePending: true}), metrics.NewServe(reg)
+	f.perConversation = true // a replica reads the results of the conversations it runs only
 	rem, err := remoteTools(ctx, e, f, log, am)
 	if err != nil {
 		return err
@@ -99,6 +103,7 @@ func runServe(ctx context.Context, e env, sf *serveFlags) error {
 	if err != nil {
 		return err
 	}
+	reg.MustRegister(convstore.NewPendingCollector(pending))
 	pending.Identify = f.identify()
 	links, err := convstore.OpenLinks(ctx, convstore.OpenConfig{JetStream: js, Provision: prov})
 	if err != nil {
@@ -110,7 +115,8 @@ func runServe(ctx context.Context, e env, sf *serveFlags) error {
 		if err != nil {
 			return err
 		}
-		sa := serve.Agent{Name: s.Name, Digest: s.Digest, Agent: a, Tools: tool.Only(rem.client.Toolset(), s.ToolNames()...)}
+		sa := serve.Agent{Name: s.Name, Digest: s.Digest, Agent: a, Tools: tool.Only(rem.client.Toolset(), s.ToolNames()...),
+			NonBlocking: s.Approve == "background"}
 		if s.Approval != nil {
 			if sa.Approval, err = serve.ParseApprovalPolicy(s.Approval.Map()); err != nil {
 				return usageErr("spec %s: %v", s.Name, err)
@@ -137,7 +143,7 @@ func runServe(ctx context.Context, e env, sf *serveFlags) error {
 	public := strings.TrimSuffix(cmp.Or(sf.publicURL, "http://"+sf.addr), "/")
 	svc, err := serve.New(serve.Config{JetStream: js, Provision: prov, Agents: agents, Logger: log, Metrics: sm, Expirer: expirer, Timers: timers,
 		Notify: sf.notify, PublicURL: public, Links: links,
-		Holder: fmt.Sprintf("agent serve %s pid %d", host, os.Getpid()),
+		Holder: fmt.Sprintf("agent serve %s pid %d", host, os.Getpid()), Unfollow: rem.client.Unfollow,
 		Session: session.Config{Store: convs.Store, Inbox: convs.Inbox, Announcer: convs.Announcer, Canceller: rem.client,
 			Attacher: rem.client, Answers: rem.client, MaxPayload: int(rem.nc.MaxPayload()), Connected: rem.nc.IsConnected}})
 	if err != nil {
@@ -146,8 +152,9 @@ func runServe(ctx context.Context, e env, sf *serveFlags) error {
 	if err := svc.Open(ctx); err != nil {
 		return err
 	}
-	h := serve.Handler(serve.HandlerConfig{Service: svc, Tokens: tokens, Publisher: serve.PendingPublisher{Pending: pending}, Logger: log,
-		Metrics: sm, Gatherer: reg, Pending: pending, Links: links})
+	reg.MustRegister(svc.ConversationsCollector())
+	h := serve.Handler(serve.HandlerConfig{Service: svc, Tokens: tokens, Publisher: serve.PendingPublisher{Pending: pending}, Pending: pending, Logger: log,
+		Metrics: sm, Gatherer: reg, Inbox: pending, Links: links})
 	err = serve.ListenAndServe(ctx, e.suspend, sf.addr, h, svc, 30*time.Second, func(a net.Addr) {
 		fmt.Fprintf(e.stderr, "agent serve: http://%s (agents: %s)\n", a, strings.Join(agentspec.Names(specs), ", "))
 		fmt.Fprintf(e.stderr, "agent serve: inbox http://%s/ (log in with a token)\n", a)

@@ -192,6 +192,22 @@ func TestServeE2E(t *testing.T) {
 	if got := w.tools.deployed(); !slices.Equal(got, []string{"prod"}) {
 		t.Errorf("deployed %v, want [prod] once", got)
 	}
+	// The gauge of the replica that started it counts it finished where
+	// the other one continued it: both read the store's status index
+	// (written after the state's last save: polled).
+	offloadtest.Eventually(t, "offload_conversations on r1", func() error {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, url1+"/metrics", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		if !strings.Contains(string(raw), `offload_conversations{status="finished"} 1`) || !strings.Contains(string(raw), `offload_conversations{status="paused"} 0`) {
+			return fmt.Errorf("/metrics:\n%s", raw)
+		}
+		return nil
+	})
 
 	// Published while no replica runs: applied when one starts.
 	conv, task = startPaused(t, url2, "staging")

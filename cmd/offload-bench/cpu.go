@@ -28,7 +28,13 @@ func (p *serverProcess) cpu() time.Duration {
 	if p == nil {
 		return 0
 	}
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	return procCPU(p.cmd.Process.Pid)
+}
+
+// procCPU returns the CPU time (user and system) process pid has used,
+// from /proc; zero where /proc is not there.
+func procCPU(pid int) time.Duration {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0
 	}

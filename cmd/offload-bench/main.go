@@ -17,7 +17,7 @@
 //   - overlap: 20 background calls of 500 ms on 20 worker slots through the
 //     agent loop, against the ideal (500 ms plus the model's time);
 //   - the cost of tracing: offload inline traced (sampler 1.0, exported
-//     over OTLP/HTTP to a receiver in this process) against untraced,
+//     over OTLP/HTTP to a receiver in a child process) against untraced,
 //     round trip and throughput (tracing.go);
 //   - the agent's memory per pending background call at 10 000 pending,
 //     and the dispatcher's memory per finished call it remembers;
@@ -79,12 +79,20 @@ func main() {
 	flag.BoolVar(&c.skipOverlap, "skip-overlap", false, "skip the overlap and memory figures")
 	flag.StringVar(&c.only, "only", "", "run one figure alone, for profiling: a system's throughput (raw, next or offload; 1 replica, -throughput-n calls), the memory per pending background call (pending), the tracing cost (tracing), agent serve's figures (serve), or the effect ledger's section (ledger)")
 	flag.IntVar(&c.serveWakes, "serve-wakes", 200, "agent serve: wakes measured for the wake latency (0 skips agent serve's figures)")
-	flag.IntVar(&c.serveApprove, "serve-approve", 400, "agent serve: paused conversations approved at once, continued by 2 replicas (1000, the issue's figure, stalls: BENCHMARKS.md)")
+	flag.IntVar(&c.serveApprove, "serve-approve", 1000, "agent serve: paused conversations approved at once, continued by 2 replicas")
 	flag.IntVar(&c.servePaused, "serve-paused", 10_000, "agent serve: paused conversations in the store for the replica's memory")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.StringVar(&c.memprofile, "memprofile", "", "write an allocation profile at the end of the run to this file")
 	serveStore := flag.String("serve", "", "internal: run the embedded server for this store until stdin closes")
+	otlpReceive := flag.Bool("otlp-receive", false, "internal: run the tracing section's OTLP receiver until stdin closes")
 	flag.Parse()
+	if *otlpReceive {
+		if err := receive(); err != nil {
+			fmt.Fprintln(os.Stderr, "offload-bench receiver:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *serveStore != "" {
 		if err := serve(*serveStore); err != nil {
 			fmt.Fprintln(os.Stderr, "offload-bench server:", err)
@@ -231,6 +239,9 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	}
 	if c.only == "tracing" {
 		_, err := tracingCost(ctx, c, ep, proc, offS, out)
+		if err == nil && c.memprofile != "" {
+			err = writeMemProfile(c.memprofile)
+		}
 		return err
 	}
 	if c.only == "serve" {

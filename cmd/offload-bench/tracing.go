@@ -9,14 +9,12 @@ import (
 
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-
-	"github.com/offload-dev/offload/internal/otlprecv"
 )
 
 // The cost of tracing (SPEC §14, issue 29): offload inline with tracing on
 // (a sampler of 1.0, every span batched and exported over OTLP/HTTP to a
-// receiver in this process, which reads and drops them as a collector
-// elsewhere would cost this process nothing more) against the same path
+// receiver in a child process, which reads and drops them, as a collector
+// elsewhere would; its CPU is reported apart) against the same path
 // untraced (no TracerProvider: the no-op), round trip and throughput, in
 // interleaved rounds of the same run. A traced call makes four spans: the
 // agent's tool span, the dispatch (producer), the worker's task
@@ -25,12 +23,19 @@ import (
 // tracingCost measures and prints the section; untraced is the offload
 // system of the other figures. It returns the verdicts.
 func tracingCost(ctx context.Context, c config, ep endpoint, proc *serverProcess, untraced system, out io.Writer) ([]bool, error) {
-	recv, err := otlprecv.StartDiscard(ctx)
+	recv, err := startReceiver(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer func() { _ = recv.Close() }()
-	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(recv.Endpoint()+"/v1/traces"))
+	stopped := false
+	var exports int
+	var size int64
+	defer func() {
+		if !stopped {
+			recv.stop()
+		}
+	}()
+	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(recv.endpoint+"/v1/traces"))
 	if err != nil {
 		return nil, fmt.Errorf("exporter: %w", err)
 	}
@@ -60,6 +65,7 @@ func tracingCost(ctx context.Context, c config, ep endpoint, proc *serverProcess
 	if err != nil {
 		return nil, fmt.Errorf("latency: %w", err)
 	}
+	r0 := recv.cpu()
 	tput, err := throughputs(ctx, []system{untraced, traced}, 1, c.slots, c.tn, c.inflight, c.tpRounds, proc)
 	if err != nil {
 		return nil, fmt.Errorf("throughput: %w", err)
@@ -67,14 +73,23 @@ func tracingCost(ctx context.Context, c config, ep endpoint, proc *serverProcess
 	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	_ = tp.ForceFlush(fctx)
 	cancel()
+	// Only the traced rounds export: the receiver's CPU is theirs.
+	recvPerCall := (recv.cpu() - r0) / time.Duration(max(c.tn*c.tpRounds, 1))
+	exports, size = recv.stop()
+	stopped = true
 
-	fmt.Fprintln(out, "Tracing cost: offload inline traced (sampler 1.0, 4 spans a call exported over OTLP/HTTP to a receiver in this process) against untraced (no TracerProvider)")
-	fmt.Fprintln(out, "| system | p50 | p99 | throughput calls/s (1 replica) |")
-	fmt.Fprintln(out, "| --- | --- | --- | --- |")
+	fmt.Fprintln(out, "Tracing cost: offload inline traced (sampler 1.0, 4 spans a call exported over OTLP/HTTP to a receiver in a child process) against untraced (no TracerProvider)")
+	fmt.Fprintln(out, "| system | p50 | p99 | throughput calls/s (1 replica) | CPU per call (here + server + receiver) |")
+	fmt.Fprintln(out, "| --- | --- | --- | --- | --- |")
 	for i, name := range []string{"untraced", "traced"} {
-		fmt.Fprintf(out, "| %s | %s | %s | %.0f |\n", name, lats[i].p50.Round(time.Microsecond), lats[i].p99.Round(time.Microsecond), tput.rate(i))
+		p, sv := tput.cpuPerCall(i)
+		rc := time.Duration(0)
+		if i == 1 {
+			rc = recvPerCall
+		}
+		fmt.Fprintf(out, "| %s | %s | %s | %.0f | %.0f + %.0f + %.0f µs |\n", name, lats[i].p50.Round(time.Microsecond), lats[i].p99.Round(time.Microsecond), tput.rate(i),
+			micros(p), micros(sv), micros(rc))
 	}
-	exports, size := recv.Exports()
 	fmt.Fprintf(out, "Exported: %d spans in %d OTLP/HTTP requests of %.0f KiB on average (the batch processor drops what overflows its queue of 2048)\n",
 		counted.spans.Load(), exports, float64(size)/float64(max(exports, 1))/1024)
 	fmt.Fprintln(out)

@@ -77,6 +77,10 @@ const advertise = async () => {
     name: TOOL,
     description: "Sleep for some seconds, then say so.",
     parameters: SCHEMA,
+    // Sleeping has no side effect: a redelivery may run it again, so this
+    // worker keeps no effect ledger (docs/PROTOCOL.md, effects). A tool
+    // with side effects must not say so, and must keep the ledger.
+    idempotent: true,
     worker: opts.id,
     expires_at: new Date(Date.now() + REGISTRY_TTL_MS).toISOString(),
   };

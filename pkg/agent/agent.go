@@ -136,7 +136,10 @@ type Result struct {
 	// Deferred holds the unresolved deferred calls when the run paused.
 	Deferred *deferred.Requests
 	// Background lists the background tasks that run on after the run
-	// paused (kind deferred.KindBackground); a later run delivers their outcomes.
+	// paused (kind deferred.KindBackground), and its non-blocking deferred
+	// calls still waiting for a decision or an answer (kind approval or
+	// external, NonBlocking set; SPEC §12); a later run delivers their
+	// outcomes.
 	Background []deferred.PendingTask
 	// Suspended is set when the run stopped early because
 	// RunOptions.Suspend was closed.
@@ -149,6 +152,9 @@ type Result struct {
 	RunID, ConversationID string
 
 	newFrom int
+	// waiting is set when the run paused because only non-blocking
+	// deferred calls were pending (they join Background as the run ends).
+	waiting bool
 }
 
 // NewMessages returns the messages added by this run.
@@ -162,7 +168,7 @@ func (r *Result) NewMessages() message.History {
 // Paused reports whether the run paused: it ended with deferred calls,
 // with background tasks running on, or because it was suspended.
 func (r *Result) Paused() bool {
-	return r.Deferred.Len() > 0 || len(r.Background) > 0 || r.Suspended
+	return r.Deferred.Len() > 0 || len(r.Background) > 0 || r.Suspended || r.waiting
 }
 
 // Run runs the agent on prompt (which may be empty when resuming) and

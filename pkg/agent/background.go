@@ -138,6 +138,9 @@ type BackgroundConfig struct {
 	// Logger receives the messages of unexpected failures (the model sees
 	// only their type). Nil means the agent's logger.
 	Logger *slog.Logger
+	// NonBlocking, when set, makes the approval-gated and external calls
+	// it chooses non-blocking (SPEC §12): see [NonBlockingConfig].
+	NonBlocking *NonBlockingConfig
 }
 
 // backgroundTools is the capability of [BackgroundTools].
@@ -145,6 +148,10 @@ type backgroundTools struct {
 	sel  Selector
 	exec Executor
 	log  *slog.Logger
+	nb   *NonBlockingConfig
+	// quiet adds no instructions: NonBlockingCalls, which runs no tool in
+	// the background by itself.
+	quiet bool
 }
 
 // BackgroundTools returns a capability that runs the chosen tool calls in
@@ -167,7 +174,15 @@ func BackgroundTools(cfg BackgroundConfig) Capability {
 	if cfg.Executor == nil {
 		cfg.Executor = InProcessExecutor{}
 	}
-	return &backgroundTools{sel: cfg.Tools, exec: cfg.Executor, log: cfg.Logger}
+	var nb *NonBlockingConfig
+	if cfg.NonBlocking != nil && cfg.NonBlocking.Waiter != nil {
+		c := *cfg.NonBlocking
+		if c.Tools.match == nil {
+			c.Tools = NonBlockingSelector
+		}
+		nb = &c
+	}
+	return &backgroundTools{sel: cfg.Tools, exec: cfg.Executor, log: cfg.Logger, nb: nb}
 }
 
 // bgMode is how a tool runs under BackgroundTools.
@@ -180,17 +195,31 @@ const (
 )
 
 // Instructions implements [InstructionsProvider].
-func (b *backgroundTools) Instructions() string { return BackgroundInstructions }
+func (b *backgroundTools) Instructions() string {
+	if b.quiet {
+		return ""
+	}
+	return BackgroundInstructions
+}
 
 // WrapRun implements [RunWrapper]: the first BackgroundTools capability of
 // a run owns its background tasks; the others register with it.
 func (b *backgroundTools) WrapRun(ctx context.Context, info *RunInfo, next func(context.Context) (*Result, error)) (*Result, error) {
 	if br := bgRunOf(ctx); br != nil {
 		br.caps = append(br.caps, b)
+		if b.nb != nil && len(br.unwaited) > 0 {
+			if err := br.adoptWaits(ctx, b.nb.Waiter); err != nil {
+				return nil, err
+			}
+		}
 		return next(ctx)
 	}
 	br := newBgRun(b, info, b.log)
-	if err := br.adopt(ctx, info.r.opts.Background); err != nil {
+	err := br.adopt(ctx, info.r.opts.Background)
+	if err == nil && b.nb != nil && len(br.unwaited) > 0 {
+		err = br.adoptWaits(ctx, b.nb.Waiter)
+	}
+	if err != nil {
 		res, _ := br.end(nil, err)
 		return res, err
 	}
@@ -338,7 +367,11 @@ func (b *backgroundTools) BeforeModelRequest(ctx context.Context, _ *RunInfo, re
 	if br == nil {
 		return nil
 	}
-	parts, err := br.deliver()
+	if len(br.unwaited) > 0 {
+		t := br.unwaited[0].Task
+		return fmt.Errorf("agent: task %s of tool %s waits for a decision, but the run has no waiter for non-blocking calls", t.TaskID, t.Tool)
+	}
+	parts, err := br.deliver(ctx)
 	if err == nil && len(parts) == 0 && len(req.Parts) == 0 && br.liveCount() > 0 {
 		// A resumed run with nothing new for the model yet (its tasks
 		// still run): wait for the first outcome instead of asking the

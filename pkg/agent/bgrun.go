@@ -60,6 +60,10 @@ type bgRun struct {
 	// wait or when it delivers outcomes, and so in completion order too.
 	// Once a second task runs, the first gets its watcher.
 	unwatched *bgTask
+	// unwaited are the adopted non-blocking calls still waiting for their
+	// outcome until a capability with a waiter takes them (adoptWaits);
+	// touched only by the run's goroutine, before its first request.
+	unwaited []AdoptedTask
 }
 
 // bgTask is one background call.
@@ -78,8 +82,14 @@ type bgTask struct {
 	// execute_tool span), the parent of its injected result's span;
 	// invalid when the run is not traced or the task was adopted.
 	span trace.SpanContext
+	// meta is the deferral's metadata of a non-blocking deferred call.
+	meta map[string]any
 
 	// Set under bgRun.mu.
+	// wait is KindApproval or KindExternal while the task is a
+	// non-blocking deferred call waiting for its decision or answer
+	// (nonblocking.go); empty once it runs, and for every other task.
+	wait      deferred.Kind
 	cancelled bool // cancelled by the run: its outcome is dropped
 	// detached is set when the run ends paused and the task runs on: what
 	// its Done then reports is not its outcome (a resume delivers that),
@@ -206,6 +216,17 @@ func (br *bgRun) isClosed() bool {
 // track makes t, whose task has started, one of the run's live tasks and
 // returns its acknowledgement.
 func (br *bgRun) track(t *bgTask) (any, error) {
+	if err := br.add(t, true); err != nil {
+		return nil, err
+	}
+	return "Tool '" + t.call.Call.ToolName + "' is running in the background as task " + t.id + ". Its result will arrive later as a follow-up message; continue with other work meanwhile.", nil
+}
+
+// add makes t, whose task has started, one of the run's live tasks (it may
+// be one already: a non-blocking call that starts running once approved),
+// watched for its outcome; started emits its background_task_started
+// event.
+func (br *bgRun) add(t *bgTask, started bool) error {
 	call := t.call
 	br.mu.Lock()
 	if br.closed {
@@ -213,9 +234,11 @@ func (br *bgRun) track(t *bgTask) (any, error) {
 		br.mu.Unlock()
 		t.task.Cancel("run ended")
 		<-t.task.Done()
-		return nil, ErrRunCancelled
+		return ErrRunCancelled
 	}
-	br.live = append(br.live, t)
+	if !slices.Contains(br.live, t) {
+		br.live = append(br.live, t)
+	}
 	// Only an observed run needs a task's finished event when it finishes
 	// rather than when the loop takes its outcome.
 	lazy := br.r.opts.OnEvent == nil && br.running == 0
@@ -231,18 +254,25 @@ func (br *bgRun) track(t *bgTask) (any, error) {
 		br.wg.Add(1)
 	}
 	br.mu.Unlock()
-	br.info.Emit(Event{Type: EventBackgroundTaskStarted, TaskID: t.id, Tool: call.Call.ToolName, ToolCallID: call.Call.ToolCallID})
+	if started {
+		br.info.Emit(Event{Type: EventBackgroundTaskStarted, TaskID: t.id, Tool: call.Call.ToolName, ToolCallID: call.Call.ToolCallID})
+	}
 	if prev != nil {
-		go br.watch(prev)
+		go br.watch(prev, prev.task)
 	}
 	if !lazy {
-		go br.watch(t)
+		go br.watch(t, t.task)
 	}
-	return "Tool '" + call.Call.ToolName + "' is running in the background as task " + t.id + ". Its result will arrive later as a follow-up message; continue with other work meanwhile.", nil
+	return nil
 }
 
 // pending is t as a pending task of the conversation.
+// Called with bgRun.mu held, or once no other goroutine has t.
 func (t *bgTask) pending() deferred.PendingTask {
+	if t.wait != "" {
+		return deferred.PendingTask{TaskID: t.id, Kind: t.wait, Tool: t.call.Call.ToolName, ToolCallID: t.call.Call.ToolCallID,
+			Args: t.call.Args, Metadata: tool.DeepCopy(t.meta), Attempt: t.attempt, NonBlocking: true}
+	}
 	return deferred.PendingTask{TaskID: t.id, Kind: deferred.KindBackground, Tool: t.call.Call.ToolName, ToolCallID: t.call.Call.ToolCallID,
 		Args: t.call.Args, Attempt: t.attempt, StartedAt: t.started, Deadline: t.deadline}
 }
@@ -266,6 +296,9 @@ func (br *bgRun) adopt(ctx context.Context, tasks []AdoptedTask) error {
 		pt := a.Task
 		call := &ToolCall{Call: message.ToolCall{ToolName: pt.Tool, ToolCallID: pt.ToolCallID, Args: string(pt.Args)}, Args: pt.Args, TaskID: pt.TaskID}
 		t := &bgTask{id: pt.TaskID, attempt: pt.Attempt, deadline: pt.Deadline, call: call, started: pt.StartedAt}
+		if pt.NonBlocking && !pt.Background() {
+			t.wait, t.meta = pt.Kind, tool.DeepCopy(pt.Metadata)
+		}
 		br.info.ReserveToolCalls(1)
 		if a.Done {
 			t.val, t.err, t.finished = a.Value, a.Err, true
@@ -273,6 +306,14 @@ func (br *bgRun) adopt(ctx context.Context, tasks []AdoptedTask) error {
 			br.live = append(br.live, t)
 			br.arrived = append(br.arrived, t)
 			br.mu.Unlock()
+			continue
+		}
+		if t.wait != "" {
+			// Still waiting for its decision or answer: this run watches,
+			// with the waiter of the first capability that has one (it may
+			// register after this adoption: adoptWaits).
+			br.info.ReserveToolCalls(-1) // adoptWaits reserves it
+			br.unwaited = append(br.unwaited, a)
 			continue
 		}
 		at, ok := br.owner.exec.(Attacher)
@@ -289,24 +330,47 @@ func (br *bgRun) adopt(ctx context.Context, tasks []AdoptedTask) error {
 		br.running++
 		br.wg.Add(1)
 		br.mu.Unlock()
-		go br.watch(t)
+		go br.watch(t, t.task)
 	}
 	return nil
 }
 
-// watch waits for t's outcome and queues it for delivery.
-func (br *bgRun) watch(t *bgTask) {
+// adoptWaits makes the adopted non-blocking calls still waiting for their
+// outcome live tasks, watched by w.
+func (br *bgRun) adoptWaits(ctx context.Context, w DeferredWaiter) error {
+	waits := br.unwaited
+	br.unwaited = nil
+	for _, a := range waits {
+		pt := a.Task
+		task, err := w.Wait(ctx, br.info, pt)
+		if err != nil {
+			return fmt.Errorf("agent: wait for the outcome of task %s: %w", pt.TaskID, err)
+		}
+		br.info.ReserveToolCalls(1)
+		call := &ToolCall{Call: message.ToolCall{ToolName: pt.Tool, ToolCallID: pt.ToolCallID, Args: string(pt.Args)}, Args: pt.Args, TaskID: pt.TaskID}
+		t := &bgTask{id: pt.TaskID, attempt: pt.Attempt, call: call, task: task, started: time.Now().UTC(), wait: pt.Kind, meta: tool.DeepCopy(pt.Metadata)}
+		if err := br.add(t, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// watch waits for the outcome of t's task and queues it for delivery.
+// The task is the one t had when the watch started (a non-blocking call's
+// wait is replaced by its execution once approved: a new watch starts).
+func (br *bgRun) watch(t *bgTask, task BackgroundTask) {
 	defer br.wg.Done()
 	select {
-	case <-t.task.Done():
+	case <-task.Done():
 	case <-br.stop:
 		select {
-		case <-t.task.Done():
+		case <-task.Done():
 		default:
 			return // detached
 		}
 	}
-	br.finish(t)
+	br.finish(t, task)
 }
 
 // finish queues the outcome of t, whose task is done, for delivery, emits
@@ -315,9 +379,10 @@ func (br *bgRun) watch(t *bgTask) {
 // (one goroutine hand-off less between the outcome and the loop), and the
 // end of the run for a task it cancelled; the first call does the work. A
 // detached task is left alone: it has not finished, it runs on.
-func (br *bgRun) finish(t *bgTask) {
+func (br *bgRun) finish(t *bgTask, task BackgroundTask) {
 	br.mu.Lock()
-	if t.finished || t.detached {
+	if t.finished || t.detached || t.task != task {
+		// (A task t no longer has: the wait its execution replaced.)
 		br.mu.Unlock()
 		return
 	}
@@ -327,14 +392,23 @@ func (br *bgRun) finish(t *bgTask) {
 		br.unwatched = nil
 	}
 	br.mu.Unlock()
-	val, err := t.task.Outcome()
+	val, err := task.Outcome()
 	br.mu.Lock()
 	t.val, t.err, t.doneAt = val, err, time.Now()
-	cancelled := t.cancelled
+	cancelled, wait := t.cancelled, t.wait
 	if !cancelled && !br.closed {
 		br.arrived = append(br.arrived, t)
 	}
 	br.mu.Unlock()
+	if wait != "" {
+		// A decision or an answer: its deferred_tool_results event is
+		// emitted when it is applied (deliver).
+		select {
+		case br.arrival <- struct{}{}:
+		default:
+		}
+		return
+	}
 	status := "completed"
 	var tc *tool.TaskCancelled
 	switch {
@@ -386,11 +460,28 @@ func (br *bgRun) liveCount() int {
 // deliver turns the outcomes that arrived into follow-up parts, in
 // completion order. A fatal outcome (retries exhausted, the tool's own
 // cancellation) ends the run.
-func (br *bgRun) deliver() ([]message.Part, error) {
+func (br *bgRun) deliver(ctx context.Context) ([]message.Part, error) {
 	br.takeUnwatched()
 	br.mu.Lock()
-	arrived := br.arrived
+	all := br.arrived
 	br.arrived = nil
+	br.mu.Unlock()
+	// A decision that approves a non-blocking call starts it: the task
+	// stays live, and its result is delivered later.
+	arrived := all[:0:0]
+	for _, t := range all {
+		if t.wait != "" && t.err == nil {
+			running, err := br.decided(ctx, t)
+			if err != nil {
+				return nil, err
+			}
+			if running {
+				continue
+			}
+		}
+		arrived = append(arrived, t)
+	}
+	br.mu.Lock()
 	for _, t := range arrived {
 		for i, l := range br.live {
 			if l == t {
@@ -408,7 +499,13 @@ func (br *bgRun) deliver() ([]message.Part, error) {
 func (br *bgRun) followUps(tasks []*bgTask) ([]message.Part, error) {
 	var parts []message.Part
 	for _, t := range tasks {
-		p, err := br.followUp(t)
+		var p message.Part
+		var err error
+		if t.wait != "" {
+			p, err = br.waitFollowUp(t)
+		} else {
+			p, err = br.followUp(t)
+		}
 		br.r.resultSpan(t, err)
 		if err != nil {
 			return parts, err
@@ -429,7 +526,7 @@ func (br *bgRun) takeUnwatched() {
 	}
 	select {
 	case <-t.task.Done():
-		br.finish(t)
+		br.finish(t, t.task)
 	default:
 	}
 }
@@ -439,9 +536,14 @@ func (br *bgRun) takeUnwatched() {
 // (those redirect the run at once), waits for the next outcome.
 func (br *bgRun) awaitOutcome(ctx context.Context) ([]message.Part, error) {
 	for {
-		parts, err := br.deliver()
+		parts, err := br.deliver(ctx)
 		if err != nil || len(parts) > 0 || br.liveCount() == 0 || br.r.hasQueued() {
 			return parts, err
+		}
+		if br.r.allowDeferred && br.onlyWaiting() {
+			// Only decisions or answers are awaited: a run that may pause
+			// does, and a later run continues when one arrives.
+			return nil, errWaitPause
 		}
 		// With one task running, the wait takes its outcome itself rather
 		// than through its watcher.
@@ -453,7 +555,7 @@ func (br *bgRun) awaitOutcome(ctx context.Context) ([]message.Part, error) {
 		select {
 		case <-br.arrival:
 		case <-soleDone:
-			br.finish(sole)
+			br.finish(sole, sole.task)
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-br.r.opts.Suspend:
@@ -621,7 +723,7 @@ func (br *bgRun) end(res *Result, err error) (*Result, error) {
 	// cancelled unless it had finished), then for the watchers.
 	for _, t := range cancelled {
 		<-t.task.Done()
-		br.finish(t)
+		br.finish(t, t.task)
 	}
 	close(br.stop)
 	br.wg.Wait()
@@ -630,8 +732,8 @@ func (br *bgRun) end(res *Result, err error) (*Result, error) {
 	release := len(cancelled)
 	if !paused {
 		for _, t := range arrived {
-			if t.err != nil {
-				release++
+			if t.err != nil || t.wait != "" {
+				release++ // failed, or a non-blocking call that never ran
 			}
 		}
 	}
@@ -644,10 +746,24 @@ func (br *bgRun) end(res *Result, err error) (*Result, error) {
 	if !paused {
 		return res, err
 	}
+	// A decision or answer that arrived but was not applied yet stays
+	// pending: the waiter keeps it for the later run (a durable one reads
+	// it again from its stream).
+	var outcomes []*bgTask
+	for _, t := range arrived {
+		if t.wait != "" {
+			kept = append(kept, t.pending())
+			continue
+		}
+		outcomes = append(outcomes, t)
+	}
+	for _, a := range br.unwaited {
+		kept = append(kept, a.Task) // adopted, never watched: still pending
+	}
 	res.Background = append(res.Background, kept...)
 	// Outcomes that arrived before the pause are kept in the history: the
 	// resume sends them with its first request. A fatal one ends the run.
-	parts, ferr := br.followUps(arrived)
+	parts, ferr := br.followUps(outcomes)
 	if ferr != nil {
 		return res, ferr
 	}

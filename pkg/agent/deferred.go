@@ -156,6 +156,14 @@ func (r *run) setDeferredRecord(respIdx int, rec map[string]deferredEntry) {
 // again).
 func (r *run) resolveInline(ctx context.Context, st *stepState, slots []*slot, names []string, respIdx int, reqs *deferred.Requests) (*deferred.Requests, error) {
 	r.emit(Event{Type: EventDeferredToolRequests, Requests: reqs.Clone()})
+	if br := bgRunOf(ctx); br != nil {
+		// Non-blocking calls (SPEC §12) leave the step with their
+		// acknowledgement; their outcomes come as follow-ups.
+		var err error
+		if reqs, err = br.holdDeferred(ctx, slots, respIdx, reqs); err != nil || reqs == nil {
+			return nil, err
+		}
+	}
 	var handlers []DeferredHandler
 	for _, c := range r.caps {
 		if h, ok := c.(DeferredHandler); ok {

@@ -128,15 +128,7 @@ func (r *run) runCall(ctx context.Context, st *stepState, s *slot) error {
 			ctx = progress.WithReporter(ctx, callProgress{r: r, s: s})
 		}
 		call := &ToolCall{Tool: s.t, Call: s.call, Args: s.args, RunContext: r.runContext(s), TaskID: s.taskID}
-		next := func(ctx context.Context, c *ToolCall) (any, error) {
-			return c.Tool.Run(ctx, c.RunContext, c.Args)
-		}
-		for i := len(r.caps) - 1; i >= 0; i-- {
-			if w, ok := r.caps[i].(ToolCallWrapper); ok {
-				inner := next
-				next = func(ctx context.Context, c *ToolCall) (any, error) { return w.WrapToolCall(ctx, c, inner) }
-			}
-		}
+		next := r.chain()
 		tctx, span := r.startToolSpan(ctx, s)
 		val, err = protect(func() (any, error) { return next(tctx, call) })
 		endToolSpan(span, err)
@@ -154,6 +146,20 @@ func (r *run) runCall(ctx context.Context, st *stepState, s *slot) error {
 		r.emitResult(s)
 	}
 	return nil
+}
+
+// chain is a call through the capabilities' ToolCallWrappers to its tool.
+func (r *run) chain() ToolCallFunc {
+	next := func(ctx context.Context, c *ToolCall) (any, error) {
+		return c.Tool.Run(ctx, c.RunContext, c.Args)
+	}
+	for i := len(r.caps) - 1; i >= 0; i-- {
+		if w, ok := r.caps[i].(ToolCallWrapper); ok {
+			inner := next
+			next = func(ctx context.Context, c *ToolCall) (any, error) { return w.WrapToolCall(ctx, c, inner) }
+		}
+	}
+	return next
 }
 
 // outcome interprets what a tool returned.

@@ -293,6 +293,10 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 			// its background tasks): what req carried was kept.
 			return r.suspended(), nil
 		}
+		if errors.Is(err, errWaitPause) {
+			// A resumed run whose non-blocking calls still wait.
+			return r.waitPaused(), nil
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -320,6 +324,9 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 		more, err := r.afterStep(ctx, true)
 		if errors.Is(err, errSuspend) {
 			return r.suspended(), nil
+		}
+		if errors.Is(err, errWaitPause) {
+			return r.waitPaused(), nil
 		}
 		if err != nil {
 			return nil, err
@@ -373,6 +380,19 @@ func (r *run) suspended() *Result {
 	}
 	res := r.result("", nil)
 	res.Suspended = true
+	return res
+}
+
+// waitPaused is the result of a run that ended its turn while only
+// non-blocking deferred calls wait (nonblocking.go): paused, they are
+// listed in Result.Background once the background state ends. Queued
+// messages are kept in the history, as on a pause.
+func (r *run) waitPaused() *Result {
+	for _, q := range r.drainAtEnd() {
+		r.appendMessage(message.NewRequest(message.UserPrompt{Content: q}))
+	}
+	res := r.result("", nil)
+	res.waiting = true
 	return res
 }
 

@@ -67,6 +67,9 @@ func TestApprovalQuorum(t *testing.T) {
 	if err != nil || s.Approval == nil || s.Approval.Required != 2 || s.Approval.Map()["required"] != 2 || s.Approval.Map()["timeout"] != nil {
 		t.Fatalf("spec %+v, %v", s, err)
 	}
+	if _, err := agentspec.Parse([]byte("approve: background\napproval: {required: 2}\n")); err == nil {
+		t.Error("a quorum of non-blocking calls accepted")
+	}
 	for _, bad := range []string{"{required: -1}", "{required: 2, timeout: soon}", "{}"} {
 		if _, err := agentspec.Parse([]byte("approval: " + bad + "\n")); err == nil {
 			t.Errorf("approval %s accepted", bad)

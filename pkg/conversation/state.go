@@ -131,6 +131,39 @@ func (s *State) Unresolved(kinds ...deferred.Kind) []deferred.PendingTask {
 	return out
 }
 
+// Waiting returns the deferred calls that keep the conversation from
+// being continued, in the pending record's order: every approval and
+// external call without its answer while one of them blocks; when all of
+// them are non-blocking (SPEC §12), none as soon as one outcome arrived
+// for a non-blocking call or a background task is pending (the
+// continuation waits for the others live), else those calls.
+func (s *State) Waiting() []deferred.PendingTask {
+	if s == nil || s.Pending == nil {
+		return nil
+	}
+	var out []deferred.PendingTask
+	blocking, moving := false, false
+	for _, t := range s.Pending.Tasks {
+		switch {
+		case t.Background():
+			moving = true
+		case s.Arrived(t.TaskID):
+			if t.NonBlocking {
+				moving = true
+			}
+		default:
+			out = append(out, t)
+			if !t.NonBlocking {
+				blocking = true
+			}
+		}
+	}
+	if !blocking && moving {
+		return nil
+	}
+	return out
+}
+
 // Arrived reports whether something already arrived for the task, in this
 // pause or an earlier one.
 func (s *State) Arrived(taskID string) bool {

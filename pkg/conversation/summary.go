@@ -45,8 +45,9 @@ type Summary struct {
 	// Prompt is the text of the conversation's last user prompt, cut to
 	// MaxSummaryPrompt bytes.
 	Prompt string `json:"prompt,omitempty"`
-	// Agent is the name of the conversation's agent (agent serve's, SPEC
-	// §11; "" for one started by agent run).
+	// Agent is the name of the agent the conversation runs with (State.Agent),
+	// empty for one not started by `agent serve`: what a replica's wake
+	// checks before it claims the conversation.
 	Agent string `json:"agent,omitempty"`
 }
 

@@ -43,6 +43,11 @@ type PendingTask struct {
 	// {required: N}): how many distinct authenticated identities must
 	// approve the call before it runs. 0 and 1: one decision decides.
 	Required int `json:"required,omitempty"`
+	// NonBlocking marks an approval or external call that did not stop its
+	// run (SPEC §12): the model got an acknowledgement, and the decision or
+	// answer reaches it as a follow-up message, like a background outcome.
+	// Any one arrival for it is enough to continue the conversation.
+	NonBlocking bool `json:"nonblocking,omitempty"`
 }
 
 // Background reports whether the task is a background task (not a

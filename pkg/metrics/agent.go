@@ -79,7 +79,9 @@ type Agent struct {
 	// offload_tool_calls_total{tool,mode,outcome}.
 	ToolCallsTotal *prometheus.CounterVec
 	// PendingCalls is the number of calls dispatched and not yet answered:
-	// offload_pending_calls{mode}.
+	// offload_pending_calls{mode}. It counts this process's dispatches; a
+	// set built with [AgentOptions.StoreWidePending] keeps it but does not
+	// export it.
 	PendingCalls *prometheus.GaugeVec
 	// ToolCallDuration observes the time from dispatch to result in seconds:
 	// offload_tool_call_duration_seconds{tool,mode}.
@@ -107,12 +109,27 @@ type Agent struct {
 
 var _ prometheus.Collector = (*Agent)(nil)
 
+// AgentOptions are the choices of [NewAgentWith].
+type AgentOptions struct {
+	// StoreWidePending leaves the per-process gauge
+	// offload_pending_calls{mode} out of the exported set (it is still
+	// built and kept, so code that writes it works): a process that
+	// reports the pending calls of a whole store registers the store-wide
+	// offload_pending_calls{kind} under that name instead (agent serve:
+	// convstore.PendingCollector), and one registry cannot hold two
+	// metrics of one name with different labels.
+	StoreWidePending bool
+}
+
 // NewAgent builds the agent's metric set and registers it with reg. A nil
 // reg builds a working set that is not registered. NewAgent panics if the
 // metrics conflict with metrics already registered with reg (a programming
 // error, as with promauto); to get an error instead, call NewAgent(nil) and
 // then reg.Register.
-func NewAgent(reg prometheus.Registerer) *Agent {
+func NewAgent(reg prometheus.Registerer) *Agent { return NewAgentWith(reg, AgentOptions{}) }
+
+// NewAgentWith is [NewAgent] with options.
+func NewAgentWith(reg prometheus.Registerer, o AgentOptions) *Agent {
 	a := &Agent{
 		RunsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "offload_runs_total",
@@ -167,8 +184,11 @@ func NewAgent(reg prometheus.Registerer) *Agent {
 	}
 	a.all = collectors{
 		a.RunsTotal, a.ModelRequestsTotal, a.ModelRequestDuration, a.TokensTotal,
-		a.ToolCallsTotal, a.PendingCalls, a.ToolCallDuration, a.ApprovalWait,
+		a.ToolCallsTotal, a.ToolCallDuration, a.ApprovalWait,
 		a.RefusedMessagesTotal, a.RegistryClashesTotal, a.PublishRefusedTotal,
+	}
+	if !o.StoreWidePending {
+		a.all = append(a.all, a.PendingCalls)
 	}
 	if reg != nil {
 		reg.MustRegister(a)

@@ -198,8 +198,9 @@ type Decision struct {
 	// announcement's args): a decision whose digest does not match the
 	// call as it is pending is refused (stale, SPEC §12).
 	ArgsDigest string `json:"args_digest,omitempty"`
-	// Reason is "expired" for the decision an approval's timeout writes
-	// (By "timeout", SPEC §12).
+	// Reason is ReasonExpired for the decision written when no one decided
+	// in time (SPEC §12, with By "timeout"): the model is told the call
+	// was not approved in time, never that a person denied it.
 	Reason string `json:"reason,omitempty"`
 	// OnTimeout, in a timeout's decision, is the approval's on_timeout
 	// ("deny", "approve" or "fail").
@@ -228,6 +229,9 @@ func validChannel(c string) bool {
 	}
 	return false
 }
+
+// ReasonExpired is the Reason of an expiry's decision.
+const ReasonExpired = "expired"
 
 // Resolution is published on the subject of an approval announcement
 // (<prefix>.approval.<conv>.<task>) once the call is decided, answered or

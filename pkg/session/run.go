@@ -108,12 +108,12 @@ func (s *Session) Continue(ctx context.Context, co ContinueOptions) (*agent.RunO
 	if err := s.Save(ctx); err != nil {
 		return nil, err
 	}
-	if co.Wait > 0 && len(s.Unresolved(deferred.KindApproval, deferred.KindExternal)) > 0 {
+	if co.Wait > 0 && len(s.Waiting()) > 0 {
 		if err := s.AwaitArrivals(ctx, co.Wait, co.Suspend); err != nil {
 			return nil, err
 		}
 	}
-	if w := s.Unresolved(deferred.KindApproval, deferred.KindExternal); len(w) > 0 {
+	if w := s.Waiting(); len(w) > 0 {
 		return nil, &PendingError{Waiting: w}
 	}
 	return s.Prepare(co.Prompt)

@@ -123,6 +123,14 @@ func (s *Session) updateLocked(h message.History, pending *deferred.PendingRecor
 	s.st.Votes = slices.DeleteFunc(s.st.Votes, func(v conversation.Vote) bool { return !still[v.TaskID] })
 	s.st.History = h
 	s.st.Pending = pending
+	if s.nb != nil {
+		// The decisions and answers a live wait took and the run
+		// delivered are not read again by the conversation's next reader.
+		if cp, ok := s.nb.checkpoint(still); ok {
+			s.st.Checkpoint.Decisions = max(s.st.Checkpoint.Decisions, cp.Decisions)
+			s.st.Checkpoint.Answers = max(s.st.Checkpoint.Answers, cp.Answers)
+		}
+	}
 	s.awaitAnswersLocked()
 }
 
@@ -213,7 +221,7 @@ func (s *Session) announce(ctx context.Context, rec *deferred.PendingRecord) {
 		return
 	}
 	if err := s.cfg.Announcer.Announce(ctx, fresh); err != nil {
-		s.log.Warn("approvals not announced", slog.Any("error", err))
+		s.log.WarnContext(ctx, "approvals not announced", slog.Any("error", err))
 	}
 }
 
@@ -230,7 +238,7 @@ func (s *Session) notify(ctx context.Context) {
 			break
 		}
 		if err := s.cfg.Announcer.Resolve(ctx, s.st.ID, r); err != nil {
-			s.log.Warn("resolution not published", slog.String("task_id", r.TaskID), slog.Any("error", err))
+			s.log.WarnContext(ctx, "resolution not published", slog.String("task_id", r.TaskID), slog.Any("error", err))
 		}
 	}
 	for _, t := range cancels {
@@ -238,7 +246,7 @@ func (s *Session) notify(ctx context.Context) {
 			break
 		}
 		if err := s.cfg.Canceller.Cancel(ctx, s.st.ID, t.TaskID, t.Tool, "answered"); err != nil {
-			s.log.Warn("cancel not published", slog.String("task_id", t.TaskID), slog.Any("error", err))
+			s.log.WarnContext(ctx, "cancel not published", slog.String("task_id", t.TaskID), slog.Any("error", err))
 		}
 	}
 }

@@ -144,6 +144,8 @@ type Session struct {
 	cancels     []deferred.PendingTask
 	// announced are the approvals this session announced already.
 	announced map[string]bool
+	// nb is the waiter of non-blocking calls (NonBlocking), made once.
+	nb *liveWaiter
 }
 
 // decisionNote is a decision to record on the call's tool return: the
@@ -309,7 +311,16 @@ func (s *Session) Unresolved(kinds ...deferred.Kind) []deferred.PendingTask {
 
 // waiting returns the deferred calls of st that wait for an answer.
 func waiting(st *conversation.State) []deferred.PendingTask {
-	return st.Unresolved(deferred.KindApproval, deferred.KindExternal)
+	return st.Waiting()
+}
+
+// Waiting returns the deferred calls that keep the conversation from being
+// continued ([conversation.State.Waiting]): those [Session.Continue]
+// waits for.
+func (s *Session) Waiting() []deferred.PendingTask {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return waiting(s.st)
 }
 
 // Prepare returns the options of the run that continues the conversation
@@ -336,7 +347,7 @@ func (s *Session) Prepare(prompt string) (*agent.RunOptions, error) {
 		byTask[a.TaskID] = a
 	}
 	for _, t := range s.st.Pending.Tasks {
-		if t.Kind == deferred.KindBackground {
+		if t.Kind == deferred.KindBackground || t.NonBlocking {
 			continue
 		}
 		if res == nil {
@@ -353,6 +364,16 @@ func (s *Session) Prepare(prompt string) (*agent.RunOptions, error) {
 	// still running (attached by the run).
 	for _, a := range s.st.Arrivals {
 		t, ok := s.st.PendingTask(a.TaskID)
+		if ok && t.NonBlocking && t.Kind != deferred.KindBackground {
+			// The outcome of a non-blocking call: delivered like a
+			// background outcome (SPEC §12).
+			val, err := s.nonBlockingValueLocked(t, a)
+			if err != nil {
+				return nil, err
+			}
+			opts.Background = append(opts.Background, agent.AdoptedTask{Task: t, Done: true, Value: val})
+			continue
+		}
 		if !ok || t.Kind != deferred.KindBackground {
 			continue
 		}
@@ -363,8 +384,10 @@ func (s *Session) Prepare(prompt string) (*agent.RunOptions, error) {
 		val, oerr := r.Outcome()
 		opts.Background = append(opts.Background, agent.AdoptedTask{Task: t, Done: true, Value: val, Err: oerr})
 	}
-	for _, t := range s.st.Unresolved(deferred.KindBackground) {
-		opts.Background = append(opts.Background, agent.AdoptedTask{Task: t})
+	for _, t := range s.st.Unresolved() {
+		if t.Kind == deferred.KindBackground || t.NonBlocking {
+			opts.Background = append(opts.Background, agent.AdoptedTask{Task: t})
+		}
 	}
 	s.handed = append(s.handed, s.st.Arrivals...)
 	return opts, nil

@@ -38,6 +38,10 @@ var scenarios = []scenario{
 	{"InvalidArgsOfOptionalToolAreRetried", invalidArgsRetried},
 	{"SlowCallsDoNotHoldBackQuickOnes", acceptance},
 	{"SuspendDetachesOrCancelsLiveTasks", suspend},
+	{"NonBlockingApprovalRunsOnlyOnceApproved", nonBlockingApproval},
+	{"NonBlockingCallHoldsToolCallSlot", nonBlockingHoldsSlot},
+	{"NonBlockingDenialAndExpiryHaveTheirTexts", nonBlockingDenialAndExpiry},
+	{"NonBlockingPauseThenResumeWithDecision", nonBlockingPauseThenResume},
 	{"EventsNameTheTask", eventsNameTheTask},
 	{"CompletionOrderAcrossSteps", completionOrderAcrossSteps},
 }

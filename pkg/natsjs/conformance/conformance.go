@@ -22,6 +22,7 @@ const (
 	RuleTask            = "task"
 	RuleResultTaskID    = "result task ID"
 	RuleResultMsgID     = "result Nats-Msg-Id"
+	RuleEffectLedger    = "effect ledger"
 	RuleAttempt         = "attempt"
 	RuleDuplicate       = "duplicate delivery"
 	RuleInvalidArgs     = "malformed arguments"
@@ -36,7 +37,7 @@ const (
 
 // Rules returns every rule, in the order [Run] checks them.
 func Rules() []string {
-	return []string{RuleRegistryEntry, RuleTask, RuleResultTaskID, RuleResultMsgID, RuleAttempt, RuleDuplicate,
+	return []string{RuleRegistryEntry, RuleTask, RuleResultTaskID, RuleResultMsgID, RuleEffectLedger, RuleAttempt, RuleDuplicate,
 		RuleInvalidArgs, RuleCancelBefore, RulePastDeadline, RuleCancelDuring, RuleInProgress, RuleRegistryRefresh,
 		RuleSIGTERM, RuleSIGKILL}
 }
@@ -135,11 +136,13 @@ type checker struct {
 	obs     *observer
 	cons    jetstream.Consumer
 
-	entry  *natsjs.RegistryEntry     // the entry checked by the registry rule
-	first  []jetstream.KeyValueEntry // the entries it read
-	normal *normalRun                // the normal task's run
-	reg    *registryWatch
-	proc   *process // the worker under test, when the kit started it
+	entry     *natsjs.RegistryEntry     // the entry checked by the registry rule
+	first     []jetstream.KeyValueEntry // the entries it read
+	normal    *normalRun                // the normal task's run
+	reg       *registryWatch
+	ledger    *ledgerWatch // nil: the ledger bucket could not be watched (ledgerErr)
+	ledgerErr error
+	proc      *process // the worker under test, when the kit started it
 }
 
 // normalRun is the normal task and its first result.
@@ -189,6 +192,11 @@ func Run(ctx context.Context, cfg Config) ([]Outcome, error) {
 			return nil, fmt.Errorf("%w: %w", ErrSetup, err)
 		}
 	}
+	// Watched before the first task (and once a worker the kit started
+	// serves, having created what it uses): the ledger's rule checks what
+	// the worker wrote, and when.
+	c.ledger, c.ledgerErr = watchLedger(ctx, js, c.names.EffectsBucket, cfg.Tool)
+	defer c.ledger.stop()
 	consumer := natsjs.TaskConsumerName(cfg.Tool)
 	c.cons, err = js.Consumer(ctx, c.names.Tasks, consumer)
 	if err != nil {
@@ -208,6 +216,7 @@ func Run(ctx context.Context, cfg Config) ([]Outcome, error) {
 		{RuleTask, c.task},
 		{RuleResultTaskID, c.resultTaskID},
 		{RuleResultMsgID, c.resultMsgID},
+		{RuleEffectLedger, c.effectLedger},
 		{RuleAttempt, c.attempt},
 		{RuleDuplicate, c.duplicate},
 		{RuleInvalidArgs, c.invalidArgs},

@@ -3,6 +3,7 @@ package conformance_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -70,10 +71,45 @@ func TestCheckPassesAgainstFakeWorker(t *testing.T) {
 }
 
 // TestCheckPassesAgainstGoWorker: the Go worker (what toolworker runs)
-// passes every rule.
+// passes every rule; its tool is not declared idempotent, so it keeps the
+// effect ledger.
 func TestCheckPassesAgainstGoWorker(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
+	startGoWorker(t, srv, false)
+	allOK(t, check(t, srv.Conn(t)))
+}
+
+// TestCheckFailsGoWorkerWithoutLedger: the Go worker run without the
+// effect ledger (worker.Config.NoEffectLedger) for a tool not declared
+// idempotent fails the ledger rule (it does not even create the bucket;
+// the fake worker's fault, below, covers a bucket without the entry).
+func TestCheckFailsGoWorkerWithoutLedger(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	startGoWorker(t, srv, true)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var ledger conformance.Outcome
+	_, err := conformance.Run(ctx, conformance.Config{Conn: srv.Conn(t), Tool: fakeTool, Args: quickArgs, Timeout: 10 * time.Second,
+		OnOutcome: func(o conformance.Outcome) {
+			if o.Rule == conformance.RuleEffectLedger {
+				ledger = o
+				cancel() // the rules after it do not matter here
+			}
+		}})
+	if err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	if ledger.Verdict != conformance.Fail || !strings.Contains(ledger.Detail, "no effect ledger") {
+		t.Errorf("%s, want FAIL saying there is no effect ledger", ledger)
+	}
+}
+
+// startGoWorker starts a Go worker of fakeTool (sleeping its seconds, not
+// declared idempotent), without the effect ledger if noLedger.
+func startGoWorker(t *testing.T, srv *natstest.Server, noLedger bool) {
+	t.Helper()
 	job := tool.Func(fakeTool, "Sleeps.", func(ctx context.Context, _ *tool.RunContext, a struct {
 		Seconds float64 `json:"seconds"`
 	}) (string, error) {
@@ -86,7 +122,8 @@ func TestCheckPassesAgainstGoWorker(t *testing.T) {
 			return "", context.Cause(ctx)
 		}
 	})
-	w, err := worker.New(worker.Config{Conn: srv.Conn(t), ID: "go-1", Tools: []*tool.Tool{job}, AckWait: time.Second, RegistryRefresh: 500 * time.Millisecond})
+	w, err := worker.New(worker.Config{Conn: srv.Conn(t), ID: "go-1", Tools: []*tool.Tool{job}, AckWait: time.Second,
+		RegistryRefresh: 500 * time.Millisecond, NoEffectLedger: noLedger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +131,6 @@ func TestCheckPassesAgainstGoWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = w.StopAndCancel(context.Background()) })
-	allOK(t, check(t, srv.Conn(t)))
 }
 
 // TestCheckFailsFaultyWorkers: a worker breaking one rule fails that rule,
@@ -119,6 +155,7 @@ func TestCheckFailsFaultyWorkers(t *testing.T) {
 		{"never sends in-progress acks", faults{noInProgress: true}, conformance.RuleInProgress, "in-progress"},
 		{"runs invalid arguments", faults{noValidation: true}, conformance.RuleInvalidArgs, "status ok"},
 		{"never refreshes its entry", faults{noRegistryUpdate: true}, conformance.RuleRegistryRefresh, "not written again"},
+		{"not idempotent, no ledger", faults{notIdempotent: true}, conformance.RuleEffectLedger, "no ledger entry"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

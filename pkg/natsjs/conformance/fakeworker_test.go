@@ -28,6 +28,7 @@ type faults struct {
 	noValidation     bool // runs invalid arguments
 	noRegistryUpdate bool // writes its entry once
 	ackCancelled     bool // acks a cancelled task instead of terminating it
+	notIdempotent    bool // advertises the tool not idempotent, yet keeps no effect ledger
 }
 
 // fakeTool is the tool the fake worker serves: {"seconds": number
@@ -117,8 +118,10 @@ func startFake(t *testing.T, nc *nats.Conn, f faults) {
 }
 
 func (w *fakeWorker) register(kv jetstream.KeyValue) {
+	// Sleeping has no side effect: the tool is idempotent, and so keeps
+	// no effect ledger (PROTOCOL.md, effects).
 	entry := map[string]any{"name": fakeTool, "description": "Sleeps.", "parameters": json.RawMessage(fakeSchema),
-		"worker": "fake-1", "expires_at": time.Now().Add(2 * time.Second).UTC().Format(time.RFC3339Nano)}
+		"worker": "fake-1", "expires_at": time.Now().Add(2 * time.Second).UTC().Format(time.RFC3339Nano), "idempotent": !w.f.notIdempotent}
 	data, _ := json.Marshal(entry)
 	_, _ = kv.Put(w.ctx, fakeTool+".fake-1", data)
 }

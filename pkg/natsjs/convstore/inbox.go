@@ -54,6 +54,7 @@ type InboxConfig struct {
 // duplicate).
 type Inbox struct {
 	cfg   InboxConfig
+	get   func(ctx context.Context, nc *nats.Conn, stream, filter string, from uint64, next bool) (*storedMsg, error)
 	log   *slog.Logger
 	subj  protocol.Subjects
 	names natsjs.Names
@@ -74,7 +75,7 @@ func NewInbox(cfg InboxConfig) (*Inbox, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Inbox{cfg: cfg, log: log, subj: protocol.Subjects{Prefix: cfg.Prefix}, names: natsjs.NamesFor(cfg.Prefix)}, nil
+	return &Inbox{cfg: cfg, get: directGet, log: log, subj: protocol.Subjects{Prefix: cfg.Prefix}, names: natsjs.NamesFor(cfg.Prefix)}, nil
 }
 
 // Collect reads the messages stored for st's conversation past its
@@ -117,11 +118,24 @@ func (in *Inbox) CollectDecisions(ctx context.Context, st *conversation.State) (
 	return len(st.Arrivals) - before, err
 }
 
+// CollectAnswers is [Inbox.Collect] for the answers stream alone: it
+// appends the new answers to st.Arrivals and moves the answers'
+// checkpoint (the live wait of non-blocking external calls).
+func (in *Inbox) CollectAnswers(ctx context.Context, st *conversation.State) (int, error) {
+	before := len(st.Arrivals)
+	var err error
+	st.Checkpoint.Answers, err = in.replay(ctx, in.names.Answers, in.subj.AnswersFor(st.ID), st.Checkpoint.Answers,
+		func(task, toolName string, data []byte, meta *jetstream.MsgMetadata, h nats.Header) {
+			in.consider(st, conversation.ArrivalAnswer, task, toolName, data, meta, h)
+		})
+	return len(st.Arrivals) - before, err
+}
+
 // replay calls fn for every message stored on filter after sequence
 // after, in order, and returns the last sequence read. A read that fails
-// because no server answered for a moment (a cluster electing a leader,
-// or not yet routing to the consumer it just created) goes on from the
-// last message read, so each message is passed to fn once.
+// because no server answered for a moment (a cluster electing a leader)
+// goes on from the last message read, so each message is passed to fn
+// once.
 func (in *Inbox) replay(ctx context.Context, stream, filter string, after uint64, fn func(task, toolName string, data []byte, meta *jetstream.MsgMetadata, h nats.Header)) (uint64, error) {
 	last := after
 	_, err := jsop.Retry(ctx, in.log, "inbox", func(ctx context.Context) error {
@@ -135,43 +149,26 @@ func (in *Inbox) replay(ctx context.Context, stream, filter string, after uint64
 	return last, nil
 }
 
-// replayOnce is one attempt of replay, with one ordered consumer.
+// replayOnce is one attempt of replay, by direct gets of the next
+// message on filter (no consumer created: a wake of `agent serve` reads a
+// conversation's arrivals at the cost of a few requests, however many
+// conversations wake at once).
 func (in *Inbox) replayOnce(ctx context.Context, stream, filter string, after uint64, fn func(task, toolName string, data []byte, meta *jetstream.MsgMetadata, h nats.Header)) (uint64, error) {
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverAllPolicy}
-	if after > 0 {
-		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, after+1
-	}
-	cons, err := in.cfg.JetStream.OrderedConsumer(ctx, stream, cfg)
-	if err != nil {
-		return after, err
-	}
+	nc := in.cfg.JetStream.Conn()
 	last := after
 	for {
-		batch, err := cons.FetchNoWait(256)
-		if err != nil {
+		m, err := in.get(ctx, nc, stream, filter, last+1, true)
+		if err != nil || m == nil {
 			return last, err
 		}
-		n := 0
-		for m := range batch.Messages() {
-			n++
-			meta, err := m.Metadata()
-			if err != nil {
-				return last, err
-			}
-			last = meta.Sequence.Stream
-			_, _, task, toolName, perr := in.subj.Parse(m.Subject())
-			if perr != nil {
-				in.refuse(metrics.RefuseMalformed, m.Subject(), "", perr)
-				continue
-			}
-			fn(task, toolName, m.Data(), meta, m.Headers())
+		last = m.seq
+		_, _, task, toolName, perr := in.subj.Parse(m.subject)
+		if perr != nil {
+			in.refuse(metrics.RefuseMalformed, m.subject, "", perr)
+			continue
 		}
-		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
-			return last, err
-		}
-		if n == 0 {
-			return last, nil
-		}
+		meta := &jetstream.MsgMetadata{Sequence: jetstream.SequencePair{Stream: m.seq}, Timestamp: m.stored, Stream: stream}
+		fn(task, toolName, m.data, meta, m.header)
 	}
 }
 

@@ -4,11 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/offload-dev/offload/internal/offloadtest"
@@ -152,40 +149,6 @@ func TestInboxSkipsResultsNotForIt(t *testing.T) {
 	}
 }
 
-// flakyJS is a real JetStream context whose ordered consumers' reads fail
-// with "no responders" on the calls listed, as a read does in a cluster
-// that is electing a leader or not yet routing to a consumer just made.
-type flakyJS struct {
-	jetstream.JetStream
-	mu    sync.Mutex
-	calls int
-	fail  map[int]bool
-}
-
-func (f *flakyJS) OrderedConsumer(ctx context.Context, stream string, cfg jetstream.OrderedConsumerConfig) (jetstream.Consumer, error) {
-	c, err := f.JetStream.OrderedConsumer(ctx, stream, cfg)
-	if err != nil {
-		return nil, err
-	}
-	return flakyConsumer{c, f}, nil
-}
-
-type flakyConsumer struct {
-	jetstream.Consumer
-	js *flakyJS
-}
-
-func (c flakyConsumer) FetchNoWait(batch int) (jetstream.MessageBatch, error) {
-	c.js.mu.Lock()
-	c.js.calls++
-	fail := c.js.fail[c.js.calls]
-	c.js.mu.Unlock()
-	if fail {
-		return nil, nats.ErrNoResponders
-	}
-	return c.Consumer.FetchNoWait(batch)
-}
-
 // A read that no server answered is tried again from the last message
 // read: every arrival is collected once, and the run goes on.
 func TestInboxRetriesNoResponders(t *testing.T) {
@@ -204,14 +167,14 @@ func TestInboxRetriesNoResponders(t *testing.T) {
 		}
 	}
 	var logs offloadtest.Output
-	// Decisions and answers take one read each (nothing stored); the
-	// results' first read fails, the next reads all three, the one after
-	// fails, and the last finds no more.
-	flaky := &flakyJS{JetStream: b.js, fail: map[int]bool{3: true, 5: true}}
-	in, err := convstore.NewInbox(convstore.InboxConfig{JetStream: flaky, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	in, err := convstore.NewInbox(convstore.InboxConfig{JetStream: b.js, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Decisions and answers take one read each (nothing stored); the
+	// results' first read fails, the next reads the first, the one after
+	// fails, the next two read the others, and the last finds no more.
+	calls := convstore.FailGets(in, map[int]bool{3: true, 5: true})
 	n, err := in.Collect(ctx, st)
 	if err != nil {
 		t.Fatal(err)
@@ -224,8 +187,8 @@ func TestInboxRetriesNoResponders(t *testing.T) {
 			t.Errorf("arrival %d = %+v, want the result of %s", i, a, tasks[i])
 		}
 	}
-	if flaky.calls != 6 {
-		t.Errorf("%d reads, want 6", flaky.calls)
+	if got := calls(); got != 8 {
+		t.Errorf("%d reads, want 8", got)
 	}
 	if got := strings.Count(logs.String(), "inbox: no stream answered; retrying"); got != 2 {
 		t.Errorf("%d retries logged, want 2:\n%s", got, logs.String())

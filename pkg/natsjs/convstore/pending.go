@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -174,22 +173,4 @@ func (p *Pending) Publish(ctx context.Context, conv string, s *conversation.Summ
 		return subject, &conversation.RefusedError{Reason: conversation.ReasonDuplicate, TaskID: task, Err: err}
 	}
 	return subject, err
-}
-
-// storedOn reports whether stream holds a message on subject: a direct
-// get of the subject's last message, which needs neither the stream's
-// info nor a consumer (the people roles have neither).
-func storedOn(ctx context.Context, nc *nats.Conn, stream, subject string) (bool, error) {
-	m, err := nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+stream+"."+subject, nil)
-	if err != nil {
-		return false, fmt.Errorf("natsjs: look %s up: %w", subject, err)
-	}
-	switch status := m.Header.Get("Status"); {
-	case status == "" && len(m.Header.Get(jetstream.SequenceHeader)) > 0:
-		return true, nil
-	case status == "404":
-		return false, nil
-	default:
-		return false, fmt.Errorf("natsjs: look %s up: status %s %s", subject, status, strings.TrimSpace(m.Header.Get("Description")))
-	}
 }

@@ -71,6 +71,10 @@ type ClientConfig struct {
 	// TracerProvider, if set, records the dispatcher's spans and the local
 	// worker's ([DispatcherConfig.TracerProvider]). Nil records none.
 	TracerProvider trace.TracerProvider
+	// PerConversation reads each conversation's results on its own (see
+	// [DispatcherConfig.PerConversation]; [Client.Unfollow] ends a
+	// conversation's reading).
+	PerConversation bool
 }
 
 // localGrace is the local worker's grace period. The client stops it with
@@ -120,7 +124,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	}
 	d, err := NewDispatcher(DispatcherConfig{Conn: cfg.Conn, Prefix: cfg.Prefix, Replicas: cfg.Replicas, Logger: cfg.Logger,
 		Metrics: cfg.Metrics, InlineDeadline: cfg.InlineDeadline, MemoryStorage: cfg.MemoryStorage, TaskKey: cfg.TaskKey,
-		TracerProvider: cfg.TracerProvider})
+		TracerProvider: cfg.TracerProvider, PerConversation: cfg.PerConversation})
 	if err != nil {
 		return nil, err
 	}
@@ -203,6 +207,10 @@ func (c *Client) shutdown(ctx context.Context) error {
 
 // Stopped is closed once the client has stopped.
 func (c *Client) Stopped() <-chan struct{} { return c.life.Done() }
+
+// Unfollow stops reading the results of conversation conv (see
+// [Dispatcher.Unfollow]): its run on this process has ended.
+func (c *Client) Unfollow(conv string) { c.d.Unfollow(conv) }
 
 // Dispatcher returns the client's dispatcher.
 func (c *Client) Dispatcher() *Dispatcher { return c.d }

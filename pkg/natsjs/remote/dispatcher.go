@@ -85,6 +85,14 @@ type DispatcherConfig struct {
 	// task carries in its traceparent and tracestate headers, so that the
 	// worker's task span is its child (SPEC §14). Nil records none.
 	TracerProvider trace.TracerProvider
+	// PerConversation reads each conversation's results with an ordered
+	// consumer of its own, filtered to <prefix>.result.<conv>.>, made by
+	// the conversation's first dispatch or attach and stopped by
+	// [Dispatcher.Unfollow]: a process running many conversations (agent
+	// serve) receives the results of those it runs, not every
+	// conversation's. Unset, one ordered consumer per process reads every
+	// result subject (agent run: one conversation per process).
+	PerConversation bool
 }
 
 // DefaultInlineDeadline is the deadline of an inline task dispatched
@@ -106,7 +114,8 @@ const DefaultServerLostAfter = 10 * time.Second
 // task, for another conversation, a duplicate or late.
 //
 // Results are read with one ordered consumer per process over every result
-// subject of the prefix, delivering only results stored after
+// subject of the prefix (or one per conversation with
+// DispatcherConfig.PerConversation), delivering only results stored after
 // [Dispatcher.Start]. Ordered consumers are ephemeral, flow-controlled,
 // need no acks and are recreated by the client from the last sequence seen
 // after a failure, so no result is lost while the process lives; one
@@ -132,6 +141,8 @@ type Dispatcher struct {
 	lost    error             // set while the server is considered lost
 	url     string            // the server's URL, for errors
 	cc      jetstream.ConsumeContext
+	readers map[string]*convReader // by conversation (PerConversation; dispatcher_follow.go)
+	started bool                   // Start succeeded
 	status  chan nats.Status
 	watched chan struct{} // closed when the connection watcher has stopped
 	bufs    bufpool.Pool  // task encoding buffers
@@ -180,6 +191,7 @@ func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 		js:      js,
 		pending: make(map[string]*Handle),
 		answers: make(map[string]string),
+		readers: make(map[string]*convReader),
 		bufs:    bufpool.New(),
 		mem:     taskmem.New(cfg.DedupWindow, taskmem.DefaultLimit),
 	}, nil
@@ -203,21 +215,24 @@ func (d *Dispatcher) Start(ctx context.Context) (err error) {
 	if err := natsjs.Provision(ctx, d.js, natsjs.ProvisionOptions{Prefix: d.cfg.Prefix, Replicas: d.cfg.Replicas, MemoryStorage: d.cfg.MemoryStorage}); err != nil {
 		return fmt.Errorf("natsjs: dispatcher: %w", jsop.Nested(err))
 	}
-	names := natsjs.NamesFor(d.cfg.Prefix)
-	cons, err := d.js.OrderedConsumer(ctx, names.Results, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{d.subj.All(protocol.KindResult)},
-		DeliverPolicy:  jetstream.DeliverNewPolicy,
-	})
-	if err != nil {
-		return fmt.Errorf("natsjs: dispatcher: results consumer: %w", natsjs.Explain(ctx, d.js, "$JS.API.CONSUMER.CREATE."+names.Results, err))
+	if !d.cfg.PerConversation {
+		names := natsjs.NamesFor(d.cfg.Prefix)
+		cons, err := d.js.OrderedConsumer(ctx, names.Results, jetstream.OrderedConsumerConfig{
+			FilterSubjects: []string{d.subj.All(protocol.KindResult)},
+			DeliverPolicy:  jetstream.DeliverNewPolicy,
+		})
+		if err != nil {
+			return fmt.Errorf("natsjs: dispatcher: results consumer: %w", natsjs.Explain(ctx, d.js, "$JS.API.CONSUMER.CREATE."+names.Results, err))
+		}
+		cc, err := cons.Consume(d.onResult, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			d.log.Warn("results consumer", slog.Any("error", err))
+		}))
+		if err != nil {
+			return fmt.Errorf("natsjs: dispatcher: consume results: %w", err)
+		}
+		d.cc = cc
 	}
-	cc, err := cons.Consume(d.onResult, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-		d.log.Warn("results consumer", slog.Any("error", err))
-	}))
-	if err != nil {
-		return fmt.Errorf("natsjs: dispatcher: consume results: %w", err)
-	}
-	d.cc = cc
+	d.started = true
 	d.url = d.cfg.Conn.ConnectedUrlRedacted()
 	d.status = d.cfg.Conn.StatusChanged(nats.CONNECTED, nats.DISCONNECTED, nats.RECONNECTING, nats.CLOSED)
 	d.watched = make(chan struct{})
@@ -238,7 +253,7 @@ func (d *Dispatcher) Stopped() <-chan struct{} { return d.life.Done() }
 
 func (d *Dispatcher) shutdown(ctx context.Context) error {
 	d.mu.Lock()
-	if d.cc == nil { // the start failed
+	if !d.started { // the start failed
 		d.mu.Unlock()
 		return nil
 	}
@@ -249,11 +264,17 @@ func (d *Dispatcher) shutdown(ctx context.Context) error {
 
 	d.cfg.Conn.RemoveStatusListener(d.status)
 	<-d.watched
-	cc.Stop()
+	if cc != nil {
+		cc.Stop()
+	}
+	d.stopReaders()
 	d.expiring.Wait()
 	for _, h := range waiting {
 		h.finish(protocol.Result{}, natsjs.ErrStopped)
 		d.setPending(h.task.Mode, -1)
+	}
+	if cc == nil {
+		return nil
 	}
 	select {
 	case <-cc.Closed():
@@ -320,7 +341,10 @@ func (d *Dispatcher) Dispatch(ctx context.Context, task protocol.Task) (*Handle,
 	}
 
 	// Register before publishing: a fast result must find its handle.
-	h, err := d.register(task, false)
+	if err := d.follow(ctx, task.ConversationID); err != nil {
+		return nil, err
+	}
+	h, err := d.register(task, false, span.SpanContext())
 	if err != nil {
 		return nil, err
 	}
@@ -346,6 +370,10 @@ func (d *Dispatcher) Dispatch(ctx context.Context, task protocol.Task) (*Handle,
 		h.finish(protocol.Result{}, err)
 		return nil, err
 	}
+	if d.log.Enabled(ctx, slog.LevelDebug) { // checked first: no attribute is built on the hot path otherwise
+		d.log.DebugContext(h.logCtx(), "task dispatched", slog.String("task_id", task.TaskID), slog.String("tool", task.Tool),
+			slog.String("conversation_id", task.ConversationID), slog.Int("attempt", task.Attempt))
+	}
 	return h, nil
 }
 
@@ -357,14 +385,19 @@ func (d *Dispatcher) Attach(task protocol.Task) (*Handle, error) {
 	if err := checkTask(&task); err != nil {
 		return nil, err
 	}
-	return d.register(task, true)
+	ctx, cancel := context.WithTimeout(context.Background(), jsop.Timeout)
+	defer cancel()
+	if err := d.follow(ctx, task.ConversationID); err != nil {
+		return nil, err
+	}
+	return d.register(task, true, trace.SpanContext{})
 }
 
 // register makes a handle for task pending, unless the dispatcher is
 // stopped, the server lost, or the task already in flight. A task attached
 // again leaves the detached tasks it was remembered among.
-func (d *Dispatcher) register(task protocol.Task, attach bool) (*Handle, error) {
-	h := newHandle(d, task)
+func (d *Dispatcher) register(task protocol.Task, attach bool, sc trace.SpanContext) (*Handle, error) {
+	h := newHandle(d, task, sc)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	switch {

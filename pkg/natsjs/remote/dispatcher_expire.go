@@ -33,7 +33,7 @@ func (d *Dispatcher) expire(h *Handle) {
 	d.observe(task, string(protocol.StatusError), h.started)
 	msg := fmt.Sprintf("no result by the task's deadline %s and a grace of %s: the task is cancelled",
 		task.Deadline.Format(time.RFC3339), d.cfg.DeadlineGrace)
-	d.log.Warn("call failed: "+msg, slog.String("task_id", task.TaskID), slog.String("tool", task.Tool),
+	d.log.WarnContext(h.logCtx(), "call failed: "+msg, slog.String("task_id", task.TaskID), slog.String("tool", task.Tool),
 		slog.String("conversation_id", task.ConversationID))
 	h.finish(protocol.Result{
 		TaskID: task.TaskID, ToolCallID: task.ToolCallID, Attempt: task.Attempt,
@@ -42,6 +42,6 @@ func (d *Dispatcher) expire(h *Handle) {
 	ctx, cancel := context.WithTimeout(context.Background(), jsop.Timeout)
 	defer cancel()
 	if err := d.publishCancel(ctx, task.ConversationID, task.TaskID, task.Tool, "deadline exceeded"); err != nil {
-		d.log.Warn("cancel not published", slog.String("task_id", task.TaskID), slog.Any("error", err))
+		d.log.WarnContext(h.logCtx(), "cancel not published", slog.String("task_id", task.TaskID), slog.Any("error", err))
 	}
 }

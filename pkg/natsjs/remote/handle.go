@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jsop"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/taskmem"
@@ -19,6 +21,7 @@ type Handle struct {
 	d       *Dispatcher
 	task    protocol.Task
 	started time.Time
+	span    trace.SpanContext // the dispatch span's (not valid for an attached task)
 
 	// timer fails the call once its deadline and grace have passed
 	// (nil for a task without a deadline); set by Dispatcher.register.
@@ -30,8 +33,18 @@ type Handle struct {
 	err  error
 }
 
-func newHandle(d *Dispatcher, task protocol.Task) *Handle {
-	return &Handle{d: d, task: task, started: time.Now(), done: make(chan struct{})}
+func newHandle(d *Dispatcher, task protocol.Task, sc trace.SpanContext) *Handle {
+	return &Handle{d: d, task: task, started: time.Now(), span: sc, done: make(chan struct{})}
+}
+
+// logCtx is the context of the call's log lines: with the dispatch span's
+// context, so that a log handler that reads it (telemetry.LogHandler) adds
+// its trace_id and span_id.
+func (h *Handle) logCtx() context.Context {
+	if !h.span.IsValid() {
+		return context.Background()
+	}
+	return trace.ContextWithSpanContext(context.Background(), h.span)
 }
 
 // finish records the outcome once; it reports whether this call did.
@@ -85,7 +98,7 @@ func (h *Handle) Wait(ctx context.Context) (protocol.Result, error) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), jsop.Timeout)
 	defer cancel()
 	if err := h.Cancel(cctx, "the caller gave up: "+ctx.Err().Error()); err != nil {
-		h.d.log.Warn("cancel not published", slog.String("task_id", h.task.TaskID), slog.Any("error", err))
+		h.d.log.WarnContext(h.logCtx(), "cancel not published", slog.String("task_id", h.task.TaskID), slog.Any("error", err))
 	}
 	return protocol.Result{}, ctx.Err()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -83,6 +84,17 @@ func TestTraceContextCrossesTheQueue(t *testing.T) {
 	if task.SpanKind() != trace.SpanKindConsumer || task.Parent().SpanID() != send.SpanContext().SpanID() || !task.Parent().IsRemote() {
 		t.Errorf("task span: kind %v, parent %v (remote %v), want a consumer child of the dispatch %v",
 			task.SpanKind(), task.Parent().SpanID(), task.Parent().IsRemote(), send.SpanContext().SpanID())
+	}
+	// The task span carries the messaging attributes and the worker, not
+	// the IDs its parent (the dispatch) and its child (the tool) carry.
+	var keys []string
+	for _, kv := range task.Attributes() {
+		keys = append(keys, string(kv.Key))
+	}
+	slices.Sort(keys)
+	if want := []string{"messaging.destination.name", "messaging.message.id", "messaging.operation.name", "messaging.operation.type",
+		"messaging.system", "offload.result.status", "offload.worker"}; !slices.Equal(keys, want) {
+		t.Errorf("task span's attributes %v, want %v", keys, want)
 	}
 	if tool.Parent().SpanID() != task.SpanContext().SpanID() {
 		t.Errorf("tool span's parent %v, want the task's %v", tool.Parent().SpanID(), task.SpanContext().SpanID())

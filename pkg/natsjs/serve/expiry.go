@@ -101,7 +101,7 @@ func quorumOf(v any) (int, bool) {
 
 // Decision is the decision the server writes at the timeout.
 func (p *ApprovalPolicy) Decision() protocol.Decision {
-	d := protocol.Decision{Approved: p.OnTimeout == OnTimeoutApprove, By: TimeoutDecider, Reason: "expired", OnTimeout: p.OnTimeout}
+	d := protocol.Decision{Approved: p.OnTimeout == OnTimeoutApprove, By: TimeoutDecider, Reason: protocol.ReasonExpired, OnTimeout: p.OnTimeout}
 	if !d.Approved {
 		d.Message = p.Message
 	}

@@ -3,6 +3,7 @@ package serve_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -59,6 +60,9 @@ type bundle struct {
 	// trust counts every decision's by as its approver's identity for a
 	// quorum (agent serve --trust-nats-by).
 	trust bool
+	// nonBlocking makes the replicas' approvals non-blocking (spec
+	// approve: background).
+	nonBlocking bool
 }
 
 func setup(t *testing.T) *bundle {
@@ -72,7 +76,7 @@ type targetArgs struct {
 }
 
 // model calls the tool its prompt names ("deploy X" or "slow X") with
-// target X, and answers a tool's return with "done <content>".
+// target X (and fails on "fail X"), and answers a tool's return with "done <content>".
 func (b *bundle) model() llm.Model {
 	return script.New("serve-test", func(_ context.Context, req *llm.Request) (*llm.Response, error) {
 		last := req.Messages[len(req.Messages)-1]
@@ -91,7 +95,29 @@ func (b *bundle) model() llm.Model {
 				for _, c := range x.Content {
 					text.WriteString(c.Text)
 				}
+				if strings.HasPrefix(text.String(), "Background tool '") {
+					// A follow-up: the result of a call that ran later.
+					content := text.String()
+					target := content[strings.LastIndex(content, " ")+1:]
+					b.mu.Lock()
+					b.continuations[target]++
+					b.mu.Unlock()
+					b.finished <- target
+					return &llm.Response{Parts: []message.Part{message.Text{Content: "done " + content}}}, nil
+				}
 				name, target, _ := strings.Cut(text.String(), " ")
+				if name == "deploys" {
+					// "deploys A B": deploy A and B in one response.
+					var parts []message.Part
+					for i, tg := range strings.Fields(target) {
+						args, _ := json.Marshal(targetArgs{Target: tg})
+						parts = append(parts, message.ToolCall{ToolName: "deploy", ToolCallID: fmt.Sprintf("call_%d", i+1), Args: string(args)})
+					}
+					return &llm.Response{Parts: parts}, nil
+				}
+				if name == "fail" {
+					return nil, errors.New("the model is down")
+				}
 				args, _ := json.Marshal(targetArgs{Target: target})
 				return &llm.Response{Parts: []message.Part{message.ToolCall{ToolName: name, ToolCallID: "call_1", Args: string(args)}}}, nil
 			}
@@ -174,7 +200,7 @@ func (b *bundle) replicaLog(t *testing.T, holder string, log *slog.Logger, names
 	var agents []serve.Agent
 	for _, n := range names {
 		a, tools := b.agent(t)
-		agents = append(agents, serve.Agent{Name: n, Digest: "sha256:test", Agent: a, Tools: tools, Approval: b.approval})
+		agents = append(agents, serve.Agent{Name: n, Digest: "sha256:test", Agent: a, Tools: tools, Approval: b.approval, NonBlocking: b.nonBlocking})
 	}
 	var expirer serve.Expirer = convs.Announcer
 	var timers *convstore.Pending

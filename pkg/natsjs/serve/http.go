@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -34,29 +35,32 @@ type HandlerConfig struct {
 	Service *Service
 	// Tokens are the accepted bearer tokens. Required.
 	Tokens Tokens
-	// Publisher publishes decisions. Required.
+	// Publisher publishes decisions and answers. Required.
 	Publisher Publisher
+	// Pending, if set, lists the pending calls (GET /v1/pending).
+	Pending PendingReader
 	// Logger receives the handler's logs.
 	Logger *slog.Logger
 	// Metrics, if set, counts the requests (offload_http_requests_total).
 	Metrics *metrics.Serve
 	// Gatherer, if set, is served on GET /metrics.
 	Gatherer prometheus.Gatherer
-	// Pending, if set, serves the web inbox (SPEC §12) at / from the
+	// Inbox, if set, serves the web inbox (SPEC §12) at / from the
 	// people's pending records, deciding and answering through Publisher.
-	Pending *convstore.Pending
-	// Links, if set with Pending, lets approvers make signed approve/deny
+	Inbox *convstore.Pending
+	// Links, if set with Inbox, lets approvers make signed approve/deny
 	// links in the inbox, served at /links/ (SPEC §12).
 	Links *convstore.Links
 }
 
 // Handler returns the HTTP API of SPEC §11 over cfg.Service (and GET
-// /metrics with cfg.Gatherer): the routes built so far are POST
-// /v1/conversations (?wait=1), GET
-// /v1/conversations/{id}, GET /v1/conversations/{id}/events (SSE), POST
-// /v1/conversations/{id}/calls/{task}/decision, /healthz and /readyz. Every /v1 request needs a bearer token (401
-// without or with an unknown one, 403 for a role without the right);
-// errors are {"error":{"code","message"}}.
+// /metrics with cfg.Gatherer): POST and GET /v1/conversations, GET
+// /v1/conversations/{id}, …/history, …/events (SSE), POST …/messages,
+// …/cancel, …/calls/{task}/decision and …/answer, GET /v1/pending (with
+// cfg.Pending), /healthz and /readyz; every route is registered here,
+// on one mux. Every /v1 request needs a bearer token (401 without or
+// with an unknown one, 403 for a role without the right); errors are
+// {"error":{"code","message"}}.
 func Handler(cfg HandlerConfig) http.Handler {
 	h := &handler{HandlerConfig: cfg}
 	if h.Logger == nil {
@@ -68,13 +72,19 @@ func Handler(cfg HandlerConfig) http.Handler {
 	})
 	mux.HandleFunc("GET /readyz", h.ready)
 	mux.HandleFunc("POST /v1/conversations", h.auth(h.start, RoleOperator))
+	mux.HandleFunc("GET /v1/conversations", h.auth(h.list, RoleOperator, RoleApprover, RoleAnswerer, RoleViewer))
 	mux.HandleFunc("GET /v1/conversations/{id}", h.auth(h.get, RoleOperator, RoleApprover, RoleAnswerer, RoleViewer))
 	mux.HandleFunc("GET /v1/conversations/{id}/events", h.auth(h.events, RoleOperator, RoleApprover, RoleAnswerer, RoleViewer))
 	mux.HandleFunc("POST /v1/conversations/{id}/calls/{task}/decision", h.auth(h.decide, RoleApprover))
+	mux.HandleFunc("POST /v1/conversations/{id}/calls/{task}/answer", h.auth(h.answer, RoleAnswerer))
+	mux.HandleFunc("GET /v1/conversations/{id}/history", h.auth(h.history, RoleOperator, RoleApprover, RoleAnswerer, RoleViewer))
+	mux.HandleFunc("POST /v1/conversations/{id}/messages", h.auth(h.message, RoleOperator))
+	mux.HandleFunc("POST /v1/conversations/{id}/cancel", h.auth(h.cancel, RoleOperator))
+	mux.HandleFunc("GET /v1/pending", h.auth(h.pending, RoleOperator, RoleApprover, RoleAnswerer, RoleViewer))
 	if cfg.Gatherer != nil {
 		mux.Handle("GET /metrics", metrics.Handler(cfg.Gatherer))
 	}
-	if cfg.Pending != nil {
+	if cfg.Inbox != nil {
 		mountInbox(mux, h)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -107,6 +117,9 @@ func (c *codeWriter) Flush() {
 	}
 }
 
+// readyTimeout bounds /readyz's look at the wake consumers.
+const readyTimeout = 2 * time.Second
+
 type handler struct {
 	HandlerConfig
 }
@@ -132,9 +145,11 @@ func (h *handler) auth(next http.HandlerFunc, roles ...Role) http.HandlerFunc {
 	}
 }
 
-func (h *handler) ready(w http.ResponseWriter, _ *http.Request) {
-	if !h.Service.Ready() {
-		writeError(w, http.StatusServiceUnavailable, "not_ready", "the wake consumers are not consumed")
+func (h *handler) ready(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+	defer cancel()
+	if err := h.Service.CheckReady(ctx); err != nil {
+		writeError(w, http.StatusServiceUnavailable, "not_ready", err.Error())
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
@@ -168,6 +183,12 @@ func (h *handler) start(w http.ResponseWriter, r *http.Request) {
 		h.startError(w, err)
 		return
 	}
+	h.answerRun(w, r, run)
+}
+
+// answerRun answers a run started: 202 with its IDs, or with ?wait=1 200
+// with its final event once it has ended.
+func (h *handler) answerRun(w http.ResponseWriter, r *http.Request, run *Run) {
 	if r.URL.Query().Get("wait") != "1" {
 		writeJSON(w, http.StatusAccepted, map[string]string{"conversation_id": run.ConversationID, "run_id": run.ID})
 		return
@@ -242,19 +263,11 @@ func (h *handler) decide(w http.ResponseWriter, r *http.Request) {
 	id, _ := r.Context().Value(identityKey{}).(Identity)
 	err := h.Publisher.Decide(r.Context(), conv, task, protocol.Decision{Approved: *req.Approved, Message: req.Message,
 		OverrideArgs: req.OverrideArgs, By: id.Name, ArgsDigest: req.ArgsDigest, Channel: protocol.ChannelAPI})
-	var re *conversation.RefusedError
-	switch {
-	case err == nil:
+	if err == nil {
 		writeJSON(w, http.StatusOK, map[string]any{"conversation_id": conv, "task_id": task, "approved": *req.Approved, "by": id.Name})
-	case errors.As(err, &re) && re.Reason == conversation.ReasonDuplicate:
-		writeError(w, http.StatusConflict, "already_resolved", err.Error())
-	case errors.As(err, &re) && re.Reason == conversation.ReasonUnknownTask:
-		writeError(w, http.StatusNotFound, "unknown_task", err.Error())
-	case errors.As(err, &re):
-		writeError(w, http.StatusUnprocessableEntity, re.Reason, err.Error())
-	default:
-		writeError(w, http.StatusInternalServerError, "internal", err.Error())
+		return
 	}
+	publishError(w, err)
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -25,13 +25,14 @@ const (
 	approverToken = "approver-token-0123456789"
 	viewerToken   = "viewer-token-0123456789"
 	adminToken    = "admin-token-0123456789"
+	answerToken   = "answerer-token-0123456789"
 )
 
 // apiWithMetrics serves the HTTP API of r with the test's tokens, and the
 // request counter it keeps on /metrics.
 func apiWithMetrics(t *testing.T, r *replica) (*httptest.Server, *metrics.Serve) {
 	t.Helper()
-	tokens, err := serve.ParseTokens(strings.NewReader(opToken + " operator ops\n" + approverToken + " approver ann\n# a comment\n\n" + viewerToken + " viewer val\n"))
+	tokens, err := serve.ParseTokens(strings.NewReader(opToken + " operator ops\n" + approverToken + " approver ann\n# a comment\n\n" + viewerToken + " viewer val\n" + answerToken + " answerer bea\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +43,7 @@ func apiWithMetrics(t *testing.T, r *replica) (*httptest.Server, *metrics.Serve)
 	reg := prometheus.NewRegistry()
 	m := metrics.NewServe(reg)
 	srv := httptest.NewServer(serve.Handler(serve.HandlerConfig{Service: r.svc, Tokens: tokens, Publisher: serve.PendingPublisher{Pending: pending},
-		Metrics: m, Gatherer: reg}))
+		Pending: pending, Metrics: m, Gatherer: reg}))
 	t.Cleanup(srv.Close)
 	return srv, m
 }

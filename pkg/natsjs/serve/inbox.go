@@ -187,7 +187,7 @@ func (in *inbox) list(w http.ResponseWriter, r *http.Request) {
 // showList renders the inbox with a notice, and a refused form shown
 // again at its call.
 func (in *inbox) showList(w http.ResponseWriter, r *http.Request, code int, notice string, ref *refused) {
-	items, err := in.items(r.Context(), in.h.Pending)
+	items, err := in.items(r.Context(), in.h.Inbox)
 	if err != nil {
 		in.h.Logger.Error("inbox: read the pending records", slog.Any("error", err))
 		in.fail(w, r, http.StatusInternalServerError, "The pending records cannot be read: "+err.Error())
@@ -214,7 +214,7 @@ func (in *inbox) showList(w http.ResponseWriter, r *http.Request, code int, noti
 // pendingCall returns task of conversation conv as it is pending now
 // (nil when it waits for nothing any more).
 func (in *inbox) pendingCall(ctx context.Context, conv, task string) (*conversation.Summary, *deferred.PendingTask, error) {
-	s, err := in.h.Pending.Get(ctx, conv)
+	s, err := in.h.Inbox.Get(ctx, conv)
 	if errors.Is(err, conversation.ErrNotFound) {
 		return nil, nil, nil
 	}
@@ -351,7 +351,7 @@ func (in *inbox) changes(w http.ResponseWriter, r *http.Request) {
 		in.fail(w, r, http.StatusInternalServerError, "streaming unsupported")
 		return
 	}
-	ch, err := in.h.Pending.Changes(r.Context())
+	ch, err := in.h.Inbox.Changes(r.Context())
 	if err != nil {
 		in.fail(w, r, http.StatusInternalServerError, err.Error())
 		return

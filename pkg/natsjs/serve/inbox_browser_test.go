@@ -104,7 +104,7 @@ func TestInboxInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(serve.Handler(serve.HandlerConfig{Service: r.svc, Tokens: tokens, Publisher: serve.PendingPublisher{Pending: pending},
-		Pending: pending, Links: links}))
+		Pending: pending, Inbox: pending, Links: links}))
 	t.Cleanup(srv.Close)
 	first := r.start(t, "deploy prod")
 	convProd, taskProd := first.ConversationID, paused(t, first)

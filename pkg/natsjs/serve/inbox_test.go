@@ -31,7 +31,7 @@ func inboxServer(t *testing.T, r *replica) *httptest.Server {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(serve.Handler(serve.HandlerConfig{Service: r.svc, Tokens: tokens, Publisher: serve.PendingPublisher{Pending: pending},
-		Pending: pending}))
+		Pending: pending, Inbox: pending}))
 	t.Cleanup(srv.Close)
 	return srv
 }

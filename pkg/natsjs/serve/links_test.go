@@ -43,7 +43,7 @@ func TestSignedLinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(serve.Handler(serve.HandlerConfig{Service: r.svc, Tokens: tokens, Publisher: serve.PendingPublisher{Pending: pending},
-		Pending: pending, Links: links}))
+		Pending: pending, Inbox: pending, Links: links}))
 	t.Cleanup(srv.Close)
 	f := r.start(t, "deploy prod")
 	conv, task := f.ConversationID, paused(t, f)

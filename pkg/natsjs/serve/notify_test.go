@@ -64,7 +64,7 @@ func TestNotifications(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(serve.Handler(serve.HandlerConfig{Service: r.svc, Tokens: tokens, Publisher: serve.PendingPublisher{Pending: pending},
-		Pending: pending, Links: links}))
+		Pending: pending, Inbox: pending, Links: links}))
 	t.Cleanup(srv.Close)
 	approve := strings.Replace(n.Links["approve"], "http://inbox.example", srv.URL, 1)
 	hookHost := strings.TrimPrefix(hook.URL, "http://")

@@ -43,10 +43,11 @@ type Run struct {
 	// ConversationID is the conversation.
 	ConversationID string
 	// ID identifies the run.
-	ID    string
-	agent string // its agent's name
-	done  chan struct{}
-	final Final
+	ID     string
+	agent  string // its agent's name
+	done   chan struct{}
+	final  Final
+	cancel context.CancelCauseFunc // interrupts the run (Service.Cancel)
 }
 
 // Done is closed when the run has ended and its state is saved.
@@ -60,6 +61,33 @@ func (r *Run) Final() Final { return r.final }
 // returns once the conversation is claimed and recorded; the run goes on
 // on the service's goroutine.
 func (s *Service) Start(ctx context.Context, name, prompt, id string) (*Run, error) {
+	return s.start(ctx, name, prompt, id, true)
+}
+
+// ErrNoAgent is returned by [Service.Continue] for a conversation that
+// records no agent (one not started by agent serve).
+var ErrNoAgent = errors.New("serve: the conversation records no agent")
+
+// Continue starts a run of stored conversation id, one with nothing
+// pending, on prompt, with the agent it records: its claim does not wait
+// for another holder (a *conversation.ClaimedError while a run of it is
+// live), a conversation with calls pending is a *session.PendingError.
+func (s *Service) Continue(ctx context.Context, id, prompt string) (*Run, error) {
+	st, _, err := s.cfg.Session.Store.Load(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if st.Agent == nil {
+		return nil, fmt.Errorf("%w: %s", ErrNoAgent, id)
+	}
+	if s.live(id) != nil {
+		return nil, &conversation.ClaimedError{ID: id, Holder: s.cfg.Holder, Until: time.Now().Add(conversation.LeaseTTL)}
+	}
+	return s.start(ctx, st.Agent.Name, prompt, id, false)
+}
+
+// start is Start, its claim waiting for another holder when wait is set.
+func (s *Service) start(ctx context.Context, name, prompt, id string, wait bool) (*Run, error) {
 	a, ok := s.agents[name]
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownAgent, name)
@@ -71,7 +99,7 @@ func (s *Service) Start(ctx context.Context, name, prompt, id string) (*Run, err
 	if !s.enter() {
 		return nil, ErrClosed
 	}
-	sess, err := session.Open(ctx, s.sessionConfig(true, a.Name), id, create)
+	sess, err := session.Open(ctx, s.sessionConfig(wait, a.Name), id, create)
 	if err != nil {
 		s.wg.Done()
 		return nil, err
@@ -80,14 +108,14 @@ func (s *Service) Start(ctx context.Context, name, prompt, id string) (*Run, err
 	if !create {
 		ro, err := sess.Continue(ctx, session.ContinueOptions{Prompt: prompt})
 		if err != nil {
-			sess.Close()
+			s.closeSession(sess)
 			s.wg.Done()
 			return nil, err
 		}
 		opts = ro
 	}
 	if err := sess.SetAgent(ctx, conversation.AgentRef{Name: a.Name, Digest: a.Digest}); err != nil {
-		sess.Close()
+		s.closeSession(sess)
 		s.wg.Done()
 		return nil, err
 	}
@@ -97,12 +125,16 @@ func (s *Service) Start(ctx context.Context, name, prompt, id string) (*Run, err
 // launch runs a on the claimed session sess on a goroutine of the service
 // (registered with enter by the caller), releasing the session at its end.
 func (s *Service) launch(sess *session.Session, a Agent, prompt string, opts *agent.RunOptions) *Run {
-	r := &Run{ConversationID: sess.ID(), ID: protocol.NewID(), agent: a.Name, done: make(chan struct{})}
+	ctx, cancel := context.WithCancelCause(s.ctx)
+	r := &Run{ConversationID: sess.ID(), ID: protocol.NewID(), agent: a.Name, done: make(chan struct{}), cancel: cancel}
 	s.mu.Lock()
 	s.runs[r.ConversationID] = r
 	s.mu.Unlock()
 	opts.Suspend = s.suspend
 	opts.OnEvent = s.publishEvent
+	// Non-blocking calls are waited for by the session: their decisions
+	// arriving while the run is live are injected without a pause.
+	opts.Capabilities = append(opts.Capabilities, sess.NonBlockingCalls(a.NonBlocking))
 	go func() {
 		defer s.wg.Done()
 		defer close(r.done)
@@ -111,9 +143,22 @@ func (s *Service) launch(sess *session.Session, a Agent, prompt string, opts *ag
 			delete(s.runs, r.ConversationID)
 			s.mu.Unlock()
 		}()
-		res, err := sess.Run(s.ctx, a.Agent, prompt, opts)
-		sess.Close()
+		defer cancel(nil)
+		// The running status is written beside the run, off the path to
+		// its first model request (the wake latency), and before its end's.
+		running := make(chan struct{})
+		go func() {
+			defer close(running)
+			s.setStatus(r.ConversationID, a.Name, StatusRunning)
+		}()
+		res, err := sess.Run(ctx, a.Agent, prompt, opts)
+		<-running
+		if cause := context.Cause(ctx); err != nil && errors.Is(err, context.Canceled) && errors.Is(cause, ErrCancelled) {
+			err = fmt.Errorf("%w: %w", cause, err) // what interrupted it, in its final event
+		}
 		r.final = finalOf(r, res, err)
+		s.setStatus(r.ConversationID, a.Name, r.final.Status) // while the lease is held: no later run's status replaced
+		s.closeSession(sess)
 		s.log.Info("run ended", slog.String("conversation_id", r.ConversationID), slog.String("status", r.final.Status))
 		if err == nil && res.Suspended {
 			s.handOver(r.ConversationID)
@@ -123,6 +168,17 @@ func (s *Service) launch(sess *session.Session, a Agent, prompt string, opts *ag
 		}
 	}()
 	return r
+}
+
+// closeSession ends this replica's hold on sess's conversation: it stops
+// reading the conversation's results (Config.Unfollow), then releases
+// the lease; in that order, so that no other run of it (here or
+// elsewhere) has begun reading them meanwhile.
+func (s *Service) closeSession(sess *session.Session) {
+	if s.cfg.Unfollow != nil {
+		s.cfg.Unfollow(sess.ID())
+	}
+	sess.Close()
 }
 
 // handOver publishes the wake marker of conversation id, suspended by
@@ -143,14 +199,14 @@ func finalOf(r *Run, res *agent.Result, err error) Final {
 	f := Final{ConversationID: r.ConversationID, RunID: r.ID}
 	switch {
 	case err != nil:
-		f.Status, f.Error = "failed", err.Error()
+		f.Status, f.Error = StatusFailed, err.Error()
 	case res.Paused():
-		f.Status = "paused"
+		f.Status = StatusPaused
 		if rec := res.PendingRecord(); rec != nil {
 			f.Pending = rec.Tasks
 		}
 	default:
-		f.Status, f.Output = "finished", res.Output
+		f.Status, f.Output = StatusFinished, res.Output
 	}
 	return f
 }

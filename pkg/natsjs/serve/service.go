@@ -36,6 +36,10 @@ type Agent struct {
 	// arguments edited before an approval against their schemas (SPEC
 	// §12); without it, it refuses edited arguments.
 	Tools tool.Toolset
+	// NonBlocking makes every approval and external call of its runs
+	// non-blocking (spec approve: background, SPEC §12); without it, those
+	// of tools whose metadata says deferred: background are.
+	NonBlocking bool
 }
 
 // Config configures a [Service].
@@ -97,6 +101,12 @@ type Config struct {
 	PublicURL string
 	// Links, if set, signs the notifications' approve/deny links.
 	Links *convstore.Links
+	// Unfollow, if set, is called with a conversation's ID when its run on
+	// this replica has ended, its state saved: the wiring stops reading
+	// the conversation's results there (remote.Client.Unfollow, with
+	// remote.ClientConfig.PerConversation), so that a replica receives
+	// the results of the conversations it runs, not of every one.
+	Unfollow func(conv string)
 	// OnFinal, if set, is told how each run of this replica ended, once
 	// its state is saved and its lease released (notifications, tests,
 	// benchmarks).
@@ -118,7 +128,9 @@ type Service struct {
 	mu       sync.Mutex
 	closed   bool
 	consume  []jetstream.ConsumeContext
-	runs     map[string]*Run // live, by conversation
+	cons     []jetstream.Consumer // the wake consumers consumed
+	unwatch  func()               // stops reading the cancel markers
+	runs     map[string]*Run      // live, by conversation
 	missing  map[string]string
 	wg       sync.WaitGroup // wakes and runs
 	stopOnce sync.Once
@@ -181,11 +193,17 @@ func (s *Service) Open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	unwatch, err := s.watchCancels(s.ctx) // the watch lives as long as the service, not as Open
+	if err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
+		unwatch()
 		return errors.New("serve: closed")
 	}
+	s.unwatch = unwatch
 	for _, c := range cons {
 		cc, err := c.Consume(s.onWake, jetstream.PullMaxMessages(2*s.cfg.Concurrency))
 		if err != nil {
@@ -193,10 +211,13 @@ func (s *Service) Open(ctx context.Context) error {
 				cc.Stop()
 			}
 			s.consume = nil
+			s.unwatch = nil
+			unwatch()
 			return fmt.Errorf("serve: consume the wake messages: %w", err)
 		}
 		s.consume = append(s.consume, cc)
 	}
+	s.cons = cons
 	if s.cfg.Timers != nil {
 		s.wg.Add(1)
 		go s.timers()
@@ -241,6 +262,12 @@ func (s *Service) Close(ctx context.Context) error {
 		}
 		s.cancel()
 		<-done
+		s.mu.Lock()
+		unwatch := s.unwatch
+		s.mu.Unlock()
+		if unwatch != nil {
+			unwatch()
+		}
 	})
 	return err
 }
@@ -250,6 +277,25 @@ func (s *Service) Ready() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return !s.closed && len(s.consume) > 0
+}
+
+// CheckReady returns nil when the service consumes its wake messages and
+// every wake consumer exists on the server (its info answered): one
+// deleted, or a server that does not answer, is an error naming it.
+func (s *Service) CheckReady(ctx context.Context) error {
+	s.mu.Lock()
+	ready, cons := !s.closed && len(s.consume) > 0, s.cons
+	s.mu.Unlock()
+	if !ready {
+		return errors.New("serve: the wake consumers are not consumed")
+	}
+	for _, c := range cons {
+		if _, err := c.Info(ctx); err != nil {
+			info := c.CachedInfo()
+			return fmt.Errorf("serve: wake consumer %s of stream %s: %w", info.Name, info.Stream, err)
+		}
+	}
+	return nil
 }
 
 // Agent returns the agent of that name this replica serves.

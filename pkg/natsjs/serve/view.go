@@ -15,9 +15,10 @@ type Conversation struct {
 	// Agent is the name of the conversation's agent ("" for one not
 	// started by agent serve).
 	Agent string `json:"agent"`
-	// Status is "paused" (calls pending), "finished" (its history ends
-	// with the model's answer) or "running" (a run of it is live, or its
-	// history waits for the model or a tool).
+	// Status is "paused" (calls pending), "failed" (its last run ended
+	// with an error), "finished" (its history ends with the model's
+	// answer) or "running" (a run of it is live, or its history waits for
+	// the model or a tool).
 	Status string `json:"status"`
 	// Pending are the calls it waits for, nothing arrived for them yet.
 	Pending []deferred.PendingTask `json:"pending"`
@@ -48,17 +49,43 @@ func (s *Service) Get(ctx context.Context, id string) (*Conversation, error) {
 	}
 	switch {
 	case s.live(id) != nil:
-		c.Status = "running"
+		c.Status = StatusRunning
 	case len(c.Pending) > 0:
-		c.Status = "paused"
-	case ended(st.History):
-		c.Status = "finished"
+		c.Status = StatusPaused
+	case s.failed(ctx, id):
+		c.Status = StatusFailed
+	case ended(st.History) && (st.Pending == nil || len(st.Pending.Tasks) == 0):
+		// (A pending record whose calls all have their outcome is a
+		// conversation about to be continued: the model ended its turn
+		// with non-blocking calls pending, SPEC §12.)
+		c.Status = StatusFinished
 	default:
 		// Its history waits for the model or a tool: a run of it is live
 		// on some replica, or about to be.
-		c.Status = "running"
+		c.Status = StatusRunning
 	}
 	return c, nil
+}
+
+// failed reports whether the status index says conversation id's last
+// run failed.
+func (s *Service) failed(ctx context.Context, id string) bool {
+	si := s.index()
+	if si == nil {
+		return false
+	}
+	st, err := si.GetStatus(ctx, id)
+	return err == nil && st != nil && st.Status == StatusFailed
+}
+
+// History returns the stored history of conversation id
+// (conversation.ErrNotFound for an unknown one).
+func (s *Service) History(ctx context.Context, id string) (message.History, error) {
+	st, _, err := s.cfg.Session.Store.Load(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return st.History, nil
 }
 
 // ended reports whether h ends with a model response that calls no tool.

@@ -40,7 +40,7 @@ const (
 // parsed by its subject only (headers only), acked once consumed,
 // delivered again later otherwise.
 func (s *Service) onWake(m jetstream.Msg) {
-	conv, err := s.wakeConversation(m.Subject())
+	conv, marker, err := s.wakeConversation(m.Subject())
 	if err != nil {
 		s.log.Warn("wake: not a conversation's subject", slog.String("subject", m.Subject()))
 		_ = m.Term()
@@ -63,7 +63,7 @@ func (s *Service) onWake(m jetstream.Msg) {
 	}
 	go func() {
 		defer s.wg.Done()
-		out, err := s.wake(s.ctx, conv, stored)
+		out, err := s.wake(s.ctx, conv, stored, marker)
 		<-s.wakes
 		switch {
 		case err != nil:
@@ -80,14 +80,15 @@ func (s *Service) onWake(m jetstream.Msg) {
 }
 
 // wakeConversation returns the conversation a wake message concerns:
-// that of a decision, answer or result subject, or of a wake marker.
-func (s *Service) wakeConversation(subject string) (string, error) {
+// that of a decision, answer or result subject, or of a wake marker
+// (marker true).
+func (s *Service) wakeConversation(subject string) (conv string, marker bool, err error) {
 	if conv, ok := strings.CutPrefix(subject, natsjs.WakeSubject(s.cfg.Provision.Prefix, "")); ok {
 		_, err := protocol.ParseID(conv)
-		return conv, err
+		return conv, true, err
 	}
-	_, conv, _, _, err := protocol.Subjects{Prefix: s.cfg.Provision.Prefix}.Parse(subject)
-	return conv, err
+	_, conv, _, _, err = protocol.Subjects{Prefix: s.cfg.Provision.Prefix}.Parse(subject)
+	return conv, false, err
 }
 
 // Wake continues conversation id if what it waits for has arrived and no
@@ -96,33 +97,42 @@ func (s *Service) wakeConversation(subject string) (string, error) {
 // deferred call has its answer or a background outcome arrived, starts
 // the continuation on the service's goroutine.
 func (s *Service) Wake(ctx context.Context, id string) (WakeOutcome, error) {
-	return s.wake(ctx, id, time.Time{})
+	return s.wake(ctx, id, time.Time{}, false)
 }
 
 // wake is Wake for a message stored at stored (zero: unknown), the start
-// of the wake latency a continuation observes.
-func (s *Service) wake(ctx context.Context, id string, stored time.Time) (WakeOutcome, error) {
+// of the wake latency a continuation observes; a wake marker (a
+// hand-over: the conversation may wait for nothing) skips the pending
+// record's check.
+func (s *Service) wake(ctx context.Context, id string, stored time.Time, marker bool) (WakeOutcome, error) {
 	if s.live(id) != nil {
 		return WakeHeld, nil
 	}
-	st, _, err := s.cfg.Session.Store.Load(ctx, id)
-	if errors.Is(err, conversation.ErrNotFound) {
-		return WakeConsumed, nil
+	name := ""
+	if !marker {
+		out, agentName, decided, err := s.precheck(ctx, id)
+		if err != nil || decided {
+			return out, err
+		}
+		name = agentName
 	}
-	if err != nil {
-		return 0, err
+	if name == "" {
+		st, _, err := s.cfg.Session.Store.Load(ctx, id)
+		if errors.Is(err, conversation.ErrNotFound) {
+			return WakeConsumed, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+		if st.Agent == nil {
+			s.log.Debug("wake: the conversation has no agent (not started by agent serve)", slog.String("conversation_id", id))
+			return WakeConsumed, nil
+		}
+		name = st.Agent.Name
 	}
-	if st.Agent == nil {
-		s.log.Debug("wake: the conversation has no agent (not started by agent serve)", slog.String("conversation_id", id))
-		return WakeConsumed, nil
-	}
-	a, ok := s.agents[st.Agent.Name]
+	a, ok := s.agents[name]
 	if !ok {
-		s.mu.Lock()
-		s.missing[id] = st.Agent.Name
-		s.mu.Unlock()
-		s.log.Warn("wake: this replica lacks the conversation's agent; not claimed", slog.String("conversation_id", id), slog.String("agent", st.Agent.Name))
-		return WakeMissingAgent, nil
+		return s.missingAgent(id, name), nil
 	}
 	if !s.enter() {
 		return WakeHeld, nil
@@ -143,11 +153,11 @@ func (s *Service) wake(ctx context.Context, id string, stored time.Time) (WakeOu
 	var pe *session.PendingError
 	switch {
 	case errors.As(err, &pe), errors.Is(err, session.ErrNothingToResume):
-		sess.Close()
+		s.closeSession(sess)
 		s.wg.Done()
 		return WakeConsumed, nil
 	case err != nil:
-		sess.Close()
+		s.closeSession(sess)
 		s.wg.Done()
 		return 0, err
 	}
@@ -160,6 +170,16 @@ func (s *Service) wake(ctx context.Context, id string, stored time.Time) (WakeOu
 	}
 	s.launch(sess, a, "", ro)
 	return WakeContinued, nil
+}
+
+// missingAgent records that this replica lacks agent name of
+// conversation id and says so.
+func (s *Service) missingAgent(id, name string) WakeOutcome {
+	s.mu.Lock()
+	s.missing[id] = name
+	s.mu.Unlock()
+	s.log.Warn("wake: this replica lacks the conversation's agent; not claimed", slog.String("conversation_id", id), slog.String("agent", name))
+	return WakeMissingAgent
 }
 
 // wakeTimer observes the wake latency at the continuation's first model

@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/offload-dev/offload/pkg/natsjs"
@@ -164,8 +167,15 @@ func unknownEffect(e natsjs.Effect) protocol.Result {
 }
 
 // finishEffect completes the held attempt's entry once its result is
-// stored at seq. A failure is logged only: the result is stored, and a
-// redelivery finds it in the results stream.
+// stored at seq: a compare-and-set on the entry's revision, published
+// asynchronously on the ledger's KV subject (w.ledgerJS), so that the
+// task's acknowledgement does not wait for it. Nothing waits for it: the
+// result is stored, and a delivery of the attempt that finds the entry
+// still only started (the worker died, or was cut off, before the update
+// was stored) finds the stored result in the results stream and is
+// answered from it (beginEffect). A failure is logged by the ledger's
+// publish error handler (ledgerPublishFailed); Stop waits for the updates
+// still unacknowledged.
 func (w *Worker) finishEffect(log *slog.Logger, fl *inflight, status protocol.Status, seq uint64) {
 	h := fl.effect
 	if h == nil {
@@ -173,13 +183,41 @@ func (w *Worker) finishEffect(log *slog.Logger, fl *inflight, status protocol.St
 	}
 	data, err := json.Marshal(natsjs.Effect{Started: h.started, Finished: &natsjs.EffectFinished{Status: status, ResultSeq: seq}})
 	if err == nil {
-		ctx, cancel := context.WithTimeout(w.hardCtx, jsop.Timeout)
-		_, err = w.effects.Update(ctx, h.key, data, h.rev)
-		cancel()
+		m := nats.NewMsg(w.effectsSubject + h.key)
+		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(h.rev, 10))
+		m.Data = data
+		_, err = w.ledgerJS.PublishMsgAsync(m)
 	}
 	if err != nil {
 		log.Warn("effect entry not finished; a redelivery finds the stored result", slog.String("key", h.key), slog.Any("error", err))
 	}
+}
+
+// ledgerPublishFailed is the ledger's async publish error handler: an
+// update of finished that the server refused or did not acknowledge.
+func (w *Worker) ledgerPublishFailed(_ jetstream.JetStream, m *nats.Msg, err error) {
+	w.log.Warn("effect entry not finished; a redelivery finds the stored result",
+		slog.String("key", strings.TrimPrefix(m.Subject, w.effectsSubject)), slog.Any("error", err))
+}
+
+// drainLedger waits, within ctx, for the finished updates still
+// unacknowledged, then releases the ledger's async publisher (its reply
+// subscription and connection listener).
+func (w *Worker) drainLedger(ctx context.Context) {
+	if w.ledgerJS == nil {
+		return
+	}
+	if w.cfg.Conn.IsConnected() {
+		ctx, cancel := context.WithTimeout(ctx, jsop.Timeout)
+		select {
+		case <-w.ledgerJS.PublishAsyncComplete():
+		case <-ctx.Done():
+			w.log.Warn("stopping with effect entries not finished; a redelivery finds the stored results",
+				slog.Int("pending", w.ledgerJS.PublishAsyncPending()))
+		}
+		cancel()
+	}
+	w.ledgerJS.CleanupPublisher()
 }
 
 // withdrawEffect deletes the held attempt's entry: its tool returned on

@@ -198,6 +198,46 @@ func TestStoredResultAnsweredWithoutRunning(t *testing.T) {
 	}
 }
 
+// A worker cut off after it stored an attempt's result, before its
+// ledger entry was finished and its delivery acknowledged (finished is
+// published asynchronously, after the result, and nothing waits for it):
+// the redelivery finds the entry only started and the result stored, and
+// is answered from the stored result without running the tool again.
+func TestCutBetweenResultAndFinishedAnsweredFromTheResult(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	l := newRunLog()
+	first, proxy, _ := b.cutWorker(t, worker.Config{ID: "cut", Tools: []*tool.Tool{l.tool("job")}})
+	stored := make(chan struct{})
+	var once sync.Once
+	worker.SetAfterResultStored(first, func() { once.Do(func() { proxy.Cut(); close(stored) }) })
+	task := jstest.NewTask("job", protocol.NewID(), `{}`)
+	b.publishTask(t, task)
+	offloadtest.WaitOrTimeout(t, stored, "the result stored, then the worker cut off")
+	if got := b.effect(t, task); got.Finished != nil || got.Started.Worker != "cut" {
+		t.Fatalf("ledger entry %+v, want started by cut, not finished", got)
+	}
+	logger, answered := jstest.SignalOn("attempt answered before: acknowledged without running")
+	b.worker(t, worker.Config{ID: "next", Logger: logger, Tools: []*tool.Tool{l.tool("job")}})
+	offloadtest.WaitOrTimeout(t, answered, "the redelivery answered from the stored result")
+	if runs := l.runs(); len(runs) != 1 {
+		t.Fatalf("runs %v, want the one before the cut", runs)
+	}
+	s, err := b.js.Stream(context.Background(), "TOOLS_RESULTS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := s.CachedInfo().State.Msgs; n != 1 {
+		t.Fatalf("%d results stored, want the one", n)
+	}
+	offloadtest.Eventually(t, "the entry finished by the survivor (published asynchronously, no signal)", func() error {
+		if got := b.effect(t, task); got.Finished == nil {
+			return fmt.Errorf("entry %+v not finished", got)
+		}
+		return nil
+	})
+}
+
 // A task handed back on the worker's shutdown (its tool returned on the
 // cancellation) has its ledger entry withdrawn: the next replica runs it,
 // a non-idempotent tool too, as before the ledger.

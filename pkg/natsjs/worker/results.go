@@ -51,6 +51,9 @@ func (w *Worker) respond(log *slog.Logger, fl *inflight, res protocol.Result, st
 		seq, err := w.publishResult(ctx, task.ConversationID, task.Tool, res)
 		cancel()
 		if err == nil {
+			if f := w.afterResultStored.Load(); f != nil {
+				(*f)()
+			}
 			w.finishEffect(log, fl, res.Status, seq)
 			break
 		}

@@ -25,17 +25,17 @@ func (w *Worker) startTaskSpan(msg jetstream.Msg, task protocol.Task) (context.C
 	}
 	ctx, span := w.tracer.Start(ctx, "process "+msg.Subject(), trace.WithSpanKind(trace.SpanKindConsumer))
 	if span.IsRecording() {
+		// The messaging attributes and the worker only: the task's IDs
+		// (conversation, tool call, task, attempt) are its parent's, the
+		// dispatch span's, and the tool's name and call its child's, the
+		// tool span's. Every attribute is paid per span, in the span, its
+		// export and the garbage of both (BENCHMARKS.md, tracing).
 		span.SetAttributes(
 			telemetry.MessagingSystem.String(telemetry.MessagingSystemNATS),
 			telemetry.MessagingDestination.String(msg.Subject()),
 			telemetry.MessagingOperationType.String("process"),
 			telemetry.MessagingOperationName.String("process"),
 			telemetry.MessagingMessageID.String(protocol.TaskMsgID(task.TaskID, task.Attempt)),
-			telemetry.MessagingConversationID.String(task.ConversationID),
-			telemetry.GenAIToolName.String(task.Tool),
-			telemetry.GenAIToolCallID.String(task.ToolCallID),
-			telemetry.OffloadTaskID.String(task.TaskID),
-			telemetry.OffloadAttempt.Int(task.Attempt),
 			telemetry.OffloadWorker.String(w.cfg.ID))
 	}
 	return ctx, span

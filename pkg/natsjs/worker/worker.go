@@ -41,6 +41,7 @@ const (
 	fetchRetryWait    = time.Second            // pause after a failed pull
 	lookupNakDelay    = time.Second            // redelivery delay of a task whose cancel look-up failed, per delivery so far
 	maxLookupNakDelay = 10 * time.Second       // … at most
+	ledgerMaxPending  = 4096                   // finished updates unacknowledged at once, beyond which one waits (briefly) for room
 )
 
 // Config configures a [Worker].
@@ -137,14 +138,16 @@ type Worker struct {
 	slots          *slotPool
 	cancels        *cancelIndex
 
-	js            jetstream.JetStream
-	tasksStream   jetstream.Stream
-	cancelStream  jetstream.Stream
-	consumers     map[string]jetstream.Consumer
-	limits        map[string]int // per tool, the delivery limit of its consumer (natsjs.MaxDeliverKey)
-	kv            jetstream.KeyValue
-	effects       jetstream.KeyValue // the effect ledger (SPEC §13)
-	resultsStream jetstream.Stream   // direct gets of a task's stored result
+	js             jetstream.JetStream
+	tasksStream    jetstream.Stream
+	cancelStream   jetstream.Stream
+	consumers      map[string]jetstream.Consumer
+	limits         map[string]int // per tool, the delivery limit of its consumer (natsjs.MaxDeliverKey)
+	kv             jetstream.KeyValue
+	effects        jetstream.KeyValue  // the effect ledger (SPEC §13)
+	ledgerJS       jetstream.JetStream // publishes the ledger's finished updates asynchronously
+	effectsSubject string              // $KV.<bucket>., the prefix of the ledger's keys' subjects
+	resultsStream  jetstream.Stream    // direct gets of a task's stored result
 
 	life  startstop.Base
 	ready atomic.Bool
@@ -167,6 +170,8 @@ type Worker struct {
 	periodic sync.WaitGroup // registry refresher
 	watcher  sync.WaitGroup // connection watcher
 	bufs     bufpool.Pool   // result encoding buffers
+
+	afterResultStored atomic.Pointer[func()] // tests: called between a result stored and its ledger entry finished
 }
 
 // errShutdown is the cause of a task context cancelled by the worker's own
@@ -335,6 +340,14 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 		if w.resultsStream, err = js.Stream(ctx, w.names.Results); err != nil {
 			return fmt.Errorf("natsjs: worker: bind stream %s: %w", w.names.Results, err)
 		}
+		w.effectsSubject = "$KV." + w.names.EffectsBucket + "."
+		w.ledgerJS, err = jetstream.New(w.cfg.Conn,
+			jetstream.WithPublishAsyncErrHandler(w.ledgerPublishFailed),
+			jetstream.WithPublishAsyncMaxPending(ledgerMaxPending),
+			jetstream.WithPublishAsyncTimeout(jsop.Timeout))
+		if err != nil {
+			return fmt.Errorf("natsjs: worker: %w", err)
+		}
 	}
 
 	// Cancellations: a core subscription sees every cancel as it is
@@ -453,6 +466,7 @@ func (w *Worker) shutdown(ctx context.Context, grace time.Duration) error {
 		err = fmt.Errorf("natsjs: worker stop: %d tasks still held: %w", n, ctx.Err())
 	}
 	w.hardCancel()
+	w.drainLedger(ctx)
 	// The hand-backs (naks) and acks must reach the server before the
 	// caller closes the connection.
 	if !w.cfg.Conn.IsConnected() {

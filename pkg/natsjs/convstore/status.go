@@ -1,0 +1,140 @@
+package convstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// statusKeyPre prefixes the status index's keys in the conversations
+// bucket: status.<id>.
+const statusKeyPre = "status."
+
+// Status is a conversation's entry in the status index `agent serve`
+// keeps (the key status.<id> of the conversations bucket, expiring with
+// the conversation): what GET /v1/conversations lists and
+// offload_conversations counts without loading a history.
+type Status struct {
+	// ConversationID is the conversation.
+	ConversationID string `json:"conversation_id"`
+	// Agent is the conversation's agent.
+	Agent string `json:"agent,omitempty"`
+	// Status is running, paused, finished or failed.
+	Status string `json:"status"`
+	// UpdatedAt is when the status was set.
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// SetStatus records st in the status index (last writer wins: only the
+// lease holder sets it).
+func (s *Store) SetStatus(ctx context.Context, st Status) error {
+	if err := checkConvID(st.ConversationID); err != nil {
+		return err
+	}
+	if st.UpdatedAt.IsZero() {
+		st.UpdatedAt = time.Now().UTC()
+	}
+	data, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	if _, err := s.kv.Put(ctx, statusKeyPre+st.ConversationID, data); err != nil {
+		return fmt.Errorf("natsjs: status of %s: %w", st.ConversationID, err)
+	}
+	return nil
+}
+
+// GetStatus returns conversation id's entry in the status index; nil
+// when it has none (not run by agent serve).
+func (s *Store) GetStatus(ctx context.Context, id string) (*Status, error) {
+	if err := checkConvID(id); err != nil {
+		return nil, err
+	}
+	e, err := s.kv.Get(ctx, statusKeyPre+id)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("natsjs: status of %s: %w", id, err)
+	}
+	var st Status
+	if err := json.Unmarshal(e.Value(), &st); err != nil {
+		return nil, fmt.Errorf("natsjs: status of %s: %w", id, err)
+	}
+	return &st, nil
+}
+
+// Statuses calls fn with every entry of the status index, one at a time
+// as the server sends them (none is kept), and stops at fn's first
+// error.
+func (s *Store) Statuses(ctx context.Context, fn func(Status) error) error {
+	w, err := s.kv.Watch(ctx, statusKeyPre+"*", jetstream.IgnoreDeletes())
+	if err != nil {
+		return fmt.Errorf("natsjs: list statuses: %w", err)
+	}
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case e, ok := <-w.Updates():
+			if !ok {
+				return fmt.Errorf("natsjs: list statuses: the watch ended")
+			}
+			if e == nil {
+				return nil // every current entry was sent
+			}
+			var st Status
+			if json.Unmarshal(e.Value(), &st) != nil || st.ConversationID != strings.TrimPrefix(e.Key(), statusKeyPre) {
+				continue // not an entry of ours
+			}
+			if err := fn(st); err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// cancelKeyPre prefixes the cancel markers' keys in the conversations
+// bucket: cancel.<id>, put by whoever asks that a conversation's live run
+// be interrupted, read by the replica that runs it.
+const cancelKeyPre = "cancel."
+
+// RequestCancel puts conversation id's cancel marker.
+func (s *Store) RequestCancel(ctx context.Context, id string) error {
+	if err := checkConvID(id); err != nil {
+		return err
+	}
+	if _, err := s.kv.Put(ctx, cancelKeyPre+id, []byte(time.Now().UTC().Format(time.RFC3339Nano))); err != nil {
+		return fmt.Errorf("natsjs: cancel %s: %w", id, err)
+	}
+	return nil
+}
+
+// WatchCancels calls fn, on a goroutine of its own, with the conversation
+// of every cancel marker put from now on, until stop is called (which
+// waits for it).
+func (s *Store) WatchCancels(ctx context.Context, fn func(id string)) (stop func(), err error) {
+	w, err := s.kv.Watch(ctx, cancelKeyPre+"*", jetstream.UpdatesOnly(), jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, fmt.Errorf("natsjs: watch the cancel markers: %w", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for e := range w.Updates() { // closed by Stop
+			if e != nil {
+				fn(strings.TrimPrefix(e.Key(), cancelKeyPre))
+			}
+		}
+	}()
+	return func() {
+		_ = w.Stop()
+		<-done
+	}, nil
+}

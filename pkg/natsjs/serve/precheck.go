@@ -1,0 +1,81 @@
+package serve
+
+import (
+	"context"
+
+	"github.com/offload-dev/offload/pkg/conversation"
+	"github.com/offload-dev/offload/pkg/deferred"
+)
+
+// summaryReader is a store that tells, without loading a conversation,
+// whether a process holds it and what it waits for (convstore.Store).
+type summaryReader interface {
+	Held(ctx context.Context, id string) (bool, error)
+	Summary(ctx context.Context, id string) (*conversation.Summary, error)
+}
+
+// arrivalReader is an inbox that tells which pending tasks have a
+// message stored for them, by direct gets (convstore.Inbox).
+type arrivalReader interface {
+	Arrived(ctx context.Context, sum *conversation.Summary) (map[string]bool, error)
+}
+
+// precheck decides a wake from the conversation's lease, its pending
+// record and a direct get per pending task: no consumer, no history, no
+// claim. decided is false when the claim must decide (the record names
+// an agent this replica serves, and what the conversation waits for is
+// complete: name is that agent), or when the record cannot tell (none,
+// or one written before records named their agent, or a store or inbox
+// that cannot be read this way: name is empty, the caller loads the
+// state). A lease held elsewhere is WakeHeld: the live run's next save
+// is not in the record yet.
+func (s *Service) precheck(ctx context.Context, id string) (out WakeOutcome, name string, decided bool, err error) {
+	sr, ok := s.cfg.Session.Store.(summaryReader)
+	ar, ok2 := s.cfg.Session.Inbox.(arrivalReader)
+	if !ok || !ok2 {
+		return 0, "", false, nil
+	}
+	held, err := sr.Held(ctx, id)
+	if err != nil || held {
+		return WakeHeld, "", true, err
+	}
+	sum, err := sr.Summary(ctx, id)
+	if err != nil || sum == nil || sum.Agent == "" {
+		return 0, "", err != nil, err
+	}
+	if _, ok := s.agents[sum.Agent]; !ok {
+		return s.missingAgent(id, sum.Agent), "", true, nil
+	}
+	arrived, err := ar.Arrived(ctx, sum)
+	if err != nil {
+		return 0, "", true, err
+	}
+	if !complete(sum, arrived) {
+		return WakeConsumed, "", true, nil
+	}
+	return 0, sum.Agent, false, nil
+}
+
+// complete reports whether what the conversation of sum waits for is
+// complete, arrived being the tasks with a message stored for them: no
+// blocking call without its message, and at least one message arrived.
+// It is the wake's one predicate (the session's Continue decides the
+// same after the claim, from what it reads).
+func complete(sum *conversation.Summary, arrived map[string]bool) bool {
+	some := false
+	for _, t := range sum.Tasks {
+		switch {
+		case arrived[t.TaskID]:
+			some = true
+		case blocks(t):
+			return false
+		}
+	}
+	return some
+}
+
+// blocks reports whether the continuation needs task t answered first:
+// approvals and external calls do, unless non-blocking (SPEC §12);
+// background tasks run on, and any of their outcomes, or of a
+// non-blocking call's, continues the conversation.
+func blocks(t deferred.PendingTask) bool { return !t.Background() && !t.NonBlocking }

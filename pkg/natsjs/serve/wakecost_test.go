@@ -1,0 +1,123 @@
+package serve_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/offload-dev/offload/internal/offloadtest"
+	"github.com/offload-dev/offload/pkg/protocol"
+)
+
+// apiCounter counts the JetStream API requests of a kind made on the
+// server's account, as the server receives them: a subscription of its
+// own to $JS.API.<kind>.>.
+type apiCounter struct {
+	mu       sync.Mutex
+	subjects []string
+}
+
+func (c *apiCounter) list() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.subjects...)
+}
+
+func (b *bundle) countAPI(t *testing.T, kind string) *apiCounter {
+	t.Helper()
+	nc := b.srv.Conn(t)
+	c := &apiCounter{}
+	sub, err := nc.Subscribe("$JS.API."+kind+".>", func(m *nats.Msg) {
+		c.mu.Lock()
+		c.subjects = append(c.subjects, m.Subject)
+		c.mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	return c
+}
+
+// A wake reads what its conversation waits for without creating a
+// consumer (the pending record, the lease, direct gets of the task's
+// subjects, and after the claim the arrivals by direct gets): 1 000
+// conversations approved at once do not make 3 000 consumers.
+func TestWakeCreatesNoConsumer(t *testing.T) {
+	b := setup(t)
+	r1, r2 := b.replica(t, "r1"), b.replica(t, "r2")
+	f := r1.start(t, "deploy prod")
+	task := paused(t, f)
+	creates := b.countAPI(t, "CONSUMER")
+	b.decide(t, r2.js, f.ConversationID, task)
+	offloadtest.WaitOrTimeout(t, b.finished, "the continuation's model request")
+	finished(t, r1, f.ConversationID, "done deployed prod")
+	var made []string
+	for _, s := range creates.list() {
+		if strings.HasPrefix(s, "$JS.API.CONSUMER.CREATE.") || strings.HasPrefix(s, "$JS.API.CONSUMER.DURABLE.CREATE.") {
+			made = append(made, s)
+		}
+	}
+	if len(made) > 0 {
+		t.Errorf("the wake created %d consumers: %v", len(made), made)
+	}
+}
+
+// A message that does not complete what a conversation waits for (here
+// a stray result while it waits for an approval) is acknowledged from
+// the pending record and a direct get alone: the conversation is neither
+// claimed nor loaded.
+func TestWakeIncompleteClaimsNothing(t *testing.T) {
+	b := setup(t)
+	r1 := b.replica(t, "r1")
+	f := r1.start(t, "deploy prod")
+	paused(t, f)
+	gets := b.countAPI(t, "DIRECT")
+	claims := &apiCounter{}
+	nc := b.srv.Conn(t)
+	sub, err := nc.Subscribe("$KV.tools_conversations.lease."+f.ConversationID, func(m *nats.Msg) {
+		claims.mu.Lock()
+		claims.subjects = append(claims.subjects, m.Subject)
+		claims.mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := r1.js.Publish(ctx, "tools.result."+f.ConversationID+"."+protocol.NewID()+".deploy", []byte(`{"content":"stray"}`)); err != nil {
+		t.Fatal(err)
+	}
+	// The wake's acknowledgement has no signal outside the server: the
+	// results' wake consumer is polled until it has nothing pending.
+	offloadtest.Eventually(t, "the stray result's wake acknowledged", func() error {
+		c, err := r1.js.Consumer(ctx, "TOOLS_RESULTS", "wake")
+		if err != nil {
+			return err
+		}
+		info, err := c.Info(ctx)
+		if err != nil {
+			return err
+		}
+		if info.Delivered.Stream == 0 || info.NumAckPending > 0 || info.NumPending > 0 {
+			return fmt.Errorf("delivered %d, ack pending %d, pending %d", info.Delivered.Stream, info.NumAckPending, info.NumPending)
+		}
+		return nil
+	})
+	if got := claims.list(); len(got) > 0 {
+		t.Errorf("the conversation was claimed: %v", got)
+	}
+	if len(gets.list()) == 0 {
+		t.Error("no direct get made: the wake did not read the task's subject")
+	}
+}

@@ -1,0 +1,315 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/conversation"
+	"github.com/offload-dev/offload/pkg/deferred"
+	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/tool"
+)
+
+// AnswerCollector is a [Collector] that also reads the answers stream
+// alone (convstore.Inbox): the live wait of non-blocking external calls
+// uses it; without it, their answers are read when the conversation is
+// continued.
+type AnswerCollector interface {
+	CollectAnswers(ctx context.Context, st *conversation.State) (int, error)
+}
+
+// NonBlocking returns the session's waiter of non-blocking deferred calls
+// (--approve background, SPEC §12), for agent.NonBlockingConfig: each call
+// is announced as it is waited for, and its decision (or answer) is read
+// from the conversation's stream as it arrives, checked like any other,
+// while the run goes on. A decision taken live is not recorded as read: a
+// run that pauses or dies before delivering it finds it again when the
+// conversation is continued.
+func (s *Session) NonBlocking() agent.DeferredWaiter {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.nb == nil {
+		s.nb = &liveWaiter{s: s, waits: map[string]*liveWait{}, taken: map[string]bool{}}
+	}
+	return s.nb
+}
+
+// NonBlockingCalls returns the capability (agent.NonBlockingCalls) that
+// makes approval and external calls non-blocking with the session's
+// waiter ([Session.NonBlocking]): every one with all (--approve
+// background), else those of tools whose metadata has deferred:
+// "background". An approved call runs with the executor of the run's own
+// BackgroundTools, if it has one.
+func (s *Session) NonBlockingCalls(all bool) agent.Capability {
+	sel := agent.NonBlockingSelector
+	if all {
+		sel = agent.SelectAll()
+	}
+	return agent.NonBlockingCalls(agent.NonBlockingConfig{Tools: sel, Waiter: s.NonBlocking()})
+}
+
+// liveWaiter watches the conversation's decisions and answers for its
+// waits with one goroutine, running while any wait is live.
+type liveWaiter struct {
+	s *Session
+
+	mu    sync.Mutex
+	waits map[string]*liveWait
+	taken map[string]bool // tasks whose outcome the watch took
+	// st is what the watch reads into: its pending record lists the
+	// waits; its checkpoint moves past what was read.
+	st      *conversation.State
+	added   int                // counts waits added, so that a read racing one is read again
+	kick    chan struct{}      // signalled when a wait is added
+	cancel  context.CancelFunc // ends the watch goroutine; nil while none runs
+	stopped chan struct{}      // closed when the watch goroutine returned
+}
+
+// Wait implements [agent.DeferredWaiter].
+func (w *liveWaiter) Wait(ctx context.Context, info *agent.RunInfo, call deferred.PendingTask) (agent.BackgroundTask, error) {
+	if w.s.cfg.Inbox == nil {
+		return nil, fmt.Errorf("session: no inbox to read the decision of task %s from", call.TaskID)
+	}
+	lw := &liveWait{w: w, pt: call, done: make(chan struct{})}
+	// The session's state is read before w.mu is taken: the session's
+	// save takes w.mu while it holds its own (Session.updateLocked).
+	w.s.mu.Lock()
+	fresh := &conversation.State{ID: w.s.st.ID, Settled: slices.Clone(w.s.st.Settled), Checkpoint: w.s.st.Checkpoint,
+		Pending: &deferred.PendingRecord{ConversationID: w.s.st.ID, RunID: info.RunID}}
+	w.s.mu.Unlock()
+	w.mu.Lock()
+	if _, ok := w.waits[call.TaskID]; ok {
+		w.mu.Unlock()
+		return nil, fmt.Errorf("session: task %s is waited for already", call.TaskID)
+	}
+	if w.st == nil {
+		w.st = fresh
+	}
+	w.st.Pending.Tasks = append(w.st.Pending.Tasks, call)
+	w.waits[call.TaskID] = lw
+	w.added++
+	if w.cancel == nil {
+		wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		w.cancel, w.stopped, w.kick = cancel, make(chan struct{}), make(chan struct{}, 1)
+		go w.watch(wctx, w.stopped, w.kick)
+	} else {
+		select {
+		case w.kick <- struct{}{}:
+		default:
+		}
+	}
+	w.mu.Unlock()
+	w.s.announce(ctx, &deferred.PendingRecord{ConversationID: w.s.st.ID, RunID: info.RunID, Tasks: []deferred.PendingTask{call}})
+	return lw, nil
+}
+
+// watch reads the decisions (and answers) of the conversation at each
+// signal of the stream's watch or kick, and every interval as a safety
+// net, until no wait is left or ctx ends.
+func (w *liveWaiter) watch(ctx context.Context, stopped, kick chan struct{}) {
+	defer close(stopped)
+	arrived, interval, stop := w.s.watch(ctx, conversation.ArrivalDecision, conversation.ArrivalAnswer)
+	defer stop()
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		more, err := w.read(ctx)
+		if err != nil && ctx.Err() == nil {
+			w.s.log.Warn("non-blocking calls: decisions not read; trying again", slog.Any("error", err))
+		}
+		if !more {
+			return
+		}
+		select {
+		case <-arrived:
+		case <-kick:
+		case <-tick.C:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// read reads what arrived for the waits once and hands each its outcome.
+// It reports whether waits are left.
+func (w *liveWaiter) read(ctx context.Context) (bool, error) {
+	w.mu.Lock()
+	if len(w.waits) == 0 {
+		w.stopLocked()
+		w.mu.Unlock()
+		return false, nil
+	}
+	tmp := &conversation.State{ID: w.st.ID, Settled: slices.Clone(w.st.Settled), Checkpoint: w.st.Checkpoint,
+		Pending: &deferred.PendingRecord{ConversationID: w.st.ID, RunID: w.st.Pending.RunID, Tasks: slices.Clone(w.st.Pending.Tasks)}}
+	added := w.added
+	w.mu.Unlock()
+	_, err := w.s.cfg.Inbox.CollectDecisions(ctx, tmp)
+	if ac, ok := w.s.cfg.Inbox.(AnswerCollector); ok && err == nil {
+		_, err = ac.CollectAnswers(ctx, tmp)
+	}
+	w.mu.Lock()
+	if err != nil {
+		w.mu.Unlock()
+		return true, err
+	}
+	if w.added == added {
+		// A wait added during the read could have had its decision
+		// refused by it (not pending yet): then the stream is read again
+		// from where this read began.
+		w.st.Checkpoint = tmp.Checkpoint
+	}
+	type outcome struct {
+		lw *liveWait
+		a  conversation.Arrival
+	}
+	var got []outcome
+	for _, a := range tmp.Arrivals {
+		lw, ok := w.waits[a.TaskID]
+		if !ok {
+			continue
+		}
+		w.st.Settled = append(w.st.Settled, a.TaskID)
+		w.taken[a.TaskID] = true
+		w.drop(a.TaskID)
+		got = append(got, outcome{lw, a})
+	}
+	more := len(w.waits) > 0
+	if !more {
+		w.stopLocked()
+	}
+	w.mu.Unlock()
+	// The outcomes are made without w.mu: they take the session's lock.
+	for _, o := range got {
+		o.lw.val, o.lw.err = w.s.nonBlockingValue(ctx, o.lw.pt, o.a)
+		close(o.lw.done)
+	}
+	return more, nil
+}
+
+// checkpoint returns how far the watch read the streams when what it read
+// may be skipped by a later read of the conversation: every outcome it
+// took was delivered (still holds the tasks the run's pending record
+// keeps), so a later read would only refuse them as duplicates. Called
+// by the session's save, with the session's lock held.
+func (w *liveWaiter) checkpoint(still map[string]bool) (conversation.Checkpoint, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.st == nil || len(w.taken) == 0 {
+		return conversation.Checkpoint{}, false
+	}
+	for task := range w.taken {
+		if still[task] {
+			return conversation.Checkpoint{}, false // taken, not delivered: read it again
+		}
+	}
+	return w.st.Checkpoint, true
+}
+
+// stopLocked marks the watch goroutine as ending by itself (no wait is
+// left): the next wait starts another. What it read (w.st) is kept.
+// Called with w.mu held.
+func (w *liveWaiter) stopLocked() {
+	if w.cancel != nil {
+		w.cancel()
+		w.cancel = nil
+	}
+}
+
+// drop forgets the wait of task. Called with w.mu held.
+func (w *liveWaiter) drop(task string) {
+	delete(w.waits, task)
+	w.st.Pending.Tasks = slices.DeleteFunc(w.st.Pending.Tasks, func(t deferred.PendingTask) bool { return t.TaskID == task })
+}
+
+// end forgets lw's wait; the last one stops the watch and waits for it.
+func (w *liveWaiter) end(lw *liveWait, err error) {
+	w.mu.Lock()
+	if w.waits[lw.pt.TaskID] != lw {
+		w.mu.Unlock()
+		return
+	}
+	w.drop(lw.pt.TaskID)
+	if err != nil {
+		lw.err = err
+		close(lw.done)
+	}
+	var cancel context.CancelFunc
+	var stopped chan struct{}
+	if len(w.waits) == 0 && w.cancel != nil {
+		cancel, stopped = w.cancel, w.stopped
+		w.cancel = nil
+	}
+	w.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-stopped
+	}
+}
+
+// liveWait is one non-blocking call's wait.
+type liveWait struct {
+	w    *liveWaiter
+	pt   deferred.PendingTask
+	done chan struct{}
+	val  any   // set before done is closed
+	err  error // set before done is closed
+}
+
+func (lw *liveWait) Done() <-chan struct{} { return lw.done }
+
+func (lw *liveWait) Outcome() (any, error) {
+	<-lw.done
+	return lw.val, lw.err
+}
+
+func (lw *liveWait) Cancel(reason string) { lw.w.end(lw, &tool.TaskCancelled{Reason: reason}) }
+
+// Detach stops the wait: the decision stays in its stream for the run
+// that continues the conversation.
+func (lw *liveWait) Detach() bool {
+	lw.w.end(lw, nil)
+	return true
+}
+
+// nonBlockingValue is [Session.nonBlockingValueLocked] for the live wait:
+// the resolution it owes is published at once.
+func (s *Session) nonBlockingValue(ctx context.Context, t deferred.PendingTask, a conversation.Arrival) (any, error) {
+	s.mu.Lock()
+	val, err := s.nonBlockingValueLocked(t, a)
+	s.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	s.notify(ctx)
+	return val, nil
+}
+
+// nonBlockingValueLocked is the outcome of non-blocking call t that
+// arrival a carries, as agent.DeferredWaiter gives it: an approval value
+// (an expiry as agent.ApprovalExpired) or an answer's call value. The
+// decision is recorded as any other (resolution, metrics).
+func (s *Session) nonBlockingValueLocked(t deferred.PendingTask, a conversation.Arrival) (any, error) {
+	res := &deferred.Results{Calls: map[string]any{}, Approvals: map[string]any{}, Metadata: map[string]map[string]any{}}
+	if err := s.applyLocked(res, t, a, len(s.st.History)); err != nil {
+		return nil, err
+	}
+	if a.Kind != conversation.ArrivalDecision {
+		return res.Calls[t.ToolCallID], nil
+	}
+	d, err := protocol.DecodeDecision(a.Data, &protocol.DecodeOpts{MaxSize: -1})
+	if err != nil {
+		return nil, fmt.Errorf("session: stored decision of task %s: %w", t.TaskID, err)
+	}
+	if !d.Approved && d.Reason == protocol.ReasonExpired {
+		return agent.ApprovalExpired{Message: d.Message}, nil
+	}
+	if m := res.Metadata[t.ToolCallID]; m != nil {
+		return agent.DecisionWithMetadata{Approval: res.Approvals[t.ToolCallID], Metadata: m}, nil
+	}
+	return res.Approvals[t.ToolCallID], nil
+}
