@@ -92,13 +92,17 @@ func (h *handler) answer(w http.ResponseWriter, r *http.Request) {
 }
 
 // publishError answers a decision or an answer its publisher refused:
-// 404 an unknown task, 409 one resolved already, 422 another refusal
-// (arguments failing the schema, a stale digest, the wrong kind).
+// 404 an unknown task, 409 one resolved already or a second approval by
+// one identity of a call that needs a quorum, 422 another refusal
+// (arguments failing the schema, a stale digest, the wrong kind, an
+// approval of such a call unauthenticated).
 func publishError(w http.ResponseWriter, err error) {
 	var re *conversation.RefusedError
 	switch {
 	case errors.As(err, &re) && re.Reason == conversation.ReasonDuplicate:
 		writeError(w, http.StatusConflict, "already_resolved", err.Error())
+	case errors.As(err, &re) && re.Reason == conversation.ReasonDuplicateIdentity:
+		writeError(w, http.StatusConflict, re.Reason, err.Error())
 	case errors.As(err, &re) && re.Reason == conversation.ReasonUnknownTask:
 		writeError(w, http.StatusNotFound, "unknown_task", err.Error())
 	case errors.As(err, &re):

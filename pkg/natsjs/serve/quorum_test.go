@@ -3,12 +3,15 @@ package serve_test
 import (
 	"context"
 	"fmt"
+	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/conversation"
+	"github.com/offload-dev/offload/pkg/natsjs/convstore"
 	"github.com/offload-dev/offload/pkg/natsjs/serve"
 )
 
@@ -111,5 +114,68 @@ func TestQuorumUntrustedAndDenial(t *testing.T) {
 	finished(t, r, f.ConversationID, "done not today")
 	if _, d := b.counts("prod"); d != 0 {
 		t.Fatalf("the denied call ran %d times", d)
+	}
+}
+
+// quorumAPI serves r's HTTP API with two approvers, ann and bob, their
+// approvals counted by by when trust is set (--trust-nats-by).
+func quorumAPI(t *testing.T, r *replica, trust bool) *httptest.Server {
+	t.Helper()
+	tokens, err := serve.ParseTokens(strings.NewReader(opToken + " operator ops\nann-token-0123456789 approver ann\nbob-token-0123456789 approver bob\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending, err := convstore.OpenPending(context.Background(), convstore.OpenConfig{JetStream: r.js})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if trust {
+		pending.Identify = conversation.TrustBy
+	}
+	srv := httptest.NewServer(serve.Handler(serve.HandlerConfig{Service: r.svc, Tokens: tokens, Publisher: serve.PendingPublisher{Pending: pending}, Pending: pending}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// Over the API (SPEC §12): a first approval of a call that needs two is
+// 200 and leaves it in GET /v1/pending with required 2; the same
+// approver again is 409 duplicate_identity; the second approver's runs
+// the call once. Without --trust-nats-by an approval is 422
+// unauthenticated.
+func TestQuorumOverAPI(t *testing.T) {
+	b := setup(t)
+	b.trust = true
+	b.approval = &serve.ApprovalPolicy{Required: 2}
+	r := b.replica(t, "r1")
+	srv := quorumAPI(t, r, true)
+	f := r.start(t, "deploy prod")
+	task := paused(t, f)
+	decision := "/v1/conversations/" + f.ConversationID + "/calls/" + task + "/decision"
+	if code, m := call(t, srv, "POST", decision, "ann-token-0123456789", `{"approved":true}`); code != 200 {
+		t.Fatalf("ann's approval: %d %v", code, m)
+	}
+	code, list := call(t, srv, "GET", "/v1/pending", opToken, "")
+	calls, _ := list["pending"].([]any)
+	if code != 200 || len(calls) != 1 || calls[0].(map[string]any)["required"] != 2.0 {
+		t.Fatalf("pending after one approval: %d %v", code, list)
+	}
+	if code, m := call(t, srv, "POST", decision, "ann-token-0123456789", `{"approved":true}`); code != 409 || errCode(m) != conversation.ReasonDuplicateIdentity {
+		t.Fatalf("ann again: %d %v", code, m)
+	}
+	if code, m := call(t, srv, "POST", decision, "bob-token-0123456789", `{"approved":true}`); code != 200 {
+		t.Fatalf("bob's approval: %d %v", code, m)
+	}
+	offloadtest.WaitOrTimeout(t, b.finished, "the continuation")
+	finished(t, r, f.ConversationID, "done deployed prod")
+	if c, d := b.counts("prod"); c != 1 || d != 1 {
+		t.Fatalf("%d continuation requests, %d deploys; want 1 and 1", c, d)
+	}
+
+	untrusted := quorumAPI(t, r, false)
+	f = r.start(t, "deploy staging")
+	task = paused(t, f)
+	decision = "/v1/conversations/" + f.ConversationID + "/calls/" + task + "/decision"
+	if code, m := call(t, untrusted, "POST", decision, "ann-token-0123456789", `{"approved":true}`); code != 422 || errCode(m) != conversation.ReasonUnauthenticated {
+		t.Fatalf("an approval without --trust-nats-by: %d %v", code, m)
 	}
 }
