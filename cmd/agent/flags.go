@@ -18,6 +18,7 @@ import (
 	"github.com/offload-dev/offload/pkg/llm/modelref"
 	"github.com/offload-dev/offload/pkg/llm/openaicompat"
 	"github.com/offload-dev/offload/pkg/llm/testmodel"
+	"github.com/offload-dev/offload/pkg/natsjs/convstore"
 	"github.com/offload-dev/offload/pkg/natsjs/remote"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/telemetry"
@@ -34,7 +35,11 @@ type runFlags struct {
 	perConversation bool
 	// trustNATSBy (agent serve --trust-nats-by) counts every decision's
 	// by as its approver's identity for a quorum (SPEC §12).
-	trustNATSBy    bool
+	trustNATSBy bool
+	// identities authenticates the approvals of calls that need a quorum
+	// (agent serve: the service's key, --trust-nats-by); nil for the
+	// other commands, which count none. Not a flag.
+	identities     *convstore.Identities
 	model          string
 	json           bool
 	toolCallsLimit int

@@ -88,6 +88,10 @@ func runServe(ctx context.Context, e env, sf *serveFlags) error {
 	// process's dispatches ({mode}, agent run's): SPEC §7.
 	am, sm := metrics.NewAgentWith(reg, metrics.AgentOptions{StoreWidePending: true}), metrics.NewServe(reg)
 	f.perConversation = true // a replica reads the results of the conversations it runs only
+	// The approvals of a quorum count when the service signed them (its
+	// key, read below before anything is read or published) or with
+	// --trust-nats-by (SPEC §12).
+	f.identities = &convstore.Identities{TrustBy: f.trustNATSBy}
 	rem, err := remoteTools(ctx, e, f, log, am)
 	if err != nil {
 		return err
@@ -104,9 +108,12 @@ func runServe(ctx context.Context, e env, sf *serveFlags) error {
 		return err
 	}
 	reg.MustRegister(convstore.NewPendingCollector(pending))
-	pending.Identify = f.identify()
+	pending.Identities = f.identities
 	links, err := convstore.OpenLinks(ctx, convstore.OpenConfig{JetStream: js, Provision: prov})
 	if err != nil {
+		return err
+	}
+	if f.identities.Key, err = links.Key(ctx); err != nil {
 		return err
 	}
 	var agents []serve.Agent

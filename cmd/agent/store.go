@@ -99,15 +99,7 @@ func openConversations(ctx context.Context, nc *nats.Conn, f *runFlags, am *metr
 		return nil, err
 	}
 	return convstore.Open(ctx, convstore.OpenConfig{JetStream: js, Provision: f.conn.ProvisionOptions(f.prefix), Metrics: am,
-		Logger: log, QuietDuplicates: true, Identify: f.identify()})
+		Logger: log, QuietDuplicates: true, Identities: f.identities})
 }
 
-// identify is how the approvals of a call that needs a quorum are
-// authenticated (SPEC §12): by their by with --trust-nats-by, else none
-// is (they are refused as unauthenticated).
-func (f *runFlags) identify() func(protocol.Decision) (string, bool) {
-	if f.trustNATSBy {
-		return conversation.TrustBy
-	}
-	return nil
-}
+

@@ -10,7 +10,6 @@ import (
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
-	"github.com/offload-dev/offload/pkg/protocol"
 )
 
 // OpenConfig configures [Open].
@@ -29,9 +28,9 @@ type OpenConfig struct {
 	// QuietDuplicates logs the inbox's refusals of duplicates at Info
 	// (see [InboxConfig.QuietDuplicates]).
 	QuietDuplicates bool
-	// Identify authenticates the approvals of calls that need a quorum
-	// (see [InboxConfig.Identify]).
-	Identify func(protocol.Decision) (string, bool)
+	// Identities authenticates the approvals of calls that need a quorum
+	// (see [InboxConfig.Identities]).
+	Identities *Identities
 }
 
 // Conversations is what an agent process uses of the stored
@@ -66,7 +65,7 @@ func Open(ctx context.Context, cfg OpenConfig) (*Conversations, error) {
 		maxPayload = int(nc.MaxPayload())
 	}
 	inbox, err := NewInbox(InboxConfig{JetStream: js, Prefix: prefix, MaxPayload: maxPayload, Metrics: cfg.Metrics,
-		Logger: cfg.Logger, QuietDuplicates: cfg.QuietDuplicates, Identify: cfg.Identify})
+		Logger: cfg.Logger, QuietDuplicates: cfg.QuietDuplicates, Identities: cfg.Identities})
 	if err != nil {
 		return nil, err
 	}

@@ -34,9 +34,10 @@ type Pending struct {
 	Announcer *Announcer
 	// Publisher publishes decisions and answers.
 	Publisher *Publisher
-	// Identify authenticates the approvals of calls that need a quorum
-	// as the inbox does (InboxConfig.Identify); nil authenticates none.
-	Identify   func(protocol.Decision) (string, bool)
+	// Identities authenticates the approvals of calls that need a quorum
+	// as the inbox does (InboxConfig.Identities) and signs those Publish
+	// publishes with its key; nil authenticates none.
+	Identities *Identities
 	maxPayload int
 }
 
@@ -146,7 +147,18 @@ func (p *Pending) Publish(ctx context.Context, conv string, s *conversation.Summ
 	if s != nil {
 		st = s.State()
 	}
-	err := st.AdmitWith(kind, task, data, conversation.AdmitOptions{At: time.Now(), MaxSize: p.maxPayload, Identify: p.Identify})
+	// A decision published here is signed with the service's key, if
+	// any: the identity of its by is then authenticated (SPEC §12).
+	var d protocol.Decision
+	var sig string
+	if kind == conversation.ArrivalDecision && json.Unmarshal(data, &d) == nil {
+		sig = p.Identities.Sign(conv, task, d)
+	}
+	var identify func(protocol.Decision) (string, bool)
+	if p.Identities != nil {
+		identify = func(d protocol.Decision) (string, bool) { return p.Identities.Identify(conv, task, d, sig) }
+	}
+	err := st.AdmitWith(kind, task, data, conversation.AdmitOptions{At: time.Now(), MaxSize: p.maxPayload, Identify: identify})
 	var re *conversation.RefusedError
 	if errors.As(err, &re) && re.Reason == conversation.ReasonUnknownTask && kind == conversation.ArrivalDecision && p.Announcer.Awaits(ctx, conv, task) {
 		err = nil // a run with --approve wait announced it and reads decisions live
@@ -156,17 +168,13 @@ func (p *Pending) Publish(ctx context.Context, conv string, s *conversation.Summ
 	}
 	if pt, ok := st.PendingTask(task); ok && pt.Required > 1 && kind == conversation.ArrivalDecision {
 		// A decision of a call that needs a quorum: published beside the
-		// approvals stored, once per identity (a denial once).
-		var d protocol.Decision
-		if err := json.Unmarshal(data, &d); err != nil {
-			return "", &conversation.RefusedError{Reason: conversation.ReasonMalformed, TaskID: task, Err: err}
-		}
+		// approvals stored, once per identity (a denial once), with its
+		// signature.
 		key := "denied"
-		if d.Approved && p.Identify != nil {
-			by, _ := p.Identify(d)
-			key = "by." + by
+		if d.Approved {
+			key = "by." + d.By
 		}
-		return p.Publisher.PublishVote(ctx, conv, task, key, data)
+		return p.Publisher.PublishVote(ctx, conv, task, key, data, sig)
 	}
 	subject, err := p.Publisher.PublishFirst(ctx, kind, conv, task, data)
 	if errors.Is(err, natsjs.ErrAlreadyAnswered) {

@@ -52,11 +52,14 @@ func (p *Publisher) PublishFirst(ctx context.Context, kind conversation.ArrivalK
 // (SPEC §12), for task of conversation conv beside the approvals already
 // stored: once per key ("by.<identity>" for an approval, "denied"); a
 // copy the duplicate window drops is a *conversation.RefusedError,
-// duplicate_identity.
-func (p *Publisher) PublishVote(ctx context.Context, conv, task, key string, data []byte) (string, error) {
+// duplicate_identity. sig, if set, is its signature (SignatureHeader).
+func (p *Publisher) PublishVote(ctx context.Context, conv, task, key string, data []byte, sig string) (string, error) {
 	subject := p.subj.Decision(conv, task)
 	m := nats.NewMsg(subject)
 	m.Data = data
+	if sig != "" {
+		m.Header.Set(SignatureHeader, sig)
+	}
 	telemetry.Inject(ctx, m.Header)
 	ack, err := p.js.PublishMsg(ctx, m, jetstream.WithMsgID(protocol.DecisionMsgID(conv, task)+"."+key),
 		jetstream.WithRetryWait(250*time.Millisecond), jetstream.WithRetryAttempts(60))

@@ -15,7 +15,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/offload-dev/offload/pkg/agent"
-	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/llm/script"
 	"github.com/offload-dev/offload/pkg/message"
@@ -60,6 +59,8 @@ type bundle struct {
 	// trust counts every decision's by as its approver's identity for a
 	// quorum (agent serve --trust-nats-by).
 	trust bool
+	// ids authenticates the approvals of a quorum (identities).
+	ids *convstore.Identities
 	// nonBlocking makes the replicas' approvals non-blocking (spec
 	// approve: background).
 	nonBlocking bool
@@ -185,11 +186,7 @@ func (b *bundle) replicaLog(t *testing.T, holder string, log *slog.Logger, names
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	prov := natsjs.ProvisionOptions{AckWait: 2 * time.Second}
-	oc := convstore.OpenConfig{JetStream: js, Provision: prov, Logger: jstest.Logger()}
-	if b.trust {
-		oc.Identify = conversation.TrustBy
-	}
-	convs, err := convstore.Open(ctx, oc)
+	convs, err := convstore.Open(ctx, convstore.OpenConfig{JetStream: js, Provision: prov, Logger: jstest.Logger(), Identities: b.identities()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,4 +300,15 @@ func paused(t *testing.T, f serve.Final) string {
 		t.Fatalf("first run: %+v, want paused on one approval", f)
 	}
 	return f.Pending[0].TaskID
+}
+
+// identities is how the replicas and the API authenticate the approvals
+// of a quorum: the service's key (the test's), and every by with trust.
+func (b *bundle) identities() *convstore.Identities {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ids == nil {
+		b.ids = &convstore.Identities{Key: []byte("the test service's HMAC key 0123"), TrustBy: b.trust}
+	}
+	return b.ids
 }

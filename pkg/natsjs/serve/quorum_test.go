@@ -117,9 +117,10 @@ func TestQuorumUntrustedAndDenial(t *testing.T) {
 	}
 }
 
-// quorumAPI serves r's HTTP API with two approvers, ann and bob, their
-// approvals counted by by when trust is set (--trust-nats-by).
-func quorumAPI(t *testing.T, r *replica, trust bool) *httptest.Server {
+// quorumAPI serves r's HTTP API with two approvers, ann and bob, the
+// decisions it publishes authenticated by ids (nil: none, as agent
+// approve's).
+func quorumAPI(t *testing.T, r *replica, ids *convstore.Identities) *httptest.Server {
 	t.Helper()
 	tokens, err := serve.ParseTokens(strings.NewReader(opToken + " operator ops\nann-token-0123456789 approver ann\nbob-token-0123456789 approver bob\n"))
 	if err != nil {
@@ -129,25 +130,23 @@ func quorumAPI(t *testing.T, r *replica, trust bool) *httptest.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if trust {
-		pending.Identify = conversation.TrustBy
-	}
+	pending.Identities = ids
 	srv := httptest.NewServer(serve.Handler(serve.HandlerConfig{Service: r.svc, Tokens: tokens, Publisher: serve.PendingPublisher{Pending: pending}, Pending: pending}))
 	t.Cleanup(srv.Close)
 	return srv
 }
 
-// Over the API (SPEC §12): a first approval of a call that needs two is
-// 200 and leaves it in GET /v1/pending with required 2; the same
-// approver again is 409 duplicate_identity; the second approver's runs
-// the call once. Without --trust-nats-by an approval is 422
-// unauthenticated.
+// Over the API (SPEC §12), without --trust-nats-by: the API signs its
+// decisions with the service's key, so a first approval of a call that
+// needs two is counted, 200, and leaves it in GET /v1/pending with
+// required 2; the same approver again is 409 duplicate_identity; the
+// second approver's runs the call once. Unsigned (a publisher without
+// the key, as agent approve), an approval is 422 unauthenticated.
 func TestQuorumOverAPI(t *testing.T) {
 	b := setup(t)
-	b.trust = true
 	b.approval = &serve.ApprovalPolicy{Required: 2}
 	r := b.replica(t, "r1")
-	srv := quorumAPI(t, r, true)
+	srv := quorumAPI(t, r, b.identities())
 	f := r.start(t, "deploy prod")
 	task := paused(t, f)
 	decision := "/v1/conversations/" + f.ConversationID + "/calls/" + task + "/decision"
@@ -171,11 +170,11 @@ func TestQuorumOverAPI(t *testing.T) {
 		t.Fatalf("%d continuation requests, %d deploys; want 1 and 1", c, d)
 	}
 
-	untrusted := quorumAPI(t, r, false)
+	untrusted := quorumAPI(t, r, nil)
 	f = r.start(t, "deploy staging")
 	task = paused(t, f)
 	decision = "/v1/conversations/" + f.ConversationID + "/calls/" + task + "/decision"
 	if code, m := call(t, untrusted, "POST", decision, "ann-token-0123456789", `{"approved":true}`); code != 422 || errCode(m) != conversation.ReasonUnauthenticated {
-		t.Fatalf("an approval without --trust-nats-by: %d %v", code, m)
+		t.Fatalf("an unsigned approval: %d %v", code, m)
 	}
 }
