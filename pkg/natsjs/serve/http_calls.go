@@ -29,6 +29,9 @@ type PendingCall struct {
 	Agent          string `json:"agent,omitempty"`
 	Prompt         string `json:"prompt,omitempty"`
 	deferred.PendingTask
+	// Approvals are the approvals counted so far of a call that needs a
+	// quorum (Required), as its conversation last saved them.
+	Approvals []conversation.Vote `json:"approvals,omitempty"`
 }
 
 // pending lists the calls pending across conversations, nothing stored
@@ -67,7 +70,7 @@ func (h *handler) pending(w http.ResponseWriter, r *http.Request) {
 		}
 		for _, t := range tasks {
 			if (toolName == "" || t.Tool == toolName) && (kind == "" || t.Kind == kind) {
-				out = append(out, PendingCall{ConversationID: id, Agent: s.Agent, Prompt: s.Prompt, PendingTask: t})
+				out = append(out, PendingCall{ConversationID: id, Agent: s.Agent, Prompt: s.Prompt, PendingTask: t, Approvals: s.State().VotesFor(t.TaskID)})
 			}
 		}
 	}

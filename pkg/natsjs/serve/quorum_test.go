@@ -131,7 +131,7 @@ func quorumAPI(t *testing.T, r *replica, ids *convstore.Identities) *httptest.Se
 		t.Fatal(err)
 	}
 	pending.Identities = ids
-	srv := httptest.NewServer(serve.Handler(serve.HandlerConfig{Service: r.svc, Tokens: tokens, Publisher: serve.PendingPublisher{Pending: pending}, Pending: pending}))
+	srv := httptest.NewServer(serve.Handler(serve.HandlerConfig{Service: r.svc, Tokens: tokens, Publisher: serve.PendingPublisher{Pending: pending}, Pending: pending, Inbox: pending}))
 	t.Cleanup(srv.Close)
 	return srv
 }
@@ -153,10 +153,23 @@ func TestQuorumOverAPI(t *testing.T) {
 	if code, m := call(t, srv, "POST", decision, "ann-token-0123456789", `{"approved":true}`); code != 200 {
 		t.Fatalf("ann's approval: %d %v", code, m)
 	}
-	code, list := call(t, srv, "GET", "/v1/pending", opToken, "")
-	calls, _ := list["pending"].([]any)
-	if code != 200 || len(calls) != 1 || calls[0].(map[string]any)["required"] != 2.0 {
-		t.Fatalf("pending after one approval: %d %v", code, list)
+	// Counted once the replica woken by it has read it (no signal outside
+	// the replica: the pending record is polled).
+	offloadtest.Eventually(t, "ann's approval counted in GET /v1/pending", func() error {
+		code, list := call(t, srv, "GET", "/v1/pending", opToken, "")
+		calls, _ := list["pending"].([]any)
+		if code != 200 || len(calls) != 1 {
+			return fmt.Errorf("%d %v", code, list)
+		}
+		c := calls[0].(map[string]any)
+		approvals, _ := c["approvals"].([]any)
+		if c["required"] != 2.0 || len(approvals) != 1 || approvals[0].(map[string]any)["by"] != "ann" {
+			return fmt.Errorf("%v", c)
+		}
+		return nil
+	})
+	if resp, page := send(t, clientWith(t, srv, "ann-token-0123456789"), "GET", srv.URL+"/", nil, nil); resp.StatusCode != 200 || !strings.Contains(page, "1 of 2 approved by <strong>ann</strong>") {
+		t.Errorf("the inbox after ann's approval: %d, no \"1 of 2 approved by ann\": %s", resp.StatusCode, page)
 	}
 	if code, m := call(t, srv, "POST", decision, "ann-token-0123456789", `{"approved":true}`); code != 409 || errCode(m) != conversation.ReasonDuplicateIdentity {
 		t.Fatalf("ann again: %d %v", code, m)
