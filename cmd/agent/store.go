@@ -101,5 +101,3 @@ func openConversations(ctx context.Context, nc *nats.Conn, f *runFlags, am *metr
 	return convstore.Open(ctx, convstore.OpenConfig{JetStream: js, Provision: f.conn.ProvisionOptions(f.prefix), Metrics: am,
 		Logger: log, QuietDuplicates: true, Identities: f.identities})
 }
-
-
