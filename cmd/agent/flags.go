@@ -18,6 +18,7 @@ import (
 	"github.com/offload-dev/offload/pkg/llm/modelref"
 	"github.com/offload-dev/offload/pkg/llm/openaicompat"
 	"github.com/offload-dev/offload/pkg/llm/testmodel"
+	"github.com/offload-dev/offload/pkg/natsjs/convstore"
 	"github.com/offload-dev/offload/pkg/natsjs/remote"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/telemetry"
@@ -32,22 +33,29 @@ type runFlags struct {
 	// on its own (agent serve: many conversations per process); not a
 	// flag.
 	perConversation bool
-	model           string
-	json            bool
-	toolCallsLimit  int
-	requestLimit    int
-	tools           string
-	approve         string
-	root            string
-	verbose         bool
-	store           string
-	prefix          string
-	local           bool
-	metricsAddr     string
-	spec            string
-	wait            time.Duration
-	callTimeout     time.Duration
-	conversation    string
+	// trustNATSBy (agent serve --trust-nats-by) counts every decision's
+	// by as its approver's identity for a quorum (SPEC §12).
+	trustNATSBy bool
+	// identities authenticates the approvals of calls that need a quorum
+	// (agent serve: the service's key, --trust-nats-by); nil for the
+	// other commands, which count none. Not a flag.
+	identities     *convstore.Identities
+	model          string
+	json           bool
+	toolCallsLimit int
+	requestLimit   int
+	tools          string
+	approve        string
+	root           string
+	verbose        bool
+	store          string
+	prefix         string
+	local          bool
+	metricsAddr    string
+	spec           string
+	wait           time.Duration
+	callTimeout    time.Duration
+	conversation   string
 	// resume is set for agent resume: the answers given on its command
 	// line.
 	resume *resumeFlags

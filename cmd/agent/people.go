@@ -56,6 +56,10 @@ func (p peopleCmd) open(ctx context.Context) (*openedPending, error) {
 		c.close()
 		return nil, &exitError{code: exitFailed, err: err}
 	}
+	// An approval of a call that needs a quorum is checked as one by its
+	// --by; it counts only where the replicas trust by (agent serve
+	// --trust-nats-by): the CLI has no key to sign it (SPEC §12).
+	pend.Identities = &convstore.Identities{TrustBy: true}
 	return &openedPending{Pending: pend, c: c}, nil
 }
 

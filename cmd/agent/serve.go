@@ -53,6 +53,7 @@ func newServeCmd(e env) *cobra.Command {
 	fl.StringVar(&sf.tokens, "tokens", "", "file of bearer tokens, lines TOKEN ROLE NAME (default: an admin token generated into --store)")
 	fl.StringArrayVar(&sf.notify, "notify", nil, "URL POSTed each approval requested and resolved, as JSON (slack:URL: a Slack incoming webhook; repeatable)")
 	fl.StringVar(&sf.publicURL, "public-url", "", "the service's URL as people reach it, for the notifications' links (default http://ADDR of --http)")
+	fl.BoolVar(&sf.run.trustNATSBy, "trust-nats-by", false, "count every decision's by as its approver's identity for a quorum (approval.required): only when whoever may publish decisions is trusted to name themselves")
 	fl.StringVar(&sf.run.model, "model", "", "model of the specs that name none (default as agent run's)")
 	fl.DurationVar(&sf.run.callTimeout, "call-timeout", remote.DefaultInlineDeadline, "deadline of an inline remote call")
 	fl.StringVar(&sf.run.root, "root", ".", "directory the built-in file and shell tools work in (embedded default)")
@@ -87,6 +88,10 @@ func runServe(ctx context.Context, e env, sf *serveFlags) error {
 	// process's dispatches ({mode}, agent run's): SPEC §7.
 	am, sm := metrics.NewAgentWith(reg, metrics.AgentOptions{StoreWidePending: true}), metrics.NewServe(reg)
 	f.perConversation = true // a replica reads the results of the conversations it runs only
+	// The approvals of a quorum count when the service signed them (its
+	// key, read below before anything is read or published) or with
+	// --trust-nats-by (SPEC §12).
+	f.identities = &convstore.Identities{TrustBy: f.trustNATSBy}
 	rem, err := remoteTools(ctx, e, f, log, am)
 	if err != nil {
 		return err
@@ -103,8 +108,12 @@ func runServe(ctx context.Context, e env, sf *serveFlags) error {
 		return err
 	}
 	reg.MustRegister(convstore.NewPendingCollector(pending))
+	pending.Identities = f.identities
 	links, err := convstore.OpenLinks(ctx, convstore.OpenConfig{JetStream: js, Provision: prov})
 	if err != nil {
+		return err
+	}
+	if f.identities.Key, err = links.Key(ctx); err != nil {
 		return err
 	}
 	var agents []serve.Agent

@@ -50,12 +50,14 @@ func newServeWorld(t *testing.T) *serveWorld {
 	return w
 }
 
-// replica starts an agent serve replica and returns it with its API's URL.
-func (w *serveWorld) replica(t *testing.T) (*proctest.Process, string) {
+// replica starts an agent serve replica (with the flags extra) and
+// returns it with its API's URL.
+func (w *serveWorld) replica(t *testing.T, extra ...string) (*proctest.Process, string) {
 	t.Helper()
 	addr := "127.0.0.1:" + strconv.Itoa(proctest.FreePort(t))
-	p := proctest.StartProcess(t, agentBinary(t), "serve", "--nats", w.nats.URL(), "--spec", w.spec, "--tokens", w.tokens,
-		"--http", addr, "--store", filepath.Join(w.dir, "store"), "-v")
+	args := append([]string{"serve", "--nats", w.nats.URL(), "--spec", w.spec, "--tokens", w.tokens,
+		"--http", addr, "--store", filepath.Join(w.dir, "store"), "-v"}, extra...)
+	p := proctest.StartProcess(t, agentBinary(t), args...)
 	p.WaitLog(t, "agent serve: http://", 30*time.Second)
 	return p, "http://" + addr
 }

@@ -99,5 +99,5 @@ func openConversations(ctx context.Context, nc *nats.Conn, f *runFlags, am *metr
 		return nil, err
 	}
 	return convstore.Open(ctx, convstore.OpenConfig{JetStream: js, Provision: f.conn.ProvisionOptions(f.prefix), Metrics: am,
-		Logger: log, QuietDuplicates: true})
+		Logger: log, QuietDuplicates: true, Identities: f.identities})
 }

@@ -63,22 +63,33 @@ type Spec struct {
 	Digest string `yaml:"-"`
 }
 
-// Approval is an approval's expiry (SPEC §12): when no decision is stored
-// within Timeout of the announcement, the server writes the decision
-// OnTimeout says.
+// Approval is an approval's expiry and quorum (SPEC §12): when no decision
+// is stored within Timeout of the announcement, the server writes the
+// decision OnTimeout says; with Required above 1, a call runs once that
+// many distinct authenticated identities approved it.
 type Approval struct {
-	// Timeout is a positive Go duration ("30m").
+	// Timeout, if set, is a positive Go duration ("30m"); required
+	// unless Required is.
 	Timeout string `yaml:"timeout"`
 	// OnTimeout is deny (the default) or approve; fail is not built yet.
 	OnTimeout string `yaml:"on_timeout"`
 	// Message, for a denial, is told to the model.
 	Message string `yaml:"message"`
+	// Required, when above 1, is the quorum (SPEC §12): how many distinct
+	// authenticated identities must approve a call before it runs.
+	Required int `yaml:"required"`
 }
 
 // Map is the approval in its map form (the form of a tool's metadata
 // "approval"), for serve.ParseApprovalPolicy.
 func (a *Approval) Map() map[string]any {
-	m := map[string]any{"timeout": a.Timeout}
+	m := map[string]any{}
+	if a.Timeout != "" {
+		m["timeout"] = a.Timeout
+	}
+	if a.Required != 0 {
+		m["required"] = a.Required
+	}
 	if a.OnTimeout != "" {
 		m["on_timeout"] = a.OnTimeout
 	}
@@ -232,7 +243,16 @@ func (s *Spec) Validate() error {
 		return err
 	}
 	if a := s.Approval; a != nil {
-		if d, err := time.ParseDuration(a.Timeout); err != nil || d <= 0 {
+		if a.Required < 0 {
+			return fmt.Errorf("approval.required: %d is not a positive number", a.Required)
+		}
+		if a.Required > 1 && s.Approve == "background" {
+			// A live run's non-blocking call takes the first decision it
+			// reads: a quorum is counted only where a paused run's
+			// decisions are.
+			return errors.New("approval.required with approve: background is not built yet")
+		}
+		if d, err := time.ParseDuration(a.Timeout); (a.Timeout != "" || a.Required == 0) && (err != nil || d <= 0) {
 			return fmt.Errorf("approval.timeout: %q is not a positive duration", a.Timeout)
 		}
 		switch a.OnTimeout {

@@ -58,3 +58,21 @@ func TestApprovalExpiry(t *testing.T) {
 		}
 	}
 }
+
+// An approval's quorum (SPEC §12): required N, with or without a timeout,
+// reaches serve's policy in the map form.
+func TestApprovalQuorum(t *testing.T) {
+	t.Parallel()
+	s, err := agentspec.Parse([]byte("approval: {required: 2}\n"))
+	if err != nil || s.Approval == nil || s.Approval.Required != 2 || s.Approval.Map()["required"] != 2 || s.Approval.Map()["timeout"] != nil {
+		t.Fatalf("spec %+v, %v", s, err)
+	}
+	if _, err := agentspec.Parse([]byte("approve: background\napproval: {required: 2}\n")); err == nil {
+		t.Error("a quorum of non-blocking calls accepted")
+	}
+	for _, bad := range []string{"{required: -1}", "{required: 2, timeout: soon}", "{}"} {
+		if _, err := agentspec.Parse([]byte("approval: " + bad + "\n")); err == nil {
+			t.Errorf("approval %s accepted", bad)
+		}
+	}
+}

@@ -20,6 +20,13 @@ const (
 	// ReasonStale: a decision's args_digest is not that of the call's
 	// arguments as it is pending (SPEC §12, binding).
 	ReasonStale = "stale"
+	// ReasonDuplicateIdentity: a second approval by the same identity of a
+	// call that needs a quorum (SPEC §12).
+	ReasonDuplicateIdentity = "duplicate_identity"
+	// ReasonUnauthenticated: an approval of a call that needs a quorum
+	// whose identity is not authenticated (SPEC §12: a decision's by
+	// counts only when the deployment trusts it).
+	ReasonUnauthenticated = "unauthenticated"
 )
 
 // RefusedError says why a message for a conversation was refused.
@@ -66,6 +73,33 @@ func Accepts(k ArrivalKind, pending deferred.Kind) bool {
 // message's stream sequence and time (0 and now for a message given on a
 // command line).
 func (s *State) Admit(kind ArrivalKind, task string, data []byte, seq uint64, at time.Time, maxSize int) error {
+	return s.AdmitWith(kind, task, data, AdmitOptions{Seq: seq, At: at, MaxSize: maxSize})
+}
+
+// AdmitOptions are the message's place and the rules of [State.AdmitWith].
+type AdmitOptions struct {
+	// Seq and At are the message's stream sequence and time (0 and now
+	// for a message given on a command line).
+	Seq uint64
+	At  time.Time
+	// MaxSize bounds the payload (≤ 0: no bound).
+	MaxSize int
+	// Identify returns the authenticated identity of an approval, false
+	// when it has none; nil authenticates none. Only the approvals of
+	// calls that need a quorum ask it (see [State.AdmitWith]).
+	Identify func(d protocol.Decision) (string, bool)
+}
+
+// AdmitWith is [State.Admit] with options. An approval of a call that
+// needs a quorum (deferred.PendingTask.Required > 1, SPEC §12) is counted
+// as a [Vote] of its identity (o.Identify): refused unauthenticated
+// without one, duplicate_identity for a second one of the same identity,
+// and refused malformed when it overrides the arguments (what the others
+// approved); the call's arrival is appended only with the Required-th
+// distinct identity's, so that Arrived stays false until then. A denial
+// is final at once, whoever sent it.
+func (s *State) AdmitWith(kind ArrivalKind, task string, data []byte, o AdmitOptions) error {
+	seq, at, maxSize := o.Seq, o.At, o.MaxSize
 	refuse := func(reason string, err error) error { return &RefusedError{Reason: reason, TaskID: task, Err: err} }
 	opts := &protocol.DecodeOpts{MaxSize: maxSize}
 	if maxSize <= 0 {
@@ -83,9 +117,9 @@ func (s *State) Admit(kind ArrivalKind, task string, data []byte, seq uint64, at
 	}
 	var err error
 	var digest string
+	var d protocol.Decision
 	switch kind {
 	case ArrivalDecision:
-		var d protocol.Decision
 		d, err = protocol.DecodeDecision(data, opts)
 		digest = d.ArgsDigest
 	case ArrivalAnswer:
@@ -122,6 +156,12 @@ func (s *State) Admit(kind ArrivalKind, task string, data []byte, seq uint64, at
 		}
 		if digest != want {
 			return refuse(ReasonStale, fmt.Errorf("args_digest %s is not that of the call's arguments as pending (%s): they changed since they were shown", digest, want))
+		}
+	}
+	if kind == ArrivalDecision && pt.Required > 1 && d.Approved {
+		done, err := s.vote(pt, d, o.Identify, seq, at)
+		if err != nil || !done {
+			return err
 		}
 	}
 	s.Arrivals = append(s.Arrivals, Arrival{TaskID: task, Kind: kind, Data: append([]byte(nil), data...), Seq: seq, At: at.UTC()})

@@ -31,6 +31,10 @@ type State struct {
 	// each read from the results stream afterwards is that one, neither
 	// an arrival nor a duplicate (see [State.TakeSettledLive]).
 	SettledLive []string `json:"settled_live,omitempty"`
+	// Votes are the approvals counted so far for pending calls that need
+	// a quorum (deferred.PendingTask.Required > 1), in arrival order:
+	// the call's arrival is appended at the Required-th distinct identity.
+	Votes []Vote `json:"votes,omitempty"`
 	// Checkpoint says how far the streams of decisions, answers and
 	// results have been read for this conversation.
 	Checkpoint Checkpoint `json:"checkpoint"`

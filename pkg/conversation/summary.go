@@ -49,6 +49,9 @@ type Summary struct {
 	// empty for one not started by `agent serve`: what a replica's wake
 	// checks before it claims the conversation.
 	Agent string `json:"agent,omitempty"`
+	// Votes are the approvals counted so far for its tasks that need a
+	// quorum (State.Votes).
+	Votes []Vote `json:"votes,omitempty"`
 }
 
 // Summarize returns the summary of st saved at revision rev, or nil when
@@ -69,15 +72,18 @@ func Summarize(st *State, rev Revision) *Summary {
 	if st.Agent != nil {
 		sum.Agent = st.Agent.Name
 	}
+	for _, t := range tasks {
+		sum.Votes = append(sum.Votes, st.VotesFor(t.TaskID)...)
+	}
 	return sum
 }
 
 // State returns the state a decision or an answer given by hand is
 // checked against ([State.Admit]): the summary's pending tasks, nothing
-// arrived for them.
+// arrived for them, and the approvals counted for them.
 func (s *Summary) State() *State {
 	return &State{ID: s.ConversationID, Pending: &deferred.PendingRecord{ConversationID: s.ConversationID,
-		Tasks: append([]deferred.PendingTask(nil), s.Tasks...)}, UpdatedAt: s.UpdatedAt}
+		Tasks: append([]deferred.PendingTask(nil), s.Tasks...)}, UpdatedAt: s.UpdatedAt, Votes: append([]Vote(nil), s.Votes...)}
 }
 
 // lastPrompt returns the text of the last user prompt of h, cut to

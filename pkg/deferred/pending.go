@@ -39,6 +39,10 @@ type PendingTask struct {
 	// (agent.Handoff). A later run waits for its result until then (and a
 	// grace), not longer.
 	Deadline time.Time `json:"deadline,omitzero"`
+	// Required, for an approval, is its quorum (SPEC §12, approval
+	// {required: N}): how many distinct authenticated identities must
+	// approve the call before it runs. 0 and 1: one decision decides.
+	Required int `json:"required,omitempty"`
 	// NonBlocking marks an approval or external call that did not stop its
 	// run (SPEC §12): the model got an acknowledgement, and the decision or
 	// answer reaches it as a follow-up message, like a background outcome.

@@ -43,6 +43,12 @@ const (
 	// RefuseStale: a decision's args_digest is not that of the call's
 	// arguments as pending (SPEC §12, binding).
 	RefuseStale RefuseReason = "stale"
+	// RefuseDuplicateIdentity: a second approval by the same identity of
+	// a call that needs a quorum (SPEC §12).
+	RefuseDuplicateIdentity RefuseReason = "duplicate_identity"
+	// RefuseUnauthenticated: an approval of a call that needs a quorum
+	// without an authenticated identity (SPEC §12).
+	RefuseUnauthenticated RefuseReason = "unauthenticated"
 )
 
 // RefuseReasons returns every [RefuseReason], in a fixed order.
@@ -50,6 +56,7 @@ func RefuseReasons() []RefuseReason {
 	return []RefuseReason{
 		RefuseUnknownTask, RefuseDuplicate, RefuseMalformed, RefuseWrongConversation,
 		RefuseWrongKind, RefuseOversize, RefuseLate, RefuseWrongTool, RefuseWrongAttempt, RefuseStale,
+		RefuseDuplicateIdentity, RefuseUnauthenticated,
 	}
 }
 

@@ -121,6 +121,8 @@ func (s *Session) updateLocked(h message.History, pending *deferred.PendingRecor
 	// answers.
 	s.st.Settled = slices.DeleteFunc(s.st.Settled, func(t string) bool { return still[t] })
 	s.st.SettledLive = slices.DeleteFunc(s.st.SettledLive, func(t string) bool { return still[t] })
+	// The approvals counted for a quorum end with their call.
+	s.st.Votes = slices.DeleteFunc(s.st.Votes, func(v conversation.Vote) bool { return !still[v.TaskID] })
 	s.st.History = h
 	s.st.Pending = pending
 	if s.nb != nil {
@@ -161,6 +163,7 @@ func (c checkpointer) BeforeModelRequest(ctx context.Context, info *agent.RunInf
 	s := c.s
 	s.mu.Lock()
 	s.stepped = true
+	s.stampQuorum(ctx, rec)
 	s.updateLocked(h, rec)
 	if tp := telemetry.Traceparent(trace.SpanContextFromContext(ctx)); tp != "" {
 		s.st.Trace = tp // the run's span: a continuation links to it
@@ -187,6 +190,7 @@ func (s *Session) Finish(ctx context.Context, res *agent.Result, runErr error) e
 		return nil
 	}
 	rec := res.PendingRecord()
+	s.stampQuorum(ctx, rec)
 	s.updateLocked(res.Messages, rec)
 	err := s.saveLocked(ctx)
 	s.mu.Unlock()
@@ -245,6 +249,21 @@ func (s *Session) notify(ctx context.Context) {
 		}
 		if err := s.cfg.Canceller.Cancel(ctx, s.st.ID, t.TaskID, t.Tool, "answered"); err != nil {
 			s.log.WarnContext(ctx, "cancel not published", slog.String("task_id", t.TaskID), slog.Any("error", err))
+		}
+	}
+}
+
+// stampQuorum saves with each approval of rec the quorum its tool needs
+// (Config.Quorum), unless it has one.
+func (s *Session) stampQuorum(ctx context.Context, rec *deferred.PendingRecord) {
+	if s.cfg.Quorum == nil || rec == nil {
+		return
+	}
+	for i, t := range rec.Tasks {
+		if t.Kind == deferred.KindApproval && t.Required == 0 {
+			if n := s.cfg.Quorum(ctx, t.Tool); n > 1 {
+				rec.Tasks[i].Required = n
+			}
 		}
 	}
 }

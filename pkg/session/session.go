@@ -108,6 +108,10 @@ type Config struct {
 	// offload_decision_seconds{tool}, from the call's deferral (its task
 	// ID's time, when it was announced) to the decision's stored time.
 	Approvals *metrics.Approvals
+	// Quorum, if set, returns how many distinct approvers the calls of a
+	// tool need (SPEC §12, approval {required: N}): each approval the run
+	// leaves pending is saved with it (deferred.PendingTask.Required).
+	Quorum func(ctx context.Context, toolName string) int
 }
 
 // DecisionMetaKey is the key, in the metadata of a tool return part, of

@@ -35,6 +35,10 @@ type InboxConfig struct {
 	// delivery at work (the first one won, and the refusal is counted),
 	// not something a user must act on. Other refusals stay warnings.
 	QuietDuplicates bool
+	// Identities authenticates the approvals of calls that need a quorum
+	// (SPEC §12; conversation.AdmitOptions.Identify): nil authenticates
+	// none, so that such a call's approvals are refused (unauthenticated).
+	Identities *Identities
 }
 
 // Inbox reads what arrived for a paused conversation while no agent ran,
@@ -206,7 +210,7 @@ func (in *Inbox) consider(st *conversation.State, kind conversation.ArrivalKind,
 			return
 		}
 	}
-	err := st.Admit(kind, task, data, meta.Sequence.Stream, meta.Timestamp, in.cfg.MaxPayload)
+	err := st.AdmitWith(kind, task, data, conversation.AdmitOptions{Seq: meta.Sequence.Stream, At: meta.Timestamp, MaxSize: in.cfg.MaxPayload, Identify: in.cfg.Identities.identify(st.ID, task, h)})
 	if n := len(st.Arrivals); err == nil && n > 0 && st.Arrivals[n-1].Seq == meta.Sequence.Stream {
 		// The message's trace context, when it carried one.
 		st.Arrivals[n-1].Trace = telemetry.Traceparent(telemetry.SpanContextOf(h))

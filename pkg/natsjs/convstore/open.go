@@ -28,6 +28,9 @@ type OpenConfig struct {
 	// QuietDuplicates logs the inbox's refusals of duplicates at Info
 	// (see [InboxConfig.QuietDuplicates]).
 	QuietDuplicates bool
+	// Identities authenticates the approvals of calls that need a quorum
+	// (see [InboxConfig.Identities]).
+	Identities *Identities
 }
 
 // Conversations is what an agent process uses of the stored
@@ -62,7 +65,7 @@ func Open(ctx context.Context, cfg OpenConfig) (*Conversations, error) {
 		maxPayload = int(nc.MaxPayload())
 	}
 	inbox, err := NewInbox(InboxConfig{JetStream: js, Prefix: prefix, MaxPayload: maxPayload, Metrics: cfg.Metrics,
-		Logger: cfg.Logger, QuietDuplicates: cfg.QuietDuplicates})
+		Logger: cfg.Logger, QuietDuplicates: cfg.QuietDuplicates, Identities: cfg.Identities})
 	if err != nil {
 		return nil, err
 	}

@@ -33,7 +33,11 @@ type Pending struct {
 	// Announcer reads the approvals a live run waits for.
 	Announcer *Announcer
 	// Publisher publishes decisions and answers.
-	Publisher  *Publisher
+	Publisher *Publisher
+	// Identities authenticates the approvals of calls that need a quorum
+	// as the inbox does (InboxConfig.Identities) and signs those Publish
+	// publishes with its key; nil authenticates none.
+	Identities *Identities
 	maxPayload int
 }
 
@@ -112,7 +116,9 @@ func (p *Pending) Waiting(ctx context.Context, s *conversation.Summary) ([]defer
 		case deferred.KindExternal:
 			stream, subject = p.names.Answers, p.subj.Answer(s.ConversationID, t.TaskID)
 		}
-		if stream != "" {
+		// A call that needs a quorum waits until the run has applied its
+		// decisions: one approval stored is not its end.
+		if stream != "" && t.Required <= 1 {
 			stored, err := storedOn(ctx, p.nc, stream, subject)
 			if err != nil {
 				return nil, err
@@ -141,13 +147,34 @@ func (p *Pending) Publish(ctx context.Context, conv string, s *conversation.Summ
 	if s != nil {
 		st = s.State()
 	}
-	err := st.Admit(kind, task, data, 0, time.Now(), p.maxPayload)
+	// A decision published here is signed with the service's key, if
+	// any: the identity of its by is then authenticated (SPEC §12).
+	var d protocol.Decision
+	var sig string
+	if kind == conversation.ArrivalDecision && json.Unmarshal(data, &d) == nil {
+		sig = p.Identities.Sign(conv, task, d)
+	}
+	var identify func(protocol.Decision) (string, bool)
+	if p.Identities != nil {
+		identify = func(d protocol.Decision) (string, bool) { return p.Identities.Identify(conv, task, d, sig) }
+	}
+	err := st.AdmitWith(kind, task, data, conversation.AdmitOptions{At: time.Now(), MaxSize: p.maxPayload, Identify: identify})
 	var re *conversation.RefusedError
 	if errors.As(err, &re) && re.Reason == conversation.ReasonUnknownTask && kind == conversation.ArrivalDecision && p.Announcer.Awaits(ctx, conv, task) {
 		err = nil // a run with --approve wait announced it and reads decisions live
 	}
 	if err != nil {
 		return "", err
+	}
+	if pt, ok := st.PendingTask(task); ok && pt.Required > 1 && kind == conversation.ArrivalDecision {
+		// A decision of a call that needs a quorum: published beside the
+		// approvals stored, once per identity (a denial once), with its
+		// signature.
+		key := "denied"
+		if d.Approved {
+			key = "by." + d.By
+		}
+		return p.Publisher.PublishVote(ctx, conv, task, key, data, sig)
 	}
 	subject, err := p.Publisher.PublishFirst(ctx, kind, conv, task, data)
 	if errors.Is(err, natsjs.ErrAlreadyAnswered) {

@@ -48,6 +48,30 @@ func (p *Publisher) PublishFirst(ctx context.Context, kind conversation.ArrivalK
 	return p.publish(ctx, kind, conv, task, data, true)
 }
 
+// PublishVote publishes data, a decision of a call that needs a quorum
+// (SPEC §12), for task of conversation conv beside the approvals already
+// stored: once per key ("by.<identity>" for an approval, "denied"); a
+// copy the duplicate window drops is a *conversation.RefusedError,
+// duplicate_identity. sig, if set, is its signature (SignatureHeader).
+func (p *Publisher) PublishVote(ctx context.Context, conv, task, key string, data []byte, sig string) (string, error) {
+	subject := p.subj.Decision(conv, task)
+	m := nats.NewMsg(subject)
+	m.Data = data
+	if sig != "" {
+		m.Header.Set(SignatureHeader, sig)
+	}
+	telemetry.Inject(ctx, m.Header)
+	ack, err := p.js.PublishMsg(ctx, m, jetstream.WithMsgID(protocol.DecisionMsgID(conv, task)+"."+key),
+		jetstream.WithRetryWait(250*time.Millisecond), jetstream.WithRetryAttempts(60))
+	switch {
+	case err != nil:
+		return subject, fmt.Errorf("natsjs: publish on %s: %w", subject, natsjs.Limited(err))
+	case ack.Duplicate:
+		return subject, &conversation.RefusedError{Reason: conversation.ReasonDuplicateIdentity, TaskID: task, Err: fmt.Errorf("%s: already published for the call", key)}
+	}
+	return subject, nil
+}
+
 func (p *Publisher) publish(ctx context.Context, kind conversation.ArrivalKind, conv, task string, data []byte, first bool) (string, error) {
 	var subject, id string
 	switch kind {

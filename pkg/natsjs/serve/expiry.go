@@ -33,6 +33,9 @@ type ApprovalPolicy struct {
 	OnTimeout string
 	// Message, for a denial, is told to the model.
 	Message string
+	// Required, when above 1, is the quorum (SPEC §12): how many distinct
+	// authenticated identities must approve a call before it runs.
+	Required int
 }
 
 // ParseApprovalPolicy reads an approval's expiry from its map form
@@ -45,6 +48,14 @@ func ParseApprovalPolicy(m map[string]any) (*ApprovalPolicy, error) {
 	}
 	p := &ApprovalPolicy{OnTimeout: OnTimeoutDeny}
 	for k, v := range m {
+		if k == "required" {
+			n, ok := quorumOf(v)
+			if !ok {
+				return nil, fmt.Errorf("approval.required: %v is not a positive whole number", v)
+			}
+			p.Required = n
+			continue
+		}
 		s, ok := v.(string)
 		if !ok {
 			return nil, fmt.Errorf("approval.%s: not a string", k)
@@ -67,13 +78,25 @@ func ParseApprovalPolicy(m map[string]any) (*ApprovalPolicy, error) {
 		case "message":
 			p.Message = s
 		default:
-			return nil, fmt.Errorf("approval: unknown key %q (timeout, on_timeout, message)", k)
+			return nil, fmt.Errorf("approval: unknown key %q (timeout, on_timeout, message, required)", k)
 		}
 	}
-	if p.Timeout <= 0 {
-		return nil, errors.New("approval: a timeout is required")
+	if p.Timeout <= 0 && p.Required == 0 {
+		return nil, errors.New("approval: a timeout or a quorum (required) is required")
 	}
 	return p, nil
+}
+
+// quorumOf reads approval.required: a positive whole number (an int from
+// a spec, a float64 from a tool's JSON metadata).
+func quorumOf(v any) (int, bool) {
+	switch n := v.(type) {
+	case int:
+		return n, n > 0
+	case float64:
+		return int(n), n > 0 && n == float64(int(n))
+	}
+	return 0, false
 }
 
 // Decision is the decision the server writes at the timeout.
@@ -93,9 +116,27 @@ type Expirer interface {
 }
 
 // policy returns the expiry of the approvals of toolName for the agent
+// named agentName (see approvalPolicy); nil when it sets no timeout.
+func (s *Service) policy(ctx context.Context, agentName, toolName string) *ApprovalPolicy {
+	if p := s.approvalPolicy(ctx, agentName, toolName); p != nil && p.Timeout > 0 {
+		return p
+	}
+	return nil
+}
+
+// quorum returns how many distinct approvers the calls of toolName need
+// for the agent named agentName (0: one decision decides).
+func (s *Service) quorum(ctx context.Context, agentName, toolName string) int {
+	if p := s.approvalPolicy(ctx, agentName, toolName); p != nil {
+		return p.Required
+	}
+	return 0
+}
+
+// approvalPolicy returns the approval policy of toolName for the agent
 // named agentName: the tool's metadata "approval", else the agent's
 // Approval; nil when neither sets one.
-func (s *Service) policy(ctx context.Context, agentName, toolName string) *ApprovalPolicy {
+func (s *Service) approvalPolicy(ctx context.Context, agentName, toolName string) *ApprovalPolicy {
 	a, ok := s.agents[agentName]
 	if !ok {
 		return nil

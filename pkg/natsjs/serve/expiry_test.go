@@ -143,7 +143,13 @@ func TestParseApprovalPolicy(t *testing.T) {
 	if d := (&serve.ApprovalPolicy{Timeout: time.Second, OnTimeout: serve.OnTimeoutApprove, Message: "x"}).Decision(); !d.Approved || d.Message != "" || d.Reason != "expired" {
 		t.Errorf("approve on timeout: %+v", d)
 	}
-	for _, bad := range []map[string]any{{}, {"timeout": "0s"}, {"timeout": 5}, {"timeout": "1s", "on_timeout": "fail"}, {"timeout": "1s", "x": "y"}} {
+	// A quorum alone, from a spec (int) or a tool's JSON metadata (float64).
+	for _, n := range []any{2, 2.0} {
+		if p, err := serve.ParseApprovalPolicy(map[string]any{"required": n}); err != nil || p.Required != 2 || p.Timeout != 0 {
+			t.Errorf("required %v: %+v, %v", n, p, err)
+		}
+	}
+	for _, bad := range []map[string]any{{}, {"timeout": "0s"}, {"timeout": 5}, {"required": 0}, {"required": 1.5}, {"required": "2"}, {"timeout": "1s", "on_timeout": "fail"}, {"timeout": "1s", "x": "y"}} {
 		if _, err := serve.ParseApprovalPolicy(bad); err == nil {
 			t.Errorf("%v accepted", bad)
 		}

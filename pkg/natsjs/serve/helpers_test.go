@@ -56,6 +56,11 @@ type bundle struct {
 	timers bool
 	// notify are the replicas' --notify URLs, with links signed.
 	notify []string
+	// trust counts every decision's by as its approver's identity for a
+	// quorum (agent serve --trust-nats-by).
+	trust bool
+	// ids authenticates the approvals of a quorum (identities).
+	ids *convstore.Identities
 	// nonBlocking makes the replicas' approvals non-blocking (spec
 	// approve: background).
 	nonBlocking bool
@@ -203,7 +208,7 @@ func (b *bundle) replicaWith(t *testing.T, holder string, opts replicaOpts, name
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	prov := natsjs.ProvisionOptions{AckWait: 2 * time.Second}
-	convs, err := convstore.Open(ctx, convstore.OpenConfig{JetStream: js, Provision: prov, Logger: jstest.Logger()})
+	convs, err := convstore.Open(ctx, convstore.OpenConfig{JetStream: js, Provision: prov, Logger: jstest.Logger(), Identities: b.identities()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,4 +326,15 @@ func paused(t *testing.T, f serve.Final) string {
 		t.Fatalf("first run: %+v, want paused on one approval", f)
 	}
 	return f.Pending[0].TaskID
+}
+
+// identities is how the replicas and the API authenticate the approvals
+// of a quorum: the service's key (the test's), and every by with trust.
+func (b *bundle) identities() *convstore.Identities {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ids == nil {
+		b.ids = &convstore.Identities{Key: []byte("the test service's HMAC key 0123"), TrustBy: b.trust}
+	}
+	return b.ids
 }

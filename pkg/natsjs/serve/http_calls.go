@@ -29,6 +29,9 @@ type PendingCall struct {
 	Agent          string `json:"agent,omitempty"`
 	Prompt         string `json:"prompt,omitempty"`
 	deferred.PendingTask
+	// Approvals are the approvals counted so far of a call that needs a
+	// quorum (Required), as its conversation last saved them.
+	Approvals []conversation.Vote `json:"approvals,omitempty"`
 }
 
 // pending lists the calls pending across conversations, nothing stored
@@ -67,7 +70,7 @@ func (h *handler) pending(w http.ResponseWriter, r *http.Request) {
 		}
 		for _, t := range tasks {
 			if (toolName == "" || t.Tool == toolName) && (kind == "" || t.Kind == kind) {
-				out = append(out, PendingCall{ConversationID: id, Agent: s.Agent, Prompt: s.Prompt, PendingTask: t})
+				out = append(out, PendingCall{ConversationID: id, Agent: s.Agent, Prompt: s.Prompt, PendingTask: t, Approvals: s.State().VotesFor(t.TaskID)})
 			}
 		}
 	}
@@ -92,13 +95,17 @@ func (h *handler) answer(w http.ResponseWriter, r *http.Request) {
 }
 
 // publishError answers a decision or an answer its publisher refused:
-// 404 an unknown task, 409 one resolved already, 422 another refusal
-// (arguments failing the schema, a stale digest, the wrong kind).
+// 404 an unknown task, 409 one resolved already or a second approval by
+// one identity of a call that needs a quorum, 422 another refusal
+// (arguments failing the schema, a stale digest, the wrong kind, an
+// approval of such a call unauthenticated).
 func publishError(w http.ResponseWriter, err error) {
 	var re *conversation.RefusedError
 	switch {
 	case errors.As(err, &re) && re.Reason == conversation.ReasonDuplicate:
 		writeError(w, http.StatusConflict, "already_resolved", err.Error())
+	case errors.As(err, &re) && re.Reason == conversation.ReasonDuplicateIdentity:
+		writeError(w, http.StatusConflict, re.Reason, err.Error())
 	case errors.As(err, &re) && re.Reason == conversation.ReasonUnknownTask:
 		writeError(w, http.StatusNotFound, "unknown_task", err.Error())
 	case errors.As(err, &re):

@@ -88,6 +88,10 @@ type item struct {
 	// EditArgs and Error are a refused form's arguments and why, shown at
 	// the field; Answer a refused answer's content.
 	EditArgs, Error, Answer string
+	// Required is an approval's quorum (above 1: that many approvers),
+	// ApprovedBy who approved it so far.
+	Required   int
+	ApprovedBy []string
 }
 
 // refused is a form the inbox shows again at its call, with why.
@@ -132,6 +136,12 @@ func (in *inbox) itemOf(ctx context.Context, s *conversation.Summary, t deferred
 		Prompt: s.Prompt, Kind: string(t.Kind), Args: pretty(t.Args)}
 	it.EditArgs = it.Args
 	it.Digest, _ = protocol.ArgsDigest(t.Args)
+	if t.Required > 1 {
+		it.Required = t.Required
+		for _, v := range s.State().VotesFor(t.TaskID) {
+			it.ApprovedBy = append(it.ApprovedBy, v.By)
+		}
+	}
 	if id, err := protocol.ParseID(t.TaskID); err == nil {
 		it.Requested = id.Timestamp().UTC()
 		it.Age = age(in.now().Sub(it.Requested))

@@ -99,7 +99,7 @@ func (s *Service) start(ctx context.Context, name, prompt, id string, wait bool)
 	if !s.enter() {
 		return nil, ErrClosed
 	}
-	sess, err := session.Open(ctx, s.sessionConfig(wait), id, create)
+	sess, err := session.Open(ctx, s.sessionConfig(wait, a.Name), id, create)
 	if err != nil {
 		s.wg.Done()
 		return nil, err

@@ -316,10 +316,12 @@ func (s *Service) enter() bool {
 	return true
 }
 
-// sessionConfig is the configuration of the sessions of wakes: a claim
-// does not wait for another holder beyond ClaimWait.
-func (s *Service) sessionConfig(wait bool) session.Config {
+// sessionConfig is the configuration of the sessions of the agent named
+// agentName (its approvals' quorum); for wakes (!wait) a claim does not
+// wait for another holder beyond ClaimWait.
+func (s *Service) sessionConfig(wait bool, agentName string) session.Config {
 	sc := s.cfg.Session
+	sc.Quorum = func(ctx context.Context, toolName string) int { return s.quorum(ctx, agentName, toolName) }
 	if sc.Announcer != nil && s.cfg.Expirer != nil {
 		sc.Announcer = expiringAnnouncer{Announcer: sc.Announcer, svc: s}
 	}

@@ -140,7 +140,7 @@ func (s *Service) wake(ctx context.Context, id string, stored time.Time, marker 
 	if !s.enter() {
 		return WakeHeld, nil
 	}
-	sess, err := session.Open(ctx, s.sessionConfig(false), id, false)
+	sess, err := session.Open(ctx, s.sessionConfig(false, a.Name), id, false)
 	switch {
 	case errors.Is(err, conversation.ErrClaimed):
 		s.wg.Done()
