@@ -136,4 +136,3 @@ func TestLapsedRunContinued(t *testing.T) {
 		})
 	}
 }
-
