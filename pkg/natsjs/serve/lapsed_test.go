@@ -136,3 +136,66 @@ func TestLapsedRunContinued(t *testing.T) {
 		})
 	}
 }
+
+// Many runs hung on a replica that dies, three replicas sweeping every
+// 50 ms (their sweeps overlapping): each conversation is continued
+// exactly once, its tool completed once, and all finish.
+func TestLapsedRunsContinuedOnce(t *testing.T) {
+	const n = 20
+	b := setup(t)
+	k := &killWorld{requests: map[string]int{}, works: map[string]int{}, inflight: make(chan string, n),
+		continued: make(chan string, 4*n), finals: make(chan serve.Final, 4*n)}
+	opts := func(name, hang string) replicaOpts {
+		return replicaOpts{config: func(c *serve.Config) {
+			c.Agents = []serve.Agent{k.agent(t, name, hang)}
+			c.SweepInterval = 50 * time.Millisecond
+			c.OnContinue = func(conv string) { k.continued <- conv }
+			if hang == "" {
+				c.OnFinal = func(f serve.Final) { k.finals <- f }
+			}
+		}}
+	}
+	r1 := b.replicaWith(t, "r1", opts("r1", "model"))
+	for _, name := range []string{"r2", "r3", "r4"} {
+		b.replicaWith(t, name, opts(name, ""))
+	}
+	want := map[string]bool{}
+	for range n {
+		run, err := r1.svc.Start(context.Background(), "ops", "work", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[run.ConversationID] = true
+	}
+	for range n {
+		offloadtest.WaitOrTimeout(t, k.inflight, "r1's runs in their model request")
+	}
+	r1.js.Conn().Close()
+	done := map[string]bool{}
+	for range n {
+		f := offloadtest.WaitOrTimeoutWithin(t, k.finals, leaseTTL+wait, "the continuations' ends")
+		if !want[f.ConversationID] || done[f.ConversationID] || f.Status != "finished" {
+			t.Fatalf("continuation ended %+v (done before: %t)", f, done[f.ConversationID])
+		}
+		done[f.ConversationID] = true
+	}
+	seen := map[string]int{}
+	for drained := false; !drained; {
+		select {
+		case c := <-k.continued:
+			seen[c]++
+		default:
+			drained = true
+		}
+	}
+	for c := range want {
+		if seen[c] != 1 {
+			t.Errorf("%s continued %d times, want once", c, seen[c])
+		}
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if got := k.works["r2"] + k.works["r3"] + k.works["r4"]; got != n {
+		t.Errorf("work completed %d times, want %d: %v", got, n, k.works)
+	}
+}
