@@ -235,9 +235,9 @@ func TestServeE2E(t *testing.T) {
 }
 
 // SIGKILL of the replica holding a conversation whose background task
-// runs: once the lease lapses (15 s), the list says it paused, and the
-// other replica continues it when the task's result arrives, with the
-// result.
+// runs: once the lease lapses (15 s), the other replica continues it
+// with no message published (its sweep of the running conversations),
+// adopting the task, and finishes it with the task's result.
 func TestServeE2EKilledReplica(t *testing.T) {
 	w := newServeWorld(t)
 	r1, url1 := w.replica(t)
@@ -256,12 +256,23 @@ func TestServeE2EKilledReplica(t *testing.T) {
 	offloadtest.EventuallyWithin(t, offloadtest.Wait, "the second model request", func() bool { return len(w.model.Requests()) >= 2 })
 	r1.Kill()
 	offloadtest.WaitOrTimeout(t, r1.Done(), "the replica killed")
-	// Its index entry says running; once the lease lapsed (no signal of
-	// it: polled), the list says paused.
-	offloadtest.EventuallyWithin(t, 30*time.Second, "the killed run listed paused", func() error {
-		code, list := api(t, "GET", url2+"/v1/conversations?status=paused", serveViewer, "")
-		if convs, _ := list["conversations"].([]any); code != 200 || len(convs) != 1 {
+	killed := time.Now()
+	// Its index entry says running; once the lease lapsed, the other
+	// replica's sweep of the running conversations continues it from its
+	// checkpoint and adopts the task live, before its result exists: its
+	// run writes the entry again (no signal outside its process: polled).
+	offloadtest.EventuallyWithin(t, 30*time.Second, "the killed run continued by the other replica", func() error {
+		code, list := api(t, "GET", url2+"/v1/conversations?status=running", serveViewer, "")
+		convs, _ := list["conversations"].([]any)
+		if code != 200 || len(convs) != 1 {
 			return fmt.Errorf("%d %v", code, list)
+		}
+		at, err := time.Parse(time.RFC3339Nano, convs[0].(map[string]any)["updated_at"].(string))
+		if err != nil {
+			return err
+		}
+		if !at.After(killed) {
+			return fmt.Errorf("%v: not written since the kill", convs[0])
 		}
 		return nil
 	})
@@ -269,6 +280,11 @@ func TestServeE2EKilledReplica(t *testing.T) {
 	view := awaitFinishedWithin(t, 45*time.Second, url2, conv)
 	if out, _ := view["output"].(string); !strings.Contains(out, "found tides") {
 		t.Errorf("output %q, want the background result", out)
+	}
+	select {
+	case got := <-w.tools.started:
+		t.Errorf("%s started again, want the background task adopted", got)
+	default:
 	}
 }
 

@@ -147,3 +147,32 @@ func (s *Store) WatchCancels(ctx context.Context, fn func(id string)) (stop func
 		<-done
 	}, nil
 }
+
+// WatchStatuses calls fn, on a goroutine of its own, with every entry of
+// the status index and its revision: the current ones first, then each
+// one written from then on, until stop is called (which waits for it).
+// Callers keep what they need of them (agent serve: the running ones).
+func (s *Store) WatchStatuses(ctx context.Context, fn func(st Status, rev uint64)) (stop func(), err error) {
+	w, err := s.kv.Watch(ctx, statusKeyPre+"*", jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, fmt.Errorf("natsjs: watch the status index: %w", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for e := range w.Updates() { // closed by Stop
+			if e == nil {
+				continue // the current entries were sent
+			}
+			var st Status
+			if json.Unmarshal(e.Value(), &st) != nil || st.ConversationID != strings.TrimPrefix(e.Key(), statusKeyPre) {
+				continue // not an entry of ours
+			}
+			fn(st, e.Revision())
+		}
+	}()
+	return func() {
+		_ = w.Stop()
+		<-done
+	}, nil
+}

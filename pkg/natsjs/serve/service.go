@@ -92,6 +92,11 @@ type Config struct {
 	Timers *convstore.Pending
 	// TimerInterval is how often Timers are swept. Defaults to 1 s.
 	TimerInterval time.Duration
+	// SweepInterval is how often, jittered by up to half of it either
+	// way, the replica continues the conversations whose status says
+	// running while no process holds their lease (a replica was killed
+	// mid-run; lapsed.go). Defaults to 5 s.
+	SweepInterval time.Duration
 	// Notify are the URLs notified of each approval this replica's runs
 	// announce and resolve (SPEC §12, --notify; "slack:URL" for a Slack
 	// incoming webhook).
@@ -130,6 +135,7 @@ type Service struct {
 	consume  []jetstream.ConsumeContext
 	cons     []jetstream.Consumer // the wake consumers consumed
 	unwatch  func()               // stops reading the cancel markers
+	running  runningSet           // the conversations whose status says running
 	runs     map[string]*Run      // live, by conversation
 	missing  map[string]string
 	wg       sync.WaitGroup // wakes and runs
@@ -178,11 +184,15 @@ func New(cfg Config) (*Service, error) {
 	if cfg.TimerInterval <= 0 {
 		cfg.TimerInterval = time.Second
 	}
+	if cfg.SweepInterval <= 0 {
+		cfg.SweepInterval = 5 * time.Second
+	}
 	cfg.Session.Holder = cfg.Holder
 	cfg.Session.Logger = cfg.Logger
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Service{cfg: cfg, log: cfg.Logger, agents: agents, ctx: ctx, cancel: cancel, suspend: make(chan struct{}),
-		wakes: make(chan struct{}, cfg.Concurrency), runs: map[string]*Run{}, missing: map[string]string{}}, nil
+		wakes: make(chan struct{}, cfg.Concurrency), runs: map[string]*Run{}, missing: map[string]string{},
+		running: runningSet{ids: map[string]uint64{}}}, nil
 }
 
 // Open ensures the wake consumers and starts consuming them: from then on
@@ -196,6 +206,15 @@ func (s *Service) Open(ctx context.Context) error {
 	unwatch, err := s.watchCancels(s.ctx) // the watch lives as long as the service, not as Open
 	if err != nil {
 		return err
+	}
+	unwatchR, err := s.watchRunning(s.ctx)
+	if err != nil {
+		unwatch()
+		return err
+	}
+	if unwatchR != nil {
+		prev := unwatch
+		unwatch = func() { prev(); unwatchR() }
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -221,6 +240,10 @@ func (s *Service) Open(ctx context.Context) error {
 	if s.cfg.Timers != nil {
 		s.wg.Add(1)
 		go s.timers()
+	}
+	if unwatchR != nil {
+		s.wg.Add(1)
+		go s.lapsedLoop()
 	}
 	return nil
 }

@@ -1,0 +1,146 @@
+package serve
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/offload-dev/offload/pkg/natsjs/convstore"
+)
+
+// Runs whose holder died: a replica SIGKILLed mid-run leaves its
+// conversations' status entries saying running and stops renewing their
+// leases. No message may ever come for such a conversation (a run started
+// over the API has no wake message; a wake's was acked when its
+// continuation started), so each replica watches the status index, keeps
+// the conversations whose entry says running (a set as large as the runs
+// live or orphaned, not as the conversations stored: a paused or finished
+// one is dropped at its entry's write), and every Config.SweepInterval,
+// jittered, continues those whose lease lapsed, as a wake marker would:
+// the claim of the lease without waiting makes it one replica, the
+// checkpoint and the store's compare-and-set one continuation.
+
+// statusWatcher is a store that streams its status index
+// (convstore.Store).
+type statusWatcher interface {
+	WatchStatuses(ctx context.Context, fn func(st convstore.Status, rev uint64)) (stop func(), err error)
+}
+
+// runningSet is the conversations whose status entry says running, with
+// the entry's revision.
+type runningSet struct {
+	mu  sync.Mutex
+	ids map[string]uint64
+}
+
+// update records an entry of the status index.
+func (r *runningSet) update(st convstore.Status, rev uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if st.Status == StatusRunning {
+		r.ids[st.ConversationID] = rev
+		return
+	}
+	delete(r.ids, st.ConversationID)
+}
+
+// snapshot returns the set's conversations and revisions.
+func (r *runningSet) snapshot() map[string]uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]uint64, len(r.ids))
+	for id, rev := range r.ids {
+		out[id] = rev
+	}
+	return out
+}
+
+// drop removes id unless its entry was written again since rev.
+func (r *runningSet) drop(id string, rev uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ids[id] == rev {
+		delete(r.ids, id)
+	}
+}
+
+// watchRunning starts keeping the running set from the store's status
+// index; a nil stop when the store keeps none.
+func (s *Service) watchRunning(ctx context.Context) (stop func(), err error) {
+	sw, ok := s.cfg.Session.Store.(statusWatcher)
+	if !ok {
+		return nil, nil
+	}
+	return sw.WatchStatuses(ctx, s.running.update)
+}
+
+// lapsedLoop sweeps the running set every Config.SweepInterval, jittered
+// by up to a half of it either way (replicas started together do not
+// sweep together), until Close asks the live runs to suspend.
+func (s *Service) lapsedLoop() {
+	defer s.wg.Done()
+	iv := s.cfg.SweepInterval
+	t := time.NewTimer(jitter(iv))
+	defer t.Stop()
+	for {
+		select {
+		case <-s.suspend:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(s.ctx, iv+10*time.Second)
+			s.sweepLapsed(ctx)
+			cancel()
+			t.Reset(jitter(iv))
+		}
+	}
+}
+
+// jitter returns a duration drawn evenly from [iv/2, 3iv/2).
+func jitter(iv time.Duration) time.Duration {
+	return iv/2 + rand.N(iv) //nolint:gosec // G404: a sweep's spread, not a secret
+}
+
+// sweepLapsed continues every conversation of the running set that no
+// process holds (its lease lapsed or was never renewed): one lease get
+// per conversation, a load and a claim only for those free. One whose
+// stored state has nothing to continue (its end's status write was lost,
+// or it waits for a call: the wake path continues it when that arrives)
+// is dropped from the set until its entry is written again.
+func (s *Service) sweepLapsed(ctx context.Context) {
+	sr, ok := s.cfg.Session.Store.(summaryReader)
+	if !ok {
+		return
+	}
+	for id, rev := range s.running.snapshot() {
+		if ctx.Err() != nil {
+			return
+		}
+		select {
+		case <-s.suspend:
+			return
+		default:
+		}
+		if s.live(id) != nil {
+			continue
+		}
+		held, err := sr.Held(ctx, id)
+		if err != nil {
+			s.log.Warn("lapsed runs: lease not read", slog.String("conversation_id", id), slog.Any("error", err))
+			continue
+		}
+		if held {
+			continue
+		}
+		out, err := s.wake(ctx, id, time.Time{}, true)
+		switch {
+		case err != nil:
+			s.log.Warn("lapsed runs: not continued; tried again at the next sweep", slog.String("conversation_id", id), slog.Any("error", err))
+		case out == WakeContinued:
+			s.log.Info("lapsed runs: continuing a run whose holder stopped renewing its lease", slog.String("conversation_id", id))
+		case out == WakeConsumed, out == WakeMissingAgent:
+			s.running.drop(id, rev)
+		}
+	}
+}

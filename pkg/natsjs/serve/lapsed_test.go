@@ -1,0 +1,201 @@
+package serve_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/offload-dev/offload/internal/offloadtest"
+	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/llm"
+	"github.com/offload-dev/offload/pkg/llm/script"
+	"github.com/offload-dev/offload/pkg/message"
+	"github.com/offload-dev/offload/pkg/natsjs/serve"
+	"github.com/offload-dev/offload/pkg/tool"
+)
+
+// killWorld is the agents of TestLapsedRunContinued: the model calls the
+// tool work on the prompt and answers its return with "done"; on the
+// killed replica, the request of stage hangs until the run is cancelled
+// (a process that died with it in flight).
+type killWorld struct {
+	mu        sync.Mutex
+	requests  map[string]int // replica → model requests
+	works     map[string]int // replica → runs of work completed
+	inflight  chan string    // the killed replica's hung stage
+	continued chan string    // conversations continued, on any replica
+	finals    chan serve.Final
+}
+
+// agent is the agent of replica name; hang is the stage at which its
+// run hangs ("" none): "model" (the first model request) or "tool" (the
+// tool's run).
+func (k *killWorld) agent(t *testing.T, name, hang string) serve.Agent {
+	t.Helper()
+	work := tool.Func("work", "Works.", func(ctx context.Context, _ *tool.RunContext, _ struct{}) (string, error) {
+		if hang == "tool" {
+			k.inflight <- "tool"
+			<-ctx.Done()
+			return "", ctx.Err()
+		}
+		k.mu.Lock()
+		k.works[name]++
+		k.mu.Unlock()
+		return "worked", nil
+	})
+	set, err := tool.NewSet(work)
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := script.New("lapsed-test", func(ctx context.Context, req *llm.Request) (*llm.Response, error) {
+		k.mu.Lock()
+		k.requests[name]++
+		k.mu.Unlock()
+		if hang == "model" {
+			k.inflight <- "model"
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		for _, p := range req.Messages[len(req.Messages)-1].Parts {
+			if r, ok := p.(message.ToolReturn); ok {
+				return &llm.Response{Parts: []message.Part{message.Text{Content: "done " + message.ContentText(r.Content)}}}, nil
+			}
+		}
+		return &llm.Response{Parts: []message.Part{message.ToolCall{ToolName: "work", ToolCallID: "call_1", Args: "{}"}}}, nil
+	})
+	a, err := agent.New(agent.Config{Model: model, Toolsets: []tool.Toolset{set}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return serve.Agent{Name: "ops", Digest: "sha256:test", Agent: a, Tools: set}
+}
+
+// A replica that dies mid-run (its connection gone, its lease never
+// released: a SIGKILL) leaves its conversation's status running and
+// nothing to wake it: no message comes. Another replica's sweep of the
+// running conversations continues it once the lease lapsed, from the
+// state saved before the hung step's model request (the step is done
+// again), exactly once across two live replicas (one continuation, the
+// tool completed once).
+func TestLapsedRunContinued(t *testing.T) {
+	for _, hang := range []string{"model", "tool"} {
+		t.Run(hang, func(t *testing.T) {
+			b := setup(t)
+			k := &killWorld{requests: map[string]int{}, works: map[string]int{}, inflight: make(chan string, 1),
+				continued: make(chan string, 16), finals: make(chan serve.Final, 16)}
+			opts := func(name, hang string) replicaOpts {
+				return replicaOpts{config: func(c *serve.Config) {
+					c.Agents = []serve.Agent{k.agent(t, name, hang)}
+					c.SweepInterval = 200 * time.Millisecond
+					c.OnContinue = func(conv string) { k.continued <- conv }
+					if hang == "" {
+						c.OnFinal = func(f serve.Final) { k.finals <- f }
+					}
+				}}
+			}
+			r1 := b.replicaWith(t, "r1", opts("r1", hang))
+			b.replicaWith(t, "r2", opts("r2", ""))
+			b.replicaWith(t, "r3", opts("r3", ""))
+			run, err := r1.svc.Start(context.Background(), "ops", "work", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			offloadtest.WaitOrTimeout(t, k.inflight, "r1's run in its "+hang)
+			// The kill: r1 no longer reaches the server; its lease lapses
+			// (leaseTTL) and its run is cancelled when it notices.
+			r1.js.Conn().Close()
+			conv := offloadtest.WaitOrTimeoutWithin(t, k.continued, leaseTTL+wait, "a continuation on another replica")
+			if conv != run.ConversationID {
+				t.Fatalf("continued %s, want %s", conv, run.ConversationID)
+			}
+			f := offloadtest.WaitOrTimeout(t, k.finals, "the continuation's end")
+			if f.ConversationID != conv || f.Status != "finished" || !strings.Contains(f.Output, "done worked") {
+				t.Fatalf("continuation ended %+v", f)
+			}
+			offloadtest.WaitOrTimeout(t, run.Done(), "r1's run cancelled")
+			if f := run.Final(); f.Status != "failed" {
+				t.Errorf("r1's run: %+v, want failed (its lease lost)", f)
+			}
+			select {
+			case c := <-k.continued:
+				t.Errorf("a second continuation of %s", c)
+			default:
+			}
+			k.mu.Lock()
+			defer k.mu.Unlock()
+			if n := k.works["r2"] + k.works["r3"]; n != 1 {
+				t.Errorf("work completed %d times, want once: %v", n, k.works)
+			}
+			// The checkpoint is the state saved before the hung step's model
+			// request: the step is done again (its request, then the tool).
+			if n := k.requests["r2"] + k.requests["r3"]; n != 2 {
+				t.Errorf("%d model requests after the kill, want 2 (%v)", n, k.requests)
+			}
+		})
+	}
+}
+
+// Many runs hung on a replica that dies, three replicas sweeping every
+// 50 ms (their sweeps overlapping): each conversation is continued
+// exactly once, its tool completed once, and all finish.
+func TestLapsedRunsContinuedOnce(t *testing.T) {
+	const n = 20
+	b := setup(t)
+	k := &killWorld{requests: map[string]int{}, works: map[string]int{}, inflight: make(chan string, n),
+		continued: make(chan string, 4*n), finals: make(chan serve.Final, 4*n)}
+	opts := func(name, hang string) replicaOpts {
+		return replicaOpts{config: func(c *serve.Config) {
+			c.Agents = []serve.Agent{k.agent(t, name, hang)}
+			c.SweepInterval = 50 * time.Millisecond
+			c.OnContinue = func(conv string) { k.continued <- conv }
+			if hang == "" {
+				c.OnFinal = func(f serve.Final) { k.finals <- f }
+			}
+		}}
+	}
+	r1 := b.replicaWith(t, "r1", opts("r1", "model"))
+	for _, name := range []string{"r2", "r3", "r4"} {
+		b.replicaWith(t, name, opts(name, ""))
+	}
+	want := map[string]bool{}
+	for range n {
+		run, err := r1.svc.Start(context.Background(), "ops", "work", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[run.ConversationID] = true
+	}
+	for range n {
+		offloadtest.WaitOrTimeout(t, k.inflight, "r1's runs in their model request")
+	}
+	r1.js.Conn().Close()
+	done := map[string]bool{}
+	for range n {
+		f := offloadtest.WaitOrTimeoutWithin(t, k.finals, leaseTTL+wait, "the continuations' ends")
+		if !want[f.ConversationID] || done[f.ConversationID] || f.Status != "finished" {
+			t.Fatalf("continuation ended %+v (done before: %t)", f, done[f.ConversationID])
+		}
+		done[f.ConversationID] = true
+	}
+	seen := map[string]int{}
+	for drained := false; !drained; {
+		select {
+		case c := <-k.continued:
+			seen[c]++
+		default:
+			drained = true
+		}
+	}
+	for c := range want {
+		if seen[c] != 1 {
+			t.Errorf("%s continued %d times, want once", c, seen[c])
+		}
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if got := k.works["r2"] + k.works["r3"] + k.works["r4"]; got != n {
+		t.Errorf("work completed %d times, want %d: %v", got, n, k.works)
+	}
+}
