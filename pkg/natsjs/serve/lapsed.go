@@ -78,7 +78,11 @@ func (s *Service) watchRunning(ctx context.Context) (stop func(), err error) {
 
 // lapsedLoop sweeps the running set every Config.SweepInterval, jittered
 // by up to a half of it either way (replicas started together do not
-// sweep together), until Close asks the live runs to suspend.
+// sweep together), and again just after the earliest lease of the set
+// that lapses before then (a holder that stopped renewing: its
+// conversation is continued as its lease lapses, SPEC §11's ≤ 15 s,
+// not up to an interval later), until Close asks the live runs to
+// suspend.
 func (s *Service) lapsedLoop() {
 	defer s.wg.Done()
 	iv := s.cfg.SweepInterval
@@ -90,11 +94,25 @@ func (s *Service) lapsedLoop() {
 			return
 		case <-t.C:
 			ctx, cancel := context.WithTimeout(s.ctx, iv+10*time.Second)
-			s.sweepLapsed(ctx)
+			lapses := s.sweepLapsed(ctx)
 			cancel()
-			t.Reset(jitter(iv))
+			t.Reset(nextSweep(time.Now(), jitter(iv), lapses))
 		}
 	}
+}
+
+// nextSweep is how long until the next sweep: after wait, or just after
+// lapses (a lease of the running set lapsing first) when that is sooner.
+// The margin after it spreads the replicas' claims a little.
+func nextSweep(now time.Time, wait time.Duration, lapses time.Time) time.Duration {
+	if lapses.IsZero() {
+		return wait
+	}
+	margin := 10*time.Millisecond + rand.N(40*time.Millisecond) //nolint:gosec // G404: a sweep's spread, not a secret
+	if d := lapses.Sub(now) + margin; d < wait {
+		return max(d, margin)
+	}
+	return wait
 }
 
 // jitter returns a duration drawn evenly from [iv/2, 3iv/2).
@@ -104,33 +122,37 @@ func jitter(iv time.Duration) time.Duration {
 
 // sweepLapsed continues every conversation of the running set that no
 // process holds (its lease lapsed or was never renewed): one lease get
-// per conversation, a load and a claim only for those free. One whose
+// per conversation, a load and a claim only for those free. It returns
+// the earliest lapse of the leases still held (zero when none). One whose
 // stored state has nothing to continue (its end's status write was lost,
 // or it waits for a call: the wake path continues it when that arrives)
 // is dropped from the set until its entry is written again.
-func (s *Service) sweepLapsed(ctx context.Context) {
-	sr, ok := s.cfg.Session.Store.(summaryReader)
+func (s *Service) sweepLapsed(ctx context.Context) (lapses time.Time) {
+	le, ok := s.cfg.Session.Store.(leaseExpiry)
 	if !ok {
-		return
+		return time.Time{}
 	}
 	for id, rev := range s.running.snapshot() {
 		if ctx.Err() != nil {
-			return
+			return lapses
 		}
 		select {
 		case <-s.suspend:
-			return
+			return lapses
 		default:
 		}
 		if s.live(id) != nil {
 			continue
 		}
-		held, err := sr.Held(ctx, id)
+		until, err := le.LeaseExpiry(ctx, id)
 		if err != nil {
 			s.log.Warn("lapsed runs: lease not read", slog.String("conversation_id", id), slog.Any("error", err))
 			continue
 		}
-		if held {
+		if time.Now().Before(until) {
+			if lapses.IsZero() || until.Before(lapses) {
+				lapses = until
+			}
 			continue
 		}
 		out, err := s.wake(ctx, id, time.Time{}, true)
@@ -143,4 +165,5 @@ func (s *Service) sweepLapsed(ctx context.Context) {
 			s.running.drop(id, rev)
 		}
 	}
+	return lapses
 }

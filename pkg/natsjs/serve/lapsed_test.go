@@ -199,3 +199,23 @@ func TestLapsedRunsContinuedOnce(t *testing.T) {
 		t.Errorf("work completed %d times, want %d: %v", got, n, k.works)
 	}
 }
+
+// The sweep after a lease that lapses before the next interval comes just
+// after the lapse, not an interval later (SPEC §11: ≤ 15 s after a kill).
+func TestNextSweepAtTheLapse(t *testing.T) {
+	now := time.Now()
+	wait := 5 * time.Second
+	if got := serve.NextSweep(now, wait, time.Time{}); got != wait {
+		t.Errorf("no lease held: %v, want %v", got, wait)
+	}
+	if got := serve.NextSweep(now, wait, now.Add(12*time.Second)); got != wait {
+		t.Errorf("a lease lapsing after the interval: %v, want %v", got, wait)
+	}
+	got := serve.NextSweep(now, wait, now.Add(2*time.Second))
+	if got < 2*time.Second || got > 2*time.Second+50*time.Millisecond {
+		t.Errorf("a lease lapsing in 2 s: next sweep in %v, want just after 2 s", got)
+	}
+	if got := serve.NextSweep(now, wait, now.Add(-time.Second)); got <= 0 || got > 50*time.Millisecond {
+		t.Errorf("a lease lapsed already: next sweep in %v, want within 50 ms", got)
+	}
+}

@@ -1,0 +1,4 @@
+package serve
+
+// NextSweep is nextSweep, for the tests of package serve_test.
+var NextSweep = nextSweep
