@@ -92,15 +92,6 @@ type Config struct {
 	Timers *convstore.Pending
 	// TimerInterval is how often Timers are swept. Defaults to 1 s.
 	TimerInterval time.Duration
-	// Notify are the URLs notified of each approval this replica's runs
-	// announce and resolve (SPEC §12, --notify; "slack:URL" for a Slack
-	// incoming webhook).
-	Notify []string
-	// PublicURL is the service's URL as people reach it (the links of
-	// the notifications), without a trailing slash.
-	PublicURL string
-	// Links, if set, signs the notifications' approve/deny links.
-	Links *convstore.Links
 	// Unfollow, if set, is called with a conversation's ID when its run on
 	// this replica has ended, its state saved: the wiring stops reading
 	// the conversation's results there (remote.Client.Unfollow, with
@@ -322,9 +313,6 @@ func (s *Service) sessionConfig(wait bool) session.Config {
 	sc := s.cfg.Session
 	if sc.Announcer != nil && s.cfg.Expirer != nil {
 		sc.Announcer = expiringAnnouncer{Announcer: sc.Announcer, svc: s}
-	}
-	if sc.Announcer != nil && len(s.cfg.Notify) > 0 {
-		sc.Announcer = notifyingAnnouncer{Announcer: sc.Announcer, svc: s}
 	}
 	if !wait {
 		sc.Store = quickClaim{Store: sc.Store, wait: s.cfg.ClaimWait}
