@@ -381,8 +381,20 @@ func TestNotifications(t *testing.T) {
 	srv := httptest.NewServer(serve.Handler(serve.HandlerConfig{Service: r.svc, Tokens: tokens, Publisher: serve.PendingPublisher{Pending: pending},
 		Pending: pending, Inbox: pending, Links: links}))
 	t.Cleanup(srv.Close)
-	approve := strings.Replace(n.Links.Approve, "https://agents.example.com", srv.URL, 1)
 	hookHost := strings.TrimPrefix(hook.srv.URL, "http://")
+	key, err := links.Key(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest, _ := protocol.ArgsDigest(n.Args)
+	for action, l := range map[string]string{"approve": n.Links.Approve, "deny": n.Links.Deny} {
+		c, err := serve.VerifyLink(key, strings.TrimPrefix(l, "https://agents.example.com/links/"), time.Now())
+		if err != nil || c.Conversation != f.ConversationID || c.Task != task || c.Digest != digest || c.Action != action ||
+			c.To != "notify:"+hookHost || c.Expires != n.ExpiresAt.Unix() {
+			t.Errorf("the %s link's claims %+v (%v): want the call, its digest, the action, the receiver and expires_at", action, c, err)
+		}
+	}
+	approve := strings.Replace(n.Links.Approve, "https://agents.example.com", srv.URL, 1)
 	if resp, page := send(t, browserless(t), "POST", approve, url.Values{}, nil); resp.StatusCode != http.StatusOK || !strings.Contains(page, "Approved as notify:"+hookHost) {
 		t.Fatalf("the notified link: %d\n%s", resp.StatusCode, page)
 	}
