@@ -408,3 +408,41 @@ func TestNotifications(t *testing.T) {
 		t.Errorf("resolution %+v", n)
 	}
 }
+
+// A replica stopping while it sends a notification hands it over: its
+// notifier naks the message and another replica's sends it, so that a
+// replica going away loses no notification.
+func TestNotifyHandOver(t *testing.T) {
+	b := setup(t)
+	arrived := make(chan struct{}, 4)
+	var mu sync.Mutex
+	var got []string
+	hung := false
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		first := !hung
+		hung = true
+		got = append(got, string(body))
+		mu.Unlock()
+		arrived <- struct{}{}
+		if first {
+			<-r.Context().Done() // hangs until the notifier gives up: its replica stops
+		}
+	}))
+	t.Cleanup(srv.Close)
+	recv := serve.Receiver{URL: srv.URL}
+	first := b.notifier(t, nil, recv)
+	js := b.srv.JetStream(t)
+	task := announce(t, js, false)
+	offloadtest.WaitOrTimeout(t, arrived, "the first replica's attempt")
+	first.Close()
+	b.notifier(t, nil, recv)
+	offloadtest.WaitOrTimeout(t, arrived, "the other replica's attempt")
+	settled(t, js)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 2 || !strings.Contains(got[1], task) {
+		t.Errorf("POSTs %q, want the announcement from each replica", got)
+	}
+}
