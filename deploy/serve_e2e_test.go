@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -19,8 +20,9 @@ import (
 // TestServeWithRoles runs agent serve as the agent user of the shipped
 // auth.conf (the streams provisioned by admin): it creates its wake
 // consumers, a run started over its API pauses on an approval, the
-// approver's decision wakes it and it finishes; nothing is refused on the
-// way.
+// approver's decision wakes it and it finishes, the approval's
+// announcement and resolution are notified (--notify: the notify
+// consumer, created and acked as agent); nothing is refused on the way.
 func TestServeWithRoles(t *testing.T) {
 	t.Parallel()
 	agentBin, workerBin := binaries(t)
@@ -36,9 +38,16 @@ func TestServeWithRoles(t *testing.T) {
 	}
 	w := proctest.StartProcess(t, workerBin, "--nats", d.roleURL("worker_shell"), "--inbox-prefix", inboxPrefix("worker_shell"), "--tools", "shell", "--id", "serve-e2e")
 	w.WaitLog(t, `"msg":"toolworker started"`, 30*time.Second)
+	notes := make(chan map[string]any, 8)
+	recv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		var note map[string]any
+		_ = json.NewDecoder(r.Body).Decode(&note)
+		notes <- note
+	}))
+	defer recv.Close()
 	addr := "127.0.0.1:" + strconv.Itoa(proctest.FreePort(t))
 	s := proctest.StartProcess(t, agentBin, "serve", "--nats", d.roleURL("agent"), "--inbox-prefix", inboxPrefix("agent"), "--model", "test",
-		"--spec", spec, "--tokens", tokens, "--http", addr, "--store", filepath.Join(dir, "store"))
+		"--spec", spec, "--tokens", tokens, "--http", addr, "--store", filepath.Join(dir, "store"), "--notify", recv.URL)
 	s.WaitLog(t, "agent serve: http://", 30*time.Second)
 
 	call := func(method, path, body string) map[string]any {
@@ -73,6 +82,12 @@ func TestServeWithRoles(t *testing.T) {
 		}
 		return nil
 	})
+	// --notify: the notify consumer read and acked as the agent user.
+	for _, event := range []string{"approval_requested", "approval_resolved"} {
+		if note := offloadtest.WaitOrTimeout(t, notes, event); note["event"] != event || note["task_id"] != task {
+			t.Errorf("notification %v, want %s of task %s", note, event, task)
+		}
+	}
 	if logs := s.Logs(); strings.Contains(logs, "ermission") || strings.Contains(logs, "refused") {
 		t.Errorf("serve's logs name a refusal:\n%s", logs)
 	}

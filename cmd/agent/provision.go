@@ -105,6 +105,12 @@ func provision(ctx context.Context, e env, f *provisionFlags) error {
 	for _, stream := range natsjs.WakeStreams(f.prefix) {
 		fmt.Fprintf(e.stdout, "consumer %s %s\n", stream, natsjs.WakeConsumerName)
 	}
+	// agent serve --notify's consumer, shared by its replicas: from here
+	// on, every announcement and resolution is notified.
+	if _, err := natsjs.EnsureNotifyConsumer(ctx, js, opts); err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	fmt.Fprintf(e.stdout, "consumer %s %s\n", natsjs.NamesFor(f.prefix).Approvals, natsjs.NotifyConsumerName)
 	// A store written before the pending records or the status index
 	// existed gets them now, so that people see its paused conversations
 	// and agent serve lists them before their next save or run.

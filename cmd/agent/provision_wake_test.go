@@ -11,7 +11,8 @@ import (
 
 // agent provision creates agent serve's wake consumers (from
 // jetstream/consumers/wake.json), one on each stream that wakes a
-// conversation, and says so.
+// conversation, and its notify consumer (consumers/notify.json), and says
+// so.
 func TestProvisionWakeConsumers(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
@@ -23,6 +24,12 @@ func TestProvisionWakeConsumers(t *testing.T) {
 	js, err := jetstream.New(srv.Conn(t))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !strings.Contains(stdout.String(), "consumer TOOLS_APPROVALS notify\n") {
+		t.Errorf("provision's output does not name the notify consumer:\n%s", stdout.String())
+	}
+	if _, err := js.Consumer(t.Context(), "TOOLS_APPROVALS", "notify"); err != nil {
+		t.Errorf("notify consumer: %v", err)
 	}
 	for _, stream := range []string{"TOOLS_DECISIONS", "TOOLS_ANSWERS", "TOOLS_RESULTS", "TOOLS_WAKE"} {
 		if !strings.Contains(stdout.String(), "consumer "+stream+" wake\n") {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -51,8 +50,8 @@ func newServeCmd(e env) *cobra.Command {
 	fl.StringVar(&sf.specDir, "specs", "", "directory of agent specs: every *.yaml")
 	fl.StringVar(&sf.addr, "http", "127.0.0.1:8080", "address of the HTTP API")
 	fl.StringVar(&sf.tokens, "tokens", "", "file of bearer tokens, lines TOKEN ROLE NAME (default: an admin token generated into --store)")
-	fl.StringArrayVar(&sf.notify, "notify", nil, "URL POSTed each approval requested and resolved, as JSON (slack:URL: a Slack incoming webhook; repeatable)")
-	fl.StringVar(&sf.publicURL, "public-url", "", "the service's URL as people reach it, for the notifications' links (default http://ADDR of --http)")
+	fl.StringArrayVar(&sf.notify, "notify", nil, "POST a JSON notification with signed approve/deny links to URL for each approval requested and resolved; slack:URL for a Slack incoming webhook (repeatable)")
+	fl.StringVar(&sf.publicURL, "public-url", "", "base URL people reach the service at, for the notifications' links (default http://ADDR of --http)")
 	fl.BoolVar(&sf.run.trustNATSBy, "trust-nats-by", false, "count every decision's by as its approver's identity for a quorum (approval.required): only when whoever may publish decisions is trusted to name themselves")
 	fl.StringVar(&sf.run.model, "model", "", "model of the specs that name none (default as agent run's)")
 	fl.DurationVar(&sf.run.callTimeout, "call-timeout", remote.DefaultInlineDeadline, "deadline of an inline remote call")
@@ -74,6 +73,13 @@ func runServe(ctx context.Context, e env, sf *serveFlags) error {
 	}
 	if err := serve.CheckAddr(sf.addr, sf.tokens != ""); err != nil {
 		return usageErr("--http: %v", err)
+	}
+	receivers, err := parseReceivers(sf.notify)
+	if err != nil {
+		return err
+	}
+	if err := checkPublicURL(sf.publicURL); err != nil {
+		return err
 	}
 	tokens, generated, err := serve.LoadTokens(sf.tokens, f.store)
 	if err != nil {
@@ -142,14 +148,7 @@ func runServe(ctx context.Context, e env, sf *serveFlags) error {
 		fmt.Fprintf(e.stderr, "agent serve: the NATS server cannot schedule messages (%v): approval timeouts fall back to agent serve's timers, and expire only while a replica runs\n", err)
 	}
 	host, _ := os.Hostname()
-	for _, u := range sf.notify {
-		if p, err := url.Parse(strings.TrimPrefix(u, "slack:")); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
-			return usageErr("--notify %q: not an http(s) URL (or slack:URL)", u)
-		}
-	}
-	public := strings.TrimSuffix(cmp.Or(sf.publicURL, "http://"+sf.addr), "/")
 	svc, err := serve.New(serve.Config{JetStream: js, Provision: prov, Agents: agents, Logger: log, Metrics: sm, Expirer: expirer, Timers: timers,
-		Notify: sf.notify, PublicURL: public, Links: links,
 		Holder: fmt.Sprintf("agent serve %s pid %d", host, os.Getpid()), Unfollow: rem.client.Unfollow,
 		Session: session.Config{Store: convs.Store, Inbox: convs.Inbox, Announcer: convs.Announcer, Canceller: rem.client,
 			Attacher: rem.client, Answers: rem.client, MaxPayload: int(rem.nc.MaxPayload()), Connected: rem.nc.IsConnected}})
@@ -160,6 +159,17 @@ func runServe(ctx context.Context, e env, sf *serveFlags) error {
 		return err
 	}
 	reg.MustRegister(svc.ConversationsCollector())
+	if len(receivers) > 0 {
+		n, err := serve.NewNotifier(serve.NotifyConfig{JetStream: js, Provision: prov, Receivers: receivers, PublicURL: publicURL(sf),
+			Store: convs.Store, Links: links, Expiry: svc.ApprovalTimeout, Logger: log, Metrics: metrics.NewNotify(reg)})
+		if err != nil {
+			return err
+		}
+		if err := n.Open(ctx); err != nil {
+			return err
+		}
+		defer n.Close()
+	}
 	h := serve.Handler(serve.HandlerConfig{Service: svc, Tokens: tokens, Publisher: serve.PendingPublisher{Pending: pending}, Pending: pending, Logger: log,
 		Metrics: sm, Gatherer: reg, Inbox: pending, Links: links})
 	err = serve.ListenAndServe(ctx, e.suspend, sf.addr, h, svc, 30*time.Second, func(a net.Addr) {

@@ -155,7 +155,7 @@ func TestDefinitionsInSync(t *testing.T) {
 func TestDefinitionFilesRoundTrip(t *testing.T) {
 	t.Parallel()
 	files, _ := fs.Glob(offload.Definitions(), "*/*.json")
-	if len(files) != 16 {
+	if len(files) != 17 {
 		t.Errorf("definition files: %v", files)
 	}
 	for _, file := range files {

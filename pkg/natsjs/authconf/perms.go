@@ -88,22 +88,28 @@ func Agent(prefix string) Permissions {
 				[]string{"$JS.API.DIRECT.GET." + n.Approvals, "$JS.API.DIRECT.GET." + n.Approvals + ".>"}},
 			{"the pending records, read and write (the conversation store\n writes them with every save)", append(append([]string{"$KV." + n.PendingBucket + ".>"},
 				reader(n.PendingStream)...), "$JS.FC."+n.PendingStream+".>")},
-			{"agent serve: the wake consumers (durable wake on decisions, answers,\n results and wake markers) acknowledged; the wake markers and run\n events it publishes and reads", serveGrants(n, s)},
+			{"agent serve: the wake consumers (durable wake on decisions, answers,\n results and wake markers) acknowledged; the wake markers and run\n events it publishes and reads; the notification consumer (durable\n notify on approvals, --notify) read and acknowledged", serveGrants(n, s)},
 		},
 		Subscribe: []Rule{{"", []string{s.All(protocol.KindProgress), InboxPrefix("agent") + ".>"}}},
 	}
 }
 
 // serveGrants are what `agent serve` adds to the agent role: its wake
-// markers and run events, published and read, and the acknowledgements
-// of the wake consumers (v1 and v2 formats).
+// markers and run events, published and read, the acknowledgements of
+// the wake consumers (v1 and v2 formats), and the notification consumer
+// of --notify, read and acknowledged.
 func serveGrants(n natsjs.Names, s protocol.Subjects) []string {
 	out := []string{s.Prefix + ".wake.>", s.Prefix + ".event.>"}
 	out = append(append(out, reader(n.Wake)...), reader(n.Events)...)
 	for _, stream := range natsjs.WakeStreams(n.Prefix) {
 		out = append(out, "$JS.ACK."+stream+"."+natsjs.WakeConsumerName+".>", "$JS.ACK.*.*."+stream+"."+natsjs.WakeConsumerName+".>")
 	}
-	return out
+	// --notify: the notification consumer on the approvals stream, that
+	// one only (the stream is not read otherwise: the announcement a
+	// resolution names is a direct get, granted above).
+	a, c := n.Approvals, natsjs.NotifyConsumerName
+	return append(out, "$JS.API.CONSUMER.INFO."+a+"."+c, "$JS.API.CONSUMER.CREATE."+a+"."+c, "$JS.API.CONSUMER.MSG.NEXT."+a+"."+c,
+		"$JS.ACK."+a+"."+c+".>", "$JS.ACK.*.*."+a+"."+c+".>")
 }
 
 // Worker returns the permissions of a worker user named user serving

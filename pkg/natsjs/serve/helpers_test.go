@@ -54,8 +54,6 @@ type bundle struct {
 	// timers has the replicas write the timeouts themselves (a server
 	// without schedules).
 	timers bool
-	// notify are the replicas' --notify URLs, with links signed.
-	notify []string
 	// trust counts every decision's by as its approver's identity for a
 	// quorum (agent serve --trust-nats-by).
 	trust bool
@@ -229,16 +227,9 @@ func (b *bundle) replicaWith(t *testing.T, holder string, opts replicaOpts, name
 			t.Fatal(err)
 		}
 	}
-	var links *convstore.Links
-	if len(b.notify) > 0 {
-		if links, err = convstore.OpenLinks(ctx, convstore.OpenConfig{JetStream: js, Provision: prov}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	m := metrics.NewServe(nil)
 	cfg := serve.Config{JetStream: js, Provision: prov, Agents: agents, Holder: holder, Logger: log, Metrics: m,
 		RetryDelay: 100 * time.Millisecond, MissingDelay: 200 * time.Millisecond, Expirer: expirer, Timers: timers, TimerInterval: 100 * time.Millisecond,
-		Notify: b.notify, PublicURL: "http://inbox.example", Links: links,
 		Session: session.Config{Store: store, Inbox: convs.Inbox, Announcer: convs.Announcer}}
 	if opts.config != nil {
 		opts.config(&cfg)

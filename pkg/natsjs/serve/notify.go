@@ -4,222 +4,376 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
-	"maps"
 	"net/http"
-	"net/url"
+	neturl "net/url"
 	"strings"
+	"sync"
 	"time"
 
-	"github.com/offload-dev/offload/pkg/deferred"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/offload-dev/offload/pkg/conversation"
+	"github.com/offload-dev/offload/pkg/metrics"
+	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/protocol"
-	"github.com/offload-dev/offload/pkg/session"
 )
 
-// Notifications (SPEC §12, --notify): for each approval a run of this
-// replica announces, and each resolution it publishes, a POST of a
-// [Notification] to every URL of Config.Notify (a "slack:" URL gets a
-// Slack incoming-webhook message instead), with signed approve/deny links
-// when Config.Links is set. Sent on the service's goroutines, each
-// attempted three times within notifyTimeout; a notification that cannot
-// be sent is logged and dropped (the inbox still shows the call).
-
-// notifyTimeout bounds one notification's attempts.
-const notifyTimeout = 10 * time.Second
-
-// Notification is the JSON a --notify URL receives.
-type Notification struct {
-	// Event is "approval_requested" or "approval_resolved".
-	Event          string          `json:"event"`
-	ConversationID string          `json:"conversation_id"`
-	TaskID         string          `json:"task_id"`
-	Tool           string          `json:"tool,omitempty"`
-	Args           json.RawMessage `json:"args,omitempty"`
-	Agent          string          `json:"agent,omitempty"`
-	// ExpiresAt is when the approval's timeout decides; nil without one.
-	ExpiresAt *time.Time `json:"expires_at"`
-	// Resolved and By, of a resolution: approved, denied or cancelled, by
-	// whom.
-	Resolved string `json:"resolved,omitempty"`
-	By       string `json:"by,omitempty"`
-	// Links are the signed approve and deny links (a request's) and the
-	// inbox's.
-	Links map[string]string `json:"links"`
+// NotifyConfig configures a [Notifier].
+type NotifyConfig struct {
+	// JetStream reaches the approvals stream. Required.
+	JetStream jetstream.JetStream
+	// Provision are the options the notification consumer is ensured with
+	// (its Prefix the subjects' prefix).
+	Provision natsjs.ProvisionOptions
+	// Receivers are where the notifications go (see [ParseReceiver]); at
+	// least one.
+	Receivers []Receiver
+	// PublicURL is the service's base URL as people reach it (for
+	// example https://agents.example.com): the notifications' links start
+	// with it. Required.
+	PublicURL string
+	// Store, if set, names each notification's agent (the conversation's
+	// recorded agent).
+	Store conversation.Store
+	// Links, if set, signs each announcement's approve and deny links
+	// (SPEC §12, convstore.Links): single-use, bound to the conversation,
+	// the task, the call's args_digest, the action and the expiry, and
+	// made for each receiver's recipient, "notify:<host of its URL>" (the
+	// decision's by). Without it the notifications carry the inbox's link
+	// only.
+	Links LinkKey
+	// Expiry, if set, is the timeout of an approval of agent's tool
+	// ([Service.ApprovalTimeout]): the notification's expires_at is its
+	// announcement's time plus it, and its links expire then.
+	Expiry func(ctx context.Context, agent, tool string) (time.Duration, bool)
+	// LinkTTL is how long the links of an approval without a timeout
+	// last from its announcement. Defaults to 24 h.
+	LinkTTL time.Duration
+	// Client sends the notifications. Defaults to a client with a 10 s
+	// timeout.
+	Client *http.Client
+	// Attempts bounds the attempts at each receiver of one notification
+	// (the first included). Defaults to 5.
+	Attempts int
+	// Backoff is the wait before the first retry, doubled before each next
+	// one. Defaults to 1 s.
+	Backoff time.Duration
+	// Concurrency bounds the notifications sent at once by this replica.
+	// Defaults to 8.
+	Concurrency int
+	// Logger receives the failures. Defaults to discarding them.
+	Logger *slog.Logger
+	// Metrics, if set, counts the attempts (offload_notifications_total).
+	Metrics *metrics.Notify
 }
 
-// announced reads an open announcement (convstore.Announcer.Announced).
-type announced interface {
-	Announced(ctx context.Context, conv, task string) (protocol.Approval, bool)
+// Notifier sends a notification to every receiver for each approval
+// announced and each resolved (SPEC §12, `agent serve --notify`). Its
+// messages come from a durable consumer on the approvals stream shared by
+// every replica, acked once every receiver answered 2xx or its attempts
+// ran out, so that each announcement and resolution is sent by one
+// replica, once (again only when a replica stops or dies before its ack).
+// [Notifier.Open] starts it, [Notifier.Close] stops it.
+type Notifier struct {
+	cfg  NotifyConfig
+	log  *slog.Logger
+	subj protocol.Subjects
+
+	ctx    context.Context // cancelled by Close: retries stop
+	cancel context.CancelFunc
+	slots  chan struct{}
+
+	mu      sync.Mutex
+	closed  bool
+	consume jetstream.ConsumeContext
+	stream  jetstream.Stream
+	wg      sync.WaitGroup
 }
 
-// notifyingAnnouncer is the sessions' announcer of a service with
-// Config.Notify.
-type notifyingAnnouncer struct {
-	session.Announcer
-	svc *Service
+// NewNotifier returns a Notifier over cfg; [Notifier.Open] starts it.
+func NewNotifier(cfg NotifyConfig) (*Notifier, error) {
+	if cfg.JetStream == nil || len(cfg.Receivers) == 0 || cfg.PublicURL == "" {
+		return nil, errors.New("serve: a notifier needs JetStream, receivers and the public URL")
+	}
+	if cfg.Client == nil {
+		cfg.Client = &http.Client{Timeout: 10 * time.Second}
+	}
+	if cfg.Attempts <= 0 {
+		cfg.Attempts = 5
+	}
+	if cfg.Backoff <= 0 {
+		cfg.Backoff = time.Second
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 8
+	}
+	if cfg.LinkTTL <= 0 {
+		cfg.LinkTTL = 24 * time.Hour
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Notifier{cfg: cfg, log: cfg.Logger, subj: protocol.Subjects{Prefix: cfg.Provision.Prefix},
+		ctx: ctx, cancel: cancel, slots: make(chan struct{}, cfg.Concurrency)}, nil
 }
 
-// Announce implements session.Announcer.
-func (n notifyingAnnouncer) Announce(ctx context.Context, rec *deferred.PendingRecord) error {
-	if err := n.Announcer.Announce(ctx, rec); err != nil || rec == nil {
-		return err
-	}
-	agentName := ""
-	if r := n.svc.live(rec.ConversationID); r != nil {
-		agentName = r.agent
-	}
-	for _, t := range rec.Tasks {
-		if t.Kind != deferred.KindApproval {
-			continue
-		}
-		note := Notification{Event: "approval_requested", ConversationID: rec.ConversationID, TaskID: t.TaskID, Tool: t.Tool,
-			Args: t.Args, Agent: agentName, Links: map[string]string{"inbox": n.svc.cfg.PublicURL + "/"}}
-		if p := n.svc.policy(ctx, agentName, t.Tool); p != nil && (n.svc.cfg.Expirer != nil || n.svc.cfg.Timers != nil) {
-			at := time.Now().Add(p.Timeout).UTC()
-			note.ExpiresAt = &at
-		}
-		var sign func(to string) map[string]string
-		if l := n.svc.cfg.Links; l != nil {
-			if key, err := l.Key(ctx); err == nil {
-				digest, _ := protocol.ArgsDigest(t.Args)
-				exp := time.Now().Add(24 * time.Hour)
-				if note.ExpiresAt != nil {
-					exp = *note.ExpiresAt
-				}
-				sign = func(to string) map[string]string {
-					links := map[string]string{}
-					for _, action := range []string{"approve", "deny"} {
-						links[action] = n.svc.cfg.PublicURL + "/links/" + SignLink(key, LinkClaims{ID: protocol.NewID(),
-							Conversation: rec.ConversationID, Task: t.TaskID, Digest: digest, Action: action, Expires: exp.Unix(), To: to})
-					}
-					return links
-				}
-			}
-		}
-		n.svc.notify(note, sign)
-	}
-	return nil
-}
-
-// Resolve implements session.Announcer.
-func (n notifyingAnnouncer) Resolve(ctx context.Context, conv string, r protocol.Resolution) error {
-	note := Notification{Event: "approval_resolved", ConversationID: conv, TaskID: r.TaskID, Resolved: r.Resolved, By: r.By,
-		Links: map[string]string{"inbox": n.svc.cfg.PublicURL + "/"}}
-	if a, ok := n.Announcer.(announced); ok {
-		if ap, ok := a.Announced(ctx, conv, r.TaskID); ok {
-			note.Tool, note.Args = ap.Tool, ap.Args
-		}
-	}
-	if run := n.svc.live(conv); run != nil {
-		note.Agent = run.agent
-	}
-	if err := n.Announcer.Resolve(ctx, conv, r); err != nil {
-		return err
-	}
-	n.svc.notify(note, nil)
-	return nil
-}
-
-// notify sends note to every --notify URL on the service's goroutines,
-// with the approve/deny links sign makes for the URL's recipient
-// ("notify:<host>", the decision's by), when sign is set.
-func (s *Service) notify(note Notification, sign func(to string) map[string]string) {
-	for _, u := range s.cfg.Notify {
-		if !s.enter() {
-			return
-		}
-		note := note
-		note.Links = map[string]string{"inbox": note.Links["inbox"]}
-		if sign != nil {
-			maps.Copy(note.Links, sign("notify:"+hostOf(strings.TrimPrefix(u, "slack:"))))
-		}
-		go func() {
-			defer s.wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), notifyTimeout)
-			defer cancel()
-			if err := s.send(ctx, u, note); err != nil {
-				s.log.Warn("notification not sent", slog.String("event", note.Event), slog.String("task_id", note.TaskID), slog.Any("error", err))
-			}
-		}()
-	}
-}
-
-// send POSTs note to u, up to three times.
-func (s *Service) send(ctx context.Context, u string, note Notification) error {
-	body, err := json.Marshal(note)
+// Open ensures the notification consumer and starts consuming it.
+func (n *Notifier) Open(ctx context.Context) error {
+	c, err := natsjs.EnsureNotifyConsumer(ctx, n.cfg.JetStream, n.cfg.Provision)
 	if err != nil {
 		return err
 	}
-	if hook, ok := strings.CutPrefix(u, "slack:"); ok {
-		u = hook
-		body, _ = json.Marshal(map[string]string{"text": slackText(note)})
+	stream, err := n.cfg.JetStream.Stream(ctx, natsjs.NamesFor(n.cfg.Provision.Prefix).Approvals)
+	if err != nil {
+		return fmt.Errorf("serve: the approvals stream: %w", err)
 	}
-	var last error
-	for attempt := range 3 {
-		if attempt > 0 {
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("%w (last: %w)", ctx.Err(), last)
-			case <-time.After(time.Duration(attempt) * 500 * time.Millisecond):
-			}
-		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
-		if err != nil {
-			return err
-		}
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			last = err
-			continue
-		}
-		_ = resp.Body.Close()
-		if resp.StatusCode/100 == 2 {
-			return nil
-		}
-		last = fmt.Errorf("POST %s: %s", redactURL(u), resp.Status)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return errors.New("serve: notifier closed")
 	}
-	return last
+	n.stream = stream
+	cc, err := c.Consume(n.onMessage, jetstream.PullMaxMessages(2*n.cfg.Concurrency))
+	if err != nil {
+		return fmt.Errorf("serve: consume the approvals: %w", err)
+	}
+	n.consume = cc
+	return nil
 }
 
-// slackText is note as a Slack message (mrkdwn links).
-func slackText(n Notification) string {
-	var b strings.Builder
-	if n.Event == "approval_requested" {
-		fmt.Fprintf(&b, "*%s* waits for approval (agent %s, task %s): `%s`", n.Tool, n.Agent, n.TaskID, n.Args)
-		if n.ExpiresAt != nil {
-			fmt.Fprintf(&b, "; expires %s", n.ExpiresAt.Format(time.RFC3339))
+// Close stops consuming, stops the retries under way (their messages go
+// to another replica) and waits for the notifications being sent. It is
+// idempotent.
+func (n *Notifier) Close() {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return
+	}
+	n.closed = true
+	cc := n.consume
+	n.mu.Unlock()
+	if cc != nil {
+		cc.Stop()
+		<-cc.Closed()
+	}
+	n.cancel()
+	n.wg.Wait()
+}
+
+// onMessage handles one message of the approvals stream on a goroutine of
+// its own, once a slot of Concurrency is free.
+func (n *Notifier) onMessage(m jetstream.Msg) {
+	select {
+	case n.slots <- struct{}{}:
+	case <-n.ctx.Done():
+		_ = m.Nak()
+		return
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		defer func() { <-n.slots }()
+		note, claims, err := n.notification(n.ctx, m)
+		if errors.Is(err, errAnnouncedBefore) {
+			_ = m.Ack()
+			return
 		}
-		for _, k := range []string{"approve", "deny"} {
-			if l, ok := n.Links[k]; ok {
-				fmt.Fprintf(&b, " · <%s|%s>", l, k)
+		if err != nil {
+			n.log.Warn("notify: not an approval's announcement or resolution; skipped", slog.String("subject", m.Subject()), slog.Any("error", err))
+			_ = m.Term()
+			return
+		}
+		if !n.send(n.ctx, m, note, claims) {
+			_ = m.Nak() // stopped: another replica sends it
+			return
+		}
+		_ = m.Ack()
+	}()
+}
+
+// notification builds the notification of message m: an announcement
+// (with what its links are signed for), or a resolution completed from
+// its announcement (the first message of its subject).
+func (n *Notifier) notification(ctx context.Context, m jetstream.Msg) (Notification, *LinkClaims, error) {
+	kind, conv, task, _, err := n.subj.Parse(m.Subject())
+	if err != nil || kind != protocol.KindApproval {
+		return Notification{}, nil, fmt.Errorf("not an approval's subject: %w", err)
+	}
+	note := Notification{Event: EventApprovalRequested, ConversationID: conv, TaskID: task}
+	var claims *LinkClaims // an announcement's
+	var r protocol.Resolution
+	if json.Unmarshal(m.Data(), &r) == nil && r.Resolved != "" {
+		note.Event, note.Resolved, note.By = EventApprovalResolved, r.Resolved, r.By
+		first, err := n.stream.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(m.Subject()))
+		if err == nil {
+			if ap, err := protocol.DecodeApproval(first.Data, nil); err == nil {
+				note.Tool, note.Args = ap.Tool, ap.Args
 			}
 		}
 	} else {
-		fmt.Fprintf(&b, "*%s* (task %s) %s", n.Tool, n.TaskID, n.Resolved)
-		if n.By != "" {
-			fmt.Fprintf(&b, " by %s", n.By)
+		ap, err := protocol.DecodeApproval(m.Data(), nil)
+		if err != nil {
+			return Notification{}, nil, err
+		}
+		if n.announcedBefore(ctx, m) {
+			return Notification{}, nil, errAnnouncedBefore
+		}
+		note.Tool, note.Args = ap.Tool, ap.Args
+		digest := ap.ArgsDigest
+		if digest == "" {
+			digest, _ = protocol.ArgsDigest(ap.Args)
+		}
+		claims = &LinkClaims{Conversation: conv, Task: task, Digest: digest}
+	}
+	if n.cfg.Store != nil {
+		if st, _, err := n.cfg.Store.Load(ctx, conv); err == nil && st.Agent != nil {
+			note.Agent = st.Agent.Name
 		}
 	}
-	fmt.Fprintf(&b, " · <%s|inbox>", n.Links["inbox"])
-	return b.String()
-}
-
-// hostOf is the host of URL u ("" when it has none).
-func hostOf(u string) string {
-	if p, err := url.Parse(u); err == nil {
-		return p.Host
+	note.Links.Inbox = inboxURL(n.cfg.PublicURL)
+	if claims != nil {
+		at := time.Now()
+		if meta, err := m.Metadata(); err == nil {
+			at = meta.Timestamp // the announcement's: a redelivery's expiry is the same
+		}
+		expires := at.Add(n.cfg.LinkTTL)
+		if n.cfg.Expiry != nil {
+			if d, ok := n.cfg.Expiry(ctx, note.Agent, note.Tool); ok {
+				e := at.Add(d).UTC()
+				note.ExpiresAt, expires = &e, e
+			}
+		}
+		claims.Expires = expires.Unix()
 	}
-	return ""
+	return note, claims, nil
 }
 
-// redactURL is u without its path and query (a webhook's secret).
-func redactURL(u string) string {
-	if i := strings.Index(u, "://"); i >= 0 {
-		if j := strings.IndexByte(u[i+3:], '/'); j >= 0 {
-			return u[:i+3+j] + "/…"
+// errAnnouncedBefore says an announcement repeats one stored before on
+// its subject: its notification was sent then.
+var errAnnouncedBefore = errors.New("announced before")
+
+// announcedBefore reports whether the announcement m repeats one stored
+// before it on its subject: a session that continues a conversation
+// announces the calls still pending again (the same task), which the
+// stream's duplicate window (2 min) does not always absorb.
+func (n *Notifier) announcedBefore(ctx context.Context, m jetstream.Msg) bool {
+	meta, err := m.Metadata()
+	if err != nil {
+		return false
+	}
+	first, err := n.stream.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(m.Subject()))
+	return err == nil && first.Sequence < meta.Sequence.Stream
+}
+
+// send sends note to every receiver, each up to Attempts times with a
+// doubling backoff (the message kept in progress before each attempt, so
+// that the ack wait bounds one attempt and one backoff, not them all); a receiver
+// whose attempts ran out is counted and logged. An announcement's note
+// gets, for each receiver, approve and deny links signed for it from
+// claims (with Config.Links). It returns false when the notifier stopped
+// before it was done.
+func (n *Notifier) send(ctx context.Context, m jetstream.Msg, note Notification, claims *LinkClaims) bool {
+	var key []byte
+	if claims != nil && n.cfg.Links != nil {
+		k, err := n.cfg.Links.Key(ctx)
+		if err != nil {
+			n.log.Warn("notify: the links' key; sent without approve/deny links", slog.String("task_id", note.TaskID), slog.Any("error", err))
+		}
+		key = k
+	}
+	for _, rc := range n.cfg.Receivers {
+		if key != nil {
+			note.Links.Approve, note.Links.Deny = n.link(key, *claims, "approve", rc), n.link(key, *claims, "deny", rc)
+		}
+		body, err := rc.body(note)
+		if err != nil {
+			n.log.Error("notify: encode", slog.Any("error", err))
+			continue
+		}
+		delay := n.cfg.Backoff
+		for attempt := 1; ; attempt++ {
+			_ = m.InProgress() // each attempt (≤ the client's timeout) within the ack wait
+			err := n.post(ctx, rc.URL, body)
+			if err == nil {
+				n.cfg.Metrics.Count(rc.kind(), metrics.NotifySent)
+				break
+			}
+			if ctx.Err() != nil {
+				return false
+			}
+			if attempt >= n.cfg.Attempts {
+				n.cfg.Metrics.Count(rc.kind(), metrics.NotifyFailed)
+				n.log.Error("notify: receiver failed; given up", slog.String("receiver", rc.kind()), slog.String("event", note.Event),
+					slog.String("conversation_id", note.ConversationID), slog.String("task_id", note.TaskID), slog.Int("attempts", attempt), slog.Any("error", err))
+				break
+			}
+			n.cfg.Metrics.Count(rc.kind(), metrics.NotifyRetried)
+			n.log.Warn("notify: receiver failed; retried", slog.String("receiver", rc.kind()), slog.Int("attempt", attempt), slog.Duration("in", delay), slog.Any("error", err))
+			t := time.NewTimer(delay)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return false
+			}
+			delay *= 2
 		}
 	}
-	return u
+	return true
+}
+
+// link is the signed link of action on the call of c for receiver rc:
+// the inbox's /links/<token> under the public URL.
+func (n *Notifier) link(key []byte, c LinkClaims, action string, rc Receiver) string {
+	c.ID, c.Action, c.To = protocol.NewID(), action, rc.Recipient()
+	return strings.TrimRight(n.cfg.PublicURL, "/") + "/links/" + SignLink(key, c)
+}
+
+// LinkKey gives the key the signed links are made with
+// (*convstore.Links).
+type LinkKey interface {
+	Key(ctx context.Context) ([]byte, error)
+}
+
+// ApprovalTimeout returns the timeout of the approvals of agentName's
+// tool toolName when this service expires them (an [ApprovalPolicy] and
+// Config.Expirer or Config.Timers set): [NotifyConfig.Expiry].
+func (s *Service) ApprovalTimeout(ctx context.Context, agentName, toolName string) (time.Duration, bool) {
+	if s.cfg.Expirer == nil && s.cfg.Timers == nil {
+		return 0, false
+	}
+	p := s.policy(ctx, agentName, toolName)
+	if p == nil {
+		return 0, false
+	}
+	return p.Timeout, true
+}
+
+// post POSTs body to url; an answer other than 2xx is an error.
+func (n *Notifier) post(ctx context.Context, url string, body []byte) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "offload-agent-serve")
+	resp, err := n.cfg.Client.Do(req)
+	if ue := (*neturl.Error)(nil); errors.As(err, &ue) {
+		return ue.Err // without the URL: a Slack webhook's is a secret
+	}
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	_ = resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return fmt.Errorf("answered %s", resp.Status)
+	}
+	return nil
 }

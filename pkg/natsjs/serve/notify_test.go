@@ -3,79 +3,446 @@ package serve_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/offload-dev/offload/internal/offloadtest"
+	"github.com/offload-dev/offload/pkg/metrics"
+	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/convstore"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
 	"github.com/offload-dev/offload/pkg/natsjs/serve"
+	"github.com/offload-dev/offload/pkg/protocol"
 )
 
-// receiver is an HTTP endpoint that sends each POST's body on a channel.
-func receiver(t *testing.T) (*httptest.Server, <-chan []byte) {
-	t.Helper()
-	got := make(chan []byte, 16)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		got <- b
-	}))
-	t.Cleanup(srv.Close)
-	return srv, got
+// receiver is a notification receiver on loopback: it keeps every POST's
+// body and answers each with the next of its codes (then 200).
+type receiver struct {
+	srv   *httptest.Server
+	mu    sync.Mutex
+	codes []int
+	got   []string
+	posts chan string
 }
 
-// --notify (SPEC §12): each approval announced POSTs approval_requested
-// with the call and signed approve/deny links (by the URL's host), a
-// slack: URL gets a Slack message; the link, confirmed, decides the call,
-// and its resolution POSTs approval_resolved.
+func newReceiver(t *testing.T, codes ...int) *receiver {
+	t.Helper()
+	return newSlowReceiver(t, 0, codes...)
+}
+
+// newSlowReceiver is newReceiver taking delay to answer each POST.
+func newSlowReceiver(t *testing.T, delay time.Duration, codes ...int) *receiver {
+	t.Helper()
+	rc := &receiver{codes: codes, posts: make(chan string, 64)}
+	rc.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(delay) // a slow webhook (0: none)
+		body, _ := io.ReadAll(r.Body)
+		if r.Method != http.MethodPost || r.Header.Get("Content-Type") != "application/json" {
+			t.Errorf("%s with Content-Type %q", r.Method, r.Header.Get("Content-Type"))
+		}
+		rc.mu.Lock()
+		code := http.StatusOK
+		if len(rc.codes) > 0 {
+			code, rc.codes = rc.codes[0], rc.codes[1:]
+		}
+		rc.got = append(rc.got, string(body))
+		rc.mu.Unlock()
+		w.WriteHeader(code)
+		select {
+		case rc.posts <- string(body):
+		default: // more POSTs than any test awaits: bodies() has them all
+		}
+	}))
+	t.Cleanup(rc.srv.Close)
+	return rc
+}
+
+func (rc *receiver) bodies() []string {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return append([]string(nil), rc.got...)
+}
+
+// notifier starts a notifier (one replica's) sending to receivers, with
+// signed links, stopped when the test ends.
+func (b *bundle) notifier(t *testing.T, m *metrics.Notify, receivers ...serve.Receiver) *serve.Notifier {
+	t.Helper()
+	return b.notifierOf(t, nil, m, receivers...)
+}
+
+// notifierOf is notifier with the expiry of replica r's approvals (nil:
+// none).
+func (b *bundle) notifierOf(t *testing.T, r *replica, m *metrics.Notify, receivers ...serve.Receiver) *serve.Notifier {
+	t.Helper()
+	js := b.srv.JetStream(t)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	prov := natsjs.ProvisionOptions{AckWait: 2 * time.Second}
+	store, err := convstore.New(ctx, convstore.Config{JetStream: js, Provision: prov, Logger: jstest.Logger(), LeaseTTL: leaseTTL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	links, err := convstore.OpenLinks(ctx, convstore.OpenConfig{JetStream: js, Provision: prov})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := serve.NotifyConfig{JetStream: js, Provision: prov, Receivers: receivers, PublicURL: "https://agents.example.com/",
+		Store: store, Links: links, Attempts: 3, Backoff: 10 * time.Millisecond, Logger: jstest.Logger(), Metrics: m}
+	if r != nil {
+		cfg.Expiry = r.svc.ApprovalTimeout
+	}
+	n, err := serve.NewNotifier(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Open(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(n.Close)
+	return n
+}
+
+// settled waits until the notification consumer has nothing pending nor
+// unacked: every notification is sent (or given up) and acked. The
+// consumer's state has no signal; it is polled.
+func settled(t *testing.T, js jetstream.JetStream) {
+	t.Helper()
+	offloadtest.Eventually(t, "the notification consumer acked everything", func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		c, err := js.Consumer(ctx, "TOOLS_APPROVALS", natsjs.NotifyConsumerName)
+		if err != nil {
+			return err
+		}
+		info, err := c.Info(ctx)
+		if err != nil {
+			return err
+		}
+		if info.NumPending != 0 || info.NumAckPending != 0 {
+			return fmt.Errorf("%d pending, %d unacked", info.NumPending, info.NumAckPending)
+		}
+		return nil
+	})
+}
+
+// With two replicas running, each with a notifier, every announcement and
+// every resolution is POSTed once, with SPEC §12's JSON.
+func TestNotifyOncePerAnnouncementAndResolution(t *testing.T) {
+	b := setup(t)
+	rc := newReceiver(t)
+	recv := serve.Receiver{URL: rc.srv.URL + "/hook"}
+	b.notifier(t, nil, recv)
+	b.notifier(t, nil, recv)
+	r1, r2 := b.replica(t, "r1"), b.replica(t, "r2")
+	targets := []string{"a", "b", "c", "d"}
+	tasks := map[string]string{} // task → conversation
+	for i, target := range targets {
+		r := []*replica{r1, r2}[i%2]
+		f := r.start(t, "deploy "+target)
+		tasks[paused(t, f)] = f.ConversationID
+	}
+	for task, conv := range tasks {
+		b.decide(t, r1.js, conv, task)
+	}
+	for range targets {
+		offloadtest.WaitOrTimeout(t, b.finished, "a conversation continued")
+	}
+	for range 2 * len(targets) {
+		offloadtest.WaitOrTimeout(t, rc.posts, "a notification")
+	}
+	settled(t, r1.js)
+	seen := map[string]int{}
+	for _, body := range rc.bodies() {
+		var note map[string]any
+		if err := json.Unmarshal([]byte(body), &note); err != nil {
+			t.Fatalf("%s: %v", body, err)
+		}
+		task, _ := note["task_id"].(string)
+		seen[note["event"].(string)+" "+task]++
+		links, _ := note["links"].(map[string]any)
+		args, _ := note["args"].(map[string]any)
+		if note["conversation_id"] != tasks[task] || note["tool"] != "deploy" || note["agent"] != "ops" || args["target"] == nil ||
+			links["inbox"] != "https://agents.example.com/" {
+			t.Errorf("notification %s", body)
+		}
+		approve, _ := links["approve"].(string)
+		if requested := note["event"] == serve.EventApprovalRequested; requested != strings.HasPrefix(approve, "https://agents.example.com/links/") ||
+			requested != (links["deny"] != nil) {
+			t.Errorf("%s's links %v: approve/deny signed links on a request only", note["event"], links)
+		}
+		if v, ok := note["expires_at"]; !ok || v != nil {
+			t.Errorf("expires_at: %v (present %v), want null", v, ok)
+		}
+		if note["event"] == serve.EventApprovalResolved && (note["resolved"] != "approved" || note["by"] != "ann") {
+			t.Errorf("resolution %s", body)
+		}
+	}
+	for task := range tasks {
+		for _, event := range []string{serve.EventApprovalRequested, serve.EventApprovalResolved} {
+			if seen[event+" "+task] != 1 {
+				t.Errorf("%s of task %s POSTed %d times, want once (all: %v)", event, task, seen[event+" "+task], seen)
+			}
+		}
+	}
+	if len(rc.bodies()) != 2*len(targets) {
+		t.Errorf("%d POSTs, want %d", len(rc.bodies()), 2*len(targets))
+	}
+}
+
+// announce publishes an announcement of a new task of tool deploy, as a
+// run does, and returns its task; with again, it publishes it a second
+// time, as a later session announcing the call still pending does
+// (beyond the duplicate window: no Nats-Msg-Id).
+func announce(t *testing.T, js jetstream.JetStream, again bool) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	conv, task := protocol.NewID(), protocol.NewID()
+	data, _ := json.Marshal(protocol.Approval{TaskID: task, Tool: "deploy", Args: json.RawMessage(`{"target":"<prod> & co"}`), ConversationID: conv})
+	times := 1
+	if again {
+		times = 2
+	}
+	for range times {
+		if _, err := js.Publish(ctx, protocol.Subjects{}.Approval(conv, task), data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return task
+}
+
+// An announcement repeated on its subject (a later session announcing a
+// call still pending) is not notified again.
+func TestNotifyAnnouncedAgain(t *testing.T) {
+	b := setup(t)
+	rc := newReceiver(t)
+	b.notifier(t, nil, serve.Receiver{URL: rc.srv.URL})
+	js := b.srv.JetStream(t)
+	task := announce(t, js, true)
+	offloadtest.WaitOrTimeout(t, rc.posts, "the notification")
+	settled(t, js)
+	if got := rc.bodies(); len(got) != 1 || !strings.Contains(got[0], task) {
+		t.Errorf("POSTs %q, want the announcement once", got)
+	}
+}
+
+func notifyCount(t *testing.T, m *metrics.Notify, kind, outcome string) float64 {
+	t.Helper()
+	var d dto.Metric
+	if err := m.NotificationsTotal.WithLabelValues(kind, outcome).Write(&d); err != nil {
+		t.Fatal(err)
+	}
+	return d.GetCounter().GetValue()
+}
+
+// A receiver that fails is tried again with a backoff until it answers
+// 2xx; one that keeps failing is given up after the last attempt, counted
+// and the message acked, while a good receiver gets its notification once.
+func TestNotifyRetries(t *testing.T) {
+	b := setup(t)
+	flaky := newReceiver(t, http.StatusInternalServerError, http.StatusBadGateway)
+	broken := newReceiver(t, 500, 500, 500)
+	m := metrics.NewNotify(nil)
+	b.notifier(t, m, serve.Receiver{URL: flaky.srv.URL}, serve.Receiver{URL: broken.srv.URL})
+	js := b.srv.JetStream(t)
+	task := announce(t, js, false)
+	for range 3 {
+		offloadtest.WaitOrTimeout(t, flaky.posts, "an attempt at the flaky receiver")
+		offloadtest.WaitOrTimeout(t, broken.posts, "an attempt at the broken receiver")
+	}
+	settled(t, js)
+	if got := flaky.bodies(); len(got) != 3 || got[0] != got[2] || !strings.Contains(got[2], task) {
+		t.Errorf("flaky receiver got %q, want the notification 3 times", got)
+	}
+	if got := len(broken.bodies()); got != 3 {
+		t.Errorf("broken receiver got %d attempts, want 3 (Attempts)", got)
+	}
+	for _, c := range []struct {
+		outcome string
+		want    float64
+	}{{metrics.NotifySent, 1}, {metrics.NotifyRetried, 4}, {metrics.NotifyFailed, 1}} {
+		if got := notifyCount(t, m, "webhook", c.outcome); got != c.want {
+			t.Errorf("offload_notifications_total{outcome=%q} = %v, want %v", c.outcome, got, c.want)
+		}
+	}
+}
+
+// --notify slack:URL sends a Slack incoming webhook's message: text with
+// the tool, the arguments escaped for mrkdwn and the inbox's link.
+func TestNotifySlack(t *testing.T) {
+	b := setup(t)
+	rc := newReceiver(t)
+	recv, err := serve.ParseReceiver("slack:" + rc.srv.URL + "/services/T/B/X")
+	if err != nil || !recv.Slack {
+		t.Fatalf("ParseReceiver: %+v, %v", recv, err)
+	}
+	b.notifier(t, nil, recv)
+	task := announce(t, b.srv.JetStream(t), false)
+	body := offloadtest.WaitOrTimeout(t, rc.posts, "the Slack message")
+	var msg map[string]string
+	if err := json.Unmarshal([]byte(body), &msg); err != nil || len(msg) != 1 {
+		t.Fatalf("Slack message %s: %v, want only text", body, err)
+	}
+	text := msg["text"]
+	for _, want := range []string{"Approval requested: *deploy*", "task " + task, "&lt;prod&gt; &amp; co", "<https://agents.example.com/|Open the inbox>"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("text %q lacks %q", text, want)
+		}
+	}
+	for _, bad := range []string{"ftp://x", "slack:", "hooks.slack.com/x"} {
+		if _, err := serve.ParseReceiver(bad); err == nil {
+			t.Errorf("ParseReceiver(%q) accepted", bad)
+		}
+	}
+}
+
+// Receivers that are slow in turn keep the message in progress: each
+// attempt renews the ack wait (2 s here), so that three receivers taking
+// 1 s each get the notification once, not again on a redelivery. The
+// slowness is the receivers' own (a slow webhook), hence the sleep.
+func TestNotifySlowReceivers(t *testing.T) {
+	b := setup(t)
+	var receivers []serve.Receiver
+	var all []*receiver
+	for range 3 {
+		rc := newSlowReceiver(t, time.Second)
+		receivers, all = append(receivers, serve.Receiver{URL: rc.srv.URL}), append(all, rc)
+	}
+	b.notifier(t, nil, receivers...)
+	js := b.srv.JetStream(t)
+	announce(t, js, false)
+	for _, rc := range all {
+		offloadtest.WaitOrTimeout(t, rc.posts, "the notification at a slow receiver")
+	}
+	settled(t, js)
+	for i, rc := range all {
+		if got := len(rc.bodies()); got != 1 {
+			t.Errorf("receiver %d got %d POSTs, want 1", i, got)
+		}
+	}
+}
+
+// An announcement's notification carries approve and deny links signed
+// for each receiver (by notify:<host>) and, with a timeout, expires_at;
+// a Slack receiver's message has them too. The approve link, confirmed on
+// the inbox, decides the call as the receiver, and the resolution is
+// notified by it.
 func TestNotifications(t *testing.T) {
 	b := setup(t)
-	hook, got := receiver(t)
-	slack, slackGot := receiver(t)
-	b.notify = []string{hook.URL + "/hook", "slack:" + slack.URL + "/services/T/B/secret"}
+	b.approval = &serve.ApprovalPolicy{Timeout: time.Hour}
+	hook, slack := newReceiver(t), newReceiver(t)
+	slackRecv, err := serve.ParseReceiver("slack:" + slack.srv.URL + "/services/T/B/secret")
+	if err != nil {
+		t.Fatal(err)
+	}
 	r := b.replica(t, "r1")
+	b.notifierOf(t, r, nil, serve.Receiver{URL: hook.srv.URL + "/hook"}, slackRecv)
+	before := time.Now()
 	f := r.start(t, "deploy prod")
 	task := paused(t, f)
 	var n serve.Notification
-	if err := json.Unmarshal(offloadtest.WaitOrTimeout(t, got, "approval_requested"), &n); err != nil {
+	if err := json.Unmarshal([]byte(offloadtest.WaitOrTimeout(t, hook.posts, "approval_requested")), &n); err != nil {
 		t.Fatal(err)
 	}
-	if n.Event != "approval_requested" || n.ConversationID != f.ConversationID || n.TaskID != task || n.Tool != "deploy" || n.Agent != "ops" ||
-		string(n.Args) != `{"target":"prod"}` || n.ExpiresAt != nil || n.Links["inbox"] != "http://inbox.example/" ||
-		!strings.HasPrefix(n.Links["approve"], "http://inbox.example/links/") || !strings.HasPrefix(n.Links["deny"], "http://inbox.example/links/") {
+	if n.Event != serve.EventApprovalRequested || n.ConversationID != f.ConversationID || n.TaskID != task || n.Tool != "deploy" || n.Agent != "ops" ||
+		string(n.Args) != `{"target":"prod"}` || n.Links.Inbox != "https://agents.example.com/" ||
+		!strings.HasPrefix(n.Links.Approve, "https://agents.example.com/links/") || !strings.HasPrefix(n.Links.Deny, "https://agents.example.com/links/") {
 		t.Fatalf("notification %+v", n)
 	}
+	if n.ExpiresAt == nil || n.ExpiresAt.Before(before.Add(time.Hour-time.Second)) || n.ExpiresAt.After(time.Now().Add(time.Hour)) {
+		t.Errorf("expires_at %v, want the announcement's time + 1h", n.ExpiresAt)
+	}
 	var sm map[string]string
-	if err := json.Unmarshal(offloadtest.WaitOrTimeout(t, slackGot, "the Slack message"), &sm); err != nil || !strings.Contains(sm["text"], "*deploy* waits for approval") ||
-		!strings.Contains(sm["text"], "|approve>") {
+	if err := json.Unmarshal([]byte(offloadtest.WaitOrTimeout(t, slack.posts, "the Slack message")), &sm); err != nil ||
+		!strings.Contains(sm["text"], "|Approve>") || !strings.Contains(sm["text"], "|Deny>") {
 		t.Fatalf("Slack message %v, %v", sm, err)
 	}
 	// The link, on the service's inbox.
 	tokens, _ := serve.ParseTokens(strings.NewReader(approverToken + " approver ann\n"))
-	pending, err := convstore.OpenPending(context.Background(), convstore.OpenConfig{JetStream: r.js})
+	ctx := context.Background()
+	pending, err := convstore.OpenPending(ctx, convstore.OpenConfig{JetStream: r.js})
 	if err != nil {
 		t.Fatal(err)
 	}
-	links, err := convstore.OpenLinks(context.Background(), convstore.OpenConfig{JetStream: r.js})
+	links, err := convstore.OpenLinks(ctx, convstore.OpenConfig{JetStream: r.js})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(serve.Handler(serve.HandlerConfig{Service: r.svc, Tokens: tokens, Publisher: serve.PendingPublisher{Pending: pending},
 		Pending: pending, Inbox: pending, Links: links}))
 	t.Cleanup(srv.Close)
-	approve := strings.Replace(n.Links["approve"], "http://inbox.example", srv.URL, 1)
-	hookHost := strings.TrimPrefix(hook.URL, "http://")
+	hookHost := strings.TrimPrefix(hook.srv.URL, "http://")
+	key, err := links.Key(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest, _ := protocol.ArgsDigest(n.Args)
+	for action, l := range map[string]string{"approve": n.Links.Approve, "deny": n.Links.Deny} {
+		c, err := serve.VerifyLink(key, strings.TrimPrefix(l, "https://agents.example.com/links/"), time.Now())
+		if err != nil || c.Conversation != f.ConversationID || c.Task != task || c.Digest != digest || c.Action != action ||
+			c.To != "notify:"+hookHost || c.Expires != n.ExpiresAt.Unix() {
+			t.Errorf("the %s link's claims %+v (%v): want the call, its digest, the action, the receiver and expires_at", action, c, err)
+		}
+	}
+	approve := strings.Replace(n.Links.Approve, "https://agents.example.com", srv.URL, 1)
 	if resp, page := send(t, browserless(t), "POST", approve, url.Values{}, nil); resp.StatusCode != http.StatusOK || !strings.Contains(page, "Approved as notify:"+hookHost) {
 		t.Fatalf("the notified link: %d\n%s", resp.StatusCode, page)
 	}
 	finished(t, r, f.ConversationID, "done deployed prod")
-	if err := json.Unmarshal(offloadtest.WaitOrTimeout(t, got, "approval_resolved"), &n); err != nil {
+	n = serve.Notification{}
+	if err := json.Unmarshal([]byte(offloadtest.WaitOrTimeout(t, hook.posts, "approval_resolved")), &n); err != nil {
 		t.Fatal(err)
 	}
-	if n.Event != "approval_resolved" || n.TaskID != task || n.Resolved != "approved" || n.By != "notify:"+hookHost || n.Tool != "deploy" {
+	if n.Event != serve.EventApprovalResolved || n.TaskID != task || n.Resolved != "approved" || n.By != "notify:"+hookHost || n.Tool != "deploy" ||
+		n.Links.Approve != "" {
 		t.Errorf("resolution %+v", n)
+	}
+}
+
+// A replica stopping while it sends a notification hands it over: its
+// notifier naks the message and another replica's sends it, so that a
+// replica going away loses no notification.
+func TestNotifyHandOver(t *testing.T) {
+	b := setup(t)
+	arrived := make(chan struct{}, 4)
+	var mu sync.Mutex
+	var got []string
+	hung := false
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		first := !hung
+		hung = true
+		got = append(got, string(body))
+		mu.Unlock()
+		arrived <- struct{}{}
+		if first {
+			<-r.Context().Done() // hangs until the notifier gives up: its replica stops
+		}
+	}))
+	t.Cleanup(srv.Close)
+	recv := serve.Receiver{URL: srv.URL}
+	first := b.notifier(t, nil, recv)
+	js := b.srv.JetStream(t)
+	task := announce(t, js, false)
+	offloadtest.WaitOrTimeout(t, arrived, "the first replica's attempt")
+	first.Close()
+	b.notifier(t, nil, recv)
+	offloadtest.WaitOrTimeout(t, arrived, "the other replica's attempt")
+	settled(t, js)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 2 || !strings.Contains(got[1], task) {
+		t.Errorf("POSTs %q, want the announcement from each replica", got)
 	}
 }

@@ -97,15 +97,6 @@ type Config struct {
 	// running while no process holds their lease (a replica was killed
 	// mid-run; lapsed.go). Defaults to 5 s.
 	SweepInterval time.Duration
-	// Notify are the URLs notified of each approval this replica's runs
-	// announce and resolve (SPEC §12, --notify; "slack:URL" for a Slack
-	// incoming webhook).
-	Notify []string
-	// PublicURL is the service's URL as people reach it (the links of
-	// the notifications), without a trailing slash.
-	PublicURL string
-	// Links, if set, signs the notifications' approve/deny links.
-	Links *convstore.Links
 	// Unfollow, if set, is called with a conversation's ID when its run on
 	// this replica has ended, its state saved: the wiring stops reading
 	// the conversation's results there (remote.Client.Unfollow, with
@@ -347,9 +338,6 @@ func (s *Service) sessionConfig(wait bool, agentName string) session.Config {
 	sc.Quorum = func(ctx context.Context, toolName string) int { return s.quorum(ctx, agentName, toolName) }
 	if sc.Announcer != nil && s.cfg.Expirer != nil {
 		sc.Announcer = expiringAnnouncer{Announcer: sc.Announcer, svc: s}
-	}
-	if sc.Announcer != nil && len(s.cfg.Notify) > 0 {
-		sc.Announcer = notifyingAnnouncer{Announcer: sc.Announcer, svc: s}
 	}
 	if !wait {
 		sc.Store = quickClaim{Store: sc.Store, wait: s.cfg.ClaimWait}
