@@ -143,7 +143,11 @@ func TestParseApprovalPolicy(t *testing.T) {
 	if d := (&serve.ApprovalPolicy{Timeout: time.Second, OnTimeout: serve.OnTimeoutApprove, Message: "x"}).Decision(); !d.Approved || d.Message != "" || d.Reason != "expired" {
 		t.Errorf("approve on timeout: %+v", d)
 	}
-	for _, bad := range []map[string]any{{}, {"timeout": "0s"}, {"timeout": 5}, {"timeout": "1s", "on_timeout": "fail"}, {"timeout": "1s", "x": "y"}} {
+	p, err = serve.ParseApprovalPolicy(map[string]any{"timeout": "1s", "on_timeout": "fail", "message": "x"})
+	if d := p.Decision(); err != nil || d.Approved || d.OnTimeout != "fail" || d.Reason != "expired" || d.By != "timeout" {
+		t.Errorf("fail on timeout: %+v, %v", p, err)
+	}
+	for _, bad := range []map[string]any{{}, {"timeout": "0s"}, {"timeout": 5}, {"timeout": "1s", "on_timeout": "maybe"}, {"timeout": "1s", "x": "y"}} {
 		if _, err := serve.ParseApprovalPolicy(bad); err == nil {
 			t.Errorf("%v accepted", bad)
 		}

@@ -1,0 +1,91 @@
+package serve_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/offload-dev/offload/internal/offloadtest"
+	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/serve"
+)
+
+// An approval whose timeout says fail (SPEC §12): no one decides, the
+// server stores the timeout's decision, and the replica's continuation
+// ends at once with an error naming the call: its final event's error,
+// the conversation failed, the model not called with the expiry, the
+// wake message acked (not delivered again) and the conversation not
+// continued again.
+func TestExpiryFailEndsTheRun(t *testing.T) {
+	b := setup(t)
+	b.approval = &serve.ApprovalPolicy{Timeout: time.Second, OnTimeout: serve.OnTimeoutFail}
+	continued := make(chan string, 4)
+	r := b.replicaWith(t, "r1", replicaOpts{config: func(c *serve.Config) {
+		c.OnContinue = func(conv string) { continued <- conv }
+	}})
+	f := r.start(t, "deploy prod")
+	task := paused(t, f)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	ready, final := make(chan struct{}), make(chan string, 1)
+	go func() {
+		_ = r.svc.Watch(ctx, f.ConversationID, 0, func() { close(ready) }, func(_ uint64, ev json.RawMessage) bool {
+			var e struct {
+				Type  string `json:"type"`
+				Error string `json:"error"`
+			}
+			if json.Unmarshal(ev, &e) == nil && e.Type == "final" {
+				final <- e.Error
+				return false
+			}
+			return true
+		})
+	}()
+	offloadtest.WaitOrTimeout(t, ready, "the event watch")
+	offloadtest.WaitOrTimeout(t, continued, "the wake on the timeout's decision")
+	want := "approval of tool 'deploy' (task " + task + ") timed out (on_timeout: fail)"
+	if e := offloadtest.WaitOrTimeout(t, final, "the continuation's final event"); !strings.Contains(e, want) {
+		t.Fatalf("final event's error %q, want it to contain %q", e, want)
+	}
+	offloadtest.Eventually(t, "conversation failed", func() error {
+		c, err := r.svc.Get(ctx, f.ConversationID)
+		if err != nil {
+			return err
+		}
+		if c.Status != "failed" {
+			return errors.New("status " + c.Status)
+		}
+		return nil
+	})
+	b.mu.Lock()
+	calls := len(b.continuations)
+	b.mu.Unlock()
+	if _, deploys := b.counts("prod"); calls != 0 || deploys != 0 {
+		t.Errorf("after the expiry: %d continuation requests, %d deploys; want none", calls, deploys)
+	}
+	// The wake message was acked: nothing pending, nothing delivered again.
+	c, err := r.js.Consumer(ctx, natsjs.NamesFor("").Decisions, natsjs.WakeConsumerName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	offloadtest.Eventually(t, "the wake message acked", func() error {
+		ci, err := c.Info(ctx)
+		if err != nil {
+			return err
+		}
+		if ci.NumAckPending != 0 || ci.NumPending != 0 || ci.NumRedelivered != 0 || ci.Delivered.Consumer != 1 {
+			return errors.New("not acked once: " + string(must(json.Marshal(ci))))
+		}
+		return nil
+	})
+	select {
+	case conv := <-continued:
+		t.Errorf("conversation %s continued again", conv)
+	default:
+	}
+}
+
+func must[T any](v T, _ error) T { return v }
