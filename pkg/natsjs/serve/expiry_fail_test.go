@@ -16,7 +16,8 @@ import (
 // An approval whose timeout says fail (SPEC §12): no one decides, the
 // server stores the timeout's decision, and the replica's continuation
 // ends at once with an error naming the call: its final event's error,
-// the conversation failed, the model not called with the expiry, the
+// the conversation failed with that error (GET /v1/conversations/{id}),
+// the model not called with the expiry, the
 // wake message acked (not delivered again) and the conversation not
 // continued again.
 func TestExpiryFailEndsTheRun(t *testing.T) {
@@ -51,12 +52,12 @@ func TestExpiryFailEndsTheRun(t *testing.T) {
 		t.Fatalf("final event's error %q, want it to contain %q", e, want)
 	}
 	offloadtest.Eventually(t, "conversation failed", func() error {
-		c, err := r.svc.Get(ctx, f.ConversationID)
+		c, err := r.svc.Get(context.Background(), f.ConversationID)
 		if err != nil {
 			return err
 		}
-		if c.Status != "failed" {
-			return errors.New("status " + c.Status)
+		if c.Status != "failed" || c.Error != want || len(c.Pending) != 0 {
+			return errors.New("status " + c.Status + ", error " + c.Error + ", pending " + string(must(json.Marshal(c.Pending))))
 		}
 		return nil
 	})
