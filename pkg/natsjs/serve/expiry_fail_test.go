@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/offload-dev/offload/internal/offloadtest"
+	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/serve"
 )
@@ -24,8 +27,10 @@ func TestExpiryFailEndsTheRun(t *testing.T) {
 	b := setup(t)
 	b.approval = &serve.ApprovalPolicy{Timeout: time.Second, OnTimeout: serve.OnTimeoutFail}
 	continued := make(chan string, 4)
+	approvals := metrics.NewApprovals(nil)
 	r := b.replicaWith(t, "r1", replicaOpts{config: func(c *serve.Config) {
 		c.OnContinue = func(conv string) { continued <- conv }
+		c.Session.Approvals = approvals
 	}})
 	f := r.start(t, "deploy prod")
 	task := paused(t, f)
@@ -61,6 +66,13 @@ func TestExpiryFailEndsTheRun(t *testing.T) {
 		}
 		return nil
 	})
+	// Counted as expired, never as a person's denial.
+	if n := testutil.ToFloat64(approvals.ApprovalsTotal.WithLabelValues("deploy", "expired")); n != 1 {
+		t.Errorf("offload_approvals_total{tool=deploy,outcome=expired} = %v, want 1", n)
+	}
+	if n := testutil.ToFloat64(approvals.ApprovalsTotal.WithLabelValues("deploy", "denied")); n != 0 {
+		t.Errorf("offload_approvals_total{tool=deploy,outcome=denied} = %v, want 0", n)
+	}
 	b.mu.Lock()
 	calls := len(b.continuations)
 	b.mu.Unlock()
