@@ -22,9 +22,16 @@ import (
 // the conversation failed with that error (GET /v1/conversations/{id}),
 // the model not called with the expiry, the
 // wake message acked (not delivered again) and the conversation not
-// continued again.
+// continued again. The same for a non-blocking approval, whose expiry
+// would otherwise be a follow-up.
 func TestExpiryFailEndsTheRun(t *testing.T) {
+	t.Run("blocking", func(t *testing.T) { expiryFailEndsTheRun(t, false) })
+	t.Run("non-blocking", func(t *testing.T) { expiryFailEndsTheRun(t, true) })
+}
+
+func expiryFailEndsTheRun(t *testing.T, nonBlocking bool) {
 	b := setup(t)
+	b.nonBlocking = nonBlocking
 	b.approval = &serve.ApprovalPolicy{Timeout: time.Second, OnTimeout: serve.OnTimeoutFail}
 	continued := make(chan string, 4)
 	approvals := metrics.NewApprovals(nil)
@@ -34,6 +41,12 @@ func TestExpiryFailEndsTheRun(t *testing.T) {
 	}})
 	f := r.start(t, "deploy prod")
 	task := paused(t, f)
+	if nonBlocking {
+		offloadtest.WaitOrTimeout(t, b.finished, "the acknowledgement's model request")
+	}
+	b.mu.Lock()
+	requests := b.requests
+	b.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	ready, final := make(chan struct{}), make(chan string, 1)
@@ -74,10 +87,10 @@ func TestExpiryFailEndsTheRun(t *testing.T) {
 		t.Errorf("offload_approvals_total{tool=deploy,outcome=denied} = %v, want 0", n)
 	}
 	b.mu.Lock()
-	calls := len(b.continuations)
+	calls := b.requests - requests
 	b.mu.Unlock()
 	if _, deploys := b.counts("prod"); calls != 0 || deploys != 0 {
-		t.Errorf("after the expiry: %d continuation requests, %d deploys; want none", calls, deploys)
+		t.Errorf("after the expiry: %d model requests, %d deploys; want none", calls, deploys)
 	}
 	// The wake message was acked: nothing pending, nothing delivered again.
 	c, err := r.js.Consumer(ctx, natsjs.NamesFor("").Decisions, natsjs.WakeConsumerName)
