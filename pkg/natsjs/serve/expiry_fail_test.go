@@ -107,10 +107,20 @@ func expiryFailEndsTheRun(t *testing.T, nonBlocking bool) {
 		}
 		return nil
 	})
+	// Once the replica has stopped (its run's end and re-check done),
+	// nothing continued the conversation again nor asked for it.
+	r.close(t)
 	select {
 	case conv := <-continued:
 		t.Errorf("conversation %s continued again", conv)
 	default:
+	}
+	ws, err := r.js.Stream(ctx, natsjs.NamesFor("").Wake)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := ws.Info(ctx); err != nil || info.State.Msgs != 0 {
+		t.Errorf("wake markers after the failure: %+v, %v; want none", info.State, err)
 	}
 }
 
