@@ -469,10 +469,16 @@ func (br *bgRun) deliver(ctx context.Context) ([]message.Part, error) {
 	// A decision that approves a non-blocking call starts it: the task
 	// stays live, and its result is delivered later.
 	arrived := all[:0:0]
-	for _, t := range all {
+	for i, t := range all {
 		if t.wait != "" && t.err == nil {
 			running, err := br.decided(ctx, t)
 			if err != nil {
+				// The run ends with err (an expiry that fails it, SPEC
+				// §12): what arrived stays arrived for end, which has no
+				// task of theirs to cancel.
+				br.mu.Lock()
+				br.arrived = append(append(arrived, all[i:]...), br.arrived...)
+				br.mu.Unlock()
 				return nil, err
 			}
 			if running {

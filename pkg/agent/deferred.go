@@ -200,7 +200,7 @@ func (r *run) resolveInline(ctx context.Context, st *stepState, slots []*slot, n
 	for _, c := range reqs.Approvals {
 		if v, ok := acc.Approvals[c.ToolCallID]; ok {
 			if _, err := deferred.NormalizeApproval(v); err != nil {
-				return nil, &UserError{Message: fmt.Sprintf("deferred handler: approval for %q: %v", c.ToolCallID, err), Err: err}
+				return nil, approvalError(fmt.Sprintf("deferred handler: approval for %q: %v", c.ToolCallID, err), err)
 			}
 			answered.Approvals[c.ToolCallID] = v
 		}
@@ -269,7 +269,7 @@ func (r *run) answer(ctx context.Context, st *stepState, slots []*slot, names []
 		if v, ok := res.Approvals[id]; ok {
 			n, err := deferred.NormalizeApproval(v)
 			if err != nil {
-				return &UserError{Message: fmt.Sprintf("approval for tool call %q: %v", id, err), Err: err}
+				return approvalError(fmt.Sprintf("approval for tool call %q: %v", id, err), err)
 			}
 			switch a := n.(type) {
 			case deferred.ToolApproved:

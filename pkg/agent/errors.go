@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/offload-dev/offload/pkg/deferred"
 )
 
 // RunCancelled is the error of a run cancelled by RunContext.Cancel. Its
@@ -82,6 +84,17 @@ func (e *UserError) Error() string { return e.Message }
 
 // Unwrap returns the sentinel, if any.
 func (e *UserError) Unwrap() error { return e.Err }
+
+// approvalError is the run's error for an approval value that
+// deferred.NormalizeApproval refused with err: an expiry that ends the run
+// (*deferred.ApprovalTimeoutError, SPEC §12) as it is, any other as a
+// UserError saying msg.
+func approvalError(msg string, err error) error {
+	if te, ok := errors.AsType[*deferred.ApprovalTimeoutError](err); ok {
+		return te
+	}
+	return &UserError{Message: msg, Err: err}
+}
 
 func userErrorf(sentinel error, format string, args ...any) error {
 	return &UserError{Message: fmt.Sprintf(format, args...), Err: sentinel}

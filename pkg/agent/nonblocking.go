@@ -231,7 +231,7 @@ func (br *bgRun) decided(ctx context.Context, t *bgTask) (bool, error) {
 	}
 	n, err := deferred.NormalizeApproval(t.val)
 	if err != nil {
-		return false, &UserError{Message: fmt.Sprintf("approval for tool call %q: %v", id, err), Err: err}
+		return false, approvalError(fmt.Sprintf("approval for tool call %q: %v", id, err), err)
 	}
 	br.info.Emit(Event{Type: EventDeferredToolResults, Results: results})
 	a, ok := n.(deferred.ToolApproved)

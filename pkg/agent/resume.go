@@ -106,7 +106,7 @@ func (r *run) resumePass(ctx context.Context, st *stepState, slots []*slot, name
 		if isApproval {
 			n, err := deferred.NormalizeApproval(approval)
 			if err != nil {
-				return nil, &UserError{Message: fmt.Sprintf("Tool call '%s': %v", id, err), Err: err}
+				return nil, approvalError(fmt.Sprintf("Tool call '%s': %v", id, err), err)
 			}
 			if kind == deferred.KindExternal {
 				if _, ok := n.(deferred.ToolApproved); ok {

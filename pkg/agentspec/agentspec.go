@@ -71,7 +71,8 @@ type Approval struct {
 	// Timeout, if set, is a positive Go duration ("30m"); required
 	// unless Required is.
 	Timeout string `yaml:"timeout"`
-	// OnTimeout is deny (the default) or approve; fail is not built yet.
+	// OnTimeout is deny (the default), approve, or fail (the run reading
+	// the expiry ends with an error naming the call).
 	OnTimeout string `yaml:"on_timeout"`
 	// Message, for a denial, is told to the model.
 	Message string `yaml:"message"`
@@ -256,11 +257,9 @@ func (s *Spec) Validate() error {
 			return fmt.Errorf("approval.timeout: %q is not a positive duration", a.Timeout)
 		}
 		switch a.OnTimeout {
-		case "", "deny", "approve":
-		case "fail":
-			return errors.New("approval.on_timeout: fail is not built yet (deny or approve)")
+		case "", "deny", "approve", "fail":
 		default:
-			return fmt.Errorf("approval.on_timeout: %q is not deny or approve", a.OnTimeout)
+			return fmt.Errorf("approval.on_timeout: %q is not deny, approve or fail", a.OnTimeout)
 		}
 	}
 	if l := s.Limits; l != nil {

@@ -44,15 +44,19 @@ func TestParseRefuses(t *testing.T) {
 	}
 }
 
-// An approval's expiry (SPEC §12): a positive timeout, on_timeout deny or
-// approve; fail is refused as not built yet.
+// An approval's expiry (SPEC §12): a positive timeout, on_timeout deny,
+// approve or fail.
 func TestApprovalExpiry(t *testing.T) {
 	t.Parallel()
 	s, err := agentspec.Parse([]byte("approval: {timeout: 30m, on_timeout: approve, message: late}\n"))
 	if err != nil || s.Approval == nil || s.Approval.Timeout != "30m" || s.Approval.Map()["on_timeout"] != "approve" || s.Approval.Map()["message"] != "late" {
 		t.Fatalf("spec %+v, %v", s, err)
 	}
-	for _, bad := range []string{"{timeout: soon}", "{timeout: -1m}", "{timeout: 1m, on_timeout: fail}", "{timeout: 1m, on_timeout: maybe}", "{timeout: 1m, nope: 1}"} {
+	s, err = agentspec.Parse([]byte("approval: {timeout: 1m, on_timeout: fail}\n"))
+	if err != nil || s.Approval.Map()["on_timeout"] != "fail" {
+		t.Fatalf("on_timeout fail: spec %+v, %v", s, err)
+	}
+	for _, bad := range []string{"{timeout: soon}", "{timeout: -1m}", "{timeout: 1m, on_timeout: maybe}", "{timeout: 1m, nope: 1}"} {
 		if _, err := agentspec.Parse([]byte("approval: " + bad + "\n")); err == nil {
 			t.Errorf("approval %s accepted", bad)
 		}

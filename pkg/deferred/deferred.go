@@ -121,10 +121,15 @@ func (d ToolDenied) Text() string {
 var ErrInvalidApproval = errors.New("deferred: invalid approval value")
 
 // NormalizeApproval maps an approval value to ToolApproved or ToolDenied:
-// true → ToolApproved{}, false → ToolDenied{} (default message). Any other
-// type, including nil, is an error wrapping ErrInvalidApproval.
+// true → ToolApproved{}, false → ToolDenied{} (default message). An
+// *ApprovalTimeoutError is returned as the error: the run ends with it.
+// Any other type, including nil, is an error wrapping ErrInvalidApproval.
 func NormalizeApproval(v any) (any, error) {
 	switch a := v.(type) {
+	case *ApprovalTimeoutError:
+		if a != nil {
+			return nil, a
+		}
 	case bool:
 		if a {
 			return ToolApproved{}, nil

@@ -233,6 +233,10 @@ func validChannel(c string) bool {
 // ReasonExpired is the Reason of an expiry's decision.
 const ReasonExpired = "expired"
 
+// OnTimeoutFail is the OnTimeout of an expiry's decision that ends the run
+// reading it with an error naming the call (SPEC §12), the model not told.
+const OnTimeoutFail = "fail"
+
 // Resolution is published on the subject of an approval announcement
 // (<prefix>.approval.<conv>.<task>) once the call is decided, answered or
 // withdrawn, so that UIs stop showing it.

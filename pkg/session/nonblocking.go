@@ -334,6 +334,9 @@ func (s *Session) nonBlockingValueLocked(t deferred.PendingTask, a conversation.
 	if err != nil {
 		return nil, fmt.Errorf("session: stored decision of task %s: %w", t.TaskID, err)
 	}
+	if te, ok := res.Approvals[t.ToolCallID].(*deferred.ApprovalTimeoutError); ok {
+		return te, nil // the run ends with it (on_timeout fail)
+	}
 	if !d.Approved && d.Reason == protocol.ReasonExpired {
 		return agent.ApprovalExpired{Message: d.Message}, nil
 	}

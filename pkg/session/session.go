@@ -440,6 +440,10 @@ func (s *Session) applyLocked(res *deferred.Results, t deferred.PendingTask, a c
 		case d.Approved:
 			res.Approvals[id] = true
 			resolved = protocol.ResolvedApproved
+		case d.By == timeoutDecider && d.OnTimeout == protocol.OnTimeoutFail:
+			// An approval's timeout that ends the run (SPEC §12): the
+			// model is not told; the run fails naming the call.
+			res.Approvals[id] = &deferred.ApprovalTimeoutError{Tool: t.Tool, TaskID: t.TaskID}
 		case d.By == timeoutDecider:
 			// An approval's timeout (SPEC §12): never shown as a person's
 			// denial.

@@ -28,6 +28,13 @@ type StatusRecorder interface {
 	RecordStatus(ctx context.Context, id, agent, status string) error
 }
 
+// FailureRecorder is a StatusRecorder that also keeps why a run failed
+// (convstore.Store): [Session.Run] records a failed run's error text with
+// it, what GET /v1/conversations/{id} shows.
+type FailureRecorder interface {
+	RecordFailure(ctx context.Context, id, agent, errText string) error
+}
+
 // statusTimeout bounds a write of the status index.
 const statusTimeout = 5 * time.Second
 
@@ -35,6 +42,12 @@ const statusTimeout = 5 * time.Second
 // when the store keeps one; a failure is logged (the next run's write
 // repairs it).
 func (s *Session) recordStatus(status string) {
+	s.recordStatusErr(status, nil)
+}
+
+// recordStatusErr is recordStatus, with runErr's text for a failed run
+// when the store keeps it (FailureRecorder).
+func (s *Session) recordStatusErr(status string, runErr error) {
 	rec, ok := s.cfg.Store.(StatusRecorder)
 	if !ok {
 		return
@@ -47,7 +60,13 @@ func (s *Session) recordStatus(status string) {
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
 	defer cancel()
-	if err := rec.RecordStatus(ctx, s.ID(), name, status); err != nil {
+	var err error
+	if fr, ok := rec.(FailureRecorder); ok && status == StatusFailed && runErr != nil {
+		err = fr.RecordFailure(ctx, s.ID(), name, runErr.Error())
+	} else {
+		err = rec.RecordStatus(ctx, s.ID(), name, status)
+	}
+	if err != nil {
 		s.log.Warn("status not recorded", slog.String("status", status), slog.Any("error", err))
 	}
 }
@@ -86,5 +105,5 @@ func (s *Session) recordEnd(res *agent.Result, err error) {
 	if errors.Is(err, conversation.ErrLeaseLost) {
 		return
 	}
-	s.recordStatus(StatusOf(res, err))
+	s.recordStatusErr(StatusOf(res, err), err)
 }

@@ -30,6 +30,8 @@ type Status struct {
 	Status string `json:"status"`
 	// UpdatedAt is when the status was set.
 	UpdatedAt time.Time `json:"updated_at"`
+	// Error, for failed, says why the run failed (when its recorder said).
+	Error string `json:"error,omitempty"`
 }
 
 // SetStatus records st in the status index (last writer wins: only the
@@ -56,6 +58,13 @@ func (s *Store) SetStatus(ctx context.Context, st Status) error {
 // it at its run's start and end).
 func (s *Store) RecordStatus(ctx context.Context, id, agentName, status string) error {
 	return s.SetStatus(ctx, Status{ConversationID: id, Agent: agentName, Status: status})
+}
+
+// RecordFailure records that conversation id's run of agent agentName
+// failed with the error text errText (implements
+// session.FailureRecorder).
+func (s *Store) RecordFailure(ctx context.Context, id, agentName, errText string) error {
+	return s.SetStatus(ctx, Status{ConversationID: id, Agent: agentName, Status: "failed", Error: errText})
 }
 
 // GetStatus returns conversation id's entry in the status index; nil

@@ -23,7 +23,7 @@ var errNoPendingReader = errors.New("this server reads no pending records (Handl
 // pendingCall returns task of conversation conv as it is pending now
 // (nil when it waits for nothing any more).
 func (h *handler) pendingCall(ctx context.Context, conv, task string) (*conversation.Summary, *deferred.PendingTask, error) {
-	var r PendingReader = h.Pending
+	r := h.Pending
 	if h.Inbox != nil {
 		r = h.Inbox
 	}

@@ -18,6 +18,9 @@ import (
 const (
 	OnTimeoutDeny    = "deny"
 	OnTimeoutApprove = "approve"
+	// OnTimeoutFail ends the run that reads the timeout's decision with
+	// a *deferred.ApprovalTimeoutError naming the call.
+	OnTimeoutFail = protocol.OnTimeoutFail
 )
 
 // TimeoutDecider is the by of the decision an approval's timeout writes.
@@ -29,7 +32,8 @@ const TimeoutDecider = "timeout"
 type ApprovalPolicy struct {
 	// Timeout is how long the call waits for a person. Positive.
 	Timeout time.Duration
-	// OnTimeout is OnTimeoutDeny (the default) or OnTimeoutApprove.
+	// OnTimeout is OnTimeoutDeny (the default), OnTimeoutApprove or
+	// OnTimeoutFail.
 	OnTimeout string
 	// Message, for a denial, is told to the model.
 	Message string
@@ -39,9 +43,8 @@ type ApprovalPolicy struct {
 }
 
 // ParseApprovalPolicy reads an approval's expiry from its map form
-// ({timeout: "30m", on_timeout: deny|approve, message}, a tool's metadata
-// "approval" or a spec's approval); nil for nil. on_timeout fail is not
-// built yet: an error says so.
+// ({timeout: "30m", on_timeout: deny|approve|fail, message}, a tool's
+// metadata "approval" or a spec's approval); nil for nil.
 func ParseApprovalPolicy(m map[string]any) (*ApprovalPolicy, error) {
 	if m == nil {
 		return nil, nil
@@ -68,11 +71,8 @@ func ParseApprovalPolicy(m map[string]any) (*ApprovalPolicy, error) {
 			}
 			p.Timeout = d
 		case "on_timeout":
-			if s == "fail" {
-				return nil, errors.New("approval.on_timeout: fail is not built yet (deny or approve)")
-			}
-			if s != OnTimeoutDeny && s != OnTimeoutApprove {
-				return nil, fmt.Errorf("approval.on_timeout: %q is not deny or approve", s)
+			if s != OnTimeoutDeny && s != OnTimeoutApprove && s != OnTimeoutFail {
+				return nil, fmt.Errorf("approval.on_timeout: %q is not deny, approve or fail", s)
 			}
 			p.OnTimeout = s
 		case "message":

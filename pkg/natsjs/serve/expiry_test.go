@@ -149,7 +149,11 @@ func TestParseApprovalPolicy(t *testing.T) {
 			t.Errorf("required %v: %+v, %v", n, p, err)
 		}
 	}
-	for _, bad := range []map[string]any{{}, {"timeout": "0s"}, {"timeout": 5}, {"required": 0}, {"required": 1.5}, {"required": "2"}, {"timeout": "1s", "on_timeout": "fail"}, {"timeout": "1s", "x": "y"}} {
+	p, err = serve.ParseApprovalPolicy(map[string]any{"timeout": "1s", "on_timeout": "fail", "message": "x"})
+	if d := p.Decision(); err != nil || d.Approved || d.OnTimeout != "fail" || d.Reason != "expired" || d.By != "timeout" {
+		t.Errorf("fail on timeout: %+v, %v", p, err)
+	}
+	for _, bad := range []map[string]any{{}, {"timeout": "0s"}, {"timeout": 5}, {"required": 0}, {"required": 1.5}, {"required": "2"}, {"timeout": "1s", "on_timeout": "maybe"}, {"timeout": "1s", "x": "y"}} {
 		if _, err := serve.ParseApprovalPolicy(bad); err == nil {
 			t.Errorf("%v accepted", bad)
 		}

@@ -43,6 +43,7 @@ type bundle struct {
 
 	mu            sync.Mutex
 	continuations map[string]int // target → model requests after its tool returned
+	requests      int            // every model request
 	deploys       map[string]int
 	finished      chan string // target, when its conversation's last request is answered
 	slowStarted   chan struct{}
@@ -78,6 +79,9 @@ type targetArgs struct {
 // target X (and fails on "fail X"), and answers a tool's return with "done <content>".
 func (b *bundle) model() llm.Model {
 	return script.New("serve-test", func(_ context.Context, req *llm.Request) (*llm.Response, error) {
+		b.mu.Lock()
+		b.requests++
+		b.mu.Unlock()
 		last := req.Messages[len(req.Messages)-1]
 		for _, p := range last.Parts {
 			switch x := p.(type) {

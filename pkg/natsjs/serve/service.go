@@ -379,3 +379,12 @@ func (q quickClaim) RecordStatus(ctx context.Context, id, agentName, status stri
 	}
 	return nil
 }
+
+// RecordFailure implements session.FailureRecorder by the wrapped
+// store's (its status alone when the store keeps no error).
+func (q quickClaim) RecordFailure(ctx context.Context, id, agentName, errText string) error {
+	if fr, ok := q.Store.(session.FailureRecorder); ok {
+		return fr.RecordFailure(ctx, id, agentName, errText)
+	}
+	return q.RecordStatus(ctx, id, agentName, session.StatusFailed)
+}

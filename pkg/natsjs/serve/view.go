@@ -28,6 +28,8 @@ type Conversation struct {
 	// Note says why this replica does not continue it, when it lacks its
 	// agent.
 	Note string `json:"note,omitempty"`
+	// Error, for a failed one, says why its last run failed.
+	Error string `json:"error,omitempty"`
 }
 
 // Get returns the view of conversation id (conversation.ErrNotFound for
@@ -52,7 +54,7 @@ func (s *Service) Get(ctx context.Context, id string) (*Conversation, error) {
 		c.Status = StatusRunning
 	case len(c.Pending) > 0:
 		c.Status = StatusPaused
-	case s.failed(ctx, id):
+	case s.failed(ctx, id, &c.Error):
 		c.Status = StatusFailed
 	case ended(st.History) && (st.Pending == nil || len(st.Pending.Tasks) == 0):
 		// (A pending record whose calls all have their outcome is a
@@ -83,14 +85,18 @@ func (s *Service) heldElsewhere(ctx context.Context, id string) bool {
 }
 
 // failed reports whether the status index says conversation id's last
-// run failed.
-func (s *Service) failed(ctx context.Context, id string) bool {
+// run failed, setting *why to its error as recorded.
+func (s *Service) failed(ctx context.Context, id string, why *string) bool {
 	si := s.index()
 	if si == nil {
 		return false
 	}
 	st, err := si.GetStatus(ctx, id)
-	return err == nil && st != nil && st.Status == StatusFailed
+	if err != nil || st == nil || st.Status != StatusFailed {
+		return false
+	}
+	*why = st.Error
+	return true
 }
 
 // History returns the stored history of conversation id
