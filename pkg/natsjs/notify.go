@@ -2,8 +2,6 @@ package natsjs
 
 import (
 	"context"
-	"fmt"
-	"io/fs"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -20,26 +18,7 @@ const NotifyConsumerName = "notify"
 // the announcements stored before the first replica that notifies are not
 // sent), whole messages; opts.AckWait, when set, replaces its ack wait.
 func NotifyConsumerConfig(opts ProvisionOptions) (jetstream.ConsumerConfig, error) {
-	const file = "consumers/notify.json"
-	data, err := fs.ReadFile(opts.fsys(), file)
-	if err != nil {
-		return jetstream.ConsumerConfig{}, fmt.Errorf("%w: %w", ErrInvalidDefinition, err)
-	}
-	var cfg jetstream.ConsumerConfig
-	if err := strictUnmarshal(file, data, &cfg); err != nil {
-		return jetstream.ConsumerConfig{}, err
-	}
-	if cfg.Durable != NotifyConsumerName || cfg.FilterSubject != "" || cfg.HeadersOnly {
-		return jetstream.ConsumerConfig{}, fmt.Errorf("%w: %s: want durable_name %q, no filter_subject and whole messages, have %q, %q and headers_only %v",
-			ErrInvalidDefinition, file, NotifyConsumerName, cfg.Durable, cfg.FilterSubject, cfg.HeadersOnly)
-	}
-	if opts.MemoryStorage {
-		cfg.MemoryStorage = true
-	}
-	if opts.AckWait > 0 {
-		cfg.AckWait = opts.AckWait
-	}
-	return cfg, nil
+	return sharedConsumerConfig(opts, "consumers/notify.json", NotifyConsumerName, false)
 }
 
 // EnsureNotifyConsumer ensures the approvals stream and the notification

@@ -19,7 +19,14 @@ const WakeConsumerName = "wake"
 // never transfers its body); opts.AckWait, when set, replaces its ack
 // wait.
 func WakeConsumerConfig(opts ProvisionOptions) (jetstream.ConsumerConfig, error) {
-	const file = "consumers/wake.json"
+	return sharedConsumerConfig(opts, "consumers/wake.json", WakeConsumerName, true)
+}
+
+// sharedConsumerConfig reads the definition file of a consumer shared by
+// every `agent serve` replica (the wake and notification consumers):
+// durable name durable, no filter subject, headers only or whole messages
+// as headersOnly says; opts.MemoryStorage and opts.AckWait applied.
+func sharedConsumerConfig(opts ProvisionOptions, file, durable string, headersOnly bool) (jetstream.ConsumerConfig, error) {
 	data, err := fs.ReadFile(opts.fsys(), file)
 	if err != nil {
 		return jetstream.ConsumerConfig{}, fmt.Errorf("%w: %w", ErrInvalidDefinition, err)
@@ -28,9 +35,9 @@ func WakeConsumerConfig(opts ProvisionOptions) (jetstream.ConsumerConfig, error)
 	if err := strictUnmarshal(file, data, &cfg); err != nil {
 		return jetstream.ConsumerConfig{}, err
 	}
-	if cfg.Durable != WakeConsumerName || cfg.FilterSubject != "" || !cfg.HeadersOnly {
-		return jetstream.ConsumerConfig{}, fmt.Errorf("%w: %s: want durable_name %q, no filter_subject and headers_only, have %q, %q and %v",
-			ErrInvalidDefinition, file, WakeConsumerName, cfg.Durable, cfg.FilterSubject, cfg.HeadersOnly)
+	if cfg.Durable != durable || cfg.FilterSubject != "" || cfg.HeadersOnly != headersOnly {
+		return jetstream.ConsumerConfig{}, fmt.Errorf("%w: %s: want durable_name %q, no filter_subject and headers_only %v, have %q, %q and %v",
+			ErrInvalidDefinition, file, durable, headersOnly, cfg.Durable, cfg.FilterSubject, cfg.HeadersOnly)
 	}
 	if opts.MemoryStorage {
 		cfg.MemoryStorage = true
