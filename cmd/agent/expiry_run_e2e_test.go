@@ -11,7 +11,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/offload-dev/offload/internal/offloadtest"
+	"github.com/offload-dev/offload/pkg/natsjs/worker"
 	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/tool"
 )
 
 // The approval timeouts of `agent run` and `agent resume` (SPEC §12,
@@ -139,5 +141,45 @@ func TestRunApproveWaitReceivesExpiry(t *testing.T) {
 	}
 	if got := d.tools.deployed(); len(got) != 0 {
 		t.Errorf("deployed %v after the expiry", got)
+	}
+}
+
+// A tool's metadata approval (here on_timeout: approve), advertised by
+// its worker, applies to agent run without a spec: the server writes the
+// timeout's approval while nothing runs, and agent resume runs the tool.
+func TestRunToolMetadataApprovalExpires(t *testing.T) {
+	t.Parallel()
+	d := newDurable(t)
+	ran := make(chan string, 1)
+	release := tool.Func("release", "Release a version.", func(_ context.Context, _ *tool.RunContext, a deployArgs) (string, error) {
+		ran <- a.Target
+		return "released " + a.Target, nil
+	}, tool.NeedsApproval(), tool.Meta(map[string]any{"approval": map[string]any{"timeout": "2s", "on_timeout": "approve"}}))
+	w, err := worker.New(worker.Config{Conn: d.nats.Conn(t), ID: "release-worker", Tools: []*tool.Tool{release}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = w.StopAndCancel(ctx)
+	})
+	conv, pending := d.paused(`[{"tool":"release","args":{"target":"v2"}}]`)
+	task := only(t, pending, "approval release")
+	d.decisionsOn(conv, task, 1)
+	if dec, _ := d.storedDecision(conv, task); dec.By != "timeout" || !dec.Approved || dec.OnTimeout != "approve" {
+		t.Fatalf("stored decision %+v, want the timeout's approval", dec)
+	}
+	r := d.agent("resume", "--conversation", conv)
+	if r.code != 0 || r.final["output"] != "seen release:released v2" {
+		t.Errorf("resume: %v", r)
+	}
+	if got := offloadtest.WaitOrTimeout(t, ran, "the release"); got != "v2" {
+		t.Errorf("released %q", got)
 	}
 }
