@@ -183,3 +183,29 @@ func TestRunToolMetadataApprovalExpires(t *testing.T) {
 		t.Errorf("released %q", got)
 	}
 }
+
+// A non-blocking call (--approve background) announced by agent run is
+// scheduled the same way: the run pauses with only it pending, the
+// server writes the timeout's denial while nothing runs, and agent resume
+// tells the model as the follow-up.
+func TestRunNonBlockingApprovalExpires(t *testing.T) {
+	t.Parallel()
+	d := newDurable(t)
+	spec := writeFile(t, d.dir, "spec.yaml", expirySpec)
+	r := d.agent("run", "--spec", spec, "--approve", "background", deployProd)
+	if r.code != exitPaused {
+		t.Fatalf("run should pause: %v", r)
+	}
+	conv, task := r.conv(), only(t, r.pending(), "approval deploy")
+	d.decisionsOn(conv, task, 1)
+	if dec, _ := d.storedDecision(conv, task); dec.By != "timeout" || dec.Approved {
+		t.Fatalf("stored decision %+v, want the timeout's denial", dec)
+	}
+	done := d.agent("resume", "--conversation", conv)
+	if want := "seen user:Tool 'deploy' (task " + task + ") was not approved in time: nobody came"; done.code != 0 || done.final["output"] != want {
+		t.Errorf("resume: %v\nwant output %q", done, want)
+	}
+	if got := d.tools.deployed(); len(got) != 0 {
+		t.Errorf("deployed %v after the expiry", got)
+	}
+}
