@@ -14,9 +14,11 @@ import (
 // tool's metadata "approval", else the spec's approval:
 // session.ResolveApprovalPolicy, as `agent serve` resolves it) has a
 // timeout also schedules the timeout's decision (SPEC §12), written by
-// the server at the timeout whether or not any agent runs then. On a
-// server that cannot schedule messages it says so once, on stderr, when
-// some policy sets a timeout, and announces only.
+// the server at the timeout whether or not any agent runs then (a
+// policy is resolved at each announcement: a tool advertised after the
+// start counts). On a server that cannot schedule messages it says so
+// once, on stderr, when some policy sets a timeout at the start, and
+// announces only.
 func expiringAnnouncer(ctx context.Context, e env, f *runFlags, rem *conn, convs *convstore.Conversations, log *slog.Logger) (session.Announcer, error) {
 	var fallback *session.ApprovalPolicy
 	if s := f.agentSpec; s != nil && s.Approval != nil {
@@ -30,12 +32,11 @@ func expiringAnnouncer(ctx context.Context, e env, f *runFlags, rem *conn, convs
 	policy := func(ctx context.Context, _, toolName string) *session.ApprovalPolicy {
 		return session.ResolveApprovalPolicy(ctx, tools, fallback, toolName, log)
 	}
-	if !anyTimeout(ctx, policy, fallback, rem) {
-		return convs.Announcer, nil
-	}
 	if err := convs.Announcer.CanExpire(ctx); err != nil {
-		log.Warn("approval timeouts are not scheduled", slog.Any("error", err))
-		fmt.Fprintf(e.stderr, "agent: the NATS server cannot schedule messages (%v): approval timeouts are not written; a paused call waits for a decision (or for agent serve's timers)\n", err)
+		if anyTimeout(ctx, policy, fallback, rem) {
+			log.Warn("approval timeouts are not scheduled", slog.Any("error", err))
+			fmt.Fprintf(e.stderr, "agent: the NATS server cannot schedule messages (%v): approval timeouts are not written; a paused call waits for a decision (or for agent serve's timers)\n", err)
+		}
 		return convs.Announcer, nil
 	}
 	return session.ExpiringAnnouncer{Announcer: convs.Announcer, Expirer: convs.Announcer, Policy: policy}, nil
