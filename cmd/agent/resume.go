@@ -60,7 +60,7 @@ func runDurable(ctx context.Context, e env, f *runFlags, cfg agent.Config, rem *
 	if f.conversation != "" {
 		out.conversation(f.conversation)
 	}
-	sess, err := openSession(ctx, f, rem, am, logger)
+	sess, err := openSession(ctx, e, f, rem, am, logger)
 	if err != nil {
 		return out.failed(err)
 	}
@@ -95,8 +95,9 @@ func runDurable(ctx context.Context, e env, f *runFlags, cfg agent.Config, rem *
 }
 
 // openSession claims the conversation of --conversation (or a new one)
-// in the JetStream store and loads it.
-func openSession(ctx context.Context, f *runFlags, rem *conn, am *metrics.Agent, log *slog.Logger) (*session.Session, error) {
+// in the JetStream store and loads it; its approvals' timeouts are
+// scheduled with their announcements (expiringAnnouncer).
+func openSession(ctx context.Context, e env, f *runFlags, rem *conn, am *metrics.Agent, log *slog.Logger) (*session.Session, error) {
 	convs, err := openConversations(ctx, rem.nc, f, am, log)
 	if err != nil {
 		return nil, err
@@ -105,8 +106,12 @@ func openSession(ctx context.Context, f *runFlags, rem *conn, am *metrics.Agent,
 	if create {
 		id = protocol.NewID()
 	}
+	announcer, err := expiringAnnouncer(ctx, e, f, rem, convs, log)
+	if err != nil {
+		return nil, err
+	}
 	host, _ := os.Hostname()
-	sess, err := session.Open(ctx, session.Config{Store: convs.Store, Inbox: convs.Inbox, Announcer: convs.Announcer,
+	sess, err := session.Open(ctx, session.Config{Store: convs.Store, Inbox: convs.Inbox, Announcer: announcer,
 		Canceller: rem.client, Attacher: rem.client, Answers: rem.client, Holder: fmt.Sprintf("agent %s pid %d", host, os.Getpid()),
 		MaxPayload: int(rem.nc.MaxPayload()), Logger: log, Connected: rem.nc.IsConnected, TracerProvider: rem.tracer,
 		Approvals: rem.approvals}, id, create)

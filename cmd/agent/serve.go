@@ -131,7 +131,7 @@ func runServe(ctx context.Context, e env, sf *serveFlags) error {
 		sa := serve.Agent{Name: s.Name, Digest: s.Digest, Agent: a, Tools: tool.Only(rem.client.Toolset(), s.ToolNames()...),
 			NonBlocking: s.Approve == "background"}
 		if s.Approval != nil {
-			if sa.Approval, err = serve.ParseApprovalPolicy(s.Approval.Map()); err != nil {
+			if sa.Approval, err = session.ParseApprovalPolicy(s.Approval.Map()); err != nil {
 				return usageErr("spec %s: %v", s.Name, err)
 			}
 		}
@@ -140,7 +140,7 @@ func runServe(ctx context.Context, e env, sf *serveFlags) error {
 	// Approval timeouts are scheduled messages (SPEC §12); on a server
 	// that cannot schedule, the replicas' own timers write them, which
 	// only a running replica does: said here.
-	var expirer serve.Expirer = convs.Announcer
+	var expirer session.Expirer = convs.Announcer
 	var timers *convstore.Pending
 	if err := convs.Announcer.CanExpire(ctx); err != nil {
 		expirer, timers = nil, pending

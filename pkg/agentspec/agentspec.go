@@ -46,8 +46,9 @@ type Spec struct {
 	Tools []ToolEntry `yaml:"tools"`
 	// Approve is how approvals are decided: one of [ApproveModes].
 	Approve string `yaml:"approve"`
-	// Approval, if set, is the expiry of the agent's approvals under
-	// `agent serve` (SPEC §12), for every tool whose metadata sets none.
+	// Approval, if set, is the expiry of the agent's approvals (SPEC
+	// §12; agent run, resume and serve), for every tool whose metadata
+	// sets none.
 	Approval *Approval `yaml:"approval"`
 	// Capabilities are the agent's capabilities, in order.
 	Capabilities []Capability `yaml:"capabilities"`
@@ -82,7 +83,7 @@ type Approval struct {
 }
 
 // Map is the approval in its map form (the form of a tool's metadata
-// "approval"), for serve.ParseApprovalPolicy.
+// "approval"), for session.ParseApprovalPolicy.
 func (a *Approval) Map() map[string]any {
 	m := map[string]any{}
 	if a.Timeout != "" {

@@ -14,6 +14,7 @@ import (
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/serve"
+	"github.com/offload-dev/offload/pkg/session"
 )
 
 // An approval whose timeout says fail (SPEC §12): no one decides, the
@@ -32,7 +33,7 @@ func TestExpiryFailEndsTheRun(t *testing.T) {
 func expiryFailEndsTheRun(t *testing.T, nonBlocking bool) {
 	b := setup(t)
 	b.nonBlocking = nonBlocking
-	b.approval = &serve.ApprovalPolicy{Timeout: time.Second, OnTimeout: serve.OnTimeoutFail}
+	b.approval = &session.ApprovalPolicy{Timeout: time.Second, OnTimeout: session.OnTimeoutFail}
 	continued := make(chan string, 4)
 	approvals := metrics.NewApprovals(nil)
 	r := b.replicaWith(t, "r1", replicaOpts{config: func(c *serve.Config) {

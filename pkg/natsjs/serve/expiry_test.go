@@ -10,8 +10,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/offload-dev/offload/internal/offloadtest"
-	"github.com/offload-dev/offload/pkg/natsjs/serve"
 	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/session"
 )
 
 // decisionsOf returns the decisions stored on task's decision subject
@@ -39,7 +39,7 @@ func decisionsOf(t *testing.T, js jetstream.JetStream, conv, task string) <-chan
 // history saying by timeout.
 func TestExpiryWithNoReplicaRunning(t *testing.T) {
 	b := setup(t)
-	b.approval = &serve.ApprovalPolicy{Timeout: time.Second, OnTimeout: serve.OnTimeoutDeny, Message: "nobody was around"}
+	b.approval = &session.ApprovalPolicy{Timeout: time.Second, OnTimeout: session.OnTimeoutDeny, Message: "nobody was around"}
 	r1 := b.replica(t, "r1")
 	f := r1.start(t, "deploy prod")
 	task := paused(t, f)
@@ -77,7 +77,7 @@ func TestExpiryWithNoReplicaRunning(t *testing.T) {
 // tool's metadata's here, over the agent's.
 func TestExpiryAfterAPersonDecided(t *testing.T) {
 	b := setup(t)
-	b.approval = &serve.ApprovalPolicy{Timeout: time.Hour, OnTimeout: serve.OnTimeoutApprove}
+	b.approval = &session.ApprovalPolicy{Timeout: time.Hour, OnTimeout: session.OnTimeoutApprove}
 	b.deployMeta = map[string]any{"approval": map[string]any{"timeout": "1s", "on_timeout": "deny"}}
 	r := b.replica(t, "r1")
 	f := r.start(t, "deploy prod")
@@ -113,7 +113,7 @@ func TestExpiryAfterAPersonDecided(t *testing.T) {
 func TestExpiryByReplicaTimers(t *testing.T) {
 	b := setup(t)
 	b.timers = true
-	b.approval = &serve.ApprovalPolicy{Timeout: time.Second, OnTimeout: serve.OnTimeoutDeny, Message: "too late"}
+	b.approval = &session.ApprovalPolicy{Timeout: time.Second, OnTimeout: session.OnTimeoutDeny, Message: "too late"}
 	r1, r2 := b.replica(t, "r1"), b.replica(t, "r2")
 	f := r1.start(t, "deploy prod")
 	task := paused(t, f)
@@ -130,32 +130,5 @@ func TestExpiryByReplicaTimers(t *testing.T) {
 	info, err := s.Info(t.Context(), jetstream.WithSubjectFilter("tools.decision."+f.ConversationID+"."+task))
 	if err != nil || info.State.Subjects["tools.decision."+f.ConversationID+"."+task] != 1 {
 		t.Errorf("decisions stored for the task: %v, %v; want 1", info.State.Subjects, err)
-	}
-}
-
-// The map form of an approval's expiry (a tool's metadata "approval").
-func TestParseApprovalPolicy(t *testing.T) {
-	t.Parallel()
-	p, err := serve.ParseApprovalPolicy(map[string]any{"timeout": "90s", "message": "late"})
-	if err != nil || p.Timeout != 90*time.Second || p.OnTimeout != serve.OnTimeoutDeny || p.Decision().Message != "late" || p.Decision().By != "timeout" {
-		t.Fatalf("%+v, %v", p, err)
-	}
-	if d := (&serve.ApprovalPolicy{Timeout: time.Second, OnTimeout: serve.OnTimeoutApprove, Message: "x"}).Decision(); !d.Approved || d.Message != "" || d.Reason != "expired" {
-		t.Errorf("approve on timeout: %+v", d)
-	}
-	// A quorum alone, from a spec (int) or a tool's JSON metadata (float64).
-	for _, n := range []any{2, 2.0} {
-		if p, err := serve.ParseApprovalPolicy(map[string]any{"required": n}); err != nil || p.Required != 2 || p.Timeout != 0 {
-			t.Errorf("required %v: %+v, %v", n, p, err)
-		}
-	}
-	p, err = serve.ParseApprovalPolicy(map[string]any{"timeout": "1s", "on_timeout": "fail", "message": "x"})
-	if d := p.Decision(); err != nil || d.Approved || d.OnTimeout != "fail" || d.Reason != "expired" || d.By != "timeout" {
-		t.Errorf("fail on timeout: %+v, %v", p, err)
-	}
-	for _, bad := range []map[string]any{{}, {"timeout": "0s"}, {"timeout": 5}, {"required": 0}, {"required": 1.5}, {"required": "2"}, {"timeout": "1s", "on_timeout": "maybe"}, {"timeout": "1s", "x": "y"}} {
-		if _, err := serve.ParseApprovalPolicy(bad); err == nil {
-			t.Errorf("%v accepted", bad)
-		}
 	}
 }

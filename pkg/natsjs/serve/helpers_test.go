@@ -50,7 +50,7 @@ type bundle struct {
 	slowGate      chan struct{}
 	// approval, if set, is the agents' approval expiry (SPEC §12);
 	// deployMeta the deploy tool's metadata.
-	approval   *serve.ApprovalPolicy
+	approval   *session.ApprovalPolicy
 	deployMeta map[string]any
 	// timers has the replicas write the timeouts themselves (a server
 	// without schedules).
@@ -223,7 +223,7 @@ func (b *bundle) replicaWith(t *testing.T, holder string, opts replicaOpts, name
 		a, tools := b.agent(t)
 		agents = append(agents, serve.Agent{Name: n, Digest: "sha256:test", Agent: a, Tools: tools, Approval: b.approval, NonBlocking: b.nonBlocking})
 	}
-	var expirer serve.Expirer = convs.Announcer
+	var expirer session.Expirer = convs.Announcer
 	var timers *convstore.Pending
 	if b.timers {
 		expirer = nil

@@ -16,6 +16,7 @@ import (
 	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/natsjs/convstore"
 	"github.com/offload-dev/offload/pkg/natsjs/serve"
+	"github.com/offload-dev/offload/pkg/session"
 )
 
 // requireBrowser is the environment variable that makes a missing
@@ -89,7 +90,7 @@ func text(ctx context.Context, t *testing.T, sel string) string {
 func TestInboxInBrowser(t *testing.T) {
 	began := time.Now()
 	b := setup(t)
-	b.approval = &serve.ApprovalPolicy{Timeout: time.Hour, OnTimeout: serve.OnTimeoutDeny} // shown, never reached
+	b.approval = &session.ApprovalPolicy{Timeout: time.Hour, OnTimeout: session.OnTimeoutDeny} // shown, never reached
 	r := b.replica(t, "r1")
 	tokens, err := serve.ParseTokens(strings.NewReader(adminToken + " admin alice\n"))
 	if err != nil {

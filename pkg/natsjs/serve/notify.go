@@ -342,7 +342,7 @@ type LinkKey interface {
 }
 
 // ApprovalTimeout returns the timeout of the approvals of agentName's
-// tool toolName when this service expires them (an [ApprovalPolicy] and
+// tool toolName when this service expires them (a session.ApprovalPolicy and
 // Config.Expirer or Config.Timers set): [NotifyConfig.Expiry].
 func (s *Service) ApprovalTimeout(ctx context.Context, agentName, toolName string) (time.Duration, bool) {
 	if s.cfg.Expirer == nil && s.cfg.Timers == nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
 	"github.com/offload-dev/offload/pkg/natsjs/serve"
 	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/session"
 )
 
 // receiver is a notification receiver on loopback: it keeps every POST's
@@ -339,7 +340,7 @@ func TestNotifySlowReceivers(t *testing.T) {
 // notified by it.
 func TestNotifications(t *testing.T) {
 	b := setup(t)
-	b.approval = &serve.ApprovalPolicy{Timeout: time.Hour}
+	b.approval = &session.ApprovalPolicy{Timeout: time.Hour}
 	hook, slack := newReceiver(t), newReceiver(t)
 	slackRecv, err := serve.ParseReceiver("slack:" + slack.srv.URL + "/services/T/B/secret")
 	if err != nil {

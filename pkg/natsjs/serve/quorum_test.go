@@ -15,6 +15,7 @@ import (
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/natsjs/convstore"
 	"github.com/offload-dev/offload/pkg/natsjs/serve"
+	"github.com/offload-dev/offload/pkg/session"
 )
 
 // publishDecision publishes data on conversation conv's task's decision
@@ -75,7 +76,7 @@ func stillPending(t *testing.T, b *bundle, st *conversation.State, task string, 
 func TestQuorumTwoApprovers(t *testing.T) {
 	b := setup(t)
 	b.trust = true
-	b.approval = &serve.ApprovalPolicy{Required: 2}
+	b.approval = &session.ApprovalPolicy{Required: 2}
 	r := b.replica(t, "r1")
 	f := r.start(t, "deploy prod")
 	task := paused(t, f)
@@ -102,7 +103,7 @@ func TestQuorumTwoApprovers(t *testing.T) {
 // sent it, and its text reaches the model.
 func TestQuorumUntrustedAndDenial(t *testing.T) {
 	b := setup(t)
-	b.approval = &serve.ApprovalPolicy{Required: 2}
+	b.approval = &session.ApprovalPolicy{Required: 2}
 	r := b.replica(t, "r1")
 	f := r.start(t, "deploy prod")
 	task := paused(t, f)
@@ -144,7 +145,7 @@ func quorumAPI(t *testing.T, r *replica, ids *convstore.Identities) *httptest.Se
 // the key, as agent approve), an approval is 422 unauthenticated.
 func TestQuorumOverAPI(t *testing.T) {
 	b := setup(t)
-	b.approval = &serve.ApprovalPolicy{Required: 2}
+	b.approval = &session.ApprovalPolicy{Required: 2}
 	r := b.replica(t, "r1")
 	srv := quorumAPI(t, r, b.identities())
 	f := r.start(t, "deploy prod")

@@ -31,7 +31,7 @@ type Agent struct {
 	Agent *agent.Agent
 	// Approval, if set, is the expiry of the approvals of every tool of
 	// Agent whose metadata sets none ("approval"; SPEC §12).
-	Approval *ApprovalPolicy
+	Approval *session.ApprovalPolicy
 	// Tools, if set, are the tools Agent offers: the web inbox checks
 	// arguments edited before an approval against their schemas (SPEC
 	// §12); without it, it refuses edited arguments.
@@ -82,9 +82,9 @@ type Config struct {
 	// Metrics, if set, observes the wakes (offload_wake_seconds).
 	Metrics *metrics.Serve
 	// Expirer, if set, schedules the timeout decision of each announced
-	// approval whose tool or agent has an [ApprovalPolicy] (SPEC §12;
+	// approval whose tool or agent has a session.ApprovalPolicy (SPEC §12;
 	// convstore.Announcer.Expire).
-	Expirer Expirer
+	Expirer session.Expirer
 	// Timers, if set, are the pending records the service reads to write
 	// the approvals' timeouts itself (the fallback of a server that
 	// cannot schedule messages, SPEC §12; with Expirer unset): a call
@@ -337,7 +337,7 @@ func (s *Service) sessionConfig(wait bool, agentName string) session.Config {
 	sc := s.cfg.Session
 	sc.Quorum = func(ctx context.Context, toolName string) int { return s.quorum(ctx, agentName, toolName) }
 	if sc.Announcer != nil && s.cfg.Expirer != nil {
-		sc.Announcer = expiringAnnouncer{Announcer: sc.Announcer, svc: s}
+		sc.Announcer = session.ExpiringAnnouncer{Announcer: sc.Announcer, Expirer: s.cfg.Expirer, Policy: s.livePolicy}
 	}
 	if !wait {
 		sc.Store = quickClaim{Store: sc.Store, wait: s.cfg.ClaimWait}

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/offload-dev/offload/pkg/natsjs/convstore"
+	"github.com/offload-dev/offload/pkg/session"
+)
+
+// expiringAnnouncer returns the announcer of `agent run` and `agent
+// resume`: convs' announcer, which with each approval whose policy (the
+// tool's metadata "approval", else the spec's approval:
+// session.ResolveApprovalPolicy, as `agent serve` resolves it) has a
+// timeout also schedules the timeout's decision (SPEC §12), written by
+// the server at the timeout whether or not any agent runs then (a
+// policy is resolved at each announcement: a tool advertised after the
+// start counts). On a server that cannot schedule messages it says so
+// once, on stderr, when some policy sets a timeout at the start, and
+// announces only.
+func expiringAnnouncer(ctx context.Context, e env, f *runFlags, rem *conn, convs *convstore.Conversations, log *slog.Logger) (session.Announcer, error) {
+	var fallback *session.ApprovalPolicy
+	if s := f.agentSpec; s != nil && s.Approval != nil {
+		p, err := session.ParseApprovalPolicy(s.Approval.Map())
+		if err != nil {
+			return nil, usageErr("--spec: %v", err)
+		}
+		fallback = p
+	}
+	tools := rem.client.Toolset()
+	policy := func(ctx context.Context, _, toolName string) *session.ApprovalPolicy {
+		return session.ResolveApprovalPolicy(ctx, tools, fallback, toolName, log)
+	}
+	if err := convs.Announcer.CanExpire(ctx); err != nil {
+		if anyTimeout(ctx, policy, fallback, rem) {
+			log.Warn("approval timeouts are not scheduled", slog.Any("error", err))
+			fmt.Fprintf(e.stderr, "agent: the NATS server cannot schedule messages (%v): approval timeouts are not written; a paused call waits for a decision (or for agent serve's timers)\n", err)
+		}
+		return convs.Announcer, nil
+	}
+	return session.ExpiringAnnouncer{Announcer: convs.Announcer, Expirer: convs.Announcer, Policy: policy}, nil
+}
+
+// anyTimeout reports whether the spec's approval or the metadata of a
+// tool offered now sets an approval timeout.
+func anyTimeout(ctx context.Context, policy func(context.Context, string, string) *session.ApprovalPolicy, fallback *session.ApprovalPolicy, rem *conn) bool {
+	if fallback != nil && fallback.Timeout > 0 {
+		return true
+	}
+	tools, err := rem.client.Toolset().Tools(ctx)
+	if err != nil {
+		return false
+	}
+	for _, t := range tools {
+		if p := policy(ctx, "", t.Name); p != nil && p.Timeout > 0 {
+			return true
+		}
+	}
+	return false
+}
