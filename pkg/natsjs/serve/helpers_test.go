@@ -89,11 +89,16 @@ func (b *bundle) model() llm.Model {
 			case message.ToolReturn:
 				content := message.ContentText(x.Content)
 				target := content[strings.LastIndex(content, " ")+1:]
-				if t, ok := both(req); ok && x.ToolName == "deploy" && strings.HasSuffix(content, "meanwhile.") {
+				if t, ask, ok := both(req); ok && strings.HasSuffix(content, "meanwhile.") && (x.ToolName == "deploy" || x.ToolName == "ask") {
 					// "both X": the non-blocking deploy acknowledged,
-					// slow X keeps the run live.
+					// slow X keeps the run live; "both+ask X" asks X
+					// (non-blocking) in between.
 					args, _ := json.Marshal(targetArgs{Target: t})
-					return &llm.Response{Parts: []message.Part{message.ToolCall{ToolName: "slow", ToolCallID: "call_2", Args: string(args)}}}, nil
+					next, id := "slow", "call_2"
+					if ask && x.ToolName == "deploy" {
+						next, id = "ask", "call_3"
+					}
+					return &llm.Response{Parts: []message.Part{message.ToolCall{ToolName: next, ToolCallID: id, Args: string(args)}}}, nil
 				}
 				b.mu.Lock()
 				b.continuations[target]++
@@ -116,7 +121,7 @@ func (b *bundle) model() llm.Model {
 					return &llm.Response{Parts: []message.Part{message.Text{Content: "done " + content}}}, nil
 				}
 				name, target, _ := strings.Cut(text.String(), " ")
-				if name == "both" {
+				if name == "both" || name == "both+ask" {
 					name = "deploy"
 				}
 				if name == "deploys" {
@@ -140,16 +145,20 @@ func (b *bundle) model() llm.Model {
 }
 
 // both reports whether req's conversation began with "both X" (deploy X,
-// then slow X once deploy's non-blocking call is acknowledged), and X.
-func both(req *llm.Request) (string, bool) {
+// then slow X once deploy's non-blocking call is acknowledged) or
+// "both+ask X" (ask X in between, ask true), and X.
+func both(req *llm.Request) (target string, ask, ok bool) {
 	for _, p := range req.Messages[0].Parts {
-		if u, ok := p.(message.UserPrompt); ok && len(u.Content) > 0 {
+		if u, isPrompt := p.(message.UserPrompt); isPrompt && len(u.Content) > 0 {
 			if target, ok := strings.CutPrefix(u.Content[0].Text, "both "); ok {
-				return target, true
+				return target, false, true
+			}
+			if target, ok := strings.CutPrefix(u.Content[0].Text, "both+ask "); ok {
+				return target, true, true
 			}
 		}
 	}
-	return "", false
+	return "", false, false
 }
 
 // agent is the test's agent: deploy (approval-gated), slow (waits for

@@ -3,7 +3,6 @@ package serve_test
 import (
 	"context"
 	"log/slog"
-	"strings"
 	"testing"
 
 	"github.com/offload-dev/offload/internal/offloadtest"
@@ -61,8 +60,7 @@ func refusedFor(t *testing.T, refused <-chan string, reason, what string) {
 // gated): the live wait counts the approvals as a continuation does. One
 // approval does not run the call: the same identity's second is refused
 // duplicate_identity (the signal that the live read counted the first);
-// a second identity's runs it, once, in the same run, which finishes
-// (not paused: the live read took the quorum).
+// a second identity's is taken by the live read and runs the call, once.
 func TestQuorumLiveNonBlocking(t *testing.T) {
 	b := setup(t)
 	b.trust = true
@@ -70,27 +68,7 @@ func TestQuorumLiveNonBlocking(t *testing.T) {
 	b.approval = &serve.ApprovalPolicy{Required: 2}
 	refused := make(chan string, 64)
 	r := b.replicaWith(t, "r1", replicaOpts{inboxLog: slog.New(reasonSignal{jstest.Logger().Handler(), refused})})
-	sub, err := r.js.Conn().SubscribeSync("tools.approval.>")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-	run, err := r.svc.Start(ctx, "ops", "both prod", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	offloadtest.WaitOrTimeout(t, b.slowStarted, "the slow tool")
-	m, err := sub.NextMsg(wait)
-	if err != nil {
-		t.Fatalf("the deploy's announcement: %v", err)
-	}
-	ap, err := protocol.DecodeApproval(m.Data, nil)
-	if err != nil || ap.Tool != "deploy" {
-		t.Fatalf("announcement %s: %+v, %v", m.Data, ap, err)
-	}
-	conv, task := run.ConversationID, ap.TaskID
+	run, conv, task := startBoth(t, b, r)
 	publishDecision(t, r.js, conv, task, `{"approved":true,"by":"ann"}`)
 	publishDecision(t, r.js, conv, task, `{"approved":true,"by":"ann"}`)
 	refusedFor(t, refused, conversation.ReasonDuplicateIdentity, "ann's second approval refused duplicate_identity by the live read")
@@ -106,14 +84,140 @@ func TestQuorumLiveNonBlocking(t *testing.T) {
 	// delivers outcomes between steps).
 	close(b.slowGate)
 	offloadtest.WaitOrTimeout(t, b.deployed, "the deploy, once bob approved too")
-	select {
-	case <-run.Done():
-	case <-ctx.Done():
-		t.Fatal("the run did not end")
+	// The run finishes with the deploy's result, or pauses when its turn
+	// ended before the read handed the outcome over (the refusal that
+	// signals the read is logged before): its continuation delivers it.
+	if f := ended(t, run); f.Status != "finished" && f.Status != "paused" {
+		t.Fatalf("run: %+v", f)
 	}
-	if f := run.Final(); f.Status != "finished" || !strings.Contains(f.Output, "deployed prod") {
-		t.Fatalf("run: %+v, want finished with the deploy's result", f)
+	finished(t, r, conv, "done Background tool 'deploy' (task "+task+") completed.\nResult: deployed prod")
+	if _, d := b.counts("prod"); d != 1 {
+		t.Fatalf("deploy ran %d times, want 1", d)
 	}
+}
+
+// startBoth starts "both prod" on r (the non-blocking deploy, then slow,
+// gated, keeping the run live) and returns its run, conversation and the
+// deploy's task, once its approval is announced and slow runs.
+func startBoth(t *testing.T, b *bundle, r *replica) (*serve.Run, string, string) {
+	t.Helper()
+	return startPrompt(t, b, r, "both prod")
+}
+
+// startPrompt is startBoth with prompt ("both X" or "both+ask X").
+func startPrompt(t *testing.T, b *bundle, r *replica, prompt string) (*serve.Run, string, string) {
+	t.Helper()
+	sub, err := r.js.Conn().SubscribeSync("tools.approval.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	run, err := r.svc.Start(ctx, "ops", prompt, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	offloadtest.WaitOrTimeout(t, b.slowStarted, "the slow tool")
+	m, err := sub.NextMsg(wait)
+	if err != nil {
+		t.Fatalf("the deploy's announcement: %v", err)
+	}
+	ap, err := protocol.DecodeApproval(m.Data, nil)
+	if err != nil || ap.Tool != "deploy" {
+		t.Fatalf("announcement %s: %+v, %v", m.Data, ap, err)
+	}
+	return run, run.ConversationID, ap.TaskID
+}
+
+// ended waits for run to end and returns its Final.
+func ended(t *testing.T, run *serve.Run) serve.Final {
+	t.Helper()
+	offloadtest.WaitOrTimeout(t, run.Done(), "the run to end")
+	return run.Final()
+}
+
+// One approval of two counted while the run is live, then the run
+// pauses (the model ended its turn, the call still waiting): the
+// approval is not lost nor taken for the quorum by the save. The same
+// identity again does not run the call; a second identity's wakes the
+// conversation and runs it once.
+func TestQuorumLiveThenPaused(t *testing.T) {
+	b := setup(t)
+	b.trust = true
+	b.nonBlocking = true
+	b.approval = &serve.ApprovalPolicy{Required: 2}
+	refused := make(chan string, 64)
+	r := b.replicaWith(t, "r1", replicaOpts{inboxLog: slog.New(reasonSignal{jstest.Logger().Handler(), refused})})
+	run, conv, task := startBoth(t, b, r)
+	publishDecision(t, r.js, conv, task, `{"approved":true,"by":"ann"}`)
+	publishDecision(t, r.js, conv, task, `{"approved":true,"by":"ann"}`)
+	refusedFor(t, refused, conversation.ReasonDuplicateIdentity, "ann's second approval refused duplicate_identity by the live read")
+	close(b.slowGate)
+	if f := ended(t, run); f.Status != "paused" || len(f.Pending) != 1 || f.Pending[0].TaskID != task {
+		t.Fatalf("run: %+v, want paused on the deploy", f)
+	}
+	if c, err := r.svc.Get(context.Background(), conv); err != nil || len(c.Pending) != 1 || c.Pending[0].Required != 2 {
+		t.Fatalf("paused conversation %+v, %v; want the deploy pending with required 2", c, err)
+	}
+	seq := publishDecision(t, r.js, conv, task, `{"approved":true,"by":"ann"}`)
+	stillPending(t, b, readPast(t, r, conv, seq), task, "ann")
+	publishDecision(t, r.js, conv, task, `{"approved":true,"by":"bob"}`)
+	finished(t, r, conv, "done Background tool 'deploy' (task "+task+") completed.\nResult: deployed prod")
+	if _, d := b.counts("prod"); d != 1 {
+		t.Fatalf("deploy ran %d times, want 1", d)
+	}
+}
+
+// The save of a run that took another outcome live (a non-blocking
+// external call's answer) moves the conversation's checkpoint past what
+// the live read read: the approval it counted for the quorum of the call
+// still pending is saved with it (votes [ann]), so that the second
+// identity's approval, after the pause, runs the call once.
+func TestQuorumLiveVotesSaved(t *testing.T) {
+	b := setup(t)
+	b.trust = true
+	b.nonBlocking = true
+	b.approval = &serve.ApprovalPolicy{Required: 2}
+	refused := make(chan string, 64)
+	r := b.replicaWith(t, "r1", replicaOpts{inboxLog: slog.New(reasonSignal{jstest.Logger().Handler(), refused})})
+	run, conv, task := startPrompt(t, b, r, "both+ask prod")
+	c, err := r.svc.Get(context.Background(), conv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ask string
+	for _, p := range c.Pending {
+		if p.Tool == "ask" {
+			ask = p.TaskID
+		}
+	}
+	if ask == "" {
+		t.Fatalf("no ask pending in %+v", c)
+	}
+	publishDecision(t, r.js, conv, task, `{"approved":true,"by":"ann"}`)
+	for range 2 {
+		if _, err := r.js.Publish(context.Background(), "tools.answer."+conv+"."+ask, []byte(`{"content":"asked prod"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refusedFor(t, refused, conversation.ReasonDuplicate, "the second answer refused duplicate by the live read")
+	// A live read reads the decisions before the answers: ann's second
+	// approval, published now, is read by a later read than the one that
+	// took the answer, which handed it to the run first.
+	publishDecision(t, r.js, conv, task, `{"approved":true,"by":"ann"}`)
+	refusedFor(t, refused, conversation.ReasonDuplicateIdentity, "ann's second approval refused duplicate_identity by the live read")
+	close(b.slowGate)
+	if f := ended(t, run); f.Status != "paused" || len(f.Pending) != 1 || f.Pending[0].TaskID != task {
+		t.Fatalf("run: %+v, want paused on the deploy", f)
+	}
+	st, _, err := r.convs.Store.Load(context.Background(), conv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stillPending(t, b, st, task, "ann")
+	publishDecision(t, r.js, conv, task, `{"approved":true,"by":"bob"}`)
+	finished(t, r, conv, "done Background tool 'deploy' (task "+task+") completed.\nResult: deployed prod")
 	if _, d := b.counts("prod"); d != 1 {
 		t.Fatalf("deploy ran %d times, want 1", d)
 	}
