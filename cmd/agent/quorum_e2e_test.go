@@ -94,3 +94,26 @@ func TestServeE2EQuorumTrustNATSBy(t *testing.T) {
 		t.Errorf("deployed %v, want [prod] once", got)
 	}
 }
+
+// A spec's approve: background with approval {required: 2} (accepted:
+// the live wait counts the quorum too), under agent serve
+// --trust-nats-by: the non-blocking deploy waits, paused, with one
+// approver's raw approval counted; the second identity's runs it once.
+func TestServeE2EQuorumNonBlocking(t *testing.T) {
+	w := quorumWorld(t)
+	if err := os.WriteFile(w.spec, []byte("name: ops\nmodel: openai:fake-model\ntools: [deploy, research]\napprove: background\napproval: {required: 2}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, url := w.replica(t, "--trust-nats-by")
+	conv, task := startPaused(t, url, "prod")
+	w.pub("tools.decision."+conv+"."+task, `{"approved":true,"by":"ann"}`)
+	awaitVotes(t, url, "ann")
+	if got := w.tools.deployed(); len(got) != 0 {
+		t.Fatalf("deployed %v after one approver", got)
+	}
+	w.pub("tools.decision."+conv+"."+task, `{"approved":true,"by":"bob"}`)
+	awaitFinished(t, url, conv)
+	if got := w.tools.deployed(); !slices.Equal(got, []string{"prod"}) {
+		t.Errorf("deployed %v, want [prod] once", got)
+	}
+}

@@ -248,12 +248,6 @@ func (s *Spec) Validate() error {
 		if a.Required < 0 {
 			return fmt.Errorf("approval.required: %d is not a positive number", a.Required)
 		}
-		if a.Required > 1 && s.Approve == "background" {
-			// A live run's non-blocking call takes the first decision it
-			// reads: a quorum is counted only where a paused run's
-			// decisions are.
-			return errors.New("approval.required with approve: background is not built yet")
-		}
 		if d, err := time.ParseDuration(a.Timeout); (a.Timeout != "" || a.Required == 0) && (err != nil || d <= 0) {
 			return fmt.Errorf("approval.timeout: %q is not a positive duration", a.Timeout)
 		}

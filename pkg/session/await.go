@@ -49,6 +49,13 @@ func (s *Session) await(ctx context.Context, rc *tool.RunContext, reqs *deferred
 	mine := map[string]bool{}
 	for _, t := range reqs.Pending() {
 		if t.Kind == deferred.KindApproval {
+			// The quorum its tool needs (SPEC §12): the inline wait
+			// counts its approvals as a continuation does.
+			if t.Required == 0 && s.cfg.Quorum != nil {
+				if n := s.cfg.Quorum(ctx, t.Tool); n > 1 {
+					t.Required = n
+				}
+			}
 			tmp.Pending.Tasks = append(tmp.Pending.Tasks, t)
 			mine[t.TaskID] = true
 		}
@@ -95,7 +102,20 @@ func (s *Session) await(ctx context.Context, rc *tool.RunContext, reqs *deferred
 			cp = min(cp, a.Seq-1)
 		}
 	}
+	for _, v := range tmp.Votes {
+		if !mine[v.TaskID] && v.Seq > 0 {
+			cp = min(cp, v.Seq-1) // its waiter counts it
+		}
+	}
 	s.st.Checkpoint.Decisions = max(s.st.Checkpoint.Decisions, cp)
+	// The approvals counted for the quorum of a call still undecided
+	// are past the checkpoint: they are kept, for the run that
+	// continues the conversation.
+	for _, v := range tmp.Votes {
+		if mine[v.TaskID] && !tmp.Arrived(v.TaskID) {
+			s.st.Votes = mergeVotes(s.st.Votes, []conversation.Vote{v})
+		}
+	}
 	res := &deferred.Results{Calls: map[string]any{}, Approvals: map[string]any{}, Metadata: map[string]map[string]any{}}
 	for _, a := range tmp.Arrivals {
 		if !mine[a.TaskID] {

@@ -76,6 +76,13 @@ func (w *liveWaiter) Wait(ctx context.Context, info *agent.RunInfo, call deferre
 	if w.s.cfg.Inbox == nil {
 		return nil, fmt.Errorf("session: no inbox to read the decision of task %s from", call.TaskID)
 	}
+	// The quorum its tool needs (SPEC §12) is the call's, so that the
+	// live read counts its approvals as a paused run's continuation does.
+	if call.Kind == deferred.KindApproval && call.Required == 0 && w.s.cfg.Quorum != nil {
+		if n := w.s.cfg.Quorum(ctx, call.Tool); n > 1 {
+			call.Required = n
+		}
+	}
 	lw := &liveWait{w: w, pt: call, done: make(chan struct{})}
 	// The session's state is read before w.mu is taken: the session's
 	// save takes w.mu while it holds its own (Session.updateLocked).
@@ -161,7 +168,8 @@ func (w *liveWaiter) read(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	tmp := &conversation.State{ID: w.st.ID, Settled: slices.Clone(w.st.Settled), Checkpoint: w.st.Checkpoint,
-		Pending: &deferred.PendingRecord{ConversationID: w.st.ID, RunID: w.st.Pending.RunID, Tasks: slices.Clone(w.st.Pending.Tasks)}}
+		Pending: &deferred.PendingRecord{ConversationID: w.st.ID, RunID: w.st.Pending.RunID, Tasks: slices.Clone(w.st.Pending.Tasks)},
+		Votes:   slices.Clone(w.st.Votes)}
 	for _, c := range inline {
 		if _, ok := tmp.PendingTask(c.pt.TaskID); !ok {
 			tmp.Pending.Tasks = append(tmp.Pending.Tasks, c.pt)
@@ -190,7 +198,15 @@ func (w *liveWaiter) read(ctx context.Context) (bool, error) {
 				cp.Decisions = min(cp.Decisions, a.Seq-1)
 			}
 		}
+		for _, v := range tmp.Votes {
+			if c, ok := inline[v.TaskID]; ok && !c.decided && v.Seq > 0 {
+				cp.Decisions = min(cp.Decisions, v.Seq-1)
+			}
+		}
 		w.st.Checkpoint = cp
+		// The approvals counted for a quorum go with the checkpoint
+		// past them: a read again from before it counts them again.
+		w.st.Votes = tmp.Votes
 	}
 	type outcome struct {
 		lw *liveWait
@@ -223,20 +239,29 @@ func (w *liveWaiter) read(ctx context.Context) (bool, error) {
 // checkpoint returns how far the watch read the streams when what it read
 // may be skipped by a later read of the conversation: every outcome it
 // took was delivered (still holds the tasks the run's pending record
-// keeps), so a later read would only refuse them as duplicates. Called
-// by the session's save, with the session's lock held.
-func (w *liveWaiter) checkpoint(still map[string]bool) (conversation.Checkpoint, bool) {
+// keeps), so a later read would only refuse them as duplicates. With it,
+// it returns the approvals it counted up to there for the quorums of
+// the calls still pending (a detached wait's), which a later read does
+// not read again. Called by the session's save, with the session's lock
+// held.
+func (w *liveWaiter) checkpoint(still map[string]bool) (conversation.Checkpoint, []conversation.Vote, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.st == nil || len(w.taken) == 0 {
-		return conversation.Checkpoint{}, false
+		return conversation.Checkpoint{}, nil, false
 	}
 	for task := range w.taken {
 		if still[task] {
-			return conversation.Checkpoint{}, false // taken, not delivered: read it again
+			return conversation.Checkpoint{}, nil, false // taken, not delivered: read it again
 		}
 	}
-	return w.st.Checkpoint, true
+	var votes []conversation.Vote
+	for _, v := range w.st.Votes {
+		if still[v.TaskID] {
+			votes = append(votes, v)
+		}
+	}
+	return w.st.Checkpoint, votes, true
 }
 
 // stopLocked marks the watch goroutine as ending by itself (no wait is

@@ -128,9 +128,12 @@ func (s *Session) updateLocked(h message.History, pending *deferred.PendingRecor
 	if s.nb != nil {
 		// The decisions and answers a live wait took and the run
 		// delivered are not read again by the conversation's next reader.
-		if cp, ok := s.nb.checkpoint(still); ok {
+		// Nor are the approvals it counted for a quorum before that
+		// checkpoint: they are saved with it.
+		if cp, votes, ok := s.nb.checkpoint(still); ok {
 			s.st.Checkpoint.Decisions = max(s.st.Checkpoint.Decisions, cp.Decisions)
 			s.st.Checkpoint.Answers = max(s.st.Checkpoint.Answers, cp.Answers)
+			s.st.Votes = mergeVotes(s.st.Votes, votes)
 		}
 	}
 	s.awaitAnswersLocked()
@@ -266,4 +269,15 @@ func (s *Session) stampQuorum(ctx context.Context, rec *deferred.PendingRecord) 
 			}
 		}
 	}
+}
+
+// mergeVotes adds to votes those of more it lacks (one per task and
+// identity), in order.
+func mergeVotes(votes, more []conversation.Vote) []conversation.Vote {
+	for _, v := range more {
+		if !slices.ContainsFunc(votes, func(o conversation.Vote) bool { return o.TaskID == v.TaskID && o.By == v.By }) {
+			votes = append(votes, v)
+		}
+	}
+	return votes
 }

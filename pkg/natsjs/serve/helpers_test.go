@@ -46,6 +46,7 @@ type bundle struct {
 	requests      int            // every model request
 	deploys       map[string]int
 	finished      chan string // target, when its conversation's last request is answered
+	deployed      chan string // target, when deploy ran
 	slowStarted   chan struct{}
 	slowGate      chan struct{}
 	// approval, if set, is the agents' approval expiry (SPEC §12);
@@ -68,14 +69,14 @@ type bundle struct {
 func setup(t *testing.T) *bundle {
 	t.Helper()
 	return &bundle{srv: natstest.Start(t), continuations: map[string]int{}, deploys: map[string]int{},
-		finished: make(chan string, 4096), slowStarted: make(chan struct{}, 16), slowGate: make(chan struct{})}
+		finished: make(chan string, 4096), deployed: make(chan string, 4096), slowStarted: make(chan struct{}, 16), slowGate: make(chan struct{})}
 }
 
 type targetArgs struct {
 	Target string `json:"target"`
 }
 
-// model calls the tool its prompt names ("deploy X" or "slow X") with
+// model calls the tool its prompt names ("deploy X" or "slow X", "both X": see both) with
 // target X (and fails on "fail X"), and answers a tool's return with "done <content>".
 func (b *bundle) model() llm.Model {
 	return script.New("serve-test", func(_ context.Context, req *llm.Request) (*llm.Response, error) {
@@ -88,6 +89,17 @@ func (b *bundle) model() llm.Model {
 			case message.ToolReturn:
 				content := message.ContentText(x.Content)
 				target := content[strings.LastIndex(content, " ")+1:]
+				if t, ask, ok := both(req); ok && strings.HasSuffix(content, "meanwhile.") && (x.ToolName == "deploy" || x.ToolName == "ask") {
+					// "both X": the non-blocking deploy acknowledged,
+					// slow X keeps the run live; "both+ask X" asks X
+					// (non-blocking) in between.
+					args, _ := json.Marshal(targetArgs{Target: t})
+					next, id := "slow", "call_2"
+					if ask && x.ToolName == "deploy" {
+						next, id = "ask", "call_3"
+					}
+					return &llm.Response{Parts: []message.Part{message.ToolCall{ToolName: next, ToolCallID: id, Args: string(args)}}}, nil
+				}
 				b.mu.Lock()
 				b.continuations[target]++
 				b.mu.Unlock()
@@ -109,6 +121,9 @@ func (b *bundle) model() llm.Model {
 					return &llm.Response{Parts: []message.Part{message.Text{Content: "done " + content}}}, nil
 				}
 				name, target, _ := strings.Cut(text.String(), " ")
+				if name == "both" || name == "both+ask" {
+					name = "deploy"
+				}
 				if name == "deploys" {
 					// "deploys A B": deploy A and B in one response.
 					var parts []message.Part
@@ -129,6 +144,23 @@ func (b *bundle) model() llm.Model {
 	})
 }
 
+// both reports whether req's conversation began with "both X" (deploy X,
+// then slow X once deploy's non-blocking call is acknowledged) or
+// "both+ask X" (ask X in between, ask true), and X.
+func both(req *llm.Request) (target string, ask, ok bool) {
+	for _, p := range req.Messages[0].Parts {
+		if u, isPrompt := p.(message.UserPrompt); isPrompt && len(u.Content) > 0 {
+			if target, ok := strings.CutPrefix(u.Content[0].Text, "both "); ok {
+				return target, false, true
+			}
+			if target, ok := strings.CutPrefix(u.Content[0].Text, "both+ask "); ok {
+				return target, true, true
+			}
+		}
+	}
+	return "", false, false
+}
+
 // agent is the test's agent: deploy (approval-gated), slow (waits for
 // slowGate) and ask (an external call: "ask X" is answered from outside),
 // all run in the replica's process; it returns its tools too.
@@ -138,6 +170,7 @@ func (b *bundle) agent(t *testing.T) (*agent.Agent, tool.Toolset) {
 		b.mu.Lock()
 		b.deploys[a.Target]++
 		b.mu.Unlock()
+		b.deployed <- a.Target
 		return "deployed " + a.Target, nil
 	}, tool.NeedsApproval(), tool.Meta(b.deployMeta))
 	slow := tool.Func("slow", "Works slowly.", func(ctx context.Context, _ *tool.RunContext, a targetArgs) (string, error) {
@@ -188,6 +221,7 @@ func (b *bundle) replicaLog(t *testing.T, holder string, log *slog.Logger, names
 // leases' TTL (leaseTTL when zero), and its service's configuration.
 type replicaOpts struct {
 	log      *slog.Logger
+	inboxLog *slog.Logger // the inbox's (its refusals); jstest.Logger() when nil
 	leaseTTL time.Duration
 	config   func(*serve.Config)
 }
@@ -210,7 +244,11 @@ func (b *bundle) replicaWith(t *testing.T, holder string, opts replicaOpts, name
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	prov := natsjs.ProvisionOptions{AckWait: 2 * time.Second}
-	convs, err := convstore.Open(ctx, convstore.OpenConfig{JetStream: js, Provision: prov, Logger: jstest.Logger(), Identities: b.identities()})
+	inboxLog := opts.inboxLog
+	if inboxLog == nil {
+		inboxLog = jstest.Logger()
+	}
+	convs, err := convstore.Open(ctx, convstore.OpenConfig{JetStream: js, Provision: prov, Logger: inboxLog, Identities: b.identities()})
 	if err != nil {
 		t.Fatal(err)
 	}
