@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/offload-dev/offload/pkg/natsjs/convstore"
 	"github.com/offload-dev/offload/pkg/session"
 )
@@ -20,17 +22,9 @@ import (
 // once, on stderr, when some policy sets a timeout at the start, and
 // announces only.
 func expiringAnnouncer(ctx context.Context, e env, f *runFlags, rem *conn, convs *convstore.Conversations, log *slog.Logger) (session.Announcer, error) {
-	var fallback *session.ApprovalPolicy
-	if s := f.agentSpec; s != nil && s.Approval != nil {
-		p, err := session.ParseApprovalPolicy(s.Approval.Map())
-		if err != nil {
-			return nil, usageErr("--spec: %v", err)
-		}
-		fallback = p
-	}
-	tools := rem.client.Toolset()
-	policy := func(ctx context.Context, _, toolName string) *session.ApprovalPolicy {
-		return session.ResolveApprovalPolicy(ctx, tools, fallback, toolName, log)
+	policy, fallback, err := approvalPolicies(f, rem, log)
+	if err != nil {
+		return nil, err
 	}
 	if err := convs.Announcer.CanExpire(ctx); err != nil {
 		if anyTimeout(ctx, policy, fallback, rem) {
@@ -40,6 +34,44 @@ func expiringAnnouncer(ctx context.Context, e env, f *runFlags, rem *conn, convs
 		return convs.Announcer, nil
 	}
 	return session.ExpiringAnnouncer{Announcer: convs.Announcer, Expirer: convs.Announcer, Policy: policy}, nil
+}
+
+// approvalPolicies returns the approval policy of each tool for `agent
+// run` and `agent resume` (the tool's metadata "approval", else the
+// spec's approval: session.ResolveApprovalPolicy, as `agent serve`
+// resolves it) and the spec's (nil without one).
+func approvalPolicies(f *runFlags, rem *conn, log *slog.Logger) (func(ctx context.Context, conv, toolName string) *session.ApprovalPolicy, *session.ApprovalPolicy, error) {
+	var fallback *session.ApprovalPolicy
+	if s := f.agentSpec; s != nil && s.Approval != nil {
+		p, err := session.ParseApprovalPolicy(s.Approval.Map())
+		if err != nil {
+			return nil, nil, usageErr("--spec: %v", err)
+		}
+		fallback = p
+	}
+	tools := rem.client.Toolset()
+	return func(ctx context.Context, _, toolName string) *session.ApprovalPolicy {
+		return session.ResolveApprovalPolicy(ctx, tools, fallback, toolName, log)
+	}, fallback, nil
+}
+
+// quorum returns the session.Config.Quorum of `agent run` and `agent
+// resume`: the approvers a tool's calls need (approval.required; 0: one
+// decision decides). Its approvals count when the service signed them
+// (agent serve's inbox and API, with the key of the store's links) or
+// with --trust-nats-by; any other is refused unauthenticated and the call
+// stays pending (SPEC §12).
+func quorum(f *runFlags, rem *conn, log *slog.Logger) (func(ctx context.Context, toolName string) int, error) {
+	policy, _, err := approvalPolicies(f, rem, log)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, toolName string) int {
+		if p := policy(ctx, "", toolName); p != nil {
+			return p.Required
+		}
+		return 0
+	}, nil
 }
 
 // anyTimeout reports whether the spec's approval or the metadata of a
@@ -58,4 +90,19 @@ func anyTimeout(ctx context.Context, policy func(context.Context, string, string
 		}
 	}
 	return false
+}
+
+// linksKey returns the service's HMAC key (convstore.Links.Key, kept in
+// the store), with which agent serve signs the decisions of its inbox and
+// API.
+func linksKey(ctx context.Context, rem *conn, f *runFlags) ([]byte, error) {
+	js, err := jetstream.New(rem.nc)
+	if err != nil {
+		return nil, err
+	}
+	links, err := convstore.OpenLinks(ctx, convstore.OpenConfig{JetStream: js, Provision: f.conn.ProvisionOptions(f.prefix)})
+	if err != nil {
+		return nil, err
+	}
+	return links.Key(ctx)
 }

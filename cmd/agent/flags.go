@@ -88,6 +88,7 @@ func registerRunFlags(cmd *cobra.Command, f *runFlags, e env) {
 	fl.BoolVar(&f.local, "local", false, "run the built-in tools in this process, without NATS (nothing is stored)")
 	fl.StringVar(&f.metricsAddr, "metrics", "", "serve Prometheus metrics on ADDR/metrics while the run lasts (e.g. 127.0.0.1:9100)")
 	fl.StringVar(&f.spec, "spec", "", "YAML file of the agent: model, instructions, limits, tools, approve, model_settings, ... (flags given win)")
+	fl.BoolVar(&f.trustNATSBy, "trust-nats-by", false, "count every decision's by as its approver's identity for a quorum (approval.required), as agent serve --trust-nats-by")
 	f.mf.register(fl)
 	registerStoreFlags(cmd, f, e)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/offload-dev/offload/pkg/agent/agentmetrics"
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/metrics"
+	"github.com/offload-dev/offload/pkg/natsjs/convstore"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/session"
 )
@@ -98,7 +99,17 @@ func runDurable(ctx context.Context, e env, f *runFlags, cfg agent.Config, rem *
 // in the JetStream store and loads it; its approvals' timeouts are
 // scheduled with their announcements (expiringAnnouncer).
 func openSession(ctx context.Context, e env, f *runFlags, rem *conn, am *metrics.Agent, log *slog.Logger) (*session.Session, error) {
+	// The approvals of a quorum count when agent serve signed them (the
+	// store's links key, read below) or with --trust-nats-by (SPEC §12).
+	f.identities = &convstore.Identities{TrustBy: f.trustNATSBy}
 	convs, err := openConversations(ctx, rem.nc, f, am, log)
+	if err != nil {
+		return nil, err
+	}
+	if f.identities.Key, err = linksKey(ctx, rem, f); err != nil {
+		log.Warn("approvals of a quorum are counted only with --trust-nats-by: the service's key is not readable", slog.Any("error", err))
+	}
+	quorumOf, err := quorum(f, rem, log)
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +125,7 @@ func openSession(ctx context.Context, e env, f *runFlags, rem *conn, am *metrics
 	sess, err := session.Open(ctx, session.Config{Store: convs.Store, Inbox: convs.Inbox, Announcer: announcer,
 		Canceller: rem.client, Attacher: rem.client, Answers: rem.client, Holder: fmt.Sprintf("agent %s pid %d", host, os.Getpid()),
 		MaxPayload: int(rem.nc.MaxPayload()), Logger: log, Connected: rem.nc.IsConnected, TracerProvider: rem.tracer,
-		Approvals: rem.approvals}, id, create)
+		Approvals: rem.approvals, Quorum: quorumOf}, id, create)
 	switch {
 	case errors.Is(err, conversation.ErrNotFound):
 		return nil, &exitError{code: exitFailed, err: fmt.Errorf("conversation %s is unknown", id)}
