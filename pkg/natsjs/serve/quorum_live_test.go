@@ -10,6 +10,7 @@ import (
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
 	"github.com/offload-dev/offload/pkg/natsjs/serve"
 	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/session"
 )
 
 // reasonSignal is a slog.Handler that sends the reason of every refusal
@@ -65,7 +66,7 @@ func TestQuorumLiveNonBlocking(t *testing.T) {
 	b := setup(t)
 	b.trust = true
 	b.nonBlocking = true
-	b.approval = &serve.ApprovalPolicy{Required: 2}
+	b.approval = &session.ApprovalPolicy{Required: 2}
 	refused := make(chan string, 64)
 	r := b.replicaWith(t, "r1", replicaOpts{inboxLog: slog.New(reasonSignal{jstest.Logger().Handler(), refused})})
 	run, conv, task := startBoth(t, b, r)
@@ -146,7 +147,7 @@ func TestQuorumLiveThenPaused(t *testing.T) {
 	b := setup(t)
 	b.trust = true
 	b.nonBlocking = true
-	b.approval = &serve.ApprovalPolicy{Required: 2}
+	b.approval = &session.ApprovalPolicy{Required: 2}
 	refused := make(chan string, 64)
 	r := b.replicaWith(t, "r1", replicaOpts{inboxLog: slog.New(reasonSignal{jstest.Logger().Handler(), refused})})
 	run, conv, task := startBoth(t, b, r)
@@ -178,7 +179,7 @@ func TestQuorumLiveVotesSaved(t *testing.T) {
 	b := setup(t)
 	b.trust = true
 	b.nonBlocking = true
-	b.approval = &serve.ApprovalPolicy{Required: 2}
+	b.approval = &session.ApprovalPolicy{Required: 2}
 	refused := make(chan string, 64)
 	r := b.replicaWith(t, "r1", replicaOpts{inboxLog: slog.New(reasonSignal{jstest.Logger().Handler(), refused})})
 	run, conv, task := startPrompt(t, b, r, "both+ask prod")
