@@ -228,9 +228,8 @@ func (h *handler) startError(w http.ResponseWriter, err error) {
 }
 
 func (h *handler) get(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	if _, err := protocol.ParseID(id); err != nil {
-		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+	id, ok := pathConversation(w, r)
+	if !ok {
 		return
 	}
 	c, err := h.Service.Get(r.Context(), id)

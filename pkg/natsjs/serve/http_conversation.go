@@ -35,9 +35,8 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 // history answers the stored history of a conversation, as its JSON form
 // (message.History) is stored.
 func (h *handler) history(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	if _, err := protocol.ParseID(id); err != nil {
-		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+	id, ok := pathConversation(w, r)
+	if !ok {
 		return
 	}
 	hist, err := h.Service.History(r.Context(), id)
@@ -63,9 +62,8 @@ type messageRequest struct {
 // 202 (200 with its final event with ?wait=1), 409 while calls are
 // pending or a run of it is live.
 func (h *handler) message(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	if _, err := protocol.ParseID(id); err != nil {
-		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+	id, ok := pathConversation(w, r)
+	if !ok {
 		return
 	}
 	var req messageRequest
@@ -89,9 +87,8 @@ func (h *handler) message(w http.ResponseWriter, r *http.Request) {
 // semantics): 202 once asked, 404 for a conversation agent serve never
 // ran, 409 when no run of it is live.
 func (h *handler) cancel(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	if _, err := protocol.ParseID(id); err != nil {
-		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+	id, ok := pathConversation(w, r)
+	if !ok {
 		return
 	}
 	err := h.Service.Cancel(r.Context(), id)
@@ -105,4 +102,15 @@ func (h *handler) cancel(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeError(w, http.StatusInternalServerError, "internal", err.Error())
 	}
+}
+
+// pathConversation returns the conversation ID of the request's path; a
+// malformed one is answered 400 (ok false).
+func pathConversation(w http.ResponseWriter, r *http.Request) (id string, ok bool) {
+	id = r.PathValue("id")
+	if _, err := protocol.ParseID(id); err != nil {
+		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+		return "", false
+	}
+	return id, true
 }

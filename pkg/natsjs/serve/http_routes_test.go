@@ -82,6 +82,17 @@ func TestHTTPRoutes(t *testing.T) {
 	if code, m := call(t, srv, "GET", "/v1/pending?kind=bogus", viewerToken, ""); code != 400 {
 		t.Errorf("pending?kind=bogus: %d %v", code, m)
 	}
+	// A conversation ID that is not one is 400 on every route naming one.
+	for _, rt := range []struct{ method, path, token, body string }{
+		{"GET", "/v1/conversations/not-an-id", viewerToken, ""},
+		{"GET", "/v1/conversations/not-an-id/history", viewerToken, ""},
+		{"POST", "/v1/conversations/not-an-id/messages", opToken, `{"prompt":"x"}`},
+		{"POST", "/v1/conversations/not-an-id/cancel", opToken, ""},
+	} {
+		if code, m := call(t, srv, rt.method, rt.path, rt.token, rt.body); code != 400 || errCode(m) != "bad_request" {
+			t.Errorf("%s %s: %d %v, want 400 bad_request", rt.method, rt.path, code, m)
+		}
+	}
 
 	if code, m := call(t, srv, "POST", base+"/messages", opToken, `{"prompt":"deploy stage"}`); code != 409 || errCode(m) != "pending" {
 		t.Fatalf("a message while a call is pending: %d %v", code, m)
