@@ -21,57 +21,56 @@ import (
 // start counts). On a server that cannot schedule messages it says so
 // once, on stderr, when some policy sets a timeout at the start, and
 // announces only.
-func expiringAnnouncer(ctx context.Context, e env, f *runFlags, rem *conn, convs *convstore.Conversations, log *slog.Logger) (session.Announcer, error) {
-	policy, fallback, err := approvalPolicies(f, rem, log)
-	if err != nil {
-		return nil, err
-	}
+func expiringAnnouncer(ctx context.Context, e env, p approvalPolicy, rem *conn, convs *convstore.Conversations, log *slog.Logger) session.Announcer {
+	policy, fallback := p.policy, p.fallback
 	if err := convs.Announcer.CanExpire(ctx); err != nil {
 		if anyTimeout(ctx, policy, fallback, rem) {
 			log.Warn("approval timeouts are not scheduled", slog.Any("error", err))
 			fmt.Fprintf(e.stderr, "agent: the NATS server cannot schedule messages (%v): approval timeouts are not written; a paused call waits for a decision (or for agent serve's timers)\n", err)
 		}
-		return convs.Announcer, nil
+		return convs.Announcer
 	}
-	return session.ExpiringAnnouncer{Announcer: convs.Announcer, Expirer: convs.Announcer, Policy: policy}, nil
+	return session.ExpiringAnnouncer{Announcer: convs.Announcer, Expirer: convs.Announcer, Policy: policy}
 }
 
-// approvalPolicies returns the approval policy of each tool for `agent
-// run` and `agent resume` (the tool's metadata "approval", else the
-// spec's approval: session.ResolveApprovalPolicy, as `agent serve`
-// resolves it) and the spec's (nil without one).
-func approvalPolicies(f *runFlags, rem *conn, log *slog.Logger) (func(ctx context.Context, conv, toolName string) *session.ApprovalPolicy, *session.ApprovalPolicy, error) {
+// approvalPolicy is the approval policy of `agent run` and `agent
+// resume`, resolved once per run: policy gives each tool's (the tool's
+// metadata "approval", else the spec's approval:
+// session.ResolveApprovalPolicy, as `agent serve` resolves it),
+// fallback is the spec's (nil without one).
+type approvalPolicy struct {
+	policy   func(ctx context.Context, conv, toolName string) *session.ApprovalPolicy
+	fallback *session.ApprovalPolicy
+}
+
+// approvalPolicies returns the approval policy of the run's spec and
+// tools.
+func approvalPolicies(f *runFlags, rem *conn, log *slog.Logger) (approvalPolicy, error) {
 	var fallback *session.ApprovalPolicy
 	if s := f.agentSpec; s != nil && s.Approval != nil {
 		p, err := session.ParseApprovalPolicy(s.Approval.Map())
 		if err != nil {
-			return nil, nil, usageErr("--spec: %v", err)
+			return approvalPolicy{}, usageErr("--spec: %v", err)
 		}
 		fallback = p
 	}
 	tools := rem.client.Toolset()
-	return func(ctx context.Context, _, toolName string) *session.ApprovalPolicy {
+	return approvalPolicy{fallback: fallback, policy: func(ctx context.Context, _, toolName string) *session.ApprovalPolicy {
 		return session.ResolveApprovalPolicy(ctx, tools, fallback, toolName, log)
-	}, fallback, nil
+	}}, nil
 }
 
-// quorum returns the session.Config.Quorum of `agent run` and `agent
+// quorum is the session.Config.Quorum of `agent run` and `agent
 // resume`: the approvers a tool's calls need (approval.required; 0: one
 // decision decides). Its approvals count when the service signed them
 // (agent serve's inbox and API, with the key of the store's links) or
 // with --trust-nats-by; any other is refused unauthenticated and the call
 // stays pending (SPEC §12).
-func quorum(f *runFlags, rem *conn, log *slog.Logger) (func(ctx context.Context, toolName string) int, error) {
-	policy, _, err := approvalPolicies(f, rem, log)
-	if err != nil {
-		return nil, err
+func (p approvalPolicy) quorum(ctx context.Context, toolName string) int {
+	if pol := p.policy(ctx, "", toolName); pol != nil {
+		return pol.Required
 	}
-	return func(ctx context.Context, toolName string) int {
-		if p := policy(ctx, "", toolName); p != nil {
-			return p.Required
-		}
-		return 0
-	}, nil
+	return 0
 }
 
 // anyTimeout reports whether the spec's approval or the metadata of a

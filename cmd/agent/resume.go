@@ -109,7 +109,7 @@ func openSession(ctx context.Context, e env, f *runFlags, rem *conn, am *metrics
 	if f.identities.Key, err = linksKey(ctx, rem, f); err != nil {
 		log.Warn("approvals of a quorum are counted only with --trust-nats-by: the service's key is not readable", slog.Any("error", err))
 	}
-	quorumOf, err := quorum(f, rem, log)
+	policies, err := approvalPolicies(f, rem, log)
 	if err != nil {
 		return nil, err
 	}
@@ -117,15 +117,12 @@ func openSession(ctx context.Context, e env, f *runFlags, rem *conn, am *metrics
 	if create {
 		id = protocol.NewID()
 	}
-	announcer, err := expiringAnnouncer(ctx, e, f, rem, convs, log)
-	if err != nil {
-		return nil, err
-	}
+	announcer := expiringAnnouncer(ctx, e, policies, rem, convs, log)
 	host, _ := os.Hostname()
 	sess, err := session.Open(ctx, session.Config{Store: convs.Store, Inbox: convs.Inbox, Announcer: announcer,
 		Canceller: rem.client, Attacher: rem.client, Answers: rem.client, Holder: fmt.Sprintf("agent %s pid %d", host, os.Getpid()),
 		MaxPayload: int(rem.nc.MaxPayload()), Logger: log, Connected: rem.nc.IsConnected, TracerProvider: rem.tracer,
-		Approvals: rem.approvals, Quorum: quorumOf}, id, create)
+		Approvals: rem.approvals, Quorum: policies.quorum}, id, create)
 	switch {
 	case errors.Is(err, conversation.ErrNotFound):
 		return nil, &exitError{code: exitFailed, err: fmt.Errorf("conversation %s is unknown", id)}
