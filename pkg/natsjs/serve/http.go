@@ -233,14 +233,11 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c, err := h.Service.Get(r.Context(), id)
-	switch {
-	case errors.Is(err, conversation.ErrNotFound):
-		writeError(w, http.StatusNotFound, "not_found", "conversation "+id+" is unknown")
-	case err != nil:
-		writeError(w, http.StatusInternalServerError, "internal", err.Error())
-	default:
-		writeJSON(w, http.StatusOK, c)
+	if err != nil {
+		lookupError(w, id, err)
+		return
 	}
+	writeJSON(w, http.StatusOK, c)
 }
 
 // decisionRequest is the body of a decision; its by is the token's name.

@@ -40,17 +40,14 @@ func (h *handler) history(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	hist, err := h.Service.History(r.Context(), id)
-	switch {
-	case errors.Is(err, conversation.ErrNotFound):
-		writeError(w, http.StatusNotFound, "not_found", "conversation "+id+" is unknown")
-	case err != nil:
-		writeError(w, http.StatusInternalServerError, "internal", err.Error())
-	default:
-		if hist == nil {
-			hist = message.History{}
-		}
-		writeJSON(w, http.StatusOK, hist)
+	if err != nil {
+		lookupError(w, id, err)
+		return
 	}
+	if hist == nil {
+		hist = message.History{}
+	}
+	writeJSON(w, http.StatusOK, hist)
 }
 
 // messageRequest is the body of POST /v1/conversations/{id}/messages.
@@ -95,12 +92,10 @@ func (h *handler) cancel(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case err == nil:
 		writeJSON(w, http.StatusAccepted, map[string]any{"conversation_id": id, "cancelling": true})
-	case errors.Is(err, conversation.ErrNotFound):
-		writeError(w, http.StatusNotFound, "not_found", "conversation "+id+" is unknown")
 	case errors.Is(err, ErrNotRunning):
 		writeError(w, http.StatusConflict, "not_running", err.Error())
 	default:
-		writeError(w, http.StatusInternalServerError, "internal", err.Error())
+		lookupError(w, id, err)
 	}
 }
 
@@ -113,4 +108,14 @@ func pathConversation(w http.ResponseWriter, r *http.Request) (id string, ok boo
 		return "", false
 	}
 	return id, true
+}
+
+// lookupError answers err of reading conversation id: 404 when the store
+// has none, else 500.
+func lookupError(w http.ResponseWriter, id string, err error) {
+	if errors.Is(err, conversation.ErrNotFound) {
+		writeError(w, http.StatusNotFound, "not_found", "conversation "+id+" is unknown")
+		return
+	}
+	writeError(w, http.StatusInternalServerError, "internal", err.Error())
 }
