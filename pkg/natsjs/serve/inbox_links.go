@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/natsjs/convstore"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
@@ -63,13 +64,8 @@ func (in *inbox) mintLinks(w http.ResponseWriter, r *http.Request) {
 
 // link shows a link's confirmation page; it publishes nothing.
 func (in *inbox) link(w http.ResponseWriter, r *http.Request) {
-	c, ok := in.verifiedLink(w, r)
+	c, pt, ok := in.linkedCall(w, r)
 	if !ok {
-		return
-	}
-	_, pt, err := in.h.pendingCall(r.Context(), c.Conversation, c.Task)
-	if err != nil {
-		in.fail(w, r, http.StatusInternalServerError, err.Error())
 		return
 	}
 	if pt == nil {
@@ -84,13 +80,8 @@ func (in *inbox) link(w http.ResponseWriter, r *http.Request) {
 // the arguments it was made for (a link for arguments that changed is
 // refused, and stays unused).
 func (in *inbox) useLink(w http.ResponseWriter, r *http.Request) {
-	c, ok := in.verifiedLink(w, r)
+	c, pt, ok := in.linkedCall(w, r)
 	if !ok {
-		return
-	}
-	_, pt, err := in.h.pendingCall(r.Context(), c.Conversation, c.Task)
-	if err != nil {
-		in.fail(w, r, http.StatusInternalServerError, err.Error())
 		return
 	}
 	if pt != nil {
@@ -120,6 +111,21 @@ func (in *inbox) useLink(w http.ResponseWriter, r *http.Request) {
 		word = "Approved"
 	}
 	in.render(w, r, http.StatusOK, "message", map[string]any{"Title": word, "Message": word + " as " + c.To + "."})
+}
+
+// linkedCall returns the claims of the request's link and its call as
+// pending now (nil when no longer pending), or answers the request.
+func (in *inbox) linkedCall(w http.ResponseWriter, r *http.Request) (LinkClaims, *deferred.PendingTask, bool) {
+	c, ok := in.verifiedLink(w, r)
+	if !ok {
+		return c, nil, false
+	}
+	_, pt, err := in.h.pendingCall(r.Context(), c.Conversation, c.Task)
+	if err != nil {
+		in.fail(w, r, http.StatusInternalServerError, err.Error())
+		return c, nil, false
+	}
+	return c, pt, true
 }
 
 // verifiedLink returns the claims of the request's link, or answers the
