@@ -163,11 +163,12 @@ const (
 // When the store keeps a status index ([StatusRecorder]), the run records
 // running at its start and its outcome ([StatusOf]) at its end.
 func (s *Session) Run(ctx context.Context, a *agent.Agent, prompt string, opts *agent.RunOptions) (res *agent.Result, err error) {
-	running := s.recordRunning()
-	defer func() {
-		<-running
-		s.recordEnd(res, err)
-	}()
+	// Stored before the run does anything (a continuation may run an
+	// approved call before its first model request): a process killed at
+	// any line after it leaves the status running and its lease lapsing,
+	// what agent serve's sweep continues.
+	s.recordStatus(StatusRunning)
+	defer func() { s.recordEnd(res, err) }()
 	ro := agent.RunOptions{}
 	if opts != nil {
 		ro = *opts

@@ -71,19 +71,6 @@ func (s *Session) recordStatusErr(status string, runErr error) {
 	}
 }
 
-// recordRunning writes the running status beside the run, off the path
-// to its first model request; the returned channel is closed once it is
-// written, and the run's end waits for it so that its outcome is the
-// last write.
-func (s *Session) recordRunning() <-chan struct{} {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		s.recordStatus(StatusRunning)
-	}()
-	return done
-}
-
 // StatusOf is the status of a conversation whose run returned res and
 // err: failed on an error, paused while calls are pending or the run was
 // suspended, finished otherwise.

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -27,21 +26,6 @@ import (
 // eventSubject is the subject of conversation conv's events.
 func (s *Service) eventSubject(conv string) string {
 	return natsjs.NamesFor(s.cfg.Provision.Prefix).Prefix + ".event." + conv
-}
-
-// publishEvent stores a run's event; one that cannot be stored is logged
-// and dropped (events are what clients watch, not the conversation's
-// state).
-func (s *Service) publishEvent(ev agent.Event) {
-	data, err := json.Marshal(ev)
-	if err == nil {
-		ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
-		_, err = s.cfg.JetStream.Publish(ctx, s.eventSubject(ev.ConversationID), data)
-		cancel()
-	}
-	if err != nil {
-		s.log.Warn("event not stored", slog.String("conversation_id", ev.ConversationID), slog.String("type", string(ev.Type)), slog.Any("error", err))
-	}
 }
 
 // Watch calls fn with each event of conversation conv stored after

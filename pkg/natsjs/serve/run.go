@@ -131,7 +131,8 @@ func (s *Service) launch(sess *session.Session, a Agent, prompt string, opts *ag
 	s.runs[r.ConversationID] = r
 	s.mu.Unlock()
 	opts.Suspend = s.suspend
-	opts.OnEvent = s.publishEvent
+	events := &runEvents{s: s}
+	opts.OnEvent = events.publish
 	// Non-blocking calls are waited for by the session: their decisions
 	// arriving while the run is live are injected without a pause.
 	opts.Capabilities = append(opts.Capabilities, sess.NonBlockingCalls(a.NonBlocking))
@@ -142,6 +143,7 @@ func (s *Service) launch(sess *session.Session, a Agent, prompt string, opts *ag
 		// The session records the status index's running and outcome
 		// while it holds the lease (session.Run).
 		res, err := sess.Run(ctx, a.Agent, prompt, opts)
+		events.wait() // the run is done once its events are stored
 		if cause := context.Cause(ctx); err != nil && errors.Is(err, context.Canceled) && errors.Is(cause, ErrCancelled) {
 			err = fmt.Errorf("%w: %w", cause, err) // what interrupted it, in its final event
 		}
