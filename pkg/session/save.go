@@ -176,7 +176,7 @@ func (c checkpointer) BeforeModelRequest(ctx context.Context, info *agent.RunInf
 	if err != nil {
 		return err
 	}
-	s.notify(ctx)
+	s.notifyAside(ctx)
 	return nil
 }
 
@@ -187,6 +187,7 @@ func (s *Session) Finish(ctx context.Context, res *agent.Result, runErr error) e
 	if res == nil {
 		return nil
 	}
+	s.awaitNotified() // published in order: the step's before the end's
 	s.mu.Lock()
 	if runErr != nil && !s.stepped && len(res.Messages) <= len(s.st.History) {
 		s.mu.Unlock()
@@ -227,6 +228,43 @@ func (s *Session) announce(ctx context.Context, rec *deferred.PendingRecord) {
 	}
 	if err := s.cfg.Announcer.Announce(ctx, fresh); err != nil {
 		s.log.WarnContext(ctx, "approvals not announced", slog.Any("error", err))
+	}
+}
+
+// notifyTimeout bounds the publishes of a notification made aside.
+const notifyTimeout = 15 * time.Second
+
+// notifyAside is notify off the run's path (a continuation's first model
+// request does not wait for the resolutions of the decisions it applied),
+// on a goroutine of the session's, after the one before it: Finish and
+// Close wait for them (awaitNotified).
+func (s *Session) notifyAside(ctx context.Context) {
+	s.mu.Lock()
+	if len(s.resolutions) == 0 && len(s.cancels) == 0 {
+		s.mu.Unlock()
+		return
+	}
+	before, done := s.notified, make(chan struct{})
+	s.notified = done
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), notifyTimeout)
+	go func() {
+		defer close(done)
+		defer cancel()
+		if before != nil {
+			<-before
+		}
+		s.notify(ctx)
+	}()
+}
+
+// awaitNotified waits for the notifications made aside.
+func (s *Session) awaitNotified() {
+	s.mu.Lock()
+	last := s.notified
+	s.mu.Unlock()
+	if last != nil {
+		<-last
 	}
 }
 

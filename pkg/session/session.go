@@ -146,6 +146,9 @@ type Session struct {
 	announced map[string]bool
 	// nb is the waiter of non-blocking calls (NonBlocking), made once.
 	nb *liveWaiter
+	// notified is closed when the last notification made aside
+	// (notifyAside) is published.
+	notified chan struct{}
 	// inline are the approvals --approve wait steps waited for (await),
 	// true once decided: their decisions are theirs, never the
 	// non-blocking waiter's.
@@ -231,8 +234,10 @@ func (s *Session) ID() string { return s.st.ID }
 func (s *Session) Lost() <-chan struct{} { return s.lease.Lost() }
 
 // Close releases the conversation (and tells cfg.Answers that this
-// process no longer waits for its answers).
+// process no longer waits for its answers), once the resolutions and
+// cancels the run's saves owed are published.
 func (s *Session) Close() {
+	s.awaitNotified()
 	if s.cfg.Answers != nil {
 		s.cfg.Answers.AwaitAnswers(s.ID(), nil)
 	}
