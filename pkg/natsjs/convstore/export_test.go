@@ -30,3 +30,11 @@ func FailGets(in *Inbox, fail map[int]bool) (calls func() int) {
 		return n
 	}
 }
+
+// Holdings returns how many conversations s keeps what it knows of (the
+// leases it holds) and how many history objects it remembers.
+func Holdings(s *Store) (held, objects int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.held), len(s.objects)
+}

@@ -49,6 +49,7 @@ func (s *Store) Claim(ctx context.Context, id, holder string) (conversation.Leas
 	for {
 		rev, err := s.tryClaim(ctx, key, holder, ttl)
 		if err == nil {
+			s.hold(id)
 			l := &convLease{s: s, id: id, key: key, holder: holder, rev: rev, ttl: ttl,
 				lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
 			go l.renew(time.Now().Add(ttl)) //nolint:gosec // G118: the lease owns the renewal; Release stops it (stop, done), not the claim's ctx
@@ -95,6 +96,7 @@ func (s *Store) TryClaim(ctx context.Context, id, holder string) (conversation.L
 	if err != nil {
 		return nil, fmt.Errorf("natsjs: claim conversation %s: %w", id, err)
 	}
+	s.hold(id)
 	l := &convLease{s: s, id: id, key: key, holder: holder, rev: rev, ttl: s.cfg.LeaseTTL,
 		lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
 	go l.renew(time.Now().Add(s.cfg.LeaseTTL)) //nolint:gosec // G118: the lease owns the renewal; Release stops it (stop, done), not the claim's ctx
@@ -191,6 +193,7 @@ func (l *convLease) Release(ctx context.Context) error {
 	l.stopOnce.Do(func() {
 		close(l.stop)
 		<-l.done
+		l.s.letGo(l.id)
 		select {
 		case <-l.lost:
 			return

@@ -33,6 +33,9 @@ func (s *Store) project(ctx context.Context, st *conversation.State, rev convers
 			return fmt.Errorf("natsjs: pending record of %s: %w", st.ID, err)
 		}
 	}
+	if ok, err := s.projectKnown(ctx, st.ID, value); ok || err != nil {
+		return err
+	}
 	key := st.ID
 	for range projectAttempts {
 		var cur uint64 // the record's revision; 0: no record
@@ -48,17 +51,19 @@ func (s *Store) project(ctx context.Context, st *conversation.State, rev convers
 			}
 			cur = e.Revision()
 		}
+		var seq uint64
 		switch {
 		case sum == nil && cur == 0:
 			return nil
 		case sum == nil:
-			err = s.pending.Delete(ctx, key, jetstream.LastRevision(cur))
+			seq, err = s.deleteRecord(ctx, key, cur)
 		case cur == 0:
-			_, err = s.pending.Create(ctx, key, value)
+			seq, err = s.pending.Create(ctx, key, value)
 		default:
-			_, err = s.pending.Update(ctx, key, value, cur)
+			seq, err = s.pending.Update(ctx, key, value, cur)
 		}
 		if err == nil {
+			s.knowRecord(key, seq, sum != nil)
 			return nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {

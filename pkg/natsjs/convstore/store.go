@@ -60,7 +60,8 @@ type Store struct {
 	pending jetstream.KeyValue
 
 	mu      sync.Mutex
-	objects map[string]string // conversation → history object last read or written
+	objects map[string]string   // conversation → history object last read or written
+	held    map[string]*holding // the conversations whose lease this process holds (holding.go)
 }
 
 var _ conversation.Store = (*Store)(nil)
@@ -105,7 +106,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 			cfg.MaxInline = int(nc.MaxPayload()) * 3 / 4
 		}
 	}
-	return &Store{cfg: cfg, log: log, kv: kv, obj: obj, pending: pending, objects: map[string]string{}}, nil
+	return &Store{cfg: cfg, log: log, kv: kv, obj: obj, pending: pending, objects: map[string]string{}, held: map[string]*holding{}}, nil
 }
 
 // stored is the value of a conversation's key.
@@ -129,6 +130,14 @@ func (s *Store) Load(ctx context.Context, id string) (*conversation.State, conve
 	if err := checkConvID(id); err != nil {
 		return nil, 0, err
 	}
+	held := s.holds(id)
+	var record sync.WaitGroup
+	if held {
+		// The pending record's revision, beside the state's read: the
+		// run's first projection then needs no read (holding.go).
+		record.Go(func() { s.readRecord(ctx, id) })
+	}
+	defer record.Wait()
 	var e jetstream.KeyValueEntry
 	_, err := jsop.Retry(ctx, s.log, "conversation store", func(ctx context.Context) (err error) {
 		e, err = s.kv.Get(ctx, convKeyPre+id)
@@ -161,9 +170,13 @@ func (s *Store) Load(ctx context.Context, id string) (*conversation.State, conve
 			return nil, 0, fmt.Errorf("natsjs: load conversation %s: history: %w", id, err)
 		}
 	}
-	s.mu.Lock()
-	s.objects[id] = v.HistoryObject
-	s.mu.Unlock()
+	if held {
+		// Only a holder saves: what it read is the object its next save
+		// replaces (a reader's would be kept here for nothing).
+		s.mu.Lock()
+		s.objects[id] = v.HistoryObject
+		s.mu.Unlock()
+	}
 	return st, conversation.Revision(e.Revision()), nil
 }
 
