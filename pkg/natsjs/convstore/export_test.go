@@ -7,22 +7,27 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// FailGets makes in's direct gets fail with "no responders" on the calls
-// listed (counted from 1), as a read does in a cluster electing a leader,
-// and returns how many were made so far.
-func FailGets(in *Inbox, fail map[int]bool) (calls func() int) {
+// FailGets makes in's direct gets on stream fail with the errors listed
+// by call (counted from 1 on that stream: Collect reads the streams at
+// once), such as the "no responders" of a cluster electing a leader, and
+// returns how many gets were made so far on every stream.
+func FailGets(in *Inbox, stream string, fail map[int]error) (calls func() int) {
 	var mu sync.Mutex
-	n := 0
+	n, on := 0, 0
 	get := in.get
-	in.get = func(ctx context.Context, nc *nats.Conn, stream, filter string, from uint64, next bool) (*storedMsg, error) {
+	in.get = func(ctx context.Context, nc *nats.Conn, s, filter string, from uint64, next bool) (*storedMsg, error) {
 		mu.Lock()
 		n++
-		f := fail[n]
-		mu.Unlock()
-		if f {
-			return nil, nats.ErrNoResponders
+		var f error
+		if s == stream {
+			on++
+			f = fail[on]
 		}
-		return get(ctx, nc, stream, filter, from, next)
+		mu.Unlock()
+		if f != nil {
+			return nil, f
+		}
+		return get(ctx, nc, s, filter, from, next)
 	}
 	return func() int {
 		mu.Lock()
@@ -37,4 +42,33 @@ func Holdings(s *Store) (held, objects int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.held), len(s.objects)
+}
+
+// FailFirstGetAfter makes in's first direct get on stream wait until n
+// gets on stream other have returned, then fail with err.
+func FailFirstGetAfter(in *Inbox, stream string, err error, other string, n int) {
+	var mu sync.Mutex
+	cond := sync.NewCond(&mu)
+	first, onOther := true, 0
+	get := in.get
+	in.get = func(ctx context.Context, nc *nats.Conn, s, filter string, from uint64, next bool) (*storedMsg, error) {
+		mu.Lock()
+		if s == stream && first {
+			first = false
+			for onOther < n {
+				cond.Wait()
+			}
+			mu.Unlock()
+			return nil, err
+		}
+		mu.Unlock()
+		m, gerr := get(ctx, nc, s, filter, from, next)
+		if s == other {
+			mu.Lock()
+			onOther++
+			cond.Broadcast()
+			mu.Unlock()
+		}
+		return m, gerr
+	}
 }

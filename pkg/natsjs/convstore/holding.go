@@ -8,8 +8,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/offload-dev/offload/pkg/natsjs"
 )
 
 // What this process knows of the conversations whose lease it holds:
@@ -89,8 +87,7 @@ func (s *Store) forgetRecord(id string) {
 // beside the state's read, so that the first projection of a run needs
 // no read); a failed read leaves it unknown.
 func (s *Store) readRecord(ctx context.Context, id string) {
-	names := natsjs.NamesFor(s.cfg.Provision.Prefix)
-	m, err := directGet(ctx, s.cfg.JetStream.Conn(), names.PendingStream, "$KV."+names.PendingBucket+"."+id, 0, false)
+	m, err := directGet(ctx, s.cfg.JetStream.Conn(), s.names.PendingStream, "$KV."+s.names.PendingBucket+"."+id, 0, false)
 	switch {
 	case err != nil:
 	case m == nil:
@@ -140,8 +137,7 @@ func (s *Store) projectKnown(ctx context.Context, id string, value []byte) (ok b
 // as the KV bucket's Delete does, and returns its delete marker's
 // revision (which the bucket's Delete does not tell).
 func (s *Store) deleteRecord(ctx context.Context, id string, rev uint64) (uint64, error) {
-	names := natsjs.NamesFor(s.cfg.Provision.Prefix)
-	m := nats.NewMsg("$KV." + names.PendingBucket + "." + id)
+	m := nats.NewMsg("$KV." + s.names.PendingBucket + "." + id)
 	m.Header.Set(kvOperation, "DEL")
 	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(rev, 10))
 	ack, err := s.cfg.JetStream.PublishMsg(ctx, m)

@@ -82,21 +82,27 @@ func NewInbox(cfg InboxConfig) (*Inbox, error) {
 // many arrivals it added. The caller saves st.
 func (in *Inbox) Collect(ctx context.Context, st *conversation.State) (int, error) {
 	before := len(st.Arrivals)
+	// The three streams are read at once (readahead.go), their messages
+	// considered in order.
+	ctx, cancel := context.WithCancel(ctx)
+	answers := in.readAhead(ctx, in.names.Answers, in.subj.AnswersFor(st.ID), st.Checkpoint.Answers)
+	results := in.readAhead(ctx, in.names.Results, in.subj.ResultsFor(st.ID), st.Checkpoint.Results)
+	defer results.drain()
+	defer answers.drain()
+	defer cancel()
 	if _, err := in.CollectDecisions(ctx, st); err != nil {
 		return 0, err
 	}
 	var err error
-	st.Checkpoint.Answers, err = in.replay(ctx, in.names.Answers, in.subj.AnswersFor(st.ID), st.Checkpoint.Answers,
-		func(task, toolName string, data []byte, meta *jetstream.MsgMetadata, h nats.Header) {
-			in.consider(st, conversation.ArrivalAnswer, task, toolName, data, meta, h)
-		})
+	st.Checkpoint.Answers, err = answers.each(func(task, toolName string, data []byte, meta *jetstream.MsgMetadata, h nats.Header) {
+		in.consider(st, conversation.ArrivalAnswer, task, toolName, data, meta, h)
+	})
 	if err != nil {
 		return 0, err
 	}
-	st.Checkpoint.Results, err = in.replay(ctx, in.names.Results, in.subj.ResultsFor(st.ID), st.Checkpoint.Results,
-		func(task, toolName string, data []byte, meta *jetstream.MsgMetadata, h nats.Header) {
-			in.consider(st, conversation.ArrivalResult, task, toolName, data, meta, h)
-		})
+	st.Checkpoint.Results, err = results.each(func(task, toolName string, data []byte, meta *jetstream.MsgMetadata, h nats.Header) {
+		in.consider(st, conversation.ArrivalResult, task, toolName, data, meta, h)
+	})
 	if err != nil {
 		return 0, err
 	}

@@ -2,16 +2,19 @@ package convstore_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/metrics"
+	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/convstore"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
@@ -174,7 +177,7 @@ func TestInboxRetriesNoResponders(t *testing.T) {
 	// Decisions and answers take one read each (nothing stored); the
 	// results' first read fails, the next reads the first, the one after
 	// fails, the next two read the others, and the last finds no more.
-	calls := convstore.FailGets(in, map[int]bool{3: true, 5: true})
+	calls := convstore.FailGets(in, natsjs.NamesFor("").Results, map[int]error{1: nats.ErrNoResponders, 3: nats.ErrNoResponders})
 	n, err := in.Collect(ctx, st)
 	if err != nil {
 		t.Fatal(err)
@@ -195,6 +198,37 @@ func TestInboxRetriesNoResponders(t *testing.T) {
 	}
 	if st.Checkpoint.Results == 0 {
 		t.Error("the results checkpoint did not move")
+	}
+}
+
+// Collect reads the three streams at once: when the decisions cannot be
+// read, it fails, having moved no checkpoint, and leaves no read of the
+// other streams behind (the package's leak check), however far ahead they
+// read.
+func TestInboxCollectFailsWhole(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	in, _ := b.inbox(t)
+	ctx := context.Background()
+	conv := protocol.NewID()
+	st := &conversation.State{ID: conv, Pending: &deferred.PendingRecord{ConversationID: conv}}
+	s := protocol.Subjects{}
+	for range 5 {
+		task := protocol.NewID()
+		st.Pending.Tasks = append(st.Pending.Tasks, deferred.PendingTask{TaskID: task, Kind: deferred.KindBackground, Tool: "research"})
+		if _, err := b.js.Publish(ctx, s.Result(conv, task, "research"), []byte(`{"content":"found"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The decisions fail once the results' read has read one message
+	// ahead and looks for the next.
+	broken := errors.New("the decisions cannot be read")
+	convstore.FailFirstGetAfter(in, natsjs.NamesFor("").Decisions, broken, natsjs.NamesFor("").Results, 2)
+	if _, err := in.Collect(ctx, st); !errors.Is(err, broken) {
+		t.Fatalf("Collect: %v, want %v", err, broken)
+	}
+	if st.Checkpoint != (conversation.Checkpoint{}) || len(st.Arrivals) != 0 {
+		t.Fatalf("checkpoint %+v, arrivals %+v after a failed collect, want none moved", st.Checkpoint, st.Arrivals)
 	}
 }
 

@@ -109,25 +109,27 @@ func (s *Store) tryClaim(ctx context.Context, key, holder string, ttl time.Durat
 	if err != nil {
 		return 0, err
 	}
-	e, err := s.kv.Get(ctx, key)
-	switch {
-	case errors.Is(err, jetstream.ErrKeyNotFound):
-		rev, err := s.kv.Create(ctx, key, value)
-		if errors.Is(err, jetstream.ErrKeyExists) {
-			return 0, &errHeld{holder: "another process", until: time.Now()} // raced: look again
-		}
-		return rev, err
-	case err != nil:
+	// The key's last message, a lease or the delete marker of a released
+	// one: the update below, at its revision, takes the lease in one more
+	// round trip (the bucket's Get hides a marker's revision, and its
+	// Create then needs two more).
+	last, err := directGet(ctx, s.cfg.JetStream.Conn(), s.names.ConversationsStream, "$KV."+s.names.ConversationsBucket+"."+key, 0, false)
+	if err != nil {
 		return 0, err
 	}
-	var cur leaseValue
-	if err := json.Unmarshal(e.Value(), &cur); err == nil && time.Now().Before(cur.ExpiresAt) {
-		return 0, &errHeld{holder: cur.Holder, until: cur.ExpiresAt}
+	var seq uint64 // 0: nothing on the key
+	if last != nil {
+		seq = last.seq
+		var cur leaseValue
+		if last.header.Get(kvOperation) == "" && json.Unmarshal(last.data, &cur) == nil && time.Now().Before(cur.ExpiresAt) {
+			return 0, &errHeld{holder: cur.Holder, until: cur.ExpiresAt}
+		}
 	}
-	// Lapsed (or unreadable): take it over, unless someone else just did.
-	rev, err := s.kv.Update(ctx, key, value, e.Revision())
-	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-		return 0, &errHeld{holder: "another process", until: time.Now()}
+	// Free, released, lapsed (or unreadable): take it, unless someone
+	// else just did.
+	rev, err := s.kv.Update(ctx, key, value, seq)
+	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
+		return 0, &errHeld{holder: "another process", until: time.Now()} // raced: look again
 	}
 	return rev, err
 }

@@ -55,6 +55,7 @@ type Config struct {
 type Store struct {
 	cfg     Config
 	log     *slog.Logger
+	names   natsjs.Names
 	kv      jetstream.KeyValue
 	obj     jetstream.ObjectStore
 	pending jetstream.KeyValue
@@ -106,7 +107,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 			cfg.MaxInline = int(nc.MaxPayload()) * 3 / 4
 		}
 	}
-	return &Store{cfg: cfg, log: log, kv: kv, obj: obj, pending: pending, objects: map[string]string{}, held: map[string]*holding{}}, nil
+	return &Store{cfg: cfg, log: log, names: names, kv: kv, obj: obj, pending: pending, objects: map[string]string{}, held: map[string]*holding{}}, nil
 }
 
 // stored is the value of a conversation's key.

@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"sync"
 
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/deferred"
@@ -35,11 +36,16 @@ func (s *Service) precheck(ctx context.Context, id string) (out WakeOutcome, nam
 	if !ok || !ok2 {
 		return 0, "", false, nil
 	}
-	held, err := sr.Held(ctx, id)
-	if err != nil || held {
-		return WakeHeld, "", true, err
-	}
+	// The lease and the record at once: two reads, one round trip's wait.
+	var held bool
+	var heldErr error
+	var read sync.WaitGroup
+	read.Go(func() { held, heldErr = sr.Held(ctx, id) })
 	sum, err := sr.Summary(ctx, id)
+	read.Wait()
+	if heldErr != nil || held {
+		return WakeHeld, "", true, heldErr
+	}
 	if err != nil || sum == nil || sum.Agent == "" {
 		return 0, "", err != nil, err
 	}
