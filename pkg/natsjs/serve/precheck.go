@@ -6,6 +6,7 @@ import (
 
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/deferred"
+	"github.com/offload-dev/offload/pkg/natsjs/convstore"
 )
 
 // summaryReader is a store that tells, without loading a conversation,
@@ -13,6 +14,26 @@ import (
 type summaryReader interface {
 	Held(ctx context.Context, id string) (bool, error)
 	Summary(ctx context.Context, id string) (*conversation.Summary, error)
+}
+
+// statusReader is a store that keeps the status index (convstore.Store).
+type statusReader interface {
+	GetStatus(ctx context.Context, id string) (*convstore.Status, error)
+}
+
+// ended reports whether conversation id's last run ended by itself
+// (finished, or failed) by its status index entry; false when the store
+// keeps no index or has no entry for it.
+func (s *Service) ended(ctx context.Context, id string) (bool, error) {
+	sr, ok := s.cfg.Session.Store.(statusReader)
+	if !ok {
+		return false, nil
+	}
+	st, err := sr.GetStatus(ctx, id)
+	if err != nil || st == nil {
+		return false, err
+	}
+	return st.Status == StatusFinished || st.Status == StatusFailed, nil
 }
 
 // arrivalReader is an inbox that tells which pending tasks have a
@@ -25,8 +46,9 @@ type arrivalReader interface {
 // record and a direct get per pending task: no consumer, no history, no
 // claim. decided is false when the claim must decide (the record names
 // an agent this replica serves, and what the conversation waits for is
-// complete: name is that agent), or when the record cannot tell (none,
-// or one written before records named their agent, or a store or inbox
+// complete: name is that agent), or when the record cannot tell (none
+// while the status index does not say the last run ended by itself, or
+// one written before records named their agent, or a store or inbox
 // that cannot be read this way: name is empty, the caller loads the
 // state). A lease held elsewhere is WakeHeld: the live run's next save
 // is not in the record yet.
@@ -45,6 +67,16 @@ func (s *Service) precheck(ctx context.Context, id string) (out WakeOutcome, nam
 	read.Wait()
 	if heldErr != nil || held {
 		return WakeHeld, "", true, heldErr
+	}
+	if err == nil && sum == nil {
+		// Nothing pending since the last save. A conversation whose run
+		// ended by itself waits for nothing: a message for it (a late
+		// result of a call its run consumed live, a duplicate) is
+		// consumed with no claim. Any other status loads the state (a
+		// pause whose record was not written).
+		if ended, err := s.ended(ctx, id); err != nil || ended {
+			return WakeConsumed, "", true, err
+		}
 	}
 	if err != nil || sum == nil || sum.Agent == "" {
 		return 0, "", err != nil, err

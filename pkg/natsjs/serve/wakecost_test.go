@@ -86,9 +86,27 @@ func TestWakeIncompleteClaimsNothing(t *testing.T) {
 	f := r1.start(t, "deploy prod")
 	paused(t, f)
 	gets := b.countAPI(t, "DIRECT")
+	claims := b.countClaims(t, f.ConversationID)
+	ctx := context.Background()
+	if _, err := r1.js.Publish(ctx, "tools.result."+f.ConversationID+"."+protocol.NewID()+".deploy", []byte(`{"content":"stray"}`)); err != nil {
+		t.Fatal(err)
+	}
+	resultsWakesAcked(t, r1)
+	if got := claims.list(); len(got) > 0 {
+		t.Errorf("the conversation was claimed: %v", got)
+	}
+	if len(gets.list()) == 0 {
+		t.Error("no direct get made: the wake did not read the task's subject")
+	}
+}
+
+// countClaims counts the writes of conversation conv's lease (claims,
+// renewals, releases), as the server receives them.
+func (b *bundle) countClaims(t *testing.T, conv string) *apiCounter {
+	t.Helper()
 	claims := &apiCounter{}
 	nc := b.srv.Conn(t)
-	sub, err := nc.Subscribe("$KV.tools_conversations.lease."+f.ConversationID, func(m *nats.Msg) {
+	sub, err := nc.Subscribe("$KV.tools_conversations.lease."+conv, func(m *nats.Msg) {
 		claims.mu.Lock()
 		claims.subjects = append(claims.subjects, m.Subject)
 		claims.mu.Unlock()
@@ -96,18 +114,21 @@ func TestWakeIncompleteClaimsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = sub.Unsubscribe() }()
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
+	return claims
+}
+
+// resultsWakesAcked waits until the results' wake consumer has delivered
+// and acknowledged every message: a wake's acknowledgement has no signal
+// outside the server, so the consumer is polled.
+func resultsWakesAcked(t *testing.T, r *replica) {
+	t.Helper()
 	ctx := context.Background()
-	if _, err := r1.js.Publish(ctx, "tools.result."+f.ConversationID+"."+protocol.NewID()+".deploy", []byte(`{"content":"stray"}`)); err != nil {
-		t.Fatal(err)
-	}
-	// The wake's acknowledgement has no signal outside the server: the
-	// results' wake consumer is polled until it has nothing pending.
-	offloadtest.Eventually(t, "the stray result's wake acknowledged", func() error {
-		c, err := r1.js.Consumer(ctx, "TOOLS_RESULTS", "wake")
+	offloadtest.Eventually(t, "the results' wakes acknowledged", func() error {
+		c, err := r.js.Consumer(ctx, "TOOLS_RESULTS", "wake")
 		if err != nil {
 			return err
 		}
@@ -120,10 +141,32 @@ func TestWakeIncompleteClaimsNothing(t *testing.T) {
 		}
 		return nil
 	})
-	if got := claims.list(); len(got) > 0 {
-		t.Errorf("the conversation was claimed: %v", got)
+}
+
+// A late message for a conversation whose run ended by itself (here a
+// result after it finished, as a call its run consumed live leaves one)
+// is acknowledged from the pending record and the status index alone:
+// the conversation is neither claimed nor loaded.
+func TestWakeEndedClaimsNothing(t *testing.T) {
+	b := setup(t)
+	r1 := b.replica(t, "r1")
+	f := r1.start(t, "deploy prod")
+	task := paused(t, f)
+	b.decide(t, r1.js, f.ConversationID, task)
+	offloadtest.WaitOrTimeout(t, b.finished, "the continuation's model request")
+	finished(t, r1, f.ConversationID, "done deployed prod")
+	claims := b.countClaims(t, f.ConversationID)
+	gets := b.countAPI(t, "DIRECT")
+	if _, err := r1.js.Publish(context.Background(), "tools.result."+f.ConversationID+"."+protocol.NewID()+".deploy", []byte(`{"content":"late"}`)); err != nil {
+		t.Fatal(err)
 	}
-	if len(gets.list()) == 0 {
-		t.Error("no direct get made: the wake did not read the task's subject")
+	resultsWakesAcked(t, r1)
+	if got := claims.list(); len(got) > 0 {
+		t.Errorf("the finished conversation was claimed: %v", got)
+	}
+	for _, s := range gets.list() {
+		if strings.Contains(s, ".conv."+f.ConversationID) {
+			t.Errorf("the finished conversation was loaded: %s", s)
+		}
 	}
 }
