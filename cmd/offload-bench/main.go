@@ -188,11 +188,19 @@ func measureLatencies(ctx context.Context, calls []caller, n []int, warmup, roun
 
 // verdict prints a target line: the figure, the target and met / not met.
 func verdict(out io.Writer, what string, got float64, op string, target float64) bool {
+	return verdictIn(out, what, got, "×", op, target)
+}
+
+// verdictIn is verdict for a figure in unit (a ratio's is ×).
+func verdictIn(out io.Writer, what string, got float64, unit, op string, target float64) bool {
 	ok := got <= target
 	if op == "≥" {
 		ok = got >= target
 	}
-	fmt.Fprintf(out, "- %s: %.2f× (target %s %.2f×) — %s\n", what, got, op, target, metOrNot(ok))
+	if unit != "×" {
+		unit = " " + unit
+	}
+	fmt.Fprintf(out, "- %s: %.2f%s (target %s %.2f%s) — %s\n", what, got, unit, op, target, unit, metOrNot(ok))
 	return ok
 }
 
@@ -245,7 +253,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		return err
 	}
 	if c.only == "serve" {
-		_, err := measureServe(ctx, ep, out, c.serveWakes, c.serveApprove, c.servePaused)
+		_, err := measureServe(ctx, dir, out, c.serveWakes, c.serveApprove, c.servePaused)
 		return err
 	}
 	if c.only == "ledger" {
@@ -442,7 +450,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	}
 
 	if c.serveWakes > 0 {
-		sr, err := measureServe(ctx, ep, out, c.serveWakes, c.serveApprove, c.servePaused)
+		sr, err := measureServe(ctx, dir, out, c.serveWakes, c.serveApprove, c.servePaused)
 		if err != nil {
 			return fmt.Errorf("agent serve: %w", err)
 		}
