@@ -176,6 +176,15 @@ type decisionNote struct {
 // nothing pending and whose history does not wait for the model.
 var ErrNothingToResume = errors.New("session: nothing is pending and the conversation has ended; give a prompt to continue it")
 
+// ClaimLoader is a store that claims a conversation and loads it in one
+// step, reading while it claims where it can (agent serve's wakes, from
+// the lease they read before): [Open] uses it for a conversation it does
+// not create. A claim whose load fails is released, and the load's
+// error returned.
+type ClaimLoader interface {
+	ClaimLoad(ctx context.Context, id, holder string) (conversation.Lease, *conversation.State, conversation.Revision, error)
+}
+
 // Open claims conversation id (waiting for another holder as the store's
 // Claim does) and loads it. With create, a conversation the store does not
 // have is created empty; without, it is conversation.ErrNotFound.
@@ -190,13 +199,27 @@ func Open(ctx context.Context, cfg Config, id string, create bool) (*Session, er
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	lease, err := cfg.Store.Claim(ctx, id, cfg.Holder)
-	if err != nil {
+	var (
+		lease   conversation.Lease
+		st      *conversation.State
+		rev     conversation.Revision
+		err     error
+		claimed bool // and loaded
+	)
+	if cl, ok := cfg.Store.(ClaimLoader); ok && !create {
+		lease, st, rev, err = cl.ClaimLoad(ctx, id, cfg.Holder)
+		if err != nil {
+			return nil, err
+		}
+		claimed = true
+	} else if lease, err = cfg.Store.Claim(ctx, id, cfg.Holder); err != nil {
 		return nil, err
 	}
 	s := &Session{cfg: cfg, log: log.With(slog.String("conversation_id", id)), tracer: telemetry.Tracer(cfg.TracerProvider),
 		lease: lease, decisions: map[string]decisionNote{}, announced: map[string]bool{}}
-	st, rev, err := cfg.Store.Load(ctx, id)
+	if !claimed {
+		st, rev, err = cfg.Store.Load(ctx, id)
+	}
 	switch {
 	case errors.Is(err, conversation.ErrNotFound) && create:
 		st = &conversation.State{ID: id, History: message.History{}}

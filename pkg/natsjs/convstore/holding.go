@@ -83,17 +83,27 @@ func (s *Store) forgetRecord(id string) {
 }
 
 // readRecord reads the last revision of held conversation id's pending
-// record key, a record or its delete marker, by a direct get (Load does,
-// beside the state's read, so that the first projection of a run needs
-// no read); a failed read leaves it unknown.
+// record key into what this process knows of it (Load does, beside the
+// state's read, so that the first projection of a run needs no read); a
+// failed read leaves it unknown.
 func (s *Store) readRecord(ctx context.Context, id string) {
+	if seq, live, ok := s.lookRecord(ctx, id); ok {
+		s.knowRecord(id, seq, live)
+	}
+}
+
+// lookRecord returns the last revision of conversation id's pending
+// record key, a record (live) or its delete marker, by a direct get; ok
+// is false when it could not be read.
+func (s *Store) lookRecord(ctx context.Context, id string) (seq uint64, live, ok bool) {
 	m, err := directGet(ctx, s.cfg.JetStream.Conn(), s.names.PendingStream, "$KV."+s.names.PendingBucket+"."+id, 0, false)
 	switch {
 	case err != nil:
+		return 0, false, false
 	case m == nil:
-		s.knowRecord(id, 0, false)
+		return 0, false, true
 	default:
-		s.knowRecord(id, m.seq, m.header.Get(kvOperation) == "")
+		return m.seq, m.header.Get(kvOperation) == "", true
 	}
 }
 

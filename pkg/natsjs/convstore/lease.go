@@ -49,11 +49,7 @@ func (s *Store) Claim(ctx context.Context, id, holder string) (conversation.Leas
 	for {
 		rev, err := s.tryClaim(ctx, key, holder, ttl)
 		if err == nil {
-			s.hold(id)
-			l := &convLease{s: s, id: id, key: key, holder: holder, rev: rev, ttl: ttl,
-				lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
-			go l.renew(time.Now().Add(ttl)) //nolint:gosec // G118: the lease owns the renewal; Release stops it (stop, done), not the claim's ctx
-			return l, nil
+			return s.leased(id, holder, rev, ttl), nil
 		}
 		var held *errHeld
 		if !errors.As(err, &held) {
@@ -96,37 +92,43 @@ func (s *Store) TryClaim(ctx context.Context, id, holder string) (conversation.L
 	if err != nil {
 		return nil, fmt.Errorf("natsjs: claim conversation %s: %w", id, err)
 	}
+	return s.leased(id, holder, rev, s.cfg.LeaseTTL), nil
+}
+
+// leased returns the lease of conversation id this process took at the
+// key's revision rev, renewed from now on, and records that it holds it.
+func (s *Store) leased(id, holder string, rev uint64, ttl time.Duration) *convLease {
 	s.hold(id)
-	l := &convLease{s: s, id: id, key: key, holder: holder, rev: rev, ttl: s.cfg.LeaseTTL,
+	l := &convLease{s: s, id: id, key: leaseKeyPre + id, holder: holder, rev: rev, ttl: ttl,
 		lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
-	go l.renew(time.Now().Add(s.cfg.LeaseTTL)) //nolint:gosec // G118: the lease owns the renewal; Release stops it (stop, done), not the claim's ctx
-	return l, nil
+	go l.renew(time.Now().Add(ttl)) //nolint:gosec // G118: the lease owns the renewal; Release stops it (stop, done), not the claim's ctx
+	return l
 }
 
 // tryClaim takes the lease if it is free or lapsed; errHeld when not.
 func (s *Store) tryClaim(ctx context.Context, key, holder string, ttl time.Duration) (uint64, error) {
+	// The key's last message, a lease or the delete marker of a released
+	// one: the update at its revision takes the lease in one more round
+	// trip (the bucket's Get hides a marker's revision, and its Create
+	// then needs two more).
+	seen, err := s.readLease(ctx, key)
+	if err != nil {
+		return 0, err
+	}
+	if seen.Held {
+		return 0, &errHeld{holder: seen.Holder, until: seen.Until}
+	}
+	return s.takeLease(ctx, key, holder, ttl, seen.Seq)
+}
+
+// takeLease takes the lease of key at the key's revision seq (free,
+// released, lapsed or unreadable there), unless someone else just did
+// (errHeld).
+func (s *Store) takeLease(ctx context.Context, key, holder string, ttl time.Duration, seq uint64) (uint64, error) {
 	value, err := json.Marshal(leaseValue{Holder: holder, ExpiresAt: time.Now().Add(ttl).UTC()})
 	if err != nil {
 		return 0, err
 	}
-	// The key's last message, a lease or the delete marker of a released
-	// one: the update below, at its revision, takes the lease in one more
-	// round trip (the bucket's Get hides a marker's revision, and its
-	// Create then needs two more).
-	last, err := directGet(ctx, s.cfg.JetStream.Conn(), s.names.ConversationsStream, "$KV."+s.names.ConversationsBucket+"."+key, 0, false)
-	if err != nil {
-		return 0, err
-	}
-	var seq uint64 // 0: nothing on the key
-	if last != nil {
-		seq = last.seq
-		var cur leaseValue
-		if last.header.Get(kvOperation) == "" && json.Unmarshal(last.data, &cur) == nil && time.Now().Before(cur.ExpiresAt) {
-			return 0, &errHeld{holder: cur.Holder, until: cur.ExpiresAt}
-		}
-	}
-	// Free, released, lapsed (or unreadable): take it, unless someone
-	// else just did.
 	rev, err := s.kv.Update(ctx, key, value, seq)
 	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
 		return 0, &errHeld{holder: "another process", until: time.Now()} // raced: look again

@@ -139,24 +139,39 @@ func (s *Store) Load(ctx context.Context, id string) (*conversation.State, conve
 		record.Go(func() { s.readRecord(ctx, id) })
 	}
 	defer record.Wait()
+	st, rev, object, err := s.load(ctx, id)
+	if err != nil {
+		return nil, 0, err
+	}
+	if held {
+		// Only a holder saves: what it read is the object its next save
+		// replaces (a reader's would be kept here for nothing).
+		s.remember(id, object)
+	}
+	return st, rev, nil
+}
+
+// load reads conversation id's state and returns it with its revision
+// and the name of the object holding its history ("" when inline).
+func (s *Store) load(ctx context.Context, id string) (*conversation.State, conversation.Revision, string, error) {
 	var e jetstream.KeyValueEntry
 	_, err := jsop.Retry(ctx, s.log, "conversation store", func(ctx context.Context) (err error) {
 		e, err = s.kv.Get(ctx, convKeyPre+id)
 		return err
 	})
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, 0, fmt.Errorf("%w: %s", conversation.ErrNotFound, id)
+		return nil, 0, "", fmt.Errorf("%w: %s", conversation.ErrNotFound, id)
 	}
 	if err != nil {
-		return nil, 0, fmt.Errorf("natsjs: load conversation %s: %w", id, err)
+		return nil, 0, "", fmt.Errorf("natsjs: load conversation %s: %w", id, err)
 	}
 	var v stored
 	if err := json.Unmarshal(e.Value(), &v); err != nil {
-		return nil, 0, fmt.Errorf("natsjs: load conversation %s: %w", id, err)
+		return nil, 0, "", fmt.Errorf("natsjs: load conversation %s: %w", id, err)
 	}
 	st, err := conversation.Decode(v.State)
 	if err != nil {
-		return nil, 0, fmt.Errorf("natsjs: load conversation %s: %w", id, err)
+		return nil, 0, "", fmt.Errorf("natsjs: load conversation %s: %w", id, err)
 	}
 	if v.HistoryObject != "" {
 		var data []byte
@@ -165,20 +180,21 @@ func (s *Store) Load(ctx context.Context, id string) (*conversation.State, conve
 			return err
 		})
 		if err != nil {
-			return nil, 0, fmt.Errorf("natsjs: load conversation %s: history %s: %w", id, v.HistoryObject, err)
+			return nil, 0, "", fmt.Errorf("natsjs: load conversation %s: history %s: %w", id, v.HistoryObject, err)
 		}
 		if err := json.Unmarshal(data, &st.History); err != nil {
-			return nil, 0, fmt.Errorf("natsjs: load conversation %s: history: %w", id, err)
+			return nil, 0, "", fmt.Errorf("natsjs: load conversation %s: history: %w", id, err)
 		}
 	}
-	if held {
-		// Only a holder saves: what it read is the object its next save
-		// replaces (a reader's would be kept here for nothing).
-		s.mu.Lock()
-		s.objects[id] = v.HistoryObject
-		s.mu.Unlock()
-	}
-	return st, conversation.Revision(e.Revision()), nil
+	return st, conversation.Revision(e.Revision()), v.HistoryObject, nil
+}
+
+// remember records the history object of conversation id last read or
+// written.
+func (s *Store) remember(id, object string) {
+	s.mu.Lock()
+	s.objects[id] = object
+	s.mu.Unlock()
 }
 
 // Save implements [conversation.Store].

@@ -42,18 +42,53 @@ func (s *Store) Summary(ctx context.Context, id string) (*conversation.Summary, 
 // lease not lapsed): a live run, whose next save the pending record
 // does not show yet.
 func (s *Store) Held(ctx context.Context, id string) (bool, error) {
+	seen, err := s.ReadLease(ctx, id)
+	return seen.Held, err
+}
+
+// LeaseSeen is what a read of a conversation's lease key saw: a holder,
+// a release (or no lease ever), or a lease that lapsed; and the key's
+// revision then, at which [Store.ClaimLoad] takes the lease.
+type LeaseSeen struct {
+	// Held says a process held the lease (not lapsed), Holder until
+	// Until.
+	Held   bool
+	Holder string
+	Until  time.Time
+	// Released says the key held a release's delete marker, or nothing:
+	// no holder was left to write the conversation.
+	Released bool
+	// Seq is the key's last revision (0: nothing on the key).
+	Seq uint64
+}
+
+// ReadLease reads conversation id's lease key: one direct get of its
+// last message.
+func (s *Store) ReadLease(ctx context.Context, id string) (LeaseSeen, error) {
 	if err := checkConvID(id); err != nil {
-		return false, err
+		return LeaseSeen{}, err
 	}
-	e, err := s.kv.Get(ctx, leaseKeyPre+id)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return false, nil
-	}
+	return s.readLease(ctx, leaseKeyPre+id)
+}
+
+func (s *Store) readLease(ctx context.Context, key string) (LeaseSeen, error) {
+	last, err := directGet(ctx, s.cfg.JetStream.Conn(), s.names.ConversationsStream, "$KV."+s.names.ConversationsBucket+"."+key, 0, false)
 	if err != nil {
-		return false, fmt.Errorf("natsjs: lease of %s: %w", id, err)
+		return LeaseSeen{}, fmt.Errorf("natsjs: lease %s: %w", key, err)
+	}
+	if last == nil {
+		return LeaseSeen{Released: true}, nil
+	}
+	seen := LeaseSeen{Seq: last.seq}
+	if last.header.Get(kvOperation) != "" {
+		seen.Released = true
+		return seen, nil
 	}
 	var cur leaseValue
-	return json.Unmarshal(e.Value(), &cur) == nil && time.Now().Before(cur.ExpiresAt), nil
+	if json.Unmarshal(last.data, &cur) == nil && time.Now().Before(cur.ExpiresAt) {
+		seen.Held, seen.Holder, seen.Until = true, cur.Holder, cur.ExpiresAt
+	}
+	return seen, nil
 }
 
 // LeaseExpiry returns when conversation id's lease lapses unless its

@@ -12,7 +12,7 @@ import (
 // summaryReader is a store that tells, without loading a conversation,
 // whether a process holds it and what it waits for (convstore.Store).
 type summaryReader interface {
-	Held(ctx context.Context, id string) (bool, error)
+	ReadLease(ctx context.Context, id string) (convstore.LeaseSeen, error)
 	Summary(ctx context.Context, id string) (*conversation.Summary, error)
 }
 
@@ -42,56 +42,74 @@ type arrivalReader interface {
 	Arrived(ctx context.Context, sum *conversation.Summary) (map[string]bool, error)
 }
 
+// prechecked is what a wake's pre-check decided.
+type prechecked struct {
+	// decided says out is what the wake did; else the claim decides.
+	decided bool
+	out     WakeOutcome
+	// agent is the agent the pending record names ("": the caller loads
+	// the state to learn it).
+	agent string
+	// lease is what the read of the lease saw, which the claim starts
+	// from (nil: not read).
+	lease *convstore.LeaseSeen
+}
+
 // precheck decides a wake from the conversation's lease, its pending
 // record and a direct get per pending task: no consumer, no history, no
-// claim. decided is false when the claim must decide (the record names
-// an agent this replica serves, and what the conversation waits for is
-// complete: name is that agent), or when the record cannot tell (none
+// claim. It leaves the decision to the claim when the record names an
+// agent this replica serves, and what the conversation waits for is
+// complete (agent is that agent), or when the record cannot tell (none
 // while the status index does not say the last run ended by itself, or
 // one written before records named their agent, or a store or inbox
-// that cannot be read this way: name is empty, the caller loads the
+// that cannot be read this way: agent is empty, the caller loads the
 // state). A lease held elsewhere is WakeHeld: the live run's next save
 // is not in the record yet.
-func (s *Service) precheck(ctx context.Context, id string) (out WakeOutcome, name string, decided bool, err error) {
+func (s *Service) precheck(ctx context.Context, id string) (prechecked, error) {
 	sr, ok := s.cfg.Session.Store.(summaryReader)
 	ar, ok2 := s.cfg.Session.Inbox.(arrivalReader)
 	if !ok || !ok2 {
-		return 0, "", false, nil
+		return prechecked{}, nil
 	}
 	// The lease and the record at once: two reads, one round trip's wait.
-	var held bool
-	var heldErr error
-	var read sync.WaitGroup
-	read.Go(func() { held, heldErr = sr.Held(ctx, id) })
+	var (
+		lease    convstore.LeaseSeen
+		leaseErr error
+		read     sync.WaitGroup
+	)
+	read.Go(func() { lease, leaseErr = sr.ReadLease(ctx, id) })
 	sum, err := sr.Summary(ctx, id)
 	read.Wait()
-	if heldErr != nil || held {
-		return WakeHeld, "", true, heldErr
+	if leaseErr != nil || lease.Held {
+		return prechecked{decided: true, out: WakeHeld}, leaseErr
 	}
-	if err == nil && sum == nil {
+	if err != nil {
+		return prechecked{decided: true}, err
+	}
+	if sum == nil {
 		// Nothing pending since the last save. A conversation whose run
 		// ended by itself waits for nothing: a message for it (a late
 		// result of a call its run consumed live, a duplicate) is
 		// consumed with no claim. Any other status loads the state (a
 		// pause whose record was not written).
 		if ended, err := s.ended(ctx, id); err != nil || ended {
-			return WakeConsumed, "", true, err
+			return prechecked{decided: true, out: WakeConsumed}, err
 		}
 	}
-	if err != nil || sum == nil || sum.Agent == "" {
-		return 0, "", err != nil, err
+	if sum == nil || sum.Agent == "" {
+		return prechecked{lease: &lease}, nil
 	}
 	if _, ok := s.agents[sum.Agent]; !ok {
-		return s.missingAgent(id, sum.Agent), "", true, nil
+		return prechecked{decided: true, out: s.missingAgent(id, sum.Agent)}, nil
 	}
 	arrived, err := ar.Arrived(ctx, sum)
 	if err != nil {
-		return 0, "", true, err
+		return prechecked{decided: true}, err
 	}
 	if !complete(sum, arrived) {
-		return WakeConsumed, "", true, nil
+		return prechecked{decided: true, out: WakeConsumed}, nil
 	}
-	return 0, sum.Agent, false, nil
+	return prechecked{agent: sum.Agent, lease: &lease}, nil
 }
 
 // complete reports whether what the conversation of sum waits for is

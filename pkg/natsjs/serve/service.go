@@ -350,6 +350,35 @@ func (s *Service) sessionConfig(wait bool, agentName string) session.Config {
 type quickClaim struct {
 	conversation.Store
 	wait time.Duration
+	// lease, if set, is what a read of the lease saw before the claim
+	// (a wake's pre-check): ClaimLoad starts from it.
+	lease *convstore.LeaseSeen
+}
+
+// leaseClaimLoader is a store that claims and loads from a lease read
+// before (convstore.Store).
+type leaseClaimLoader interface {
+	ClaimLoad(ctx context.Context, id, holder string, seen convstore.LeaseSeen) (conversation.Lease, *conversation.State, conversation.Revision, error)
+}
+
+// ClaimLoad implements session.ClaimLoader: from the lease read before,
+// when there was one and the store can; else Claim, then Load.
+func (q quickClaim) ClaimLoad(ctx context.Context, id, holder string) (conversation.Lease, *conversation.State, conversation.Revision, error) {
+	if cl, ok := q.Store.(leaseClaimLoader); ok && q.lease != nil {
+		return cl.ClaimLoad(ctx, id, holder, *q.lease)
+	}
+	l, err := q.Claim(ctx, id, holder)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	st, rev, err := q.Load(ctx, id)
+	if err != nil {
+		if rerr := l.Release(context.WithoutCancel(ctx)); rerr != nil {
+			return nil, nil, 0, errors.Join(err, rerr)
+		}
+		return nil, nil, 0, err
+	}
+	return l, st, rev, nil
 }
 
 // tryClaimer is a store that claims without waiting (convstore.Store).

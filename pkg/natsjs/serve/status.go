@@ -49,11 +49,11 @@ func (s *Service) List(ctx context.Context, status string, fn func(convstore.Sta
 	sr, _ := s.cfg.Session.Store.(summaryReader)
 	return si.Statuses(ctx, func(st convstore.Status) error {
 		if st.Status == StatusRunning && sr != nil {
-			held, err := sr.Held(ctx, st.ConversationID)
+			lease, err := sr.ReadLease(ctx, st.ConversationID)
 			if err != nil {
 				return err
 			}
-			if !held {
+			if !lease.Held {
 				st.Status = StatusPaused
 			}
 		}

@@ -80,8 +80,8 @@ func (s *Service) heldElsewhere(ctx context.Context, id string) bool {
 	if !ok {
 		return true
 	}
-	held, err := sr.Held(ctx, id)
-	return err != nil || held
+	lease, err := sr.ReadLease(ctx, id)
+	return err != nil || lease.Held
 }
 
 // failed reports whether the status index says conversation id's last

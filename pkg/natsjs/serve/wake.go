@@ -15,6 +15,7 @@ import (
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/convstore"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/session"
 )
@@ -112,12 +113,13 @@ func (s *Service) wake(ctx context.Context, id string, stored time.Time, marker 
 		return WakeHeld, nil
 	}
 	name := ""
+	var lease *convstore.LeaseSeen
 	if !marker {
-		out, agentName, decided, err := s.precheck(ctx, id)
-		if err != nil || decided {
-			return out, err
+		pc, err := s.precheck(ctx, id)
+		if err != nil || pc.decided {
+			return pc.out, err
 		}
-		name = agentName
+		name, lease = pc.agent, pc.lease
 	}
 	if name == "" {
 		st, _, err := s.cfg.Session.Store.Load(ctx, id)
@@ -140,7 +142,13 @@ func (s *Service) wake(ctx context.Context, id string, stored time.Time, marker 
 	if !s.enter() {
 		return WakeHeld, nil
 	}
-	sess, err := session.Open(ctx, s.sessionConfig(false, a.Name), id, false)
+	sc := s.sessionConfig(false, a.Name)
+	if q, ok := sc.Store.(quickClaim); ok && lease != nil {
+		// The claim starts from the lease the pre-check read (ClaimLoad).
+		q.lease = lease
+		sc.Store = q
+	}
+	sess, err := session.Open(ctx, sc, id, false)
 	switch {
 	case errors.Is(err, conversation.ErrClaimed):
 		s.wg.Done()
