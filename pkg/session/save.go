@@ -297,16 +297,54 @@ func (s *Session) notify(ctx context.Context) {
 // stampQuorum saves with each approval of rec the quorum its tool needs
 // (Config.Quorum), unless it has one.
 func (s *Session) stampQuorum(ctx context.Context, rec *deferred.PendingRecord) {
-	if s.cfg.Quorum == nil || rec == nil {
+	if rec != nil {
+		s.stampTasks(ctx, rec.Tasks)
+	}
+}
+
+// stampTasks stamps each approval of tasks with the quorum its tool
+// needs (Config.Quorum), unless it has one.
+func (s *Session) stampTasks(ctx context.Context, tasks []deferred.PendingTask) {
+	if s.cfg.Quorum == nil {
 		return
 	}
-	for i, t := range rec.Tasks {
+	for i, t := range tasks {
 		if t.Kind == deferred.KindApproval && t.Required == 0 {
 			if n := s.cfg.Quorum(ctx, t.Tool); n > 1 {
-				rec.Tasks[i].Required = n
+				tasks[i].Required = n
 			}
 		}
 	}
+}
+
+// stampFinal returns the run's event handler next, with the approvals a
+// final event lists stamped with their quorum, as the pending record
+// saves them (the agent that emits it knows no quorum).
+func (s *Session) stampFinal(ctx context.Context, next func(agent.Event)) func(agent.Event) {
+	if s.cfg.Quorum == nil || next == nil {
+		return next
+	}
+	return func(e agent.Event) {
+		if e.Type == agent.EventFinal && e.Final != nil && len(e.Final.Pending) > 0 {
+			f := *e.Final
+			f.Pending = slices.Clone(f.Pending)
+			s.stampTasks(ctx, f.Pending)
+			e.Final = &f
+		}
+		next(e)
+	}
+}
+
+// Pending returns the calls the conversation's pending record lists as
+// saved (a paused run's, with their quorums), nil when nothing is
+// pending.
+func (s *Session) Pending() []deferred.PendingTask {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.st.Pending == nil {
+		return nil
+	}
+	return slices.Clone(s.st.Pending.Tasks)
 }
 
 // mergeVotes adds to votes those of more it lacks (one per task and

@@ -2,6 +2,7 @@ package serve_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -12,7 +13,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/offload-dev/offload/internal/offloadtest"
+	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/conversation"
+	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/natsjs/convstore"
 	"github.com/offload-dev/offload/pkg/natsjs/serve"
 	"github.com/offload-dev/offload/pkg/session"
@@ -29,6 +32,32 @@ func publishDecision(t *testing.T, js jetstream.JetStream, conv, task, data stri
 		t.Fatal(err)
 	}
 	return ack.Sequence
+}
+
+// storedFinal is the part of a stored final event (SPEC §6.3) the
+// tests read.
+type storedFinal struct {
+	Type    string                 `json:"type"`
+	Pending []deferred.PendingTask `json:"pending"`
+}
+
+// lastEvent returns the last event stored for conversation conv.
+func lastEvent(t *testing.T, r *replica, conv string) storedFinal {
+	t.Helper()
+	ctx := context.Background()
+	stream, err := r.js.Stream(ctx, "TOOLS_EVENTS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := stream.GetLastMsgForSubject(ctx, "tools.event."+conv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev storedFinal
+	if err := json.Unmarshal(m.Data, &ev); err != nil {
+		t.Fatal(err)
+	}
+	return ev
 }
 
 // readPast waits until the stored conversation conv has read the
@@ -82,6 +111,13 @@ func TestQuorumTwoApprovers(t *testing.T) {
 	task := paused(t, f)
 	if c, err := r.svc.Get(context.Background(), f.ConversationID); err != nil || len(c.Pending) != 1 || c.Pending[0].Required != 2 {
 		t.Errorf("paused conversation %+v, %v; want its call pending with required 2", c, err)
+	}
+	// The run's end says so too: its Final and its stored final event.
+	if f.Pending[0].Required != 2 {
+		t.Errorf("the paused run's Final lists %+v, want required 2", f.Pending)
+	}
+	if ev := lastEvent(t, r, f.ConversationID); ev.Type != string(agent.EventFinal) || len(ev.Pending) != 1 || ev.Pending[0].Required != 2 {
+		t.Errorf("the paused run's final event %+v, want its call pending with required 2", ev)
 	}
 	seq := publishDecision(t, r.js, f.ConversationID, task, `{"approved":true,"by":"ann"}`)
 	stillPending(t, b, readPast(t, r, f.ConversationID, seq), task, "ann")

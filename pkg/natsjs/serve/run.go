@@ -148,6 +148,9 @@ func (s *Service) launch(sess *session.Session, a Agent, prompt string, opts *ag
 			err = fmt.Errorf("%w: %w", cause, err) // what interrupted it, in its final event
 		}
 		r.final = finalOf(r, res, err)
+		if r.final.Status == StatusPaused && err == nil {
+			r.final.Pending = sess.Pending() // as saved: with their quorums
+		}
 		// No longer live here before the release: a wake of the
 		// re-check's marker on this replica claims it (the lease tells
 		// the others).
