@@ -34,6 +34,7 @@ type serveFlags struct {
 	specDir, addr, tokens string
 	notify                []string
 	publicURL             string
+	sweep                 time.Duration
 }
 
 func newServeCmd(e env) *cobra.Command {
@@ -56,6 +57,7 @@ func newServeCmd(e env) *cobra.Command {
 	fl.StringVar(&sf.run.model, "model", "", "model of the specs that name none (default as agent run's)")
 	fl.DurationVar(&sf.run.callTimeout, "call-timeout", remote.DefaultInlineDeadline, "deadline of an inline remote call")
 	fl.StringVar(&sf.run.root, "root", ".", "directory the built-in file and shell tools work in (embedded default)")
+	fl.DurationVar(&sf.sweep, "sweep-interval", 5*time.Second, "how often, jittered, a replica continues the conversations left running by a replica that died (also just after a lease it saw held lapses)")
 	sf.run.mf.register(fl)
 	return cmd
 }
@@ -70,6 +72,9 @@ func runServe(ctx context.Context, e env, sf *serveFlags) error {
 	specs, err := agentspec.LoadNamed(sf.specs, sf.specDir)
 	if err != nil {
 		return usageErr("%v", err)
+	}
+	if sf.sweep <= 0 {
+		return usageErr("--sweep-interval: %s: want a positive duration", sf.sweep)
 	}
 	if err := serve.CheckAddr(sf.addr, sf.tokens != ""); err != nil {
 		return usageErr("--http: %v", err)
@@ -148,7 +153,7 @@ func runServe(ctx context.Context, e env, sf *serveFlags) error {
 		fmt.Fprintf(e.stderr, "agent serve: the NATS server cannot schedule messages (%v): approval timeouts fall back to agent serve's timers, and expire only while a replica runs\n", err)
 	}
 	host, _ := os.Hostname()
-	svc, err := serve.New(serve.Config{JetStream: js, Provision: prov, Agents: agents, Logger: log, Metrics: sm, Expirer: expirer, Timers: timers,
+	svc, err := serve.New(serve.Config{JetStream: js, Provision: prov, Agents: agents, Logger: log, Metrics: sm, Expirer: expirer, Timers: timers, SweepInterval: sf.sweep,
 		Holder: fmt.Sprintf("agent serve %s pid %d", host, os.Getpid()), Unfollow: rem.client.Unfollow,
 		Session: session.Config{Store: convs.Store, Inbox: convs.Inbox, Announcer: convs.Announcer, Canceller: rem.client,
 			Attacher: rem.client, Answers: rem.client, MaxPayload: int(rem.nc.MaxPayload()), Connected: rem.nc.IsConnected}})
