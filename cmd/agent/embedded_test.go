@@ -158,3 +158,21 @@ func TestProvisionUsage(t *testing.T) {
 		}
 	}
 }
+
+// agent serve refuses a sweep interval that is not positive, before it
+// connects to anything.
+func TestServeUsage(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"serve", "--spec", "../../examples/demo/agent.yaml", "--sweep-interval", "0s"},
+		{"serve", "--spec", "../../examples/demo/agent.yaml", "--sweep-interval", "-1s"},
+		{"serve", "--spec", "../../examples/demo/agent.yaml", "--http", "0.0.0.0:0"},
+		{"serve", "extra"},
+	} {
+		var stderr strings.Builder
+		e := env{getenv: func(string) string { return "" }, stdin: strings.NewReader(""), stdout: &strings.Builder{}, stderr: &stderr}
+		if code := execute(t.Context(), args, e); code != exitUsage {
+			t.Errorf("%v: exit %d, want %d (%s)", args, code, exitUsage, stderr.String())
+		}
+	}
+}
