@@ -50,12 +50,7 @@ func directGet(ctx context.Context, nc *nats.Conn, stream, filter string, from u
 	case status != "":
 		return nil, fmt.Errorf("natsjs: look %s up: status %s %s", filter, status, strings.TrimSpace(m.Header.Get("Description")))
 	}
-	seq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
-	if err != nil {
-		return nil, fmt.Errorf("natsjs: look %s up: sequence %q: %w", filter, m.Header.Get(jetstream.SequenceHeader), err)
-	}
-	stored, _ := time.Parse(time.RFC3339Nano, m.Header.Get(jetstream.TimeStampHeaer))
-	return &storedMsg{subject: m.Header.Get(jetstream.SubjectHeader), data: m.Data, header: m.Header, seq: seq, stored: stored}, nil
+	return storedOf(m, filter)
 }
 
 // storedOn reports whether stream holds a message on subject: a direct
@@ -64,4 +59,14 @@ func directGet(ctx context.Context, nc *nats.Conn, stream, filter string, from u
 func storedOn(ctx context.Context, nc *nats.Conn, stream, subject string) (bool, error) {
 	m, err := directGet(ctx, nc, stream, subject, 0, false)
 	return m != nil, err
+}
+
+// storedOf is the stored message a direct get answered with m.
+func storedOf(m *nats.Msg, filter string) (*storedMsg, error) {
+	seq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("natsjs: look %s up: sequence %q: %w", filter, m.Header.Get(jetstream.SequenceHeader), err)
+	}
+	stored, _ := time.Parse(time.RFC3339Nano, m.Header.Get(jetstream.TimeStampHeaer))
+	return &storedMsg{subject: m.Header.Get(jetstream.SubjectHeader), data: m.Data, header: m.Header, seq: seq, stored: stored}, nil
 }

@@ -7,27 +7,36 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// FailGets makes in's direct gets on stream fail with the errors listed
-// by call (counted from 1 on that stream: Collect reads the streams at
-// once), such as the "no responders" of a cluster electing a leader, and
-// returns how many gets were made so far on every stream.
+// FailGets makes in's direct gets and batches of them on stream fail
+// with the errors listed by call (counted from 1 on that stream: Collect
+// reads the streams at once), such as the "no responders" of a cluster
+// electing a leader, and returns how many reads were made so far on
+// every stream.
 func FailGets(in *Inbox, stream string, fail map[int]error) (calls func() int) {
 	var mu sync.Mutex
 	n, on := 0, 0
-	get := in.get
-	in.get = func(ctx context.Context, nc *nats.Conn, s, filter string, from uint64, next bool) (*storedMsg, error) {
+	count := func(s string) error {
 		mu.Lock()
+		defer mu.Unlock()
 		n++
-		var f error
-		if s == stream {
-			on++
-			f = fail[on]
+		if s != stream {
+			return nil
 		}
-		mu.Unlock()
-		if f != nil {
-			return nil, f
+		on++
+		return fail[on]
+	}
+	get, batch := in.get, in.batch
+	in.get = func(ctx context.Context, nc *nats.Conn, s, filter string, from uint64, next bool) (*storedMsg, error) {
+		if err := count(s); err != nil {
+			return nil, err
 		}
 		return get(ctx, nc, s, filter, from, next)
+	}
+	in.batch = func(ctx context.Context, s, filter string, from uint64, size int) ([]*storedMsg, bool, error) {
+		if err := count(s); err != nil {
+			return nil, false, err
+		}
+		return batch(ctx, s, filter, from, size)
 	}
 	return func() int {
 		mu.Lock()
@@ -35,6 +44,18 @@ func FailGets(in *Inbox, stream string, fail map[int]error) (calls func() int) {
 		return n
 	}
 }
+
+// OnRead calls fn with the stream of each batch of direct gets in makes.
+func OnRead(in *Inbox, fn func(stream string)) {
+	batch := in.batch
+	in.batch = func(ctx context.Context, s, filter string, from uint64, size int) ([]*storedMsg, bool, error) {
+		fn(s)
+		return batch(ctx, s, filter, from, size)
+	}
+}
+
+// SetBatchSize makes in ask for n messages per read.
+func SetBatchSize(in *Inbox, n int) { in.batchSize = n }
 
 // Holdings returns how many conversations s keeps what it knows of (the
 // leases it holds) and how many history objects it remembers.
@@ -44,14 +65,14 @@ func Holdings(s *Store) (held, objects int) {
 	return len(s.held), len(s.objects)
 }
 
-// FailFirstGetAfter makes in's first direct get on stream wait until n
-// gets on stream other have returned, then fail with err.
+// FailFirstGetAfter makes in's first read on stream wait until n reads
+// on stream other have returned, then fail with err.
 func FailFirstGetAfter(in *Inbox, stream string, err error, other string, n int) {
 	var mu sync.Mutex
 	cond := sync.NewCond(&mu)
 	first, onOther := true, 0
-	get := in.get
-	in.get = func(ctx context.Context, nc *nats.Conn, s, filter string, from uint64, next bool) (*storedMsg, error) {
+	batch := in.batch
+	in.batch = func(ctx context.Context, s, filter string, from uint64, size int) ([]*storedMsg, bool, error) {
 		mu.Lock()
 		if s == stream && first {
 			first = false
@@ -59,16 +80,16 @@ func FailFirstGetAfter(in *Inbox, stream string, err error, other string, n int)
 				cond.Wait()
 			}
 			mu.Unlock()
-			return nil, err
+			return nil, false, err
 		}
 		mu.Unlock()
-		m, gerr := get(ctx, nc, s, filter, from, next)
+		msgs, more, berr := batch(ctx, s, filter, from, size)
 		if s == other {
 			mu.Lock()
 			onOther++
 			cond.Broadcast()
 			mu.Unlock()
 		}
-		return m, gerr
+		return msgs, more, berr
 	}
 }

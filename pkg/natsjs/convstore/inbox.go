@@ -53,9 +53,12 @@ type InboxConfig struct {
 type Inbox struct {
 	cfg   InboxConfig
 	get   func(ctx context.Context, nc *nats.Conn, stream, filter string, from uint64, next bool) (*storedMsg, error)
-	log   *slog.Logger
-	subj  protocol.Subjects
-	names natsjs.Names
+	batch func(ctx context.Context, stream, filter string, from uint64, n int) ([]*storedMsg, bool, error)
+	// batchSize is how many messages a read asks for (directBatchSize).
+	batchSize int
+	log       *slog.Logger
+	subj      protocol.Subjects
+	names     natsjs.Names
 }
 
 // NewInbox returns an inbox.
@@ -73,7 +76,8 @@ func NewInbox(cfg InboxConfig) (*Inbox, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Inbox{cfg: cfg, get: directGet, log: log, subj: protocol.Subjects{Prefix: cfg.Prefix}, names: natsjs.NamesFor(cfg.Prefix)}, nil
+	replies := &batchReplies{nc: cfg.JetStream.Conn()}
+	return &Inbox{cfg: cfg, get: directGet, batch: replies.get, batchSize: directBatchSize, log: log, subj: protocol.Subjects{Prefix: cfg.Prefix}, names: natsjs.NamesFor(cfg.Prefix)}, nil
 }
 
 // Collect reads the messages stored for st's conversation past its
@@ -153,26 +157,28 @@ func (in *Inbox) replay(ctx context.Context, stream, filter string, after uint64
 	return last, nil
 }
 
-// replayOnce is one attempt of replay, by direct gets of the next
-// message on filter (no consumer created: a wake of `agent serve` reads a
-// conversation's arrivals at the cost of a few requests, however many
-// conversations wake at once).
+// replayOnce is one attempt of replay, by batches of direct gets of the
+// next messages on filter (no consumer created: a wake of `agent serve`
+// reads a conversation's arrivals at the cost of a request per batch,
+// however many conversations wake at once). The messages of a batch cut
+// short by an error are passed on before it is returned.
 func (in *Inbox) replayOnce(ctx context.Context, stream, filter string, after uint64, fn func(task, toolName string, data []byte, meta *jetstream.MsgMetadata, h nats.Header)) (uint64, error) {
-	nc := in.cfg.JetStream.Conn()
 	last := after
 	for {
-		m, err := in.get(ctx, nc, stream, filter, last+1, true)
-		if err != nil || m == nil {
+		msgs, more, err := in.batch(ctx, stream, filter, last+1, in.batchSize)
+		for _, m := range msgs {
+			last = m.seq
+			_, _, task, toolName, perr := in.subj.Parse(m.subject)
+			if perr != nil {
+				in.refuse(metrics.RefuseMalformed, m.subject, "", perr)
+				continue
+			}
+			meta := &jetstream.MsgMetadata{Sequence: jetstream.SequencePair{Stream: m.seq}, Timestamp: m.stored, Stream: stream}
+			fn(task, toolName, m.data, meta, m.header)
+		}
+		if err != nil || !more || len(msgs) == 0 {
 			return last, err
 		}
-		last = m.seq
-		_, _, task, toolName, perr := in.subj.Parse(m.subject)
-		if perr != nil {
-			in.refuse(metrics.RefuseMalformed, m.subject, "", perr)
-			continue
-		}
-		meta := &jetstream.MsgMetadata{Sequence: jetstream.SequencePair{Stream: m.seq}, Timestamp: m.stored, Stream: stream}
-		fn(task, toolName, m.data, meta, m.header)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -174,9 +175,11 @@ func TestInboxRetriesNoResponders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Decisions and answers take one read each (nothing stored); the
-	// results' first read fails, the next reads the first, the one after
-	// fails, the next two read the others, and the last finds no more.
+	// A message per read. Decisions and answers take one read each
+	// (nothing stored); the results' first read fails, the next reads the
+	// first, the one after fails, the next two read the others (the last
+	// batch saying none is left).
+	convstore.SetBatchSize(in, 1)
 	calls := convstore.FailGets(in, natsjs.NamesFor("").Results, map[int]error{1: nats.ErrNoResponders, 3: nats.ErrNoResponders})
 	n, err := in.Collect(ctx, st)
 	if err != nil {
@@ -190,14 +193,63 @@ func TestInboxRetriesNoResponders(t *testing.T) {
 			t.Errorf("arrival %d = %+v, want the result of %s", i, a, tasks[i])
 		}
 	}
-	if got := calls(); got != 8 {
-		t.Errorf("%d reads, want 8", got)
+	if got := calls(); got != 7 {
+		t.Errorf("%d reads, want 7", got)
 	}
 	if got := strings.Count(logs.String(), "inbox: no stream answered; retrying"); got != 2 {
 		t.Errorf("%d retries logged, want 2:\n%s", got, logs.String())
 	}
 	if st.Checkpoint.Results == 0 {
 		t.Error("the results checkpoint did not move")
+	}
+}
+
+// Collect reads a stream by batches of messages: 150 small results in
+// three reads (64 a batch), 50 results of 100 KiB in two (a batch stops
+// past 4 MiB), each collected once, in order.
+func TestInboxCollectsByBatches(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		n, size, reads int
+	}{{150, 16, 3}, {50, 100 << 10, 2}} {
+		b := setup(t)
+		in, _ := b.inbox(t)
+		ctx := context.Background()
+		conv := protocol.NewID()
+		st := &conversation.State{ID: conv, Pending: &deferred.PendingRecord{ConversationID: conv}}
+		s := protocol.Subjects{}
+		content := strings.Repeat("x", c.size)
+		var tasks []string
+		for range c.n {
+			task := protocol.NewID()
+			tasks = append(tasks, task)
+			st.Pending.Tasks = append(st.Pending.Tasks, deferred.PendingTask{TaskID: task, Kind: deferred.KindBackground, Tool: "research"})
+			if _, err := b.js.Publish(ctx, s.Result(conv, task, "research"), []byte(`{"content":"`+content+`"}`)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		results := natsjs.NamesFor("").Results
+		var mu sync.Mutex
+		reads := 0
+		convstore.OnRead(in, func(stream string) {
+			if stream == results {
+				mu.Lock()
+				reads++
+				mu.Unlock()
+			}
+		})
+		n, err := in.Collect(ctx, st)
+		if err != nil || n != c.n {
+			t.Fatalf("%d results of %d B: collected %d (%v)", c.n, c.size, n, err)
+		}
+		for i, a := range st.Arrivals {
+			if a.TaskID != tasks[i] {
+				t.Fatalf("arrival %d is %s, want %s", i, a.TaskID, tasks[i])
+			}
+		}
+		if reads != c.reads {
+			t.Errorf("%d results of %d B read in %d requests, want %d", c.n, c.size, reads, c.reads)
+		}
 	}
 }
 
@@ -220,8 +272,9 @@ func TestInboxCollectFailsWhole(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// The decisions fail once the results' read has read one message
-	// ahead and looks for the next.
+	// A message per read; the decisions fail once the results' read has
+	// read two messages, one handed over, one waiting to be.
+	convstore.SetBatchSize(in, 1)
 	broken := errors.New("the decisions cannot be read")
 	convstore.FailFirstGetAfter(in, natsjs.NamesFor("").Decisions, broken, natsjs.NamesFor("").Results, 2)
 	if _, err := in.Collect(ctx, st); !errors.Is(err, broken) {

@@ -1,0 +1,124 @@
+package convstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Batches of direct gets: up to directBatchSize messages, and at most
+// directBatchBytes of them (the server stops a batch once past it,
+// having sent at least one message), per request.
+const (
+	directBatchSize  = 64
+	directBatchBytes = 4 << 20
+)
+
+// numPendingHeader is the end-of-batch status's count of the messages on
+// the filter past the batch.
+const numPendingHeader = "Nats-Num-Pending"
+
+// batchReplies routes the replies of direct-get batches, several per
+// request, to their requests: one wildcard subscription of the
+// connection's inbox prefix, made at the first batch and kept with the
+// connection (a subscription per request costs the server more than the
+// request itself: ten times a single get's time, measured), each request
+// a token of its own under it.
+type batchReplies struct {
+	nc *nats.Conn
+
+	mu      sync.Mutex
+	prefix  string // the subscription's subjects, prefix.<token>; "" until made
+	waiting map[string]chan *nats.Msg
+	next    uint64 // the last token given
+}
+
+// open returns a reply subject and the channel its replies arrive on (at
+// most n without loss; more are dropped, and the request waits in vain
+// for its end), and the function that stops routing them.
+func (b *batchReplies) open(n int) (string, <-chan *nats.Msg, func(), error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.prefix == "" {
+		prefix := b.nc.NewInbox()
+		if _, err := b.nc.Subscribe(prefix+".*", b.route); err != nil {
+			return "", nil, nil, err
+		}
+		b.prefix, b.waiting = prefix, map[string]chan *nats.Msg{}
+	}
+	b.next++
+	token := strconv.FormatUint(b.next, 36)
+	ch := make(chan *nats.Msg, n)
+	b.waiting[token] = ch
+	return b.prefix + "." + token, ch, func() {
+		b.mu.Lock()
+		delete(b.waiting, token)
+		b.mu.Unlock()
+	}, nil
+}
+
+// route passes a reply to its request's channel, without waiting.
+func (b *batchReplies) route(m *nats.Msg) {
+	b.mu.Lock()
+	ch := b.waiting[m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]]
+	b.mu.Unlock()
+	if ch != nil {
+		select {
+		case ch <- m:
+		default:
+		}
+	}
+}
+
+// get asks stream's direct get API for the messages on filter (wildcards
+// allowed) at or after sequence from, in one request answered by up to
+// batch messages and an end-of-batch status (no consumer created): the
+// messages, in stream order, and whether more were stored on filter past
+// the last of them when the batch ended.
+func (b *batchReplies) get(ctx context.Context, stream, filter string, from uint64, batch int) ([]*storedMsg, bool, error) {
+	req, _ := json.Marshal(struct {
+		Seq      uint64 `json:"seq"`
+		NextFor  string `json:"next_by_subj"`
+		Batch    int    `json:"batch"`
+		MaxBytes int    `json:"max_bytes"`
+	}{from, filter, batch, directBatchBytes})
+	reply, replies, stop, err := b.open(batch + 1)
+	if err != nil {
+		return nil, false, fmt.Errorf("natsjs: look %s up: %w", filter, err)
+	}
+	defer stop()
+	if err := b.nc.PublishRequest("$JS.API.DIRECT.GET."+stream, reply, req); err != nil {
+		return nil, false, fmt.Errorf("natsjs: look %s up: %w", filter, err)
+	}
+	var out []*storedMsg
+	for {
+		var m *nats.Msg
+		select {
+		case m = <-replies:
+		case <-ctx.Done():
+			return out, false, fmt.Errorf("natsjs: look %s up: %w", filter, ctx.Err())
+		}
+		switch status := m.Header.Get("Status"); status {
+		case "":
+			sm, err := storedOf(m, filter)
+			if err != nil {
+				return out, false, err
+			}
+			out = append(out, sm)
+		case "404": // none at all
+			return out, false, nil
+		case "204": // the end of the batch
+			pending, _ := strconv.ParseUint(m.Header.Get(numPendingHeader), 10, 64)
+			return out, pending > 0, nil
+		case "503":
+			return out, false, fmt.Errorf("natsjs: look %s up: %w", filter, nats.ErrNoResponders)
+		default:
+			return out, false, fmt.Errorf("natsjs: look %s up: status %s %s", filter, status, strings.TrimSpace(m.Header.Get("Description")))
+		}
+	}
+}
