@@ -101,7 +101,7 @@ func (s *Store) leased(id, holder string, rev uint64, ttl time.Duration) *convLe
 	s.hold(id)
 	l := &convLease{s: s, id: id, key: leaseKeyPre + id, holder: holder, rev: rev, ttl: ttl,
 		lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
-	go l.renew(time.Now().Add(ttl)) //nolint:gosec // G118: the lease owns the renewal; Release stops it (stop, done), not the claim's ctx
+	go l.renew(time.Now().Add(ttl)) // the lease owns the renewal: Release stops it (stop, done)
 	return l
 }
 
