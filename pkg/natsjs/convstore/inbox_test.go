@@ -160,16 +160,7 @@ func TestInboxRetriesNoResponders(t *testing.T) {
 	b := setup(t)
 	b.provision(t)
 	ctx := context.Background()
-	conv := protocol.NewID()
-	tasks := []string{protocol.NewID(), protocol.NewID(), protocol.NewID()}
-	st := &conversation.State{ID: conv, Pending: &deferred.PendingRecord{ConversationID: conv}}
-	s := protocol.Subjects{}
-	for _, task := range tasks {
-		st.Pending.Tasks = append(st.Pending.Tasks, deferred.PendingTask{TaskID: task, Kind: deferred.KindBackground, Tool: "research"})
-		if _, err := b.js.Publish(ctx, s.Result(conv, task, "research"), []byte(`{"content":"found"}`)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	st, tasks := b.withResults(t, 3, "found")
 	var logs offloadtest.Output
 	in, err := convstore.NewInbox(convstore.InboxConfig{JetStream: b.js, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	if err != nil {
@@ -204,6 +195,26 @@ func TestInboxRetriesNoResponders(t *testing.T) {
 	}
 }
 
+// withResults returns the state of a new conversation waiting for n
+// background calls of research, each with its result (content as given)
+// stored, and their task IDs in order.
+func (b *bundle) withResults(t *testing.T, n int, content string) (*conversation.State, []string) {
+	t.Helper()
+	conv := protocol.NewID()
+	st := &conversation.State{ID: conv, Pending: &deferred.PendingRecord{ConversationID: conv}}
+	s := protocol.Subjects{}
+	var tasks []string
+	for range n {
+		task := protocol.NewID()
+		tasks = append(tasks, task)
+		st.Pending.Tasks = append(st.Pending.Tasks, deferred.PendingTask{TaskID: task, Kind: deferred.KindBackground, Tool: "research"})
+		if _, err := b.js.Publish(t.Context(), s.Result(conv, task, "research"), []byte(`{"content":"`+content+`"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return st, tasks
+}
+
 // Collect reads a stream by batches of messages: 150 small results in
 // three reads (64 a batch), 50 results of 100 KiB in two (a batch stops
 // past 4 MiB), each collected once, in order.
@@ -215,19 +226,7 @@ func TestInboxCollectsByBatches(t *testing.T) {
 		b := setup(t)
 		in, _ := b.inbox(t)
 		ctx := context.Background()
-		conv := protocol.NewID()
-		st := &conversation.State{ID: conv, Pending: &deferred.PendingRecord{ConversationID: conv}}
-		s := protocol.Subjects{}
-		content := strings.Repeat("x", c.size)
-		var tasks []string
-		for range c.n {
-			task := protocol.NewID()
-			tasks = append(tasks, task)
-			st.Pending.Tasks = append(st.Pending.Tasks, deferred.PendingTask{TaskID: task, Kind: deferred.KindBackground, Tool: "research"})
-			if _, err := b.js.Publish(ctx, s.Result(conv, task, "research"), []byte(`{"content":"`+content+`"}`)); err != nil {
-				t.Fatal(err)
-			}
-		}
+		st, tasks := b.withResults(t, c.n, strings.Repeat("x", c.size))
 		results := natsjs.NamesFor("").Results
 		var mu sync.Mutex
 		reads := 0
@@ -262,16 +261,7 @@ func TestInboxCollectFailsWhole(t *testing.T) {
 	b := setup(t)
 	in, _ := b.inbox(t)
 	ctx := context.Background()
-	conv := protocol.NewID()
-	st := &conversation.State{ID: conv, Pending: &deferred.PendingRecord{ConversationID: conv}}
-	s := protocol.Subjects{}
-	for range 5 {
-		task := protocol.NewID()
-		st.Pending.Tasks = append(st.Pending.Tasks, deferred.PendingTask{TaskID: task, Kind: deferred.KindBackground, Tool: "research"})
-		if _, err := b.js.Publish(ctx, s.Result(conv, task, "research"), []byte(`{"content":"found"}`)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	st, _ := b.withResults(t, 5, "found")
 	// A message per read; the decisions fail once the results' read has
 	// read two messages, one handed over, one waiting to be.
 	convstore.SetBatchSize(in, 1)
