@@ -9,6 +9,8 @@ import (
 	"sync"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/offload-dev/offload/pkg/natsjs/internal/direct"
 )
 
 // Batches of direct gets: up to directBatchSize messages, and at most
@@ -105,11 +107,11 @@ func (b *batchReplies) get(ctx context.Context, stream, filter string, from uint
 		}
 		switch status := m.Header.Get("Status"); status {
 		case "":
-			sm, err := storedOf(m, filter)
+			dm, err := direct.Parse(m, filter)
 			if err != nil {
 				return out, false, err
 			}
-			out = append(out, sm)
+			out = append(out, fromDirect(dm))
 		case "404": // none at all
 			return out, false, nil
 		case "204": // the end of the batch

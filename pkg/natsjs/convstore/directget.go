@@ -2,14 +2,11 @@ package convstore
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/offload-dev/offload/pkg/natsjs/internal/direct"
 )
 
 // storedMsg is a message read by a direct get: its subject, data,
@@ -30,27 +27,22 @@ type storedMsg struct {
 // needs no request body, which the people's roles are granted for their
 // subjects alone.
 func directGet(ctx context.Context, nc *nats.Conn, stream, filter string, from uint64, next bool) (*storedMsg, error) {
-	var m *nats.Msg
+	var m *direct.Msg
 	var err error
 	if next {
-		req, _ := json.Marshal(struct {
-			Seq     uint64 `json:"seq"`
-			NextFor string `json:"next_by_subj"`
-		}{from, filter})
-		m, err = nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+stream, req)
+		m, err = direct.Next(ctx, nc, stream, filter, from)
 	} else {
-		m, err = nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+stream+"."+filter, nil)
+		m, err = direct.Last(ctx, nc, stream, filter)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("natsjs: look %s up: %w", filter, err)
+	if err != nil || m == nil {
+		return nil, err
 	}
-	switch status := m.Header.Get("Status"); {
-	case status == "404":
-		return nil, nil
-	case status != "":
-		return nil, fmt.Errorf("natsjs: look %s up: status %s %s", filter, status, strings.TrimSpace(m.Header.Get("Description")))
-	}
-	return storedOf(m, filter)
+	return fromDirect(m), nil
+}
+
+// fromDirect is the storedMsg of m.
+func fromDirect(m *direct.Msg) *storedMsg {
+	return &storedMsg{subject: m.Subject, data: m.Data, header: m.Header, seq: m.Seq, stored: m.Stored}
 }
 
 // storedOn reports whether stream holds a message on subject: a direct
@@ -59,14 +51,4 @@ func directGet(ctx context.Context, nc *nats.Conn, stream, filter string, from u
 func storedOn(ctx context.Context, nc *nats.Conn, stream, subject string) (bool, error) {
 	m, err := directGet(ctx, nc, stream, subject, 0, false)
 	return m != nil, err
-}
-
-// storedOf is the stored message a direct get answered with m.
-func storedOf(m *nats.Msg, filter string) (*storedMsg, error) {
-	seq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
-	if err != nil {
-		return nil, fmt.Errorf("natsjs: look %s up: sequence %q: %w", filter, m.Header.Get(jetstream.SequenceHeader), err)
-	}
-	stored, _ := time.Parse(time.RFC3339Nano, m.Header.Get(jetstream.TimeStampHeaer))
-	return &storedMsg{subject: m.Header.Get(jetstream.SubjectHeader), data: m.Data, header: m.Header, seq: seq, stored: stored}, nil
 }

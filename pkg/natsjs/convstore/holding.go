@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/offload-dev/offload/pkg/natsjs/internal/direct"
 )
 
 // What this process knows of the conversations whose lease it holds:
@@ -147,17 +147,5 @@ func (s *Store) projectKnown(ctx context.Context, id string, value []byte) (ok b
 // as the KV bucket's Delete does, and returns its delete marker's
 // revision (which the bucket's Delete does not tell).
 func (s *Store) deleteRecord(ctx context.Context, id string, rev uint64) (uint64, error) {
-	m := nats.NewMsg("$KV." + s.names.PendingBucket + "." + id)
-	m.Header.Set(kvOperation, "DEL")
-	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(rev, 10))
-	ack, err := s.cfg.JetStream.PublishMsg(ctx, m)
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) { // 10164: a replicated stream's
-		return 0, jetstream.ErrKeyRevisionMismatch
-	}
-	if err != nil {
-		return 0, err
-	}
-	return ack.Sequence, nil
+	return direct.Keys{JS: s.cfg.JetStream, Stream: s.names.PendingStream, Bucket: s.names.PendingBucket}.Delete(ctx, id, rev)
 }
