@@ -268,6 +268,29 @@ func (e opEnv) directGet(ctx context.Context, stream, subject string) error {
 	return nil
 }
 
+// putKey writes key of bucket as a worker does, a message on the key's
+// subject (no bucket bound: no stream info read), with the expected last
+// subject sequence expect unless it is "".
+func (e opEnv) putKey(ctx context.Context, bucket, key, value, expect string) error {
+	m := nats.NewMsg("$KV." + bucket + "." + key)
+	m.Data = []byte(value)
+	if expect != "" {
+		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, expect)
+	}
+	_, err := e.js.PublishMsg(ctx, m)
+	return err
+}
+
+// listSubjects asks stream's info with every subject listed.
+func (e opEnv) listSubjects(ctx context.Context, stream string) error {
+	st, err := e.js.Stream(ctx, stream)
+	if err != nil {
+		return err
+	}
+	_, err = st.Info(ctx, jetstream.WithSubjectFilter(">"))
+	return err
+}
+
 func (e opEnv) kv(ctx context.Context, bucket string) (jetstream.KeyValue, error) {
 	return e.js.KeyValue(ctx, bucket)
 }
@@ -334,12 +357,19 @@ func ops(d *deployServer) []op {
 		{"read the decisions stream", func(ctx context.Context, e opEnv) error { return e.readStream(ctx, names.Decisions) }},
 		{"read the approvals stream", func(ctx context.Context, e opEnv) error { return e.readStream(ctx, names.Approvals) }},
 		{"look a sleep task's cancel up (direct get)", func(ctx context.Context, e opEnv) error {
-			st, err := e.js.Stream(ctx, names.Cancel)
-			if err != nil {
-				return err
-			}
-			_, err = st.GetLastMsgForSubject(ctx, s.Cancel(conv, task, "sleep"))
-			return err
+			return e.directGet(ctx, names.Cancel, s.Cancel(conv, task, "sleep"))
+		}},
+		// A stream's info with a subjects filter lists its subjects: the
+		// conversations and tasks of every tool. Workers find the streams
+		// they use beside the tasks stream by direct gets instead.
+		{"list the results stream's subjects (stream info)", func(ctx context.Context, e opEnv) error {
+			return e.listSubjects(ctx, names.Results)
+		}},
+		{"list the cancel stream's subjects (stream info)", func(ctx context.Context, e opEnv) error {
+			return e.listSubjects(ctx, names.Cancel)
+		}},
+		{"list the effect ledger's keys (stream info)", func(ctx context.Context, e opEnv) error {
+			return e.listSubjects(ctx, names.EffectsStream)
 		}},
 		{"bind sleep's task consumer", func(ctx context.Context, e opEnv) error {
 			_, err := e.js.Consumer(ctx, names.Tasks, natsjs.TaskConsumerName("sleep"))
@@ -401,12 +431,7 @@ func ops(d *deployServer) []op {
 		// Finding 3 of issue 30: any worker re-described any tool (a
 		// forged schema, requires_approval false) or hid it with deletes.
 		{"write a registry key of sleep", func(ctx context.Context, e opEnv) error {
-			kv, err := e.kv(ctx, names.RegistryBucket)
-			if err != nil {
-				return err
-			}
-			_, err = kv.Put(ctx, "sleep.w2", []byte(`{"name":"sleep","requires_approval":false}`))
-			return err
+			return e.putKey(ctx, names.RegistryBucket, "sleep.w2", `{"name":"sleep","requires_approval":false}`, "")
 		}},
 		{"read the pending records (get, list)", func(ctx context.Context, e opEnv) error {
 			kv, err := e.kv(ctx, names.PendingBucket)
@@ -461,24 +486,14 @@ func ops(d *deployServer) []op {
 		// tool's attempts and looks its tool's stored results up, no
 		// other's.
 		{"write and read an effect entry of sleep (create, get)", func(ctx context.Context, e opEnv) error {
-			kv, err := e.kv(ctx, names.EffectsBucket)
-			if err != nil {
-				return err
-			}
 			key := "sleep." + protocol.NewID() + ".0"
-			if _, err := kv.Create(ctx, key, []byte(`{"started":{"worker":"w1"}}`)); err != nil {
+			if err := e.putKey(ctx, names.EffectsBucket, key, `{"started":{"worker":"w1"}}`, "0"); err != nil {
 				return err
 			}
-			_, err = kv.Get(ctx, key)
-			return err
+			return e.directGet(ctx, names.EffectsStream, "$KV."+names.EffectsBucket+"."+key)
 		}},
 		{"write an effect entry of shell", func(ctx context.Context, e opEnv) error {
-			kv, err := e.kv(ctx, names.EffectsBucket)
-			if err != nil {
-				return err
-			}
-			_, err = kv.Create(ctx, "shell."+protocol.NewID()+".0", []byte(`{"started":{"worker":"w1"}}`))
-			return err
+			return e.putKey(ctx, names.EffectsBucket, "shell."+protocol.NewID()+".0", `{"started":{"worker":"w1"}}`, "0")
 		}},
 		{"look a sleep task's stored result up (direct get by subject)", func(ctx context.Context, e opEnv) error {
 			return e.directGet(ctx, names.Results, s.Result(conv, task, "sleep"))
@@ -487,11 +502,10 @@ func ops(d *deployServer) []op {
 			return e.directGet(ctx, names.Results, s.Result(conv, task, "shell"))
 		}},
 		{"delete a registry key of sleep", func(ctx context.Context, e opEnv) error {
-			kv, err := e.kv(ctx, names.RegistryBucket)
-			if err != nil {
-				return err
-			}
-			return kv.Delete(ctx, "sleep.w1")
+			m := nats.NewMsg("$KV." + names.RegistryBucket + ".sleep.w1")
+			m.Header.Set("KV-Operation", "DEL")
+			_, err := e.js.PublishMsg(ctx, m)
+			return err
 		}},
 		{"read the conversation store", func(ctx context.Context, e opEnv) error {
 			kv, err := e.kv(ctx, conversationsBucket)
@@ -572,6 +586,9 @@ var allowed = map[string][]string{
 	"read the decisions stream":                                              {"admin", "agent"},
 	"read the approvals stream":                                              {"admin", "approver"},
 	"look a sleep task's cancel up (direct get)":                             {"admin", "worker_sleep"},
+	"list the results stream's subjects (stream info)":                       {"admin", "agent"},
+	"list the cancel stream's subjects (stream info)":                        {"admin", "agent"},
+	"list the effect ledger's keys (stream info)":                            {"admin", "agent"},
 	"bind sleep's task consumer":                                             {"admin", "worker_sleep"},
 	"create http_fetch's task consumer":                                      {"admin", "worker_http"},
 	"pull a sleep task, in-progress and ack it":                              {"admin", "worker_sleep"},

@@ -120,10 +120,8 @@ func Worker(prefix, user string, tools []string) Permissions {
 	n := natsjs.NamesFor(prefix)
 	s := protocol.Subjects{Prefix: n.Prefix}
 	p := Permissions{
-		Publish: []Rule{{"the info of the streams it uses: a worker checks at start-up that they\n exist (created by admin with agent provision); no other stream's (a\n stream's info lists its subjects)", []string{
-			"$JS.API.STREAM.INFO." + n.Tasks, "$JS.API.STREAM.INFO." + n.Results,
-			"$JS.API.STREAM.INFO." + n.Cancel, "$JS.API.STREAM.INFO." + n.RegistryStream,
-			"$JS.API.STREAM.INFO." + n.EffectsStream,
+		Publish: []Rule{{"the info of the tasks stream and of the registry's, whose subjects name\n tools and workers alone: a worker checks at start-up that they exist\n (created by admin with agent provision); no other stream's (a stream's\n info lists its subjects, and so every tool's conversations and tasks:\n a worker finds the results, cancels and effect ledger by direct gets of\n its own subjects and keys)", []string{
+			"$JS.API.STREAM.INFO." + n.Tasks, "$JS.API.STREAM.INFO." + n.RegistryStream,
 		}}},
 	}
 	var subs []string

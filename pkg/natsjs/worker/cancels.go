@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/offload-dev/offload/pkg/natsjs/internal/direct"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jsop"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
@@ -263,14 +264,14 @@ func (w *Worker) cancelled(ctx context.Context, task protocol.Task, seq uint64) 
 func (w *Worker) lookupCancel(ctx context.Context, task protocol.Task) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, jsop.Timeout)
 	defer cancel()
-	_, err := w.cancelStream.GetLastMsgForSubject(ctx, w.subj.Cancel(task.ConversationID, task.TaskID, task.Tool))
+	m, err := direct.Last(ctx, w.cfg.Conn, w.names.Cancel, w.subj.Cancel(task.ConversationID, task.TaskID, task.Tool))
 	switch {
-	case err == nil:
-		w.cancels.record(task.ConversationID, task.TaskID)
-		return true, nil
-	case errors.Is(err, jetstream.ErrMsgNotFound):
+	case err != nil:
+		return false, fmt.Errorf("%w: %w", errLookup, err)
+	case m == nil:
 		return false, nil
 	default:
-		return false, fmt.Errorf("%w: %w", errLookup, err)
+		w.cancels.record(task.ConversationID, task.TaskID)
+		return true, nil
 	}
 }

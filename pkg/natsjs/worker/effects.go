@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/direct"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jsop"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
@@ -81,11 +82,11 @@ func (w *Worker) beginEffect(t *tool.Tool, fl *inflight, md *jetstream.MsgMetada
 	if !errors.Is(err, jetstream.ErrKeyExists) {
 		return 0, natsjs.Effect{}, fmt.Errorf("create effect entry %s: %w", key, err)
 	}
-	entry, err := w.effects.Get(ctx, key)
+	value, rev, err := w.effects.Get(ctx, key)
 	if err != nil {
 		return 0, natsjs.Effect{}, fmt.Errorf("read effect entry %s: %w", key, err)
 	}
-	e, err := natsjs.ParseEffect(key, entry.Value())
+	e, err := natsjs.ParseEffect(key, value)
 	if err != nil {
 		// Written by no worker of this version: what ran is unknown.
 		e = natsjs.Effect{Started: natsjs.EffectStarted{Worker: "unknown"}}
@@ -98,14 +99,14 @@ func (w *Worker) beginEffect(t *tool.Tool, fl *inflight, md *jetstream.MsgMetada
 		return 0, e, err
 	}
 	if stored {
-		fl.effect = &effectHold{key: key, rev: entry.Revision(), started: e.Started}
+		fl.effect = &effectHold{key: key, rev: rev, started: e.Started}
 		w.finishEffect(w.log, fl, status, seq)
 		return verdictAnswered, e, nil
 	}
 	if e.Started.Worker == w.cfg.ID && w.cancels.runsAttempt(fl) {
 		return verdictBusy, e, nil
 	}
-	fl.effect = &effectHold{key: key, rev: entry.Revision(), started: e.Started}
+	fl.effect = &effectHold{key: key, rev: rev, started: e.Started}
 	return verdictUnknown, e, nil
 }
 
@@ -137,12 +138,12 @@ func (w *Worker) idempotentEffect(ctx context.Context, fl *inflight, md *jetstre
 // a worker user may make only on its tools' result subjects), stored for
 // this attempt or a later one.
 func (w *Worker) storedResult(ctx context.Context, task protocol.Task) (seq uint64, status protocol.Status, ok bool, err error) {
-	msg, err := w.resultsStream.GetLastMsgForSubject(ctx, w.subj.Result(task.ConversationID, task.TaskID, task.Tool))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return 0, "", false, nil
-	}
+	msg, err := direct.Last(ctx, w.cfg.Conn, w.names.Results, w.subj.Result(task.ConversationID, task.TaskID, task.Tool))
 	if err != nil {
 		return 0, "", false, fmt.Errorf("look the stored result up: %w", err)
+	}
+	if msg == nil {
+		return 0, "", false, nil
 	}
 	var r protocol.Result
 	if err := json.Unmarshal(msg.Data, &r); err != nil || r.Attempt < task.Attempt {
@@ -151,7 +152,7 @@ func (w *Worker) storedResult(ctx context.Context, task protocol.Task) (seq uint
 	if r.Status == "" {
 		r.Status = protocol.StatusOK
 	}
-	return msg.Sequence, r.Status, true, nil
+	return msg.Seq, r.Status, true, nil
 }
 
 // unknownEffect is the result of an attempt whose effect is unknown: its
@@ -232,7 +233,7 @@ func (w *Worker) withdrawEffect(log *slog.Logger, fl *inflight) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), jsop.Timeout)
 	defer cancel()
-	if err := w.effects.Delete(ctx, h.key, jetstream.LastRevision(h.rev)); err != nil {
+	if _, err := w.effects.Delete(ctx, h.key, h.rev); err != nil {
 		log.Warn("effect entry not withdrawn on hand-back", slog.String("key", h.key), slog.Any("error", err))
 	}
 }

@@ -19,7 +19,7 @@ func (w *Worker) writeRegistry(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("natsjs: worker: registry entry of %s: %w", name, err)
 		}
-		if _, err := w.kv.Put(ctx, natsjs.RegistryKey(name, w.cfg.ID), data); err != nil {
+		if _, err := w.registry.Put(ctx, natsjs.RegistryKey(name, w.cfg.ID), data); err != nil {
 			return fmt.Errorf("natsjs: worker: write registry entry of %s: %w", name, err)
 		}
 	}
@@ -65,7 +65,7 @@ func (w *Worker) deleteRegistry(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), jsop.Timeout)
 	defer cancel()
 	for name := range w.tools {
-		if err := w.kv.Delete(ctx, natsjs.RegistryKey(name, w.cfg.ID)); err != nil {
+		if _, err := w.registry.Delete(ctx, natsjs.RegistryKey(name, w.cfg.ID), 0); err != nil {
 			w.log.Warn("registry entry not deleted", slog.String("tool", name), slog.Any("error", err))
 		}
 	}

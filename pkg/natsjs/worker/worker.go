@@ -20,6 +20,7 @@ import (
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/bufpool"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/direct"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jsop"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/startstop"
 	"github.com/offload-dev/offload/pkg/protocol"
@@ -140,14 +141,12 @@ type Worker struct {
 
 	js             jetstream.JetStream
 	tasksStream    jetstream.Stream
-	cancelStream   jetstream.Stream
 	consumers      map[string]jetstream.Consumer
-	limits         map[string]int // per tool, the delivery limit of its consumer (natsjs.MaxDeliverKey)
-	kv             jetstream.KeyValue
-	effects        jetstream.KeyValue  // the effect ledger (SPEC §13)
+	limits         map[string]int      // per tool, the delivery limit of its consumer (natsjs.MaxDeliverKey)
+	registry       direct.Keys         // its tools' entries
+	effects        direct.Keys         // the effect ledger (SPEC §13)
 	ledgerJS       jetstream.JetStream // publishes the ledger's finished updates asynchronously
 	effectsSubject string              // $KV.<bucket>., the prefix of the ledger's keys' subjects
-	resultsStream  jetstream.Stream    // direct gets of a task's stored result
 
 	life  startstop.Base
 	ready atomic.Bool
@@ -295,18 +294,18 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	}
 	w.js = js
 	popts := w.provisionOptions()
-	// The streams a worker uses, and no other: a worker user may look up
-	// only those (a stream's info lists its subjects, and so the
-	// conversations and tasks of every tool).
-	if err := natsjs.EnsureStreams(ctx, js, popts, w.names.Tasks, w.names.Results, w.names.Cancel, w.names.RegistryStream); err != nil {
+	// The streams a worker uses, and no other. Only the info of the tasks
+	// stream and of the registry's is read (their subjects name tools and
+	// workers alone); the others are found by direct gets of the worker's
+	// own subjects and keys (streams.go): their info lists their
+	// subjects, and so the conversations and tasks of every tool.
+	if err := natsjs.EnsureStreams(ctx, js, popts, w.names.Tasks, w.names.RegistryStream); err != nil {
 		return fmt.Errorf("natsjs: worker: %w", jsop.Nested(err))
 	}
 	if w.tasksStream, err = js.Stream(ctx, w.names.Tasks); err != nil {
 		return fmt.Errorf("natsjs: worker: bind stream %s: %w", w.names.Tasks, err)
 	}
-	if w.cancelStream, err = js.Stream(ctx, w.names.Cancel); err != nil {
-		return fmt.Errorf("natsjs: worker: bind stream %s: %w", w.names.Cancel, err)
-	}
+
 	w.consumers = make(map[string]jetstream.Consumer, len(w.tools))
 	w.limits = make(map[string]int, len(w.tools))
 	var ackWait time.Duration
@@ -326,20 +325,16 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 			ackWait = aw
 		}
 	}
+	if err := w.findStreams(ctx, js, popts); err != nil {
+		return err
+	}
+	w.registry = direct.Keys{JS: js, NC: w.cfg.Conn, Stream: w.names.RegistryStream, Bucket: w.names.RegistryBucket}
 	w.heartbeatEvery = w.cfg.HeartbeatInterval
 	if w.heartbeatEvery <= 0 {
 		w.heartbeatEvery = ackWait / 3
 	}
-	if w.kv, err = natsjs.EnsureRegistry(ctx, js, popts); err != nil {
-		return fmt.Errorf("natsjs: worker: %w", jsop.Nested(err))
-	}
 	if !w.cfg.NoEffectLedger {
-		if w.effects, err = natsjs.EnsureEffects(ctx, js, popts); err != nil {
-			return fmt.Errorf("natsjs: worker: %w", jsop.Nested(err))
-		}
-		if w.resultsStream, err = js.Stream(ctx, w.names.Results); err != nil {
-			return fmt.Errorf("natsjs: worker: bind stream %s: %w", w.names.Results, err)
-		}
+		w.effects = direct.Keys{JS: js, NC: w.cfg.Conn, Stream: w.names.EffectsStream, Bucket: w.names.EffectsBucket}
 		w.effectsSubject = "$KV." + w.names.EffectsBucket + "."
 		w.ledgerJS, err = jetstream.New(w.cfg.Conn,
 			jetstream.WithPublishAsyncErrHandler(w.ledgerPublishFailed),
