@@ -91,8 +91,10 @@ func TestDeploymentWithRoles(t *testing.T) {
 
 	// The approver with the nats CLI, as the README shows.
 	nats := func(role string, args ...string) (string, error) {
-		cmd := exec.Command(cli, append([]string{"--server", d.srv.ClientURL(), "--user", role, "--password", password(role), "--inbox-prefix", inboxPrefix(role), "--no-context"}, args...)...)
-		cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir())
+		// The credentials in the environment, not in argv (which any
+		// local user reads in /proc), as an operator should pass them.
+		cmd := exec.Command(cli, append([]string{"--server", d.srv.ClientURL(), "--inbox-prefix", inboxPrefix(role), "--no-context"}, args...)...)
+		cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir(), "NATS_USER="+role, "NATS_PASSWORD="+password(role))
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
