@@ -71,7 +71,7 @@ func (h *handler) checkArgs(ctx context.Context, conv, task, edited string) (jso
 	args, err := tools[i].ParseArgs(edited)
 	var ve *tool.ValidationError
 	if errors.As(err, &ve) {
-		return nil, errors.New(ve.Message)
+		return nil, errors.New(argsMessage(ve.Message))
 	}
 	return args, err
 }

@@ -78,6 +78,12 @@ func errCode(m map[string]any) string {
 	return s
 }
 
+func errMessage(m map[string]any) string {
+	e, _ := m["error"].(map[string]any)
+	s, _ := e["message"].(string)
+	return s
+}
+
 // The API: 401 without a token or with an unknown one, 403 for a role
 // without the right; a run started with ?wait=1 answers with its final
 // event; a decision's by is the token's name, and it wakes the
@@ -127,7 +133,8 @@ func TestHTTPAPI(t *testing.T) {
 	}
 	// Override arguments failing the tool's schema are 422 and nothing is
 	// published (the decision below would be 409 otherwise).
-	if code, m := call(t, srv, "POST", decision, approverToken, `{"approved":true,"override_args":{"target":5}}`); code != 422 || errCode(m) != "invalid_args" {
+	if code, m := call(t, srv, "POST", decision, approverToken, `{"approved":true,"override_args":{"target":5}}`); code != 422 || errCode(m) != "invalid_args" ||
+		!strings.Contains(errMessage(m), "target: must be a string, not an integer (5)") {
 		t.Fatalf("override arguments failing the schema: %d %v", code, m)
 	}
 	sse := openSSE(t, srv, conv, "")

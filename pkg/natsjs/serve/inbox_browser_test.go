@@ -146,8 +146,8 @@ func TestInboxInBrowser(t *testing.T) {
 		chromedp.Click(prodCard+" button[value=edit]"),
 		chromedp.WaitVisible("#error-"+taskProd),
 	)
-	if msg := text(ctx, t, "#error-"+taskProd); !strings.Contains(msg, "target") {
-		t.Errorf("the field's error: %q", msg)
+	if msg := text(ctx, t, "#error-"+taskProd); !strings.Contains(msg, "target: must be a string, not an integer (5)") {
+		t.Errorf("the field's error: %q, want it in a person's words", msg)
 	}
 	if v, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('`+prodCard+` textarea[name=args]').value`)); err != nil || v != `{"target": 5}` {
 		t.Errorf("the edited value shown again: %q, %v", v, err)
