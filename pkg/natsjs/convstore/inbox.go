@@ -49,7 +49,10 @@ type InboxConfig struct {
 // stored pending record: one that resolves a pending task of the right
 // kind for the first time becomes an arrival; the rest is refused, logged
 // and counted by reason (malformed, unknown_task, wrong_kind, wrong_tool, wrong_attempt,
-// duplicate).
+// duplicate). It reads by batches of direct gets, whose replies come on one
+// subscription of its connection's inbox prefix, made at its first read
+// and kept as long as the connection: make one Inbox per connection, not
+// one per read.
 type Inbox struct {
 	cfg   InboxConfig
 	get   func(ctx context.Context, nc *nats.Conn, stream, filter string, from uint64, next bool) (*storedMsg, error)
