@@ -148,14 +148,7 @@ func (k Keys) Update(ctx context.Context, key string, value []byte, rev uint64) 
 	m := nats.NewMsg(k.subject(key))
 	m.Data = value
 	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(rev, 10))
-	ack, err := k.JS.PublishMsg(ctx, m)
-	if wrongLast(err) {
-		return 0, jetstream.ErrKeyRevisionMismatch
-	}
-	if err != nil {
-		return 0, err
-	}
-	return ack.Sequence, nil
+	return k.publish(ctx, m)
 }
 
 // Delete deletes key, if its last revision is rev when rev is not 0, and
@@ -167,6 +160,12 @@ func (k Keys) Delete(ctx context.Context, key string, rev uint64) (uint64, error
 	if rev != 0 {
 		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(rev, 10))
 	}
+	return k.publish(ctx, m)
+}
+
+// publish stores m and returns its revision; jetstream.ErrKeyRevisionMismatch
+// when its expected last subject sequence is not the key's.
+func (k Keys) publish(ctx context.Context, m *nats.Msg) (uint64, error) {
 	ack, err := k.JS.PublishMsg(ctx, m)
 	if wrongLast(err) {
 		return 0, jetstream.ErrKeyRevisionMismatch
