@@ -5,6 +5,8 @@ import (
 	"sync"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/offload-dev/offload/pkg/natsjs/internal/direct"
 )
 
 // FailGets makes in's direct gets and batches of them on stream fail
@@ -26,13 +28,13 @@ func FailGets(in *Inbox, stream string, fail map[int]error) (calls func() int) {
 		return fail[on]
 	}
 	get, batch := in.get, in.batch
-	in.get = func(ctx context.Context, nc *nats.Conn, s, filter string, from uint64, next bool) (*storedMsg, error) {
+	in.get = func(ctx context.Context, nc *nats.Conn, s, subject string) (*direct.Msg, error) {
 		if err := count(s); err != nil {
 			return nil, err
 		}
-		return get(ctx, nc, s, filter, from, next)
+		return get(ctx, nc, s, subject)
 	}
-	in.batch = func(ctx context.Context, s, filter string, from uint64, size int) ([]*storedMsg, bool, error) {
+	in.batch = func(ctx context.Context, s, filter string, from uint64, size int) ([]*direct.Msg, bool, error) {
 		if err := count(s); err != nil {
 			return nil, false, err
 		}
@@ -48,7 +50,7 @@ func FailGets(in *Inbox, stream string, fail map[int]error) (calls func() int) {
 // OnRead calls fn with the stream of each batch of direct gets in makes.
 func OnRead(in *Inbox, fn func(stream string)) {
 	batch := in.batch
-	in.batch = func(ctx context.Context, s, filter string, from uint64, size int) ([]*storedMsg, bool, error) {
+	in.batch = func(ctx context.Context, s, filter string, from uint64, size int) ([]*direct.Msg, bool, error) {
 		fn(s)
 		return batch(ctx, s, filter, from, size)
 	}
@@ -72,7 +74,7 @@ func FailFirstGetAfter(in *Inbox, stream string, err error, other string, n int)
 	cond := sync.NewCond(&mu)
 	first, onOther := true, 0
 	batch := in.batch
-	in.batch = func(ctx context.Context, s, filter string, from uint64, size int) ([]*storedMsg, bool, error) {
+	in.batch = func(ctx context.Context, s, filter string, from uint64, size int) ([]*direct.Msg, bool, error) {
 		mu.Lock()
 		if s == stream && first {
 			first = false

@@ -96,19 +96,12 @@ func (s *Store) readRecord(ctx context.Context, id string) {
 // record key, a record (live) or its delete marker, by a direct get; ok
 // is false when it could not be read.
 func (s *Store) lookRecord(ctx context.Context, id string) (seq uint64, live, ok bool) {
-	m, err := directGet(ctx, s.cfg.JetStream.Conn(), s.names.PendingStream, "$KV."+s.names.PendingBucket+"."+id, 0, false)
-	switch {
-	case err != nil:
+	m, err := direct.Last(ctx, s.cfg.JetStream.Conn(), s.names.PendingStream, "$KV."+s.names.PendingBucket+"."+id)
+	if err != nil {
 		return 0, false, false
-	case m == nil:
-		return 0, false, true
-	default:
-		return m.seq, m.header.Get(kvOperation) == "", true
 	}
+	return seqOf(m), m != nil && !m.Deleted(), true
 }
-
-// kvOperation is the header of a KV delete or purge marker.
-const kvOperation = "KV-Operation"
 
 // projectKnown writes the pending record value (nil: none) of held
 // conversation id as [Store.project] does, from what this process knows
@@ -147,5 +140,5 @@ func (s *Store) projectKnown(ctx context.Context, id string, value []byte) (ok b
 // as the KV bucket's Delete does, and returns its delete marker's
 // revision (which the bucket's Delete does not tell).
 func (s *Store) deleteRecord(ctx context.Context, id string, rev uint64) (uint64, error) {
-	return direct.Keys{JS: s.cfg.JetStream, Stream: s.names.PendingStream, Bucket: s.names.PendingBucket}.Delete(ctx, id, rev)
+	return s.records.Delete(ctx, id, rev)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/direct"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jsop"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/telemetry"
@@ -55,9 +56,9 @@ type InboxConfig struct {
 // one per read.
 type Inbox struct {
 	cfg   InboxConfig
-	get   func(ctx context.Context, nc *nats.Conn, stream, filter string, from uint64, next bool) (*storedMsg, error)
-	batch func(ctx context.Context, stream, filter string, from uint64, n int) ([]*storedMsg, bool, error)
-	// batchSize is how many messages a read asks for (directBatchSize).
+	get   func(ctx context.Context, nc *nats.Conn, stream, subject string) (*direct.Msg, error)
+	batch func(ctx context.Context, stream, filter string, from uint64, n int) ([]*direct.Msg, bool, error)
+	// batchSize is how many messages a read asks for (direct.BatchSize).
 	batchSize int
 	log       *slog.Logger
 	subj      protocol.Subjects
@@ -79,8 +80,7 @@ func NewInbox(cfg InboxConfig) (*Inbox, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	replies := &batchReplies{nc: cfg.JetStream.Conn()}
-	return &Inbox{cfg: cfg, get: directGet, batch: replies.get, batchSize: directBatchSize, log: log, subj: protocol.Subjects{Prefix: cfg.Prefix}, names: natsjs.NamesFor(cfg.Prefix)}, nil
+	return &Inbox{cfg: cfg, get: direct.Last, batch: direct.NewBatches(cfg.JetStream.Conn()).Next, batchSize: direct.BatchSize, log: log, subj: protocol.Subjects{Prefix: cfg.Prefix}, names: natsjs.NamesFor(cfg.Prefix)}, nil
 }
 
 // Collect reads the messages stored for st's conversation past its
@@ -170,14 +170,14 @@ func (in *Inbox) replayOnce(ctx context.Context, stream, filter string, after ui
 	for {
 		msgs, more, err := in.batch(ctx, stream, filter, last+1, in.batchSize)
 		for _, m := range msgs {
-			last = m.seq
-			_, _, task, toolName, perr := in.subj.Parse(m.subject)
+			last = m.Seq
+			_, _, task, toolName, perr := in.subj.Parse(m.Subject)
 			if perr != nil {
-				in.refuse(metrics.RefuseMalformed, m.subject, "", perr)
+				in.refuse(metrics.RefuseMalformed, m.Subject, "", perr)
 				continue
 			}
-			meta := &jetstream.MsgMetadata{Sequence: jetstream.SequencePair{Stream: m.seq}, Timestamp: m.stored, Stream: stream}
-			fn(task, toolName, m.data, meta, m.header)
+			meta := &jetstream.MsgMetadata{Sequence: jetstream.SequencePair{Stream: m.Seq}, Timestamp: m.Stored, Stream: stream}
+			fn(task, toolName, m.Data, meta, m.Header)
 		}
 		if err != nil || !more || len(msgs) == 0 {
 			return last, err

@@ -17,6 +17,7 @@ import (
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/direct"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jsop"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
@@ -59,6 +60,7 @@ type Store struct {
 	kv      jetstream.KeyValue
 	obj     jetstream.ObjectStore
 	pending jetstream.KeyValue
+	records direct.Keys // the pending bucket's keys as messages (holding.go)
 
 	mu      sync.Mutex
 	objects map[string]string   // conversation → history object last read or written
@@ -107,7 +109,8 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 			cfg.MaxInline = int(nc.MaxPayload()) * 3 / 4
 		}
 	}
-	return &Store{cfg: cfg, log: log, names: names, kv: kv, obj: obj, pending: pending, objects: map[string]string{}, held: map[string]*holding{}}, nil
+	records := direct.Keys{JS: cfg.JetStream, NC: cfg.JetStream.Conn(), Stream: names.PendingStream, Bucket: names.PendingBucket}
+	return &Store{cfg: cfg, log: log, names: names, kv: kv, records: records, obj: obj, pending: pending, objects: map[string]string{}, held: map[string]*holding{}}, nil
 }
 
 // stored is the value of a conversation's key.

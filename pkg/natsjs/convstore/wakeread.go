@@ -11,6 +11,7 @@ import (
 
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/deferred"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/direct"
 )
 
 // What a wake of `agent serve` reads before it claims a conversation: two
@@ -72,20 +73,16 @@ func (s *Store) ReadLease(ctx context.Context, id string) (LeaseSeen, error) {
 }
 
 func (s *Store) readLease(ctx context.Context, key string) (LeaseSeen, error) {
-	last, err := directGet(ctx, s.cfg.JetStream.Conn(), s.names.ConversationsStream, "$KV."+s.names.ConversationsBucket+"."+key, 0, false)
+	last, err := direct.Last(ctx, s.cfg.JetStream.Conn(), s.names.ConversationsStream, "$KV."+s.names.ConversationsBucket+"."+key)
 	if err != nil {
 		return LeaseSeen{}, fmt.Errorf("natsjs: lease %s: %w", key, err)
 	}
-	if last == nil {
-		return LeaseSeen{Released: true}, nil
+	if last == nil || last.Deleted() {
+		return LeaseSeen{Released: true, Seq: seqOf(last)}, nil
 	}
-	seen := LeaseSeen{Seq: last.seq}
-	if last.header.Get(kvOperation) != "" {
-		seen.Released = true
-		return seen, nil
-	}
+	seen := LeaseSeen{Seq: last.Seq}
 	var cur leaseValue
-	if json.Unmarshal(last.data, &cur) == nil && time.Now().Before(cur.ExpiresAt) {
+	if json.Unmarshal(last.Data, &cur) == nil && time.Now().Before(cur.ExpiresAt) {
 		seen.Held, seen.Holder, seen.Until = true, cur.Holder, cur.ExpiresAt
 	}
 	return seen, nil
@@ -140,13 +137,21 @@ func (in *Inbox) ArrivedAfter(ctx context.Context, sum *conversation.Summary, cp
 		case deferred.KindExternal:
 			stream, subject, after = in.names.Answers, in.subj.Answer(sum.ConversationID, t.TaskID), cp.Answers
 		}
-		m, err := in.get(ctx, nc, stream, subject, 0, false)
+		m, err := in.get(ctx, nc, stream, subject)
 		if err != nil {
 			return nil, err
 		}
-		if m != nil && m.seq > after {
+		if seqOf(m) > after {
 			out[t.TaskID] = true
 		}
 	}
 	return out, nil
+}
+
+// seqOf is m's stream sequence, 0 for no message.
+func seqOf(m *direct.Msg) uint64 {
+	if m == nil {
+		return 0
+	}
+	return m.Seq
 }

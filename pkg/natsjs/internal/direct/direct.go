@@ -58,13 +58,23 @@ func answer(m *nats.Msg, err error, filter string) (*Msg, error) {
 	if err != nil {
 		return nil, fmt.Errorf("natsjs: look %s up: %w", filter, err)
 	}
-	switch status := m.Header.Get("Status"); {
-	case status == "404":
+	switch status := m.Header.Get("Status"); status {
+	case "":
+		return Parse(m, filter)
+	case "404":
 		return nil, nil
-	case status != "":
-		return nil, fmt.Errorf("natsjs: look %s up: status %s %s", filter, status, strings.TrimSpace(m.Header.Get("Description")))
+	default:
+		return nil, statusError(m, filter)
 	}
-	return Parse(m, filter)
+}
+
+// statusError is the error of a direct get's reply m with a status that
+// is no answer.
+func statusError(m *nats.Msg, filter string) error {
+	if m.Header.Get("Status") == "503" {
+		return fmt.Errorf("natsjs: look %s up: %w", filter, nats.ErrNoResponders)
+	}
+	return fmt.Errorf("natsjs: look %s up: status %s %s", filter, m.Header.Get("Status"), strings.TrimSpace(m.Header.Get("Description")))
 }
 
 // Parse returns the stored message of a direct get's reply m, which

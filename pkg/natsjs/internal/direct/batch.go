@@ -1,4 +1,4 @@
-package convstore
+package direct
 
 import (
 	"context"
@@ -9,29 +9,29 @@ import (
 	"sync"
 
 	"github.com/nats-io/nats.go"
-
-	"github.com/offload-dev/offload/pkg/natsjs/internal/direct"
 )
 
-// Batches of direct gets: up to directBatchSize messages, and at most
-// directBatchBytes of them (the server stops a batch once past it,
-// having sent at least one message), per request.
+// Batches of direct gets: up to BatchSize messages, and at most
+// batchBytes of them (the server stops a batch once past it, having sent
+// at least one message), per request.
 const (
-	directBatchSize  = 64
-	directBatchBytes = 4 << 20
+	// BatchSize is how many messages a batch asks for, unless told.
+	BatchSize  = 64
+	batchBytes = 4 << 20
 )
 
 // numPendingHeader is the end-of-batch status's count of the messages on
 // the filter past the batch.
 const numPendingHeader = "Nats-Num-Pending"
 
-// batchReplies routes the replies of direct-get batches, several per
-// request, to their requests: one wildcard subscription of the
-// connection's inbox prefix, made at the first batch and kept with the
-// connection (a subscription per request costs the server more than the
-// request itself: ten times a single get's time, measured), each request
-// a token of its own under it.
-type batchReplies struct {
+// Batches reads batches of direct gets on one connection. The replies,
+// several per request, come on one wildcard subscription of the
+// connection's inbox prefix, made at the first batch and kept as long as
+// the connection (a subscription per request costs the server more than
+// the request itself: ten times a single get's time, measured), each
+// request a token of its own under it: make one Batches per connection.
+// The zero value is not ready: [NewBatches].
+type Batches struct {
 	nc *nats.Conn
 
 	mu      sync.Mutex
@@ -40,10 +40,13 @@ type batchReplies struct {
 	next    uint64 // the last token given
 }
 
+// NewBatches returns the batches of direct gets of nc.
+func NewBatches(nc *nats.Conn) *Batches { return &Batches{nc: nc} }
+
 // open returns a reply subject and the channel its replies arrive on (at
 // most n without loss; more are dropped, and the request waits in vain
 // for its end), and the function that stops routing them.
-func (b *batchReplies) open(n int) (string, <-chan *nats.Msg, func(), error) {
+func (b *Batches) open(n int) (string, <-chan *nats.Msg, func(), error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.prefix == "" {
@@ -65,7 +68,7 @@ func (b *batchReplies) open(n int) (string, <-chan *nats.Msg, func(), error) {
 }
 
 // route passes a reply to its request's channel, without waiting.
-func (b *batchReplies) route(m *nats.Msg) {
+func (b *Batches) route(m *nats.Msg) {
 	b.mu.Lock()
 	ch := b.waiting[m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]]
 	b.mu.Unlock()
@@ -77,19 +80,20 @@ func (b *batchReplies) route(m *nats.Msg) {
 	}
 }
 
-// get asks stream's direct get API for the messages on filter (wildcards
-// allowed) at or after sequence from, in one request answered by up to
-// batch messages and an end-of-batch status (no consumer created): the
-// messages, in stream order, and whether more were stored on filter past
-// the last of them when the batch ended.
-func (b *batchReplies) get(ctx context.Context, stream, filter string, from uint64, batch int) ([]*storedMsg, bool, error) {
+// Next asks stream's direct get API for the messages on filter
+// (wildcards allowed) at or after sequence from, in one request answered
+// by up to n messages and an end-of-batch status (no consumer created):
+// the messages, in stream order, and whether more were stored on filter
+// past the last of them when the batch ended. Those of a batch cut short
+// by an error are returned with it.
+func (b *Batches) Next(ctx context.Context, stream, filter string, from uint64, n int) ([]*Msg, bool, error) {
 	req, _ := json.Marshal(struct {
 		Seq      uint64 `json:"seq"`
 		NextFor  string `json:"next_by_subj"`
 		Batch    int    `json:"batch"`
 		MaxBytes int    `json:"max_bytes"`
-	}{from, filter, batch, directBatchBytes})
-	reply, replies, stop, err := b.open(batch + 1)
+	}{from, filter, n, batchBytes})
+	reply, replies, stop, err := b.open(n + 1)
 	if err != nil {
 		return nil, false, fmt.Errorf("natsjs: look %s up: %w", filter, err)
 	}
@@ -97,7 +101,7 @@ func (b *batchReplies) get(ctx context.Context, stream, filter string, from uint
 	if err := b.nc.PublishRequest("$JS.API.DIRECT.GET."+stream, reply, req); err != nil {
 		return nil, false, fmt.Errorf("natsjs: look %s up: %w", filter, err)
 	}
-	var out []*storedMsg
+	var out []*Msg
 	for {
 		var m *nats.Msg
 		select {
@@ -105,22 +109,20 @@ func (b *batchReplies) get(ctx context.Context, stream, filter string, from uint
 		case <-ctx.Done():
 			return out, false, fmt.Errorf("natsjs: look %s up: %w", filter, ctx.Err())
 		}
-		switch status := m.Header.Get("Status"); status {
+		switch m.Header.Get("Status") {
 		case "":
-			dm, err := direct.Parse(m, filter)
+			dm, err := Parse(m, filter)
 			if err != nil {
 				return out, false, err
 			}
-			out = append(out, fromDirect(dm))
+			out = append(out, dm)
 		case "404": // none at all
 			return out, false, nil
 		case "204": // the end of the batch
 			pending, _ := strconv.ParseUint(m.Header.Get(numPendingHeader), 10, 64)
 			return out, pending > 0, nil
-		case "503":
-			return out, false, fmt.Errorf("natsjs: look %s up: %w", filter, nats.ErrNoResponders)
 		default:
-			return out, false, fmt.Errorf("natsjs: look %s up: status %s %s", filter, status, strings.TrimSpace(m.Header.Get("Description")))
+			return out, false, statusError(m, filter)
 		}
 	}
 }
