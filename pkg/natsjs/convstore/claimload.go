@@ -19,7 +19,8 @@ import (
 // since the release, which came after its holder's last save, so what
 // they read is what the claim holds (if another process claimed since,
 // the claim fails and what was read is dropped). A lease seen lapsed is
-// claimed first, then loaded (its holder may still write). A lease seen
+// taken at its revision too, then the conversation loaded (its holder may
+// have written until then). A lease seen
 // held, or taken since, is a *conversation.ClaimedError; a claim whose
 // load fails is released, and the load's error returned
 // (conversation.ErrNotFound for an unknown conversation).
@@ -30,18 +31,6 @@ func (s *Store) ClaimLoad(ctx context.Context, id, holder string, seen LeaseSeen
 	if seen.Held {
 		return nil, nil, 0, &conversation.ClaimedError{ID: id, Holder: seen.Holder, Until: seen.Until}
 	}
-	if !seen.Released {
-		l, err := s.TryClaim(ctx, id, holder)
-		if err != nil {
-			return nil, nil, 0, err
-		}
-		st, rev, err := s.Load(ctx, id)
-		if err != nil {
-			s.releaseFailed(ctx, id, l)
-			return nil, nil, 0, err
-		}
-		return l, st, rev, nil
-	}
 	var (
 		read              sync.WaitGroup
 		st                *conversation.State
@@ -51,8 +40,10 @@ func (s *Store) ClaimLoad(ctx context.Context, id, holder string, seen LeaseSeen
 		recSeq            uint64
 		recLive, recKnown bool
 	)
-	read.Go(func() { st, rev, object, loadErr = s.load(ctx, id) })
-	read.Go(func() { recSeq, recLive, recKnown = s.lookRecord(ctx, id) })
+	if seen.Released {
+		read.Go(func() { st, rev, object, loadErr = s.load(ctx, id) })
+		read.Go(func() { recSeq, recLive, recKnown = s.lookRecord(ctx, id) })
+	}
 	lrev, err := s.takeLease(ctx, leaseKeyPre+id, holder, s.cfg.LeaseTTL, seen.Seq)
 	read.Wait()
 	var held *errHeld
@@ -63,20 +54,22 @@ func (s *Store) ClaimLoad(ctx context.Context, id, holder string, seen LeaseSeen
 		return nil, nil, 0, fmt.Errorf("natsjs: claim conversation %s: %w", id, err)
 	}
 	l := s.leased(id, holder, lrev, s.cfg.LeaseTTL)
+	switch {
+	case !seen.Released:
+		// Read once the claim holds (a lapsed lease's holder may have
+		// written until then): Load, held, reads the record too.
+		st, rev, loadErr = s.Load(ctx, id)
+	case loadErr == nil:
+		s.remember(id, object)
+		if recKnown {
+			s.knowRecord(id, recSeq, recLive)
+		}
+	}
 	if loadErr != nil {
-		s.releaseFailed(ctx, id, l)
+		if err := l.Release(context.WithoutCancel(ctx)); err != nil {
+			s.log.Warn("lease not released; it lapses by itself", slog.String("conversation_id", id), slog.Any("error", err))
+		}
 		return nil, nil, 0, loadErr
 	}
-	s.remember(id, object)
-	if recKnown {
-		s.knowRecord(id, recSeq, recLive)
-	}
 	return l, st, rev, nil
-}
-
-// releaseFailed releases the lease of a claim whose load failed.
-func (s *Store) releaseFailed(ctx context.Context, id string, l conversation.Lease) {
-	if err := l.Release(context.WithoutCancel(ctx)); err != nil {
-		s.log.Warn("lease not released; it lapses by itself", slog.String("conversation_id", id), slog.Any("error", err))
-	}
 }

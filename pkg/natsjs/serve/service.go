@@ -350,9 +350,6 @@ func (s *Service) sessionConfig(wait bool, agentName string) session.Config {
 type quickClaim struct {
 	conversation.Store
 	wait time.Duration
-	// lease, if set, is what a read of the lease saw before the claim
-	// (a wake's pre-check): ClaimLoad starts from it.
-	lease *convstore.LeaseSeen
 }
 
 // leaseClaimLoader is a store that claims and loads from a lease read
@@ -361,24 +358,18 @@ type leaseClaimLoader interface {
 	ClaimLoad(ctx context.Context, id, holder string, seen convstore.LeaseSeen) (conversation.Lease, *conversation.State, conversation.Revision, error)
 }
 
-// ClaimLoad implements session.ClaimLoader: from the lease read before,
-// when there was one and the store can; else Claim, then Load.
-func (q quickClaim) ClaimLoad(ctx context.Context, id, holder string) (conversation.Lease, *conversation.State, conversation.Revision, error) {
-	if cl, ok := q.Store.(leaseClaimLoader); ok && q.lease != nil {
-		return cl.ClaimLoad(ctx, id, holder, *q.lease)
-	}
-	l, err := q.Claim(ctx, id, holder)
-	if err != nil {
-		return nil, nil, 0, err
-	}
-	st, rev, err := q.Load(ctx, id)
-	if err != nil {
-		if rerr := l.Release(context.WithoutCancel(ctx)); rerr != nil {
-			return nil, nil, 0, errors.Join(err, rerr)
-		}
-		return nil, nil, 0, err
-	}
-	return l, st, rev, nil
+// leaseClaim is the store of a wake that read the conversation's lease in
+// its pre-check: its claim starts from what it saw, the state read
+// meanwhile (session.ClaimLoader, by convstore.Store.ClaimLoad).
+type leaseClaim struct {
+	quickClaim
+	cl   leaseClaimLoader
+	seen convstore.LeaseSeen
+}
+
+// ClaimLoad implements session.ClaimLoader.
+func (c leaseClaim) ClaimLoad(ctx context.Context, id, holder string) (conversation.Lease, *conversation.State, conversation.Revision, error) {
+	return c.cl.ClaimLoad(ctx, id, holder, c.seen)
 }
 
 // tryClaimer is a store that claims without waiting (convstore.Store).

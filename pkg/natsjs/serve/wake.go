@@ -144,9 +144,9 @@ func (s *Service) wake(ctx context.Context, id string, stored time.Time, marker 
 	}
 	sc := s.sessionConfig(false, a.Name)
 	if q, ok := sc.Store.(quickClaim); ok && lease != nil {
-		// The claim starts from the lease the pre-check read (ClaimLoad).
-		q.lease = lease
-		sc.Store = q
+		if cl, ok := q.Store.(leaseClaimLoader); ok {
+			sc.Store = leaseClaim{quickClaim: q, cl: cl, seen: *lease} // from the lease the pre-check read
+		}
 	}
 	sess, err := session.Open(ctx, sc, id, false)
 	switch {
