@@ -147,10 +147,7 @@ func (s *Service) launch(sess *session.Session, a Agent, prompt string, opts *ag
 		if cause := context.Cause(ctx); err != nil && errors.Is(err, context.Canceled) && errors.Is(cause, ErrCancelled) {
 			err = fmt.Errorf("%w: %w", cause, err) // what interrupted it, in its final event
 		}
-		r.final = finalOf(r, res, err)
-		if r.final.Status == StatusPaused && err == nil {
-			r.final.Pending = sess.Pending() // as saved: with their quorums
-		}
+		r.final = finalOf(r, res, err, sess)
 		// No longer live here before the release: a wake of the
 		// re-check's marker on this replica claims it (the lease tells
 		// the others).
@@ -198,17 +195,15 @@ func (s *Service) handOver(id string) {
 	s.log.Info("handed over", slog.String("conversation_id", id))
 }
 
-// finalOf is the Final of a run that returned res and err.
-func finalOf(r *Run, res *agent.Result, err error) Final {
+// finalOf is the Final of a run of sess that returned res and err; a
+// paused run's calls as sess saved them (with their quorums).
+func finalOf(r *Run, res *agent.Result, err error, sess *session.Session) Final {
 	f := Final{ConversationID: r.ConversationID, RunID: r.ID}
 	switch {
 	case err != nil:
 		f.Status, f.Error = StatusFailed, err.Error()
 	case res.Paused():
-		f.Status = StatusPaused
-		if rec := res.PendingRecord(); rec != nil {
-			f.Pending = rec.Tasks
-		}
+		f.Status, f.Pending = StatusPaused, sess.Pending()
 	default:
 		f.Status, f.Output = StatusFinished, res.Output
 	}
