@@ -1,13 +1,10 @@
 package natsjs
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/offload-dev/offload/pkg/protocol"
 )
@@ -60,11 +57,4 @@ func ParseEffect(key string, data []byte) (Effect, error) {
 		return Effect{}, fmt.Errorf("natsjs: effect entry %s: no started worker", key)
 	}
 	return e, nil
-}
-
-// EnsureEffects ensures the effect ledger's backing stream (as [Provision]
-// does) and binds the bucket <prefix>_effects.
-func EnsureEffects(ctx context.Context, js jetstream.JetStream, opts ProvisionOptions) (jetstream.KeyValue, error) {
-	names := NamesFor(opts.prefix())
-	return EnsureBucket(ctx, js, opts, names.EffectsStream, names.EffectsBucket)
 }

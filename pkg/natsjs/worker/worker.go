@@ -305,7 +305,6 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	if w.tasksStream, err = js.Stream(ctx, w.names.Tasks); err != nil {
 		return fmt.Errorf("natsjs: worker: bind stream %s: %w", w.names.Tasks, err)
 	}
-
 	w.consumers = make(map[string]jetstream.Consumer, len(w.tools))
 	w.limits = make(map[string]int, len(w.tools))
 	var ackWait time.Duration
