@@ -59,19 +59,17 @@ func (e *runEvents) publish(ev agent.Event) {
 // reapLocked drops the events acknowledged already from the front of
 // pending (a long run keeps only those in flight), logging refusals.
 func (e *runEvents) reapLocked() {
-	n := 0
-	for _, p := range e.pending {
+	for len(e.pending) > 0 {
+		p := e.pending[0]
 		select {
 		case <-p.ack.Ok():
 		case err := <-p.ack.Err():
 			e.notStored(p, err)
 		default:
-			e.pending = e.pending[n:]
 			return
 		}
-		n++
+		e.pending = e.pending[1:]
 	}
-	e.pending = e.pending[:0]
 }
 
 // wait waits, at most eventAckTimeout, for the acknowledgement of every
