@@ -59,7 +59,22 @@ lint: ## go.mod tidy, gofmt, go vet and golangci-lint (pinned; .golangci.yaml: s
 	$(GO) vet ./...
 	@deps=$$($(GO) list -deps ./cmd/toolworker | grep -E '/offload/pkg/(agent|agentspec|session|conversation|llm|natsjs/remote|natsjs/convstore)(/|$$)'); \
 	if [ -n "$$deps" ]; then echo "cmd/toolworker links agent-side packages (ARCHITECTURE.md, dependency rules):"; echo "$$deps"; exit 1; fi
+	@deps=$$($(GO) list -deps $(FACES) | grep -E '^github.com/nats-io/|/offload/pkg/(natsjs|embedded)(/|$$)'); \
+	if [ -n "$$deps" ]; then echo "the faces ($(FACES)) link NATS code (ARCHITECTURE.md, dependency rules):"; echo "$$deps"; exit 1; fi
 	$(GO) run $(GOLANGCI) run ./...
+
+# The faces of agent serve and what they share with its core: no NATS code
+# among their dependencies (issue 36).
+FACES := ./pkg/web ./pkg/service ./pkg/pending ./pkg/links
+
+.PHONY: lint/demo
+lint/demo: ## Show that make lint's import rules bite: a face importing nats.go, and a package importing the wiring, each fail it
+	@set -e; demo=pkg/web/zz_lint_demo.go; wiring=internal/mutate/zz_lint_demo.go; trap 'rm -f $$demo $$wiring' EXIT; \
+	printf 'package web\n\nimport _ "github.com/nats-io/nats.go"\n' > $$demo; \
+	printf 'package main\n\nimport _ "github.com/offload-dev/offload/pkg/agentproc"\n' > $$wiring; \
+	if out=$$($(GO) list -deps $(FACES) 2>&1 | grep -E '^github.com/nats-io/'); then echo "go list -deps of the faces names NATS (as it must, with the demo): $$(echo $$out | head -c 120)"; else echo "lint/demo: the faces' dependency check did not see nats.go"; exit 1; fi; \
+	if $(GO) run $(GOLANGCI) run --enable-only depguard ./pkg/web/ ./internal/mutate/ > /tmp/offload-lint-demo.txt 2>&1; then cat /tmp/offload-lint-demo.txt; echo "lint/demo: depguard let the violations through"; exit 1; fi; \
+	grep -E 'zz_lint_demo' /tmp/offload-lint-demo.txt; echo "lint/demo: make lint fails on both, as it must"
 
 .PHONY: fmt
 fmt: ## Group the imports as lint wants them (gci, through golangci-lint fmt)

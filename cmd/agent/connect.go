@@ -10,27 +10,38 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/offload-dev/offload/pkg/agent/liveview"
+	"github.com/offload-dev/offload/pkg/agentproc"
 	"github.com/offload-dev/offload/pkg/builtin"
 	"github.com/offload-dev/offload/pkg/embedded"
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/convstore"
 	"github.com/offload-dev/offload/pkg/natsjs/remote"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
-// remoteTools connects to NATS and starts the remote client: the toolset
-// of the tools workers advertise, restricted to --tools, and the executor
-// of their background calls. Close the connection returned when done.
+// procOptions are what a command opens of an agent process besides its
+// remote client (agentproc.Options: the conversations, how the
+// service's key is read, metrics).
+type procOptions struct {
+	conversations   bool
+	key             agentproc.KeyMode
+	perConversation bool
+	metrics         *metrics.Agent
+	approvals       *metrics.Approvals
+}
+
+// openAgent connects to NATS and opens the agent process (agentproc.Open):
+// the remote client (the toolset of the tools workers advertise,
+// restricted to --tools, and the executor of their background calls)
+// and what po asks for. Close the connection returned when done.
 //
 // Without --nats (or NATS_URL), it uses the embedded default (SPEC §6.4): an
 // in-process nats-server storing under --store (or the one another agent
 // process started on the same store), with the built-in tools served by a
 // worker in this process.
-func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *metrics.Agent) (*conn, error) {
+func openAgent(ctx context.Context, e env, f *runFlags, log *slog.Logger, po procOptions) (*conn, error) {
 	// Start-up steps are bounded; the run itself is not.
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -60,10 +71,9 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 		c.close()
 		return nil, err
 	}
-	nc, url, embeddedDefault := c.nc, c.url, c.embedded
 	// A permission the user lacks ends the start-up at once, saying what
 	// was refused (a refused request gets no reply: it would time out).
-	ctx, stopWatch := c.refusals.Watch(ctx)
+	ctx, stopWatch := c.Refusals.Watch(ctx)
 	defer stopWatch()
 
 	var filter []string
@@ -71,37 +81,36 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 		filter = want
 	}
 	var taskKey []byte
-	if c.srv != nil {
+	if c.Server != nil {
 		// The in-process worker runs only the approved tasks of the
 		// store's agents (defence in depth: the server is the store's).
-		taskKey = c.srv.TaskKey()
+		taskKey = c.Server.TaskKey()
 	}
 	// The spec's policies (and, on the embedded default, the built-in
 	// tools' own definitions) win over what the registry advertises.
-	client, err := remote.NewClient(remote.ClientConfig{Conn: nc, Prefix: f.prefix, Replicas: f.conn.Replicas, Filter: filter,
-		Policies: f.agentSpec.Policies(), InlineDeadline: f.callTimeout, Local: builtins, LocalID: fmt.Sprintf("agent-%d", os.Getpid()),
-		Logger: log, Metrics: am, TaskKey: taskKey, TracerProvider: e.tracer, PerConversation: f.perConversation})
+	p, err := agentproc.Open(ctx, agentproc.Options{Conn: c.NC, Provision: f.conn.ProvisionOptions(f.prefix), Logger: log,
+		TracerProvider: e.tracer, Metrics: po.metrics, Approvals: po.approvals, Conversations: po.conversations, QuietDuplicates: true,
+		Identities: &convstore.Identities{TrustBy: f.trustNATSBy}, Key: po.key,
+		Remote: &remote.ClientConfig{Filter: filter, Policies: f.agentSpec.Policies(), InlineDeadline: f.callTimeout, Local: builtins,
+			LocalID: fmt.Sprintf("agent-%d", os.Getpid()), TaskKey: taskKey, PerConversation: po.perConversation}})
 	if err != nil {
-		return fail(err)
-	}
-	if err := client.Start(ctx); err != nil {
 		return fail(err) // it names the part that failed
 	}
-	c.client, c.closers = client, append(c.closers, func(ctx context.Context) { _ = client.Stop(ctx) })
-	c.tracer = e.tracer
-
+	c.proc = p
+	c.OnClose(func(ctx context.Context) { _ = p.Close(ctx) })
+	client := p.Client
 	if clashes := client.Clashes(); len(clashes) > 0 {
 		fmt.Fprintf(e.stderr, "agent: %s\n", clashNote(clashes))
 	}
-	if !embeddedDefault {
+	if !c.embedded {
 		// One rule for both (SPEC §6.1): a --tools name nothing offers is a
 		// usage error naming what is offered.
 		skipped, err := client.CheckOffered(ctx, want, f.externalNames())
 		if err != nil {
-			return fail(notOffered(err, "workers on "+natsjs.RedactURL(url), skippedNote(skipped)))
+			return fail(notOffered(err, "workers on "+natsjs.RedactURL(c.URL), skippedNote(skipped)))
 		}
 		if tools, _ := client.Toolset().Tools(ctx); len(tools) == 0 && len(f.agentSpec.ExternalDefs()) == 0 {
-			fmt.Fprintf(e.stderr, "agent: no worker advertises any tool on %s yet; start toolworker replicas (the model is offered no tools)%s\n", natsjs.RedactURL(url), skippedNote(skipped))
+			fmt.Fprintf(e.stderr, "agent: no worker advertises any tool on %s yet; start toolworker replicas (the model is offered no tools)%s\n", natsjs.RedactURL(c.URL), skippedNote(skipped))
 		}
 	}
 	return c, nil
@@ -110,11 +119,7 @@ func remoteTools(ctx context.Context, e env, f *runFlags, log *slog.Logger, am *
 // clashNote names the registry entries that clash with the agent's
 // policies, and how, for the start-up's diagnostics.
 func clashNote(clashes []remote.Clash) string {
-	parts := make([]string, len(clashes))
-	for i, c := range clashes {
-		parts[i] = c.Key + " (" + c.Reason() + ")"
-	}
-	return "registry entries clash with the agent's policy, which applies: " + strings.Join(parts, ", ")
+	return "registry entries clash with the agent's policy, which applies: " + joinAll(clashes)
 }
 
 // skippedNote names the registry entries skipped and why, for the
@@ -123,32 +128,27 @@ func skippedNote(skipped []remote.SkippedEntry) string {
 	if len(skipped) == 0 {
 		return ""
 	}
-	parts := make([]string, len(skipped))
-	for i, s := range skipped {
-		parts[i] = s.Key + " (" + s.Reason + ")"
+	return "; registry entries skipped: " + joinAll(skipped)
+}
+
+// joinAll joins the strings of xs with commas.
+func joinAll[T fmt.Stringer](xs []T) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = x.String()
 	}
-	return "; registry entries skipped: " + strings.Join(parts, ", ")
+	return strings.Join(parts, ", ")
 }
 
 // conn is a connection to the NATS server of --nats, or of the store on
-// the embedded default, with the remote client of a run.
+// the embedded default, with the agent process opened on it.
 type conn struct {
-	nc  *nats.Conn
-	url string
+	*agentproc.Conn
 	// embedded is set on the embedded default: no server outlives the
 	// agent.
 	embedded bool
-	// srv is the store's server on the embedded default.
-	srv *embedded.Server
-	// refusals are the permissions violations the server reported.
-	refusals *natsjs.Refusals
-	client   *remote.Client // set by remoteTools
-	closers  []func(context.Context)
-	// tracer records the spans of SPEC §14 (env.tracer); nil when untraced.
-	tracer trace.TracerProvider
-	// approvals records the decisions the session applies (SPEC §12's
-	// metrics), on the run's registry.
-	approvals *metrics.Approvals
+	// proc is the agent process's parts (set by openAgent).
+	proc *agentproc.Process
 }
 
 // close stops what runs on the connection, closes it and shuts the
@@ -156,73 +156,40 @@ type conn struct {
 func (c *conn) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for i := len(c.closers) - 1; i >= 0; i-- {
-		c.closers[i](ctx)
-	}
+	c.Close(ctx)
 }
 
 // connect connects to --nats, or on the embedded default (SPEC §6.4) to
-// the store's server, starting it when none runs. embeddedHook, when set,
-// runs on the embedded default once before the server starts (srv nil)
-// and once after (srv set); an error from it ends the connection.
+// the store's server, starting it when none runs (agentproc.Dial), and
+// says the server's URL and CLI options. embeddedHook, when set, runs on
+// the embedded default once before the server starts (srv nil) and once
+// after (srv set); an error from it ends the connection.
 func connect(ctx context.Context, e env, f *runFlags, log *slog.Logger, embeddedHook func(srv *embedded.Server) error) (*conn, error) {
-	role := f.role
-	if role == "" {
-		role = "agent"
-	}
-	c := &conn{refusals: &natsjs.Refusals{Role: role}}
-	fail := func(err error) (*conn, error) {
-		c.close()
-		return nil, err
-	}
 	copts, err := f.conn.Options(e.getenv)
 	if err != nil {
-		return fail(usageErr("%v", err))
+		return nil, usageErr("%v", err)
 	}
 	if w := f.conn.ArgvSecretWarning(); w != "" {
 		fmt.Fprintln(e.stderr, "agent:", w)
 	}
-	c.url = f.conn.Servers(copts)
-	c.embedded = c.url == "" && copts.Context == nil
-	if c.embedded {
-		if embeddedHook != nil {
-			if err := embeddedHook(nil); err != nil {
-				return fail(err)
+	c, err := agentproc.Dial(ctx, agentproc.DialOptions{URL: f.conn.Servers(copts), Connect: copts, Role: f.role, StoreDir: f.store,
+		Logger: log, Embedded: func(srv *embedded.Server) error {
+			if srv != nil {
+				fmt.Fprintf(e.stderr, "nats: %s\n", srv.URL())
+				fmt.Fprintf(e.stderr, "nats CLI: %s\n", natsCLI(srv.CLIOptions()))
 			}
-		}
-		srv, err := embedded.Start(ctx, embedded.Config{StoreDir: f.store, Logger: log})
-		if err != nil {
-			return fail(fmt.Errorf("embedded nats-server: %w", err))
-		}
-		c.closers = append(c.closers, func(ctx context.Context) { _ = srv.Shutdown(ctx) })
-		c.url, c.srv = srv.URL(), srv
-		// Only the store's user is accepted, and only the server this store
-		// started is used.
-		copts = natsjs.ConnectOptions{Nkey: srv.NkeySeedFile(), ExpectServerID: srv.ServerID()}
-		fmt.Fprintf(e.stderr, "nats: %s\n", c.url)
-		fmt.Fprintf(e.stderr, "nats CLI: %s\n", natsCLI(srv.CLIOptions()))
-		if embeddedHook != nil {
-			if err := embeddedHook(srv); err != nil {
-				return fail(err)
+			if embeddedHook != nil {
+				return embeddedHook(srv)
 			}
-		}
+			return nil
+		}})
+	if errors.Is(err, agentproc.ErrConnect) {
+		return nil, &exitError{Code: exitFailed, Err: err}
 	}
-	// An agent fails fast when the server is not there (workers wait).
-	copts.Name, copts.Logger, copts.Refusals = "agent", log, c.refusals
-	copts.Extra = []nats.Option{nats.Timeout(5 * time.Second), nats.RetryOnFailedConnect(false)}
-	if c.srv != nil {
-		// Every dial, reconnects included, checks that the store's
-		// server still runs: a listener on its port after it went is an
-		// impostor, whatever server ID it presents.
-		copts.Extra = append(copts.Extra, nats.SetCustomDialer(c.srv))
-	}
-	nc, err := natsjs.Connect(c.url, copts)
 	if err != nil {
-		return fail(&exitError{code: exitFailed, err: fmt.Errorf("connect to %s: %w", natsjs.RedactURL(c.url), err)})
+		return nil, err
 	}
-	c.nc = nc
-	c.closers = append(c.closers, func(context.Context) { nc.Close() })
-	return c, nil
+	return &conn{Conn: c, embedded: c.Server != nil}, nil
 }
 
 // natsCLI returns the nats CLI invocation with opts, shell-quoted so that it

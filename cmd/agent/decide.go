@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/natsjs"
-	"github.com/offload-dev/offload/pkg/natsjs/convstore"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
@@ -77,9 +75,10 @@ func newDecideCmd(e env, approve bool) *cobra.Command {
 // publishArrival checks data against the conversation's pending record
 // like the run that reads it will (exit 1 when the task is not pending
 // there, 2 when data is malformed) and publishes it on its subject, first
-// wins (exit 1 when the task already has its decision or answer). It
-// reads the pending record only, never the conversation's state: the
-// approver and answerer roles run it.
+// wins (exit 1 when the task already has its decision or answer), through
+// the pending desk (a decision bound to the call's arguments as pending,
+// SPEC §12). It reads the pending record only, never the conversation's
+// state: the approver and answerer roles run it.
 func publishArrival(cmd *cobra.Command, e env, f *runFlags, kind conversation.ArrivalKind, task string, data []byte) error {
 	if f.conversation == "" {
 		return usageErr("%s needs --conversation ID", cmd.Name())
@@ -95,25 +94,21 @@ func publishArrival(cmd *cobra.Command, e env, f *runFlags, kind conversation.Ar
 		f.role = "answerer"
 	}
 	ctx := cmd.Context()
-	o, err := peopleCmd{e: e, f: f}.open(ctx)
+	o, err := openPeople(ctx, e, f)
 	if err != nil {
 		return err
 	}
 	defer o.c.close()
-	sum, err := o.Get(ctx, f.conversation)
-	if err != nil && !errors.Is(err, conversation.ErrNotFound) {
-		return &exitError{code: exitFailed, err: err}
-	}
+	var subject string
 	if kind == conversation.ArrivalDecision {
-		// Bound to the call's arguments as pending (SPEC §12): a
-		// decision for arguments that changed since is refused (stale).
-		if data, err = bindDecision(ctx, o.Pending, f.conversation, sum, task, data); err != nil {
-			return &exitError{code: exitFailed, err: err}
+		var d protocol.Decision
+		if err := json.Unmarshal(data, &d); err != nil {
+			return usageErr("%v", err)
 		}
+		subject, err = o.desk.Decide(ctx, f.conversation, task, d)
+	} else {
+		subject, err = o.desk.Answer(ctx, f.conversation, task, data)
 	}
-	pctx, span := startPublishSpan(ctx, e, kind, f.conversation, task)
-	subject, err := o.Publish(pctx, f.conversation, sum, kind, task, data)
-	endPublishSpan(span, err)
 	var re *conversation.RefusedError
 	var le *natsjs.LimitError
 	switch {
@@ -121,39 +116,20 @@ func publishArrival(cmd *cobra.Command, e env, f *runFlags, kind conversation.Ar
 	case errors.As(err, &re) && (re.Reason == conversation.ReasonMalformed || re.Reason == conversation.ReasonOversize):
 		return usageErr("%v", re.Err)
 	case errors.As(err, &re) && re.Reason == conversation.ReasonDuplicate:
-		return &exitError{code: exitFailed, err: fmt.Errorf("task %s is not pending in conversation %s: it was already answered", task, f.conversation)}
+		return &exitError{Code: exitFailed, Err: fmt.Errorf("task %s is not pending in conversation %s: it was already answered", task, f.conversation)}
 	case errors.As(err, &re) && re.Reason == conversation.ReasonUnknownTask:
-		return &exitError{code: exitFailed, err: fmt.Errorf("task %s is not pending in conversation %s", task, f.conversation)}
+		return &exitError{Code: exitFailed, Err: fmt.Errorf("task %s is not pending in conversation %s", task, f.conversation)}
 	case errors.As(err, &re) && re.Reason == conversation.ReasonWrongKind:
-		return &exitError{code: exitFailed, err: fmt.Errorf("task %s is not pending in conversation %s as a call to %s: %w", task, f.conversation, cmd.Name(), re.Err)}
+		return &exitError{Code: exitFailed, Err: fmt.Errorf("task %s is not pending in conversation %s as a call to %s: %w", task, f.conversation, cmd.Name(), re.Err)}
 	case errors.As(err, &re):
-		return &exitError{code: exitFailed, err: fmt.Errorf("task %s: %w", task, err)}
+		return &exitError{Code: exitFailed, Err: fmt.Errorf("task %s: %w", task, err)}
 	case errors.As(err, &le):
-		return &exitError{code: exitFailed, err: fmt.Errorf("%s of task %s not recorded: the stream of %s refused it at its %s limit (%s)", kind, task, subject, le.Limit, le.Description)}
+		return &exitError{Code: exitFailed, Err: fmt.Errorf("%s of task %s not recorded: the stream of %s refused it at its %s limit (%s)", kind, task, subject, le.Limit, le.Description)}
 	default:
-		return &exitError{code: exitFailed, err: err}
+		return &exitError{Code: exitFailed, Err: err}
 	}
 	fmt.Fprintf(e.stderr, "%s %s recorded on %s; once nothing else is pending, continue with: %s (and the run's --spec, if it had one)\n", kind, task, subject, resumeHint(f, o.c.embedded, f.conversation))
 	return nil
-}
-
-// bindDecision returns decision data with the args_digest of task as
-// pending (convstore.Pending.Digest); a task pending nowhere keeps data as
-// it is (the check of the publish refuses it).
-func bindDecision(ctx context.Context, p *convstore.Pending, conv string, sum *conversation.Summary, task string, data []byte) ([]byte, error) {
-	digest, err := p.Digest(ctx, conv, sum, task)
-	if errors.Is(err, conversation.ErrNotFound) {
-		return data, nil // not pending: the publish says so
-	}
-	if err != nil {
-		return nil, err
-	}
-	var d protocol.Decision
-	if err := json.Unmarshal(data, &d); err != nil {
-		return nil, err
-	}
-	d.ArgsDigest = digest
-	return json.Marshal(d)
 }
 
 // checkConversationFlag checks --conversation: a ULID (exit 2).

@@ -2,7 +2,6 @@ package main
 
 import (
 	"cmp"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"strings"
@@ -13,12 +12,9 @@ import (
 
 	"github.com/offload-dev/offload/internal/natsflags"
 	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/agentproc"
 	"github.com/offload-dev/offload/pkg/agentspec"
 	"github.com/offload-dev/offload/pkg/llm"
-	"github.com/offload-dev/offload/pkg/llm/modelref"
-	"github.com/offload-dev/offload/pkg/llm/openaicompat"
-	"github.com/offload-dev/offload/pkg/llm/testmodel"
-	"github.com/offload-dev/offload/pkg/natsjs/convstore"
 	"github.com/offload-dev/offload/pkg/natsjs/remote"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/telemetry"
@@ -29,17 +25,9 @@ type runFlags struct {
 	// role is the role of deploy/nats/auth.conf the command needs, named
 	// in the fix of a permission refused (default agent); not a flag.
 	role string
-	// perConversation makes the client read each conversation's results
-	// on its own (agent serve: many conversations per process); not a
-	// flag.
-	perConversation bool
 	// trustNATSBy (agent serve --trust-nats-by) counts every decision's
 	// by as its approver's identity for a quorum (SPEC §12).
-	trustNATSBy bool
-	// identities authenticates the approvals of calls that need a quorum
-	// (agent serve: the service's key, --trust-nats-by); nil for the
-	// other commands, which count none. Not a flag.
-	identities     *convstore.Identities
+	trustNATSBy    bool
 	model          string
 	json           bool
 	toolCallsLimit int
@@ -137,36 +125,15 @@ func (mf *modelFlags) validate() error {
 	return nil
 }
 
-// testModelArgs are the test model's arguments for the built-in tools
-// whose generated ones would show nothing: a sleep that takes visible
-// time (with progress) and a note with a name and a sentence.
-func testModelArgs() map[string]json.RawMessage {
-	return map[string]json.RawMessage{
-		"sleep":      json.RawMessage(`{"seconds":3,"message":"rested"}`),
-		"write_file": json.RawMessage(`{"path":"note.txt","content":"A note written by the offload test model.\n"}`),
-	}
-}
-
-// newModel builds the model named by --model (see modelref): the test
-// model calls the tools of tools; openai models are called with the
-// transport of mf and model_settings.
-func newModel(f *runFlags, getenv func(string) string, tools []string) (llm.Model, error) {
+// newModel builds the model named by --model (agentproc.Model): openai
+// models are called with the transport of mf and model_settings.
+func newModel(f *runFlags, getenv func(string) string) (llm.Model, error) {
 	mf := &f.mf
 	if err := mf.validate(); err != nil {
 		return nil, err
 	}
-	m, err := modelref.New(f.model, modelref.Options{Getenv: getenv,
-		Test: testmodel.Config{CallTools: tools, Prose: true, Args: testModelArgs()},
-		OpenAI: func(cfg *openaicompat.Config) {
-			cfg.MaxRetries, cfg.IdleTimeout, cfg.Logger = mf.retries, mf.idleTimeout, mf.logger
-			if mf.retries == 0 {
-				cfg.MaxRetries = -1 // none; the adapter reads 0 as its default
-			}
-			if mf.idleTimeout == 0 {
-				cfg.IdleTimeout = -1
-			}
-			f.agentSpec.AdjustOpenAI(cfg, getenv("OPENAI_BASE_URL"))
-		}})
+	m, err := agentproc.Model(agentproc.ModelOptions{Ref: f.model, Getenv: getenv, Spec: f.agentSpec, Retries: mf.retries,
+		IdleTimeout: mf.idleTimeout, Logger: mf.logger})
 	if err != nil {
 		return nil, usageErr("%v", err)
 	}

@@ -18,7 +18,7 @@ func newHistoryCmd(e env) *cobra.Command {
 				return usageErr("history needs --conversation ID")
 			}
 			ctx := cmd.Context()
-			o, st, err := storeCmd{e: e, f: f}.openConversation(ctx)
+			o, st, err := openConversation(ctx, e, f)
 			if err != nil {
 				return err
 			}

@@ -28,15 +28,16 @@ import (
 
 	"github.com/offload-dev/offload/internal/otelenv"
 	"github.com/offload-dev/offload/internal/proc"
+	"github.com/offload-dev/offload/pkg/agent/liveview"
 )
 
 // Exit codes of SPEC §6.1.
 const (
-	exitOK          = 0
-	exitFailed      = 1
-	exitUsage       = 2
-	exitPaused      = 3
-	exitInterrupted = 130
+	exitOK          = liveview.ExitOK
+	exitFailed      = liveview.ExitFailed
+	exitUsage       = liveview.ExitUsage
+	exitPaused      = liveview.ExitPaused
+	exitInterrupted = liveview.ExitInterrupted
 )
 
 // env is what a command sees of its process: arguments, environment and
@@ -72,22 +73,10 @@ func (interruptError) Error() string { return "interrupted by SIGINT" }
 func (interruptError) Is(target error) bool { return target == context.Canceled }
 
 // exitError carries an exit code out of a command.
-type exitError struct {
-	code int
-	err  error
-}
-
-func (e *exitError) Error() string {
-	if e.err == nil {
-		return fmt.Sprintf("exit %d", e.code)
-	}
-	return e.err.Error()
-}
-
-func (e *exitError) Unwrap() error { return e.err }
+type exitError = liveview.Exit
 
 func usageErr(format string, args ...any) error {
-	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...)}
+	return &exitError{Code: exitUsage, Err: fmt.Errorf(format, args...)}
 }
 
 func main() {
@@ -146,7 +135,7 @@ func execute(ctx context.Context, args []string, e env) int {
 	root.SetIn(e.stdin)
 	root.SetOut(e.stdout)
 	root.SetErr(e.stderr)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{code: exitUsage, err: err} })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{Code: exitUsage, Err: err} })
 	root.AddCommand(newRunCmd(e))
 	root.AddCommand(newResumeCmd(e))
 	root.AddCommand(newPendingCmd(e))
@@ -162,10 +151,10 @@ func execute(ctx context.Context, args []string, e env) int {
 	}
 	var ee *exitError
 	if errors.As(err, &ee) {
-		if ee.err != nil {
-			fmt.Fprintln(e.stderr, "agent:", ee.err)
+		if ee.Err != nil {
+			fmt.Fprintln(e.stderr, "agent:", ee.Err)
 		}
-		return ee.code
+		return ee.Code
 	}
 	// Errors from cobra itself (unknown command, bad arguments) are usage
 	// errors.

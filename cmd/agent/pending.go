@@ -1,15 +1,13 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/spf13/cobra"
 
 	"github.com/offload-dev/offload/pkg/agent/liveview"
-	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/deferred"
+	"github.com/offload-dev/offload/pkg/pending"
 )
 
 // newPendingCmd is agent pending (SPEC §6.1): each pending call of one
@@ -32,50 +30,28 @@ func newPendingCmd(e env) *cobra.Command {
 					return err
 				}
 			}
-			o, err := peopleCmd{e: e, f: f}.open(ctx)
+			o, err := openPeople(ctx, e, f)
 			if err != nil {
 				return err
 			}
 			defer o.c.close()
-			ids := []string{f.conversation}
-			if f.conversation == "" {
-				if ids, err = o.List(ctx); err != nil {
-					return &exitError{code: exitFailed, err: err}
-				}
-				for _, id := range o.liveConversations(ctx) {
-					if !slices.Contains(ids, id) {
-						ids = append(ids, id)
-					}
-				}
-				slices.Sort(ids)
+			calls, err := o.desk.Calls(ctx, pending.Filter{Conversation: f.conversation})
+			if err != nil {
+				return &exitError{Code: exitFailed, Err: err}
 			}
-			for _, id := range ids {
-				var pending []deferred.PendingTask
-				recorded := map[string]bool{}
-				sum, err := o.Get(ctx, id)
-				switch {
-				case errors.Is(err, conversation.ErrNotFound):
-				case err != nil:
-					return &exitError{code: exitFailed, err: err}
-				default:
-					if pending, err = o.Waiting(ctx, sum); err != nil {
-						return &exitError{code: exitFailed, err: err}
-					}
-					for _, t := range sum.Tasks {
-						recorded[t.TaskID] = true
-					}
-				}
-				pending = append(pending, o.liveApprovals(ctx, id, recorded)...)
-				if len(pending) == 0 {
-					if f.conversation != "" && sum == nil {
-						fmt.Fprintf(e.stderr, "conversation %s waits for nothing: it has no pending record (it finished, or is unknown)\n", id)
-					}
-					continue
+			if len(calls) == 0 && f.conversation != "" {
+				fmt.Fprintf(e.stderr, "conversation %s waits for nothing: it has no pending record (it finished, or is unknown), or every call of it was answered\n", f.conversation)
+			}
+			for i := 0; i < len(calls); {
+				conv := calls[i].ConversationID
+				var tasks []deferred.PendingTask
+				for ; i < len(calls) && calls[i].ConversationID == conv; i++ {
+					tasks = append(tasks, calls[i].PendingTask)
 				}
 				if f.conversation == "" {
-					fmt.Fprintf(e.stdout, "# conversation %s\n", id)
+					fmt.Fprintf(e.stdout, "# conversation %s\n", conv)
 				}
-				liveview.WritePending(e.stdout, pending, resolveCommands(f, o.c.embedded, id))
+				liveview.WritePending(e.stdout, tasks, resolveCommands(f, o.c.embedded, conv))
 			}
 			return nil
 		},

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -12,8 +11,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/offload-dev/offload/internal/natsflags"
+	"github.com/offload-dev/offload/pkg/agentproc"
 	"github.com/offload-dev/offload/pkg/natsjs"
-	"github.com/offload-dev/offload/pkg/natsjs/convstore"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
 )
@@ -77,66 +76,28 @@ func provision(ctx context.Context, e env, f *provisionFlags) error {
 	copts.Extra = []nats.Option{nats.Timeout(5 * time.Second), nats.RetryOnFailedConnect(false)}
 	nc, err := natsjs.Connect(f.conn.URL, copts)
 	if err != nil {
-		return &exitError{code: exitFailed, err: err}
+		return &exitError{Code: exitFailed, Err: err}
 	}
 	defer nc.Close()
 	ctx, stopWatch := copts.Refusals.Watch(ctx) // a permission lacking ends it at once
 	defer stopWatch()
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return &exitError{code: exitFailed, err: err}
+		return &exitError{Code: exitFailed, Err: err}
 	}
-	opts := natsjs.ProvisionOptions{Prefix: f.prefix, Replicas: f.conn.Replicas}
-	if err := natsjs.Provision(ctx, js, opts); err != nil {
-		return &exitError{code: exitFailed, err: err}
-	}
-	streams, err := natsjs.StreamConfigs(opts)
+	done, err := agentproc.Provision(ctx, js, natsjs.ProvisionOptions{Prefix: f.prefix, Replicas: f.conn.Replicas}, tools)
 	if err != nil {
-		return &exitError{code: exitFailed, err: err}
+		return &exitError{Code: exitFailed, Err: err}
 	}
-	for _, s := range streams {
+	for _, s := range done.Streams {
 		fmt.Fprintf(e.stdout, "stream %s %s\n", s.Name, strings.Join(s.Subjects, ","))
 	}
-	// agent serve's wake consumers, shared by its replicas (which create
-	// them when missing and allowed; the agent role of auth.conf is not).
-	if _, err := natsjs.EnsureWakeConsumers(ctx, js, opts); err != nil {
-		return &exitError{code: exitFailed, err: err}
+	for _, c := range done.Consumers {
+		fmt.Fprintf(e.stdout, "consumer %s %s\n", c[0], c[1])
 	}
-	for _, stream := range natsjs.WakeStreams(f.prefix) {
-		fmt.Fprintf(e.stdout, "consumer %s %s\n", stream, natsjs.WakeConsumerName)
-	}
-	// agent serve --notify's consumer, shared by its replicas: from here
-	// on, every announcement and resolution is notified.
-	if _, err := natsjs.EnsureNotifyConsumer(ctx, js, opts); err != nil {
-		return &exitError{code: exitFailed, err: err}
-	}
-	fmt.Fprintf(e.stdout, "consumer %s %s\n", natsjs.NamesFor(f.prefix).Approvals, natsjs.NotifyConsumerName)
-	// A store written before the pending records or the status index
-	// existed gets them now, so that people see its paused conversations
-	// and agent serve lists them before their next save or run.
-	store, err := convstore.New(ctx, convstore.Config{JetStream: js, Provision: opts})
-	if err != nil {
-		return &exitError{code: exitFailed, err: err}
-	}
-	n, err := store.Reproject(ctx)
-	if err != nil {
-		return &exitError{code: exitFailed, err: err}
-	}
-	fmt.Fprintf(e.stdout, "pending records and status entries of %d stored conversations written\n", n)
-	slices.Sort(tools)
-	names := natsjs.NamesFor(f.prefix)
-	for _, name := range slices.Compact(tools) {
-		if err := natsjs.EnsureToolConsumers(ctx, js, name, opts); err != nil {
-			return &exitError{code: exitFailed, err: err}
-		}
-		fmt.Fprintf(e.stdout, "consumer %s %s\n", names.Tasks, natsjs.TaskConsumerName(name))
-	}
-	// Deployments made before the delivery limit moved to the task
-	// consumers' metadata kept the max-deliveries advisories in a stream
-	// that nothing uses any more.
-	old := strings.ToUpper(names.Prefix) + "_EXHAUSTED"
-	if _, err := js.Stream(ctx, old); err == nil {
-		fmt.Fprintf(e.stderr, "stream %s is no longer used (a worker answers exhausted tasks itself); delete it: nats stream rm -f %s\n", old, old)
+	fmt.Fprintf(e.stdout, "pending records and status entries of %d stored conversations written\n", done.Reprojected)
+	if done.Obsolete != "" {
+		fmt.Fprintf(e.stderr, "stream %s is no longer used (a worker answers exhausted tasks itself); delete it: nats stream rm -f %s\n", done.Obsolete, done.Obsolete)
 	}
 	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"strings"
 
@@ -13,9 +12,9 @@ import (
 
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/agent/agentmetrics"
+	"github.com/offload-dev/offload/pkg/agent/liveview"
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/metrics"
-	"github.com/offload-dev/offload/pkg/natsjs/convstore"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/session"
 )
@@ -57,18 +56,18 @@ func newResumeCmd(e env) *cobra.Command {
 // it (or a new one), continue it with what arrived when --conversation or
 // resume says so, save it at every step and at the end, and stop when the
 // lease is lost.
-func runDurable(ctx context.Context, e env, f *runFlags, cfg agent.Config, rem *conn, am *metrics.Agent, logger *slog.Logger, out *printer, opts *agent.RunOptions, prompt string) error {
+func runDurable(ctx context.Context, e env, f *runFlags, cfg agent.Config, rem *conn, am *metrics.Agent, out *liveview.Printer, opts *agent.RunOptions, prompt string) error {
 	if f.conversation != "" {
-		out.conversation(f.conversation)
+		out.Conversation(f.conversation)
 	}
-	sess, err := openSession(ctx, e, f, rem, am, logger)
+	sess, err := openSession(ctx, e, f, rem)
 	if err != nil {
-		return out.failed(err)
+		return out.Failed(err)
 	}
 	defer sess.Close()
-	out.conversation(sess.ID())
-	out.resolve = resolveCommands(f, rem.embedded, sess.ID())
-	out.resumeHint = resumeHint(f, rem.embedded, sess.ID())
+	out.Conversation(sess.ID())
+	out.Resolve = resolveCommands(f, rem.embedded, sess.ID())
+	out.ResumeHint = resumeHint(f, rem.embedded, sess.ID())
 	if f.conversation != "" {
 		if err := continueSession(ctx, e, f, sess, prompt, opts, out); err != nil {
 			return err
@@ -90,44 +89,36 @@ func runDurable(ctx context.Context, e env, f *runFlags, cfg agent.Config, rem *
 	}
 	res, err := sess.Run(ctx, a, prompt, opts)
 	if ns := (*session.NotSavedError)(nil); errors.As(err, &ns) {
-		return out.finishWith(res, err)
+		return out.FinishWith(res, err)
 	}
-	return out.finish(res, err)
+	return out.Finish(res, err)
 }
 
 // openSession claims the conversation of --conversation (or a new one)
 // in the JetStream store and loads it; its approvals' timeouts are
-// scheduled with their announcements (expiringAnnouncer).
-func openSession(ctx context.Context, e env, f *runFlags, rem *conn, am *metrics.Agent, log *slog.Logger) (*session.Session, error) {
-	// The approvals of a quorum count when agent serve signed them (the
-	// store's links key, read below) or with --trust-nats-by (SPEC §12).
-	f.identities = &convstore.Identities{TrustBy: f.trustNATSBy}
-	convs, err := openConversations(ctx, rem.nc, f, am, log)
-	if err != nil {
-		return nil, err
-	}
-	if f.identities.Key, err = linksKey(ctx, rem, f); err != nil {
-		log.Warn("approvals of a quorum are counted only with --trust-nats-by: the service's key is not readable", slog.Any("error", err))
-	}
-	policies, err := approvalPolicies(f, rem, log)
-	if err != nil {
-		return nil, err
+// scheduled with their announcements (agentproc.Process.Announcer).
+func openSession(ctx context.Context, e env, f *runFlags, rem *conn) (*session.Session, error) {
+	var def *session.ApprovalPolicy
+	if s := f.agentSpec; s != nil && s.Approval != nil {
+		var err error
+		if def, err = session.ParseApprovalPolicy(s.Approval.Map()); err != nil {
+			return nil, usageErr("--spec: %v", err)
+		}
 	}
 	id, create := f.conversation, f.conversation == ""
 	if create {
 		id = protocol.NewID()
 	}
-	announcer := expiringAnnouncer(ctx, e, policies, rem, convs, log)
 	host, _ := os.Hostname()
-	sess, err := session.Open(ctx, session.Config{Store: convs.Store, Inbox: convs.Inbox, Announcer: announcer,
-		Canceller: rem.client, Attacher: rem.client, Answers: rem.client, Holder: fmt.Sprintf("agent %s pid %d", host, os.Getpid()),
-		MaxPayload: int(rem.nc.MaxPayload()), Logger: log, Connected: rem.nc.IsConnected, TracerProvider: rem.tracer,
-		Approvals: rem.approvals, Quorum: policies.quorum}, id, create)
+	sess, warn, err := rem.proc.OpenSession(ctx, id, create, fmt.Sprintf("agent %s pid %d", host, os.Getpid()), def)
+	if warn != nil {
+		fmt.Fprintf(e.stderr, "agent: %v; a paused call waits for a decision (or for agent serve's timers)\n", warn)
+	}
 	switch {
 	case errors.Is(err, conversation.ErrNotFound):
-		return nil, &exitError{code: exitFailed, err: fmt.Errorf("conversation %s is unknown", id)}
+		return nil, &exitError{Code: exitFailed, Err: fmt.Errorf("conversation %s is unknown", id)}
 	case errors.Is(err, conversation.ErrClaimed):
-		return nil, &exitError{code: exitFailed, err: fmt.Errorf("conflict: %w", err)}
+		return nil, &exitError{Code: exitFailed, Err: fmt.Errorf("conflict: %w", err)}
 	case err != nil:
 		return nil, err
 	}
@@ -138,10 +129,10 @@ func openSession(ctx context.Context, e env, f *runFlags, rem *conn, am *metrics
 // the streams, then from resume's flags) and, once every pending deferred
 // call has its answer, sets the run's options to continue it. Otherwise
 // it ends the command: exit 3 (paused still), or 2 when a prompt was given.
-func continueSession(ctx context.Context, e env, f *runFlags, sess *session.Session, prompt string, opts *agent.RunOptions, out *printer) error {
+func continueSession(ctx context.Context, e env, f *runFlags, sess *session.Session, prompt string, opts *agent.RunOptions, out *liveview.Printer) error {
 	given, flags, err := givenAnswers(f.resume)
 	if err != nil {
-		return out.failed(err)
+		return out.Failed(err)
 	}
 	co := session.ContinueOptions{Given: given, Prompt: prompt, Suspend: e.suspend,
 		OnDuplicate: func(i int, g session.Given, re *conversation.RefusedError) {
@@ -161,21 +152,21 @@ func continueSession(ctx context.Context, e env, f *runFlags, sess *session.Sess
 		opts.History, opts.DeferredResults, opts.Background = ro.History, ro.DeferredResults, ro.Background
 		return nil
 	case errors.As(err, &ge) && errors.Is(err, protocol.ErrInvalidID):
-		return out.failed(usageErr("%s %s: %v", flags[ge.Index], ge.Given.TaskID, ge.Err))
+		return out.Failed(usageErr("%s %s: %v", flags[ge.Index], ge.Given.TaskID, ge.Err))
 	case errors.As(err, &ge) && errors.As(err, &re) && (re.Reason == conversation.ReasonMalformed || re.Reason == conversation.ReasonOversize):
-		return out.failed(usageErr("%s %s: %v", flags[ge.Index], ge.Given.TaskID, re.Err))
+		return out.Failed(usageErr("%s %s: %v", flags[ge.Index], ge.Given.TaskID, re.Err))
 	case errors.As(err, &ge) && errors.As(err, &re):
-		return out.failed(&exitError{code: exitFailed, err: fmt.Errorf("%s %s: %w", flags[ge.Index], ge.Given.TaskID, re.Err)})
+		return out.Failed(&exitError{Code: exitFailed, Err: fmt.Errorf("%s %s: %w", flags[ge.Index], ge.Given.TaskID, re.Err)})
 	case errors.As(err, &ge):
-		return out.failed(ge.Err)
+		return out.Failed(ge.Err)
 	case errors.As(err, &pe) && prompt != "":
-		return out.failed(usageErr("conversation %s has %d pending calls: resolve them before giving a new prompt (the prompt was not recorded)", sess.ID(), len(pe.Waiting)))
+		return out.Failed(usageErr("conversation %s has %d pending calls: resolve them before giving a new prompt (the prompt was not recorded)", sess.ID(), len(pe.Waiting)))
 	case errors.As(err, &pe):
-		return out.paused(sess.Unresolved())
+		return out.Paused(sess.Unresolved())
 	case errors.Is(err, session.ErrNothingToResume):
-		return out.failed(usageErr("conversation %s: nothing is pending and it has ended: give a PROMPT to continue it", sess.ID()))
+		return out.Failed(usageErr("conversation %s: nothing is pending and it has ended: give a PROMPT to continue it", sess.ID()))
 	}
-	return out.failed(err)
+	return out.Failed(err)
 }
 
 // givenAnswers returns the answers given on resume's command line, each

@@ -12,6 +12,7 @@ import (
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/agent/agentmetrics"
 	"github.com/offload-dev/offload/pkg/agent/liveview"
+	"github.com/offload-dev/offload/pkg/agentproc"
 	"github.com/offload-dev/offload/pkg/agentspec"
 	"github.com/offload-dev/offload/pkg/builtin"
 	"github.com/offload-dev/offload/pkg/llm/modelref"
@@ -86,13 +87,12 @@ func runAgent(ctx context.Context, e env, f *runFlags, prompt string) error {
 	if f.model == "" {
 		f.model = modelref.Default(e.getenv)
 	}
-	model, err := newModel(f, e.getenv, nil)
+	model, err := newModel(f, e.getenv)
 	if err != nil {
 		return err
 	}
 	reg := prometheus.NewRegistry()
-	am := metrics.NewAgent(reg)
-	approvals := metrics.NewApprovals(reg)
+	am, approvals := metrics.NewAgent(reg), metrics.NewApprovals(reg)
 	if f.metricsAddr != "" {
 		stop, err := opsserver.Start(f.metricsAddr, reg, nil, logger)
 		if err != nil {
@@ -100,67 +100,48 @@ func runAgent(ctx context.Context, e env, f *runFlags, prompt string) error {
 		}
 		defer stop()
 	}
-	model = agentmetrics.Model(model, am)
-	var toolset tool.Toolset
-	var executor agent.Executor = agent.InProcessExecutor{}
-	var rem *conn
-	if f.local {
-		all, err := builtinTools(f, builtin.Config{Root: f.root, Logger: logger, DenyPaths: []string{f.store}, Reaper: e.reaper})
-		if err != nil {
-			return err
-		}
-		if toolset, err = tool.NewSet(all...); err != nil {
-			return err
-		}
-	} else {
-		r, err := remoteTools(ctx, e, f, logger, am)
-		if err != nil {
-			return out.failed(err)
-		}
-		defer r.close()
-		r.approvals = approvals
-		rem = r
-		toolset = r.client.Toolset()
-		// Background calls of the tools workers serve run there.
-		executor = r.client.Executor()
-	}
-	cfg := agent.Config{
-		Model:          model,
-		Toolsets:       []tool.Toolset{toolset},
-		Instructions:   "You are a helpful assistant. Use the tools when they help.",
-		AllowDeferred:  true,
-		Stream:         f.mf.stream,
-		Settings:       f.agentSpec.Settings(),
-		Logger:         logger,
-		Limits:         agent.UsageLimits{Requests: agent.Limit(f.requestLimit)},
-		TracerProvider: e.tracer,
-	}
+	ao := agentproc.AgentOptions{Spec: f.agentSpec, Model: model, Stream: f.mf.stream, Metrics: am, TracerProvider: e.tracer, Logger: logger,
+		Limits: agent.UsageLimits{Requests: agent.Limit(f.requestLimit)}}
 	if f.toolCallsLimit >= 0 {
-		cfg.Limits.ToolCalls = agent.Limit(f.toolCallsLimit)
-	}
-	cfg.Capabilities = append(cfg.Capabilities, agentmetrics.Runs(am))
-	// BackgroundTools is on (SPEC §6.1): tools whose metadata says
-	// background: true (or "optional") run in the background, unless the
-	// spec's capabilities choose them otherwise. The spec's instructions,
-	// token limit and external tools apply too.
-	if err := f.agentSpec.Configure(&cfg, agent.BackgroundConfig{Executor: executor, Logger: logger}); err != nil {
-		return usageErr("--spec: %v", err)
+		ao.Limits.ToolCalls = agent.Limit(f.toolCallsLimit)
 	}
 	// --approve all|none|ask decides approvals within the run; defer and
 	// wait leave them pending so the run pauses.
 	if h := agentspec.Approvals(f.approve, liveview.Ask(e.stdin, e.stderr)); h != nil {
-		cfg.Capabilities = append(cfg.Capabilities, agent.HandleDeferredToolCalls(agentmetrics.TimeApprovals(am, h)))
+		ao.Capabilities = append(ao.Capabilities, agent.HandleDeferredToolCalls(agentmetrics.TimeApprovals(am, h)))
 	}
-	opts := &agent.RunOptions{OnEvent: out.event, Suspend: e.suspend}
-	if rem != nil {
-		return runDurable(ctx, e, f, cfg, rem, am, logger, out, opts, prompt)
+	opts := &agent.RunOptions{OnEvent: out.Event, Suspend: e.suspend}
+	if !f.local {
+		rem, err := openAgent(ctx, e, f, logger, procOptions{conversations: true, key: agentproc.KeyBestEffort, metrics: am, approvals: approvals})
+		if err != nil {
+			return out.Failed(err)
+		}
+		defer rem.close()
+		// Background calls of the tools workers serve run there.
+		ao.Toolset, ao.Executor = rem.proc.Client.Toolset(), rem.proc.Client.Executor()
+		cfg, err := agentproc.AgentConfig(ao)
+		if err != nil {
+			return usageErr("--spec: %v", err)
+		}
+		return runDurable(ctx, e, f, cfg, rem, am, out, opts, prompt)
+	}
+	all, err := builtinTools(f, builtin.Config{Root: f.root, Logger: logger, DenyPaths: []string{f.store}, Reaper: e.reaper})
+	if err != nil {
+		return err
+	}
+	if ao.Toolset, err = tool.NewSet(all...); err != nil {
+		return err
+	}
+	cfg, err := agentproc.AgentConfig(ao)
+	if err != nil {
+		return usageErr("--spec: %v", err)
 	}
 	a, err := agent.New(cfg)
 	if err != nil {
 		return usageErr("%v", err)
 	}
 	res, err := a.Run(ctx, prompt, opts)
-	return out.finish(res, err)
+	return out.Finish(res, err)
 }
 
 // builtinTools builds the built-in tools with cfg, those of --tools
@@ -171,15 +152,9 @@ func builtinTools(f *runFlags, cfg builtin.Config) ([]*tool.Tool, error) {
 	if err := tool.CheckOffered(want, builtin.Names(), f.externalNames()); err != nil {
 		return nil, notOffered(err, "the built-in tools", "")
 	}
-	all, err := builtin.Named(cfg, want)
+	all, err := builtin.Offered(cfg, want)
 	if err != nil {
 		return nil, usageErr("built-in tools: %v", err)
-	}
-	if len(want) == 0 {
-		// shell runs anything as this user, next to the store's
-		// credentials and the model's API key: offered only when --tools
-		// names it (SPEC §9).
-		all = slices.DeleteFunc(all, func(t *tool.Tool) bool { return t.Name == builtin.NameShell })
 	}
 	return all, nil
 }

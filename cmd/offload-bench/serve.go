@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/agentproc"
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/llm"
@@ -25,7 +26,7 @@ import (
 	"github.com/offload-dev/offload/pkg/natsjs/convstore"
 	servelib "github.com/offload-dev/offload/pkg/natsjs/serve"
 	"github.com/offload-dev/offload/pkg/protocol"
-	"github.com/offload-dev/offload/pkg/session"
+	"github.com/offload-dev/offload/pkg/service"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
@@ -42,7 +43,7 @@ type serveWorld struct {
 	continuations map[string]int // target → continuation model requests
 	deploys       map[string]int
 	requested     chan time.Time // each continuation's model request
-	finals        chan servelib.Final
+	finals        chan service.Final
 }
 
 type benchTarget struct {
@@ -95,15 +96,11 @@ type benchReplica struct {
 	st  *convstore.Store
 }
 
+// replica starts a replica as agent serve's wiring does (agentproc), its
+// agent the bench's.
 func (w *serveWorld) replica(ctx context.Context, name string) (*benchReplica, error) {
 	nc, err := w.ep.connect(name)
 	if err != nil {
-		return nil, err
-	}
-	js, _ := jetstream.New(nc)
-	convs, err := convstore.Open(ctx, convstore.OpenConfig{JetStream: js})
-	if err != nil {
-		nc.Close()
 		return nil, err
 	}
 	a, err := w.agent()
@@ -111,23 +108,24 @@ func (w *serveWorld) replica(ctx context.Context, name string) (*benchReplica, e
 		nc.Close()
 		return nil, err
 	}
-	svc, err := servelib.New(servelib.Config{JetStream: js, Agents: []servelib.Agent{{Name: "ops", Agent: a}}, Holder: name,
-		Session: session.Config{Store: convs.Store, Inbox: convs.Inbox, Announcer: convs.Announcer},
-		OnFinal: func(f servelib.Final) { w.finals <- f }})
-	if err == nil {
-		err = svc.Open(ctx)
-	}
+	p, err := agentproc.Open(ctx, agentproc.Options{Conn: nc, Conversations: true})
 	if err != nil {
 		nc.Close()
 		return nil, err
 	}
-	return &benchReplica{nc: nc, js: js, svc: svc, st: convs.Store}, nil
+	srv, err := p.Service(ctx, agentproc.ServeOptions{Agents: []servelib.Agent{{Name: "ops", Agent: a}}, Holder: name,
+		Service: func(c *servelib.Config) { c.OnFinal = func(f service.Final) { w.finals <- f } }})
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return &benchReplica{nc: nc, js: p.JetStream, svc: srv.Service, st: p.Conversations.Store}, nil
 }
 
 func (r *benchReplica) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_ = r.svc.Close(ctx)
+	_ = r.svc.Stop(ctx)
 	r.nc.Close()
 }
 
@@ -144,7 +142,7 @@ func (w *serveWorld) pause(ctx context.Context, r *benchReplica, prefix string, 
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			run, err := r.svc.Start(ctx, "ops", "deploy "+target, "")
+			run, err := r.svc.StartConversation(ctx, "ops", "deploy "+target, "")
 			if err == nil {
 				<-run.Done()
 				if f := run.Final(); f.Status != "paused" || len(f.Pending) != 1 {
@@ -185,7 +183,7 @@ func measureServe(ctx context.Context, dir string, out io.Writer, wakes, approve
 	defer proc.stop()
 	ep := endpoint{url: proc.srv.URL(), nkey: proc.srv.NkeySeedFile()}
 	w := &serveWorld{ep: ep, continuations: map[string]int{}, deploys: map[string]int{},
-		requested: make(chan time.Time, 1), finals: make(chan servelib.Final, approve+wakes+16)}
+		requested: make(chan time.Time, 1), finals: make(chan service.Final, approve+wakes+16)}
 	r1, err := w.replica(ctx, "serve-1")
 	if err != nil {
 		return nil, err

@@ -248,3 +248,15 @@ func Named(cfg Config, names []string) ([]*tool.Tool, error) {
 	}
 	return slices.DeleteFunc(all, func(t *tool.Tool) bool { return !slices.Contains(names, t.Name) }), nil
 }
+
+// Offered builds the built-in tools an agent offers: those of names, or
+// with none named every one but shell, which runs anything as the
+// process's user, next to its credentials and the model's API key, and is
+// offered only when named (SPEC §9).
+func Offered(cfg Config, names []string) ([]*tool.Tool, error) {
+	all, err := Named(cfg, names)
+	if err != nil || len(names) > 0 {
+		return all, err
+	}
+	return slices.DeleteFunc(all, func(t *tool.Tool) bool { return t.Name == NameShell }), nil
+}

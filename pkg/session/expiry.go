@@ -139,6 +139,65 @@ func ResolveApprovalPolicy(ctx context.Context, tools tool.Toolset, fallback *Ap
 	return p
 }
 
+// ApprovalPolicies are the approval policies of one agent's tools (SPEC
+// §12): each tool's metadata "approval", else Default (the spec's
+// approval:), as [ResolveApprovalPolicy] resolves them, at each question
+// (a tool advertised after the start counts). `agent run`, `agent
+// resume` and `agent serve` (per agent) ask them.
+type ApprovalPolicies struct {
+	// Tools are the agent's tools; nil: Default for every tool.
+	Tools tool.Toolset
+	// Default is the spec's approval policy; nil when it sets none.
+	Default *ApprovalPolicy
+	// Logger receives the tools' invalid metadata.
+	Logger *slog.Logger
+}
+
+// Of returns the approval policy of toolName; nil when none is set.
+func (p ApprovalPolicies) Of(ctx context.Context, toolName string) *ApprovalPolicy {
+	return ResolveApprovalPolicy(ctx, p.Tools, p.Default, toolName, p.Logger)
+}
+
+// Expiry returns the approval policy of toolName when it sets a timeout;
+// nil otherwise.
+func (p ApprovalPolicies) Expiry(ctx context.Context, toolName string) *ApprovalPolicy {
+	if pol := p.Of(ctx, toolName); pol != nil && pol.Timeout > 0 {
+		return pol
+	}
+	return nil
+}
+
+// Quorum returns how many distinct approvers the calls of toolName need
+// (approval.required; 0: one decision decides): the Config.Quorum of a
+// session.
+func (p ApprovalPolicies) Quorum(ctx context.Context, toolName string) int {
+	if pol := p.Of(ctx, toolName); pol != nil {
+		return pol.Required
+	}
+	return 0
+}
+
+// AnyTimeout reports whether Default or the policy of a tool offered now
+// sets an approval timeout.
+func (p ApprovalPolicies) AnyTimeout(ctx context.Context) bool {
+	if p.Default != nil && p.Default.Timeout > 0 {
+		return true
+	}
+	if p.Tools == nil {
+		return false
+	}
+	tools, err := p.Tools.Tools(ctx)
+	if err != nil {
+		return false
+	}
+	for _, t := range tools {
+		if p.Expiry(ctx, t.Name) != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // Expirer schedules the decision the server writes on task's decision
 // subject at when, unless one is scheduled already
 // (convstore.Announcer.Expire).

@@ -167,7 +167,7 @@ func (s *Session) Run(ctx context.Context, a *agent.Agent, prompt string, opts *
 	// approved call before its first model request): a process killed at
 	// any line after it leaves the status running and its lease lapsing,
 	// what agent serve's sweep continues.
-	s.recordStatus(StatusRunning)
+	s.recordStatus(conversation.StatusRunning)
 	defer func() { s.recordEnd(res, err) }()
 	ro := agent.RunOptions{}
 	if opts != nil {

@@ -10,14 +10,6 @@ import (
 	"github.com/offload-dev/offload/pkg/conversation"
 )
 
-// The statuses of a conversation in the status index (SPEC §11).
-const (
-	StatusRunning  = "running"
-	StatusPaused   = "paused"
-	StatusFinished = "finished"
-	StatusFailed   = "failed"
-)
-
 // StatusRecorder is a store that keeps the status index of its
 // conversations (convstore.Store): what `agent serve` lists and counts
 // without loading a history. [Session.Run] records a conversation's
@@ -61,7 +53,7 @@ func (s *Session) recordStatusErr(status string, runErr error) {
 	ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
 	defer cancel()
 	var err error
-	if fr, ok := rec.(FailureRecorder); ok && status == StatusFailed && runErr != nil {
+	if fr, ok := rec.(FailureRecorder); ok && status == conversation.StatusFailed && runErr != nil {
 		err = fr.RecordFailure(ctx, s.ID(), name, runErr.Error())
 	} else {
 		err = rec.RecordStatus(ctx, s.ID(), name, status)
@@ -77,11 +69,11 @@ func (s *Session) recordStatusErr(status string, runErr error) {
 func StatusOf(res *agent.Result, err error) string {
 	switch {
 	case err != nil:
-		return StatusFailed
+		return conversation.StatusFailed
 	case res != nil && res.Paused():
-		return StatusPaused
+		return conversation.StatusPaused
 	default:
-		return StatusFinished
+		return conversation.StatusFinished
 	}
 }
 

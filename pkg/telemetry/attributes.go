@@ -37,6 +37,9 @@ const (
 	// OffloadApprovalOutcome how (approved, denied).
 	OffloadApprovalBy      = attribute.Key("offload.approval.by")
 	OffloadApprovalOutcome = attribute.Key("offload.approval.outcome")
+	// OffloadDecisionChannel is the channel a decision was given through
+	// (inbox, api, link, cli, nats, timeout).
+	OffloadDecisionChannel = attribute.Key("offload.decision.channel")
 	// OffloadLink says what a span link is (LinkContinues).
 	OffloadLink = attribute.Key("offload.link")
 )

@@ -9,11 +9,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/offload-dev/offload/pkg/links"
 	"github.com/offload-dev/offload/pkg/natsjs"
 )
-
-// ErrLinkUsed is returned by [Links.Use] for a link used before.
-var ErrLinkUsed = errors.New("natsjs: the link was used already")
 
 // The keys of the signed links (SPEC §12) in the conversation store's
 // bucket, beside conv.<id> and lease.<id>: the service's HMAC key, and a
@@ -30,6 +28,8 @@ const (
 type Links struct {
 	kv jetstream.KeyValue
 }
+
+var _ links.Store = (*Links)(nil)
 
 // OpenLinks binds the conversation store's bucket of cfg's prefix.
 func OpenLinks(ctx context.Context, cfg OpenConfig) (*Links, error) {
@@ -65,12 +65,12 @@ func (l *Links) Key(ctx context.Context) ([]byte, error) {
 	return key, nil
 }
 
-// Use records that link id is used: ErrLinkUsed when it was before (a
+// Use records that link id is used: links.ErrUsed when it was before (a
 // create of its key: once across replicas).
 func (l *Links) Use(ctx context.Context, id string) error {
 	_, err := l.kv.Create(ctx, linkUsePre+id, []byte(time.Now().UTC().Format(time.RFC3339Nano)))
 	if errors.Is(err, jetstream.ErrKeyExists) {
-		return ErrLinkUsed
+		return links.ErrUsed
 	}
 	if err != nil {
 		return fmt.Errorf("natsjs: use link %s: %w", id, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -31,6 +32,8 @@ type OpenConfig struct {
 	// Identities authenticates the approvals of calls that need a quorum
 	// (see [InboxConfig.Identities]).
 	Identities *Identities
+	// LeaseTTL is the store's lease (see [Config.LeaseTTL]).
+	LeaseTTL time.Duration
 }
 
 // Conversations is what an agent process uses of the stored
@@ -56,7 +59,7 @@ func Open(ctx context.Context, cfg OpenConfig) (*Conversations, error) {
 	if err := ensureInboxStreams(ctx, js, cfg.Provision); err != nil {
 		return nil, err
 	}
-	store, err := New(ctx, Config{JetStream: js, Provision: cfg.Provision, Logger: cfg.Logger})
+	store, err := New(ctx, Config{JetStream: js, Provision: cfg.Provision, Logger: cfg.Logger, LeaseTTL: cfg.LeaseTTL})
 	if err != nil {
 		return nil, err
 	}

@@ -9,34 +9,23 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/offload-dev/offload/pkg/conversation"
 )
 
 // statusKeyPre prefixes the status index's keys in the conversations
 // bucket: status.<id>.
 const statusKeyPre = "status."
 
-// Status is a conversation's entry in the status index (the key
-// status.<id> of the conversations bucket, expiring with the
-// conversation), written by whoever holds its lease when a run starts
-// and ends (session.Run: agent run, agent resume, agent serve) and by
-// [Store.Reproject] for a conversation stored before the index: what GET /v1/conversations lists and
-// offload_conversations counts without loading a history.
-type Status struct {
-	// ConversationID is the conversation.
-	ConversationID string `json:"conversation_id"`
-	// Agent is the conversation's agent.
-	Agent string `json:"agent,omitempty"`
-	// Status is running, paused, finished or failed.
-	Status string `json:"status"`
-	// UpdatedAt is when the status was set.
-	UpdatedAt time.Time `json:"updated_at"`
-	// Error, for failed, says why the run failed (when its recorder said).
-	Error string `json:"error,omitempty"`
-}
+// The status index: a conversation's conversation.Status is kept at the
+// key status.<id> of the conversations bucket, expiring with the
+// conversation, written by whoever holds its lease when a run starts and
+// ends (session.Run) and by [Store.Reproject] for a conversation stored
+// before the index.
 
 // SetStatus records st in the status index (last writer wins: only the
 // lease holder sets it).
-func (s *Store) SetStatus(ctx context.Context, st Status) error {
+func (s *Store) SetStatus(ctx context.Context, st conversation.Status) error {
 	if err := checkConvID(st.ConversationID); err != nil {
 		return err
 	}
@@ -57,19 +46,19 @@ func (s *Store) SetStatus(ctx context.Context, st Status) error {
 // (implements session.StatusRecorder: the lease holder's session writes
 // it at its run's start and end).
 func (s *Store) RecordStatus(ctx context.Context, id, agentName, status string) error {
-	return s.SetStatus(ctx, Status{ConversationID: id, Agent: agentName, Status: status})
+	return s.SetStatus(ctx, conversation.Status{ConversationID: id, Agent: agentName, Status: status})
 }
 
 // RecordFailure records that conversation id's run of agent agentName
 // failed with the error text errText (implements
 // session.FailureRecorder).
 func (s *Store) RecordFailure(ctx context.Context, id, agentName, errText string) error {
-	return s.SetStatus(ctx, Status{ConversationID: id, Agent: agentName, Status: "failed", Error: errText})
+	return s.SetStatus(ctx, conversation.Status{ConversationID: id, Agent: agentName, Status: conversation.StatusFailed, Error: errText})
 }
 
 // GetStatus returns conversation id's entry in the status index; nil
 // when it has none (not run by agent serve).
-func (s *Store) GetStatus(ctx context.Context, id string) (*Status, error) {
+func (s *Store) GetStatus(ctx context.Context, id string) (*conversation.Status, error) {
 	if err := checkConvID(id); err != nil {
 		return nil, err
 	}
@@ -80,7 +69,7 @@ func (s *Store) GetStatus(ctx context.Context, id string) (*Status, error) {
 	if err != nil {
 		return nil, fmt.Errorf("natsjs: status of %s: %w", id, err)
 	}
-	var st Status
+	var st conversation.Status
 	if err := json.Unmarshal(e.Value(), &st); err != nil {
 		return nil, fmt.Errorf("natsjs: status of %s: %w", id, err)
 	}
@@ -90,7 +79,7 @@ func (s *Store) GetStatus(ctx context.Context, id string) (*Status, error) {
 // Statuses calls fn with every entry of the status index, one at a time
 // as the server sends them (none is kept), and stops at fn's first
 // error.
-func (s *Store) Statuses(ctx context.Context, fn func(Status) error) error {
+func (s *Store) Statuses(ctx context.Context, fn func(conversation.Status) error) error {
 	w, err := s.kv.Watch(ctx, statusKeyPre+"*", jetstream.IgnoreDeletes())
 	if err != nil {
 		return fmt.Errorf("natsjs: list statuses: %w", err)
@@ -105,7 +94,7 @@ func (s *Store) Statuses(ctx context.Context, fn func(Status) error) error {
 			if e == nil {
 				return nil // every current entry was sent
 			}
-			var st Status
+			var st conversation.Status
 			if json.Unmarshal(e.Value(), &st) != nil || st.ConversationID != strings.TrimPrefix(e.Key(), statusKeyPre) {
 				continue // not an entry of ours
 			}
@@ -161,7 +150,7 @@ func (s *Store) WatchCancels(ctx context.Context, fn func(id string)) (stop func
 // the status index and its revision: the current ones first, then each
 // one written from then on, until stop is called (which waits for it).
 // Callers keep what they need of them (agent serve: the running ones).
-func (s *Store) WatchStatuses(ctx context.Context, fn func(st Status, rev uint64)) (stop func(), err error) {
+func (s *Store) WatchStatuses(ctx context.Context, fn func(st conversation.Status, rev uint64)) (stop func(), err error) {
 	w, err := s.kv.Watch(ctx, statusKeyPre+"*", jetstream.IgnoreDeletes())
 	if err != nil {
 		return nil, fmt.Errorf("natsjs: watch the status index: %w", err)
@@ -173,7 +162,7 @@ func (s *Store) WatchStatuses(ctx context.Context, fn func(st Status, rev uint64
 			if e == nil {
 				continue // the current entries were sent
 			}
-			var st Status
+			var st conversation.Status
 			if json.Unmarshal(e.Value(), &st) != nil || st.ConversationID != strings.TrimPrefix(e.Key(), statusKeyPre) {
 				continue // not an entry of ours
 			}

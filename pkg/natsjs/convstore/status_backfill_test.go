@@ -31,7 +31,7 @@ func TestReprojectBackfillsStatuses(t *testing.T) {
 	if n, err := s.Reproject(ctx); err != nil || n != 3 {
 		t.Fatalf("Reproject: %d, %v", n, err)
 	}
-	for id, want := range map[string]convstore.Status{
+	for id, want := range map[string]conversation.Status{
 		paused.ID: {ConversationID: paused.ID, Status: "paused"},
 		done.ID:   {ConversationID: done.ID, Agent: "ops", Status: "finished"},
 		live.ID:   {ConversationID: live.ID, Agent: "ops", Status: "running"},

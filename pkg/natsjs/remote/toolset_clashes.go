@@ -32,6 +32,9 @@ type Clash struct {
 // Reason returns the differences as one line.
 func (c Clash) Reason() string { return tool.JoinDifferences(c.Differences) }
 
+// String names the entry and how it clashes: "KEY (REASON)".
+func (c Clash) String() string { return c.Key + " (" + c.Reason() + ")" }
+
 // clash is a Clash with the time its entry expires.
 type clash struct {
 	Clash

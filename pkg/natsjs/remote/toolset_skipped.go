@@ -22,6 +22,9 @@ type SkippedEntry struct {
 	Reason string
 }
 
+// String names the entry and why it is skipped: "KEY (REASON)".
+func (s SkippedEntry) String() string { return s.Key + " (" + s.Reason + ")" }
+
 // Skipped returns the registry entries the toolset does not offer now,
 // and why, sorted by key (those of tools outside its filter are left out:
 // they are not wanted, not skipped).

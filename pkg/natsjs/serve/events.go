@@ -5,15 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
-	"net/http"
-	"strconv"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/natsjs"
-	"github.com/offload-dev/offload/pkg/protocol"
 )
 
 // The run events of the service's conversations (SPEC §6.3) live in the
@@ -77,51 +73,5 @@ func (s *Service) Watch(ctx context.Context, conv string, after uint64, ready fu
 		if !fn(meta.Sequence.Stream, m.Data()) || head.Type == string(agent.EventFinal) {
 			return nil
 		}
-	}
-}
-
-// events serves GET /v1/conversations/{id}/events: Server-Sent Events,
-// one §6.3 event per data line with its id; Last-Event-ID resumes; the
-// stream ends after the conversation's next final event.
-func (h *handler) events(w http.ResponseWriter, r *http.Request) {
-	conv := r.PathValue("id")
-	if _, err := protocol.ParseID(conv); err != nil {
-		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
-		return
-	}
-	var after uint64
-	if last := r.Header.Get("Last-Event-ID"); last != "" {
-		n, err := strconv.ParseUint(last, 10, 64)
-		if err != nil {
-			writeError(w, http.StatusBadRequest, "bad_request", "Last-Event-ID: not an event id")
-			return
-		}
-		after = n
-	}
-	flusher, ok := w.(http.Flusher)
-	if !ok {
-		writeError(w, http.StatusInternalServerError, "internal", "streaming unsupported")
-		return
-	}
-	began := false
-	err := h.Service.Watch(r.Context(), conv, after, func() {
-		began = true
-		w.Header().Set("Content-Type", "text/event-stream")
-		w.Header().Set("Cache-Control", "no-cache")
-		w.WriteHeader(http.StatusOK)
-		flusher.Flush()
-	}, func(seq uint64, ev json.RawMessage) bool {
-		if _, err := fmt.Fprintf(w, "id: %d\ndata: %s\n\n", seq, ev); err != nil {
-			return false
-		}
-		flusher.Flush()
-		return true
-	})
-	if err != nil && !began {
-		writeError(w, http.StatusInternalServerError, "internal", err.Error())
-		return
-	}
-	if err != nil && r.Context().Err() == nil {
-		h.Logger.Warn("events", slog.String("conversation_id", conv), slog.Any("error", err))
 	}
 }

@@ -11,10 +11,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/agentproc"
 	"github.com/offload-dev/offload/pkg/llm/testmodel"
-	"github.com/offload-dev/offload/pkg/natsjs/convstore"
 	"github.com/offload-dev/offload/pkg/natsjs/serve"
-	"github.com/offload-dev/offload/pkg/session"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
@@ -42,16 +41,17 @@ func Example() {
 	tools, _ := tool.NewSet(deploy)
 	a, _ := agent.New(agent.Config{Model: testmodel.New(testmodel.Config{}), Toolsets: []tool.Toolset{tools}, AllowDeferred: true})
 
-	convs, _ := convstore.Open(ctx, convstore.OpenConfig{JetStream: js})
-	svc, _ := serve.New(serve.Config{JetStream: js, Agents: []serve.Agent{{Name: "ops", Agent: a}},
-		Session: session.Config{Store: convs.Store, Inbox: convs.Inbox, Announcer: convs.Announcer}})
-	if err := svc.Open(ctx); err != nil {
+	// The service as agent serve wires it (agentproc): the conversation
+	// store on the connection, the core over it.
+	p, _ := agentproc.Open(ctx, agentproc.Options{Conn: nc, Conversations: true})
+	srv, err := p.Service(ctx, agentproc.ServeOptions{Agents: []serve.Agent{{Name: "ops", Agent: a}}})
+	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	defer func() { _ = svc.Close(ctx) }()
+	defer func() { _ = srv.Stop(ctx) }()
 
-	run, _ := svc.Start(ctx, "ops", "deploy", "")
+	run, _ := srv.Service.StartConversation(ctx, "ops", "deploy", "")
 	<-run.Done()
 	f := run.Final()
 	fmt.Println(f.Status, f.Pending[0].Tool)

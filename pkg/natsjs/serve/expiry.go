@@ -2,8 +2,12 @@ package serve
 
 import (
 	"context"
+	"fmt"
+	"slices"
 
+	"github.com/offload-dev/offload/pkg/pending"
 	"github.com/offload-dev/offload/pkg/session"
+	"github.com/offload-dev/offload/pkg/tool"
 )
 
 // The approvals' expiry and quorum (SPEC §12) are session's
@@ -11,33 +15,26 @@ import (
 // timeouts scheduled by session.ExpiringAnnouncer), shared with `agent
 // run` and `agent resume`; here, which agent's policy applies.
 
-// policy returns the expiry of the approvals of toolName for the agent
-// named agentName (see approvalPolicy); nil when it sets no timeout.
-func (s *Service) policy(ctx context.Context, agentName, toolName string) *session.ApprovalPolicy {
-	if p := s.approvalPolicy(ctx, agentName, toolName); p != nil && p.Timeout > 0 {
-		return p
+// approvals returns the approval policies of the agent named agentName
+// (none for an agent this replica does not serve).
+func (s *Service) approvals(agentName string) session.ApprovalPolicies {
+	a, ok := s.agents[agentName]
+	if !ok {
+		return session.ApprovalPolicies{}
 	}
-	return nil
+	return session.ApprovalPolicies{Tools: a.Tools, Default: a.Approval, Logger: s.log}
+}
+
+// policy returns the expiry of the approvals of toolName for the agent
+// named agentName; nil when it sets no timeout.
+func (s *Service) policy(ctx context.Context, agentName, toolName string) *session.ApprovalPolicy {
+	return s.approvals(agentName).Expiry(ctx, toolName)
 }
 
 // quorum returns how many distinct approvers the calls of toolName need
 // for the agent named agentName (0: one decision decides).
 func (s *Service) quorum(ctx context.Context, agentName, toolName string) int {
-	if p := s.approvalPolicy(ctx, agentName, toolName); p != nil {
-		return p.Required
-	}
-	return 0
-}
-
-// approvalPolicy returns the approval policy of toolName for the agent
-// named agentName: the tool's metadata "approval", else the agent's
-// Approval; nil when neither sets one (session.ResolveApprovalPolicy).
-func (s *Service) approvalPolicy(ctx context.Context, agentName, toolName string) *session.ApprovalPolicy {
-	a, ok := s.agents[agentName]
-	if !ok {
-		return nil
-	}
-	return session.ResolveApprovalPolicy(ctx, a.Tools, a.Approval, toolName, s.log)
+	return s.approvals(agentName).Quorum(ctx, toolName)
 }
 
 // livePolicy is the session.ExpiringAnnouncer's Policy of the live runs:
@@ -48,4 +45,39 @@ func (s *Service) livePolicy(ctx context.Context, conv, toolName string) *sessio
 		return nil
 	}
 	return s.policy(ctx, r.agent, toolName)
+}
+
+// ApprovalTimeout returns the timeout of the approvals of agentName's
+// tool toolName when this service expires them (a session.ApprovalPolicy
+// with a timeout, and Config.Expirer or Config.Timers set): what the
+// inbox shows and the notifications say (pending.Config.Timeouts,
+// notify.Config.Expiry).
+func (s *Service) ApprovalTimeout(ctx context.Context, agentName, toolName string) (pending.Timeout, bool) {
+	if s.cfg.Expirer == nil && s.cfg.Timers == nil {
+		return pending.Timeout{}, false
+	}
+	p := s.policy(ctx, agentName, toolName)
+	if p == nil {
+		return pending.Timeout{}, false
+	}
+	return pending.Timeout{After: p.Timeout, OnTimeout: p.OnTimeout}, true
+}
+
+// Tool returns agentName's tool toolName, as this replica offers it: the
+// schema an approval's edited arguments are checked against
+// (pending.Config.Tools).
+func (s *Service) Tool(ctx context.Context, agentName, toolName string) (*tool.Tool, error) {
+	a, ok := s.agents[agentName]
+	if !ok || a.Tools == nil {
+		return nil, fmt.Errorf("this replica does not know the schema of %s (agent %q): the arguments cannot be checked", toolName, agentName)
+	}
+	tools, err := a.Tools.Tools(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("the tools of agent %s: %w", agentName, err)
+	}
+	i := slices.IndexFunc(tools, func(t *tool.Tool) bool { return t.Name == toolName })
+	if i < 0 {
+		return nil, fmt.Errorf("agent %s offers no tool %s: the arguments cannot be checked", agentName, toolName)
+	}
+	return tools[i], nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/serve"
+	"github.com/offload-dev/offload/pkg/natsjs/serve/servetest"
 	"github.com/offload-dev/offload/pkg/session"
 )
 
@@ -31,28 +32,28 @@ func TestExpiryFailEndsTheRun(t *testing.T) {
 }
 
 func expiryFailEndsTheRun(t *testing.T, nonBlocking bool) {
-	b := setup(t)
-	b.nonBlocking = nonBlocking
-	b.approval = &session.ApprovalPolicy{Timeout: time.Second, OnTimeout: session.OnTimeoutFail}
+	b := servetest.Setup(t)
+	b.NonBlocking = nonBlocking
+	b.Approval = &session.ApprovalPolicy{Timeout: time.Second, OnTimeout: session.OnTimeoutFail}
 	continued := make(chan string, 4)
 	approvals := metrics.NewApprovals(nil)
-	r := b.replicaWith(t, "r1", replicaOpts{config: func(c *serve.Config) {
+	r := b.ReplicaWith(t, "r1", servetest.ReplicaOpts{Config: func(c *serve.Config) {
 		c.OnContinue = func(conv string) { continued <- conv }
 		c.Session.Approvals = approvals
 	}})
-	f := r.start(t, "deploy prod")
-	task := paused(t, f)
+	f := r.Start(t, "deploy prod")
+	task := servetest.Paused(t, f)
 	if nonBlocking {
-		offloadtest.WaitOrTimeout(t, b.finished, "the acknowledgement's model request")
+		offloadtest.WaitOrTimeout(t, b.Finished, "the acknowledgement's model request")
 	}
-	b.mu.Lock()
-	requests := b.requests
-	b.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	b.Mu.Lock()
+	requests := b.Requests
+	b.Mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), servetest.Wait)
 	defer cancel()
 	ready, final := make(chan struct{}), make(chan string, 1)
 	go func() {
-		_ = r.svc.Watch(ctx, f.ConversationID, 0, func() { close(ready) }, func(_ uint64, ev json.RawMessage) bool {
+		_ = r.Svc.Watch(ctx, f.ConversationID, 0, func() { close(ready) }, func(_ uint64, ev json.RawMessage) bool {
 			var e struct {
 				Type  string `json:"type"`
 				Error string `json:"error"`
@@ -71,7 +72,7 @@ func expiryFailEndsTheRun(t *testing.T, nonBlocking bool) {
 		t.Fatalf("final event's error %q, want it to contain %q", e, want)
 	}
 	offloadtest.Eventually(t, "conversation failed", func() error {
-		c, err := r.svc.Get(context.Background(), f.ConversationID)
+		c, err := r.Svc.Get(context.Background(), f.ConversationID)
 		if err != nil {
 			return err
 		}
@@ -87,14 +88,14 @@ func expiryFailEndsTheRun(t *testing.T, nonBlocking bool) {
 	if n := testutil.ToFloat64(approvals.ApprovalsTotal.WithLabelValues("deploy", "denied")); n != 0 {
 		t.Errorf("offload_approvals_total{tool=deploy,outcome=denied} = %v, want 0", n)
 	}
-	b.mu.Lock()
-	calls := b.requests - requests
-	b.mu.Unlock()
-	if _, deploys := b.counts("prod"); calls != 0 || deploys != 0 {
+	b.Mu.Lock()
+	calls := b.Requests - requests
+	b.Mu.Unlock()
+	if _, deploys := b.Counts("prod"); calls != 0 || deploys != 0 {
 		t.Errorf("after the expiry: %d model requests, %d deploys; want none", calls, deploys)
 	}
 	// The wake message was acked: nothing pending, nothing delivered again.
-	c, err := r.js.Consumer(ctx, natsjs.NamesFor("").Decisions, natsjs.WakeConsumerName)
+	c, err := r.JS.Consumer(ctx, natsjs.NamesFor("").Decisions, natsjs.WakeConsumerName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,13 +111,13 @@ func expiryFailEndsTheRun(t *testing.T, nonBlocking bool) {
 	})
 	// Once the replica has stopped (its run's end and re-check done),
 	// nothing continued the conversation again nor asked for it.
-	r.close(t)
+	r.Close(t)
 	select {
 	case conv := <-continued:
 		t.Errorf("conversation %s continued again", conv)
 	default:
 	}
-	ws, err := r.js.Stream(ctx, natsjs.NamesFor("").Wake)
+	ws, err := r.JS.Stream(ctx, natsjs.NamesFor("").Wake)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/natsjs"
-	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/pending"
 )
 
 // The fallback of a server that cannot schedule messages (SPEC §12): the
@@ -21,9 +21,9 @@ import (
 // the replicas' and people's). Unlike the scheduled messages, a call
 // expires only while a replica runs.
 
-// timers runs the fallback's sweeps until Close asks the live runs to
+// timersLoop runs the fallback's sweeps until Stop asks the live runs to
 // suspend.
-func (s *Service) timers() {
+func (s *Service) timersLoop() {
 	defer s.wg.Done()
 	t := time.NewTicker(s.cfg.TimerInterval)
 	defer t.Stop()
@@ -41,50 +41,34 @@ func (s *Service) timers() {
 	}
 }
 
-// sweep publishes the timeout's decision of every approval past its
-// timeout at now.
+// sweep publishes the timeout's decision of every approval of an agent
+// this replica serves past its timeout at now (another replica's agent's
+// policies are not known here).
 func (s *Service) sweep(ctx context.Context, now time.Time) error {
-	p := s.cfg.Timers
-	ids, err := p.List(ctx)
+	calls, err := s.timers.Calls(ctx, pending.Filter{Kinds: []deferred.Kind{deferred.KindApproval}})
 	if err != nil {
 		return err
 	}
-	for _, id := range ids {
-		sum, err := p.Get(ctx, id)
-		if errors.Is(err, conversation.ErrNotFound) {
+	for _, c := range calls {
+		if _, ok := s.agents[c.Agent]; !ok {
 			continue
 		}
+		pol := s.policy(ctx, c.Agent, c.Tool)
+		at := c.Requested()
+		if pol == nil || at.IsZero() || now.Before(at.Add(pol.Timeout)) {
+			continue
+		}
+		data, err := json.Marshal(pol.Decision())
 		if err != nil {
 			return err
 		}
-		if _, ok := s.agents[sum.Agent]; !ok {
-			continue // another replica's agent: its policies are not known here
-		}
-		waiting, err := p.Waiting(ctx, sum)
-		if err != nil {
+		_, err = s.cfg.Timers.Publisher.PublishFirst(ctx, conversation.ArrivalDecision, c.ConversationID, c.TaskID, data)
+		switch {
+		case errors.Is(err, natsjs.ErrAlreadyAnswered):
+		case err != nil:
 			return err
-		}
-		for _, t := range waiting {
-			if t.Kind != deferred.KindApproval {
-				continue
-			}
-			pol := s.policy(ctx, sum.Agent, t.Tool)
-			tid, err := protocol.ParseID(t.TaskID)
-			if pol == nil || err != nil || now.Before(tid.Timestamp().Add(pol.Timeout)) {
-				continue
-			}
-			data, err := json.Marshal(pol.Decision())
-			if err != nil {
-				return err
-			}
-			_, err = p.Publisher.PublishFirst(ctx, conversation.ArrivalDecision, id, t.TaskID, data)
-			switch {
-			case errors.Is(err, natsjs.ErrAlreadyAnswered):
-			case err != nil:
-				return err
-			default:
-				s.log.Info("approval expired", slog.String("conversation_id", id), slog.String("task_id", t.TaskID), slog.String("tool", t.Tool))
-			}
+		default:
+			s.log.Info("approval expired", slog.String("conversation_id", c.ConversationID), slog.String("task_id", c.TaskID), slog.String("tool", c.Tool))
 		}
 	}
 	return nil

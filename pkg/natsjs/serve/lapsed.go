@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/offload-dev/offload/pkg/natsjs/convstore"
+	"github.com/offload-dev/offload/pkg/conversation"
 )
 
 // Runs whose holder died: a replica SIGKILLed mid-run leaves its
@@ -22,12 +22,6 @@ import (
 // the claim of the lease without waiting makes it one replica, the
 // checkpoint and the store's compare-and-set one continuation.
 
-// statusWatcher is a store that streams its status index
-// (convstore.Store).
-type statusWatcher interface {
-	WatchStatuses(ctx context.Context, fn func(st convstore.Status, rev uint64)) (stop func(), err error)
-}
-
 // runningSet is the conversations whose status entry says running, with
 // the entry's revision.
 type runningSet struct {
@@ -36,10 +30,10 @@ type runningSet struct {
 }
 
 // update records an entry of the status index.
-func (r *runningSet) update(st convstore.Status, rev uint64) {
+func (r *runningSet) update(st conversation.Status, rev uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if st.Status == StatusRunning {
+	if st.Status == conversation.StatusRunning {
 		r.ids[st.ConversationID] = rev
 		return
 	}
@@ -64,16 +58,6 @@ func (r *runningSet) drop(id string, rev uint64) {
 	if r.ids[id] == rev {
 		delete(r.ids, id)
 	}
-}
-
-// watchRunning starts keeping the running set from the store's status
-// index; a nil stop when the store keeps none.
-func (s *Service) watchRunning(ctx context.Context) (stop func(), err error) {
-	sw, ok := s.cfg.Session.Store.(statusWatcher)
-	if !ok {
-		return nil, nil
-	}
-	return sw.WatchStatuses(ctx, s.running.update)
 }
 
 // lapsedLoop sweeps the running set every Config.SweepInterval, jittered
@@ -128,10 +112,6 @@ func jitter(iv time.Duration) time.Duration {
 // or it waits for a call: the wake path continues it when that arrives)
 // is dropped from the set until its entry is written again.
 func (s *Service) sweepLapsed(ctx context.Context) (lapses time.Time) {
-	le, ok := s.cfg.Session.Store.(leaseExpiry)
-	if !ok {
-		return time.Time{}
-	}
 	for id, rev := range s.running.snapshot() {
 		if ctx.Err() != nil {
 			return lapses
@@ -144,7 +124,7 @@ func (s *Service) sweepLapsed(ctx context.Context) (lapses time.Time) {
 		if s.live(id) != nil {
 			continue
 		}
-		until, err := le.LeaseExpiry(ctx, id)
+		until, err := s.cfg.Store.LeaseExpiry(ctx, id)
 		if err != nil {
 			s.log.Warn("lapsed runs: lease not read", slog.String("conversation_id", id), slog.Any("error", err))
 			continue

@@ -13,6 +13,8 @@ import (
 	"github.com/offload-dev/offload/pkg/llm/script"
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/natsjs/serve"
+	"github.com/offload-dev/offload/pkg/natsjs/serve/servetest"
+	"github.com/offload-dev/offload/pkg/service"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
@@ -26,7 +28,7 @@ type killWorld struct {
 	works     map[string]int // replica → runs of work completed
 	inflight  chan string    // the killed replica's hung stage
 	continued chan string    // conversations continued, on any replica
-	finals    chan serve.Final
+	finals    chan service.Final
 }
 
 // agent is the agent of replica name; hang is the stage at which its
@@ -82,31 +84,31 @@ func (k *killWorld) agent(t *testing.T, name, hang string) serve.Agent {
 func TestLapsedRunContinued(t *testing.T) {
 	for _, hang := range []string{"model", "tool"} {
 		t.Run(hang, func(t *testing.T) {
-			b := setup(t)
+			b := servetest.Setup(t)
 			k := &killWorld{requests: map[string]int{}, works: map[string]int{}, inflight: make(chan string, 1),
-				continued: make(chan string, 16), finals: make(chan serve.Final, 16)}
-			opts := func(name, hang string) replicaOpts {
-				return replicaOpts{config: func(c *serve.Config) {
+				continued: make(chan string, 16), finals: make(chan service.Final, 16)}
+			opts := func(name, hang string) servetest.ReplicaOpts {
+				return servetest.ReplicaOpts{Config: func(c *serve.Config) {
 					c.Agents = []serve.Agent{k.agent(t, name, hang)}
 					c.SweepInterval = 200 * time.Millisecond
 					c.OnContinue = func(conv string) { k.continued <- conv }
 					if hang == "" {
-						c.OnFinal = func(f serve.Final) { k.finals <- f }
+						c.OnFinal = func(f service.Final) { k.finals <- f }
 					}
 				}}
 			}
-			r1 := b.replicaWith(t, "r1", opts("r1", hang))
-			b.replicaWith(t, "r2", opts("r2", ""))
-			b.replicaWith(t, "r3", opts("r3", ""))
-			run, err := r1.svc.Start(context.Background(), "ops", "work", "")
+			r1 := b.ReplicaWith(t, "r1", opts("r1", hang))
+			b.ReplicaWith(t, "r2", opts("r2", ""))
+			b.ReplicaWith(t, "r3", opts("r3", ""))
+			run, err := r1.Svc.StartConversation(context.Background(), "ops", "work", "")
 			if err != nil {
 				t.Fatal(err)
 			}
 			offloadtest.WaitOrTimeout(t, k.inflight, "r1's run in its "+hang)
 			// The kill: r1 no longer reaches the server; its lease lapses
-			// (leaseTTL) and its run is cancelled when it notices.
-			r1.js.Conn().Close()
-			conv := offloadtest.WaitOrTimeoutWithin(t, k.continued, leaseTTL+wait, "a continuation on another replica")
+			// (servetest.LeaseTTL) and its run is cancelled when it notices.
+			r1.JS.Conn().Close()
+			conv := offloadtest.WaitOrTimeoutWithin(t, k.continued, servetest.LeaseTTL+servetest.Wait, "a continuation on another replica")
 			if conv != run.ConversationID {
 				t.Fatalf("continued %s, want %s", conv, run.ConversationID)
 			}
@@ -142,26 +144,26 @@ func TestLapsedRunContinued(t *testing.T) {
 // exactly once, its tool completed once, and all finish.
 func TestLapsedRunsContinuedOnce(t *testing.T) {
 	const n = 20
-	b := setup(t)
+	b := servetest.Setup(t)
 	k := &killWorld{requests: map[string]int{}, works: map[string]int{}, inflight: make(chan string, n),
-		continued: make(chan string, 4*n), finals: make(chan serve.Final, 4*n)}
-	opts := func(name, hang string) replicaOpts {
-		return replicaOpts{config: func(c *serve.Config) {
+		continued: make(chan string, 4*n), finals: make(chan service.Final, 4*n)}
+	opts := func(name, hang string) servetest.ReplicaOpts {
+		return servetest.ReplicaOpts{Config: func(c *serve.Config) {
 			c.Agents = []serve.Agent{k.agent(t, name, hang)}
 			c.SweepInterval = 50 * time.Millisecond
 			c.OnContinue = func(conv string) { k.continued <- conv }
 			if hang == "" {
-				c.OnFinal = func(f serve.Final) { k.finals <- f }
+				c.OnFinal = func(f service.Final) { k.finals <- f }
 			}
 		}}
 	}
-	r1 := b.replicaWith(t, "r1", opts("r1", "model"))
+	r1 := b.ReplicaWith(t, "r1", opts("r1", "model"))
 	for _, name := range []string{"r2", "r3", "r4"} {
-		b.replicaWith(t, name, opts(name, ""))
+		b.ReplicaWith(t, name, opts(name, ""))
 	}
 	want := map[string]bool{}
 	for range n {
-		run, err := r1.svc.Start(context.Background(), "ops", "work", "")
+		run, err := r1.Svc.StartConversation(context.Background(), "ops", "work", "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -170,10 +172,10 @@ func TestLapsedRunsContinuedOnce(t *testing.T) {
 	for range n {
 		offloadtest.WaitOrTimeout(t, k.inflight, "r1's runs in their model request")
 	}
-	r1.js.Conn().Close()
+	r1.JS.Conn().Close()
 	done := map[string]bool{}
 	for range n {
-		f := offloadtest.WaitOrTimeoutWithin(t, k.finals, leaseTTL+wait, "the continuations' ends")
+		f := offloadtest.WaitOrTimeoutWithin(t, k.finals, servetest.LeaseTTL+servetest.Wait, "the continuations' ends")
 		if !want[f.ConversationID] || done[f.ConversationID] || f.Status != "finished" {
 			t.Fatalf("continuation ended %+v (done before: %t)", f, done[f.ConversationID])
 		}
@@ -206,10 +208,10 @@ func TestNextSweepAtTheLapse(t *testing.T) {
 	now := time.Now()
 	wait := 5 * time.Second
 	if got := serve.NextSweep(now, wait, time.Time{}); got != wait {
-		t.Errorf("no lease held: %v, want %v", got, wait)
+		t.Errorf("no lease held: %v, want %v", got, servetest.Wait)
 	}
 	if got := serve.NextSweep(now, wait, now.Add(12*time.Second)); got != wait {
-		t.Errorf("a lease lapsing after the interval: %v, want %v", got, wait)
+		t.Errorf("a lease lapsing after the interval: %v, want %v", got, servetest.Wait)
 	}
 	got := serve.NextSweep(now, wait, now.Add(2*time.Second))
 	if got < 2*time.Second || got > 2*time.Second+50*time.Millisecond {

@@ -9,37 +9,15 @@ import (
 	"github.com/offload-dev/offload/pkg/natsjs/convstore"
 )
 
-// summaryReader is a store that tells, without loading a conversation,
-// whether a process holds it and what it waits for (convstore.Store).
-type summaryReader interface {
-	ReadLease(ctx context.Context, id string) (convstore.LeaseSeen, error)
-	Summary(ctx context.Context, id string) (*conversation.Summary, error)
-}
-
-// statusReader is a store that keeps the status index (convstore.Store).
-type statusReader interface {
-	GetStatus(ctx context.Context, id string) (*convstore.Status, error)
-}
-
 // ended reports whether conversation id's last run ended by itself
-// (finished, or failed) by its status index entry; false when the store
-// keeps no index or has no entry for it.
+// (finished, or failed) by its status index entry; false when it has
+// none.
 func (s *Service) ended(ctx context.Context, id string) (bool, error) {
-	sr, ok := s.cfg.Session.Store.(statusReader)
-	if !ok {
-		return false, nil
-	}
-	st, err := sr.GetStatus(ctx, id)
+	st, err := s.cfg.Store.GetStatus(ctx, id)
 	if err != nil || st == nil {
 		return false, err
 	}
-	return st.Status == StatusFinished || st.Status == StatusFailed, nil
-}
-
-// arrivalReader is an inbox that tells which pending tasks have a
-// message stored for them, by direct gets (convstore.Inbox).
-type arrivalReader interface {
-	Arrived(ctx context.Context, sum *conversation.Summary) (map[string]bool, error)
+	return st.Status == conversation.StatusFinished || st.Status == conversation.StatusFailed, nil
 }
 
 // prechecked is what a wake's pre-check decided.
@@ -61,16 +39,11 @@ type prechecked struct {
 // agent this replica serves, and what the conversation waits for is
 // complete (agent is that agent), or when the record cannot tell (none
 // while the status index does not say the last run ended by itself, or
-// one written before records named their agent, or a store or inbox
-// that cannot be read this way: agent is empty, the caller loads the
-// state). A lease held elsewhere is WakeHeld: the live run's next save
+// one written before records named their agent: agent is empty, the
+// caller loads the state). A lease held elsewhere is WakeHeld: the live run's next save
 // is not in the record yet.
 func (s *Service) precheck(ctx context.Context, id string) (prechecked, error) {
-	sr, ok := s.cfg.Session.Store.(summaryReader)
-	ar, ok2 := s.cfg.Session.Inbox.(arrivalReader)
-	if !ok || !ok2 {
-		return prechecked{}, nil
-	}
+	sr, ar := s.cfg.Store, s.cfg.Inbox
 	// The lease and the record at once: two reads, one round trip's wait.
 	var (
 		lease    convstore.LeaseSeen

@@ -7,9 +7,9 @@ import (
 
 	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/conversation"
-	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
-	"github.com/offload-dev/offload/pkg/natsjs/serve"
+	"github.com/offload-dev/offload/pkg/natsjs/serve/servetest"
 	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/service"
 	"github.com/offload-dev/offload/pkg/session"
 )
 
@@ -63,36 +63,36 @@ func refusedFor(t *testing.T, refused <-chan string, reason, what string) {
 // duplicate_identity (the signal that the live read counted the first);
 // a second identity's completes the quorum and runs the call, once.
 func TestQuorumLiveNonBlocking(t *testing.T) {
-	b := setup(t)
-	b.trust = true
-	b.nonBlocking = true
-	b.approval = &session.ApprovalPolicy{Required: 2}
+	b := servetest.Setup(t)
+	b.Trust = true
+	b.NonBlocking = true
+	b.Approval = &session.ApprovalPolicy{Required: 2}
 	refused := make(chan string, 64)
-	r := b.replicaWith(t, "r1", replicaOpts{inboxLog: slog.New(reasonSignal{jstest.Logger().Handler(), refused})})
+	r := b.ReplicaWith(t, "r1", servetest.ReplicaOpts{InboxLog: slog.New(reasonSignal{servetest.Logger().Handler(), refused})})
 	run, conv, task := startBoth(t, b, r)
-	publishDecision(t, r.js, conv, task, `{"approved":true,"by":"ann"}`)
-	publishDecision(t, r.js, conv, task, `{"approved":true,"by":"ann"}`)
+	publishDecision(t, r.JS, conv, task, `{"approved":true,"by":"ann"}`)
+	publishDecision(t, r.JS, conv, task, `{"approved":true,"by":"ann"}`)
 	refusedFor(t, refused, conversation.ReasonDuplicateIdentity, "ann's second approval refused duplicate_identity by the live read")
-	if _, d := b.counts("prod"); d != 0 {
+	if _, d := b.Counts("prod"); d != 0 {
 		t.Fatalf("deploy ran %d times with one approver of two", d)
 	}
 	// bob's approval completes the quorum. (A second of bob's is not
 	// awaited as a signal: the live read that completes the quorum ends
 	// the wait, and reads it only when both were stored before it.)
-	publishDecision(t, r.js, conv, task, `{"approved":true,"by":"bob"}`)
+	publishDecision(t, r.JS, conv, task, `{"approved":true,"by":"bob"}`)
 	// The approved call runs once the slow tool returned (the run
 	// delivers outcomes between steps), whether the live read took the
 	// approval or the run's continuation does.
-	close(b.slowGate)
-	offloadtest.WaitOrTimeout(t, b.deployed, "the deploy, once bob approved too")
+	close(b.SlowGate)
+	offloadtest.WaitOrTimeout(t, b.Deployed, "the deploy, once bob approved too")
 	// The run finishes with the deploy's result, or pauses when its turn
 	// ended before the read handed the outcome over (the refusal that
 	// signals the read is logged before): its continuation delivers it.
 	if f := ended(t, run); f.Status != "finished" && f.Status != "paused" {
 		t.Fatalf("run: %+v", f)
 	}
-	finished(t, r, conv, "done Background tool 'deploy' (task "+task+") completed.\nResult: deployed prod")
-	if _, d := b.counts("prod"); d != 1 {
+	servetest.Finished(t, r, conv, "done Background tool 'deploy' (task "+task+") completed.\nResult: deployed prod")
+	if _, d := b.Counts("prod"); d != 1 {
 		t.Fatalf("deploy ran %d times, want 1", d)
 	}
 }
@@ -100,27 +100,27 @@ func TestQuorumLiveNonBlocking(t *testing.T) {
 // startBoth starts "both prod" on r (the non-blocking deploy, then slow,
 // gated, keeping the run live) and returns its run, conversation and the
 // deploy's task, once its approval is announced and slow runs.
-func startBoth(t *testing.T, b *bundle, r *replica) (*serve.Run, string, string) {
+func startBoth(t *testing.T, b *servetest.World, r *servetest.Replica) (*service.Run, string, string) {
 	t.Helper()
 	return startPrompt(t, b, r, "both prod")
 }
 
 // startPrompt is startBoth with prompt ("both X" or "both+ask X").
-func startPrompt(t *testing.T, b *bundle, r *replica, prompt string) (*serve.Run, string, string) {
+func startPrompt(t *testing.T, b *servetest.World, r *servetest.Replica, prompt string) (*service.Run, string, string) {
 	t.Helper()
-	sub, err := r.js.Conn().SubscribeSync("tools.approval.>")
+	sub, err := r.JS.Conn().SubscribeSync("tools.approval.>")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	ctx, cancel := context.WithTimeout(context.Background(), servetest.Wait)
 	defer cancel()
-	run, err := r.svc.Start(ctx, "ops", prompt, "")
+	run, err := r.Svc.StartConversation(ctx, "ops", prompt, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	offloadtest.WaitOrTimeout(t, b.slowStarted, "the slow tool")
-	m, err := sub.NextMsg(wait)
+	offloadtest.WaitOrTimeout(t, b.SlowStarted, "the slow tool")
+	m, err := sub.NextMsg(servetest.Wait)
 	if err != nil {
 		t.Fatalf("the deploy's announcement: %v", err)
 	}
@@ -132,7 +132,7 @@ func startPrompt(t *testing.T, b *bundle, r *replica, prompt string) (*serve.Run
 }
 
 // ended waits for run to end and returns its Final.
-func ended(t *testing.T, run *serve.Run) serve.Final {
+func ended(t *testing.T, run *service.Run) service.Final {
 	t.Helper()
 	offloadtest.WaitOrTimeout(t, run.Done(), "the run to end")
 	return run.Final()
@@ -144,28 +144,28 @@ func ended(t *testing.T, run *serve.Run) serve.Final {
 // identity again does not run the call; a second identity's wakes the
 // conversation and runs it once.
 func TestQuorumLiveThenPaused(t *testing.T) {
-	b := setup(t)
-	b.trust = true
-	b.nonBlocking = true
-	b.approval = &session.ApprovalPolicy{Required: 2}
+	b := servetest.Setup(t)
+	b.Trust = true
+	b.NonBlocking = true
+	b.Approval = &session.ApprovalPolicy{Required: 2}
 	refused := make(chan string, 64)
-	r := b.replicaWith(t, "r1", replicaOpts{inboxLog: slog.New(reasonSignal{jstest.Logger().Handler(), refused})})
+	r := b.ReplicaWith(t, "r1", servetest.ReplicaOpts{InboxLog: slog.New(reasonSignal{servetest.Logger().Handler(), refused})})
 	run, conv, task := startBoth(t, b, r)
-	publishDecision(t, r.js, conv, task, `{"approved":true,"by":"ann"}`)
-	publishDecision(t, r.js, conv, task, `{"approved":true,"by":"ann"}`)
+	publishDecision(t, r.JS, conv, task, `{"approved":true,"by":"ann"}`)
+	publishDecision(t, r.JS, conv, task, `{"approved":true,"by":"ann"}`)
 	refusedFor(t, refused, conversation.ReasonDuplicateIdentity, "ann's second approval refused duplicate_identity by the live read")
-	close(b.slowGate)
+	close(b.SlowGate)
 	if f := ended(t, run); f.Status != "paused" || len(f.Pending) != 1 || f.Pending[0].TaskID != task {
 		t.Fatalf("run: %+v, want paused on the deploy", f)
 	}
-	if c, err := r.svc.Get(context.Background(), conv); err != nil || len(c.Pending) != 1 || c.Pending[0].Required != 2 {
+	if c, err := r.Svc.Get(context.Background(), conv); err != nil || len(c.Pending) != 1 || c.Pending[0].Required != 2 {
 		t.Fatalf("paused conversation %+v, %v; want the deploy pending with required 2", c, err)
 	}
-	seq := publishDecision(t, r.js, conv, task, `{"approved":true,"by":"ann"}`)
+	seq := publishDecision(t, r.JS, conv, task, `{"approved":true,"by":"ann"}`)
 	stillPending(t, b, readPast(t, r, conv, seq), task, "ann")
-	publishDecision(t, r.js, conv, task, `{"approved":true,"by":"bob"}`)
-	finished(t, r, conv, "done Background tool 'deploy' (task "+task+") completed.\nResult: deployed prod")
-	if _, d := b.counts("prod"); d != 1 {
+	publishDecision(t, r.JS, conv, task, `{"approved":true,"by":"bob"}`)
+	servetest.Finished(t, r, conv, "done Background tool 'deploy' (task "+task+") completed.\nResult: deployed prod")
+	if _, d := b.Counts("prod"); d != 1 {
 		t.Fatalf("deploy ran %d times, want 1", d)
 	}
 }
@@ -176,14 +176,14 @@ func TestQuorumLiveThenPaused(t *testing.T) {
 // still pending is saved with it (votes [ann]), so that the second
 // identity's approval, after the pause, runs the call once.
 func TestQuorumLiveVotesSaved(t *testing.T) {
-	b := setup(t)
-	b.trust = true
-	b.nonBlocking = true
-	b.approval = &session.ApprovalPolicy{Required: 2}
+	b := servetest.Setup(t)
+	b.Trust = true
+	b.NonBlocking = true
+	b.Approval = &session.ApprovalPolicy{Required: 2}
 	refused := make(chan string, 64)
-	r := b.replicaWith(t, "r1", replicaOpts{inboxLog: slog.New(reasonSignal{jstest.Logger().Handler(), refused})})
+	r := b.ReplicaWith(t, "r1", servetest.ReplicaOpts{InboxLog: slog.New(reasonSignal{servetest.Logger().Handler(), refused})})
 	run, conv, task := startPrompt(t, b, r, "both+ask prod")
-	c, err := r.svc.Get(context.Background(), conv)
+	c, err := r.Svc.Get(context.Background(), conv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,9 +196,9 @@ func TestQuorumLiveVotesSaved(t *testing.T) {
 	if ask == "" {
 		t.Fatalf("no ask pending in %+v", c)
 	}
-	publishDecision(t, r.js, conv, task, `{"approved":true,"by":"ann"}`)
+	publishDecision(t, r.JS, conv, task, `{"approved":true,"by":"ann"}`)
 	for range 2 {
-		if _, err := r.js.Publish(context.Background(), "tools.answer."+conv+"."+ask, []byte(`{"content":"asked prod"}`)); err != nil {
+		if _, err := r.JS.Publish(context.Background(), "tools.answer."+conv+"."+ask, []byte(`{"content":"asked prod"}`)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -206,20 +206,20 @@ func TestQuorumLiveVotesSaved(t *testing.T) {
 	// A live read reads the decisions before the answers: ann's second
 	// approval, published now, is read by a later read than the one that
 	// took the answer, which handed it to the run first.
-	publishDecision(t, r.js, conv, task, `{"approved":true,"by":"ann"}`)
+	publishDecision(t, r.JS, conv, task, `{"approved":true,"by":"ann"}`)
 	refusedFor(t, refused, conversation.ReasonDuplicateIdentity, "ann's second approval refused duplicate_identity by the live read")
-	close(b.slowGate)
+	close(b.SlowGate)
 	if f := ended(t, run); f.Status != "paused" || len(f.Pending) != 1 || f.Pending[0].TaskID != task {
 		t.Fatalf("run: %+v, want paused on the deploy", f)
 	}
-	st, _, err := r.convs.Store.Load(context.Background(), conv)
+	st, _, err := r.Convs.Store.Load(context.Background(), conv)
 	if err != nil {
 		t.Fatal(err)
 	}
 	stillPending(t, b, st, task, "ann")
-	publishDecision(t, r.js, conv, task, `{"approved":true,"by":"bob"}`)
-	finished(t, r, conv, "done Background tool 'deploy' (task "+task+") completed.\nResult: deployed prod")
-	if _, d := b.counts("prod"); d != 1 {
+	publishDecision(t, r.JS, conv, task, `{"approved":true,"by":"bob"}`)
+	servetest.Finished(t, r, conv, "done Background tool 'deploy' (task "+task+") completed.\nResult: deployed prod")
+	if _, d := b.Counts("prod"); d != 1 {
 		t.Fatalf("deploy ran %d times, want 1", d)
 	}
 }

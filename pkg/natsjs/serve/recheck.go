@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/session"
 )
 
@@ -20,33 +19,17 @@ import (
 // when a message stored past its reads completes it: a replica continues
 // it at once.
 
-// laterArrivals is an inbox that tells which pending tasks have a message
-// stored past a checkpoint (convstore.Inbox).
-type laterArrivals interface {
-	ArrivedAfter(ctx context.Context, sum *conversation.Summary, cp conversation.Checkpoint) (map[string]bool, error)
-}
-
-// leaseExpiry is a store that tells when a held lease lapses
-// (convstore.Store).
-type leaseExpiry interface {
-	LeaseExpiry(ctx context.Context, id string) (time.Time, error)
-}
-
 // recheck publishes the wake marker of sess's conversation, released
 // already, when what it waits for is complete with messages stored
 // past the session's reads.
 func (s *Service) recheck(sess *session.Session) {
-	la, ok := s.cfg.Session.Inbox.(laterArrivals)
-	if !ok {
-		return
-	}
 	sum, cp := sess.Summary()
 	if sum == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), 5*time.Second)
 	defer cancel()
-	arrived, err := la.ArrivedAfter(ctx, sum, cp)
+	arrived, err := s.cfg.Inbox.ArrivedAfter(ctx, sum, cp)
 	if err != nil {
 		s.log.Warn("re-check after release failed; what arrived is delivered again when due", slog.String("conversation_id", sess.ID()), slog.Any("error", err))
 		return
@@ -69,13 +52,12 @@ func (s *Service) recheck(sess *session.Session) {
 // arrived past its reads.
 func (s *Service) heldDelay(id string, delivered uint64) time.Duration {
 	delay := s.cfg.RetryDelay << min(max(delivered, 1)-1, 16)
-	le, ok := s.cfg.Session.Store.(leaseExpiry)
-	if !ok || delay <= s.cfg.RetryDelay {
+	if delay <= s.cfg.RetryDelay {
 		return s.cfg.RetryDelay
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), 5*time.Second)
 	defer cancel()
-	until, err := le.LeaseExpiry(ctx, id)
+	until, err := s.cfg.Store.LeaseExpiry(ctx, id)
 	if err != nil || until.IsZero() {
 		return s.cfg.RetryDelay // released meanwhile: try again soon
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
 	"github.com/offload-dev/offload/pkg/natsjs/serve"
+	"github.com/offload-dev/offload/pkg/natsjs/serve/servetest"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
@@ -23,12 +24,12 @@ const heldMsg = "wake: the conversation is held; delivered again later"
 // delivered again only in 30 s (RetryDelay, and the lease's lapse),
 // beyond the test's wait.
 func TestArrivalWhileRunEnds(t *testing.T) {
-	b := setup(t)
+	b := servetest.Setup(t)
 	log, held := jstest.SignalOn(heldMsg)
 	ending, release := make(chan string, 4), make(chan struct{})
 	gated := make(chan struct{}, 1)
 	gated <- struct{}{} // the first run's end only
-	r := b.replicaWith(t, "r1", replicaOpts{log: log, leaseTTL: 30 * time.Second, config: func(c *serve.Config) {
+	r := b.ReplicaWith(t, "r1", servetest.ReplicaOpts{Log: log, LeaseTTL: 30 * time.Second, Config: func(c *serve.Config) {
 		c.RetryDelay = 30 * time.Second // the held wake's redelivery: beyond the test's wait
 		c.Unfollow = func(conv string) {
 			select {
@@ -40,25 +41,25 @@ func TestArrivalWhileRunEnds(t *testing.T) {
 		}
 	}})
 	ctx := context.Background()
-	run, err := r.svc.Start(ctx, "ops", "deploy prod", "")
+	run, err := r.Svc.StartConversation(ctx, "ops", "deploy prod", "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	conv := offloadtest.WaitOrTimeout(t, ending, "the run's end, its lease still held")
 	// The run has saved its pause; it reads nothing more.
-	view, err := r.svc.Get(ctx, conv)
+	view, err := r.Svc.Get(ctx, conv)
 	if err != nil || len(view.Pending) != 1 {
 		t.Fatalf("the paused conversation: %+v %v", view, err)
 	}
-	b.decide(t, r.js, conv, view.Pending[0].TaskID)
+	b.Decide(t, r.JS, conv, view.Pending[0].TaskID)
 	offloadtest.WaitOrTimeout(t, held, "the decision's wake finding the lease held")
 	close(release)
 	<-run.Done()
-	if got := offloadtest.WaitOrTimeout(t, b.finished, "the continuation"); got != "prod" {
+	if got := offloadtest.WaitOrTimeout(t, b.Finished, "the continuation"); got != "prod" {
 		t.Fatalf("continued %s", got)
 	}
-	finished(t, r, conv, "done deployed prod")
-	if c, d := b.counts("prod"); c != 1 || d != 1 {
+	servetest.Finished(t, r, conv, "done deployed prod")
+	if c, d := b.Counts("prod"); c != 1 || d != 1 {
 		t.Fatalf("%d continuations, %d deploys; want 1, 1", c, d)
 	}
 }
@@ -67,27 +68,27 @@ func TestArrivalWhileRunEnds(t *testing.T) {
 // live run holds is delivered again at growing delays (RetryDelay
 // doubled each time, at most until the lease would lapse), not every
 // RetryDelay. k messages for a conversation whose run is live for about
-// 2 s (leaseTTL) are redelivered at most 5 times each by its end (100
+// 2 s (servetest.LeaseTTL) are redelivered at most 5 times each by its end (100
 // ms, 200, 400, 800, then the lease's lapse); every RetryDelay they were
 // redelivered about 20 times each.
 func TestHeldWakeRedeliveries(t *testing.T) {
 	const k = 10
-	b := setup(t)
-	r := b.replica(t, "r1")
+	b := servetest.Setup(t)
+	r := b.Replica(t, "r1")
 	ctx := context.Background()
-	run, err := r.svc.Start(ctx, "ops", "slow job", "")
+	run, err := r.Svc.StartConversation(ctx, "ops", "slow job", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	offloadtest.WaitOrTimeout(t, b.slowStarted, "the slow tool")
+	offloadtest.WaitOrTimeout(t, b.SlowStarted, "the slow tool")
 	for range k { // decisions of no pending call: woken, found held
-		if _, err := r.js.Publish(ctx, fmt.Sprintf("tools.decision.%s.%s", run.ConversationID, protocol.NewID()), []byte(`{"approved":true}`)); err != nil {
+		if _, err := r.JS.Publish(ctx, fmt.Sprintf("tools.decision.%s.%s", run.ConversationID, protocol.NewID()), []byte(`{"approved":true}`)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	hold := time.NewTimer(leaseTTL) // the measurement's span: a live run's
+	hold := time.NewTimer(servetest.LeaseTTL) // the measurement's span: a live run's
 	<-hold.C
-	c, err := r.js.Consumer(ctx, natsjs.NamesFor("").Decisions, natsjs.WakeConsumerName)
+	c, err := r.JS.Consumer(ctx, natsjs.NamesFor("").Decisions, natsjs.WakeConsumerName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,11 +96,11 @@ func TestHeldWakeRedeliveries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	close(b.slowGate)
+	close(b.SlowGate)
 	<-run.Done()
-	offloadtest.WaitOrTimeout(t, b.finished, "the run's end")
+	offloadtest.WaitOrTimeout(t, b.Finished, "the run's end")
 	deliveries := ci.Delivered.Consumer // every delivery, redeliveries included
-	t.Logf("%d wake messages of a run live for %s: %d deliveries", k, leaseTTL, deliveries)
+	t.Logf("%d wake messages of a run live for %s: %d deliveries", k, servetest.LeaseTTL, deliveries)
 	if deliveries > 6*k {
 		t.Errorf("%d deliveries of %d messages (%d redeliveries), want at most %d", deliveries, k, deliveries-k, 6*k)
 	}

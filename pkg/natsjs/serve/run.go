@@ -9,95 +9,57 @@ import (
 
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/conversation"
-	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/service"
 	"github.com/offload-dev/offload/pkg/session"
 )
 
-// ErrUnknownAgent is returned by [Service.Start] for an agent this
-// replica does not serve.
-var ErrUnknownAgent = errors.New("serve: unknown agent")
-
-// ErrClosed is returned by [Service.Start] once [Service.Close] has begun.
-var ErrClosed = errors.New("serve: closed")
-
-// Final is how a run ended: the §6.3 final event's information.
-type Final struct {
-	// ConversationID is the conversation.
-	ConversationID string `json:"conversation_id"`
-	// RunID identifies the run.
-	RunID string `json:"run_id"`
-	// Status is "finished", "paused" or "failed".
-	Status string `json:"status"`
-	// Output is the final text of a finished run.
-	Output string `json:"output,omitempty"`
-	// Pending are the calls a paused run waits for.
-	Pending []deferred.PendingTask `json:"pending,omitempty"`
-	// Error says why a run failed.
-	Error string `json:"error,omitempty"`
-}
-
-// Run is a live run of a conversation on this replica.
-type Run struct {
-	// ConversationID is the conversation.
-	ConversationID string
-	// ID identifies the run.
-	ID     string
-	agent  string // its agent's name
-	done   chan struct{}
-	final  Final
+// liveRun is a run of a conversation live on this replica.
+type liveRun struct {
+	*service.Run
+	agent  string                  // its agent's name
 	cancel context.CancelCauseFunc // interrupts the run (Service.Cancel)
 }
 
-// Done is closed when the run has ended and its state is saved.
-func (r *Run) Done() <-chan struct{} { return r.done }
-
-// Final returns how the run ended; valid once Done is closed.
-func (r *Run) Final() Final { return r.final }
-
-// Start starts a run of agent name on prompt: a new conversation, or the
-// stored conversation id (one with nothing pending) when id is set. It
-// returns once the conversation is claimed and recorded; the run goes on
-// on the service's goroutine.
-func (s *Service) Start(ctx context.Context, name, prompt, id string) (*Run, error) {
-	return s.start(ctx, name, prompt, id, true)
+// StartConversation starts a run of agent name on prompt: a new
+// conversation, or the stored conversation id (one with nothing pending)
+// when id is set. It returns once the conversation is claimed and
+// recorded; the run goes on on the service's goroutine.
+func (s *Service) StartConversation(ctx context.Context, name, prompt, id string) (*service.Run, error) {
+	return s.startRun(ctx, name, prompt, id, true)
 }
-
-// ErrNoAgent is returned by [Service.Continue] for a conversation that
-// records no agent (one not started by agent serve).
-var ErrNoAgent = errors.New("serve: the conversation records no agent")
 
 // Continue starts a run of stored conversation id, one with nothing
 // pending, on prompt, with the agent it records: its claim does not wait
 // for another holder (a *conversation.ClaimedError while a run of it is
 // live), a conversation with calls pending is a *session.PendingError.
-func (s *Service) Continue(ctx context.Context, id, prompt string) (*Run, error) {
-	st, _, err := s.cfg.Session.Store.Load(ctx, id)
+func (s *Service) Continue(ctx context.Context, id, prompt string) (*service.Run, error) {
+	st, _, err := s.cfg.Store.Load(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	if st.Agent == nil {
-		return nil, fmt.Errorf("%w: %s", ErrNoAgent, id)
+		return nil, fmt.Errorf("%w: %s", service.ErrNoAgent, id)
 	}
 	if s.live(id) != nil {
 		return nil, &conversation.ClaimedError{ID: id, Holder: s.cfg.Holder, Until: time.Now().Add(conversation.LeaseTTL)}
 	}
-	return s.start(ctx, st.Agent.Name, prompt, id, false)
+	return s.startRun(ctx, st.Agent.Name, prompt, id, false)
 }
 
-// start is Start, its claim waiting for another holder when wait is set.
-func (s *Service) start(ctx context.Context, name, prompt, id string, wait bool) (*Run, error) {
+// startRun is StartConversation, its claim waiting for another holder when wait is set.
+func (s *Service) startRun(ctx context.Context, name, prompt, id string, wait bool) (*service.Run, error) {
 	a, ok := s.agents[name]
 	if !ok {
-		return nil, fmt.Errorf("%w: %q", ErrUnknownAgent, name)
+		return nil, fmt.Errorf("%w: %q", service.ErrUnknownAgent, name)
 	}
 	create := id == ""
 	if create {
 		id = protocol.NewID()
 	}
 	if !s.enter() {
-		return nil, ErrClosed
+		return nil, service.ErrClosed
 	}
 	sess, err := session.Open(ctx, s.sessionConfig(wait, a.Name), id, create)
 	if err != nil {
@@ -124,9 +86,10 @@ func (s *Service) start(ctx context.Context, name, prompt, id string, wait bool)
 
 // launch runs a on the claimed session sess on a goroutine of the service
 // (registered with enter by the caller), releasing the session at its end.
-func (s *Service) launch(sess *session.Session, a Agent, prompt string, opts *agent.RunOptions) *Run {
+func (s *Service) launch(sess *session.Session, a Agent, prompt string, opts *agent.RunOptions) *service.Run {
 	ctx, cancel := context.WithCancelCause(s.ctx)
-	r := &Run{ConversationID: sess.ID(), ID: protocol.NewID(), agent: a.Name, done: make(chan struct{}), cancel: cancel}
+	run, finish := service.NewRun(sess.ID(), protocol.NewID())
+	r := &liveRun{Run: run, agent: a.Name, cancel: cancel}
 	s.mu.Lock()
 	s.runs[r.ConversationID] = r
 	s.mu.Unlock()
@@ -138,16 +101,15 @@ func (s *Service) launch(sess *session.Session, a Agent, prompt string, opts *ag
 	opts.Capabilities = append(opts.Capabilities, sess.NonBlockingCalls(a.NonBlocking))
 	go func() {
 		defer s.wg.Done()
-		defer close(r.done)
 		defer cancel(nil)
 		// The session records the status index's running and outcome
 		// while it holds the lease (session.Run).
 		res, err := sess.Run(ctx, a.Agent, prompt, opts)
 		events.wait() // the run is done once its events are stored
-		if cause := context.Cause(ctx); err != nil && errors.Is(err, context.Canceled) && errors.Is(cause, ErrCancelled) {
+		if cause := context.Cause(ctx); err != nil && errors.Is(err, context.Canceled) && errors.Is(cause, service.ErrCancelled) {
 			err = fmt.Errorf("%w: %w", cause, err) // what interrupted it, in its final event
 		}
-		r.final = finalOf(r, res, err, sess)
+		final := finalOf(r.Run, res, err, sess)
 		// No longer live here before the release: a wake of the
 		// re-check's marker on this replica claims it (the lease tells
 		// the others).
@@ -157,15 +119,16 @@ func (s *Service) launch(sess *session.Session, a Agent, prompt string, opts *ag
 		}
 		s.mu.Unlock()
 		s.closeSession(sess)
-		s.log.Info("run ended", slog.String("conversation_id", r.ConversationID), slog.String("status", r.final.Status))
+		s.log.Info("run ended", slog.String("conversation_id", r.ConversationID), slog.String("status", final.Status))
 		if err == nil && res.Suspended {
 			s.handOver(r.ConversationID)
 		}
 		if s.cfg.OnFinal != nil {
-			s.cfg.OnFinal(r.final)
+			s.cfg.OnFinal(final)
 		}
+		finish(final) // Done last, as before: OnFinal has been told
 	}()
-	return r
+	return run
 }
 
 // closeSession ends this replica's hold on sess's conversation: it stops
@@ -197,21 +160,21 @@ func (s *Service) handOver(id string) {
 
 // finalOf is the Final of a run of sess that returned res and err; a
 // paused run's calls as sess saved them (with their quorums).
-func finalOf(r *Run, res *agent.Result, err error, sess *session.Session) Final {
-	f := Final{ConversationID: r.ConversationID, RunID: r.ID}
+func finalOf(r *service.Run, res *agent.Result, err error, sess *session.Session) service.Final {
+	f := service.Final{ConversationID: r.ConversationID, RunID: r.ID}
 	switch {
 	case err != nil:
-		f.Status, f.Error = StatusFailed, err.Error()
+		f.Status, f.Error = conversation.StatusFailed, err.Error()
 	case res.Paused():
-		f.Status, f.Pending = StatusPaused, sess.Pending()
+		f.Status, f.Pending = conversation.StatusPaused, sess.Pending()
 	default:
-		f.Status, f.Output = StatusFinished, res.Output
+		f.Status, f.Output = conversation.StatusFinished, res.Output
 	}
 	return f
 }
 
 // live returns the live run of conversation id on this replica, if any.
-func (s *Service) live(id string) *Run {
+func (s *Service) live(id string) *liveRun {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.runs[id]

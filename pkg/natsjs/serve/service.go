@@ -11,10 +11,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/offload-dev/offload/pkg/agent"
-	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/convstore"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/startstop"
+	"github.com/offload-dev/offload/pkg/pending"
+	"github.com/offload-dev/offload/pkg/service"
 	"github.com/offload-dev/offload/pkg/session"
 	"github.com/offload-dev/offload/pkg/tool"
 )
@@ -49,9 +51,15 @@ type Config struct {
 	// Provision are the options the wake consumers are ensured with (its
 	// Prefix the subjects' prefix).
 	Provision natsjs.ProvisionOptions
-	// Session is the configuration of every session the service opens
-	// (Store required; Inbox, Announcer, Canceller, Attacher, Answers as
-	// `agent resume` has them). Its Holder is replaced by Holder.
+	// Store keeps the conversations. Required.
+	Store Store
+	// Inbox reads what arrived for them. Required.
+	Inbox Inbox
+	// Session is the rest of the configuration of every session the
+	// service opens (Announcer, Canceller, Attacher, Answers, MaxPayload,
+	// Connected, TracerProvider, Approvals: as agentproc builds it for
+	// every agent process). Its Store and Inbox are the service's; its
+	// Holder, Logger and Quorum are set by the service.
 	Session session.Config
 	// Agents are the agents this replica serves; at least one, names
 	// unique.
@@ -67,8 +75,6 @@ type Config struct {
 	// delivered again when this replica lacks the conversation's agent.
 	// Defaults to 10 s.
 	MissingDelay time.Duration
-	// ClaimWait bounds a wake's attempt at the lease. Defaults to 500 ms.
-	ClaimWait time.Duration
 	// Concurrency bounds the wakes handled at once (each loads a
 	// conversation, claims it and reads what arrived for it); further wake
 	// messages wait on the server. Defaults to 16.
@@ -106,48 +112,50 @@ type Config struct {
 	// OnFinal, if set, is told how each run of this replica ended, once
 	// its state is saved and its lease released (notifications, tests,
 	// benchmarks).
-	OnFinal func(Final)
+	OnFinal func(service.Final)
 }
 
-// Service runs and wakes conversations: [Service.Open] starts it,
-// [Service.Close] stops it.
+// Service runs and wakes conversations: the core of `agent serve`
+// ([service.Core]). [Service.Start] starts it, [Service.Stop] stops it.
 type Service struct {
 	cfg    Config
 	log    *slog.Logger
 	agents map[string]Agent
+	timers *pending.Desk // over Config.Timers; nil without
 
-	ctx     context.Context // the runs' context, cancelled by Close
+	ctx     context.Context // the runs' context, cancelled by Stop
 	cancel  context.CancelFunc
-	suspend chan struct{} // closed by Close: live runs suspend
+	suspend chan struct{} // closed by Stop: live runs suspend
 	wakes   chan struct{} // a slot per wake handled at once
 
-	mu       sync.Mutex
-	closed   bool
-	consume  []jetstream.ConsumeContext
-	cons     []jetstream.Consumer // the wake consumers consumed
-	unwatch  func()               // stops reading the cancel markers
-	running  runningSet           // the conversations whose status says running
-	runs     map[string]*Run      // live, by conversation
-	missing  map[string]string
-	wg       sync.WaitGroup // wakes and runs
-	stopOnce sync.Once
+	life    startstop.Base
+	mu      sync.Mutex
+	consume []jetstream.ConsumeContext
+	cons    []jetstream.Consumer // the wake consumers consumed
+	unwatch func()               // stops reading the cancel markers and the status index
+	running runningSet           // the conversations whose status says running
+	runs    map[string]*liveRun  // live, by conversation
+	missing map[string]string
+	wg      sync.WaitGroup // wakes and runs
 }
 
-// New returns a Service over cfg; [Service.Open] starts it.
+var _ service.Core = (*Service)(nil)
+
+// New returns a Service over cfg; [Service.Start] starts it.
 func New(cfg Config) (*Service, error) {
-	if cfg.JetStream == nil || cfg.Session.Store == nil {
-		return nil, errors.New("serve: JetStream and Session.Store are required")
+	if cfg.JetStream == nil || cfg.Store == nil || cfg.Inbox == nil {
+		return nil, fmt.Errorf("%w: serve: JetStream, Store and Inbox are required", natsjs.ErrInvalidConfig)
 	}
 	if len(cfg.Agents) == 0 {
-		return nil, errors.New("serve: no agent")
+		return nil, fmt.Errorf("%w: serve: no agent", natsjs.ErrInvalidConfig)
 	}
 	agents := map[string]Agent{}
 	for _, a := range cfg.Agents {
 		if a.Name == "" || a.Agent == nil {
-			return nil, errors.New("serve: an agent needs a name and an agent")
+			return nil, fmt.Errorf("%w: serve: an agent needs a name and an agent", natsjs.ErrInvalidConfig)
 		}
 		if _, dup := agents[a.Name]; dup {
-			return nil, fmt.Errorf("serve: agent %s given twice", a.Name)
+			return nil, fmt.Errorf("%w: serve: agent %s given twice", natsjs.ErrInvalidConfig, a.Name)
 		}
 		agents[a.Name] = a
 	}
@@ -163,9 +171,6 @@ func New(cfg Config) (*Service, error) {
 	if cfg.MissingDelay <= 0 {
 		cfg.MissingDelay = 10 * time.Second
 	}
-	if cfg.ClaimWait <= 0 {
-		cfg.ClaimWait = 500 * time.Millisecond
-	}
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 16
 	}
@@ -178,42 +183,57 @@ func New(cfg Config) (*Service, error) {
 	if cfg.SweepInterval <= 0 {
 		cfg.SweepInterval = 5 * time.Second
 	}
-	cfg.Session.Holder = cfg.Holder
-	cfg.Session.Logger = cfg.Logger
-	ctx, cancel := context.WithCancel(context.Background())
-	return &Service{cfg: cfg, log: cfg.Logger, agents: agents, ctx: ctx, cancel: cancel, suspend: make(chan struct{}),
-		wakes: make(chan struct{}, cfg.Concurrency), runs: map[string]*Run{}, missing: map[string]string{},
-		running: runningSet{ids: map[string]uint64{}}}, nil
+	cfg.Session.Store, cfg.Session.Inbox = cfg.Store, cfg.Inbox
+	cfg.Session.Holder, cfg.Session.Logger = cfg.Holder, cfg.Logger
+	s := &Service{cfg: cfg, log: cfg.Logger, agents: agents, suspend: make(chan struct{}),
+		wakes: make(chan struct{}, cfg.Concurrency), runs: map[string]*liveRun{}, missing: map[string]string{},
+		running: runningSet{ids: map[string]uint64{}}}
+	if cfg.Timers != nil {
+		d, err := pending.New(pending.Config{Records: cfg.Timers, Logger: cfg.Logger})
+		if err != nil {
+			return nil, err
+		}
+		s.timers = d
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	return s, nil
 }
 
-// Open ensures the wake consumers and starts consuming them: from then on
+// Start ensures the wake consumers and starts consuming them: from then on
 // every conversation with something arrived for it is woken, those whose
-// messages were stored while no replica ran included.
-func (s *Service) Open(ctx context.Context) error {
+// messages were stored while no replica ran included. It also starts
+// reading the cancel markers and the status index (the runs whose holder
+// died), and the approval timers of Config.Timers. A Service starts once.
+func (s *Service) Start(ctx context.Context) error {
+	if err := s.life.StartInit(); err != nil {
+		return natsjs.ErrStarted
+	}
+	if err := s.start(ctx); err != nil {
+		s.cancel()
+		s.life.StartFailed()
+		return err
+	}
+	return nil
+}
+
+func (s *Service) start(ctx context.Context) error {
 	cons, err := natsjs.EnsureWakeConsumers(ctx, s.cfg.JetStream, s.cfg.Provision)
 	if err != nil {
 		return err
 	}
-	unwatch, err := s.watchCancels(s.ctx) // the watch lives as long as the service, not as Open
+	// The watches live as long as the service, not as Start's ctx.
+	unwatchC, err := s.watchCancels(s.ctx)
 	if err != nil {
 		return err
 	}
-	unwatchR, err := s.watchRunning(s.ctx)
+	unwatchR, err := s.cfg.Store.WatchStatuses(s.ctx, s.running.update)
 	if err != nil {
-		unwatch()
+		unwatchC()
 		return err
-	}
-	if unwatchR != nil {
-		prev := unwatch
-		unwatch = func() { prev(); unwatchR() }
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		unwatch()
-		return errors.New("serve: closed")
-	}
-	s.unwatch = unwatch
+	s.unwatch = func() { unwatchC(); unwatchR() }
 	for _, c := range cons {
 		cc, err := c.Consume(s.onWake, jetstream.PullMaxMessages(2*s.cfg.Concurrency))
 		if err != nil {
@@ -221,76 +241,69 @@ func (s *Service) Open(ctx context.Context) error {
 				cc.Stop()
 			}
 			s.consume = nil
+			s.unwatch()
 			s.unwatch = nil
-			unwatch()
 			return fmt.Errorf("serve: consume the wake messages: %w", err)
 		}
 		s.consume = append(s.consume, cc)
 	}
 	s.cons = cons
-	if s.cfg.Timers != nil {
+	if s.timers != nil {
 		s.wg.Add(1)
-		go s.timers()
+		go s.timersLoop()
 	}
-	if unwatchR != nil {
-		s.wg.Add(1)
-		go s.lapsedLoop()
-	}
+	s.wg.Add(1)
+	go s.lapsedLoop()
 	return nil
 }
 
-// Close stops waking conversations, asks the live runs to suspend at
+// Stop stops waking conversations, asks the live runs to suspend at
 // their next safe point (their state saved, their leases released, so
 // that another replica continues them), waits for them up to
 // Config.SuspendTimeout or ctx's end, then cancels what is left. It is
-// idempotent.
-func (s *Service) Close(ctx context.Context) error {
-	var err error
-	s.stopOnce.Do(func() {
-		s.mu.Lock()
-		s.closed = true
-		consume := s.consume
-		s.consume = nil
-		s.mu.Unlock()
-		for _, cc := range consume {
-			cc.Stop()
-		}
-		for _, cc := range consume {
-			<-cc.Closed()
-		}
-		s.mu.Lock()
-		live := len(s.runs)
-		s.mu.Unlock()
-		close(s.suspend)
-		s.log.Info("closing: live runs asked to suspend", slog.Int("runs", live))
-		done := make(chan struct{})
-		go func() { s.wg.Wait(); close(done) }()
-		timer := time.NewTimer(s.cfg.SuspendTimeout)
-		defer timer.Stop()
-		select {
-		case <-done:
-		case <-timer.C:
-			err = errors.New("serve: live runs did not suspend in time: cancelled")
-		case <-ctx.Done():
-			err = ctx.Err()
-		}
-		s.cancel()
-		<-done
-		s.mu.Lock()
-		unwatch := s.unwatch
-		s.mu.Unlock()
-		if unwatch != nil {
-			unwatch()
-		}
-	})
-	return err
+// idempotent; every caller waits for the stop and gets its error.
+func (s *Service) Stop(ctx context.Context) error {
+	return s.life.Stop(func() error { return s.stop(ctx) })
 }
 
-// Ready reports whether the service consumes its wake messages.
-func (s *Service) Ready() bool {
+// Stopped is closed once the service has stopped.
+func (s *Service) Stopped() <-chan struct{} { return s.life.Done() }
+
+func (s *Service) stop(ctx context.Context) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return !s.closed && len(s.consume) > 0
+	consume := s.consume
+	s.consume = nil
+	live := len(s.runs)
+	s.mu.Unlock()
+	for _, cc := range consume {
+		cc.Stop()
+	}
+	for _, cc := range consume {
+		<-cc.Closed()
+	}
+	close(s.suspend)
+	s.log.Info("closing: live runs asked to suspend", slog.Int("runs", live))
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	timer := time.NewTimer(s.cfg.SuspendTimeout)
+	defer timer.Stop()
+	var err error
+	select {
+	case <-done:
+	case <-timer.C:
+		err = errors.New("serve: live runs did not suspend in time: cancelled")
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	s.cancel()
+	<-done
+	s.mu.Lock()
+	unwatch := s.unwatch
+	s.mu.Unlock()
+	if unwatch != nil {
+		unwatch()
+	}
+	return err
 }
 
 // CheckReady returns nil when the service consumes its wake messages and
@@ -298,7 +311,7 @@ func (s *Service) Ready() bool {
 // deleted, or a server that does not answer, is an error naming it.
 func (s *Service) CheckReady(ctx context.Context) error {
 	s.mu.Lock()
-	ready, cons := !s.closed && len(s.consume) > 0, s.cons
+	ready, cons := s.life.Running() && len(s.consume) > 0, s.cons
 	s.mu.Unlock()
 	if !ready {
 		return errors.New("serve: the wake consumers are not consumed")
@@ -319,11 +332,11 @@ func (s *Service) Agent(name string) (Agent, bool) {
 }
 
 // enter registers a goroutine of the service (a wake or a run); false
-// once Close has begun.
+// unless the service runs (once Stop has begun).
 func (s *Service) enter() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if !s.life.Running() {
 		return false
 	}
 	s.wg.Add(1)
@@ -331,8 +344,8 @@ func (s *Service) enter() bool {
 }
 
 // sessionConfig is the configuration of the sessions of the agent named
-// agentName (its approvals' quorum); for wakes (!wait) a claim does not
-// wait for another holder beyond ClaimWait.
+// agentName (its approvals' quorum); for wakes and continuations (!wait)
+// a claim does not wait for another holder.
 func (s *Service) sessionConfig(wait bool, agentName string) session.Config {
 	sc := s.cfg.Session
 	sc.Quorum = func(ctx context.Context, toolName string) int { return s.quorum(ctx, agentName, toolName) }
@@ -340,71 +353,7 @@ func (s *Service) sessionConfig(wait bool, agentName string) session.Config {
 		sc.Announcer = session.ExpiringAnnouncer{Announcer: sc.Announcer, Expirer: s.cfg.Expirer, Policy: s.livePolicy}
 	}
 	if !wait {
-		sc.Store = quickClaim{Store: sc.Store, wait: s.cfg.ClaimWait}
+		sc.Store = quickClaim{Store: s.cfg.Store}
 	}
 	return sc
-}
-
-// quickClaim is a store whose Claim gives up after wait: a held lease is
-// a *conversation.ClaimedError at once rather than after LeaseTTL.
-type quickClaim struct {
-	conversation.Store
-	wait time.Duration
-}
-
-// leaseClaimLoader is a store that claims and loads from a lease read
-// before (convstore.Store).
-type leaseClaimLoader interface {
-	ClaimLoad(ctx context.Context, id, holder string, seen convstore.LeaseSeen) (conversation.Lease, *conversation.State, conversation.Revision, error)
-}
-
-// leaseClaim is the store of a wake that read the conversation's lease in
-// its pre-check: its claim starts from what it saw, the state read
-// meanwhile (session.ClaimLoader, by convstore.Store.ClaimLoad).
-type leaseClaim struct {
-	quickClaim
-	cl   leaseClaimLoader
-	seen convstore.LeaseSeen
-}
-
-// ClaimLoad implements session.ClaimLoader.
-func (c leaseClaim) ClaimLoad(ctx context.Context, id, holder string) (conversation.Lease, *conversation.State, conversation.Revision, error) {
-	return c.cl.ClaimLoad(ctx, id, holder, c.seen)
-}
-
-// tryClaimer is a store that claims without waiting (convstore.Store).
-type tryClaimer interface {
-	TryClaim(ctx context.Context, id, holder string) (conversation.Lease, error)
-}
-
-// Claim implements conversation.Store.
-func (q quickClaim) Claim(ctx context.Context, id, holder string) (conversation.Lease, error) {
-	if tc, ok := q.Store.(tryClaimer); ok {
-		return tc.TryClaim(ctx, id, holder)
-	}
-	cctx, cancel := context.WithTimeout(ctx, q.wait)
-	defer cancel()
-	l, err := q.Store.Claim(cctx, id, holder)
-	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-		return nil, &conversation.ClaimedError{ID: id, Holder: "another process", Until: time.Now().Add(conversation.LeaseTTL)}
-	}
-	return l, err
-}
-
-// RecordStatus implements session.StatusRecorder by the wrapped store's,
-// so that a wake's run records its status as any other.
-func (q quickClaim) RecordStatus(ctx context.Context, id, agentName, status string) error {
-	if rec, ok := q.Store.(session.StatusRecorder); ok {
-		return rec.RecordStatus(ctx, id, agentName, status)
-	}
-	return nil
-}
-
-// RecordFailure implements session.FailureRecorder by the wrapped
-// store's (its status alone when the store keeps no error).
-func (q quickClaim) RecordFailure(ctx context.Context, id, agentName, errText string) error {
-	if fr, ok := q.Store.(session.FailureRecorder); ok {
-		return fr.RecordFailure(ctx, id, agentName, errText)
-	}
-	return q.RecordStatus(ctx, id, agentName, session.StatusFailed)
 }

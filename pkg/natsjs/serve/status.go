@@ -6,32 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/offload-dev/offload/pkg/natsjs/convstore"
-	"github.com/offload-dev/offload/pkg/session"
+	"github.com/offload-dev/offload/pkg/conversation"
 )
-
-// The statuses of a conversation (SPEC §11), as the session records them.
-const (
-	StatusRunning  = session.StatusRunning
-	StatusPaused   = session.StatusPaused
-	StatusFinished = session.StatusFinished
-	StatusFailed   = session.StatusFailed
-)
-
-// Statuses are the statuses, in the order of SPEC §11.
-var Statuses = []string{StatusRunning, StatusPaused, StatusFinished, StatusFailed}
-
-// statusIndex is a store that keeps the status index (convstore.Store).
-type statusIndex interface {
-	GetStatus(ctx context.Context, id string) (*convstore.Status, error)
-	Statuses(ctx context.Context, fn func(convstore.Status) error) error
-}
-
-// index returns the store's status index, nil when it keeps none.
-func (s *Service) index() statusIndex {
-	si, _ := s.cfg.Session.Store.(statusIndex)
-	return si
-}
 
 // List calls fn with the status of every conversation in the status
 // index (every stored conversation run since the index existed, or
@@ -41,20 +17,15 @@ func (s *Service) index() statusIndex {
 // was lost) reads as paused: no run of it is live, and it waits for a
 // replica or agent resume to continue it. Only running entries cost a
 // lease read.
-func (s *Service) List(ctx context.Context, status string, fn func(convstore.Status) error) error {
-	si := s.index()
-	if si == nil {
-		return nil
-	}
-	sr, _ := s.cfg.Session.Store.(summaryReader)
-	return si.Statuses(ctx, func(st convstore.Status) error {
-		if st.Status == StatusRunning && sr != nil {
-			lease, err := sr.ReadLease(ctx, st.ConversationID)
+func (s *Service) List(ctx context.Context, status string, fn func(conversation.Status) error) error {
+	return s.cfg.Store.Statuses(ctx, func(st conversation.Status) error {
+		if st.Status == conversation.StatusRunning {
+			lease, err := s.cfg.Store.ReadLease(ctx, st.ConversationID)
 			if err != nil {
 				return err
 			}
 			if !lease.Held {
-				st.Status = StatusPaused
+				st.Status = conversation.StatusPaused
 			}
 		}
 		if status != "" && st.Status != status {
@@ -88,14 +59,14 @@ func (c *conversationsCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
 	defer cancel()
 	counts := map[string]int{}
-	if err := c.s.List(ctx, "", func(st convstore.Status) error {
+	if err := c.s.List(ctx, "", func(st conversation.Status) error {
 		counts[st.Status]++
 		return nil
 	}); err != nil {
 		ch <- prometheus.NewInvalidMetric(c.desc, err)
 		return
 	}
-	for _, st := range Statuses {
+	for _, st := range conversation.Statuses {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(counts[st]), st)
 	}
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/convstore"
-	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
+	"github.com/offload-dev/offload/pkg/natsjs/serve/servetest"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/session"
 )
@@ -23,17 +23,17 @@ import (
 // running reads as running while its lease is held, and as paused once
 // no process holds it (a killed holder's lease lapsed).
 func TestStatusOfSessionsAndLapsedLeases(t *testing.T) {
-	b := setup(t)
-	r := b.replica(t, "r1")
-	js := b.srv.JetStream(t)
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	b := servetest.Setup(t)
+	r := b.Replica(t, "r1")
+	js := b.Srv.JetStream(t)
+	ctx, cancel := context.WithTimeout(context.Background(), servetest.Wait)
 	defer cancel()
 	prov := natsjs.ProvisionOptions{AckWait: 2 * time.Second}
-	convs, err := convstore.Open(ctx, convstore.OpenConfig{JetStream: js, Provision: prov, Logger: jstest.Logger()})
+	convs, err := convstore.Open(ctx, convstore.OpenConfig{JetStream: js, Provision: prov, Logger: servetest.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := convstore.New(ctx, convstore.Config{JetStream: js, Provision: prov, Logger: jstest.Logger(), LeaseTTL: leaseTTL})
+	store, err := convstore.New(ctx, convstore.Config{JetStream: js, Provision: prov, Logger: servetest.Logger(), LeaseTTL: servetest.LeaseTTL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func TestStatusOfSessionsAndLapsedLeases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ag, _ := b.agent(t)
+	ag, _ := b.Agent(t)
 	res, err := sess.Run(ctx, ag, "deploy prod", nil)
 	sess.Close()
 	if err != nil || !res.Paused() {
@@ -52,7 +52,7 @@ func TestStatusOfSessionsAndLapsedLeases(t *testing.T) {
 	statuses := func() map[string]string {
 		t.Helper()
 		got := map[string]string{}
-		if err := r.svc.List(ctx, "", func(st convstore.Status) error {
+		if err := r.Svc.List(ctx, "", func(st conversation.Status) error {
 			got[st.ConversationID] = st.Status
 			return nil
 		}); err != nil {
@@ -79,7 +79,7 @@ func TestStatusOfSessionsAndLapsedLeases(t *testing.T) {
 	}
 	view := func() string {
 		t.Helper()
-		c, err := r.svc.Get(ctx, held)
+		c, err := r.Svc.Get(ctx, held)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,7 +101,7 @@ offload_conversations{status="finished"} 0
 offload_conversations{status="paused"} 2
 offload_conversations{status="running"} 0
 `
-	if err := testutil.CollectAndCompare(r.svc.ConversationsCollector(), strings.NewReader(want)); err != nil {
+	if err := testutil.CollectAndCompare(r.Svc.ConversationsCollector(), strings.NewReader(want)); err != nil {
 		t.Error(err)
 	}
 }

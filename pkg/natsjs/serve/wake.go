@@ -122,7 +122,7 @@ func (s *Service) wake(ctx context.Context, id string, stored time.Time, marker 
 		name, lease = pc.agent, pc.lease
 	}
 	if name == "" {
-		st, _, err := s.cfg.Session.Store.Load(ctx, id)
+		st, _, err := s.cfg.Store.Load(ctx, id)
 		if errors.Is(err, conversation.ErrNotFound) {
 			return WakeConsumed, nil
 		}
@@ -143,10 +143,8 @@ func (s *Service) wake(ctx context.Context, id string, stored time.Time, marker 
 		return WakeHeld, nil
 	}
 	sc := s.sessionConfig(false, a.Name)
-	if q, ok := sc.Store.(quickClaim); ok && lease != nil {
-		if cl, ok := q.Store.(leaseClaimLoader); ok {
-			sc.Store = leaseClaim{quickClaim: q, cl: cl, seen: *lease} // from the lease the pre-check read
-		}
+	if lease != nil {
+		sc.Store = leaseClaim{quickClaim: quickClaim{Store: s.cfg.Store}, seen: *lease} // from the lease the pre-check read
 	}
 	sess, err := session.Open(ctx, sc, id, false)
 	switch {

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/offload-dev/offload/internal/offloadtest"
+	"github.com/offload-dev/offload/pkg/natsjs/serve/servetest"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
@@ -27,9 +28,9 @@ func (c *apiCounter) list() []string {
 	return append([]string(nil), c.subjects...)
 }
 
-func (b *bundle) countAPI(t *testing.T, kind string) *apiCounter {
+func countAPI(t *testing.T, b *servetest.World, kind string) *apiCounter {
 	t.Helper()
-	nc := b.srv.Conn(t)
+	nc := b.Srv.Conn(t)
 	c := &apiCounter{}
 	sub, err := nc.Subscribe("$JS.API."+kind+".>", func(m *nats.Msg) {
 		c.mu.Lock()
@@ -51,14 +52,14 @@ func (b *bundle) countAPI(t *testing.T, kind string) *apiCounter {
 // subjects, and after the claim the arrivals by direct gets): 1 000
 // conversations approved at once do not make 3 000 consumers.
 func TestWakeCreatesNoConsumer(t *testing.T) {
-	b := setup(t)
-	r1, r2 := b.replica(t, "r1"), b.replica(t, "r2")
-	f := r1.start(t, "deploy prod")
-	task := paused(t, f)
-	creates := b.countAPI(t, "CONSUMER")
-	b.decide(t, r2.js, f.ConversationID, task)
-	offloadtest.WaitOrTimeout(t, b.finished, "the continuation's model request")
-	finished(t, r1, f.ConversationID, "done deployed prod")
+	b := servetest.Setup(t)
+	r1, r2 := b.Replica(t, "r1"), b.Replica(t, "r2")
+	f := r1.Start(t, "deploy prod")
+	task := servetest.Paused(t, f)
+	creates := countAPI(t, b, "CONSUMER")
+	b.Decide(t, r2.JS, f.ConversationID, task)
+	offloadtest.WaitOrTimeout(t, b.Finished, "the continuation's model request")
+	servetest.Finished(t, r1, f.ConversationID, "done deployed prod")
 	var made []string
 	for _, s := range creates.list() {
 		// The server's own sourcing consumers (JS_SRC_…, the decisions
@@ -81,14 +82,14 @@ func TestWakeCreatesNoConsumer(t *testing.T) {
 // the pending record and a direct get alone: the conversation is neither
 // claimed nor loaded.
 func TestWakeIncompleteClaimsNothing(t *testing.T) {
-	b := setup(t)
-	r1 := b.replica(t, "r1")
-	f := r1.start(t, "deploy prod")
-	paused(t, f)
-	gets := b.countAPI(t, "DIRECT")
-	claims := b.countClaims(t, f.ConversationID)
+	b := servetest.Setup(t)
+	r1 := b.Replica(t, "r1")
+	f := r1.Start(t, "deploy prod")
+	servetest.Paused(t, f)
+	gets := countAPI(t, b, "DIRECT")
+	claims := countClaims(t, b, f.ConversationID)
 	ctx := context.Background()
-	if _, err := r1.js.Publish(ctx, "tools.result."+f.ConversationID+"."+protocol.NewID()+".deploy", []byte(`{"content":"stray"}`)); err != nil {
+	if _, err := r1.JS.Publish(ctx, "tools.result."+f.ConversationID+"."+protocol.NewID()+".deploy", []byte(`{"content":"stray"}`)); err != nil {
 		t.Fatal(err)
 	}
 	resultsWakesAcked(t, r1)
@@ -102,10 +103,10 @@ func TestWakeIncompleteClaimsNothing(t *testing.T) {
 
 // countClaims counts the writes of conversation conv's lease (claims,
 // renewals, releases), as the server receives them.
-func (b *bundle) countClaims(t *testing.T, conv string) *apiCounter {
+func countClaims(t *testing.T, b *servetest.World, conv string) *apiCounter {
 	t.Helper()
 	claims := &apiCounter{}
-	nc := b.srv.Conn(t)
+	nc := b.Srv.Conn(t)
 	sub, err := nc.Subscribe("$KV.tools_conversations.lease."+conv, func(m *nats.Msg) {
 		claims.mu.Lock()
 		claims.subjects = append(claims.subjects, m.Subject)
@@ -124,11 +125,11 @@ func (b *bundle) countClaims(t *testing.T, conv string) *apiCounter {
 // resultsWakesAcked waits until the results' wake consumer has delivered
 // and acknowledged every message: a wake's acknowledgement has no signal
 // outside the server, so the consumer is polled.
-func resultsWakesAcked(t *testing.T, r *replica) {
+func resultsWakesAcked(t *testing.T, r *servetest.Replica) {
 	t.Helper()
 	ctx := context.Background()
 	offloadtest.Eventually(t, "the results' wakes acknowledged", func() error {
-		c, err := r.js.Consumer(ctx, "TOOLS_RESULTS", "wake")
+		c, err := r.JS.Consumer(ctx, "TOOLS_RESULTS", "wake")
 		if err != nil {
 			return err
 		}
@@ -148,16 +149,16 @@ func resultsWakesAcked(t *testing.T, r *replica) {
 // is acknowledged from the pending record and the status index alone:
 // the conversation is neither claimed nor loaded.
 func TestWakeEndedClaimsNothing(t *testing.T) {
-	b := setup(t)
-	r1 := b.replica(t, "r1")
-	f := r1.start(t, "deploy prod")
-	task := paused(t, f)
-	b.decide(t, r1.js, f.ConversationID, task)
-	offloadtest.WaitOrTimeout(t, b.finished, "the continuation's model request")
-	finished(t, r1, f.ConversationID, "done deployed prod")
-	claims := b.countClaims(t, f.ConversationID)
-	gets := b.countAPI(t, "DIRECT")
-	if _, err := r1.js.Publish(context.Background(), "tools.result."+f.ConversationID+"."+protocol.NewID()+".deploy", []byte(`{"content":"late"}`)); err != nil {
+	b := servetest.Setup(t)
+	r1 := b.Replica(t, "r1")
+	f := r1.Start(t, "deploy prod")
+	task := servetest.Paused(t, f)
+	b.Decide(t, r1.JS, f.ConversationID, task)
+	offloadtest.WaitOrTimeout(t, b.Finished, "the continuation's model request")
+	servetest.Finished(t, r1, f.ConversationID, "done deployed prod")
+	claims := countClaims(t, b, f.ConversationID)
+	gets := countAPI(t, b, "DIRECT")
+	if _, err := r1.JS.Publish(context.Background(), "tools.result."+f.ConversationID+"."+protocol.NewID()+".deploy", []byte(`{"content":"late"}`)); err != nil {
 		t.Fatal(err)
 	}
 	resultsWakesAcked(t, r1)

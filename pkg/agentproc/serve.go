@@ -1,0 +1,237 @@
+package agentproc
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/agentspec"
+	"github.com/offload-dev/offload/pkg/llm"
+	"github.com/offload-dev/offload/pkg/metrics"
+	"github.com/offload-dev/offload/pkg/natsjs/convstore"
+	"github.com/offload-dev/offload/pkg/natsjs/serve"
+	"github.com/offload-dev/offload/pkg/natsjs/serve/notify"
+	"github.com/offload-dev/offload/pkg/pending"
+	"github.com/offload-dev/offload/pkg/session"
+	"github.com/offload-dev/offload/pkg/tool"
+	"github.com/offload-dev/offload/pkg/web"
+)
+
+// ServeAgent is the agent of spec s in `agent serve` (its name, digest
+// and approval policy; its tools those of the process's remote client
+// that s names), its approvals left to pause the run. stream streams the
+// model's responses; limits are the spec's. An error is the spec's: it
+// cannot be applied.
+func (p *Process) ServeAgent(s *agentspec.Spec, model llm.Model, stream bool) (serve.Agent, error) {
+	tools := tool.Only(p.Client.Toolset(), s.ToolNames()...)
+	cfg, err := AgentConfig(p.Agent(AgentOptions{Spec: s, Model: model, Toolset: tools, Stream: stream, Limits: SpecLimits(s)}))
+	if err != nil {
+		return serve.Agent{}, fmt.Errorf("spec %s: %w", s.Name, err)
+	}
+	a, err := agent.New(cfg)
+	if err != nil {
+		return serve.Agent{}, fmt.Errorf("spec %s: %w", s.Name, err)
+	}
+	sa := serve.Agent{Name: s.Name, Digest: s.Digest, Agent: a, Tools: tools, NonBlocking: s.Approve == "background"}
+	if s.Approval != nil {
+		if sa.Approval, err = session.ParseApprovalPolicy(s.Approval.Map()); err != nil {
+			return serve.Agent{}, fmt.Errorf("spec %s: %w", s.Name, err)
+		}
+	}
+	return sa, nil
+}
+
+// ServeOptions configure [Process.Serve].
+type ServeOptions struct {
+	// Agents are the agents served (see [Process.ServeAgent]).
+	Agents []serve.Agent
+	// Holder names the replica in the leases.
+	Holder string
+	// Tokens are the HTTP face's bearer tokens. Required.
+	Tokens web.Tokens
+	// Registry, if set, gets the replica's metrics and is served on GET
+	// /metrics.
+	Registry *prometheus.Registry
+	// Receivers, if any, are sent a notification for each approval
+	// requested and resolved (--notify), with links under PublicURL.
+	Receivers []notify.Receiver
+	PublicURL string
+	// Service, if set, adjusts the service's configuration before it is
+	// built (tests and benchmarks: delays, callbacks).
+	Service func(*serve.Config)
+}
+
+// Served is a started `agent serve` replica: its core, its notifier and
+// its HTTP face. [Served.Stop] stops it.
+type Served struct {
+	// Service is the core.
+	Service *serve.Service
+	// Desk is the pending desk of its face.
+	Desk *pending.Desk
+	// Notifier sends the notifications (nil without receivers).
+	Notifier *notify.Notifier
+	// Handler is the HTTP face: the API, the inbox, the links' pages.
+	Handler http.Handler
+	// Timers, when not nil, says why the approvals' timeouts fall back to
+	// the replicas' own timers (a server that cannot schedule messages):
+	// a call then expires only while a replica runs.
+	Timers error
+	// Metrics are the replica's (offload_wake_seconds, the HTTP
+	// requests).
+	Metrics *metrics.Serve
+}
+
+// Service builds and starts the core of an `agent serve` replica on p
+// (which needs the conversations): the service over the store and the
+// inbox, its sessions configured by [Process.Session], the approvals'
+// timeouts scheduled by the server or, on a server that cannot schedule
+// messages, written by the replicas' timers (Served.Timers says why).
+// Its metrics go to o.Registry. [Served.Stop] stops it.
+func (p *Process) Service(ctx context.Context, o ServeOptions) (*Served, error) {
+	if p.Conversations == nil {
+		return nil, errors.New("agentproc: a service needs the conversations")
+	}
+	if o.Registry == nil {
+		o.Registry = prometheus.NewRegistry()
+	}
+	recs, err := convstore.OpenPending(ctx, convstore.OpenConfig{JetStream: p.JetStream, Provision: p.opts.Provision})
+	if err != nil {
+		return nil, err
+	}
+	recs.Identities = p.Identities
+	out := &Served{Metrics: metrics.NewServe(o.Registry)}
+	var expirer session.Expirer = p.Conversations.Announcer
+	var timers *convstore.Pending
+	if err := p.Conversations.Announcer.CanExpire(ctx); err != nil {
+		expirer, timers, out.Timers = nil, recs, fmt.Errorf("%w (%w)", ErrNoSchedules, err)
+	}
+	cfg := serve.Config{JetStream: p.JetStream, Provision: p.opts.Provision, Store: p.Conversations.Store, Inbox: p.Conversations.Inbox,
+		Session: p.Session(o.Holder, p.Conversations.Announcer, session.ApprovalPolicies{}), Agents: o.Agents, Holder: o.Holder,
+		Logger: p.log, Metrics: out.Metrics, Expirer: expirer, Timers: timers}
+	if p.Client != nil {
+		cfg.Unfollow = p.Client.Unfollow
+	}
+	if o.Service != nil {
+		o.Service(&cfg)
+	}
+	svc, err := serve.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := svc.Start(ctx); err != nil {
+		return nil, err
+	}
+	out.Service = svc
+	if err := o.Registry.Register(svc.ConversationsCollector()); err != nil {
+		_ = out.Stop(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return out, nil
+}
+
+// Serve builds and starts an `agent serve` replica on p: the core
+// ([Process.Service]), its HTTP face ([Process.Face]) and the notifier of
+// o.Receivers, each metric registered in o.Registry (served on GET
+// /metrics).
+func (p *Process) Serve(ctx context.Context, o ServeOptions) (*Served, error) {
+	if o.Registry == nil {
+		o.Registry = prometheus.NewRegistry()
+	}
+	out, err := p.Service(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*Served, error) {
+		_ = out.Stop(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	face, err := p.Face(ctx, out.Service, FaceOptions{Tokens: o.Tokens, Registry: o.Registry, Metrics: out.Metrics})
+	if err != nil {
+		return fail(err)
+	}
+	out.Desk, out.Handler = face.Desk, face.Handler
+	if err := o.Registry.Register(pending.NewCollector(out.Desk)); err != nil {
+		return fail(err)
+	}
+	if len(o.Receivers) > 0 {
+		n, err := notify.New(notify.Config{JetStream: p.JetStream, Provision: p.opts.Provision, Receivers: o.Receivers, PublicURL: o.PublicURL,
+			Store: p.Conversations.Store, Links: face.Links, Expiry: out.Service.ApprovalTimeout, Logger: p.log, Metrics: metrics.NewNotify(o.Registry)})
+		if err == nil {
+			err = n.Start(ctx)
+		}
+		if err != nil {
+			return fail(err)
+		}
+		out.Notifier = n
+	}
+	return out, nil
+}
+
+// FaceOptions configure [Process.Face].
+type FaceOptions struct {
+	// Tokens are the bearer tokens accepted. Required.
+	Tokens web.Tokens
+	// Registry, if set, is served on GET /metrics.
+	Registry *prometheus.Registry
+	// Metrics, if set, counts the requests.
+	Metrics *metrics.Serve
+	// Identities, if set, replace the process's for the decisions the
+	// face publishes (tests of unsigned approvals).
+	Identities *convstore.Identities
+}
+
+// Face is the HTTP face of a replica and what it decides with.
+type Face struct {
+	// Desk publishes the decisions and answers given over the face.
+	Desk *pending.Desk
+	// Links keeps the signed links' key and uses.
+	Links *convstore.Links
+	// Handler is the API, the inbox and the links' pages (package web).
+	Handler http.Handler
+}
+
+// Face builds the HTTP face of core svc on p: the pending desk over the
+// people's records (the decisions it publishes signed with the service's
+// key, their edited arguments checked against the agents' tools, each
+// publish traced), and web's handler with the inbox and signed links.
+func (p *Process) Face(ctx context.Context, svc *serve.Service, o FaceOptions) (*Face, error) {
+	recs, err := convstore.OpenPending(ctx, convstore.OpenConfig{JetStream: p.JetStream, Provision: p.opts.Provision})
+	if err != nil {
+		return nil, err
+	}
+	recs.Identities = cmp.Or(o.Identities, p.Identities)
+	links, err := convstore.OpenLinks(ctx, convstore.OpenConfig{JetStream: p.JetStream, Provision: p.opts.Provision})
+	if err != nil {
+		return nil, err
+	}
+	desk, err := pending.New(pending.Config{Records: recs, Tools: svc.Tool, Timeouts: svc.ApprovalTimeout,
+		TracerProvider: p.opts.TracerProvider, Logger: p.log})
+	if err != nil {
+		return nil, err
+	}
+	f := &Face{Desk: desk, Links: links}
+	cfg := web.Config{Core: svc, Desk: desk, Tokens: o.Tokens, Inbox: true, Links: links, Logger: p.log, Metrics: o.Metrics}
+	if o.Registry != nil {
+		cfg.Gatherer = o.Registry
+	}
+	f.Handler = web.Handler(cfg)
+	return f, nil
+}
+
+// Stop stops the notifier, then the core (its live runs suspend, within
+// ctx, and are handed over to another replica).
+func (s *Served) Stop(ctx context.Context) error {
+	var errs []error
+	if s.Notifier != nil {
+		errs = append(errs, s.Notifier.Stop())
+	}
+	if s.Service != nil {
+		errs = append(errs, s.Service.Stop(ctx))
+	}
+	return errors.Join(errs...)
+}

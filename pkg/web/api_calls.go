@@ -1,0 +1,76 @@
+package web
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/offload-dev/offload/pkg/deferred"
+	"github.com/offload-dev/offload/pkg/pending"
+	"github.com/offload-dev/offload/pkg/protocol"
+)
+
+// pending lists the calls pending across conversations, nothing stored
+// for them yet, filtered by ?tool= and ?kind=.
+func (h *handler) pending(w http.ResponseWriter, r *http.Request) error {
+	f := pending.Filter{Tool: r.URL.Query().Get("tool")}
+	switch kind := deferred.Kind(r.URL.Query().Get("kind")); kind {
+	case "":
+	case deferred.KindApproval, deferred.KindExternal, deferred.KindBackground:
+		f.Kinds = []deferred.Kind{kind}
+	default:
+		return badRequest("kind is approval, external or background")
+	}
+	calls, err := h.Desk.Calls(r.Context(), f)
+	if err != nil {
+		return err
+	}
+	if calls == nil {
+		calls = []pending.Call{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"pending": calls})
+	return nil
+}
+
+// decisionRequest is the body of a decision; its by is the token's name.
+type decisionRequest struct {
+	Approved     *bool           `json:"approved"`
+	Message      string          `json:"message,omitempty"`
+	OverrideArgs json.RawMessage `json:"override_args,omitempty"`
+	ArgsDigest   string          `json:"args_digest,omitempty"`
+}
+
+// decide publishes a decision (SPEC §11): override arguments are checked
+// against the tool's schema before anything is published (422); a call
+// that is not pending is 404, one decided already 409.
+func (h *handler) decide(w http.ResponseWriter, r *http.Request) error {
+	conv, task := r.PathValue("id"), r.PathValue("task")
+	var req decisionRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody)).Decode(&req); err != nil || req.Approved == nil {
+		return badRequest(`the body is not a decision {"approved", "message"?, "override_args"?}`)
+	}
+	if req.ArgsDigest != "" && !protocol.ValidDigest(req.ArgsDigest) {
+		return badRequest("args_digest is not 64 lowercase hex digits (a SHA-256)")
+	}
+	by := callerOf(r).Name
+	if _, err := h.Desk.Decide(r.Context(), conv, task, protocol.Decision{Approved: *req.Approved, Message: req.Message,
+		OverrideArgs: req.OverrideArgs, By: by, ArgsDigest: req.ArgsDigest, Channel: protocol.ChannelAPI}); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"conversation_id": conv, "task_id": task, "approved": *req.Approved, "by": by})
+	return nil
+}
+
+// answer publishes the answer (an Answer of SPEC §5.2) of a pending
+// external call.
+func (h *handler) answer(w http.ResponseWriter, r *http.Request) error {
+	conv, task := r.PathValue("id"), r.PathValue("task")
+	var body json.RawMessage
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody)).Decode(&body); err != nil || len(body) == 0 || body[0] != '{' {
+		return badRequest(`the body is not an answer {"content"…}`)
+	}
+	if _, err := h.Desk.Answer(r.Context(), conv, task, body); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"conversation_id": conv, "task_id": task})
+	return nil
+}

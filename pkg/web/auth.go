@@ -1,0 +1,176 @@
+package web
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+)
+
+// Who may do what (SPEC §11): the API takes the bearer tokens of
+// --tokens in Authorization; the inbox the same tokens, kept after its
+// login in an HttpOnly, SameSite=Strict cookie (Secure when served over
+// TLS), so that a replica needs no session state: any replica serves any
+// browser. Each form carries a CSRF token derived from the cookie's
+// token (HMAC), checked on every POST beside the request's Origin. Both
+// faces pass through one check, [handler.authorize].
+
+// sessionCookie is the name of the inbox's login cookie.
+const sessionCookie = "offload_token"
+
+// ctxKey are the request context's keys.
+type ctxKey int
+
+const (
+	nonceKey   ctxKey = iota // a page's CSP nonce
+	sessionKey               // the caller: its identity, token and CSRF token
+)
+
+// caller is who makes a request: its identity, and for a browser its
+// token and CSRF token.
+type caller struct {
+	Identity
+	token, csrf string
+}
+
+// callerOf returns the request's caller (set by [handler.authorize]).
+func callerOf(r *http.Request) caller {
+	c, _ := r.Context().Value(sessionKey).(caller)
+	return c
+}
+
+// may reports whether the caller's role may do what roles may (admin
+// always; any role when roles is empty).
+func (c caller) may(roles ...Role) bool {
+	return c.Role == RoleAdmin || len(roles) == 0 || slices.Contains(roles, c.Role)
+}
+
+// authorize lets a request of route rt through when its token is known
+// and has one of rt's roles: the API's token from Authorization (401
+// without, with WWW-Authenticate), a page's from the login cookie (a
+// page's GET without one is redirected to the login form; anything else
+// is 401), a POST from a page also with the session's CSRF token and,
+// when the browser sends one, the request's own Origin. It returns the
+// request with its caller.
+func (h *handler) authorize(w http.ResponseWriter, r *http.Request, rt route) (*http.Request, error) {
+	var tok string
+	if rt.face == api {
+		t, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok {
+			t = ""
+		}
+		tok = strings.TrimSpace(t)
+	} else if c, err := r.Cookie(sessionCookie); err == nil {
+		tok = c.Value
+	}
+	id, known := h.Tokens[tok]
+	switch {
+	case !known && rt.face == api:
+		return r, &httpError{status: http.StatusUnauthorized, code: "unauthorized", msg: "a bearer token of --tokens is required",
+			header: http.Header{"WWW-Authenticate": {`Bearer realm="offload"`}}}
+	case !known && r.Method == http.MethodGet && !strings.HasSuffix(r.URL.Path, "/events"):
+		http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+		return r, errAnswered
+	case !known:
+		return r, errorf(http.StatusUnauthorized, "unauthorized", "Log in first.")
+	}
+	c := caller{Identity: id}
+	if rt.face == page {
+		c.token, c.csrf = tok, csrfToken(tok)
+		if r.Method == http.MethodPost {
+			if o := r.Header.Get("Origin"); o != "" && o != origin(r) {
+				return r, errorf(http.StatusForbidden, "forbidden", "This form was sent from another site.")
+			}
+			if subtle.ConstantTimeCompare([]byte(r.PostFormValue("csrf")), []byte(c.csrf)) != 1 {
+				return r, errorf(http.StatusForbidden, "forbidden", "The form's CSRF token is missing or wrong: reload the page.")
+			}
+		}
+	}
+	if !c.may(rt.roles...) {
+		return r, errorf(http.StatusForbidden, "forbidden", "role %s may not do this", id.Role)
+	}
+	return r.WithContext(context.WithValue(r.Context(), sessionKey, c)), nil
+}
+
+// errAnswered is returned by a step that has answered the request itself
+// (a redirect): nothing more is written.
+var errAnswered = &httpError{}
+
+// secure sets the security headers of a page and returns the request
+// with its CSP nonce: a Content Security Policy allowing only the page's
+// own inline script and style (by nonce) and connections to its own
+// origin, no framing, no referrer to other sites, no caching.
+func secure(w http.ResponseWriter, r *http.Request) *http.Request {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	nonce := hex.EncodeToString(b[:])
+	hd := w.Header()
+	hd.Set("Content-Security-Policy", "default-src 'none'; script-src 'nonce-"+nonce+"'; style-src 'nonce-"+nonce+"'; "+
+		"connect-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("X-Frame-Options", "DENY")
+	hd.Set("Referrer-Policy", "same-origin") // "no-referrer" would make a form's Origin "null"
+	hd.Set("Cache-Control", "no-store")
+	return r.WithContext(context.WithValue(r.Context(), nonceKey, nonce))
+}
+
+// csrfToken is the CSRF token of the session whose bearer token is tok.
+func csrfToken(tok string) string {
+	m := hmac.New(sha256.New, []byte(tok))
+	m.Write([]byte("offload inbox csrf"))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// origin is the request's own origin, as a browser sends it in Origin.
+func origin(r *http.Request) string {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host
+}
+
+// loginPage shows the login form.
+func (h *handler) loginPage(w http.ResponseWriter, r *http.Request) error {
+	h.render(w, r, http.StatusOK, "login", map[string]any{"Next": safeNext(r.URL.Query().Get("next"))})
+	return nil
+}
+
+// login checks the form's token and sets the login cookie.
+func (h *handler) login(w http.ResponseWriter, r *http.Request) error {
+	tok := strings.TrimSpace(r.PostFormValue("token"))
+	next := safeNext(r.PostFormValue("next"))
+	if _, known := h.Tokens[tok]; !known {
+		h.render(w, r, http.StatusUnauthorized, "login", map[string]any{"Next": next, "Error": "This token is unknown."})
+		return nil
+	}
+	//nolint:gosec // Secure whenever served over TLS; a loopback inbox over plain HTTP must log in too
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: tok, Path: "/", HttpOnly: true, Secure: r.TLS != nil,
+		SameSite: http.SameSiteStrictMode})
+	http.Redirect(w, r, next, http.StatusSeeOther) //nolint:gosec // G710: next is safeNext's, a path of this site
+	return nil
+}
+
+// logout clears the login cookie.
+func (h *handler) logout(w http.ResponseWriter, r *http.Request) error {
+	//nolint:gosec // as the login's
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: r.TLS != nil,
+		SameSite: http.SameSiteStrictMode})
+	http.Redirect(w, r, "/login", http.StatusSeeOther)
+	return nil
+}
+
+// safeNext is where a login sends the browser: a path of this site, else
+// the inbox.
+func safeNext(next string) string {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
+		return "/"
+	}
+	return next
+}

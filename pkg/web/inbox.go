@@ -1,0 +1,285 @@
+package web
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/offload-dev/offload/pkg/conversation"
+	"github.com/offload-dev/offload/pkg/pending"
+	"github.com/offload-dev/offload/pkg/protocol"
+)
+
+// The web inbox (SPEC §12): server-rendered pages over the pending calls
+// (read through the pending desk, as `agent pending` and the API read
+// them), with plain HTML forms that publish decisions and answers
+// through it, and a small inline script for live updates when
+// JavaScript runs.
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+// pages are the inbox's templates, one per page, each with the layout.
+var pages = func() map[string]*template.Template {
+	funcs := template.FuncMap{"when": func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return t.UTC().Format("2006-01-02 15:04:05 UTC")
+	}}
+	out := map[string]*template.Template{}
+	for _, name := range []string{"login", "inbox", "timeline", "message", "links", "confirm"} {
+		out[name] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html"))
+	}
+	return out
+}()
+
+// item is a pending call as the inbox shows it.
+type item struct {
+	Conversation, Task, Tool, ToolCallID, Agent, Prompt string
+	// Kind is "approval" or "external".
+	Kind string
+	// Args are the call's arguments, pretty-printed; Digest their
+	// args_digest, sent back with a decision.
+	Args, Digest string
+	// Requested is when the call was deferred (its task ID's time); Age
+	// the time since.
+	Requested time.Time
+	Age       string
+	// Expires is when the approval's timeout decides (zero: never), and
+	// OnTimeout what it decides.
+	Expires   time.Time
+	OnTimeout string
+	// EditArgs and Error are a refused form's arguments and why, shown at
+	// the field; Answer a refused answer's content.
+	EditArgs, Error, Answer string
+	// Required is an approval's quorum (above 1: that many approvers),
+	// ApprovedBy who approved it so far.
+	Required   int
+	ApprovedBy []string
+}
+
+// refused is a form the inbox shows again at its call, with why.
+type refused struct {
+	task, error, args, answer string
+}
+
+// items returns the calls waiting for a person across conversations
+// (approvals and external calls, nothing stored for them yet), oldest
+// first.
+func (h *handler) items(ctx context.Context) ([]item, error) {
+	calls, err := h.Desk.Calls(ctx, pending.Filter{Kinds: pending.ForPeople})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]item, 0, len(calls))
+	for _, c := range calls {
+		out = append(out, h.itemOf(c))
+	}
+	slices.SortFunc(out, func(a, b item) int { return strings.Compare(a.Task, b.Task) }) // task IDs sort by time
+	return out, nil
+}
+
+// itemOf is call c as the inbox shows it.
+func (h *handler) itemOf(c pending.Call) item {
+	it := item{Conversation: c.ConversationID, Task: c.TaskID, Tool: c.Tool, ToolCallID: c.ToolCallID, Agent: c.Agent,
+		Prompt: c.Prompt, Kind: string(c.Kind), Args: pretty(c.Args), Expires: c.Expires, OnTimeout: c.OnTimeout}
+	it.EditArgs = it.Args
+	it.Digest, _ = protocol.ArgsDigest(c.Args)
+	if c.Required > 1 {
+		it.Required = c.Required
+		for _, v := range c.Approvals {
+			it.ApprovedBy = append(it.ApprovedBy, v.By)
+		}
+	}
+	if at := c.Requested(); !at.IsZero() {
+		it.Requested, it.Age = at, age(h.Now().Sub(at))
+	}
+	return it
+}
+
+// pretty returns args indented, or as they are when they do not parse.
+func pretty(args json.RawMessage) string {
+	if len(bytes.TrimSpace(args)) == 0 {
+		return "{}"
+	}
+	var b bytes.Buffer
+	if err := json.Indent(&b, args, "", "  "); err != nil {
+		return string(args)
+	}
+	return b.String()
+}
+
+// age is d as a person reads it: 42s, 3m, 5h, 2d.
+func age(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+// notices are the outcomes a redirect after a form names (?done=).
+var notices = map[string]string{
+	"approved": "Approved.",
+	"denied":   "Denied.",
+	"answered": "Answered.",
+}
+
+// inboxPage is the inbox: every call waiting for a person.
+func (h *handler) inboxPage(w http.ResponseWriter, r *http.Request) error {
+	return h.showInbox(w, r, http.StatusOK, "", nil)
+}
+
+// showInbox renders the inbox with a notice, and a refused form shown
+// again at its call.
+func (h *handler) showInbox(w http.ResponseWriter, r *http.Request, code int, notice string, ref *refused) error {
+	items, err := h.items(r.Context())
+	if err != nil {
+		return fmt.Errorf("the pending records cannot be read: %w", err)
+	}
+	if ref != nil {
+		for i := range items {
+			if items[i].Task == ref.task {
+				items[i].Error, items[i].Answer = ref.error, ref.answer
+				if ref.args != "" {
+					items[i].EditArgs = ref.args
+				}
+			}
+		}
+	}
+	if notice == "" {
+		notice = notices[r.URL.Query().Get("done")]
+	}
+	c := callerOf(r)
+	h.render(w, r, code, "inbox", map[string]any{"Items": items, "Notice": notice, "Who": c.Name, "Role": string(c.Role),
+		"MayDecide": c.may(RoleApprover), "MayAnswer": c.may(RoleAnswerer), "Links": h.Links != nil})
+	return nil
+}
+
+// inboxDecide publishes a decision given with the inbox's form: approve,
+// deny with a reason, or approve with edited arguments (checked against
+// the tool's schema first: a failure is shown at the field and nothing
+// is published). Its by is the session's token's NAME; its args_digest
+// the one of the arguments the form showed.
+func (h *handler) inboxDecide(w http.ResponseWriter, r *http.Request) error {
+	conv, task := r.PathValue("id"), r.PathValue("task")
+	digest := r.PostFormValue("args_digest")
+	if !protocol.ValidDigest(digest) {
+		return badRequest("The form carries no valid args_digest: reload the page.")
+	}
+	d := protocol.Decision{By: callerOf(r).Name, ArgsDigest: digest, Channel: protocol.ChannelInbox}
+	done, edited := "approved", ""
+	switch r.PostFormValue("action") {
+	case "approve":
+		d.Approved = true
+	case "deny":
+		d.Message, done = strings.TrimSpace(r.PostFormValue("reason")), "denied"
+	case "edit":
+		d.Approved = true
+		edited = r.PostFormValue("args")
+		d.OverrideArgs = json.RawMessage(cmp.Or(strings.TrimSpace(edited), "{}"))
+	default:
+		return badRequest("Unknown action.")
+	}
+	_, err := h.Desk.Decide(r.Context(), conv, task, d)
+	return h.published(w, r, task, done, err, &refused{task: task, args: edited})
+}
+
+// inboxAnswer publishes an answer to an external call: the form's
+// content, as JSON when it is a JSON value, else as a string.
+func (h *handler) inboxAnswer(w http.ResponseWriter, r *http.Request) error {
+	conv, task := r.PathValue("id"), r.PathValue("task")
+	content := strings.TrimSpace(r.PostFormValue("content"))
+	raw := json.RawMessage(content)
+	if !json.Valid(raw) {
+		raw, _ = json.Marshal(content)
+	}
+	data, err := json.Marshal(protocol.Result{TaskID: task, Status: protocol.StatusOK, Content: raw})
+	if err != nil {
+		return badRequest("%s", err.Error())
+	}
+	_, err = h.Desk.Answer(r.Context(), conv, task, data)
+	return h.published(w, r, task, "answered", err, &refused{task: task, answer: content})
+}
+
+// published answers a form once its decision or answer was published (err
+// nil: redirect to the inbox with done's notice) or refused (the inbox
+// again: with why at the call, the form as it was sent in ref).
+func (h *handler) published(w http.ResponseWriter, r *http.Request, task, done string, err error, ref *refused) error {
+	var (
+		re *conversation.RefusedError
+		ae *pending.ArgsError
+	)
+	switch {
+	case err == nil:
+		http.Redirect(w, r, "/?done="+done, http.StatusSeeOther)
+		return nil
+	case errors.As(err, &ae):
+		ref.error = ae.Message
+		return h.showInbox(w, r, http.StatusUnprocessableEntity, "", ref)
+	case errors.As(err, &re) && (re.Reason == conversation.ReasonDuplicate || re.Reason == conversation.ReasonUnknownTask):
+		return h.showInbox(w, r, http.StatusConflict, "That call was already resolved, or is no longer pending.", nil)
+	case errors.As(err, &re) && re.Reason == conversation.ReasonStale:
+		return h.showInbox(w, r, http.StatusConflict, "The call's arguments changed since the page was shown: nothing was published. Look again.", nil)
+	case errors.As(err, &re):
+		ref.error, ref.args = re.Err.Error(), ""
+		return h.showInbox(w, r, http.StatusUnprocessableEntity, "", ref)
+	}
+	h.Logger.Error("inbox: publish", slog.String("task_id", task), slog.Any("error", err))
+	return fmt.Errorf("not published: %w", err)
+}
+
+// inboxChanges is the inbox's live stream (Server-Sent Events): an event
+// "changed" whenever what waits may have changed, until the client goes.
+func (h *handler) inboxChanges(w http.ResponseWriter, r *http.Request) error {
+	s, err := newSSE(w)
+	if err != nil {
+		return err
+	}
+	ch, err := h.Desk.Changes(r.Context())
+	if err != nil {
+		return err
+	}
+	s.signals(ch, "watching the pending records", "changed")
+	return nil
+}
+
+// render executes page with data (the page's CSP nonce and the session's
+// CSRF token added).
+func (h *handler) render(w http.ResponseWriter, r *http.Request, code int, page string, data map[string]any) {
+	data["Nonce"], _ = r.Context().Value(nonceKey).(string)
+	c := callerOf(r)
+	data["CSRF"], data["LoggedIn"] = c.csrf, c.token != ""
+	if _, ok := data["Who"]; !ok {
+		data["Who"] = c.Name
+	}
+	var b bytes.Buffer
+	if err := pages[page].Execute(&b, data); err != nil {
+		h.Logger.Error("inbox: render", slog.String("page", page), slog.Any("error", err))
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(code)
+	_, _ = w.Write(b.Bytes())
+}
+
+// message renders a page saying msg under title.
+func (h *handler) message(w http.ResponseWriter, r *http.Request, code int, title, msg string) {
+	h.render(w, r, code, "message", map[string]any{"Title": title, "Message": msg})
+}

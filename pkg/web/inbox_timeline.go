@@ -1,0 +1,128 @@
+package web
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/offload-dev/offload/pkg/conversation"
+	"github.com/offload-dev/offload/pkg/message"
+	"github.com/offload-dev/offload/pkg/pending"
+	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/session"
+)
+
+// entry is one line of a conversation's timeline: a prompt, the model's
+// text, a call, its result, or a decision with who and when.
+type entry struct {
+	// Kind is prompt, model, call, result, retry or decision.
+	Kind string
+	At   time.Time
+	// Tool and Task name the call a call, result or decision is of.
+	Tool, Task string
+	// Text is the prompt, the model's text, a call's arguments, a result's
+	// content, or a decision's message.
+	Text string
+	// Outcome is a result's (success, failed, denied, …) or a decision's
+	// (approved, denied).
+	Outcome string
+	// By is who decided, Channel how (inbox, api, link, cli, nats);
+	// Edited the arguments a decision replaced.
+	By, Channel, Edited string
+}
+
+// timeline shows conversation id as a timeline, with the calls it waits
+// for.
+func (h *handler) timeline(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	if _, err := protocol.ParseID(id); err != nil {
+		return badRequest("Not a conversation ID: %s", err.Error())
+	}
+	st, err := h.Core.State(r.Context(), id)
+	if err != nil {
+		if errors.Is(err, conversation.ErrNotFound) {
+			return errorf(http.StatusNotFound, "not_found", "Conversation %s is unknown.", id)
+		}
+		return err
+	}
+	agentName := ""
+	if st.Agent != nil {
+		agentName = st.Agent.Name
+	}
+	calls, err := h.Desk.Calls(r.Context(), pending.Filter{Conversation: id, Kinds: pending.ForPeople})
+	if err != nil {
+		return err
+	}
+	waiting := make([]item, 0, len(calls))
+	for _, c := range calls {
+		waiting = append(waiting, h.itemOf(c))
+	}
+	h.render(w, r, http.StatusOK, "timeline", map[string]any{"ID": id, "Agent": agentName, "Entries": entries(st.History),
+		"Waiting": waiting})
+	return nil
+}
+
+// entries returns history h as timeline entries, in order; a call's
+// decision (the history metadata session.DecisionMetaKey of its tool
+// return) comes before its result.
+func entries(h message.History) []entry {
+	var out []entry
+	for _, m := range h {
+		for _, p := range m.Parts {
+			switch x := p.(type) {
+			case message.UserPrompt:
+				var b strings.Builder
+				for _, c := range x.Content {
+					if c.Type == "text" {
+						b.WriteString(c.Text)
+					}
+				}
+				out = append(out, entry{Kind: "prompt", At: m.Timestamp, Text: b.String()})
+			case message.Text:
+				if m.Role == message.RoleResponse && strings.TrimSpace(x.Content) != "" {
+					out = append(out, entry{Kind: "model", At: m.Timestamp, Text: x.Content})
+				}
+			case message.ToolCall:
+				out = append(out, entry{Kind: "call", At: m.Timestamp, Tool: x.ToolName, Task: x.ToolCallID, Text: pretty([]byte(x.Args))})
+			case message.ToolReturn:
+				if d, ok := x.Metadata[session.DecisionMetaKey].(map[string]any); ok {
+					out = append(out, decisionEntry(x.ToolName, d, m.Timestamp))
+				}
+				out = append(out, entry{Kind: "result", At: m.Timestamp, Tool: x.ToolName, Task: x.ToolCallID,
+					Text: message.ContentText(x.Content), Outcome: string(x.Outcome)})
+			case message.RetryPrompt:
+				out = append(out, entry{Kind: "retry", At: m.Timestamp, Tool: x.ToolName, Task: x.ToolCallID, Text: x.Content})
+			}
+		}
+	}
+	return out
+}
+
+// decisionEntry is the entry of decision note d (session's
+// offload.decision metadata) of a call of tool.
+func decisionEntry(tool string, d map[string]any, fallback time.Time) entry {
+	e := entry{Kind: "decision", Tool: tool, At: fallback, Outcome: "denied"}
+	if ok, _ := d["approved"].(bool); ok {
+		e.Outcome = "approved"
+	}
+	e.Task, _ = d["task_id"].(string)
+	e.By, _ = d["by"].(string)
+	e.Channel, _ = d["channel"].(string)
+	e.Text, _ = d["message"].(string)
+	if at, ok := d["at"].(string); ok {
+		if t, err := time.Parse(time.RFC3339Nano, at); err == nil {
+			e.At = t
+		}
+	}
+	if args, ok := d["override_args"]; ok && args != nil {
+		if b, err := json.Marshal(args); err == nil {
+			e.Edited = string(b)
+		}
+	}
+	if e.By == "" {
+		e.By = "(not named)"
+	}
+	return e
+}
