@@ -20,6 +20,7 @@ import (
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs/remote"
 	"github.com/offload-dev/offload/pkg/natsjs/serve"
+	"github.com/offload-dev/offload/pkg/natsjs/serve/notify"
 	"github.com/offload-dev/offload/pkg/web"
 )
 
@@ -76,9 +77,9 @@ func runServe(ctx context.Context, e env, sf *serveFlags) error {
 	if err := web.CheckAddr(sf.addr, sf.tokens != ""); err != nil {
 		return usageErr("--http: %v", err)
 	}
-	receivers, err := parseReceivers(sf.notify)
+	receivers, err := notify.ParseReceivers(sf.notify)
 	if err != nil {
-		return err
+		return usageErr("--notify %v", err)
 	}
 	public, err := web.PublicURL(sf.publicURL, sf.addr)
 	if err != nil {

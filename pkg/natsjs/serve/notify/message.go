@@ -74,6 +74,20 @@ func ParseReceiver(s string) (Receiver, error) {
 	return r, nil
 }
 
+// ParseReceivers parses each of values (ParseReceiver); an error names
+// the value refused.
+func ParseReceivers(values []string) ([]Receiver, error) {
+	out := make([]Receiver, 0, len(values))
+	for _, v := range values {
+		r, err := ParseReceiver(v)
+		if err != nil {
+			return nil, fmt.Errorf("%q: %w", v, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
 // Recipient is the receiver's label as the decisions of its links name
 // it (their by): "notify:" and the host of its URL.
 func (r Receiver) Recipient() string {
