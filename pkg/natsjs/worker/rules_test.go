@@ -338,10 +338,10 @@ func testRuleRespond(t *testing.T) {
 type probe struct {
 	*bundle
 	mu     sync.Mutex
-	runs   map[string]jobRun // by task ID
-	newRun chan struct{}     // signalled at every run
-	acks   chan ackSeen
-	seen   map[uint64][]string // acks read from acks and not yet checked, by stream sequence
+	runs   map[string]jobRun   // by task ID
+	newRun chan struct{}       // signalled at every run
+	acks   map[uint64][]string // acknowledgements not checked yet, by the task's stream sequence
+	newAck chan struct{}       // signalled at every acknowledgement
 }
 
 // jobRun is one run of job: its run context, argument and the deadline of
@@ -352,17 +352,12 @@ type jobRun struct {
 	deadline time.Time
 }
 
-// ackSeen is one acknowledgement of a delivery of job's tasks.
-type ackSeen struct {
-	seq  uint64 // the task's stream sequence
-	kind string // ack, term, nak or in-progress
-}
-
 // newProbe starts a server with the streams provisioned, and watches the
 // acknowledgements of job's task consumer.
 func newProbe(t *testing.T) *probe {
 	t.Helper()
-	p := &probe{bundle: setup(t), runs: map[string]jobRun{}, newRun: make(chan struct{}, 1), acks: make(chan ackSeen, 64), seen: map[uint64][]string{}}
+	p := &probe{bundle: setup(t), runs: map[string]jobRun{}, newRun: make(chan struct{}, 1),
+		acks: map[uint64][]string{}, newAck: make(chan struct{}, 1)}
 	p.provision(t)
 	p.subscribe(t, "$JS.ACK.TOOLS_TASKS."+natsjs.TaskConsumerName("job")+".>", func(m *nats.Msg) {
 		// $JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.…
@@ -387,7 +382,10 @@ func newProbe(t *testing.T) *probe {
 		default:
 			return
 		}
-		p.acks <- ackSeen{seq: seq, kind: kind}
+		p.mu.Lock()
+		p.acks[seq] = append(p.acks[seq], kind)
+		p.mu.Unlock()
+		notify(p.newAck)
 	})
 	return p
 }
@@ -407,10 +405,7 @@ func (p *probe) start(t *testing.T, cfg worker.Config, opts ...tool.Option) {
 		p.mu.Lock()
 		p.runs[rc.TaskID] = run
 		p.mu.Unlock()
-		select {
-		case p.newRun <- struct{}{}:
-		default: // signalled already
-		}
+		notify(p.newRun)
 		if a.N < 0 {
 			return "", tool.Fail("n is negative")
 		}
@@ -480,19 +475,38 @@ func (p *probe) nextAck(t *testing.T, seq uint64, inProgress bool) string {
 	t.Helper()
 	timeout := time.After(wait)
 	for {
-		for len(p.seen[seq]) > 0 {
-			k := p.seen[seq][0]
-			p.seen[seq] = p.seen[seq][1:]
-			if k != "in-progress" || inProgress {
-				return k
-			}
+		if k, ok := p.popAck(seq, inProgress); ok {
+			return k
 		}
 		select {
-		case a := <-p.acks:
-			p.seen[a.seq] = append(p.seen[a.seq], a.kind)
+		case <-p.newAck:
 		case <-timeout:
 			t.Fatalf("no acknowledgement of the task stored at %d", seq)
 		}
+	}
+}
+
+// popAck takes the acknowledgements of the task stored at seq up to the
+// first that is not an in-progress ack (or is, if inProgress), and returns
+// its kind.
+func (p *probe) popAck(seq uint64, inProgress bool) (string, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for len(p.acks[seq]) > 0 {
+		k := p.acks[seq][0]
+		p.acks[seq] = p.acks[seq][1:]
+		if k != "in-progress" || inProgress {
+			return k, true
+		}
+	}
+	return "", false
+}
+
+// notify tells ch's reader, without waiting.
+func notify(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default: // told already
 	}
 }
 
