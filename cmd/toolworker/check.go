@@ -41,6 +41,8 @@ func runCheck(stdout io.Writer, args []string, getenv func(string) string, stder
 		Short: "Check the worker serving a tool against the wire protocol's rules (docs/PROTOCOL.md)",
 		Long: "Plays the agent's part against the running worker(s) of --tool and prints one line per rule:\n" +
 			"`<rule>: ok`, `<rule>: FAIL: <what was seen>` or `<rule>: skip: <what is missing>`; exit 1 on any failure.\n" +
+			"A rule is named for the rule of a task it checks (docs/PROTOCOL.md, \"The rules of a task\"), followed by\n" +
+			"what it checks where several check one; the registry, SIGTERM and SIGKILL rules check the process.\n" +
 			"--args is a call that succeeds quickly; --slow-args one that succeeds after running longer than\n" +
 			"the task consumer's ack wait (without it, the rules that need a running task are skipped).\n" +
 			"--exec starts the worker under test itself (no other worker of the tool may run), to check\n" +

@@ -83,7 +83,7 @@ func TestCheckAgainstToolworker(t *testing.T) {
 	}
 
 	code, out, _ = runBinCheck(t, bin, "--nats", srv.URL(), "--tool", "nap", "--args", `{"seconds":"x"}`, "--timeout", "20s", "--exec", worker)
-	if code != exitFailed || !strings.Contains(out, "\ntask: FAIL: status ") {
+	if code != exitFailed || !strings.Contains(out, "\n"+conformance.RuleRun+": FAIL: status ") {
 		t.Errorf("check of a failing call: exit %d\n%s", code, out)
 	}
 	if code, _, stderr := runBinCheck(t, bin, "--nats", srv.URL(), "--tool", "nobody", "--timeout", "2s"); code != exitFailed || !strings.Contains(stderr, "task_nobody") {

@@ -16,30 +16,61 @@ import (
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
-// The rules, in the order [Run] checks them: each [Outcome] names one.
+// The rules, in the order [Run] checks them: each [Outcome] names one. A
+// rule that checks one of the rules a worker applies to every delivered
+// task (docs/PROTOCOL.md, "The rules of a task"; the Go worker's
+// worker.Rules) is named for it, followed by what it checks in
+// parentheses where several check the same one. The other four are rules
+// of the worker process: its registry entry, and its stop and crash.
 const (
-	RuleRegistryEntry   = "registry entry"
-	RuleTask            = "task"
-	RuleResultTaskID    = "result task ID"
-	RuleResultMsgID     = "result Nats-Msg-Id"
-	RuleEffectLedger    = "effect ledger"
-	RuleAttempt         = "attempt"
-	RuleDuplicate       = "duplicate delivery"
-	RuleInvalidArgs     = "malformed arguments"
-	RuleCancelBefore    = "cancel before run"
-	RulePastDeadline    = "past deadline"
-	RuleCancelDuring    = "cancel during run"
-	RuleInProgress      = "in-progress acks"
-	RuleRegistryRefresh = "registry refresh"
-	RuleSIGTERM         = "SIGTERM hand-back"
-	RuleSIGKILL         = "SIGKILL redelivery"
+	RuleRegistryEntry    = "registry entry"
+	RuleRun              = "run"
+	RuleRespondTaskID    = "respond (task ID)"
+	RuleRespondMsgID     = "respond (Nats-Msg-Id)"
+	RuleEffectLedger     = "effect ledger"
+	RuleRespondAttempt   = "respond (attempt)"
+	RuleRespondDuplicate = "respond (duplicate delivery)"
+	RuleArguments        = "arguments"
+	RuleCancelled        = "cancelled"
+	RuleDeadline         = "deadline"
+	RuleRunCancelled     = "run (cancelled)"
+	RuleHoldInProgress   = "hold (in-progress acks)"
+	RuleRegistryRefresh  = "registry refresh"
+	RuleSIGTERM          = "SIGTERM hand-back"
+	RuleSIGKILL          = "SIGKILL redelivery"
 )
+
+// rules are the kit's rules, in the order [Run] checks them, each with
+// the rule of a task it checks ("" for a rule of the worker process).
+var rules = [...]struct {
+	name     string
+	taskRule string
+	check    func(*checker, context.Context) Outcome
+}{
+	{RuleRegistryEntry, "", (*checker).registryEntry},
+	{RuleRun, "run", (*checker).task},
+	{RuleRespondTaskID, "respond", (*checker).resultTaskID},
+	{RuleRespondMsgID, "respond", (*checker).resultMsgID},
+	{RuleEffectLedger, "effect ledger", (*checker).effectLedger},
+	{RuleRespondAttempt, "respond", (*checker).attempt},
+	{RuleRespondDuplicate, "respond", (*checker).duplicate},
+	{RuleArguments, "arguments", (*checker).invalidArgs},
+	{RuleCancelled, "cancelled", (*checker).cancelBefore},
+	{RuleDeadline, "deadline", (*checker).pastDeadline},
+	{RuleRunCancelled, "run", (*checker).cancelDuring},
+	{RuleHoldInProgress, "hold", (*checker).inProgress},
+	{RuleRegistryRefresh, "", (*checker).registryRefresh},
+	{RuleSIGTERM, "", (*checker).sigterm},
+	{RuleSIGKILL, "", (*checker).sigkill},
+}
 
 // Rules returns every rule, in the order [Run] checks them.
 func Rules() []string {
-	return []string{RuleRegistryEntry, RuleTask, RuleResultTaskID, RuleResultMsgID, RuleEffectLedger, RuleAttempt, RuleDuplicate,
-		RuleInvalidArgs, RuleCancelBefore, RulePastDeadline, RuleCancelDuring, RuleInProgress, RuleRegistryRefresh,
-		RuleSIGTERM, RuleSIGKILL}
+	names := make([]string, len(rules))
+	for i, r := range rules {
+		names[i] = r.name
+	}
+	return names
 }
 
 // Verdict is a rule's outcome.
@@ -99,14 +130,14 @@ type Config struct {
 	Args json.RawMessage
 	// SlowArgs are the arguments of a call that succeeds after running
 	// longer than the task consumer's ack wait. Without them the rules
-	// that need a running task (cancel during run, in-progress acks) are
-	// skipped.
+	// that need a running task ([RuleRunCancelled], [RuleHoldInProgress])
+	// are skipped.
 	SlowArgs json.RawMessage
 	// Exec, when set, is the command (run by sh) that starts the worker
 	// under test: the kit starts it before the first rule, and it checks
-	// the rules that stop the worker (SIGTERM hand-back, SIGKILL
-	// redelivery), starting it again after each; without it those rules are
-	// skipped. No other worker of the tool may run then.
+	// the rules that stop the worker ([RuleSIGTERM], [RuleSIGKILL]),
+	// starting it again after each; without it those rules are skipped. No
+	// other worker of the tool may run then.
 	Exec string
 	// ExecOutput receives the started worker's stdout and stderr (default:
 	// discarded).
@@ -208,32 +239,12 @@ func Run(ctx context.Context, cfg Config) ([]Outcome, error) {
 	}
 	defer c.obs.close()
 
-	rules := []struct {
-		name  string
-		check func(context.Context) Outcome
-	}{
-		{RuleRegistryEntry, c.registryEntry},
-		{RuleTask, c.task},
-		{RuleResultTaskID, c.resultTaskID},
-		{RuleResultMsgID, c.resultMsgID},
-		{RuleEffectLedger, c.effectLedger},
-		{RuleAttempt, c.attempt},
-		{RuleDuplicate, c.duplicate},
-		{RuleInvalidArgs, c.invalidArgs},
-		{RuleCancelBefore, c.cancelBefore},
-		{RulePastDeadline, c.pastDeadline},
-		{RuleCancelDuring, c.cancelDuring},
-		{RuleInProgress, c.inProgress},
-		{RuleRegistryRefresh, c.registryRefresh},
-		{RuleSIGTERM, c.sigterm},
-		{RuleSIGKILL, c.sigkill},
-	}
 	out := make([]Outcome, 0, len(rules))
 	for _, r := range rules {
 		if err := ctx.Err(); err != nil {
 			return out, err
 		}
-		o := r.check(ctx)
+		o := r.check(c, ctx)
 		o.Rule = r.name
 		out = append(out, o)
 		if cfg.OnOutcome != nil {

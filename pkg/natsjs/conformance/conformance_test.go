@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -57,6 +58,40 @@ func allOK(t *testing.T, byRule map[string]conformance.Outcome) {
 		}
 		if o := byRule[r]; o.Verdict != want {
 			t.Errorf("%s, want %s", o, want)
+		}
+	}
+}
+
+// TestRulesNameTheWorkerRules: a rule of the kit that checks one of the
+// rules a worker applies to every task is named for it (worker.Rules,
+// docs/PROTOCOL.md), alone or followed by what it checks in parentheses;
+// every rule of a task the kit checks is so named, and the other rules
+// (the worker process's) name none.
+func TestRulesNameTheWorkerRules(t *testing.T) {
+	t.Parallel()
+	taskRules := worker.Rules()
+	checked := map[string]bool{}
+	for _, r := range conformance.Rules() {
+		tr := conformance.TaskRule(r)
+		if tr == "" {
+			for _, w := range taskRules {
+				if r == w || strings.HasPrefix(r, w+" (") {
+					t.Errorf("rule %q of the worker process is named for the rule of a task %q", r, w)
+				}
+			}
+			continue
+		}
+		if !slices.Contains(taskRules, tr) {
+			t.Errorf("rule %q checks %q, which is no rule of a task (worker.Rules: %v)", r, tr, taskRules)
+		}
+		if r != tr && !strings.HasPrefix(r, tr+" (") {
+			t.Errorf("rule %q checks %q: want it named %q or %q", r, tr, tr, tr+" (…)")
+		}
+		checked[tr] = true
+	}
+	for _, want := range []string{"hold", "cancelled", "deadline", "arguments", "effect ledger", "run", "respond"} {
+		if !checked[want] {
+			t.Errorf("no rule of the kit checks the rule of a task %q", want)
 		}
 	}
 }
@@ -143,17 +178,17 @@ func TestCheckFailsFaultyWorkers(t *testing.T) {
 		rule   string
 		detail string
 	}{
-		{"drops the dedup header", faults{noMsgID: true}, conformance.RuleResultMsgID, "no Nats-Msg-Id"},
-		{"drops the dedup header (stored twice)", faults{noMsgID: true}, conformance.RuleDuplicate, "2 results stored"},
-		{"delivery count as attempt", faults{deliveryCountID: true}, conformance.RuleResultMsgID, "not the delivery count"},
-		{"drops the attempt", faults{dropAttempt: true}, conformance.RuleAttempt, "attempt 0"},
-		{"ignores cancels (before)", faults{ignoreCancels: true}, conformance.RuleCancelBefore, "status ok"},
-		{"ignores cancels (during)", faults{ignoreCancels: true}, conformance.RuleCancelDuring, "status ok after the cancel"},
-		{"acks a cancelled task", faults{ackCancelled: true}, conformance.RuleCancelBefore, "settled with ack"},
-		{"answers with another task ID", faults{wrongTaskID: true}, conformance.RuleResultTaskID, "result published on"},
-		{"runs past a deadline", faults{ignoreDeadline: true}, conformance.RulePastDeadline, "status ok"},
-		{"never sends in-progress acks", faults{noInProgress: true}, conformance.RuleInProgress, "in-progress"},
-		{"runs invalid arguments", faults{noValidation: true}, conformance.RuleInvalidArgs, "status ok"},
+		{"drops the dedup header", faults{noMsgID: true}, conformance.RuleRespondMsgID, "no Nats-Msg-Id"},
+		{"drops the dedup header (stored twice)", faults{noMsgID: true}, conformance.RuleRespondDuplicate, "2 results stored"},
+		{"delivery count as attempt", faults{deliveryCountID: true}, conformance.RuleRespondMsgID, "not the delivery count"},
+		{"drops the attempt", faults{dropAttempt: true}, conformance.RuleRespondAttempt, "attempt 0"},
+		{"ignores cancels (before)", faults{ignoreCancels: true}, conformance.RuleCancelled, "status ok"},
+		{"ignores cancels (during)", faults{ignoreCancels: true}, conformance.RuleRunCancelled, "status ok after the cancel"},
+		{"acks a cancelled task", faults{ackCancelled: true}, conformance.RuleCancelled, "settled with ack"},
+		{"answers with another task ID", faults{wrongTaskID: true}, conformance.RuleRespondTaskID, "result published on"},
+		{"runs past a deadline", faults{ignoreDeadline: true}, conformance.RuleDeadline, "status ok"},
+		{"never sends in-progress acks", faults{noInProgress: true}, conformance.RuleHoldInProgress, "in-progress"},
+		{"runs invalid arguments", faults{noValidation: true}, conformance.RuleArguments, "status ok"},
 		{"never refreshes its entry", faults{noRegistryUpdate: true}, conformance.RuleRegistryRefresh, "not written again"},
 		{"not idempotent, no ledger", faults{notIdempotent: true}, conformance.RuleEffectLedger, "no ledger entry"},
 	} {

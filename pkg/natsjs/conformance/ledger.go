@@ -63,7 +63,7 @@ func of(items []jetstream.KeyValueEntry, key string) []jetstream.KeyValueEntry {
 // status and sequence; for a tool declared idempotent, no entry at all.
 func (c *checker) effectLedger(ctx context.Context) Outcome {
 	if c.normal == nil {
-		return fail("no result to check (see %s)", RuleTask)
+		return fail("no result to check (see the rule %q)", RuleRun)
 	}
 	if c.entry == nil {
 		return fail("no registry entry to read whether the tool is idempotent (see %s)", RuleRegistryEntry)

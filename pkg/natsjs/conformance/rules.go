@@ -59,7 +59,7 @@ func (c *checker) task(ctx context.Context) Outcome {
 
 func (c *checker) resultTaskID(context.Context) Outcome {
 	if c.normal == nil {
-		return fail("no result to check (see %s)", RuleTask)
+		return fail("no result to check (see the rule %q)", RuleRun)
 	}
 	task, r := c.normal.task, c.normal.res
 	want := c.subj.Result(task.ConversationID, task.TaskID, task.Tool)
@@ -80,7 +80,7 @@ func (c *checker) resultTaskID(context.Context) Outcome {
 
 func (c *checker) resultMsgID(context.Context) Outcome {
 	if c.normal == nil {
-		return fail("no result to check (see %s)", RuleTask)
+		return fail("no result to check (see the rule %q)", RuleRun)
 	}
 	task, r := c.normal.task, c.normal.res
 	want := protocol.ResultMsgID(task.TaskID, 0)

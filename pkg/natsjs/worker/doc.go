@@ -24,4 +24,9 @@
 // finish within a grace period, hands the rest back (nak) and flushes before
 // it returns; StopAndCancel hands them back at once. The worker advertises
 // its tools in the registry bucket, refreshed while it runs.
+//
+// Every delivered task goes through the rules of a task, in order, until
+// one settles its delivery: decode, hold, delivery limit, cancelled,
+// deadline, authentication, approval, arguments, effect ledger, run and
+// respond ([Rules]; docs/PROTOCOL.md, "The rules of a task").
 package worker

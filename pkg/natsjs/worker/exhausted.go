@@ -1,14 +1,6 @@
 package worker
 
-import (
-	"fmt"
-	"log/slog"
-	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/offload-dev/offload/pkg/protocol"
-)
+import "github.com/nats-io/nats.go/jetstream"
 
 // A task's deliveries are limited by the workers, not by the server (SPEC
 // §5.3): the task consumer's max_deliver is -1, so the server never gives
@@ -30,19 +22,4 @@ func (w *Worker) deliveryLimit(toolName string) int { return w.limits[toolName] 
 func (w *Worker) overLimit(toolName string, md *jetstream.MsgMetadata) (limit int, over bool) {
 	limit = w.deliveryLimit(toolName)
 	return limit, md != nil && limit > 0 && md.NumDelivered > uint64(limit)
-}
-
-// answerExhausted answers fl's task, delivered past its limit, with a
-// DeliveriesExhausted result, without running it: the result is published
-// first (retried while the delivery is kept alive, as every result is),
-// then the delivery is terminated.
-func (w *Worker) answerExhausted(log *slog.Logger, fl *inflight, limit int) {
-	detail := fmt.Sprintf("delivered %d times without a result", limit)
-	log.Warn("task exhausted its deliveries", slog.String("detail", detail))
-	res := protocol.ResultFromOutcome(nil, &protocol.RemoteError{
-		Type:    protocol.ErrorDeliveriesExhausted,
-		Message: detail,
-	})
-	w.count(fl.task.Tool, protocol.StatusError)
-	w.respond(log, fl, res, time.Time{}, true)
 }

@@ -27,9 +27,7 @@ func (w *Worker) run(t *tool.Tool, rs *runnerPool) {
 				rs.done()
 				continue
 			}
-			slot := heldSlot{p: w.slots}
-			w.handle(t, log, msg, &slot)
-			slot.release()
+			w.handle(t, log, msg) // gives the task's slot back
 			rs.done()
 		case <-w.fetchCtx.Done():
 			return
