@@ -11,6 +11,7 @@ import (
 	"github.com/offload-dev/offload/internal/opsserver"
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/agent/agentmetrics"
+	"github.com/offload-dev/offload/pkg/agent/background"
 	"github.com/offload-dev/offload/pkg/agent/liveview"
 	"github.com/offload-dev/offload/pkg/agentspec"
 	"github.com/offload-dev/offload/pkg/builtin"
@@ -102,7 +103,7 @@ func runAgent(ctx context.Context, e env, f *runFlags, prompt string) error {
 	}
 	model = agentmetrics.Model(model, am)
 	var toolset tool.Toolset
-	var executor agent.Executor = agent.InProcessExecutor{}
+	var executor background.Executor = background.InProcessExecutor{}
 	var rem *conn
 	if f.local {
 		all, err := builtinTools(f, builtin.Config{Root: f.root, Logger: logger, DenyPaths: []string{f.store}, Reaper: e.reaper})
@@ -143,7 +144,7 @@ func runAgent(ctx context.Context, e env, f *runFlags, prompt string) error {
 	// background: true (or "optional") run in the background, unless the
 	// spec's capabilities choose them otherwise. The spec's instructions,
 	// token limit and external tools apply too.
-	if err := f.agentSpec.Configure(&cfg, agent.BackgroundConfig{Executor: executor, Logger: logger}); err != nil {
+	if err := f.agentSpec.Configure(&cfg, background.Config{Executor: executor, Logger: logger}); err != nil {
 		return usageErr("--spec: %v", err)
 	}
 	// --approve all|none|ask decides approvals within the run; defer and

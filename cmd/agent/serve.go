@@ -17,6 +17,7 @@ import (
 
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/agent/agentmetrics"
+	"github.com/offload-dev/offload/pkg/agent/background"
 	"github.com/offload-dev/offload/pkg/agentspec"
 	"github.com/offload-dev/offload/pkg/llm/modelref"
 	"github.com/offload-dev/offload/pkg/metrics"
@@ -206,7 +207,7 @@ func serveAgent(e env, f *runFlags, s *agentspec.Spec, rem *conn, am *metrics.Ag
 	if l := s.Limits; l != nil && l.ToolCalls != nil {
 		cfg.Limits.ToolCalls = agent.Limit(*l.ToolCalls)
 	}
-	if err := s.Configure(&cfg, agent.BackgroundConfig{Executor: rem.client.Executor(), Logger: f.mf.logger}); err != nil {
+	if err := s.Configure(&cfg, background.Config{Executor: rem.client.Executor(), Logger: f.mf.logger}); err != nil {
 		return nil, usageErr("spec %s: %v", s.Name, err)
 	}
 	return agent.New(cfg)

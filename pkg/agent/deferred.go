@@ -156,13 +156,11 @@ func (r *run) setDeferredRecord(respIdx int, rec map[string]deferredEntry) {
 // again).
 func (r *run) resolveInline(ctx context.Context, st *stepState, slots []*slot, names []string, respIdx int, reqs *deferred.Requests) (*deferred.Requests, error) {
 	r.emit(Event{Type: EventDeferredToolRequests, Requests: reqs.Clone()})
-	if br := bgRunOf(ctx); br != nil {
-		// Non-blocking calls (SPEC §12) leave the step with their
-		// acknowledgement; their outcomes come as follow-ups.
-		var err error
-		if reqs, err = br.holdDeferred(ctx, slots, respIdx, reqs); err != nil || reqs == nil {
-			return nil, err
-		}
+	// Held calls (non-blocking ones, SPEC §12) leave the step with their
+	// acknowledgement; their outcomes come as follow-ups.
+	reqs, err := r.hold(ctx, slots, respIdx, reqs)
+	if err != nil || reqs == nil {
+		return nil, err
 	}
 	var handlers []DeferredHandler
 	for _, c := range r.caps {
@@ -337,7 +335,7 @@ func (r *run) supplied(s *slot, v any) error {
 		x.ToolName, x.ToolCallID = name, id
 		s.part = x
 	default:
-		part, content, err := returnPart(name, id, v)
+		part, content, err := ReturnPart(name, id, v)
 		if err != nil {
 			return &UserError{Message: fmt.Sprintf("result for tool call %q: %v", id, err), Err: err}
 		}

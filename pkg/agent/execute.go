@@ -166,7 +166,7 @@ func (r *run) chain() ToolCallFunc {
 func (r *run) outcome(ctx context.Context, st *stepState, s *slot, val any, err error) error {
 	name, id := s.call.ToolName, s.call.ToolCallID
 	if err == nil {
-		part, content, merr := returnPart(name, id, val)
+		part, content, merr := ReturnPart(name, id, val)
 		if merr != nil {
 			return r.unexpected(s, merr)
 		}
@@ -224,9 +224,11 @@ func (r *run) unexpected(s *slot, err error) error {
 	return nil
 }
 
-// returnPart turns a tool's return value into a result part and extra user
-// content.
-func returnPart(name, id string, val any) (message.ToolReturn, []message.Content, error) {
+// ReturnPart turns a tool's return value (a JSON-encodable value, a
+// json.RawMessage, or a tool.Return) into the result part of call id of
+// the named tool, and the extra user content of a tool.Return, as the loop
+// records a call's result.
+func ReturnPart(name, id string, val any) (message.ToolReturn, []message.Content, error) {
 	var content []message.Content
 	var md map[string]any
 	switch x := val.(type) {

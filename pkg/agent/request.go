@@ -32,8 +32,9 @@ func (r *run) instructions() string {
 }
 
 // request sends req (plus queued asap messages) to the model and records the
-// response.
-func (r *run) request(ctx context.Context, req message.Message) (message.Message, error) {
+// response. An IdleHook, asked while req carries nothing, may end the run
+// instead: request then returns its Idle and sends nothing.
+func (r *run) request(ctx context.Context, req message.Message) (message.Message, Idle, error) {
 	// The hooks see the whole request; what they add goes before the
 	// run's prompt when the request ends with it.
 	promptAt := -1
@@ -42,15 +43,23 @@ func (r *run) request(ctx context.Context, req message.Message) (message.Message
 	}
 	r.promptLast = false
 	for _, c := range r.caps {
+		var idle Idle
+		var err error
 		if h, ok := c.(ModelRequestHook); ok {
-			err := h.BeforeModelRequest(ctx, r.info, &req)
-			if err != nil {
-				// The run ends here; the results req carries stay in the
-				// history, so that a continued history does not run their
-				// calls again.
-				r.keep(promptLastOf(req, promptAt))
-				return message.Message{}, err
-			}
+			err = h.BeforeModelRequest(ctx, r.info, &req)
+		}
+		if h, ok := c.(IdleHook); ok && err == nil && len(req.Parts) == 0 {
+			// Nothing to send yet (a resumed run whose tasks still run):
+			// the hook may wait for something.
+			idle, err = h.WhenIdle(ctx, r.info)
+			req.Parts = append(req.Parts, idle.Parts...)
+		}
+		if err != nil || idle.Pause || idle.Suspend {
+			// The run ends here; the results req carries stay in the
+			// history, so that a continued history does not run their
+			// calls again.
+			r.keep(promptLastOf(req, promptAt))
+			return message.Message{}, idle, err
 		}
 	}
 	req = promptLastOf(req, promptAt)
@@ -67,11 +76,11 @@ func (r *run) request(ctx context.Context, req message.Message) (message.Message
 
 	usage := r.usageSnapshot()
 	if max := r.requestLimit(); max >= 0 && usage.Requests >= max {
-		return message.Message{}, &UsageLimitExceeded{Limit: "request_limit", Max: max, Count: usage.Requests + 1}
+		return message.Message{}, Idle{}, &UsageLimitExceeded{Limit: "request_limit", Max: max, Count: usage.Requests + 1}
 	}
 	tools, err := r.tools(ctx)
 	if err != nil {
-		return message.Message{}, err
+		return message.Message{}, Idle{}, err
 	}
 	lreq := &llm.Request{Messages: r.wireHistory(), Settings: r.a.cfg.Settings}
 	lreq.OnRetry = r.onRetry
@@ -98,7 +107,7 @@ func (r *run) request(ctx context.Context, req message.Message) (message.Message
 	r.usage.Requests++
 	r.mu.Unlock()
 	if err != nil {
-		return message.Message{}, fmt.Errorf("model %s: %w", r.a.cfg.Model.Name(), err)
+		return message.Message{}, Idle{}, fmt.Errorf("model %s: %w", r.a.cfg.Model.Name(), err)
 	}
 	m := message.NewResponse(resp.Parts...)
 	m.ModelName, m.FinishReason, m.Usage = resp.ModelName, resp.FinishReason, resp.Usage
@@ -112,9 +121,9 @@ func (r *run) request(ctx context.Context, req message.Message) (message.Message
 	r.mu.Unlock()
 	r.appendMessage(m)
 	if err := r.checkTokens(usage); err != nil {
-		return message.Message{}, err
+		return message.Message{}, Idle{}, err
 	}
-	return r.message(r.lastIndex()), nil
+	return r.message(r.lastIndex()), Idle{}, nil
 }
 
 // promptLastOf moves the part at promptAt (the run's prompt) behind the

@@ -161,6 +161,7 @@ func (r *run) stamp(m message.Message) message.Message {
 func (r *run) execute(ctx context.Context) (*Result, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	ctx = context.WithValue(ctx, runKey{}, r) // for Suspending
 	r.mu.Lock()
 	r.cancelRun = cancel
 	r.mu.Unlock()
@@ -287,18 +288,14 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 			r.keep(req)
 			return r.suspended(), nil
 		}
-		resp, err := r.request(ctx, req)
-		if errors.Is(err, errSuspend) {
-			// Suspended while a hook waited (a resumed run waiting for
-			// its background tasks): what req carried was kept.
-			return r.suspended(), nil
-		}
-		if errors.Is(err, errWaitPause) {
-			// A resumed run whose non-blocking calls still wait.
-			return r.waitPaused(), nil
-		}
+		resp, idle, err := r.request(ctx, req)
 		if err != nil {
 			return nil, err
+		}
+		if res := r.idleEnd(idle); res != nil {
+			// A resumed run that waited for its background tasks: it was
+			// suspended meanwhile, or only non-blocking calls still wait.
+			return res, nil
 		}
 		if len(resp.ToolCalls()) > 0 {
 			parts, reqs, err := r.step(ctx, r.lastIndex(), nil)
@@ -308,12 +305,9 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 			if reqs != nil {
 				return r.pause(ctx, parts, reqs)
 			}
-			more, err := r.afterStep(ctx, false)
+			more, _, err := r.afterStep(ctx, false)
 			if err != nil {
 				r.keep(message.NewRequest(parts...))
-				if errors.Is(err, errSuspend) {
-					return r.suspended(), nil
-				}
 				return nil, err
 			}
 			req = message.NewRequest(append(parts, more...)...)
@@ -321,15 +315,12 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 		}
 		// The model answered without tool calls: the run ends unless queued
 		// messages or capabilities keep it going.
-		more, err := r.afterStep(ctx, true)
-		if errors.Is(err, errSuspend) {
-			return r.suspended(), nil
-		}
-		if errors.Is(err, errWaitPause) {
-			return r.waitPaused(), nil
-		}
+		more, idle, err := r.afterStep(ctx, true)
 		if err != nil {
 			return nil, err
+		}
+		if res := r.idleEnd(idle); res != nil {
+			return res, nil
 		}
 		if queued := r.drainAtEnd(); len(queued) > 0 || len(more) > 0 {
 			if len(queued) == 0 {
@@ -358,10 +349,6 @@ func (r *run) alive(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// errSuspend is returned by hooks (the background tasks' idle wait) that
-// saw RunOptions.Suspend closed: the run returns suspended.
-var errSuspend = errors.New("agent: run suspended")
-
 // suspendRequested reports whether RunOptions.Suspend is closed.
 func (r *run) suspendRequested() bool {
 	select {
@@ -383,9 +370,21 @@ func (r *run) suspended() *Result {
 	return res
 }
 
-// waitPaused is the result of a run that ended its turn while only
-// non-blocking deferred calls wait (nonblocking.go): paused, they are
-// listed in Result.Background once the background state ends. Queued
+// idleEnd is the result of a run that an IdleHook ended (paused or
+// suspended), or nil when none did.
+func (r *run) idleEnd(idle Idle) *Result {
+	switch {
+	case idle.Suspend:
+		return r.suspended()
+	case idle.Pause:
+		return r.waitPaused()
+	}
+	return nil
+}
+
+// waitPaused is the result of a run that an IdleHook paused (only
+// non-blocking deferred calls wait): its capability lists what the run
+// waits for in Result.Background as its RunWrapper returns. Queued
 // messages are kept in the history, as on a pause.
 func (r *run) waitPaused() *Result {
 	for _, q := range r.drainAtEnd() {
@@ -404,19 +403,28 @@ func (r *run) keep(req message.Message) {
 	}
 }
 
-// afterStep runs the StepHooks.
-func (r *run) afterStep(ctx context.Context, final bool) ([]message.Part, error) {
+// afterStep runs the StepHooks and, when the model ended its turn
+// (final), the IdleHooks, each right after its capability's StepHook. An
+// IdleHook that ends the run leaves the parts unused.
+func (r *run) afterStep(ctx context.Context, final bool) ([]message.Part, Idle, error) {
 	var parts []message.Part
 	for _, c := range r.caps {
 		if h, ok := c.(StepHook); ok {
 			p, err := h.AfterStep(ctx, r.info, final)
 			if err != nil {
-				return nil, err
+				return nil, Idle{}, err
 			}
 			parts = append(parts, p...)
 		}
+		if h, ok := c.(IdleHook); ok && final {
+			idle, err := h.WhenIdle(ctx, r.info)
+			if err != nil || idle.Pause || idle.Suspend {
+				return nil, idle, err
+			}
+			parts = append(parts, idle.Parts...)
+		}
 	}
-	return parts, nil
+	return parts, Idle{}, nil
 }
 
 // pause ends the run with deferred requests, recording the results of the
