@@ -210,10 +210,10 @@ type RunInfo struct {
 }
 
 // Usage returns the run's usage so far.
-func (i *RunInfo) Usage() message.Usage { return i.r.usageSnapshot() }
+func (i *RunInfo) Usage() message.Usage { return i.r.state.usageSnapshot() }
 
 // History returns a copy of the run's history so far.
-func (i *RunInfo) History() message.History { return i.r.historySnapshot() }
+func (i *RunInfo) History() message.History { return i.r.state.historySnapshot() }
 
 // Emit sends an event to the run's observers. The final event belongs to
 // the run: an EventFinal given here is dropped, and so is every event once
@@ -227,7 +227,7 @@ func (i *RunInfo) Emit(e Event) {
 
 // ReserveToolCalls adds n (possibly negative) to the run's tool call count,
 // for calls that hold a slot while they run elsewhere.
-func (i *RunInfo) ReserveToolCalls(n int) { i.r.addToolCalls(n) }
+func (i *RunInfo) ReserveToolCalls(n int) { i.r.state.addToolCalls(n) }
 
 // CheckToolCalls returns the *UsageLimitExceeded that n more tool calls
 // would cause, or nil: a batch is refused whole, before any of it runs.
@@ -237,7 +237,7 @@ func (i *RunInfo) CheckToolCalls(n int) error { return i.r.precheck(n) }
 // retry that arrives later (a background call's ModelRetry). Past max it
 // returns the *UnexpectedModelBehavior that ends the run.
 func (i *RunInfo) UseRetry(toolName string, max int) error {
-	return i.r.consumeLateRetry(toolName, max)
+	return i.r.state.consumeLateRetry(toolName, max)
 }
 
 // Adopted returns the tasks earlier runs left to this one
@@ -253,7 +253,7 @@ func (i *RunInfo) Suspend() <-chan struct{} { return i.r.opts.Suspend }
 func (i *RunInfo) Observed() bool { return i.r.opts.OnEvent != nil }
 
 // Cancelled reports whether the run was cancelled by RunContext.Cancel.
-func (i *RunInfo) Cancelled() bool { return i.r.isCancelled() }
+func (i *RunInfo) Cancelled() bool { return i.r.state.isCancelled() }
 
 // AllowsDeferred reports whether the run may pause on deferred calls
 // (Config.AllowDeferred or RunOptions.AllowDeferred).
@@ -265,7 +265,7 @@ func (i *RunInfo) FailOnToolError() bool { return i.r.a.cfg.FailOnToolError }
 
 // HasQueued reports whether messages that tools enqueued wait for the
 // next model request: a hook waiting while the run is idle stops then.
-func (i *RunInfo) HasQueued() bool { return i.r.hasQueued() }
+func (i *RunInfo) HasQueued() bool { return i.r.state.hasQueued() }
 
 // Logger returns the run's logger: the agent's, with the run's IDs.
 func (i *RunInfo) Logger() *slog.Logger { return i.r.logger() }

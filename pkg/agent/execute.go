@@ -20,7 +20,7 @@ func (r *run) runContext(s *slot) *tool.RunContext {
 	rc := &tool.RunContext{
 		RunID:          r.runID,
 		ConversationID: r.convID,
-		Usage:          r.usageSnapshot(),
+		Usage:          r.state.usageSnapshot(),
 		Deps:           r.opts.Deps,
 		Control:        r,
 	}
@@ -35,9 +35,7 @@ func (r *run) runContext(s *slot) *tool.RunContext {
 		if s.t != nil {
 			rc.MaxRetries = s.t.Retries
 		}
-		r.mu.Lock()
-		rc.Retry = r.retries[s.call.ToolName]
-		r.mu.Unlock()
+		rc.Retry = r.state.retry(s.call.ToolName)
 	}
 	return rc
 }
@@ -171,7 +169,7 @@ func (r *run) outcome(ctx context.Context, st *stepState, s *slot, val any, err 
 			return r.unexpected(s, merr)
 		}
 		s.part, s.content = part, content
-		r.addToolCalls(1)
+		r.state.addToolCalls(1)
 		st.succeeded(name)
 		return nil
 	}
@@ -188,12 +186,12 @@ func (r *run) outcome(ctx context.Context, st *stepState, s *slot, val any, err 
 	case errors.As(err, &cd):
 		s.deferKind, s.deferMeta, s.hasMeta, s.deferTask = deferred.KindExternal, tool.DeepCopy(cd.Metadata), cd.Metadata != nil, cd.TaskID
 	case errors.As(err, &retry):
-		if e := r.consumeRetry(st, name, s.t.Retries); e != nil {
+		if e := r.state.consumeRetry(st, name, s.t.Retries); e != nil {
 			return e
 		}
 		s.part = message.RetryPrompt{ToolName: name, ToolCallID: id, Content: retry.Message}
 	case errors.As(err, &inval):
-		if e := r.consumeRetry(st, name, s.t.Retries); e != nil {
+		if e := r.state.consumeRetry(st, name, s.t.Retries); e != nil {
 			return e
 		}
 		s.part = message.RetryPrompt{ToolName: name, ToolCallID: id, Content: validationText(inval)}

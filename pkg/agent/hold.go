@@ -22,7 +22,7 @@ func (r *run) hold(ctx context.Context, slots []*slot, respIdx int, reqs *deferr
 	if len(holders) == 0 {
 		return reqs, nil
 	}
-	record := r.deferredRecord(respIdx)
+	record := r.state.deferredRecord(respIdx)
 	var calls []*DeferredCall
 	var open []*slot
 	for _, s := range slots {

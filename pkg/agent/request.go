@@ -63,10 +63,7 @@ func (r *run) request(ctx context.Context, req message.Message) (message.Message
 		}
 	}
 	req = promptLastOf(req, promptAt)
-	r.mu.Lock()
-	queued := r.asap
-	r.asap = nil
-	r.mu.Unlock()
+	queued := r.state.takeAsap()
 	if len(req.Parts) > 0 {
 		r.appendMessage(req)
 	}
@@ -74,7 +71,7 @@ func (r *run) request(ctx context.Context, req message.Message) (message.Message
 		r.appendMessage(message.NewRequest(message.UserPrompt{Content: q}))
 	}
 
-	usage := r.usageSnapshot()
+	usage := r.state.usageSnapshot()
 	if max := r.requestLimit(); max >= 0 && usage.Requests >= max {
 		return message.Message{}, Idle{}, &UsageLimitExceeded{Limit: "request_limit", Max: max, Count: usage.Requests + 1}
 	}
@@ -82,7 +79,7 @@ func (r *run) request(ctx context.Context, req message.Message) (message.Message
 	if err != nil {
 		return message.Message{}, Idle{}, err
 	}
-	lreq := &llm.Request{Messages: r.wireHistory(), Settings: r.a.cfg.Settings}
+	lreq := &llm.Request{Messages: r.state.wireHistory(), Settings: r.a.cfg.Settings}
 	lreq.OnRetry = r.onRetry
 	if len(tools) > 0 {
 		lreq.Tools = make([]llm.ToolDef, 0, len(tools))
@@ -103,9 +100,7 @@ func (r *run) request(ctx context.Context, req message.Message) (message.Message
 		resp, err = r.a.cfg.Model.Generate(mctx, lreq)
 	}
 	endModelSpan(span, resp, err)
-	r.mu.Lock()
-	r.usage.Requests++
-	r.mu.Unlock()
+	r.state.addRequest()
 	if err != nil {
 		return message.Message{}, Idle{}, fmt.Errorf("model %s: %w", r.a.cfg.Model.Name(), err)
 	}
@@ -114,16 +109,12 @@ func (r *run) request(ctx context.Context, req message.Message) (message.Message
 	if m.ModelName == "" {
 		m.ModelName = r.a.cfg.Model.Name()
 	}
-	r.mu.Lock()
-	r.usage.InputTokens += resp.Usage.InputTokens
-	r.usage.OutputTokens += resp.Usage.OutputTokens
-	usage = r.usage
-	r.mu.Unlock()
+	usage = r.state.addTokens(resp.Usage)
 	r.appendMessage(m)
 	if err := r.checkTokens(usage); err != nil {
 		return message.Message{}, Idle{}, err
 	}
-	return r.message(r.lastIndex()), Idle{}, nil
+	return r.state.message(r.state.lastIndex()), Idle{}, nil
 }
 
 // promptLastOf moves the part at promptAt (the run's prompt) behind the

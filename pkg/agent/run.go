@@ -46,16 +46,8 @@ type run struct {
 	emitMu    sync.Mutex
 	finalSent bool
 
-	// mu guards the fields below; see state.go.
-	mu        sync.Mutex
-	history   message.History
-	usage     message.Usage
-	retries   map[string]int
-	asap      [][]message.Content
-	whenIdle  [][]message.Content
-	cancelled bool
-	ended     bool // the run has returned: Enqueue refuses, Cancel is moot
-	cancelRun context.CancelCauseFunc
+	// state is what changes while the run runs (state.go).
+	state runState
 }
 
 func newRun(a *Agent, prompt string, opts *RunOptions) *run {
@@ -67,16 +59,16 @@ func newRun(a *Agent, prompt string, opts *RunOptions) *run {
 		limits:        a.cfg.Limits,
 		allowDeferred: a.cfg.AllowDeferred || opts.AllowDeferred,
 		runID:         ulid.Make().String(),
-		history:       slices.Grow(repairDangling(opts.History), 8), // room for a few steps' messages
-		retries:       map[string]int{},
 	}
+	history := slices.Grow(repairDangling(opts.History), 8) // room for a few steps' messages
+	r.state = runState{history: history, retries: map[string]int{}}
 	if opts.Limits != nil {
 		r.limits = *opts.Limits
 	}
 	r.convID = opts.ConversationID
 	if r.convID == "" {
-		for i := len(r.history) - 1; i >= 0; i-- {
-			if id := r.history[i].ConversationID; id != "" {
+		for i := len(history) - 1; i >= 0; i-- {
+			if id := history[i].ConversationID; id != "" {
 				r.convID = id
 				break
 			}
@@ -85,7 +77,7 @@ func newRun(a *Agent, prompt string, opts *RunOptions) *run {
 	if r.convID == "" {
 		r.convID = ulid.Make().String()
 	}
-	r.newFrom = len(r.history)
+	r.newFrom = len(history)
 	r.info = &RunInfo{RunID: r.runID, ConversationID: r.convID, Deps: opts.Deps, r: r}
 	return r
 }
@@ -121,11 +113,7 @@ func (r *run) emit(e Event) {
 
 // Cancel implements tool.RunControl.
 func (r *run) Cancel() {
-	r.mu.Lock()
-	r.cancelled = true
-	cancel := r.cancelRun
-	r.mu.Unlock()
-	if cancel != nil {
+	if cancel := r.state.cancel(); cancel != nil {
 		cancel(ErrRunCancelled)
 	}
 }
@@ -135,18 +123,11 @@ func (r *run) Enqueue(p tool.Priority, content ...message.Content) error {
 	if len(content) == 0 {
 		return nil
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.ended {
-		return tool.ErrNoRun
-	}
-	if p == tool.PriorityWhenIdle {
-		r.whenIdle = append(r.whenIdle, slices.Clone(content))
-	} else {
-		r.asap = append(r.asap, slices.Clone(content))
-	}
-	return nil
+	return r.state.enqueue(p, content)
 }
+
+// appendMessage records m in the history, stamped with the run's IDs.
+func (r *run) appendMessage(m message.Message) { r.state.appendMessage(r.stamp(m)) }
 
 func (r *run) stamp(m message.Message) message.Message {
 	m.RunID, m.ConversationID = r.runID, r.convID
@@ -162,9 +143,7 @@ func (r *run) execute(ctx context.Context) (*Result, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	ctx = context.WithValue(ctx, runKey{}, r) // for Suspending
-	r.mu.Lock()
-	r.cancelRun = cancel
-	r.mu.Unlock()
+	r.state.started(cancel)
 	ctx, span := r.startRunSpan(ctx)
 
 	r.emit(Event{Type: EventRunStarted})
@@ -191,9 +170,7 @@ func (r *run) execute(ctx context.Context) (*Result, error) {
 	if res == nil {
 		res = r.result("", nil)
 	}
-	r.mu.Lock()
-	r.ended = true
-	r.mu.Unlock()
+	r.state.end()
 	final := finalOf(res, err)
 	if final.Status == StatusInterrupted {
 		final.Error = interruptedText(context.Cause(ctx))
@@ -208,10 +185,7 @@ func (r *run) execute(ctx context.Context) (*Result, error) {
 
 // runError turns a context error caused by Cancel into ErrRunCancelled.
 func (r *run) runError(ctx context.Context, err error) error {
-	r.mu.Lock()
-	cancelled := r.cancelled
-	r.mu.Unlock()
-	if cancelled && (errors.Is(err, context.Canceled) || errors.Is(err, ErrRunCancelled)) {
+	if r.state.isCancelled() && (errors.Is(err, context.Canceled) || errors.Is(err, ErrRunCancelled)) {
 		return ErrRunCancelled
 	}
 	if errors.Is(err, context.Canceled) {
@@ -223,13 +197,12 @@ func (r *run) runError(ctx context.Context, err error) error {
 }
 
 func (r *run) result(output string, reqs *deferred.Requests) *Result {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	history, usage := r.state.snapshot()
 	return &Result{
 		Output:         output,
 		Deferred:       reqs,
-		Messages:       slices.Clone(r.history),
-		Usage:          r.usage,
+		Messages:       history,
+		Usage:          usage,
 		RunID:          r.runID,
 		ConversationID: r.convID,
 		newFrom:        r.newFrom,
@@ -298,7 +271,7 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 			return res, nil
 		}
 		if len(resp.ToolCalls()) > 0 {
-			parts, reqs, err := r.step(ctx, r.lastIndex(), nil)
+			parts, reqs, err := r.step(ctx, r.state.lastIndex(), nil)
 			if err != nil {
 				return nil, err
 			}
@@ -322,7 +295,7 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 		if res := r.idleEnd(idle); res != nil {
 			return res, nil
 		}
-		if queued := r.drainAtEnd(); len(queued) > 0 || len(more) > 0 {
+		if queued := r.state.drainAtEnd(); len(queued) > 0 || len(more) > 0 {
 			if len(queued) == 0 {
 				req = message.NewRequest(more...)
 				continue
@@ -340,10 +313,7 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 // alive reports why no new side effect may start: ErrRunCancelled after
 // RunContext.Cancel, the context's error after an interrupt, else nil.
 func (r *run) alive(ctx context.Context) error {
-	r.mu.Lock()
-	cancelled := r.cancelled
-	r.mu.Unlock()
-	if cancelled {
+	if r.state.isCancelled() {
 		return ErrRunCancelled
 	}
 	return ctx.Err()
@@ -362,7 +332,7 @@ func (r *run) suspendRequested() bool {
 // suspended is the result of a run stopped by RunOptions.Suspend. Queued
 // messages are kept in the history, as on a pause.
 func (r *run) suspended() *Result {
-	for _, q := range r.drainAtEnd() {
+	for _, q := range r.state.drainAtEnd() {
 		r.appendMessage(message.NewRequest(message.UserPrompt{Content: q}))
 	}
 	res := r.result("", nil)
@@ -387,7 +357,7 @@ func (r *run) idleEnd(idle Idle) *Result {
 // waits for in Result.Background as its RunWrapper returns. Queued
 // messages are kept in the history, as on a pause.
 func (r *run) waitPaused() *Result {
-	for _, q := range r.drainAtEnd() {
+	for _, q := range r.state.drainAtEnd() {
 		r.appendMessage(message.NewRequest(message.UserPrompt{Content: q}))
 	}
 	res := r.result("", nil)
@@ -444,7 +414,7 @@ func (r *run) pause(ctx context.Context, parts []message.Part, reqs *deferred.Re
 	}
 	// Messages enqueued in this step are kept in the history: the resume
 	// sends them with its first request.
-	for _, q := range r.drainAtEnd() {
+	for _, q := range r.state.drainAtEnd() {
 		r.appendMessage(message.NewRequest(message.UserPrompt{Content: q}))
 	}
 	return r.result("", reqs), nil
@@ -468,7 +438,7 @@ func (r *run) start(ctx context.Context) (message.Message, *Result, error) {
 		}
 		return message.NewRequest(parts...), nil, nil
 	}
-	h := r.historySnapshot()
+	h := r.state.historySnapshot()
 	if li := lastResponse(h); li >= 0 && len(unanswered(h, li)) > 0 {
 		// Calls of the last response without a result (also after a
 		// trailing request holding some results): a new prompt would send
