@@ -92,6 +92,20 @@ func Tools(cfg Config) agent.Capability {
 	return &capability{sel: cfg.Tools, exec: cfg.Executor, log: cfg.Logger, nb: nb}
 }
 
+// The hooks of the capability: one whose signature drifted from the
+// loop's interface would be skipped silently.
+var (
+	_ agent.InstructionsProvider = (*capability)(nil)
+	_ agent.RunWrapper           = (*capability)(nil)
+	_ agent.ToolsPreparer        = (*capability)(nil)
+	_ agent.ToolCallPreparer     = (*capability)(nil)
+	_ agent.ToolCallWrapper      = (*capability)(nil)
+	_ agent.ModelRequestHook     = (*capability)(nil)
+	_ agent.IdleHook             = (*capability)(nil)
+	_ agent.DeferredHolder       = (*capability)(nil)
+	_ agent.HandoffKeeper        = (*capability)(nil)
+)
+
 // bgMode is how a tool runs under [Tools].
 type bgMode int
 
