@@ -39,8 +39,9 @@
 //
 // # Hooks
 //
-// The capability implements these hooks of package agent: RunWrapper (it
-// owns the run's tasks: adopts, detaches, cancels), ToolsPreparer and
+// The capability implements these hooks of package agent:
+// InstructionsProvider (the texts of SPEC §4), RunWrapper (it owns the
+// run's tasks: adopts, detaches, cancels), ToolsPreparer and
 // ToolCallPreparer (the run_in_background flag, the task's ID),
 // ToolCallWrapper (starts a background call), ModelRequestHook (delivers
 // what arrived), IdleHook (waits for an outcome, or pauses while only
