@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/agent/background"
 	"github.com/offload-dev/offload/pkg/llm/openaicompat/openaitest"
 )
 
@@ -235,7 +235,7 @@ model_settings:
 	}
 	msgs := body["messages"].([]any)
 	// The spec's instructions, then those of its BackgroundTools capabilities.
-	if sys := msgs[0].(map[string]any); sys["role"] != "system" || sys["content"] != "Answer in one word.\n\n"+agent.BackgroundInstructions {
+	if sys := msgs[0].(map[string]any); sys["role"] != "system" || sys["content"] != "Answer in one word.\n\n"+background.Instructions {
 		t.Errorf("instructions: %v", msgs[0])
 	}
 	if tools := body["tools"].([]any); len(tools) != 2 { // sleep and the external ask_human

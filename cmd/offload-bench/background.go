@@ -10,6 +10,7 @@ import (
 
 	"github.com/offload-dev/offload/internal/benchcall"
 	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/agent/background"
 	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/llm/script"
 	"github.com/offload-dev/offload/pkg/message"
@@ -45,7 +46,7 @@ func backgroundLoopCaller() (caller, error) {
 			return nil, ctx.Err()
 		}
 	})
-	return backgroundRun(tool.MustSet(local), agent.InProcessExecutor{}, func(start bool) {
+	return backgroundRun(tool.MustSet(local), background.InProcessExecutor{}, func(start bool) {
 		mu.Lock()
 		defer mu.Unlock()
 		if start {
@@ -61,7 +62,7 @@ func backgroundLoopCaller() (caller, error) {
 // the call to the model request holding its follow-up. waiting, if not
 // nil, is called with true as the run starts and with false when the model
 // answers "waiting".
-func backgroundRun(ts tool.Toolset, exec agent.Executor, waiting func(start bool)) (caller, error) {
+func backgroundRun(ts tool.Toolset, exec background.Executor, waiting func(start bool)) (caller, error) {
 	var mu sync.Mutex
 	var sent, seen time.Time
 	var answered bool
@@ -92,7 +93,7 @@ func backgroundRun(ts tool.Toolset, exec agent.Executor, waiting func(start bool
 	a, err := agent.New(agent.Config{
 		Model:        model,
 		Toolsets:     []tool.Toolset{ts},
-		Capabilities: []agent.Capability{agent.BackgroundTools(agent.BackgroundConfig{Tools: agent.SelectNames("lookup"), Executor: exec})},
+		Capabilities: []agent.Capability{background.Tools(background.Config{Tools: background.SelectNames("lookup"), Executor: exec})},
 		Limits:       agent.UsageLimits{Requests: agent.Unlimited()},
 	})
 	if err != nil {
@@ -177,7 +178,7 @@ func measurePendingMemory(ctx context.Context, ep endpoint, calls int) (pendingM
 	a, err := agent.New(agent.Config{
 		Model:        model,
 		Toolsets:     []tool.Toolset{rt},
-		Capabilities: []agent.Capability{agent.BackgroundTools(agent.BackgroundConfig{Tools: agent.SelectAll(), Executor: rt.Executor(nil)})},
+		Capabilities: []agent.Capability{background.Tools(background.Config{Tools: background.SelectAll(), Executor: rt.Executor(nil)})},
 		Limits:       agent.UsageLimits{Requests: agent.Unlimited()},
 	})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/agent/background"
 	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/llm/script"
 	"github.com/offload-dev/offload/pkg/message"
@@ -101,7 +102,7 @@ func overlapRun(ctx context.Context, rt *remote.Toolset, calls int) (overlapResu
 	a, err := agent.New(agent.Config{
 		Model:        model,
 		Toolsets:     []tool.Toolset{rt},
-		Capabilities: []agent.Capability{agent.BackgroundTools(agent.BackgroundConfig{Executor: rt.Executor(nil)})},
+		Capabilities: []agent.Capability{background.Tools(background.Config{Executor: rt.Executor(nil)})},
 		Limits:       agent.UsageLimits{Requests: agent.Unlimited()},
 	})
 	if err != nil {

@@ -118,10 +118,11 @@ type RunOptions struct {
 	// Background lists the background tasks an earlier run of the
 	// conversation left running (its Result.Background, as the
 	// conversation store kept them), each with its outcome when it arrived
-	// meanwhile. The run's BackgroundTools capability adopts them: the
+	// meanwhile. The run's background capability (package
+	// agent/background) adopts them, seeing them as RunInfo.Adopted: the
 	// outcomes that arrived reach the model with the first model request,
 	// in the order given; a task still running is attached through the
-	// executor (an [Attacher]) and is live like the run's own tasks.
+	// executor (an Attacher) and is live like the run's own tasks.
 	Background []AdoptedTask
 	// Continues is the span context of the run this one continues (a
 	// resume after a pause): the run's span links to it (SPEC §14). The
@@ -152,8 +153,9 @@ type Result struct {
 	RunID, ConversationID string
 
 	newFrom int
-	// waiting is set when the run paused because only non-blocking
-	// deferred calls were pending (they join Background as the run ends).
+	// waiting is set when an IdleHook paused the run (only non-blocking
+	// deferred calls were pending; they join Background as the
+	// capability's RunWrapper returns).
 	waiting bool
 }
 

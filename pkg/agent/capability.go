@@ -3,6 +3,9 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/message"
@@ -11,10 +14,12 @@ import (
 
 // Capability is a composable extension of a run. A capability implements
 // any of the hook interfaces below ([RunWrapper], [ToolsPreparer],
-// [InstructionsProvider], [ModelRequestHook], [StepHook], [ToolCallPreparer],
-// [ToolCallWrapper], [DeferredHandler]); the agent looks each one up with a type assertion, so
-// a capability implements only what it needs. Capabilities run in the order
-// they are given: agent capabilities first, then the run's.
+// [InstructionsProvider], [ModelRequestHook], [StepHook], [IdleHook],
+// [ToolCallPreparer], [ToolCallWrapper], [DeferredHolder],
+// [DeferredHandler], [HandoffKeeper]); the agent looks each one up with a
+// type assertion, so a capability implements only what it needs.
+// Capabilities run in the order they are given: agent capabilities first,
+// then the run's.
 type Capability any
 
 // RunWrapper wraps the whole run. next runs the rest of the run (inner
@@ -45,10 +50,35 @@ type ModelRequestHook interface {
 // StepHook runs after each model response has been handled (its tool calls
 // executed, deferred or answered). final is true when the run is about to
 // end with output; returning more parts keeps the run going with one more
-// model request carrying them (e.g. a background result arriving while the
-// model thought it was done).
+// model request carrying them.
 type StepHook interface {
 	AfterStep(ctx context.Context, info *RunInfo, final bool) ([]message.Part, error)
+}
+
+// IdleHook runs when the run is idle: once the model ended its turn
+// without tool calls (right after the capability's own [StepHook], if it
+// has one), and before a model request that carries nothing yet, such as
+// the first of a run that continues a conversation with no prompt (right
+// after the capability's own [ModelRequestHook]). It may hand the run what
+// arrived, wait for work that runs elsewhere (background tasks), or end
+// the run; see [Idle].
+type IdleHook interface {
+	WhenIdle(ctx context.Context, info *RunInfo) (Idle, error)
+}
+
+// Idle is what an [IdleHook] decided. The zero value lets the run go on
+// as it would without the hook. At most one of Pause and Suspend is set;
+// either ends the run at once (the hooks after it are not asked).
+type Idle struct {
+	// Parts go to the model with one more request (outcomes that arrived).
+	Parts []message.Part
+	// Pause ends the run paused (Result.Paused): what it waits for comes
+	// later, to a run that continues the conversation; the capability
+	// lists it in Result.Background as its RunWrapper returns.
+	Pause bool
+	// Suspend ends the run as a closed RunOptions.Suspend does
+	// (Result.Suspended): the hook saw it closed while it waited.
+	Suspend bool
 }
 
 // ToolCallPreparer runs before a call's arguments are validated, in
@@ -107,6 +137,48 @@ type ToolCallWrapper interface {
 	WrapToolCall(ctx context.Context, call *ToolCall, next ToolCallFunc) (any, error)
 }
 
+// DeferredHolder takes deferred calls out of a step before the
+// [DeferredHandler]s are asked: a held call gets its result at once (an
+// acknowledgement the model reads) and its outcome reaches the model
+// later, as the holder arranges (non-blocking calls, SPEC §12). The
+// holders are asked once per step, in capability order, with the calls
+// still unresolved (the deferred_tool_requests event lists them all).
+type DeferredHolder interface {
+	// HoldDeferred holds a call by setting its Result. The results set
+	// stand also when it returns an error, which ends the run.
+	HoldDeferred(ctx context.Context, info *RunInfo, calls []*DeferredCall) error
+}
+
+// DeferredCall is a deferred call of a step, for [DeferredHolder].
+type DeferredCall struct {
+	// Tool is the called tool, as prepared for this step.
+	Tool *tool.Tool
+	// Call is the model's call part.
+	Call message.ToolCall
+	// Task is the call as pending work: its task ID, kind, arguments (the
+	// validated ones, else the model's), deferral metadata and the
+	// attempt its task takes when it runs.
+	Task deferred.PendingTask
+	// Result, once a holder sets it, is the call's result part: the call
+	// is held. A holder leaves alone the calls that have one already.
+	Result message.Part
+}
+
+// HandoffKeeper keeps the calls tools hand off when the run suspends
+// ([Handoff], [Suspending]): such a call goes on elsewhere and becomes
+// work of the run that a later run finishes (package agent/background's
+// capability is one). The first keeper whose Suspending is not nil keeps
+// the call.
+type HandoffKeeper interface {
+	// Suspending returns the channel [Suspending] gives the call whose
+	// context is ctx: closed when the run is asked to suspend; nil when
+	// the keeper cannot keep that call.
+	Suspending(ctx context.Context, info *RunInfo) <-chan struct{}
+	// KeepHandoff takes over the call that h hands off (call.TaskID is
+	// h's) and returns the call's result, an acknowledgement.
+	KeepHandoff(ctx context.Context, info *RunInfo, call *ToolCall, h *Handoff) (any, error)
+}
+
 // DeferredHandler resolves deferred calls inline. It is asked once per step
 // with the calls still unresolved; returning nil or empty results declines.
 type DeferredHandler interface {
@@ -138,10 +210,10 @@ type RunInfo struct {
 }
 
 // Usage returns the run's usage so far.
-func (i *RunInfo) Usage() message.Usage { return i.r.usageSnapshot() }
+func (i *RunInfo) Usage() message.Usage { return i.r.state.usageSnapshot() }
 
 // History returns a copy of the run's history so far.
-func (i *RunInfo) History() message.History { return i.r.historySnapshot() }
+func (i *RunInfo) History() message.History { return i.r.state.historySnapshot() }
 
 // Emit sends an event to the run's observers. The final event belongs to
 // the run: an EventFinal given here is dropped, and so is every event once
@@ -155,4 +227,63 @@ func (i *RunInfo) Emit(e Event) {
 
 // ReserveToolCalls adds n (possibly negative) to the run's tool call count,
 // for calls that hold a slot while they run elsewhere.
-func (i *RunInfo) ReserveToolCalls(n int) { i.r.addToolCalls(n) }
+func (i *RunInfo) ReserveToolCalls(n int) { i.r.state.addToolCalls(n) }
+
+// CheckToolCalls returns the *UsageLimitExceeded that n more tool calls
+// would cause, or nil: a batch is refused whole, before any of it runs.
+func (i *RunInfo) CheckToolCalls(n int) error { return i.r.precheck(n) }
+
+// UseRetry uses one retry of the named tool outside a step, for a call's
+// retry that arrives later (a background call's ModelRetry). Past max it
+// returns the *UnexpectedModelBehavior that ends the run.
+func (i *RunInfo) UseRetry(toolName string, max int) error {
+	return i.r.state.consumeLateRetry(toolName, max)
+}
+
+// Adopted returns the tasks earlier runs left to this one
+// (RunOptions.Background).
+func (i *RunInfo) Adopted() []AdoptedTask { return i.r.opts.Background }
+
+// Suspend returns RunOptions.Suspend: closed when the run is asked to
+// suspend (nil: never).
+func (i *RunInfo) Suspend() <-chan struct{} { return i.r.opts.Suspend }
+
+// Observed reports whether the run's events have an observer
+// (RunOptions.OnEvent): without one, events need not be made early.
+func (i *RunInfo) Observed() bool { return i.r.opts.OnEvent != nil }
+
+// Cancelled reports whether the run was cancelled by RunContext.Cancel.
+func (i *RunInfo) Cancelled() bool { return i.r.state.isCancelled() }
+
+// AllowsDeferred reports whether the run may pause on deferred calls
+// (Config.AllowDeferred or RunOptions.AllowDeferred).
+func (i *RunInfo) AllowsDeferred() bool { return i.r.allowDeferred }
+
+// FailOnToolError reports Config.FailOnToolError: an unexpected tool error
+// ends the run.
+func (i *RunInfo) FailOnToolError() bool { return i.r.a.cfg.FailOnToolError }
+
+// HasQueued reports whether messages that tools enqueued wait for the
+// next model request: a hook waiting while the run is idle stops then.
+func (i *RunInfo) HasQueued() bool { return i.r.state.hasQueued() }
+
+// Logger returns the run's logger: the agent's, with the run's IDs.
+func (i *RunInfo) Logger() *slog.Logger { return i.r.logger() }
+
+// Tracer returns the agent's tracer (a no-op one without
+// Config.TracerProvider).
+func (i *RunInfo) Tracer() trace.Tracer { return i.r.a.tracer }
+
+// Tools returns the tools of the run's current step: every toolset's, as
+// the capabilities prepare them.
+func (i *RunInfo) Tools(ctx context.Context) ([]*tool.Tool, error) { return i.r.tools(ctx) }
+
+// RunContext returns a new RunContext of the run, with no call's fields
+// set (the caller sets them for the call it makes).
+func (i *RunInfo) RunContext() *tool.RunContext { return i.r.runContext(nil) }
+
+// CallTool runs call through the capabilities' ToolCallWrappers to its
+// tool, as the loop runs a call.
+func (i *RunInfo) CallTool(ctx context.Context, call *ToolCall) (any, error) {
+	return i.r.chain()(ctx, call)
+}

@@ -52,7 +52,7 @@ func (r *run) collectDeferred(slots []*slot, respIdx int) (*deferred.Requests, e
 		return nil, &UnexpectedModelBehavior{Message: "Deferred tool calls must have unique tool_call_id values; duplicate ids: " + idList(keys(dups))}
 	}
 	reqs := &deferred.Requests{Metadata: map[string]map[string]any{}, TaskIDs: map[string]string{}}
-	record := r.deferredRecord(respIdx)
+	record := r.state.deferredRecord(respIdx)
 	for _, s := range pending {
 		id := s.call.ToolCallID
 		if s.deferKind == deferred.KindApproval {
@@ -90,7 +90,7 @@ func (r *run) collectDeferred(slots []*slot, respIdx int) (*deferred.Requests, e
 		reqs.TaskIDs[id] = entry.TaskID
 		record[id] = entry
 	}
-	r.setDeferredRecord(respIdx, record)
+	r.state.setDeferredRecord(respIdx, record)
 	return reqs, nil
 }
 
@@ -108,10 +108,10 @@ type deferredEntry struct {
 
 // deferredRecord reads the record of deferred calls kept in the response's
 // metadata (it survives a JSON round trip as map[string]any).
-func (r *run) deferredRecord(respIdx int) map[string]deferredEntry {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return readDeferredRecord(r.history[respIdx])
+func (s *runState) deferredRecord(respIdx int) map[string]deferredEntry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return readDeferredRecord(s.history[respIdx])
 }
 
 func readDeferredRecord(m message.Message) map[string]deferredEntry {
@@ -127,7 +127,7 @@ func readDeferredRecord(m message.Message) map[string]deferredEntry {
 	return out
 }
 
-func (r *run) setDeferredRecord(respIdx int, rec map[string]deferredEntry) {
+func (s *runState) setDeferredRecord(respIdx int, rec map[string]deferredEntry) {
 	m := map[string]any{}
 	for id, e := range rec {
 		v := map[string]any{"kind": string(e.Kind), "task_id": e.TaskID}
@@ -139,16 +139,16 @@ func (r *run) setDeferredRecord(respIdx int, rec map[string]deferredEntry) {
 		}
 		m[id] = v
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	msg := r.history[respIdx]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	msg := s.history[respIdx]
 	md := tool.DeepCopy(msg.Metadata)
 	if md == nil {
 		md = map[string]any{}
 	}
 	md[deferredMetaKey] = m
 	msg.Metadata = md
-	r.history[respIdx] = msg
+	s.history[respIdx] = msg
 }
 
 // resolveInline asks the DeferredHandler chain to resolve reqs, executes
@@ -156,13 +156,11 @@ func (r *run) setDeferredRecord(respIdx int, rec map[string]deferredEntry) {
 // again).
 func (r *run) resolveInline(ctx context.Context, st *stepState, slots []*slot, names []string, respIdx int, reqs *deferred.Requests) (*deferred.Requests, error) {
 	r.emit(Event{Type: EventDeferredToolRequests, Requests: reqs.Clone()})
-	if br := bgRunOf(ctx); br != nil {
-		// Non-blocking calls (SPEC §12) leave the step with their
-		// acknowledgement; their outcomes come as follow-ups.
-		var err error
-		if reqs, err = br.holdDeferred(ctx, slots, respIdx, reqs); err != nil || reqs == nil {
-			return nil, err
-		}
+	// Held calls (non-blocking ones, SPEC §12) leave the step with their
+	// acknowledgement; their outcomes come as follow-ups.
+	reqs, err := r.hold(ctx, slots, respIdx, reqs)
+	if err != nil || reqs == nil {
+		return nil, err
 	}
 	var handlers []DeferredHandler
 	for _, c := range r.caps {
@@ -218,7 +216,7 @@ func (r *run) resolveInline(ctx context.Context, st *stepState, slots []*slot, n
 		_, inC := answered.Calls[id]
 		if s.deferKind != "" && s.part == nil && (inA || inC) {
 			s.deferredTaskID = reqs.TaskIDs[id]
-			entry := r.deferredRecord(respIdx)[id]
+			entry := r.state.deferredRecord(respIdx)[id]
 			s.attempt, s.effect = entry.Attempt, entry.Effect
 			resolved = append(resolved, s)
 		}
@@ -337,7 +335,7 @@ func (r *run) supplied(s *slot, v any) error {
 		x.ToolName, x.ToolCallID = name, id
 		s.part = x
 	default:
-		part, content, err := returnPart(name, id, v)
+		part, content, err := ReturnPart(name, id, v)
 		if err != nil {
 			return &UserError{Message: fmt.Sprintf("result for tool call %q: %v", id, err), Err: err}
 		}

@@ -46,23 +46,15 @@
 //
 // # Background tools
 //
-// [BackgroundTools] runs chosen calls in the background (SPEC §4): a call
-// returns at once with an acknowledgement naming its task (a ULID), the run
-// goes on, and the outcome reaches the model later as a follow-up user
-// message, between model requests. When the model ends its turn while
-// tasks are live, the run waits for the next outcome; Run returns only when
-// no task is live. Tools are chosen by a [Selector] (metadata
-// background: true by default, names, or a predicate); metadata
-// background: "optional" lets the model choose with run_in_background.
-// An [Executor] starts the calls: [InProcessExecutor] (goroutines) by
-// default, or natsjs's, which hands them to workers. Each live task holds
-// one tool call slot. Ending a run cancels the live tasks; a pause (or
-// RunOptions.Suspend, SIGTERM) detaches those whose executor can and lists
-// them in Result.Background, so that [Result.PendingRecord] holds
-// everything a paused conversation waits for. The events
-// background_task_started, background_task_finished and progress (with
-// the task ID) follow the tasks; tool_call carries the task ID. Package
-// bgtest holds the scenario suite every executor must pass.
+// Package agent/background holds the background capability (SPEC §4 and
+// §12): calls that return at once and deliver their outcome later as a
+// follow-up message, its executors (in-process, or natsjs/remote's
+// workers) and non-blocking deferred calls. It talks to the loop through
+// the hooks below only. What the loop keeps of that work is its
+// vocabulary: a running task's handle ([BackgroundTask]), the tasks an
+// earlier run left (RunOptions.Background, [AdoptedTask]), the calls a
+// tool hands off when the run suspends ([Handoff], [Suspending]), and
+// Result.Background, which lists what a paused run waits for.
 //
 // # Capabilities and their hooks
 //
@@ -84,13 +76,19 @@
 //     still unresolved (the chain of [HandleDeferredToolCalls]).
 //   - [StepHook].AfterStep: after each model response was handled; may keep a
 //     run going that would otherwise end.
+//   - [IdleHook].WhenIdle: when the model ended its turn, or a request
+//     would carry nothing; may wait for work that runs elsewhere, and pause
+//     or suspend the run.
+//   - [DeferredHolder].HoldDeferred: once per step, before the deferred
+//     handlers; holds calls whose outcome comes later (non-blocking calls).
+//   - [HandoffKeeper]: keeps a call its tool hands off as the run suspends.
 //
 // # Events
 //
 // RunOptions.OnEvent and [Agent.Iter] deliver the [Event]s of SPEC §6.3 in
 // order: run_started, model_request_started, text_delta, tool_call,
 // tool_result, deferred_tool_requests, deferred_tool_results, the
-// background and progress events, and always
-// final last: nothing is emitted after it (a leftover goroutine's progress
-// report is dropped).
+// background and progress events (the background capability emits its own
+// through RunInfo.Emit), and always final last: nothing is emitted after
+// it (a leftover goroutine's progress report is dropped).
 package agent

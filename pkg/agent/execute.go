@@ -20,7 +20,7 @@ func (r *run) runContext(s *slot) *tool.RunContext {
 	rc := &tool.RunContext{
 		RunID:          r.runID,
 		ConversationID: r.convID,
-		Usage:          r.usageSnapshot(),
+		Usage:          r.state.usageSnapshot(),
 		Deps:           r.opts.Deps,
 		Control:        r,
 	}
@@ -35,9 +35,7 @@ func (r *run) runContext(s *slot) *tool.RunContext {
 		if s.t != nil {
 			rc.MaxRetries = s.t.Retries
 		}
-		r.mu.Lock()
-		rc.Retry = r.retries[s.call.ToolName]
-		r.mu.Unlock()
+		rc.Retry = r.state.retry(s.call.ToolName)
 	}
 	return rc
 }
@@ -166,12 +164,12 @@ func (r *run) chain() ToolCallFunc {
 func (r *run) outcome(ctx context.Context, st *stepState, s *slot, val any, err error) error {
 	name, id := s.call.ToolName, s.call.ToolCallID
 	if err == nil {
-		part, content, merr := returnPart(name, id, val)
+		part, content, merr := ReturnPart(name, id, val)
 		if merr != nil {
 			return r.unexpected(s, merr)
 		}
 		s.part, s.content = part, content
-		r.addToolCalls(1)
+		r.state.addToolCalls(1)
 		st.succeeded(name)
 		return nil
 	}
@@ -188,12 +186,12 @@ func (r *run) outcome(ctx context.Context, st *stepState, s *slot, val any, err 
 	case errors.As(err, &cd):
 		s.deferKind, s.deferMeta, s.hasMeta, s.deferTask = deferred.KindExternal, tool.DeepCopy(cd.Metadata), cd.Metadata != nil, cd.TaskID
 	case errors.As(err, &retry):
-		if e := r.consumeRetry(st, name, s.t.Retries); e != nil {
+		if e := r.state.consumeRetry(st, name, s.t.Retries); e != nil {
 			return e
 		}
 		s.part = message.RetryPrompt{ToolName: name, ToolCallID: id, Content: retry.Message}
 	case errors.As(err, &inval):
-		if e := r.consumeRetry(st, name, s.t.Retries); e != nil {
+		if e := r.state.consumeRetry(st, name, s.t.Retries); e != nil {
 			return e
 		}
 		s.part = message.RetryPrompt{ToolName: name, ToolCallID: id, Content: validationText(inval)}
@@ -224,9 +222,11 @@ func (r *run) unexpected(s *slot, err error) error {
 	return nil
 }
 
-// returnPart turns a tool's return value into a result part and extra user
-// content.
-func returnPart(name, id string, val any) (message.ToolReturn, []message.Content, error) {
+// ReturnPart turns a tool's return value (a JSON-encodable value, a
+// json.RawMessage, or a tool.Return) into the result part of call id of
+// the named tool, and the extra user content of a tool.Return, as the loop
+// records a call's result.
+func ReturnPart(name, id string, val any) (message.ToolReturn, []message.Content, error) {
 	var content []message.Content
 	var md map[string]any
 	switch x := val.(type) {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/agent/background"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
@@ -23,7 +24,7 @@ func TestFatalToolErrorEndsTheRun(t *testing.T) {
 			return "", tool.Fatal(errInfra)
 		}, opts...)
 		m := turns(calls(call("broken", "c1", "{}")), text("waiting"), text("never"))
-		a := newAgentCfg(t, agent.Config{Model: m, Capabilities: []agent.Capability{agent.BackgroundTools(agent.BackgroundConfig{})}}, broken)
+		a := newAgentCfg(t, agent.Config{Model: m, Capabilities: []agent.Capability{background.Tools(background.Config{})}}, broken)
 		res, err := a.Run(context.Background(), "go", nil)
 		var fe *tool.FatalError
 		if !errors.Is(err, errInfra) || !errors.As(err, &fe) {

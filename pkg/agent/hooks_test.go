@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/tool"
@@ -275,5 +276,191 @@ func TestReserveToolCallsCountsAgainstTheLimit(t *testing.T) {
 	var ule *agent.UsageLimitExceeded
 	if !errors.As(err, &ule) || ule.Limit != "tool_calls_limit" || ule.Count != 3 {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// idler is an IdleHook answering from a script, one entry per call
+// (the zero Idle once the script ran out).
+type idler struct {
+	mu     sync.Mutex
+	script []agent.Idle
+	calls  int
+}
+
+func (h *idler) WhenIdle(context.Context, *agent.RunInfo) (agent.Idle, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.calls++
+	if len(h.script) == 0 {
+		return agent.Idle{}, nil
+	}
+	next := h.script[0]
+	h.script = h.script[1:]
+	return next, nil
+}
+
+// isText reports whether p is a user prompt of the one text s.
+func isText(p message.Part, s string) bool {
+	u, ok := p.(message.UserPrompt)
+	return ok && len(u.Content) == 1 && u.Content[0].Text == s
+}
+
+// An IdleHook is asked when the model ended its turn: its parts give the
+// model another turn, a pause or a suspend ends the run as such.
+func TestIdleHookKeepsRunGoingOrEndsIt(t *testing.T) {
+	t.Parallel()
+	m := turns(text("first"), text("second"))
+	h := &idler{script: []agent.Idle{{Parts: []message.Part{message.UserText("it arrived")}}}}
+	res, err := newAgentCfg(t, agent.Config{Model: m, Capabilities: []agent.Capability{h}}).Run(t.Context(), "go", nil)
+	if err != nil || res.Output != "second" || h.calls != 2 {
+		t.Fatalf("%v %+v after %d idle calls", err, res, h.calls)
+	}
+	if p := lastRequestParts(t, m, 1); !isText(p[0], "it arrived") {
+		t.Errorf("parts %+v", p)
+	}
+
+	paused, err := newAgentCfg(t, agent.Config{Model: turns(text("waiting")), Capabilities: []agent.Capability{&idler{script: []agent.Idle{{Pause: true}}}}}).Run(t.Context(), "go", nil)
+	if err != nil || !paused.Paused() || paused.Output != "" || agent.StatusOf(paused, err) != agent.StatusPaused {
+		t.Errorf("pause: %v %+v", err, paused)
+	}
+	suspended, err := newAgentCfg(t, agent.Config{Model: turns(text("waiting")), Capabilities: []agent.Capability{&idler{script: []agent.Idle{{Suspend: true}}}}}).Run(t.Context(), "go", nil)
+	if err != nil || !suspended.Suspended || agent.StatusOf(suspended, err) != agent.StatusPaused {
+		t.Errorf("suspend: %v %+v", err, suspended)
+	}
+}
+
+// Before a request that carries nothing (a history continued without a
+// prompt), an IdleHook is asked right after its capability's
+// ModelRequestHook; what it gives is the request.
+func TestIdleHookFillsAnEmptyRequest(t *testing.T) {
+	t.Parallel()
+	first, err := newAgent(t, turns(text("hello"))).Run(t.Context(), "hi", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	history := first.Messages // continued without a prompt: nothing new for the model
+	m := turns(text("done"))
+	h := &idler{script: []agent.Idle{{Parts: []message.Part{message.UserText("outcome")}}}}
+	res, err := newAgentCfg(t, agent.Config{Model: m, Capabilities: []agent.Capability{h}}).Run(t.Context(), "", &agent.RunOptions{History: history})
+	if err != nil || res.Output != "done" {
+		t.Fatalf("%v %+v", err, res)
+	}
+	// Asked twice: before the empty request, then when the model ended its turn.
+	if h.calls != 2 {
+		t.Errorf("%d idle calls", h.calls)
+	}
+	if p := lastRequestParts(t, m, 0); len(p) != 1 || !isText(p[0], "outcome") {
+		t.Errorf("parts %+v", p)
+	}
+}
+
+// holder is a DeferredHolder holding the calls of one tool.
+type holder struct {
+	tool string
+	seen []deferred.PendingTask
+	err  error
+}
+
+func (h *holder) HoldDeferred(_ context.Context, _ *agent.RunInfo, calls []*agent.DeferredCall) error {
+	for _, c := range calls {
+		h.seen = append(h.seen, c.Task)
+		if c.Call.ToolName == h.tool && c.Result == nil {
+			c.Result = message.ToolReturn{ToolName: c.Call.ToolName, ToolCallID: c.Call.ToolCallID, Content: json.RawMessage(`"kept aside"`)}
+		}
+	}
+	return h.err
+}
+
+// A DeferredHolder takes calls out of the step before the handlers: a held
+// call's result is the holder's, the others pause the run as usual; the
+// results a failing holder set stand.
+func TestDeferredHolderTakesCallsBeforeTheHandlers(t *testing.T) {
+	t.Parallel()
+	tools := []*tool.Tool{times42("held", tool.NeedsApproval()), times42("gated", tool.NeedsApproval())}
+	m := turns(calls(call("held", "c1", `{"x":1}`), call("gated", "c2", `{"x":2}`)))
+	h := &holder{tool: "held"}
+	var results []string
+	res, err := newAgentCfg(t, agent.Config{Model: m, AllowDeferred: true, Capabilities: []agent.Capability{h}}, tools...).Run(t.Context(), "go", &agent.RunOptions{OnEvent: func(e agent.Event) {
+		if e.Type == agent.EventToolResult {
+			results = append(results, e.ToolCallID+"="+string(e.Content))
+		}
+	}})
+	if err != nil || !res.Paused() {
+		t.Fatalf("%v %+v", err, res)
+	}
+	if len(res.Deferred.Approvals) != 1 || res.Deferred.Approvals[0].ToolCallID != "c2" {
+		t.Errorf("deferred %+v, want c2 only", res.Deferred)
+	}
+	if len(h.seen) != 2 || h.seen[0].Kind != deferred.KindApproval || h.seen[0].TaskID == "" || string(h.seen[0].Args) != `{"x":1}` {
+		t.Errorf("the holder saw %+v", h.seen)
+	}
+	if got := strings.Join(results, " "); got != `c1="kept aside"` {
+		t.Errorf("tool results %s", got)
+	}
+	if got := mustJSON(t, res.Messages); !strings.Contains(got, `kept aside`) {
+		t.Errorf("history %s", got)
+	}
+
+	// With a call that ran in the step, what the step did is recorded as
+	// the run ends: the held call's result too.
+	failing := &holder{tool: "held", err: errors.New("holder failed")}
+	m = turns(calls(call("held", "c1", `{"x":1}`), call("gated", "c2", `{"x":2}`), call("t", "c3", `{"x":3}`)))
+	res, err = newAgentCfg(t, agent.Config{Model: m, AllowDeferred: true, Capabilities: []agent.Capability{failing}},
+		append(tools, times42("t"))...).Run(t.Context(), "go", nil)
+	if err == nil || err.Error() != "holder failed" {
+		t.Fatalf("err = %v", err)
+	}
+	if got := mustJSON(t, res.Messages); !strings.Contains(got, `kept aside`) {
+		t.Errorf("the held call's result was lost: %s", got)
+	}
+}
+
+// keeper is a HandoffKeeper that keeps every call handed off.
+type keeper struct {
+	suspend chan struct{}
+	kept    []string
+}
+
+func (k *keeper) Suspending(context.Context, *agent.RunInfo) <-chan struct{} { return k.suspend }
+
+func (k *keeper) KeepHandoff(_ context.Context, _ *agent.RunInfo, call *agent.ToolCall, h *agent.Handoff) (any, error) {
+	k.kept = append(k.kept, call.Call.ToolCallID+"/"+call.TaskID)
+	return "kept as " + h.TaskID, nil
+}
+
+// doneTask is a BackgroundTask that has finished.
+type doneTask struct{ done chan struct{} }
+
+func (t doneTask) Done() <-chan struct{} { return t.done }
+func (doneTask) Outcome() (any, error)   { return nil, nil }
+func (doneTask) Cancel(string)           {}
+func (doneTask) Detach() bool            { return true }
+
+// A tool hands its call off once Suspending fires; the run's
+// HandoffKeeper keeps it and its acknowledgement is the call's result.
+func TestHandoffKeeperKeepsTheCall(t *testing.T) {
+	t.Parallel()
+	k := &keeper{suspend: make(chan struct{})}
+	close(k.suspend)
+	task := doneTask{done: make(chan struct{})}
+	close(task.done)
+	waits := tool.Func("waits", "", func(ctx context.Context, _ *tool.RunContext, _ struct{}) (any, error) {
+		<-agent.Suspending(ctx)
+		return nil, &agent.Handoff{Task: task, TaskID: "t1"}
+	})
+	m := turns(calls(call("waits", "c1", `{}`)), text("done"))
+	res, err := newAgentCfg(t, agent.Config{Model: m, Capabilities: []agent.Capability{k}}, waits).Run(t.Context(), "go", nil)
+	if err != nil || res.Output != "done" {
+		t.Fatalf("%v %+v", err, res)
+	}
+	if got := strings.Join(k.kept, " "); got != "c1/t1" {
+		t.Errorf("kept %q", got)
+	}
+	if p := lastRequestParts(t, m, 1); returnContent(t, p[0]) != "kept as t1" {
+		t.Errorf("parts %+v", p)
+	}
+	// Outside a run, or when no keeper can keep the call, Suspending is nil.
+	if agent.Suspending(t.Context()) != nil {
+		t.Error("Suspending outside a run")
 	}
 }

@@ -32,8 +32,9 @@ func (r *run) instructions() string {
 }
 
 // request sends req (plus queued asap messages) to the model and records the
-// response.
-func (r *run) request(ctx context.Context, req message.Message) (message.Message, error) {
+// response. An IdleHook, asked while req carries nothing, may end the run
+// instead: request then returns its Idle and sends nothing.
+func (r *run) request(ctx context.Context, req message.Message) (message.Message, Idle, error) {
 	// The hooks see the whole request; what they add goes before the
 	// run's prompt when the request ends with it.
 	promptAt := -1
@@ -42,22 +43,27 @@ func (r *run) request(ctx context.Context, req message.Message) (message.Message
 	}
 	r.promptLast = false
 	for _, c := range r.caps {
+		var idle Idle
+		var err error
 		if h, ok := c.(ModelRequestHook); ok {
-			err := h.BeforeModelRequest(ctx, r.info, &req)
-			if err != nil {
-				// The run ends here; the results req carries stay in the
-				// history, so that a continued history does not run their
-				// calls again.
-				r.keep(promptLastOf(req, promptAt))
-				return message.Message{}, err
-			}
+			err = h.BeforeModelRequest(ctx, r.info, &req)
+		}
+		if h, ok := c.(IdleHook); ok && err == nil && len(req.Parts) == 0 {
+			// Nothing to send yet (a resumed run whose tasks still run):
+			// the hook may wait for something.
+			idle, err = h.WhenIdle(ctx, r.info)
+			req.Parts = append(req.Parts, idle.Parts...)
+		}
+		if err != nil || idle.Pause || idle.Suspend {
+			// The run ends here; the results req carries stay in the
+			// history, so that a continued history does not run their
+			// calls again.
+			r.keep(promptLastOf(req, promptAt))
+			return message.Message{}, idle, err
 		}
 	}
 	req = promptLastOf(req, promptAt)
-	r.mu.Lock()
-	queued := r.asap
-	r.asap = nil
-	r.mu.Unlock()
+	queued := r.state.takeAsap()
 	if len(req.Parts) > 0 {
 		r.appendMessage(req)
 	}
@@ -65,15 +71,15 @@ func (r *run) request(ctx context.Context, req message.Message) (message.Message
 		r.appendMessage(message.NewRequest(message.UserPrompt{Content: q}))
 	}
 
-	usage := r.usageSnapshot()
+	usage := r.state.usageSnapshot()
 	if max := r.requestLimit(); max >= 0 && usage.Requests >= max {
-		return message.Message{}, &UsageLimitExceeded{Limit: "request_limit", Max: max, Count: usage.Requests + 1}
+		return message.Message{}, Idle{}, &UsageLimitExceeded{Limit: "request_limit", Max: max, Count: usage.Requests + 1}
 	}
 	tools, err := r.tools(ctx)
 	if err != nil {
-		return message.Message{}, err
+		return message.Message{}, Idle{}, err
 	}
-	lreq := &llm.Request{Messages: r.wireHistory(), Settings: r.a.cfg.Settings}
+	lreq := &llm.Request{Messages: r.state.wireHistory(), Settings: r.a.cfg.Settings}
 	lreq.OnRetry = r.onRetry
 	if len(tools) > 0 {
 		lreq.Tools = make([]llm.ToolDef, 0, len(tools))
@@ -94,27 +100,21 @@ func (r *run) request(ctx context.Context, req message.Message) (message.Message
 		resp, err = r.a.cfg.Model.Generate(mctx, lreq)
 	}
 	endModelSpan(span, resp, err)
-	r.mu.Lock()
-	r.usage.Requests++
-	r.mu.Unlock()
+	r.state.addRequest()
 	if err != nil {
-		return message.Message{}, fmt.Errorf("model %s: %w", r.a.cfg.Model.Name(), err)
+		return message.Message{}, Idle{}, fmt.Errorf("model %s: %w", r.a.cfg.Model.Name(), err)
 	}
 	m := message.NewResponse(resp.Parts...)
 	m.ModelName, m.FinishReason, m.Usage = resp.ModelName, resp.FinishReason, resp.Usage
 	if m.ModelName == "" {
 		m.ModelName = r.a.cfg.Model.Name()
 	}
-	r.mu.Lock()
-	r.usage.InputTokens += resp.Usage.InputTokens
-	r.usage.OutputTokens += resp.Usage.OutputTokens
-	usage = r.usage
-	r.mu.Unlock()
+	usage = r.state.addTokens(resp.Usage)
 	r.appendMessage(m)
 	if err := r.checkTokens(usage); err != nil {
-		return message.Message{}, err
+		return message.Message{}, Idle{}, err
 	}
-	return r.message(r.lastIndex()), nil
+	return r.state.message(r.state.lastIndex()), Idle{}, nil
 }
 
 // promptLastOf moves the part at promptAt (the run's prompt) behind the

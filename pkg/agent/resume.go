@@ -13,7 +13,7 @@ import (
 
 // resume answers the deferred calls the history ended with.
 func (r *run) resume(ctx context.Context, res *deferred.Results) ([]message.Part, *deferred.Requests, error) {
-	h := r.historySnapshot()
+	h := r.state.historySnapshot()
 	if len(h) == 0 {
 		return nil, nil, userErrorf(nil, "Tool call results were provided, but the message history is empty.")
 	}
@@ -85,7 +85,7 @@ func (r *run) resumePass(ctx context.Context, st *stepState, slots []*slot, name
 		sort.Strings(expected)
 		return nil, userErrorf(nil, "Tool call results need to be provided for all deferred tool calls. Expected: %s, got: %s", idSet(expected), idSet(keys(resultIDs)))
 	}
-	record := r.deferredRecord(respIdx)
+	record := r.state.deferredRecord(respIdx)
 	for _, s := range eligible {
 		id := s.call.ToolCallID
 		approval, isApproval := res.Approvals[id]

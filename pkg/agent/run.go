@@ -46,16 +46,8 @@ type run struct {
 	emitMu    sync.Mutex
 	finalSent bool
 
-	// mu guards the fields below; see state.go.
-	mu        sync.Mutex
-	history   message.History
-	usage     message.Usage
-	retries   map[string]int
-	asap      [][]message.Content
-	whenIdle  [][]message.Content
-	cancelled bool
-	ended     bool // the run has returned: Enqueue refuses, Cancel is moot
-	cancelRun context.CancelCauseFunc
+	// state is what changes while the run runs (state.go).
+	state runState
 }
 
 func newRun(a *Agent, prompt string, opts *RunOptions) *run {
@@ -67,16 +59,16 @@ func newRun(a *Agent, prompt string, opts *RunOptions) *run {
 		limits:        a.cfg.Limits,
 		allowDeferred: a.cfg.AllowDeferred || opts.AllowDeferred,
 		runID:         ulid.Make().String(),
-		history:       slices.Grow(repairDangling(opts.History), 8), // room for a few steps' messages
-		retries:       map[string]int{},
 	}
+	history := slices.Grow(repairDangling(opts.History), 8) // room for a few steps' messages
+	r.state = runState{history: history, retries: map[string]int{}}
 	if opts.Limits != nil {
 		r.limits = *opts.Limits
 	}
 	r.convID = opts.ConversationID
 	if r.convID == "" {
-		for i := len(r.history) - 1; i >= 0; i-- {
-			if id := r.history[i].ConversationID; id != "" {
+		for i := len(history) - 1; i >= 0; i-- {
+			if id := history[i].ConversationID; id != "" {
 				r.convID = id
 				break
 			}
@@ -85,7 +77,7 @@ func newRun(a *Agent, prompt string, opts *RunOptions) *run {
 	if r.convID == "" {
 		r.convID = ulid.Make().String()
 	}
-	r.newFrom = len(r.history)
+	r.newFrom = len(history)
 	r.info = &RunInfo{RunID: r.runID, ConversationID: r.convID, Deps: opts.Deps, r: r}
 	return r
 }
@@ -121,11 +113,7 @@ func (r *run) emit(e Event) {
 
 // Cancel implements tool.RunControl.
 func (r *run) Cancel() {
-	r.mu.Lock()
-	r.cancelled = true
-	cancel := r.cancelRun
-	r.mu.Unlock()
-	if cancel != nil {
+	if cancel := r.state.cancel(); cancel != nil {
 		cancel(ErrRunCancelled)
 	}
 }
@@ -135,18 +123,11 @@ func (r *run) Enqueue(p tool.Priority, content ...message.Content) error {
 	if len(content) == 0 {
 		return nil
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.ended {
-		return tool.ErrNoRun
-	}
-	if p == tool.PriorityWhenIdle {
-		r.whenIdle = append(r.whenIdle, slices.Clone(content))
-	} else {
-		r.asap = append(r.asap, slices.Clone(content))
-	}
-	return nil
+	return r.state.enqueue(p, content)
 }
+
+// appendMessage records m in the history, stamped with the run's IDs.
+func (r *run) appendMessage(m message.Message) { r.state.appendMessage(r.stamp(m)) }
 
 func (r *run) stamp(m message.Message) message.Message {
 	m.RunID, m.ConversationID = r.runID, r.convID
@@ -161,9 +142,8 @@ func (r *run) stamp(m message.Message) message.Message {
 func (r *run) execute(ctx context.Context) (*Result, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	r.mu.Lock()
-	r.cancelRun = cancel
-	r.mu.Unlock()
+	ctx = context.WithValue(ctx, runKey{}, r) // for Suspending
+	r.state.started(cancel)
 	ctx, span := r.startRunSpan(ctx)
 
 	r.emit(Event{Type: EventRunStarted})
@@ -190,9 +170,7 @@ func (r *run) execute(ctx context.Context) (*Result, error) {
 	if res == nil {
 		res = r.result("", nil)
 	}
-	r.mu.Lock()
-	r.ended = true
-	r.mu.Unlock()
+	r.state.end()
 	final := finalOf(res, err)
 	if final.Status == StatusInterrupted {
 		final.Error = interruptedText(context.Cause(ctx))
@@ -207,10 +185,7 @@ func (r *run) execute(ctx context.Context) (*Result, error) {
 
 // runError turns a context error caused by Cancel into ErrRunCancelled.
 func (r *run) runError(ctx context.Context, err error) error {
-	r.mu.Lock()
-	cancelled := r.cancelled
-	r.mu.Unlock()
-	if cancelled && (errors.Is(err, context.Canceled) || errors.Is(err, ErrRunCancelled)) {
+	if r.state.isCancelled() && (errors.Is(err, context.Canceled) || errors.Is(err, ErrRunCancelled)) {
 		return ErrRunCancelled
 	}
 	if errors.Is(err, context.Canceled) {
@@ -222,13 +197,12 @@ func (r *run) runError(ctx context.Context, err error) error {
 }
 
 func (r *run) result(output string, reqs *deferred.Requests) *Result {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	history, usage := r.state.snapshot()
 	return &Result{
 		Output:         output,
 		Deferred:       reqs,
-		Messages:       slices.Clone(r.history),
-		Usage:          r.usage,
+		Messages:       history,
+		Usage:          usage,
 		RunID:          r.runID,
 		ConversationID: r.convID,
 		newFrom:        r.newFrom,
@@ -287,33 +261,26 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 			r.keep(req)
 			return r.suspended(), nil
 		}
-		resp, err := r.request(ctx, req)
-		if errors.Is(err, errSuspend) {
-			// Suspended while a hook waited (a resumed run waiting for
-			// its background tasks): what req carried was kept.
-			return r.suspended(), nil
-		}
-		if errors.Is(err, errWaitPause) {
-			// A resumed run whose non-blocking calls still wait.
-			return r.waitPaused(), nil
-		}
+		resp, idle, err := r.request(ctx, req)
 		if err != nil {
 			return nil, err
 		}
+		if res := r.idleEnd(idle); res != nil {
+			// A resumed run that waited for its background tasks: it was
+			// suspended meanwhile, or only non-blocking calls still wait.
+			return res, nil
+		}
 		if len(resp.ToolCalls()) > 0 {
-			parts, reqs, err := r.step(ctx, r.lastIndex(), nil)
+			parts, reqs, err := r.step(ctx, r.state.lastIndex(), nil)
 			if err != nil {
 				return nil, err
 			}
 			if reqs != nil {
 				return r.pause(ctx, parts, reqs)
 			}
-			more, err := r.afterStep(ctx, false)
+			more, _, err := r.afterStep(ctx, false)
 			if err != nil {
 				r.keep(message.NewRequest(parts...))
-				if errors.Is(err, errSuspend) {
-					return r.suspended(), nil
-				}
 				return nil, err
 			}
 			req = message.NewRequest(append(parts, more...)...)
@@ -321,17 +288,14 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 		}
 		// The model answered without tool calls: the run ends unless queued
 		// messages or capabilities keep it going.
-		more, err := r.afterStep(ctx, true)
-		if errors.Is(err, errSuspend) {
-			return r.suspended(), nil
-		}
-		if errors.Is(err, errWaitPause) {
-			return r.waitPaused(), nil
-		}
+		more, idle, err := r.afterStep(ctx, true)
 		if err != nil {
 			return nil, err
 		}
-		if queued := r.drainAtEnd(); len(queued) > 0 || len(more) > 0 {
+		if res := r.idleEnd(idle); res != nil {
+			return res, nil
+		}
+		if queued := r.state.drainAtEnd(); len(queued) > 0 || len(more) > 0 {
 			if len(queued) == 0 {
 				req = message.NewRequest(more...)
 				continue
@@ -349,18 +313,11 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 // alive reports why no new side effect may start: ErrRunCancelled after
 // RunContext.Cancel, the context's error after an interrupt, else nil.
 func (r *run) alive(ctx context.Context) error {
-	r.mu.Lock()
-	cancelled := r.cancelled
-	r.mu.Unlock()
-	if cancelled {
+	if r.state.isCancelled() {
 		return ErrRunCancelled
 	}
 	return ctx.Err()
 }
-
-// errSuspend is returned by hooks (the background tasks' idle wait) that
-// saw RunOptions.Suspend closed: the run returns suspended.
-var errSuspend = errors.New("agent: run suspended")
 
 // suspendRequested reports whether RunOptions.Suspend is closed.
 func (r *run) suspendRequested() bool {
@@ -375,7 +332,7 @@ func (r *run) suspendRequested() bool {
 // suspended is the result of a run stopped by RunOptions.Suspend. Queued
 // messages are kept in the history, as on a pause.
 func (r *run) suspended() *Result {
-	for _, q := range r.drainAtEnd() {
+	for _, q := range r.state.drainAtEnd() {
 		r.appendMessage(message.NewRequest(message.UserPrompt{Content: q}))
 	}
 	res := r.result("", nil)
@@ -383,12 +340,24 @@ func (r *run) suspended() *Result {
 	return res
 }
 
-// waitPaused is the result of a run that ended its turn while only
-// non-blocking deferred calls wait (nonblocking.go): paused, they are
-// listed in Result.Background once the background state ends. Queued
+// idleEnd is the result of a run that an IdleHook ended (paused or
+// suspended), or nil when none did.
+func (r *run) idleEnd(idle Idle) *Result {
+	switch {
+	case idle.Suspend:
+		return r.suspended()
+	case idle.Pause:
+		return r.waitPaused()
+	}
+	return nil
+}
+
+// waitPaused is the result of a run that an IdleHook paused (only
+// non-blocking deferred calls wait): its capability lists what the run
+// waits for in Result.Background as its RunWrapper returns. Queued
 // messages are kept in the history, as on a pause.
 func (r *run) waitPaused() *Result {
-	for _, q := range r.drainAtEnd() {
+	for _, q := range r.state.drainAtEnd() {
 		r.appendMessage(message.NewRequest(message.UserPrompt{Content: q}))
 	}
 	res := r.result("", nil)
@@ -404,19 +373,28 @@ func (r *run) keep(req message.Message) {
 	}
 }
 
-// afterStep runs the StepHooks.
-func (r *run) afterStep(ctx context.Context, final bool) ([]message.Part, error) {
+// afterStep runs the StepHooks and, when the model ended its turn
+// (final), the IdleHooks, each right after its capability's StepHook. An
+// IdleHook that ends the run leaves the parts unused.
+func (r *run) afterStep(ctx context.Context, final bool) ([]message.Part, Idle, error) {
 	var parts []message.Part
 	for _, c := range r.caps {
 		if h, ok := c.(StepHook); ok {
 			p, err := h.AfterStep(ctx, r.info, final)
 			if err != nil {
-				return nil, err
+				return nil, Idle{}, err
 			}
 			parts = append(parts, p...)
 		}
+		if h, ok := c.(IdleHook); ok && final {
+			idle, err := h.WhenIdle(ctx, r.info)
+			if err != nil || idle.Pause || idle.Suspend {
+				return nil, idle, err
+			}
+			parts = append(parts, idle.Parts...)
+		}
 	}
-	return parts, nil
+	return parts, Idle{}, nil
 }
 
 // pause ends the run with deferred requests, recording the results of the
@@ -436,7 +414,7 @@ func (r *run) pause(ctx context.Context, parts []message.Part, reqs *deferred.Re
 	}
 	// Messages enqueued in this step are kept in the history: the resume
 	// sends them with its first request.
-	for _, q := range r.drainAtEnd() {
+	for _, q := range r.state.drainAtEnd() {
 		r.appendMessage(message.NewRequest(message.UserPrompt{Content: q}))
 	}
 	return r.result("", reqs), nil
@@ -460,7 +438,7 @@ func (r *run) start(ctx context.Context) (message.Message, *Result, error) {
 		}
 		return message.NewRequest(parts...), nil, nil
 	}
-	h := r.historySnapshot()
+	h := r.state.historySnapshot()
 	if li := lastResponse(h); li >= 0 && len(unanswered(h, li)) > 0 {
 		// Calls of the last response without a result (also after a
 		// trailing request holding some results): a new prompt would send

@@ -8,7 +8,6 @@ package agent
 import (
 	"context"
 	"errors"
-	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -110,37 +109,6 @@ func endToolSpan(span trace.Span, err error) {
 		} else {
 			span.SetStatus(codes.Error, err.Error())
 			span.SetAttributes(telemetry.ErrorType.String(tool.ErrorType(err)))
-		}
-	}
-	span.End()
-}
-
-// resultSpan records the span of a background task's injected result
-// (background_result NAME): from its outcome's arrival to its delivery to
-// the model as a follow-up, a child of the span of the call that started
-// it, so that the result's way back is in the call's trace. Nothing for an
-// untraced run or an adopted task (its call was another run's).
-func (r *run) resultSpan(t *bgTask, err error) {
-	if !t.span.IsValid() {
-		return
-	}
-	ctx := trace.ContextWithSpanContext(context.Background(), t.span)
-	start := t.doneAt
-	if start.IsZero() {
-		start = time.Now()
-	}
-	_, span := r.a.tracer.Start(ctx, "background_result "+t.call.Call.ToolName, trace.WithTimestamp(start))
-	if span.IsRecording() {
-		span.SetAttributes(
-			telemetry.GenAIToolName.String(t.call.Call.ToolName),
-			telemetry.GenAIToolCallID.String(t.call.Call.ToolCallID),
-			telemetry.GenAIConversationID.String(r.convID),
-			telemetry.OffloadTaskID.String(t.id))
-		if t.err != nil {
-			span.SetAttributes(telemetry.ErrorType.String(tool.ErrorType(t.err)))
-		}
-		if err != nil {
-			span.SetStatus(codes.Error, err.Error())
 		}
 	}
 	span.End()

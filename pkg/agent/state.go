@@ -1,39 +1,78 @@
 package agent
 
-// The run's mutable state (history, usage, retries, queued messages,
-// cancellation) lives in the fields of run guarded by run.mu. Tools,
-// capabilities and background tasks run on other goroutines than the loop,
-// so every access, also by the loop, goes through the methods below (or
-// holds run.mu): none reads a field of that group directly.
-
 import (
+	"context"
 	"slices"
+	"sync"
 
 	"github.com/offload-dev/offload/pkg/message"
+	"github.com/offload-dev/offload/pkg/tool"
 )
 
-func (r *run) usageSnapshot() message.Usage {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.usage
+// runState is the mutable state of a run: its history, usage, retries,
+// queued messages and cancellation. Tools, capabilities and background
+// tasks run on other goroutines than the loop, so every access, also by
+// the loop, goes through its methods (here, and the retry accounting in
+// validate.go, the record of deferred calls in deferred.go), which hold
+// its lock: none reads a field from outside them.
+type runState struct {
+	mu        sync.Mutex
+	history   message.History
+	usage     message.Usage
+	retries   map[string]int
+	asap      [][]message.Content
+	whenIdle  [][]message.Content
+	cancelled bool
+	ended     bool // the run has returned: Enqueue refuses, Cancel is moot
+	cancelRun context.CancelCauseFunc
 }
 
-func (r *run) historySnapshot() message.History {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.history)
+func (s *runState) usageSnapshot() message.Usage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.usage
 }
 
-func (r *run) addToolCalls(n int) {
-	r.mu.Lock()
-	r.usage.ToolCalls += n
-	r.mu.Unlock()
+func (s *runState) historySnapshot() message.History {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.history)
 }
 
-func (r *run) appendMessage(m message.Message) {
-	r.mu.Lock()
-	r.history = append(r.history, r.stamp(m))
-	r.mu.Unlock()
+// snapshot returns a copy of the history and the usage, taken together.
+func (s *runState) snapshot() (message.History, message.Usage) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.history), s.usage
+}
+
+func (s *runState) addToolCalls(n int) {
+	s.mu.Lock()
+	s.usage.ToolCalls += n
+	s.mu.Unlock()
+}
+
+// addRequest counts a model request.
+func (s *runState) addRequest() {
+	s.mu.Lock()
+	s.usage.Requests++
+	s.mu.Unlock()
+}
+
+// addTokens adds a response's token usage and returns the run's usage.
+func (s *runState) addTokens(u message.Usage) message.Usage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.usage.InputTokens += u.InputTokens
+	s.usage.OutputTokens += u.OutputTokens
+	return s.usage
+}
+
+// appendMessage appends m, stamped already, to the history.
+func (s *runState) appendMessage(m message.Message) {
+	s.mu.Lock()
+	s.history = append(s.history, m)
+	s.mu.Unlock()
 }
 
 // wireHistory returns wireMessages of the history, without copying it
@@ -41,53 +80,107 @@ func (r *run) appendMessage(m message.Message) {
 // may share the history's array, since the loop only appends to the
 // history once a request was built (a step records its deferred calls in
 // the response it handles before the next request).
-func (r *run) wireHistory() []message.Message {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return wireMessages(r.history)
+func (s *runState) wireHistory() []message.Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return wireMessages(s.history)
 }
 
 // answeredAfter is answeredAfter of the history, without copying it.
-func (r *run) answeredAfter(i int) map[string]bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return answeredAfter(r.history, i)
+func (s *runState) answeredAfter(i int) map[string]bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return answeredAfter(s.history, i)
 }
 
 // lastIndex returns the index of the history's last message.
-func (r *run) lastIndex() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.history) - 1
+func (s *runState) lastIndex() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.history) - 1
+}
+
+// message returns history[i].
+func (s *runState) message(i int) message.Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.history[i]
+}
+
+// enqueue queues content for the model (tool.RunControl.Enqueue).
+func (s *runState) enqueue(p tool.Priority, content []message.Content) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended {
+		return tool.ErrNoRun
+	}
+	if p == tool.PriorityWhenIdle {
+		s.whenIdle = append(s.whenIdle, slices.Clone(content))
+	} else {
+		s.asap = append(s.asap, slices.Clone(content))
+	}
+	return nil
+}
+
+// takeAsap takes the asap messages queued for the next request.
+func (s *runState) takeAsap() [][]message.Content {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	queued := s.asap
+	s.asap = nil
+	return queued
 }
 
 // drainAtEnd takes the queued messages that redirect a run about to end:
 // leftover asap messages first, then when_idle ones.
-func (r *run) drainAtEnd() [][]message.Content {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := append(r.asap, r.whenIdle...)
-	r.asap, r.whenIdle = nil, nil
+func (s *runState) drainAtEnd() [][]message.Content {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := append(s.asap, s.whenIdle...)
+	s.asap, s.whenIdle = nil, nil
 	return out
 }
 
 // hasQueued reports whether messages enqueued by tools wait for delivery.
-func (r *run) hasQueued() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.asap) > 0 || len(r.whenIdle) > 0
+func (s *runState) hasQueued() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.asap) > 0 || len(s.whenIdle) > 0
 }
 
-// message returns history[i].
-func (r *run) message(i int) message.Message {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.history[i]
+// started records the cancellation of the run's context, for cancel.
+func (s *runState) started(cancel context.CancelCauseFunc) {
+	s.mu.Lock()
+	s.cancelRun = cancel
+	s.mu.Unlock()
+}
+
+// cancel marks the run cancelled (RunContext.Cancel) and returns the
+// cancellation of its context, nil before it started.
+func (s *runState) cancel() context.CancelCauseFunc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cancelled = true
+	return s.cancelRun
+}
+
+// end marks the run returned.
+func (s *runState) end() {
+	s.mu.Lock()
+	s.ended = true
+	s.mu.Unlock()
 }
 
 // isCancelled reports whether RunContext.Cancel was called.
-func (r *run) isCancelled() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.cancelled
+func (s *runState) isCancelled() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cancelled
+}
+
+// retry returns the retries the named tool used.
+func (s *runState) retry(name string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.retries[name]
 }

@@ -69,7 +69,7 @@ func (s *slot) rawArgs() string {
 // answered from them. It returns the result parts for the next request and
 // the deferred calls that remain unresolved, if any.
 func (r *run) step(ctx context.Context, respIdx int, supplied *deferred.Results) ([]message.Part, *deferred.Requests, error) {
-	resp := r.message(respIdx)
+	resp := r.state.message(respIdx)
 	tools, err := r.tools(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -97,8 +97,8 @@ func (r *run) step(ctx context.Context, respIdx int, supplied *deferred.Results)
 		}
 		slots = append(slots, s)
 	}
-	defer r.endStep(st)
-	done := r.answeredAfter(respIdx)
+	defer r.state.endStep(st)
+	done := r.state.answeredAfter(respIdx)
 	for _, s := range slots {
 		s.skip = done[s.call.ToolCallID]
 	}
@@ -219,7 +219,7 @@ func (r *run) firstPass(ctx context.Context, st *stepState, slots []*slot, names
 				continue
 			}
 			if record == nil {
-				record = r.deferredRecord(respIdx)
+				record = r.state.deferredRecord(respIdx)
 			}
 			s.deferredTaskID = record[s.call.ToolCallID].TaskID
 			if err := r.validate(ctx, st, s, names, true); err != nil {

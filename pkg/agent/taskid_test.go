@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/agent/background"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
@@ -50,7 +51,7 @@ func TestHeldBackgroundCallPausesUnderItsEventsTask(t *testing.T) {
 			return nil
 		}))
 	m := turns(calls(call("report", "c1", "{}")))
-	a := newAgentCfg(t, agent.Config{Model: m, AllowDeferred: true, Capabilities: []agent.Capability{agent.BackgroundTools(agent.BackgroundConfig{})}}, gated)
+	a := newAgentCfg(t, agent.Config{Model: m, AllowDeferred: true, Capabilities: []agent.Capability{background.Tools(background.Config{})}}, gated)
 	var mu sync.Mutex
 	var named, started string
 	res, err := a.Run(context.Background(), "go", &agent.RunOptions{OnEvent: func(e agent.Event) {

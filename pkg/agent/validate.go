@@ -36,7 +36,7 @@ func (r *run) precheck(n int) error {
 	if n == 0 || r.limits.ToolCalls == nil {
 		return nil
 	}
-	projected := r.usageSnapshot().ToolCalls + n
+	projected := r.state.usageSnapshot().ToolCalls + n
 	if projected > *r.limits.ToolCalls {
 		return &UsageLimitExceeded{Limit: "tool_calls_limit", Max: *r.limits.ToolCalls, Count: projected}
 	}
@@ -53,7 +53,7 @@ func (r *run) validate(ctx context.Context, st *stepState, s *slot, names []stri
 		if s.t != nil {
 			max = s.t.Retries
 		}
-		if err := r.consumeRetry(st, s.call.ToolName, max); err != nil {
+		if err := r.state.consumeRetry(st, s.call.ToolName, max); err != nil {
 			r.emitCall(s, boolPtr(false))
 			return err
 		}
@@ -149,10 +149,11 @@ func validationText(err error) string {
 	return "Invalid arguments: " + err.Error()
 }
 
-func (r *run) consumeRetry(st *stepState, name string, max int) error {
-	r.mu.Lock()
-	used := r.retries[name]
-	r.mu.Unlock()
+// consumeRetry records that a call of the named tool failed in the step
+// st, or returns the error that ends the run when the tool has no retry
+// left.
+func (s *runState) consumeRetry(st *stepState, name string, max int) error {
+	used := s.retry(name)
 	if used >= max {
 		return retriesExceeded(name, max)
 	}
@@ -167,27 +168,27 @@ func (r *run) consumeRetry(st *stepState, name string, max int) error {
 
 // endStep applies the step's retry accounting: a tool that failed in the
 // step uses one more retry; a tool that only succeeded starts over.
-func (r *run) endStep(st *stepState) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+func (s *runState) endStep(st *stepState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for name := range st.failed {
-		r.retries[name]++
+		s.retries[name]++
 	}
 	for name := range st.ok {
 		if !st.failed[name] {
-			delete(r.retries, name)
+			delete(s.retries, name)
 		}
 	}
 }
 
 // consumeLateRetry uses one retry of a tool outside a step: a background
 // task's ModelRetry arriving later. Past the budget it fails like a step.
-func (r *run) consumeLateRetry(name string, max int) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.retries[name] >= max {
+func (s *runState) consumeLateRetry(name string, max int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.retries[name] >= max {
 		return retriesExceeded(name, max)
 	}
-	r.retries[name]++
+	s.retries[name]++
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/agent/agentmetrics"
+	"github.com/offload-dev/offload/pkg/agent/background"
 	"github.com/offload-dev/offload/pkg/agentspec"
 	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/metrics"
@@ -28,7 +29,7 @@ type AgentOptions struct {
 	// Toolset offers its tools. Required.
 	Toolset tool.Toolset
 	// Executor runs its background calls. Defaults to in-process.
-	Executor agent.Executor
+	Executor background.Executor
 	// Stream streams the model's responses.
 	Stream bool
 	// Limits are its usage limits (the spec's, or the flags').
@@ -54,7 +55,7 @@ func AgentConfig(o AgentOptions) (agent.Config, error) {
 		return agent.Config{}, fmt.Errorf("agentproc: an agent needs a model and a toolset")
 	}
 	if o.Executor == nil {
-		o.Executor = agent.InProcessExecutor{}
+		o.Executor = background.InProcessExecutor{}
 	}
 	model, caps := o.Model, o.Capabilities
 	if o.Metrics != nil {
@@ -72,7 +73,7 @@ func AgentConfig(o AgentOptions) (agent.Config, error) {
 		TracerProvider: o.TracerProvider,
 		Capabilities:   caps,
 	}
-	if err := o.Spec.Configure(&cfg, agent.BackgroundConfig{Executor: o.Executor, Logger: o.Logger}); err != nil {
+	if err := o.Spec.Configure(&cfg, background.Config{Executor: o.Executor, Logger: o.Logger}); err != nil {
 		return agent.Config{}, err
 	}
 	return cfg, nil

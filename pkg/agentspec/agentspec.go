@@ -22,7 +22,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/agent/background"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
@@ -416,8 +416,8 @@ func validateSelector(n *yaml.Node) error {
 // Selectors returns the selectors of the spec's BackgroundTools
 // capabilities, in order: none when it has none (the caller's default
 // applies).
-func (s *Spec) Selectors() ([]agent.Selector, error) {
-	var out []agent.Selector
+func (s *Spec) Selectors() ([]background.Selector, error) {
+	var out []background.Selector
 	for i, c := range s.Capabilities {
 		var v any
 		if c.BackgroundTools.Tools.Kind != 0 {
@@ -425,7 +425,7 @@ func (s *Spec) Selectors() ([]agent.Selector, error) {
 				return nil, fmt.Errorf("capabilities[%d].BackgroundTools.tools: %w", i, err)
 			}
 		}
-		sel, err := agent.SelectorFromSpec(v)
+		sel, err := background.SelectorFromSpec(v)
 		if err != nil {
 			return nil, fmt.Errorf("capabilities[%d]: %w", i, err)
 		}

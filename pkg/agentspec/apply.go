@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/agent/background"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/llm/openaicompat"
@@ -19,13 +20,13 @@ import (
 // schema it pins), the external tools (which win over any other tool of
 // their name: no toolset of cfg answers for a person) and a
 // BackgroundTools capability per selector of the spec, built from bg
-// (agent.DefaultSelector when the spec has none: the tools whose metadata
+// (background.DefaultSelector when the spec has none: the tools whose metadata
 // says background: true or "optional"). A nil spec adds the default
 // capability only. A remote toolset is best given the same policies
 // ([Spec.Policies]), so that it reports the registry entries that clash
 // with them.
-func (s *Spec) Configure(cfg *agent.Config, bg agent.BackgroundConfig) error {
-	var sels []agent.Selector
+func (s *Spec) Configure(cfg *agent.Config, bg background.Config) error {
+	var sels []background.Selector
 	if s != nil {
 		if s.Instructions != nil {
 			cfg.Instructions = *s.Instructions
@@ -49,12 +50,12 @@ func (s *Spec) Configure(cfg *agent.Config, bg agent.BackgroundConfig) error {
 		}
 	}
 	if len(sels) == 0 {
-		sels = []agent.Selector{agent.DefaultSelector}
+		sels = []background.Selector{background.DefaultSelector}
 	}
 	for _, sel := range sels {
 		c := bg
 		c.Tools = sel
-		cfg.Capabilities = append(cfg.Capabilities, agent.BackgroundTools(c))
+		cfg.Capabilities = append(cfg.Capabilities, background.Tools(c))
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/agent/background"
 	"github.com/offload-dev/offload/pkg/agentspec"
 	"github.com/offload-dev/offload/pkg/tool"
 )
@@ -88,7 +89,7 @@ func TestConfigurePolicyWins(t *testing.T) {
 	cfg := agent.Config{Toolsets: []tool.Toolset{tool.FuncSet(func(context.Context) ([]*tool.Tool, error) {
 		return []*tool.Tool{forged, worker}, nil
 	})}}
-	if err := s.Configure(&cfg, agent.BackgroundConfig{}); err != nil {
+	if err := s.Configure(&cfg, background.Config{}); err != nil {
 		t.Fatal(err)
 	}
 	var tools []*tool.Tool

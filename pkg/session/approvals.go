@@ -3,7 +3,7 @@ package session
 import (
 	"fmt"
 
-	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/agent/background"
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/metrics"
@@ -16,11 +16,11 @@ const timeoutDecider = "timeout"
 
 // ExpiredText is what the model is told of a call of tool whose approval
 // expired, denied by its timeout (SPEC §12), with the approval's message
-// (agent.DefaultExpiry when it has none), as a non-blocking call's
+// (background.DefaultExpiry when it has none), as a non-blocking call's
 // follow-up says it.
 func ExpiredText(tool, task, message string) string {
 	if message == "" {
-		message = agent.DefaultExpiry
+		message = background.DefaultExpiry
 	}
 	return fmt.Sprintf("Tool '%s' (task %s) was not approved in time: %s", tool, task, message)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/agent/background"
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/protocol"
@@ -25,13 +26,13 @@ type AnswerCollector interface {
 }
 
 // NonBlocking returns the session's waiter of non-blocking deferred calls
-// (--approve background, SPEC §12), for agent.NonBlockingConfig: each call
+// (--approve background, SPEC §12), for background.NonBlockingConfig: each call
 // is announced as it is waited for, and its decision (or answer) is read
 // from the conversation's stream as it arrives, checked like any other,
 // while the run goes on. A decision taken live is not recorded as read: a
 // run that pauses or dies before delivering it finds it again when the
 // conversation is continued.
-func (s *Session) NonBlocking() agent.DeferredWaiter {
+func (s *Session) NonBlocking() background.DeferredWaiter {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.nb == nil {
@@ -40,18 +41,18 @@ func (s *Session) NonBlocking() agent.DeferredWaiter {
 	return s.nb
 }
 
-// NonBlockingCalls returns the capability (agent.NonBlockingCalls) that
+// NonBlockingCalls returns the capability (background.NonBlockingCalls) that
 // makes approval and external calls non-blocking with the session's
 // waiter ([Session.NonBlocking]): every one with all (--approve
 // background), else those of tools whose metadata has deferred:
 // "background". An approved call runs with the executor of the run's own
 // BackgroundTools, if it has one.
 func (s *Session) NonBlockingCalls(all bool) agent.Capability {
-	sel := agent.NonBlockingSelector
+	sel := background.NonBlockingSelector
 	if all {
-		sel = agent.SelectAll()
+		sel = background.SelectAll()
 	}
-	return agent.NonBlockingCalls(agent.NonBlockingConfig{Tools: sel, Waiter: s.NonBlocking()})
+	return background.NonBlockingCalls(background.NonBlockingConfig{Tools: sel, Waiter: s.NonBlocking()})
 }
 
 // liveWaiter watches the conversation's decisions and answers for its
@@ -71,7 +72,7 @@ type liveWaiter struct {
 	stopped chan struct{}      // closed when the watch goroutine returned
 }
 
-// Wait implements [agent.DeferredWaiter].
+// Wait implements [background.DeferredWaiter].
 func (w *liveWaiter) Wait(ctx context.Context, info *agent.RunInfo, call deferred.PendingTask) (agent.BackgroundTask, error) {
 	if w.s.cfg.Inbox == nil {
 		return nil, fmt.Errorf("session: no inbox to read the decision of task %s from", call.TaskID)
@@ -344,8 +345,8 @@ func (s *Session) nonBlockingValue(ctx context.Context, t deferred.PendingTask, 
 }
 
 // nonBlockingValueLocked is the outcome of non-blocking call t that
-// arrival a carries, as agent.DeferredWaiter gives it: an approval value
-// (an expiry as agent.ApprovalExpired) or an answer's call value. The
+// arrival a carries, as background.DeferredWaiter gives it: an approval value
+// (an expiry as background.ApprovalExpired) or an answer's call value. The
 // decision is recorded as any other (resolution, metrics).
 func (s *Session) nonBlockingValueLocked(t deferred.PendingTask, a conversation.Arrival) (any, error) {
 	res := &deferred.Results{Calls: map[string]any{}, Approvals: map[string]any{}, Metadata: map[string]map[string]any{}}
@@ -363,10 +364,10 @@ func (s *Session) nonBlockingValueLocked(t deferred.PendingTask, a conversation.
 		return te, nil // the run ends with it (on_timeout fail)
 	}
 	if !d.Approved && d.Reason == protocol.ReasonExpired {
-		return agent.ApprovalExpired{Message: d.Message}, nil
+		return background.ApprovalExpired{Message: d.Message}, nil
 	}
 	if m := res.Metadata[t.ToolCallID]; m != nil {
-		return agent.DecisionWithMetadata{Approval: res.Approvals[t.ToolCallID], Metadata: m}, nil
+		return background.DecisionWithMetadata{Approval: res.Approvals[t.ToolCallID], Metadata: m}, nil
 	}
 	return res.Approvals[t.ToolCallID], nil
 }

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/agent/background"
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/message"
@@ -160,7 +161,7 @@ func (c checkpointer) BeforeModelRequest(ctx context.Context, info *agent.RunInf
 		h = append(h, m)
 	}
 	var rec *deferred.PendingRecord
-	if live := info.LiveBackground(ctx); len(live) > 0 {
+	if live := background.Live(ctx); len(live) > 0 {
 		rec = &deferred.PendingRecord{ConversationID: info.ConversationID, RunID: info.RunID, Tasks: live}
 	}
 	s := c.s

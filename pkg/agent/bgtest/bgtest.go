@@ -1,8 +1,9 @@
-// Package bgtest is a reusable scenario suite for [agent.BackgroundTools]:
+// Package bgtest is a reusable scenario suite for [background.Tools]:
 // the upstream scenarios of pydantic-ai-harness's BackgroundTools tests
 // (reference §8.7) and offload's acceptance scenarios, written once and run
-// against every [agent.Executor]. pkg/agent runs it with the in-process
-// executor; natsjs runs it with workers serving the tools over JetStream.
+// against every [background.Executor]. pkg/agent/background runs it with
+// the in-process executor; natsjs runs it with workers serving the tools
+// over JetStream.
 //
 // A [Harness] turns plain *tool.Tool values into a toolset and the
 // executor that runs their background calls. The tools are gated on
@@ -16,7 +17,7 @@ import (
 	"testing"
 
 	"github.com/offload-dev/offload/internal/offloadtest"
-	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/agent/background"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
@@ -35,7 +36,7 @@ type Harness struct {
 	Remote bool
 	// New returns a toolset serving tools and the executor that runs their
 	// background calls. It registers its own cleanup with t.
-	New func(t *testing.T, tools ...*tool.Tool) (tool.Toolset, agent.Executor)
+	New func(t *testing.T, tools ...*tool.Tool) (tool.Toolset, background.Executor)
 }
 
 // Run runs every scenario against h, each as a subtest.

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/agent/background"
 	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/tool"
@@ -189,7 +190,7 @@ func instructions(t *testing.T, h Harness) {
 		t.Fatal(err)
 	}
 	sys, ok := rec.requests()[0].Messages[0].Parts[0].(message.SystemPrompt)
-	if !ok || !strings.Contains(sys.Content, agent.BackgroundInstructions) || !strings.Contains(sys.Content, "follow-up message") {
+	if !ok || !strings.Contains(sys.Content, background.Instructions) || !strings.Contains(sys.Content, "follow-up message") {
 		t.Errorf("system prompt = %+v", rec.requests()[0].Messages[0].Parts[0])
 	}
 }

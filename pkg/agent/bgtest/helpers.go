@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/agent/background"
 	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/llm/script"
 	"github.com/offload-dev/offload/pkg/message"
@@ -85,7 +86,7 @@ func call(name, id, args string) message.ToolCall {
 // capability using h's executor (or the capabilities caps builds).
 type setup struct {
 	cfg  agent.Config
-	caps func(exec agent.Executor) []agent.Capability
+	caps func(exec background.Executor) []agent.Capability
 }
 
 func newAgent(t *testing.T, h Harness, m llm.Model, s setup, tools ...*tool.Tool) *agent.Agent {
@@ -97,7 +98,7 @@ func newAgent(t *testing.T, h Harness, m llm.Model, s setup, tools ...*tool.Tool
 	if s.caps != nil {
 		cfg.Capabilities = append(cfg.Capabilities, s.caps(exec)...)
 	} else {
-		cfg.Capabilities = append(cfg.Capabilities, agent.BackgroundTools(agent.BackgroundConfig{Executor: exec}))
+		cfg.Capabilities = append(cfg.Capabilities, background.Tools(background.Config{Executor: exec}))
 	}
 	a, err := agent.New(cfg)
 	if err != nil {

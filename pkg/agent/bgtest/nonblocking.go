@@ -1,6 +1,6 @@
 // Scenarios of non-blocking deferred calls (SPEC §12, issue 26): an
 // approval-gated call that does not stop the run, decided through
-// agent.Decisions while the run goes on; once approved it runs with the
+// background.Decisions while the run goes on; once approved it runs with the
 // harness's executor.
 
 package bgtest
@@ -15,6 +15,7 @@ import (
 
 	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/agent/background"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/message"
@@ -62,10 +63,10 @@ func counted(name string, runs *atomic.Int32) *tool.Tool {
 
 // nonBlocking is the setup of a run with every approval non-blocking,
 // decided through d.
-func nonBlocking(d *agent.Decisions, cfg agent.Config) setup {
-	return setup{cfg: cfg, caps: func(exec agent.Executor) []agent.Capability {
-		return []agent.Capability{agent.BackgroundTools(agent.BackgroundConfig{Executor: exec,
-			NonBlocking: &agent.NonBlockingConfig{Tools: agent.SelectAll(), Waiter: d}})}
+func nonBlocking(d *background.Decisions, cfg agent.Config) setup {
+	return setup{cfg: cfg, caps: func(exec background.Executor) []agent.Capability {
+		return []agent.Capability{background.Tools(background.Config{Executor: exec,
+			NonBlocking: &background.NonBlockingConfig{Tools: background.SelectAll(), Waiter: d}})}
 	}}
 }
 
@@ -78,7 +79,7 @@ func nonBlockingApproval(t *testing.T, h Harness) {
 	var deploys atomic.Int32
 	deploy := counted("deploy", &deploys)
 	lookup := tool.Func("lookup", "", func(context.Context, *tool.RunContext, struct{}) (string, error) { return "found", nil })
-	d := agent.NewDecisions()
+	d := background.NewDecisions()
 	asked := make(chan string, 1)
 	m, rec := newModel(func(n int, req *llm.Request) *llm.Response {
 		switch n {
@@ -151,7 +152,7 @@ func nonBlockingHoldsSlot(t *testing.T, h Harness) {
 		lookups.Add(1)
 		return "found", nil
 	})
-	d := agent.NewDecisions()
+	d := background.NewDecisions()
 	m, _ := newModel(func(n int, _ *llm.Request) *llm.Response {
 		if n == 0 {
 			return calls(call("deploy", "c1", "{}"))
@@ -176,7 +177,7 @@ func nonBlockingHoldsSlot(t *testing.T, h Harness) {
 func nonBlockingDenialAndExpiry(t *testing.T, h Harness) {
 	var deploys atomic.Int32
 	deploy := counted("deploy", &deploys)
-	d := agent.NewDecisions()
+	d := background.NewDecisions()
 	asked := make(chan map[string]string, 1)
 	m, _ := newModel(func(n int, req *llm.Request) *llm.Response {
 		if n == 0 {
@@ -209,12 +210,12 @@ func nonBlockingDenialAndExpiry(t *testing.T, h Harness) {
 	if err := d.Decide(ids["c1"], deferred.ToolDenied{Message: "not today"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Decide(ids["c2"], agent.ApprovalExpired{}); err != nil {
+	if err := d.Decide(ids["c2"], background.ApprovalExpired{}); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{
 		"Tool 'deploy' (task " + ids["c1"] + ") was denied: not today",
-		"Tool 'deploy' (task " + ids["c2"] + ") was not approved in time: " + agent.DefaultExpiry,
+		"Tool 'deploy' (task " + ids["c2"] + ") was not approved in time: " + background.DefaultExpiry,
 	}
 	r := offloadtest.WaitOrTimeout(t, out, "the run to return")
 	if r.err != nil {
@@ -265,7 +266,7 @@ func sameSet(a, b []string) bool {
 func nonBlockingPauseThenResume(t *testing.T, h Harness) {
 	var deploys atomic.Int32
 	deploy := counted("deploy", &deploys)
-	d := agent.NewDecisions()
+	d := background.NewDecisions()
 	m, _ := newModel(func(n int, req *llm.Request) *llm.Response {
 		if n == 0 {
 			return calls(call("deploy", "c1", "{}"))

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/agent/background"
 	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/tool"
@@ -52,10 +53,10 @@ func combineCapabilities(t *testing.T, h Harness) {
 		}, opts...)
 	}
 	m, rec := newModel(untilFollowUps(3, calls(call("first", "c1", "{}"), call("shared", "c2", "{}"), call("second", "c3", "{}"), call("plain", "c4", "{}"))))
-	caps := func(exec agent.Executor) []agent.Capability {
+	caps := func(exec background.Executor) []agent.Capability {
 		return []agent.Capability{
-			agent.BackgroundTools(agent.BackgroundConfig{Tools: agent.SelectNames("first", "shared"), Executor: exec}),
-			agent.BackgroundTools(agent.BackgroundConfig{Tools: agent.SelectNames("shared", "second"), Executor: exec}),
+			background.Tools(background.Config{Tools: background.SelectNames("first", "shared"), Executor: exec}),
+			background.Tools(background.Config{Tools: background.SelectNames("shared", "second"), Executor: exec}),
 		}
 	}
 	if _, err := newAgent(t, h, m, setup{caps: caps}, counted("first"), counted("shared"), counted("second"), counted("plain")).Run(runCtx(t), "go", nil); err != nil {
@@ -154,8 +155,8 @@ func omittingFlag(t *testing.T, h Harness) {
 // Scenario: test_always_background_selector_wins_over_optional_metadata
 func selectorWins(t *testing.T, h Harness) {
 	m, rec := newModel(untilFollowUps(1, calls(call("research", "c1", `{"query":"topic"}`))))
-	caps := func(exec agent.Executor) []agent.Capability {
-		return []agent.Capability{agent.BackgroundTools(agent.BackgroundConfig{Tools: agent.SelectNames("research"), Executor: exec})}
+	caps := func(exec background.Executor) []agent.Capability {
+		return []agent.Capability{background.Tools(background.Config{Tools: background.SelectNames("research"), Executor: exec})}
 	}
 	if _, err := newAgent(t, h, m, setup{caps: caps}, research(optional())).Run(runCtx(t), "go", nil); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/agent/background"
 	"github.com/offload-dev/offload/pkg/llm/testmodel"
 	"github.com/offload-dev/offload/pkg/tool"
 )
@@ -88,7 +89,7 @@ func TestAgentCallsBackgroundToolsOnce(t *testing.T) {
 			a, err := agent.New(agent.Config{
 				Model:        testmodel.New(testmodel.Config{Prose: true, Args: c.args}),
 				Toolsets:     []tool.Toolset{tool.MustSet(offered...)},
-				Capabilities: []agent.Capability{agent.BackgroundTools(agent.BackgroundConfig{})},
+				Capabilities: []agent.Capability{background.Tools(background.Config{})},
 				Limits:       agent.UsageLimits{Requests: agent.Limit(10)},
 			})
 			if err != nil {

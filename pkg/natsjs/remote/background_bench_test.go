@@ -12,6 +12,7 @@ import (
 
 	"github.com/offload-dev/offload/internal/benchcall"
 	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/agent/background"
 	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/llm/script"
 	"github.com/offload-dev/offload/pkg/message"
@@ -110,7 +111,7 @@ func BenchmarkBackgroundRoundTripJetStream(b *testing.B) {
 		a, err := agent.New(agent.Config{
 			Model:        model,
 			Toolsets:     []tool.Toolset{rt},
-			Capabilities: []agent.Capability{agent.BackgroundTools(agent.BackgroundConfig{Tools: agent.SelectNames("lookup"), Executor: rt.Executor(nil)})},
+			Capabilities: []agent.Capability{background.Tools(background.Config{Tools: background.SelectNames("lookup"), Executor: rt.Executor(nil)})},
 			Limits:       agent.UsageLimits{Requests: agent.Unlimited()},
 		})
 		if err != nil {

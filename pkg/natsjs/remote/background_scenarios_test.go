@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/agent/background"
 	"github.com/offload-dev/offload/pkg/agent/bgtest"
 	"github.com/offload-dev/offload/pkg/natsjs/remote"
 	"github.com/offload-dev/offload/pkg/natsjs/worker"
@@ -20,7 +20,7 @@ func TestBackgroundScenariosJetStream(t *testing.T) {
 	bgtest.Run(t, bgtest.Harness{
 		Name:   "jetstream",
 		Remote: true,
-		New: func(t *testing.T, tools ...*tool.Tool) (tool.Toolset, agent.Executor) {
+		New: func(t *testing.T, tools ...*tool.Tool) (tool.Toolset, background.Executor) {
 			b := setup(t)
 			var names []string
 			for _, x := range tools {
@@ -34,7 +34,7 @@ func TestBackgroundScenariosJetStream(t *testing.T) {
 			ts := b.toolset(t, d, nil)
 			slices.Sort(names)
 			waitTools(t, ts, slices.Compact(names)...)
-			return ts, ts.Executor(agent.InProcessExecutor{})
+			return ts, ts.Executor(background.InProcessExecutor{})
 		},
 	})
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/agent/background"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
@@ -37,8 +37,8 @@ type ClientConfig struct {
 	// [DispatcherConfig.InlineDeadline]).
 	InlineDeadline time.Duration
 	// Fallback runs the background calls of tools no worker serves (see
-	// [Toolset.Executor]). Defaults to agent.InProcessExecutor{}.
-	Fallback agent.Executor
+	// [Toolset.Executor]). Defaults to background.InProcessExecutor{}.
+	Fallback background.Executor
 	// Policies are the agent's own policies for tools, by name, which no
 	// registry entry overrides (see [ToolsetConfig.Policies]).
 	Policies map[string]tool.Policy
@@ -106,7 +106,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		return nil, fmt.Errorf("%w: client: no Conn", natsjs.ErrInvalidConfig)
 	}
 	if cfg.Fallback == nil {
-		cfg.Fallback = agent.InProcessExecutor{}
+		cfg.Fallback = background.InProcessExecutor{}
 	}
 	c := &Client{cfg: cfg}
 	if len(cfg.Local) > 0 {

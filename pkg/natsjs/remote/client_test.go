@@ -7,6 +7,7 @@ import (
 
 	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/agent/background"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/natsjs/remote"
 	"github.com/offload-dev/offload/pkg/protocol"
@@ -35,7 +36,7 @@ func TestClientAttachKeepsResultForTheRun(t *testing.T) {
 	if _, err := b.js.Publish(ctx, protocol.Subjects{}.Result(conv, held, "research"), []byte(`{"content":"found"}`)); err != nil {
 		t.Fatal(err)
 	}
-	att, ok := agent.Executor(c.Executor()).(agent.Attacher)
+	att, ok := background.Executor(c.Executor()).(background.Attacher)
 	if !ok {
 		t.Fatal("the remote executor is not an Attacher")
 	}

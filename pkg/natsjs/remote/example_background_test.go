@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/agent/background"
 	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/llm/script"
 	"github.com/offload-dev/offload/pkg/message"
@@ -66,7 +67,7 @@ func ExampleToolset_Executor() {
 	a, _ := agent.New(agent.Config{
 		Model:        model,
 		Toolsets:     []tool.Toolset{ts},
-		Capabilities: []agent.Capability{agent.BackgroundTools(agent.BackgroundConfig{Executor: ts.Executor(agent.InProcessExecutor{})})},
+		Capabilities: []agent.Capability{background.Tools(background.Config{Executor: ts.Executor(background.InProcessExecutor{})})},
 	})
 	res, err := a.Run(ctx, "Research JetStream.", &agent.RunOptions{OnEvent: func(e agent.Event) {
 		if e.Type == agent.EventBackgroundTaskFinished {

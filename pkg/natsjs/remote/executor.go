@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/agent/background"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jsop"
@@ -19,34 +20,34 @@ import (
 
 // Executor returns the executor of background calls of this toolset's
 // tools, with fallback for the others (see [Executor]).
-func (r *Toolset) Executor(fallback agent.Executor) *Executor {
+func (r *Toolset) Executor(fallback background.Executor) *Executor {
 	return &Executor{r: r, fallback: fallback}
 }
 
-// Executor is the [agent.Executor] that runs background calls of a
+// Executor is the [background.Executor] that runs background calls of a
 // toolset's tools on workers: each call is published as a task with mode
 // background and the call's task ID and attempt, the workers' progress
 // reports are relayed to the run, and the task outlives the run when it
 // pauses ([agent.BackgroundTask.Detach] reports true): its result stays in
 // the results stream for a later run. Calls of other tools (in-process
 // ones) go to its fallback; with a nil fallback they fail to start. It is
-// an [agent.Attacher]: a later run attaches to the tasks an earlier one
+// an [background.Attacher]: a later run attaches to the tasks an earlier one
 // left running. Build it with [Toolset.Executor].
 type Executor struct {
 	r        *Toolset
-	fallback agent.Executor
+	fallback background.Executor
 
 	mu       sync.Mutex
 	attached map[string]*Handle // waited for ahead of a run (attachAll), by task ID
 }
 
 var (
-	_ agent.Executor = (*Executor)(nil)
-	_ agent.Attacher = (*Executor)(nil)
+	_ background.Executor = (*Executor)(nil)
+	_ background.Attacher = (*Executor)(nil)
 )
 
-// Start implements [agent.Executor].
-func (e *Executor) Start(ctx context.Context, c *agent.BackgroundCall) (agent.BackgroundTask, error) {
+// Start implements [background.Executor].
+func (e *Executor) Start(ctx context.Context, c *background.Call) (agent.BackgroundTask, error) {
 	name := c.Call.Call.ToolName
 	if !e.r.serves(name) {
 		if e.fallback == nil {
@@ -67,7 +68,7 @@ func (e *Executor) Start(ctx context.Context, c *agent.BackgroundCall) (agent.Ba
 	return &remoteTask{h: h, log: e.r.log}, nil
 }
 
-// Attach implements [agent.Attacher]: a task an earlier run left running
+// Attach implements [background.Attacher]: a task an earlier run left running
 // on a worker is waited for again (its progress relayed), as if this
 // process had started it. Its tool need not be advertised any more. A task
 // attached ahead of the run ([Client.Attach]) keeps the handle that has

@@ -10,6 +10,7 @@ import (
 
 	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/agent/background"
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
@@ -21,7 +22,7 @@ import (
 )
 
 // bgCall builds the BackgroundCall the capability would hand the executor.
-func bgCall(t *testing.T, r *remote.Toolset, name, conv string) *agent.BackgroundCall {
+func bgCall(t *testing.T, r *remote.Toolset, name, conv string) *background.Call {
 	t.Helper()
 	tools, err := r.Tools(context.Background())
 	if err != nil {
@@ -37,7 +38,7 @@ func bgCall(t *testing.T, r *remote.Toolset, name, conv string) *agent.Backgroun
 		t.Fatalf("no remote tool %s", name)
 	}
 	id := "call_" + protocol.NewID()
-	return &agent.BackgroundCall{
+	return &background.Call{
 		TaskID: protocol.NewID(),
 		Call: &agent.ToolCall{
 			Tool:       def,
@@ -170,7 +171,7 @@ func TestRemoteExecutorCancelAndDetach(t *testing.T) {
 // fakeExecutor records the calls it is asked to start.
 type fakeExecutor struct{ started chan string }
 
-func (f *fakeExecutor) Start(_ context.Context, c *agent.BackgroundCall) (agent.BackgroundTask, error) {
+func (f *fakeExecutor) Start(_ context.Context, c *background.Call) (agent.BackgroundTask, error) {
 	f.started <- c.TaskID
 	return nil, nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/agent/background"
 	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/llm/script"
 	"github.com/offload-dev/offload/pkg/message"
@@ -33,7 +34,7 @@ func TestSuspendDuringInlineCallKeepsTheTask(t *testing.T) {
 		a, err := agent.New(agent.Config{
 			Model:        callOnceThen("slow", "done"),
 			Toolsets:     []tool.Toolset{ts},
-			Capabilities: []agent.Capability{agent.BackgroundTools(agent.BackgroundConfig{Executor: c.Executor()})},
+			Capabilities: []agent.Capability{background.Tools(background.Config{Executor: c.Executor()})},
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -1,25 +1,27 @@
-package agent
+package background
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
-	"reflect"
 	"slices"
+	"time"
 
 	"github.com/oklog/ulid/v2"
 
+	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
 // Texts of SPEC §4 that the model sees.
 const (
-	// BackgroundInstructions is added to the system prompt of every run
-	// with [BackgroundTools].
-	BackgroundInstructions = "Some tools return right away and deliver their result later as a follow-up message. Pass run_in_background=true to a tool that accepts it when you want to keep working and get its result later."
+	// Instructions is added to the system prompt of every run with
+	// [Tools].
+	Instructions = "Some tools return right away and deliver their result later as a follow-up message. Pass run_in_background=true to a tool that accepts it when you want to keep working and get its result later."
 	// RunInBackgroundParam is the flag added to the schema of optional
 	// background tools.
 	RunInBackgroundParam = "run_in_background"
@@ -29,105 +31,8 @@ const (
 	runInBackgroundRetry = "`run_in_background` must be true or false."
 )
 
-// Selector chooses the tools that [BackgroundTools] always runs in the
-// background. Build one with [SelectMetadata], [SelectNames], [SelectAll]
-// or [SelectFunc].
-type Selector struct {
-	match func(ctx context.Context, info *RunInfo, t *tool.Tool) bool
-}
-
-// Matches reports whether the selector chooses t. The zero Selector
-// chooses the tools whose metadata has background: true.
-func (s Selector) Matches(ctx context.Context, info *RunInfo, t *tool.Tool) bool {
-	if s.match == nil {
-		return DefaultSelector.Matches(ctx, info, t)
-	}
-	return s.match(ctx, info, t)
-}
-
-// DefaultSelector chooses the tools whose metadata has background: true.
-var DefaultSelector = SelectMetadata(map[string]any{"background": true})
-
-// SelectMetadata chooses the tools whose metadata includes every key of kv
-// with an equal value (nested maps are included recursively).
-func SelectMetadata(kv map[string]any) Selector {
-	kv = tool.DeepCopy(kv)
-	return Selector{match: func(_ context.Context, _ *RunInfo, t *tool.Tool) bool { return includes(t.Metadata, kv) }}
-}
-
-// SelectNames chooses the tools with the given names.
-func SelectNames(names ...string) Selector {
-	names = slices.Clone(names)
-	return Selector{match: func(_ context.Context, _ *RunInfo, t *tool.Tool) bool { return slices.Contains(names, t.Name) }}
-}
-
-// SelectAll chooses every tool.
-func SelectAll() Selector {
-	return Selector{match: func(context.Context, *RunInfo, *tool.Tool) bool { return true }}
-}
-
-// SelectFunc chooses the tools for which fn reports true.
-func SelectFunc(fn func(ctx context.Context, info *RunInfo, t *tool.Tool) bool) Selector {
-	return Selector{match: fn}
-}
-
-// SelectorFromSpec builds a selector from its form in an agent spec
-// (SPEC §6.1, capabilities: [{BackgroundTools: {tools: <selector>}}]):
-// "all"; a tool name; a list of names; or a map of metadata the tools must
-// include. A nil spec is the default selector.
-func SelectorFromSpec(spec any) (Selector, error) {
-	switch v := spec.(type) {
-	case nil:
-		return DefaultSelector, nil
-	case string:
-		if v == "all" {
-			return SelectAll(), nil
-		}
-		return SelectNames(v), nil
-	case []string:
-		return SelectNames(v...), nil
-	case []any:
-		names := make([]string, 0, len(v))
-		for _, n := range v {
-			s, ok := n.(string)
-			if !ok {
-				return Selector{}, fmt.Errorf("%w: BackgroundTools tools: a list must hold tool names, got %T", ErrInvalidConfig, n)
-			}
-			names = append(names, s)
-		}
-		return SelectNames(names...), nil
-	case map[string]any:
-		return SelectMetadata(v), nil
-	default:
-		return Selector{}, fmt.Errorf("%w: BackgroundTools tools: want \"all\", a name, a list of names or a metadata map, got %T", ErrInvalidConfig, spec)
-	}
-}
-
-// includes reports whether have deeply includes every entry of want.
-func includes(have, want map[string]any) bool {
-	for k, w := range want {
-		h, ok := have[k]
-		if !ok {
-			return false
-		}
-		wm, wIsMap := w.(map[string]any)
-		hm, hIsMap := h.(map[string]any)
-		switch {
-		case wIsMap && hIsMap:
-			if !includes(hm, wm) {
-				return false
-			}
-		case wIsMap || hIsMap:
-			return false
-		case !reflect.DeepEqual(h, w):
-			return false
-		}
-	}
-	return true
-}
-
-// BackgroundConfig configures [BackgroundTools].
-type BackgroundConfig struct {
+// Config configures [Tools].
+type Config struct {
 	// Tools chooses the tools that always run in the background. The zero
 	// value is [DefaultSelector] (metadata background: true). Tools whose
 	// metadata has background: "optional" run in the background when the
@@ -143,8 +48,8 @@ type BackgroundConfig struct {
 	NonBlocking *NonBlockingConfig
 }
 
-// backgroundTools is the capability of [BackgroundTools].
-type backgroundTools struct {
+// capability is the capability of [Tools].
+type capability struct {
 	sel  Selector
 	exec Executor
 	log  *slog.Logger
@@ -154,7 +59,7 @@ type backgroundTools struct {
 	quiet bool
 }
 
-// BackgroundTools returns a capability that runs the chosen tool calls in
+// Tools returns a capability that runs the chosen tool calls in
 // the background (SPEC §4): such a call returns at once with an
 // acknowledgement naming its task, the run goes on, and the call's outcome
 // reaches the model later as a follow-up user message, between model
@@ -162,15 +67,17 @@ type backgroundTools struct {
 // waits for the next outcome and gives the model another turn; Run returns
 // only when no task is live. Sequential tools never run in the background.
 //
-// Several BackgroundTools capabilities combine: a call runs once, with the
+// Several such capabilities combine: a call runs once, with the
 // executor of the first capability that chooses its tool.
 //
 // Ending a run (an error, a usage limit, RunContext.Cancel, the context's
 // cancellation) cancels every live task and refuses late outcomes. A pause
 // (deferred calls, RunOptions.Suspend) is never held back by live tasks:
 // those whose executor can detach them run on and are listed in
-// Result.Background; the others are cancelled.
-func BackgroundTools(cfg BackgroundConfig) Capability {
+// agent.Result.Background; the others are cancelled. The calls tools hand
+// off when the run suspends ([agent.Handoff]) become such tasks too, when
+// the executor is an [Attacher].
+func Tools(cfg Config) agent.Capability {
 	if cfg.Executor == nil {
 		cfg.Executor = InProcessExecutor{}
 	}
@@ -182,10 +89,24 @@ func BackgroundTools(cfg BackgroundConfig) Capability {
 		}
 		nb = &c
 	}
-	return &backgroundTools{sel: cfg.Tools, exec: cfg.Executor, log: cfg.Logger, nb: nb}
+	return &capability{sel: cfg.Tools, exec: cfg.Executor, log: cfg.Logger, nb: nb}
 }
 
-// bgMode is how a tool runs under BackgroundTools.
+// The hooks of the capability: one whose signature drifted from the
+// loop's interface would be skipped silently.
+var (
+	_ agent.InstructionsProvider = (*capability)(nil)
+	_ agent.RunWrapper           = (*capability)(nil)
+	_ agent.ToolsPreparer        = (*capability)(nil)
+	_ agent.ToolCallPreparer     = (*capability)(nil)
+	_ agent.ToolCallWrapper      = (*capability)(nil)
+	_ agent.ModelRequestHook     = (*capability)(nil)
+	_ agent.IdleHook             = (*capability)(nil)
+	_ agent.DeferredHolder       = (*capability)(nil)
+	_ agent.HandoffKeeper        = (*capability)(nil)
+)
+
+// bgMode is how a tool runs under [Tools].
 type bgMode int
 
 const (
@@ -194,17 +115,17 @@ const (
 	bgOptional               // in the background when the model asks
 )
 
-// Instructions implements [InstructionsProvider].
-func (b *backgroundTools) Instructions() string {
+// Instructions implements [agent.InstructionsProvider].
+func (b *capability) Instructions() string {
 	if b.quiet {
 		return ""
 	}
-	return BackgroundInstructions
+	return Instructions
 }
 
-// WrapRun implements [RunWrapper]: the first BackgroundTools capability of
-// a run owns its background tasks; the others register with it.
-func (b *backgroundTools) WrapRun(ctx context.Context, info *RunInfo, next func(context.Context) (*Result, error)) (*Result, error) {
+// WrapRun implements [agent.RunWrapper]: the first such capability of a
+// run owns its background tasks; the others register with it.
+func (b *capability) WrapRun(ctx context.Context, info *agent.RunInfo, next func(context.Context) (*agent.Result, error)) (*agent.Result, error) {
 	if br := bgRunOf(ctx); br != nil {
 		br.caps = append(br.caps, b)
 		if b.nb != nil && len(br.unwaited) > 0 {
@@ -215,7 +136,7 @@ func (b *backgroundTools) WrapRun(ctx context.Context, info *RunInfo, next func(
 		return next(ctx)
 	}
 	br := newBgRun(b, info, b.log)
-	err := br.adopt(ctx, info.r.opts.Background)
+	err := br.adopt(ctx, info.Adopted())
 	if err == nil && b.nb != nil && len(br.unwaited) > 0 {
 		err = br.adoptWaits(ctx, b.nb.Waiter)
 	}
@@ -228,7 +149,7 @@ func (b *backgroundTools) WrapRun(ctx context.Context, info *RunInfo, next func(
 }
 
 // owner returns the run's background state when b owns it.
-func (b *backgroundTools) owner(ctx context.Context) *bgRun {
+func (b *capability) owner(ctx context.Context) *bgRun {
 	br := bgRunOf(ctx)
 	if br == nil || br.owner != b {
 		return nil
@@ -236,9 +157,9 @@ func (b *backgroundTools) owner(ctx context.Context) *bgRun {
 	return br
 }
 
-// PrepareTools implements [ToolsPreparer]: optional background tools get
+// PrepareTools implements [agent.ToolsPreparer]: optional background tools get
 // the run_in_background flag in their schema.
-func (b *backgroundTools) PrepareTools(ctx context.Context, info *RunInfo, tools []*tool.Tool) ([]*tool.Tool, error) {
+func (b *capability) PrepareTools(ctx context.Context, info *agent.RunInfo, tools []*tool.Tool) ([]*tool.Tool, error) {
 	br := b.owner(ctx)
 	if br == nil {
 		return tools, nil
@@ -253,7 +174,7 @@ func (b *backgroundTools) PrepareTools(ctx context.Context, info *RunInfo, tools
 			continue
 		}
 		if t.HasParameter(RunInBackgroundParam) {
-			return nil, &UserError{Message: fmt.Sprintf("Tool '%s' already has a 'run_in_background' parameter, so it cannot be an optional background tool.", t.Name)}
+			return nil, &agent.UserError{Message: fmt.Sprintf("Tool '%s' already has a 'run_in_background' parameter, so it cannot be an optional background tool.", t.Name)}
 		}
 		params, err := withFlag(t.Parameters)
 		if err != nil {
@@ -292,11 +213,11 @@ func withFlag(params json.RawMessage) (json.RawMessage, error) {
 	return json.Marshal(schema)
 }
 
-// PrepareToolCall implements [ToolCallPreparer]: it takes the
+// PrepareToolCall implements [agent.ToolCallPreparer]: it takes the
 // run_in_background flag out of an optional tool's arguments (a
 // non-boolean value is a retry) and names the task of a call that will run
 // in the background.
-func (b *backgroundTools) PrepareToolCall(ctx context.Context, _ *RunInfo, pc *PreparedCall) error {
+func (b *capability) PrepareToolCall(ctx context.Context, _ *agent.RunInfo, pc *agent.PreparedCall) error {
 	br := b.owner(ctx)
 	if br == nil || pc.Tool == nil {
 		return nil
@@ -348,10 +269,10 @@ func takeFlag(raw string) (string, bool, error) {
 	return string(out), flag, nil
 }
 
-// WrapToolCall implements [ToolCallWrapper]: a call named as a task by
+// WrapToolCall implements [agent.ToolCallWrapper]: a call named as a task by
 // PrepareToolCall starts in the background and returns the
 // acknowledgement.
-func (b *backgroundTools) WrapToolCall(ctx context.Context, call *ToolCall, next ToolCallFunc) (any, error) {
+func (b *capability) WrapToolCall(ctx context.Context, call *agent.ToolCall, next agent.ToolCallFunc) (any, error) {
 	br := b.owner(ctx)
 	if br == nil || call.TaskID == "" || inBackground(ctx) {
 		return next(ctx, call)
@@ -360,9 +281,9 @@ func (b *backgroundTools) WrapToolCall(ctx context.Context, call *ToolCall, next
 	return br.spawn(ctx, exec, call, next)
 }
 
-// BeforeModelRequest implements [ModelRequestHook]: the outcomes that
+// BeforeModelRequest implements [agent.ModelRequestHook]: the outcomes that
 // arrived are added to the request as follow-up messages.
-func (b *backgroundTools) BeforeModelRequest(ctx context.Context, _ *RunInfo, req *message.Message) error {
+func (b *capability) BeforeModelRequest(ctx context.Context, _ *agent.RunInfo, req *message.Message) error {
 	br := b.owner(ctx)
 	if br == nil {
 		return nil
@@ -372,23 +293,57 @@ func (b *backgroundTools) BeforeModelRequest(ctx context.Context, _ *RunInfo, re
 		return fmt.Errorf("agent: task %s of tool %s waits for a decision, but the run has no waiter for non-blocking calls", t.TaskID, t.Tool)
 	}
 	parts, err := br.deliver(ctx)
-	if err == nil && len(parts) == 0 && len(req.Parts) == 0 && br.liveCount() > 0 {
-		// A resumed run with nothing new for the model yet (its tasks
-		// still run): wait for the first outcome instead of asking the
-		// model again.
-		parts, err = br.awaitOutcome(ctx)
-	}
 	req.Parts = append(req.Parts, parts...)
 	return err
 }
 
-// AfterStep implements [StepHook]: when the model ended its turn while
-// tasks are live, it waits for the next outcome and keeps the run going
-// with it.
-func (b *backgroundTools) AfterStep(ctx context.Context, _ *RunInfo, final bool) ([]message.Part, error) {
+// WhenIdle implements [agent.IdleHook]: when the model ended its turn, or a
+// resumed run has nothing new for the model yet, it waits for the next
+// outcome while tasks are live (see awaitOutcome).
+func (b *capability) WhenIdle(ctx context.Context, _ *agent.RunInfo) (agent.Idle, error) {
 	br := b.owner(ctx)
-	if br == nil || !final {
-		return nil, nil
+	if br == nil {
+		return agent.Idle{}, nil
 	}
 	return br.awaitOutcome(ctx)
+}
+
+// HoldDeferred implements [agent.DeferredHolder]: the calls a non-blocking
+// selector chooses become live tasks waiting for their outcome
+// (nonblocking.go).
+func (b *capability) HoldDeferred(ctx context.Context, _ *agent.RunInfo, calls []*agent.DeferredCall) error {
+	br := b.owner(ctx)
+	if br == nil {
+		return nil
+	}
+	return br.holdDeferred(ctx, calls)
+}
+
+// Suspending implements [agent.HandoffKeeper]: the run's Suspend channel,
+// for a call that does not run in the background, when the executor can
+// attach to a task again.
+func (b *capability) Suspending(ctx context.Context, info *agent.RunInfo) <-chan struct{} {
+	br := b.owner(ctx)
+	if br == nil || inBackground(ctx) {
+		return nil
+	}
+	if _, ok := b.exec.(Attacher); !ok {
+		return nil
+	}
+	return info.Suspend()
+}
+
+// KeepHandoff implements [agent.HandoffKeeper]: the call handed off becomes
+// a live task of the run, and its result the acknowledgement of a
+// background call.
+func (b *capability) KeepHandoff(ctx context.Context, _ *agent.RunInfo, call *agent.ToolCall, h *agent.Handoff) (any, error) {
+	br := b.owner(ctx)
+	if br == nil {
+		return nil, errors.New("agent: the capability does not own the run's background tasks")
+	}
+	started := h.StartedAt
+	if started.IsZero() {
+		started = time.Now()
+	}
+	return br.track(&bgTask{id: h.TaskID, attempt: h.Attempt, deadline: h.Deadline, call: call, task: h.Task, started: started.UTC()})
 }

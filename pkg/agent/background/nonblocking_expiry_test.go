@@ -1,4 +1,4 @@
-package agent_test
+package background_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/agent/background"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/tool"
@@ -22,15 +23,15 @@ func TestNonBlockingExpiryFailsTheRun(t *testing.T) {
 		ran <- struct{}{}
 		return "deployed", nil
 	}, tool.NeedsApproval())
-	d := agent.NewDecisions()
+	d := background.NewDecisions()
 	m := model(func(n int, _ *llm.Request) *llm.Response {
 		if n == 0 {
 			return calls(call("deploy", "c1", "{}"))
 		}
 		return text("waiting")
 	})
-	a := newAgentCfg(t, agent.Config{Model: m, Capabilities: []agent.Capability{agent.BackgroundTools(agent.BackgroundConfig{
-		NonBlocking: &agent.NonBlockingConfig{Tools: agent.SelectAll(), Waiter: d}})}}, deploy)
+	a := newAgentCfg(t, agent.Config{Model: m, Capabilities: []agent.Capability{background.Tools(background.Config{
+		NonBlocking: &background.NonBlockingConfig{Tools: background.SelectAll(), Waiter: d}})}}, deploy)
 	out := make(chan error, 1)
 	go func() {
 		_, err := a.Run(t.Context(), "go", nil)

@@ -1,4 +1,4 @@
-package agent
+package background
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/tool"
 )
@@ -69,7 +70,7 @@ func (br *bgRun) followUps(tasks []*bgTask) ([]message.Part, error) {
 		} else {
 			p, err = br.followUp(t)
 		}
-		br.r.resultSpan(t, err)
+		br.resultSpan(t, err)
 		if err != nil {
 			return parts, err
 		}
@@ -96,17 +97,19 @@ func (br *bgRun) takeUnwatched() {
 
 // awaitOutcome is the idle wait: when the model ended its turn, it
 // delivers what arrived or, while tasks are live and no message is queued
-// (those redirect the run at once), waits for the next outcome.
-func (br *bgRun) awaitOutcome(ctx context.Context) ([]message.Part, error) {
+// (those redirect the run at once), waits for the next outcome. When only
+// decisions or answers are awaited, a run that may pause does; one
+// suspended while it waits stops there.
+func (br *bgRun) awaitOutcome(ctx context.Context) (agent.Idle, error) {
 	for {
 		parts, err := br.deliver(ctx)
-		if err != nil || len(parts) > 0 || br.liveCount() == 0 || br.r.hasQueued() {
-			return parts, err
+		if err != nil || len(parts) > 0 || br.liveCount() == 0 || br.info.HasQueued() {
+			return agent.Idle{Parts: parts}, err
 		}
-		if br.r.allowDeferred && br.onlyWaiting() {
+		if br.info.AllowsDeferred() && br.onlyWaiting() {
 			// Only decisions or answers are awaited: a run that may pause
 			// does, and a later run continues when one arrives.
-			return nil, errWaitPause
+			return agent.Idle{Pause: true}, nil
 		}
 		// With one task running, the wait takes its outcome itself rather
 		// than through its watcher.
@@ -120,9 +123,9 @@ func (br *bgRun) awaitOutcome(ctx context.Context) ([]message.Part, error) {
 		case <-soleDone:
 			br.finish(sole, sole.task)
 		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-br.r.opts.Suspend:
-			return nil, errSuspend
+			return agent.Idle{}, ctx.Err()
+		case <-br.info.Suspend():
+			return agent.Idle{Suspend: true}, nil
 		}
 	}
 }
@@ -153,7 +156,7 @@ func (br *bgRun) followUp(t *bgTask) (message.Part, error) {
 	}
 	err := t.err
 	if err == nil {
-		part, content, merr := returnPart(name, t.call.Call.ToolCallID, t.val)
+		part, content, merr := agent.ReturnPart(name, t.call.Call.ToolCallID, t.val)
 		if merr != nil {
 			return br.unexpected(t, merr)
 		}
@@ -172,7 +175,7 @@ func (br *bgRun) followUp(t *bgTask) (message.Part, error) {
 	var fatal *tool.FatalError
 	switch {
 	case errors.As(err, &retry):
-		if e := br.r.consumeLateRetry(name, t.retries()); e != nil {
+		if e := br.info.UseRetry(name, t.retries()); e != nil {
 			return nil, e
 		}
 		if retry.Message == "" {
@@ -180,10 +183,10 @@ func (br *bgRun) followUp(t *bgTask) (message.Part, error) {
 		}
 		return failed(retry.Message)
 	case errors.As(err, &inval):
-		if e := br.r.consumeLateRetry(name, t.retries()); e != nil {
+		if e := br.info.UseRetry(name, t.retries()); e != nil {
 			return nil, e
 		}
-		return failed(validationText(inval))
+		return failed("Invalid arguments: " + inval.Error())
 	case errors.As(err, &tf):
 		if tf.Message == "" {
 			return failed("ToolFailed")
@@ -193,8 +196,8 @@ func (br *bgRun) followUp(t *bgTask) (message.Part, error) {
 		return failed("ApprovalRequired was raised; background tools cannot defer a running task.")
 	case errors.As(err, &cd):
 		return failed("CallDeferred was raised; background tools cannot defer a running task.")
-	case errors.Is(err, ErrRunCancelled):
-		return nil, ErrRunCancelled
+	case errors.Is(err, agent.ErrRunCancelled):
+		return nil, agent.ErrRunCancelled
 	case errors.As(err, &tc):
 		// Cancelled, but not by this run (a worker shutting down for
 		// good, an operator): the run cannot go on without it.
@@ -214,7 +217,7 @@ func (br *bgRun) followUp(t *bgTask) (message.Part, error) {
 func (br *bgRun) unexpected(t *bgTask, err error) (message.Part, error) {
 	typ := tool.ErrorType(err)
 	br.logger().Error("background tool failed", append([]any{slog.String("tool", t.call.Call.ToolName), slog.String("task_id", t.id), slog.String("error_type", typ), slog.Any("error", err)}, panicStack(err)...)...)
-	if br.r.a.cfg.FailOnToolError {
+	if br.info.FailOnToolError() {
 		return nil, fmt.Errorf("tool %s: %w", t.call.Call.ToolName, err)
 	}
 	return message.UserText(fmt.Sprintf("Background tool '%s' (task %s) failed: %s", t.call.Call.ToolName, t.id, typ)), nil
@@ -239,4 +242,13 @@ func completed(name, id string, part message.ToolReturn, content []message.Conte
 	}
 	items := append([]message.Content{message.TextContent(text)}, content...)
 	return message.UserPrompt{Content: items}
+}
+
+// panicStack returns the log attribute of a panic's stack, if err is one.
+func panicStack(err error) []any {
+	var p *agent.Panic
+	if errors.As(err, &p) {
+		return []any{slog.String("stack", string(p.Stack))}
+	}
+	return nil
 }

@@ -1,4 +1,4 @@
-package agent
+package background
 
 import (
 	"context"
@@ -11,17 +11,19 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/progress"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
-// bgRunKey is the context key of a run's background state.
+// bgRunKey is the context key of a run's background state, in the
+// contexts of its hooks and tool calls.
 type bgRunKey struct{}
 
 // inBackgroundKey marks the context of a call already running in the
-// background, so that inner BackgroundTools wrappers let it through.
+// background, so that inner [Tools] wrappers let it through.
 type inBackgroundKey struct{}
 
 func bgRunOf(ctx context.Context) *bgRun {
@@ -34,15 +36,35 @@ func inBackground(ctx context.Context) bool {
 	return v
 }
 
+// Live returns the run's background tasks whose outcomes have not reached
+// the model yet (running, or finished and waiting for the next model
+// request), and its non-blocking calls still waiting, as pending tasks in
+// start order. ctx is the context a capability hook was called with;
+// outside a run with a [Tools] capability it returns nil. A conversation
+// store saves them with the history at each step, so that a later run
+// delivers their outcomes if this process dies.
+func Live(ctx context.Context) []deferred.PendingTask {
+	br := bgRunOf(ctx)
+	if br == nil {
+		return nil
+	}
+	br.mu.Lock()
+	defer br.mu.Unlock()
+	out := make([]deferred.PendingTask, 0, len(br.live))
+	for _, t := range br.live {
+		out = append(out, t.pending())
+	}
+	return out
+}
+
 // bgRun is the background state of one run: its live tasks and the
-// outcomes that arrived and wait for delivery. The first BackgroundTools
+// outcomes that arrived and wait for delivery. The first [Tools]
 // capability of the run (the owner) creates it in WrapRun and ends it when
 // the run returns; the others register their selectors with it.
 type bgRun struct {
-	owner *backgroundTools
-	caps  []*backgroundTools // in capability order, owner first
-	info  *RunInfo
-	r     *run
+	owner *capability
+	caps  []*capability // in capability order, owner first
+	info  *agent.RunInfo
 	log   *slog.Logger // nil: the run's
 
 	stop    chan struct{} // closed when the run ends: watchers return
@@ -63,7 +85,7 @@ type bgRun struct {
 	// unwaited are the adopted non-blocking calls still waiting for their
 	// outcome until a capability with a waiter takes them (adoptWaits);
 	// touched only by the run's goroutine, before its first request.
-	unwaited []AdoptedTask
+	unwaited []agent.AdoptedTask
 }
 
 // bgTask is one background call.
@@ -71,8 +93,8 @@ type bgTask struct {
 	id       string
 	attempt  int
 	deadline time.Time // zero but for an inline call handed off (handoff.go)
-	call     *ToolCall
-	task     BackgroundTask
+	call     *agent.ToolCall
+	task     agent.BackgroundTask
 	started  time.Time
 
 	// progress relays the task's progress reports until its finished
@@ -101,12 +123,11 @@ type bgTask struct {
 	doneAt   time.Time // when its outcome was taken
 }
 
-func newBgRun(owner *backgroundTools, info *RunInfo, log *slog.Logger) *bgRun {
+func newBgRun(owner *capability, info *agent.RunInfo, log *slog.Logger) *bgRun {
 	return &bgRun{
 		owner:   owner,
-		caps:    []*backgroundTools{owner},
+		caps:    []*capability{owner},
 		info:    info,
-		r:       info.r,
 		log:     log,
 		stop:    make(chan struct{}),
 		arrival: make(chan struct{}, 1),
@@ -184,9 +205,9 @@ func (p *taskReporter) endWith(emit func()) {
 }
 
 // spawn starts call in the background and returns its acknowledgement.
-func (br *bgRun) spawn(ctx context.Context, exec Executor, call *ToolCall, next ToolCallFunc) (any, error) {
+func (br *bgRun) spawn(ctx context.Context, exec Executor, call *agent.ToolCall, next agent.ToolCallFunc) (any, error) {
 	if br.isClosed() {
-		return nil, ErrRunCancelled
+		return nil, agent.ErrRunCancelled
 	}
 	tctx := context.WithValue(ctx, inBackgroundKey{}, true)
 	var tr *taskReporter
@@ -198,7 +219,7 @@ func (br *bgRun) spawn(ctx context.Context, exec Executor, call *ToolCall, next 
 	if call.RunContext != nil {
 		attempt = call.RunContext.Attempt
 	}
-	task, err := exec.Start(tctx, &BackgroundCall{TaskID: call.TaskID, Attempt: attempt, Call: call, Run: next})
+	task, err := exec.Start(tctx, &Call{TaskID: call.TaskID, Attempt: attempt, Call: call, Run: next})
 	if err != nil {
 		return nil, fmt.Errorf("start background task: %w", err)
 	}
@@ -234,14 +255,14 @@ func (br *bgRun) add(t *bgTask, started bool) error {
 		br.mu.Unlock()
 		t.task.Cancel("run ended")
 		<-t.task.Done()
-		return ErrRunCancelled
+		return agent.ErrRunCancelled
 	}
 	if !slices.Contains(br.live, t) {
 		br.live = append(br.live, t)
 	}
 	// Only an observed run needs a task's finished event when it finishes
 	// rather than when the loop takes its outcome.
-	lazy := br.r.opts.OnEvent == nil && br.running == 0
+	lazy := !br.info.Observed() && br.running == 0
 	br.running++
 	prev := br.unwatched
 	br.unwatched = nil
@@ -255,7 +276,7 @@ func (br *bgRun) add(t *bgTask, started bool) error {
 	}
 	br.mu.Unlock()
 	if started {
-		br.info.Emit(Event{Type: EventBackgroundTaskStarted, TaskID: t.id, Tool: call.Call.ToolName, ToolCallID: call.Call.ToolCallID})
+		br.info.Emit(agent.Event{Type: agent.EventBackgroundTaskStarted, TaskID: t.id, Tool: call.Call.ToolName, ToolCallID: call.Call.ToolCallID})
 	}
 	if prev != nil {
 		go br.watch(prev, prev.task)
@@ -291,10 +312,10 @@ func (t *bgTask) retries() int {
 // the tasks still running are attached through the owner's executor and
 // watched like the run's own. Each holds a tool call slot, as it did in
 // the run that started it.
-func (br *bgRun) adopt(ctx context.Context, tasks []AdoptedTask) error {
+func (br *bgRun) adopt(ctx context.Context, tasks []agent.AdoptedTask) error {
 	for _, a := range tasks {
 		pt := a.Task
-		call := &ToolCall{Call: message.ToolCall{ToolName: pt.Tool, ToolCallID: pt.ToolCallID, Args: string(pt.Args)}, Args: pt.Args, TaskID: pt.TaskID}
+		call := &agent.ToolCall{Call: message.ToolCall{ToolName: pt.Tool, ToolCallID: pt.ToolCallID, Args: string(pt.Args)}, Args: pt.Args, TaskID: pt.TaskID}
 		t := &bgTask{id: pt.TaskID, attempt: pt.Attempt, deadline: pt.Deadline, call: call, started: pt.StartedAt}
 		if pt.NonBlocking && !pt.Background() {
 			t.wait, t.meta = pt.Kind, tool.DeepCopy(pt.Metadata)
@@ -347,7 +368,7 @@ func (br *bgRun) adoptWaits(ctx context.Context, w DeferredWaiter) error {
 			return fmt.Errorf("agent: wait for the outcome of task %s: %w", pt.TaskID, err)
 		}
 		br.info.ReserveToolCalls(1)
-		call := &ToolCall{Call: message.ToolCall{ToolName: pt.Tool, ToolCallID: pt.ToolCallID, Args: string(pt.Args)}, Args: pt.Args, TaskID: pt.TaskID}
+		call := &agent.ToolCall{Call: message.ToolCall{ToolName: pt.Tool, ToolCallID: pt.ToolCallID, Args: string(pt.Args)}, Args: pt.Args, TaskID: pt.TaskID}
 		t := &bgTask{id: pt.TaskID, attempt: pt.Attempt, call: call, task: task, started: time.Now().UTC(), wait: pt.Kind, meta: tool.DeepCopy(pt.Metadata)}
 		if err := br.add(t, false); err != nil {
 			return err
@@ -359,7 +380,7 @@ func (br *bgRun) adoptWaits(ctx context.Context, w DeferredWaiter) error {
 // watch waits for the outcome of t's task and queues it for delivery.
 // The task is the one t had when the watch started (a non-blocking call's
 // wait is replaced by its execution once approved: a new watch starts).
-func (br *bgRun) watch(t *bgTask, task BackgroundTask) {
+func (br *bgRun) watch(t *bgTask, task agent.BackgroundTask) {
 	defer br.wg.Done()
 	select {
 	case <-task.Done():
@@ -379,7 +400,7 @@ func (br *bgRun) watch(t *bgTask, task BackgroundTask) {
 // (one goroutine hand-off less between the outcome and the loop), and the
 // end of the run for a task it cancelled; the first call does the work. A
 // detached task is left alone: it has not finished, it runs on.
-func (br *bgRun) finish(t *bgTask, task BackgroundTask) {
+func (br *bgRun) finish(t *bgTask, task agent.BackgroundTask) {
 	br.mu.Lock()
 	if t.finished || t.detached || t.task != task {
 		// (A task t no longer has: the wait its execution replaced.)
@@ -418,7 +439,7 @@ func (br *bgRun) finish(t *bgTask, task BackgroundTask) {
 		status = "failed"
 	}
 	t.progress.endWith(func() {
-		br.info.Emit(Event{Type: EventBackgroundTaskFinished, TaskID: t.id, Tool: t.call.Call.ToolName, ToolCallID: t.call.Call.ToolCallID, Status: status})
+		br.info.Emit(agent.Event{Type: agent.EventBackgroundTaskFinished, TaskID: t.id, Tool: t.call.Call.ToolName, ToolCallID: t.call.Call.ToolCallID, Status: status})
 	})
 	select {
 	case br.arrival <- struct{}{}:
@@ -442,12 +463,22 @@ func (br *bgRun) detach(t *bgTask) bool {
 	return false
 }
 
+// stamp gives m the run's IDs and, unless it has one, the time, as the
+// loop stamps the messages it records.
+func (br *bgRun) stamp(m message.Message) message.Message {
+	m.RunID, m.ConversationID = br.info.RunID, br.info.ConversationID
+	if m.Timestamp.IsZero() {
+		m.Timestamp = time.Now().UTC()
+	}
+	return m
+}
+
 // logger returns the capability's logger, else the run's.
 func (br *bgRun) logger() *slog.Logger {
 	if br.log != nil {
 		return br.log
 	}
-	return br.r.logger()
+	return br.info.Logger()
 }
 
 // liveCount returns the number of tasks not yet delivered.
@@ -461,7 +492,7 @@ func (br *bgRun) liveCount() int {
 // ended run cancels every live task (and waits for them); a paused one
 // detaches the tasks that can outlive the process, lists them in
 // res.Background, and cancels the others.
-func (br *bgRun) end(res *Result, err error) (*Result, error) {
+func (br *bgRun) end(res *agent.Result, err error) (*agent.Result, error) {
 	br.takeUnwatched() // as its watcher would have
 	br.mu.Lock()
 	br.closed = true
@@ -473,7 +504,7 @@ func (br *bgRun) end(res *Result, err error) (*Result, error) {
 	paused := err == nil && res != nil && res.Paused()
 	reason := "run ended"
 	switch {
-	case err != nil && br.r.isCancelled():
+	case err != nil && br.info.Cancelled():
 		reason = "run cancelled"
 	case err != nil && errors.Is(err, context.Canceled):
 		reason = "run interrupted"
@@ -519,7 +550,7 @@ func (br *bgRun) end(res *Result, err error) (*Result, error) {
 	if release > 0 {
 		br.info.ReserveToolCalls(-release)
 		if res != nil {
-			res.Usage = br.r.usageSnapshot()
+			res.Usage = br.info.Usage()
 		}
 	}
 	if !paused {
@@ -547,8 +578,8 @@ func (br *bgRun) end(res *Result, err error) (*Result, error) {
 		return res, ferr
 	}
 	if len(parts) > 0 {
-		res.Messages = append(res.Messages, br.r.stamp(message.NewRequest(parts...)))
+		res.Messages = append(res.Messages, br.stamp(message.NewRequest(parts...)))
 	}
-	res.Usage = br.r.usageSnapshot()
+	res.Usage = br.info.Usage()
 	return res, nil
 }

@@ -1,4 +1,4 @@
-package agent_test
+package background_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/agent/background"
 	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/tool"
@@ -21,7 +22,7 @@ import (
 func TestNonBlockingExternalAnswer(t *testing.T) {
 	t.Parallel()
 	ask := tool.MustNew(tool.Def{Name: "ask_ops", Parameters: []byte(`{"type":"object","properties":{}}`)}, nil)
-	d := agent.NewDecisions()
+	d := background.NewDecisions()
 	m := model(func(n int, req *llm.Request) *llm.Response {
 		switch {
 		case n == 0:
@@ -33,8 +34,8 @@ func TestNonBlockingExternalAnswer(t *testing.T) {
 	})
 	var mu sync.Mutex
 	var types []agent.EventType
-	a := newAgentCfg(t, agent.Config{Model: m, Capabilities: []agent.Capability{agent.BackgroundTools(agent.BackgroundConfig{
-		NonBlocking: &agent.NonBlockingConfig{Tools: agent.SelectAll(), Waiter: d}})}}, ask)
+	a := newAgentCfg(t, agent.Config{Model: m, Capabilities: []agent.Capability{background.Tools(background.Config{
+		NonBlocking: &background.NonBlockingConfig{Tools: background.SelectAll(), Waiter: d}})}}, ask)
 	type ran struct {
 		res *agent.Result
 		err error
@@ -120,7 +121,7 @@ func TestNonBlockingCallsAlone(t *testing.T) {
 		runs.Add(1)
 		return "deployed", nil
 	}, tool.NeedsApproval())
-	d := agent.NewDecisions()
+	d := background.NewDecisions()
 	m := model(func(n int, req *llm.Request) *llm.Response {
 		switch {
 		case n == 0:
@@ -135,7 +136,7 @@ func TestNonBlockingCallsAlone(t *testing.T) {
 		return text("waiting")
 	})
 	a := newAgentCfg(t, agent.Config{Model: m, Instructions: "Be brief.",
-		Capabilities: []agent.Capability{agent.NonBlockingCalls(agent.NonBlockingConfig{Tools: agent.SelectAll(), Waiter: d})}}, deploy)
+		Capabilities: []agent.Capability{background.NonBlockingCalls(background.NonBlockingConfig{Tools: background.SelectAll(), Waiter: d})}}, deploy)
 	res, err := a.Run(t.Context(), "go", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -158,7 +159,7 @@ func TestNonBlockingDecisionMetadata(t *testing.T) {
 		got <- rc.ToolCallMetadata
 		return "deployed", nil
 	}, tool.NeedsApproval())
-	d := agent.NewDecisions()
+	d := background.NewDecisions()
 	m := model(func(n int, req *llm.Request) *llm.Response {
 		switch {
 		case n == 0:
@@ -167,12 +168,12 @@ func TestNonBlockingDecisionMetadata(t *testing.T) {
 			return text("done")
 		}
 		asked, _ := d.Asked()
-		_ = d.Decide(asked[0].TaskID, agent.DecisionWithMetadata{Approval: true, Metadata: map[string]any{"ticket": "OPS-7"}})
+		_ = d.Decide(asked[0].TaskID, background.DecisionWithMetadata{Approval: true, Metadata: map[string]any{"ticket": "OPS-7"}})
 		return text("waiting")
 	})
 	var mu sync.Mutex
 	var results []agent.Event
-	a := newAgentCfg(t, agent.Config{Model: m, Capabilities: []agent.Capability{agent.NonBlockingCalls(agent.NonBlockingConfig{Tools: agent.SelectAll(), Waiter: d})}}, deploy)
+	a := newAgentCfg(t, agent.Config{Model: m, Capabilities: []agent.Capability{background.NonBlockingCalls(background.NonBlockingConfig{Tools: background.SelectAll(), Waiter: d})}}, deploy)
 	if _, err := a.Run(t.Context(), "go", &agent.RunOptions{OnEvent: func(e agent.Event) {
 		if e.Type == agent.EventDeferredToolResults {
 			mu.Lock()

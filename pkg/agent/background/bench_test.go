@@ -1,4 +1,4 @@
-package agent_test
+package background_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/offload-dev/offload/internal/benchcall"
 	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/agent/background"
 	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/llm/script"
 	"github.com/offload-dev/offload/pkg/message"
@@ -91,7 +92,7 @@ func benchBackgroundRoundTrip(b *testing.B, gated bool) {
 	a, err := agent.New(agent.Config{
 		Model:        model,
 		Toolsets:     []tool.Toolset{tool.MustSet(lookup)},
-		Capabilities: []agent.Capability{agent.BackgroundTools(agent.BackgroundConfig{Tools: agent.SelectNames("lookup")})},
+		Capabilities: []agent.Capability{background.Tools(background.Config{Tools: background.SelectNames("lookup")})},
 		Limits:       agent.UsageLimits{Requests: agent.Unlimited()},
 	})
 	if err != nil {

@@ -1,4 +1,4 @@
-package agent_test
+package background_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/agent/background"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/message"
@@ -49,7 +50,7 @@ func (d *reattachable) task(id string) *fakeTask {
 	return d.tasks[id]
 }
 
-func (d *reattachable) Start(_ context.Context, c *agent.BackgroundCall) (agent.BackgroundTask, error) {
+func (d *reattachable) Start(_ context.Context, c *background.Call) (agent.BackgroundTask, error) {
 	return d.task(c.TaskID), nil
 }
 
@@ -60,18 +61,18 @@ func (d *reattachable) Attach(_ context.Context, _ *agent.RunInfo, pt deferred.P
 // plainExecutor starts tasks that can be detached but not attached to.
 type plainExecutor struct{ d *reattachable }
 
-func (p plainExecutor) Start(ctx context.Context, c *agent.BackgroundCall) (agent.BackgroundTask, error) {
+func (p plainExecutor) Start(ctx context.Context, c *background.Call) (agent.BackgroundTask, error) {
 	return p.d.Start(ctx, c)
 }
 
 // pausedWithBackground runs until the pause of [slow in the background,
 // gate awaiting approval] and returns the result.
-func pausedWithBackground(t *testing.T, ex agent.Executor) *agent.Result {
+func pausedWithBackground(t *testing.T, ex background.Executor) *agent.Result {
 	t.Helper()
 	slow := tool.Func("slow", "", func(context.Context, *tool.RunContext, struct{}) (string, error) { return "unused", nil }, tool.Meta(map[string]any{"background": true}))
 	gate := tool.Func("gate", "", func(context.Context, *tool.RunContext, struct{}) (string, error) { return "opened", nil }, tool.NeedsApproval())
 	m := turns(calls(call("slow", "c1", "{}"), call("gate", "c2", "{}")))
-	a := newAgentCfg(t, agent.Config{Model: m, AllowDeferred: true, Capabilities: []agent.Capability{agent.BackgroundTools(agent.BackgroundConfig{Executor: ex})}}, slow, gate)
+	a := newAgentCfg(t, agent.Config{Model: m, AllowDeferred: true, Capabilities: []agent.Capability{background.Tools(background.Config{Executor: ex})}}, slow, gate)
 	res, err := a.Run(context.Background(), "go", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -83,10 +84,10 @@ func pausedWithBackground(t *testing.T, ex agent.Executor) *agent.Result {
 }
 
 // resumeAgent is the agent of the resumed run: same tools, the given model.
-func resumeAgent(t *testing.T, m llm.Model, ex agent.Executor) *agent.Agent {
+func resumeAgent(t *testing.T, m llm.Model, ex background.Executor) *agent.Agent {
 	slow := tool.Func("slow", "", func(context.Context, *tool.RunContext, struct{}) (string, error) { return "unused", nil }, tool.Meta(map[string]any{"background": true}))
 	gate := tool.Func("gate", "", func(context.Context, *tool.RunContext, struct{}) (string, error) { return "opened", nil }, tool.NeedsApproval())
-	return newAgentCfg(t, agent.Config{Model: m, AllowDeferred: true, Capabilities: []agent.Capability{agent.BackgroundTools(agent.BackgroundConfig{Executor: ex})}}, slow, gate)
+	return newAgentCfg(t, agent.Config{Model: m, AllowDeferred: true, Capabilities: []agent.Capability{background.Tools(background.Config{Executor: ex})}}, slow, gate)
 }
 
 // An outcome that arrived while no run waited reaches the model with the
@@ -205,7 +206,7 @@ func TestSuspendWhileAResumeWaitsForItsTasks(t *testing.T) {
 	history := append(res.Messages, message.NewRequest(message.ToolReturn{ToolName: "gate", ToolCallID: "c2", Content: []byte(`"opened"`), Outcome: message.OutcomeSuccess}))
 	hook := &suspendBeforeRequest{suspend: make(chan struct{})}
 	m := turns(text("never"))
-	a := newAgentCfg(t, agent.Config{Model: m, Capabilities: []agent.Capability{hook, agent.BackgroundTools(agent.BackgroundConfig{Executor: ex})}},
+	a := newAgentCfg(t, agent.Config{Model: m, Capabilities: []agent.Capability{hook, background.Tools(background.Config{Executor: ex})}},
 		tool.Func("slow", "", func(context.Context, *tool.RunContext, struct{}) (string, error) { return "unused", nil }, tool.Meta(map[string]any{"background": true})))
 	out, err := a.Run(context.Background(), "", &agent.RunOptions{History: history, Background: []agent.AdoptedTask{{Task: bg}}, Suspend: hook.suspend})
 	if err != nil || !out.Suspended || agent.StatusOf(out, err) != agent.StatusPaused {

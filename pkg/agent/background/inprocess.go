@@ -1,4 +1,4 @@
-package agent
+package background
 
 import (
 	"context"
@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
 // InProcessExecutor runs background calls in goroutines of this process:
-// the default [Executor] of [BackgroundTools]. Its tasks cannot outlive the
-// process (Detach reports false). A panicking tool becomes a *Panic
+// the default [Executor] of [Tools]. Its tasks cannot outlive the
+// process (Detach reports false). A panicking tool becomes a *agent.Panic
 // outcome. The zero value is ready to use.
 type InProcessExecutor struct{}
 
@@ -20,7 +21,7 @@ var _ Executor = InProcessExecutor{}
 // Start implements [Executor]: it runs call.Run in a new goroutine with a
 // context that keeps ctx's values but not its cancellation; Cancel cancels
 // it. A task cancelled before its goroutine started never runs the tool.
-func (InProcessExecutor) Start(ctx context.Context, call *BackgroundCall) (BackgroundTask, error) {
+func (InProcessExecutor) Start(ctx context.Context, call *Call) (agent.BackgroundTask, error) {
 	if call == nil || call.Run == nil || call.Call == nil {
 		return nil, errors.New("agent: in-process executor: a call without Run")
 	}

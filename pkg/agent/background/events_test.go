@@ -1,4 +1,4 @@
-package agent_test
+package background_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/agent/background"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/progress"
@@ -33,7 +34,7 @@ type handleTask struct {
 	err  error
 }
 
-func (e *handleExec) Start(ctx context.Context, _ *agent.BackgroundCall) (agent.BackgroundTask, error) {
+func (e *handleExec) Start(ctx context.Context, _ *background.Call) (agent.BackgroundTask, error) {
 	t := &handleTask{done: make(chan struct{})}
 	e.mu.Lock()
 	e.tasks = append(e.tasks, t)
@@ -103,7 +104,7 @@ func TestSuspendedTaskGetsNoFinishedEvent(t *testing.T) {
 		return nil
 	})
 	a := newAgentCfg(t, agent.Config{Model: m, Capabilities: []agent.Capability{
-		agent.BackgroundTools(agent.BackgroundConfig{Executor: exec}),
+		background.Tools(background.Config{Executor: exec}),
 	}}, backgroundTool("research"))
 	var log eventList
 	res, err := a.Run(t.Context(), "go", &agent.RunOptions{OnEvent: log.add, Suspend: suspend})
@@ -149,7 +150,7 @@ func TestNoProgressAfterTheTaskFinished(t *testing.T) {
 		return nil
 	})
 	a := newAgentCfg(t, agent.Config{Model: m, Capabilities: []agent.Capability{
-		agent.BackgroundTools(agent.BackgroundConfig{Executor: exec}),
+		background.Tools(background.Config{Executor: exec}),
 	}}, backgroundTool("research"))
 	var log eventList
 	res, err := a.Run(t.Context(), "go", &agent.RunOptions{OnEvent: log.add})

@@ -1,4 +1,4 @@
-package agent_test
+package background_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/agent/background"
 	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/llm/script"
 	"github.com/offload-dev/offload/pkg/message"
@@ -29,7 +30,7 @@ type manualTask struct {
 	err                 error
 }
 
-func (e *manualExec) Start(_ context.Context, call *agent.BackgroundCall) (agent.BackgroundTask, error) {
+func (e *manualExec) Start(_ context.Context, call *background.Call) (agent.BackgroundTask, error) {
 	t := &manualTask{done: make(chan struct{}), taken: make(chan struct{}), val: call.Call.Call.ToolName + " done"}
 	e.mu.Lock()
 	e.tasks[call.Call.Call.ToolName] = t
@@ -96,7 +97,7 @@ func TestUnobservedRunWatchesFirstTaskWhenSecondStarts(t *testing.T) {
 		a, err := agent.New(agent.Config{
 			Model:        model,
 			Toolsets:     []tool.Toolset{tool.MustSet(noop("first"), noop("second"))},
-			Capabilities: []agent.Capability{agent.BackgroundTools(agent.BackgroundConfig{Executor: exec})},
+			Capabilities: []agent.Capability{background.Tools(background.Config{Executor: exec})},
 		})
 		if err != nil {
 			t.Fatal(err)

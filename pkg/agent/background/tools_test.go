@@ -1,4 +1,4 @@
-package agent_test
+package background_test
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/agent/background"
 	"github.com/offload-dev/offload/pkg/agent/bgtest"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/llm"
@@ -29,8 +30,8 @@ func TestBackgroundScenarios(t *testing.T) {
 	t.Parallel()
 	bgtest.Run(t, bgtest.Harness{
 		Name: "in-process",
-		New: func(_ *testing.T, tools ...*tool.Tool) (tool.Toolset, agent.Executor) {
-			return tool.MustSet(tools...), agent.InProcessExecutor{}
+		New: func(_ *testing.T, tools ...*tool.Tool) (tool.Toolset, background.Executor) {
+			return tool.MustSet(tools...), background.InProcessExecutor{}
 		},
 	})
 }
@@ -42,8 +43,8 @@ type detaching struct {
 	tasks []agent.BackgroundTask
 }
 
-func (d *detaching) Start(ctx context.Context, call *agent.BackgroundCall) (agent.BackgroundTask, error) {
-	t, err := agent.InProcessExecutor{}.Start(ctx, call)
+func (d *detaching) Start(ctx context.Context, call *background.Call) (agent.BackgroundTask, error) {
+	t, err := background.InProcessExecutor{}.Start(ctx, call)
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +84,7 @@ func TestPauseKeepsDetachableTasksInThePendingRecord(t *testing.T) {
 	})
 	m := turns(calls(call("slow", "c1", `{}`), call("gated", "c2", `{"x":1}`)), text("never"))
 	a := newAgentCfg(t, agent.Config{Model: m, AllowDeferred: true, Capabilities: []agent.Capability{
-		agent.BackgroundTools(agent.BackgroundConfig{Executor: exec}), waitStarted,
+		background.Tools(background.Config{Executor: exec}), waitStarted,
 	}}, slow, times42("gated", tool.NeedsApproval()))
 	var final *agent.Final
 	res, err := a.Run(t.Context(), "go", &agent.RunOptions{OnEvent: func(e agent.Event) {
@@ -173,7 +174,7 @@ func TestSelectorFromSpec(t *testing.T) {
 		{spec, "a"},
 		{map[string]any{"team": "ops"}, ""},
 	} {
-		sel, err := agent.SelectorFromSpec(tc.spec)
+		sel, err := background.SelectorFromSpec(tc.spec)
 		if err != nil {
 			t.Fatalf("%v: %v", tc.spec, err)
 		}
@@ -188,7 +189,7 @@ func TestSelectorFromSpec(t *testing.T) {
 		}
 	}
 	for _, bad := range []any{42, []any{"a", 1}} {
-		if _, err := agent.SelectorFromSpec(bad); !errors.Is(err, agent.ErrInvalidConfig) {
+		if _, err := background.SelectorFromSpec(bad); !errors.Is(err, agent.ErrInvalidConfig) {
 			t.Errorf("%v: err = %v", bad, err)
 		}
 	}
@@ -208,7 +209,7 @@ func TestApprovedBackgroundCallKeepsItsTaskID(t *testing.T) {
 			return text("waiting")
 		}
 	})
-	a := newAgentCfg(t, agent.Config{Model: m, AllowDeferred: true, Capabilities: []agent.Capability{agent.BackgroundTools(agent.BackgroundConfig{})}}, report)
+	a := newAgentCfg(t, agent.Config{Model: m, AllowDeferred: true, Capabilities: []agent.Capability{background.Tools(background.Config{})}}, report)
 	paused, err := a.Run(t.Context(), "go", nil)
 	if err != nil || !paused.Paused() {
 		t.Fatalf("%v", err)
@@ -259,7 +260,7 @@ func TestQueuedMessageIsNotHeldBehindALiveTask(t *testing.T) {
 			return text("waiting")
 		}
 	})
-	a := newAgentCfg(t, agent.Config{Model: m, Capabilities: []agent.Capability{agent.BackgroundTools(agent.BackgroundConfig{})}}, slow, note)
+	a := newAgentCfg(t, agent.Config{Model: m, Capabilities: []agent.Capability{background.Tools(background.Config{})}}, slow, note)
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
 	res, err := a.Run(ctx, "go", nil)
@@ -303,7 +304,7 @@ func TestFatalOutcomeBeforeARequestKeepsTheStepsResults(t *testing.T) {
 	finished := make(chan struct{})
 	var once sync.Once
 	m := turns(calls(call("broken", "c1", `{}`), call("fn", "c2", `{}`)), text("next"))
-	a := newAgentCfg(t, agent.Config{Model: m, Capabilities: []agent.Capability{agent.BackgroundTools(agent.BackgroundConfig{}), waitAfterStep{finished}}}, broken, fn)
+	a := newAgentCfg(t, agent.Config{Model: m, Capabilities: []agent.Capability{background.Tools(background.Config{}), waitAfterStep{finished}}}, broken, fn)
 	res, err := a.Run(t.Context(), "go", &agent.RunOptions{OnEvent: func(e agent.Event) {
 		if e.Type == agent.EventBackgroundTaskFinished {
 			once.Do(func() { close(finished) })
@@ -343,7 +344,7 @@ func TestBackgroundToolTimeoutIsAFailure(t *testing.T) {
 			return text("waiting")
 		}
 	})
-	res, err := newAgentCfg(t, agent.Config{Model: m, Capabilities: []agent.Capability{agent.BackgroundTools(agent.BackgroundConfig{})}}, fetch).Run(t.Context(), "go", nil)
+	res, err := newAgentCfg(t, agent.Config{Model: m, Capabilities: []agent.Capability{background.Tools(background.Config{})}}, fetch).Run(t.Context(), "go", nil)
 	if err != nil || res.Output != "told" {
 		t.Fatalf("%v %+v", err, res)
 	}

@@ -1,4 +1,4 @@
-package agent_test
+package background_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/agent/background"
 	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/llm/script"
 	"github.com/offload-dev/offload/pkg/message"
@@ -19,7 +20,7 @@ type topicArgs struct {
 
 // A background tool returns at once with an acknowledgement; the model
 // keeps working, and the tool's result arrives as a follow-up message.
-func ExampleBackgroundTools() {
+func ExampleTools() {
 	release := make(chan struct{}) // the report is slow: it waits for this
 	report := tool.Func("write_report", "Write a long report.", func(ctx context.Context, _ *tool.RunContext, a topicArgs) (string, error) {
 		select {
@@ -47,7 +48,7 @@ func ExampleBackgroundTools() {
 	a, _ := agent.New(agent.Config{
 		Model:        model,
 		Toolsets:     []tool.Toolset{tool.MustSet(report)},
-		Capabilities: []agent.Capability{agent.BackgroundTools(agent.BackgroundConfig{})},
+		Capabilities: []agent.Capability{background.Tools(background.Config{})},
 	})
 
 	task := regexp.MustCompile(`[0-9A-Z]{26}`)

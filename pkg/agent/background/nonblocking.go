@@ -1,4 +1,4 @@
-package agent
+package background
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/progress"
@@ -23,7 +24,7 @@ const DefaultExpiry = "No decision was made in time."
 var NonBlockingSelector = SelectMetadata(map[string]any{"deferred": "background"})
 
 // NonBlockingConfig makes approval-gated and external calls non-blocking
-// (SPEC §12), as an option of [BackgroundTools]: such a call returns an
+// (SPEC §12), as an option of [Tools]: such a call returns an
 // acknowledgement at once, holds a tool_calls slot, and its outcome
 // reaches the model later as a follow-up message, like a background
 // outcome. The other calls of the step run at once; the gated one runs
@@ -31,9 +32,9 @@ var NonBlockingSelector = SelectMetadata(map[string]any{"deferred": "background"
 //
 // When the model ends its turn and only such calls are pending, a run
 // that allows deferred results (Config.AllowDeferred or
-// RunOptions.AllowDeferred) pauses, listing them in Result.Background
+// RunOptions.AllowDeferred) pauses, listing them in agent.Result.Background
 // (kind approval or external, NonBlocking set); a later run continues
-// with their outcomes as [AdoptedTask]s. A run that does not allow it
+// with their outcomes as [agent.AdoptedTask]s. A run that does not allow it
 // waits for the next outcome, as it does for a background task.
 type NonBlockingConfig struct {
 	// Tools chooses the tools whose calls do not block. The zero value is
@@ -48,12 +49,12 @@ type NonBlockingConfig struct {
 // NonBlockingCalls returns a capability that makes the calls cfg chooses
 // non-blocking and runs no tool in the background by itself, for a run
 // whose other capabilities are set already (an agent built from a spec,
-// continued by a session): it joins the run's BackgroundTools, whose
+// continued by a session): it joins the run's [Tools] capability, whose
 // executor runs the approved calls (the in-process one when the run has
 // none), and adds no instructions.
-func NonBlockingCalls(cfg NonBlockingConfig) Capability {
-	none := SelectFunc(func(context.Context, *RunInfo, *tool.Tool) bool { return false })
-	b := BackgroundTools(BackgroundConfig{Tools: none, NonBlocking: &cfg}).(*backgroundTools)
+func NonBlockingCalls(cfg NonBlockingConfig) agent.Capability {
+	none := SelectFunc(func(context.Context, *agent.RunInfo, *tool.Tool) bool { return false })
+	b := Tools(Config{Tools: none, NonBlocking: &cfg}).(*capability)
 	b.quiet = true
 	return b
 }
@@ -71,7 +72,7 @@ type DeferredWaiter interface {
 	// tool.Return, *tool.ModelRetry, *tool.ToolFailed). Detach stops the
 	// watch and reports whether a later run can still learn the outcome
 	// (a durable waiter: true). ctx is as for [Executor.Start].
-	Wait(ctx context.Context, info *RunInfo, call deferred.PendingTask) (BackgroundTask, error)
+	Wait(ctx context.Context, info *agent.RunInfo, call deferred.PendingTask) (agent.BackgroundTask, error)
 }
 
 // DecisionWithMetadata is a decision that carries metadata for the
@@ -106,58 +107,47 @@ func (br *bgRun) waiter(ctx context.Context, t *tool.Tool) DeferredWaiter {
 	return nil
 }
 
-// holdDeferred takes the non-blocking calls out of reqs: each gets its
-// acknowledgement as its result, holds a tool_calls slot, and becomes a
-// live task waiting for its outcome. It returns what is left of reqs (nil
-// when nothing is).
-func (br *bgRun) holdDeferred(ctx context.Context, slots []*slot, respIdx int, reqs *deferred.Requests) (*deferred.Requests, error) {
+// holdDeferred holds the calls a non-blocking selector chooses: each gets
+// its acknowledgement as its result, holds a tool_calls slot, and becomes a
+// live task waiting for its outcome.
+func (br *bgRun) holdDeferred(ctx context.Context, calls []*agent.DeferredCall) error {
 	type hold struct {
-		s *slot
+		c *agent.DeferredCall
 		w DeferredWaiter
 	}
 	var held []hold
-	for _, s := range slots {
-		if s.deferKind == "" || s.part != nil {
+	for _, c := range calls {
+		if c.Result != nil {
 			continue
 		}
-		if w := br.waiter(ctx, s.t); w != nil {
-			held = append(held, hold{s, w})
+		if w := br.waiter(ctx, c.Tool); w != nil {
+			held = append(held, hold{c, w})
 		}
 	}
 	if len(held) == 0 {
-		return reqs, nil
+		return nil
 	}
 	// Each holds a tool_calls slot while it waits (SPEC §3).
-	if err := br.r.precheck(len(held)); err != nil {
-		return nil, err
+	if err := br.info.CheckToolCalls(len(held)); err != nil {
+		return err
 	}
-	record := br.r.deferredRecord(respIdx)
-	taken := map[string]bool{}
 	for _, h := range held {
-		s := h.s
-		id := s.call.ToolCallID
-		args := s.args
-		if !json.Valid(args) {
-			args = json.RawMessage(s.call.Args)
-		}
-		pt := deferred.PendingTask{TaskID: reqs.TaskIDs[id], Kind: s.deferKind, Tool: s.call.ToolName, ToolCallID: id,
-			Args: args, Metadata: tool.DeepCopy(reqs.Metadata[id]), Attempt: record[id].Attempt, NonBlocking: true}
+		pt := h.c.Task
+		pt.NonBlocking = true
 		task, err := h.w.Wait(ctx, br.info, pt)
 		if err != nil {
-			return nil, fmt.Errorf("agent: wait for the outcome of task %s: %w", pt.TaskID, err)
+			return fmt.Errorf("agent: wait for the outcome of task %s: %w", pt.TaskID, err)
 		}
 		br.info.ReserveToolCalls(1)
-		t := &bgTask{id: pt.TaskID, attempt: pt.Attempt, call: &ToolCall{Tool: s.t, Call: s.call, Args: args, TaskID: pt.TaskID},
+		t := &bgTask{id: pt.TaskID, attempt: pt.Attempt, call: &agent.ToolCall{Tool: h.c.Tool, Call: h.c.Call, Args: pt.Args, TaskID: pt.TaskID},
 			task: task, started: time.Now().UTC(), wait: pt.Kind, meta: pt.Metadata, span: trace.SpanContextFromContext(ctx)}
 		if err := br.add(t, false); err != nil {
-			return nil, err
+			return err
 		}
-		s.part = message.ToolReturn{ToolName: s.call.ToolName, ToolCallID: id, Content: jsonString(waitingAck(s.call.ToolName, pt.TaskID, pt.Kind))}
-		r := br.r
-		r.emitResult(s)
-		taken[id] = true
+		ack, _ := json.Marshal(waitingAck(h.c.Call.ToolName, pt.TaskID, pt.Kind))
+		h.c.Result = message.ToolReturn{ToolName: h.c.Call.ToolName, ToolCallID: h.c.Call.ToolCallID, Content: ack}
 	}
-	return withoutCalls(reqs, taken), nil
+	return nil
 }
 
 // waitingAck is the acknowledgement of a non-blocking call (SPEC §12).
@@ -169,36 +159,6 @@ func waitingAck(name, taskID string, kind deferred.Kind) string {
 	return "Tool '" + name + "' is waiting for " + what + " as task " + taskID + ". The outcome will arrive later as a follow-up message; continue with other work meanwhile."
 }
 
-// withoutCalls returns reqs without the calls of taken, or nil when none
-// is left.
-func withoutCalls(reqs *deferred.Requests, taken map[string]bool) *deferred.Requests {
-	out := &deferred.Requests{Metadata: map[string]map[string]any{}, TaskIDs: map[string]string{}}
-	keep := func(c message.ToolCall) bool {
-		if taken[c.ToolCallID] {
-			return false
-		}
-		if m, ok := reqs.Metadata[c.ToolCallID]; ok {
-			out.Metadata[c.ToolCallID] = m
-		}
-		out.TaskIDs[c.ToolCallID] = reqs.TaskIDs[c.ToolCallID]
-		return true
-	}
-	for _, c := range reqs.Approvals {
-		if keep(c) {
-			out.Approvals = append(out.Approvals, c)
-		}
-	}
-	for _, c := range reqs.Calls {
-		if keep(c) {
-			out.Calls = append(out.Calls, c)
-		}
-	}
-	if len(out.Approvals)+len(out.Calls) == 0 {
-		return nil
-	}
-	return out
-}
-
 // decided applies the outcome of a waiting task that arrived (a wait that
 // failed is not one: deliver leaves it for its failed follow-up): an
 // approved call starts running in the background (it reports true: the
@@ -207,7 +167,7 @@ func withoutCalls(reqs *deferred.Requests, taken map[string]bool) *deferred.Requ
 func (br *bgRun) decided(ctx context.Context, t *bgTask) (bool, error) {
 	id := t.call.Call.ToolCallID
 	if t.wait == deferred.KindExternal {
-		br.info.Emit(Event{Type: EventDeferredToolResults, Results: &deferred.Results{Calls: map[string]any{id: t.val}, Approvals: map[string]any{}}})
+		br.info.Emit(agent.Event{Type: agent.EventDeferredToolResults, Results: &deferred.Results{Calls: map[string]any{id: t.val}, Approvals: map[string]any{}}})
 		return false, nil
 	}
 	var meta map[string]any
@@ -226,14 +186,14 @@ func (br *bgRun) decided(ctx context.Context, t *bgTask) (bool, error) {
 		// The event says it expired: the live view never shows it as a
 		// person's denial.
 		results.Approvals[id] = deferred.ToolDenied{Message: msg, Reason: deferred.ReasonExpired}
-		br.info.Emit(Event{Type: EventDeferredToolResults, Results: results})
+		br.info.Emit(agent.Event{Type: agent.EventDeferredToolResults, Results: results})
 		return false, nil
 	}
 	n, err := deferred.NormalizeApproval(t.val)
 	if err != nil {
 		return false, approvalError(fmt.Sprintf("approval for tool call %q: %v", id, err), err)
 	}
-	br.info.Emit(Event{Type: EventDeferredToolResults, Results: results})
+	br.info.Emit(agent.Event{Type: agent.EventDeferredToolResults, Results: results})
 	a, ok := n.(deferred.ToolApproved)
 	if !ok {
 		t.val = n // a deferred.ToolDenied
@@ -249,7 +209,7 @@ func (br *bgRun) runApproved(ctx context.Context, t *bgTask, a deferred.ToolAppr
 	tl := t.call.Tool
 	if tl == nil {
 		// Adopted: this run looks its tool up.
-		tools, err := br.r.tools(ctx)
+		tools, err := br.info.Tools(ctx)
 		if err != nil {
 			return false, err
 		}
@@ -274,19 +234,19 @@ func (br *bgRun) runApproved(ctx context.Context, t *bgTask, a deferred.ToolAppr
 		}
 		args = parsed
 	}
-	rc := br.r.runContext(nil)
+	rc := br.info.RunContext()
 	rc.ToolCallID, rc.ToolName = t.call.Call.ToolCallID, t.call.Call.ToolName
 	rc.ToolCallApproved, rc.MaxRetries = true, tl.Retries
 	rc.ToolCallMetadata = meta
 	rc.TaskID, rc.Attempt = t.id, t.attempt
-	call := &ToolCall{Tool: tl, Call: t.call.Call, Args: args, RunContext: rc, TaskID: t.id}
+	call := &agent.ToolCall{Tool: tl, Call: t.call.Call, Args: args, RunContext: rc, TaskID: t.id}
 	tctx := context.WithValue(ctx, inBackgroundKey{}, true)
 	var tr *taskReporter
 	if rep, ok := progress.FromContext(ctx); ok {
 		tr = &taskReporter{inner: rep, taskID: t.id}
 		tctx = progress.WithReporter(tctx, tr)
 	}
-	task, err := br.executor(ctx, tl).Start(tctx, &BackgroundCall{TaskID: t.id, Attempt: t.attempt, Call: call, Run: br.r.chain()})
+	task, err := br.executor(ctx, tl).Start(tctx, &Call{TaskID: t.id, Attempt: t.attempt, Call: call, Run: br.info.CallTool})
 	if err != nil {
 		return false, fmt.Errorf("start background task: %w", err)
 	}
@@ -310,7 +270,7 @@ func (br *bgRun) waitFollowUp(t *bgTask) (message.Part, error) {
 		case errors.As(t.err, &tf):
 			return message.UserText(fmt.Sprintf("Background tool '%s' (task %s) failed: %s", name, id, tf.Message)), nil
 		case errors.As(t.err, &inval):
-			return message.UserText(fmt.Sprintf("Background tool '%s' (task %s) failed: %s", name, id, validationText(inval))), nil
+			return message.UserText(fmt.Sprintf("Background tool '%s' (task %s) failed: %s", name, id, "Invalid arguments: "+inval.Error())), nil
 		}
 		return br.unexpected(t, t.err)
 	}
@@ -333,7 +293,7 @@ func (br *bgRun) waitFollowUp(t *bgTask) (message.Part, error) {
 		return message.UserText(fmt.Sprintf("Background tool '%s' (task %s) failed: %s", name, id, v.Message)), nil
 	}
 	// Answered: the answer is its result, and the call counts once.
-	part, content, err := returnPart(name, t.call.Call.ToolCallID, t.val)
+	part, content, err := agent.ReturnPart(name, t.call.Call.ToolCallID, t.val)
 	if err != nil {
 		br.info.ReserveToolCalls(-1)
 		return br.unexpected(t, err)
@@ -357,6 +317,13 @@ func (br *bgRun) onlyWaiting() bool {
 	return true
 }
 
-// errWaitPause is returned by the idle wait when only non-blocking
-// deferred calls are pending in a run that may pause: the run pauses.
-var errWaitPause = errors.New("agent: only non-blocking deferred calls are pending")
+// approvalError is the run's error for an approval value that
+// deferred.NormalizeApproval refused with err: an expiry that ends the run
+// (*deferred.ApprovalTimeoutError, SPEC §12) as it is, any other as an
+// agent.UserError saying msg.
+func approvalError(msg string, err error) error {
+	if te, ok := errors.AsType[*deferred.ApprovalTimeoutError](err); ok {
+		return te
+	}
+	return &agent.UserError{Message: msg, Err: err}
+}

@@ -1,4 +1,4 @@
-package agent_test
+package background_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/agent/background"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/tool"
 )
@@ -43,7 +44,7 @@ func TestSuspendHandsOffAnInlineCall(t *testing.T) {
 	mk := func(m *fnModel) *agent.Agent {
 		remote := remoteLike(ex, started, deadline)
 		remote.Dispatched = true
-		return newAgentCfg(t, agent.Config{Model: m, Capabilities: []agent.Capability{agent.BackgroundTools(agent.BackgroundConfig{Executor: ex})}}, remote)
+		return newAgentCfg(t, agent.Config{Model: m, Capabilities: []agent.Capability{background.Tools(background.Config{Executor: ex})}}, remote)
 	}
 	var events []agent.Event
 	go func() { <-started; close(suspend) }()
@@ -99,7 +100,7 @@ func TestSuspendingIsNilWithoutAnAttacher(t *testing.T) {
 	t.Parallel()
 	for name, caps := range map[string][]agent.Capability{
 		"no capability":  nil,
-		"plain executor": {agent.BackgroundTools(agent.BackgroundConfig{Executor: plainExecutor{&reattachable{}}})},
+		"plain executor": {background.Tools(background.Config{Executor: plainExecutor{&reattachable{}}})},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -1,4 +1,4 @@
-package agent
+package background
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/tool"
 )
@@ -35,7 +36,7 @@ func NewDecisions() *Decisions {
 }
 
 // Wait implements [DeferredWaiter].
-func (d *Decisions) Wait(_ context.Context, _ *RunInfo, call deferred.PendingTask) (BackgroundTask, error) {
+func (d *Decisions) Wait(_ context.Context, _ *agent.RunInfo, call deferred.PendingTask) (agent.BackgroundTask, error) {
 	w := &decisionWait{d: d, taskID: call.TaskID, done: make(chan struct{})}
 	d.mu.Lock()
 	defer d.mu.Unlock()
