@@ -57,7 +57,7 @@ func openAgent(ctx context.Context, e env, f *runFlags, log *slog.Logger, po pro
 		var err error
 		// The file tools refuse the store (it holds the server's
 		// credentials); http_fetch never reaches the server's port.
-		cfg := builtin.Config{Root: f.root, Logger: log, DenyPaths: []string{srv.StoreDir()}, Reaper: e.reaper}
+		cfg := builtin.Config{Root: f.root, Logger: log, DenyPaths: []string{srv.StoreDir()}, Reaper: e.reaper, ToolUser: f.toolUser}
 		if ap, err := netip.ParseAddrPort(srv.Addr()); err == nil {
 			cfg.DenyAddrs = []netip.AddrPort{ap}
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/offload-dev/offload/internal/natsflags"
+	"github.com/offload-dev/offload/internal/proc"
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/agentproc"
 	"github.com/offload-dev/offload/pkg/agentspec"
@@ -35,6 +36,7 @@ type runFlags struct {
 	tools          string
 	approve        string
 	root           string
+	toolUser       string // --tool-user: who shell runs as under root
 	verbose        bool
 	store          string
 	prefix         string
@@ -73,6 +75,7 @@ func registerRunFlags(cmd *cobra.Command, f *runFlags, e env) {
 	fl.DurationVar(&f.callTimeout, "call-timeout", remote.DefaultInlineDeadline, "deadline of an inline remote call: past it (and a 5s grace for the worker's answer) the call fails with DeadlineExceeded and its task is cancelled")
 	fl.StringVar(&f.conversation, "conversation", "", "continue the stored conversation with this ID")
 	fl.StringVar(&f.root, "root", ".", "directory the built-in file and shell tools work in")
+	fl.StringVar(&f.toolUser, "tool-user", proc.DefaultToolUser, "when the agent runs as root: the user (name or ID) the embedded default's shell commands run as, every privilege dropped (root or empty: as root, able to read the agent's secrets)")
 	fl.BoolVar(&f.local, "local", false, "run the built-in tools in this process, without NATS (nothing is stored)")
 	fl.StringVar(&f.metricsAddr, "metrics", "", "serve Prometheus metrics on ADDR/metrics while the run lasts (e.g. 127.0.0.1:9100)")
 	fl.StringVar(&f.spec, "spec", "", "YAML file of the agent: model, instructions, limits, tools, approve, model_settings, ... (flags given win)")

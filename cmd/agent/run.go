@@ -125,7 +125,7 @@ func runAgent(ctx context.Context, e env, f *runFlags, prompt string) error {
 		}
 		return runDurable(ctx, e, f, cfg, rem, am, out, opts, prompt)
 	}
-	all, err := builtinTools(f, builtin.Config{Root: f.root, Logger: logger, DenyPaths: []string{f.store}, Reaper: e.reaper})
+	all, err := builtinTools(f, builtin.Config{Root: f.root, Logger: logger, DenyPaths: []string{f.store}, Reaper: e.reaper, ToolUser: f.toolUser})
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
+	"github.com/offload-dev/offload/internal/proc"
 	"github.com/offload-dev/offload/pkg/agentproc"
 	"github.com/offload-dev/offload/pkg/agentspec"
 	"github.com/offload-dev/offload/pkg/llm/modelref"
@@ -54,6 +55,7 @@ func newServeCmd(e env) *cobra.Command {
 	fl.StringVar(&sf.run.model, "model", "", "model of the specs that name none (default as agent run's)")
 	fl.DurationVar(&sf.run.callTimeout, "call-timeout", remote.DefaultInlineDeadline, "deadline of an inline remote call")
 	fl.StringVar(&sf.run.root, "root", ".", "directory the built-in file and shell tools work in (embedded default)")
+	fl.StringVar(&sf.run.toolUser, "tool-user", proc.DefaultToolUser, "when serve runs as root: the user (name or ID) the embedded default's shell commands run as, every privilege dropped (root or empty: as root)")
 	fl.DurationVar(&sf.sweep, "sweep-interval", 5*time.Second, "how often, jittered, a replica continues the conversations left running by a replica that died (also just after a lease it saw held lapses)")
 	sf.run.mf.register(fl)
 	return cmd

@@ -40,7 +40,7 @@ echo "finished"
 // slow (idempotent: true when idempotent), and its FIFO.
 func effectTool(t *testing.T, idempotent bool) (dir, fifo string) {
 	t.Helper()
-	dir = t.TempDir()
+	dir = commandDir(t)
 	writeFile(t, filepath.Join(dir, "slow.sh"), effectScript, 0o755)
 	writeFile(t, filepath.Join(dir, "tools.yaml"), fmt.Sprintf(`tools:
   - name: slow
@@ -50,9 +50,7 @@ func effectTool(t *testing.T, idempotent bool) (dir, fifo string) {
     idempotent: %v
 `, idempotent), 0o644)
 	fifo = filepath.Join(dir, "started.fifo")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	commandFIFO(t, fifo)
 	return dir, fifo
 }
 

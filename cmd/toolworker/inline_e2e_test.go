@@ -187,7 +187,7 @@ func TestAgentSIGTERMDuringInlineCallSuspends(t *testing.T) {
 	t.Parallel()
 	twBin, agentBin := binaries(t)
 	srv := natstest.Start(t)
-	dir := t.TempDir()
+	dir := commandDir(t)
 	count := filepath.Join(dir, "runs")
 	writeFile(t, filepath.Join(dir, "slow.sh"), strings.Replace(sixSecondsScript, "COUNT_FILE", count, 1), 0o755)
 	writeFile(t, filepath.Join(dir, "tools.yaml"), `tools:

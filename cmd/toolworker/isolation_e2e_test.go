@@ -58,12 +58,30 @@ const isolationConfig = `tools:
 // (CAP_SYS_PTRACE), and a tool runs as its worker's user.
 func startIsolatedWorker(t *testing.T, bin, url string) (dir string) {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "offload-isolation") //nolint:usetesting // nobody must enter it: t.TempDir's parents are 0700
+	dir = secretWorkerDir(t, bin, map[string]string{"detach.sh": detachScript, "tools.yaml": isolationConfig})
+	if err := os.Chmod(dir, 0o777); err != nil { // the worker, run as nobody, writes its pid files there
+		t.Fatal(err)
+	}
+	var cred *syscall.Credential
+	if os.Geteuid() == 0 {
+		cred = &syscall.Credential{Uid: 65534, Gid: 65534}
+	}
+	startSecretWorker(t, dir, url, cred, "--config", filepath.Join(dir, "tools.yaml"), "--tools", "snoop,detach,detach_hold")
+	return dir
+}
+
+// secretWorkerDir returns a new directory outside t.TempDir (whose parents
+// are 0700: no other user enters them) holding a copy of the toolworker
+// binary bin and files (name → content; scripts, ending in .sh, are
+// executable).
+func secretWorkerDir(t *testing.T, bin string, files map[string]string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "offload-isolation") //nolint:usetesting // other users must enter it: t.TempDir's parents are 0700
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o777); err != nil { // the worker, run as nobody, writes its pid files there
+	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(bin)
@@ -71,14 +89,28 @@ func startIsolatedWorker(t *testing.T, bin, url string) (dir string) {
 		t.Fatal(err)
 	}
 	writeFile(t, filepath.Join(dir, "toolworker"), string(b), 0o755)
-	writeFile(t, filepath.Join(dir, "detach.sh"), detachScript, 0o755)
-	writeFile(t, filepath.Join(dir, "tools.yaml"), isolationConfig, 0o644)
+	for name, content := range files {
+		mode := os.FileMode(0o644)
+		if strings.HasSuffix(name, ".sh") {
+			mode = 0o755
+		}
+		writeFile(t, filepath.Join(dir, name), content, mode)
+	}
+	return dir
+}
+
+// startSecretWorker starts dir's toolworker with args, in dir, with a
+// password in NATS_URL (the server at url) and an API key in its
+// environment: as the user of cred, or as the test's user when nil. It
+// returns once the worker serves.
+func startSecretWorker(t *testing.T, dir, url string, cred *syscall.Credential, args ...string) {
+	t.Helper()
 	secretURL := strings.Replace(url, "nats://", "nats://worker:"+workerPassword+"@", 1)
-	cmd := exec.Command(filepath.Join(dir, "toolworker"), "--config", filepath.Join(dir, "tools.yaml"), "--tools", "snoop,detach,detach_hold")
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "NATS_URL=" + secretURL, "OPENAI_API_KEY=" + workerAPIKey}
+	cmd := exec.Command(filepath.Join(dir, "toolworker"), args...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=/root", "NATS_URL=" + secretURL, "OPENAI_API_KEY=" + workerAPIKey}
 	cmd.Dir = dir
-	if os.Geteuid() == 0 {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	if cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -89,14 +121,34 @@ func startIsolatedWorker(t *testing.T, bin, url string) (dir string) {
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	lines := bufio.NewScanner(stderr)
+	var seen []string
 	for lines.Scan() {
 		if strings.Contains(lines.Text(), `"msg":"toolworker started"`) {
 			go func() { _, _ = io.Copy(io.Discard, stderr) }()
-			return dir
+			return
 		}
+		seen = append(seen, lines.Text())
 	}
-	t.Fatalf("toolworker did not start: %v", lines.Err())
-	return ""
+	t.Fatalf("toolworker did not start: %v\n%s", lines.Err(), strings.Join(seen, "\n"))
+}
+
+// detachedGone checks that the detached sleep of task tk, whose pid the
+// detach tools wrote in dir, is no more.
+func detachedGone(t *testing.T, dir string, tk protocol.Task) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, tk.TaskID+".pid"))
+	if err != nil {
+		t.Fatalf("no pid file: %v", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 1 {
+		t.Fatalf("pid file %q", b)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		stat, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		t.Errorf("the detached sleep %d outlived its task (kill 0: %v; %s)", pid, err, stat)
+	}
 }
 
 // TestToolIsolation (issue 30, finding 7), with real processes: a command
@@ -140,22 +192,9 @@ func TestToolIsolation(t *testing.T) {
 		}
 	})
 
-	// gone checks that the detached sleep of task is no more.
 	gone := func(t *testing.T, tk protocol.Task) {
 		t.Helper()
-		b, err := os.ReadFile(filepath.Join(dir, tk.TaskID+".pid"))
-		if err != nil {
-			t.Fatalf("no pid file: %v", err)
-		}
-		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-		if err != nil || pid <= 1 {
-			t.Fatalf("pid file %q", b)
-		}
-		t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
-		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
-			stat, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-			t.Errorf("the detached sleep %d outlived its task (kill 0: %v; %s)", pid, err, stat)
-		}
+		detachedGone(t, dir, tk)
 	}
 	pidFile := func(tk protocol.Task) func() bool {
 		return func() bool {

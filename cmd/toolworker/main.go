@@ -4,7 +4,7 @@
 //	toolworker [--nats URL] [--creds FILE | --nkey FILE | --context NAME] [--inbox-prefix P]
 //	           [--config tools.yaml] [--tools a,b|all] [--root DIR]
 //	           [--allow-private-network] [--concurrency N] [--metrics ADDR]
-//	           [--id NAME] [--prefix P] [--grace D] [--replicas N]
+//	           [--id NAME] [--prefix P] [--grace D] [--replicas N] [--tool-user USER]
 //	toolworker check --tool NAME [--args JSON] [--slow-args JSON] [--exec CMD] [--nats URL] [--prefix P] [--timeout D]
 //
 // toolworker check is the conformance kit (pkg/natsjs/conformance): it
@@ -14,6 +14,11 @@
 // --nats takes a comma-separated list of URLs (the servers of a cluster);
 // --replicas (env OFFLOAD_REPLICAS) is the replication factor of the
 // streams it creates, compared with existing ones when given.
+//
+// Run as root (the common case in containers), the worker runs its
+// commands (--config tools and shell) as --tool-user, default nobody, with
+// every privilege dropped, so that they cannot read its NATS credentials
+// or API keys (internal/proc.User); as another user, they run as it.
 //
 // Run any number of replicas: they share one durable consumer per tool.
 // SIGTERM or SIGINT stops fetching, lets running tasks finish within the
@@ -89,7 +94,10 @@ type options struct {
 	natsURL      string
 	copts        natsjs.ConnectOptions
 	allowPrivate bool // the built-ins' network policy
-	getenv       func(string) string
+	// toolUser (--tool-user) is the user the commands run as when the
+	// worker is root.
+	toolUser string
+	getenv   func(string) string
 	// reaper kills every descendant of the commands run (nil: their
 	// process group only).
 	reaper *proc.Reaper
@@ -223,6 +231,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	fs.BoolVarP(&o.verbose, "v", "v", false, "debug logs")
 	fs.StringVar(&o.printAuth, "print-auth", "", "print the deploy/nats/auth.conf users entry of a worker user named `USER` serving exactly these tools (--tools, --config, --prefix), then exit without connecting")
 	fs.BoolVar(&o.allowPrivate, "allow-private-network", false, "let http_fetch reach loopback, private and link-local addresses (never the NATS server)")
+	fs.StringVar(&o.toolUser, "tool-user", proc.DefaultToolUser, "when the worker runs as root: the user (name or ID) its commands (--config tools, shell) run as, with every privilege dropped; root or empty: as root, able to read the worker's secrets")
 	cmd.SetArgs(longFlags(args, fs))
 	if err := cmd.Execute(); err != nil {
 		return nil, err
@@ -257,32 +266,66 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 // selectTools builds the served tools: the --config tools by default, the
 // built-ins only when named or with --tools all.
 func selectTools(o *options, log *slog.Logger) ([]*tool.Tool, error) {
+	toolUser := o.toolUser
+	if o.printAuth != "" {
+		toolUser = "" // nothing runs: --print-auth only prints
+	}
 	var fromConfig []*tool.Tool
 	if o.config != "" {
 		cfg, err := cmdtool.Load(o.config)
 		if err != nil {
 			return nil, err
 		}
-		if fromConfig, err = cfg.Tools(cmdtool.Options{Dir: filepath.Dir(o.config), Logger: log, Getenv: o.getenv, Reaper: o.reaper}); err != nil {
-			return nil, err
+		for _, s := range cfg.Specs {
+			if slices.Contains(builtin.Names(), s.Name) {
+				return nil, fmt.Errorf("--config tool %q has the name of a built-in tool", s.Name)
+			}
+		}
+		if fromConfig, err = cfg.Tools(cmdtool.Options{Dir: filepath.Dir(o.config), Logger: log, Getenv: o.getenv, Reaper: o.reaper, ToolUser: toolUser}); err != nil {
+			return nil, toolUserHint(err)
 		}
 	}
-	builtins, err := builtin.Tools(builtin.Config{
-		Root: o.root, Logger: log, Getenv: o.getenv, Reaper: o.reaper,
+	bcfg := builtin.Config{
+		Root: o.root, Logger: log, Getenv: o.getenv, Reaper: o.reaper, ToolUser: toolUser,
 		AllowPrivateNetwork: o.allowPrivate,
 		// The worker's own credentials and server stay out of reach.
 		DenyPaths: credentialFiles(o),
 		DenyAddrs: serverAddrs(o.natsURL),
-	})
+	}
+	builtins, err := builtin.Tools(bcfg)
+	if err != nil {
+		return nil, toolUserHint(err)
+	}
+	out, err := pickTools(o.tools, fromConfig, builtins)
 	if err != nil {
 		return nil, err
 	}
-	for _, t := range fromConfig {
-		if slices.Contains(builtin.Names(), t.Name) {
-			return nil, fmt.Errorf("--config tool %q has the name of a built-in tool", t.Name)
-		}
+	names := make([]string, len(out))
+	for i, t := range out {
+		names[i] = t.Name
 	}
-	want := strings.TrimSpace(o.tools)
+	if err := builtin.CheckUser(bcfg, names); err != nil {
+		return nil, toolUserHint(err)
+	}
+	return out, nil
+}
+
+// toolUserHint adds to an error of the tool user what the operator can do.
+func toolUserHint(err error) error {
+	switch {
+	case errors.Is(err, proc.ErrNoSuchUser):
+		return fmt.Errorf("--tool-user: %w", err)
+	case errors.Is(err, proc.ErrNoAccess):
+		return fmt.Errorf("%w (give the tool user access, another directory, or --tool-user)", err)
+	}
+	return err
+}
+
+// pickTools returns the tools --tools (want) names among the --config
+// tools and the built-ins: the --config tools by default, the built-ins
+// only when named or with all.
+func pickTools(want string, fromConfig, builtins []*tool.Tool) ([]*tool.Tool, error) {
+	want = strings.TrimSpace(want)
 	switch want {
 	case "":
 		if len(fromConfig) == 0 {
@@ -393,6 +436,11 @@ func serve(o *options, tools []*tool.Tool, log *slog.Logger, signals <-chan os.S
 		names[i] = t.Name
 	}
 	log.Info("toolworker started", slog.String("id", o.id), slog.String("nats", nc.ConnectedUrlRedacted()), slog.Any("tools", names), slog.Int("concurrency", o.concurrency))
+	if u, err := proc.ToolUser(o.toolUser); err == nil && u != nil {
+		log.Info("commands run as the tool user, every privilege dropped", slog.String("tool_user", u.String()))
+	} else if err == nil && os.Geteuid() == 0 {
+		log.Warn("the worker runs as root and so do its commands: they can read its credentials and API keys (give --tool-user an unprivileged user)", slog.String("tool_user", o.toolUser))
+	}
 
 	if sig == nil {
 		select {

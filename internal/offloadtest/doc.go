@@ -14,7 +14,9 @@
 //     or waits on ([Output.WaitFor]: a line logged is a signal);
 //   - [Bound] asserts a wall-clock upper bound only under the soak build
 //     tag (go test -tags soak): on a loaded machine such a bound is luck,
-//     so the ordinary suite logs the figure and checks a signal instead.
+//     so the ordinary suite logs the figure and checks a signal instead;
+//   - [RequireRoot] skips a test that needs root, or fails it where root
+//     is required (OFFLOAD_REQUIRE_ROOT, set by CI).
 //
 // Only tests import it.
 package offloadtest

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"strconv"
@@ -41,9 +42,12 @@ const maxSweeps = 64
 //
 // The subreaper is process-wide: a process with a Reaper must start its
 // children through it (the toolworker and the agent on the embedded
-// default do), or a sweep may reap a child it started otherwise. Its
-// limits: a descendant that is not this user's (a setuid program) cannot
-// be killed; work handed to another service (systemd-run, at, cron, a
+// default do), or a sweep may reap a child it started otherwise. The
+// commands may run as another user ([Runner.User]): a root process
+// signals them, and reads their scope as their owner when it cannot as
+// root. Its limits: a descendant of another user that the process may not
+// signal (a setuid program, under a process that is not root) cannot be
+// killed; work handed to another service (systemd-run, at, cron, a
 // daemon over a socket) is not a descendant; descendants outlive a
 // process that is SIGKILLed itself (they go to init); a descendant that
 // forks faster than the sweeps kill it may outlast maxSweeps passes.
@@ -63,15 +67,16 @@ func NewReaper() (*Reaper, error) {
 	return &Reaper{self: os.Getpid(), leaders: map[int]string{}, live: map[string]bool{}}, nil
 }
 
-// start starts cmd as a command of scope: under the reaper's lock, so
-// that a sweep never takes a command just forked for an orphan.
-func (r *Reaper) start(cmd *exec.Cmd, scope string) error {
+// start starts cmd as a command of scope, as u ([User.Start]): under the
+// reaper's lock, so that a sweep never takes a command just forked for an
+// orphan.
+func (r *Reaper) start(cmd *exec.Cmd, scope string, u *User) error {
 	if r == nil {
-		return cmd.Start()
+		return u.Start(cmd)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if err := cmd.Start(); err != nil {
+	if err := u.Start(cmd); err != nil {
 		return err
 	}
 	r.leaders[cmd.Process.Pid] = scope
@@ -151,9 +156,17 @@ func parentOf(pid int) (ppid int, zombie, ok bool) {
 }
 
 // scopeEnv returns the ScopeEnv value of pid's environment, and whether
-// the environment could be read.
+// the environment could be read. A process of another user (a command run
+// as the tool user, [User]) is read as its owner when the reaper's process
+// cannot read it as itself (root without CAP_SYS_PTRACE, in most
+// containers): its environ is its owner's to read, as long as it is
+// dumpable (every command is after its exec).
 func scopeEnv(pid int) (string, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	path := "/proc/" + strconv.Itoa(pid) + "/environ"
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrPermission) {
+		b, err = readAsOwner(pid, path)
+	}
 	if err != nil {
 		return "", false
 	}
@@ -163,6 +176,55 @@ func scopeEnv(pid int) (string, bool) {
 		}
 	}
 	return "", true
+}
+
+// readAsOwner reads path, a /proc entry of pid, with the filesystem
+// credentials of pid's user and group ([onThreadAs]), which the kernel
+// checks against pid's real, effective and saved IDs: all three must be
+// the same.
+func readAsOwner(pid int, path string) ([]byte, error) {
+	uid, gid, err := owner(pid)
+	if err != nil {
+		return nil, err
+	}
+	var b []byte
+	err = onThreadAs(uid, gid, func() error {
+		var err error
+		b, err = os.ReadFile(path)
+		return err
+	})
+	return b, err
+}
+
+// owner returns the user and group of pid from /proc/<pid>/status, whose
+// real, effective and saved IDs must agree.
+func owner(pid int) (uid, gid uint32, err error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, 0, err
+	}
+	ids := map[string]uint32{}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		key, rest, ok := strings.Cut(line, ":")
+		if !ok || (key != "Uid" && key != "Gid") {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) < 3 || f[0] != f[1] || f[0] != f[2] {
+			return 0, 0, fmt.Errorf("proc: %d has %s %q: not one ID", pid, key, rest)
+		}
+		id, err := strconv.ParseUint(f[0], 10, 32)
+		if err != nil {
+			return 0, 0, fmt.Errorf("proc: %d: %s %q: %w", pid, key, rest, err)
+		}
+		ids[key] = uint32(id)
+	}
+	u, uok := ids["Uid"]
+	g, gok := ids["Gid"]
+	if !uok || !gok {
+		return 0, 0, fmt.Errorf("proc: %d: no Uid or Gid in its status", pid)
+	}
+	return u, g, nil
 }
 
 // newScope returns a fresh scope value ("" without a reaper).

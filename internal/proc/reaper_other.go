@@ -19,6 +19,6 @@ func NewReaper() (*Reaper, error) {
 	return nil, errors.New("proc: no child subreaper outside Linux: detached descendants are not killed")
 }
 
-func (r *Reaper) start(cmd *exec.Cmd, _ string) error { return cmd.Start() }
-func (r *Reaper) ended(int, string)                   {}
-func (r *Reaper) newScope() string                    { return "" }
+func (r *Reaper) start(cmd *exec.Cmd, _ string, u *User) error { return u.Start(cmd) }
+func (r *Reaper) ended(int, string)                            {}
+func (r *Reaper) newScope() string                             { return "" }

@@ -37,6 +37,22 @@ func Run(cmd *exec.Cmd, stdout, stderr io.Writer, drainDelay time.Duration) erro
 // also those that left its process group (see [Reaper]). A nil reaper
 // kills the process group only.
 func (r *Reaper) Run(cmd *exec.Cmd, stdout, stderr io.Writer, drainDelay time.Duration) error {
+	return Runner{Reaper: r}.Run(cmd, stdout, stderr, drainDelay)
+}
+
+// Runner runs the commands of tools. Its zero value is [Run]'s.
+type Runner struct {
+	// Reaper, when set, kills every descendant of a command when it
+	// ends, also those that left its process group (see [Reaper]).
+	Reaper *Reaper
+	// User, when set, is the user the commands run as, with every
+	// privilege dropped (see [User.Start]); see [ToolUser].
+	User *User
+}
+
+// Run is [Run] through the runner's reaper, as its user.
+func (rn Runner) Run(cmd *exec.Cmd, stdout, stderr io.Writer, drainDelay time.Duration) error {
+	r := rn.Reaper
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return fmt.Errorf("proc: pipe: %w", err)
@@ -63,7 +79,7 @@ func (r *Reaper) Run(cmd *exec.Cmd, stdout, stderr io.Writer, drainDelay time.Du
 		}
 		cmd.Env = append(env, ScopeEnv+"="+scope)
 	}
-	err = r.start(cmd, scope)
+	err = r.start(cmd, scope, rn.User)
 	// The child has its copies; ours must go so that EOF comes when the
 	// last holder in the group dies.
 	outW.Close()

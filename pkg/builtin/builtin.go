@@ -102,12 +102,23 @@ type Config struct {
 	// ends, also those that left its process group (setsid, a double
 	// fork). Without one only the process group is killed.
 	Reaper *proc.Reaper
+	// ToolUser names the user shell commands run as when the process is
+	// root: a user name or numeric ID, run with every privilege dropped so
+	// that the commands cannot read the process's environment or memory
+	// (proc.ToolUser, proc.User.Start). Empty, or a user of ID 0: they run
+	// as the process's own user, as they always do when the process is not
+	// root. toolworker and agent give --tool-user (default nobody). The
+	// file tools run in the process itself, as its user.
+	ToolUser string
 	// SleepProgressInterval is how often sleep reports progress. Defaults to
 	// one second.
 	SleepProgressInterval time.Duration
 	// Logger records shell commands and file writes (an audit trail).
 	// Defaults to discarding.
 	Logger *slog.Logger
+
+	// user is ToolUser's, once looked up (nil: none applies).
+	user *proc.User
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -126,6 +137,9 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("builtin: root %s is not a directory", abs)
 	}
 	c.Root = abs
+	if c.user, err = proc.ToolUser(c.ToolUser); err != nil {
+		return c, fmt.Errorf("builtin: tool user: %w", err)
+	}
 	deny := make([]string, 0, len(c.DenyPaths))
 	for _, p := range c.DenyPaths {
 		abs, err := filepath.Abs(p)
@@ -178,7 +192,7 @@ func Names() []string {
 }
 
 // Tools builds the built-in tools, in the order of [Names]. It fails when
-// Config.Root is not a directory.
+// Config.Root is not a directory and when Config.ToolUser is not a user.
 func Tools(cfg Config) ([]*tool.Tool, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -240,8 +254,17 @@ func size(n int64) string {
 
 // Named returns the built-in tools of names (all when names is empty),
 // built with cfg, in the order of [Names]. Names that are not built-in are
-// ignored: check them with tool.CheckOffered against [Names].
+// ignored: check them with tool.CheckOffered against [Names]. It fails as
+// [Tools] does, and as [CheckUser] does for the tools returned.
 func Named(cfg Config, names []string) ([]*tool.Tool, error) {
+	all, err := named(cfg, names)
+	if err != nil {
+		return nil, err
+	}
+	return all, CheckUser(cfg, toolNames(all))
+}
+
+func named(cfg Config, names []string) ([]*tool.Tool, error) {
 	all, err := Tools(cfg)
 	if err != nil || len(names) == 0 {
 		return all, err
@@ -251,12 +274,43 @@ func Named(cfg Config, names []string) ([]*tool.Tool, error) {
 
 // Offered builds the built-in tools an agent offers: those of names, or
 // with none named every one but shell, which runs anything as the
-// process's user, next to its credentials and the model's API key, and is
-// offered only when named (SPEC §9).
+// process's user (or, under root, the tool user), next to its credentials
+// and the model's API key, and is offered only when named (SPEC §9). It
+// fails as [Named] does.
 func Offered(cfg Config, names []string) ([]*tool.Tool, error) {
-	all, err := Named(cfg, names)
-	if err != nil || len(names) > 0 {
-		return all, err
+	all, err := named(cfg, names)
+	if err != nil {
+		return nil, err
 	}
-	return slices.DeleteFunc(all, func(t *tool.Tool) bool { return t.Name == NameShell }), nil
+	if len(names) == 0 {
+		all = slices.DeleteFunc(all, func(t *tool.Tool) bool { return t.Name == NameShell })
+	}
+	return all, CheckUser(cfg, toolNames(all))
+}
+
+// CheckUser checks that the tool user of cfg (Config.ToolUser, when the
+// process is root) can do the work of the tools of names that run as it:
+// shell must be able to enter Root, its working directory. The error
+// wraps proc.ErrNoAccess. It checks nothing when no tool user applies.
+func CheckUser(cfg Config, names []string) error {
+	if !slices.Contains(names, NameShell) {
+		return nil
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return err
+	}
+	if err := cfg.user.CheckDir(cfg.Root, false); err != nil {
+		return fmt.Errorf("builtin: %s: root: %w", NameShell, err)
+	}
+	return nil
+}
+
+// toolNames returns the names of tools.
+func toolNames(tools []*tool.Tool) []string {
+	names := make([]string, len(tools))
+	for i, t := range tools {
+		names[i] = t.Name
+	}
+	return names
 }

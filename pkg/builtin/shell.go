@@ -83,8 +83,9 @@ func shell(ctx context.Context, cfg Config, task proc.Task, a ShellArgs) (ShellR
 	start := time.Now()
 	// The process group is killed when the shell exits, times out or is
 	// cancelled, and with a reaper every descendant that left it: no
-	// background child outlives the call.
-	err := cfg.Reaper.Run(cmd, stdout, stderr, shellDrainDelay)
+	// background child outlives the call. Under root, the shell runs as the
+	// tool user, every privilege dropped.
+	err := proc.Runner{Reaper: cfg.Reaper, User: cfg.user}.Run(cmd, stdout, stderr, shellDrainDelay)
 	log := cfg.Logger.With(slog.String("command", a.Command), slog.Duration("elapsed", time.Since(start)))
 	if ctx.Err() != nil {
 		log.InfoContext(ctx, "builtin: shell command cancelled")

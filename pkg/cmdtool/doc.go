@@ -36,6 +36,15 @@
 //   - cancelling the call's context kills the command and every process it
 //     started (its process group, on Unix).
 //
+// The command's environment is minimal (PATH, HOME, LANG, TZ, the spec's
+// env names and the task's OFFLOAD_* variables). When the process is root,
+// the command runs as the tool user (Options.ToolUser; toolworker
+// --tool-user, default nobody) with every privilege dropped, HOME its
+// home: it cannot read the worker's environment or memory. That user must
+// be able to enter the working directory, to run the program (to read it
+// too, for a script), and to write wherever the command writes; [Config.Tools]
+// fails at start when it cannot enter the directory or run the program.
+//
 // The model sees these errors only as {"error":"<type>"} (see
 // [github.com/offload-dev/offload/pkg/tool.ErrorType]), where <type> is the
 // error's Go type name: CommandFailed, ResultTooLarge, DeadlineExceeded or

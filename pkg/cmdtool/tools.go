@@ -48,10 +48,20 @@ type Options struct {
 	// also those that left its process group (setsid, a double fork).
 	// Without one only the process group is killed.
 	Reaper *proc.Reaper
+	// ToolUser names the user the commands run as when the process is
+	// root: a user name or numeric ID, run with every privilege dropped
+	// so that the commands cannot read the process's environment or
+	// memory (proc.ToolUser, proc.User.Start). Empty, or a user of ID 0:
+	// the commands run as the process's own user, as they always do when
+	// the process is not root. toolworker gives --tool-user (default
+	// nobody).
+	ToolUser string
 }
 
 // Tools builds the declared tools. It fails when a program cannot be found
-// (in PATH, or relative to the working directory).
+// (in PATH, or relative to the working directory), when the tool user
+// (Options.ToolUser) is not a user, and when it cannot enter the working
+// directory or run a program (wrapping proc.ErrNoAccess).
 func (c *Config) Tools(opts Options) ([]*tool.Tool, error) {
 	dir := opts.Dir
 	if dir == "" {
@@ -72,6 +82,15 @@ func (c *Config) Tools(opts Options) ([]*tool.Tool, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
+	user, err := proc.ToolUser(opts.ToolUser)
+	if err != nil {
+		return nil, fmt.Errorf("cmdtool: tool user: %w", err)
+	}
+	if len(c.Specs) > 0 {
+		if err := user.CheckDir(dir, false); err != nil {
+			return nil, fmt.Errorf("cmdtool: working directory: %w", err)
+		}
+	}
 	out := make([]*tool.Tool, 0, len(c.Specs))
 	for i := range c.Specs {
 		s := &c.Specs[i]
@@ -83,6 +102,9 @@ func (c *Config) Tools(opts Options) ([]*tool.Tool, error) {
 		if err != nil {
 			return nil, s.errorf("command: %v", err)
 		}
+		if err := user.CheckExec(prog); err != nil {
+			return nil, fmt.Errorf("cmdtool: tool %q: command: %w", s.Name, err)
+		}
 		r := &runner{
 			name:    s.Name,
 			prog:    prog,
@@ -93,7 +115,7 @@ func (c *Config) Tools(opts Options) ([]*tool.Tool, error) {
 			env:     slices.Clone(s.Env),
 			getenv:  getenv,
 			log:     log,
-			reaper:  opts.Reaper,
+			runner:  proc.Runner{Reaper: opts.Reaper, User: user},
 		}
 		t, err := tool.New(def, r.run)
 		if err != nil {
@@ -134,7 +156,7 @@ type runner struct {
 	env     []string
 	getenv  func(string) string
 	log     *slog.Logger
-	reaper  *proc.Reaper
+	runner  proc.Runner
 }
 
 func (r *runner) run(ctx context.Context, rc *tool.RunContext, args json.RawMessage) (any, error) {
@@ -158,8 +180,9 @@ func (r *runner) run(ctx context.Context, rc *tool.RunContext, args json.RawMess
 	start := time.Now()
 	// The process group is killed when the command exits, times out or is
 	// cancelled, and with a reaper every descendant that left it: no
-	// background child outlives the call.
-	err := r.reaper.Run(cmd, stdout, stderr, drainDelay)
+	// background child outlives the call. Under root, the command runs as
+	// the tool user, every privilege dropped.
+	err := r.runner.Run(cmd, stdout, stderr, drainDelay)
 	elapsed := time.Since(start)
 
 	if ctx.Err() != nil {
