@@ -63,7 +63,7 @@ func (h *handler) postMessage(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var req messageRequest
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody)).Decode(&req); err != nil || strings.TrimSpace(req.Prompt) == "" {
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || strings.TrimSpace(req.Prompt) == "" {
 		return badRequest(`the body is not a message {"prompt"} with a prompt`)
 	}
 	run, err := h.Core.Continue(r.Context(), id, req.Prompt)

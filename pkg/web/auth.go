@@ -87,7 +87,7 @@ func (h *handler) authorize(w http.ResponseWriter, r *http.Request, rt route) (*
 			if o := r.Header.Get("Origin"); o != "" && o != origin(r) {
 				return r, errorf(http.StatusForbidden, "forbidden", "This form was sent from another site.")
 			}
-			if subtle.ConstantTimeCompare([]byte(r.PostFormValue("csrf")), []byte(c.csrf)) != 1 {
+			if subtle.ConstantTimeCompare([]byte(r.PostForm.Get("csrf")), []byte(c.csrf)) != 1 {
 				return r, errorf(http.StatusForbidden, "forbidden", "The form's CSRF token is missing or wrong: reload the page.")
 			}
 		}
@@ -144,8 +144,8 @@ func (h *handler) loginPage(w http.ResponseWriter, r *http.Request) error {
 
 // login checks the form's token and sets the login cookie.
 func (h *handler) login(w http.ResponseWriter, r *http.Request) error {
-	tok := strings.TrimSpace(r.PostFormValue("token"))
-	next := safeNext(r.PostFormValue("next"))
+	tok := strings.TrimSpace(r.PostForm.Get("token"))
+	next := safeNext(r.PostForm.Get("next"))
 	if _, known := h.Tokens[tok]; !known {
 		h.render(w, r, http.StatusUnauthorized, "login", map[string]any{"Next": next, "Error": "This token is unknown."})
 		return nil

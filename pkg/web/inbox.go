@@ -178,20 +178,20 @@ func (h *handler) showInbox(w http.ResponseWriter, r *http.Request, code int, no
 // the one of the arguments the form showed.
 func (h *handler) inboxDecide(w http.ResponseWriter, r *http.Request) error {
 	conv, task := r.PathValue("id"), r.PathValue("task")
-	digest := r.PostFormValue("args_digest")
+	digest := r.PostForm.Get("args_digest")
 	if !protocol.ValidDigest(digest) {
 		return badRequest("The form carries no valid args_digest: reload the page.")
 	}
 	d := protocol.Decision{By: callerOf(r).Name, ArgsDigest: digest, Channel: protocol.ChannelInbox}
 	done, edited := "approved", ""
-	switch r.PostFormValue("action") {
+	switch r.PostForm.Get("action") {
 	case "approve":
 		d.Approved = true
 	case "deny":
-		d.Message, done = strings.TrimSpace(r.PostFormValue("reason")), "denied"
+		d.Message, done = strings.TrimSpace(r.PostForm.Get("reason")), "denied"
 	case "edit":
 		d.Approved = true
-		edited = r.PostFormValue("args")
+		edited = r.PostForm.Get("args")
 		d.OverrideArgs = json.RawMessage(cmp.Or(strings.TrimSpace(edited), "{}"))
 	default:
 		return badRequest("Unknown action.")
@@ -204,7 +204,7 @@ func (h *handler) inboxDecide(w http.ResponseWriter, r *http.Request) error {
 // content, as JSON when it is a JSON value, else as a string.
 func (h *handler) inboxAnswer(w http.ResponseWriter, r *http.Request) error {
 	conv, task := r.PathValue("id"), r.PathValue("task")
-	content := strings.TrimSpace(r.PostFormValue("content"))
+	content := strings.TrimSpace(r.PostForm.Get("content"))
 	raw := json.RawMessage(content)
 	if !json.Valid(raw) {
 		raw, _ = json.Marshal(content)

@@ -152,12 +152,18 @@ func (h *handler) routes() []route {
 	return rs
 }
 
-// serve is route rt's handler: its face's headers, the one authorization
-// check, the handler, and its error answered as its face answers.
+// serve is route rt's handler: its face's headers, its body read within
+// its bound (a page's form parsed, urlencoded only), the one
+// authorization check, the handler, and its error answered as its face
+// answers.
 func (h *handler) serve(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if rt.face == page {
 			r = secure(w, r)
+		}
+		if err := readBody(w, r, rt.face); err != nil {
+			h.fail(w, r, rt.face, err)
+			return
 		}
 		if !rt.public {
 			var err error
