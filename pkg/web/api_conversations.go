@@ -2,6 +2,7 @@ package web
 
 import (
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/message"
+	"github.com/offload-dev/offload/pkg/service"
 )
 
 // list answers the conversations agent serve has run, of ?status= when
@@ -118,7 +120,7 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) error {
 	if err != nil && !began {
 		return err
 	}
-	if err != nil && r.Context().Err() == nil {
+	if err != nil && r.Context().Err() == nil && !errors.Is(err, service.ErrClosed) {
 		h.Logger.Warn("events", slog.String("conversation_id", conv), slog.Any("error", err))
 	}
 	return nil
