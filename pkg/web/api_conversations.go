@@ -107,10 +107,11 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) error {
 			return badRequest("Last-Event-ID: not an event id")
 		}
 	}
-	s, err := newSSE(w)
+	s, err := newSSE(w, h.Limits.Heartbeat)
 	if err != nil {
 		return err
 	}
+	defer s.close()
 	began := false
 	err = h.Core.Watch(r.Context(), conv, after, func() {
 		began = s.open("") == nil

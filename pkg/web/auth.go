@@ -32,8 +32,8 @@ const (
 	sessionKey               // the caller: its identity, token and CSRF token
 )
 
-// caller is who makes a request: its identity, and for a browser its
-// token and CSRF token.
+// caller is who makes a request: its identity, its token, and for a
+// browser its CSRF token.
 type caller struct {
 	Identity
 	token, csrf string
@@ -52,7 +52,8 @@ func (c caller) may(roles ...Role) bool {
 }
 
 // authorize lets a request of route rt through when its token is known
-// and has one of rt's roles: the API's token from Authorization (401
+// and has one of rt's roles (an unknown one counts against the client's
+// address: [lockouts]): the API's token from Authorization (401
 // without, with WWW-Authenticate), a page's from the login cookie (a
 // page's GET without one is redirected to the login form; anything else
 // is 401), a POST from a page also with the session's CSRF token and,
@@ -70,6 +71,9 @@ func (h *handler) authorize(w http.ResponseWriter, r *http.Request, rt route) (*
 		tok = c.Value
 	}
 	id, known := h.Tokens[tok]
+	if !known && tok != "" {
+		h.lockouts.fail(clientAddr(r))
+	}
 	switch {
 	case !known && rt.face == api:
 		return r, &httpError{status: http.StatusUnauthorized, code: "unauthorized", msg: "a bearer token of --tokens is required",
@@ -80,9 +84,9 @@ func (h *handler) authorize(w http.ResponseWriter, r *http.Request, rt route) (*
 	case !known:
 		return r, errorf(http.StatusUnauthorized, "unauthorized", "Log in first.")
 	}
-	c := caller{Identity: id}
+	c := caller{Identity: id, token: tok}
 	if rt.face == page {
-		c.token, c.csrf = tok, csrfToken(tok)
+		c.csrf = csrfToken(tok)
 		if r.Method == http.MethodPost {
 			if o := r.Header.Get("Origin"); o != "" && o != origin(r) {
 				return r, errorf(http.StatusForbidden, "forbidden", "This form was sent from another site.")

@@ -245,17 +245,20 @@ func (h *handler) published(w http.ResponseWriter, r *http.Request, task, done s
 }
 
 // inboxChanges is the inbox's live stream (Server-Sent Events): an event
-// "changed" whenever what waits may have changed, until the client goes.
+// "changed" whenever what waits may have changed, until the client goes;
+// every open inbox of the replica follows one watch ([changes]).
 func (h *handler) inboxChanges(w http.ResponseWriter, r *http.Request) error {
-	s, err := newSSE(w)
+	s, err := newSSE(w, h.Limits.Heartbeat)
 	if err != nil {
 		return err
 	}
-	ch, err := h.Desk.Changes(r.Context())
+	defer s.close()
+	ch, unsubscribe, err := h.changes.subscribe(r.Context())
 	if err != nil {
 		return err
 	}
-	s.signals(ch, "watching the pending records", "changed")
+	defer unsubscribe()
+	s.signals(r.Context(), ch, "watching the pending records", "changed")
 	return nil
 }
 
