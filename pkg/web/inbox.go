@@ -262,12 +262,15 @@ func (h *handler) inboxChanges(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// render executes page with data (the page's CSP nonce and the session's
-// CSRF token added).
+// render executes page with data (the page's CSP nonce and, unless data
+// has one (the login form's), the session's CSRF token added).
 func (h *handler) render(w http.ResponseWriter, r *http.Request, code int, page string, data map[string]any) {
 	data["Nonce"], _ = r.Context().Value(nonceKey).(string)
 	c := callerOf(r)
-	data["CSRF"], data["LoggedIn"] = c.csrf, c.token != ""
+	if _, ok := data["CSRF"]; !ok {
+		data["CSRF"] = c.csrf
+	}
+	data["LoggedIn"] = c.token != ""
 	if _, ok := data["Who"]; !ok {
 		data["Who"] = c.Name
 	}

@@ -21,7 +21,9 @@ import (
 // maxLinkTTL bounds how long a link lives.
 const maxLinkTTL = 7 * 24 * time.Hour
 
-// mintLinks makes the approve and deny links of a call for a recipient.
+// mintLinks makes the approve and deny links of a call for a recipient,
+// under the public URL (never the request's Host: a forged one would
+// hand out links to another site).
 func (h *handler) mintLinks(w http.ResponseWriter, r *http.Request) error {
 	conv, task := r.PathValue("id"), r.PathValue("task")
 	to := strings.TrimSpace(r.PostForm.Get("to"))
@@ -46,7 +48,7 @@ func (h *handler) mintLinks(w http.ResponseWriter, r *http.Request) error {
 	}
 	exp := h.Now().Add(ttl)
 	link := func(action string) string {
-		return origin(r) + "/links/" + links.Sign(key, links.Claims{ID: protocol.NewID(), Conversation: conv, Task: task, Digest: digest,
+		return strings.TrimSuffix(h.PublicURL, "/") + "/links/" + links.Sign(key, links.Claims{ID: protocol.NewID(), Conversation: conv, Task: task, Digest: digest,
 			Action: action, Expires: exp.Unix(), To: to})
 	}
 	h.render(w, r, http.StatusOK, "links", map[string]any{"Tool": c.Tool, "Task": task, "To": to, "Expires": exp,

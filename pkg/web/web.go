@@ -15,6 +15,7 @@ package web
 import (
 	"log/slog"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -65,6 +66,9 @@ type handler struct {
 	rates    *tokenRates // requests, by token
 	streams  *streams    // open event streams, in all and by token
 	changes  *changes    // the inbox's change signals, shared
+	// publicOrigin is PublicURL's origin (scheme://host), which forms may
+	// come from besides the request's own.
+	publicOrigin string
 }
 
 // Handler returns the HTTP face of cfg: every route of [routes] on one
@@ -81,6 +85,9 @@ func Handler(cfg Config) http.Handler {
 		rates: &tokenRates{l: cfg.Limits, now: cfg.Now, lims: map[string]*rate.Limiter{}}, streams: &streams{l: cfg.Limits, by: map[string]int{}}}
 	if cfg.Desk != nil {
 		h.changes = &changes{watch: cfg.Desk.Changes}
+	}
+	if u, err := url.Parse(cfg.PublicURL); err == nil && u.Scheme != "" && u.Host != "" {
+		h.publicOrigin = u.Scheme + "://" + u.Host
 	}
 	mux := http.NewServeMux()
 	for _, rt := range h.routes() {
@@ -120,6 +127,9 @@ type route struct {
 	// stream routes answer with a stream of events: each holds one of
 	// the streams of Limits while open.
 	stream bool
+	// login is the public route that checks a token itself (the login
+	// form): its client's address may be locked out as the others'.
+	login  bool
 	handle func(w http.ResponseWriter, r *http.Request) error
 }
 
@@ -153,7 +163,7 @@ func (h *handler) routes() []route {
 	}
 	rs = append(rs,
 		route{pattern: "GET /login", face: page, public: true, handle: h.loginPage},
-		route{pattern: "POST /login", face: page, public: true, handle: h.login},
+		route{pattern: "POST /login", face: page, public: true, login: true, handle: h.login},
 		route{pattern: "POST /logout", face: page, roles: anyRole, handle: h.logout},
 		route{pattern: "GET /{$}", face: page, roles: anyRole, handle: h.inboxPage},
 		route{pattern: "GET /inbox/events", face: page, roles: anyRole, stream: true, handle: h.inboxChanges},
@@ -197,7 +207,7 @@ func (h *handler) serve(rt route) http.Handler {
 
 // admit is what every request of a route goes through, in order: an
 // address locked out after failed authentications is 429 (routes that
-// authenticate); its body is read within its bound (a page's form
+// authenticate, the login's included); its body is read within its bound (a page's form
 // parsed, urlencoded only), after which the connection's read deadline
 // is lifted (the request is read: an answer that waits, or a stream, is
 // bounded by its write deadline); the one authorization check; the
@@ -206,7 +216,7 @@ func (h *handler) serve(rt route) http.Handler {
 // releases what it took.
 func (h *handler) admit(w http.ResponseWriter, r *http.Request, rt route) (*http.Request, func(), error) {
 	nothing := func() {}
-	if !rt.public {
+	if !rt.public || rt.login {
 		if wait := h.lockouts.wait(clientAddr(r)); wait > 0 {
 			return r, nothing, tooMany(wait, "Too many failed authentications from this address: try again later.")
 		}
