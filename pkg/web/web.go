@@ -10,6 +10,19 @@
 // answered by one mapping (JSON for the API, a page for the inbox), its
 // streams written by one Server-Sent Events writer. A protocol face added
 // later is a file set here calling the same core.
+//
+// Add an HTTP route (a protocol face's included) as a row of the table
+// ([handler.routes]), never as a handler of its own on the mux: the row
+// gets from the one route wrapper ([handler.serve], [handler.admit])
+// what bounds its clients ([Limits]): its body read within 1 MiB before
+// anything parses it (a page's form parsed there, urlencoded only), the
+// address lockout after failed authentications, the token's request rate,
+// the open streams' caps for a row marked stream (its answer a stream of
+// events, written with the one SSE writer, which keeps a heartbeat), and
+// a write deadline kept ahead of each write; and from the server
+// ([ListenAndServe]) its timeouts, header bound and connection cap. A
+// handler reads the form from r.PostForm and a body from r.Body (already
+// in memory), and never parses one itself.
 package web
 
 import (
