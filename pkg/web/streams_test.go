@@ -36,7 +36,7 @@ func openStream(t *testing.T, srv *httptest.Server, c *http.Client, path, token 
 		c = srv.Client()
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := c.Do(req)
+	resp, err := c.Do(req) //nolint:bodyclose // closed by the stream's close
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,8 @@ func openStream(t *testing.T, srv *httptest.Server, c *http.Client, path, token 
 // close closes the stream (idempotent) and drains its lines.
 func (s *stream) close() {
 	_ = s.resp.Body.Close()
-	for range s.lines { //nolint:revive // drained until the reader ends
+	for range s.lines {
+		// drained until the reader ends
 	}
 }
 
