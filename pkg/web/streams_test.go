@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/offload-dev/offload/internal/offloadtest"
@@ -82,6 +83,25 @@ func chanOK(ch <-chan string) <-chan func() (string, bool) {
 		out <- func() (string, bool) { return line, ok }
 	}()
 	return out
+}
+
+// subscriptions returns how many subscriptions to subject the server
+// has, across its connections.
+func subscriptions(t *testing.T, srv *server.Server, subject string) int {
+	t.Helper()
+	cz, err := srv.Connz(&server.ConnzOptions{Subscriptions: true, Limit: 1 << 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, c := range cz.Conns {
+		for _, s := range c.Subs {
+			if s == subject {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // streamConsumers returns how many consumers stream has.
@@ -222,23 +242,23 @@ func TestInboxStreamsShareOneWatch(t *testing.T) {
 	conv, task := f.ConversationID, servetest.Paused(t, f)
 	c := clientWith(t, srv, approverToken)
 	var inboxes []*stream
-	var subs uint32
-	for i := range 10 {
+	for range 10 {
 		s := openStream(t, srv, c, "/inbox/events", "")
 		if s.resp.StatusCode != http.StatusOK {
 			t.Fatalf("inbox stream: %d", s.resp.StatusCode)
 		}
 		s.await(t, ": watching")
 		inboxes = append(inboxes, s)
-		if i == 0 {
-			subs = b.Srv.NATS().NumSubscriptions()
-		}
 	}
 	if n := streamConsumers(t, r.JS, "KV_tools_pending"); n != 1 {
 		t.Errorf("%d consumers of the pending records for 10 open inboxes, want 1", n)
 	}
-	if n := b.Srv.NATS().NumSubscriptions() - subs; n != 0 {
-		t.Errorf("%d subscriptions more for 9 more open inboxes, want none", n)
+	// Every decision and answer is delivered once to the replica, not
+	// once per open inbox.
+	for _, subj := range []string{"tools.decision.>", "tools.answer.>"} {
+		if n := subscriptions(t, b.Srv.NATS(), subj); n != 1 {
+			t.Errorf("%d subscriptions to %s for 10 open inboxes, want 1", n, subj)
+		}
 	}
 	if code, m := call(t, srv, "POST", "/v1/conversations/"+conv+"/calls/"+task+"/decision", approverToken, `{"approved":true}`); code != 200 {
 		t.Fatalf("decision: %d %v", code, m)
