@@ -55,6 +55,7 @@ func newServeCmd(e env) *cobra.Command {
 	fl.IntVar(&sf.limits.MaxStreams, "max-streams", web.DefaultLimits().MaxStreams, "open event streams (Server-Sent Events) of the replica at most; 429 beyond")
 	fl.IntVar(&sf.limits.MaxStreamsPerToken, "max-streams-per-token", web.DefaultLimits().MaxStreamsPerToken, "open event streams of one token at most; 429 beyond")
 	fl.Float64Var(&sf.limits.TokenRate, "token-rate", web.DefaultLimits().TokenRate, "requests a second one token may make on average (bursts of 4 times as many); 429 beyond")
+	fl.IPNetSliceVar(&sf.limits.TrustedProxies, "trusted-proxy", nil, "network (CIDR) of a proxy in front of the HTTP face, whose X-Forwarded-For names the client for the login lockouts (repeatable)")
 	fl.BoolVar(&sf.run.trustNATSBy, "trust-nats-by", false, "count every decision's by as its approver's identity for a quorum (approval.required): only when whoever may publish decisions is trusted to name themselves")
 	fl.StringVar(&sf.run.model, "model", "", "model of the specs that name none (default as agent run's)")
 	fl.DurationVar(&sf.run.callTimeout, "call-timeout", remote.DefaultInlineDeadline, "deadline of an inline remote call")

@@ -76,7 +76,7 @@ func (h *handler) authorize(w http.ResponseWriter, r *http.Request, rt route) (*
 	}
 	id, known := h.Tokens[tok]
 	if !known && tok != "" {
-		h.lockouts.fail(clientAddr(r))
+		h.lockouts.fail(h.clientAddr(r))
 	}
 	switch {
 	case !known && rt.face == api:
@@ -208,7 +208,7 @@ func (h *handler) login(w http.ResponseWriter, r *http.Request) error {
 	next := safeNext(r.PostForm.Get("next"))
 	if _, known := h.Tokens[tok]; !known {
 		if tok != "" {
-			h.lockouts.fail(clientAddr(r))
+			h.lockouts.fail(h.clientAddr(r))
 		}
 		h.render(w, r, http.StatusUnauthorized, "login", map[string]any{"Next": next, "Error": "This token is unknown.", "CSRF": loginCSRF(v)})
 		return nil

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -44,6 +45,13 @@ type Limits struct {
 	AuthFailures int
 	AuthWindow   time.Duration
 	Lockout      time.Duration
+	// TrustedProxies are the networks of the proxies in front of the
+	// service (an ingress): a request from one is the client's it
+	// forwards, the last address of X-Forwarded-For not itself a trusted
+	// proxy's. Without, X-Forwarded-For is ignored (a client cannot name
+	// another address for itself), and every client behind a proxy is
+	// the proxy's address.
+	TrustedProxies []net.IPNet
 	// ReadHeaderTimeout bounds the reading of a request's headers,
 	// ReadTimeout of the whole request, body included; WriteTimeout the
 	// writing of an answer, from its first byte and from each event of a
@@ -137,14 +145,41 @@ func tooMany(wait time.Duration, format string, args ...any) *httpError {
 	return e
 }
 
-// clientAddr is the address a request came from (the connection's: a
-// proxy's for every client behind it).
-func clientAddr(r *http.Request) string {
+// clientAddr is the address a request came from: the connection's,
+// unless that is a trusted proxy's (Limits.TrustedProxies), then the
+// last address of X-Forwarded-For that is not.
+func (h *handler) clientAddr(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
-		return r.RemoteAddr
+		host = r.RemoteAddr
+	}
+	if !h.trusted(net.ParseIP(host)) {
+		return host
+	}
+	hops := strings.Split(strings.Join(r.Header.Values("X-Forwarded-For"), ","), ",")
+	for i := len(hops) - 1; i >= 0; i-- {
+		ip := net.ParseIP(strings.TrimSpace(hops[i]))
+		if ip == nil {
+			break // none, or not an address: the proxy's own
+		}
+		if !h.trusted(ip) {
+			return ip.String()
+		}
 	}
 	return host
+}
+
+// trusted reports whether ip is a trusted proxy's.
+func (h *handler) trusted(ip net.IP) bool {
+	if ip == nil {
+		return false
+	}
+	for _, n := range h.Limits.TrustedProxies {
+		if n.Contains(ip) {
+			return true
+		}
+	}
+	return false
 }
 
 // maxTracked bounds the client addresses the lockouts remember.

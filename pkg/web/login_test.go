@@ -1,7 +1,9 @@
 package web_test
 
 import (
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -37,12 +39,18 @@ func (c *clock) add(d time.Duration) {
 // over the face agentproc builds).
 func faceAt(t *testing.T, r *servetest.Replica, c *clock) *httptest.Server {
 	t.Helper()
+	return faceWith(t, r, c, web.Limits{})
+}
+
+// faceWith is faceAt with limits.
+func faceWith(t *testing.T, r *servetest.Replica, c *clock, limits web.Limits) *httptest.Server {
+	t.Helper()
 	_, f := r.Face(t, adminToken+" admin alice\n"+approverToken+" approver ann\n"+viewerToken+" viewer val\n", agentproc.FaceOptions{})
 	tokens, err := web.ParseTokens(strings.NewReader(approverToken + " approver ann\n" + viewerToken + " viewer val\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(web.Handler(web.Config{Core: r.Svc, Desk: f.Desk, Tokens: tokens, Inbox: true, Now: c.Now}))
+	srv := httptest.NewServer(web.Handler(web.Config{Core: r.Svc, Desk: f.Desk, Tokens: tokens, Inbox: true, Now: c.Now, Limits: limits}))
 	t.Cleanup(srv.Close)
 	return srv
 }
@@ -155,6 +163,54 @@ func TestLockoutAfterFailedAuthentications(t *testing.T) {
 				t.Errorf("a login once the lockout ended: %d", resp.StatusCode)
 			}
 		})
+	}
+}
+
+// Behind a proxy every client has the proxy's address: with the proxy
+// trusted (--trusted-proxy), a request is the address it forwards
+// (X-Forwarded-For), so that one client's guesses lock out that client,
+// not every one behind the proxy. Without, X-Forwarded-For is ignored: a
+// client naming another address in each guess is still locked out.
+func TestLockoutBehindAProxy(t *testing.T) {
+	b := servetest.Setup(t)
+	r := b.Replica(t, "r1")
+	guess := func(srv *httptest.Server, from, tok string) int {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL+"/v1/pending", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("X-Forwarded-For", from+", 127.0.0.1")
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	_, loopback, _ := net.ParseCIDR("127.0.0.0/8")
+	clk := &clock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	proxied := faceWith(t, r, clk, web.Limits{TrustedProxies: []net.IPNet{*loopback}})
+	for i := range 10 {
+		if code := guess(proxied, "203.0.113.5", fmt.Sprintf("guess-token-0123456789-%d", i)); code != http.StatusUnauthorized {
+			t.Fatalf("guess %d: %d", i, code)
+		}
+	}
+	if code := guess(proxied, "203.0.113.5", viewerToken); code != http.StatusTooManyRequests {
+		t.Errorf("the guessing client behind the proxy: %d, want 429", code)
+	}
+	if code := guess(proxied, "203.0.113.6", viewerToken); code != http.StatusOK {
+		t.Errorf("another client behind the proxy: %d, want 200", code)
+	}
+	direct := faceAt(t, r, clk)
+	for i := range 10 {
+		if code := guess(direct, fmt.Sprintf("198.51.100.%d", i), fmt.Sprintf("guess-token-0123456789-%d", i)); code != http.StatusUnauthorized {
+			t.Fatalf("guess %d: %d", i, code)
+		}
+	}
+	if code := guess(direct, "198.51.100.99", viewerToken); code != http.StatusTooManyRequests {
+		t.Errorf("a client naming other addresses, untrusted: %d, want 429", code)
 	}
 }
 

@@ -230,7 +230,7 @@ func (h *handler) serve(rt route) http.Handler {
 func (h *handler) admit(w http.ResponseWriter, r *http.Request, rt route) (*http.Request, func(), error) {
 	nothing := func() {}
 	if !rt.public || rt.login {
-		if wait := h.lockouts.wait(clientAddr(r)); wait > 0 {
+		if wait := h.lockouts.wait(h.clientAddr(r)); wait > 0 {
 			return r, nothing, tooMany(wait, "Too many failed authentications from this address: try again later.")
 		}
 	}
