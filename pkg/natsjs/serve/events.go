@@ -270,10 +270,10 @@ func (s *Service) join(ctx context.Context, conv string) (*watcher, func(), erro
 			fs.mu.Lock()
 			if fs.m[conv] != f {
 				fs.mu.Unlock()
-				if f.err != nil {
+				if f.err != nil && !errors.Is(f.err, context.Canceled) && !errors.Is(f.err, context.DeadlineExceeded) {
 					return nil, nil, f.err
 				}
-				continue // it ended meanwhile: start another
+				continue // it ended meanwhile, or its first watcher went before it started: start another
 			}
 		}
 		w := &watcher{wake: make(chan struct{}, 1)}
