@@ -74,13 +74,13 @@ func TestLongAnswersOutliveTheTimeouts(t *testing.T) {
 	})
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/conversations/"+conv+"/events", nil)
 	req.Header.Set("Authorization", "Bearer "+viewerToken)
-	resp, err := client.Do(req)
+	resp, err := client.Do(req) //nolint:bodyclose // closed by the goroutine that reads it
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
 	events := make(chan string, 1)
 	go func() {
+		defer resp.Body.Close()
 		raw, _ := io.ReadAll(resp.Body)
 		events <- string(raw)
 	}()
