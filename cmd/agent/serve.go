@@ -33,6 +33,7 @@ type serveFlags struct {
 	notify                []string
 	publicURL             string
 	sweep                 time.Duration
+	limits                web.Limits
 }
 
 func newServeCmd(e env) *cobra.Command {
@@ -50,7 +51,12 @@ func newServeCmd(e env) *cobra.Command {
 	fl.StringVar(&sf.addr, "http", "127.0.0.1:8080", "address of the HTTP API")
 	fl.StringVar(&sf.tokens, "tokens", "", "file of bearer tokens, lines TOKEN ROLE NAME (default: an admin token generated into --store)")
 	fl.StringArrayVar(&sf.notify, "notify", nil, "POST a JSON notification with signed approve/deny links to URL for each approval requested and resolved; slack:URL for a Slack incoming webhook (repeatable)")
-	fl.StringVar(&sf.publicURL, "public-url", "", "base URL people reach the service at, for the notifications' links (default http://ADDR of --http)")
+	fl.StringVar(&sf.publicURL, "public-url", "", "base URL people reach the service at, for the links of the notifications and the inbox (default http://ADDR of --http)")
+	fl.IntVar(&sf.limits.MaxConnections, "max-connections", web.DefaultLimits().MaxConnections, "open HTTP connections at most; more wait in the listen backlog")
+	fl.IntVar(&sf.limits.MaxStreams, "max-streams", web.DefaultLimits().MaxStreams, "open event streams (Server-Sent Events) of the replica at most; 429 beyond")
+	fl.IntVar(&sf.limits.MaxStreamsPerToken, "max-streams-per-token", web.DefaultLimits().MaxStreamsPerToken, "open event streams of one token at most; 429 beyond")
+	fl.Float64Var(&sf.limits.TokenRate, "token-rate", web.DefaultLimits().TokenRate, "requests a second one token may make on average (bursts of 4 times as many); 429 beyond")
+	fl.IPNetSliceVar(&sf.limits.TrustedProxies, "trusted-proxy", nil, "network (CIDR) of a proxy in front of the HTTP face, whose X-Forwarded-For names the client for the login lockouts (repeatable)")
 	fl.BoolVar(&sf.run.trustNATSBy, "trust-nats-by", false, "count every decision's by as its approver's identity for a quorum (approval.required): only when whoever may publish decisions is trusted to name themselves")
 	fl.StringVar(&sf.run.model, "model", "", "model of the specs that name none (default as agent run's)")
 	fl.DurationVar(&sf.run.callTimeout, "call-timeout", remote.DefaultInlineDeadline, "deadline of an inline remote call")
@@ -124,7 +130,7 @@ func runServe(ctx context.Context, e env, sf *serveFlags) error {
 	}
 	host, _ := os.Hostname()
 	srv, err := rem.proc.Serve(ctx, agentproc.ServeOptions{Agents: agents, Holder: fmt.Sprintf("agent serve %s pid %d", host, os.Getpid()),
-		Tokens: tokens, Registry: reg, Receivers: receivers, PublicURL: public,
+		Tokens: tokens, Registry: reg, Receivers: receivers, PublicURL: public, Limits: sf.limits,
 		Service: func(c *serve.Config) { c.SweepInterval = sf.sweep }})
 	if err != nil {
 		return err
@@ -134,7 +140,7 @@ func runServe(ctx context.Context, e env, sf *serveFlags) error {
 		log.Warn("approval timeouts fall back to agent serve's timers: a call expires only while a replica runs", slog.Any("error", srv.Timers))
 		fmt.Fprintf(e.stderr, "agent serve: %v: approval timeouts fall back to agent serve's timers, and expire only while a replica runs\n", srv.Timers)
 	}
-	err = web.ListenAndServe(ctx, e.suspend, sf.addr, srv.Handler, srv.Stop, 30*time.Second, func(a net.Addr) {
+	err = web.ListenAndServe(ctx, e.suspend, sf.addr, srv.Handler, sf.limits, srv.Stop, 30*time.Second, func(a net.Addr) {
 		fmt.Fprintf(e.stderr, "agent serve: http://%s (agents: %s)\n", a, strings.Join(agentspec.Names(specs), ", "))
 		fmt.Fprintf(e.stderr, "agent serve: inbox http://%s/ (log in with a token)\n", a)
 		if generated != "" {

@@ -43,8 +43,23 @@ func inboxDecide(t *testing.T, url0, token, conv, task string) {
 		raw, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(raw)
 	}
-	code, page := post("/login", url.Values{"token": {token}, "next": {"/"}})
-	csrf := regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`).FindStringSubmatch(page)
+	field := regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`)
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url0+"/login", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.Do(req) // the login form: its pre-session cookie and CSRF token
+	if err != nil {
+		t.Fatal(err)
+	}
+	form, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	login := field.FindStringSubmatch(string(form))
+	if login == nil {
+		t.Fatalf("the login form has no CSRF token:\n%s", form)
+	}
+	code, page := post("/login", url.Values{"token": {token}, "next": {"/"}, "csrf": {login[1]}})
+	csrf := field.FindStringSubmatch(page)
 	digest := regexp.MustCompile(`name="args_digest" value="([0-9a-f]+)"`).FindStringSubmatch(page)
 	if code != http.StatusOK || csrf == nil || digest == nil || !strings.Contains(page, "call-"+task) {
 		t.Fatalf("the inbox after logging in: %d\n%s", code, page)

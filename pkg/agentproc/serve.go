@@ -58,9 +58,14 @@ type ServeOptions struct {
 	// /metrics.
 	Registry *prometheus.Registry
 	// Receivers, if any, are sent a notification for each approval
-	// requested and resolved (--notify), with links under PublicURL.
+	// requested and resolved (--notify), with links under PublicURL, the
+	// base URL people reach the service at (web.PublicURL): the signed
+	// links made in the inbox start with it too.
 	Receivers []notify.Receiver
 	PublicURL string
+	// Limits bound what the HTTP face's clients may hold (web.Limits;
+	// zero fields: the defaults).
+	Limits web.Limits
 	// Service, if set, adjusts the service's configuration before it is
 	// built (tests and benchmarks: delays, callbacks).
 	Service func(*serve.Config)
@@ -150,7 +155,8 @@ func (p *Process) Serve(ctx context.Context, o ServeOptions) (*Served, error) {
 		_ = out.Stop(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	face, err := p.Face(ctx, out.Service, FaceOptions{Tokens: o.Tokens, Registry: o.Registry, Metrics: out.Metrics})
+	face, err := p.Face(ctx, out.Service, FaceOptions{Tokens: o.Tokens, Registry: o.Registry, Metrics: out.Metrics, PublicURL: o.PublicURL,
+		Limits: o.Limits})
 	if err != nil {
 		return fail(err)
 	}
@@ -183,6 +189,11 @@ type FaceOptions struct {
 	// Identities, if set, replace the process's for the decisions the
 	// face publishes (tests of unsigned approvals).
 	Identities *convstore.Identities
+	// PublicURL is the base URL people reach the service at: the signed
+	// links start with it (web.Config.PublicURL).
+	PublicURL string
+	// Limits bound what the clients may hold (web.Limits).
+	Limits web.Limits
 }
 
 // Face is the HTTP face of a replica and what it decides with.
@@ -215,7 +226,8 @@ func (p *Process) Face(ctx context.Context, svc *serve.Service, o FaceOptions) (
 		return nil, err
 	}
 	f := &Face{Desk: desk, Links: links}
-	cfg := web.Config{Core: svc, Desk: desk, Tokens: o.Tokens, Inbox: true, Links: links, Logger: p.log, Metrics: o.Metrics}
+	cfg := web.Config{Core: svc, Desk: desk, Tokens: o.Tokens, Inbox: true, Links: links, PublicURL: o.PublicURL, Logger: p.log, Metrics: o.Metrics,
+		Limits: o.Limits}
 	if o.Registry != nil {
 		cfg.Gatherer = o.Registry
 	}

@@ -18,9 +18,6 @@ import (
 // without or with an unknown one, 403 for a role without the right);
 // errors are {"error":{"code","message"}}.
 
-// maxBody bounds a request's JSON body.
-const maxBody = 1 << 20
-
 // readyTimeout bounds /readyz's look at the core.
 const readyTimeout = 2 * time.Second
 
@@ -39,10 +36,10 @@ func (h *handler) readyz(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// decodeBody decodes r's JSON body (at most maxBody bytes) into v; an
-// error is the 400 saying what was wanted.
-func decodeBody(w http.ResponseWriter, r *http.Request, v any, want string) error {
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody)).Decode(v); err != nil {
+// decodeBody decodes r's JSON body (read by the route wrapper, within
+// maxBody) into v; an error is the 400 saying what was wanted.
+func decodeBody(r *http.Request, v any, want string) error {
+	if err := json.NewDecoder(r.Body).Decode(v); err != nil {
 		return badRequest("the body is not %s: %s", want, err.Error())
 	}
 	return nil
@@ -57,7 +54,7 @@ type startRequest struct {
 
 func (h *handler) start(w http.ResponseWriter, r *http.Request) error {
 	var req startRequest
-	if err := decodeBody(w, r, &req, "a JSON object {agent, prompt, conversation_id?}"); err != nil {
+	if err := decodeBody(r, &req, "a JSON object {agent, prompt, conversation_id?}"); err != nil {
 		return err
 	}
 	if strings.TrimSpace(req.Prompt) == "" {

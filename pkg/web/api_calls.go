@@ -45,7 +45,7 @@ type decisionRequest struct {
 func (h *handler) decide(w http.ResponseWriter, r *http.Request) error {
 	conv, task := r.PathValue("id"), r.PathValue("task")
 	var req decisionRequest
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody)).Decode(&req); err != nil || req.Approved == nil {
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Approved == nil {
 		return badRequest(`the body is not a decision {"approved", "message"?, "override_args"?}`)
 	}
 	if req.ArgsDigest != "" && !protocol.ValidDigest(req.ArgsDigest) {
@@ -65,7 +65,7 @@ func (h *handler) decide(w http.ResponseWriter, r *http.Request) error {
 func (h *handler) answer(w http.ResponseWriter, r *http.Request) error {
 	conv, task := r.PathValue("id"), r.PathValue("task")
 	var body json.RawMessage
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody)).Decode(&body); err != nil || len(body) == 0 || body[0] != '{' {
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil || len(body) == 0 || body[0] != '{' {
 		return badRequest(`the body is not an answer {"content"…}`)
 	}
 	if _, err := h.Desk.Answer(r.Context(), conv, task, body); err != nil {

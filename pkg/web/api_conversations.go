@@ -2,6 +2,7 @@ package web
 
 import (
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/message"
+	"github.com/offload-dev/offload/pkg/service"
 )
 
 // list answers the conversations agent serve has run, of ?status= when
@@ -63,7 +65,7 @@ func (h *handler) postMessage(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var req messageRequest
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody)).Decode(&req); err != nil || strings.TrimSpace(req.Prompt) == "" {
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || strings.TrimSpace(req.Prompt) == "" {
 		return badRequest(`the body is not a message {"prompt"} with a prompt`)
 	}
 	run, err := h.Core.Continue(r.Context(), id, req.Prompt)
@@ -105,10 +107,11 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) error {
 			return badRequest("Last-Event-ID: not an event id")
 		}
 	}
-	s, err := newSSE(w)
+	s, err := newSSE(w, h.Limits.Heartbeat)
 	if err != nil {
 		return err
 	}
+	defer s.close()
 	began := false
 	err = h.Core.Watch(r.Context(), conv, after, func() {
 		began = s.open("") == nil
@@ -118,7 +121,7 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) error {
 	if err != nil && !began {
 		return err
 	}
-	if err != nil && r.Context().Err() == nil {
+	if err != nil && r.Context().Err() == nil && !errors.Is(err, service.ErrClosed) {
 		h.Logger.Warn("events", slog.String("conversation_id", conv), slog.Any("error", err))
 	}
 	return nil

@@ -21,8 +21,12 @@ import (
 // token (HMAC), checked on every POST beside the request's Origin. Both
 // faces pass through one check, [handler.authorize].
 
-// sessionCookie is the name of the inbox's login cookie.
-const sessionCookie = "offload_token"
+// sessionCookie is the name of the inbox's login cookie; loginCookie the
+// pre-session cookie the login form's CSRF token is bound to.
+const (
+	sessionCookie = "offload_token"
+	loginCookie   = "offload_login"
+)
 
 // ctxKey are the request context's keys.
 type ctxKey int
@@ -32,8 +36,8 @@ const (
 	sessionKey               // the caller: its identity, token and CSRF token
 )
 
-// caller is who makes a request: its identity, and for a browser its
-// token and CSRF token.
+// caller is who makes a request: its identity, its token, and for a
+// browser its CSRF token.
 type caller struct {
 	Identity
 	token, csrf string
@@ -52,7 +56,8 @@ func (c caller) may(roles ...Role) bool {
 }
 
 // authorize lets a request of route rt through when its token is known
-// and has one of rt's roles: the API's token from Authorization (401
+// and has one of rt's roles (an unknown one counts against the client's
+// address: [lockouts]): the API's token from Authorization (401
 // without, with WWW-Authenticate), a page's from the login cookie (a
 // page's GET without one is redirected to the login form; anything else
 // is 401), a POST from a page also with the session's CSRF token and,
@@ -70,6 +75,9 @@ func (h *handler) authorize(w http.ResponseWriter, r *http.Request, rt route) (*
 		tok = c.Value
 	}
 	id, known := h.Tokens[tok]
+	if !known && tok != "" {
+		h.lockouts.fail(h.clientAddr(r))
+	}
 	switch {
 	case !known && rt.face == api:
 		return r, &httpError{status: http.StatusUnauthorized, code: "unauthorized", msg: "a bearer token of --tokens is required",
@@ -80,15 +88,12 @@ func (h *handler) authorize(w http.ResponseWriter, r *http.Request, rt route) (*
 	case !known:
 		return r, errorf(http.StatusUnauthorized, "unauthorized", "Log in first.")
 	}
-	c := caller{Identity: id}
+	c := caller{Identity: id, token: tok}
 	if rt.face == page {
-		c.token, c.csrf = tok, csrfToken(tok)
+		c.csrf = csrfToken(tok)
 		if r.Method == http.MethodPost {
-			if o := r.Header.Get("Origin"); o != "" && o != origin(r) {
-				return r, errorf(http.StatusForbidden, "forbidden", "This form was sent from another site.")
-			}
-			if subtle.ConstantTimeCompare([]byte(r.PostFormValue("csrf")), []byte(c.csrf)) != 1 {
-				return r, errorf(http.StatusForbidden, "forbidden", "The form's CSRF token is missing or wrong: reload the page.")
+			if err := h.checkForm(r, c.csrf); err != nil {
+				return r, err
 			}
 		}
 	}
@@ -120,10 +125,37 @@ func secure(w http.ResponseWriter, r *http.Request) *http.Request {
 	return r.WithContext(context.WithValue(r.Context(), nonceKey, nonce))
 }
 
+// checkForm checks a form POSTed from a page: sent from this site (its
+// Origin, when the browser sends one, the request's own or the public
+// URL's) with the CSRF token want.
+func (h *handler) checkForm(r *http.Request, want string) error {
+	if o := r.Header.Get("Origin"); o != "" && o != origin(r) && o != h.publicOrigin {
+		return errorf(http.StatusForbidden, "forbidden", "This form was sent from another site.")
+	}
+	if want == "" || subtle.ConstantTimeCompare([]byte(r.PostForm.Get("csrf")), []byte(want)) != 1 {
+		return errorf(http.StatusForbidden, "forbidden", "The form's CSRF token is missing or wrong: reload the page.")
+	}
+	return nil
+}
+
 // csrfToken is the CSRF token of the session whose bearer token is tok.
 func csrfToken(tok string) string {
-	m := hmac.New(sha256.New, []byte(tok))
-	m.Write([]byte("offload inbox csrf"))
+	return mac(tok, "offload inbox csrf")
+}
+
+// loginCSRF is the CSRF token of the login form of the pre-session
+// cookie's value v ("" for none).
+func loginCSRF(v string) string {
+	if len(v) != 32 {
+		return ""
+	}
+	return mac(v, "offload login csrf")
+}
+
+// mac is the HMAC-SHA256 of msg under key, in hex.
+func mac(key, msg string) string {
+	m := hmac.New(sha256.New, []byte(key))
+	m.Write([]byte(msg))
 	return hex.EncodeToString(m.Sum(nil))
 }
 
@@ -136,18 +168,49 @@ func origin(r *http.Request) string {
 	return scheme + "://" + r.Host
 }
 
-// loginPage shows the login form.
+// preSession returns the value of the request's pre-session cookie,
+// setting a new one (HttpOnly, SameSite=Lax, for /login only) when it has
+// none: the login form's CSRF token is bound to it, so that another site
+// cannot post a login (login CSRF: its token would replace the victim's
+// session).
+func preSession(w http.ResponseWriter, r *http.Request) string {
+	if c, err := r.Cookie(loginCookie); err == nil && len(c.Value) == 32 {
+		return c.Value
+	}
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	v := hex.EncodeToString(b[:])
+	//nolint:gosec // Secure whenever served over TLS, as the login cookie
+	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: v, Path: "/login", HttpOnly: true, Secure: r.TLS != nil,
+		SameSite: http.SameSiteLaxMode})
+	return v
+}
+
+// loginPage shows the login form, with its CSRF token.
 func (h *handler) loginPage(w http.ResponseWriter, r *http.Request) error {
-	h.render(w, r, http.StatusOK, "login", map[string]any{"Next": safeNext(r.URL.Query().Get("next"))})
+	h.render(w, r, http.StatusOK, "login", map[string]any{"Next": safeNext(r.URL.Query().Get("next")), "CSRF": loginCSRF(preSession(w, r))})
 	return nil
 }
 
-// login checks the form's token and sets the login cookie.
+// login checks the form (sent from this site, with the CSRF token of the
+// pre-session cookie: 403 otherwise, no session set) and its token (an
+// unknown one counts against the client's address: [lockouts]) and sets
+// the login cookie.
 func (h *handler) login(w http.ResponseWriter, r *http.Request) error {
-	tok := strings.TrimSpace(r.PostFormValue("token"))
-	next := safeNext(r.PostFormValue("next"))
+	v := ""
+	if c, err := r.Cookie(loginCookie); err == nil {
+		v = c.Value
+	}
+	if err := h.checkForm(r, loginCSRF(v)); err != nil {
+		return err
+	}
+	tok := strings.TrimSpace(r.PostForm.Get("token"))
+	next := safeNext(r.PostForm.Get("next"))
 	if _, known := h.Tokens[tok]; !known {
-		h.render(w, r, http.StatusUnauthorized, "login", map[string]any{"Next": next, "Error": "This token is unknown."})
+		if tok != "" {
+			h.lockouts.fail(h.clientAddr(r))
+		}
+		h.render(w, r, http.StatusUnauthorized, "login", map[string]any{"Next": next, "Error": "This token is unknown.", "CSRF": loginCSRF(v)})
 		return nil
 	}
 	//nolint:gosec // Secure whenever served over TLS; a loopback inbox over plain HTTP must log in too
@@ -167,10 +230,30 @@ func (h *handler) logout(w http.ResponseWriter, r *http.Request) error {
 }
 
 // safeNext is where a login sends the browser: a path of this site, else
-// the inbox.
+// the inbox. The path is checked as sent and once decoded, so that no
+// form a browser reads as another site's passes: it begins with one
+// slash, then printable ASCII without a backslash, a space or a control
+// (browsers drop tabs, CRs and LFs: /\t/host is //host to them), and
+// parses as a path alone.
 func safeNext(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
+	dec, err := url.PathUnescape(next)
+	if err != nil || !localPath(next) || !localPath(dec) {
 		return "/"
 	}
 	return next
+}
+
+// localPath reports whether p is a path of this site as a browser reads
+// it (see [safeNext]).
+func localPath(p string) bool {
+	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") {
+		return false
+	}
+	for _, c := range []byte(p) {
+		if c <= ' ' || c >= 0x7f || c == '\\' {
+			return false
+		}
+	}
+	u, err := url.Parse(p)
+	return err == nil && u.Scheme == "" && u.Host == "" && u.Opaque == ""
 }

@@ -178,20 +178,20 @@ func (h *handler) showInbox(w http.ResponseWriter, r *http.Request, code int, no
 // the one of the arguments the form showed.
 func (h *handler) inboxDecide(w http.ResponseWriter, r *http.Request) error {
 	conv, task := r.PathValue("id"), r.PathValue("task")
-	digest := r.PostFormValue("args_digest")
+	digest := r.PostForm.Get("args_digest")
 	if !protocol.ValidDigest(digest) {
 		return badRequest("The form carries no valid args_digest: reload the page.")
 	}
 	d := protocol.Decision{By: callerOf(r).Name, ArgsDigest: digest, Channel: protocol.ChannelInbox}
 	done, edited := "approved", ""
-	switch r.PostFormValue("action") {
+	switch r.PostForm.Get("action") {
 	case "approve":
 		d.Approved = true
 	case "deny":
-		d.Message, done = strings.TrimSpace(r.PostFormValue("reason")), "denied"
+		d.Message, done = strings.TrimSpace(r.PostForm.Get("reason")), "denied"
 	case "edit":
 		d.Approved = true
-		edited = r.PostFormValue("args")
+		edited = r.PostForm.Get("args")
 		d.OverrideArgs = json.RawMessage(cmp.Or(strings.TrimSpace(edited), "{}"))
 	default:
 		return badRequest("Unknown action.")
@@ -204,7 +204,7 @@ func (h *handler) inboxDecide(w http.ResponseWriter, r *http.Request) error {
 // content, as JSON when it is a JSON value, else as a string.
 func (h *handler) inboxAnswer(w http.ResponseWriter, r *http.Request) error {
 	conv, task := r.PathValue("id"), r.PathValue("task")
-	content := strings.TrimSpace(r.PostFormValue("content"))
+	content := strings.TrimSpace(r.PostForm.Get("content"))
 	raw := json.RawMessage(content)
 	if !json.Valid(raw) {
 		raw, _ = json.Marshal(content)
@@ -245,26 +245,32 @@ func (h *handler) published(w http.ResponseWriter, r *http.Request, task, done s
 }
 
 // inboxChanges is the inbox's live stream (Server-Sent Events): an event
-// "changed" whenever what waits may have changed, until the client goes.
+// "changed" whenever what waits may have changed, until the client goes;
+// every open inbox of the replica follows one watch ([changes]).
 func (h *handler) inboxChanges(w http.ResponseWriter, r *http.Request) error {
-	s, err := newSSE(w)
+	s, err := newSSE(w, h.Limits.Heartbeat)
 	if err != nil {
 		return err
 	}
-	ch, err := h.Desk.Changes(r.Context())
+	defer s.close()
+	ch, unsubscribe, err := h.changes.subscribe(r.Context())
 	if err != nil {
 		return err
 	}
-	s.signals(ch, "watching the pending records", "changed")
+	defer unsubscribe()
+	s.signals(r.Context(), ch, "watching the pending records", "changed")
 	return nil
 }
 
-// render executes page with data (the page's CSP nonce and the session's
-// CSRF token added).
+// render executes page with data (the page's CSP nonce and, unless data
+// has one (the login form's), the session's CSRF token added).
 func (h *handler) render(w http.ResponseWriter, r *http.Request, code int, page string, data map[string]any) {
 	data["Nonce"], _ = r.Context().Value(nonceKey).(string)
 	c := callerOf(r)
-	data["CSRF"], data["LoggedIn"] = c.csrf, c.token != ""
+	if _, ok := data["CSRF"]; !ok {
+		data["CSRF"] = c.csrf
+	}
+	data["LoggedIn"] = c.token != ""
 	if _, ok := data["Who"]; !ok {
 		data["Who"] = c.Name
 	}

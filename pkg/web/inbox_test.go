@@ -91,12 +91,12 @@ func TestInboxGuards(t *testing.T) {
 	if resp, _ := send(t, c, "GET", srv.URL+"/", nil, nil); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/login?next=%2F" {
 		t.Fatalf("inbox without login: %d %s", resp.StatusCode, resp.Header.Get("Location"))
 	}
-	if resp, body := send(t, c, "POST", srv.URL+"/login", url.Values{"token": {"nope-nope-nope-nope"}}, nil); resp.StatusCode != http.StatusUnauthorized || !strings.Contains(body, "unknown") {
+	if resp, body := send(t, c, "POST", srv.URL+"/login", url.Values{"token": {"nope-nope-nope-nope"}, "csrf": {loginCSRF(t, c, srv)}}, nil); resp.StatusCode != http.StatusUnauthorized || !strings.Contains(body, "unknown") {
 		t.Fatalf("unknown token: %d", resp.StatusCode)
 	}
 	login := func(c *http.Client, tok string) {
 		t.Helper()
-		resp, _ := send(t, c, "POST", srv.URL+"/login", url.Values{"token": {tok}, "next": {"/"}}, nil)
+		resp, _ := send(t, c, "POST", srv.URL+"/login", url.Values{"token": {tok}, "next": {"/"}, "csrf": {loginCSRF(t, c, srv)}}, nil)
 		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/" {
 			t.Fatalf("login: %d %s", resp.StatusCode, resp.Header.Get("Location"))
 		}
@@ -164,12 +164,27 @@ func TestInboxGuards(t *testing.T) {
 	servetest.Finished(t, r, conv, "done deployed prod")
 }
 
-// clientWith is a client logged in with tok.
+// clientWith is a client logged in with tok, as a browser does: the
+// login form, then its POST.
 func clientWith(t *testing.T, srv *httptest.Server, tok string) *http.Client {
 	t.Helper()
 	c := browserless(t)
-	if resp, _ := send(t, c, "POST", srv.URL+"/login", url.Values{"token": {tok}}, nil); resp.StatusCode != http.StatusSeeOther {
+	if resp, _ := send(t, c, "POST", srv.URL+"/login", url.Values{"token": {tok}, "csrf": {loginCSRF(t, c, srv)}}, nil); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("login: %d", resp.StatusCode)
 	}
 	return c
+}
+
+// loginField is the login form's CSRF token.
+var loginField = regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`)
+
+// loginCSRF opens the login form with c (which keeps its pre-session
+// cookie) and returns the form's CSRF token ("" when it has none).
+func loginCSRF(t *testing.T, c *http.Client, srv *httptest.Server) string {
+	t.Helper()
+	_, page := send(t, c, "GET", srv.URL+"/login", nil, nil)
+	if m := loginField.FindStringSubmatch(page); m != nil {
+		return m[1]
+	}
+	return ""
 }

@@ -21,11 +21,13 @@ import (
 // maxLinkTTL bounds how long a link lives.
 const maxLinkTTL = 7 * 24 * time.Hour
 
-// mintLinks makes the approve and deny links of a call for a recipient.
+// mintLinks makes the approve and deny links of a call for a recipient,
+// under the public URL (never the request's Host: a forged one would
+// hand out links to another site).
 func (h *handler) mintLinks(w http.ResponseWriter, r *http.Request) error {
 	conv, task := r.PathValue("id"), r.PathValue("task")
-	to := strings.TrimSpace(r.PostFormValue("to"))
-	ttl, err := time.ParseDuration(cmp.Or(r.PostFormValue("ttl"), "24h"))
+	to := strings.TrimSpace(r.PostForm.Get("to"))
+	ttl, err := time.ParseDuration(cmp.Or(r.PostForm.Get("ttl"), "24h"))
 	if to == "" || err != nil || ttl <= 0 || ttl > maxLinkTTL {
 		return badRequest("A link needs a recipient and a lifetime up to 168h (e.g. 2h).")
 	}
@@ -36,7 +38,7 @@ func (h *handler) mintLinks(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	digest := r.PostFormValue("args_digest")
+	digest := r.PostForm.Get("args_digest")
 	if want, _ := protocol.ArgsDigest(c.Args); digest != want {
 		return errorf(http.StatusConflict, "stale", "The call's arguments changed since the page was shown: no link was made. Look again.")
 	}
@@ -46,7 +48,7 @@ func (h *handler) mintLinks(w http.ResponseWriter, r *http.Request) error {
 	}
 	exp := h.Now().Add(ttl)
 	link := func(action string) string {
-		return origin(r) + "/links/" + links.Sign(key, links.Claims{ID: protocol.NewID(), Conversation: conv, Task: task, Digest: digest,
+		return strings.TrimSuffix(h.PublicURL, "/") + "/links/" + links.Sign(key, links.Claims{ID: protocol.NewID(), Conversation: conv, Task: task, Digest: digest,
 			Action: action, Expires: exp.Unix(), To: to})
 	}
 	h.render(w, r, http.StatusOK, "links", map[string]any{"Tool": c.Tool, "Task": task, "To": to, "Expires": exp,
@@ -88,7 +90,7 @@ func (h *handler) useLink(w http.ResponseWriter, r *http.Request) error {
 	}
 	d := protocol.Decision{Approved: c.Action == "approve", By: c.To, ArgsDigest: c.Digest, Channel: protocol.ChannelLink}
 	if !d.Approved {
-		d.Message = strings.TrimSpace(r.PostFormValue("reason"))
+		d.Message = strings.TrimSpace(r.PostForm.Get("reason"))
 	}
 	if _, err := h.Desk.Decide(r.Context(), c.Conversation, c.Task, d); err != nil {
 		h.Logger.Info("link: decision refused", slog.String("task_id", c.Task), slog.Any("error", err))

@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"golang.org/x/net/netutil"
 )
 
 // CheckAddr refuses an HTTP address beyond loopback when no tokens file
@@ -49,16 +51,23 @@ func LoadTokens(file, storeDir string) (Tokens, string, error) {
 // ListenAndServe serves h on addr until ctx ends or stop is closed, then
 // calls shutdown (the core's Stop: its live runs suspend and are handed
 // over) and shuts the HTTP server down, both within closeTimeout.
-// listening is told the address once it listens.
-func ListenAndServe(ctx context.Context, stop <-chan struct{}, addr string, h http.Handler, shutdown func(context.Context) error, closeTimeout time.Duration, listening func(net.Addr)) error {
+// listening is told the address once it listens. The server has the
+// timeouts and the header bound of lim, and holds at most
+// lim.MaxConnections connections open (further ones wait in the listen
+// backlog): a slow or idle client is cut within them (the route wrapper,
+// [Handler], lifts the read deadline once a request is read, and keeps
+// the write deadline ahead of each write).
+func ListenAndServe(ctx context.Context, stop <-chan struct{}, addr string, h http.Handler, lim Limits, shutdown func(context.Context) error, closeTimeout time.Duration, listening func(net.Addr)) error {
+	lim = lim.orDefaults()
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: lim.ReadHeaderTimeout, ReadTimeout: lim.ReadTimeout, WriteTimeout: lim.WriteTimeout,
+		IdleTimeout: lim.IdleTimeout, MaxHeaderBytes: lim.MaxHeaderBytes}
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	go func() { served <- srv.Serve(netutil.LimitListener(ln, lim.MaxConnections)) }()
 	if listening != nil {
 		listening(ln.Addr())
 	}

@@ -1,33 +1,47 @@
 package web
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
+	"time"
 )
 
 // sse writes a Server-Sent Events stream: the one writer of the API's
-// conversation events and the inbox's changes.
+// conversation events and the inbox's changes. Once open, it writes a
+// comment every heartbeat while nothing else is written, so that a
+// client gone is noticed (the write fails, or its deadline passes: the
+// route wrapper's deadlineWriter sets one ahead of each write);
+// [sse.close] stops that before the handler returns.
 type sse struct {
-	w  http.ResponseWriter
-	fl http.Flusher
+	w         http.ResponseWriter
+	fl        http.Flusher
+	heartbeat time.Duration
+
+	mu   sync.Mutex // one write at a time: the events' and the heartbeat's
+	stop chan struct{}
+	done chan struct{} // closed when the heartbeat has stopped; nil until open
 }
 
 // errNoStreaming is the error of a response writer that cannot flush.
 var errNoStreaming = errors.New("streaming unsupported")
 
 // newSSE returns the stream of w, its headers not written yet.
-func newSSE(w http.ResponseWriter) (*sse, error) {
+func newSSE(w http.ResponseWriter, heartbeat time.Duration) (*sse, error) {
 	fl, ok := w.(http.Flusher)
 	if !ok {
 		return nil, errNoStreaming
 	}
-	return &sse{w: w, fl: fl}, nil
+	return &sse{w: w, fl: fl, heartbeat: heartbeat, stop: make(chan struct{})}, nil
 }
 
 // open writes the stream's headers (200, text/event-stream, no caching)
-// and, when comment is set, a comment line.
+// and, when comment is set, a comment line, and starts the heartbeat.
 func (s *sse) open(comment string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	h := s.w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
@@ -38,12 +52,48 @@ func (s *sse) open(comment string) error {
 		}
 	}
 	s.fl.Flush()
+	s.done = make(chan struct{})
+	go s.beat()
 	return nil
+}
+
+// beat writes a comment every heartbeat until close.
+func (s *sse) beat() {
+	defer close(s.done)
+	t := time.NewTicker(s.heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		_, err := fmt.Fprint(s.w, ": heartbeat\n\n")
+		if err == nil {
+			s.fl.Flush()
+		}
+		s.mu.Unlock()
+		if err != nil {
+			return
+		}
+	}
+}
+
+// close stops the heartbeat; the stream's handler calls it before it
+// returns.
+func (s *sse) close() {
+	close(s.stop)
+	if s.done != nil {
+		<-s.done
+	}
 }
 
 // event writes one event: its id (when set), its name (when set) and its
 // data on one line.
 func (s *sse) event(id, name string, data []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	var err error
 	if id != "" {
 		_, err = fmt.Fprintf(s.w, "id: %s\n", id)
@@ -62,14 +112,20 @@ func (s *sse) event(id, name string, data []byte) error {
 }
 
 // signals opens the stream (with comment) and writes an event name with
-// data {} for each signal of ch, until ch is closed or the client goes.
-func (s *sse) signals(ch <-chan struct{}, comment, name string) {
+// data {} for each signal of ch, until ch is closed or ctx ends (the
+// client went).
+func (s *sse) signals(ctx context.Context, ch <-chan struct{}, comment, name string) {
 	if s.open(comment) != nil {
 		return
 	}
-	for range ch {
-		if s.event("", name, []byte("{}")) != nil {
-			return // the client went
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-ch:
+			if !ok || s.event("", name, []byte("{}")) != nil {
+				return
+			}
 		}
 	}
 }

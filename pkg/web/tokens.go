@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -43,7 +44,8 @@ type Identity struct {
 type Tokens map[string]Identity
 
 // ParseTokens reads lines `TOKEN ROLE NAME` (blank lines and lines
-// starting with # skipped).
+// starting with # skipped). A token easily guessed is refused
+// ([weakToken]).
 func ParseTokens(r io.Reader) (Tokens, error) {
 	out := Tokens{}
 	sc := bufio.NewScanner(r)
@@ -59,8 +61,8 @@ func ParseTokens(r io.Reader) (Tokens, error) {
 		if !slices.Contains(Roles, Role(f[1])) {
 			return nil, fmt.Errorf("tokens line %d: unknown role %q", n, f[1])
 		}
-		if len(f[0]) < 16 {
-			return nil, fmt.Errorf("tokens line %d: a token has at least 16 characters", n)
+		if why := weakToken(f[0]); why != "" {
+			return nil, fmt.Errorf("tokens line %d: the token %s: make one with `openssl rand -hex 24`", n, why)
 		}
 		if _, dup := out[f[0]]; dup {
 			return nil, fmt.Errorf("tokens line %d: token given twice", n)
@@ -74,6 +76,48 @@ func ParseTokens(r io.Reader) (Tokens, error) {
 		return nil, errors.New("tokens: none given")
 	}
 	return out, nil
+}
+
+// minTokenBits is the least entropy a token may have, as [weakToken]
+// estimates it: 16 random hexadecimal digits (64 bits) have about 54, and
+// fewer than 40 about once in 700 (made again, they pass).
+const minTokenBits = 40
+
+// weakToken says why tok is easily guessed, or "": it has fewer than 16
+// characters; its characters, counted, carry fewer than minTokenBits
+// (Shannon's estimate: the entropy of their distribution, times their
+// number: aaaa…, 1111…2222…); it is a shorter string repeated
+// (passwordpassword); or it is a run in sequence, its consecutive
+// characters differing by at most two steps (abcd…, 0123…9abc…).
+func weakToken(tok string) string {
+	if len(tok) < 16 {
+		return "has fewer than 16 characters"
+	}
+	counts := map[byte]int{}
+	for i := range len(tok) {
+		counts[tok[i]]++
+	}
+	bits := 0.0
+	for _, c := range counts {
+		p := float64(c) / float64(len(tok))
+		bits -= float64(c) * math.Log2(p)
+	}
+	if bits < minTokenBits {
+		return fmt.Sprintf("has too little entropy (about %.0f bits, want %d)", bits, minTokenBits)
+	}
+	for period := 1; period <= len(tok)/2; period++ {
+		if tok[period:] == tok[:len(tok)-period] {
+			return "is a pattern repeated"
+		}
+	}
+	steps := map[int]bool{}
+	for i := 1; i < len(tok); i++ {
+		steps[int(tok[i])-int(tok[i-1])] = true
+	}
+	if len(steps) <= 2 {
+		return "is a run of characters in sequence"
+	}
+	return ""
 }
 
 // AdminTokenFile is the file, in the store's directory, of the admin token

@@ -10,14 +10,29 @@
 // answered by one mapping (JSON for the API, a page for the inbox), its
 // streams written by one Server-Sent Events writer. A protocol face added
 // later is a file set here calling the same core.
+//
+// Add an HTTP route (a protocol face's included) as a row of the table
+// ([handler.routes]), never as a handler of its own on the mux: the row
+// gets from the one route wrapper ([handler.serve], [handler.admit])
+// what bounds its clients ([Limits]): its body read within 1 MiB before
+// anything parses it (a page's form parsed there, urlencoded only), the
+// address lockout after failed authentications, the token's request rate,
+// the open streams' caps for a row marked stream (its answer a stream of
+// events, written with the one SSE writer, which keeps a heartbeat), and
+// a write deadline kept ahead of each write; and from the server
+// ([ListenAndServe]) its timeouts, header bound and connection cap. A
+// handler reads the form from r.PostForm and a body from r.Body (already
+// in memory), and never parses one itself.
 package web
 
 import (
 	"log/slog"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 
 	"github.com/offload-dev/offload/pkg/links"
 	"github.com/offload-dev/offload/pkg/metrics"
@@ -39,20 +54,34 @@ type Config struct {
 	// Links, if set with Inbox, lets approvers make signed approve/deny
 	// links in the inbox, served at /links/ (SPEC §12).
 	Links links.Store
+	// PublicURL is the base URL people reach the service at ([PublicURL]):
+	// the links made start with it, never with a request's Host. Required
+	// with Links.
+	PublicURL string
 	// Logger receives the handler's logs. Defaults to discarding them.
 	Logger *slog.Logger
 	// Metrics, if set, counts the requests (offload_http_requests_total).
 	Metrics *metrics.Serve
 	// Gatherer, if set, is served on GET /metrics.
 	Gatherer prometheus.Gatherer
-	// Now is the clock of the pages (ages, links' expiry). Defaults to
-	// time.Now.
+	// Now is the clock of the pages (ages, links' expiry) and of the
+	// rate limits. Defaults to time.Now.
 	Now func() time.Time
+	// Limits bound what clients may hold (zero fields: the defaults);
+	// give [ListenAndServe] the same.
+	Limits Limits
 }
 
 // handler serves the routes of one Config.
 type handler struct {
 	Config
+	lockouts *lockouts   // failed authentications, by client address
+	rates    *tokenRates // requests, by token
+	streams  *streams    // open event streams, in all and by token
+	changes  *changes    // the inbox's change signals, shared
+	// publicOrigin is PublicURL's origin (scheme://host), which forms may
+	// come from besides the request's own.
+	publicOrigin string
 }
 
 // Handler returns the HTTP face of cfg: every route of [routes] on one
@@ -64,7 +93,15 @@ func Handler(cfg Config) http.Handler {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	h := &handler{Config: cfg}
+	cfg.Limits = cfg.Limits.orDefaults()
+	h := &handler{Config: cfg, lockouts: &lockouts{l: cfg.Limits, now: cfg.Now, addrs: map[string]*failures{}},
+		rates: &tokenRates{l: cfg.Limits, now: cfg.Now, lims: map[string]*rate.Limiter{}}, streams: &streams{l: cfg.Limits, by: map[string]int{}}}
+	if cfg.Desk != nil {
+		h.changes = &changes{watch: cfg.Desk.Changes}
+	}
+	if u, err := url.Parse(cfg.PublicURL); err == nil && u.Scheme != "" && u.Host != "" {
+		h.publicOrigin = u.Scheme + "://" + u.Host
+	}
 	mux := http.NewServeMux()
 	for _, rt := range h.routes() {
 		mux.Handle(rt.pattern, h.serve(rt))
@@ -100,6 +137,12 @@ type route struct {
 	// roles (any role when none is named; admin always).
 	public bool
 	roles  []Role
+	// stream routes answer with a stream of events: each holds one of
+	// the streams of Limits while open.
+	stream bool
+	// login is the public route that checks a token itself (the login
+	// form): its client's address may be locked out as the others'.
+	login  bool
 	handle func(w http.ResponseWriter, r *http.Request) error
 }
 
@@ -120,7 +163,7 @@ func (h *handler) routes() []route {
 		{pattern: "POST /v1/conversations", face: api, roles: operators, handle: h.start},
 		{pattern: "GET /v1/conversations", face: api, roles: anyRole, handle: h.list},
 		{pattern: "GET /v1/conversations/{id}", face: api, roles: anyRole, handle: h.get},
-		{pattern: "GET /v1/conversations/{id}/events", face: api, roles: anyRole, handle: h.events},
+		{pattern: "GET /v1/conversations/{id}/events", face: api, roles: anyRole, stream: true, handle: h.events},
 		{pattern: "POST /v1/conversations/{id}/calls/{task}/decision", face: api, roles: approvers, handle: h.decide},
 		{pattern: "POST /v1/conversations/{id}/calls/{task}/answer", face: api, roles: answerers, handle: h.answer},
 		{pattern: "GET /v1/conversations/{id}/history", face: api, roles: anyRole, handle: h.history},
@@ -133,14 +176,14 @@ func (h *handler) routes() []route {
 	}
 	rs = append(rs,
 		route{pattern: "GET /login", face: page, public: true, handle: h.loginPage},
-		route{pattern: "POST /login", face: page, public: true, handle: h.login},
+		route{pattern: "POST /login", face: page, public: true, login: true, handle: h.login},
 		route{pattern: "POST /logout", face: page, roles: anyRole, handle: h.logout},
 		route{pattern: "GET /{$}", face: page, roles: anyRole, handle: h.inboxPage},
-		route{pattern: "GET /inbox/events", face: page, roles: anyRole, handle: h.inboxChanges},
+		route{pattern: "GET /inbox/events", face: page, roles: anyRole, stream: true, handle: h.inboxChanges},
 		route{pattern: "POST /conversations/{id}/calls/{task}/decide", face: page, roles: approvers, handle: h.inboxDecide},
 		route{pattern: "POST /conversations/{id}/calls/{task}/answer", face: page, roles: answerers, handle: h.inboxAnswer},
 		route{pattern: "GET /conversations/{id}", face: page, roles: anyRole, handle: h.timeline},
-		route{pattern: "GET /conversations/{id}/events", face: page, roles: anyRole, handle: h.events},
+		route{pattern: "GET /conversations/{id}/events", face: page, roles: anyRole, stream: true, handle: h.events},
 	)
 	if h.Links != nil {
 		rs = append(rs,
@@ -152,24 +195,68 @@ func (h *handler) routes() []route {
 	return rs
 }
 
-// serve is route rt's handler: its face's headers, the one authorization
-// check, the handler, and its error answered as its face answers.
+// serve is route rt's handler: the limits every route gets, then the
+// handler. The answer's write deadline is extended at each write, its
+// face's headers set, then [handler.admit] lets the request through, or
+// answers it, before the handler runs; an error is answered as its face
+// answers.
 func (h *handler) serve(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w = &deadlineWriter{ResponseWriter: w, rc: http.NewResponseController(w), d: h.Limits.WriteTimeout}
 		if rt.face == page {
 			r = secure(w, r)
 		}
-		if !rt.public {
-			var err error
-			if r, err = h.authorize(w, r, rt); err != nil {
-				h.fail(w, r, rt.face, err)
-				return
-			}
+		r, release, err := h.admit(w, r, rt)
+		if err != nil {
+			h.fail(w, r, rt.face, err)
+			return
 		}
+		defer release()
 		if err := rt.handle(w, r); err != nil {
 			h.fail(w, r, rt.face, err)
 		}
 	})
+}
+
+// admit is what every request of a route goes through, in order: an
+// address locked out after failed authentications is 429 (routes that
+// authenticate, the login's included); its body is read within its bound (a page's form
+// parsed, urlencoded only), after which the connection's read deadline
+// is lifted (the request is read: an answer that waits, or a stream, is
+// bounded by its write deadline); the one authorization check; the
+// token's request rate (429 beyond); a stream route's share of the open
+// streams (429 beyond). It returns the request with its caller and what
+// releases what it took.
+func (h *handler) admit(w http.ResponseWriter, r *http.Request, rt route) (*http.Request, func(), error) {
+	nothing := func() {}
+	if !rt.public || rt.login {
+		if wait := h.lockouts.wait(h.clientAddr(r)); wait > 0 {
+			return r, nothing, tooMany(wait, "Too many failed authentications from this address: try again later.")
+		}
+	}
+	if err := readBody(w, r, rt.face); err != nil {
+		return r, nothing, err
+	}
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
+	if rt.public {
+		return r, nothing, nil
+	}
+	r, err := h.authorize(w, r, rt)
+	if err != nil {
+		return r, nothing, err
+	}
+	tok := callerOf(r).token
+	if wait := h.rates.wait(tok); wait > 0 {
+		return r, nothing, tooMany(wait, "This token makes requests faster than it may (%g a second): slow down.", h.Limits.TokenRate)
+	}
+	if !rt.stream {
+		return r, nothing, nil
+	}
+	release, err := h.streams.open(tok)
+	if err != nil {
+		return r, nothing, err
+	}
+	return r, release, nil
 }
 
 // codeWriter records the status code of a response; it flushes (SSE).
@@ -190,3 +277,6 @@ func (c *codeWriter) Flush() {
 		f.Flush()
 	}
 }
+
+// Unwrap returns the writer it wraps (http.ResponseController).
+func (c *codeWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }

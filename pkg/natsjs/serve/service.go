@@ -14,6 +14,7 @@ import (
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/convstore"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/direct"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/startstop"
 	"github.com/offload-dev/offload/pkg/pending"
 	"github.com/offload-dev/offload/pkg/service"
@@ -137,6 +138,7 @@ type Service struct {
 	runs    map[string]*liveRun  // live, by conversation
 	missing map[string]string
 	wg      sync.WaitGroup // wakes and runs
+	feeds   feeds          // the conversations' events, read once for their watchers
 }
 
 var _ service.Core = (*Service)(nil)
@@ -187,7 +189,7 @@ func New(cfg Config) (*Service, error) {
 	cfg.Session.Holder, cfg.Session.Logger = cfg.Holder, cfg.Logger
 	s := &Service{cfg: cfg, log: cfg.Logger, agents: agents, suspend: make(chan struct{}),
 		wakes: make(chan struct{}, cfg.Concurrency), runs: map[string]*liveRun{}, missing: map[string]string{},
-		running: runningSet{ids: map[string]uint64{}}}
+		running: runningSet{ids: map[string]uint64{}}, feeds: feeds{m: map[string]*feed{}, batch: direct.NewBatches(cfg.JetStream.Conn()).Next}}
 	if cfg.Timers != nil {
 		d, err := pending.New(pending.Config{Records: cfg.Timers, Logger: cfg.Logger})
 		if err != nil {
@@ -260,8 +262,10 @@ func (s *Service) start(ctx context.Context) error {
 // Stop stops waking conversations, asks the live runs to suspend at
 // their next safe point (their state saved, their leases released, so
 // that another replica continues them), waits for them up to
-// Config.SuspendTimeout or ctx's end, then cancels what is left. It is
-// idempotent; every caller waits for the stop and gets its error.
+// Config.SuspendTimeout or ctx's end, then cancels what is left; then it
+// ends the event watches it serves (service.ErrClosed: their clients
+// resume on another replica). It is idempotent; every caller waits for
+// the stop and gets its error.
 func (s *Service) Stop(ctx context.Context) error {
 	return s.life.Stop(func() error { return s.stop(ctx) })
 }
@@ -297,6 +301,7 @@ func (s *Service) stop(ctx context.Context) error {
 	}
 	s.cancel()
 	<-done
+	s.closeFeeds()
 	s.mu.Lock()
 	unwatch := s.unwatch
 	s.mu.Unlock()

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -298,7 +299,8 @@ func (r *Replica) Close(t *testing.T) {
 
 // Face serves the replica's HTTP face (agentproc.Process.Face) with the
 // tokens of lines (`TOKEN ROLE NAME` each), its requests counted in m and
-// reg's metrics on /metrics when set, stopped when the test ends.
+// reg's metrics on /metrics when set, its public URL the server's own
+// unless o sets one, stopped when the test ends.
 func (r *Replica) Face(t *testing.T, lines string, o agentproc.FaceOptions) (*httptest.Server, *agentproc.Face) {
 	t.Helper()
 	tokens, err := web.ParseTokens(strings.NewReader(lines))
@@ -306,11 +308,16 @@ func (r *Replica) Face(t *testing.T, lines string, o agentproc.FaceOptions) (*ht
 		t.Fatal(err)
 	}
 	o.Tokens = tokens
+	var h http.Handler
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) { h.ServeHTTP(w, req) }))
+	o.PublicURL = cmp.Or(o.PublicURL, "http://"+srv.Listener.Addr().String())
 	f, err := r.Proc.Face(t.Context(), r.Svc, o)
 	if err != nil {
+		srv.Close()
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(f.Handler)
+	h = f.Handler
+	srv.Start()
 	t.Cleanup(srv.Close)
 	return srv, f
 }

@@ -1,0 +1,42 @@
+package web_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/offload-dev/offload/pkg/web"
+)
+
+// Weak tokens (issue 37): a tokens file took any token of 16 characters,
+// "aaaaaaaaaaaaaaaa" included. ParseTokens refuses a token too short, of
+// too little entropy (estimated from its characters), a pattern repeated
+// or a run of characters in sequence, saying how to make one; tokens
+// made with `openssl rand -hex 24`, and the tests' own, pass.
+func TestParseTokensRefusesWeakTokens(t *testing.T) {
+	for _, weak := range []string{
+		"short-token",
+		"aaaaaaaaaaaaaaaaaaaaaaaa",
+		"1111111122222222",
+		"passwordpassword",
+		"nope-nope-nope-nope",
+		"abcabcabcabcabcabcabc",
+		"0123456789abcdef",
+		"abcdefghijklmnopqrstuvwxyz",
+		"zyxwvutsrqponmlkjihgfedcba",
+	} {
+		_, err := web.ParseTokens(strings.NewReader("# ops\n" + weak + " viewer val\n"))
+		if err == nil || !strings.Contains(err.Error(), "tokens line 2") || !strings.Contains(err.Error(), "openssl rand -hex 24") {
+			t.Errorf("%s: %v, want it refused, saying how to make a token", weak, err)
+		}
+	}
+	for _, good := range []string{
+		"3f9c2a7be14d08c65e2f91ab7730d4c1e8a95b26f03c7d1e", // openssl rand -hex 24
+		"9b1e4f0c2d7a8e63", // openssl rand -hex 8
+		"operator-token-0123456789",
+		"correct-horse-battery-staple",
+	} {
+		if _, err := web.ParseTokens(strings.NewReader(good + " viewer val\n")); err != nil {
+			t.Errorf("%s: %v, want it taken", good, err)
+		}
+	}
+}
