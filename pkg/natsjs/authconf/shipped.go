@@ -17,14 +17,18 @@ var ShippedWorkers = []struct {
 }
 
 // Shipped returns deploy/nats/auth.conf: the default prefix, the admin,
-// the agent, the worker users of [ShippedWorkers], the approver and the
-// answerer.
+// the agent, agent serve (serve), the worker users of [ShippedWorkers],
+// the approver and the answerer.
 func Shipped() File {
 	users := []User{
 		{Name: "admin", PasswordEnv: PasswordEnv("admin"), Comment: "provisions (agent provision); everything"},
 		func() User {
 			p := Agent(protocol.DefaultPrefix)
-			return User{Name: "agent", PasswordEnv: PasswordEnv("agent"), Comment: "an agent", Permissions: &p}
+			return User{Name: "agent", PasswordEnv: PasswordEnv("agent"), Comment: "an agent (agent run, agent resume)", Permissions: &p}
+		}(),
+		func() User {
+			p := Serve(protocol.DefaultPrefix)
+			return User{Name: "serve", PasswordEnv: PasswordEnv("serve"), Comment: "agent serve's replicas", Permissions: &p}
 		}(),
 	}
 	for _, w := range ShippedWorkers {
