@@ -163,6 +163,11 @@ func (p *Process) open(ctx context.Context) error {
 		p.Identities.Private = keys.Decisions
 	case KeyBestEffort:
 		pub, err := convstore.ReadDecisionKey(ctx, o.Conn, o.Provision.Prefix)
+		if errors.Is(err, convstore.ErrNoDecisionKey) {
+			// No service made it: none signed anything to verify.
+			p.log.Debug("no decision key: no decision is signed", slog.Any("error", err))
+			break
+		}
 		if err != nil {
 			p.log.Warn("the decisions' signatures cannot be verified: every decision is shown unverified, and the approvals of a quorum are counted only with --trust-nats-by",
 				slog.Any("error", err))

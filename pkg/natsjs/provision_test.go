@@ -58,6 +58,7 @@ func TestDefinitionsInSync(t *testing.T) {
 				names.ConversationsStream: "$KV." + names.ConversationsBucket + ".>",
 				names.PendingStream:       "$KV." + names.PendingBucket + ".>",
 				names.EffectsStream:       "$KV." + names.EffectsBucket + ".>",
+				names.ServiceStream:       "$KV." + names.ServiceBucket + ".>",
 			}
 			// The decisions stream sources the approval timeouts of the
 			// same prefix onto the decision subjects (SPEC §12).
@@ -90,7 +91,7 @@ func TestDefinitionsInSync(t *testing.T) {
 				if c.Storage != jetstream.FileStorage || c.Replicas != 1 {
 					t.Errorf("%s: storage %v replicas %d", name, c.Storage, c.Replicas)
 				}
-				if c.Duplicates <= 0 || c.Duplicates > c.MaxAge {
+				if c.Duplicates <= 0 || c.MaxAge > 0 && c.Duplicates > c.MaxAge { // max_age 0: kept (the service's keys)
 					t.Errorf("%s: duplicate_window %v must be in (0, max_age %v]", name, c.Duplicates, c.MaxAge)
 				}
 			}
@@ -164,7 +165,7 @@ func TestDefinitionsInSync(t *testing.T) {
 func TestDefinitionFilesRoundTrip(t *testing.T) {
 	t.Parallel()
 	files, _ := fs.Glob(offload.Definitions(), "*/*.json")
-	if len(files) != 17 {
+	if len(files) != 18 {
 		t.Errorf("definition files: %v", files)
 	}
 	for _, file := range files {
