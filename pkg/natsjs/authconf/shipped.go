@@ -76,7 +76,11 @@ for any task marked approved, so only agents publish tasks; a worker user
 reads, pulls, answers and advertises only its own tools (the tool is the
 last token of the result, progress and cancel subjects; its task consumer
 and registry keys are named after it); people publish decisions (approver)
-and answers to external calls (answerer), nothing else. Each allowed and
+and answers to external calls (answerer), nothing else; agent serve (serve)
+publishes those of the people its inbox, API and links authenticated,
+signed with its decision key, which it alone reads (agents read its public
+half, to verify them). No role may roll up or purge a stream it shares
+with another: the streams refuse it (jetstream/README.md). Each allowed and
 each denied operation is tested against a server including this file
 (deploy/auth_test.go).
 
