@@ -3,7 +3,6 @@ package deploy
 import (
 	"io/fs"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -21,17 +20,23 @@ var passwordInArgv = regexp.MustCompile(`--nats[= ]+["']?[a-z]+://[^\s"'/@]+@`)
 func TestDocsKeepPasswordsOutOfArgv(t *testing.T) {
 	t.Parallel()
 	n := 0
-	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+	root, err := os.OpenRoot("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	repo := root.FS()
+	err = fs.WalkDir(repo, ".", func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") && path != ".." || d.Name() == "node_modules") {
-			return filepath.SkipDir
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") && path != "." || d.Name() == "node_modules") {
+			return fs.SkipDir
 		}
 		if d.IsDir() || !strings.HasSuffix(path, ".md") {
 			return nil
 		}
-		data, err := os.ReadFile(path)
+		data, err := fs.ReadFile(repo, path)
 		if err != nil {
 			return err
 		}

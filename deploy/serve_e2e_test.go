@@ -172,7 +172,7 @@ func inboxSession(t *testing.T, base, token string) *browserSession {
 // get returns the page at path.
 func (b *browserSession) get(t *testing.T, path string) string {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(t.Context(), "GET", b.base+path, nil)
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, b.base+path, nil)
 	resp, err := b.client.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -214,7 +214,7 @@ func unescapeHTML(s string) string {
 // post posts form to path and returns the final status and body.
 func (b *browserSession) post(t *testing.T, path string, form url.Values) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(t.Context(), "POST", b.base+path, strings.NewReader(form.Encode()))
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, b.base+path, strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	resp, err := b.client.Do(req)
 	if err != nil {
