@@ -29,8 +29,9 @@ import (
 // user: an agent credential
 //   - cannot read the service's links key or the private half of its
 //     decision key (neither in the service's bucket nor where the links'
-//     key was kept before, in the conversation store every agent reads),
-//     nor bind the service's bucket;
+//     key was kept before, in the conversation store every agent reads:
+//     agent serve deleted the one of an earlier release), nor get them
+//     through the bucket bound;
 //   - schedules, through the expiry schedule every agent may write, a
 //     forged approving timeout for a call whose policy denies at its
 //     timeout (an hour away), then a forged approval "by alice" over the
@@ -64,6 +65,17 @@ func TestAgentCannotForgeDecisions(t *testing.T) {
 	if err := os.WriteFile(tokens, []byte(operator+" operator ops\n"+bob+" approver bob\n"+carol+" approver carol\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// The links' key of an earlier release, where every agent read it.
+	admin := d.connect(t, "admin", nil)
+	ajs0, _ := jetstream.New(admin)
+	legacy, err := ajs0.KeyValue(t.Context(), conversationsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := legacy.Put(t.Context(), "serve.link-key", []byte("the links' key of an earlier release")); err != nil {
+		t.Fatal(err)
+	}
+	admin.Close()
 	w := proctest.StartProcess(t, workerBin, "--nats", d.roleURL("worker_shell"), "--inbox-prefix", inboxPrefix("worker_shell"), "--tools", "shell", "--id", "forge-e2e")
 	w.WaitLog(t, `"msg":"toolworker started"`, 30*time.Second)
 	addr := "127.0.0.1:" + strconv.Itoa(proctest.FreePort(t))
@@ -127,8 +139,12 @@ func TestAgentCannotForgeDecisions(t *testing.T) {
 			t.Errorf("the agent read the service's %s", key)
 		}
 	}
-	if _, err := js.KeyValue(ctx, names.ServiceBucket); err == nil {
-		t.Errorf("the agent bound the service's bucket")
+	if kv, err := js.KeyValue(ctx, names.ServiceBucket); err == nil { // its info: the binaries check it exists
+		gctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		if e, err := kv.Get(gctx, "links.key"); err == nil {
+			t.Errorf("the agent read the links' key through the bucket: %v", e)
+		}
+		cancel()
 	}
 	convs, err := js.KeyValue(ctx, conversationsBucket)
 	if err != nil {

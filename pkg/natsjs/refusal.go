@@ -207,7 +207,7 @@ func baseRoleFor(subscribe bool, subject string) string {
 	}
 	switch {
 	case strings.HasPrefix(subject, "$JS.API.STREAM.INFO.") && isServiceStream(strings.TrimPrefix(subject, "$JS.API.STREAM.INFO.")):
-		return "serve"
+		return "agent"
 	case strings.HasPrefix(subject, "$JS.API.STREAM.INFO.KV_") && strings.HasSuffix(subject, "_pending"):
 		return "agent or approver or answerer"
 	case strings.HasPrefix(subject, "$JS.API.STREAM.INFO."):

@@ -131,7 +131,7 @@ func TestPermissionErrorRole(t *testing.T) {
 		{"tools.wake.C", false, "serve"},
 		{"tools.event.C", false, "serve"},
 		{"$KV.tools_service.links.key", false, "serve"},
-		{"$JS.API.STREAM.INFO.KV_tools_service", false, "serve"},
+		{"$JS.API.STREAM.INFO.KV_tools_service", false, "agent or serve"},
 		{"$JS.API.DIRECT.GET.KV_tools_service.$KV.tools_service.links.key", false, "serve"},
 		{"$JS.API.DIRECT.GET.KV_tools_service.$KV.tools_service.decisions.public", false, "agent or serve"},
 		{"$JS.API.CONSUMER.CREATE.TOOLS_DECISIONS.wake", false, "serve"},

@@ -68,8 +68,9 @@ func TestShipped(t *testing.T) {
 
 // The service's own bucket (issue 37): the serve role reads and writes
 // it; the agent role may read the decision key's public half alone, by
-// its subject (no stream info, no consumer, no other key); the decision
-// and answer subjects are the serve role's, never the agent role's.
+// its subject (no consumer, no other key; the stream's info, which every
+// binary checks at start-up, names keys, no value); the decision and
+// answer subjects are the serve role's, never the agent role's.
 func TestServiceKeysSeparated(t *testing.T) {
 	t.Parallel()
 	agent, serve := authconf.Agent("acme"), authconf.Serve("acme")
@@ -82,7 +83,7 @@ func TestServiceKeysSeparated(t *testing.T) {
 			t.Errorf("the agent role may publish %s", s)
 		}
 	}
-	if !slices.Equal(service, []string{"$JS.API.DIRECT.GET.KV_acme_service.$KV.acme_service.decisions.public"}) {
+	if !slices.Equal(service, []string{"$JS.API.STREAM.INFO.KV_acme_service", "$JS.API.DIRECT.GET.KV_acme_service.$KV.acme_service.decisions.public"}) {
 		t.Errorf("the agent role's grants on the service's bucket: %v", service)
 	}
 	for _, want := range []string{"$KV.acme_service.>", "$JS.API.DIRECT.GET.KV_acme_service.>", "acme.decision.>", "acme.answer.>", "acme.wake.>", "acme.event.>"} {

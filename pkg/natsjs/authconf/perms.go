@@ -49,7 +49,7 @@ func InboxPrefix(user string) string { return "_INBOX_" + user }
 func streamInfos(n natsjs.Names) []string {
 	var out []string
 	for _, s := range []string{n.Tasks, n.Results, n.Approvals, n.Decisions, n.Expiries, n.Cancel, n.Answers,
-		n.RegistryStream, n.ConversationsStream, n.HistoriesStream, n.PendingStream, n.Wake, n.Events, n.EffectsStream} {
+		n.RegistryStream, n.ConversationsStream, n.HistoriesStream, n.PendingStream, n.Wake, n.Events, n.EffectsStream, n.ServiceStream} {
 		out = append(out, "$JS.API.STREAM.INFO."+s)
 	}
 	return out
@@ -96,7 +96,7 @@ func Serve(prefix string) Permissions {
 			Rule{"agent serve: the wake consumers (durable wake on decisions, answers,\n results and wake markers) acknowledged; the wake markers and run\n events it publishes and reads; the notification consumer (durable\n notify on approvals, --notify) read and acknowledged", serveGrants(n, s)},
 			Rule{"the decisions and answers it publishes on behalf of the people its\n inbox, API and signed links authenticated (the decisions signed with\n its key)", []string{s.All(protocol.KindDecision), s.All(protocol.KindAnswer)}},
 			Rule{"its own bucket: the decision key pair, the links' key and the links\n used, made once across replicas", []string{"$KV." + n.ServiceBucket + ".>",
-				"$JS.API.STREAM.INFO." + n.ServiceStream, "$JS.API.DIRECT.GET." + n.ServiceStream, "$JS.API.DIRECT.GET." + n.ServiceStream + ".>"}},
+				"$JS.API.DIRECT.GET." + n.ServiceStream, "$JS.API.DIRECT.GET." + n.ServiceStream + ".>"}},
 		),
 		Subscribe: []Rule{{"", []string{s.All(protocol.KindProgress), InboxPrefix("serve") + ".>"}}},
 	}
