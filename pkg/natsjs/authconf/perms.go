@@ -70,8 +70,8 @@ func reader(stream string) []string {
 // and cancels; reads results, answers, decisions, progress and the
 // registry; reads and writes the conversation store; reads the public
 // half of the service's decision key, which verifies the decisions
-// agent serve signed (issue 37), and nothing else of the service's
-// bucket.
+// agent serve signed (issue 37), and no other key of the service's
+// bucket (its info, which names keys, only).
 func Agent(prefix string) Permissions {
 	n := natsjs.NamesFor(prefix)
 	s := protocol.Subjects{Prefix: n.Prefix}
