@@ -16,6 +16,7 @@ import (
 
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/authconf"
+	"github.com/offload-dev/offload/pkg/natsjs/convstore"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
@@ -116,6 +117,9 @@ func (d *deployServer) provision(t *testing.T) {
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
 	if err := natsjs.Provision(ctx, js, natsjs.ProvisionOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := convstore.EnsureServiceKeys(ctx, convstore.OpenConfig{JetStream: js}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := natsjs.EnsureTaskConsumer(ctx, js, "sleep", natsjs.ProvisionOptions{}); err != nil {
@@ -549,7 +553,10 @@ func ops(d *deployServer) []op {
 			if err != nil {
 				return err
 			}
-			return st.Purge(ctx)
+			if err := st.Purge(ctx); err != nil && strings.Contains(err.Error(), "purge not permitted") {
+				return errUnchanged // the stream denies purges (issue 37), to admin too
+			}
+			return err
 		}},
 		{"delete a stored result", func(ctx context.Context, e opEnv) error {
 			st, err := e.js.Stream(ctx, names.Results)
@@ -558,21 +565,41 @@ func ops(d *deployServer) []op {
 			}
 			return st.DeleteMsg(ctx, 1)
 		}},
+		// Issue 37: the service's keys, separated by the permissions; its
+		// wake markers and run events.
+		{"read the decision key's public half (direct get)", func(ctx context.Context, e opEnv) error {
+			return e.directGet(ctx, names.ServiceStream, "$KV."+names.ServiceBucket+".decisions.public")
+		}},
+		{"read the decision key's private half (direct get)", func(ctx context.Context, e opEnv) error {
+			return e.directGet(ctx, names.ServiceStream, "$KV."+names.ServiceBucket+".decisions.private")
+		}},
+		{"read the links' key (direct get)", func(ctx context.Context, e opEnv) error {
+			return e.directGet(ctx, names.ServiceStream, "$KV."+names.ServiceBucket+".links.key")
+		}},
+		{"write a key of the service's bucket", func(ctx context.Context, e opEnv) error {
+			return e.putKey(ctx, names.ServiceBucket, "links.used."+protocol.NewID(), "used", "0")
+		}},
+		{"publish a wake marker (tools.wake.>)", func(ctx context.Context, e opEnv) error {
+			return e.publishJS(ctx, names.Wake, natsjs.WakeSubject("", conv), "")
+		}},
+		{"publish a run event (tools.event.>)", func(ctx context.Context, e opEnv) error {
+			return e.publishJS(ctx, names.Events, "tools.event."+conv, `{}`)
+		}},
 	}
 }
 
 // allowed lists, per operation, the roles SPEC §9 lets do it; every other
 // role must be refused.
 var allowed = map[string][]string{
-	"publish a task (tools.task.>)":                                          {"admin", "agent"},
+	"publish a task (tools.task.>)":                                          {"admin", "agent", "serve"},
 	"publish a result for a shell task (tools.result.*.*.shell)":             {"admin", "worker_shell"},
 	"publish a result for a sleep task (tools.result.*.*.sleep)":             {"admin", "worker_sleep"},
-	"publish an answer (tools.answer.>)":                                     {"admin", "answerer"},
-	"publish a decision (tools.decision.>)":                                  {"admin", "approver"},
-	"publish an approval announcement (tools.approval.>)":                    {"admin", "agent"},
-	"publish a cancel (tools.cancel.>)":                                      {"admin", "agent"},
+	"publish an answer (tools.answer.>)":                                     {"admin", "serve", "answerer"},
+	"publish a decision (tools.decision.>)":                                  {"admin", "serve", "approver"},
+	"publish an approval announcement (tools.approval.>)":                    {"admin", "agent", "serve"},
+	"publish a cancel (tools.cancel.>)":                                      {"admin", "agent", "serve"},
 	"publish progress on a sleep task (tools.progress.*.*.sleep)":            {"admin", "worker_sleep"},
-	"subscribe to progress":                                                  {"admin", "agent"},
+	"subscribe to progress":                                                  {"admin", "agent", "serve"},
 	"subscribe to every cancel (tools.cancel.>)":                             {"admin"},
 	"subscribe to sleep's cancels (tools.cancel.*.*.sleep)":                  {"admin", "worker_sleep"},
 	"subscribe to approval announcements":                                    {"admin", "approver"},
@@ -581,38 +608,45 @@ var allowed = map[string][]string{
 	"subscribe to the sleep worker's replies (_INBOX_worker_sleep.>)":        {"admin", "worker_sleep"},
 	"subscribe to every reply (_INBOX.>)":                                    {"admin"},
 	"subscribe to results (core)":                                            {"admin"},
-	"read the results stream":                                                {"admin", "agent"},
-	"read the answers stream":                                                {"admin", "agent"},
-	"read the decisions stream":                                              {"admin", "agent"},
+	"read the results stream":                                                {"admin", "agent", "serve"},
+	"read the answers stream":                                                {"admin", "agent", "serve"},
+	"read the decisions stream":                                              {"admin", "agent", "serve"},
 	"read the approvals stream":                                              {"admin", "approver"},
 	"look a sleep task's cancel up (direct get)":                             {"admin", "worker_sleep"},
-	"list the results stream's subjects (stream info)":                       {"admin", "agent"},
-	"list the cancel stream's subjects (stream info)":                        {"admin", "agent"},
-	"list the effect ledger's keys (stream info)":                            {"admin", "agent"},
+	"list the results stream's subjects (stream info)":                       {"admin", "agent", "serve"},
+	"list the cancel stream's subjects (stream info)":                        {"admin", "agent", "serve"},
+	"list the effect ledger's keys (stream info)":                            {"admin", "agent", "serve"},
 	"bind sleep's task consumer":                                             {"admin", "worker_sleep"},
 	"create http_fetch's task consumer":                                      {"admin", "worker_http"},
 	"pull a sleep task, in-progress and ack it":                              {"admin", "worker_sleep"},
 	"load and delete a stored task (MSG.GET, MSG.DELETE on the task stream)": {"admin"},
-	"read the registry (get, watch)":                                         {"admin", "agent"},
+	"read the registry (get, watch)":                                         {"admin", "agent", "serve"},
 	"write a registry key of sleep":                                          {"admin", "worker_sleep"},
 	"delete a registry key of sleep":                                         {"admin", "worker_sleep"},
 	"write and read an effect entry of sleep (create, get)":                  {"admin", "worker_sleep"},
 	"write an effect entry of shell":                                         {"admin", "worker_shell"},
-	"look a sleep task's stored result up (direct get by subject)":           {"admin", "agent", "worker_sleep"},
-	"look a shell task's stored result up (direct get by subject)":           {"admin", "agent", "worker_shell"},
-	"read the pending records (get, list)":                                   {"admin", "agent", "approver", "answerer"},
-	"write a pending record":                                                 {"admin", "agent"},
-	"look a task's decision up (direct get by subject)":                      {"admin", "agent", "approver", "answerer"},
-	"look a task's answer up (direct get by subject)":                        {"admin", "agent", "approver", "answerer"},
-	"read a history object":                                                  {"admin", "agent"},
-	"look an approval up (stream info, direct get)":                          {"admin", "agent", "approver", "answerer"},
-	"read the conversation store":                                            {"admin", "agent"},
-	"write the conversation store":                                           {"admin", "agent"},
-	"write and read a history object":                                        {"admin", "agent"},
-	"look the histories stream up (its info)":                                {"admin", "agent"},
+	"look a sleep task's stored result up (direct get by subject)":           {"admin", "agent", "serve", "worker_sleep"},
+	"look a shell task's stored result up (direct get by subject)":           {"admin", "agent", "serve", "worker_shell"},
+	"read the pending records (get, list)":                                   {"admin", "agent", "serve", "approver", "answerer"},
+	"write a pending record":                                                 {"admin", "agent", "serve"},
+	"look a task's decision up (direct get by subject)":                      {"admin", "agent", "serve", "approver", "answerer"},
+	"look a task's answer up (direct get by subject)":                        {"admin", "agent", "serve", "approver", "answerer"},
+	"read a history object":                                                  {"admin", "agent", "serve"},
+	"look an approval up (stream info, direct get)":                          {"admin", "agent", "serve", "approver", "answerer"},
+	"read the conversation store":                                            {"admin", "agent", "serve"},
+	"write the conversation store":                                           {"admin", "agent", "serve"},
+	"write and read a history object":                                        {"admin", "agent", "serve"},
+	"look the histories stream up (its info)":                                {"admin", "agent", "serve"},
 	"create a stream":                                                        {"admin"},
-	"purge the task stream":                                                  {"admin"},
+	"purge the task stream":                                                  {}, // deny_purge: not even admin
 	"delete a stored result":                                                 {"admin"},
+	// agent serve's own (issue 37).
+	"read the decision key's public half (direct get)":  {"admin", "agent", "serve"},
+	"read the decision key's private half (direct get)": {"admin", "serve"},
+	"read the links' key (direct get)":                  {"admin", "serve"},
+	"write a key of the service's bucket":               {"admin", "serve"},
+	"publish a wake marker (tools.wake.>)":              {"admin", "serve"},
+	"publish a run event (tools.event.>)":               {"admin", "serve"},
 }
 
 // outcome runs o as role on a fresh connection: "allowed" when it

@@ -432,6 +432,11 @@ func TestKubernetesManifests(t *testing.T) {
 			t.Errorf("nats env %s is read by nothing", name)
 		}
 	}
+	for _, r := range roles {
+		if _, ok := env[passwordEnv(r)]; !ok {
+			t.Errorf("nats env lacks %s: auth.conf reads it, and a missing one stops the server", passwordEnv(r))
+		}
+	}
 	opts, err := server.ProcessConfigFile(filepath.Join(dir, "nats.conf"))
 	if err != nil {
 		t.Fatalf("kubernetes/nats.conf: %v", err)
@@ -519,7 +524,7 @@ func TestKubernetesManifests(t *testing.T) {
 		t.Errorf("provision OFFLOAD_REPLICAS %q, workers %q", jenv["OFFLOAD_REPLICAS"], wenv["OFFLOAD_REPLICAS"])
 	}
 
-	// The agent serve Deployment, with the agent image, as the agent user.
+	// The agent serve Deployment, with the agent image, as the serve user.
 	serveFlags, serveEnvs := helpFlags(t, agentBin, "serve", "--help")
 	sd := object(t, objs, "Deployment/offload-agent-serve")
 	checkHardened(t, "Deployment/offload-agent-serve", sd.Spec.Template.Spec)
@@ -543,7 +548,7 @@ func TestKubernetesManifests(t *testing.T) {
 			t.Errorf("agent serve env %s: the binary reads no such variable (its help names %v)", e.Name, serveEnvs)
 		}
 	}
-	checkNATSURL(t, "agent serve NATS_URL", senv["NATS_URL"], "agent", nodes, clientPort)
+	checkNATSURL(t, "agent serve NATS_URL", senv["NATS_URL"], "serve", nodes, clientPort)
 
 	// KEDA: one nats-jetstream trigger per served tool, on its consumer's
 	// lag, read from the monitoring port through the headless Service;

@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,12 +20,17 @@ import (
 	"github.com/offload-dev/offload/internal/proctest"
 )
 
-// TestServeWithRoles runs agent serve as the agent user of the shipped
-// auth.conf (the streams provisioned by admin): it creates its wake
-// consumers, a run started over its API pauses on an approval, the
-// approver's decision wakes it and it finishes, the approval's
-// announcement and resolution are notified (--notify: the notify
-// consumer, created and acked as agent); nothing is refused on the way.
+// TestServeWithRoles runs agent serve as the serve user of the shipped
+// auth.conf (the streams provisioned by admin; issue 37, finding 6: as
+// the agent user its inbox's and API's decisions failed, 500 after
+// 5–10 s): three runs started over its API pause on an approval, one is
+// approved through the inbox (a logged-in form), one through the API,
+// one by the NATS approver with agent approve; each conversation continues
+// and finishes. The approvals' announcements and resolutions are
+// notified (--notify: the notify consumer, created and acked as serve);
+// nothing is refused on the way. The timeline shows the inbox's
+// decision as the service signed it (verified), the approver's as a raw
+// NATS claim (finding 4).
 func TestServeWithRoles(t *testing.T) {
 	t.Parallel()
 	agentBin, workerBin := binaries(t)
@@ -32,13 +40,13 @@ func TestServeWithRoles(t *testing.T) {
 	if err := os.WriteFile(spec, []byte("name: ops\ntools: [shell]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	const token = "operator-token-0123456789"
-	if err := os.WriteFile(tokens, []byte(token+" operator ops\n"), 0o600); err != nil {
+	const token, approverToken = "operator-token-0123456789", "approver-token-0123456789"
+	if err := os.WriteFile(tokens, []byte(token+" operator ops\n"+approverToken+" approver bob\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	w := proctest.StartProcess(t, workerBin, "--nats", d.roleURL("worker_shell"), "--inbox-prefix", inboxPrefix("worker_shell"), "--tools", "shell", "--id", "serve-e2e")
 	w.WaitLog(t, `"msg":"toolworker started"`, 30*time.Second)
-	notes := make(chan map[string]any, 8)
+	notes := make(chan map[string]any, 16)
 	recv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		var note map[string]any
 		_ = json.NewDecoder(r.Body).Decode(&note)
@@ -46,13 +54,15 @@ func TestServeWithRoles(t *testing.T) {
 	}))
 	defer recv.Close()
 	addr := "127.0.0.1:" + strconv.Itoa(proctest.FreePort(t))
-	s := proctest.StartProcess(t, agentBin, "serve", "--nats", d.roleURL("agent"), "--inbox-prefix", inboxPrefix("agent"), "--model", "test",
-		"--spec", spec, "--tokens", tokens, "--http", addr, "--store", filepath.Join(dir, "store"), "--notify", recv.URL)
+	// The credentials in the environment, as the README tells operators.
+	s := proctest.StartProcessEnv(t, append(os.Environ(), "NATS_URL="+d.roleURL("serve"), "NATS_INBOX_PREFIX="+inboxPrefix("serve")),
+		agentBin, "serve", "--model", "test", "--spec", spec, "--tokens", tokens, "--http", addr, "--store", filepath.Join(dir, "store"), "--notify", recv.URL)
 	s.WaitLog(t, "agent serve: http://", 30*time.Second)
+	base := "http://" + addr
 
-	call := func(method, path, body string) map[string]any {
+	callAs := func(token, method, path, body string) map[string]any {
 		t.Helper()
-		req, _ := http.NewRequestWithContext(t.Context(), method, "http://"+addr+path, strings.NewReader(body))
+		req, _ := http.NewRequestWithContext(t.Context(), method, base+path, strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+token)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -66,29 +76,151 @@ func TestServeWithRoles(t *testing.T) {
 		}
 		return m
 	}
-	final := call("POST", "/v1/conversations?wait=1", `{"agent":"ops","prompt":"run it"}`)
-	pending, _ := final["pending"].([]any)
-	if final["status"] != "paused" || len(pending) != 1 {
-		t.Fatalf("start: %v\n%s", final, s.Logs())
+	call := func(method, path, body string) map[string]any { t.Helper(); return callAs(token, method, path, body) }
+	start := func() (conv, task string) {
+		t.Helper()
+		final := call("POST", "/v1/conversations?wait=1", `{"agent":"ops","prompt":"run it"}`)
+		pending, _ := final["pending"].([]any)
+		if final["status"] != "paused" || len(pending) != 1 {
+			t.Fatalf("start: %v\n%s", final, s.Logs())
+		}
+		return final["conversation_id"].(string), pending[0].(map[string]any)["task_id"].(string)
 	}
-	conv, task := final["conversation_id"].(string), pending[0].(map[string]any)["task_id"].(string)
-	if r := d.agentAs(t, agentBin, dir, "approver", "approve", "--conversation", conv, task, "--by", "alice"); r.code != 0 {
+	finished := func(conv string) {
+		t.Helper()
+		// The continuation runs in the serve process: its state is polled.
+		offloadtest.Eventually(t, "conversation "+conv+" finished", func() error {
+			if v := call("GET", "/v1/conversations/"+conv, ""); v["status"] != "finished" || !strings.Contains(fmt.Sprint(v["output"]), "shell returned") {
+				return fmt.Errorf("%v", v)
+			}
+			return nil
+		})
+	}
+
+	// Through the inbox: logged in, the form of the call as the page
+	// shows it.
+	inboxConv, inboxTask := start()
+	browser := inboxSession(t, base, approverToken)
+	form := browser.form(t, "/", "/conversations/"+inboxConv+"/calls/"+inboxTask+"/decide")
+	form.Set("action", "approve")
+	if code, body := browser.post(t, "/conversations/"+inboxConv+"/calls/"+inboxTask+"/decide", form); code >= 400 {
+		t.Fatalf("inbox decision: %d %s\n%s", code, body, s.Logs())
+	}
+	finished(inboxConv)
+
+	// Through the API.
+	apiConv, apiTask := start()
+	if r := callAs(approverToken, "POST", "/v1/conversations/"+apiConv+"/calls/"+apiTask+"/decision", `{"approved":true}`); r["by"] != "bob" {
+		t.Fatalf("API decision: %v", r)
+	}
+	finished(apiConv)
+
+	// By the approver, with raw NATS (agent approve).
+	cliConv, cliTask := start()
+	if r := d.agentAs(t, agentBin, dir, "approver", "approve", "--conversation", cliConv, cliTask, "--by", "alice"); r.code != 0 {
 		t.Fatalf("approve as approver: exit %d: %s", r.code, r.stderr)
 	}
-	// The continuation runs in the serve process: its state is polled.
-	offloadtest.Eventually(t, "the conversation finished", func() error {
-		if v := call("GET", "/v1/conversations/"+conv, ""); v["status"] != "finished" || !strings.Contains(fmt.Sprint(v["output"]), "shell returned") {
-			return fmt.Errorf("%v", v)
-		}
-		return nil
-	})
-	// --notify: the notify consumer read and acked as the agent user.
-	for _, event := range []string{"approval_requested", "approval_resolved"} {
-		if note := offloadtest.WaitOrTimeout(t, notes, event); note["event"] != event || note["task_id"] != task {
-			t.Errorf("notification %v, want %s of task %s", note, event, task)
-		}
+	finished(cliConv)
+
+	// The service's faces' decisions are verified, the raw one is not.
+	if page := browser.get(t, "/conversations/"+inboxConv); !strings.Contains(page, `class="channel">inbox<`) || strings.Contains(page, "unverified") {
+		t.Errorf("the inbox's decision is not shown verified:\n%s", page)
+	}
+	if page := browser.get(t, "/conversations/"+cliConv); !strings.Contains(page, `class="by">alice<`) || !strings.Contains(page, "(unverified, claimed cli)") ||
+		!strings.Contains(page, `class="channel">nats<`) {
+		t.Errorf("the approver's raw decision is not shown unverified:\n%s", page)
+	}
+
+	// --notify: the notify consumer read and acked as the serve user.
+	want := map[string]bool{}
+	for _, task := range []string{inboxTask, apiTask, cliTask} {
+		want["approval_requested "+task], want["approval_resolved "+task] = true, true
+	}
+	for len(want) > 0 {
+		note := offloadtest.WaitOrTimeout(t, notes, "the notifications")
+		delete(want, fmt.Sprint(note["event"], " ", note["task_id"]))
 	}
 	if logs := s.Logs(); strings.Contains(logs, "ermission") || strings.Contains(logs, "refused") {
 		t.Errorf("serve's logs name a refusal:\n%s", logs)
 	}
+}
+
+// browserSession is a logged-in inbox session: a client with a cookie
+// jar.
+type browserSession struct {
+	base   string
+	client *http.Client
+}
+
+// inboxSession logs in to the inbox at base with token, as a browser
+// does (the login form's fields and the cookie it sets).
+func inboxSession(t *testing.T, base, token string) *browserSession {
+	t.Helper()
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &browserSession{base: base, client: &http.Client{Jar: jar}}
+	form := b.form(t, "/login", "/login")
+	form.Set("token", token)
+	if code, body := b.post(t, "/login", form); code >= 400 {
+		t.Fatalf("login: %d %s", code, body)
+	}
+	return b
+}
+
+// get returns the page at path.
+func (b *browserSession) get(t *testing.T, path string) string {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, b.base+path, nil)
+	resp, err := b.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", path, resp.StatusCode, raw)
+	}
+	return string(raw)
+}
+
+// hiddenInput matches a form's hidden field.
+var hiddenInput = regexp.MustCompile(`<input type="hidden" name="([^"]+)" value="([^"]*)">`)
+
+// form returns the hidden fields of the first form of page whose action
+// is action.
+func (b *browserSession) form(t *testing.T, page, action string) url.Values {
+	t.Helper()
+	html := b.get(t, page)
+	i := strings.Index(html, `action="`+action+`"`)
+	if i < 0 {
+		t.Fatalf("%s has no form to %s:\n%s", page, action, html)
+	}
+	body := html[i:]
+	body = body[:strings.Index(body, "</form>")]
+	v := url.Values{}
+	for _, m := range hiddenInput.FindAllStringSubmatch(body, -1) {
+		v.Set(m[1], unescapeHTML(m[2]))
+	}
+	return v
+}
+
+// unescapeHTML undoes html/template's escaping of an attribute value.
+func unescapeHTML(s string) string {
+	return strings.NewReplacer("&amp;", "&", "&#34;", `"`, "&#39;", "'", "&lt;", "<", "&gt;", ">", "&#43;", "+").Replace(s)
+}
+
+// post posts form to path and returns the final status and body.
+func (b *browserSession) post(t *testing.T, path string, form url.Values) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, b.base+path, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := b.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(raw)
 }

@@ -223,11 +223,12 @@ type waited struct {
 }
 
 // runApproveWait runs the deployProd prompt with --approve wait --wait 1m
-// and calls decide once the run announces its approval (its
-// deferred_tool_requests event); it returns when the process has ended.
-func (d *durable) runApproveWait(decide func(conv, task string)) waited {
+// (and the flags of more) and calls decide once the run announces its
+// approval (its deferred_tool_requests event); it returns when the
+// process has ended.
+func (d *durable) runApproveWait(decide func(conv, task string), more ...string) waited {
 	d.t.Helper()
-	cmd := d.command("run", "--approve", "wait", "--wait", "1m", deployProd)
+	cmd := d.command(append(append([]string{"run", "--approve", "wait", "--wait", "1m"}, more...), deployProd)...)
 	p := startPiped(d.t, cmd)
 	var w waited
 	w.last = p.events(d.t, func(ev map[string]any) {

@@ -9,9 +9,11 @@ import (
 	"github.com/offload-dev/offload/pkg/natsjs/convstore"
 )
 
-// expiryFail is the decision the server writes at the timeout of an
-// approval whose on_timeout is fail (SPEC §12).
-const expiryFail = `{"approved":false,"by":"timeout","reason":"expired","on_timeout":"fail"}`
+// expiryFailSpec is a spec whose approvals fail their run after 1 s
+// (SPEC §12): the server writes the timeout's decision,
+// {"approved":false,"by":"timeout","reason":"expired","on_timeout":"fail"},
+// the one a reader admits as the call's timeout.
+const expiryFailSpec = "approval: {timeout: 1s, on_timeout: fail}\n"
 
 // An expiry with on_timeout fail, read by agent resume or by a run
 // waiting inline (--approve wait): the run fails (exit 1) with an error
@@ -40,18 +42,18 @@ func TestDurableExpiryFailEndsTheRun(t *testing.T) {
 		}
 	}
 
-	conv, pending := d.paused(deployProd)
+	spec := writeFile(t, d.dir, "spec.yaml", expiryFailSpec)
+	conv, pending := d.paused("--spec", spec, deployProd)
 	task := only(t, pending, "approval deploy")
-	d.pub("tools.decision."+conv+"."+task, expiryFail)
+	d.decisionsOn(conv, task, 1) // the server's, at the timeout
 	requests := len(d.model.Requests())
 	r := d.agent("resume", "--conversation", conv)
 	failed("resume", r.code, r.final, conv, task, requests)
 
 	var requestsAtDecision int
 	w := d.runApproveWait(func(conv, task string) {
-		requestsAtDecision = len(d.model.Requests())
-		d.pub("tools.decision."+conv+"."+task, expiryFail)
-	})
+		requestsAtDecision = len(d.model.Requests()) // the server writes the expiry a second later
+	}, "--spec", spec)
 	failed("inline wait", exitCode(t, w.err), w.last, w.conv, w.task, requestsAtDecision)
 	if got := d.tools.deployed(); len(got) != 0 {
 		t.Errorf("deployed %v after expiries", got)

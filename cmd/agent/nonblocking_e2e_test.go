@@ -13,6 +13,11 @@ import (
 	"github.com/offload-dev/offload/pkg/message"
 )
 
+// expiringSpec is a spec whose approvals expire after 1 s with the
+// message the tests look for (SPEC §12): the server writes the timeout's
+// decision, the only one a reader admits as the call's timeout.
+const expiringSpec = "approval: {timeout: 1s, message: nobody answered within 1h}\n"
+
 // --approve background end to end (SPEC §12, issue 26): the agent binary
 // with tools served by a worker, decisions published with the real nats
 // CLI.
@@ -149,11 +154,12 @@ func TestNonBlockingDecisionAfterPause(t *testing.T) {
 		t.Fatalf("denied: %v\nwant output %q", denied, want)
 	}
 
-	// The expiry's decision (SPEC §12, as issue 27's scheduled message
-	// writes it) is told as such, never as a person's denial.
-	r = d.agent("run", "--approve", "background", deployProd)
+	// The expiry's decision (SPEC §12, the scheduled message the server
+	// writes at the call's timeout) is told as such, never as a person's
+	// denial.
+	r = d.agent("run", "--spec", writeFile(t, d.dir, "expiring.yaml", expiringSpec), "--approve", "background", deployProd)
 	conv, task = r.conv(), only(t, r.pending(), "approval deploy")
-	d.pub("tools.decision."+conv+"."+task, `{"approved":false,"by":"timeout","reason":"expired","message":"nobody answered within 1h"}`)
+	d.decisionsOn(conv, task, 1)
 	expired := d.agent("resume", "--conversation", conv)
 	if want := "seen user:Tool 'deploy' (task " + task + ") was not approved in time: nobody answered within 1h"; expired.code != 0 || expired.final["output"] != want {
 		t.Fatalf("expired: %v\nwant output %q", expired, want)
@@ -207,7 +213,7 @@ func TestNonBlockingLiveView(t *testing.T) {
 func TestNonBlockingLiveViewExpired(t *testing.T) {
 	t.Parallel()
 	d := newDurable(t)
-	cmd := d.command("run", "--approve", "background",
+	cmd := d.command("run", "--spec", writeFile(t, d.dir, "expiring.yaml", expiringSpec), "--approve", "background",
 		`[{"tool":"deploy","args":{"target":"prod"}},{"tool":"research","args":{"topic":"tides"}}]`)
 	cmd.Args = slices.DeleteFunc(cmd.Args, func(a string) bool { return a == "--json" })
 	var stdout, stderr offloadtest.Output
@@ -220,7 +226,7 @@ func TestNonBlockingLiveViewExpired(t *testing.T) {
 		t.Fatalf("no approval or conversation line in:\n%s", stderr.String())
 	}
 	task := m[1]
-	d.pub("tools.decision."+c[1]+"."+task, `{"approved":false,"by":"timeout","reason":"expired","message":"nobody answered within 1h"}`)
+	// The server writes the expiry at the call's timeout.
 	stderr.WaitFor(t, "! deploy task "+task+" not approved in time: nobody answered within 1h")
 	d.tools.open()
 	if err := cmd.Wait(); err != nil {

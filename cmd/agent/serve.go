@@ -106,8 +106,9 @@ func runServe(ctx context.Context, e env, sf *serveFlags) error {
 	// run's): SPEC §7.
 	am := metrics.NewAgentWith(reg, metrics.AgentOptions{StoreWidePending: true})
 	// A replica reads the results of the conversations it runs only; the
-	// approvals of a quorum count when the service signed them (its key)
-	// or with --trust-nats-by (SPEC §12).
+	// approvals of a quorum count when the service signed them (its key,
+	// which the serve role alone reads) or with --trust-nats-by (SPEC §12).
+	f.role = "serve"
 	rem, err := openAgent(ctx, e, f, log, procOptions{conversations: true, key: agentproc.KeyRequired, perConversation: true,
 		metrics: am, approvals: metrics.NewApprovals(reg)})
 	if err != nil {

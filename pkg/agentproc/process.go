@@ -60,15 +60,19 @@ type Options struct {
 	// Conversations opens the conversation store (its inbox, announcer
 	// and publisher).
 	Conversations bool
-	// Identities authenticates the approvals of calls that need a quorum
-	// (SPEC §12): TrustBy counts every decision's by; the service's key is
-	// read from the store into it by Open (see Key). Nil: none counts but
-	// those the key signed.
+	// Identities verifies the decisions read and authenticates the
+	// approvals of calls that need a quorum (SPEC §12): TrustBy counts
+	// every decision's by; the service's decision key is read from the
+	// store into it by Open (see Key). Nil: none counts but those the
+	// service signed.
 	Identities *convstore.Identities
-	// Key says how the service's key is read: KeyNone (the people's
-	// commands sign nothing and read no key), KeyBestEffort (agent run and
-	// resume: a role that may not read it counts only TrustBy, said in a
-	// warning), KeyRequired (agent serve).
+	// Key says how the service's decision key is read: KeyNone (the
+	// people's commands sign nothing and read no key), KeyBestEffort
+	// (agent run and resume: its public half, which verifies; without it
+	// no decision is verified and a quorum counts only TrustBy, said in a
+	// warning), KeyRequired (agent serve: the key pair, made once across
+	// replicas, which signs its faces' decisions; the serve role alone
+	// may read its private half).
 	Key KeyMode
 	// QuietDuplicates logs the inbox's refusals of duplicates at Info.
 	QuietDuplicates bool
@@ -150,17 +154,26 @@ func (p *Process) open(ctx context.Context) error {
 		}
 		p.Conversations = convs
 	}
-	if o.Key != KeyNone {
-		links, err := convstore.OpenLinks(ctx, convstore.OpenConfig{JetStream: p.JetStream, Provision: o.Provision})
-		if err == nil {
-			p.Identities.Key, err = links.Key(ctx)
-		}
-		switch {
-		case err != nil && o.Key == KeyRequired:
+	switch o.Key {
+	case KeyRequired:
+		keys, err := convstore.EnsureServiceKeys(ctx, convstore.OpenConfig{JetStream: p.JetStream, Provision: o.Provision})
+		if err != nil {
 			return err
-		case err != nil:
-			p.log.Warn("approvals of a quorum are counted only with --trust-nats-by: the service's key is not readable", slog.Any("error", err))
 		}
+		p.Identities.Private = keys.Decisions
+	case KeyBestEffort:
+		pub, err := convstore.ReadDecisionKey(ctx, o.Conn, o.Provision.Prefix)
+		if errors.Is(err, convstore.ErrNoDecisionKey) {
+			// No service made it: none signed anything to verify.
+			p.log.Debug("no decision key: no decision is signed", slog.Any("error", err))
+			break
+		}
+		if err != nil {
+			p.log.Warn("the decisions' signatures cannot be verified: every decision is shown unverified, and the approvals of a quorum are counted only with --trust-nats-by",
+				slog.Any("error", err))
+			break
+		}
+		p.Identities.Public = pub
 	}
 	return nil
 }
@@ -182,7 +195,7 @@ func (p *Process) Close(ctx context.Context) error {
 func (p *Process) Session(holder string, announcer session.Announcer, approvals session.ApprovalPolicies) session.Config {
 	cfg := session.Config{Store: p.Conversations.Store, Inbox: p.Conversations.Inbox, Announcer: announcer, Holder: holder,
 		MaxPayload: int(p.opts.Conn.MaxPayload()), Logger: p.log, Connected: p.opts.Conn.IsConnected,
-		TracerProvider: p.opts.TracerProvider, Approvals: p.opts.Approvals, Quorum: approvals.Quorum}
+		TracerProvider: p.opts.TracerProvider, Approvals: p.opts.Approvals, Quorum: approvals.Quorum, Expiry: approvals.Expiry}
 	if p.Client != nil {
 		cfg.Canceller, cfg.Attacher, cfg.Answers = p.Client, p.Client, p.Client
 	}

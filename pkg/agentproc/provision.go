@@ -28,8 +28,9 @@ type Provisioned struct {
 // Provision creates or checks, as an operator (the admin user of
 // deploy/nats/auth.conf), everything agents and workers use, so that
 // they can run with least-privilege users: every stream and KV bucket of
-// jetstream/, agent serve's wake consumers and notify consumer, the
-// task consumers of tools; and it writes the pending records and status
+// jetstream/ (streams of an earlier deployment brought to their
+// definitions), agent serve's wake consumers and notify consumer and its
+// keys, the task consumers of tools; and it writes the pending records and status
 // entries of the conversations stored before those existed.
 func Provision(ctx context.Context, js jetstream.JetStream, opts natsjs.ProvisionOptions, tools []string) (*Provisioned, error) {
 	if err := natsjs.Provision(ctx, js, opts); err != nil {
@@ -55,6 +56,11 @@ func Provision(ctx context.Context, js jetstream.JetStream, opts natsjs.Provisio
 	}
 	names := natsjs.NamesFor(opts.Prefix)
 	out.Consumers = append(out.Consumers, [2]string{names.Approvals, natsjs.NotifyConsumerName})
+	// agent serve's keys (its decision key pair, its links' key), made
+	// once, so that the agents verify its decisions from the start.
+	if _, err := convstore.EnsureServiceKeys(ctx, convstore.OpenConfig{JetStream: js, Provision: opts}); err != nil {
+		return nil, err
+	}
 	// A store written before the pending records or the status index
 	// existed gets them now, so that people see its paused conversations
 	// and agent serve lists them before their next save or run.

@@ -27,6 +27,11 @@ const (
 	// whose identity is not authenticated (SPEC §12: a decision's by
 	// counts only when the deployment trusts it).
 	ReasonUnauthenticated = "unauthenticated"
+	// ReasonInvalidTimeout: a timeout's decision (by "timeout", reason
+	// expired, or written by the expiries stream) that is not the call's
+	// timeout as its approval policy sets it, or stored before it (SPEC
+	// §12): the call stays pending.
+	ReasonInvalidTimeout = "invalid_timeout"
 )
 
 // RefusedError says why a message for a conversation was refused.
@@ -88,6 +93,14 @@ type AdmitOptions struct {
 	// when it has none; nil authenticates none. Only the approvals of
 	// calls that need a quorum ask it (see [State.AdmitWith]).
 	Identify func(d protocol.Decision) (string, bool)
+	// Signed says a decision carries the service's valid signature (its
+	// by and channel are the service's, not only its publisher's claim):
+	// recorded as its arrival's Verified.
+	Signed bool
+	// Expiry says the decision was written by the expiries stream (the
+	// server's write of a scheduled timeout, whose content its scheduler
+	// chose): it is admitted only as the call's timeout decision.
+	Expiry bool
 }
 
 // AdmitWith is [State.Admit] with options. An approval of a call that
@@ -149,6 +162,13 @@ func (s *State) AdmitWith(kind ArrivalKind, task string, data []byte, o AdmitOpt
 	case s.Arrived(task):
 		return refuse(ReasonDuplicate, errors.New("the task already has its answer (first wins)"))
 	}
+	verified := kind == ArrivalDecision && o.Signed
+	if kind == ArrivalDecision && (o.Expiry || IsTimeout(d)) {
+		if err := checkTimeout(pt, d, at); err != nil {
+			return refuse(ReasonInvalidTimeout, err)
+		}
+		verified = true // the call's own timeout, whoever wrote it
+	}
 	if digest != "" {
 		want, err := protocol.ArgsDigest(pt.Args)
 		if err != nil {
@@ -164,6 +184,50 @@ func (s *State) AdmitWith(kind ArrivalKind, task string, data []byte, o AdmitOpt
 			return err
 		}
 	}
-	s.Arrivals = append(s.Arrivals, Arrival{TaskID: task, Kind: kind, Data: append([]byte(nil), data...), Seq: seq, At: at.UTC()})
+	s.Arrivals = append(s.Arrivals, Arrival{TaskID: task, Kind: kind, Data: append([]byte(nil), data...), Seq: seq, At: at.UTC(),
+		Verified: verified})
+	return nil
+}
+
+// TimeoutDecision is the decision of an approval's timeout e (SPEC §12):
+// by "timeout", reason expired, approved when e says approve, a denial
+// (deny, fail) with e's message. It is the whole content a timeout's
+// decision may have.
+func TimeoutDecision(e deferred.Expiry) protocol.Decision {
+	d := protocol.Decision{Approved: e.OnTimeout == "approve", By: protocol.TimeoutDecider, Reason: protocol.ReasonExpired, OnTimeout: e.OnTimeout}
+	if !d.Approved {
+		d.Message = e.Message
+	}
+	return d
+}
+
+// IsTimeout reports whether d claims to be a timeout's decision: by
+// "timeout", reason expired or an on_timeout.
+func IsTimeout(d protocol.Decision) bool {
+	return d.By == protocol.TimeoutDecider || d.Reason == protocol.ReasonExpired || d.OnTimeout != ""
+}
+
+// checkTimeout checks timeout decision d of pending call pt, stored at
+// at: pt's approval policy has a timeout, d is exactly its decision, and
+// at is no earlier than the call's deferral (its task ID's time) plus the
+// timeout. The service derives a timeout's content from the policy; the
+// expiries stream carries whatever its scheduler wrote.
+func checkTimeout(pt deferred.PendingTask, d protocol.Decision, at time.Time) error {
+	if pt.Expiry == nil {
+		return errors.New("a timeout's decision, and the call's approval policy sets no timeout")
+	}
+	want := TimeoutDecision(*pt.Expiry)
+	if d.Approved != want.Approved || d.By != want.By || d.Reason != want.Reason || d.OnTimeout != want.OnTimeout || d.Message != want.Message ||
+		len(d.OverrideArgs) > 0 || d.Metadata != nil || d.ArgsDigest != "" || d.Channel != "" {
+		return fmt.Errorf("a timeout's decision (approved %v, by %q, on_timeout %q) that is not the call's timeout (approved %v, on_timeout %q, after %s)",
+			d.Approved, d.By, d.OnTimeout, want.Approved, want.OnTimeout, pt.Expiry.After)
+	}
+	id, err := protocol.ParseID(pt.TaskID)
+	if err != nil {
+		return fmt.Errorf("a timeout's decision, and the call's task ID has no time: %w", err)
+	}
+	if due := id.Timestamp().Add(pt.Expiry.After); at.Before(due) {
+		return fmt.Errorf("a timeout's decision stored at %s, before the call's timeout (%s)", at.UTC().Format(time.RFC3339), due.UTC().Format(time.RFC3339))
+	}
 	return nil
 }

@@ -1,10 +1,14 @@
 package conversation_test
 
 import (
+	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/oklog/ulid/v2"
 
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/deferred"
@@ -79,6 +83,83 @@ func TestAdmitStaleDecision(t *testing.T) {
 		st := state()
 		if err := st.Admit(conversation.ArrivalDecision, task, []byte(data), 0, time.Now(), 0); err != nil || len(st.Arrivals) != 1 {
 			t.Errorf("%s: %v, want admitted", data, err)
+		}
+	}
+}
+
+// TestAdmitTimeoutDecision (issue 37, finding 2): a timeout's decision
+// (by "timeout", reason expired, an on_timeout, or written by the
+// expiries stream whatever it says) is admitted only as the call's own
+// timeout: its policy has one, the content is exactly what it decides,
+// stored at or after the deferral plus the timeout. Anything else is
+// refused invalid_timeout and the call stays pending; the one admitted
+// is verified.
+func TestAdmitTimeoutDecision(t *testing.T) {
+	t.Parallel()
+	deferredAt := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	task := ulid.MustNew(ulid.Timestamp(deferredAt), rand.Reader).String()
+	exp := &deferred.Expiry{After: 30 * time.Minute, OnTimeout: "deny", Message: "nobody came"}
+	due := deferredAt.Add(exp.After)
+	state := func(e *deferred.Expiry) *conversation.State {
+		return &conversation.State{ID: protocol.NewID(), Pending: &deferred.PendingRecord{Tasks: []deferred.PendingTask{
+			{TaskID: task, Kind: deferred.KindApproval, Tool: "deploy", Args: json.RawMessage(`{}`), Expiry: e}}}}
+	}
+	timeout := `{"approved":false,"by":"timeout","reason":"expired","on_timeout":"deny","message":"nobody came"}`
+	for _, c := range []struct {
+		name   string
+		expiry *deferred.Expiry
+		data   string
+		o      conversation.AdmitOptions
+		at     time.Time
+		want   string
+	}{
+		{"the call's timeout, on time", exp, timeout, conversation.AdmitOptions{Expiry: true}, due, ""},
+		{"the call's timeout, late", exp, timeout, conversation.AdmitOptions{}, due.Add(time.Hour), ""},
+		{"no timeout in the policy", nil, timeout, conversation.AdmitOptions{Expiry: true}, due, conversation.ReasonInvalidTimeout},
+		{"early", exp, timeout, conversation.AdmitOptions{Expiry: true}, due.Add(-time.Second), conversation.ReasonInvalidTimeout},
+		{"approved where the policy denies", exp, `{"approved":true,"by":"timeout","reason":"expired","on_timeout":"approve"}`,
+			conversation.AdmitOptions{Expiry: true}, due, conversation.ReasonInvalidTimeout},
+		{"another message", exp, `{"approved":false,"by":"timeout","reason":"expired","on_timeout":"deny","message":"run it anyway"}`,
+			conversation.AdmitOptions{}, due, conversation.ReasonInvalidTimeout},
+		{"with metadata", exp, `{"approved":false,"by":"timeout","reason":"expired","on_timeout":"deny","message":"nobody came","metadata":{"x":1}}`,
+			conversation.AdmitOptions{}, due, conversation.ReasonInvalidTimeout},
+		{"a person's approval written by the expiries stream", exp, `{"approved":true,"by":"alice","channel":"inbox"}`,
+			conversation.AdmitOptions{Expiry: true}, due, conversation.ReasonInvalidTimeout},
+		{"a reason expired by a person", exp, `{"approved":false,"by":"alice","reason":"expired"}`,
+			conversation.AdmitOptions{}, due, conversation.ReasonInvalidTimeout},
+		{"a person's denial", exp, `{"approved":false,"by":"alice"}`, conversation.AdmitOptions{}, due.Add(-time.Minute), ""},
+	} {
+		st := state(c.expiry)
+		c.o.At = c.at
+		err := st.AdmitWith(conversation.ArrivalDecision, task, []byte(c.data), c.o)
+		var re *conversation.RefusedError
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case c.want != "" && (!errors.As(err, &re) || re.Reason != c.want):
+			t.Errorf("%s: %v, want refused %s", c.name, err, c.want)
+		case c.want != "" && st.Arrived(task):
+			t.Errorf("%s: refused, yet arrived", c.name)
+		case c.want == "" && strings.Contains(c.data, `"timeout"`) && !st.Arrivals[0].Verified:
+			t.Errorf("%s: the call's own timeout not verified", c.name)
+		}
+	}
+}
+
+// TestAdmitSignedDecision: a decision's arrival is verified only when its
+// signature was (AdmitOptions.Signed).
+func TestAdmitSignedDecision(t *testing.T) {
+	t.Parallel()
+	task := protocol.NewID()
+	for _, signed := range []bool{true, false} {
+		st := &conversation.State{ID: protocol.NewID(), Pending: &deferred.PendingRecord{Tasks: []deferred.PendingTask{
+			{TaskID: task, Kind: deferred.KindApproval, Tool: "deploy", Args: json.RawMessage(`{}`)}}}}
+		if err := st.AdmitWith(conversation.ArrivalDecision, task, []byte(`{"approved":true,"by":"alice","channel":"inbox"}`),
+			conversation.AdmitOptions{At: time.Now(), Signed: signed}); err != nil {
+			t.Fatal(err)
+		}
+		if st.Arrivals[0].Verified != signed {
+			t.Errorf("signed %v: verified %v", signed, st.Arrivals[0].Verified)
 		}
 	}
 }

@@ -87,6 +87,11 @@ type Arrival struct {
 	// Trace is the W3C traceparent the message carried, if any (SPEC §14):
 	// the approval span of a decision links to it.
 	Trace string `json:"trace,omitempty"`
+	// Verified, for a decision, says it carried the service's valid
+	// signature (its by and channel are what the service's face, inbox,
+	// API or signed link, authenticated, not only what its publisher
+	// claims), or is the call's timeout as its policy sets it (SPEC §12).
+	Verified bool `json:"verified,omitempty"`
 }
 
 // Checkpoint is the last stream sequence read per stream: messages up to

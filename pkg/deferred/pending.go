@@ -48,6 +48,21 @@ type PendingTask struct {
 	// answer reaches it as a follow-up message, like a background outcome.
 	// Any one arrival for it is enough to continue the conversation.
 	NonBlocking bool `json:"nonblocking,omitempty"`
+	// Expiry, for an approval whose policy has a timeout (SPEC §12), is
+	// that timeout as the call's agent set it: a decision by "timeout"
+	// is admitted only when it is what Expiry decides, stored After the
+	// call's deferral (conversation.State.Admit).
+	Expiry *Expiry `json:"expiry,omitempty"`
+}
+
+// Expiry is an approval's timeout (SPEC §12): no decision stored After
+// the call's deferral (its task ID's time), the call is decided
+// OnTimeout ("deny", "approve" or "fail"), a denial telling the model
+// Message.
+type Expiry struct {
+	After     time.Duration `json:"after"`
+	OnTimeout string        `json:"on_timeout,omitempty"`
+	Message   string        `json:"message,omitempty"`
 }
 
 // Background reports whether the task is a background task (not a

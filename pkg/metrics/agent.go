@@ -49,6 +49,10 @@ const (
 	// RefuseUnauthenticated: an approval of a call that needs a quorum
 	// without an authenticated identity (SPEC §12).
 	RefuseUnauthenticated RefuseReason = "unauthenticated"
+	// RefuseInvalidTimeout: a decision by "timeout" (or written by the
+	// expiries stream) that is not the call's timeout as its approval
+	// policy sets it, or stored before it (SPEC §12).
+	RefuseInvalidTimeout RefuseReason = "invalid_timeout"
 )
 
 // RefuseReasons returns every [RefuseReason], in a fixed order.
@@ -56,7 +60,7 @@ func RefuseReasons() []RefuseReason {
 	return []RefuseReason{
 		RefuseUnknownTask, RefuseDuplicate, RefuseMalformed, RefuseWrongConversation,
 		RefuseWrongKind, RefuseOversize, RefuseLate, RefuseWrongTool, RefuseWrongAttempt, RefuseStale,
-		RefuseDuplicateIdentity, RefuseUnauthenticated,
+		RefuseDuplicateIdentity, RefuseUnauthenticated, RefuseInvalidTimeout,
 	}
 }
 

@@ -81,6 +81,23 @@ var updatableStreamFields = map[string]bool{
 	// Sources are added in place: the decisions stream sources the
 	// approval timeouts (SPEC §12), also on a server provisioned before.
 	"sources": true,
+	// What a credential may do to a stream it shares (issue 37): roll-ups
+	// refused and purges denied on a stream provisioned before, and the
+	// registry's delete markers (which need roll-ups) dropped. A purge
+	// denied is never allowed again (the server refuses it): see
+	// updatableStream.
+	"allow_rollup_hdrs": true, "deny_purge": true, "subject_delete_marker_ttl": true,
+}
+
+// updatableStream reports whether JetStream updates field d of a stream
+// in place: one of updatableStreamFields, and for deny_purge only from
+// false to true.
+func updatableStream(d FieldDiff) bool {
+	if d.Field == "deny_purge" {
+		want, _ := d.Want.(bool)
+		return want
+	}
+	return updatableStreamFields[d.Field]
 }
 
 type differ []FieldDiff
@@ -210,3 +227,12 @@ func ownMetadata(md map[string]string) map[string]string {
 // updatableConsumerFields are the consumer fields JetStream updates in
 // place (SPEC §5.1).
 var updatableConsumerFields = map[string]bool{"ack_wait": true, "backoff": true, "max_deliver": true, "max_ack_pending": true, "metadata": true}
+
+// fieldList names the fields of diffs, comma-separated.
+func fieldList(diffs []FieldDiff) string {
+	out := make([]string, 0, len(diffs))
+	for _, d := range diffs {
+		out = append(out, d.Field)
+	}
+	return strings.Join(out, ", ")
+}

@@ -68,6 +68,13 @@ type Names struct {
 	EffectsBucket string
 	// EffectsStream is its backing stream, KV_<prefix>_effects.
 	EffectsStream string
+	// ServiceBucket is the KV bucket of agent serve's own keys,
+	// <prefix>_service (issue 37): its decision key pair (the public
+	// half read by agents), its links' key and the links used; the roles'
+	// permissions let the serve role alone read the rest.
+	ServiceBucket string
+	// ServiceStream is its backing stream, KV_<prefix>_service.
+	ServiceStream string
 }
 
 // NamesFor returns the asset names of prefix ("" means
@@ -100,8 +107,15 @@ func NamesFor(prefix string) Names {
 		PendingStream:       "KV_" + prefix + "_pending",
 		EffectsBucket:       prefix + "_effects",
 		EffectsStream:       "KV_" + prefix + "_effects",
+		ServiceBucket:       prefix + "_service",
+		ServiceStream:       "KV_" + prefix + "_service",
 	}
 }
+
+// DecisionPublicKey is the key, in the service's bucket
+// (Names.ServiceBucket), of the public half of agent serve's decision
+// key: the one key of that bucket the agent role may read.
+const DecisionPublicKey = "decisions.public"
 
 // TaskConsumerName returns the durable name of a tool's task consumer,
 // task_<tool>.

@@ -240,8 +240,11 @@ func consumerTemplate(file, toolName string, opts ProvisionOptions, durable func
 // results, approvals, decisions, cancel and the registry's backing stream),
 // idempotently: a missing stream is created; an existing one that differs
 // only in its limits (max_msgs, max_bytes, max_age, max_msgs_per_subject,
-// max_msg_size, duplicate_window), which JetStream updates in place, is
-// updated to the definition; any other difference (replicas only when
+// max_msg_size, duplicate_window), its sources, or in what a credential
+// may do to it (allow_rollup_hdrs, deny_purge set, the registry's
+// subject_delete_marker_ttl), which JetStream updates in place, is updated
+// to the definition (a user that may not update it is told that an admin
+// runs `agent provision`); any other difference (replicas only when
 // opts.Replicas is set) is an [*IncompatibleError] wrapping
 // [ErrIncompatibleStream], and the stream is left as it is.
 func Provision(ctx context.Context, js jetstream.JetStream, opts ProvisionOptions) error {
@@ -284,7 +287,7 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 		return s, nil
 	}
 	for _, d := range diffs {
-		if !updatableStreamFields[d.Field] {
+		if !updatableStream(d) {
 			return nil, &IncompatibleError{Stream: want.Name, Diffs: diffs}
 		}
 	}
@@ -298,8 +301,15 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 		// Discard old with a lowered limit deletes what is above it.
 		return nil, &IncompatibleError{Stream: want.Name, Diffs: diffs}
 	}
-	if s, err = js.UpdateStream(ctx, want); err != nil {
-		return nil, fmt.Errorf("natsjs: update stream %s: %w", want.Name, err)
+	uctx, cancel := context.WithTimeout(ctx, createTimeout)
+	s, err = js.UpdateStream(uctx, want)
+	cancel()
+	if pe := refused(ctx, js, "$JS.API.STREAM.UPDATE."+want.Name, err); pe != nil {
+		return nil, fmt.Errorf("natsjs: stream %s differs from its definition (%s) and this user may not update it (an admin runs `agent provision`): %w",
+			want.Name, fieldList(diffs), pe)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("natsjs: update stream %s: %w", want.Name, withCause(ctx, err))
 	}
 	if diffs := diffStream(want, s.CachedInfo().Config, checkReplicas); len(diffs) > 0 {
 		return nil, &IncompatibleError{Stream: want.Name, Diffs: diffs}

@@ -58,6 +58,7 @@ func TestDefinitionsInSync(t *testing.T) {
 				names.ConversationsStream: "$KV." + names.ConversationsBucket + ".>",
 				names.PendingStream:       "$KV." + names.PendingBucket + ".>",
 				names.EffectsStream:       "$KV." + names.EffectsBucket + ".>",
+				names.ServiceStream:       "$KV." + names.ServiceBucket + ".>",
 			}
 			// The decisions stream sources the approval timeouts of the
 			// same prefix onto the decision subjects (SPEC §12).
@@ -90,7 +91,7 @@ func TestDefinitionsInSync(t *testing.T) {
 				if c.Storage != jetstream.FileStorage || c.Replicas != 1 {
 					t.Errorf("%s: storage %v replicas %d", name, c.Storage, c.Replicas)
 				}
-				if c.Duplicates <= 0 || c.Duplicates > c.MaxAge {
+				if c.Duplicates <= 0 || c.MaxAge > 0 && c.Duplicates > c.MaxAge { // max_age 0: kept (the service's keys)
 					t.Errorf("%s: duplicate_window %v must be in (0, max_age %v]", name, c.Duplicates, c.MaxAge)
 				}
 			}
@@ -122,8 +123,17 @@ func TestDefinitionsInSync(t *testing.T) {
 				}
 			}
 			reg := streams[names.RegistryStream]
-			if reg.MaxAge != 30*time.Second || reg.MaxMsgsPerSubject != 1 || !reg.AllowRollup || !reg.DenyDelete || !reg.AllowDirect {
+			if reg.MaxAge != 30*time.Second || reg.MaxMsgsPerSubject != 1 || !reg.DenyDelete || !reg.AllowDirect {
 				t.Errorf("registry stream: %+v", reg)
+			}
+			// No credential rolls up or purges a stream it shares (issue
+			// 37): but for the two whose features need it (message
+			// schedules, the object store's metadata and deletes).
+			for name, c := range streams {
+				need := name == names.Expiries || name == names.HistoriesStream
+				if c.AllowRollup != need || c.DenyPurge == need {
+					t.Errorf("%s: allow_rollup_hdrs %v, deny_purge %v", name, c.AllowRollup, c.DenyPurge)
+				}
 			}
 
 			c, err := natsjs.TaskConsumerConfig("search", natsjs.ProvisionOptions{Prefix: prefix})
@@ -155,7 +165,7 @@ func TestDefinitionsInSync(t *testing.T) {
 func TestDefinitionFilesRoundTrip(t *testing.T) {
 	t.Parallel()
 	files, _ := fs.Glob(offload.Definitions(), "*/*.json")
-	if len(files) != 17 {
+	if len(files) != 18 {
 		t.Errorf("definition files: %v", files)
 	}
 	for _, file := range files {
@@ -257,6 +267,67 @@ func TestProvisionIdempotent(t *testing.T) {
 	}
 }
 
+// TestProvisionTightensStreams: a deployment provisioned before issue 37
+// (every stream allowing roll-ups and purges, the registry writing delete
+// markers) is brought to the definitions in place by Provision, its
+// messages kept; a stream whose purges are denied where the definition
+// allows them (which the server never undoes) is an IncompatibleError
+// saying so.
+func TestProvisionTightensStreams(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	opts := natsjs.ProvisionOptions{MemoryStorage: true}
+	cfgs, err := natsjs.StreamConfigs(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := natsjs.NamesFor("")
+	for _, c := range cfgs {
+		c.AllowRollup, c.DenyPurge = true, false
+		if c.Name == names.RegistryStream {
+			c.SubjectDeleteMarkerTTL = 30 * time.Second
+		}
+		if _, err := b.js.CreateStream(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.js.Publish(ctx, "$KV."+names.EffectsBucket+".sleep.T.0", []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := natsjs.Provision(ctx, b.js, opts); err != nil {
+		t.Fatalf("provision over the streams of before: %v", err)
+	}
+	for _, want := range cfgs {
+		s, err := b.js.Stream(ctx, want.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		have := s.CachedInfo()
+		if have.Config.AllowRollup != want.AllowRollup || have.Config.DenyPurge != want.DenyPurge || have.Config.SubjectDeleteMarkerTTL != 0 {
+			t.Errorf("%s after provision: allow_rollup_hdrs %v, deny_purge %v, subject_delete_marker_ttl %v", want.Name,
+				have.Config.AllowRollup, have.Config.DenyPurge, have.Config.SubjectDeleteMarkerTTL)
+		}
+		if want.Name == names.EffectsStream && have.State.Msgs != 1 {
+			t.Errorf("the effect ledger lost its entry: %d messages", have.State.Msgs)
+		}
+	}
+
+	// The histories' purges denied by hand: the object store could no
+	// longer delete, and the server never allows them again.
+	hist := byName(t, cfgs)[names.HistoriesStream]
+	hist.Name, hist.Subjects = "OBJ_other_histories", []string{"$O.other_histories.C.>", "$O.other_histories.M.>"}
+	hist.AllowRollup, hist.DenyPurge = false, true
+	if _, err := b.js.CreateStream(ctx, hist); err != nil {
+		t.Fatal(err)
+	}
+	err = natsjs.Provision(ctx, b.js, natsjs.ProvisionOptions{Prefix: "other", MemoryStorage: true})
+	var ie *natsjs.IncompatibleError
+	if !errors.As(err, &ie) || ie.Stream != "OBJ_other_histories" || !strings.Contains(err.Error(), "deny_purge: want false, have true") {
+		t.Errorf("histories with purges denied: %v", err)
+	}
+}
+
 func TestProvisionIncompatibleStream(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -268,7 +339,7 @@ func TestProvisionIncompatibleStream(t *testing.T) {
 	}
 	results := byName(t, cfgs)["TOOLS_RESULTS"]
 	results.MaxAge = time.Hour
-	results.AllowRollup = true
+	results.AllowDirect = false
 	if _, err := b.js.CreateStream(ctx, results); err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +355,7 @@ func TestProvisionIncompatibleStream(t *testing.T) {
 	for _, d := range ie.Diffs {
 		fields = append(fields, d.Field)
 	}
-	if !slices.Equal(fields, []string{"max_age", "allow_rollup_hdrs"}) {
+	if !slices.Equal(fields, []string{"max_age", "allow_direct"}) {
 		t.Errorf("diff fields %v", fields)
 	}
 	if !strings.Contains(err.Error(), "max_age: want 168h0m0s, have 1h0m0s") {
@@ -297,7 +368,7 @@ func TestProvisionIncompatibleStream(t *testing.T) {
 	}
 
 	// Limits alone are updated in place.
-	results.AllowRollup = false
+	results.AllowDirect = true
 	if _, err := b.js.UpdateStream(ctx, results); err != nil {
 		t.Fatal(err)
 	}

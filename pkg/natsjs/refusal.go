@@ -155,7 +155,26 @@ func connUser(nc *nats.Conn) string {
 // roleFor returns the role of deploy/nats/auth.conf (written for any
 // prefix: subjects are matched by their shape) whose permissions allow a
 // publish (or a subscription) on subject, "" when none but admin's do.
+// The serve role (agent serve) has the agent role's grants and its own.
 func roleFor(subscribe bool, subject string) string {
+	role := baseRoleFor(subscribe, subject)
+	if hasRole(role, "agent") && !hasRole(role, "serve") {
+		role += " or serve"
+	}
+	return role
+}
+
+// serveConsumer reports whether rest, an API or acknowledgement subject
+// after its prefix, names one of agent serve's own consumers (wake,
+// notify) of stream.
+func serveConsumer(stream, rest string) bool {
+	consumer, _, _ := strings.Cut(strings.TrimPrefix(rest, stream+"."), ".")
+	return consumer == WakeConsumerName || consumer == NotifyConsumerName
+}
+
+// baseRoleFor is roleFor but for the serve role's share of the agent
+// role's grants.
+func baseRoleFor(subscribe bool, subject string) string {
 	if subscribe {
 		switch kindOf(subject) {
 		case "progress":
@@ -172,15 +191,23 @@ func roleFor(subscribe bool, subject string) string {
 		if rest, ok := strings.CutPrefix(subject, api); ok {
 			stream, _, _ := strings.Cut(rest, ".")
 			if api == "$JS.ACK." && strings.Count(rest, ".") > 6 {
-				stream = strings.Split(rest, ".")[2] // v2: $JS.ACK.<domain>.<account hash>.<stream>.…
+				parts := strings.Split(rest, ".") // v2: $JS.ACK.<domain>.<account hash>.<stream>.…
+				stream, rest = parts[2], strings.Join(parts[2:], ".")
 			}
-			if api == "$JS.API.DIRECT.GET." && peopleLookUp(stream, rest) {
+			switch {
+			case api == "$JS.API.DIRECT.GET." && peopleLookUp(stream, rest):
 				return "agent or approver or answerer"
+			case isServiceStream(stream) && api == "$JS.API.DIRECT.GET." && strings.HasSuffix(rest, "."+DecisionPublicKey):
+				return "agent or serve"
+			case isServiceStream(stream) || api != "$JS.API.DIRECT.GET." && serveConsumer(stream, rest):
+				return "serve"
 			}
 			return streamReader(stream)
 		}
 	}
 	switch {
+	case strings.HasPrefix(subject, "$JS.API.STREAM.INFO.") && isServiceStream(strings.TrimPrefix(subject, "$JS.API.STREAM.INFO.")):
+		return "agent"
 	case strings.HasPrefix(subject, "$JS.API.STREAM.INFO.KV_") && strings.HasSuffix(subject, "_pending"):
 		return "agent or approver or answerer"
 	case strings.HasPrefix(subject, "$JS.API.STREAM.INFO."):
@@ -193,8 +220,11 @@ func roleFor(subscribe bool, subject string) string {
 		return "admin"
 	case strings.HasPrefix(subject, "$KV."):
 		bucket, _, _ := strings.Cut(strings.TrimPrefix(subject, "$KV."), ".")
-		if strings.HasSuffix(bucket, "_registry") {
+		switch {
+		case strings.HasSuffix(bucket, "_registry"):
 			return "worker"
+		case strings.HasSuffix(bucket, "_service"):
+			return "serve"
 		}
 		return "agent"
 	case strings.HasPrefix(subject, "$O."), strings.HasPrefix(subject, "$JS.FC."):
@@ -206,11 +236,19 @@ func roleFor(subscribe bool, subject string) string {
 	case "result", "progress":
 		return "worker"
 	case "decision":
-		return "approver"
+		return "approver or serve"
 	case "answer":
-		return "answerer"
+		return "answerer or serve"
+	case "wake", "event":
+		return "serve"
 	}
 	return ""
+}
+
+// isServiceStream reports whether stream is the service's bucket's,
+// KV_<prefix>_service.
+func isServiceStream(stream string) bool {
+	return strings.HasPrefix(stream, "KV_") && strings.HasSuffix(stream, "_service")
 }
 
 // peopleLookUp reports whether a direct get on stream (rest: the API
@@ -240,6 +278,8 @@ func streamReader(stream string) string {
 	case strings.HasSuffix(stream, "_RESULTS"), strings.HasSuffix(stream, "_ANSWERS"), strings.HasSuffix(stream, "_DECISIONS"),
 		strings.HasPrefix(stream, "KV_"), strings.HasPrefix(stream, "OBJ_"):
 		return "agent"
+	case strings.HasSuffix(stream, "_WAKE"), strings.HasSuffix(stream, "_EVENTS"):
+		return "serve"
 	}
 	return ""
 }

@@ -233,6 +233,9 @@ func validChannel(c string) bool {
 // ReasonExpired is the Reason of an expiry's decision.
 const ReasonExpired = "expired"
 
+// TimeoutDecider is the By of an expiry's decision (SPEC §12).
+const TimeoutDecider = "timeout"
+
 // OnTimeoutFail is the OnTimeout of an expiry's decision that ends the run
 // reading it with an error naming the call (SPEC §12), the model not told.
 const OnTimeoutFail = "fail"

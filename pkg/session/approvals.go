@@ -12,7 +12,7 @@ import (
 
 // timeoutDecider is the by of a decision written by an approval's timeout
 // (SPEC §12): counted as expired, never as a person's denial.
-const timeoutDecider = "timeout"
+const timeoutDecider = protocol.TimeoutDecider
 
 // ExpiredText is what the model is told of a call of tool whose approval
 // expired, denied by its timeout (SPEC §12), with the approval's message

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -14,8 +15,9 @@ import (
 )
 
 // TestDecisionsCounted: a decision applied on a resume is counted in
-// offload_approvals_total{tool,outcome} (a timeout's as expired, never as
-// denied) and timed in offload_decision_seconds{tool}.
+// offload_approvals_total{tool,outcome} (a timeout's, of a call whose
+// policy has one, as expired, never as denied) and timed in
+// offload_decision_seconds{tool}.
 func TestDecisionsCounted(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -23,13 +25,16 @@ func TestDecisionsCounted(t *testing.T) {
 	for _, decision := range []string{
 		`{"approved":true,"by":"ann"}`,
 		`{"approved":false,"by":"bob"}`,
-		`{"approved":false,"by":"timeout","reason":"expired"}`,
+		`{"approved":false,"by":"timeout","reason":"expired","on_timeout":"deny"}`,
 	} {
 		store := conversation.NewMemory()
 		rec := &recorder{}
 		id, pending := pausedConversation(t, store, rec)
 		appr, ext := taskOf(t, pending, deferred.KindApproval), taskOf(t, pending, deferred.KindExternal)
-		s, err := session.Open(ctx, session.Config{Store: store, Announcer: rec, Canceller: rec, Approvals: ap}, id, false)
+		expiry := func(context.Context, string) *session.ApprovalPolicy {
+			return &session.ApprovalPolicy{Timeout: time.Nanosecond, OnTimeout: session.OnTimeoutDeny}
+		}
+		s, err := session.Open(ctx, session.Config{Store: store, Announcer: rec, Canceller: rec, Approvals: ap, Expiry: expiry}, id, false)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -56,6 +56,11 @@ func (s *Session) await(ctx context.Context, rc *tool.RunContext, reqs *deferred
 					t.Required = n
 				}
 			}
+			// And its timeout: a timeout's decision is admitted only as
+			// it (SPEC §12).
+			if t.Expiry == nil && s.cfg.Expiry != nil {
+				t.Expiry = s.cfg.Expiry(ctx, t.Tool).Expiry()
+			}
 			tmp.Pending.Tasks = append(tmp.Pending.Tasks, t)
 			mine[t.TaskID] = true
 		}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
@@ -23,7 +24,7 @@ const (
 )
 
 // TimeoutDecider is the by of the decision an approval's timeout writes.
-const TimeoutDecider = timeoutDecider
+const TimeoutDecider = protocol.TimeoutDecider
 
 // ApprovalPolicy is an approval's expiry (SPEC §12): when no decision is
 // stored within Timeout of the announcement, the server writes the
@@ -99,13 +100,20 @@ func quorumOf(v any) (int, bool) {
 	return 0, false
 }
 
-// Decision is the decision the server writes at the timeout.
+// Decision is the decision the server writes at the timeout: the only
+// one a reader admits as the timeout of a call deferred under p
+// (conversation.TimeoutDecision of [ApprovalPolicy.Expiry]).
 func (p *ApprovalPolicy) Decision() protocol.Decision {
-	d := protocol.Decision{Approved: p.OnTimeout == OnTimeoutApprove, By: TimeoutDecider, Reason: protocol.ReasonExpired, OnTimeout: p.OnTimeout}
-	if !d.Approved {
-		d.Message = p.Message
+	return conversation.TimeoutDecision(deferred.Expiry{After: p.Timeout, OnTimeout: p.OnTimeout, Message: p.Message})
+}
+
+// Expiry is p's timeout as the calls deferred under it save it
+// (deferred.PendingTask.Expiry); nil when p sets none.
+func (p *ApprovalPolicy) Expiry() *deferred.Expiry {
+	if p == nil || p.Timeout <= 0 {
+		return nil
 	}
-	return d
+	return &deferred.Expiry{After: p.Timeout, OnTimeout: p.OnTimeout, Message: p.Message}
 }
 
 // ResolveApprovalPolicy returns the approval policy of toolName: the

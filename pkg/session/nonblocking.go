@@ -84,6 +84,10 @@ func (w *liveWaiter) Wait(ctx context.Context, info *agent.RunInfo, call deferre
 			call.Required = n
 		}
 	}
+	// So is its timeout: a timeout's decision is admitted only as it.
+	if call.Kind == deferred.KindApproval && call.Expiry == nil && w.s.cfg.Expiry != nil {
+		call.Expiry = w.s.cfg.Expiry(ctx, call.Tool).Expiry()
+	}
 	lw := &liveWait{w: w, pt: call, done: make(chan struct{})}
 	// The session's state is read before w.mu is taken: the session's
 	// save takes w.mu while it holds its own (Session.updateLocked).

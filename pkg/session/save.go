@@ -304,8 +304,10 @@ func (s *Session) stampQuorum(ctx context.Context, rec *deferred.PendingRecord) 
 }
 
 // stampTasks stamps each approval of tasks with the quorum its tool
-// needs (Config.Quorum), unless it has one.
+// needs (Config.Quorum) and its timeout (Config.Expiry), unless it has
+// them.
 func (s *Session) stampTasks(ctx context.Context, tasks []deferred.PendingTask) {
+	s.stampExpiry(ctx, tasks)
 	if s.cfg.Quorum == nil {
 		return
 	}
@@ -314,6 +316,20 @@ func (s *Session) stampTasks(ctx context.Context, tasks []deferred.PendingTask) 
 			if n := s.cfg.Quorum(ctx, t.Tool); n > 1 {
 				tasks[i].Required = n
 			}
+		}
+	}
+}
+
+// stampExpiry stamps each approval of tasks with its tool's timeout
+// (Config.Expiry), unless it has one: what a timeout's decision must be
+// to be admitted (conversation.State.Admit).
+func (s *Session) stampExpiry(ctx context.Context, tasks []deferred.PendingTask) {
+	if s.cfg.Expiry == nil {
+		return
+	}
+	for i, t := range tasks {
+		if t.Kind == deferred.KindApproval && t.Expiry == nil {
+			tasks[i].Expiry = s.cfg.Expiry(ctx, t.Tool).Expiry()
 		}
 	}
 }

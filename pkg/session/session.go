@@ -112,12 +112,23 @@ type Config struct {
 	// tool need (SPEC §12, approval {required: N}): each approval the run
 	// leaves pending is saved with it (deferred.PendingTask.Required).
 	Quorum func(ctx context.Context, toolName string) int
+	// Expiry, if set, returns the approval policy of the calls of a tool
+	// when it sets a timeout (SPEC §12): each approval the run leaves
+	// pending, or waits for live, is saved with it
+	// (deferred.PendingTask.Expiry), and a timeout's decision is admitted
+	// only as what it decides, at its time. A call saved without one
+	// (before issue 37) gets it when the conversation's arrivals are read.
+	Expiry func(ctx context.Context, toolName string) *ApprovalPolicy
 }
 
 // DecisionMetaKey is the key, in the metadata of a tool return part, of
 // the decision that let the call run or denied it: {"task_id",
-// "approved", "by", "override_args", "message"} (by as the decision
-// claimed it).
+// "approved", "by", "at", "channel", "verified", "claimed_channel",
+// "override_args", "message"}: by and channel are the service's when
+// verified (it signed the decision, or a timeout's was checked against
+// the call's policy); an unverified decision's by is its publisher's
+// claim and its channel "nats", the channel it claimed in
+// claimed_channel.
 const DecisionMetaKey = "offload.decision"
 
 // Session is one process's claim on a conversation. It is safe for
@@ -307,6 +318,11 @@ func (s *Session) Collect(ctx context.Context) (int, error) {
 			return 0, err
 		}
 	}
+	if s.st.Pending != nil {
+		// A call saved before its timeout was (issue 37) is checked
+		// against its tool's timeout as this process has it.
+		s.stampExpiry(ctx, s.st.Pending.Tasks)
+	}
 	n, err := s.cfg.Inbox.Collect(ctx, s.st)
 	if err != nil {
 		return n, err
@@ -329,6 +345,9 @@ func (s *Session) Collect(ctx context.Context) (int, error) {
 func (s *Session) Admit(kind conversation.ArrivalKind, task string, data []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.st.Pending != nil {
+		s.stampExpiry(context.Background(), s.st.Pending.Tasks) // as Collect does
+	}
 	return s.st.Admit(kind, task, data, 0, time.Now(), s.cfg.MaxPayload)
 }
 
@@ -458,7 +477,16 @@ func (s *Session) applyLocked(res *deferred.Results, t deferred.PendingTask, a c
 		if !a.At.IsZero() {
 			note["at"] = a.At.UTC().Format(time.RFC3339Nano) // when it was stored
 		}
-		note["channel"] = cmp.Or(d.Channel, protocol.ChannelNATS) // as claimed, like by
+		// The by and channel of a decision the service signed are its
+		// face's; any other's are only what its publisher claims: it is
+		// recorded as given over raw NATS, its claim kept aside (SPEC §12).
+		note["verified"] = a.Verified
+		note["channel"] = protocol.ChannelNATS
+		if a.Verified {
+			note["channel"] = cmp.Or(d.Channel, protocol.ChannelNATS)
+		} else if d.Channel != "" && d.Channel != protocol.ChannelNATS {
+			note["claimed_channel"] = d.Channel
+		}
 		resolved := protocol.ResolvedDenied
 		switch {
 		case d.Approved && d.OverrideArgs != nil:

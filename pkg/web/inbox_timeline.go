@@ -31,6 +31,11 @@ type entry struct {
 	// By is who decided, Channel how (inbox, api, link, cli, nats);
 	// Edited the arguments a decision replaced.
 	By, Channel, Edited string
+	// Unverified marks a decision the service did not sign: its by is
+	// only what its publisher claimed, its channel nats (Claimed the one
+	// it claimed, if another).
+	Unverified bool
+	Claimed    string
 }
 
 // timeline shows conversation id as a timeline, with the calls it waits
@@ -110,6 +115,10 @@ func decisionEntry(tool string, d map[string]any, fallback time.Time) entry {
 	e.Task, _ = d["task_id"].(string)
 	e.By, _ = d["by"].(string)
 	e.Channel, _ = d["channel"].(string)
+	if verified, ok := d["verified"].(bool); !ok || !verified {
+		e.Unverified = true
+		e.Claimed, _ = d["claimed_channel"].(string)
+	}
 	e.Text, _ = d["message"].(string)
 	if at, ok := d["at"].(string); ok {
 		if t, err := time.Parse(time.RFC3339Nano, at); err == nil {

@@ -51,7 +51,7 @@ func TestShipped(t *testing.T) {
 	for _, u := range f.Users {
 		users = append(users, u.Name)
 	}
-	want := []string{"admin", "agent", "worker_sleep", "worker_http", "worker_files", "worker_shell", "approver", "answerer"}
+	want := []string{"admin", "agent", "serve", "worker_sleep", "worker_http", "worker_files", "worker_shell", "approver", "answerer"}
 	if !slices.Equal(users, want) {
 		t.Errorf("users %v, want %v", users, want)
 	}
@@ -63,5 +63,32 @@ func TestShipped(t *testing.T) {
 	}
 	if strings.Contains(text, `"tools.result.>"`) {
 		t.Error("a user may publish every tool's results")
+	}
+}
+
+// The service's own bucket (issue 37): the serve role reads and writes
+// it; the agent role may read the decision key's public half alone, by
+// its subject (no consumer, no other key; the stream's info, which every
+// binary checks at start-up, names keys, no value); the decision and
+// answer subjects are the serve role's, never the agent role's.
+func TestServiceKeysSeparated(t *testing.T) {
+	t.Parallel()
+	agent, serve := authconf.Agent("acme"), authconf.Serve("acme")
+	var service []string
+	for _, s := range agent.PublishSubjects() {
+		if strings.Contains(s, "acme_service") {
+			service = append(service, s)
+		}
+		if s == "acme.decision.>" || s == "acme.answer.>" || strings.HasPrefix(s, "acme.wake") || strings.HasPrefix(s, "acme.event") {
+			t.Errorf("the agent role may publish %s", s)
+		}
+	}
+	if !slices.Equal(service, []string{"$JS.API.STREAM.INFO.KV_acme_service", "$JS.API.DIRECT.GET.KV_acme_service.$KV.acme_service.decisions.public"}) {
+		t.Errorf("the agent role's grants on the service's bucket: %v", service)
+	}
+	for _, want := range []string{"$KV.acme_service.>", "$JS.API.DIRECT.GET.KV_acme_service.>", "acme.decision.>", "acme.answer.>", "acme.wake.>", "acme.event.>"} {
+		if !slices.Contains(serve.PublishSubjects(), want) {
+			t.Errorf("the serve role lacks %s", want)
+		}
 	}
 }

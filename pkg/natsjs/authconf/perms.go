@@ -49,7 +49,7 @@ func InboxPrefix(user string) string { return "_INBOX_" + user }
 func streamInfos(n natsjs.Names) []string {
 	var out []string
 	for _, s := range []string{n.Tasks, n.Results, n.Approvals, n.Decisions, n.Expiries, n.Cancel, n.Answers,
-		n.RegistryStream, n.ConversationsStream, n.HistoriesStream, n.PendingStream, n.Wake, n.Events, n.EffectsStream} {
+		n.RegistryStream, n.ConversationsStream, n.HistoriesStream, n.PendingStream, n.Wake, n.Events, n.EffectsStream, n.ServiceStream} {
 		out = append(out, "$JS.API.STREAM.INFO."+s)
 	}
 	return out
@@ -68,33 +68,62 @@ func reader(stream string) []string {
 // Agent returns the permissions of the agent role for prefix ("" means
 // [protocol.DefaultPrefix]): it publishes tasks, approval announcements
 // and cancels; reads results, answers, decisions, progress and the
-// registry; reads and writes the conversation store.
+// registry; reads and writes the conversation store; reads the public
+// half of the service's decision key, which verifies the decisions
+// agent serve signed (issue 37), and no other key of the service's
+// bucket (its info, which names keys, only).
 func Agent(prefix string) Permissions {
 	n := natsjs.NamesFor(prefix)
 	s := protocol.Subjects{Prefix: n.Prefix}
 	return Permissions{
-		Publish: []Rule{
-			{"", []string{s.All(protocol.KindTask), s.All(protocol.KindApproval), s.All(protocol.KindCancel)}},
-			{"approval timeouts: the decision the server writes at a timeout,\n scheduled with the announcement (SPEC §12); not the decision subjects", []string{natsjs.ExpirySchedules(n.Prefix)}},
-			{"the streams' info: the binaries check at start-up that what they\n use exists (created by admin with agent provision)", streamInfos(n)},
-			{"results, answers and decisions: ordered consumers and direct gets",
-				append(append(reader(n.Results), reader(n.Answers)...), reader(n.Decisions)...)},
-			{"the registry, read (watch and get)", append(reader(n.RegistryStream), "$JS.FC."+n.RegistryStream+".>")},
-			{"the conversation store, read and write", append(append([]string{"$KV." + n.ConversationsBucket + ".>"},
-				reader(n.ConversationsStream)...), "$JS.FC."+n.ConversationsStream+".>")},
-			{"histories over the max payload (object store), read and write", append(append([]string{"$O." + n.HistoriesBucket + ".>"},
-				reader(n.HistoriesStream)...), "$JS.API.STREAM.PURGE."+n.HistoriesStream, "$JS.FC."+n.HistoriesStream+".>")},
-			{"the approvals it announced, looked up (agent pending)",
-				[]string{"$JS.API.DIRECT.GET." + n.Approvals, "$JS.API.DIRECT.GET." + n.Approvals + ".>"}},
-			{"the pending records, read and write (the conversation store\n writes them with every save)", append(append([]string{"$KV." + n.PendingBucket + ".>"},
-				reader(n.PendingStream)...), "$JS.FC."+n.PendingStream+".>")},
-			{"agent serve: the wake consumers (durable wake on decisions, answers,\n results and wake markers) acknowledged; the wake markers and run\n events it publishes and reads; the notification consumer (durable\n notify on approvals, --notify) read and acknowledged", serveGrants(n, s)},
-		},
+		Publish: append(agentRules(n, s), Rule{"the public half of the service's decision key (agent serve signs the\n decisions its faces publish; agents verify them), its key alone",
+			[]string{"$JS.API.DIRECT.GET." + n.ServiceStream + ".$KV." + n.ServiceBucket + "." + natsjs.DecisionPublicKey}}),
 		Subscribe: []Rule{{"", []string{s.All(protocol.KindProgress), InboxPrefix("agent") + ".>"}}},
 	}
 }
 
-// serveGrants are what `agent serve` adds to the agent role: its wake
+// Serve returns the permissions of the serve role (agent serve) for
+// prefix ("" means [protocol.DefaultPrefix]): what its agents' runs need
+// (the agent role's), its wake markers, run events and consumers, the
+// decisions and answers it publishes on behalf of the people its faces
+// authenticated (its inbox, API and signed links), and its own bucket:
+// its decision key pair, its links' key and the links used (issue 37).
+func Serve(prefix string) Permissions {
+	n := natsjs.NamesFor(prefix)
+	s := protocol.Subjects{Prefix: n.Prefix}
+	return Permissions{
+		Publish: append(agentRules(n, s),
+			Rule{"agent serve: the wake consumers (durable wake on decisions, answers,\n results and wake markers) acknowledged; the wake markers and run\n events it publishes and reads; the notification consumer (durable\n notify on approvals, --notify) read and acknowledged", serveGrants(n, s)},
+			Rule{"the decisions and answers it publishes on behalf of the people its\n inbox, API and signed links authenticated (the decisions signed with\n its key)", []string{s.All(protocol.KindDecision), s.All(protocol.KindAnswer)}},
+			Rule{"its own bucket: the decision key pair, the links' key and the links\n used, made once across replicas", []string{"$KV." + n.ServiceBucket + ".>",
+				"$JS.API.DIRECT.GET." + n.ServiceStream, "$JS.API.DIRECT.GET." + n.ServiceStream + ".>"}},
+		),
+		Subscribe: []Rule{{"", []string{s.All(protocol.KindProgress), InboxPrefix("serve") + ".>"}}},
+	}
+}
+
+// agentRules are the publish rules of an agent's runs, shared by the
+// agent and serve roles.
+func agentRules(n natsjs.Names, s protocol.Subjects) []Rule {
+	return []Rule{
+		{"", []string{s.All(protocol.KindTask), s.All(protocol.KindApproval), s.All(protocol.KindCancel)}},
+		{"approval timeouts: the decision the server writes at a timeout,\n scheduled with the announcement (SPEC §12); not the decision subjects", []string{natsjs.ExpirySchedules(n.Prefix)}},
+		{"the streams' info: the binaries check at start-up that what they\n use exists (created by admin with agent provision)", streamInfos(n)},
+		{"results, answers and decisions: ordered consumers and direct gets",
+			append(append(reader(n.Results), reader(n.Answers)...), reader(n.Decisions)...)},
+		{"the registry, read (watch and get)", append(reader(n.RegistryStream), "$JS.FC."+n.RegistryStream+".>")},
+		{"the conversation store, read and write", append(append([]string{"$KV." + n.ConversationsBucket + ".>"},
+			reader(n.ConversationsStream)...), "$JS.FC."+n.ConversationsStream+".>")},
+		{"histories over the max payload (object store), read and write", append(append([]string{"$O." + n.HistoriesBucket + ".>"},
+			reader(n.HistoriesStream)...), "$JS.API.STREAM.PURGE."+n.HistoriesStream, "$JS.FC."+n.HistoriesStream+".>")},
+		{"the approvals it announced, looked up (agent pending)",
+			[]string{"$JS.API.DIRECT.GET." + n.Approvals, "$JS.API.DIRECT.GET." + n.Approvals + ".>"}},
+		{"the pending records, read and write (the conversation store\n writes them with every save)", append(append([]string{"$KV." + n.PendingBucket + ".>"},
+			reader(n.PendingStream)...), "$JS.FC."+n.PendingStream+".>")},
+	}
+}
+
+// serveGrants are what `agent serve` adds to an agent's runs: its wake
 // markers and run events, published and read, the acknowledgements of
 // the wake consumers (v1 and v2 formats), and the notification consumer
 // of --notify, read and acknowledged.

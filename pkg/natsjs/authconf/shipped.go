@@ -17,14 +17,18 @@ var ShippedWorkers = []struct {
 }
 
 // Shipped returns deploy/nats/auth.conf: the default prefix, the admin,
-// the agent, the worker users of [ShippedWorkers], the approver and the
-// answerer.
+// the agent, agent serve (serve), the worker users of [ShippedWorkers],
+// the approver and the answerer.
 func Shipped() File {
 	users := []User{
 		{Name: "admin", PasswordEnv: PasswordEnv("admin"), Comment: "provisions (agent provision); everything"},
 		func() User {
 			p := Agent(protocol.DefaultPrefix)
-			return User{Name: "agent", PasswordEnv: PasswordEnv("agent"), Comment: "an agent", Permissions: &p}
+			return User{Name: "agent", PasswordEnv: PasswordEnv("agent"), Comment: "an agent (agent run, agent resume)", Permissions: &p}
+		}(),
+		func() User {
+			p := Serve(protocol.DefaultPrefix)
+			return User{Name: "serve", PasswordEnv: PasswordEnv("serve"), Comment: "agent serve's replicas", Permissions: &p}
 		}(),
 	}
 	for _, w := range ShippedWorkers {
@@ -72,7 +76,11 @@ for any task marked approved, so only agents publish tasks; a worker user
 reads, pulls, answers and advertises only its own tools (the tool is the
 last token of the result, progress and cancel subjects; its task consumer
 and registry keys are named after it); people publish decisions (approver)
-and answers to external calls (answerer), nothing else. Each allowed and
+and answers to external calls (answerer), nothing else; agent serve (serve)
+publishes those of the people its inbox, API and links authenticated,
+signed with its decision key, which it alone reads (agents read its public
+half, to verify them). No role may roll up or purge a stream it shares
+with another: the streams refuse it (jetstream/README.md). Each allowed and
 each denied operation is tested against a server including this file
 (deploy/auth_test.go).
 

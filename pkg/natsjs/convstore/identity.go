@@ -1,71 +1,137 @@
 package convstore
 
 import (
-	"crypto/hmac"
+	"crypto/ed25519"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
-	"strconv"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
 // SignatureHeader is the header of a decision the service signed (SPEC
-// §12): the hex HMAC-SHA256, with the service's key, of its
-// conversation, task, args_digest, approval and by (see
-// [Identities.Sign]).
+// §12): "ed25519:" and the base64 Ed25519 signature, with the private
+// half of the service's decision key, of the decision's conversation,
+// task and whole payload (see [Identities.Sign]).
 const SignatureHeader = "Offload-Decision-Signature"
 
-// Identities authenticates the approvals of calls that need a quorum
-// (SPEC §12): a decision's by is only what its publisher claims, so it
-// counts as an identity when the service signed the decision with its
-// key (the inbox's and the API's decisions, by the token's name), or, with
-// TrustBy (agent serve --trust-nats-by), always. Set its fields before
-// the inbox or the publisher that holds it is used; nil authenticates
-// none.
+// sigPrefix names the signature's scheme in [SignatureHeader].
+const sigPrefix = "ed25519:"
+
+// sourceHeader is the header the server gives a message a stream stored
+// from one of its sources (a client may not set it): on the decisions
+// stream, a timeout written by the expiries stream.
+const sourceHeader = "Nats-Stream-Source"
+
+// Identities signs the decisions the service's faces publish and
+// verifies them where they are read (SPEC §12). A decision's by and
+// channel are only what its publisher claims, unless the service signed
+// it: agent serve, which authenticated the person (a token, a signed
+// link), signs with the private half of its decision key (readable by
+// the serve role alone); every agent process verifies with the public
+// half (readable by the agent role), so that it can count the
+// approvals of a quorum given in serve's inbox without being able to
+// forge one. A signed decision's arrival is Verified; the by of a signed
+// decision given over the inbox or the API is the identity of a quorum
+// vote (a signed link's by is the label whoever made the link chose, so
+// it counts for no quorum); with TrustBy (agent serve --trust-nats-by)
+// every decision's by counts. Set its fields before the inbox or the
+// publisher that holds it is used; nil verifies and signs nothing.
 type Identities struct {
-	// Key is the service's HMAC key (Links.Key); nil signs nothing.
-	Key []byte
-	// TrustBy takes every decision's by as its identity.
+	// Private signs (agent serve); nil signs nothing.
+	Private ed25519.PrivateKey
+	// Public verifies; nil verifies nothing, unless Private is set (its
+	// public half is used then).
+	Public ed25519.PublicKey
+	// TrustBy takes every decision's by as its quorum identity.
 	TrustBy bool
 }
 
-// Sign returns the signature of d for task of conversation conv, "" when
-// there is no key, and for a decision given by a signed link (channel
-// link): its by is the recipient label whoever made the link chose, so
-// one approver could name as many approvers as links.
-func (ids *Identities) Sign(conv, task string, d protocol.Decision) string {
-	if ids == nil || len(ids.Key) == 0 || d.Channel == protocol.ChannelLink {
-		return ""
+// public returns the key that verifies, nil for none.
+func (ids *Identities) public() ed25519.PublicKey {
+	switch {
+	case ids == nil:
+		return nil
+	case len(ids.Public) == ed25519.PublicKeySize:
+		return ids.Public
+	case len(ids.Private) == ed25519.PrivateKeySize:
+		pub, _ := ids.Private.Public().(ed25519.PublicKey)
+		return pub
 	}
-	m := hmac.New(sha256.New, ids.Key)
-	for _, s := range []string{"offload.decision", conv, task, d.ArgsDigest, strconv.FormatBool(d.Approved), d.By} {
-		m.Write([]byte(s))
-		m.Write([]byte{0})
-	}
-	return hex.EncodeToString(m.Sum(nil))
+	return nil
 }
 
-// Identify returns d's authenticated identity, given the signature sig
-// it carried ("" for none), for task of conversation conv.
-func (ids *Identities) Identify(conv, task string, d protocol.Decision, sig string) (string, bool) {
+// signed returns what is signed of decision data for task of
+// conversation conv.
+func signed(conv, task string, data []byte) []byte {
+	return append([]byte("offload.decision\x00"+conv+"\x00"+task+"\x00"), data...)
+}
+
+// Sign returns the signature header's value of decision data (its whole
+// payload, as published) for task of conversation conv: "" without a
+// private key.
+func (ids *Identities) Sign(conv, task string, data []byte) string {
+	if ids == nil || len(ids.Private) != ed25519.PrivateKeySize {
+		return ""
+	}
+	return sigPrefix + base64.StdEncoding.EncodeToString(ed25519.Sign(ids.Private, signed(conv, task, data)))
+}
+
+// Verify reports whether sig, a signature header's value, is the
+// service's signature of decision data for task of conversation conv.
+func (ids *Identities) Verify(conv, task string, data []byte, sig string) bool {
+	pub := ids.public()
+	raw, ok := strings.CutPrefix(sig, sigPrefix)
+	if pub == nil || !ok {
+		return false
+	}
+	b, err := base64.StdEncoding.DecodeString(raw)
+	return err == nil && ed25519.Verify(pub, signed(conv, task, data), b)
+}
+
+// Identify returns the quorum identity of decision d, verified when the
+// service's signature of it is valid: its by with TrustBy, or when it is
+// verified and was not given by a signed link.
+func (ids *Identities) Identify(d protocol.Decision, verified bool) (string, bool) {
 	switch {
 	case ids == nil || d.By == "":
 		return "", false
 	case ids.TrustBy:
 		return d.By, true
-	case sig != "" && len(ids.Key) > 0 && hmac.Equal([]byte(sig), []byte(ids.Sign(conv, task, d))):
+	case verified && d.Channel != protocol.ChannelLink:
 		return d.By, true
 	}
 	return "", false
 }
 
-// identify is the conversation.AdmitOptions.Identify of a message with
-// headers h for task of conversation conv; nil when ids is.
-func (ids *Identities) identify(conv, task string, h nats.Header) func(protocol.Decision) (string, bool) {
-	if ids == nil {
-		return nil
+// VoteKey returns the key under which an approval by by of task of
+// conversation conv is published beside the others of a quorum (its
+// Nats-Msg-Id: [Publisher.PublishVote]): for the service, which signs,
+// a digest of its signature of (conv, task, by), the same for every
+// approval of that identity (the second within the duplicate window is
+// refused duplicate_identity) and that no one without the private key
+// can publish first to squat it; without a private key, "by.<by>".
+func (ids *Identities) VoteKey(conv, task, by string) string {
+	if ids == nil || len(ids.Private) != ed25519.PrivateKeySize {
+		return "by." + by
 	}
-	return func(d protocol.Decision) (string, bool) { return ids.Identify(conv, task, d, h.Get(SignatureHeader)) }
+	sig := ed25519.Sign(ids.Private, []byte("offload.vote\x00"+conv+"\x00"+task+"\x00"+by))
+	sum := sha256.Sum256(sig)
+	return "sig." + hex.EncodeToString(sum[:16])
+}
+
+// admitOptions returns the conversation.AdmitOptions of decision data,
+// read with headers h for task of conversation conv: whether it is
+// signed, its quorum identity, and whether the expiries stream wrote it.
+func (ids *Identities) admitOptions(conv, task string, data []byte, h nats.Header) conversation.AdmitOptions {
+	verified := ids.Verify(conv, task, data, h.Get(SignatureHeader))
+	o := conversation.AdmitOptions{Signed: verified, Expiry: h.Get(sourceHeader) != ""}
+	if ids != nil {
+		o.Identify = func(d protocol.Decision) (string, bool) { return ids.Identify(d, verified) }
+	}
+	return o
 }

@@ -225,7 +225,12 @@ func (in *Inbox) consider(st *conversation.State, kind conversation.ArrivalKind,
 			return
 		}
 	}
-	err := st.AdmitWith(kind, task, data, conversation.AdmitOptions{Seq: meta.Sequence.Stream, At: meta.Timestamp, MaxSize: in.cfg.MaxPayload, Identify: in.cfg.Identities.identify(st.ID, task, h)})
+	o := conversation.AdmitOptions{}
+	if kind == conversation.ArrivalDecision {
+		o = in.cfg.Identities.admitOptions(st.ID, task, data, h)
+	}
+	o.Seq, o.At, o.MaxSize = meta.Sequence.Stream, meta.Timestamp, in.cfg.MaxPayload
+	err := st.AdmitWith(kind, task, data, o)
 	if n := len(st.Arrivals); err == nil && n > 0 && st.Arrivals[n-1].Seq == meta.Sequence.Stream {
 		// The message's trace context, when it carried one.
 		st.Arrivals[n-1].Trace = telemetry.Traceparent(telemetry.SpanContextOf(h))

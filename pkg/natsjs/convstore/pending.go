@@ -14,6 +14,7 @@ import (
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/direct"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
@@ -119,11 +120,11 @@ func (p *Pending) Waiting(ctx context.Context, s *conversation.Summary) ([]defer
 		// A call that needs a quorum waits until the run has applied its
 		// decisions: one approval stored is not its end.
 		if stream != "" && t.Required <= 1 {
-			stored, err := storedOn(ctx, p.nc, stream, subject)
+			_, settled, err := p.settled(ctx, s.ConversationID, s, t.Kind, t.TaskID, stream, subject)
 			if err != nil {
 				return nil, err
 			}
-			if stored {
+			if settled {
 				continue
 			}
 		}
@@ -148,17 +149,18 @@ func (p *Pending) Publish(ctx context.Context, conv string, s *conversation.Summ
 		st = s.State()
 	}
 	// A decision published here is signed with the service's key, if
-	// any: the identity of its by is then authenticated (SPEC §12).
+	// any: its by and channel are then verified, and its by a quorum's
+	// identity (SPEC §12).
 	var d protocol.Decision
 	var sig string
-	if kind == conversation.ArrivalDecision && json.Unmarshal(data, &d) == nil {
-		sig = p.Identities.Sign(conv, task, d)
+	o := conversation.AdmitOptions{}
+	if kind == conversation.ArrivalDecision {
+		_ = json.Unmarshal(data, &d) // a malformed one is refused below
+		sig = p.Identities.Sign(conv, task, data)
+		o = p.Identities.admitOptions(conv, task, data, nats.Header{SignatureHeader: []string{sig}})
 	}
-	var identify func(protocol.Decision) (string, bool)
-	if p.Identities != nil {
-		identify = func(d protocol.Decision) (string, bool) { return p.Identities.Identify(conv, task, d, sig) }
-	}
-	err := st.AdmitWith(kind, task, data, conversation.AdmitOptions{At: time.Now(), MaxSize: p.maxPayload, Identify: identify})
+	o.At, o.MaxSize = time.Now(), p.maxPayload
+	err := st.AdmitWith(kind, task, data, o)
 	var re *conversation.RefusedError
 	if errors.As(err, &re) && re.Reason == conversation.ReasonUnknownTask && kind == conversation.ArrivalDecision && p.Announcer.Awaits(ctx, conv, task) {
 		err = nil // a run with --approve wait announced it and reads decisions live
@@ -172,13 +174,59 @@ func (p *Pending) Publish(ctx context.Context, conv string, s *conversation.Summ
 		// signature.
 		key := "denied"
 		if d.Approved {
-			key = "by." + d.By
+			key = p.Identities.VoteKey(conv, task, d.By)
 		}
 		return p.Publisher.PublishVote(ctx, conv, task, key, data, sig)
 	}
-	subject, err := p.Publisher.PublishFirst(ctx, kind, conv, task, data)
+	subject, err := p.Publisher.PublishFirstSigned(ctx, kind, conv, task, data, sig)
+	if errors.Is(err, natsjs.ErrAlreadyAnswered) {
+		// What is stored wins only if the run will admit it: one it
+		// refuses (a forged timeout, a malformed one) keeps no one from
+		// deciding after it.
+		stream := p.names.Decisions
+		if kind == conversation.ArrivalAnswer {
+			stream = p.names.Answers
+		}
+		if last, settled, serr := p.settled(ctx, conv, s, deferredKind(kind), task, stream, subject); serr == nil && !settled && last != nil {
+			subject, err = p.Publisher.publishAfter(ctx, kind, conv, task, data, sig, last.Seq)
+		}
+	}
 	if errors.Is(err, natsjs.ErrAlreadyAnswered) {
 		return subject, &conversation.RefusedError{Reason: conversation.ReasonDuplicate, TaskID: task, Err: err}
 	}
 	return subject, err
+}
+
+// deferredKind is the kind of pending call an arrival of kind k resolves.
+func deferredKind(k conversation.ArrivalKind) deferred.Kind {
+	if k == conversation.ArrivalAnswer {
+		return deferred.KindExternal
+	}
+	return deferred.KindApproval
+}
+
+// settled returns the last message stored on subject of stream for task
+// (of kind) of conversation conv, and whether it settles the task: the
+// run will admit it against s, conv's pending record (a task the record
+// does not hold, a live run's approval, is settled by any message). It
+// is read by a direct get of the subject, which the people roles may do.
+func (p *Pending) settled(ctx context.Context, conv string, s *conversation.Summary, kind deferred.Kind, task, stream, subject string) (*direct.Msg, bool, error) {
+	m, err := direct.Last(ctx, p.nc, stream, subject)
+	if err != nil || m == nil {
+		return m, false, err
+	}
+	st := &conversation.State{ID: conv}
+	if s != nil {
+		st = s.State()
+	}
+	if _, ok := st.PendingTask(task); !ok {
+		return m, true, nil
+	}
+	ak := conversation.ArrivalAnswer
+	o := conversation.AdmitOptions{}
+	if kind == deferred.KindApproval {
+		ak, o = conversation.ArrivalDecision, p.Identities.admitOptions(conv, task, m.Data, m.Header)
+	}
+	o.At, o.MaxSize = m.Stored, p.maxPayload
+	return m, st.AdmitWith(ak, task, m.Data, o) == nil, nil
 }

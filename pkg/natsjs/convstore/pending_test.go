@@ -160,7 +160,7 @@ func TestReprojectWritesMissingRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := kv.Purge(ctx, paused.ID); err != nil { // as before the upgrade
+	if err := kv.Delete(ctx, paused.ID); err != nil { // as before the upgrade
 		t.Fatal(err)
 	}
 	if n, err := s.Reproject(ctx); err != nil || n != 2 {

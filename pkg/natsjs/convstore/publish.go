@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -36,7 +37,7 @@ func NewPublisher(js jetstream.JetStream, prefix string) *Publisher {
 // died) answers no publish for a few seconds: Publish waits that out, as
 // the conversation store does.
 func (p *Publisher) Publish(ctx context.Context, kind conversation.ArrivalKind, conv, task string, data []byte) (string, error) {
-	return p.publish(ctx, kind, conv, task, data, false)
+	return p.publish(ctx, kind, conv, task, data, anyway, "")
 }
 
 // PublishFirst publishes as [Publisher.Publish] does, only if no decision
@@ -45,14 +46,21 @@ func (p *Publisher) Publish(ctx context.Context, kind conversation.ArrivalKind, 
 // error wrapping natsjs.ErrAlreadyAnswered, as is a copy the duplicate
 // window drops.
 func (p *Publisher) PublishFirst(ctx context.Context, kind conversation.ArrivalKind, conv, task string, data []byte) (string, error) {
-	return p.publish(ctx, kind, conv, task, data, true)
+	return p.publish(ctx, kind, conv, task, data, firstWins, "")
+}
+
+// PublishFirstSigned is [Publisher.PublishFirst] of a decision with its
+// signature sig (SignatureHeader; "" for none).
+func (p *Publisher) PublishFirstSigned(ctx context.Context, kind conversation.ArrivalKind, conv, task string, data []byte, sig string) (string, error) {
+	return p.publish(ctx, kind, conv, task, data, firstWins, sig)
 }
 
 // PublishVote publishes data, a decision of a call that needs a quorum
 // (SPEC §12), for task of conversation conv beside the approvals already
-// stored: once per key ("by.<identity>" for an approval, "denied"); a
-// copy the duplicate window drops is a *conversation.RefusedError,
-// duplicate_identity. sig, if set, is its signature (SignatureHeader).
+// stored: once per key (an approval's identity, [Identities.VoteKey];
+// "denied"); a copy the duplicate window drops is a
+// *conversation.RefusedError, duplicate_identity. sig, if set, is its
+// signature (SignatureHeader).
 func (p *Publisher) PublishVote(ctx context.Context, conv, task, key string, data []byte, sig string) (string, error) {
 	subject := p.subj.Decision(conv, task)
 	m := nats.NewMsg(subject)
@@ -72,7 +80,27 @@ func (p *Publisher) PublishVote(ctx context.Context, conv, task, key string, dat
 	return subject, nil
 }
 
-func (p *Publisher) publish(ctx context.Context, kind conversation.ArrivalKind, conv, task string, data []byte, first bool) (string, error) {
+// The orders of a publish: anyway, or first wins (the subject holds no
+// message), or after the message of a given sequence (its last).
+const (
+	anyway    int64 = -1
+	firstWins int64 = 0
+)
+
+// publishAfter publishes as [Publisher.PublishFirstSigned] does, but only
+// if the subject's last message is the one of sequence seq (the server
+// checks it): for a decision or an answer after a message the run will
+// refuse (a forged timeout, a malformed one), which must not keep people
+// from deciding.
+func (p *Publisher) publishAfter(ctx context.Context, kind conversation.ArrivalKind, conv, task string, data []byte, sig string, seq uint64) (string, error) {
+	return p.publish(ctx, kind, conv, task, data, int64(seq), sig) //nolint:gosec // a stream sequence is far below 2^63
+}
+
+// publish publishes data on the subject of kind for task of conversation
+// conv, in order after (anyway, firstWins, or after the last message of
+// that sequence), with signature sig if set.
+func (p *Publisher) publish(ctx context.Context, kind conversation.ArrivalKind, conv, task string, data []byte, after int64, sig string) (string, error) {
+	first := after >= 0
 	var subject, id string
 	switch kind {
 	case conversation.ArrivalDecision:
@@ -82,12 +110,18 @@ func (p *Publisher) publish(ctx context.Context, kind conversation.ArrivalKind, 
 	default:
 		return "", fmt.Errorf("natsjs: publish: %q is not published by hand", kind)
 	}
+	if after > 0 {
+		id += ".after." + strconv.FormatInt(after, 10) // not a copy of what it follows
+	}
 	opts := []jetstream.PublishOpt{jetstream.WithMsgID(id), jetstream.WithRetryWait(250 * time.Millisecond), jetstream.WithRetryAttempts(60)}
 	if first {
-		opts = append(opts, jetstream.WithExpectLastSequencePerSubject(0))
+		opts = append(opts, jetstream.WithExpectLastSequencePerSubject(uint64(after)))
 	}
 	m := nats.NewMsg(subject)
 	m.Data = data
+	if sig != "" {
+		m.Header.Set(SignatureHeader, sig)
+	}
 	telemetry.Inject(ctx, m.Header) // the publisher's trace context, when traced (SPEC §14)
 	ack, err := p.js.PublishMsg(ctx, m, opts...)
 	var je jetstream.JetStreamError

@@ -21,6 +21,12 @@ import (
 // the replicas' and people's). Unlike the scheduled messages, a call
 // expires only while a replica runs.
 
+// timerSkew is how long after a call's timeout the replicas write its
+// decision: its reader admits it only stored at or after the deferral
+// (the agent's clock) plus the timeout (the server's clock), so that a
+// replica's clock ahead of the server's by less than this is no matter.
+const timerSkew = 2 * time.Second
+
 // timersLoop runs the fallback's sweeps until Stop asks the live runs to
 // suspend.
 func (s *Service) timersLoop() {
@@ -53,12 +59,17 @@ func (s *Service) sweep(ctx context.Context, now time.Time) error {
 		if _, ok := s.agents[c.Agent]; !ok {
 			continue
 		}
-		pol := s.policy(ctx, c.Agent, c.Tool)
+		// The call's timeout as its record saved it (what its reader
+		// admits), else its agent's policy here.
+		exp := c.Expiry
+		if exp == nil {
+			exp = s.policy(ctx, c.Agent, c.Tool).Expiry()
+		}
 		at := c.Requested()
-		if pol == nil || at.IsZero() || now.Before(at.Add(pol.Timeout)) {
+		if exp == nil || at.IsZero() || now.Before(at.Add(exp.After+timerSkew)) {
 			continue
 		}
-		data, err := json.Marshal(pol.Decision())
+		data, err := json.Marshal(conversation.TimeoutDecision(*exp))
 		if err != nil {
 			return err
 		}

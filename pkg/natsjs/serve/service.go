@@ -60,7 +60,7 @@ type Config struct {
 	// service opens (Announcer, Canceller, Attacher, Answers, MaxPayload,
 	// Connected, TracerProvider, Approvals: as agentproc builds it for
 	// every agent process). Its Store and Inbox are the service's; its
-	// Holder, Logger and Quorum are set by the service.
+	// Holder, Logger, Quorum and Expiry are set by the service.
 	Session session.Config
 	// Agents are the agents this replica serves; at least one, names
 	// unique.
@@ -354,6 +354,9 @@ func (s *Service) enter() bool {
 func (s *Service) sessionConfig(wait bool, agentName string) session.Config {
 	sc := s.cfg.Session
 	sc.Quorum = func(ctx context.Context, toolName string) int { return s.quorum(ctx, agentName, toolName) }
+	sc.Expiry = func(ctx context.Context, toolName string) *session.ApprovalPolicy {
+		return s.policy(ctx, agentName, toolName)
+	}
 	if sc.Announcer != nil && s.cfg.Expirer != nil {
 		sc.Announcer = session.ExpiringAnnouncer{Announcer: sc.Announcer, Expirer: s.cfg.Expirer, Policy: s.livePolicy}
 	}

@@ -8,6 +8,7 @@ package servetest
 import (
 	"cmp"
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -393,7 +394,7 @@ func (b *World) Identities() *convstore.Identities {
 	b.Mu.Lock()
 	defer b.Mu.Unlock()
 	if b.ids == nil {
-		b.ids = &convstore.Identities{Key: []byte("the test service's HMAC key 0123"), TrustBy: b.Trust}
+		b.ids = &convstore.Identities{Private: ed25519.NewKeyFromSeed([]byte("the test service's decision key!")), TrustBy: b.Trust}
 	}
 	return b.ids
 }
