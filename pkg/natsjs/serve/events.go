@@ -34,7 +34,7 @@ func (s *Service) Watch(ctx context.Context, conv string, after uint64, ready fu
 	if after > 0 {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, after+1
 	}
-	c, err := s.cfg.JetStream.OrderedConsumer(ctx, natsjs.NamesFor(s.cfg.Provision.Prefix).Events, cfg)
+	c, err := s.cfg.Watches.OrderedConsumer(ctx, natsjs.NamesFor(s.cfg.Provision.Prefix).Events, cfg)
 	if err != nil {
 		return fmt.Errorf("serve: watch conversation %s: %w", conv, err)
 	}
