@@ -92,6 +92,7 @@ func (w *serveWorld) agent() (*agent.Agent, error) {
 type benchReplica struct {
 	nc  *nats.Conn
 	js  jetstream.JetStream
+	srv *agentproc.Served
 	svc *servelib.Service
 	st  *convstore.Store
 }
@@ -119,13 +120,13 @@ func (w *serveWorld) replica(ctx context.Context, name string) (*benchReplica, e
 		nc.Close()
 		return nil, err
 	}
-	return &benchReplica{nc: nc, js: p.JetStream, svc: srv.Service, st: p.Conversations.Store}, nil
+	return &benchReplica{nc: nc, js: p.JetStream, srv: srv, svc: srv.Service, st: p.Conversations.Store}, nil
 }
 
 func (r *benchReplica) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_ = r.svc.Stop(ctx)
+	_ = r.srv.Stop(ctx)
 	r.nc.Close()
 }
 

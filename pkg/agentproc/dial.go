@@ -1,6 +1,7 @@
 package agentproc
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -120,4 +121,13 @@ func (c *Conn) Close(ctx context.Context) {
 		c.closers[i](ctx)
 	}
 	c.closers = nil
+}
+
+// dialLike connects again to the server of nc, with nc's options (its
+// servers, credentials, TLS, dialer and handlers: the checks of the
+// embedded default's server included), named like nc with suffix.
+func dialLike(nc *nats.Conn, suffix string) (*nats.Conn, error) {
+	o := nc.Opts // a copy: read only, as nats.Options.Connect takes it
+	o.Name = cmp.Or(o.Name, "offload") + suffix
+	return o.Connect()
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/offload-dev/offload/pkg/agent"
@@ -73,9 +75,23 @@ type ServeOptions struct {
 
 // Served is a started `agent serve` replica: its core, its notifier and
 // its HTTP face. [Served.Stop] stops it.
+//
+// The replica is two connections to the server. The process's carries
+// the runs: their tasks and results, leases, saves, wakes and status.
+// Faces, its own, carries what the faces subscribe to for their viewers:
+// the inbox's live updates (the pending records' changes, every decision
+// and answer published), the conversations' event watches, the
+// notifier's reads, and the decisions the face publishes. The server cuts
+// a connection whose client reads too slowly for what it is sent (a slow
+// consumer: many viewers, large messages); cut, Faces costs the viewers
+// a reconnection, never a run its results.
 type Served struct {
 	// Service is the core.
 	Service *serve.Service
+	// Faces is the faces' connection, named like the process's with
+	// " faces" (agent serve: "agent faces"); closed by [Served.Stop].
+	Faces *nats.Conn
+	faces jetstream.JetStream
 	// Desk is the pending desk of its face.
 	Desk *pending.Desk
 	// Notifier sends the notifications (nil without receivers).
@@ -96,7 +112,8 @@ type Served struct {
 // inbox, its sessions configured by [Process.Session], the approvals'
 // timeouts scheduled by the server or, on a server that cannot schedule
 // messages, written by the replicas' timers (Served.Timers says why).
-// Its metrics go to o.Registry. [Served.Stop] stops it.
+// It dials the faces' connection (Served.Faces), which the core's event
+// watches use. Its metrics go to o.Registry. [Served.Stop] stops it.
 func (p *Process) Service(ctx context.Context, o ServeOptions) (*Served, error) {
 	if p.Conversations == nil {
 		return nil, errors.New("agentproc: a service needs the conversations")
@@ -110,12 +127,19 @@ func (p *Process) Service(ctx context.Context, o ServeOptions) (*Served, error) 
 	}
 	recs.Identities = p.Identities
 	out := &Served{Metrics: metrics.NewServe(o.Registry)}
+	if out.Faces, err = dialLike(p.opts.Conn, " faces"); err != nil {
+		return nil, fmt.Errorf("agentproc: the faces' connection: %w", err)
+	}
+	if out.faces, err = jetstream.New(out.Faces); err != nil {
+		out.Faces.Close()
+		return nil, err
+	}
 	var expirer session.Expirer = p.Conversations.Announcer
 	var timers *convstore.Pending
 	if err := p.Conversations.Announcer.CanExpire(ctx); err != nil {
 		expirer, timers, out.Timers = nil, recs, fmt.Errorf("%w (%w)", ErrNoSchedules, err)
 	}
-	cfg := serve.Config{JetStream: p.JetStream, Provision: p.opts.Provision, Store: p.Conversations.Store, Inbox: p.Conversations.Inbox,
+	cfg := serve.Config{JetStream: p.JetStream, Watches: out.faces, Provision: p.opts.Provision, Store: p.Conversations.Store, Inbox: p.Conversations.Inbox,
 		Session: p.Session(o.Holder, p.Conversations.Announcer, session.ApprovalPolicies{}), Agents: o.Agents, Holder: o.Holder,
 		Logger: p.log, Metrics: out.Metrics, Expirer: expirer, Timers: timers}
 	if p.Client != nil {
@@ -126,9 +150,11 @@ func (p *Process) Service(ctx context.Context, o ServeOptions) (*Served, error) 
 	}
 	svc, err := serve.New(cfg)
 	if err != nil {
+		out.Faces.Close()
 		return nil, err
 	}
 	if err := svc.Start(ctx); err != nil {
+		out.Faces.Close()
 		return nil, err
 	}
 	out.Service = svc
@@ -141,8 +167,8 @@ func (p *Process) Service(ctx context.Context, o ServeOptions) (*Served, error) 
 
 // Serve builds and starts an `agent serve` replica on p: the core
 // ([Process.Service]), its HTTP face ([Process.Face]) and the notifier of
-// o.Receivers, each metric registered in o.Registry (served on GET
-// /metrics).
+// o.Receivers (on the faces' connection), each metric registered in
+// o.Registry (served on GET /metrics).
 func (p *Process) Serve(ctx context.Context, o ServeOptions) (*Served, error) {
 	if o.Registry == nil {
 		o.Registry = prometheus.NewRegistry()
@@ -155,7 +181,7 @@ func (p *Process) Serve(ctx context.Context, o ServeOptions) (*Served, error) {
 		_ = out.Stop(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	face, err := p.Face(ctx, out.Service, FaceOptions{Tokens: o.Tokens, Registry: o.Registry, Metrics: out.Metrics, PublicURL: o.PublicURL,
+	face, err := p.Face(ctx, out, FaceOptions{Tokens: o.Tokens, Registry: o.Registry, Metrics: out.Metrics, PublicURL: o.PublicURL,
 		Limits: o.Limits})
 	if err != nil {
 		return fail(err)
@@ -165,7 +191,7 @@ func (p *Process) Serve(ctx context.Context, o ServeOptions) (*Served, error) {
 		return fail(err)
 	}
 	if len(o.Receivers) > 0 {
-		n, err := notify.New(notify.Config{JetStream: p.JetStream, Provision: p.opts.Provision, Receivers: o.Receivers, PublicURL: o.PublicURL,
+		n, err := notify.New(notify.Config{JetStream: out.faces, Provision: p.opts.Provision, Receivers: o.Receivers, PublicURL: o.PublicURL,
 			Store: p.Conversations.Store, Links: face.Links, Expiry: out.Service.ApprovalTimeout, Logger: p.log, Metrics: metrics.NewNotify(o.Registry)})
 		if err == nil {
 			err = n.Start(ctx)
@@ -206,17 +232,19 @@ type Face struct {
 	Handler http.Handler
 }
 
-// Face builds the HTTP face of core svc on p: the pending desk over the
-// people's records (the decisions it publishes signed with the service's
-// key, their edited arguments checked against the agents' tools, each
-// publish traced), and web's handler with the inbox and signed links.
-func (p *Process) Face(ctx context.Context, svc *serve.Service, o FaceOptions) (*Face, error) {
-	recs, err := convstore.OpenPending(ctx, convstore.OpenConfig{JetStream: p.JetStream, Provision: p.opts.Provision})
+// Face builds the HTTP face of replica srv on p, on its faces'
+// connection: the pending desk over the people's records (the decisions
+// it publishes signed with the service's key, their edited arguments
+// checked against the agents' tools, each publish traced), and web's
+// handler over srv's core with the inbox and signed links.
+func (p *Process) Face(ctx context.Context, srv *Served, o FaceOptions) (*Face, error) {
+	svc := srv.Service
+	recs, err := convstore.OpenPending(ctx, convstore.OpenConfig{JetStream: srv.faces, Provision: p.opts.Provision})
 	if err != nil {
 		return nil, err
 	}
 	recs.Identities = cmp.Or(o.Identities, p.Identities)
-	links, err := convstore.OpenLinks(ctx, convstore.OpenConfig{JetStream: p.JetStream, Provision: p.opts.Provision})
+	links, err := convstore.OpenLinks(ctx, convstore.OpenConfig{JetStream: srv.faces, Provision: p.opts.Provision})
 	if err != nil {
 		return nil, err
 	}
@@ -236,7 +264,8 @@ func (p *Process) Face(ctx context.Context, svc *serve.Service, o FaceOptions) (
 }
 
 // Stop stops the notifier, then the core (its live runs suspend, within
-// ctx, and are handed over to another replica).
+// ctx, and are handed over to another replica), then closes the faces'
+// connection (what the face still watches ends).
 func (s *Served) Stop(ctx context.Context) error {
 	var errs []error
 	if s.Notifier != nil {
@@ -244,6 +273,9 @@ func (s *Served) Stop(ctx context.Context) error {
 	}
 	if s.Service != nil {
 		errs = append(errs, s.Service.Stop(ctx))
+	}
+	if s.Faces != nil {
+		s.Faces.Close()
 	}
 	return errors.Join(errs...)
 }

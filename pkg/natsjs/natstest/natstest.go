@@ -35,6 +35,11 @@ type Option func(*server.Options)
 // MaxPayload sets the server's max_payload (default 1 MiB).
 func MaxPayload(n int32) Option { return func(o *server.Options) { o.MaxPayload = n } }
 
+// MaxPending sets the server's max_pending: the most bytes it holds for
+// a client that reads too slowly before it cuts the connection as a slow
+// consumer (default 64 MiB; at least max_payload).
+func MaxPending(n int64) Option { return func(o *server.Options) { o.MaxPending = n } }
+
 // StoreDir makes the server store JetStream data under dir instead of a
 // fresh t.TempDir(), e.g. to restart a server on the same data.
 func StoreDir(dir string) Option { return func(o *server.Options) { o.StoreDir = dir } }

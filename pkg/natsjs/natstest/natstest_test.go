@@ -128,3 +128,43 @@ func TestProxyCutAndRestore(t *testing.T) {
 		t.Fatalf("got %q: a message published while cut arrived", m)
 	}
 }
+
+// A stalled proxy makes its clients slow readers: what the server sends
+// them piles up past its max_pending, and it cuts them as slow
+// consumers, which they see once the proxy resumes.
+func TestProxyStall(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t, natstest.MaxPayload(64<<10), natstest.MaxPending(256<<10))
+	proxy := natstest.NewProxy(t, srv.URL())
+	disconnected := make(chan struct{}, 1)
+	nc := natstest.Connect(t, proxy.URL(), append(natstest.Reconnecting(20*time.Millisecond),
+		nats.DisconnectErrHandler(func(*nats.Conn, error) {
+			select {
+			case disconnected <- struct{}{}:
+			default:
+			}
+		}))...)
+	for range 20 {
+		if _, err := nc.Subscribe("x", func(*nats.Msg) {}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	proxy.Stall()
+	direct := srv.Conn(t)
+	for range 20 {
+		if err := direct.Publish("x", make([]byte, 60<<10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := direct.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	offloadtest.Eventually(t, "the server cutting a slow consumer", func() bool { // its counter: no signal outside the server's log
+		return srv.NATS().NumSlowConsumersClients() > 0
+	})
+	proxy.Resume()
+	offloadtest.WaitOrTimeout(t, disconnected, "the client cut")
+}

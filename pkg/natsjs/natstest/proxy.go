@@ -1,7 +1,6 @@
 package natstest
 
 import (
-	"io"
 	"net"
 	"sync"
 	"testing"
@@ -10,15 +9,17 @@ import (
 // Proxy is a TCP proxy between clients and a server that a test can cut:
 // [Proxy.Cut] drops every connection through it and refuses new ones until
 // [Proxy.Restore]. A client connected through it sees the network fail
-// while the server and its other clients carry on.
+// while the server and its other clients carry on. [Proxy.Stall] makes
+// its clients slow readers instead.
 type Proxy struct {
 	target string
 	ln     net.Listener
 
-	mu    sync.Mutex
-	cut   bool
-	conns map[net.Conn]struct{}
-	wg    sync.WaitGroup
+	mu      sync.Mutex
+	cut     bool
+	conns   map[net.Conn]struct{}
+	flowing chan struct{} // closed while what the server sends flows
+	wg      sync.WaitGroup
 }
 
 // NewProxy starts a proxy on 127.0.0.1 (a random port) to target, a
@@ -32,7 +33,9 @@ func NewProxy(t testing.TB, target string) *Proxy {
 	if err != nil {
 		t.Fatalf("natstest: proxy: %v", err)
 	}
-	p := &Proxy{target: target, ln: ln, conns: map[net.Conn]struct{}{}}
+	flowing := make(chan struct{})
+	close(flowing)
+	p := &Proxy{target: target, ln: ln, conns: map[net.Conn]struct{}{}, flowing: flowing}
 	p.wg.Add(1)
 	go p.accept()
 	t.Cleanup(p.Close)
@@ -51,7 +54,7 @@ func cutScheme(url string) (string, bool) {
 func (p *Proxy) URL() string { return "nats://" + p.ln.Addr().String() }
 
 // Cut closes every connection through the proxy and refuses new ones until
-// [Proxy.Restore].
+// [Proxy.Restore]. It ends a stall.
 func (p *Proxy) Cut() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -59,6 +62,45 @@ func (p *Proxy) Cut() {
 	for c := range p.conns {
 		_ = c.Close()
 	}
+	p.resumeLocked()
+}
+
+// Stall stops reading what the server sends to the clients through the
+// proxy until [Proxy.Resume] (or a cut): to the server, every client is
+// a reader that does not keep up; once the sockets' buffers are full, what
+// the server sends them piles up in its own, up to its max_pending, past
+// which it cuts them as slow consumers.
+func (p *Proxy) Stall() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.flowing:
+		p.flowing = make(chan struct{})
+	default: // stalled already
+	}
+}
+
+// Resume ends a stall.
+func (p *Proxy) Resume() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.resumeLocked()
+}
+
+func (p *Proxy) resumeLocked() {
+	select {
+	case <-p.flowing:
+	default:
+		close(p.flowing)
+	}
+}
+
+// waitFlowing returns once what the server sends flows.
+func (p *Proxy) waitFlowing() {
+	p.mu.Lock()
+	flowing := p.flowing
+	p.mu.Unlock()
+	<-flowing
 }
 
 // Restore lets clients connect through the proxy again.
@@ -103,6 +145,11 @@ func (p *Proxy) serve(c net.Conn) {
 	if err != nil {
 		return
 	}
+	if tcp, ok := up.(*net.TCPConn); ok {
+		// A small buffer of what the server sends: a stall is felt by
+		// the server at once, not after megabytes.
+		_ = tcp.SetReadBuffer(64 << 10)
+	}
 	p.mu.Lock()
 	if p.cut {
 		p.mu.Unlock()
@@ -113,14 +160,26 @@ func (p *Proxy) serve(c net.Conn) {
 	p.mu.Unlock()
 	defer p.forget(up)
 	done := make(chan struct{}, 2)
-	pipe := func(dst, src net.Conn) {
-		_, _ = io.Copy(dst, src) // a cut connection ends here
+	pipe := func(dst, src net.Conn, wait func()) {
+		buf := make([]byte, 32<<10)
+		for {
+			wait()
+			n, err := src.Read(buf)
+			if n > 0 {
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					break
+				}
+			}
+			if err != nil {
+				break // a cut connection ends here
+			}
+		}
 		_ = dst.Close()
 		_ = src.Close()
 		done <- struct{}{}
 	}
-	go pipe(up, c)
-	go pipe(c, up)
+	go pipe(up, c, func() {})
+	go pipe(c, up, p.waitFlowing)
 	<-done
 	<-done
 }

@@ -149,6 +149,14 @@ type Dispatcher struct {
 	// expiring counts the deadline expiries under way (dispatcher_expire.go),
 	// which Stop waits for.
 	expiring sync.WaitGroup
+	// The recoveries (dispatcher_recover.go): requested on recoverReq,
+	// run by the recoverer until ctx is cancelled (Stop), which then
+	// closes recovered; the results they answered calls with, by task.
+	ctx        context.Context
+	cancel     context.CancelFunc
+	recoverReq chan struct{}
+	recovering chan struct{}
+	recovered  map[string]recoveredAt
 }
 
 // NewDispatcher checks cfg and returns a dispatcher ready to
@@ -194,11 +202,14 @@ func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 		readers: make(map[string]*convReader),
 		bufs:    bufpool.New(),
 		mem:     taskmem.New(cfg.DedupWindow, taskmem.DefaultLimit),
+
+		recoverReq: make(chan struct{}, 1),
+		recovered:  make(map[string]recoveredAt),
 	}, nil
 }
 
 // Start provisions the streams and starts reading results. Results stored
-// before Start returns are not seen. It does not block: the dispatcher runs
+// before Start are not seen. It does not block: the dispatcher runs
 // until [Dispatcher.Stop]; ctx bounds the start-up only. A dispatcher
 // starts once: on error it is stopped, nothing of it running.
 func (d *Dispatcher) Start(ctx context.Context) (err error) {
@@ -217,16 +228,15 @@ func (d *Dispatcher) Start(ctx context.Context) (err error) {
 	}
 	if !d.cfg.PerConversation {
 		names := natsjs.NamesFor(d.cfg.Prefix)
-		cons, err := d.js.OrderedConsumer(ctx, names.Results, jetstream.OrderedConsumerConfig{
-			FilterSubjects: []string{d.subj.All(protocol.KindResult)},
-			DeliverPolicy:  jetstream.DeliverNewPolicy,
-		})
+		start, err := d.startSeq(ctx)
+		if err != nil {
+			return err
+		}
+		cons, err := d.js.OrderedConsumer(ctx, names.Results, resultsConsumer(d.subj.All(protocol.KindResult), start))
 		if err != nil {
 			return fmt.Errorf("natsjs: dispatcher: results consumer: %w", natsjs.Explain(ctx, d.js, "$JS.API.CONSUMER.CREATE."+names.Results, err))
 		}
-		cc, err := cons.Consume(d.onResult, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			d.log.Warn("results consumer", slog.Any("error", err))
-		}))
+		cc, err := cons.Consume(d.onResult, d.consumeError(""))
 		if err != nil {
 			return fmt.Errorf("natsjs: dispatcher: consume results: %w", err)
 		}
@@ -237,6 +247,9 @@ func (d *Dispatcher) Start(ctx context.Context) (err error) {
 	d.status = d.cfg.Conn.StatusChanged(nats.CONNECTED, nats.DISCONNECTED, nats.RECONNECTING, nats.CLOSED)
 	d.watched = make(chan struct{})
 	go d.watchConn(d.status, d.watched)
+	d.ctx, d.cancel = context.WithCancel(context.Background())
+	d.recovering = make(chan struct{})
+	go d.recoverer(d.ctx, d.recovering)
 	return nil
 }
 
@@ -262,8 +275,10 @@ func (d *Dispatcher) shutdown(ctx context.Context) error {
 	d.pending = make(map[string]*Handle)
 	d.mu.Unlock()
 
+	d.cancel()
 	d.cfg.Conn.RemoveStatusListener(d.status)
 	<-d.watched
+	<-d.recovering
 	if cc != nil {
 		cc.Stop()
 	}

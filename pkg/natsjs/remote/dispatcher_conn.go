@@ -15,7 +15,8 @@ import (
 // watchConn follows the connection's status until status is closed: when
 // the server stays away for ServerLostAfter, or the connection closes,
 // every waiting call fails with natsjs.ErrServerLost (no result can reach it), and
-// dispatches fail until the connection is back.
+// dispatches fail until the connection is back; when it is back, the
+// calls that wait look their results up in the stream (recoverCalls).
 func (d *Dispatcher) watchConn(status chan nats.Status, stopped chan<- struct{}) {
 	defer close(stopped)
 	var timer *time.Timer
@@ -40,6 +41,10 @@ func (d *Dispatcher) watchConn(status chan nats.Status, stopped chan<- struct{})
 				d.mu.Lock()
 				d.lost = nil
 				d.mu.Unlock()
+				// Back from a disconnection: what the results
+				// consumer delivered into the cut connection, or
+				// missed, is in the stream.
+				d.recoverCalls()
 			case nats.DISCONNECTED, nats.RECONNECTING:
 				if timer == nil {
 					since = time.Now()

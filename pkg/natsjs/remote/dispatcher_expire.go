@@ -13,7 +13,8 @@ import (
 
 // expire fails the call of h, whose task's deadline and grace have passed
 // without a result (the worker died after taking it, or its result was
-// refused): the handle reports a DeadlineExceeded error result, the task
+// refused), unless the stream holds its result, which then answers it:
+// the handle reports a DeadlineExceeded error result, the task
 // is remembered as cancelled, so that a late result is refused, and a
 // cancel is published so that a worker still running it stops.
 func (d *Dispatcher) expire(h *Handle) {
@@ -23,11 +24,22 @@ func (d *Dispatcher) expire(h *Handle) {
 		d.mu.Unlock()
 		return // answered, cancelled or stopped meanwhile
 	}
-	delete(d.pending, task.TaskID)
-	d.mem.Finish(time.Now(), task.TaskID, task.ConversationID, taskmem.Cancelled, true)
 	d.expiring.Add(1)
 	d.mu.Unlock()
 	defer d.expiring.Done()
+	// A result the stream holds answers the call, however its consumer
+	// missed it (dispatcher_recover.go).
+	if d.lookUp(d.ctx, h) {
+		return
+	}
+	d.mu.Lock()
+	if !d.life.Running() || d.pending[task.TaskID] != h {
+		d.mu.Unlock()
+		return
+	}
+	delete(d.pending, task.TaskID)
+	d.mem.Finish(time.Now(), task.TaskID, task.ConversationID, taskmem.Cancelled, true)
+	d.mu.Unlock()
 
 	d.setPending(task.Mode, -1)
 	d.observe(task, string(protocol.StatusError), h.started)

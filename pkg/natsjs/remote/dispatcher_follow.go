@@ -25,8 +25,9 @@ type convReader struct {
 
 // follow makes sure the results of conversation conv reach the
 // dispatcher before a task of it is registered: with
-// DispatcherConfig.PerConversation, its ordered consumer is made (new
-// results only: what was stored before is the inbox's) unless it exists;
+// DispatcherConfig.PerConversation, its ordered consumer is made (results
+// stored from now on: what was stored before is the inbox's) unless it
+// exists;
 // otherwise the process's consumer reads every conversation's.
 func (d *Dispatcher) follow(ctx context.Context, conv string) error {
 	if !d.cfg.PerConversation {
@@ -57,16 +58,15 @@ func (d *Dispatcher) follow(ctx context.Context, conv string) error {
 	var cons jetstream.Consumer
 	var cc jetstream.ConsumeContext
 	_, err := jsop.Retry(ctx, d.log, "results consumer", func(ctx context.Context) (err error) {
-		cons, err = d.js.OrderedConsumer(ctx, natsjs.NamesFor(d.cfg.Prefix).Results, jetstream.OrderedConsumerConfig{
-			FilterSubjects: []string{d.subj.ResultsFor(conv)},
-			DeliverPolicy:  jetstream.DeliverNewPolicy,
-		})
+		start, err := d.startSeq(ctx)
 		if err != nil {
 			return err
 		}
-		cc, err = cons.Consume(d.onResult, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			d.log.Warn("results consumer", slog.String("conversation_id", conv), slog.Any("error", err))
-		}))
+		cons, err = d.js.OrderedConsumer(ctx, natsjs.NamesFor(d.cfg.Prefix).Results, resultsConsumer(d.subj.ResultsFor(conv), start))
+		if err != nil {
+			return err
+		}
+		cc, err = cons.Consume(d.onResult, d.consumeError(conv))
 		return err
 	})
 	d.mu.Lock()

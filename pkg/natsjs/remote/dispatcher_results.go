@@ -20,15 +20,43 @@ func (d *Dispatcher) rememberLocked(task, conv string, kind taskmem.Kind) {
 }
 
 // onResult routes one stored result to its waiting call, or refuses it.
-func (d *Dispatcher) onResult(m jetstream.Msg) { d.route(m.Subject(), m.Data()) }
+func (d *Dispatcher) onResult(m jetstream.Msg) { d.route(m.Subject(), m.Data(), source{msg: m}) }
+
+// source is how a routed result reached the dispatcher: delivered by a
+// results consumer (msg), or read from the stream at sequence seq (a
+// dispatch the server deduplicated, dispatcher_stored.go, or a recovery,
+// dispatcher_recover.go).
+type source struct {
+	msg jetstream.Msg
+	seq uint64
+	// recovery: read by a recovery's lookup, which answers a call that
+	// waits or does nothing; whatever else the stored message is, the
+	// consumer delivers it too (or did), and refuses it there.
+	recovery bool
+}
+
+// sequence returns the result's stream sequence (0 when unknown).
+func (s source) sequence() uint64 {
+	if s.msg == nil {
+		return s.seq
+	}
+	meta, err := s.msg.Metadata()
+	if err != nil {
+		return 0
+	}
+	return meta.Sequence.Stream
+}
 
 // route routes the result stored on subject to its waiting call, or
 // refuses it.
-func (d *Dispatcher) route(subject string, data []byte) {
+func (d *Dispatcher) route(subject string, data []byte, src source) {
 	kind, conv, task, toolName, err := d.subj.Parse(subject)
 	if err != nil || kind != protocol.KindResult {
 		d.refuse(metrics.RefuseMalformed, subject, "", fmt.Errorf("invalid result subject: %w", err))
 		return
+	}
+	if src.recovery && !d.waits(task) {
+		return // answered meanwhile (the consumer was first)
 	}
 	if d.cfg.MaxPayload > 0 && len(data) > d.cfg.MaxPayload {
 		d.refuse(metrics.RefuseOversize, subject, task, fmt.Errorf("%d bytes", len(data)))
@@ -40,7 +68,9 @@ func (d *Dispatcher) route(subject string, data []byte) {
 	}
 	res, err := protocol.DecodeResult(data, task, opts)
 	if err != nil {
-		d.refuseUndecodable(subject, conv, task, err)
+		if !src.recovery {
+			d.refuseUndecodable(subject, conv, task, err)
+		}
 		return
 	}
 
@@ -49,6 +79,11 @@ func (d *Dispatcher) route(subject string, data []byte) {
 	var reason metrics.RefuseReason
 	var note string
 	switch {
+	case src.recovery && (!inFlight || c.task.ConversationID != conv || c.task.Tool != toolName || res.Attempt != c.task.Attempt):
+		// Not this call's answer: the call waits on, and the consumer
+		// refuses the message if it is to be refused.
+		d.mu.Unlock()
+		return
 	case inFlight && c.task.ConversationID != conv:
 		d.mu.Unlock()
 		d.refuse(metrics.RefuseWrongConversation, subject, task, fmt.Errorf("task belongs to conversation %s", c.task.ConversationID))
@@ -72,6 +107,11 @@ func (d *Dispatcher) route(subject string, data []byte) {
 		// keeps its conversation as a key (a string key is replaced on
 		// every write).
 		d.rememberLocked(c.task.TaskID, c.task.ConversationID, taskmem.Answered)
+		if src.recovery {
+			d.recoveredLocked(c.task.TaskID, src.seq)
+		}
+	case d.wasRecoveredLocked(task, src):
+		reason, note = "", "result already read from the stream by a recovery"
 	default:
 		if reason, note = d.answerOnlyLocked(task, conv); reason == "" {
 			reason, note = d.mem.Classify(time.Now(), task, conv, res.Status == protocol.StatusCancelled)

@@ -35,5 +35,5 @@ func (d *Dispatcher) storedResult(ctx context.Context, h *Handle, task protocol.
 			slog.String("task_id", task.TaskID), slog.Any("error", err))
 		return
 	}
-	d.route(msg.Subject, msg.Data)
+	d.route(msg.Subject, msg.Data, source{seq: msg.Sequence})
 }

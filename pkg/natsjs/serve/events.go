@@ -303,7 +303,7 @@ func (s *Service) leave(f *feed, w *watcher) {
 func (s *Service) startFeed(ctx context.Context, f *feed) error {
 	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{s.eventSubject(f.conv)}, DeliverPolicy: jetstream.DeliverNewPolicy,
 		InactiveThreshold: feedInactive}
-	c, err := s.cfg.JetStream.OrderedConsumer(ctx, natsjs.NamesFor(s.cfg.Provision.Prefix).Events, cfg)
+	c, err := s.cfg.Watches.OrderedConsumer(ctx, natsjs.NamesFor(s.cfg.Provision.Prefix).Events, cfg)
 	if err != nil {
 		return err
 	}
@@ -373,7 +373,7 @@ func (s *Service) deleteConsumer(c jetstream.Consumer) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), feedDeleteTimeout)
 	defer cancel()
-	if err := s.cfg.JetStream.DeleteConsumer(ctx, info.Stream, info.Name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+	if err := s.cfg.Watches.DeleteConsumer(ctx, info.Stream, info.Name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		s.log.Debug("events: a feed's consumer not deleted (the server drops it once inactive)", slog.String("consumer", info.Name), slog.Any("error", err))
 	}
 }

@@ -49,6 +49,12 @@ type Agent struct {
 type Config struct {
 	// JetStream reaches the streams. Required.
 	JetStream jetstream.JetStream
+	// Watches, if set, reaches the events stream for the faces' event
+	// watches ([Service.Watch]), on a connection of their own (agentproc:
+	// the faces'), so that a slow consumer among them cannot cut the
+	// connection of the runs (their results, leases and saves). Defaults
+	// to JetStream.
+	Watches jetstream.JetStream
 	// Provision are the options the wake consumers are ensured with (its
 	// Prefix the subjects' prefix).
 	Provision natsjs.ProvisionOptions
@@ -160,6 +166,9 @@ func New(cfg Config) (*Service, error) {
 			return nil, fmt.Errorf("%w: serve: agent %s given twice", natsjs.ErrInvalidConfig, a.Name)
 		}
 		agents[a.Name] = a
+	}
+	if cfg.Watches == nil {
+		cfg.Watches = cfg.JetStream
 	}
 	if cfg.Holder == "" {
 		cfg.Holder = "agent serve"

@@ -217,6 +217,7 @@ func (b *World) Agent(t *testing.T) (*agent.Agent, tool.Toolset) {
 // by agentproc as agent serve builds it.
 type Replica struct {
 	Svc     *serve.Service
+	Served  *agentproc.Served
 	Metrics *metrics.Serve
 	JS      jetstream.JetStream
 	Convs   *convstore.Conversations
@@ -283,7 +284,7 @@ func (b *World) ReplicaWith(t *testing.T, holder string, opts ReplicaOpts, names
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &Replica{Svc: srv.Service, Metrics: srv.Metrics, JS: p.JetStream, Convs: p.Conversations, Proc: p}
+	r := &Replica{Svc: srv.Service, Served: srv, Metrics: srv.Metrics, JS: p.JetStream, Convs: p.Conversations, Proc: p}
 	t.Cleanup(func() { r.Close(t) })
 	return r
 }
@@ -293,7 +294,7 @@ func (r *Replica) Close(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), Wait)
 	defer cancel()
-	if err := r.Svc.Stop(ctx); err != nil {
+	if err := r.Served.Stop(ctx); err != nil {
 		t.Error(err)
 	}
 }
@@ -312,7 +313,7 @@ func (r *Replica) Face(t *testing.T, lines string, o agentproc.FaceOptions) (*ht
 	var h http.Handler
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) { h.ServeHTTP(w, req) }))
 	o.PublicURL = cmp.Or(o.PublicURL, "http://"+srv.Listener.Addr().String())
-	f, err := r.Proc.Face(t.Context(), r.Svc, o)
+	f, err := r.Proc.Face(t.Context(), r.Served, o)
 	if err != nil {
 		srv.Close()
 		t.Fatal(err)
