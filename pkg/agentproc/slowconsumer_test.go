@@ -2,6 +2,7 @@ package agentproc_test
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
@@ -106,7 +107,7 @@ func newReplica(t *testing.T, srv *natstest.Server, url string) *replica {
 
 	r.runs = natstest.Connect(t, url, append(natstest.Reconnecting(50*time.Millisecond), nats.Name("agent"))...)
 	p, err := agentproc.Open(ctx, agentproc.Options{Conn: r.runs, Conversations: true, Logger: log,
-		Identities: &convstore.Identities{Key: []byte("the test service's HMAC key 0123")},
+		Identities: &convstore.Identities{Private: ed25519.NewKeyFromSeed([]byte("the test service's decision key!"))},
 		Remote:     &remote.ClientConfig{PerConversation: true, InlineDeadline: callDeadline}})
 	if err != nil {
 		t.Fatal(err)
