@@ -6,8 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/offload-dev/offload/internal/natsflags"
@@ -72,20 +70,14 @@ func provision(ctx context.Context, e env, f *provisionFlags) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	copts.Name, copts.Refusals = "agent provision", &natsjs.Refusals{Role: "admin"}
-	copts.Extra = []nats.Option{nats.Timeout(5 * time.Second), nats.RetryOnFailedConnect(false)}
-	nc, err := natsjs.Connect(f.conn.URL, copts)
+	c, err := agentproc.Dial(ctx, agentproc.DialOptions{URL: f.conn.URL, Connect: copts, Name: "agent provision", Role: "admin"})
 	if err != nil {
 		return &exitError{Code: exitFailed, Err: err}
 	}
-	defer nc.Close()
-	ctx, stopWatch := copts.Refusals.Watch(ctx) // a permission lacking ends it at once
+	defer c.Close(context.WithoutCancel(ctx))
+	ctx, stopWatch := c.Refusals.Watch(ctx) // a permission lacking ends it at once
 	defer stopWatch()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return &exitError{Code: exitFailed, Err: err}
-	}
-	done, err := agentproc.Provision(ctx, js, natsjs.ProvisionOptions{Prefix: f.prefix, Replicas: f.conn.Replicas}, tools)
+	done, err := agentproc.Provision(ctx, c.NC, natsjs.ProvisionOptions{Prefix: f.prefix, Replicas: f.conn.Replicas}, tools)
 	if err != nil {
 		return &exitError{Code: exitFailed, Err: err}
 	}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/offload-dev/offload/pkg/natsjs"
@@ -32,7 +33,11 @@ type Provisioned struct {
 // definitions), agent serve's wake consumers and notify consumer and its
 // keys, the task consumers of tools; and it writes the pending records and status
 // entries of the conversations stored before those existed.
-func Provision(ctx context.Context, js jetstream.JetStream, opts natsjs.ProvisionOptions, tools []string) (*Provisioned, error) {
+func Provision(ctx context.Context, nc *nats.Conn, opts natsjs.ProvisionOptions, tools []string) (*Provisioned, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
 	if err := natsjs.Provision(ctx, js, opts); err != nil {
 		return nil, err
 	}
