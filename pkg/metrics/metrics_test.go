@@ -123,10 +123,10 @@ func TestLint(t *testing.T) {
 func TestRefusedReasonsStartAtZero(t *testing.T) {
 	t.Parallel()
 	a := metrics.NewAgent(nil)
-	if n := testutil.CollectAndCount(a.RefusedMessagesTotal); n != 12 {
-		t.Fatalf("refused series = %d, want 12", n)
+	if n := testutil.CollectAndCount(a.RefusedMessagesTotal); n != 13 {
+		t.Fatalf("refused series = %d, want 13", n)
 	}
-	want := []string{"unknown_task", "duplicate", "malformed", "wrong_conversation", "wrong_kind", "oversize", "late", "wrong_tool", "wrong_attempt", "stale", "duplicate_identity", "unauthenticated"}
+	want := []string{"unknown_task", "duplicate", "malformed", "wrong_conversation", "wrong_kind", "oversize", "late", "wrong_tool", "wrong_attempt", "stale", "duplicate_identity", "unauthenticated", "invalid_timeout"}
 	for i, r := range metrics.RefuseReasons() {
 		if string(r) != want[i] {
 			t.Errorf("reason %d = %q, want %q", i, r, want[i])
