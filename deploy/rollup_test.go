@@ -24,7 +24,7 @@ import (
 // write them are the agents and the service, which may rewrite every
 // conversation (and each schedule) anyway.
 var wipeExceptions = map[string]string{
-	names.Expiries:        "message schedules need roll-ups (nats-server refuses allow_msg_schedules without them)",
+	names.Expiries:        "message schedules need roll-ups (nats-server refuses allow_msg_schedules without them); agent serve schedules the waiting calls' timeouts again after one (TestExpiryScheduleRolledUp)",
 	names.HistoriesStream: "the object store writes its metadata with a roll-up and deletes an object's chunks with a purge",
 }
 

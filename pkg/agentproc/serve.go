@@ -135,13 +135,12 @@ func (p *Process) Service(ctx context.Context, o ServeOptions) (*Served, error) 
 		return nil, err
 	}
 	var expirer session.Expirer = p.Conversations.Announcer
-	var timers *convstore.Pending
 	if err := p.Conversations.Announcer.CanExpire(ctx); err != nil {
-		expirer, timers, out.Timers = nil, recs, fmt.Errorf("%w (%w)", ErrNoSchedules, err)
+		expirer, out.Timers = nil, fmt.Errorf("%w (%w)", ErrNoSchedules, err)
 	}
 	cfg := serve.Config{JetStream: p.JetStream, Watches: out.faces, Provision: p.opts.Provision, Store: p.Conversations.Store, Inbox: p.Conversations.Inbox,
 		Session: p.Session(o.Holder, p.Conversations.Announcer, session.ApprovalPolicies{}), Agents: o.Agents, Holder: o.Holder,
-		Logger: p.log, Metrics: out.Metrics, Expirer: expirer, Timers: timers}
+		Logger: p.log, Metrics: out.Metrics, Expirer: expirer, Records: recs}
 	if p.Client != nil {
 		cfg.Unfollow = p.Client.Unfollow
 	}

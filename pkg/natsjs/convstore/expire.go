@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -30,6 +31,21 @@ var ErrNoSchedules = errors.New("natsjs: the server does not schedule messages (
 // reads it. A task scheduled already keeps its first schedule (announcing
 // a pause again schedules nothing twice).
 func (a *Announcer) Expire(ctx context.Context, conv, task string, when time.Time, d protocol.Decision) error {
+	return a.expire(ctx, conv, task, when, d, "expiry:"+task, true)
+}
+
+// ExpireAgain schedules the timeout decision of task again, after its
+// schedule was wiped (a roll-up of the expiries stream; serve's guard):
+// as [Announcer.Expire], but in place of whatever the subject holds
+// (the roll-up's own message, when it was published there), with a
+// Nats-Msg-Id of generation gen (the roll-up's sequence), so that the
+// replicas doing it at once store it once, and not refused as the
+// original's duplicate.
+func (a *Announcer) ExpireAgain(ctx context.Context, conv, task string, when time.Time, d protocol.Decision, gen uint64) error {
+	return a.expire(ctx, conv, task, when, d, "expiry:"+task+":"+strconv.FormatUint(gen, 10), false)
+}
+
+func (a *Announcer) expire(ctx context.Context, conv, task string, when time.Time, d protocol.Decision, msgID string, onlyNew bool) error {
 	data, err := json.Marshal(d)
 	if err != nil {
 		return fmt.Errorf("natsjs: the timeout decision of %s: %w", task, err)
@@ -39,7 +55,11 @@ func (a *Announcer) Expire(ctx context.Context, conv, task string, when time.Tim
 	m.Header.Set("Nats-Schedule", "@at "+when.UTC().Add(time.Second-time.Nanosecond).Truncate(time.Second).Format(time.RFC3339))
 	m.Header.Set("Nats-Schedule-Target", natsjs.ExpiryTarget(a.names.Prefix, conv, task))
 	m.Data = data
-	_, err = a.js.PublishMsg(ctx, m, jetstream.WithMsgID("expiry:"+task), jetstream.WithExpectLastSequencePerSubject(0))
+	opts := []jetstream.PublishOpt{jetstream.WithMsgID(msgID)}
+	if onlyNew {
+		opts = append(opts, jetstream.WithExpectLastSequencePerSubject(0))
+	}
+	_, err = a.js.PublishMsg(ctx, m, opts...)
 	var je jetstream.JetStreamError
 	if errors.As(err, &je) && je.APIError() != nil &&
 		(je.APIError().ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || je.APIError().ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {

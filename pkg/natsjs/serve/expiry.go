@@ -49,11 +49,11 @@ func (s *Service) livePolicy(ctx context.Context, conv, toolName string) *sessio
 
 // ApprovalTimeout returns the timeout of the approvals of agentName's
 // tool toolName when this service expires them (a session.ApprovalPolicy
-// with a timeout, and Config.Expirer or Config.Timers set): what the
+// with a timeout, and Config.Expirer or Config.Records set): what the
 // inbox shows and the notifications say (pending.Config.Timeouts,
 // notify.Config.Expiry).
 func (s *Service) ApprovalTimeout(ctx context.Context, agentName, toolName string) (pending.Timeout, bool) {
-	if s.cfg.Expirer == nil && s.cfg.Timers == nil {
+	if s.cfg.Expirer == nil && s.cfg.Records == nil {
 		return pending.Timeout{}, false
 	}
 	p := s.policy(ctx, agentName, toolName)

@@ -51,7 +51,7 @@ func (s *Service) timersLoop() {
 // this replica serves past its timeout at now (another replica's agent's
 // policies are not known here).
 func (s *Service) sweep(ctx context.Context, now time.Time) error {
-	calls, err := s.timers.Calls(ctx, pending.Filter{Kinds: []deferred.Kind{deferred.KindApproval}})
+	calls, err := s.records.Calls(ctx, pending.Filter{Kinds: []deferred.Kind{deferred.KindApproval}})
 	if err != nil {
 		return err
 	}
@@ -73,7 +73,7 @@ func (s *Service) sweep(ctx context.Context, now time.Time) error {
 		if err != nil {
 			return err
 		}
-		_, err = s.cfg.Timers.Publisher.PublishFirst(ctx, conversation.ArrivalDecision, c.ConversationID, c.TaskID, data)
+		_, err = s.cfg.Records.Publisher.PublishFirst(ctx, conversation.ArrivalDecision, c.ConversationID, c.TaskID, data)
 		switch {
 		case errors.Is(err, natsjs.ErrAlreadyAnswered):
 		case err != nil:

@@ -98,12 +98,16 @@ type Config struct {
 	// approval whose tool or agent has a session.ApprovalPolicy (SPEC §12;
 	// convstore.Announcer.Expire).
 	Expirer session.Expirer
-	// Timers, if set, are the pending records the service reads to write
-	// the approvals' timeouts itself (the fallback of a server that
-	// cannot schedule messages, SPEC §12; with Expirer unset): a call
-	// expires only while a replica runs.
-	Timers *convstore.Pending
-	// TimerInterval is how often Timers are swept. Defaults to 1 s.
+	// Records, if set, are the people's pending records (each approval
+	// with the timeout its policy set): with Expirer unset (a server that
+	// cannot schedule messages, SPEC §12) the replicas write the
+	// approvals' timeouts themselves from them, and a call expires only
+	// while a replica runs (timers); with Expirer set, the replicas
+	// schedule again the timeouts of the calls whose schedules a roll-up
+	// of the expiries stream wiped (guard).
+	Records *convstore.Pending
+	// TimerInterval is how often the timers sweep Records. Defaults to
+	// 1 s.
 	TimerInterval time.Duration
 	// SweepInterval is how often, jittered by up to half of it either
 	// way, the replica continues the conversations whose status says
@@ -125,10 +129,10 @@ type Config struct {
 // Service runs and wakes conversations: the core of `agent serve`
 // ([service.Core]). [Service.Start] starts it, [Service.Stop] stops it.
 type Service struct {
-	cfg    Config
-	log    *slog.Logger
-	agents map[string]Agent
-	timers *pending.Desk // over Config.Timers; nil without
+	cfg     Config
+	log     *slog.Logger
+	agents  map[string]Agent
+	records *pending.Desk // over Config.Records; nil without
 
 	ctx     context.Context // the runs' context, cancelled by Stop
 	cancel  context.CancelFunc
@@ -199,12 +203,12 @@ func New(cfg Config) (*Service, error) {
 	s := &Service{cfg: cfg, log: cfg.Logger, agents: agents, suspend: make(chan struct{}),
 		wakes: make(chan struct{}, cfg.Concurrency), runs: map[string]*liveRun{}, missing: map[string]string{},
 		running: runningSet{ids: map[string]uint64{}}, feeds: feeds{m: map[string]*feed{}, batch: direct.NewBatches(cfg.JetStream.Conn()).Next}}
-	if cfg.Timers != nil {
-		d, err := pending.New(pending.Config{Records: cfg.Timers, Logger: cfg.Logger})
+	if cfg.Records != nil {
+		d, err := pending.New(pending.Config{Records: cfg.Records, Logger: cfg.Logger})
 		if err != nil {
 			return nil, err
 		}
-		s.timers = d
+		s.records = d
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
@@ -214,7 +218,9 @@ func New(cfg Config) (*Service, error) {
 // every conversation with something arrived for it is woken, those whose
 // messages were stored while no replica ran included. It also starts
 // reading the cancel markers and the status index (the runs whose holder
-// died), and the approval timers of Config.Timers. A Service starts once.
+// died), and, with Config.Records, the approval timers (without
+// Config.Expirer) or the guard of the scheduled timeouts (with it). A
+// Service starts once.
 func (s *Service) Start(ctx context.Context) error {
 	if err := s.life.StartInit(); err != nil {
 		return natsjs.ErrStarted
@@ -259,9 +265,18 @@ func (s *Service) start(ctx context.Context) error {
 		s.consume = append(s.consume, cc)
 	}
 	s.cons = cons
-	if s.timers != nil {
+	switch {
+	case s.records != nil && s.cfg.Expirer == nil:
 		s.wg.Add(1)
 		go s.timersLoop()
+	case s.records != nil:
+		stop, err := s.guardSchedules(s.ctx)
+		if err != nil {
+			s.unwatch()
+			return err
+		}
+		prev := s.unwatch
+		s.unwatch = func() { prev(); stop() }
 	}
 	s.wg.Add(1)
 	go s.lapsedLoop()

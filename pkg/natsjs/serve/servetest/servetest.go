@@ -269,13 +269,10 @@ func (b *World) ReplicaWith(t *testing.T, holder string, opts ReplicaOpts, names
 	srv, err := p.Service(ctx, agentproc.ServeOptions{Agents: agents, Holder: holder, Service: func(c *serve.Config) {
 		c.Logger, c.RetryDelay, c.MissingDelay, c.TimerInterval = log, 100*time.Millisecond, 200*time.Millisecond, 100*time.Millisecond
 		if b.Timers {
-			// The replicas write the timeouts themselves, as on a
-			// server that cannot schedule messages.
-			recs, err := convstore.OpenPending(ctx, convstore.OpenConfig{JetStream: p.JetStream, Provision: c.Provision})
-			if err != nil {
-				t.Fatal(err)
-			}
-			c.Expirer, c.Timers = nil, recs
+			// The replicas write the timeouts themselves (from
+			// Config.Records), as on a server that cannot schedule
+			// messages.
+			c.Expirer = nil
 		}
 		if opts.Config != nil {
 			opts.Config(c)
