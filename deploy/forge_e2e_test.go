@@ -76,7 +76,7 @@ func TestAgentCannotForgeDecisions(t *testing.T) {
 		t.Fatal(err)
 	}
 	admin.Close()
-	w := proctest.StartProcess(t, workerBin, "--nats", d.roleURL("worker_shell"), "--inbox-prefix", inboxPrefix("worker_shell"), "--tools", "shell", "--id", "forge-e2e")
+	w := proctest.StartProcess(t, workerBin, "--nats", d.roleURL("worker_shell"), "--inbox-prefix", inboxPrefix("worker_shell"), "--tools", "shell", "--root", proctest.ToolDir(t), "--id", "forge-e2e")
 	w.WaitLog(t, `"msg":"toolworker started"`, 30*time.Second)
 	addr := "127.0.0.1:" + strconv.Itoa(proctest.FreePort(t))
 	s := proctest.StartProcessEnv(t, append(os.Environ(), "NATS_URL="+d.roleURL("serve"), "NATS_INBOX_PREFIX="+inboxPrefix("serve")),

@@ -46,7 +46,7 @@ func TestStoreFillingRefused(t *testing.T) {
 	t.Logf("store %d MiB, %d MiB of it reserved by the streams' max_bytes", store>>20, reserved>>20)
 
 	for _, pool := range []struct{ user, tools string }{{"worker_sleep", "sleep"}, {"worker_shell", "shell"}} {
-		w := proctest.StartProcess(t, workerBin, "--nats", d.roleURL(pool.user), "--inbox-prefix", inboxPrefix(pool.user), "--tools", pool.tools, "--id", "limits-e2e-"+pool.tools)
+		w := proctest.StartProcess(t, workerBin, "--nats", d.roleURL(pool.user), "--inbox-prefix", inboxPrefix(pool.user), "--tools", pool.tools, "--root", proctest.ToolDir(t), "--id", "limits-e2e-"+pool.tools)
 		w.WaitLog(t, `"msg":"toolworker started"`, 30*time.Second)
 	}
 	dir := t.TempDir()

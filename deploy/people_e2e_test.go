@@ -63,7 +63,7 @@ func TestPeopleCommandsWithRoles(t *testing.T) {
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	w := proctest.StartProcess(t, workerBin, "--nats", d.roleURL("worker_shell"), "--inbox-prefix", inboxPrefix("worker_shell"), "--tools", "shell", "--id", "people-e2e")
+	w := proctest.StartProcess(t, workerBin, "--nats", d.roleURL("worker_shell"), "--inbox-prefix", inboxPrefix("worker_shell"), "--tools", "shell", "--root", proctest.ToolDir(t), "--id", "people-e2e")
 	w.WaitLog(t, `"msg":"toolworker started"`, 30*time.Second)
 
 	r := d.agentAs(t, agentBin, dir, "agent", "run", "--model", "test", "--tools", "shell", "--spec", spec, "--json",

@@ -44,7 +44,7 @@ func TestServeWithRoles(t *testing.T) {
 	if err := os.WriteFile(tokens, []byte(token+" operator ops\n"+approverToken+" approver bob\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	w := proctest.StartProcess(t, workerBin, "--nats", d.roleURL("worker_shell"), "--inbox-prefix", inboxPrefix("worker_shell"), "--tools", "shell", "--id", "serve-e2e")
+	w := proctest.StartProcess(t, workerBin, "--nats", d.roleURL("worker_shell"), "--inbox-prefix", inboxPrefix("worker_shell"), "--tools", "shell", "--root", proctest.ToolDir(t), "--id", "serve-e2e")
 	w.WaitLog(t, `"msg":"toolworker started"`, 30*time.Second)
 	notes := make(chan map[string]any, 16)
 	recv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/offload-dev/offload/internal/proctest"
 	"github.com/offload-dev/offload/pkg/embedded"
 	"github.com/offload-dev/offload/pkg/natsjs"
 )
@@ -87,29 +88,13 @@ func TestEmbeddedOffersNoShellByDefault(t *testing.T) {
 	if slices.Contains(names, natsjs.TaskConsumerName("shell")) || !slices.Contains(names, natsjs.TaskConsumerName("read_file")) {
 		t.Errorf("task consumers without --tools: %v, want the built-ins but shell", names)
 	}
-	out = runBinary(t, nil, "run", "--model", "test", "--store", store, "--tools", "shell", "--root", shellRoot(t), "hello")
+	out = runBinary(t, nil, "run", "--model", "test", "--store", store, "--tools", "shell", "--root", proctest.ToolDir(t), "hello")
 	if out.code != 0 && out.code != exitPaused {
 		t.Fatalf("--tools shell: exit %d\n%s", out.code, out.stderr)
 	}
 	if names := taskConsumers(t, srv); !slices.Contains(names, natsjs.TaskConsumerName("shell")) {
 		t.Errorf("task consumers with --tools shell: %v", names)
 	}
-}
-
-// shellRoot returns a new directory for --root that shell's tool user
-// (nobody, when the test runs as root) can enter: t.TempDir's parents are
-// 0700.
-func shellRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "offload-shell-root") //nolint:usetesting // nobody must enter it: t.TempDir's parents are 0700
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return dir
 }
 
 // taskConsumers returns the names of the task stream's consumers on srv.

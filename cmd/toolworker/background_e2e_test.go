@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/offload-dev/offload/internal/offloadtest"
+	"github.com/offload-dev/offload/internal/proctest"
 	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/llm/openaicompat/openaitest"
 	"github.com/offload-dev/offload/pkg/llm/script"
@@ -74,7 +75,7 @@ func TestAgentBackgroundCommandTool(t *testing.T) {
 	t.Parallel()
 	twBin, agentBin := binaries(t)
 	srv := natstest.Start(t)
-	dir := commandDir(t)
+	dir := proctest.ToolDir(t)
 	writeFile(t, filepath.Join(dir, "research.sh"), researchScript, 0o755)
 	writeFile(t, filepath.Join(dir, "crawl.sh"), "#!/bin/sh\nexit 1\n", 0o755)
 	writeFile(t, filepath.Join(dir, "tools.yaml"), backgroundYAML, 0o644)
@@ -147,7 +148,7 @@ func TestAgentInterruptCancelsBackgroundCommand(t *testing.T) {
 	t.Parallel()
 	twBin, agentBin := binaries(t)
 	srv := natstest.Start(t)
-	dir := commandDir(t)
+	dir := proctest.ToolDir(t)
 	fifo := filepath.Join(dir, "crawl.fifo")
 	commandFIFO(t, fifo)
 	writeFile(t, filepath.Join(dir, "crawl.sh"), fmt.Sprintf(crawlScript, fifo), 0o755)
@@ -265,7 +266,7 @@ func TestTestModelCallsBackgroundCommandToolsOnce(t *testing.T) {
 	t.Parallel()
 	twBin, agentBin := binaries(t)
 	srv := natstest.Start(t)
-	dir := commandDir(t)
+	dir := proctest.ToolDir(t)
 	writeFile(t, filepath.Join(dir, "note.sh"), noteScript, 0o755)
 	writeFile(t, filepath.Join(dir, "tools.yaml"), onceYAML, 0o644)
 	startWorker(t, twBin, "--nats", srv.URL(), "--config", filepath.Join(dir, "tools.yaml"), "--id", "bg-once")

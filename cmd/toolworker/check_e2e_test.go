@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/offload-dev/offload/internal/proctest"
 	"github.com/offload-dev/offload/pkg/natsjs/conformance"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 )
@@ -63,7 +64,7 @@ func TestCheckAgainstToolworker(t *testing.T) {
 	t.Parallel()
 	bin, _ := binaries(t)
 	srv := natstest.Start(t)
-	dir := commandDir(t)
+	dir := proctest.ToolDir(t)
 	writeFile(t, filepath.Join(dir, "nap.sh"), napScript, 0o755)
 	writeFile(t, filepath.Join(dir, "tools.yaml"), napYAML, 0o644)
 	worker := fmt.Sprintf("%s --nats %s --config %s --ack-wait 1s --id check-1", bin, srv.URL(), filepath.Join(dir, "tools.yaml"))
@@ -110,7 +111,7 @@ func TestCheckFailsWorkerStops(t *testing.T) {
 	t.Parallel()
 	bin, _ := binaries(t)
 	srv := natstest.Start(t)
-	dir := commandDir(t)
+	dir := proctest.ToolDir(t)
 	writeFile(t, filepath.Join(dir, "nap.sh"), napScript, 0o755)
 	writeFile(t, filepath.Join(dir, "tools.yaml"), napYAML, 0o644)
 	writeFile(t, filepath.Join(dir, "nohandback.sh"), noHandBack, 0o755)

@@ -34,22 +34,6 @@ func binaries(t *testing.T) (toolworker, agent string) {
 // natsCLI returns the path of the nats CLI (see natstest.NATSCLI).
 func natsCLI(t *testing.T) string { return natstest.NATSCLI(t) }
 
-// commandDir returns a new directory for a --config file and what its
-// commands read and write. The worker, run as root by the tests, runs
-// them as its tool user (nobody), who must enter the directory and write
-// in it: t.TempDir's parent is 0700.
-func commandDir(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	if err := os.Chmod(filepath.Dir(dir), 0o711); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(dir, 0o777); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
-
 // commandFIFO makes a FIFO at path that the tool user writes (the
 // tests' commands say they started through one).
 func commandFIFO(t *testing.T, path string) {
@@ -109,7 +93,7 @@ func TestToolworkerWithNatsCLI(t *testing.T) {
 	twBin, _ := binaries(t)
 	nats := natsCLI(t)
 	srv := natstest.Start(t)
-	dir := commandDir(t)
+	dir := proctest.ToolDir(t)
 	writeFile(t, filepath.Join(dir, "shout.sh"), shoutScript, 0o755)
 	writeFile(t, filepath.Join(dir, "broken.sh"), brokenScript, 0o755)
 	writeFile(t, filepath.Join(dir, "tools.yaml"), configYAML, 0o644)
@@ -169,7 +153,7 @@ func TestToolworkerWithNatsCLI(t *testing.T) {
 // timeout), and the FIFO started.fifo the script announces itself on.
 func slowTool(t *testing.T, script, description string) (dir, fifo string) {
 	t.Helper()
-	dir = commandDir(t)
+	dir = proctest.ToolDir(t)
 	writeFile(t, filepath.Join(dir, "slow.sh"), script, 0o755)
 	writeFile(t, filepath.Join(dir, "tools.yaml"), `tools:
   - name: slow
@@ -186,7 +170,7 @@ func TestAgentUsesToolworkerTools(t *testing.T) {
 	t.Parallel()
 	twBin, agentBin := binaries(t)
 	srv := natstest.Start(t)
-	dir := commandDir(t)
+	dir := proctest.ToolDir(t)
 	writeFile(t, filepath.Join(dir, "shout.sh"), shoutScript, 0o755)
 	writeFile(t, filepath.Join(dir, "broken.sh"), brokenScript, 0o755)
 	writeFile(t, filepath.Join(dir, "tools.yaml"), configYAML, 0o644)

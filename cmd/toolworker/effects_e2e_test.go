@@ -40,7 +40,7 @@ echo "finished"
 // slow (idempotent: true when idempotent), and its FIFO.
 func effectTool(t *testing.T, idempotent bool) (dir, fifo string) {
 	t.Helper()
-	dir = commandDir(t)
+	dir = proctest.ToolDir(t)
 	writeFile(t, filepath.Join(dir, "slow.sh"), effectScript, 0o755)
 	writeFile(t, filepath.Join(dir, "tools.yaml"), fmt.Sprintf(`tools:
   - name: slow

@@ -17,6 +17,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/offload-dev/offload/internal/proctest"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/protocol"
@@ -187,7 +188,7 @@ func TestAgentSIGTERMDuringInlineCallSuspends(t *testing.T) {
 	t.Parallel()
 	twBin, agentBin := binaries(t)
 	srv := natstest.Start(t)
-	dir := commandDir(t)
+	dir := proctest.ToolDir(t)
 	count := filepath.Join(dir, "runs")
 	writeFile(t, filepath.Join(dir, "slow.sh"), strings.Replace(sixSecondsScript, "COUNT_FILE", count, 1), 0o755)
 	writeFile(t, filepath.Join(dir, "tools.yaml"), `tools:

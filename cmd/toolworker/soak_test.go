@@ -35,7 +35,7 @@ echo done
 // count_once (not idempotent), both soakScript.
 func soakTools(t *testing.T) (config, dir string) {
 	t.Helper()
-	dir = commandDir(t)
+	dir = proctest.ToolDir(t)
 	writeFile(t, filepath.Join(dir, "count.sh"), soakScript, 0o755)
 	var b strings.Builder
 	b.WriteString("tools:\n")

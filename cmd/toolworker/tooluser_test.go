@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/offload-dev/offload/internal/offloadtest"
+	"github.com/offload-dev/offload/internal/proctest"
 )
 
 // TestToolUserAtStart (issue 37): a root worker whose tool user does not
@@ -25,7 +26,7 @@ func TestToolUserAtStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeFile(t, filepath.Join(closed, "tools.yaml"), "tools:\n  - name: ok\n    description: x\n    command: [\"true\"]\n", 0o644)
-	open := commandDir(t)
+	open := proctest.ToolDir(t)
 	writeFile(t, filepath.Join(open, "tools.yaml"), "tools:\n  - name: ok\n    description: x\n    command: [\"./run.sh\"]\n", 0o644)
 	writeFile(t, filepath.Join(open, "run.sh"), "#!/bin/sh\ntrue\n", 0o700) // root's alone: nobody cannot run it
 	getenv := func(string) string { return "" }

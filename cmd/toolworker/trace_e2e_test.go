@@ -34,7 +34,7 @@ func TestOneTraceAcrossTheQueue(t *testing.T) {
 		"OTEL_BSP_SCHEDULE_DELAY=50", // the worker exports its spans soon after they end
 	}
 	srv := natstest.Start(t)
-	dir := commandDir(t)
+	dir := proctest.ToolDir(t)
 	writeFile(t, filepath.Join(dir, "shout.sh"), shoutScript, 0o755)
 	writeFile(t, filepath.Join(dir, "broken.sh"), brokenScript, 0o755)
 	writeFile(t, filepath.Join(dir, "tools.yaml"), configYAML, 0o644)

@@ -125,8 +125,9 @@ func agentRules(n natsjs.Names, s protocol.Subjects) []Rule {
 
 // serveGrants are what `agent serve` adds to an agent's runs: its wake
 // markers and run events, published and read, the acknowledgements of
-// the wake consumers (v1 and v2 formats), and the notification consumer
-// of --notify, read and acknowledged.
+// the wake consumers (v1 and v2 formats), the notification consumer of
+// --notify, read and acknowledged, and the expiries stream watched for
+// roll-ups.
 func serveGrants(n natsjs.Names, s protocol.Subjects) []string {
 	out := []string{s.Prefix + ".wake.>", s.Prefix + ".event.>"}
 	out = append(append(out, reader(n.Wake)...), reader(n.Events)...)
@@ -137,8 +138,13 @@ func serveGrants(n natsjs.Names, s protocol.Subjects) []string {
 	// one only (the stream is not read otherwise: the announcement a
 	// resolution names is a direct get, granted above).
 	a, c := n.Approvals, natsjs.NotifyConsumerName
-	return append(out, "$JS.API.CONSUMER.INFO."+a+"."+c, "$JS.API.CONSUMER.CREATE."+a+"."+c, "$JS.API.CONSUMER.MSG.NEXT."+a+"."+c,
+	out = append(out, "$JS.API.CONSUMER.INFO."+a+"."+c, "$JS.API.CONSUMER.CREATE."+a+"."+c, "$JS.API.CONSUMER.MSG.NEXT."+a+"."+c,
 		"$JS.ACK."+a+"."+c+".>", "$JS.ACK.*.*."+a+"."+c+".>")
+	// The guard of the scheduled timeouts: an ordered consumer of the
+	// expiries stream, headers only, that sees a roll-up (issue 37).
+	e := n.Expiries
+	return append(out, "$JS.API.CONSUMER.CREATE."+e+".>", "$JS.API.CONSUMER.INFO."+e+".>", "$JS.API.CONSUMER.DELETE."+e+".>",
+		"$JS.API.CONSUMER.MSG.NEXT."+e+".>")
 }
 
 // Worker returns the permissions of a worker user named user serving

@@ -22,7 +22,8 @@ import (
 // on it: one message with `Nats-Rollup: all` wipes every scheduled
 // timeout, and the calls would wait for a person forever. So each replica
 // watches the stream's messages, headers only, from the time it starts;
-// at a roll-up it schedules again, from the pending records (each
+// at a roll-up of the whole stream (the server's own writes roll only
+// their subject up) it schedules again, from the pending records (each
 // approval saved with the timeout its policy set), the timeout of every
 // call still waiting: one past its time is decided at once, as the
 // timers of a server without schedules decide it; the others get their
@@ -31,8 +32,8 @@ import (
 // is the reader's to refuse (conversation.State.Admit checks a timeout's
 // decision against the call's policy and time).
 
-// rollupHeader is the header of a roll-up (jetstream.MsgRollup).
-const rollupHeader = "Nats-Rollup"
+// rollupHeader is the header of a roll-up.
+const rollupHeader = jetstream.MsgRollup
 
 // guardSchedules starts watching the expiries stream for roll-ups; stop
 // ends the watch and waits for a pass under way.
@@ -45,7 +46,10 @@ func (s *Service) guardSchedules(ctx context.Context) (stop func(), err error) {
 	}
 	rollups := make(chan uint64, 1)
 	cc, err := c.Consume(func(m jetstream.Msg) {
-		if m.Headers().Get(rollupHeader) == "" {
+		// The server's own writes roll their subject up (sub): a fired
+		// schedule replaces what its target held. A roll-up of the whole
+		// stream is no one's to make.
+		if m.Headers().Get(rollupHeader) != jetstream.MsgRollupAll {
 			return
 		}
 		meta, err := m.Metadata()
