@@ -1,0 +1,136 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/offload-dev/offload/internal/mcptest"
+	"github.com/offload-dev/offload/internal/proctest"
+	"github.com/offload-dev/offload/pkg/llm"
+	"github.com/offload-dev/offload/pkg/llm/openaicompat/openaitest"
+	"github.com/offload-dev/offload/pkg/llm/script"
+	"github.com/offload-dev/offload/pkg/message"
+	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+)
+
+// mcpYAML serves tools of the real server-everything (stdio): a plain
+// tool, one with progress, a task-based one (run in the background), and
+// get-env, which shows the server's environment.
+const mcpYAML = `mcp_servers:
+  - name: everything
+    command: [%q, %q, "stdio"]
+    env: [PASSED_TO_SERVER]
+    tools: [echo, trigger-long-running-operation, simulate-research-query, get-env]
+    timeout: 2m
+    overrides:
+      simulate-research-query: {background: true}
+`
+
+// runAgentJSON runs `agent run --json` with the scripted model brain and
+// returns its events.
+func runAgentJSON(t *testing.T, agentBin, natsURL, dir string, brain llm.Model, tools, prompt string) []map[string]any {
+	t.Helper()
+	model := openaitest.NewServer(brain, openaitest.WithAPIKey("sk-test"))
+	defer model.Close()
+	cmd := exec.CommandContext(t.Context(), agentBin, "run", "--nats", natsURL, "--model", "openai:"+brain.Name(), "--tools", tools, "--json", prompt)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "OPENAI_API_KEY=sk-test", "OPENAI_BASE_URL="+model.URL())
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("agent: %v\nstderr: %s", err, stderr.String())
+	}
+	var events []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var ev map[string]any
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("not JSON: %q", line)
+		}
+		events = append(events, ev)
+	}
+	return events
+}
+
+// An agent run calls the tools of a real MCP server on the fleet: a plain
+// tool, a tool with progress (its notifications/progress become progress
+// events), a task-based tool as a background call (its result a
+// follow-up), and get-env: the server's environment has the variable env:
+// lists and none of the worker's secrets.
+func TestAgentCallsMCPTools(t *testing.T) {
+	t.Parallel()
+	node, serverJS := mcptest.EverythingScript(t)
+	twBin, agentBin := binaries(t)
+	srv := natstest.Start(t)
+	dir := proctest.ToolDir(t)
+	writeFile(t, filepath.Join(dir, "tools.yaml"), fmt.Sprintf(mcpYAML, node, serverJS), 0o644)
+	secrets := []string{"OPENAI_API_KEY=sk-worker-secret", "NATS_PASSWORD=nats-worker-secret", "PASSED_TO_SERVER=visible"}
+	p := proctest.StartProcessEnv(t, append(os.Environ(), secrets...), twBin, "--nats", srv.URL(), "--config", filepath.Join(dir, "tools.yaml"), "--id", "mcp-e2e", "-v")
+	p.WaitLog(t, `"msg":"toolworker started"`, 60e9)
+
+	var followUp, env string
+	returns := map[string]string{}
+	brain := script.New("mcp-model", func(_ context.Context, req *llm.Request) (*llm.Response, error) {
+		for _, p := range lastParts(req) {
+			switch x := p.(type) {
+			case message.UserPrompt:
+				for _, c := range x.Content {
+					if strings.HasPrefix(c.Text, "Background tool 'simulate-research-query' (task ") {
+						followUp = c.Text
+						return &llm.Response{Parts: []message.Part{message.Text{Content: "All done."}}}, nil
+					}
+				}
+			case message.ToolReturn:
+				returns[x.ToolName] = message.ContentText(x.Content)
+				if x.ToolName == "get-env" {
+					env = message.ContentText(x.Content)
+				}
+			}
+		}
+		if len(returns) > 0 {
+			return &llm.Response{Parts: []message.Part{message.Text{Content: "Waiting for the research."}}}, nil
+		}
+		return &llm.Response{Parts: []message.Part{
+			message.ToolCall{ToolName: "echo", ToolCallID: "c1", Args: `{"message":"hello fleet"}`},
+			message.ToolCall{ToolName: "trigger-long-running-operation", ToolCallID: "c2", Args: `{"duration":1,"steps":2}`},
+			message.ToolCall{ToolName: "simulate-research-query", ToolCallID: "c3", Args: `{"topic":"owls"}`},
+			message.ToolCall{ToolName: "get-env", ToolCallID: "c4", Args: `{}`},
+		}}, nil
+	})
+	events := runAgentJSON(t, agentBin, srv.URL(), dir, brain, "echo,trigger-long-running-operation,simulate-research-query,get-env", "use the tools")
+	if !strings.Contains(returns["echo"], "Echo: hello fleet") {
+		t.Errorf("echo returned %q", returns["echo"])
+	}
+	if !strings.Contains(returns["trigger-long-running-operation"], "Long running operation completed") {
+		t.Errorf("long-running operation returned %q", returns["trigger-long-running-operation"])
+	}
+	var progress int
+	var final map[string]any
+	for _, ev := range events {
+		switch ev["type"] {
+		case "progress":
+			progress++
+		case "final":
+			final = ev
+		}
+	}
+	if progress < 2 {
+		t.Errorf("%d progress events, want the server's 2", progress)
+	}
+	if !strings.Contains(followUp, "completed.\nResult: ") || !strings.Contains(followUp, "Research Report: owls") {
+		t.Errorf("follow-up %q", followUp)
+	}
+	if final["status"] != "finished" {
+		t.Errorf("final %v", final)
+	}
+	if strings.Contains(env, "secret") || !strings.Contains(env, "visible") {
+		t.Errorf("the server's environment: %s", env)
+	}
+}
