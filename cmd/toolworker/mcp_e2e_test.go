@@ -4,20 +4,25 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/offload-dev/offload/internal/mcptest"
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/internal/proctest"
 	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/llm/openaicompat/openaitest"
 	"github.com/offload-dev/offload/pkg/llm/script"
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/pkg/protocol"
 )
 
 // mcpYAML serves tools of the real server-everything (stdio): a plain
@@ -73,7 +78,7 @@ func TestAgentCallsMCPTools(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "tools.yaml"), fmt.Sprintf(mcpYAML, node, serverJS), 0o644)
 	secrets := []string{"OPENAI_API_KEY=sk-worker-secret", "NATS_PASSWORD=nats-worker-secret", "PASSED_TO_SERVER=visible"}
 	p := proctest.StartProcessEnv(t, append(os.Environ(), secrets...), twBin, "--nats", srv.URL(), "--config", filepath.Join(dir, "tools.yaml"), "--id", "mcp-e2e", "-v")
-	p.WaitLog(t, `"msg":"toolworker started"`, 60e9)
+	p.WaitLog(t, `"msg":"toolworker started"`, 60*time.Second)
 
 	var followUp, env string
 	returns := map[string]string{}
@@ -133,4 +138,105 @@ func TestAgentCallsMCPTools(t *testing.T) {
 	if strings.Contains(env, "secret") || !strings.Contains(env, "visible") {
 		t.Errorf("the server's environment: %s", env)
 	}
+}
+
+// httpEverything starts server-everything over streamable HTTP on a free
+// loopback port and returns its URL.
+func httpEverything(t *testing.T) string {
+	t.Helper()
+	node, serverJS := mcptest.EverythingScript(t)
+	port := proctest.FreePort(t)
+	p := proctest.StartProcessEnv(t, append(os.Environ(), fmt.Sprintf("PORT=%d", port)), node, serverJS, "streamableHttp")
+	p.WaitLog(t, "listening on port", 30*time.Second)
+	return fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+}
+
+// A worker SIGKILLed while an MCP task runs: the next delivery, on
+// another worker, finds the task recorded in the effect ledger and polls it
+// (in the session it was created in) instead of calling the tool again;
+// the call completes once.
+func TestMCPTaskSurvivesWorkerKill(t *testing.T) {
+	t.Parallel()
+	url := httpEverything(t)
+	twBin, _ := binaries(t)
+	srv := natstest.Start(t)
+	dir := proctest.ToolDir(t)
+	config := filepath.Join(dir, "tools.yaml")
+	writeFile(t, config, fmt.Sprintf("mcp_servers:\n  - name: everything\n    url: %s\n    tools: [simulate-research-query]\n", url), 0o644)
+	a := startWorker(t, twBin, "--nats", srv.URL(), "--config", config, "--id", "mcp-a", "--ack-wait", "2s", "-v")
+
+	nc, js := agentConn(t, srv.URL())
+	_ = nc
+	conv := protocol.NewID()
+	task := protocol.Task{TaskID: protocol.NewID(), Tool: "simulate-research-query", Args: json.RawMessage(`{"topic":"kill"}`),
+		ConversationID: conv, Mode: protocol.ModeBackground, Deadline: time.Now().Add(10 * time.Minute)}
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	if err := publishTask(ctx, js, task); err != nil {
+		t.Fatal(err)
+	}
+	a.WaitLog(t, "MCP task created, recorded in the effect ledger", 30*time.Second)
+	a.Kill()
+	b := startWorker(t, twBin, "--nats", srv.URL(), "--config", config, "--id", "mcp-b", "--ack-wait", "2s", "-v")
+	awaitResults(t, js, conv, 1, 60*time.Second)
+	results := readResults(t, js, conv)[task.TaskID]
+	if len(results) != 1 || results[0].res.Status != protocol.StatusOK || !strings.Contains(string(results[0].res.Content), "Research Report: kill") {
+		t.Fatalf("results %+v", results)
+	}
+	if !strings.Contains(b.Logs(), "resuming the MCP task recorded in the effect ledger") {
+		t.Errorf("worker b did not resume the task:\n%s", b.Logs())
+	}
+	calls := strings.Count(a.Logs(), `"msg":"tools/call"`) + strings.Count(b.Logs(), `"msg":"tools/call"`)
+	if calls != 1 {
+		t.Errorf("%d tools/call, want 1", calls)
+	}
+}
+
+// serverPIDs returns the processes whose command line holds needle.
+func serverPIDs(needle string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(cmdline), needle) && !strings.Contains(string(cmdline), "--mcp") {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// A stdio MCP server runs as the tool user under a root worker and dies
+// with its worker, SIGKILLed (no orphan).
+func TestMCPServerDiesWithWorker(t *testing.T) {
+	t.Parallel()
+	node, serverJS := mcptest.EverythingScript(t)
+	twBin, _ := binaries(t)
+	srv := natstest.Start(t)
+	// A copy of the script path no other test's server has.
+	marker := "mcp-dies-" + protocol.NewID()
+	p := startWorker(t, twBin, "--nats", srv.URL(), "--mcp", "everything="+node+" "+serverJS+" stdio "+marker, "--id", "mcp-dies", "-v")
+	var pids []int
+	offloadtest.EventuallyWithin(t, 10*time.Second, "the server runs", func() error {
+		if pids = serverPIDs(marker); len(pids) == 0 {
+			return errors.New("no server process")
+		}
+		return nil
+	})
+	if os.Geteuid() == 0 {
+		status, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pids[0]), "status"))
+		if err != nil || strings.Contains(string(status), "\nUid:\t0\t") {
+			t.Errorf("the server runs as root under a root worker: %v\n%s", err, status)
+		}
+	}
+	p.Kill()
+	offloadtest.EventuallyWithin(t, 10*time.Second, "the server gone", func() error {
+		if left := serverPIDs(marker); len(left) > 0 {
+			return fmt.Errorf("server processes left: %v", left)
+		}
+		return nil
+	})
 }

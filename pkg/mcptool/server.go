@@ -20,6 +20,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/offload-dev/offload/internal/proc"
+	"github.com/offload-dev/offload/pkg/tool"
 )
 
 // ProtocolVersion is the MCP protocol version the worker speaks: the one
@@ -618,4 +619,54 @@ func (w *logWriter) flush() {
 		w.log.Info("mcp server stderr", slog.String("line", string(w.buf)))
 		w.buf = nil
 	}
+}
+
+// Servers are the MCP servers of a worker, started one by one with
+// [Servers.Start] and stopped together with [Servers.Stop]. The zero value
+// is ready; a nil *Servers has no server.
+type Servers struct {
+	list []*Server
+}
+
+// Start starts the server of cfg (see [Start]) and keeps it.
+func (ss *Servers) Start(ctx context.Context, cfg ServerConfig, opts Options) error {
+	for _, s := range ss.list {
+		if s.cfg.Name == cfg.Name {
+			return fmt.Errorf("%w: duplicate mcp server name %q", ErrInvalidConfig, cfg.Name)
+		}
+	}
+	s, err := Start(ctx, cfg, opts)
+	if err != nil {
+		return err
+	}
+	ss.list = append(ss.list, s)
+	return nil
+}
+
+// Tools returns the offload tools of every server (see [Server.Tools]).
+func (ss *Servers) Tools() ([]*tool.Tool, error) {
+	if ss == nil {
+		return nil, nil
+	}
+	var out []*tool.Tool
+	for _, s := range ss.list {
+		tools, err := s.Tools()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, tools...)
+	}
+	return out, nil
+}
+
+// Stop stops every server (see [Server.Stop]).
+func (ss *Servers) Stop() {
+	if ss == nil {
+		return
+	}
+	var wg sync.WaitGroup
+	for _, s := range ss.list {
+		wg.Go(s.Stop)
+	}
+	wg.Wait()
 }

@@ -70,6 +70,8 @@ func (s *Server) followTask(ctx context.Context, rc *tool.RunContext, c *conn, t
 		data, _ := json.Marshal(st)
 		if err := rc.Checkpoint(ctx, data); err != nil {
 			log.Warn("MCP task not recorded in the effect ledger: a worker restart cannot resume it", slog.Any("error", err))
+		} else {
+			log.Info("MCP task created, recorded in the effect ledger")
 		}
 	}
 	cancelled := func() (any, error) {

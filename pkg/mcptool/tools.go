@@ -175,6 +175,7 @@ func (s *Server) callOnce(ctx context.Context, rc *tool.RunContext, name string,
 	if asTask {
 		params["task"] = map[string]any{}
 	}
+	s.log.Debug("tools/call", slog.String("tool", name), slog.Bool("task", asTask))
 	raw, err := s.request(ctx, c, string(mcp.MethodToolsCall), params, asTask)
 	if err != nil {
 		return nil, s.callError(ctx, err)
@@ -284,5 +285,3 @@ func outcomeOf(err error) string {
 		return "error"
 	}
 }
-
-var _ = slog.Default
