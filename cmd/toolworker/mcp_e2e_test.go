@@ -21,6 +21,7 @@ import (
 	"github.com/offload-dev/offload/pkg/llm/openaicompat/openaitest"
 	"github.com/offload-dev/offload/pkg/llm/script"
 	"github.com/offload-dev/offload/pkg/message"
+	"github.com/offload-dev/offload/pkg/natsjs/conformance"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
@@ -239,4 +240,36 @@ func TestMCPServerDiesWithWorker(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestCheckAgainstMCPTool: toolworker serving a tool of a real MCP server
+// (trigger-long-running-operation, declared not idempotent so that every
+// rule of the effect ledger applies) passes every rule of toolworker check.
+func TestCheckAgainstMCPTool(t *testing.T) {
+	t.Parallel()
+	node, serverJS := mcptest.EverythingScript(t)
+	bin, _ := binaries(t)
+	srv := natstest.Start(t)
+	dir := proctest.ToolDir(t)
+	config := filepath.Join(dir, "tools.yaml")
+	writeFile(t, config, fmt.Sprintf(`mcp_servers:
+  - name: everything
+    command: [%q, %q, "stdio"]
+    tools: [trigger-long-running-operation]
+    prefix: ev_
+    overrides:
+      trigger-long-running-operation: {idempotent: false}
+`, node, serverJS), 0o644)
+	worker := fmt.Sprintf("%s --nats %s --config %s --ack-wait 1s --id check-mcp", bin, srv.URL(), config)
+	code, out, stderr := runBinCheck(t, bin, "--nats", srv.URL(), "--tool", "ev_trigger-long-running-operation",
+		"--args", `{"duration":0,"steps":1}`, "--slow-args", `{"duration":1.6,"steps":4}`, "--timeout", "30s", "--exec", worker)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(lines) != len(conformance.Rules()) {
+		t.Fatalf("check: exit %d, %d lines:\n%s\nstderr: %s", code, len(lines), out, stderr)
+	}
+	for i, r := range conformance.Rules() {
+		if lines[i] != r+": ok" {
+			t.Errorf("line %d %q, want %q", i, lines[i], r+": ok")
+		}
+	}
 }
