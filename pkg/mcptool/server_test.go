@@ -188,3 +188,32 @@ func TestCancel(t *testing.T) {
 		t.Fatal("the cancelled call did not end")
 	}
 }
+
+// TestCancelTask: an offload cancel of a call running as an MCP task
+// reaches the server as tasks/cancel: the task is cancelled there.
+func TestCancelTask(t *testing.T) {
+	s := startEverything(t, mcptool.ServerConfig{Tools: []string{"simulate-research-query"}}, mcptool.Options{})
+	recorded := make(chan json.RawMessage, 1)
+	rc := &tool.RunContext{Checkpoint: func(_ context.Context, state json.RawMessage) error { recorded <- state; return nil }}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	rq := toolNamed(t, s, "simulate-research-query")
+	go func() {
+		_, err := rq.Run(ctx, rc, json.RawMessage(`{"topic":"cancel me"}`))
+		done <- err
+	}()
+	var st mcptool.TaskState
+	if err := json.Unmarshal(<-recorded, &st); err != nil {
+		t.Fatal(err)
+	}
+	if status, err := s.TaskStatus(context.Background(), st.TaskID); err != nil || status != "working" {
+		t.Fatalf("before the cancel: %q, %v", status, err)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled call: %v", err)
+	}
+	if status, err := s.TaskStatus(context.Background(), st.TaskID); err != nil || status != "cancelled" {
+		t.Errorf("after the cancel: %q, %v", status, err)
+	}
+}

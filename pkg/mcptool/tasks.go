@@ -210,3 +210,21 @@ func (s *Server) sessionConn(ctx context.Context, session string) (*conn, error)
 	c.client.OnNotification(func(n mcp.JSONRPCNotification) { s.notification(c, n) })
 	return c, nil
 }
+
+// TaskStatus returns the status of an MCP task of the server (tasks/get in
+// the server's current session): for operators and tests.
+func (s *Server) TaskStatus(ctx context.Context, taskID string) (string, error) {
+	c, err := s.current(ctx)
+	if err != nil {
+		return "", err
+	}
+	raw, err := s.request(ctx, c, string(mcp.MethodTasksGet), map[string]any{"taskId": taskID}, true)
+	if err != nil {
+		return "", err
+	}
+	var t taskInfo
+	if err := json.Unmarshal(raw, &t); err != nil {
+		return "", fmt.Errorf("tasks/get: %w", err)
+	}
+	return t.Status, nil
+}
