@@ -179,7 +179,7 @@ func (c *ServerConfig) timeout(name string) time.Duration {
 func (c *ServerConfig) offloadName(name string) (string, error) {
 	full := c.Prefix + name
 	if err := tool.ValidateName(full); err != nil {
-		return "", fmt.Errorf("%w: mcp server %q: tool %q gives the offload name %q, outside [A-Za-z0-9_-]{1,64}: leave it out with tools: (an allow-list) or change prefix:",
+		return "", fmt.Errorf("%w: mcp server %q: tool %q gives the offload name %q, outside [A-Za-z0-9_-]{1,64} (leave it out with tools, an allow-list, or change prefix)",
 			ErrInvalidConfig, c.Name, name, full)
 	}
 	return full, nil

@@ -29,8 +29,8 @@ const ProtocolVersion = "2025-11-25"
 
 // Supervision timings.
 const (
-	restartMin      = 100 * time.Millisecond // first restart delay
-	restartMax      = 30 * time.Second       // restart delay at most
+	restartFirst    = 100 * time.Millisecond // first restart delay
+	restartLongest  = 30 * time.Second       // restart delay at most
 	stableAfter     = 30 * time.Second       // a connection up this long resets the delay
 	connectTimeout  = 30 * time.Second       // start, initialize and the first tools/list
 	notifyTimeout   = 5 * time.Second        // a notification sent after the caller's context ended
@@ -115,8 +115,6 @@ type conn struct {
 	// progress routes notifications/progress to the calls that asked
 	// for it, by token.
 	progress sync.Map // string → func(progress, total float64, message string)
-	// elicit routes an elicitation/create to the call it is for.
-	calls sync.Map // string (request ID) → *call
 }
 
 // lost marks the connection lost (once).
@@ -195,11 +193,11 @@ func (s *Server) current(ctx context.Context) (*conn, error) {
 }
 
 // supervise keeps the server connected until Stop: when the connection is
-// lost it reconnects, after a delay that doubles from restartMin to
-// restartMax and starts again once a connection stayed up stableAfter.
+// lost it reconnects, after a delay that doubles from restartFirst to
+// restartLongest and starts again once a connection stayed up stableAfter.
 func (s *Server) supervise(c *conn) {
 	defer s.wg.Done()
-	delay := restartMin
+	delay := restartFirst
 	for {
 		select {
 		case <-s.ctx.Done():
@@ -211,7 +209,7 @@ func (s *Server) supervise(c *conn) {
 		s.close(c)
 		s.setConn(nil)
 		if time.Since(c.since) > stableAfter {
-			delay = restartMin
+			delay = restartFirst
 		}
 		s.log.Warn("mcp server connection lost; restarting", slog.Duration("delay", delay))
 		for {
@@ -220,7 +218,7 @@ func (s *Server) supervise(c *conn) {
 				return
 			case <-time.After(delay):
 			}
-			delay = min(2*delay, restartMax)
+			delay = min(2*delay, restartLongest)
 			ctx, cancel := context.WithTimeout(s.ctx, connectTimeout)
 			next, tools, err := s.connect(ctx)
 			cancel()
@@ -323,7 +321,8 @@ func (s *Server) startStdio(c *conn) error {
 	if err != nil {
 		return fmt.Errorf("command %q: %w", s.cfg.Command[0], err)
 	}
-	cmd := exec.Command(path, s.cfg.Command[1:]...)
+	// The server's context kills its process group when the server stops.
+	cmd := exec.CommandContext(s.ctx, path, s.cfg.Command[1:]...)
 	cmd.Dir = dir
 	cmd.Env = s.environ()
 	stdinR, stdinW := io.Pipe()
@@ -385,7 +384,7 @@ func (s *Server) environ() []string {
 // openHTTP opens the streamable HTTP transport with the configured
 // headers.
 func (s *Server) openHTTP(c *conn) error {
-	opts := []transport.StreamableHTTPCOption{transport.WithContinuousListening()}
+	var opts []transport.StreamableHTTPCOption
 	if h := s.cfg.headers(s.opts.Getenv); len(h) > 0 {
 		opts = append(opts, transport.WithHTTPHeaders(h))
 	}

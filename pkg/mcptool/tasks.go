@@ -85,10 +85,7 @@ func (s *Server) followTask(ctx context.Context, rc *tool.RunContext, c *conn, t
 			lastMsg = t.StatusMessage
 			progress.Report(ctx, t.StatusMessage, nil)
 		}
-		if !first || t.Status == "" {
-			// A resumed task is looked at at once.
-		}
-		if first {
+		if first { // a resumed task is looked at at once
 			timer := time.NewTimer(t.interval())
 			select {
 			case <-ctx.Done():
