@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/offload-dev/offload/internal/mcptest"
 	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/internal/proctest"
@@ -271,5 +273,64 @@ func TestCheckAgainstMCPTool(t *testing.T) {
 		if lines[i] != r+": ok" {
 			t.Errorf("line %d %q, want %q", i, lines[i], r+": ok")
 		}
+	}
+}
+
+// SIGINT to `agent run` while an MCP task-based tool runs as a background
+// call: the agent's cancel reaches the worker, which sends tasks/cancel;
+// the server answers that the task is cancelled there, and the worker
+// publishes the cancelled result.
+func TestAgentInterruptCancelsMCPTask(t *testing.T) {
+	t.Parallel()
+	node, serverJS := mcptest.EverythingScript(t)
+	twBin, agentBin := binaries(t)
+	srv := natstest.Start(t)
+	dir := proctest.ToolDir(t)
+	writeFile(t, filepath.Join(dir, "tools.yaml"), fmt.Sprintf(mcpYAML, node, serverJS), 0o644)
+	w := startWorker(t, twBin, "--nats", srv.URL(), "--config", filepath.Join(dir, "tools.yaml"), "--id", "mcp-int", "-v")
+	w.WaitLog(t, `"msg":"toolworker started"`, 60*time.Second)
+	results := make(chan *nats.Msg, 8)
+	sub, err := srv.Conn(t).ChanSubscribe("tools.result.>", results)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+
+	brain := script.New("mcp-model", func(_ context.Context, req *llm.Request) (*llm.Response, error) {
+		for _, p := range lastParts(req) {
+			if _, ok := p.(message.ToolReturn); ok {
+				return &llm.Response{Parts: []message.Part{message.Text{Content: "Researching; I will wait."}}}, nil
+			}
+		}
+		return &llm.Response{Parts: []message.Part{message.ToolCall{ToolName: "simulate-research-query", ToolCallID: "c1", Args: `{"topic":"owls"}`}}}, nil
+	})
+	model := openaitest.NewServer(brain, openaitest.WithAPIKey("sk-test"))
+	defer model.Close()
+	cmd := exec.CommandContext(t.Context(), agentBin, "run", "--nats", srv.URL(), "--model", "openai:mcp-model", "--tools", "simulate-research-query", "--json", "research owls")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "OPENAI_API_KEY=sk-test", "OPENAI_BASE_URL="+model.URL())
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The server's task takes 4 s; the cancel is sent once it runs.
+	w.WaitLog(t, "MCP task created, recorded in the effect ledger", 60*time.Second)
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+		t.Fatalf("exit: %v\nstdout: %s\nstderr: %s", err, stdout.String(), stderr.String())
+	}
+	m := offloadtest.WaitOrTimeout(t, results, "the worker to confirm the cancel")
+	var res protocol.Result
+	if err := json.Unmarshal(m.Data, &res); err != nil || res.Status != protocol.StatusCancelled {
+		t.Fatalf("worker's result %s (%v)", m.Data, err)
+	}
+	// The server's own answer to tasks/cancel: the task is cancelled there.
+	if line := w.WaitLog(t, "MCP task cancelled (tasks/cancel)", 10*time.Second); !strings.Contains(line, `"status":"cancelled"`) {
+		t.Errorf("the server's answer to tasks/cancel: %s", line)
 	}
 }

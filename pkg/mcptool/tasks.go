@@ -140,11 +140,16 @@ func (s *Server) followTask(ctx context.Context, rc *tool.RunContext, c *conn, t
 func (s *Server) cancelTask(c *conn, taskID string, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), notifyTimeout)
 	defer cancel()
-	if _, err := s.request(ctx, c, string(mcp.MethodTasksCancel), map[string]any{"taskId": taskID}, true); err != nil {
+	raw, err := s.request(ctx, c, string(mcp.MethodTasksCancel), map[string]any{"taskId": taskID}, true)
+	if err != nil {
 		log.Warn("tasks/cancel failed", slog.Any("error", err))
 		return
 	}
-	log.Info("MCP task cancelled (tasks/cancel)")
+	// The server answers with the task as it is now: "cancelled" is its
+	// word that the task stopped there.
+	var t taskInfo
+	_ = json.Unmarshal(raw, &t)
+	log.Info("MCP task cancelled (tasks/cancel)", slog.String("status", t.Status))
 }
 
 // unknownTask is the outcome of a resumed MCP task its server does not
