@@ -86,6 +86,9 @@ type Server struct {
 	byName  map[string]*mcpTool
 
 	ids atomic.Int64 // request IDs of the calls this package sends
+
+	pmu    sync.Mutex
+	parked map[string]*parkedCall // calls waiting for an elicitation's answer, by offload task
 }
 
 // mcpTool is one tool as the server lists it, with its raw input schema.
@@ -115,6 +118,9 @@ type conn struct {
 	// progress routes notifications/progress to the calls that asked
 	// for it, by token.
 	progress sync.Map // string → func(progress, total float64, message string)
+	// flights are the calls in flight, to which the server's
+	// elicitations go.
+	flights sync.Map // *flight → struct{}
 }
 
 // lost marks the connection lost (once).
@@ -132,7 +138,7 @@ func Start(ctx context.Context, cfg ServerConfig, opts Options) (*Server, error)
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	opts.Getenv = getenvOr(opts.Getenv)
-	s := &Server{cfg: cfg, opts: opts, log: opts.Logger.With(slog.String("mcp_server", cfg.Name)), changed: make(chan struct{})}
+	s := &Server{cfg: cfg, opts: opts, log: opts.Logger.With(slog.String("mcp_server", cfg.Name)), changed: make(chan struct{}), parked: map[string]*parkedCall{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
@@ -156,6 +162,12 @@ func (s *Server) Name() string { return s.cfg.Name }
 // HTTP session) and waits for the supervisor.
 func (s *Server) Stop() {
 	s.cancel()
+	s.pmu.Lock()
+	for task, p := range s.parked {
+		p.timer.Stop()
+		delete(s.parked, task)
+	}
+	s.pmu.Unlock()
 	s.wg.Wait()
 }
 
@@ -267,7 +279,9 @@ func (s *Server) connect(ctx context.Context) (*conn, []mcpTool, error) {
 		s.close(c)
 		return nil, nil, err
 	}
-	if err := c.client.Start(ctx); err != nil {
+	// The transport answers the server's requests on the context it
+	// starts with: the server's, not the connecting call's.
+	if err := c.client.Start(s.ctx); err != nil {
 		return fail(fmt.Errorf("start transport: %w", err))
 	}
 	// The package answers the server's requests itself (elicitation,

@@ -62,6 +62,7 @@ type TaskState struct {
 // An offload cancel sends tasks/cancel.
 func (s *Server) followTask(ctx context.Context, rc *tool.RunContext, c *conn, t taskInfo, resumed bool) (any, error) {
 	log := s.log.With(slog.String("mcp_task_id", t.TaskID))
+	setTask(ctx, t.TaskID)
 	if !resumed && rc.Checkpoint != nil {
 		st := TaskState{Server: s.cfg.Name, TaskID: t.TaskID}
 		if len(s.cfg.Command) == 0 {
@@ -203,7 +204,9 @@ func (s *Server) sessionConn(ctx context.Context, session string) (*conn, error)
 	tr.SetProtocolVersion(ProtocolVersion)
 	c := &conn{done: make(chan struct{}), tr: tr, since: time.Now()}
 	c.client = client.NewClient(tr, client.WithSession(), client.WithProtocolVersion(ProtocolVersion))
-	if err := c.client.Start(ctx); err != nil {
+	// The transport answers the server's requests on the context it
+	// starts with: the server's, not the connecting call's.
+	if err := c.client.Start(s.ctx); err != nil {
 		return nil, err
 	}
 	tr.SetRequestHandler(func(ctx context.Context, r transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {

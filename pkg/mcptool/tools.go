@@ -137,7 +137,7 @@ func (s *Server) handler(name string, timeout time.Duration) tool.HandlerFunc {
 func (s *Server) call(ctx context.Context, rc *tool.RunContext, name string, args json.RawMessage, timeout time.Duration) (any, error) {
 	tctx, cancel := context.WithTimeoutCause(ctx, timeout, &TimeoutError{Timeout: timeout})
 	defer cancel()
-	v, err := s.callOnce(tctx, rc, name, args)
+	v, err := s.callOnce(tctx, rc, name, args, timeout)
 	if err != nil && ctx.Err() == nil && tctx.Err() != nil {
 		var te *TimeoutError
 		if errors.As(context.Cause(tctx), &te) {
@@ -147,17 +147,31 @@ func (s *Server) call(ctx context.Context, rc *tool.RunContext, name string, arg
 	return v, err
 }
 
-func (s *Server) callOnce(ctx context.Context, rc *tool.RunContext, name string, args json.RawMessage) (any, error) {
+// callOnce makes the call in flight (fly) and waits for it (await); an
+// attempt that brings a person's answer to the call's elicitation returns
+// it to the call parked on it instead (answer).
+func (s *Server) callOnce(ctx context.Context, rc *tool.RunContext, name string, args json.RawMessage, timeout time.Duration) (any, error) {
 	if rc == nil {
 		rc = &tool.RunContext{}
 	}
-	if len(rc.Resume) > 0 {
-		return s.resume(ctx, rc)
+	if ans, ok := rc.ToolCallMetadata[tool.AnswerMetaKey]; ok {
+		return s.answer(ctx, rc, ans, timeout)
 	}
 	c, err := s.current(ctx)
 	if err != nil {
 		return nil, fault(ctx, err)
 	}
+	f := s.fly(ctx, c, func(ctx context.Context) (any, error) {
+		if len(rc.Resume) > 0 {
+			return s.resume(ctx, rc)
+		}
+		return s.callOn(ctx, rc, c, name, args)
+	})
+	return s.await(ctx, rc.TaskID, timeout, f)
+}
+
+// callOn makes one tools/call on c, following the MCP task it creates.
+func (s *Server) callOn(ctx context.Context, rc *tool.RunContext, c *conn, name string, args json.RawMessage) (any, error) {
 	info, _ := s.tool(name)
 	support := ""
 	if info.Execution != nil {
