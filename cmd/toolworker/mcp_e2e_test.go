@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/offload-dev/offload/internal/mcptest"
 	"github.com/offload-dev/offload/internal/offloadtest"
@@ -332,5 +333,80 @@ func TestAgentInterruptCancelsMCPTask(t *testing.T) {
 	// The server's own answer to tasks/cancel: the task is cancelled there.
 	if line := w.WaitLog(t, "MCP task cancelled (tasks/cancel)", 10*time.Second); !strings.Contains(line, `"status":"cancelled"`) {
 		t.Errorf("the server's answer to tasks/cancel: %s", line)
+	}
+}
+
+// An MCP tool that elicits: agent run pauses with the call pending as an
+// external call (agent pending lists it, with the server's message), a
+// `nats pub` on tools.answer answers it, and agent resume continues the
+// run: the answer goes back to the server, which is still in the same
+// tools/call, and the call's result (the server's use of the answer)
+// reaches the model.
+func TestMCPElicitationAnsweredWithNatsPub(t *testing.T) {
+	t.Parallel()
+	node, serverJS := mcptest.EverythingScript(t)
+	twBin, agentBin := binaries(t)
+	srv := natstest.Start(t)
+	dir := proctest.ToolDir(t)
+	writeFile(t, filepath.Join(dir, "tools.yaml"), fmt.Sprintf(`mcp_servers:
+  - name: everything
+    command: [%q, %q, "stdio"]
+    tools: [trigger-elicitation-request]
+`, node, serverJS), 0o644)
+	writeFile(t, filepath.Join(dir, "run.yaml"), "turns:\n  - tool_calls: [{tool: trigger-elicitation-request}]\n  - text: never reached\n", 0o644)
+	writeFile(t, filepath.Join(dir, "resume.yaml"), "turns:\n  - text: thanks\n", 0o644)
+	w := startWorker(t, twBin, "--nats", srv.URL(), "--config", filepath.Join(dir, "tools.yaml"), "--id", "mcp-elicit", "-v")
+	w.WaitLog(t, `"msg":"toolworker started"`, 60*time.Second)
+
+	r := startAgent(t, agentBin, dir, "run", "--nats", srv.URL(), "--model", "script:run.yaml", "--approve", "defer", "--tools", "trigger-elicitation-request", "--json", "go")
+	call := r.next(t, "tool_call")
+	final := r.next(t, "final")
+	if code := r.wait(t); code != 3 || final["status"] != "paused" {
+		t.Fatalf("exit %d, final %v; stderr:\n%s\nworker:\n%s", code, final, r.stderr, w.Logs())
+	}
+	conv, _ := final["conversation_id"].(string)
+	task, _ := call["task_id"].(string)
+	out, err := exec.Command(agentBin, "pending", "--nats", srv.URL(), "--conversation", conv).Output()
+	if err != nil {
+		t.Fatalf("agent pending: %v", err)
+	}
+	if !strings.Contains(string(out), task) || !strings.Contains(string(out), "external") || !strings.Contains(string(out), "Please provide inputs") {
+		t.Fatalf("agent pending does not list the elicitation %s as an external call:\n%s", task, out)
+	}
+
+	answer := `{"content":{"name":"Ada Lovelace","check":true}}`
+	if out, err := exec.Command(natsCLI(t), "--server", srv.URL(), "pub", "tools.answer."+conv+"."+task, answer).CombinedOutput(); err != nil {
+		t.Fatalf("nats pub: %v\n%s", err, out)
+	}
+	r2 := startAgent(t, agentBin, dir, "resume", "--nats", srv.URL(), "--model", "script:resume.yaml", "--json", "--conversation", conv)
+	final2 := r2.next(t, "final")
+	if code := r2.wait(t); code != 0 || final2["output"] != "thanks" {
+		t.Fatalf("resume: exit %d final %v; stderr:\n%s\nworker:\n%s", code, final2, r2.stderr, w.Logs())
+	}
+	hist, err := exec.Command(agentBin, "history", "--nats", srv.URL(), "--conversation", conv).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(hist), "- Name: Ada Lovelace") || !strings.Contains(string(hist), "- Agreed to terms: true") {
+		t.Errorf("the server's result of the answer is not in the history:\n%s", hist)
+	}
+	if n := strings.Count(w.Logs(), `"msg":"tools/call"`); n != 1 {
+		t.Errorf("%d tools/call, want 1: the answer continues the call", n)
+	}
+	w.WaitLog(t, "elicitation answered: the MCP call goes on", time.Second)
+	// The answer is the call's input, not its result: the agent sent no
+	// cancel for the worker's copy, as it does for an answered external
+	// call (the resume published what it owed before it exited).
+	_, js := agentConn(t, srv.URL())
+	cancels, err := js.Stream(t.Context(), "TOOLS_CANCEL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := cancels.GetLastMsgForSubject(t.Context(), "tools.cancel."+conv+"."+task+".trigger-elicitation-request"); !errors.Is(err, jetstream.ErrMsgNotFound) {
+		if err == nil {
+			t.Errorf("the agent cancelled the answered call: %s", m.Data)
+		} else {
+			t.Error(err)
+		}
 	}
 }

@@ -365,10 +365,23 @@ func (r *run) supplied(s *slot, v any) error {
 }
 
 // answerOf is the answer to an external call whose answer goes to its
-// next attempt (tool.AnswerMetaKey): a value accepts with it as the
-// content, a failure or a retry declines with its message.
+// next attempt (tool.AnswerMetaKey): a value (a tool.Return's) accepts
+// with it as the content, a failure or a retry declines with its message,
+// a cancel cancels.
 func answerOf(v any) map[string]any {
 	switch x := v.(type) {
+	case tool.Return:
+		return answerOf(x.Value)
+	case *tool.Return:
+		return answerOf(x.Value)
+	case json.RawMessage:
+		var content any
+		if err := json.Unmarshal(x, &content); err != nil {
+			return map[string]any{"action": "decline", "message": "the answer is not JSON"}
+		}
+		return map[string]any{"action": "accept", "content": content}
+	case *tool.TaskCancelled:
+		return map[string]any{"action": "cancel"}
 	case *tool.ToolFailed:
 		return map[string]any{"action": "decline", "message": x.Message}
 	case *tool.ModelRetry:

@@ -845,6 +845,8 @@ func TestExternalAnswerToNextAttempt(t *testing.T) {
 		want   string
 	}{
 		{"accept", map[string]any{"name": "Ada"}, "hello Ada"},
+		// As a stored answer's content decodes.
+		{"accept_return", tool.Return{Value: json.RawMessage(`{"name":"Grace"}`)}, "hello Grace"},
 		{"decline", tool.Fail("not telling"), "decline: not telling"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
