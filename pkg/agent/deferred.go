@@ -322,7 +322,7 @@ func (r *run) answer(ctx context.Context, st *stepState, slots []*slot, names []
 			// The answer is the tool's input: the call runs again as its
 			// task's next attempt, with the answer (tool.AnswerMetaKey).
 			s.approved = true
-			s.metadata = map[string]any{tool.AnswerMetaKey: answerOf(v)}
+			s.metadata = map[string]any{tool.AnswerMetaKey: AnswerInput(v)}
 			if err := r.validate(ctx, st, s, names, false); err != nil {
 				return err
 			}
@@ -364,16 +364,17 @@ func (r *run) supplied(s *slot, v any) error {
 	return nil
 }
 
-// answerOf is the answer to an external call whose answer goes to its
-// next attempt (tool.AnswerMetaKey): a value (a tool.Return's) accepts
-// with it as the content, a failure or a retry declines with its message,
-// a cancel cancels.
-func answerOf(v any) map[string]any {
+// AnswerInput is the answer to an external call whose answer goes to its
+// task's next attempt (tool.AnswersNextAttempt), as that attempt gets it
+// under tool.AnswerMetaKey: a value (a tool.Return's) accepts with it as
+// the content, a failure or a retry declines with its message, a cancel
+// cancels.
+func AnswerInput(v any) map[string]any {
 	switch x := v.(type) {
 	case tool.Return:
-		return answerOf(x.Value)
+		return AnswerInput(x.Value)
 	case *tool.Return:
-		return answerOf(x.Value)
+		return AnswerInput(x.Value)
 	case json.RawMessage:
 		var content any
 		if err := json.Unmarshal(x, &content); err != nil {
