@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -408,5 +409,104 @@ func TestMCPElicitationAnsweredWithNatsPub(t *testing.T) {
 		} else {
 			t.Error(err)
 		}
+	}
+}
+
+// An MCP tool that elicits, non-blocking (--approve background): the
+// model gets the acknowledgement and works on; its turn ends with the
+// call still pending, so agent run pauses; a `nats pub` answer and agent
+// resume deliver it to the server in the same tools/call, and the call's
+// result comes to the model as a follow-up.
+func TestMCPElicitationNonBlocking(t *testing.T) {
+	t.Parallel()
+	node, serverJS := mcptest.EverythingScript(t)
+	twBin, agentBin := binaries(t)
+	srv := natstest.Start(t)
+	dir := proctest.ToolDir(t)
+	writeFile(t, filepath.Join(dir, "tools.yaml"), fmt.Sprintf(`mcp_servers:
+  - name: everything
+    command: [%q, %q, "stdio"]
+    tools: [trigger-elicitation-request]
+`, node, serverJS), 0o644)
+	w := startWorker(t, twBin, "--nats", srv.URL(), "--config", filepath.Join(dir, "tools.yaml"), "--id", "mcp-elicit-nb", "-v")
+	w.WaitLog(t, `"msg":"toolworker started"`, 60*time.Second)
+
+	var mu sync.Mutex
+	var ack, followUp string
+	brain := script.New("mcp-model", func(_ context.Context, req *llm.Request) (*llm.Response, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, p := range lastParts(req) {
+			switch x := p.(type) {
+			case message.UserPrompt:
+				for _, c := range x.Content {
+					if strings.HasPrefix(c.Text, "Background tool 'trigger-elicitation-request' (task ") {
+						followUp = c.Text
+						return &llm.Response{Parts: []message.Part{message.Text{Content: "All done."}}}, nil
+					}
+				}
+			case message.ToolReturn:
+				ack = message.ContentText(x.Content)
+				return &llm.Response{Parts: []message.Part{message.Text{Content: "Working on other things meanwhile."}}}, nil
+			}
+		}
+		return &llm.Response{Parts: []message.Part{message.ToolCall{ToolName: "trigger-elicitation-request", ToolCallID: "c1", Args: `{}`}}}, nil
+	})
+	model := openaitest.NewServer(brain, openaitest.WithAPIKey("sk-test"))
+	defer model.Close()
+	agent := func(args ...string) (code int, events []map[string]any, stderr string) {
+		t.Helper()
+		cmd := exec.CommandContext(t.Context(), agentBin, append(args, "--nats", srv.URL(), "--model", "openai:mcp-model", "--approve", "background", "--json")...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "OPENAI_API_KEY=sk-test", "OPENAI_BASE_URL="+model.URL())
+		var errb bytes.Buffer
+		cmd.Stderr = &errb
+		out, err := cmd.Output()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			var ev map[string]any
+			if json.Unmarshal([]byte(l), &ev) == nil {
+				events = append(events, ev)
+			}
+		}
+		return code, events, errb.String()
+	}
+	code, events, stderr := agent("run", "--tools", "trigger-elicitation-request", "ask me")
+	final := events[len(events)-1]
+	if code != 3 || final["status"] != "paused" {
+		t.Fatalf("agent run: exit %d, final %v\nstderr: %s\nworker:\n%s", code, final, stderr, w.Logs())
+	}
+	conv, _ := final["conversation_id"].(string)
+	var task string
+	for _, ev := range events {
+		if ev["type"] == "tool_call" {
+			task, _ = ev["task_id"].(string)
+		}
+	}
+	mu.Lock()
+	if !strings.Contains(ack, "is waiting for an answer from outside as task "+task) {
+		t.Errorf("acknowledgement %q", ack)
+	}
+	mu.Unlock()
+	answer := `{"content":{"name":"Grace Hopper","check":false}}`
+	if out, err := exec.Command(natsCLI(t), "--server", srv.URL(), "pub", "tools.answer."+conv+"."+task, answer).CombinedOutput(); err != nil {
+		t.Fatalf("nats pub: %v\n%s", err, out)
+	}
+	code, events, stderr = agent("resume", "--conversation", conv)
+	if final := events[len(events)-1]; code != 0 || final["output"] != "All done." {
+		t.Fatalf("agent resume: exit %d, final %v\nstderr: %s\nworker:\n%s", code, final, stderr, w.Logs())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(followUp, "completed.") || !strings.Contains(followUp, "- Name: Grace Hopper") {
+		t.Errorf("follow-up %q", followUp)
+	}
+	if n := strings.Count(w.Logs(), `"msg":"tools/call"`); n != 1 {
+		t.Errorf("%d tools/call, want 1: the answer continues the call", n)
 	}
 }
