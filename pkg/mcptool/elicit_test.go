@@ -66,3 +66,30 @@ func TestElicitation(t *testing.T) {
 		t.Errorf("an answer for a call not held here: %v", err)
 	}
 }
+
+// TestTaskElicitation: an MCP task that needs input (input_required, the
+// elicitation delivered with tasks/result and naming the task) defers the
+// call the same way; the answer reaches the server and the task completes
+// with it.
+func TestTaskElicitation(t *testing.T) {
+	s := startEverything(t, mcptool.ServerConfig{Tools: []string{"simulate-research-query"}}, mcptool.Options{})
+	rq := toolNamed(t, s, "simulate-research-query")
+	_, err := rq.Run(context.Background(), &tool.RunContext{TaskID: "task-python"}, json.RawMessage(`{"topic":"python","ambiguous":true}`))
+	var cd *tool.CallDeferred
+	if !errors.As(err, &cd) {
+		t.Fatalf("attempt 0: %v, want a deferral", err)
+	}
+	e, _ := cd.Metadata[mcptool.MetaElicitation].(map[string]any)
+	if msg, _ := e["message"].(string); !strings.Contains(msg, "could have multiple interpretations") {
+		t.Fatalf("elicitation %v", e)
+	}
+	answer := map[string]any{"action": "accept", "content": map[string]any{"interpretation": "snake"}}
+	v, err := rq.Run(context.Background(), &tool.RunContext{TaskID: "task-python", Attempt: 1,
+		ToolCallMetadata: map[string]any{tool.AnswerMetaKey: answer}}, json.RawMessage(`{"topic":"python","ambiguous":true}`))
+	if err != nil {
+		t.Fatalf("attempt 1: %v", err)
+	}
+	if out, _ := v.(string); !strings.Contains(out, `After receiving clarification ("snake")`) {
+		t.Errorf("result %#v", v)
+	}
+}
