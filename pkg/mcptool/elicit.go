@@ -3,7 +3,6 @@ package mcptool
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -28,9 +27,6 @@ const (
 // relatedTaskKey is the _meta key of the MCP task a server's request is
 // about (2025-11-25).
 const relatedTaskKey = "io.modelcontextprotocol/related-task"
-
-// errStopped ends the calls in flight when their Server stops.
-var errStopped = errors.New("mcptool: the MCP server was stopped")
 
 // elicitationCapability is what the client declares of elicitation: form
 // and URL mode, both answered by a person through the conversation's
@@ -93,12 +89,12 @@ func (s *Server) fly(ctx context.Context, c *conn, body func(context.Context) (a
 	f := &flight{cancel: cancel, asks: make(chan *elicitation), done: make(chan outcome, 1)}
 	f.ctx = context.WithValue(fctx, flightKey{}, f)
 	c.flights.Store(f, struct{}{})
-	stop := context.AfterFunc(s.ctx, func() { cancel(errStopped) })
+	// Stop ends the call's requests (they end with the server's context),
+	// and so the call.
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		defer cancel(nil)
-		defer stop()
 		defer c.flights.Delete(f)
 		v, err := body(f.ctx)
 		f.done <- outcome{v, err}
