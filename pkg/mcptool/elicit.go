@@ -108,15 +108,23 @@ func (s *Server) fly(ctx context.Context, c *conn, body func(context.Context) (a
 // answer (answer).
 func (s *Server) await(ctx context.Context, taskID string, timeout time.Duration, f *flight) (any, error) {
 	stop := context.AfterFunc(ctx, func() { f.cancel(context.Cause(ctx)) })
-	select {
-	case o := <-f.done:
-		stop()
-		return o.v, o.err
-	case ask := <-f.asks:
-		if !stop() || taskID == "" {
-			// The attempt ended meanwhile (the call is cancelled), or
-			// there is no task to bring an answer: declined.
+	for {
+		var ask *elicitation
+		select {
+		case o := <-f.done:
+			stop()
+			return o.v, o.err
+		case ask = <-f.asks:
+		}
+		if taskID == "" {
+			// No task to bring an answer (a call outside a worker):
+			// declined, and the call goes on.
 			ask.reply <- map[string]any{"action": "decline"}
+			continue
+		}
+		if !stop() {
+			// The attempt ended meanwhile: the call is cancelled.
+			ask.reply <- map[string]any{"action": "cancel"}
 			o := <-f.done
 			return o.v, o.err
 		}

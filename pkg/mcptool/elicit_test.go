@@ -27,8 +27,9 @@ func elicitAndDefer(t *testing.T, el *tool.Tool, task string) map[string]any {
 // answer to the next attempt, the message and requested schema in the
 // metadata) while the MCP call stays open; the next attempt brings the
 // answer, which the server receives, and the call goes on to its result.
-// A decline reaches the server as one; an answer for a call this server
-// does not hold is an unknown effect, never a new call.
+// A decline reaches the server as one, as does an elicitation outside a
+// worker; an answer for a call this server does not hold is an unknown
+// effect, never a new call.
 func TestElicitation(t *testing.T) {
 	s := startEverything(t, mcptool.ServerConfig{Tools: []string{"trigger-elicitation-request"}}, mcptool.Options{})
 	el := toolNamed(t, s, "trigger-elicitation-request")
@@ -57,6 +58,13 @@ func TestElicitation(t *testing.T) {
 		ToolCallMetadata: map[string]any{tool.AnswerMetaKey: map[string]any{"action": "decline", "message": "no"}}}, json.RawMessage(`{}`))
 	if out, _ := v.(string); err != nil || !strings.Contains(out, "User declined") {
 		t.Errorf("declined: %#v, %v", v, err)
+	}
+
+	// Outside a worker (no task to bring an answer) the server is told
+	// the request is declined, and the call goes on to its result.
+	v, err = el.Run(context.Background(), &tool.RunContext{}, json.RawMessage(`{}`))
+	if out, _ := v.(string); err != nil || !strings.Contains(out, "User declined") {
+		t.Errorf("without a task: %#v, %v", v, err)
 	}
 
 	_, err = el.Run(context.Background(), &tool.RunContext{TaskID: "task-unknown", Attempt: 1,
