@@ -164,9 +164,10 @@ func TestServerEnvironment(t *testing.T) {
 	}
 }
 
-// TestCancelReachesServer: a call whose context is cancelled ends at once,
-// and the server is told (notifications/cancelled): the next call on the
-// same server is answered at once.
+// TestCancel: a call whose context is cancelled ends at once with the
+// cancel's cause (notifications/cancelled is sent to the server; that a
+// cancel stops the work there is shown for MCP tasks by TestCancelTask,
+// which reads the task's status on the server).
 func TestCancel(t *testing.T) {
 	s := startEverything(t, mcptool.ServerConfig{Tools: []string{"trigger-long-running-operation", "echo"}}, mcptool.Options{})
 	started := make(chan struct{}, 100)
