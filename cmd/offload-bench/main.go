@@ -77,7 +77,7 @@ func main() {
 	flag.IntVar(&c.finished, "finished", 50_000, "calls for the memory per finished call")
 	flag.IntVar(&c.long, "long", 1_000_000, "calls of the long run through the baseline and offload, RSS sampled every tenth (0 skips it)")
 	flag.BoolVar(&c.skipOverlap, "skip-overlap", false, "skip the overlap and memory figures")
-	flag.StringVar(&c.only, "only", "", "run one figure alone, for profiling: a system's throughput (raw, next or offload; 1 replica, -throughput-n calls), the memory per pending background call (pending), the tracing cost (tracing), agent serve's figures (serve), or the effect ledger's section (ledger)")
+	flag.StringVar(&c.only, "only", "", "run one figure alone, for profiling: a system's throughput (raw, next or offload; 1 replica, -throughput-n calls), the memory per pending background call (pending), the tracing cost (tracing), agent serve's figures (serve), or the effect ledger's section (ledger), or the MCP tools' section (mcp)")
 	flag.IntVar(&c.serveWakes, "serve-wakes", 200, "agent serve: wakes measured for the wake latency (0 skips agent serve's figures)")
 	flag.IntVar(&c.serveApprove, "serve-approve", 1000, "agent serve: paused conversations approved at once, continued by 2 replicas")
 	flag.IntVar(&c.servePaused, "serve-paused", 10_000, "agent serve: paused conversations in the store for the replica's memory")
@@ -264,6 +264,10 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		reportLedger(out, c, ltp, llats)
 		return nil
 	}
+	if c.only == "mcp" {
+		_, err := measureMCP(ctx, ep, c, proc, out)
+		return err
+	}
 	if c.only != "" {
 		s := map[string]system{"raw": rawS, "next": rawNS, "offload": offS}[c.only]
 		if s == nil {
@@ -403,6 +407,9 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		return fmt.Errorf("effect ledger: %w", err)
 	}
 	results = append(results, reportLedger(out, c, ltp, llats)...)
+	if _, err := measureMCP(ctx, ep, c, proc, out); err != nil {
+		return fmt.Errorf("MCP tools: %w", err)
+	}
 
 	// Memory per finished call: interleaved like the rest, raw first.
 	// A dispatcher of its own, so that its memory of the calls made so far

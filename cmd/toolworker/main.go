@@ -53,6 +53,7 @@ import (
 	"github.com/offload-dev/offload/internal/proc"
 	"github.com/offload-dev/offload/pkg/builtin"
 	"github.com/offload-dev/offload/pkg/cmdtool"
+	"github.com/offload-dev/offload/pkg/mcptool"
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/authconf"
@@ -101,6 +102,11 @@ type options struct {
 	// reaper kills every descendant of the commands run (nil: their
 	// process group only).
 	reaper *proc.Reaper
+	// mcp are the --mcp shorthands; servers the MCP servers started
+	// (stopped after the worker), mcpMetrics their metrics.
+	mcp        []string
+	servers    *mcptool.Servers
+	mcpMetrics *mcptool.Metrics
 }
 
 func main() {
@@ -148,6 +154,8 @@ func runTo(stdout io.Writer, args []string, getenv func(string) string, stderr i
 	log := slog.New(telemetry.LogHandler(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level, ReplaceAttr: durationsAsText})))
 
 	opts.reaper = reaper
+	opts.servers, opts.mcpMetrics = &mcptool.Servers{}, mcptool.NewMetrics(nil)
+	defer opts.servers.Stop()
 	tools, err := selectTools(opts, log)
 	if err != nil {
 		fmt.Fprintln(stderr, "toolworker:", err)
@@ -218,7 +226,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	host, _ := os.Hostname()
 	fs := cmd.Flags()
 	o.conn.Register(fs, getenv, defURL, "NATS server URL, or a comma-separated list of a cluster's (env NATS_URL)")
-	fs.StringVar(&o.config, "config", "", "YAML file declaring command-backed tools")
+	fs.StringVar(&o.config, "config", "", "YAML file declaring command-backed tools (tools:) and MCP servers (mcp_servers:)")
+	fs.StringArrayVar(&o.mcp, "mcp", nil, "an MCP stdio server whose tools to serve, `NAME=COMMAND ARGS…` (repeatable; mcp_servers: in --config for the other settings)")
 	fs.StringVar(&o.tools, "tools", "", "tools to serve: comma-separated names, or all (default: the tools of --config)")
 	fs.StringVar(&o.root, "root", ".", "directory the built-in file and shell tools work in")
 	fs.IntVar(&o.concurrency, "concurrency", 4, "tasks run at once by this replica")
@@ -271,11 +280,21 @@ func selectTools(o *options, log *slog.Logger) ([]*tool.Tool, error) {
 		toolUser = "" // nothing runs: --print-auth only prints
 	}
 	var fromConfig []*tool.Tool
+	var servers []mcptool.ServerConfig
+	configDir := ""
+	for _, m := range o.mcp {
+		c, err := mcptool.ParseShorthand(m)
+		if err != nil {
+			return nil, err
+		}
+		servers = append(servers, c)
+	}
 	if o.config != "" {
 		cfg, err := cmdtool.Load(o.config)
 		if err != nil {
 			return nil, err
 		}
+		configDir = cfg.Dir()
 		for _, s := range cfg.Specs {
 			if slices.Contains(builtin.Names(), s.Name) {
 				return nil, fmt.Errorf("--config tool %q has the name of a built-in tool", s.Name)
@@ -284,7 +303,13 @@ func selectTools(o *options, log *slog.Logger) ([]*tool.Tool, error) {
 		if fromConfig, err = cfg.Tools(cmdtool.Options{Dir: filepath.Dir(o.config), Logger: log, Getenv: o.getenv, Reaper: o.reaper, ToolUser: toolUser}); err != nil {
 			return nil, toolUserHint(err)
 		}
+		servers = append(cfg.MCPServers, servers...)
 	}
+	mcpTools, err := startMCP(o, servers, configDir, toolUser, log)
+	if err != nil {
+		return nil, err
+	}
+	fromConfig = append(fromConfig, mcpTools...)
 	bcfg := builtin.Config{
 		Root: o.root, Logger: log, Getenv: o.getenv, Reaper: o.reaper, ToolUser: toolUser,
 		AllowPrivateNetwork: o.allowPrivate,
@@ -310,6 +335,30 @@ func selectTools(o *options, log *slog.Logger) ([]*tool.Tool, error) {
 	return out, nil
 }
 
+// startMCP starts the MCP servers (those of --config in its directory,
+// the --mcp ones in the current one) and returns their tools.
+func startMCP(o *options, servers []mcptool.ServerConfig, configDir, toolUser string, log *slog.Logger) ([]*tool.Tool, error) {
+	if len(servers) == 0 {
+		return nil, nil
+	}
+	user, err := proc.ToolUser(toolUser)
+	if err != nil {
+		return nil, toolUserHint(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for i, c := range servers {
+		dir := configDir
+		if i >= len(servers)-len(o.mcp) {
+			dir = "" // a --mcp server: the current directory
+		}
+		if err := o.servers.Start(ctx, c, mcptool.Options{Dir: dir, Logger: log, Getenv: o.getenv, Reaper: o.reaper, User: user, Metrics: o.mcpMetrics}); err != nil {
+			return nil, err
+		}
+	}
+	return o.servers.Tools()
+}
+
 // toolUserHint adds to an error of the tool user what the operator can do.
 func toolUserHint(err error) error {
 	switch {
@@ -329,7 +378,7 @@ func pickTools(want string, fromConfig, builtins []*tool.Tool) ([]*tool.Tool, er
 	switch want {
 	case "":
 		if len(fromConfig) == 0 {
-			return nil, errors.New("nothing to serve: give --config with tools, or --tools (names or all)")
+			return nil, errors.New("nothing to serve: give --config with tools, --mcp, or --tools (names or all)")
 		}
 		return fromConfig, nil
 	case "all":
@@ -366,6 +415,9 @@ func serve(o *options, tools []*tool.Tool, log *slog.Logger, signals <-chan os.S
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	wm := metrics.NewWorker(reg)
+	if o.mcpMetrics != nil {
+		reg.MustRegister(o.mcpMetrics.Calls, o.mcpMetrics.Restarts, o.mcpMetrics.Up)
+	}
 	tp, err := otelenv.New(ctx, o.getenv, "toolworker")
 	if err != nil {
 		return err

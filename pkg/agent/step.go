@@ -50,6 +50,7 @@ type slot struct {
 
 	deferredTaskID string // the task ID it got when it was deferred
 	attempt        int    // the attempt of its task: 0, or the next one after a worker deferred it
+	answerNext     bool   // an external call whose answer goes to its next attempt (tool.AnswersNextAttempt)
 	ran            bool   // its tool was started
 }
 

@@ -529,7 +529,9 @@ func (s *Session) applyLocked(res *deferred.Results, t deferred.PendingTask, a c
 			return fmt.Errorf("session: stored answer of task %s: %w", t.TaskID, err)
 		}
 		res.Calls[id] = callValue(r)
-		if a.Kind == conversation.ArrivalAnswer {
+		// An answer that goes to the call's next attempt (an MCP
+		// elicitation's) leaves the worker that holds the call running.
+		if a.Kind == conversation.ArrivalAnswer && !tool.AnswersNextAttempt(t.Metadata) {
 			s.cancels = append(s.cancels, t)
 		}
 	default:

@@ -104,6 +104,14 @@ func (e *FatalError) Error() string { return e.Err.Error() }
 // Unwrap returns the wrapped error.
 func (e *FatalError) Unwrap() error { return e.Err }
 
+// ErrWorkerFault marks a tool's error as a fault of what runs the tool on
+// its worker (an MCP server that died under the call), not an outcome of
+// the call: a worker hands the task back without a result, as if it had
+// died itself, so that the effect ledger's rules for a worker gone apply
+// (SPEC §13: an idempotent tool runs again, another's effect is unknown
+// to a person, a recorded Checkpoint is resumed).
+var ErrWorkerFault = errors.New("tool: worker fault")
+
 // ValidationError is returned when arguments fail to parse or to match the
 // tool's schema. The agent turns it into a retry prompt.
 type ValidationError struct {

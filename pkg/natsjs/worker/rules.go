@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -86,6 +87,10 @@ type delivery struct {
 	started time.Time
 	out     outcome
 	term    bool // a cancelled task's delivery is terminated
+	// resume is the state the attempt's tool recorded on a worker that
+	// stopped (effect ledger: verdictResume), given to it in
+	// RunContext.Resume.
+	resume json.RawMessage
 
 	// What release gives back, in reverse order of taking.
 	stopHeartbeat  func()
@@ -319,6 +324,10 @@ func (w *Worker) ruleEffectLedger(d *delivery) step {
 		d.log.Warn("attempt started by a worker that stopped, no result stored: not run again, a person decides",
 			slog.String("started_by", effect.Started.Worker), slog.Time("started_at", effect.Started.At))
 		return w.answer(d, unknownEffect(effect), false)
+	case verdictResume:
+		d.log.Warn("attempt started by a worker that stopped, which recorded how to resume it: resumed here",
+			slog.String("started_by", effect.Started.Worker), slog.Time("started_at", effect.Started.At))
+		d.resume = effect.Resume
 	case verdictRun:
 		if effect.Started.Worker != w.cfg.ID {
 			d.log.Warn("idempotent tool run again: its worker stopped while running it",
@@ -349,6 +358,9 @@ func (w *Worker) ruleRun(d *delivery) step {
 		TaskID:           task.TaskID,
 		Attempt:          task.Attempt,
 		IdempotencyKey:   protocol.IdempotencyKey(task.TaskID, task.Attempt),
+		Background:       task.Mode == protocol.ModeBackground,
+		Checkpoint:       w.checkpoint(&d.inflight),
+		Resume:           d.resume,
 	}
 	runCtx := progress.WithReporter(d.ctx, w.reporter(task.ConversationID, task.TaskID, t.Name))
 	d.started = time.Now()
@@ -381,6 +393,13 @@ func (w *Worker) ruleRun(d *delivery) step {
 		d.log.Info("task handed back on shutdown")
 		w.withdrawEffect(d.log, &d.inflight)
 		return d.handBack(0)
+	case errors.Is(o.err, tool.ErrWorkerFault) && d.ctx.Err() == nil:
+		// What runs the tool failed under it (an MCP server died): the
+		// task is handed back as if this worker had died, its ledger entry
+		// kept (the next delivery applies the rules for a worker gone).
+		delay := handBackDelay(d.md)
+		d.log.Warn("worker fault under the tool; task handed back", slog.Duration("delay", delay), slog.Any("error", o.err))
+		return d.handBack(delay)
 	case d.ctx.Err() != nil && errors.Is(cause, errDeadline) && o.err != nil:
 		d.log.Info("task deadline exceeded")
 		d.out = outcome{err: context.DeadlineExceeded}
