@@ -149,19 +149,26 @@ func (b *Bucket) live(now time.Time) (n int, first time.Time) {
 // may), and when it next may (zero: when a running call ends, which is
 // not known).
 func (s *State) Blocked(p Plan, now time.Time) (reason string, at time.Time) {
-	block := func(r string, t time.Time) {
+	reason, _, at = s.BlockedBy(p, now)
+	return reason, at
+}
+
+// BlockedBy is [State.Blocked] that also names the bucket of the first
+// limit that holds the call ("" the tool's).
+func (s *State) BlockedBy(p Plan, now time.Time) (reason, bucket string, at time.Time) {
+	block := func(r, b string, t time.Time) {
 		if reason == "" {
-			reason = r
+			reason, bucket = r, b
 		}
 		if t.After(at) {
 			at = t
 		}
 	}
 	if s.Pause.Active(now) {
-		block(ReasonPaused, s.Pause.Until)
+		block(ReasonPaused, "", s.Pause.Until)
 	}
 	if b := s.Buckets[""]; b != nil && now.Before(b.Cool) {
-		block(ReasonCoolDown, b.Cool)
+		block(ReasonCoolDown, "", b.Cool)
 	}
 	for _, h := range p.Holds {
 		b := s.Buckets[h.Bucket]
@@ -169,20 +176,20 @@ func (s *State) Blocked(p Plan, now time.Time) (reason string, at time.Time) {
 			continue
 		}
 		if now.Before(b.Cool) {
-			block(ReasonCoolDown, b.Cool)
+			block(ReasonCoolDown, h.Bucket, b.Cool)
 		}
 		if h.Max > 0 {
 			if n, first := b.live(now); n >= h.Max {
-				block(ReasonMaxInFlight, first)
+				block(ReasonMaxInFlight, h.Bucket, first)
 			}
 		}
 		if h.Every > 0 {
 			if next := b.TAT.Add(-h.tolerance()); now.Before(next) {
-				block(ReasonRate, next)
+				block(ReasonRate, h.Bucket, next)
 			}
 		}
 	}
-	return reason, at
+	return reason, bucket, at
 }
 
 // tolerance is the GCRA's burst tolerance, (burst-1)×interval.

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"encoding/json"
+	"strconv"
 	"time"
 
 	"github.com/offload-dev/offload/pkg/limits"
@@ -324,4 +325,32 @@ type Queued struct {
 	Key string `json:"key,omitempty"`
 	// Until, when known, is when it may start at the earliest.
 	Until time.Time `json:"until,omitzero"`
+}
+
+// Text says q in words for a call of toolName, as its progress report's
+// message: "queued: rate limit of tool T, 3 ahead" (SPEC §19).
+func (q Queued) Text(toolName string) string {
+	var what string
+	switch q.Reason {
+	case "max_in_flight":
+		what = "max_in_flight of tool " + toolName
+	case "rate":
+		what = "rate limit of tool " + toolName
+	case "cool_down":
+		what = "cool-down of tool " + toolName
+		if !q.Until.IsZero() {
+			what += " until " + q.Until.UTC().Format(time.TimeOnly)
+		}
+	case "paused":
+		what = "tool " + toolName + " paused"
+		if !q.Until.IsZero() {
+			what += " until " + q.Until.UTC().Format(time.RFC3339)
+		}
+	default:
+		what = "turn of tool " + toolName
+	}
+	if q.Key != "" {
+		what += " for " + q.Key
+	}
+	return "queued: " + what + ", " + strconv.Itoa(q.Ahead) + " ahead"
 }
