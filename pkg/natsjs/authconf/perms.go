@@ -180,6 +180,16 @@ func Worker(prefix, user string, tools []string) Permissions {
 				"$JS.API.DIRECT.GET." + n.EffectsStream + ".$KV." + n.EffectsBucket + "." + t + ".*.*",
 				"$JS.API.DIRECT.GET." + n.Results + "." + s.OfTool(protocol.KindResult, t),
 			},
+		}, Rule{
+			"tool " + t + ": fleet control (SPEC §19): its shared state, key <tool>.state\n of the limits bucket, and its queued calls, keys <tool>.<task>.<attempt>\n of the queue bucket (written with compare-and-set, read by direct gets\n of their keys); its dead letters (and the look-up that finds their\n stream); its task consumer's pause, for a\n cool-down an upstream asked for",
+			[]string{
+				"$KV." + n.LimitsBucket + "." + natsjs.LimitsKey(t),
+				"$JS.API.DIRECT.GET." + n.LimitsStream + ".$KV." + n.LimitsBucket + "." + natsjs.LimitsKey(t),
+				"$KV." + n.QueueBucket + "." + t + ".*.*",
+				"$JS.API.DIRECT.GET." + n.QueueStream + ".$KV." + n.QueueBucket + "." + t + ".*.*",
+				s.OfTool(protocol.KindDead, t), "$JS.API.DIRECT.GET." + n.Dead + "." + s.OfTool(protocol.KindDead, t),
+				"$JS.API.CONSUMER.PAUSE." + n.Tasks + "." + c,
+			},
 		})
 		subs = append(subs, s.OfTool(protocol.KindCancel, t))
 	}
