@@ -290,3 +290,89 @@ func TestNoStateForUnlimitedTool(t *testing.T) {
 		t.Errorf("an unlimited tool's call wrote its state: %s", data)
 	}
 }
+
+// A tool's retry_after holds the tool's calls on every replica: once one
+// replica's call is refused for 2 s and the cool-down is in force, no
+// replica starts a call of the tool until the 2 s are over; the refused call runs again after them (no
+// model retry counted) and every call is answered once.
+func TestCoolDownHoldsEveryReplica(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		l    *limits.Limits
+	}{{"limited", &limits.Limits{MaxInFlight: 8}}, {"unlimited", nil}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			results := b.results(t)
+			var mu sync.Mutex
+			var refusedAt time.Time
+			var starts []time.Time
+			var retries []int
+			job := tool.Func("job", "Refused once for 2s.", func(ctx context.Context, rc *tool.RunContext, a struct {
+				N int `json:"n"`
+			}) (string, error) {
+				mu.Lock()
+				now := time.Now()
+				starts, retries = append(starts, now), append(retries, rc.Retry)
+				first := refusedAt.IsZero() && a.N == 0
+				if first {
+					refusedAt = now
+				}
+				mu.Unlock()
+				if first {
+					return "", tool.RetryAfter(2 * time.Second)
+				}
+				select { // the work of a call
+				case <-time.After(5 * time.Millisecond):
+				case <-ctx.Done():
+				}
+				return "done", nil
+			}, tool.Limited(tc.l))
+			for i := range 3 {
+				b.worker(t, worker.Config{ID: fmt.Sprint("r", i), Tools: []*tool.Tool{job}})
+			}
+			conv := protocol.NewID()
+			first := jstest.NewTask("job", conv, `{"n":0}`)
+			b.publishTask(t, first)
+			// The cool-down is in force once stored and the tool's task
+			// consumer paused: polled, as the server keeps them.
+			offloadtest.Eventually(t, "the cool-down in force", func() bool {
+				info, err := b.taskConsumer(t, "job").Info(context.Background())
+				cool, _ := b.toolState(t, "job").CoolUntil(time.Now())
+				return err == nil && info.Paused && !cool.IsZero()
+			})
+			tasks := []protocol.Task{first}
+			for i := 1; i <= 30; i++ {
+				task := jstest.NewTask("job", conv, fmt.Sprintf(`{"n":%d}`, i))
+				tasks = append(tasks, task)
+				b.publishTask(t, task)
+			}
+			seen := map[string]int{}
+			for range tasks {
+				r := offloadtest.WaitOrTimeout(t, results, "a result")
+				seen[r.TaskID]++
+				if r.Status != protocol.StatusOK {
+					t.Errorf("result %+v", r)
+				}
+			}
+			for _, task := range tasks {
+				if seen[task.TaskID] != 1 {
+					t.Errorf("task %s answered %d times", task.TaskID, seen[task.TaskID])
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(starts) != len(tasks)+1 {
+				t.Errorf("%d starts, want %d (each call once, the refused one twice)", len(starts), len(tasks)+1)
+			}
+			for i, s := range starts {
+				if s.After(refusedAt) && s.Before(refusedAt.Add(2*time.Second)) {
+					t.Errorf("a call started %v after the refusal, within its 2s cool-down", s.Sub(refusedAt))
+				}
+				if retries[i] != 0 {
+					t.Errorf("start %d counted retry %d of the model", i, retries[i])
+				}
+			}
+		})
+	}
+}
