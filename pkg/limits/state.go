@@ -105,6 +105,10 @@ type Entry struct {
 	Claim *Lease `json:"claim,omitempty"`
 	// Reason is why it waited when last looked at.
 	Reason string `json:"reason,omitempty"`
+	// Cancelled says an operator cancelled the call while it waited
+	// ([State.Cancel]): it starts at once, whatever holds the others, to
+	// be answered cancelled without running; it takes no slot.
+	Cancelled bool `json:"cancelled,omitempty"`
 }
 
 // waiting reports whether the entry waits at now (not claimed, or its
@@ -300,6 +304,15 @@ func (s *State) Next(now time.Time) (i int, wake time.Time) {
 			}
 			continue
 		}
+		if e.Cancelled {
+			if i < 0 || !s.Queue[i].Cancelled || e.Since.Before(s.Queue[i].Since) {
+				i = j // answered before any other: it does not run
+			}
+			continue
+		}
+		if i >= 0 && s.Queue[i].Cancelled {
+			continue
+		}
 		at := e.NotBefore
 		r, bat := s.Blocked(e.Plan, now)
 		if bat.After(at) {
@@ -333,6 +346,9 @@ func (s *State) Claim(i int, worker string, now time.Time, lease time.Duration) 
 	e := &s.Queue[i]
 	e.Claim = &Lease{Worker: worker, Until: now.Add(lease)}
 	e.Deliveries++
+	if e.Cancelled {
+		return *e // it does not run: no slot, no rate, no share
+	}
 	s.acquire(e.Plan, e.ID, worker, now, lease)
 	k := e.Plan.Fair
 	p := s.eff(k)
@@ -371,6 +387,20 @@ func (s *State) Unclaim(id string, notBefore time.Time) bool {
 	s.Queue[i].Claim = nil
 	s.Queue[i].NotBefore = notBefore
 	return true
+}
+
+// Cancel marks the waiting calls match selects as cancelled (see
+// [Entry.Cancelled]) and returns them; a call claimed already (running)
+// is left to its run, which the cancel message reaches.
+func (s *State) Cancel(now time.Time, match func(*Entry) bool) []Entry {
+	var out []Entry
+	for i := range s.Queue {
+		if e := &s.Queue[i]; !e.Cancelled && e.waiting(now) && match(e) {
+			e.Cancelled = true
+			out = append(out, *e)
+		}
+	}
+	return out
 }
 
 // Release removes the call id's holders from every bucket: it ended.

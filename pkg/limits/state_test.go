@@ -226,3 +226,41 @@ func TestCoolDownAndPause(t *testing.T) {
 		t.Errorf("pruned after everything ended: %+v", s)
 	}
 }
+
+// A cancelled call that waits starts before any other, whatever holds the
+// tool (a pause, a full slot), and takes no slot: it is answered
+// cancelled without running.
+func TestCancelledStartsAtOnce(t *testing.T) {
+	t.Parallel()
+	p := plan(limits.Call{}, &limits.Limits{MaxInFlight: 1})
+	var s limits.State
+	if r := s.Admit(p, "running", "w", t0, lease); r != "" {
+		t.Fatalf("first call: %q", r)
+	}
+	s.Pause = &limits.Pause{At: t0}
+	for _, id := range []string{"a", "b", "c"} {
+		if _, err := s.Park(entry(id, p, t0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if i, _ := s.Next(t0); i >= 0 {
+		t.Fatalf("%s may start while paused and full", s.Queue[i].ID)
+	}
+	got := s.Cancel(t0, func(e *limits.Entry) bool { return e.ID != "a" })
+	if len(got) != 2 || got[0].ID != "b" || got[1].ID != "c" {
+		t.Fatalf("cancelled %+v", got)
+	}
+	for _, want := range []string{"b", "c"} {
+		i, _ := s.Next(t0)
+		if i < 0 || s.Queue[i].ID != want {
+			t.Fatalf("next %d, want %s", i, want)
+		}
+		s.Claim(i, "w", t0, lease)
+	}
+	if n := s.Running(t0); n != 1 {
+		t.Errorf("%d calls hold a slot, want the first alone", n)
+	}
+	if i, _ := s.Next(t0); i >= 0 {
+		t.Errorf("%s may start: only the cancelled ones may", s.Queue[i].ID)
+	}
+}
