@@ -191,7 +191,7 @@ func Worker(prefix, user string, tools []string) Permissions {
 				"$JS.API.CONSUMER.PAUSE." + n.Tasks + "." + c,
 			},
 		})
-		subs = append(subs, s.OfTool(protocol.KindCancel, t))
+		subs = append(subs, s.OfTool(protocol.KindCancel, t), "$KV."+n.LimitsBucket+"."+natsjs.LimitsKey(t))
 	}
 	p.Subscribe = []Rule{{"", append(subs, InboxPrefix(user)+".>")}}
 	return p

@@ -111,7 +111,7 @@ func (w *Worker) stateCtx() (context.Context, context.CancelFunc) {
 // redelivery of a parked call); otherwise it is parked.
 func (w *Worker) admit(d *delivery) step {
 	plan := planOf(d)
-	if !plan.Limited() {
+	if !plan.Limited() && !w.gateClosed(d.tool.Name) {
 		return next
 	}
 	id := limits.ID(d.task.TaskID, d.task.Attempt)
@@ -307,6 +307,9 @@ func (w *Worker) renewLeases() {
 
 // observe records what a tool's state says in the metrics.
 func (w *Worker) observe(toolName string, st *limits.State, now time.Time) {
+	if g := w.gates[toolName]; g != nil && st != nil {
+		g.set(st)
+	}
 	if w.cfg.Metrics == nil || st == nil {
 		return
 	}

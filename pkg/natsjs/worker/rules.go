@@ -318,9 +318,11 @@ func (w *Worker) ruleArguments(d *delivery) step {
 // release) and charges their rates; otherwise it is queued and its
 // delivery acked without a result (Worker.admit, Worker.park), to run
 // later from the queue (queue.go), where it was admitted when claimed. A
-// state that cannot be read hands the task back.
+// call of a tool without limits is held so too while the tool is paused
+// or cools down (gate.go), and otherwise reads no state. A state that
+// cannot be read hands the task back.
 func (w *Worker) ruleLimits(d *delivery) step {
-	if w.state == nil || d.tool.Limits == nil && d.task.Limits == nil {
+	if w.state == nil || d.tool.Limits == nil && d.task.Limits == nil && !w.gateClosed(d.tool.Name) {
 		return next
 	}
 	if _, queued := d.msg.(*queuedMsg); queued {

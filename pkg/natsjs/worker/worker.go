@@ -157,6 +157,7 @@ type Worker struct {
 	lease time.Duration
 	held  held
 	pumps map[string]*pump
+	gates map[string]*gate
 
 	js             jetstream.JetStream
 	tasksStream    jetstream.Stream
@@ -265,6 +266,7 @@ func New(cfg Config) (*Worker, error) {
 		bgStop:  make(chan struct{}),
 		lease:   cfg.SlotLease,
 		pumps:   make(map[string]*pump, len(tools)),
+		gates:   make(map[string]*gate, len(tools)),
 	}
 	reconn := make(chan struct{})
 	w.reconn.Store(&reconn)
@@ -378,6 +380,14 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	if err := w.subscribeCancels(); err != nil {
 		return err
 	}
+	if w.state != nil {
+		for _, name := range w.toolNames() {
+			w.gates[name] = &gate{}
+		}
+		if err := w.watchGates(); err != nil {
+			return err
+		}
+	}
 	fctx, cancel := context.WithTimeout(ctx, jsop.Timeout) // Flush needs a deadline
 	defer cancel()
 	if err := w.cfg.Conn.FlushWithContext(fctx); err != nil {
@@ -389,6 +399,15 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	// watcher has caught up.
 	if err := w.catchUp(ctx, w.cancels.epoch()); err != nil {
 		w.log.Warn("cancel index not caught up at start; looking every task up", slog.Any("error", err))
+	}
+	for name, g := range w.gates { // subscribed and flushed: every later write reaches the gate
+		sctx, cancel := context.WithTimeout(ctx, jsop.Timeout)
+		st, _, err := w.state.Load(sctx, name)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("natsjs: worker: %w", err)
+		}
+		g.set(st)
 	}
 	if err := w.writeRegistry(ctx); err != nil {
 		w.deleteRegistry(ctx) // the entries written before the failure
