@@ -49,7 +49,7 @@ func (c *Control) DeadLetters(ctx context.Context, toolName string) ([]DeadLette
 	if toolName != "" {
 		filter = c.subj.OfTool(protocol.KindDead, toolName)
 	}
-	var out []DeadLetter
+	out := []DeadLetter{}
 	for seq := uint64(1); len(out) < maxDeadLetters; {
 		m, err := direct.Next(ctx, c.cfg.Conn, c.names.Dead, filter, seq)
 		if err != nil {
