@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/offload-dev/offload/pkg/limits"
@@ -12,49 +11,12 @@ import (
 	"github.com/offload-dev/offload/pkg/natsjs/internal/toolstate"
 )
 
-// Filter selects the calls held in a tool's queue that [Control.Cancel]
-// cancels: every one of Tool whose other fields, when set, match.
-type Filter struct {
-	// Tool is the tool; required.
-	Tool string `json:"tool"`
-	// Agent and Tenant, when set, select the calls of that agent or
-	// tenant.
-	Agent  string `json:"agent,omitempty"`
-	Tenant string `json:"tenant,omitempty"`
-	// OlderThan, when set, selects the calls held for longer.
-	OlderThan time.Duration `json:"older_than,omitempty"`
-}
-
-// String describes f ("agent a, tenant t, older than 5m0s").
-func (f Filter) String() string {
-	var parts []string
-	if f.Agent != "" {
-		parts = append(parts, "agent "+f.Agent)
-	}
-	if f.Tenant != "" {
-		parts = append(parts, "tenant "+f.Tenant)
-	}
-	if f.OlderThan > 0 {
-		parts = append(parts, "older than "+f.OlderThan.String())
-	}
-	if len(parts) == 0 {
-		return "every queued call"
-	}
-	return strings.Join(parts, ", ")
-}
-
-func (f Filter) match(now time.Time) func(*limits.Entry) bool {
+// matchOf returns what selects the queue entries f selects at now.
+func matchOf(f Filter, now time.Time) func(*limits.Entry) bool {
 	return func(e *limits.Entry) bool {
 		return (f.Agent == "" || e.Agent == f.Agent) && (f.Tenant == "" || e.Tenant == f.Tenant) &&
 			(f.OlderThan <= 0 || now.Sub(e.Since) > f.OlderThan)
 	}
-}
-
-// Cancelled is a call [Control.Cancel] cancelled.
-type Cancelled struct {
-	Conversation string `json:"conversation"`
-	Task         string `json:"task"`
-	Attempt      int    `json:"attempt"`
 }
 
 // Cancel cancels the calls held in f.Tool's queue that f selects: each is
@@ -72,7 +34,7 @@ func (c *Control) Cancel(ctx context.Context, f Filter, by string) ([]Cancelled,
 		return nil, err
 	}
 	now := time.Now()
-	picked := st.Cancel(now, f.match(now))
+	picked := st.Cancel(now, matchOf(f, now))
 	// The cancels are stored before the calls may start: the worker that
 	// claims one finds its cancel.
 	ids := map[string]bool{}

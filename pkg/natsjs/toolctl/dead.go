@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -17,30 +16,6 @@ import (
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/telemetry"
 )
-
-// DeadLetter is a call whose deliveries were exhausted, kept by its
-// worker as it was delivered (SPEC §19).
-type DeadLetter struct {
-	// Seq is its sequence in the dead letters' stream: what replay and
-	// discard name.
-	Seq uint64 `json:"seq"`
-	// Tool, Conversation, Task and Attempt are the call's.
-	Tool         string `json:"tool"`
-	Conversation string `json:"conversation"`
-	Task         string `json:"task"`
-	Attempt      int    `json:"attempt"`
-	// Tenant and Agent are who made it, when the task said.
-	Tenant string `json:"tenant,omitempty"`
-	Agent  string `json:"agent,omitempty"`
-	// Reason is why its deliveries ended (DeliveriesExhausted, or
-	// RateLimited on its last); Worker the worker that kept it; Deliveries
-	// how many it had.
-	Reason     string `json:"reason"`
-	Worker     string `json:"worker,omitempty"`
-	Deliveries int    `json:"deliveries,omitempty"`
-	// At is when it was kept.
-	At time.Time `json:"at"`
-}
 
 // DeadLetters returns the dead letters of toolName ("" every tool's), the
 // oldest first, at most 1000.

@@ -27,17 +27,18 @@ import (
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jsop"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/toolstate"
 	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/service"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
 // Errors callers branch on.
 var (
 	// ErrNoDeadLetter: no dead letter of that sequence and tool is kept.
-	ErrNoDeadLetter = errors.New("toolctl: no such dead letter")
+	ErrNoDeadLetter = service.ErrNoDeadLetter
 	// ErrNeedsTaskKey: the dead letter is an approved task authenticated
 	// by the store's task key, which this process does not hold: a replay
 	// could not be authenticated.
-	ErrNeedsTaskKey = errors.New("toolctl: the dead letter is an authenticated approved task; replaying it needs the store's task key")
+	ErrNeedsTaskKey = service.ErrNeedsTaskKey
 	// ErrNoBy: an action names nobody who takes it.
 	ErrNoBy = errors.New("toolctl: an action needs who takes it")
 )
@@ -79,30 +80,20 @@ func New(cfg Config) (*Control, error) {
 		state: toolstate.New(js, cfg.Conn, names)}, nil
 }
 
-// Tool is one tool as [Control.List] shows it.
-type Tool struct {
-	// Name is the tool's name.
-	Name string `json:"name"`
-	// Workers are the IDs of the workers that advertise it.
-	Workers []string `json:"workers"`
-	// Limits are its workers' limits (the first entry's).
-	Limits *limits.Limits `json:"limits,omitempty"`
-	// InFlight is how many calls hold a slot of its limits.
-	InFlight int `json:"in_flight"`
-	// Queued is how many calls wait in its queue (held by a limit, a
-	// cool-down or the pause); Undelivered how many tasks its workers have
-	// not been delivered yet.
-	Queued      int `json:"queued"`
-	Undelivered int `json:"undelivered"`
-	// CoolDownUntil, when set, is the end of its cool-down (an upstream's
-	// retry_after), CoolDownKey its key ("" the tool's).
-	CoolDownUntil time.Time `json:"cool_down_until,omitzero"`
-	CoolDownKey   string    `json:"cool_down_key,omitempty"`
-	// Paused is the operator's pause, when in force.
-	Paused *limits.Pause `json:"paused,omitempty"`
-	// DeadLetters is how many of its dead letters are kept.
-	DeadLetters int `json:"dead_letters"`
-}
+// The views of the operator's hands, shared with the faces (package
+// service).
+type (
+	// Tool is one tool as [Control.List] shows it.
+	Tool = service.Tool
+	// DeadLetter is a call whose deliveries were exhausted.
+	DeadLetter = service.DeadLetter
+	// Filter selects the queued calls [Control.Cancel] cancels.
+	Filter = service.ToolFilter
+	// Cancelled is a call [Control.Cancel] cancelled.
+	Cancelled = service.CancelledCall
+)
+
+var _ service.Tools = (*Control)(nil)
 
 // List returns every tool a worker advertises or that has a fleet control
 // state, by name.

@@ -250,7 +250,7 @@ func TestPriorityOrder(t *testing.T) {
 	})
 	publish("low1", &limits.Limits{Priority: 5})
 	publish("low2", &limits.Limits{Priority: 5})
-	publish("high", &limits.Limits{Priority: 1}) // raised: held to the tool's 2, still before the lowered ones
+	publish("high", &limits.Limits{Priority: 1})                   // raised: held to the tool's 2, still before the lowered ones
 	offloadtest.Eventually(t, "three calls to wait", func() bool { // parked asynchronously: polled in the stored state
 		return len(b.toolState(t, "job").Queue) == 3
 	})
