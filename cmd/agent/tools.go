@@ -19,7 +19,7 @@ func newToolsCmd(e env) *cobra.Command {
 				return err
 			}
 			defer c.close()
-			cfg := toolctl.Config{Conn: c.NC, Prefix: f.prefix}
+			cfg := toolctl.Config{Conn: c.NC, Provision: f.conn.ProvisionOptions(f.prefix)}
 			if c.Server != nil {
 				cfg.TaskKey = c.Server.TaskKey() // replays of the embedded store's approved tasks
 			}

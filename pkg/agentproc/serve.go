@@ -255,7 +255,7 @@ func (p *Process) Face(ctx context.Context, srv *Served, o FaceOptions) (*Face, 
 		return nil, err
 	}
 	f := &Face{Desk: desk, Links: links}
-	tools, err := toolctl.New(toolctl.Config{Conn: srv.Faces, Prefix: p.opts.Provision.Prefix})
+	tools, err := toolctl.New(toolctl.Config{Conn: srv.Faces, Provision: p.opts.Provision})
 	if err != nil {
 		return nil, err
 	}

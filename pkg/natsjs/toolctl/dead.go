@@ -20,6 +20,9 @@ import (
 // DeadLetters returns the dead letters of toolName ("" every tool's), the
 // oldest first, at most 1000.
 func (c *Control) DeadLetters(ctx context.Context, toolName string) ([]DeadLetter, error) {
+	if err := c.ensure(ctx); err != nil {
+		return nil, err
+	}
 	filter := c.subj.Prefix + ".dead.>"
 	if toolName != "" {
 		filter = c.subj.OfTool(protocol.KindDead, toolName)
@@ -58,6 +61,9 @@ func (c *Control) letterOf(m *direct.Msg) (DeadLetter, bool) {
 
 // letter reads the dead letter seq of toolName.
 func (c *Control) letter(ctx context.Context, toolName string, seq uint64) (*direct.Msg, DeadLetter, error) {
+	if err := c.ensure(ctx); err != nil {
+		return nil, DeadLetter{}, err
+	}
 	m, err := direct.Next(ctx, c.cfg.Conn, c.names.Dead, c.subj.OfTool(protocol.KindDead, toolName), seq)
 	if err != nil {
 		return nil, DeadLetter{}, fmt.Errorf("toolctl: dead letter %d: %w", seq, err)

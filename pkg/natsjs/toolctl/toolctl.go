@@ -17,6 +17,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -50,8 +51,10 @@ const maxDeadLetters = 1000
 type Config struct {
 	// Conn is the connection; required.
 	Conn *nats.Conn
-	// Prefix is the subject prefix; "" means protocol.DefaultPrefix.
-	Prefix string
+	// Provision names the streams and buckets (its Prefix; "" means
+	// protocol.DefaultPrefix) and says how to create those of fleet
+	// control when missing and the user may.
+	Provision natsjs.ProvisionOptions
 	// TaskKey, when set, authenticates a replayed approved task whose
 	// dead letter carried a MAC (the embedded default's store key).
 	TaskKey []byte
@@ -59,11 +62,12 @@ type Config struct {
 
 // Control is the operator's hands on the tools of one prefix.
 type Control struct {
-	cfg   Config
-	js    jetstream.JetStream
-	names natsjs.Names
-	subj  protocol.Subjects
-	state *toolstate.Store
+	cfg     Config
+	ensured atomic.Bool
+	js      jetstream.JetStream
+	names   natsjs.Names
+	subj    protocol.Subjects
+	state   *toolstate.Store
 }
 
 // New returns the Control of cfg.
@@ -75,7 +79,7 @@ func New(cfg Config) (*Control, error) {
 	if err != nil {
 		return nil, fmt.Errorf("toolctl: %w", err)
 	}
-	names := natsjs.NamesFor(cfg.Prefix)
+	names := natsjs.NamesFor(cfg.Provision.Prefix)
 	return &Control{cfg: cfg, js: js, names: names, subj: protocol.Subjects{Prefix: names.Prefix},
 		state: toolstate.New(js, cfg.Conn, names)}, nil
 }
@@ -95,9 +99,25 @@ type (
 
 var _ service.Tools = (*Control)(nil)
 
+// ensure finds the streams of fleet control, created when missing (and
+// the user may: else the error names the fix), once per Control.
+func (c *Control) ensure(ctx context.Context) error {
+	if c.ensured.Load() {
+		return nil
+	}
+	if err := natsjs.EnsureStreams(ctx, c.js, c.cfg.Provision, c.names.RegistryStream, c.names.LimitsStream, c.names.QueueStream, c.names.Dead, c.names.Audit); err != nil {
+		return fmt.Errorf("toolctl: %w", err)
+	}
+	c.ensured.Store(true)
+	return nil
+}
+
 // List returns every tool a worker advertises or that has a fleet control
 // state, by name.
 func (c *Control) List(ctx context.Context) ([]Tool, error) {
+	if err := c.ensure(ctx); err != nil {
+		return nil, err
+	}
 	byName := map[string]*Tool{}
 	get := func(name string) *Tool {
 		if byName[name] == nil {
@@ -215,6 +235,9 @@ type Record struct {
 
 // audit stores r before its action is taken.
 func (c *Control) audit(ctx context.Context, r Record) error {
+	if err := c.ensure(ctx); err != nil {
+		return err
+	}
 	if strings.TrimSpace(r.By) == "" {
 		return ErrNoBy
 	}
@@ -228,7 +251,7 @@ func (c *Control) audit(ctx context.Context, r Record) error {
 	}
 	pctx, cancel := context.WithTimeout(ctx, jsop.Timeout)
 	defer cancel()
-	if _, err := c.js.Publish(pctx, natsjs.AuditSubject(c.cfg.Prefix, r.Tool), data); err != nil {
+	if _, err := c.js.Publish(pctx, natsjs.AuditSubject(c.cfg.Provision.Prefix, r.Tool), data); err != nil {
 		return fmt.Errorf("toolctl: the %s of tool %s not audited, so not taken: %w", r.Action, r.Tool, err)
 	}
 	return nil
