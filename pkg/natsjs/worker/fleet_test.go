@@ -64,21 +64,22 @@ func keyedTool(o *overlaps, l *limits.Limits, d time.Duration) *tool.Tool {
 	return t
 }
 
-// max_in_flight per key holds across three replicas: no tenant ever has
-// more than its two calls running at once, while 40 calls of two tenants
-// run, each answered once.
+// max_in_flight per tenant holds across three replicas: no tenant ever
+// has more than its two calls running at once, while 40 calls of two
+// tenants (the tasks' tenant) run, each answered once.
 func TestMaxInFlightPerKeyAcrossReplicas(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	results := b.results(t)
 	o := newOverlaps()
 	for i := range 3 {
-		b.worker(t, worker.Config{ID: fmt.Sprint("r", i), Tools: []*tool.Tool{keyedTool(o, &limits.Limits{MaxInFlight: 2, Key: "args.tenant"}, 20*time.Millisecond)}})
+		b.worker(t, worker.Config{ID: fmt.Sprint("r", i), Tools: []*tool.Tool{keyedTool(o, &limits.Limits{MaxInFlight: 2, Key: "tenant"}, 20*time.Millisecond)}})
 	}
 	conv := protocol.NewID()
 	var tasks []protocol.Task
 	for i := range 40 {
-		task := jstest.NewTask("job", conv, fmt.Sprintf(`{"tenant":"t%d"}`, i%2))
+		task := jstest.NewTask("job", conv, fmt.Sprintf(`{"tenant":"t%d"}`, i%2)) // the tool records overlaps by it
+		task.Tenant = fmt.Sprint("t", i%2)
 		tasks = append(tasks, task)
 		b.publishTask(t, task)
 	}
@@ -374,5 +375,75 @@ func TestCoolDownHoldsEveryReplica(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Fairness between tenants holds across replicas: while one tenant floods
+// the tool with ten times the other's calls, the other's calls are not
+// pushed behind the flood but share the tool by their weights (1:1 here):
+// its k-th call starts among the first 2(k+1)+1 of the calls that waited,
+// whichever replica starts it.
+func TestFairnessAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	results := b.results(t)
+	var mu sync.Mutex
+	var order []string
+	release := make(chan struct{})
+	job := tool.Func("job", "Records the order of its starts.", func(ctx context.Context, _ *tool.RunContext, a struct {
+		Tenant string `json:"tenant"`
+	}) (string, error) {
+		mu.Lock()
+		order = append(order, a.Tenant)
+		mu.Unlock()
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return "done", nil
+	}, tool.Limited(&limits.Limits{MaxInFlight: 1, Fairness: &limits.Fairness{Key: limits.KeyTenant}}))
+	for i := range 3 {
+		b.worker(t, worker.Config{ID: fmt.Sprint("r", i), Tools: []*tool.Tool{job}})
+	}
+	conv := protocol.NewID()
+	publish := func(tenant string) {
+		task := jstest.NewTask("job", conv, `{"tenant":"`+tenant+`"}`)
+		task.Tenant = tenant
+		b.publishTask(t, task)
+	}
+	publish("holder") // holds the only slot while the others queue
+	offloadtest.Eventually(t, "the holder to start", func() bool { // its start has no signal of its own
+		mu.Lock()
+		defer mu.Unlock()
+		return len(order) == 1
+	})
+	const flood, other = 40, 4
+	for range flood {
+		publish("flood")
+	}
+	for range other {
+		publish("other")
+	}
+	offloadtest.Eventually(t, "every call queued", func() bool { // parked asynchronously: polled in the stored state
+		return len(b.toolState(t, "job").Queue) == flood+other
+	})
+	for range 1 + flood + other {
+		release <- struct{}{}
+		offloadtest.WaitOrTimeout(t, results, "a result")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	k := 0
+	for i, tenant := range order[1:] {
+		if tenant != "other" {
+			continue
+		}
+		if i >= 2*(k+1)+1 {
+			t.Errorf("call %d of the other tenant started at %d of the queue, behind the flood: %v", k, i, order[1:])
+		}
+		k++
+	}
+	if k != other {
+		t.Errorf("%d calls of the other tenant ran, want %d", k, other)
 	}
 }
