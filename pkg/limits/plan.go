@@ -48,7 +48,7 @@ func (c Call) Value(key string) string {
 
 // argValue reads the dotted field path of the JSON object args.
 func argValue(args json.RawMessage, path string) string {
-	var cur json.RawMessage = args
+	cur := args
 	for _, name := range strings.Split(path, ".") {
 		var obj map[string]json.RawMessage
 		if json.Unmarshal(cur, &obj) != nil {

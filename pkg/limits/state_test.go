@@ -36,7 +36,8 @@ func TestRateGCRA(t *testing.T) {
 	burst := plan(limits.Call{}, &limits.Limits{Rate: &limits.Rate{Limit: 60, Period: limits.Duration(time.Minute), Burst: 3}})
 	var b limits.State
 	n := 0
-	for ; b.Admit(burst, fmt.Sprint(n), "w", t0, lease) == ""; n++ {
+	for b.Admit(burst, fmt.Sprint(n), "w", t0, lease) == "" {
+		n++
 	}
 	if n != 3 {
 		t.Errorf("%d calls started at once with burst 3", n)

@@ -411,7 +411,7 @@ func TestFairnessAcrossReplicas(t *testing.T) {
 		task.Tenant = tenant
 		b.publishTask(t, task)
 	}
-	publish("holder") // holds the only slot while the others queue
+	publish("holder")                                              // holds the only slot while the others queue
 	offloadtest.Eventually(t, "the holder to start", func() bool { // its start has no signal of its own
 		mu.Lock()
 		defer mu.Unlock()

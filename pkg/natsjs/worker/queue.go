@@ -230,6 +230,6 @@ func (p *pump) claim() (*queuedMsg, error) {
 		return nil, errors.Join(err, uerr)
 	}
 	q := &queuedMsg{w: w, tool: p.t.Name, entry: e, data: m.Data, header: keptHeaders(m.Header)}
-	q.md = jetstream.MsgMetadata{NumDelivered: uint64(max(e.Deliveries, 1)), Timestamp: e.Since, Stream: w.names.QueueStream} //nolint:gosec // G115: a count of deliveries
+	q.md = jetstream.MsgMetadata{NumDelivered: uint64(max(e.Deliveries, 1)), Timestamp: e.Since, Stream: w.names.QueueStream}
 	return q, nil
 }

@@ -23,8 +23,8 @@ import (
 	"github.com/offload-dev/offload/pkg/natsjs/internal/direct"
 )
 
-// ErrNoChange, returned by an update's function, leaves the state as it
-// is: nothing is written.
+// ErrNoChange is returned by an update's function to leave the state as
+// it is: nothing is written.
 var ErrNoChange = errors.New("toolstate: no change")
 
 // maxConflicts bounds how often an update is tried again after another
