@@ -82,6 +82,7 @@ func (s *offloadSystem) startWorkers(ctx context.Context, ep endpoint, n, slots 
 type workerOpts struct {
 	idempotent bool // the lookup tool declared idempotent: no ledger entry
 	noLedger   bool // worker.Config.NoEffectLedger
+	noLimits   bool // worker.Config.NoLimits
 }
 
 // startWorkersWith starts n workers of slots each, as o says (the ledger's
@@ -96,7 +97,7 @@ func (s *offloadSystem) startWorkersWith(ctx context.Context, ep endpoint, n, sl
 		lookup := benchcall.Lookup()
 		lookup.Idempotent = o.idempotent
 		w, err := worker.New(worker.Config{Conn: nc, ID: fmt.Sprintf("bench-%d", i), Tools: []*tool.Tool{lookup}, Concurrency: slots,
-			NoEffectLedger: o.noLedger, TracerProvider: s.tp})
+			NoEffectLedger: o.noLedger, NoLimits: o.noLimits, TracerProvider: s.tp})
 		if err != nil {
 			return err
 		}
