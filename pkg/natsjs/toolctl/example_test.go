@@ -49,7 +49,7 @@ func Example() {
 	if err := w.Start(ctx); err != nil {
 		panic(err)
 	}
-	defer w.Stop(ctx) //nolint:errcheck // an example's clean-up
+	defer w.Stop(ctx)
 
 	ctl, err := toolctl.New(toolctl.Config{Conn: nc})
 	if err != nil {
