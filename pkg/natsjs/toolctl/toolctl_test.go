@@ -264,17 +264,22 @@ func TestDeadLetterReplayRunsOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(letters) != 2 || letters[0].Task != replayed.TaskID || letters[0].Reason != protocol.ErrorDeliveriesExhausted ||
-		letters[0].Worker != "w" || letters[1].Task != discarded.TaskID {
+	byTask := map[string]toolctl.DeadLetter{} // kept in the order their deliveries ran out
+	for _, l := range letters {
+		byTask[l.Task] = l
+	}
+	replayLetter, discardLetter := byTask[replayed.TaskID], byTask[discarded.TaskID]
+	if len(letters) != 2 || replayLetter.Reason != protocol.ErrorDeliveriesExhausted || replayLetter.Worker != "w" ||
+		replayLetter.Conversation != conv || discardLetter.Seq == 0 {
 		t.Fatalf("dead letters %+v", letters)
 	}
 	if tl := f.toolOf(t, "job"); tl.DeadLetters != 2 {
 		t.Errorf("listed with %d dead letters, want 2", tl.DeadLetters)
 	}
-	if err := f.ctl.Discard(ctx, "job", letters[1].Seq, "ops@example"); err != nil {
+	if err := f.ctl.Discard(ctx, "job", discardLetter.Seq, "ops@example"); err != nil {
 		t.Fatal(err)
 	}
-	task, err := f.ctl.Replay(ctx, "job", letters[0].Seq, "ops@example")
+	task, err := f.ctl.Replay(ctx, "job", replayLetter.Seq, "ops@example")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,7 +290,7 @@ func TestDeadLetterReplayRunsOnce(t *testing.T) {
 	if res.TaskID != replayed.TaskID || res.Status != protocol.StatusOK || res.Attempt != task.Attempt {
 		t.Errorf("replay's result %+v", res)
 	}
-	if _, err := f.ctl.Replay(ctx, "job", letters[0].Seq, "ops@example"); !errors.Is(err, toolctl.ErrNoDeadLetter) {
+	if _, err := f.ctl.Replay(ctx, "job", replayLetter.Seq, "ops@example"); !errors.Is(err, toolctl.ErrNoDeadLetter) {
 		t.Errorf("a second replay: %v, want ErrNoDeadLetter", err)
 	}
 	if left, err := f.ctl.DeadLetters(ctx, "job"); err != nil || len(left) != 0 {
