@@ -84,7 +84,8 @@ type workerOpts struct {
 	noLedger   bool // worker.Config.NoEffectLedger
 	// served, when set, is the tool served instead of lookup (the MCP
 	// section, mcp.go).
-	served *tool.Tool
+	served   *tool.Tool
+	noLimits bool // worker.Config.NoLimits
 }
 
 // startWorkersWith starts n workers of slots each, as o says (the ledger's
@@ -102,7 +103,7 @@ func (s *offloadSystem) startWorkersWith(ctx context.Context, ep endpoint, n, sl
 			lookup = o.served
 		}
 		w, err := worker.New(worker.Config{Conn: nc, ID: fmt.Sprintf("bench-%d", i), Tools: []*tool.Tool{lookup}, Concurrency: slots,
-			NoEffectLedger: o.noLedger, TracerProvider: s.tp})
+			NoEffectLedger: o.noLedger, NoLimits: o.noLimits, TracerProvider: s.tp})
 		if err != nil {
 			return err
 		}

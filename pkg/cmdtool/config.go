@@ -14,6 +14,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/offload-dev/offload/pkg/limits"
 	"github.com/offload-dev/offload/pkg/mcptool"
 	"github.com/offload-dev/offload/pkg/tool"
 )
@@ -77,6 +78,10 @@ type Spec struct {
 	// on top of PATH, HOME, LANG and TZ (default none). Nothing else of the
 	// worker's environment reaches the command.
 	Env []string `yaml:"env"`
+	// Limits are the tool's fleet control limits (SPEC §19): what every
+	// worker replica serving it holds its calls to, carried in its
+	// registry entry. Optional.
+	Limits *limits.Limits `yaml:"limits"`
 
 	// line is the spec's line in the YAML source, for error messages.
 	line int
@@ -213,6 +218,9 @@ func (s *Spec) def() (tool.Def, error) {
 		if !envNameRE.MatchString(name) {
 			return tool.Def{}, s.errorf("env: %q is not an environment variable name", name)
 		}
+	}
+	if err := s.Limits.Validate(); err != nil {
+		return tool.Def{}, s.errorf("%v", err)
 	}
 	var params json.RawMessage
 	if s.Parameters != nil {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/offload-dev/offload/pkg/limits"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
@@ -34,6 +35,10 @@ type RegistryEntry struct {
 	// Retries is the tool's retry budget (an optional field beyond
 	// SPEC §5.4's list: absent, the agent's default applies).
 	Retries *int `json:"retries,omitempty"`
+	// Limits are the limits the worker holds the tool's calls to (SPEC
+	// §19), optional: what `agent tools` shows and the agents' limits
+	// combine with.
+	Limits *limits.Limits `json:"limits,omitempty"`
 	// Worker is the ID of the advertising worker.
 	Worker string `json:"worker"`
 	// ExpiresAt is when the entry stops being valid unless refreshed.
@@ -68,6 +73,7 @@ func NewRegistryEntry(t *tool.Tool, worker string, expires time.Time) RegistryEn
 		RequiresApproval: d.RequiresApproval,
 		Idempotent:       d.Idempotent,
 		Retries:          &t.Retries,
+		Limits:           t.Limits,
 		Worker:           worker,
 		ExpiresAt:        expires.UTC(),
 	}

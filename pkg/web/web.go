@@ -70,6 +70,9 @@ type Config struct {
 	// Limits bound what clients may hold (zero fields: the defaults);
 	// give [ListenAndServe] the same.
 	Limits Limits
+	// Tools, if set, serves the operator's hands on the fleet's tools at
+	// /v1/tools (SPEC §19), to the roles admin and operator.
+	Tools service.Tools
 }
 
 // handler serves the routes of one Config.
@@ -170,6 +173,17 @@ func (h *handler) routes() []route {
 		{pattern: "POST /v1/conversations/{id}/messages", face: api, roles: operators, handle: h.postMessage},
 		{pattern: "POST /v1/conversations/{id}/cancel", face: api, roles: operators, handle: h.cancel},
 		{pattern: "GET /v1/pending", face: api, roles: anyRole, handle: h.pending},
+	}
+	if h.Tools != nil {
+		rs = append(rs,
+			route{pattern: "GET /v1/tools", face: api, roles: operators, handle: h.tools},
+			route{pattern: "POST /v1/tools/{tool}/pause", face: api, roles: operators, handle: h.pauseTool},
+			route{pattern: "POST /v1/tools/{tool}/resume", face: api, roles: operators, handle: h.resumeTool},
+			route{pattern: "POST /v1/tools/{tool}/cancel", face: api, roles: operators, handle: h.cancelCalls},
+			route{pattern: "GET /v1/tools/{tool}/dead", face: api, roles: operators, handle: h.deadLetters},
+			route{pattern: "POST /v1/tools/{tool}/dead/{seq}/replay", face: api, roles: operators, handle: h.replay},
+			route{pattern: "POST /v1/tools/{tool}/dead/{seq}/discard", face: api, roles: operators, handle: h.discard},
+		)
 	}
 	if !h.Inbox {
 		return rs

@@ -57,6 +57,7 @@ func (e *Executor) Start(ctx context.Context, c *background.Call) (agent.Backgro
 	}
 	task := callTask(c.Call.RunContext, name, c.Call.Args, protocol.ModeBackground)
 	task.TaskID, task.Attempt = c.TaskID, c.Attempt
+	task.Limits = e.r.cfg.Policies[name].Limits // the agent's own, beside the worker's (SPEC §19)
 	// Subscribe to progress before the task exists, so no report is missed.
 	stop := e.r.relayProgress(ctx, task.ConversationID, task.TaskID, task.Tool)
 	h, err := e.r.cfg.Dispatcher.Dispatch(context.WithoutCancel(ctx), task)
