@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -242,4 +243,49 @@ func openSSE(t *testing.T, srv *httptest.Server, conv, lastID string) <-chan []s
 		out <- evs
 	}()
 	return out
+}
+
+// The run_id POST /v1/conversations answers is the run's: every event of
+// the run, stored in the events stream, carries it (issue 38).
+func TestRunIDInEvents(t *testing.T) {
+	b := servetest.Setup(t)
+	r := b.Replica(t, "r1")
+	srv, _ := apiWithMetrics(t, r)
+	code, final := call(t, srv, "POST", "/v1/conversations?wait=1", opToken, `{"agent":"ops","prompt":"deploy prod"}`)
+	if code != 200 || final["run_id"] == "" {
+		t.Fatalf("start: %d %v", code, final)
+	}
+	conv, runID := final["conversation_id"].(string), final["run_id"].(string)
+	c, err := r.JS.OrderedConsumer(t.Context(), "TOOLS_EVENTS", jetstream.OrderedConsumerConfig{FilterSubjects: []string{"tools.event." + conv}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for {
+		batch, err := c.FetchNoWait(64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for m := range batch.Messages() {
+			n++
+			var ev struct {
+				Type  string `json:"type"`
+				RunID string `json:"run_id"`
+			}
+			if err := json.Unmarshal(m.Data(), &ev); err != nil {
+				t.Fatal(err)
+			}
+			types = append(types, ev.Type)
+			if ev.RunID != runID {
+				t.Errorf("event %s carries run_id %q, want the API's %s", ev.Type, ev.RunID, runID)
+			}
+		}
+		if n == 0 {
+			break
+		}
+	}
+	if len(types) == 0 || types[len(types)-1] != "final" {
+		t.Fatalf("events %v, want the run's, ending with final", types)
+	}
 }

@@ -94,6 +94,7 @@ func (s *Service) launch(sess *session.Session, a Agent, prompt string, opts *ag
 	s.runs[r.ConversationID] = r
 	s.mu.Unlock()
 	opts.Suspend = s.suspend
+	opts.RunID = run.ID // the events carry the run ID the API answered
 	events := &runEvents{s: s}
 	opts.OnEvent = events.publish
 	// Non-blocking calls are waited for by the session: their decisions
