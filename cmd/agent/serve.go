@@ -100,6 +100,7 @@ func runServe(ctx context.Context, e env, sf *serveFlags) error {
 	// The shared client offers the tools of every spec, each agent only
 	// its own.
 	f.agentSpec, f.tools = agentspec.Union(specs)
+	f.toolsFrom = "the tools of the specs"
 	reg := prometheus.NewRegistry()
 	// offload_pending_calls is the store's (pending.Collector, {kind},
 	// registered by Serve), not this process's dispatches ({mode}, agent
