@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/codes"
@@ -390,7 +391,31 @@ func (d *Desk) Answer(ctx context.Context, conv, task string, data []byte) (stri
 	if err != nil {
 		return "", err
 	}
-	return d.publish(ctx, conv, s, conversation.ArrivalAnswer, task, data, "")
+	subject, err := d.publish(ctx, conv, s, conversation.ArrivalAnswer, task, data, "")
+	var re *conversation.RefusedError
+	if errors.As(err, &re) && re.Reason == conversation.ReasonMalformed {
+		re.Err = fmt.Errorf("%w; %s", re.Err, AnswerForm(data))
+	}
+	return subject, err
+}
+
+// AnswerForm says what an answer is, with text (a malformed answer's)
+// as its content: `an answer is a JSON object such as
+// {"content":"hello"}` (SPEC §5.2: status ok by default).
+func AnswerForm(text []byte) string {
+	content := strings.TrimSpace(string(text))
+	var s string
+	if json.Unmarshal([]byte(content), &s) == nil {
+		content = s // a JSON string: its text
+	}
+	if content == "" || strings.HasPrefix(content, "{") {
+		content = "the answer"
+	}
+	var example strings.Builder
+	enc := json.NewEncoder(&example)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(map[string]string{"content": content})
+	return "an answer is a JSON object such as " + strings.TrimSpace(example.String())
 }
 
 // publish publishes data in a producer span: the message carries its
