@@ -152,6 +152,15 @@ func TestHTTPAPI(t *testing.T) {
 	}
 	offloadtest.WaitOrTimeout(t, b.Finished, "the continuation")
 	servetest.Finished(t, r, conv, "done deployed prod")
+	// Once the conversation went on (its pending record gone), a decision
+	// of the call is still 409 (SPEC §11; issue 38: it was 404), an
+	// unknown task still 404.
+	if code, m := call(t, srv, "POST", decision, approverToken, `{"approved":false}`); code != 409 || errCode(m) != "already_resolved" {
+		t.Fatalf("a decision once the conversation went on: %d %v", code, m)
+	}
+	if code, m := call(t, srv, "POST", "/v1/conversations/"+conv+"/calls/"+protocol.NewID()+"/decision", approverToken, `{"approved":true}`); code != 404 || errCode(m) != "unknown_task" {
+		t.Fatalf("unknown task once the conversation went on: %d %v", code, m)
+	}
 	// The events of the continuation, the stream ending after its final;
 	// resumed from the first one's id, the rest again.
 	events := offloadtest.WaitOrTimeout(t, sse, "the event stream's end")
@@ -183,8 +192,8 @@ func TestHTTPAPI(t *testing.T) {
 	if n := testutil.ToFloat64(m.HTTPRequestsTotal.WithLabelValues("POST /v1/conversations", "401")); n != 2 {
 		t.Errorf("offload_http_requests_total{POST /v1/conversations,401} = %v, want 2", n)
 	}
-	if n := testutil.ToFloat64(m.HTTPRequestsTotal.WithLabelValues("POST /v1/conversations/{id}/calls/{task}/decision", "409")); n != 1 {
-		t.Errorf("the second decision's 409 counted %v times, want 1", n)
+	if n := testutil.ToFloat64(m.HTTPRequestsTotal.WithLabelValues("POST /v1/conversations/{id}/calls/{task}/decision", "409")); n != 2 {
+		t.Errorf("the later decisions' 409 counted %v times, want 2", n)
 	}
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL+"/metrics", nil)
 	resp, err := srv.Client().Do(req)
