@@ -133,7 +133,7 @@ func runServe(ctx context.Context, e env, sf *serveFlags) error {
 	host, _ := os.Hostname()
 	srv, err := rem.proc.Serve(ctx, agentproc.ServeOptions{Agents: agents, Holder: fmt.Sprintf("agent serve %s pid %d", host, os.Getpid()),
 		Tokens: tokens, Registry: reg, Receivers: receivers, PublicURL: public, Limits: sf.limits,
-		Service: func(c *serve.Config) { c.SweepInterval = sf.sweep }})
+		Service: func(c *serve.Config) { c.SweepInterval, c.Lifecycle = sf.sweep, newLogger(e.stderr, true) }})
 	if err != nil {
 		return err
 	}

@@ -75,6 +75,11 @@ type Config struct {
 	Holder string
 	// Logger receives the service's logs. Defaults to discarding them.
 	Logger *slog.Logger
+	// Lifecycle, if set, receives one line, at Info (a failure at
+	// Warn), per conversation started, paused, woken, finished and failed
+	// on this replica (SPEC §21): what an operator follows at agent serve's
+	// default verbosity, without its debug logs. Defaults to Logger.
+	Lifecycle *slog.Logger
 	// RetryDelay is how long a wake message waits before it is delivered
 	// again while another process holds its conversation. Defaults to 1 s.
 	RetryDelay time.Duration
@@ -179,6 +184,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Lifecycle == nil {
+		cfg.Lifecycle = cfg.Logger
 	}
 	if cfg.RetryDelay <= 0 {
 		cfg.RetryDelay = time.Second
