@@ -79,6 +79,24 @@ func (cancelledError) Error() string { return "cancelled over the API" }
 
 func (cancelledError) Is(target error) bool { return target == context.Canceled }
 
+// startedByKey is the context key of [WithStartedBy].
+type startedByKey struct{}
+
+// WithStartedBy returns ctx saying who asks the core (a face's
+// authenticated caller: the name of an API or inbox token): a
+// conversation [Core.StartConversation] creates with it records them as
+// the one who started it (conversation.State.StartedBy, SPEC §21).
+func WithStartedBy(ctx context.Context, who string) context.Context {
+	return context.WithValue(ctx, startedByKey{}, who)
+}
+
+// StartedBy returns who ctx says asks the core ([WithStartedBy]); "" when
+// it says nobody.
+func StartedBy(ctx context.Context) string {
+	who, _ := ctx.Value(startedByKey{}).(string)
+	return who
+}
+
 // Final is how a run ended: the §6.3 final event's information.
 type Final struct {
 	// ConversationID is the conversation.
@@ -143,4 +161,6 @@ type Conversation struct {
 	Note string `json:"note,omitempty"`
 	// Error, for a failed one, says why its last run failed.
 	Error string `json:"error,omitempty"`
+	// StartedBy is who started it (conversation.State.StartedBy).
+	StartedBy string `json:"started_by,omitempty"`
 }

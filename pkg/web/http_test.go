@@ -298,3 +298,28 @@ func TestRunIDInEvents(t *testing.T) {
 		t.Fatalf("events %v, want the run's, ending with final", types)
 	}
 }
+
+// Who started a conversation over the API (the token's name) is recorded
+// with it: GET /v1/conversations/{id} and the list of GET
+// /v1/conversations show it (SPEC §21).
+func TestStartedByRecorded(t *testing.T) {
+	b := servetest.Setup(t)
+	r := b.Replica(t, "r1")
+	srv, _ := apiWithMetrics(t, r)
+	code, final := call(t, srv, "POST", "/v1/conversations?wait=1", opToken, `{"agent":"ops","prompt":"deploy prod"}`)
+	if code != 200 || final["status"] != "paused" {
+		t.Fatalf("start: %d %v", code, final)
+	}
+	conv := final["conversation_id"].(string)
+	if code, got := call(t, srv, "GET", "/v1/conversations/"+conv, viewerToken, ""); code != 200 || got["started_by"] != "ops" {
+		t.Errorf("GET: %d started_by %v, want ops (the token's name)", code, got["started_by"])
+	}
+	code, list := call(t, srv, "GET", "/v1/conversations", viewerToken, "")
+	convs, _ := list["conversations"].([]any)
+	if code != 200 || len(convs) != 1 {
+		t.Fatalf("list: %d %v", code, list)
+	}
+	if c, _ := convs[0].(map[string]any); c["started_by"] != "ops" || c["status"] != "paused" {
+		t.Errorf("the list's entry: %v, want started_by ops", c)
+	}
+}

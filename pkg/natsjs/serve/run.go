@@ -61,7 +61,9 @@ func (s *Service) startRun(ctx context.Context, name, prompt, id string, wait bo
 	if !s.enter() {
 		return nil, service.ErrClosed
 	}
-	sess, err := session.Open(ctx, s.sessionConfig(wait, a.Name), id, create)
+	sc := s.sessionConfig(wait, a.Name)
+	sc.StartedBy = service.StartedBy(ctx)
+	sess, err := session.Open(ctx, sc, id, create)
 	if err != nil {
 		s.wg.Done()
 		return nil, err

@@ -45,7 +45,8 @@ func (s *Service) Get(ctx context.Context, id string) (*service.Conversation, er
 // process held its lease when read (a run ended since st was saved, or
 // its holder was killed): [Service.Get] loads it again to tell.
 func (s *Service) view(ctx context.Context, id string, st *conversation.State) (*service.Conversation, bool) {
-	c := &service.Conversation{ConversationID: id, UpdatedAt: st.UpdatedAt, Pending: st.Unresolved(), Output: lastOutput(st.History)}
+	c := &service.Conversation{ConversationID: id, UpdatedAt: st.UpdatedAt, Pending: st.Unresolved(), Output: lastOutput(st.History),
+		StartedBy: st.StartedBy}
 	if c.Pending == nil {
 		c.Pending = []deferred.PendingTask{}
 	}
