@@ -50,6 +50,12 @@ type Core interface {
 	// ready, if set, is called once the watch has begun: no event stored
 	// after it is missed.
 	Watch(ctx context.Context, conv string, after uint64, ready func(), fn func(seq uint64, event json.RawMessage) bool) error
+	// Recent calls fn with the stored events of conversation conv since
+	// time since, in order, until fn returns false or the stored ones
+	// (a bounded number) are given: it does not wait for more. The
+	// conversation's page shows with them what its saved history does
+	// not hold yet (the calls of a live run and their progress).
+	Recent(ctx context.Context, conv string, since time.Time, fn func(event json.RawMessage) bool) error
 	// CheckReady returns nil when the core wakes conversations, else
 	// what is missing.
 	CheckReady(ctx context.Context) error

@@ -208,9 +208,10 @@ func New(cfg Config) (*Service, error) {
 	}
 	cfg.Session.Store, cfg.Session.Inbox = cfg.Store, cfg.Inbox
 	cfg.Session.Holder, cfg.Session.Logger = cfg.Holder, cfg.Logger
+	batches := direct.NewBatches(cfg.JetStream.Conn())
 	s := &Service{cfg: cfg, log: cfg.Logger, agents: agents, suspend: make(chan struct{}),
 		wakes: make(chan struct{}, cfg.Concurrency), runs: map[string]*liveRun{}, missing: map[string]string{},
-		running: runningSet{ids: map[string]uint64{}}, feeds: feeds{m: map[string]*feed{}, batch: direct.NewBatches(cfg.JetStream.Conn()).Next}}
+		running: runningSet{ids: map[string]uint64{}}, feeds: feeds{m: map[string]*feed{}, batch: batches.Next, since: batches.Since}}
 	if cfg.Records != nil {
 		d, err := pending.New(pending.Config{Records: cfg.Records, Logger: cfg.Logger})
 		if err != nil {
