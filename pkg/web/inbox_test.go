@@ -158,7 +158,7 @@ func TestInboxGuards(t *testing.T) {
 		t.Fatalf("a refused form stored a decision: %v", err)
 	}
 	// The form as the page has it: published, redirected to the inbox.
-	if resp, _ := send(t, c, "POST", decide, url.Values{"action": {"approve"}, "args_digest": {digest}, "csrf": {csrf}}, http.Header{"Origin": {srv.URL}}); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/?done=approved" {
+	if resp, _ := send(t, c, "POST", decide, url.Values{"action": {"approve"}, "args_digest": {digest}, "csrf": {csrf}}, http.Header{"Origin": {srv.URL}}); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/?done=approved&task="+task+"&tool=deploy" {
 		t.Fatalf("approve: %d %s", resp.StatusCode, resp.Header.Get("Location"))
 	}
 	servetest.Finished(t, r, conv, "done deployed prod")
