@@ -160,7 +160,11 @@ func (h *handler) liveCalls(r *http.Request, id string, hist message.History, sa
 				byTask[ev.TaskID] = c
 			}
 		case "progress":
-			if c := byTask[ev.TaskID]; c != nil {
+			c := byCall[ev.ToolCallID]
+			if c == nil {
+				c = byTask[ev.TaskID]
+			}
+			if c != nil {
 				c.Progress = ev.Message
 				if ev.Fraction != nil {
 					c.Fraction = int(*ev.Fraction * 100)

@@ -91,7 +91,8 @@ func TestConversationsInBrowser(t *testing.T) {
 	// A running conversation's page shows the call that runs.
 	do(ctx, t, "the running conversation's page", chromedp.Navigate(srv.URL+"/conversations/"+running),
 		chromedp.WaitVisible("#live-call_1.running"))
-	if c := text(ctx, t, "#live-call_1"); !strings.Contains(c, "slow") || !strings.Contains(c, `"target": "batch"`) || !strings.Contains(c, "running") {
+	if c := text(ctx, t, "#live-call_1"); !strings.Contains(c, "slow") || !strings.Contains(c, `"target": "batch"`) || !strings.Contains(c, "running") ||
+		!strings.Contains(c, "half of batch done") || !strings.Contains(c, "50%") {
 		t.Errorf("the running call:\n%s", c)
 	}
 	if s := text(ctx, t, "#status"); s != "running" {
