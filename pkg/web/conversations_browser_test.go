@@ -131,6 +131,9 @@ func TestConversationsInBrowser(t *testing.T) {
 	if shots != "" {
 		shoot(ctx, t, shots+"/conversation.png")
 	}
+	if n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('#timeline .waits a').length`)); err != nil || n != 2 {
+		t.Errorf("the timeline's calls that wait for a person: %d (%v), want 2 linked to their cards", n, err)
+	}
 	first, second := "#call-"+tasks[0], "#call-"+tasks[1]
 	do(ctx, t, "approve the first", chromedp.Click(first+" button[value=approve]"), chromedp.WaitNotPresent(first), chromedp.WaitVisible("#notice"))
 	if n := text(ctx, t, "#notice"); n != "Approved deploy (task "+tasks[0]+"). Decision 1 of 2 of its conversation: 1 more waits." {

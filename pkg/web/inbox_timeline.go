@@ -37,6 +37,9 @@ type entry struct {
 	// it claimed, if another).
 	Unverified bool
 	Claimed    string
+	// WaitTask, on a call, is the task of its pending call a person
+	// decides on the page (its card's anchor).
+	WaitTask string
 }
 
 // timeline shows conversation id's page (SPEC §21): its status, agent,
@@ -69,6 +72,16 @@ func (h *handler) timeline(w http.ResponseWriter, r *http.Request) error {
 		waiting = append(waiting, h.itemOf(c))
 	}
 	positions(waiting)
+	es := entries(st.History)
+	byCall := map[string]string{}
+	for _, it := range waiting {
+		byCall[it.ToolCallID] = it.Task
+	}
+	for i := range es {
+		if es[i].Kind == "call" {
+			es[i].WaitTask = byCall[es[i].Task]
+		}
+	}
 	var live []liveCall
 	if view.Status == conversation.StatusRunning {
 		if live, err = h.liveCalls(r, id, st.History, st.UpdatedAt); err != nil {
@@ -76,7 +89,7 @@ func (h *handler) timeline(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	c := callerOf(r)
-	data := map[string]any{"ID": id, "View": view, "Entries": entries(st.History), "Live": live, "Waiting": waiting,
+	data := map[string]any{"ID": id, "View": view, "Entries": es, "Live": live, "Waiting": waiting,
 		"Notice": noticeOf(r.URL.Query()), "Role": string(c.Role), "MayDecide": c.may(RoleApprover), "MayAnswer": c.may(RoleAnswerer),
 		"MayCancel": c.may(RoleOperator) && view.Status == conversation.StatusRunning, "Links": h.Links != nil,
 		"Back": "/conversations/" + id}
