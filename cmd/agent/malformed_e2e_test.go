@@ -114,7 +114,7 @@ func get(t *testing.T, url, token string) string {
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
-		req.AddCookie(&http.Cookie{Name: "offload_token", Value: token})
+		req.AddCookie(&http.Cookie{Name: "offload_token", Value: token, HttpOnly: true, Secure: true, SameSite: http.SameSiteStrictMode}) // as the login sets it
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -220,7 +220,7 @@ func withCause(ctx context.Context, err error) error {
 	if err == nil || !errors.Is(err, context.Canceled) {
 		return err
 	}
-	if cause := context.Cause(ctx); cause != nil && cause != context.Canceled && !errors.Is(err, cause) {
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) && !errors.Is(err, cause) {
 		return fmt.Errorf("%w: %w", cause, err)
 	}
 	return err

@@ -88,7 +88,7 @@ func (h *handler) cancelPage(w http.ResponseWriter, r *http.Request) error {
 	if err := h.Core.Cancel(r.Context(), id); err != nil {
 		return unknownConversation(id, err)
 	}
-	http.Redirect(w, r, "/conversations/"+id+"?done=cancelling", http.StatusSeeOther)
+	http.Redirect(w, r, "/conversations/"+id+"?done=cancelling", http.StatusSeeOther) //nolint:gosec // G710: id is a parsed ULID (pathConversation): a path of this site
 	return nil
 }
 
