@@ -220,7 +220,9 @@ func withCause(ctx context.Context, err error) error {
 	if err == nil || !errors.Is(err, context.Canceled) {
 		return err
 	}
-	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) && !errors.Is(err, cause) {
+	// Identity, not errors.Is: a cause such as service.ErrCancelled is
+	// context.Canceled by errors.Is, and is what is wanted.
+	if cause := context.Cause(ctx); cause != nil && cause != context.Canceled && !errors.Is(err, cause) { //nolint:errorlint // identity: any cause but the bare context.Canceled
 		return fmt.Errorf("%w: %w", cause, err)
 	}
 	return err
