@@ -220,6 +220,10 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	cmd := &cobra.Command{
 		Use:   "toolworker [flags]",
 		Short: "Serve tools to offload agents over NATS JetStream",
+		Long: "Serve tools to offload agents over NATS JetStream.\n\n" +
+			"Commands:\n" +
+			"  check    check the worker of a tool, in any language, against the wire protocol's rules\n" +
+			"           (docs/PROTOCOL.md): toolworker check --tool NAME [flags]; toolworker check --help",
 	}
 	flagParser(cmd, stderr, &parsed)
 	defURL := defaultURL(getenv)
@@ -447,6 +451,12 @@ func serve(o *options, tools []*tool.Tool, log *slog.Logger, signals <-chan os.S
 	// ends the process with an error, so that it is restarted.
 	closed := nc.StatusChanged(nats.CLOSED)
 	defer nc.RemoveStatusListener(closed)
+	if sig, err := awaitServer(nc, o.natsURL, log, signals, closed); sig != nil || err != nil {
+		if sig != nil {
+			log.Info("stopped before the worker started", slog.String("signal", sig.String()))
+		}
+		return err
+	}
 
 	w, err := worker.New(worker.Config{
 		Conn:           nc,
@@ -539,12 +549,50 @@ func serve(o *options, tools []*tool.Tool, log *slog.Logger, signals <-chan os.S
 	return nil
 }
 
+// startTimeout bounds the start-up: the wait for a server, then the
+// worker's start.
+const startTimeout = 30 * time.Second
+
+// awaitServer waits, within startTimeout, for nc to reach a server of
+// url: a worker may start before its server, but says at once that it
+// waits, and why it gave up (issue 38: not a JetStream call's timeout).
+// A signal or the connection closed for good meanwhile ends the wait
+// (the signal is returned).
+func awaitServer(nc *nats.Conn, url string, log *slog.Logger, signals <-chan os.Signal, closed <-chan nats.Status) (os.Signal, error) {
+	connected := nc.StatusChanged(nats.CONNECTED)
+	defer nc.RemoveStatusListener(connected)
+	if nc.IsConnected() {
+		return nil, nil
+	}
+	where := natsjs.RedactURL(url)
+	log.Warn("no NATS server at "+where+" yet: waiting for one", slog.Duration("up_to", startTimeout))
+	timer := time.NewTimer(startTimeout)
+	defer timer.Stop()
+	select {
+	case <-connected:
+		return nil, nil
+	case sig := <-signals:
+		return sig, nil
+	case <-closed:
+		return nil, fmt.Errorf("no NATS server at %s: the connection was closed: %w", where, nc.LastError())
+	case <-timer.C:
+		if nc.IsConnected() {
+			return nil, nil
+		}
+		why := "nothing answered"
+		if err := nc.LastError(); err != nil {
+			why = err.Error()
+		}
+		return nil, fmt.Errorf("no NATS server at %s (%s) after %s: start nats-server, or give --nats", where, why, startTimeout)
+	}
+}
+
 // start starts w within 30 s; a signal meanwhile cuts the start-up short
 // and is returned (with Start's error, unless it had succeeded), and so
 // does a permission the user lacks (a refused request gets no reply: it
 // would wait the 30 s).
 func start(ctx context.Context, w *worker.Worker, signals <-chan os.Signal, refusals *natsjs.Refusals) (os.Signal, error) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
 	ctx, stopWatch := refusals.Watch(ctx)
 	defer stopWatch()

@@ -196,7 +196,9 @@ func (h *handler) routes() []route {
 		route{pattern: "GET /inbox/events", face: page, roles: anyRole, stream: true, handle: h.inboxChanges},
 		route{pattern: "POST /conversations/{id}/calls/{task}/decide", face: page, roles: approvers, handle: h.inboxDecide},
 		route{pattern: "POST /conversations/{id}/calls/{task}/answer", face: page, roles: answerers, handle: h.inboxAnswer},
+		route{pattern: "GET /conversations", face: page, roles: anyRole, handle: h.conversationsPage},
 		route{pattern: "GET /conversations/{id}", face: page, roles: anyRole, handle: h.timeline},
+		route{pattern: "POST /conversations/{id}/cancel", face: page, roles: operators, handle: h.cancelPage},
 		route{pattern: "GET /conversations/{id}/events", face: page, roles: anyRole, stream: true, handle: h.events},
 	)
 	if h.Links != nil {
