@@ -191,6 +191,8 @@ func TestCheckFailsFaultyWorkers(t *testing.T) {
 		{"runs invalid arguments", faults{noValidation: true}, conformance.RuleArguments, "status ok"},
 		{"never refreshes its entry", faults{noRegistryUpdate: true}, conformance.RuleRegistryRefresh, "not written again"},
 		{"not idempotent, no ledger", faults{notIdempotent: true}, conformance.RuleEffectLedger, "no ledger entry"},
+		{"not idempotent, started after the result", faults{ledgerLate: true}, conformance.RuleEffectLedger, "after the result"},
+		{"not idempotent, started written twice", faults{ledgerTwice: true}, conformance.RuleEffectLedger, "written again"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
