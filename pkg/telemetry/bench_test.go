@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/offload-dev/offload/pkg/telemetry"
 )
 
@@ -22,5 +24,20 @@ func BenchmarkUntracedSpan(b *testing.B) {
 		}
 		telemetry.Inject(sctx, h)
 		span.End()
+	}
+}
+
+// BenchmarkTraceparent is the traceparent a traced dispatch writes into
+// its task's field and headers.
+func BenchmarkTraceparent(b *testing.B) {
+	sc := telemetry.ParseTraceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	h := map[string][]string{}
+	ctx := trace.ContextWithSpanContext(context.Background(), sc)
+	b.ReportAllocs()
+	for b.Loop() {
+		if telemetry.Traceparent(sc) == "" {
+			b.Fatal("no traceparent")
+		}
+		telemetry.Inject(ctx, h)
 	}
 }
