@@ -21,3 +21,9 @@ func StartedEntry(id string, at time.Time) ([]byte, error) {
 	w := &Worker{startedPrefix: prefix}
 	return w.startedEntry(at), nil
 }
+
+// SpanNames returns the names w gives the spans of a task of toolName
+// delivered on subject: its task's and its tool's.
+func SpanNames(w *Worker, subject, toolName string) (task, tool string) {
+	return w.taskSpanName(subject, toolName), w.toolSpanName(toolName)
+}

@@ -134,7 +134,8 @@ type Worker struct {
 	subj           protocol.Subjects
 	names          natsjs.Names
 	tools          map[string]*tool.Tool
-	heartbeatEvery time.Duration // set by Start from the consumers' ack wait
+	spanNames      map[string]spanNames // by tool (spans.go)
+	heartbeatEvery time.Duration        // set by Start from the consumers' ack wait
 	slots          *slotPool
 	cancels        *cancelIndex
 
@@ -240,6 +241,7 @@ func New(cfg Config) (*Worker, error) {
 		cancels: newCancelIndex(),
 		bgStop:  make(chan struct{}),
 	}
+	w.spanNames = spanNamesOf(w.subj, tools)
 	reconn := make(chan struct{})
 	w.reconn.Store(&reconn)
 	return w, nil
