@@ -52,15 +52,17 @@ func TestInjectAsPropagator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, flags := range []trace.TraceFlags{0, trace.FlagsSampled, trace.FlagsRandom, 0xff, 0x80} {
+	seed, withState := byte(1), false
+	for _, flags := range []trace.TraceFlags{0, trace.FlagsSampled, trace.FlagsRandom, 0xff, 0x80} {
 		cfg := trace.SpanContextConfig{TraceFlags: flags}
-		for j := range cfg.TraceID {
-			cfg.TraceID[j] = byte(i*31 + j*7 + 1)
+		seed += 37
+		for j := range byte(16) {
+			cfg.TraceID[j] = seed + j*7
 		}
-		for j := range cfg.SpanID {
-			cfg.SpanID[j] = byte(i*17 + j*13 + 250)
+		for j := range byte(8) {
+			cfg.SpanID[j] = seed ^ (j*13 + 250)
 		}
-		if i%2 == 1 {
+		if withState = !withState; withState {
 			cfg.TraceState = ts
 		}
 		ctx := trace.ContextWithSpanContext(context.Background(), trace.NewSpanContext(cfg))
