@@ -51,21 +51,30 @@ func (p *Provider) Shutdown(ctx context.Context) error {
 // Wanted reports whether getenv asks for traces: OTEL_SDK_DISABLED is not
 // true, OTEL_TRACES_EXPORTER is not none, and either it is otlp or an OTLP
 // endpoint (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)
-// is set.
+// is set. When they are wanted, an unsupported sampler is an error too
+// ([Sampler]), so that a binary checking Wanted first refuses it as a usage
+// error.
 func Wanted(getenv func(string) string) (bool, error) {
 	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") {
 		return false, nil
 	}
+	var wanted bool
 	switch exp := strings.ToLower(strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER"))); exp {
 	case "none":
 		return false, nil
 	case "otlp":
-		return true, nil
+		wanted = true
 	case "":
-		return getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "", nil
+		wanted = getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
 	default:
 		return false, fmt.Errorf("%w: OTEL_TRACES_EXPORTER=%s (offload exports traces with otlp, or none)", ErrConfig, exp)
 	}
+	if wanted {
+		if _, err := Sampler(getenv); err != nil {
+			return false, err
+		}
+	}
+	return wanted, nil
 }
 
 // New returns the provider getenv asks for, named service (the resource's
@@ -83,7 +92,7 @@ func New(ctx context.Context, getenv func(string) string, service string) (*Prov
 	if !ok {
 		return &Provider{TracerProvider: noop.NewTracerProvider()}, nil
 	}
-	sampler, err := Sampler(getenv)
+	sampler, err := Sampler(getenv) // checked by Wanted
 	if err != nil {
 		return nil, err
 	}

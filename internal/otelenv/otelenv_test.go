@@ -111,6 +111,14 @@ func TestSampler(t *testing.T) {
 	if _, err := New(context.Background(), envOf(map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_TRACES_SAMPLER": "sometimes"}), "agent"); !errors.Is(err, ErrConfig) {
 		t.Errorf("New with an unsupported sampler: %v, want ErrConfig", err)
 	}
+	// Wanted, which toolworker checks with its flags, refuses it too, but
+	// only where traces are wanted.
+	if _, err := Wanted(envOf(map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318", "OTEL_TRACES_SAMPLER": "sometimes"})); !errors.Is(err, ErrConfig) {
+		t.Errorf("Wanted with an unsupported sampler: %v, want ErrConfig", err)
+	}
+	if ok, err := Wanted(envOf(map[string]string{"OTEL_TRACES_SAMPLER": "sometimes"})); ok || err != nil {
+		t.Errorf("Wanted without an exporter, an unsupported sampler: %v, %v; want false, nil", ok, err)
+	}
 }
 
 // The provider New builds samples as its getenv says: at a ratio of 0 a
