@@ -12,22 +12,33 @@
 //     (the agent loop's own part);
 //   - throughput with 1, 2 and 4 worker replicas of 16 slots, and the
 //     scaling from 1 to 4 replicas of 1 slot, against the raw baseline;
-//   - the effect ledger's cost (SPEC §13): the worker path's throughput
-//     and p50 with the ledger against without it;
+//   - the effect ledger's cost (SPEC §13): the worker path of a tool not
+//     declared idempotent against the same tool declared idempotent, a
+//     no-op and a tool taking 2 ms, throughput and p50, with the stored
+//     writes and the CPU per call of each process (effects.go);
 //   - fleet control's cost on a tool without limits (SPEC §19): the same
 //     path with the limits enabled against worker.Config.NoLimits;
 //   - overlap: 20 background calls of 500 ms on 20 worker slots through the
 //     agent loop, against the ideal (500 ms plus the model's time);
-//   - the cost of tracing: offload inline traced (sampler 1.0, exported
-//     over OTLP/HTTP to a receiver in a child process) against untraced,
-//     round trip and throughput (tracing.go);
+//   - the cost of tracing: offload inline traced (at
+//     parentbased_traceidratio 0.1 and at always_on, exported over
+//     OTLP/HTTP to a receiver in a child process) against untraced, round
+//     trip, throughput and CPU per call of each process (tracing.go);
 //   - the agent's memory per pending background call at 10 000 pending,
 //     and the dispatcher's memory per finished call it remembers;
 //   - the process's RSS and live heap over a run of 1 000 000 calls
 //     (-long), through the raw baseline and then offload, sampled every
 //     tenth: offload's RSS must stay flat (grow at most 4 B per call
 //     faster than the baseline's) although its dispatcher remembers the
-//     calls of the last 10 minutes.
+//     calls of the last 10 minutes;
+//   - with it, the side by side in long rounds (side.go): offload against
+//     raw nats.go at 1, 2 and 4 replicas, every round printed, the targets
+//     held in every round.
+//
+// offload's tool has the default tool options everywhere (not declared
+// idempotent: its workers keep the effect ledger, one stored write per
+// call), but in the ledger's section, which sets it against the same tool
+// declared idempotent.
 //
 // The agent and worker sides run in this process, against the embedded
 // nats-server (file storage, loopback) run in a child process, so that the
@@ -59,6 +70,7 @@ type config struct {
 	replicas                       []int
 	pending, finished              int
 	long                           int
+	longN, longRounds              int
 	skipOverlap                    bool
 	only                           string
 	memprofile                     string
@@ -77,9 +89,11 @@ func main() {
 	flag.IntVar(&c.slots, "slots", 16, "concurrent tasks per worker replica")
 	flag.IntVar(&c.pending, "pending", 10_000, "pending background calls for the memory figure")
 	flag.IntVar(&c.finished, "finished", 50_000, "calls for the memory per finished call")
-	flag.IntVar(&c.long, "long", 1_000_000, "calls of the long run through the baseline and offload, RSS sampled every tenth (0 skips it)")
+	flag.IntVar(&c.long, "long", 1_000_000, "calls of the long run through the baseline and offload, RSS sampled every tenth (0 skips it, and the side by side in long rounds)")
+	flag.IntVar(&c.longN, "long-n", 30_000, "calls per round of the side by side in long rounds")
+	flag.IntVar(&c.longRounds, "long-rounds", 3, "rounds of the side by side in long rounds")
 	flag.BoolVar(&c.skipOverlap, "skip-overlap", false, "skip the overlap and memory figures")
-	flag.StringVar(&c.only, "only", "", "run one figure alone, for profiling: a system's throughput (raw, next or offload; 1 replica, -throughput-n calls), the memory per pending background call (pending), the tracing cost (tracing), agent serve's figures (serve), the effect ledger's section (ledger), the MCP tools' section (mcp), or the cost of fleet control on a tool without limits (limits)")
+	flag.StringVar(&c.only, "only", "", "run one figure alone, for profiling: a system's throughput (raw, next, offload or offload-idempotent; 1 replica, -throughput-n calls), the memory per pending background call (pending), the tracing cost (tracing), agent serve's figures (serve), the effect ledger's section (ledger), the side by side in long rounds (side), the MCP tools' section (mcp), or the cost of fleet control on a tool without limits (limits)")
 	flag.IntVar(&c.serveWakes, "serve-wakes", 200, "agent serve: wakes measured for the wake latency (0 skips agent serve's figures)")
 	flag.IntVar(&c.serveApprove, "serve-approve", 1000, "agent serve: paused conversations approved at once, continued by 2 replicas")
 	flag.IntVar(&c.servePaused, "serve-paused", 10_000, "agent serve: paused conversations in the store for the replica's memory")
@@ -87,7 +101,16 @@ func main() {
 	flag.StringVar(&c.memprofile, "memprofile", "", "write an allocation profile at the end of the run to this file")
 	serveStore := flag.String("serve", "", "internal: run the embedded server for this store until stdin closes")
 	otlpReceive := flag.Bool("otlp-receive", false, "internal: run the tracing section's OTLP receiver until stdin closes")
+	benchWorker := flag.String("bench-worker", "", "internal: run bench workers for the server at this URL, as stdin says")
+	benchWorkerNkey := flag.String("bench-worker-nkey", "", "internal: the seed file of -bench-worker's user")
 	flag.Parse()
+	if *benchWorker != "" {
+		if err := serveWorkers(*benchWorker, *benchWorkerNkey); err != nil {
+			fmt.Fprintln(os.Stderr, "offload-bench workers:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *otlpReceive {
 		if err := receive(); err != nil {
 			fmt.Fprintln(os.Stderr, "offload-bench receiver:", err)
@@ -248,7 +271,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		return nil
 	}
 	if c.only == "tracing" {
-		_, err := tracingCost(ctx, c, ep, proc, offS, out)
+		_, err := tracingCost(ctx, c, ep, proc, off, out)
 		if err == nil && c.memprofile != "" {
 			err = writeMemProfile(c.memprofile)
 		}
@@ -267,21 +290,25 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		return nil
 	}
 	if c.only == "ledger" {
-		ltp, llats, err := measureLedger(ctx, off, ep, c, proc)
+		figs, err := measureLedger(ctx, off, ep, c, proc)
 		if err != nil {
 			return fmt.Errorf("effect ledger: %w", err)
 		}
-		reportLedger(out, c, ltp, llats)
+		reportLedger(out, c, figs)
 		return nil
 	}
 	if c.only == "mcp" {
 		_, err := measureMCP(ctx, ep, c, proc, out)
 		return err
 	}
+	if c.only == "side" {
+		_, err := sideBySide(ctx, c, rawS, offS, proc, out)
+		return err
+	}
 	if c.only != "" {
-		s := map[string]system{"raw": rawS, "next": rawNS, "offload": offS}[c.only]
+		s := map[string]system{"raw": rawS, "next": rawNS, "offload": offS, "offload-idempotent": offIdemSys{off, ep}}[c.only]
 		if s == nil {
-			return fmt.Errorf("-only %q: want raw, next, offload, pending, tracing, serve, ledger or limits", c.only)
+			return fmt.Errorf("-only %q: want raw, next, offload, offload-idempotent, pending, tracing, serve, ledger, side, mcp or limits", c.only)
 		}
 		tp, err := throughputs(ctx, []system{s}, 1, c.slots, c.tn, c.inflight, 1, proc)
 		if err != nil {
@@ -300,7 +327,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	fmt.Fprintf(out, "latency n=%d (warm-up %d, 10 interleaved rounds); throughput n=%d per round (%d interleaved rounds), %d in flight\n", c.n, c.warmup, c.tn, c.tpRounds, c.inflight)
 	fmt.Fprintln(out, "Baseline: raw nats.go, Consumer.Messages with PullMaxMessages = slots (batched pulls), result published with Nats-Msg-Id, PubAck awaited, then ack;")
 	fmt.Fprintln(out, "where the one-at-a-time pattern (Consumer.Next per slot) measures faster, that is the baseline")
-	fmt.Fprintln(out, "offload's tool, lookup, is declared idempotent (a lookup is): its workers write no effect-ledger entry (SPEC §13); the ledger's section measures it not so declared")
+	fmt.Fprintln(out, "offload's tool, lookup, has the default tool options: not declared idempotent, so its workers write an effect-ledger entry before each run (SPEC §13); the ledger's section sets it against the same tool declared idempotent")
 	fmt.Fprintln(out)
 	var results []bool
 
@@ -406,17 +433,17 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	results = append(results, verdict(out, "offload scaling / baseline scaling", offScale/rawScale, "≥", 0.8))
 	fmt.Fprintln(out)
 
-	tr, err := tracingCost(ctx, c, ep, proc, offS, out)
+	tr, err := tracingCost(ctx, c, ep, proc, off, out)
 	if err != nil {
 		return fmt.Errorf("tracing cost: %w", err)
 	}
 	results = append(results, tr...)
 	fmt.Fprintln(out)
-	ltp, llats, err := measureLedger(ctx, off, ep, c, proc)
+	figs, err := measureLedger(ctx, off, ep, c, proc)
 	if err != nil {
 		return fmt.Errorf("effect ledger: %w", err)
 	}
-	results = append(results, reportLedger(out, c, ltp, llats)...)
+	results = append(results, reportLedger(out, c, figs)...)
 	if _, err := measureMCP(ctx, ep, c, proc, out); err != nil {
 		return fmt.Errorf("MCP tools: %w", err)
 	}
@@ -475,6 +502,15 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		sr, err := measureServe(ctx, dir, out, c.serveWakes, c.serveApprove, c.servePaused)
 		if err != nil {
 			return fmt.Errorf("agent serve: %w", err)
+		}
+		results = append(results, sr...)
+		fmt.Fprintln(out)
+	}
+
+	if c.long > 0 && c.longRounds > 0 {
+		sr, err := sideBySide(ctx, c, rawS, offS, proc, out)
+		if err != nil {
+			return fmt.Errorf("side by side: %w", err)
 		}
 		results = append(results, sr...)
 		fmt.Fprintln(out)

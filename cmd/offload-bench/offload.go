@@ -30,6 +30,10 @@ type offloadSystem struct {
 	// starts an agent's tool span around each call (tracing.go).
 	tp     trace.TracerProvider
 	tracer trace.Tracer
+	// prefix is the subject prefix of its streams ("" for the default): a
+	// dispatcher reads every result of its prefix, so that systems alive
+	// at once (the tracing section's) each have their own.
+	prefix string
 }
 
 type offloadWorker struct {
@@ -38,16 +42,17 @@ type offloadWorker struct {
 }
 
 func newOffloadSystem(ctx context.Context, ep endpoint) (*offloadSystem, error) {
-	return newTracedOffloadSystem(ctx, ep, nil)
+	return newTracedOffloadSystem(ctx, ep, nil, "")
 }
 
-// newTracedOffloadSystem is newOffloadSystem traced by tp (nil: untraced).
-func newTracedOffloadSystem(ctx context.Context, ep endpoint, tp trace.TracerProvider) (*offloadSystem, error) {
+// newTracedOffloadSystem is newOffloadSystem traced by tp (nil: untraced),
+// on the streams of prefix ("": the default).
+func newTracedOffloadSystem(ctx context.Context, ep endpoint, tp trace.TracerProvider, prefix string) (*offloadSystem, error) {
 	nc, err := ep.connect("bench agent")
 	if err != nil {
 		return nil, err
 	}
-	d, err := remote.NewDispatcher(remote.DispatcherConfig{Conn: nc, TracerProvider: tp})
+	d, err := remote.NewDispatcher(remote.DispatcherConfig{Conn: nc, TracerProvider: tp, Prefix: prefix})
 	if err != nil {
 		return nil, err
 	}
@@ -56,66 +61,125 @@ func newTracedOffloadSystem(ctx context.Context, ep endpoint, tp trace.TracerPro
 	if err := d.Start(sctx); err != nil {
 		return nil, err
 	}
-	rt, err := remote.NewToolset(remote.ToolsetConfig{Conn: nc, Dispatcher: d})
+	rt, err := remote.NewToolset(remote.ToolsetConfig{Conn: nc, Dispatcher: d, Prefix: prefix})
 	if err != nil {
 		return nil, err
 	}
 	if err := rt.Start(sctx); err != nil {
 		return nil, err
 	}
-	s := &offloadSystem{nc: nc, disp: d, remote: rt, conv: protocol.NewID(), tp: tp}
+	s := &offloadSystem{nc: nc, disp: d, remote: rt, conv: protocol.NewID(), tp: tp, prefix: prefix}
 	if tp != nil {
 		s.tracer = tp.Tracer("offload-bench")
 	}
 	return s, nil
 }
 
-// startWorkers starts n workers of slots each serving the lookup tool,
-// declared idempotent as a lookup is (SPEC §13: its worker writes no
-// ledger entry).
+// startWorkers starts n workers of slots each serving the lookup tool
+// with the default tool options, as a user's first tool has them: not
+// declared idempotent, so its workers keep the effect ledger (SPEC §13,
+// one stored write per task).
 func (s *offloadSystem) startWorkers(ctx context.Context, ep endpoint, n, slots int) error {
-	return s.startWorkersWith(ctx, ep, n, slots, workerOpts{idempotent: true})
+	return s.startWorkersWith(ctx, ep, n, slots, workerOpts{prefix: s.prefix})
 }
 
-// workerOpts are the bench workers' variants: the lookup tool declared
-// idempotent or not, the effect ledger on or off.
+// workerOpts are the bench workers' variants (the effect ledger's section,
+// effects.go): the lookup tool declared idempotent or not, and how long it
+// takes.
 type workerOpts struct {
-	idempotent bool // the lookup tool declared idempotent: no ledger entry
-	noLedger   bool // worker.Config.NoEffectLedger
+	idempotent bool          // the lookup tool declared idempotent: no ledger entry
+	takes      time.Duration // the tool sleeps this long before it answers (0: a no-op)
+	prefix     string        // the subject prefix ("": the default)
 	// served, when set, is the tool served instead of lookup (the MCP
 	// section, mcp.go).
 	served   *tool.Tool
 	noLimits bool // worker.Config.NoLimits
 }
 
-// startWorkersWith starts n workers of slots each, as o says (the ledger's
-// cost, effects.go, measures the lookup tool not declared idempotent with
-// the ledger and without it).
+// lookupTool returns the bench's tool as o says.
+func lookupTool(o workerOpts) *tool.Tool {
+	if o.takes <= 0 {
+		lookup := benchcall.Lookup()
+		lookup.Idempotent = o.idempotent
+		return lookup
+	}
+	opts := []tool.Option{}
+	if o.idempotent {
+		opts = append(opts, tool.Idempotent())
+	}
+	return tool.Func("lookup", "Looks rows up.", func(ctx context.Context, _ *tool.RunContext, a benchcall.LookupArgs) (string, error) {
+		t := time.NewTimer(o.takes) // a local database write, say
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+		if a.Query == "" {
+			return "", tool.Retry("query is empty")
+		}
+		return benchcall.Output, nil
+	}, opts...)
+}
+
+// startWorkersWith starts n workers of slots each in this process, as o
+// says.
 func (s *offloadSystem) startWorkersWith(ctx context.Context, ep endpoint, n, slots int, o workerOpts) error {
+	if o.prefix == "" {
+		o.prefix = s.prefix
+	}
+	ws, err := startBenchWorkers(ctx, ep, n, slots, o, s.tp)
+	s.workers = append(s.workers, ws...)
+	if err != nil {
+		return err
+	}
+	return s.waitTool(ctx)
+}
+
+// startBenchWorkers starts n workers of slots each serving lookupTool(o),
+// each on a connection of its own, traced by tp (nil: untraced). On an
+// error it returns those started so far.
+func startBenchWorkers(ctx context.Context, ep endpoint, n, slots int, o workerOpts, tp trace.TracerProvider) ([]*offloadWorker, error) {
+	var out []*offloadWorker
 	for i := range n {
 		nc, err := ep.connect("bench worker")
 		if err != nil {
-			return err
+			return out, err
 		}
-		lookup := benchcall.Lookup()
-		lookup.Idempotent = o.idempotent
+		t := lookupTool(o)
 		if o.served != nil {
-			lookup = o.served
+			t = o.served
 		}
-		w, err := worker.New(worker.Config{Conn: nc, ID: fmt.Sprintf("bench-%d", i), Tools: []*tool.Tool{lookup}, Concurrency: slots,
-			NoEffectLedger: o.noLedger, NoLimits: o.noLimits, TracerProvider: s.tp})
+		w, err := worker.New(worker.Config{Conn: nc, ID: fmt.Sprintf("bench-%d", i), Tools: []*tool.Tool{t}, Concurrency: slots,
+			NoLimits: o.noLimits, TracerProvider: tp, Prefix: o.prefix})
 		if err != nil {
-			return err
+			nc.Close()
+			return out, err
 		}
 		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		err = w.Start(sctx)
 		cancel()
 		if err != nil {
-			return err
+			nc.Close()
+			return out, err
 		}
-		s.workers = append(s.workers, &offloadWorker{nc: nc, w: w})
+		out = append(out, &offloadWorker{nc: nc, w: w})
 	}
-	// Wait until the registry shows the tool to the agent side.
+	return out, nil
+}
+
+// stopBenchWorkers stops ws and closes their connections.
+func stopBenchWorkers(ctx context.Context, ws []*offloadWorker) {
+	for _, w := range ws {
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_ = w.w.Stop(sctx)
+		cancel()
+		w.nc.Close()
+	}
+}
+
+// waitTool waits until the registry shows the tool to the agent side.
+func (s *offloadSystem) waitTool(ctx context.Context) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		tools, _ := s.remote.Tools(ctx)
@@ -134,12 +198,7 @@ func (s *offloadSystem) startWorkersWith(ctx context.Context, ep endpoint, n, sl
 }
 
 func (s *offloadSystem) stopWorkers(ctx context.Context) {
-	for _, w := range s.workers {
-		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_ = w.w.Stop(sctx)
-		cancel()
-		w.nc.Close()
-	}
+	stopBenchWorkers(ctx, s.workers)
 	s.workers = nil
 }
 

@@ -11,6 +11,9 @@ import (
 	"runtime/pprof"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/offload-dev/offload/pkg/embedded"
 )
 
@@ -46,6 +49,8 @@ type serverProcess struct {
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
 	srv   *embedded.Server
+	nc    *nats.Conn          // the bench's own connection, for the streams' states
+	js    jetstream.JetStream // … on nc
 }
 
 // startServer starts the child process for store and connects to its
@@ -76,6 +81,12 @@ func startServer(ctx context.Context, store string) (*serverProcess, error) {
 	}
 	// The store's server is running: this handle shares it.
 	p.srv, err = embedded.Start(ctx, embedded.Config{StoreDir: store, Logger: slog.New(slog.DiscardHandler)})
+	if err == nil {
+		p.nc, err = endpoint{url: p.srv.URL(), nkey: p.srv.NkeySeedFile()}.connect("bench stats")
+	}
+	if err == nil {
+		p.js, err = jetstream.New(p.nc)
+	}
 	if err != nil {
 		p.stop()
 		return nil, err
@@ -83,8 +94,30 @@ func startServer(ctx context.Context, store string) (*serverProcess, error) {
 	return p, nil
 }
 
+// storedStreams are the streams whose stored messages stored counts: a
+// call's task, its result and its ledger entry.
+var storedStreams = [3]string{"TOOLS_TASKS", "TOOLS_RESULTS", "KV_tools_effects"}
+
+// stored returns the last sequence of each of storedStreams (0 for one
+// not provisioned, or a nil p): the messages each has stored so far.
+func (p *serverProcess) stored(ctx context.Context) [3]uint64 {
+	var out [3]uint64
+	if p == nil || p.js == nil {
+		return out
+	}
+	for i, name := range storedStreams {
+		if s, err := p.js.Stream(ctx, name); err == nil {
+			out[i] = s.CachedInfo().State.LastSeq
+		}
+	}
+	return out
+}
+
 // stop ends the child process and waits for it.
 func (p *serverProcess) stop() {
+	if p.nc != nil {
+		p.nc.Close()
+	}
 	_ = p.stdin.Close()
 	done := make(chan struct{})
 	go func() { _ = p.cmd.Wait(); close(done) }()

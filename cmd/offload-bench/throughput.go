@@ -16,25 +16,49 @@ import (
 // robust summaries the figures are made of.
 
 // measureThroughput makes n calls with inflight of them in flight at once
-// and returns calls per second.
+// and returns calls per second (a closed loop: each of the inflight
+// callers makes its next call once its last is back).
 func measureThroughput(ctx context.Context, call caller, n, inflight int) (float64, error) {
+	tp, _, err := measureRound(ctx, call, n, inflight, false)
+	return tp, err
+}
+
+// measureRound is measureThroughput that also returns the calls' round
+// trips when timed.
+func measureRound(ctx context.Context, call caller, n, inflight int, timed bool) (float64, []time.Duration, error) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	var once sync.Once
 	var firstErr error
+	var took []time.Duration
+	if timed {
+		took = make([]time.Duration, n)
+	}
 	start := time.Now()
 	for range inflight {
 		wg.Go(func() {
-			for next.Add(1) <= int64(n) {
-				if _, err := call(ctx); err != nil {
+			for {
+				i := next.Add(1)
+				if i > int64(n) {
+					return
+				}
+				t0 := time.Now()
+				own, err := call(ctx)
+				if err != nil {
 					once.Do(func() { firstErr = err })
 					return
+				}
+				if timed {
+					took[i-1] = time.Since(t0)
+					if own > 0 {
+						took[i-1] = own
+					}
 				}
 			}
 		})
 	}
 	wg.Wait()
-	return float64(n) / time.Since(start).Seconds(), firstErr
+	return float64(n) / time.Since(start).Seconds(), took, firstErr
 }
 
 // system is what a throughput round starts and stops.
@@ -60,31 +84,64 @@ type offSys struct {
 	ep endpoint
 }
 
+// start starts n workers of slots each, with the default tool options
+// (offloadSystem.startWorkers).
 func (o offSys) start(ctx context.Context, n, slots int) error {
 	return o.s.startWorkers(ctx, o.ep, n, slots)
 }
 func (o offSys) stop(ctx context.Context)                        { o.s.stopWorkers(ctx) }
 func (o offSys) call(ctx context.Context) (time.Duration, error) { return 0, o.s.call(ctx) }
 
-// tpRun is what the throughput rounds of one configuration measured: per
-// system (in the order given), each round's calls per second, and the CPU
-// the rounds used in this process and in the server's.
-type tpRun struct {
-	rounds [][]float64 // [system][round] calls per second
-	cpu    []cpuUse    // [system] summed over the rounds
-	calls  int         // calls per round
+// offIdemSys is offSys with the lookup tool declared idempotent (no
+// ledger entry): -only offload-idempotent, to profile the path without the
+// ledger.
+type offIdemSys struct {
+	s  *offloadSystem
+	ep endpoint
 }
 
-// cpuUse is CPU time used while a system ran its rounds.
-type cpuUse struct{ proc, server time.Duration }
+func (o offIdemSys) start(ctx context.Context, n, slots int) error {
+	return o.s.startWorkersWith(ctx, o.ep, n, slots, workerOpts{idempotent: true, prefix: o.s.prefix})
+}
+func (o offIdemSys) stop(ctx context.Context)                        { o.s.stopWorkers(ctx) }
+func (o offIdemSys) call(ctx context.Context) (time.Duration, error) { return 0, o.s.call(ctx) }
+
+// tpRun is what the throughput rounds of one configuration measured: per
+// system (in the order given), each round's calls per second and the p50
+// of its calls' round trips, the CPU the rounds used in this process, in
+// the server's and in the system's own child processes (its workers', its
+// trace receiver's), and the messages the server stored meanwhile.
+type tpRun struct {
+	rounds [][]float64       // [system][round] calls per second
+	p50s   [][]time.Duration // [system][round] the round trips' p50
+	cpu    []cpuUse          // [system] summed over the rounds
+	writes [][3]uint64       // [system] stored in the tasks', results' and ledger's streams over the rounds
+	calls  int               // calls per round
+}
+
+// cpuUse is CPU time used while a system ran its rounds: in this process,
+// the server's, and each of the system's own processes.
+type cpuUse struct {
+	proc, server time.Duration
+	children     []time.Duration
+}
+
+// childCPU is a system with processes of its own (childSys: its workers',
+// and a traced one's receiver): the CPU each has used.
+type childCPU interface{ childCPU() []time.Duration }
+
+// flusher is a system with work left once its calls are back (spans to
+// export): flush does it, within the measured time.
+type flusher interface{ flush(ctx context.Context) }
 
 // throughputs measures each system with replicas × slots workers, rounds
 // times. The systems take turns within a round, and the one that starts a
 // round rotates from round to round, so that neither drift on the shared
 // machine nor the order favours one. srv, if not nil, is the server's
-// process, whose CPU is counted too.
+// process, whose CPU and stored messages are counted too.
 func throughputs(ctx context.Context, systems []system, replicas, slots, n, inflight, rounds int, srv *serverProcess) (tpRun, error) {
-	run := tpRun{rounds: make([][]float64, len(systems)), cpu: make([]cpuUse, len(systems)), calls: n}
+	run := tpRun{rounds: make([][]float64, len(systems)), p50s: make([][]time.Duration, len(systems)),
+		cpu: make([]cpuUse, len(systems)), writes: make([][3]uint64, len(systems)), calls: n}
 	for r := range rounds {
 		for k := range systems {
 			i := (r + k) % len(systems)
@@ -92,16 +149,38 @@ func throughputs(ctx context.Context, systems []system, replicas, slots, n, infl
 			if err := s.start(ctx, replicas, slots); err != nil {
 				return tpRun{}, err
 			}
+			cc, _ := s.(childCPU)
+			var c0 []time.Duration
+			if cc != nil {
+				c0 = cc.childCPU()
+			}
+			w0 := srv.stored(ctx)
 			p0, s0 := processCPU(), srv.cpu()
-			tp, err := measureThroughput(ctx, s.call, n, inflight)
+			tp, took, err := measureRound(ctx, s.call, n, inflight, true)
+			if f, ok := s.(flusher); ok && err == nil {
+				f.flush(ctx)
+			}
 			p1, s1 := processCPU(), srv.cpu()
+			w1 := srv.stored(ctx)
+			if cc != nil {
+				for j, c := range cc.childCPU() {
+					if j >= len(run.cpu[i].children) {
+						run.cpu[i].children = append(run.cpu[i].children, 0)
+					}
+					run.cpu[i].children[j] += c - c0[j]
+				}
+			}
 			s.stop(ctx)
 			if err != nil {
 				return tpRun{}, err
 			}
 			run.rounds[i] = append(run.rounds[i], tp)
+			run.p50s[i] = append(run.p50s[i], percentiles(took).p50)
 			run.cpu[i].proc += p1 - p0
 			run.cpu[i].server += s1 - s0
+			for j := range w1 {
+				run.writes[i][j] += w1[j] - w0[j]
+			}
 		}
 	}
 	return run, nil
@@ -146,6 +225,44 @@ func (t tpRun) ratio(i int, baselines ...int) float64 {
 func (t tpRun) cpuPerCall(i int) (proc, server time.Duration) {
 	calls := time.Duration(t.calls * len(t.rounds[i]))
 	return t.cpu[i].proc / calls, t.cpu[i].server / calls
+}
+
+// childPerCall returns system i's CPU per call in its j-th own process (0
+// when it has none).
+func (t tpRun) childPerCall(i, j int) time.Duration {
+	if j >= len(t.cpu[i].children) {
+		return 0
+	}
+	return t.cpu[i].children[j] / time.Duration(t.calls*len(t.rounds[i]))
+}
+
+// writesPerCall returns the messages stored per call of system i in the
+// tasks', the results' and the ledger's streams.
+func (t tpRun) writesPerCall(i int) [3]float64 {
+	calls := float64(t.calls * len(t.rounds[i]))
+	var out [3]float64
+	for j, w := range t.writes[i] {
+		out[j] = float64(w) / calls
+	}
+	return out
+}
+
+// roundRatios returns, per round, system i's calls per second over the
+// best of the baselines' in the same round, and its p50 over the best
+// (lowest) of theirs.
+func (t tpRun) roundRatios(i int, baselines ...int) (tput, p50 []float64) {
+	for r, v := range t.rounds[i] {
+		best, bestP50 := 0.0, time.Duration(0)
+		for _, b := range baselines {
+			best = max(best, t.rounds[b][r])
+			if bestP50 == 0 || t.p50s[b][r] < bestP50 {
+				bestP50 = t.p50s[b][r]
+			}
+		}
+		tput = append(tput, v/best)
+		p50 = append(p50, float64(t.p50s[i][r])/float64(bestP50))
+	}
+	return tput, p50
 }
 
 // stalls returns a note on the rounds that ran at less than a third of

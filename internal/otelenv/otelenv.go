@@ -11,6 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -65,29 +67,39 @@ func (p *Provider) ShutdownWithin(warn io.Writer, name string) {
 // Wanted reports whether getenv asks for traces: OTEL_SDK_DISABLED is not
 // true, OTEL_TRACES_EXPORTER is not none, and either it is otlp or an OTLP
 // endpoint (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)
-// is set.
+// is set. When they are wanted, an unsupported sampler is an error too
+// ([Sampler]), so that a binary checking Wanted first refuses it as a usage
+// error.
 func Wanted(getenv func(string) string) (bool, error) {
 	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") {
 		return false, nil
 	}
+	var wanted bool
 	switch exp := strings.ToLower(strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER"))); exp {
 	case "none":
 		return false, nil
 	case "otlp":
-		return true, nil
+		wanted = true
 	case "":
-		return getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "", nil
+		wanted = getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
 	default:
 		return false, fmt.Errorf("%w: OTEL_TRACES_EXPORTER=%s (offload exports traces with otlp, or none)", ErrConfig, exp)
 	}
+	if wanted {
+		if _, err := Sampler(getenv); err != nil {
+			return false, err
+		}
+	}
+	return wanted, nil
 }
 
 // New returns the provider getenv asks for, named service (the resource's
 // service.name unless OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES name
-// one). The exporter itself reads the rest of the OTLP variables (endpoint,
-// headers, timeout, compression, certificates), the SDK the sampler
-// (OTEL_TRACES_SAMPLER, default parentbased_always_on) and the batch
-// processor's (OTEL_BSP_*).
+// one), sampling as OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG say
+// ([Sampler]: an unsupported value is an error here, where the SDK would
+// log it and sample everything). The exporter itself reads the rest of the
+// OTLP variables (endpoint, headers, timeout, compression, certificates)
+// and the SDK the batch processor's (OTEL_BSP_*).
 func New(ctx context.Context, getenv func(string) string, service string) (*Provider, error) {
 	ok, err := Wanted(getenv)
 	if err != nil {
@@ -95,6 +107,10 @@ func New(ctx context.Context, getenv func(string) string, service string) (*Prov
 	}
 	if !ok {
 		return &Provider{TracerProvider: noop.NewTracerProvider()}, nil
+	}
+	sampler, err := Sampler(getenv) // checked by Wanted
+	if err != nil {
+		return nil, err
 	}
 	protocol := strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"))
 	if protocol == "" {
@@ -120,6 +136,66 @@ func New(ctx context.Context, getenv func(string) string, service string) (*Prov
 		_ = exp.Shutdown(ctx)
 		return nil, fmt.Errorf("otelenv: resource: %w", err)
 	}
-	sdk := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	sdk := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res), sdktrace.WithSampler(sampler))
 	return &Provider{TracerProvider: sdk, Enabled: true, sdk: sdk}, nil
+}
+
+// The samplers of OTEL_TRACES_SAMPLER that the Go SDK ships (the
+// specification's others, jaeger_remote and xray among them, need
+// contributed packages offload does not ship).
+const (
+	samplerAlwaysOn                = "always_on"
+	samplerAlwaysOff               = "always_off"
+	samplerTraceIDRatio            = "traceidratio"
+	samplerParentBasedAlwaysOn     = "parentbased_always_on"
+	samplerParentBasedAlwaysOff    = "parentbased_always_off"
+	samplerParentBasedTraceIDRatio = "parentbased_traceidratio"
+)
+
+// Sampler returns the sampler getenv asks for, with the SDK's names and
+// meanings: OTEL_TRACES_SAMPLER always_on, always_off, traceidratio,
+// parentbased_always_on (the default, when unset), parentbased_always_off
+// or parentbased_traceidratio; the ratio samplers' ratio is
+// OTEL_TRACES_SAMPLER_ARG, a number from 0 to 1 (1 when unset). A parent
+// based sampler follows the parent's decision when there is one (a task's
+// traceparent from its dispatch, a sampled flag of 0 included) and applies
+// its own to a root. Another sampler, or an argument that is no such
+// number, is an [ErrConfig] error.
+func Sampler(getenv func(string) string) (sdktrace.Sampler, error) {
+	name := strings.ToLower(strings.TrimSpace(getenv("OTEL_TRACES_SAMPLER")))
+	arg := strings.TrimSpace(getenv("OTEL_TRACES_SAMPLER_ARG"))
+	ratio := func() (float64, error) {
+		if arg == "" {
+			return 1, nil
+		}
+		r, err := strconv.ParseFloat(arg, 64)
+		if err != nil || r < 0 || r > 1 || math.IsNaN(r) {
+			return 0, fmt.Errorf("%w: OTEL_TRACES_SAMPLER_ARG=%s (the ratio of %s is a number from 0 to 1)", ErrConfig, arg, name)
+		}
+		return r, nil
+	}
+	switch name {
+	case "", samplerParentBasedAlwaysOn:
+		return sdktrace.ParentBased(sdktrace.AlwaysSample()), nil
+	case samplerAlwaysOn:
+		return sdktrace.AlwaysSample(), nil
+	case samplerAlwaysOff:
+		return sdktrace.NeverSample(), nil
+	case samplerParentBasedAlwaysOff:
+		return sdktrace.ParentBased(sdktrace.NeverSample()), nil
+	case samplerTraceIDRatio:
+		r, err := ratio()
+		if err != nil {
+			return nil, err
+		}
+		return sdktrace.TraceIDRatioBased(r), nil
+	case samplerParentBasedTraceIDRatio:
+		r, err := ratio()
+		if err != nil {
+			return nil, err
+		}
+		return sdktrace.ParentBased(sdktrace.TraceIDRatioBased(r)), nil
+	default:
+		return nil, fmt.Errorf("%w: OTEL_TRACES_SAMPLER=%s (offload samples with always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off or parentbased_traceidratio)", ErrConfig, name)
+	}
 }

@@ -9,12 +9,13 @@ import (
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
-// The effect ledger (SPEC §13): for every task attempt a worker runs, an
-// entry under [EffectKey] in the bucket <prefix>_effects, written with
-// compare-and-set before the tool runs (Started) and completed once the
-// attempt's result is stored (Finished). A worker that receives a delivery
-// of an attempt with an entry knows that the attempt's tool ran, or may
-// have, before.
+// The effect ledger (SPEC §13): for every attempt a worker runs of a tool
+// not declared idempotent, an entry under [EffectKey] in the bucket
+// <prefix>_effects, created with compare-and-set before the tool runs
+// (Started), and nothing more: the attempt's result, stored on its result
+// subject, is the proof that it completed. A worker that receives a
+// delivery of an attempt with an entry knows that the attempt's tool ran,
+// or may have, before.
 
 // EffectKey returns the ledger key of a task attempt,
 // <tool>.<task>.<attempt>: a worker of a tool reads and writes only the
@@ -23,11 +24,16 @@ func EffectKey(toolName, task string, attempt int) string {
 	return toolName + "." + task + "." + strconv.Itoa(attempt)
 }
 
-// Effect is the value of a ledger entry.
+// Effect is the value of a ledger entry: a JSON object that may grow
+// (issue 39 records the MCP task a worker created in it). Readers ignore
+// the members they do not know, as json.Unmarshal does.
 type Effect struct {
 	// Started says which worker started the attempt's tool, and when.
 	Started EffectStarted `json:"started"`
-	// Finished, once set, says the attempt's result is stored.
+	// Finished, when set, says the attempt's result is stored. No longer
+	// required, and not written by this module's worker (SPEC §13 as
+	// amended): the stored result is the proof. Workers before issue 40
+	// wrote it, and readers still take it as that proof.
 	Finished *EffectFinished `json:"finished,omitempty"`
 	// Resume, when set, is the state the running tool recorded
 	// (tool.RunContext.Checkpoint): a delivery of the attempt after its
@@ -44,7 +50,8 @@ type EffectStarted struct {
 	At time.Time `json:"at"`
 }
 
-// EffectFinished is written after the attempt's result is stored.
+// EffectFinished was written after the attempt's result was stored (see
+// [Effect.Finished]).
 type EffectFinished struct {
 	// Status is the stored result's status.
 	Status protocol.Status `json:"status"`

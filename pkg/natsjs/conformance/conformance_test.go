@@ -193,6 +193,8 @@ func TestCheckFailsFaultyWorkers(t *testing.T) {
 		{"not idempotent, no ledger", faults{notIdempotent: true}, conformance.RuleEffectLedger, "no ledger entry"},
 		{"terminates a malformed task without a result", faults{silentMalformed: true}, conformance.RuleDecode, "does not decode"},
 		{"checks the deadline only before running", faults{deadlineAtStart: true}, conformance.RuleRunDeadline, "status ok"},
+		{"not idempotent, started after the result", faults{ledgerLate: true}, conformance.RuleEffectLedger, "after the result"},
+		{"not idempotent, started written twice", faults{ledgerTwice: true}, conformance.RuleEffectLedger, "written again"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

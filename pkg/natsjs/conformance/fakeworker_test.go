@@ -31,7 +31,13 @@ type faults struct {
 	notIdempotent    bool // advertises the tool not idempotent, yet keeps no effect ledger
 	silentMalformed  bool // terminates a task that does not decode without a result
 	deadlineAtStart  bool // checks the deadline before running only, not while the tool runs
+	ledgerLate       bool // advertises the tool not idempotent, writes started after the result
+	ledgerTwice      bool // advertises the tool not idempotent, writes started before the run and again after the result
 }
+
+// advertisesEffects reports whether the fake advertises its tool not
+// idempotent.
+func (f faults) advertisesEffects() bool { return f.notIdempotent || f.ledgerLate || f.ledgerTwice }
 
 // fakeTool is the tool the fake worker serves: {"seconds": number
 // (required)}, it sleeps that long and answers {"slept": seconds}.
@@ -123,7 +129,7 @@ func (w *fakeWorker) register(kv jetstream.KeyValue) {
 	// Sleeping has no side effect: the tool is idempotent, and so keeps
 	// no effect ledger (PROTOCOL.md, effects).
 	entry := map[string]any{"name": fakeTool, "description": "Sleeps.", "parameters": json.RawMessage(fakeSchema),
-		"worker": "fake-1", "expires_at": time.Now().Add(2 * time.Second).UTC().Format(time.RFC3339Nano), "idempotent": !w.f.notIdempotent}
+		"worker": "fake-1", "expires_at": time.Now().Add(2 * time.Second).UTC().Format(time.RFC3339Nano), "idempotent": !w.f.advertisesEffects()}
 	data, _ := json.Marshal(entry)
 	_, _ = kv.Put(w.ctx, fakeTool+".fake-1", data)
 }
@@ -182,13 +188,28 @@ func (w *fakeWorker) handle(msg jetstream.Msg) {
 		}()
 	}
 
+	if w.f.ledgerTwice {
+		w.started(task)
+	}
 	res, term := w.outcome(ctx, task)
 	w.publish(task, md, res)
+	if w.f.ledgerLate || w.f.ledgerTwice {
+		w.started(task)
+	}
 	if term && !w.f.ackCancelled {
 		_ = msg.Term()
 	} else {
 		_ = msg.Ack()
 	}
+}
+
+// started writes the task's ledger entry, started by the fake (a put: the
+// faults that write it do so at the wrong time, or twice).
+func (w *fakeWorker) started(task protocol.Task) {
+	data, _ := json.Marshal(natsjs.Effect{Started: natsjs.EffectStarted{Worker: "fake-1", At: time.Now().UTC()}})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, _ = w.js.Publish(ctx, "$KV."+natsjs.NamesFor("").EffectsBucket+"."+natsjs.EffectKey(task.Tool, task.TaskID, task.Attempt), data)
 }
 
 // outcome runs the task (or does not) and says whether its delivery is

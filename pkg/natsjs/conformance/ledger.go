@@ -59,8 +59,11 @@ func of(items []jetstream.KeyValueEntry, key string) []jetstream.KeyValueEntry {
 
 // effectLedger checks the normal task's ledger entry (PROTOCOL.md,
 // effects): for a tool not declared idempotent, an entry started by the
-// worker stored before the task's result, then finished with the result's
-// status and sequence; for a tool declared idempotent, no entry at all.
+// worker, stored before the task's result; nothing is required after it
+// (the stored result is the proof of completion, SPEC §13), and anything
+// written after it must be finished with the result's status and
+// sequence, as workers before issue 40 wrote it. For a tool declared
+// idempotent, no entry at all.
 func (c *checker) effectLedger(ctx context.Context) Outcome {
 	if c.normal == nil {
 		return fail("no result to check (see the rule %q)", RuleRun)
@@ -90,16 +93,11 @@ func (c *checker) effectLedger(ctx context.Context) Outcome {
 	if err != nil {
 		return fail("the task's stored result on %s: %v", r.subject, err)
 	}
+	// The entry was stored before the result, but the watch delivers it
+	// in its own time.
 	wctx, cancel := context.WithTimeout(ctx, settleWait)
 	defer cancel()
-	items, _ := c.ledger.updates.wait(wctx, func(items []jetstream.KeyValueEntry) bool {
-		for _, e := range of(items, key) {
-			if ef, err := natsjs.ParseEffect(key, e.Value()); err == nil && ef.Finished != nil {
-				return true
-			}
-		}
-		return false
-	})
+	items, _ := c.ledger.updates.wait(wctx, func(items []jetstream.KeyValueEntry) bool { return len(of(items, key)) > 0 })
 	es := of(items, key)
 	if len(es) == 0 {
 		return fail("no ledger entry %s in KV %s: the worker must create started{worker,at} before it runs the tool", key, c.names.EffectsBucket)
@@ -112,16 +110,16 @@ func (c *checker) effectLedger(ctx context.Context) Outcome {
 		return fail("ledger entry %s first written as %s at %s, after the result stored at %s: started must be stored before the tool runs",
 			key, es[0].Value(), es[0].Created().Format("15:04:05.000000"), stored.Time.Format("15:04:05.000000"))
 	}
-	last, err := natsjs.ParseEffect(key, es[len(es)-1].Value())
-	if err != nil {
-		return fail("ledger entry %s: %v", key, err)
-	}
-	if last.Finished == nil {
-		return fail("ledger entry %s still only started %s after the result was seen: the worker must update it to finished{status,result_seq} once the result is stored", key, settleWait)
-	}
-	if last.Finished.ResultSeq != stored.Sequence || last.Finished.Status != r.res.Status {
-		return fail("ledger entry %s finished with %+v, want status %s and result_seq %d (the stored result's sequence)",
-			key, *last.Finished, r.res.Status, stored.Sequence)
+	for _, e := range es[1:] {
+		later, err := natsjs.ParseEffect(key, e.Value())
+		switch {
+		case e.Operation() != jetstream.KeyValuePut || err != nil || later.Finished == nil:
+			return fail("ledger entry %s written again as %s (%s): after started, a worker writes nothing (the stored result is the proof of completion) or, optionally, finished{status,result_seq}",
+				key, e.Value(), e.Operation())
+		case later.Finished.ResultSeq != stored.Sequence || later.Finished.Status != r.res.Status:
+			return fail("ledger entry %s finished with %+v, want status %s and result_seq %d (the stored result's sequence)",
+				key, *later.Finished, r.res.Status, stored.Sequence)
+		}
 	}
 	return ok()
 }

@@ -146,6 +146,7 @@ type Dispatcher struct {
 	status  chan nats.Status
 	watched chan struct{} // closed when the connection watcher has stopped
 	bufs    bufpool.Pool  // task encoding buffers
+	names   nameCache     // the tools' task subjects and span names
 	// expiring counts the deadline expiries under way (dispatcher_expire.go),
 	// which Stop waits for.
 	expiring sync.WaitGroup
@@ -338,7 +339,8 @@ func (d *Dispatcher) Dispatch(ctx context.Context, task protocol.Task) (*Handle,
 	if task.CreatedAt.IsZero() {
 		task.CreatedAt = now.UTC()
 	}
-	ctx, span := d.startDispatchSpan(ctx, d.subj.Task(task.Tool), task)
+	names := d.taskNames(task.Tool)
+	ctx, span := d.startDispatchSpan(ctx, names, task)
 	defer span.End()
 	if task.Traceparent == "" && span.IsRecording() {
 		// SPEC §5.2's field too, for a worker that reads the payload only.
@@ -364,7 +366,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, task protocol.Task) (*Handle,
 		return nil, err
 	}
 
-	m := nats.NewMsg(d.subj.Task(task.Tool))
+	m := nats.NewMsg(names.subject)
 	m.Header.Set(jetstream.MsgIDHeader, protocol.TaskMsgID(task.TaskID, task.Attempt))
 	m.Header.Set(protocol.IdempotencyKeyHeader, protocol.IdempotencyKey(task.TaskID, task.Attempt))
 	if d.cfg.TaskKey != nil {

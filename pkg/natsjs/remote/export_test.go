@@ -17,3 +17,12 @@ func RemembersExactly(d *Dispatcher, task string) bool {
 	defer d.mu.Unlock()
 	return d.mem.Exact(task)
 }
+
+// TaskNames returns d's task subject and dispatch span name for toolName.
+func TaskNames(d *Dispatcher, toolName string) (subject, span string) {
+	n := d.taskNames(toolName)
+	return n.subject, n.span
+}
+
+// MaxTaskNames is the bound on the tools whose names a dispatcher keeps.
+const MaxTaskNames = maxTaskNames

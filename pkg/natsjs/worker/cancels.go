@@ -29,7 +29,7 @@ type inflight struct {
 	cancel context.CancelCauseFunc
 	span   trace.Span  // the task's span (its result carries its trace context)
 	once   sync.Once   // the delivery is settled (ack, term or nak) once
-	effect *effectHold // the attempt's ledger entry, once this delivery holds it
+	effect *effectHold // the attempt's ledger entry, once this delivery holds it: set under cancelIndex.mu (hold), read there by other deliveries
 }
 
 // settle runs f (an ack, term or nak of the delivery) unless the delivery
@@ -155,6 +155,15 @@ func (c *cancelIndex) add(fl *inflight) {
 func (c *cancelIndex) remove(fl *inflight) {
 	c.mu.Lock()
 	delete(c.running, fl)
+	c.mu.Unlock()
+}
+
+// hold records that fl holds its attempt's ledger entry h: under the
+// index's lock, because another delivery of the same attempt on this
+// worker reads it there (runsAttempt) while fl's tool runs.
+func (c *cancelIndex) hold(fl *inflight, h *effectHold) {
+	c.mu.Lock()
+	fl.effect = h
 	c.mu.Unlock()
 }
 

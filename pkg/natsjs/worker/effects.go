@@ -6,12 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/offload-dev/offload/pkg/natsjs"
@@ -21,12 +18,14 @@ import (
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
-// effectHold is the ledger entry of the attempt a delivery holds: the
-// worker completes it (finished) once the attempt's result is stored.
+// effectHold is the ledger entry of the attempt a delivery holds while its
+// tool runs: withdrawn by its revision when the task is handed back at the
+// worker's shutdown, and seen by another delivery of the same attempt on
+// this worker (cancelIndex.runsAttempt).
 type effectHold struct {
 	key     string
-	rev     uint64 // the entry's revision, for the compare-and-set of finished
-	started natsjs.EffectStarted
+	rev     uint64               // the entry's revision, for the compare-and-set of a checkpoint or the delete
+	started natsjs.EffectStarted // who started it, kept by a checkpoint's rewrite
 }
 
 // verdict is what the ledger says about a delivery.
@@ -41,13 +40,16 @@ const (
 )
 
 // beginEffect consults and writes the ledger before the attempt's tool
-// runs (SPEC §13). It first creates the attempt's entry, started by this
-// worker, with compare-and-set: that succeeds for every first run. An
-// entry already there means a delivery of this attempt ran before:
+// runs (SPEC §13). It creates the attempt's entry, started by this worker,
+// with compare-and-set: that succeeds for every first run, and is the one
+// stored write the ledger adds to the task's path. Nothing is written
+// after the run: the attempt's result, stored on its result subject, is
+// the proof that it completed (§13 as amended by issue 40). An entry
+// already there means a delivery of this attempt ran before:
 //
-//   - finished, or its result stored (the worker died between the two):
-//     the attempt is answered; the delivery is acknowledged without running
-//     (the agent reads the stored result);
+//   - a result of the attempt stored (or the entry finished, as workers
+//     before issue 40 wrote it): the attempt is answered; the delivery is
+//     acknowledged without running (the agent reads the stored result);
 //   - started by this worker, which still runs it on another delivery: busy;
 //   - else the worker that started it is gone: the server redelivers an
 //     attempt only when its holder stopped acknowledging it for an ack wait
@@ -72,13 +74,9 @@ func (w *Worker) beginEffect(t *tool.Tool, fl *inflight, md *jetstream.MsgMetada
 	task := fl.task
 	key := natsjs.EffectKey(t.Name, task.TaskID, task.Attempt)
 	mine := natsjs.EffectStarted{Worker: w.cfg.ID, At: time.Now().UTC()}
-	data, err := json.Marshal(natsjs.Effect{Started: mine})
-	if err != nil {
-		return 0, natsjs.Effect{}, fmt.Errorf("encode effect entry: %w", err)
-	}
-	rev, err := w.effects.Create(ctx, key, data)
+	rev, err := w.effects.Create(ctx, key, w.startedEntry(mine.At))
 	if err == nil {
-		fl.effect = &effectHold{key: key, rev: rev, started: mine}
+		w.cancels.hold(fl, &effectHold{key: key, rev: rev, started: mine})
 		return verdictRun, natsjs.Effect{Started: mine}, nil
 	}
 	if !errors.Is(err, jetstream.ErrKeyExists) {
@@ -96,13 +94,11 @@ func (w *Worker) beginEffect(t *tool.Tool, fl *inflight, md *jetstream.MsgMetada
 	if e.Finished != nil {
 		return verdictAnswered, e, nil
 	}
-	seq, status, stored, err := w.storedResult(ctx, task)
+	stored, err := w.storedResult(ctx, task)
 	if err != nil {
 		return 0, e, err
 	}
 	if stored {
-		fl.effect = &effectHold{key: key, rev: rev, started: e.Started}
-		w.finishEffect(w.log, fl, status, seq)
 		return verdictAnswered, e, nil
 	}
 	if e.Started.Worker == w.cfg.ID && w.cancels.runsAttempt(fl) {
@@ -111,7 +107,6 @@ func (w *Worker) beginEffect(t *tool.Tool, fl *inflight, md *jetstream.MsgMetada
 	if len(e.Resume) > 0 {
 		return w.takeOver(ctx, fl, key, rev, e, mine)
 	}
-	fl.effect = &effectHold{key: key, rev: rev, started: e.Started}
 	return verdictUnknown, e, nil
 }
 
@@ -131,7 +126,7 @@ func (w *Worker) takeOver(ctx context.Context, fl *inflight, key string, rev uin
 	if err != nil {
 		return 0, e, fmt.Errorf("take effect entry %s over: %w", key, err)
 	}
-	fl.effect = &effectHold{key: key, rev: newRev, started: mine}
+	w.cancels.hold(fl, &effectHold{key: key, rev: newRev, started: mine})
 	return verdictResume, e, nil
 }
 
@@ -166,6 +161,27 @@ func (w *Worker) checkpoint(fl *inflight) func(context.Context, json.RawMessage)
 	}
 }
 
+// startedEntry returns the ledger entry this worker creates for an attempt
+// it starts at at: {"started":{"worker":…,"at":…}}, the bytes
+// json.Marshal writes for natsjs.Effect, from the worker's prefix encoded
+// once at Start.
+func (w *Worker) startedEntry(at time.Time) []byte {
+	b := make([]byte, 0, len(w.startedPrefix)+len(time.RFC3339Nano)+3)
+	b = append(b, w.startedPrefix...)
+	b = at.AppendFormat(b, time.RFC3339Nano)
+	return append(b, `"}}`...)
+}
+
+// startedPrefix returns the start of every started entry of worker id, up
+// to the time's opening quote.
+func startedPrefix(id string) ([]byte, error) {
+	name, err := json.Marshal(id)
+	if err != nil {
+		return nil, fmt.Errorf("natsjs: worker: encode the ID in effect entries: %w", err)
+	}
+	return fmt.Appendf(nil, `{"started":{"worker":%s,"at":"`, name), nil
+}
+
 // idempotentEffect is beginEffect for a tool declared idempotent: running
 // its attempt again with the same key has the effect of running it once,
 // so the ledger has nothing to guard and the worker writes no entry
@@ -179,7 +195,7 @@ func (w *Worker) idempotentEffect(ctx context.Context, fl *inflight, md *jetstre
 	if md != nil && md.NumDelivered <= 1 {
 		return verdictRun, mine, nil
 	}
-	_, _, stored, err := w.storedResult(ctx, fl.task)
+	stored, err := w.storedResult(ctx, fl.task)
 	if err != nil {
 		return 0, mine, err
 	}
@@ -189,26 +205,25 @@ func (w *Worker) idempotentEffect(ctx context.Context, fl *inflight, md *jetstre
 	return verdictRun, natsjs.Effect{Started: natsjs.EffectStarted{Worker: "an earlier delivery"}}, nil
 }
 
-// storedResult looks the attempt's result up in the results stream: the
-// last message on the task's result subject (a direct get by subject, which
-// a worker user may make only on its tools' result subjects), stored for
+// storedResult reports whether the attempt's result is stored: the last
+// message on the task's result subject (a direct get by subject, which a
+// worker user may make only on its tools' result subjects) is a result of
 // this attempt or a later one.
-func (w *Worker) storedResult(ctx context.Context, task protocol.Task) (seq uint64, status protocol.Status, ok bool, err error) {
+func (w *Worker) storedResult(ctx context.Context, task protocol.Task) (bool, error) {
 	msg, err := direct.Last(ctx, w.cfg.Conn, w.names.Results, w.subj.Result(task.ConversationID, task.TaskID, task.Tool))
 	if err != nil {
-		return 0, "", false, fmt.Errorf("look the stored result up: %w", err)
+		return false, fmt.Errorf("look the stored result up: %w", err)
 	}
 	if msg == nil {
-		return 0, "", false, nil
+		return false, nil
 	}
-	var r protocol.Result
+	var r struct {
+		Attempt int `json:"attempt"`
+	}
 	if err := json.Unmarshal(msg.Data, &r); err != nil || r.Attempt < task.Attempt {
-		return 0, "", false, nil //nolint:nilerr // a result that does not decode is no result of this attempt
+		return false, nil //nolint:nilerr // a result that does not decode is no result of this attempt
 	}
-	if r.Status == "" {
-		r.Status = protocol.StatusOK
-	}
-	return msg.Seq, r.Status, true, nil
+	return true, nil
 }
 
 // unknownEffect is the result of an attempt whose effect is unknown: its
@@ -221,62 +236,6 @@ func unknownEffect(e natsjs.Effect) protocol.Result {
 	}
 	return protocol.Result{Status: protocol.StatusApprovalRequired, Metadata: md,
 		Message: "the worker that started this call stopped before its result was stored; it was not run again"}
-}
-
-// finishEffect completes the held attempt's entry once its result is
-// stored at seq: a compare-and-set on the entry's revision, published
-// asynchronously on the ledger's KV subject (w.ledgerJS), so that the
-// task's acknowledgement does not wait for it. Nothing waits for it: the
-// result is stored, and a delivery of the attempt that finds the entry
-// still only started (the worker died, or was cut off, before the update
-// was stored) finds the stored result in the results stream and is
-// answered from it (beginEffect). A failure is logged by the ledger's
-// publish error handler (ledgerPublishFailed); Stop waits for the updates
-// still unacknowledged.
-func (w *Worker) finishEffect(log *slog.Logger, fl *inflight, status protocol.Status, seq uint64) {
-	h := fl.effect
-	if h == nil {
-		return
-	}
-	data, err := json.Marshal(natsjs.Effect{Started: h.started, Finished: &natsjs.EffectFinished{Status: status, ResultSeq: seq}})
-	// h.rev is read after the tool returned: its checkpoints (the same
-	// goroutine's, or ones it waited for) are done.
-	if err == nil {
-		m := nats.NewMsg(w.effectsSubject + h.key)
-		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(h.rev, 10))
-		m.Data = data
-		_, err = w.ledgerJS.PublishMsgAsync(m)
-	}
-	if err != nil {
-		log.Warn("effect entry not finished; a redelivery finds the stored result", slog.String("key", h.key), slog.Any("error", err))
-	}
-}
-
-// ledgerPublishFailed is the ledger's async publish error handler: an
-// update of finished that the server refused or did not acknowledge.
-func (w *Worker) ledgerPublishFailed(_ jetstream.JetStream, m *nats.Msg, err error) {
-	w.log.Warn("effect entry not finished; a redelivery finds the stored result",
-		slog.String("key", strings.TrimPrefix(m.Subject, w.effectsSubject)), slog.Any("error", err))
-}
-
-// drainLedger waits, within ctx, for the finished updates still
-// unacknowledged, then releases the ledger's async publisher (its reply
-// subscription and connection listener).
-func (w *Worker) drainLedger(ctx context.Context) {
-	if w.ledgerJS == nil {
-		return
-	}
-	if w.cfg.Conn.IsConnected() {
-		ctx, cancel := context.WithTimeout(ctx, jsop.Timeout)
-		select {
-		case <-w.ledgerJS.PublishAsyncComplete():
-		case <-ctx.Done():
-			w.log.Warn("stopping with effect entries not finished; a redelivery finds the stored results",
-				slog.Int("pending", w.ledgerJS.PublishAsyncPending()))
-		}
-		cancel()
-	}
-	w.ledgerJS.CleanupPublisher()
 }
 
 // withdrawEffect deletes the held attempt's entry: its tool returned on

@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -94,12 +94,11 @@ func TestUnknownEffectNotRunAgain(t *testing.T) {
 	if runs := l.runs(); len(runs) != 0 {
 		t.Fatalf("the survivor ran the tool again: %v", runs)
 	}
-	offloadtest.Eventually(t, "the ledger entry finished after the result (no signal)", func() error {
-		if e := b.effect(t, task); e.Started.Worker != "killed" || e.Finished == nil || e.Finished.Status != protocol.StatusApprovalRequired || e.Finished.ResultSeq == 0 {
-			return fmt.Errorf("ledger entry %+v, want started by killed, finished approval_required", e)
-		}
-		return nil
-	})
+	offloadtest.Eventually(t, "the acknowledgement, as the server counts it (no signal)",
+		func() error { return settled(context.Background(), b.taskConsumer(t, "job")) })
+	if e, rev := b.effectAt(t, task); e.Started.Worker != "killed" || e.Finished != nil || rev != 1 || b.ledgerWrites(t) != 1 {
+		t.Fatalf("ledger entry %+v at %d, %d ledger writes; want started by killed, the only write (the stored result is the proof)", e, rev, b.ledgerWrites(t))
+	}
 }
 
 // An idempotent tool (tool.Idempotent) whose worker was killed mid-run runs
@@ -123,8 +122,7 @@ func TestIdempotentToolRunAgainWithTheSameKey(t *testing.T) {
 	b.noEffect(t, task)
 }
 
-// An idempotent tool keeps no ledger entry (neither started nor
-// finished), yet a redelivery of its attempt whose result was stored
+// An idempotent tool keeps no ledger entry, yet a redelivery of its attempt whose result was stored
 // before its worker died is still answered from the stored result without
 // running. Before, the killed replica's run had written started (and the
 // survivor finished).
@@ -153,9 +151,9 @@ func TestIdempotentToolKeepsNoEntry(t *testing.T) {
 }
 
 // A delivery of an attempt whose result was stored before its worker died
-// (before it finished the ledger entry and acknowledged the delivery) is
-// acknowledged without running, and nothing more is stored; so is one
-// whose entry is finished.
+// (before it acknowledged the delivery) is acknowledged without running,
+// and nothing more is stored, in the results or the ledger; so is one
+// whose entry is finished (as workers before issue 40 wrote it).
 func TestStoredResultAnsweredWithoutRunning(t *testing.T) {
 	t.Parallel()
 	for _, finished := range []bool{false, true} {
@@ -191,19 +189,18 @@ func TestStoredResultAnsweredWithoutRunning(t *testing.T) {
 			if n := s.CachedInfo().State.Msgs; n != 1 {
 				t.Fatalf("%d results stored, want the one", n)
 			}
-			if got := b.effect(t, task); got.Finished == nil || got.Finished.ResultSeq != seq {
-				t.Fatalf("ledger entry %+v, want finished at %d", got, seq)
+			if got, rev := b.effectAt(t, task); (got.Finished != nil) != finished || rev != 1 || b.ledgerWrites(t) != 1 {
+				t.Fatalf("ledger entry %+v at %d, %d ledger writes; want it as it was written (finished %v)", got, rev, b.ledgerWrites(t), finished)
 			}
 		})
 	}
 }
 
-// A worker cut off after it stored an attempt's result, before its
-// ledger entry was finished and its delivery acknowledged (finished is
-// published asynchronously, after the result, and nothing waits for it):
-// the redelivery finds the entry only started and the result stored, and
-// is answered from the stored result without running the tool again.
-func TestCutBetweenResultAndFinishedAnsweredFromTheResult(t *testing.T) {
+// A worker cut off after it stored an attempt's result, before it
+// acknowledged the delivery: the redelivery finds the entry started and
+// the result stored, and is answered from the stored result without
+// running the tool again; the ledger holds the one started write.
+func TestCutBetweenResultAndAckAnsweredFromTheResult(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	l := newRunLog()
@@ -215,7 +212,7 @@ func TestCutBetweenResultAndFinishedAnsweredFromTheResult(t *testing.T) {
 	b.publishTask(t, task)
 	offloadtest.WaitOrTimeout(t, stored, "the result stored, then the worker cut off")
 	if got := b.effect(t, task); got.Finished != nil || got.Started.Worker != "cut" {
-		t.Fatalf("ledger entry %+v, want started by cut, not finished", got)
+		t.Fatalf("ledger entry %+v, want started by cut", got)
 	}
 	logger, answered := jstest.SignalOn("attempt answered before: acknowledged without running")
 	b.worker(t, worker.Config{ID: "next", Logger: logger, Tools: []*tool.Tool{l.tool("job")}})
@@ -230,12 +227,9 @@ func TestCutBetweenResultAndFinishedAnsweredFromTheResult(t *testing.T) {
 	if n := s.CachedInfo().State.Msgs; n != 1 {
 		t.Fatalf("%d results stored, want the one", n)
 	}
-	offloadtest.Eventually(t, "the entry finished by the survivor (published asynchronously, no signal)", func() error {
-		if got := b.effect(t, task); got.Finished == nil {
-			return fmt.Errorf("entry %+v not finished", got)
-		}
-		return nil
-	})
+	if got, rev := b.effectAt(t, task); got.Started.Worker != "cut" || got.Finished != nil || rev != 1 || b.ledgerWrites(t) != 1 {
+		t.Fatalf("ledger entry %+v at %d, %d ledger writes; want the cut worker's started, the only write", got, rev, b.ledgerWrites(t))
+	}
 }
 
 // A task handed back on the worker's shutdown (its tool returned on the
@@ -275,6 +269,13 @@ func (b *bundle) effects(t *testing.T) jetstream.KeyValue {
 // effect reads the ledger entry of task's attempt.
 func (b *bundle) effect(t *testing.T, task protocol.Task) natsjs.Effect {
 	t.Helper()
+	e, _ := b.effectAt(t, task)
+	return e
+}
+
+// effectAt reads the ledger entry of task's attempt and its revision.
+func (b *bundle) effectAt(t *testing.T, task protocol.Task) (natsjs.Effect, uint64) {
+	t.Helper()
 	key := natsjs.EffectKey(task.Tool, task.TaskID, task.Attempt)
 	entry, err := b.effects(t).Get(context.Background(), key)
 	if err != nil {
@@ -284,7 +285,18 @@ func (b *bundle) effect(t *testing.T, task protocol.Task) natsjs.Effect {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return e
+	return e, entry.Revision()
+}
+
+// ledgerWrites returns how many writes the ledger's stream has stored
+// (its last sequence).
+func (b *bundle) ledgerWrites(t *testing.T) uint64 {
+	t.Helper()
+	s, err := b.js.Stream(context.Background(), "KV_tools_effects")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.CachedInfo().State.LastSeq
 }
 
 // noEffect fails t if task's attempt has a ledger entry.
@@ -357,5 +369,74 @@ func TestNoEffectLedgerWritesNoEntry(t *testing.T) {
 	}
 	if _, err := b.effects(t).Get(context.Background(), natsjs.EffectKey("job", task.TaskID, 0)); !errors.Is(err, jetstream.ErrKeyNotFound) {
 		t.Fatalf("ledger entry: %v, want none", err)
+	}
+}
+
+// Two deliveries of one attempt held by one worker at once (the task
+// stored twice, as a forged or repeated publish outside the duplicate
+// window leaves it): the first runs the tool, the second finds the entry
+// started by this worker while its tool runs here and is handed back;
+// delivered again after the result is stored, it is answered from it. The
+// tool runs once. Under -race this also checks that the second delivery
+// reads the first's ledger hold safely (it is set under the cancel
+// index's lock, which the second reads it under).
+func TestTwoDeliveriesOfOneAttemptOnOneWorker(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.provision(t)
+	results := b.results(t)
+	g := jstest.NewGate()
+	var runs sync.Map
+	gated := tool.Func("job", "Wait for the gate.", func(ctx context.Context, rc *tool.RunContext, _ struct{}) (string, error) {
+		if _, again := runs.LoadOrStore(rc.IdempotencyKey, true); again {
+			t.Errorf("attempt %s run twice", rc.IdempotencyKey)
+		}
+		g.Started <- rc.ToolCallID
+		select {
+		case <-g.Release:
+			return "ran", nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	})
+	task := jstest.NewTask("job", protocol.NewID(), `{}`)
+	data, err := json.Marshal(task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"first", "again"} { // two messages of one attempt
+		if _, err := b.js.Publish(context.Background(), "tools.task.job", data, jetstream.WithMsgID(task.TaskID+id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	logger, busy := jstest.SignalOn("attempt running here on another delivery; handed back")
+	answered := make(chan struct{}, 4)
+	logger = slog.New(jstest.LogSignal{Handler: logger.Handler(), Msg: "attempt answered before: acknowledged without running", Ch: answered})
+	b.worker(t, worker.Config{ID: "one", Concurrency: 2, Logger: logger, Tools: []*tool.Tool{gated}})
+	offloadtest.WaitOrTimeout(t, g.Started, "the first delivery's run")
+	offloadtest.WaitOrTimeout(t, busy, "the second delivery handed back while the first runs")
+	g.Open()
+	if r := resultOf(t, results, task); r.Status != protocol.StatusOK || r.Worker != "one" {
+		t.Fatalf("result %+v, want ok by one", r)
+	}
+	offloadtest.WaitOrTimeout(t, answered, "the second delivery, again, answered from the stored result")
+}
+
+// A worker's started entry is what json.Marshal writes for the
+// natsjs.Effect it stands for, whatever the worker's ID holds.
+func TestStartedEntryIsTheEffect(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 12, 7, 18, 3, 56, 120_000_000, time.UTC)
+	for _, id := range []string{"w", "host-4242", `a "quoted" id`, "<tags> & ü\u2028", ""} {
+		for _, when := range []time.Time{at, at.Truncate(time.Second), at.Add(7)} {
+			got, err := worker.StartedEntry(id, when)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, _ := json.Marshal(natsjs.Effect{Started: natsjs.EffectStarted{Worker: id, At: when}})
+			if string(got) != string(want) {
+				t.Errorf("started entry of %q at %v:\n got %s\nwant %s", id, when, got, want)
+			}
+		}
 	}
 }

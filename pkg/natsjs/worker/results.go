@@ -48,13 +48,12 @@ func (w *Worker) respond(log *slog.Logger, fl *inflight, res protocol.Result, st
 		if fl.span != nil {
 			ctx = trace.ContextWithSpan(ctx, fl.span) // the result carries the task span's trace context
 		}
-		seq, err := w.publishResult(ctx, task.ConversationID, task.Tool, res)
+		err := w.publishResult(ctx, task.ConversationID, task.Tool, res)
 		cancel()
 		if err == nil {
 			if f := w.afterResultStored.Load(); f != nil {
 				(*f)()
 			}
-			w.finishEffect(log, fl, res.Status, seq)
 			break
 		}
 		if w.hardCtx.Err() != nil || w.cfg.Conn.IsClosed() {
@@ -85,7 +84,7 @@ func (w *Worker) respond(log *slog.Logger, fl *inflight, res protocol.Result, st
 // (a call dispatched again after an approval) is kept. A result too large for a message is
 // replaced by a ResultTooLarge error, and one that cannot be encoded by an
 // error saying so.
-func (w *Worker) publishResult(ctx context.Context, conv, toolName string, res protocol.Result) (uint64, error) {
+func (w *Worker) publishResult(ctx context.Context, conv, toolName string, res protocol.Result) error {
 	buf := w.bufs.Get()
 	data, err := protocol.AppendResult(*buf, &res)
 	defer w.bufs.Put(buf, data) // published (copied) or failed by then
@@ -104,16 +103,15 @@ func (w *Worker) publishResult(ctx context.Context, conv, toolName string, res p
 		small.TaskID, small.ToolCallID, small.Worker, small.Attempt = res.TaskID, res.ToolCallID, res.Worker, res.Attempt
 		small.StartedAt, small.FinishedAt = res.StartedAt, res.FinishedAt
 		if data, err = json.Marshal(small); err != nil {
-			return 0, fmt.Errorf("marshal result: %w", err)
+			return fmt.Errorf("marshal result: %w", err)
 		}
 	}
 	m := nats.NewMsg(w.subj.Result(conv, res.TaskID, toolName))
 	m.Header.Set(jetstream.MsgIDHeader, protocol.ResultMsgID(res.TaskID, res.Attempt))
 	telemetry.Inject(ctx, m.Header)
 	m.Data = data
-	ack, err := w.js.PublishMsg(ctx, m)
-	if err != nil {
-		return 0, fmt.Errorf("publish result: %w", err)
+	if _, err := w.js.PublishMsg(ctx, m); err != nil {
+		return fmt.Errorf("publish result: %w", err)
 	}
-	return ack.Sequence, nil
+	return nil
 }

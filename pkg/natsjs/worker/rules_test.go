@@ -247,11 +247,12 @@ func testRuleArguments(t *testing.T) {
 }
 
 // A tool not declared idempotent runs only once its attempt's ledger entry
-// is created, started by the worker, and the entry is finished with the
-// result; an attempt started by a worker that stopped, no result stored,
-// is answered approval_required (effect unknown) and acked, without
-// running. (TestStoredResultAnsweredWithoutRunning: an attempt answered
-// before is acked without running.)
+// is created, started by the worker; nothing more is written to the ledger
+// (the stored result is the proof of completion, SPEC §13); an attempt
+// started by a worker that stopped, no result stored, is answered
+// approval_required (effect unknown) and acked, without running.
+// (TestStoredResultAnsweredWithoutRunning: an attempt answered before is
+// acked without running.)
 func testRuleEffectLedger(t *testing.T) {
 	p := newProbe(t)
 	p.start(t, worker.Config{ID: "w"})
@@ -265,14 +266,13 @@ func testRuleEffectLedger(t *testing.T) {
 	}
 	p.settledWith(t, seq, "ack")
 	fresh := jstest.NewTask("job", conv, `{}`)
-	p.publish(t, fresh, nil)
+	seq = p.publish(t, fresh, nil)
 	p.ran(t, fresh)
-	offloadtest.Eventually(t, "the entry finished with the result (no signal)", func() error {
-		if e := p.effect(t, fresh); e.Started.Worker != "w" || e.Finished == nil || e.Finished.Status != protocol.StatusOK || e.Finished.ResultSeq == 0 {
-			return fmt.Errorf("ledger entry %+v, want started by w, finished ok", e)
-		}
-		return nil
-	})
+	p.storedResult(t, fresh, 0)
+	p.settledWith(t, seq, "ack")
+	if e, rev := p.effectAt(t, fresh); e.Started.Worker != "w" || e.Finished != nil || rev != 2 || p.ledgerWrites(t) != 2 {
+		t.Errorf("ledger entry %+v at %d, %d writes in the ledger; want started by w, the second and last write (after the test's own)", e, rev, p.ledgerWrites(t))
+	}
 	p.notRun(t, started)
 }
 

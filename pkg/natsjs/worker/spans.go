@@ -23,7 +23,7 @@ func (w *Worker) startTaskSpan(msg jetstream.Msg, task protocol.Task) (context.C
 		// agent may set it.
 		ctx = telemetry.Extract(w.runCtx, map[string][]string{telemetry.TraceparentHeader: {task.Traceparent}})
 	}
-	ctx, span := w.tracer.Start(ctx, "process "+msg.Subject(), trace.WithSpanKind(trace.SpanKindConsumer))
+	ctx, span := w.tracer.Start(ctx, w.taskSpanName(msg.Subject(), task.Tool), trace.WithSpanKind(trace.SpanKindConsumer))
 	if span.IsRecording() {
 		// The messaging attributes and the worker only: the task's IDs
 		// (conversation, tool call, task, attempt) are its parent's, the
@@ -44,7 +44,7 @@ func (w *Worker) startTaskSpan(msg jetstream.Msg, task protocol.Task) (context.C
 // startToolSpan starts the span of the tool a task runs (execute_tool
 // NAME), within the task's span.
 func (w *Worker) startToolSpan(ctx context.Context, task protocol.Task) (context.Context, trace.Span) {
-	ctx, span := w.tracer.Start(ctx, telemetry.OpExecuteTool+" "+task.Tool, trace.WithSpanKind(trace.SpanKindInternal))
+	ctx, span := w.tracer.Start(ctx, w.toolSpanName(task.Tool), trace.WithSpanKind(trace.SpanKindInternal))
 	if span.IsRecording() {
 		span.SetAttributes(
 			telemetry.GenAIOperationName.String(telemetry.OpExecuteTool),
@@ -62,4 +62,36 @@ func endToolSpan(span trace.Span, err error) {
 		span.SetAttributes(telemetry.ErrorType.String(tool.ErrorType(err)))
 	}
 	span.End()
+}
+
+// spanNames are a served tool's task subject and the names of its task's
+// and its tool's spans, made once at New rather than on every task (two
+// allocations a task, traced or not).
+type spanNames struct{ subject, process, execute string }
+
+// spanNamesOf returns the spanNames of each of tools.
+func spanNamesOf(subj protocol.Subjects, tools map[string]*tool.Tool) map[string]spanNames {
+	out := make(map[string]spanNames, len(tools))
+	for name := range tools {
+		subject := subj.Task(name)
+		out[name] = spanNames{subject: subject, process: "process " + subject, execute: telemetry.OpExecuteTool + " " + name}
+	}
+	return out
+}
+
+// taskSpanName returns the name of the span of a task of toolName
+// delivered on subject: process SUBJECT.
+func (w *Worker) taskSpanName(subject, toolName string) string {
+	if n := w.spanNames[toolName]; n.subject == subject {
+		return n.process
+	}
+	return "process " + subject
+}
+
+// toolSpanName returns the name of toolName's span: execute_tool NAME.
+func (w *Worker) toolSpanName(toolName string) string {
+	if n := w.spanNames[toolName].execute; n != "" {
+		return n
+	}
+	return telemetry.OpExecuteTool + " " + toolName
 }

@@ -138,7 +138,7 @@ func (w *Worker) malformed(log *slog.Logger, t *tool.Tool, msg jetstream.Msg, er
 			if a, aerr := strconv.Atoi(string(ids.Attempt)); aerr == nil && a > 0 {
 				res.Attempt = a
 			}
-			_, perr := w.publishResult(ctx, ids.ConversationID, t.Name, res)
+			perr := w.publishResult(ctx, ids.ConversationID, t.Name, res)
 			cancel()
 			if perr != nil {
 				md, _ := msg.Metadata()

@@ -43,7 +43,6 @@ const (
 	fetchRetryWait    = time.Second            // pause after a failed pull
 	lookupNakDelay    = time.Second            // redelivery delay of a task whose cancel look-up failed, per delivery so far
 	maxLookupNakDelay = 10 * time.Second       // … at most
-	ledgerMaxPending  = 4096                   // finished updates unacknowledged at once, beyond which one waits (briefly) for room
 )
 
 // Config configures a [Worker].
@@ -147,7 +146,8 @@ type Worker struct {
 	subj           protocol.Subjects
 	names          natsjs.Names
 	tools          map[string]*tool.Tool
-	heartbeatEvery time.Duration // set by Start from the consumers' ack wait
+	spanNames      map[string]spanNames // by tool (spans.go)
+	heartbeatEvery time.Duration        // set by Start from the consumers' ack wait
 	slots          *slotPool
 	cancels        *cancelIndex
 
@@ -159,14 +159,13 @@ type Worker struct {
 	pumps map[string]*pump
 	gates map[string]*gate
 
-	js             jetstream.JetStream
-	tasksStream    jetstream.Stream
-	consumers      map[string]jetstream.Consumer
-	limits         map[string]int      // per tool, the delivery limit of its consumer (natsjs.MaxDeliverKey)
-	registry       direct.Keys         // its tools' entries
-	effects        direct.Keys         // the effect ledger (SPEC §13)
-	ledgerJS       jetstream.JetStream // publishes the ledger's finished updates asynchronously
-	effectsSubject string              // $KV.<bucket>., the prefix of the ledger's keys' subjects
+	js            jetstream.JetStream
+	tasksStream   jetstream.Stream
+	consumers     map[string]jetstream.Consumer
+	limits        map[string]int // per tool, the delivery limit of its consumer (natsjs.MaxDeliverKey)
+	registry      direct.Keys    // its tools' entries
+	effects       direct.Keys    // the effect ledger (SPEC §13)
+	startedPrefix []byte         // the start of this worker's started entries (startedEntry)
 
 	life  startstop.Base
 	ready atomic.Bool
@@ -190,7 +189,7 @@ type Worker struct {
 	watcher  sync.WaitGroup // connection watcher
 	bufs     bufpool.Pool   // result encoding buffers
 
-	afterResultStored atomic.Pointer[func()] // tests: called between a result stored and its ledger entry finished
+	afterResultStored atomic.Pointer[func()] // tests: called between a result stored and its delivery acknowledged
 }
 
 // errShutdown is the cause of a task context cancelled by the worker's own
@@ -268,6 +267,7 @@ func New(cfg Config) (*Worker, error) {
 		pumps:   make(map[string]*pump, len(tools)),
 		gates:   make(map[string]*gate, len(tools)),
 	}
+	w.spanNames = spanNamesOf(w.subj, tools)
 	reconn := make(chan struct{})
 	w.reconn.Store(&reconn)
 	return w, nil
@@ -363,13 +363,8 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	}
 	if !w.cfg.NoEffectLedger {
 		w.effects = direct.Keys{JS: js, NC: w.cfg.Conn, Stream: w.names.EffectsStream, Bucket: w.names.EffectsBucket}
-		w.effectsSubject = "$KV." + w.names.EffectsBucket + "."
-		w.ledgerJS, err = jetstream.New(w.cfg.Conn,
-			jetstream.WithPublishAsyncErrHandler(w.ledgerPublishFailed),
-			jetstream.WithPublishAsyncMaxPending(ledgerMaxPending),
-			jetstream.WithPublishAsyncTimeout(jsop.Timeout))
-		if err != nil {
-			return fmt.Errorf("natsjs: worker: %w", err)
+		if w.startedPrefix, err = startedPrefix(w.cfg.ID); err != nil {
+			return err
 		}
 	}
 
@@ -517,7 +512,6 @@ func (w *Worker) shutdown(ctx context.Context, grace time.Duration) error {
 		err = fmt.Errorf("natsjs: worker stop: %d tasks still held: %w", n, ctx.Err())
 	}
 	w.hardCancel()
-	w.drainLedger(ctx)
 	// The hand-backs (naks) and acks must reach the server before the
 	// caller closes the connection.
 	if !w.cfg.Conn.IsConnected() {
