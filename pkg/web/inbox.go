@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/offload-dev/offload/pkg/conversation"
+	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/pending"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
@@ -79,11 +80,16 @@ type item struct {
 	// Next which decision of them the next is, Others how many wait
 	// besides this one ([positions]).
 	Of, Next, Others int
+	// Asks is what the server behind an external call asks (an MCP
+	// elicitation, SPEC §16): a form from its requested schema, or a URL
+	// to open; nil for any other external call.
+	Asks *asks
 }
 
 // refused is a form the inbox shows again at its call, with why.
 type refused struct {
 	task, error, args, answer string
+	fields                    []askField // an elicitation's form as it was sent
 }
 
 // items returns the calls waiting for a person across conversations
@@ -123,6 +129,9 @@ func (h *handler) itemOf(c pending.Call) item {
 		Prompt: c.Prompt, Kind: string(c.Kind), Args: pretty(c.Args), Expires: c.Expires, OnTimeout: c.OnTimeout,
 		Description: c.Description, StartedBy: c.StartedBy, Of: c.Of}
 	it.EditArgs = it.Args
+	if c.Kind == deferred.KindExternal {
+		it.Asks = asksOf(c.Metadata)
+	}
 	it.Digest, _ = protocol.ArgsDigest(c.Args)
 	if c.Required > 1 {
 		it.Required = c.Required
@@ -187,6 +196,9 @@ func (h *handler) showInbox(w http.ResponseWriter, r *http.Request, code int, no
 				if ref.args != "" {
 					items[i].EditArgs = ref.args
 				}
+				if ref.fields != nil && items[i].Asks != nil {
+					items[i].Asks.Fields = ref.fields
+				}
 			}
 		}
 	}
@@ -230,7 +242,11 @@ func (h *handler) inboxDecide(w http.ResponseWriter, r *http.Request) error {
 }
 
 // inboxAnswer publishes an answer to an external call: the form's
-// content, as JSON when it is a JSON value, else as a string.
+// content, as JSON when it is a JSON value, else as a string; for a
+// server's elicitation (SPEC §16), the fields of the form made from its
+// requested schema (action accept: the content, checked and typed as the
+// schema says) or its refusal (action decline: a failed result with the
+// reason, which the server is told as a decline).
 func (h *handler) inboxAnswer(w http.ResponseWriter, r *http.Request) error {
 	conv, task := r.PathValue("id"), r.PathValue("task")
 	content := strings.TrimSpace(r.PostForm.Get("content"))
@@ -238,7 +254,37 @@ func (h *handler) inboxAnswer(w http.ResponseWriter, r *http.Request) error {
 	if !json.Valid(raw) {
 		raw, _ = json.Marshal(content)
 	}
-	data, err := json.Marshal(protocol.Result{TaskID: task, Status: protocol.StatusOK, Content: raw})
+	res := protocol.Result{TaskID: task, Status: protocol.StatusOK}
+	switch r.PostForm.Get("action") {
+	case "decline":
+		res.Status, res.Message = protocol.StatusFailed, cmp.Or(strings.TrimSpace(r.PostForm.Get("reason")), "declined in the inbox")
+	case "accept":
+		c, err := h.Desk.Call(r.Context(), conv, task)
+		if errors.Is(err, pending.ErrNotPending) {
+			return h.showInbox(w, r, http.StatusConflict, "That call was already resolved, or is no longer pending.", nil)
+		}
+		if err != nil {
+			return err
+		}
+		a := asksOf(c.Metadata)
+		if a == nil || a.Fields == nil && a.URL == "" {
+			return badRequest("That call asks for no form: answer with its content.")
+		}
+		if a.Fields == nil { // URL mode: done there, accepted here
+			raw = json.RawMessage(`{}`)
+			break
+		}
+		fields, sent, err := contentOf(a.Fields, r.PostForm)
+		if err != nil {
+			return h.showInbox(w, r, http.StatusUnprocessableEntity, "", &refused{task: task, error: err.Error(), fields: sent})
+		}
+		raw = fields
+	}
+	res.Content = raw
+	if res.Status != protocol.StatusOK {
+		res.Content = nil
+	}
+	data, err := json.Marshal(res)
 	if err != nil {
 		return badRequest("%s", err.Error())
 	}
