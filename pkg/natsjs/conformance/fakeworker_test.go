@@ -241,7 +241,7 @@ func (w *fakeWorker) outcome(ctx context.Context, task protocol.Task) (protocol.
 	timer := time.NewTimer(time.Duration(seconds * float64(time.Second)))
 	defer timer.Stop()
 	var deadline <-chan time.Time // nil: none, or not watched while running
-	if !task.Deadline.IsZero() && !w.f.deadlineAtStart {
+	if !task.Deadline.IsZero() && !w.f.deadlineAtStart && !w.f.ignoreDeadline {
 		dt := time.NewTimer(time.Until(task.Deadline))
 		defer dt.Stop()
 		deadline = dt.C
