@@ -34,6 +34,10 @@ type RegistryEntry struct {
 	// Retries is the tool's retry budget (an optional field beyond
 	// SPEC §5.4's list: absent, the agent's default applies).
 	Retries *int `json:"retries,omitempty"`
+	// Timeout is the tool's timeout in seconds (> 0; optional): how long
+	// one call may take on the worker. The agent bounds each background
+	// call by it (SPEC §20); absent, by its own default.
+	Timeout float64 `json:"timeout,omitempty"`
 	// Worker is the ID of the advertising worker.
 	Worker string `json:"worker"`
 	// ExpiresAt is when the entry stops being valid unless refreshed.
@@ -52,6 +56,21 @@ func (e RegistryEntry) Def() tool.Def {
 	}
 }
 
+// TimeoutDuration is the entry's timeout: zero when it states none (or
+// one that is not positive), at most a year.
+func (e RegistryEntry) TimeoutDuration() time.Duration {
+	switch {
+	case !(e.Timeout > 0):
+		return 0
+	case e.Timeout >= maxTimeout.Seconds():
+		return maxTimeout
+	}
+	return time.Duration(e.Timeout * float64(time.Second))
+}
+
+// maxTimeout is the longest timeout an entry may state: a year.
+const maxTimeout = 365 * 24 * time.Hour
+
 // NewRegistryEntry returns the registry entry of t served by worker, valid
 // until expires: what a worker writes under [RegistryKey].
 func NewRegistryEntry(t *tool.Tool, worker string, expires time.Time) RegistryEntry {
@@ -68,6 +87,7 @@ func NewRegistryEntry(t *tool.Tool, worker string, expires time.Time) RegistryEn
 		RequiresApproval: d.RequiresApproval,
 		Idempotent:       d.Idempotent,
 		Retries:          &t.Retries,
+		Timeout:          t.Timeout.Seconds(),
 		Worker:           worker,
 		ExpiresAt:        expires.UTC(),
 	}
