@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/llm"
@@ -125,10 +126,10 @@ func (w *crashWorld) crash(t *testing.T, a *agent.Agent, s *store) message.Histo
 		defer close(done)
 		_, _ = a.Run(ctx, "go", &agent.RunOptions{AllowDeferred: true, Capabilities: []agent.Capability{s}})
 	}()
-	<-w.started
-	for n := range s.recorded {
-		if n > 0 {
-			break // quick's outcome stored while slow runs
+	offloadtest.WaitOrTimeout(t, w.started, "slow started")
+	for {
+		if n := offloadtest.WaitOrTimeout(t, s.recorded, "quick's outcome stored while slow runs"); n > 0 {
+			break
 		}
 	}
 	h := s.load(t)
@@ -150,7 +151,7 @@ func TestStepDoneOnceAfterCrash(t *testing.T) {
 	s := newStore()
 	a := newAgentCfg(t, agent.Config{Model: w.m}, w.tools()...)
 	h := w.crash(t, a, s)
-	key := <-w.slowKeys
+	key := offloadtest.WaitOrTimeout(t, w.slowKeys, "slow's run")
 	resp := h[len(h)-2]
 	if resp.Role != message.RoleResponse || resp.Metadata["offload.step"] == nil {
 		t.Fatalf("stored history ends with %+v, want the response with its step record", h[len(h)-2:])
@@ -187,7 +188,7 @@ func TestStepDoneOnceAfterCrash(t *testing.T) {
 	if err != nil || res.Output != "done" {
 		t.Fatalf("%v %+v", err, res)
 	}
-	if got := <-w.slowKeys; got != task+":1" {
+	if got := offloadtest.WaitOrTimeout(t, w.slowKeys, "slow's run"); got != task+":1" {
 		t.Fatalf("approved run's key %q, want %s:1", got, task)
 	}
 	if w.quick.Load() != 1 || w.slowRuns.Load() != 2 {
@@ -217,12 +218,12 @@ func TestStepContinuationRunsAgainWithTheSameKey(t *testing.T) {
 			s := newStore()
 			a := newAgentCfg(t, agent.Config{Model: w.m}, w.tools(tc.opt)...)
 			h := w.crash(t, a, s)
-			first := <-w.slowKeys
+			first := offloadtest.WaitOrTimeout(t, w.slowKeys, "slow's run")
 			res, err := a.Run(t.Context(), "", &agent.RunOptions{History: h, AllowDeferred: true})
 			if err != nil || res.Output != "done" {
 				t.Fatalf("%v %+v", err, res)
 			}
-			if again := <-w.slowKeys; again != first || first == "" && tc.name == "idempotent" {
+			if again := offloadtest.WaitOrTimeout(t, w.slowKeys, "slow's run"); again != first || first == "" && tc.name == "idempotent" {
 				t.Fatalf("run again with key %q, first %q: want the same", again, first)
 			}
 			if w.quick.Load() != 1 || w.slowRuns.Load() != 2 {
@@ -294,7 +295,7 @@ func TestPromptAfterAnUnfinishedStep(t *testing.T) {
 	s := newStore()
 	a := newAgentCfg(t, agent.Config{Model: w.m}, w.tools(tool.Idempotent())...)
 	h := w.crash(t, a, s)
-	<-w.slowKeys
+	offloadtest.WaitOrTimeout(t, w.slowKeys, "slow's run")
 	res, err := a.Run(t.Context(), "and now?", &agent.RunOptions{History: h})
 	if err != nil || res.Output != "done" {
 		t.Fatalf("%v %+v", err, res)

@@ -47,15 +47,34 @@ func TestRegistryEntryCarriesTheTimeout(t *testing.T) {
 // nor keeps it (frozen, cut off) ends with DeadlineExceeded by its tool's
 // timeout plus the grace (SPEC §20), not never: the task carries the
 // deadline, the call's outcome is the error, and the task is cancelled
-// over the wire.
+// over the wire. A tool whose entry states no timeout is bounded by the
+// dispatcher's BackgroundDeadline.
 func TestBackgroundCallEndsByItsToolsTimeout(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
 	const timeout, grace = 300 * time.Millisecond, 100 * time.Millisecond
+	for _, tc := range []struct {
+		name   string
+		stated bool // the entry states the timeout; else the dispatcher's default is it
+	}{{"tool's timeout", true}, {"dispatcher's default", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := remote.DispatcherConfig{DeadlineGrace: grace}
+			entryTimeout := timeout.Seconds()
+			if !tc.stated {
+				cfg.BackgroundDeadline, entryTimeout = timeout, 0
+			}
+			backgroundCallEnds(t, cfg, entryTimeout, timeout, grace)
+		})
+	}
+}
+
+func backgroundCallEnds(t *testing.T, cfg remote.DispatcherConfig, entryTimeout float64, timeout, grace time.Duration) {
+	t.Helper()
+	b := setup(t)
 	// The entry of a worker that took the task and froze: no worker
 	// answers it.
 	entry := natsjs.RegistryEntry{Name: "frozen", Parameters: json.RawMessage(`{"type":"object","properties":{}}`), Worker: "w-frozen",
-		Timeout: timeout.Seconds(), ExpiresAt: time.Now().Add(natsjs.RegistryTTL)}
+		Timeout: entryTimeout, ExpiresAt: time.Now().Add(natsjs.RegistryTTL)}
 	tasks := b.taskTap(t, "frozen")
 	cancels := make(chan *nats.Msg, 1)
 	csub, err := b.nc.ChanSubscribe("tools.cancel.>", cancels)
@@ -63,7 +82,7 @@ func TestBackgroundCallEndsByItsToolsTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer csub.Unsubscribe()
-	d, _ := b.dispatcher(t, remote.DispatcherConfig{DeadlineGrace: grace})
+	d, _ := b.dispatcher(t, cfg)
 	ts := b.toolset(t, d, nil)
 	data, _ := json.Marshal(entry)
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
@@ -84,7 +103,7 @@ func TestBackgroundCallEndsByItsToolsTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	if dl := sent.Deadline.Sub(started); sent.Mode != protocol.ModeBackground || dl < timeout || dl > timeout+time.Second {
-		t.Fatalf("task %+v: deadline %v after the start, want the tool's timeout %v", sent, dl, timeout)
+		t.Fatalf("task %+v: deadline %v after the start, want %v", sent, dl, timeout)
 	}
 	offloadtest.WaitOrTimeout(t, task.Done(), "the call ended by its deadline")
 	if took := time.Since(started); took < timeout+grace {
