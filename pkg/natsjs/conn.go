@@ -216,7 +216,10 @@ func Connect(servers string, opts ConnectOptions) (*nats.Conn, error) {
 			log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted())
 		}),
 		nats.ClosedHandler(func(nc *nats.Conn) {
-			if err := nc.LastError(); err != nil {
+			// A refusal was told when it came (the error handler below,
+			// and the caller's error); told again here, asynchronously,
+			// it would land after the program's last line.
+			if err := nc.LastError(); err != nil && permissionError(nc, err) == nil {
 				log.Warn("nats connection closed", "err", err)
 			}
 		}),
