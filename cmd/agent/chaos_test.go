@@ -26,6 +26,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/offload-dev/offload/internal/proctest"
+	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/llm/openaicompat/openaitest"
 	"github.com/offload-dev/offload/pkg/llm/script"
@@ -206,7 +207,7 @@ func TestChaos(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &chaosClient{urls: urls, nc: nc, decided: map[string]bool{}}
+	c := &chaosClient{urls: urls, nc: nc, decided: map[string]bool{}, unknown: map[string]bool{}}
 	// Every stored revision of every conversation: when each answer of
 	// the model (its call IDs) was first stored.
 	watching, stopWatching := context.WithCancel(ctx)
@@ -314,7 +315,8 @@ func TestChaos(t *testing.T) {
 			waiting++
 		default:
 			neither++
-			t.Logf("conversation %d (%s, %s): status %q, pending %+v", i, id, chaosPlans[i%len(chaosPlans)].kind, s, st.Pending)
+			t.Logf("conversation %d (%s, %s): status %q, pending %+v\n%s", i, id, chaosPlans[i%len(chaosPlans)].kind, s, st.Pending,
+				chaosLogs(id, st.Pending, append(slices.Clone(replicas), workers...)))
 		}
 	}
 	// No tool not declared idempotent ran twice for one attempt.
@@ -394,9 +396,9 @@ func TestChaos(t *testing.T) {
 		}
 	}
 	c.mu.Lock()
-	unknown, approvals := c.unknown, len(c.decided)
+	unknown, approvals := len(c.unknown), len(c.decided)
 	c.mu.Unlock()
-	report := fmt.Sprintf("chaos: %d conversations (inline, background, approval, non-blocking: %d each), %d model requests, %d approvals granted, seed %d\n"+
+	report := fmt.Sprintf("chaos: %d conversations (inline, background, approval, non-blocking: %d each), %d model requests, %d tasks approved, seed %d\n"+
 		"chaos: faults for %v: %v SIGKILLs, one every %v; settled %v after\n"+
 		"chaos: runs per tool %v; unknown effects surfaced to a person %d; idempotent idem run again with the same key %d\n"+
 		"chaos: invariant 1, conversations neither finished nor waiting for a person: %d (finished %d, waiting %d)\n"+
@@ -415,6 +417,27 @@ func TestChaos(t *testing.T) {
 	if kills["nats-server"] == 0 || kills["agent serve replica"] == 0 || kills["toolworker"] == 0 {
 		t.Errorf("kills %v: give CHAOS_FAULTS more time", kills)
 	}
+}
+
+// chaosLogs returns the lines of every incarnation of procs that name
+// the conversation or one of its pending tasks: what a broken invariant is
+// explained by.
+func chaosLogs(conv string, pending *deferred.PendingRecord, procs []*proctest.Process) string {
+	names := []string{conv}
+	if pending != nil {
+		for _, t := range pending.Tasks {
+			names = append(names, t.TaskID)
+		}
+	}
+	var out []string
+	for i, p := range procs {
+		for _, l := range strings.Split(p.Logs(), "\n") {
+			if slices.ContainsFunc(names, func(n string) bool { return strings.Contains(l, n) }) {
+				out = append(out, fmt.Sprintf("[%d] %s", i, l))
+			}
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // chaosRepeated counts the requests for a step made after an earlier
@@ -527,8 +550,8 @@ type chaosClient struct {
 
 	mu      sync.Mutex
 	ids     []string
-	decided map[string]bool
-	unknown int
+	decided map[string]bool // the tasks decided
+	unknown map[string]bool // the tasks seen as an unknown effect
 	next    atomic.Int32
 }
 
@@ -608,8 +631,8 @@ func (c *chaosClient) decide(ctx context.Context, ids func() []string) {
 				}
 				md, _ := m["metadata"].(map[string]any)
 				c.mu.Lock()
-				if !c.decided[task] && md["offload.effect"] == "unknown" {
-					c.unknown++
+				if md["offload.effect"] == "unknown" {
+					c.unknown[task] = true
 				}
 				c.decided[task] = true
 				c.mu.Unlock()
