@@ -585,6 +585,18 @@ func ops(d *deployServer) []op {
 		{"publish a run event (tools.event.>)", func(ctx context.Context, e opEnv) error {
 			return e.publishJS(ctx, names.Events, "tools.event."+conv, `{}`)
 		}},
+		// Fleet control (SPEC §19): a tool's shared state, written by its
+		// workers and by the operator's hands (agent serve's /v1/tools);
+		// the audit of the operators' actions.
+		{"write sleep's fleet control state", func(ctx context.Context, e opEnv) error {
+			return e.putKey(ctx, names.LimitsBucket, natsjs.LimitsKey("sleep"), `{}`, "")
+		}},
+		{"write shell's fleet control state", func(ctx context.Context, e opEnv) error {
+			return e.putKey(ctx, names.LimitsBucket, natsjs.LimitsKey("shell"), `{}`, "")
+		}},
+		{"publish an audit record (tools.audit.>)", func(ctx context.Context, e opEnv) error {
+			return e.publishJS(ctx, names.Audit, natsjs.AuditSubject("", "sleep"), `{}`)
+		}},
 	}
 }
 
@@ -647,6 +659,10 @@ var allowed = map[string][]string{
 	"write a key of the service's bucket":               {"admin", "serve"},
 	"publish a wake marker (tools.wake.>)":              {"admin", "serve"},
 	"publish a run event (tools.event.>)":               {"admin", "serve"},
+	// Fleet control (issue 42).
+	"write sleep's fleet control state":       {"admin", "serve", "worker_sleep"},
+	"write shell's fleet control state":       {"admin", "serve", "worker_shell"},
+	"publish an audit record (tools.audit.>)": {"admin", "serve"},
 }
 
 // outcome runs o as role on a fresh connection: "allowed" when it

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -100,44 +101,20 @@ func openAgent(ctx context.Context, e env, f *runFlags, log *slog.Logger, po pro
 	c.OnClose(func(ctx context.Context) { _ = p.Close(ctx) })
 	client := p.Client
 	if clashes := client.Clashes(); len(clashes) > 0 {
-		fmt.Fprintf(e.stderr, "agent: %s\n", clashNote(clashes))
+		fmt.Fprintf(e.stderr, "agent: %s\n", remote.ClashNote(clashes))
 	}
 	if !c.embedded {
 		// One rule for both (SPEC §6.1): a --tools name nothing offers is a
 		// usage error naming what is offered.
 		skipped, err := client.CheckOffered(ctx, want, f.externalNames())
 		if err != nil {
-			return fail(notOffered(err, "workers on "+natsjs.RedactURL(c.URL), skippedNote(skipped)))
+			return fail(notOffered(err, f.toolsFrom, "workers on "+natsjs.RedactURL(c.URL), remote.SkippedNote(skipped)))
 		}
 		if tools, _ := client.Toolset().Tools(ctx); len(tools) == 0 && len(f.agentSpec.ExternalDefs()) == 0 {
-			fmt.Fprintf(e.stderr, "agent: no worker advertises any tool on %s yet; start toolworker replicas (the model is offered no tools)%s\n", natsjs.RedactURL(c.URL), skippedNote(skipped))
+			fmt.Fprintf(e.stderr, "agent: no worker advertises any tool on %s yet; start toolworker replicas (the model is offered no tools)%s\n", natsjs.RedactURL(c.URL), remote.SkippedNote(skipped))
 		}
 	}
 	return c, nil
-}
-
-// clashNote names the registry entries that clash with the agent's
-// policies, and how, for the start-up's diagnostics.
-func clashNote(clashes []remote.Clash) string {
-	return "registry entries clash with the agent's policy, which applies: " + joinAll(clashes)
-}
-
-// skippedNote names the registry entries skipped and why, for the
-// messages about the tools offered: "" when none was.
-func skippedNote(skipped []remote.SkippedEntry) string {
-	if len(skipped) == 0 {
-		return ""
-	}
-	return "; registry entries skipped: " + joinAll(skipped)
-}
-
-// joinAll joins the strings of xs with commas.
-func joinAll[T fmt.Stringer](xs []T) string {
-	parts := make([]string, len(xs))
-	for i, x := range xs {
-		parts[i] = x.String()
-	}
-	return strings.Join(parts, ", ")
 }
 
 // conn is a connection to the NATS server of --nats, or of the store on
@@ -196,10 +173,11 @@ func connect(ctx context.Context, e env, f *runFlags, log *slog.Logger, embedded
 // works when pasted.
 func natsCLI(opts []string) string { return liveview.ShellJoin(append([]string{"nats"}, opts...)) }
 
-// notOffered is the usage error (exit 2) of a name of --tools that
-// nothing offers (a *tool.NotOfferedError; any other error as it is),
-// naming from, what is available and note (what was skipped).
-func notOffered(err error, from, note string) error {
+// notOffered is the usage error (exit 2) of a name of --tools (or of
+// where tools came from, when set: the spec) that nothing offers (a
+// *tool.NotOfferedError; any other error as it is), naming from, what
+// is available and note (what was skipped).
+func notOffered(err error, where, from, note string) error {
 	var no *tool.NotOfferedError
 	if !errors.As(err, &no) {
 		return err
@@ -208,5 +186,5 @@ func notOffered(err error, from, note string) error {
 	if list == "" {
 		list = "none"
 	}
-	return usageErr("unknown tool %q in --tools: no such tool is offered by %s (available: %s)%s", no.Name, from, list, note)
+	return usageErr("unknown tool %q in %s: no such tool is offered by %s (available: %s)%s", no.Name, cmp.Or(where, "--tools"), from, list, note)
 }

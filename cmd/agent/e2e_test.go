@@ -123,6 +123,12 @@ func TestBinaryHumanOutputAndExitCodes(t *testing.T) {
 	if out.code != 2 || !strings.Contains(out.stderr, "available: ") || !strings.Contains(out.stderr, "sleep") {
 		t.Fatalf("unknown tool: exit %d stderr %q", out.code, out.stderr)
 	}
+	// A typo in a spec's tools is said to be there, not in --tools (issue 38).
+	spec := writeFile(t, t.TempDir(), "typo.yaml", "tools: [sleep, slep]\n")
+	out = runBinary(t, nil, "run", "--model", "test", "--spec", spec, "x")
+	if out.code != 2 || !strings.Contains(out.stderr, `unknown tool "slep" in the tools of --spec `+spec+":") {
+		t.Fatalf("unknown tool of a spec: exit %d stderr %q", out.code, out.stderr)
+	}
 	// --json ends with the final event on a pause too.
 	out = runBinary(t, nil, "run", "--json", "--model", "test", "--tools", "write_file", "write")
 	final := lastLine(t, out.stdout)

@@ -51,8 +51,10 @@ type runFlags struct {
 	resume *resumeFlags
 	mf     modelFlags      // model transport
 	conn   natsflags.Flags // the NATS connection
-	// agentSpec is the spec of --spec, once read (nil without one).
+	// agentSpec is the spec of --spec, once read (nil without one);
+	// toolsFrom where tools came from when not from --tools.
 	agentSpec *agentspec.Spec
+	toolsFrom string
 }
 
 // resumeFlags are the answers given on resume's command line.
@@ -162,7 +164,7 @@ func applySpec(fl *pflag.FlagSet, f *runFlags) error {
 	l, ms := cmp.Or(s.Limits, &agentspec.Limits{}), cmp.Or(s.ModelSettings, &agentspec.ModelSettings{})
 	idle, idleGiven := s.IdleTimeout()
 	set("model", s.Model != "", func() { f.model = s.Model })
-	set("tools", s.Tools != nil, func() { f.tools = strings.Join(s.ToolNames(), ",") })
+	set("tools", s.Tools != nil, func() { f.tools, f.toolsFrom = strings.Join(s.ToolNames(), ","), "the tools of --spec "+f.spec })
 	set("approve", s.Approve != "", func() { f.approve = s.Approve })
 	set("request-limit", l.Requests != nil, func() { f.requestLimit = *l.Requests })
 	set("tool-calls-limit", l.ToolCalls != nil, func() { f.toolCallsLimit = *l.ToolCalls })

@@ -8,6 +8,7 @@
 //	agent answer --conversation ID TASK JSON
 //	agent history --conversation ID
 //	agent provision
+//	agent tools [list | pause | resume | dead | replay | discard | cancel]
 //
 // Exit codes: 0 finished; 3 paused with pending deferred calls; 1 run failed;
 // 2 usage or configuration error; 130 interrupted. See docs/CLI.md.
@@ -21,7 +22,6 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 	"go.opentelemetry.io/otel/trace"
@@ -121,7 +121,7 @@ func execute(ctx context.Context, args []string, e env) int {
 		fmt.Fprintln(e.stderr, "agent:", err)
 		return exitUsage
 	}
-	defer shutdownTracing(e, tp)
+	defer tp.ShutdownWithin(e.stderr, "agent")
 	if tp.Enabled {
 		e.tracer = tp
 	}
@@ -145,6 +145,7 @@ func execute(ctx context.Context, args []string, e env) int {
 	root.AddCommand(newHistoryCmd(e))
 	root.AddCommand(newProvisionCmd(e))
 	root.AddCommand(newServeCmd(e))
+	root.AddCommand(newToolsCmd(e))
 	err = root.ExecuteContext(ctx)
 	if err == nil {
 		return exitOK
@@ -161,19 +162,6 @@ func execute(ctx context.Context, args []string, e env) int {
 	fmt.Fprintln(e.stderr, "agent:", err)
 	return exitUsage
 }
-
-// shutdownTracing exports the spans still buffered, within a bound: an
-// unreachable collector delays the exit by at most that.
-func shutdownTracing(e env, tp *otelenv.Provider) {
-	ctx, cancel := context.WithTimeout(context.Background(), tracingFlushTimeout)
-	defer cancel()
-	if err := tp.Shutdown(ctx); err != nil {
-		fmt.Fprintln(e.stderr, "agent: warning: traces:", err)
-	}
-}
-
-// tracingFlushTimeout bounds the export of the spans left at exit.
-const tracingFlushTimeout = 5 * time.Second
 
 func isTerminal(f *os.File) bool {
 	fi, err := f.Stat()

@@ -152,6 +152,11 @@ func TestDecideCommands(t *testing.T) {
 			t.Fatalf("%v: exit %d, want %d: %s", c.args, code, c.code, stderr)
 		}
 	}
+	// A bare text is not an answer: exit 2, showing the form it takes
+	// (issue 38).
+	if code, stderr := run("answer", "--conversation", conv2, ext, "hello"); code != exitUsage || !strings.Contains(stderr, `{"content":"hello"}`) {
+		t.Fatalf("answer hello: exit %d: %s", code, stderr)
+	}
 	if code, stderr := run("approve", "--conversation", conv1, tasks[0], "--by", "alice", "--args", `{"target":"c"}`); code != 0 {
 		t.Fatalf("approve: exit %d: %s", code, stderr)
 	}

@@ -150,7 +150,7 @@ func runAgent(ctx context.Context, e env, f *runFlags, prompt string) error {
 func builtinTools(f *runFlags, cfg builtin.Config) ([]*tool.Tool, error) {
 	want := splitList(f.tools)
 	if err := tool.CheckOffered(want, builtin.Names(), f.externalNames()); err != nil {
-		return nil, notOffered(err, "the built-in tools", "")
+		return nil, notOffered(err, f.toolsFrom, "the built-in tools", "")
 	}
 	all, err := builtin.Offered(cfg, want)
 	if err != nil {

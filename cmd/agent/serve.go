@@ -100,6 +100,7 @@ func runServe(ctx context.Context, e env, sf *serveFlags) error {
 	// The shared client offers the tools of every spec, each agent only
 	// its own.
 	f.agentSpec, f.tools = agentspec.Union(specs)
+	f.toolsFrom = "the tools of the specs"
 	reg := prometheus.NewRegistry()
 	// offload_pending_calls is the store's (pending.Collector, {kind},
 	// registered by Serve), not this process's dispatches ({mode}, agent
@@ -132,7 +133,7 @@ func runServe(ctx context.Context, e env, sf *serveFlags) error {
 	host, _ := os.Hostname()
 	srv, err := rem.proc.Serve(ctx, agentproc.ServeOptions{Agents: agents, Holder: fmt.Sprintf("agent serve %s pid %d", host, os.Getpid()),
 		Tokens: tokens, Registry: reg, Receivers: receivers, PublicURL: public, Limits: sf.limits,
-		Service: func(c *serve.Config) { c.SweepInterval = sf.sweep }})
+		Service: func(c *serve.Config) { c.SweepInterval, c.Lifecycle = sf.sweep, newLogger(e.stderr, true) }})
 	if err != nil {
 		return err
 	}

@@ -54,9 +54,16 @@ func newServeWorld(t *testing.T) *serveWorld {
 // returns it with its API's URL.
 func (w *serveWorld) replica(t *testing.T, extra ...string) (*proctest.Process, string) {
 	t.Helper()
+	return w.replicaAt(t, append([]string{"-v"}, extra...)...)
+}
+
+// replicaAt starts an agent serve replica with the flags extra, at its
+// default verbosity unless they say -v.
+func (w *serveWorld) replicaAt(t *testing.T, extra ...string) (*proctest.Process, string) {
+	t.Helper()
 	addr := "127.0.0.1:" + strconv.Itoa(proctest.FreePort(t))
 	args := append([]string{"serve", "--nats", w.nats.URL(), "--spec", w.spec, "--tokens", w.tokens,
-		"--http", addr, "--store", filepath.Join(w.dir, "store"), "-v"}, extra...)
+		"--http", addr, "--store", filepath.Join(w.dir, "store")}, extra...)
 	p := proctest.StartProcess(t, agentBinary(t), args...)
 	p.WaitLog(t, "agent serve: http://", 30*time.Second)
 	return p, "http://" + addr
@@ -304,5 +311,44 @@ func TestServeE2EApprovalTimeout(t *testing.T) {
 	}
 	if got := w.tools.deployed(); len(got) != 0 {
 		t.Errorf("deployed %v, want nothing", got)
+	}
+}
+
+// agent serve logs, at its default verbosity (no -v), one line per
+// conversation started, paused, woken, finished and failed, and nothing
+// else of its runs (SPEC §21; issue 38: nothing at all before).
+func TestServeE2ELifecycleLines(t *testing.T) {
+	w := newServeWorld(t)
+	limited := filepath.Join(w.dir, "limited.yaml")
+	if err := os.WriteFile(limited, []byte("name: limited\nmodel: openai:fake-model\ntools: [research]\nlimits: {requests: 1}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r, url := w.replicaAt(t, "--spec", limited)
+	conv, task := startPaused(t, url, "prod")
+	w.pub("tools.decision."+conv+"."+task, `{"approved":true,"by":"ann"}`)
+	awaitFinished(t, url, conv)
+	body, _ := json.Marshal(map[string]string{"agent": "limited", "prompt": `[{"tool":"research","args":{"topic":"x"}}]`})
+	if code, final := api(t, "POST", url+"/v1/conversations?wait=1", serveOperator, string(body)); code != 200 || final["status"] != "failed" {
+		t.Fatalf("the limited agent's run: %d %v", code, final)
+	}
+	failed := r.WaitLog(t, `msg="conversation failed"`, offloadtest.Wait)
+	logs := r.Logs()
+	for _, want := range []string{
+		`level=INFO msg="conversation started" conversation_id=` + conv + " agent=ops",
+		`level=INFO msg="conversation paused" conversation_id=` + conv,
+		`level=INFO msg="conversation woken: continuing" conversation_id=` + conv,
+		`level=INFO msg="conversation finished" conversation_id=` + conv,
+	} {
+		if strings.Count(logs, want) != 1 {
+			t.Errorf("the logs have %d lines %q, want 1:\n%s", strings.Count(logs, want), want, logs)
+		}
+	}
+	if !strings.Contains(failed, "level=WARN") || !strings.Contains(failed, "request_limit") {
+		t.Errorf("the failure's line: %s", failed)
+	}
+	for _, line := range strings.Split(logs, "\n") {
+		if strings.Contains(line, "level=DEBUG") || strings.Contains(line, "level=INFO") && !strings.Contains(line, `msg="conversation `) {
+			t.Errorf("a line beside the conversations' at the default verbosity: %s", line)
+		}
 	}
 }

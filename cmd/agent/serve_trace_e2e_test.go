@@ -65,7 +65,7 @@ func inboxDecide(t *testing.T, url0, token, conv, task string) {
 		t.Fatalf("the inbox after logging in: %d\n%s", code, page)
 	}
 	if code, page := post("/conversations/"+conv+"/calls/"+task+"/decide",
-		url.Values{"csrf": {csrf[1]}, "args_digest": {digest[1]}, "action": {"approve"}}); code != http.StatusOK || !strings.Contains(page, "Approved.") {
+		url.Values{"csrf": {csrf[1]}, "args_digest": {digest[1]}, "action": {"approve"}}); code != http.StatusOK || !strings.Contains(page, "Approved ") || !strings.Contains(page, "(task "+task+").") {
 		t.Fatalf("approve in the inbox: %d\n%s", code, page)
 	}
 }

@@ -14,6 +14,8 @@
 //     scaling from 1 to 4 replicas of 1 slot, against the raw baseline;
 //   - the effect ledger's cost (SPEC §13): the worker path's throughput
 //     and p50 with the ledger against without it;
+//   - fleet control's cost on a tool without limits (SPEC §19): the same
+//     path with the limits enabled against worker.Config.NoLimits;
 //   - overlap: 20 background calls of 500 ms on 20 worker slots through the
 //     agent loop, against the ideal (500 ms plus the model's time);
 //   - the cost of tracing: offload inline traced (sampler 1.0, exported
@@ -77,7 +79,7 @@ func main() {
 	flag.IntVar(&c.finished, "finished", 50_000, "calls for the memory per finished call")
 	flag.IntVar(&c.long, "long", 1_000_000, "calls of the long run through the baseline and offload, RSS sampled every tenth (0 skips it)")
 	flag.BoolVar(&c.skipOverlap, "skip-overlap", false, "skip the overlap and memory figures")
-	flag.StringVar(&c.only, "only", "", "run one figure alone, for profiling: a system's throughput (raw, next or offload; 1 replica, -throughput-n calls), the memory per pending background call (pending), the tracing cost (tracing), agent serve's figures (serve), or the effect ledger's section (ledger)")
+	flag.StringVar(&c.only, "only", "", "run one figure alone, for profiling: a system's throughput (raw, next or offload; 1 replica, -throughput-n calls), the memory per pending background call (pending), the tracing cost (tracing), agent serve's figures (serve), the effect ledger's section (ledger), the MCP tools' section (mcp), or the cost of fleet control on a tool without limits (limits)")
 	flag.IntVar(&c.serveWakes, "serve-wakes", 200, "agent serve: wakes measured for the wake latency (0 skips agent serve's figures)")
 	flag.IntVar(&c.serveApprove, "serve-approve", 1000, "agent serve: paused conversations approved at once, continued by 2 replicas")
 	flag.IntVar(&c.servePaused, "serve-paused", 10_000, "agent serve: paused conversations in the store for the replica's memory")
@@ -256,6 +258,14 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		_, err := measureServe(ctx, dir, out, c.serveWakes, c.serveApprove, c.servePaused)
 		return err
 	}
+	if c.only == "limits" {
+		mtp, mlats, err := measureLimitsCost(ctx, off, ep, c, proc)
+		if err != nil {
+			return fmt.Errorf("limits' cost: %w", err)
+		}
+		reportLimitsCost(out, c, mtp, mlats)
+		return nil
+	}
 	if c.only == "ledger" {
 		ltp, llats, err := measureLedger(ctx, off, ep, c, proc)
 		if err != nil {
@@ -264,10 +274,14 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		reportLedger(out, c, ltp, llats)
 		return nil
 	}
+	if c.only == "mcp" {
+		_, err := measureMCP(ctx, ep, c, proc, out)
+		return err
+	}
 	if c.only != "" {
 		s := map[string]system{"raw": rawS, "next": rawNS, "offload": offS}[c.only]
 		if s == nil {
-			return fmt.Errorf("-only %q: want raw, next, offload, pending, tracing, serve or ledger", c.only)
+			return fmt.Errorf("-only %q: want raw, next, offload, pending, tracing, serve, ledger or limits", c.only)
 		}
 		tp, err := throughputs(ctx, []system{s}, 1, c.slots, c.tn, c.inflight, 1, proc)
 		if err != nil {
@@ -403,6 +417,14 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		return fmt.Errorf("effect ledger: %w", err)
 	}
 	results = append(results, reportLedger(out, c, ltp, llats)...)
+	if _, err := measureMCP(ctx, ep, c, proc, out); err != nil {
+		return fmt.Errorf("MCP tools: %w", err)
+	}
+	mtp, mlats, err := measureLimitsCost(ctx, off, ep, c, proc)
+	if err != nil {
+		return fmt.Errorf("limits' cost: %w", err)
+	}
+	results = append(results, reportLimitsCost(out, c, mtp, mlats)...)
 
 	// Memory per finished call: interleaved like the rest, raw first.
 	// A dispatcher of its own, so that its memory of the calls made so far

@@ -82,6 +82,10 @@ func (s *offloadSystem) startWorkers(ctx context.Context, ep endpoint, n, slots 
 type workerOpts struct {
 	idempotent bool // the lookup tool declared idempotent: no ledger entry
 	noLedger   bool // worker.Config.NoEffectLedger
+	// served, when set, is the tool served instead of lookup (the MCP
+	// section, mcp.go).
+	served   *tool.Tool
+	noLimits bool // worker.Config.NoLimits
 }
 
 // startWorkersWith starts n workers of slots each, as o says (the ledger's
@@ -95,8 +99,11 @@ func (s *offloadSystem) startWorkersWith(ctx context.Context, ep endpoint, n, sl
 		}
 		lookup := benchcall.Lookup()
 		lookup.Idempotent = o.idempotent
+		if o.served != nil {
+			lookup = o.served
+		}
 		w, err := worker.New(worker.Config{Conn: nc, ID: fmt.Sprintf("bench-%d", i), Tools: []*tool.Tool{lookup}, Concurrency: slots,
-			NoEffectLedger: o.noLedger, TracerProvider: s.tp})
+			NoEffectLedger: o.noLedger, NoLimits: o.noLimits, TracerProvider: s.tp})
 		if err != nil {
 			return err
 		}

@@ -53,6 +53,7 @@ import (
 	"github.com/offload-dev/offload/internal/proc"
 	"github.com/offload-dev/offload/pkg/builtin"
 	"github.com/offload-dev/offload/pkg/cmdtool"
+	"github.com/offload-dev/offload/pkg/mcptool"
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/authconf"
@@ -101,6 +102,11 @@ type options struct {
 	// reaper kills every descendant of the commands run (nil: their
 	// process group only).
 	reaper *proc.Reaper
+	// mcp are the --mcp shorthands; servers the MCP servers started
+	// (stopped after the worker), mcpMetrics their metrics.
+	mcp        []string
+	servers    *mcptool.Servers
+	mcpMetrics *mcptool.Metrics
 }
 
 func main() {
@@ -148,6 +154,8 @@ func runTo(stdout io.Writer, args []string, getenv func(string) string, stderr i
 	log := slog.New(telemetry.LogHandler(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level, ReplaceAttr: durationsAsText})))
 
 	opts.reaper = reaper
+	opts.servers, opts.mcpMetrics = &mcptool.Servers{}, mcptool.NewMetrics(nil)
+	defer opts.servers.Stop()
 	tools, err := selectTools(opts, log)
 	if err != nil {
 		fmt.Fprintln(stderr, "toolworker:", err)
@@ -212,13 +220,18 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	cmd := &cobra.Command{
 		Use:   "toolworker [flags]",
 		Short: "Serve tools to offload agents over NATS JetStream",
+		Long: "Serve tools to offload agents over NATS JetStream.\n\n" +
+			"Commands:\n" +
+			"  check    check the worker of a tool, in any language, against the wire protocol's rules\n" +
+			"           (docs/PROTOCOL.md): toolworker check --tool NAME [flags]; toolworker check --help",
 	}
 	flagParser(cmd, stderr, &parsed)
 	defURL := defaultURL(getenv)
 	host, _ := os.Hostname()
 	fs := cmd.Flags()
 	o.conn.Register(fs, getenv, defURL, "NATS server URL, or a comma-separated list of a cluster's (env NATS_URL)")
-	fs.StringVar(&o.config, "config", "", "YAML file declaring command-backed tools")
+	fs.StringVar(&o.config, "config", "", "YAML file declaring command-backed tools (tools:) and MCP servers (mcp_servers:)")
+	fs.StringArrayVar(&o.mcp, "mcp", nil, "an MCP stdio server whose tools to serve, `NAME=COMMAND ARGS…` (repeatable; mcp_servers: in --config for the other settings)")
 	fs.StringVar(&o.tools, "tools", "", "tools to serve: comma-separated names, or all (default: the tools of --config)")
 	fs.StringVar(&o.root, "root", ".", "directory the built-in file and shell tools work in")
 	fs.IntVar(&o.concurrency, "concurrency", 4, "tasks run at once by this replica")
@@ -271,11 +284,21 @@ func selectTools(o *options, log *slog.Logger) ([]*tool.Tool, error) {
 		toolUser = "" // nothing runs: --print-auth only prints
 	}
 	var fromConfig []*tool.Tool
+	var servers []mcptool.ServerConfig
+	configDir := ""
+	for _, m := range o.mcp {
+		c, err := mcptool.ParseShorthand(m)
+		if err != nil {
+			return nil, err
+		}
+		servers = append(servers, c)
+	}
 	if o.config != "" {
 		cfg, err := cmdtool.Load(o.config)
 		if err != nil {
 			return nil, err
 		}
+		configDir = cfg.Dir()
 		for _, s := range cfg.Specs {
 			if slices.Contains(builtin.Names(), s.Name) {
 				return nil, fmt.Errorf("--config tool %q has the name of a built-in tool", s.Name)
@@ -284,7 +307,13 @@ func selectTools(o *options, log *slog.Logger) ([]*tool.Tool, error) {
 		if fromConfig, err = cfg.Tools(cmdtool.Options{Dir: filepath.Dir(o.config), Logger: log, Getenv: o.getenv, Reaper: o.reaper, ToolUser: toolUser}); err != nil {
 			return nil, toolUserHint(err)
 		}
+		servers = append(cfg.MCPServers, servers...)
 	}
+	mcpTools, err := startMCP(o, servers, configDir, toolUser, log)
+	if err != nil {
+		return nil, err
+	}
+	fromConfig = append(fromConfig, mcpTools...)
 	bcfg := builtin.Config{
 		Root: o.root, Logger: log, Getenv: o.getenv, Reaper: o.reaper, ToolUser: toolUser,
 		AllowPrivateNetwork: o.allowPrivate,
@@ -310,6 +339,30 @@ func selectTools(o *options, log *slog.Logger) ([]*tool.Tool, error) {
 	return out, nil
 }
 
+// startMCP starts the MCP servers (those of --config in its directory,
+// the --mcp ones in the current one) and returns their tools.
+func startMCP(o *options, servers []mcptool.ServerConfig, configDir, toolUser string, log *slog.Logger) ([]*tool.Tool, error) {
+	if len(servers) == 0 {
+		return nil, nil
+	}
+	user, err := proc.ToolUser(toolUser)
+	if err != nil {
+		return nil, toolUserHint(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for i, c := range servers {
+		dir := configDir
+		if i >= len(servers)-len(o.mcp) {
+			dir = "" // a --mcp server: the current directory
+		}
+		if err := o.servers.Start(ctx, c, mcptool.Options{Dir: dir, Logger: log, Getenv: o.getenv, Reaper: o.reaper, User: user, Metrics: o.mcpMetrics}); err != nil {
+			return nil, err
+		}
+	}
+	return o.servers.Tools()
+}
+
 // toolUserHint adds to an error of the tool user what the operator can do.
 func toolUserHint(err error) error {
 	switch {
@@ -329,7 +382,7 @@ func pickTools(want string, fromConfig, builtins []*tool.Tool) ([]*tool.Tool, er
 	switch want {
 	case "":
 		if len(fromConfig) == 0 {
-			return nil, errors.New("nothing to serve: give --config with tools, or --tools (names or all)")
+			return nil, errors.New("nothing to serve: give --config with tools, --mcp, or --tools (names or all)")
 		}
 		return fromConfig, nil
 	case "all":
@@ -366,6 +419,9 @@ func serve(o *options, tools []*tool.Tool, log *slog.Logger, signals <-chan os.S
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	wm := metrics.NewWorker(reg)
+	if o.mcpMetrics != nil {
+		reg.MustRegister(o.mcpMetrics.Calls, o.mcpMetrics.Restarts, o.mcpMetrics.Up)
+	}
 	tp, err := otelenv.New(ctx, o.getenv, "toolworker")
 	if err != nil {
 		return err
@@ -395,6 +451,12 @@ func serve(o *options, tools []*tool.Tool, log *slog.Logger, signals <-chan os.S
 	// ends the process with an error, so that it is restarted.
 	closed := nc.StatusChanged(nats.CLOSED)
 	defer nc.RemoveStatusListener(closed)
+	if sig, err := awaitServer(nc, o.natsURL, log, signals, closed); sig != nil || err != nil {
+		if sig != nil {
+			log.Info("stopped before the worker started", slog.String("signal", sig.String()))
+		}
+		return err
+	}
 
 	w, err := worker.New(worker.Config{
 		Conn:           nc,
@@ -487,12 +549,50 @@ func serve(o *options, tools []*tool.Tool, log *slog.Logger, signals <-chan os.S
 	return nil
 }
 
+// startTimeout bounds the start-up: the wait for a server, then the
+// worker's start.
+const startTimeout = 30 * time.Second
+
+// awaitServer waits, within startTimeout, for nc to reach a server of
+// url: a worker may start before its server, but says at once that it
+// waits, and why it gave up (issue 38: not a JetStream call's timeout).
+// A signal or the connection closed for good meanwhile ends the wait
+// (the signal is returned).
+func awaitServer(nc *nats.Conn, url string, log *slog.Logger, signals <-chan os.Signal, closed <-chan nats.Status) (os.Signal, error) {
+	connected := nc.StatusChanged(nats.CONNECTED)
+	defer nc.RemoveStatusListener(connected)
+	if nc.IsConnected() {
+		return nil, nil
+	}
+	where := natsjs.RedactURL(url)
+	log.Warn("no NATS server at "+where+" yet: waiting for one", slog.Duration("up_to", startTimeout))
+	timer := time.NewTimer(startTimeout)
+	defer timer.Stop()
+	select {
+	case <-connected:
+		return nil, nil
+	case sig := <-signals:
+		return sig, nil
+	case <-closed:
+		return nil, fmt.Errorf("no NATS server at %s: the connection was closed: %w", where, nc.LastError())
+	case <-timer.C:
+		if nc.IsConnected() {
+			return nil, nil
+		}
+		why := "nothing answered"
+		if err := nc.LastError(); err != nil {
+			why = err.Error()
+		}
+		return nil, fmt.Errorf("no NATS server at %s (%s) after %s: start nats-server, or give --nats", where, why, startTimeout)
+	}
+}
+
 // start starts w within 30 s; a signal meanwhile cuts the start-up short
 // and is returned (with Start's error, unless it had succeeded), and so
 // does a permission the user lacks (a refused request gets no reply: it
 // would wait the 30 s).
 func start(ctx context.Context, w *worker.Worker, signals <-chan os.Signal, refusals *natsjs.Refusals) (os.Signal, error) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
 	ctx, stopWatch := refusals.Watch(ctx)
 	defer stopWatch()

@@ -139,10 +139,9 @@ func TestLogDurationsAsText(t *testing.T) {
 	}
 }
 
-// SIGTERM while the worker is still starting (here: no server to provision
-// on yet) stops it at once, as a stopped worker (exit 0), instead of once
-// its start-up gives up (a JetStream call's 5 s, up to 30 s in all), as a
-// failure.
+// SIGTERM while the worker is still starting (here: waiting for a server)
+// stops it at once, as a stopped worker (exit 0), instead of once its
+// start-up gives up (30 s), as a failure.
 func TestSignalDuringStartStopsAtOnce(t *testing.T) {
 	t.Parallel()
 	url := "nats://127.0.0.1:" + strconv.Itoa(proctest.FreePort(t)) // nothing listens
@@ -234,5 +233,39 @@ func TestSingleDashFlags(t *testing.T) {
 	}
 	if _, err := parseFlags([]string{"-h"}, func(string) string { return "" }, io.Discard); !errors.Is(err, errHelp) {
 		t.Fatalf("-h: %v, want the help", err)
+	}
+}
+
+// A worker started before its server says so at once, naming the URL
+// (issue 38: it said "ensure stream TOOLS_TASKS: context deadline
+// exceeded" after 5 s), and starts once the server is there.
+func TestNoServerYetSaysSo(t *testing.T) {
+	t.Parallel()
+	port := proctest.FreePort(t)
+	url := "nats://127.0.0.1:" + strconv.Itoa(port) // nothing listens yet
+	signals := make(chan os.Signal, 1)
+	var stderr offloadtest.Output
+	code := make(chan int, 1)
+	go func() {
+		code <- run([]string{"--nats", url, "--tools", "sleep"}, func(string) string { return "" }, &stderr, signals, nil)
+	}()
+	stderr.WaitFor(t, `"msg":"no NATS server at `+url+` yet: waiting for one"`)
+	natstest.Start(t, func(o *server.Options) { o.Port = port })
+	stderr.WaitFor(t, `"msg":"toolworker started"`)
+	signals <- syscall.SIGTERM
+	if c := offloadtest.WaitOrTimeout(t, code, "the exit after SIGTERM"); c != exitOK {
+		t.Fatalf("exit %d; stderr:\n%s", c, stderr.String())
+	}
+}
+
+// toolworker --help names its check subcommand (issue 38).
+func TestHelpNamesCheck(t *testing.T) {
+	t.Parallel()
+	var stderr bytes.Buffer
+	if code := run([]string{"--help"}, func(string) string { return "" }, &stderr, nil, nil); code != exitOK {
+		t.Fatalf("--help: exit %d", code)
+	}
+	if !strings.Contains(stderr.String(), "toolworker check --tool NAME") {
+		t.Errorf("--help does not name check:\n%s", stderr.String())
 	}
 }

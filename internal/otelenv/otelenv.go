@@ -10,7 +10,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
@@ -44,6 +46,20 @@ func (p *Provider) Shutdown(ctx context.Context) error {
 		return fmt.Errorf("otelenv: shutdown: %w", err)
 	}
 	return nil
+}
+
+// FlushTimeout bounds the export of the spans left when a process exits:
+// an unreachable collector delays the exit by at most that.
+const FlushTimeout = 5 * time.Second
+
+// ShutdownWithin is [Provider.Shutdown] bounded by [FlushTimeout]; an
+// error is written to warn as a warning of process name.
+func (p *Provider) ShutdownWithin(warn io.Writer, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), FlushTimeout)
+	defer cancel()
+	if err := p.Shutdown(ctx); err != nil {
+		fmt.Fprintln(warn, name+": warning: traces:", err)
+	}
 }
 
 // Wanted reports whether getenv asks for traces: OTEL_SDK_DISABLED is not

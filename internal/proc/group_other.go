@@ -9,3 +9,6 @@ func setGroup(*exec.Cmd, bool) {}
 
 // killGroup does nothing where process groups do not exist.
 func killGroup(int) {}
+
+// KillGroup kills the process group led by pid (not on this system).
+func KillGroup(pid int) { killGroup(pid) }

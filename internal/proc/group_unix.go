@@ -25,3 +25,7 @@ func setGroup(cmd *exec.Cmd, withContext bool) {
 func killGroup(pid int) {
 	_ = syscall.Kill(-pid, syscall.SIGKILL)
 }
+
+// KillGroup kills the process group led by pid (SIGKILL): a command
+// started by [Runner.RunStarted] ends with everything in its group.
+func KillGroup(pid int) { killGroup(pid) }

@@ -52,6 +52,14 @@ type Runner struct {
 
 // Run is [Run] through the runner's reaper, as its user.
 func (rn Runner) Run(cmd *exec.Cmd, stdout, stderr io.Writer, drainDelay time.Duration) error {
+	return rn.RunStarted(cmd, stdout, stderr, drainDelay, nil)
+}
+
+// RunStarted is [Runner.Run] telling started, when set, the command's pid
+// once it started (not called when it could not start): a long-lived
+// command (an MCP server) is then known to its caller, who may kill its
+// process group ([KillGroup]) to end it.
+func (rn Runner) RunStarted(cmd *exec.Cmd, stdout, stderr io.Writer, drainDelay time.Duration, started func(pid int)) error {
 	r := rn.Reaper
 	outR, outW, err := os.Pipe()
 	if err != nil {
@@ -88,6 +96,9 @@ func (rn Runner) Run(cmd *exec.Cmd, stdout, stderr io.Writer, drainDelay time.Du
 		outR.Close()
 		errR.Close()
 		return err
+	}
+	if started != nil {
+		started(cmd.Process.Pid)
 	}
 	var wg sync.WaitGroup
 	for _, p := range []struct {

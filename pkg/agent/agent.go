@@ -98,6 +98,10 @@ type RunOptions struct {
 	// ConversationID overrides the conversation ID (default: the latest one
 	// in History, else a new ULID).
 	ConversationID string
+	// RunID, if set, is the run's ID (default: a new ULID): a service
+	// that answered a run's ID before it started (agent serve's API) has
+	// its events carry that one.
+	RunID string
 	// Deps is given to tools as RunContext.Deps.
 	Deps any
 	// Limits, when non-nil, replace the agent's limits.

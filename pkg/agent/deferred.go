@@ -90,6 +90,7 @@ func (r *run) collectDeferred(slots []*slot, respIdx int) (*deferred.Requests, e
 			}
 		}
 		entry.Kind = s.deferKind
+		entry.AnswerNext = s.deferKind == deferred.KindExternal && tool.AnswersNextAttempt(s.deferMeta)
 		entry.Effect = ""
 		if v, _ := s.deferMeta[tool.EffectMetaKey].(string); v == tool.EffectUnknown {
 			entry.Effect = v
@@ -111,6 +112,9 @@ type deferredEntry struct {
 	// while running it (SPEC §13): denied, the model is told its outcome
 	// is unknown.
 	Effect string `json:"effect,omitempty"`
+	// AnswerNext marks an external call whose answer goes to its task's
+	// next attempt instead of being its result (tool.AnswersNextAttempt).
+	AnswerNext bool `json:"answer_next,omitempty"`
 }
 
 // deferredRecord reads the record of deferred calls kept in the response's
@@ -143,6 +147,9 @@ func (s *runState) setDeferredRecord(respIdx int, rec map[string]deferredEntry) 
 		}
 		if e.Effect != "" {
 			v["effect"] = e.Effect
+		}
+		if e.AnswerNext {
+			v["answer_next"] = true
 		}
 		m[id] = v
 	}
@@ -224,7 +231,7 @@ func (r *run) resolveInline(ctx context.Context, st *stepState, slots []*slot, n
 		if s.deferKind != "" && s.part == nil && (inA || inC) {
 			s.deferredTaskID = reqs.TaskIDs[id]
 			entry := r.state.deferredRecord(respIdx)[id]
-			s.attempt, s.effect = entry.Attempt, entry.Effect
+			s.attempt, s.effect, s.answerNext = entry.Attempt, entry.Effect, entry.AnswerNext
 			resolved = append(resolved, s)
 		}
 	}
@@ -318,6 +325,19 @@ func (r *run) answer(ctx context.Context, st *stepState, slots []*slot, names []
 			continue
 		}
 		v := res.Calls[id]
+		if s.answerNext && s.t != nil {
+			// The answer is the tool's input: the call runs again as its
+			// task's next attempt, with the answer (tool.AnswerMetaKey).
+			s.approved = true
+			s.metadata = map[string]any{tool.AnswerMetaKey: AnswerInput(v)}
+			if err := r.validate(ctx, st, s, names, false); err != nil {
+				return err
+			}
+			if s.part == nil {
+				runnable = append(runnable, s)
+			}
+			continue
+		}
 		if emitCalls {
 			r.emitCall(s, nil)
 		}
@@ -349,4 +369,34 @@ func (r *run) supplied(s *slot, v any) error {
 		s.part, s.content = part, content
 	}
 	return nil
+}
+
+// AnswerInput is the answer to an external call whose answer goes to its
+// task's next attempt (tool.AnswersNextAttempt), as that attempt gets it
+// under tool.AnswerMetaKey: a value (a tool.Return's) accepts with it as
+// the content, a failure or a retry declines with its message, a cancel
+// cancels.
+func AnswerInput(v any) map[string]any {
+	switch x := v.(type) {
+	case tool.Return:
+		return AnswerInput(x.Value)
+	case *tool.Return:
+		return AnswerInput(x.Value)
+	case json.RawMessage:
+		var content any
+		if err := json.Unmarshal(x, &content); err != nil {
+			return map[string]any{"action": "decline", "message": "the answer is not JSON"}
+		}
+		return map[string]any{"action": "accept", "content": content}
+	case *tool.TaskCancelled:
+		return map[string]any{"action": "cancel"}
+	case *tool.ToolFailed:
+		return map[string]any{"action": "decline", "message": x.Message}
+	case *tool.ModelRetry:
+		return map[string]any{"action": "decline", "message": x.Message}
+	case message.RetryPrompt:
+		return map[string]any{"action": "decline", "message": x.Content}
+	default:
+		return map[string]any{"action": "accept", "content": v}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sort"
 	"strings"
 	"sync"
@@ -812,6 +813,60 @@ func TestResumeFailsClosedForRaisedDeferrals(t *testing.T) {
 				t.Errorf("a tool ran on a refused resume")
 			}
 			wantRequests(t, m, 1)
+		})
+	}
+}
+
+// A call deferred with its answer to go to its next attempt (an MCP
+// elicitation, SPEC §16): the answer supplied for it is not its result:
+// the tool runs again, under the same task, with the answer in its
+// ToolCallMetadata (a value accepts, a failure declines), and what it
+// returns then is the call's result.
+func TestExternalAnswerToNextAttempt(t *testing.T) {
+	t.Parallel()
+	var runs []*tool.RunContext
+	var mu sync.Mutex
+	ask := tool.Func("ask", "", func(_ context.Context, rc *tool.RunContext, _ struct{}) (string, error) {
+		mu.Lock()
+		runs = append(runs, rc)
+		mu.Unlock()
+		ans, ok := rc.ToolCallMetadata[tool.AnswerMetaKey].(map[string]any)
+		if !ok {
+			return "", &tool.CallDeferred{Metadata: map[string]any{tool.AnswerToMetaKey: tool.AnswerToNextAttempt, "mcp.elicitation": map[string]any{"message": "Your name?"}}}
+		}
+		if ans["action"] != "accept" {
+			return fmt.Sprintf("%v: %v", ans["action"], ans["message"]), nil
+		}
+		return fmt.Sprintf("hello %v", ans["content"].(map[string]any)["name"]), nil
+	}, tool.Retries(0))
+	for _, tc := range []struct {
+		name   string
+		answer any
+		want   string
+	}{
+		{"accept", map[string]any{"name": "Ada"}, "hello Ada"},
+		// As a stored answer's content decodes.
+		{"accept_return", tool.Return{Value: json.RawMessage(`{"name":"Grace"}`)}, "hello Grace"},
+		{"decline", tool.Fail("not telling"), "decline: not telling"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			runs = nil
+			m := turns(calls(call("ask", "c1", `{}`)), text("ok"))
+			a := allowDeferred(t, m, ask)
+			res, err := a.Run(t.Context(), "go", nil)
+			if err != nil || len(res.Deferred.Calls) != 1 || !tool.AnswersNextAttempt(res.Deferred.Metadata["c1"]) {
+				t.Fatalf("first run: %v %+v", err, res.Deferred)
+			}
+			res2, err := a.Run(t.Context(), "", &agent.RunOptions{History: res.Messages, DeferredResults: &deferred.Results{Calls: map[string]any{"c1": tc.answer}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := returnContent(t, res2.NewMessages()[0].Parts[0]); got != tc.want || res2.Output != "ok" {
+				t.Errorf("result %s (output %q), want %s", got, res2.Output, tc.want)
+			}
+			if len(runs) != 2 || runs[1].TaskID != res.Deferred.TaskIDs["c1"] {
+				t.Errorf("%d runs, the second under task %q, want 2 under %q", len(runs), runs[len(runs)-1].TaskID, res.Deferred.TaskIDs["c1"])
+			}
 		})
 	}
 }

@@ -94,7 +94,7 @@ func (r *run) resumePass(ctx context.Context, st *stepState, slots []*slot, name
 			return nil, userErrorf(nil, "Tool call '%s' was given both an approval and a result; give exactly one.", id)
 		}
 		kind := record[id].Kind
-		s.deferredTaskID, s.attempt, s.effect = record[id].TaskID, record[id].Attempt, record[id].Effect
+		s.deferredTaskID, s.attempt, s.effect, s.answerNext = record[id].TaskID, record[id].Attempt, record[id].Effect, record[id].AnswerNext
 		if kind == "" && s.t != nil {
 			switch {
 			case s.t.Kind == tool.KindExternal:

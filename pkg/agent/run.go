@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -61,7 +62,7 @@ func newRun(a *Agent, prompt string, opts *RunOptions) *run {
 		caps:          append(slices.Clone(a.cfg.Capabilities), opts.Capabilities...),
 		limits:        a.cfg.Limits,
 		allowDeferred: a.cfg.AllowDeferred || opts.AllowDeferred,
-		runID:         ulid.Make().String(),
+		runID:         cmp.Or(opts.RunID, ulid.Make().String()),
 	}
 	history := slices.Grow(repairDangling(opts.History), 8) // room for a few steps' messages
 	r.state = runState{history: history, retries: map[string]int{}}

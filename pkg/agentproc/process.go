@@ -243,26 +243,26 @@ func OpenDesk(ctx context.Context, nc *nats.Conn, prov natsjs.ProvisionOptions, 
 		return nil, err
 	}
 	recs.Identities = &convstore.Identities{TrustBy: true}
-	return pending.New(pending.Config{Records: recs, Live: watchedLive{a: recs.Announcer, r: refusals}, Logger: log, TracerProvider: tp})
+	return pending.New(pending.Config{Records: recs, Live: watchedLive{p: recs, r: refusals}, Logger: log, TracerProvider: tp})
 }
 
 // watchedLive reads the approvals live runs announced, each read ended at
 // once by a permission refused.
 type watchedLive struct {
-	a *convstore.Announcer
+	p *convstore.Pending
 	r *natsjs.Refusals
 }
 
 func (w watchedLive) Conversations(ctx context.Context) []string {
 	ctx, stop := w.r.Watch(ctx)
 	defer stop()
-	return w.a.Conversations(ctx)
+	return w.p.Announcer.Conversations(ctx)
 }
 
 func (w watchedLive) Waiting(ctx context.Context, conv string, skip map[string]bool) []deferred.PendingTask {
 	ctx, stop := w.r.Watch(ctx)
 	defer stop()
-	return w.a.Waiting(ctx, conv, skip)
+	return w.p.LiveWaiting(ctx, conv, skip)
 }
 
 // OpenSession claims conversation id (created empty with create) and

@@ -18,6 +18,7 @@ import (
 	"github.com/offload-dev/offload/pkg/natsjs/convstore"
 	"github.com/offload-dev/offload/pkg/natsjs/serve"
 	"github.com/offload-dev/offload/pkg/natsjs/serve/notify"
+	"github.com/offload-dev/offload/pkg/natsjs/toolctl"
 	"github.com/offload-dev/offload/pkg/pending"
 	"github.com/offload-dev/offload/pkg/session"
 	"github.com/offload-dev/offload/pkg/tool"
@@ -235,7 +236,8 @@ type Face struct {
 // connection: the pending desk over the people's records (the decisions
 // it publishes signed with the service's key, their edited arguments
 // checked against the agents' tools, each publish traced), and web's
-// handler over srv's core with the inbox and signed links.
+// handler over srv's core with the inbox, signed links and the operator's
+// hands on the fleet's tools (toolctl, /v1/tools).
 func (p *Process) Face(ctx context.Context, srv *Served, o FaceOptions) (*Face, error) {
 	svc := srv.Service
 	recs, err := convstore.OpenPending(ctx, convstore.OpenConfig{JetStream: srv.faces, Provision: p.opts.Provision})
@@ -253,8 +255,12 @@ func (p *Process) Face(ctx context.Context, srv *Served, o FaceOptions) (*Face, 
 		return nil, err
 	}
 	f := &Face{Desk: desk, Links: links}
+	tools, err := toolctl.New(toolctl.Config{Conn: srv.Faces, Provision: p.opts.Provision})
+	if err != nil {
+		return nil, err
+	}
 	cfg := web.Config{Core: svc, Desk: desk, Tokens: o.Tokens, Inbox: true, Links: links, PublicURL: o.PublicURL, Logger: p.log, Metrics: o.Metrics,
-		Limits: o.Limits}
+		Limits: o.Limits, Tools: tools}
 	if o.Registry != nil {
 		cfg.Gatherer = o.Registry
 	}

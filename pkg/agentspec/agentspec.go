@@ -23,6 +23,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/offload-dev/offload/pkg/agent/background"
+	"github.com/offload-dev/offload/pkg/limits"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
@@ -144,10 +145,14 @@ type ToolEntry struct {
 	// Parameters, when given, is the JSON Schema of the arguments: offered
 	// to the model and enforced.
 	Parameters map[string]any `yaml:"parameters"`
+	// Limits, when given, are the agent's own fleet control limits for
+	// the tool's calls (SPEC §19): carried by each task, they hold beside
+	// the worker's, the stricter winning.
+	Limits *limits.Limits `yaml:"limits"`
 }
 
 // toolEntryKeys are the keys of a ToolEntry object.
-var toolEntryKeys = []string{"name", "requires_approval", "description", "parameters"}
+var toolEntryKeys = []string{"name", "requires_approval", "description", "parameters", "limits"}
 
 // UnmarshalYAML decodes a name or an object; an unknown key of the object
 // is an error, as in the rest of the spec.
@@ -175,7 +180,7 @@ func (e *ToolEntry) UnmarshalYAML(n *yaml.Node) error {
 
 // pins reports whether the entry pins anything of the tool's policy.
 func (e ToolEntry) pins() bool {
-	return e.RequiresApproval || e.Description != "" || e.Parameters != nil
+	return e.RequiresApproval || e.Description != "" || e.Parameters != nil || e.Limits != nil
 }
 
 // ExternalTool is a tool answered from outside the agent.
@@ -326,6 +331,9 @@ func (s *Spec) validateTools() error {
 		if !e.pins() {
 			continue
 		}
+		if err := e.Limits.Validate(); err != nil {
+			return fmt.Errorf("tools[%d].limits: %w", i, err)
+		}
 		if slices.ContainsFunc(s.ExternalTools, func(x ExternalTool) bool { return x.Name == e.Name }) {
 			return fmt.Errorf("tools[%d]: %s is an external tool: its description and parameters are those of external_tools", i, e.Name)
 		}
@@ -367,7 +375,7 @@ func (s *Spec) Policies() map[string]tool.Policy {
 		if !e.pins() {
 			continue
 		}
-		p := tool.Policy{RequiresApproval: e.RequiresApproval, Description: e.Description}
+		p := tool.Policy{RequiresApproval: e.RequiresApproval, Description: e.Description, Limits: e.Limits}
 		if e.Parameters != nil {
 			p.Parameters, _ = json.Marshal(e.Parameters) // validated
 		}

@@ -58,6 +58,7 @@ func TestToolEntriesRefused(t *testing.T) {
 		{"tools: [shell, {name: shell}]\n", "tools[1]: shell is listed twice"},
 		{"tools: [{name: 'no spaces'}]\n", "tools[0]:"},
 		{"tools: [{name: shell, parameters: {type: string}}]\n", "tools[0].parameters"},
+		{"tools: [{name: shell, limits: {priority: 9}}]\n", "tools[0].limits: limits: invalid: priority 9"},
 		{"tools: [{name: ask, requires_approval: true}]\nexternal_tools: [{name: ask}]\n", "tools[0]: ask is an external tool"},
 	} {
 		if _, err := agentspec.Parse([]byte(tc.yaml)); err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -114,5 +115,19 @@ func TestConfigurePolicyWins(t *testing.T) {
 	ask := byName["ask_human"]
 	if ask == nil || ask.Kind != tool.KindExternal || ask.Description != "Ask a person." {
 		t.Fatalf("ask_human offered as %+v: want the spec's external tool", ask)
+	}
+}
+
+// A tool entry's limits (SPEC §19) are the agent's policy for the tool:
+// checked, and carried by the policy (a remote call's task carries them).
+func TestToolEntryLimits(t *testing.T) {
+	t.Parallel()
+	s, err := agentspec.Parse([]byte("tools:\n  - name: research\n    limits: {max_in_flight: 3, key: conversation, rate: {limit: 10, period: 1m}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := s.Policies()["research"].Limits
+	if l == nil || l.MaxInFlight != 3 || l.Key != "conversation" || l.Rate == nil || l.Rate.Limit != 10 {
+		t.Errorf("limits %+v", l)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 
+	"github.com/offload-dev/offload/pkg/limits"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
 )
@@ -187,6 +188,14 @@ func (f *fetcher) fetch(ctx context.Context, a HTTPFetchArgs) (HTTPFetchResult, 
 		return HTTPFetchResult{}, httpErr(ctx, reqCtx, cfg, method, a.URL, err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+		// The service refused the call for now and said for how long
+		// (SPEC §19): the worker cools the tool down and runs the call
+		// again after it. Without Retry-After, the status is the result.
+		if after, ok := limits.ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
+			return HTTPFetchResult{}, &tool.RateLimited{After: after, Message: fmt.Sprintf("%s %s: %s", method, a.URL, resp.Status)}
+		}
+	}
 
 	body, err := io.ReadAll(io.LimitReader(resp.Body, cfg.HTTPMaxBytes+1))
 	if err != nil {

@@ -41,6 +41,12 @@ func testMux() *http.ServeMux {
 		w.Header().Set("X-Secret-Internal", "nope")
 		_, _ = io.WriteString(w, "hello, "+r.Header.Get("X-Name"))
 	})
+	mux.HandleFunc("/busy", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("say") != "" {
+			w.Header().Set("Retry-After", r.URL.Query().Get("say"))
+		}
+		http.Error(w, "slow down", http.StatusTooManyRequests)
+	})
 	mux.HandleFunc("/missing", func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no such page", http.StatusNotFound)
 	})
@@ -180,5 +186,25 @@ func TestHTTPFetchCancel(t *testing.T) {
 	cancel()
 	if err := offloadtest.WaitOrTimeout(t, done, "the fetch to return after the cancel"); !errors.Is(err, context.Canceled) {
 		t.Errorf("err = %v, want context.Canceled", err)
+	}
+}
+
+// A 429 (or 503) with Retry-After is the service refusing the call for
+// now: a tool.RateLimited of that delay (SPEC §19), not a result; without
+// Retry-After it is the result, status 429.
+func TestHTTPFetchRetryAfter(t *testing.T) {
+	t.Parallel()
+	b := setupHTTP(t, builtin.Config{}, testMux())
+	_, err := call(t.Context(), t, b.fetch, `{"url":"`+b.srv.URL+`/busy?say=2"}`)
+	var rl *tool.RateLimited
+	if !errors.As(err, &rl) || rl.After != 2*time.Second {
+		t.Fatalf("err %v, want RateLimited after 2s", err)
+	}
+	out, err := call(t.Context(), t, b.fetch, `{"url":"`+b.srv.URL+`/busy"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := out.(builtin.HTTPFetchResult); r.Status != 429 {
+		t.Errorf("result %+v", r)
 	}
 }

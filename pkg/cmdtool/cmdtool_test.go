@@ -444,3 +444,41 @@ tools:
 	fmt.Println(out, err)
 	// Output: {"TEXT":"HELLO"} <nil>
 }
+
+// A command exiting 75 (EX_TEMPFAIL) says the service behind it refused the
+// call for now: a tool.RateLimited of the seconds it wrote on stdout, a
+// number or {"retry_after": N}, one second when it wrote neither.
+func TestExitTempFailIsRateLimited(t *testing.T) {
+	t.Parallel()
+	tools := build(t, t.TempDir(), `tools:
+  - {name: n, command: [/bin/sh, -c, 'echo 2.5; exit 75']}
+  - {name: j, command: [/bin/sh, -c, 'echo "{\"retry_after\": 4}"; exit 75']}
+  - {name: none, command: [/bin/sh, -c, 'echo busy; exit 75']}
+`, nil)
+	for name, want := range map[string]time.Duration{"n": 2500 * time.Millisecond, "j": 4 * time.Second, "none": cmdtool.DefaultRetryAfter} {
+		_, err := run(t, tools[name], `{}`)
+		var rl *tool.RateLimited
+		if !errors.As(err, &rl) || rl.After != want {
+			t.Errorf("tool %s: err %v, want RateLimited after %v", name, err, want)
+		}
+	}
+}
+
+// A tool's limits are read from its spec, checked, and carried by its tool.
+func TestLimitsOfSpec(t *testing.T) {
+	t.Parallel()
+	tools := build(t, t.TempDir(), `tools:
+  - name: paid
+    command: [cat]
+    limits: {max_in_flight: 2, key: tenant, rate: {limit: 30, period: 1m}, priority: 2}
+`, nil)
+	l := tools["paid"].Limits
+	if l == nil || l.MaxInFlight != 2 || l.Key != "tenant" || l.Rate == nil || l.Rate.Limit != 30 ||
+		time.Duration(l.Rate.Period) != time.Minute || l.Priority != 2 {
+		t.Errorf("limits %+v", l)
+	}
+	_, err := cmdtool.Parse([]byte("tools:\n  - name: a\n    command: [cat]\n    limits: {priority: 9}\n"))
+	if !errors.Is(err, cmdtool.ErrInvalidConfig) || !strings.Contains(err.Error(), "priority 9") {
+		t.Errorf("a priority out of range: %v", err)
+	}
+}

@@ -14,6 +14,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/offload-dev/offload/pkg/limits"
+	"github.com/offload-dev/offload/pkg/mcptool"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
@@ -37,6 +39,9 @@ type Config struct {
 	// Specs declares the command-backed tools, in file order (YAML key
 	// "tools").
 	Specs []Spec `yaml:"tools"`
+	// MCPServers are the MCP servers whose tools the worker serves (YAML
+	// key "mcp_servers", SPEC §16; pkg/mcptool).
+	MCPServers []mcptool.ServerConfig `yaml:"mcp_servers"`
 
 	// dir is the directory of the file the config was loaded from.
 	dir string
@@ -73,6 +78,10 @@ type Spec struct {
 	// on top of PATH, HOME, LANG and TZ (default none). Nothing else of the
 	// worker's environment reaches the command.
 	Env []string `yaml:"env"`
+	// Limits are the tool's fleet control limits (SPEC §19): what every
+	// worker replica serving it holds its calls to, carried in its
+	// registry entry. Optional.
+	Limits *limits.Limits `yaml:"limits"`
 
 	// line is the spec's line in the YAML source, for error messages.
 	line int
@@ -155,8 +164,19 @@ func Parse(data []byte) (*Config, error) {
 			c.Specs[i].line = lines.Specs[i].Line
 		}
 	}
-	if len(c.Specs) == 0 {
+	if len(c.Specs) == 0 && len(c.MCPServers) == 0 {
 		return nil, fmt.Errorf("%w: no tools declared", ErrInvalidConfig)
+	}
+	servers := map[string]bool{}
+	for i := range c.MCPServers {
+		m := &c.MCPServers[i]
+		if err := m.Validate(); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		}
+		if servers[m.Name] {
+			return nil, fmt.Errorf("%w: duplicate mcp server name %q", ErrInvalidConfig, m.Name)
+		}
+		servers[m.Name] = true
 	}
 	seen := map[string]int{}
 	for i := range c.Specs {
@@ -171,6 +191,11 @@ func Parse(data []byte) (*Config, error) {
 	}
 	return &c, nil
 }
+
+// Dir returns the directory of the file the config was loaded from
+// (empty for one from [Parse]): the working directory of its commands and
+// stdio MCP servers.
+func (c *Config) Dir() string { return c.dir }
 
 func (s *Spec) errorf(format string, args ...any) error {
 	return fmt.Errorf("%w: line %d: tool %q: %s", ErrInvalidConfig, s.line, s.Name, fmt.Sprintf(format, args...))
@@ -193,6 +218,9 @@ func (s *Spec) def() (tool.Def, error) {
 		if !envNameRE.MatchString(name) {
 			return tool.Def{}, s.errorf("env: %q is not an environment variable name", name)
 		}
+	}
+	if err := s.Limits.Validate(); err != nil {
+		return tool.Def{}, s.errorf("%v", err)
 	}
 	var params json.RawMessage
 	if s.Parameters != nil {

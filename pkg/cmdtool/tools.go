@@ -121,6 +121,7 @@ func (c *Config) Tools(opts Options) ([]*tool.Tool, error) {
 		if err != nil {
 			return nil, s.errorf("%v", err)
 		}
+		t.Limits = s.Limits
 		out = append(out, t)
 	}
 	return out, nil
@@ -195,6 +196,13 @@ func (r *runner) run(ctx context.Context, rc *tool.RunContext, args json.RawMess
 	}
 	var exitErr *exec.ExitError
 	switch {
+	case errors.As(err, &exitErr) && exitErr.ExitCode() == ExitTempFail:
+		// The service behind the command refused the call for now
+		// (SPEC §19): stdout says for how long.
+		after, ok := retryAfterOf(stdout.Bytes())
+		r.log.InfoContext(ctx, "cmdtool: command asked to be run again later",
+			slog.String("tool", r.name), slog.Duration("retry_after", after), slog.Bool("said", ok))
+		return nil, &tool.RateLimited{After: after, Message: "command " + r.name + " exited 75"}
 	case errors.As(err, &exitErr):
 		e := &CommandFailed{Tool: r.name, ExitCode: exitErr.ExitCode(), Stderr: stderr.String()}
 		r.log.WarnContext(ctx, "cmdtool: command failed",

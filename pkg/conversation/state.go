@@ -47,6 +47,11 @@ type State struct {
 	// Agent names the agent the conversation runs with, set by `agent
 	// serve` (SPEC §11); nil for a conversation started by `agent run`.
 	Agent *AgentRef `json:"agent,omitempty"`
+	// StartedBy is who started the conversation (SPEC §21): the name of
+	// the token that started it over agent serve's API; empty when not
+	// known (a conversation started by `agent run`, or stored before it
+	// was recorded).
+	StartedBy string `json:"started_by,omitempty"`
 }
 
 // AgentRef is the agent a conversation runs with: the name of its spec

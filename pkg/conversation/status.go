@@ -34,4 +34,6 @@ type Status struct {
 	UpdatedAt time.Time `json:"updated_at"`
 	// Error, for failed, says why the run failed (when its recorder said).
 	Error string `json:"error,omitempty"`
+	// StartedBy is who started the conversation (State.StartedBy).
+	StartedBy string `json:"started_by,omitempty"`
 }

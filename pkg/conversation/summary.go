@@ -52,6 +52,8 @@ type Summary struct {
 	// Votes are the approvals counted so far for its tasks that need a
 	// quorum (State.Votes).
 	Votes []Vote `json:"votes,omitempty"`
+	// StartedBy is who started the conversation (State.StartedBy).
+	StartedBy string `json:"started_by,omitempty"`
 }
 
 // Summarize returns the summary of st saved at revision rev, or nil when
@@ -68,7 +70,7 @@ func Summarize(st *State, rev Revision) *Summary {
 		}
 	}
 	sum := &Summary{ConversationID: st.ID, Status: status, UpdatedAt: st.UpdatedAt, Revision: rev, Tasks: tasks,
-		Prompt: lastPrompt(st.History)}
+		Prompt: lastPrompt(st.History), StartedBy: st.StartedBy}
 	if st.Agent != nil {
 		sum.Agent = st.Agent.Name
 	}

@@ -37,6 +37,9 @@ func touchWorker(w *metrics.Worker) {
 	w.Inflight.WithLabelValues("sleep").Inc()
 	w.RedeliveriesTotal.WithLabelValues("sleep").Inc()
 	w.CancellationsTotal.WithLabelValues("sleep").Inc()
+	w.ToolQueued.WithLabelValues("sleep").Set(3)
+	w.ToolLimitedTotal.WithLabelValues("sleep", "rate").Inc()
+	w.ToolCooldown.WithLabelValues("sleep").Set(2)
 }
 
 // family is a metric's name, type and label names, as exported.
@@ -89,6 +92,9 @@ func TestWorkerNamesAndLabels(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	touchWorker(metrics.NewWorker(reg))
 	want := []family{
+		{"offload_tool_cooldown_seconds", dto.MetricType_GAUGE, "tool"},
+		{"offload_tool_limited_total", dto.MetricType_COUNTER, "limit,tool"},
+		{"offload_tool_queued", dto.MetricType_GAUGE, "tool"},
 		{"offload_worker_cancellations_total", dto.MetricType_COUNTER, "tool"},
 		{"offload_worker_inflight", dto.MetricType_GAUGE, "tool"},
 		{"offload_worker_redeliveries_total", dto.MetricType_COUNTER, "tool"},

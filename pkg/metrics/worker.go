@@ -21,6 +21,18 @@ type Worker struct {
 	// CancellationsTotal counts tasks cancelled by a cancel message:
 	// offload_worker_cancellations_total{tool}.
 	CancellationsTotal *prometheus.CounterVec
+	// ToolQueued is how many calls of a tool wait in its queue, held by a
+	// limit (SPEC §19), as this worker last read the tool's shared state:
+	// offload_tool_queued{tool}.
+	ToolQueued *prometheus.GaugeVec
+	// ToolLimitedTotal counts the calls this worker held by a limit, by
+	// tool and limit (max_in_flight, rate, cool_down, paused, order):
+	// offload_tool_limited_total{tool,limit}.
+	ToolLimitedTotal *prometheus.CounterVec
+	// ToolCooldown is how many seconds of a tool's cool-down (an
+	// upstream's retry_after) were left when this worker last read it:
+	// offload_tool_cooldown_seconds{tool}.
+	ToolCooldown *prometheus.GaugeVec
 
 	all collectors
 }
@@ -55,8 +67,21 @@ func NewWorker(reg prometheus.Registerer) *Worker {
 			Name: "offload_worker_cancellations_total",
 			Help: "Total number of running tasks cancelled on request, by tool.",
 		}, []string{"tool"}),
+		ToolQueued: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "offload_tool_queued",
+			Help: "Number of calls of a tool waiting in its queue, held by a limit, as this worker last read it.",
+		}, []string{"tool"}),
+		ToolLimitedTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "offload_tool_limited_total",
+			Help: "Total number of calls this worker held by a limit, by tool and limit.",
+		}, []string{"tool", "limit"}),
+		ToolCooldown: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "offload_tool_cooldown_seconds",
+			Help: "Seconds of a tool's cool-down left (an upstream's retry_after), as this worker last read it.",
+		}, []string{"tool"}),
 	}
-	w.all = collectors{w.TasksTotal, w.TaskDuration, w.Inflight, w.RedeliveriesTotal, w.CancellationsTotal}
+	w.all = collectors{w.TasksTotal, w.TaskDuration, w.Inflight, w.RedeliveriesTotal, w.CancellationsTotal,
+		w.ToolQueued, w.ToolLimitedTotal, w.ToolCooldown}
 	if reg != nil {
 		reg.MustRegister(w)
 	}

@@ -29,6 +29,11 @@ type Effect struct {
 	Started EffectStarted `json:"started"`
 	// Finished, once set, says the attempt's result is stored.
 	Finished *EffectFinished `json:"finished,omitempty"`
+	// Resume, when set, is the state the running tool recorded
+	// (tool.RunContext.Checkpoint): a delivery of the attempt after its
+	// worker stopped resumes the tool with it instead of answering the
+	// effect unknown (an MCP tool's {"server","mcp_task_id"}, SPEC §16).
+	Resume json.RawMessage `json:"resume,omitempty"`
 }
 
 // EffectStarted is written before the tool runs.

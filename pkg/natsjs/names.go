@@ -75,6 +75,24 @@ type Names struct {
 	ServiceBucket string
 	// ServiceStream is its backing stream, KV_<prefix>_service.
 	ServiceStream string
+	// LimitsBucket is fleet control's KV bucket, <prefix>_limits (SPEC
+	// §19): key <tool>.state ([LimitsKey]) holds the tool's state shared
+	// by every worker replica (limits.State).
+	LimitsBucket string
+	// LimitsStream is its backing stream, KV_<prefix>_limits.
+	LimitsStream string
+	// QueueBucket is the KV bucket of the calls held by a limit,
+	// <prefix>_queue: key <tool>.<task>.<attempt> ([QueueKey]) holds the
+	// task as it was delivered while it waits and runs from its queue.
+	QueueBucket string
+	// QueueStream is its backing stream, KV_<prefix>_queue.
+	QueueStream string
+	// Dead is the stream of <prefix>.dead.>: the dead letters, tasks whose
+	// deliveries were exhausted.
+	Dead string
+	// Audit is the stream of <prefix>.audit.>: the operators' actions on
+	// tools, each with who did it.
+	Audit string
 }
 
 // NamesFor returns the asset names of prefix ("" means
@@ -109,7 +127,30 @@ func NamesFor(prefix string) Names {
 		EffectsStream:       "KV_" + prefix + "_effects",
 		ServiceBucket:       prefix + "_service",
 		ServiceStream:       "KV_" + prefix + "_service",
+		LimitsBucket:        prefix + "_limits",
+		LimitsStream:        "KV_" + prefix + "_limits",
+		QueueBucket:         prefix + "_queue",
+		QueueStream:         "KV_" + prefix + "_queue",
+		Dead:                up + "DEAD",
+		Audit:               up + "AUDIT",
 	}
+}
+
+// LimitsKey returns the key of a tool's fleet control state in the
+// limits bucket, <tool>.state.
+func LimitsKey(toolName string) string { return toolName + ".state" }
+
+// QueueKey returns the key of a held call in the queue bucket,
+// <tool>.<task>.<attempt>.
+func QueueKey(toolName, task string, attempt int) string { return EffectKey(toolName, task, attempt) }
+
+// AuditSubject returns the subject of the audit records of a tool,
+// <prefix>.audit.<tool>.
+func AuditSubject(prefix, toolName string) string {
+	if prefix == "" {
+		prefix = defPrefix
+	}
+	return prefix + ".audit." + toolName
 }
 
 // DecisionPublicKey is the key, in the service's bucket

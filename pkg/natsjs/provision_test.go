@@ -59,6 +59,10 @@ func TestDefinitionsInSync(t *testing.T) {
 				names.PendingStream:       "$KV." + names.PendingBucket + ".>",
 				names.EffectsStream:       "$KV." + names.EffectsBucket + ".>",
 				names.ServiceStream:       "$KV." + names.ServiceBucket + ".>",
+				names.LimitsStream:        "$KV." + names.LimitsBucket + ".>",
+				names.QueueStream:         "$KV." + names.QueueBucket + ".>",
+				names.Dead:                subj.All(protocol.KindDead),
+				names.Audit:               prefix + ".audit.>",
 			}
 			// The decisions stream sources the approval timeouts of the
 			// same prefix onto the decision subjects (SPEC §12).
@@ -165,7 +169,7 @@ func TestDefinitionsInSync(t *testing.T) {
 func TestDefinitionFilesRoundTrip(t *testing.T) {
 	t.Parallel()
 	files, _ := fs.Glob(offload.Definitions(), "*/*.json")
-	if len(files) != 18 {
+	if len(files) != 22 {
 		t.Errorf("definition files: %v", files)
 	}
 	for _, file := range files {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/offload-dev/offload/pkg/limits"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
@@ -38,6 +39,10 @@ type RegistryEntry struct {
 	// one call may take on the worker. The agent bounds each background
 	// call by it (SPEC §20); absent, by its own default.
 	Timeout float64 `json:"timeout,omitempty"`
+	// Limits are the limits the worker holds the tool's calls to (SPEC
+	// §19), optional: what `agent tools` shows and the agents' limits
+	// combine with.
+	Limits *limits.Limits `json:"limits,omitempty"`
 	// Worker is the ID of the advertising worker.
 	Worker string `json:"worker"`
 	// ExpiresAt is when the entry stops being valid unless refreshed.
@@ -88,6 +93,7 @@ func NewRegistryEntry(t *tool.Tool, worker string, expires time.Time) RegistryEn
 		Idempotent:       d.Idempotent,
 		Retries:          &t.Retries,
 		Timeout:          t.Timeout.Seconds(),
+		Limits:           t.Limits,
 		Worker:           worker,
 		ExpiresAt:        expires.UTC(),
 	}

@@ -20,3 +20,19 @@ func TestArgsMessage(t *testing.T) {
 		}
 	}
 }
+
+// A malformed answer is told the form of one, with its text as the
+// content (issue 38).
+func TestAnswerForm(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		`hello`:        `{"content":"hello"}`,
+		`"a <b> & c"`:  `{"content":"a <b> & c"}`,
+		`{"text":"x"}`: `{"content":"the answer"}`,
+		``:             `{"content":"the answer"}`,
+	} {
+		if got := AnswerForm([]byte(in)); got != "an answer is a JSON object such as "+want {
+			t.Errorf("AnswerForm(%q) = %q, want %s", in, got, want)
+		}
+	}
+}

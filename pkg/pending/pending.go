@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/codes"
@@ -124,6 +125,15 @@ type Call struct {
 	ConversationID string `json:"conversation_id"`
 	Agent          string `json:"agent,omitempty"`
 	Prompt         string `json:"prompt,omitempty"`
+	// StartedBy is who started its conversation (SPEC §21), when known.
+	StartedBy string `json:"started_by,omitempty"`
+	// Of is, for a call a person decides, how many calls of its
+	// conversation's pause a person decides (SPEC §21: "decision 1 of
+	// 2"), those decided already but not yet applied included.
+	Of int `json:"of,omitempty"`
+	// Description is its tool's description (Config.Tools), what
+	// approving it does (SPEC §21); empty when the tool is not found.
+	Description string `json:"description,omitempty"`
 	deferred.PendingTask
 	// Approvals are the approvals counted so far of a call that needs a
 	// quorum (Required), as its conversation last saved them.
@@ -263,12 +273,35 @@ func (d *Desk) waiting(ctx context.Context, s *conversation.Summary) ([]Call, er
 	for _, t := range tasks {
 		out = append(out, d.call(ctx, s, t))
 	}
+	// Of: the calls of the pause a person decides, those decided since
+	// its save included (its record's), or those waiting when more.
+	of, waitingOf := 0, 0
+	for _, t := range s.Tasks {
+		if slices.Contains(ForPeople, t.Kind) {
+			of++
+		}
+	}
+	for _, c := range out {
+		if slices.Contains(ForPeople, c.Kind) {
+			waitingOf++
+		}
+	}
+	for i := range out {
+		if slices.Contains(ForPeople, out[i].Kind) {
+			out[i].Of = max(of, waitingOf)
+		}
+	}
 	return out, nil
 }
 
 // call is task t of record s as a Call.
 func (d *Desk) call(ctx context.Context, s *conversation.Summary, t deferred.PendingTask) Call {
-	c := Call{ConversationID: s.ConversationID, Agent: s.Agent, Prompt: s.Prompt, PendingTask: t}
+	c := Call{ConversationID: s.ConversationID, Agent: s.Agent, Prompt: s.Prompt, StartedBy: s.StartedBy, PendingTask: t}
+	if d.cfg.Tools != nil && (t.Kind == deferred.KindApproval || t.Kind == deferred.KindExternal) {
+		if tl, err := d.cfg.Tools(ctx, s.Agent, t.Tool); err == nil && tl != nil {
+			c.Description = tl.Description
+		}
+	}
 	if t.Required > 1 {
 		c.Approvals = s.State().VotesFor(t.TaskID)
 	}
@@ -390,7 +423,31 @@ func (d *Desk) Answer(ctx context.Context, conv, task string, data []byte) (stri
 	if err != nil {
 		return "", err
 	}
-	return d.publish(ctx, conv, s, conversation.ArrivalAnswer, task, data, "")
+	subject, err := d.publish(ctx, conv, s, conversation.ArrivalAnswer, task, data, "")
+	var re *conversation.RefusedError
+	if errors.As(err, &re) && re.Reason == conversation.ReasonMalformed {
+		re.Err = fmt.Errorf("%w; %s", re.Err, AnswerForm(data))
+	}
+	return subject, err
+}
+
+// AnswerForm says what an answer is, with text (a malformed answer's)
+// as its content: `an answer is a JSON object such as
+// {"content":"hello"}` (SPEC §5.2: status ok by default).
+func AnswerForm(text []byte) string {
+	content := strings.TrimSpace(string(text))
+	var s string
+	if json.Unmarshal([]byte(content), &s) == nil {
+		content = s // a JSON string: its text
+	}
+	if content == "" || strings.HasPrefix(content, "{") {
+		content = "the answer"
+	}
+	var example strings.Builder
+	enc := json.NewEncoder(&example)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(map[string]string{"content": content})
+	return "an answer is a JSON object such as " + strings.TrimSpace(example.String())
 }
 
 // publish publishes data in a producer span: the message carries its

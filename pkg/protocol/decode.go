@@ -354,6 +354,12 @@ func DecodeTask(data []byte, opts *DecodeOpts) (Task, error) {
 		t.CreatedAt = opts.receivedAt()
 	}
 	f.str("traceparent", &t.Traceparent)
+	f.str("tenant", &t.Tenant)
+	f.str("agent", &t.Agent)
+	f.value("limits", "a limits object", &t.Limits)
+	if err := t.Limits.Validate(); err != nil {
+		f.fail("limits", ErrInvalidField, "%v", err)
+	}
 	if err := f.result(); err != nil {
 		return Task{}, err
 	}
@@ -397,6 +403,10 @@ func DecodeResult(data []byte, subjectTaskID string, opts *DecodeOpts) (Result, 
 	f.timestamp("started_at", &r.StartedAt)
 	f.timestamp("finished_at", &r.FinishedAt)
 	f.integer("attempt", &r.Attempt)
+	f.value("retry_after", "a number of seconds", &r.RetryAfter)
+	if r.RetryAfter < 0 || r.RetryAfter != r.RetryAfter {
+		f.fail("retry_after", ErrInvalidField, "%v is not a number of seconds", r.RetryAfter)
+	}
 	if err := f.result(); err != nil {
 		return Result{}, err
 	}
@@ -517,6 +527,10 @@ func DecodeProgress(data []byte, subjectTaskID string, opts *DecodeOpts) (Progre
 	f.timestamp("at", &p.At)
 	if p.At.IsZero() {
 		p.At = opts.receivedAt()
+	}
+	f.value("queued", "a queued object", &p.Queued)
+	if p.Queued != nil && p.Queued.Ahead < 0 {
+		f.fail("queued.ahead", ErrInvalidField, "must not be negative")
 	}
 	if err := f.result(); err != nil {
 		return Progress{}, err

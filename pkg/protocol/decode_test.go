@@ -403,3 +403,31 @@ func FuzzCompact(f *testing.F) {
 		}
 	})
 }
+
+// The fields of fleet control (SPEC §19): a task's tenant, agent and
+// limits (checked), a result's retry_after, a progress report's queued.
+func TestDecodeFleetFields(t *testing.T) {
+	conv, task := NewID(), NewID()
+	tk, err := DecodeTask([]byte(`{"task_id":"`+task+`","tool":"t","args":{},"conversation_id":"`+conv+
+		`","tenant":"acme","agent":"ops","limits":{"max_in_flight":2,"key":"tenant","rate":{"limit":30,"period":"1m"}}}`), nil)
+	if err != nil || tk.Tenant != "acme" || tk.Agent != "ops" || tk.Limits.MaxInFlight != 2 || tk.Limits.Rate.Interval() != 2*time.Second {
+		t.Errorf("task %+v, %v", tk, err)
+	}
+	for _, bad := range []string{`{"priority":9}`, `{"rate":{"limit":1,"period":"x"}}`, `5`} {
+		_, err := DecodeTask([]byte(`{"task_id":"`+task+`","tool":"t","args":{},"conversation_id":"`+conv+`","limits":`+bad+`}`), nil)
+		if !errors.Is(err, ErrInvalidField) || !strings.Contains(err.Error(), "limits") {
+			t.Errorf("limits %s: %v, want an invalid field", bad, err)
+		}
+	}
+	r, err := DecodeResult([]byte(`{"task_id":"`+task+`","status":"error","error_type":"RateLimited","retry_after":2}`), task, nil)
+	if err != nil || r.RetryAfter != 2 {
+		t.Errorf("result %+v, %v", r, err)
+	}
+	if _, err := DecodeResult([]byte(`{"task_id":"`+task+`","status":"error","retry_after":-1}`), task, nil); !errors.Is(err, ErrInvalidField) {
+		t.Errorf("a negative retry_after: %v", err)
+	}
+	p, err := DecodeProgress([]byte(`{"message":"queued: rate limit of tool t, 3 ahead","queued":{"reason":"rate","ahead":3}}`), task, nil)
+	if err != nil || p.Queued == nil || p.Queued.Ahead != 3 || p.Queued.Reason != "rate" {
+		t.Errorf("progress %+v, %v", p, err)
+	}
+}

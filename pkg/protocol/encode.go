@@ -117,6 +117,20 @@ func appendTask(b []byte, t *Task) ([]byte, bool) {
 		b = append(b, `,"traceparent":`...)
 		b = appendString(b, t.Traceparent)
 	}
+	if t.Tenant != "" {
+		b = append(b, `,"tenant":`...)
+		b = appendString(b, t.Tenant)
+	}
+	if t.Agent != "" {
+		b = append(b, `,"agent":`...)
+		b = appendString(b, t.Agent)
+	}
+	if t.Limits != nil {
+		b = append(b, `,"limits":`...)
+		if b, ok = appendValue(b, t.Limits); !ok {
+			return nil, false
+		}
+	}
 	return append(b, '}'), true
 }
 
@@ -175,6 +189,9 @@ func appendResult(b []byte, r *Result) ([]byte, bool) {
 	if r.Attempt != 0 {
 		b = append(b, `,"attempt":`...)
 		b = strconv.AppendInt(b, int64(r.Attempt), 10)
+	}
+	if r.RetryAfter != 0 {
+		return nil, false // rare: encoding/json writes the float
 	}
 	return append(b, '}'), true
 }

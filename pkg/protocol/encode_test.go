@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/offload-dev/offload/pkg/limits"
 	"github.com/offload-dev/offload/pkg/message"
 )
 
@@ -40,6 +41,8 @@ func TestEncodeTask(t *testing.T) {
 		{Args: json.RawMessage(`{}`), Metadata: map[string]any{"f": math.Inf(1)}},
 		{Args: json.RawMessage(`{}`), Deadline: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)},
 		{Args: json.RawMessage(`{}`), Metadata: map[string]any{}},
+		{Args: json.RawMessage(`{}`), Tenant: "acme <&>", Agent: "ops",
+			Limits: &limits.Limits{MaxInFlight: 2, Key: "tenant", Rate: &limits.Rate{Limit: 30, Period: limits.Duration(time.Minute)}}},
 	} {
 		got, err := EncodeTask(&task)
 		sameAsMarshal(t, task, got, err)
@@ -57,6 +60,7 @@ func TestEncodeResult(t *testing.T) {
 		{Content: json.RawMessage(`{"bad"`)},
 		{Content: json.RawMessage(`"\u003c"`), Message: "\t"},
 		{StartedAt: time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC)},
+		{Status: StatusError, ErrorType: ErrorRateLimited, RetryAfter: 2.5},
 	} {
 		got, err := EncodeResult(&res)
 		sameAsMarshal(t, res, got, err)

@@ -68,6 +68,7 @@ func (e *RemoteError) ErrorType() string {
 //   - [*tool.TaskCancelled]: cancelled with its reason as message.
 //   - [tool.ErrCancelled] (or an error matching it): cancelled.
 //   - [*RemoteError]: error with its type and message.
+//   - [*tool.RateLimited]: error RateLimited with its retry_after.
 //   - context.DeadlineExceeded: error DeadlineExceeded.
 //   - any other error: error with error_type = [tool.ErrorType](err).
 //
@@ -84,6 +85,7 @@ func ResultFromOutcome(value any, err error) Result {
 		deferred *tool.CallDeferred
 		remote   *RemoteError
 		tc       *tool.TaskCancelled
+		limited  *tool.RateLimited
 	)
 	switch {
 	case errors.As(err, &tc):
@@ -102,6 +104,8 @@ func ResultFromOutcome(value any, err error) Result {
 		return Result{Status: StatusCallDeferred, Metadata: deferred.Metadata}
 	case errors.As(err, &remote):
 		return Result{Status: StatusError, ErrorType: remote.ErrorType(), Message: remote.Message}
+	case errors.As(err, &limited):
+		return Result{Status: StatusError, ErrorType: ErrorRateLimited, Message: err.Error(), RetryAfter: max(limited.After.Seconds(), 0)}
 	case errors.Is(err, context.DeadlineExceeded):
 		return Result{Status: StatusError, ErrorType: ErrorDeadlineExceeded, Message: err.Error()}
 	default:

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/tool"
@@ -156,5 +157,17 @@ func TestOutcomeErrorTypeIdentifier(t *testing.T) {
 		if !errors.As(err, &remote) || remote.Message != "m" {
 			t.Errorf("error_type %q: %#v", tc.wire, err)
 		}
+	}
+}
+
+// A tool's RetryAfter is an error result of type RateLimited carrying the
+// seconds to wait (SPEC §19).
+func TestResultFromRateLimited(t *testing.T) {
+	r := ResultFromOutcome(nil, fmt.Errorf("upstream: %w", tool.RetryAfter(2500*time.Millisecond)))
+	if r.Status != StatusError || r.ErrorType != ErrorRateLimited || r.RetryAfter != 2.5 {
+		t.Errorf("result %+v", r)
+	}
+	if _, err := r.Outcome(); tool.ErrorType(err) != ErrorRateLimited {
+		t.Errorf("outcome %v", err)
 	}
 }

@@ -2,8 +2,10 @@ package protocol
 
 import (
 	"encoding/json"
+	"strconv"
 	"time"
 
+	"github.com/offload-dev/offload/pkg/limits"
 	"github.com/offload-dev/offload/pkg/message"
 )
 
@@ -80,6 +82,9 @@ const (
 	// worker of the embedded default): it was not dispatched by an agent
 	// of the store, and was not run.
 	ErrorUnauthenticatedTask = "UnauthenticatedTask"
+	// ErrorRateLimited: the service behind the tool refused the call for
+	// now (Result.RetryAfter says for how long; SPEC §19).
+	ErrorRateLimited = "RateLimited"
 )
 
 // Task asks the workers serving Tool to run it. It is published on
@@ -118,7 +123,21 @@ type Task struct {
 	CreatedAt time.Time `json:"created_at,omitzero"`
 	// Traceparent is the W3C trace context of the call.
 	Traceparent string `json:"traceparent,omitempty"`
+	// Tenant is the tenant of the call's conversation (SPEC §19), also in
+	// the header [TenantHeader]; empty when it has none.
+	Tenant string `json:"tenant,omitempty"`
+	// Agent is the name of the agent that made the call, when it has one
+	// (agent serve's agents, a spec's name).
+	Agent string `json:"agent,omitempty"`
+	// Limits are the agent's own limits for the call (its spec's tool
+	// policy, SPEC §19): a worker holds the call to them and to its own,
+	// the stricter winning; they never loosen the worker's.
+	Limits *limits.Limits `json:"limits,omitempty"`
 }
+
+// TenantHeader carries a task's tenant beside its payload, so that what
+// routes or counts tasks by tenant need not decode them.
+const TenantHeader = "Offload-Tenant"
 
 // Result answers a task. A worker publishes it on
 // <prefix>.result.<conv>.<task>.<tool>; a person or a UI answers an external
@@ -153,6 +172,12 @@ type Result struct {
 	// "res:<task_id>:<attempt>", so that a later attempt's result is not
 	// dropped as a duplicate of an earlier one.
 	Attempt int `json:"attempt,omitempty"`
+	// RetryAfter, with status error and error_type [ErrorRateLimited], is
+	// how many seconds the service behind the tool asked to wait (SPEC
+	// §19). A worker of this module holds the tool's calls that long and
+	// runs the call again itself; it publishes such a result only when
+	// the call's deliveries are exhausted.
+	RetryAfter float64 `json:"retry_after,omitempty"`
 }
 
 // Approval announces a call waiting for a person's decision. It is published
@@ -282,4 +307,50 @@ type Progress struct {
 	Fraction *float64 `json:"fraction"`
 	// At is when the progress was reported. Defaults to the time received.
 	At time.Time `json:"at,omitzero"`
+	// Queued, when set, says the call waits in its tool's queue, held by a
+	// limit (SPEC §19); Message says it in words ("queued: rate limit of
+	// tool T, 3 ahead").
+	Queued *Queued `json:"queued,omitempty"`
+}
+
+// Queued is why and behind how many a call waits in its tool's queue.
+type Queued struct {
+	// Reason is max_in_flight, rate, cool_down, paused or order (calls
+	// that go first wait).
+	Reason string `json:"reason"`
+	// Ahead is how many waiting calls go first.
+	Ahead int `json:"ahead"`
+	// Key is the limit's key and value it waits for ("tenant=acme"),
+	// empty for the tool's own.
+	Key string `json:"key,omitempty"`
+	// Until, when known, is when it may start at the earliest.
+	Until time.Time `json:"until,omitzero"`
+}
+
+// Text says q in words for a call of toolName, as its progress report's
+// message: "queued: rate limit of tool T, 3 ahead" (SPEC §19).
+func (q Queued) Text(toolName string) string {
+	var what string
+	switch q.Reason {
+	case "max_in_flight":
+		what = "max_in_flight of tool " + toolName
+	case "rate":
+		what = "rate limit of tool " + toolName
+	case "cool_down":
+		what = "cool-down of tool " + toolName
+		if !q.Until.IsZero() {
+			what += " until " + q.Until.UTC().Format(time.TimeOnly)
+		}
+	case "paused":
+		what = "tool " + toolName + " paused"
+		if !q.Until.IsZero() {
+			what += " until " + q.Until.UTC().Format(time.RFC3339)
+		}
+	default:
+		what = "turn of tool " + toolName
+	}
+	if q.Key != "" {
+		what += " for " + q.Key
+	}
+	return "queued: " + what + ", " + strconv.Itoa(q.Ahead) + " ahead"
 }

@@ -59,6 +59,10 @@ const (
 	// external call, published by a person or a UI. Only workers publish on
 	// <prefix>.result.>, so an answerer cannot forge a worker's result.
 	KindAnswer
+	// KindDead is <prefix>.dead.<conversation>.<task>.<tool>: a task whose
+	// deliveries were exhausted, kept by its worker as it was delivered
+	// (a dead letter, SPEC §19) for an operator to replay or discard.
+	KindDead
 )
 
 var kindTokens = [...]string{
@@ -69,6 +73,7 @@ var kindTokens = [...]string{
 	KindCancel:   "cancel",
 	KindProgress: "progress",
 	KindAnswer:   "answer",
+	KindDead:     "dead",
 }
 
 // String returns the subject token of the kind ("task", "result", …), or
@@ -81,9 +86,9 @@ func (k Kind) String() string {
 }
 
 // HasTool reports whether subjects of kind k end with the task's tool:
-// results, cancels and progress reports.
+// results, cancels, progress reports and dead letters.
 func (k Kind) HasTool() bool {
-	return k == KindResult || k == KindCancel || k == KindProgress
+	return k == KindResult || k == KindCancel || k == KindProgress || k == KindDead
 }
 
 func kindOf(token string) (Kind, bool) {
@@ -140,6 +145,11 @@ func (s Subjects) Progress(conv, task, toolName string) string {
 
 // Answer returns <prefix>.answer.<conv>.<task>.
 func (s Subjects) Answer(conv, task string) string { return s.join(KindAnswer, conv, task) }
+
+// Dead returns <prefix>.dead.<conv>.<task>.<tool>.
+func (s Subjects) Dead(conv, task, toolName string) string {
+	return s.join(KindDead, conv, task) + "." + toolName
+}
 
 // All returns the wildcard subject of every message of a kind:
 // <prefix>.task.> or <prefix>.<kind>.> (for example tools.result.>).

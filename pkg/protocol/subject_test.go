@@ -44,7 +44,7 @@ func TestSubjectsParseRoundTrip(t *testing.T) {
 	t.Parallel()
 	s := Subjects{Prefix: "acme"}
 	conv, task := NewID(), NewID()
-	for _, k := range []Kind{KindResult, KindApproval, KindDecision, KindCancel, KindProgress, KindAnswer} {
+	for _, k := range []Kind{KindResult, KindApproval, KindDecision, KindCancel, KindProgress, KindAnswer, KindDead} {
 		subject, wantTool := s.join(k, conv, task), ""
 		if k.HasTool() {
 			subject, wantTool = subject+".web-search_2", "web-search_2"

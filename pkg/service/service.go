@@ -50,6 +50,12 @@ type Core interface {
 	// ready, if set, is called once the watch has begun: no event stored
 	// after it is missed.
 	Watch(ctx context.Context, conv string, after uint64, ready func(), fn func(seq uint64, event json.RawMessage) bool) error
+	// Recent calls fn with the stored events of conversation conv since
+	// time since, in order, until fn returns false or the stored ones
+	// (a bounded number) are given: it does not wait for more. The
+	// conversation's page shows with them what its saved history does
+	// not hold yet (the calls of a live run and their progress).
+	Recent(ctx context.Context, conv string, since time.Time, fn func(event json.RawMessage) bool) error
 	// CheckReady returns nil when the core wakes conversations, else
 	// what is missing.
 	CheckReady(ctx context.Context) error
@@ -78,6 +84,24 @@ type cancelledError struct{}
 func (cancelledError) Error() string { return "cancelled over the API" }
 
 func (cancelledError) Is(target error) bool { return target == context.Canceled }
+
+// startedByKey is the context key of [WithStartedBy].
+type startedByKey struct{}
+
+// WithStartedBy returns ctx saying who asks the core (a face's
+// authenticated caller: the name of an API or inbox token): a
+// conversation [Core.StartConversation] creates with it records them as
+// the one who started it (conversation.State.StartedBy, SPEC §21).
+func WithStartedBy(ctx context.Context, who string) context.Context {
+	return context.WithValue(ctx, startedByKey{}, who)
+}
+
+// StartedBy returns who ctx says asks the core ([WithStartedBy]); "" when
+// it says nobody.
+func StartedBy(ctx context.Context) string {
+	who, _ := ctx.Value(startedByKey{}).(string)
+	return who
+}
 
 // Final is how a run ended: the §6.3 final event's information.
 type Final struct {
@@ -143,4 +167,6 @@ type Conversation struct {
 	Note string `json:"note,omitempty"`
 	// Error, for a failed one, says why its last run failed.
 	Error string `json:"error,omitempty"`
+	// StartedBy is who started it (conversation.State.StartedBy).
+	StartedBy string `json:"started_by,omitempty"`
 }

@@ -168,7 +168,7 @@ func (s *Session) Run(ctx context.Context, a *agent.Agent, prompt string, opts *
 	// any line after it leaves the status running and its lease lapsing,
 	// what agent serve's sweep continues.
 	s.recordStatus(conversation.StatusRunning)
-	defer func() { s.recordEnd(res, err) }()
+	defer func() { s.recordEnd(res, withCause(ctx, err)) }()
 	ro := agent.RunOptions{}
 	if opts != nil {
 		ro = *opts
@@ -210,4 +210,20 @@ func (s *Session) Run(ctx context.Context, a *agent.Agent, prompt string, opts *
 		}
 	}
 	return res, runErr
+}
+
+// withCause is err, a run's error, with what interrupted it when it was
+// cancelled with a cause (agent serve's cancel: service.ErrCancelled):
+// the status index says why a person sees the run failed, not only
+// "context canceled".
+func withCause(ctx context.Context, err error) error {
+	if err == nil || !errors.Is(err, context.Canceled) {
+		return err
+	}
+	// Identity, not errors.Is: a cause such as service.ErrCancelled is
+	// context.Canceled by errors.Is, and is what is wanted.
+	if cause := context.Cause(ctx); cause != nil && cause != context.Canceled && !errors.Is(err, cause) { //nolint:errorlint // identity: any cause but the bare context.Canceled
+		return fmt.Errorf("%w: %w", cause, err)
+	}
+	return err
 }

@@ -89,6 +89,10 @@ type Config struct {
 	Answers AnswerAwaiter
 	// Holder names this process in the lease. Defaults to "agent".
 	Holder string
+	// StartedBy is who starts the conversations this configuration
+	// creates (State.StartedBy, SPEC §21): agent serve gives the name of
+	// the token that started one over its API.
+	StartedBy string
 	// MaxPayload bounds the messages given on a command line, as the
 	// server bounds the others; 0: no bound.
 	MaxPayload int
@@ -233,7 +237,7 @@ func Open(ctx context.Context, cfg Config, id string, create bool) (*Session, er
 	}
 	switch {
 	case errors.Is(err, conversation.ErrNotFound) && create:
-		st = &conversation.State{ID: id, History: message.History{}}
+		st = &conversation.State{ID: id, History: message.History{}, StartedBy: cfg.StartedBy}
 		if rev, err = cfg.Store.Save(ctx, st, 0); err != nil {
 			s.release()
 			return nil, err
@@ -556,7 +560,9 @@ func (s *Session) applyLocked(res *deferred.Results, t deferred.PendingTask, a c
 			return fmt.Errorf("session: stored answer of task %s: %w", t.TaskID, err)
 		}
 		res.Calls[id] = callValue(r)
-		if a.Kind == conversation.ArrivalAnswer {
+		// An answer that goes to the call's next attempt (an MCP
+		// elicitation's) leaves the worker that holds the call running.
+		if a.Kind == conversation.ArrivalAnswer && !tool.AnswersNextAttempt(t.Metadata) {
 			s.cancels = append(s.cancels, t)
 		}
 	default:

@@ -27,6 +27,14 @@ type FailureRecorder interface {
 	RecordFailure(ctx context.Context, id, agent, errText string) error
 }
 
+// StatusSetter is a StatusRecorder that keeps a whole
+// conversation.Status (convstore.Store): [Session.Run] records with it,
+// when the store has it, who started the conversation (State.StartedBy)
+// besides its status and a failed run's error.
+type StatusSetter interface {
+	SetStatus(ctx context.Context, st conversation.Status) error
+}
+
 // statusTimeout bounds a write of the status index.
 const statusTimeout = 5 * time.Second
 
@@ -49,18 +57,33 @@ func (s *Session) recordStatusErr(status string, runErr error) {
 	if s.st.Agent != nil {
 		name = s.st.Agent.Name
 	}
+	startedBy := s.st.StartedBy
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
 	defer cancel()
 	var err error
-	if fr, ok := rec.(FailureRecorder); ok && status == conversation.StatusFailed && runErr != nil {
-		err = fr.RecordFailure(ctx, s.ID(), name, runErr.Error())
-	} else {
+	ss, whole := rec.(StatusSetter)
+	switch {
+	case whole:
+		entry := conversation.Status{ConversationID: s.ID(), Agent: name, Status: status, StartedBy: startedBy}
+		if status == conversation.StatusFailed && runErr != nil {
+			entry.Error = runErr.Error()
+		}
+		err = ss.SetStatus(ctx, entry)
+	case status == conversation.StatusFailed && runErr != nil && isFailureRecorder(rec):
+		err = rec.(FailureRecorder).RecordFailure(ctx, s.ID(), name, runErr.Error())
+	default:
 		err = rec.RecordStatus(ctx, s.ID(), name, status)
 	}
 	if err != nil {
 		s.log.Warn("status not recorded", slog.String("status", status), slog.Any("error", err))
 	}
+}
+
+// isFailureRecorder reports whether rec keeps a failed run's error.
+func isFailureRecorder(rec StatusRecorder) bool {
+	_, ok := rec.(FailureRecorder)
+	return ok
 }
 
 // StatusOf is the status of a conversation whose run returned res and

@@ -75,6 +75,23 @@ type RunContext struct {
 	Deps any
 	// Control lets the tool cancel the run or enqueue messages; nil outside a run.
 	Control RunControl
+	// Background is true when the call runs as a background task of its
+	// run (a worker's task of mode background): a tool may then prefer a
+	// long-running form of its work (an MCP tool requests an MCP task).
+	Background bool
+	// Checkpoint, set on a worker that keeps an effect-ledger entry for
+	// the attempt (SPEC §13: a tool not declared idempotent), stores state
+	// in that entry: a delivery of the attempt after this worker stopped
+	// runs the tool again with it in Resume, where it would otherwise be
+	// an unknown effect for a person. A tool records what lets it pick up
+	// its work where it was (an MCP tool: its server and MCP task ID).
+	// Nil elsewhere.
+	Checkpoint func(ctx context.Context, state json.RawMessage) error
+	// Resume is the state recorded with Checkpoint by the worker that
+	// started the attempt and stopped before its result was stored; nil
+	// for a first run. A tool given it must resume its work, not start it
+	// again.
+	Resume json.RawMessage
 }
 
 // Cancel ends the run with RunCancelled. It is a no-op outside a run.

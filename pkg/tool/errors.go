@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"time"
 )
 
 // ModelRetry asks the model to call the tool again. Returned by a tool body or
@@ -89,6 +90,35 @@ func (e *TaskCancelled) Error() string {
 // Is reports whether target is [ErrCancelled].
 func (e *TaskCancelled) Is(target error) bool { return target == ErrCancelled }
 
+// RateLimited says the service behind a tool refused the call for now and
+// asked to be called again After (an HTTP 429 or 503 with Retry-After, a
+// command exiting 75): the worker holds every call of the tool (or of the
+// call's key) until then, on every replica, and runs this one again after
+// it without counting a retry of the model (SPEC §19). Return it with
+// [RetryAfter]; an MCP tool whose server's error carries a retry-after
+// returns it too.
+type RateLimited struct {
+	// After is how long to wait, at most limits.MaxRetryAfter.
+	After time.Duration
+	// Message says what refused, for logs.
+	Message string
+}
+
+// RetryAfter returns a *RateLimited asking to be called again after d.
+func RetryAfter(d time.Duration) error { return &RateLimited{After: d} }
+
+// Error implements error.
+func (e *RateLimited) Error() string {
+	msg := "rate limited: retry after " + e.After.String()
+	if e.Message != "" {
+		msg += ": " + e.Message
+	}
+	return msg
+}
+
+// ErrorType implements the error_type the model sees: RateLimited.
+func (e *RateLimited) ErrorType() string { return "RateLimited" }
+
 // FatalError marks a tool's error as one that ends the run (the agent
 // returns it) instead of a failed call shown to the model: a failure of the
 // infrastructure, such as a lost NATS server, that no retry by the model
@@ -103,6 +133,14 @@ func (e *FatalError) Error() string { return e.Err.Error() }
 
 // Unwrap returns the wrapped error.
 func (e *FatalError) Unwrap() error { return e.Err }
+
+// ErrWorkerFault marks a tool's error as a fault of what runs the tool on
+// its worker (an MCP server that died under the call), not an outcome of
+// the call: a worker hands the task back without a result, as if it had
+// died itself, so that the effect ledger's rules for a worker gone apply
+// (SPEC §13: an idempotent tool runs again, another's effect is unknown
+// to a person, a recorded Checkpoint is resumed).
+var ErrWorkerFault = errors.New("tool: worker fault")
 
 // ValidationError is returned when arguments fail to parse or to match the
 // tool's schema. The agent turns it into a retry prompt.

@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+
+	"github.com/offload-dev/offload/pkg/limits"
 )
 
 // Policy is an agent's own policy for the tool of a name: what it decides
@@ -31,6 +33,10 @@ type Policy struct {
 	// External declares the tool external (an ExternalToolset's): a tool
 	// of the name that is not external is not offered.
 	External bool
+	// Limits, when set, are the agent's own fleet control limits for the
+	// tool's calls (SPEC §19): a remote call's task carries them, and its
+	// worker holds the call to them beside its own, the stricter winning.
+	Limits *limits.Limits
 }
 
 // The fields a [Difference] names.

@@ -14,6 +14,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/offload-dev/offload/internal/jsonscan"
+	"github.com/offload-dev/offload/pkg/limits"
 )
 
 // NamePattern is the pattern every tool name must match: it keeps names safe
@@ -121,6 +122,10 @@ type Tool struct {
 	Handler HandlerFunc
 	// Validator, if set, runs after schema validation and before Handler.
 	Validator ValidatorFunc
+	// Limits, when set, are the fleet control limits a worker serving the
+	// tool holds its calls to, across every replica (SPEC §19); a worker
+	// advertises them in its registry entry.
+	Limits *limits.Limits
 
 	schema *jsonschema.Resolved
 	// fast is the schema compiled for the fast path of validation (see
@@ -143,6 +148,10 @@ func Meta(kv map[string]any) Option {
 		maps.Copy(t.Metadata, kv)
 	}
 }
+
+// Limited holds the tool's calls to l on the workers that serve it (see
+// [Tool.Limits]).
+func Limited(l *limits.Limits) Option { return func(t *Tool) { t.Limits = l } }
 
 // NeedsApproval makes every call of the tool wait for a person's approval.
 func NeedsApproval() Option { return func(t *Tool) { t.RequiresApproval = true } }

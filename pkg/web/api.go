@@ -65,7 +65,7 @@ func (h *handler) start(w http.ResponseWriter, r *http.Request) error {
 			return badRequest("conversation_id: %s", err.Error())
 		}
 	}
-	run, err := h.Core.StartConversation(r.Context(), req.Agent, req.Prompt, req.ConversationID)
+	run, err := h.Core.StartConversation(service.WithStartedBy(r.Context(), callerOf(r).Name), req.Agent, req.Prompt, req.ConversationID)
 	if err != nil {
 		return err
 	}

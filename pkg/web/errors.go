@@ -80,6 +80,10 @@ func answerOf(err error) *httpError {
 		status, code = http.StatusConflict, "no_agent"
 	case errors.Is(err, service.ErrNotRunning):
 		status, code = http.StatusConflict, "not_running"
+	case errors.Is(err, service.ErrNoDeadLetter):
+		status, code = http.StatusNotFound, "no_dead_letter"
+	case errors.Is(err, service.ErrNeedsTaskKey):
+		status, code = http.StatusConflict, "needs_task_key"
 	case errors.Is(err, service.ErrClosed):
 		status, code = http.StatusServiceUnavailable, "closing"
 	}

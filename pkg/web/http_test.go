@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -151,6 +152,15 @@ func TestHTTPAPI(t *testing.T) {
 	}
 	offloadtest.WaitOrTimeout(t, b.Finished, "the continuation")
 	servetest.Finished(t, r, conv, "done deployed prod")
+	// Once the conversation went on (its pending record gone), a decision
+	// of the call is still 409 (SPEC §11; issue 38: it was 404), an
+	// unknown task still 404.
+	if code, m := call(t, srv, "POST", decision, approverToken, `{"approved":false}`); code != 409 || errCode(m) != "already_resolved" {
+		t.Fatalf("a decision once the conversation went on: %d %v", code, m)
+	}
+	if code, m := call(t, srv, "POST", "/v1/conversations/"+conv+"/calls/"+protocol.NewID()+"/decision", approverToken, `{"approved":true}`); code != 404 || errCode(m) != "unknown_task" {
+		t.Fatalf("unknown task once the conversation went on: %d %v", code, m)
+	}
 	// The events of the continuation, the stream ending after its final;
 	// resumed from the first one's id, the rest again.
 	events := offloadtest.WaitOrTimeout(t, sse, "the event stream's end")
@@ -182,8 +192,8 @@ func TestHTTPAPI(t *testing.T) {
 	if n := testutil.ToFloat64(m.HTTPRequestsTotal.WithLabelValues("POST /v1/conversations", "401")); n != 2 {
 		t.Errorf("offload_http_requests_total{POST /v1/conversations,401} = %v, want 2", n)
 	}
-	if n := testutil.ToFloat64(m.HTTPRequestsTotal.WithLabelValues("POST /v1/conversations/{id}/calls/{task}/decision", "409")); n != 1 {
-		t.Errorf("the second decision's 409 counted %v times, want 1", n)
+	if n := testutil.ToFloat64(m.HTTPRequestsTotal.WithLabelValues("POST /v1/conversations/{id}/calls/{task}/decision", "409")); n != 2 {
+		t.Errorf("the later decisions' 409 counted %v times, want 2", n)
 	}
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL+"/metrics", nil)
 	resp, err := srv.Client().Do(req)
@@ -242,4 +252,74 @@ func openSSE(t *testing.T, srv *httptest.Server, conv, lastID string) <-chan []s
 		out <- evs
 	}()
 	return out
+}
+
+// The run_id POST /v1/conversations answers is the run's: every event of
+// the run, stored in the events stream, carries it (issue 38).
+func TestRunIDInEvents(t *testing.T) {
+	b := servetest.Setup(t)
+	r := b.Replica(t, "r1")
+	srv, _ := apiWithMetrics(t, r)
+	code, final := call(t, srv, "POST", "/v1/conversations?wait=1", opToken, `{"agent":"ops","prompt":"deploy prod"}`)
+	if code != 200 || final["run_id"] == "" {
+		t.Fatalf("start: %d %v", code, final)
+	}
+	conv, runID := final["conversation_id"].(string), final["run_id"].(string)
+	c, err := r.JS.OrderedConsumer(t.Context(), "TOOLS_EVENTS", jetstream.OrderedConsumerConfig{FilterSubjects: []string{"tools.event." + conv}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for {
+		batch, err := c.FetchNoWait(64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for m := range batch.Messages() {
+			n++
+			var ev struct {
+				Type  string `json:"type"`
+				RunID string `json:"run_id"`
+			}
+			if err := json.Unmarshal(m.Data(), &ev); err != nil {
+				t.Fatal(err)
+			}
+			types = append(types, ev.Type)
+			if ev.RunID != runID {
+				t.Errorf("event %s carries run_id %q, want the API's %s", ev.Type, ev.RunID, runID)
+			}
+		}
+		if n == 0 {
+			break
+		}
+	}
+	if len(types) == 0 || types[len(types)-1] != "final" {
+		t.Fatalf("events %v, want the run's, ending with final", types)
+	}
+}
+
+// Who started a conversation over the API (the token's name) is recorded
+// with it: GET /v1/conversations/{id} and the list of GET
+// /v1/conversations show it (SPEC §21).
+func TestStartedByRecorded(t *testing.T) {
+	b := servetest.Setup(t)
+	r := b.Replica(t, "r1")
+	srv, _ := apiWithMetrics(t, r)
+	code, final := call(t, srv, "POST", "/v1/conversations?wait=1", opToken, `{"agent":"ops","prompt":"deploy prod"}`)
+	if code != 200 || final["status"] != "paused" {
+		t.Fatalf("start: %d %v", code, final)
+	}
+	conv := final["conversation_id"].(string)
+	if code, got := call(t, srv, "GET", "/v1/conversations/"+conv, viewerToken, ""); code != 200 || got["started_by"] != "ops" {
+		t.Errorf("GET: %d started_by %v, want ops (the token's name)", code, got["started_by"])
+	}
+	code, list := call(t, srv, "GET", "/v1/conversations", viewerToken, "")
+	convs, _ := list["conversations"].([]any)
+	if code != 200 || len(convs) != 1 {
+		t.Fatalf("list: %d %v", code, list)
+	}
+	if c, _ := convs[0].(map[string]any); c["started_by"] != "ops" || c["status"] != "paused" {
+		t.Errorf("the list's entry: %v, want started_by ops", c)
+	}
 }

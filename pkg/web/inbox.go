@@ -11,7 +11,10 @@ import (
 	"html/template"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -36,10 +39,12 @@ var pages = func() map[string]*template.Template {
 			return ""
 		}
 		return t.UTC().Format("2006-01-02 15:04:05 UTC")
+	}, "card": func(it item, page map[string]any) map[string]any {
+		return map[string]any{"It": it, "P": page}
 	}}
 	out := map[string]*template.Template{}
-	for _, name := range []string{"login", "inbox", "timeline", "message", "links", "confirm"} {
-		out[name] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html"))
+	for _, name := range []string{"login", "inbox", "timeline", "conversations", "message", "links", "confirm"} {
+		out[name] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/card.html", "templates/"+name+".html"))
 	}
 	return out
 }()
@@ -67,6 +72,13 @@ type item struct {
 	// ApprovedBy who approved it so far.
 	Required   int
 	ApprovedBy []string
+	// Description is the tool's (what approving runs), StartedBy who
+	// started the conversation (SPEC §21).
+	Description, StartedBy string
+	// Of is how many calls of the conversation's pause a person decides,
+	// Next which decision of them the next is, Others how many wait
+	// besides this one ([positions]).
+	Of, Next, Others int
 }
 
 // refused is a form the inbox shows again at its call, with why.
@@ -87,13 +99,29 @@ func (h *handler) items(ctx context.Context) ([]item, error) {
 		out = append(out, h.itemOf(c))
 	}
 	slices.SortFunc(out, func(a, b item) int { return strings.Compare(a.Task, b.Task) }) // task IDs sort by time
+	positions(out)
 	return out, nil
+}
+
+// positions sets each item's Next and Others from the items of its
+// conversation among items: "decision 1 of 2", one other waits.
+func positions(items []item) {
+	waiting := map[string]int{}
+	for _, it := range items {
+		waiting[it.Conversation]++
+	}
+	for i := range items {
+		w := waiting[items[i].Conversation]
+		items[i].Of = max(items[i].Of, w)
+		items[i].Next, items[i].Others = items[i].Of-w+1, w-1
+	}
 }
 
 // itemOf is call c as the inbox shows it.
 func (h *handler) itemOf(c pending.Call) item {
 	it := item{Conversation: c.ConversationID, Task: c.TaskID, Tool: c.Tool, ToolCallID: c.ToolCallID, Agent: c.Agent,
-		Prompt: c.Prompt, Kind: string(c.Kind), Args: pretty(c.Args), Expires: c.Expires, OnTimeout: c.OnTimeout}
+		Prompt: c.Prompt, Kind: string(c.Kind), Args: pretty(c.Args), Expires: c.Expires, OnTimeout: c.OnTimeout,
+		Description: c.Description, StartedBy: c.StartedBy, Of: c.Of}
 	it.EditArgs = it.Args
 	it.Digest, _ = protocol.ArgsDigest(c.Args)
 	if c.Required > 1 {
@@ -163,7 +191,7 @@ func (h *handler) showInbox(w http.ResponseWriter, r *http.Request, code int, no
 		}
 	}
 	if notice == "" {
-		notice = notices[r.URL.Query().Get("done")]
+		notice = noticeOf(r.URL.Query())
 	}
 	c := callerOf(r)
 	h.render(w, r, code, "inbox", map[string]any{"Items": items, "Notice": notice, "Who": c.Name, "Role": string(c.Role),
@@ -196,8 +224,9 @@ func (h *handler) inboxDecide(w http.ResponseWriter, r *http.Request) error {
 	default:
 		return badRequest("Unknown action.")
 	}
+	after := h.outcome(r, conv, task, done)
 	_, err := h.Desk.Decide(r.Context(), conv, task, d)
-	return h.published(w, r, task, done, err, &refused{task: task, args: edited})
+	return h.published(w, r, task, after, err, &refused{task: task, args: edited})
 }
 
 // inboxAnswer publishes an answer to an external call: the form's
@@ -213,21 +242,80 @@ func (h *handler) inboxAnswer(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return badRequest("%s", err.Error())
 	}
+	after := h.outcome(r, conv, task, "answered")
 	_, err = h.Desk.Answer(r.Context(), conv, task, data)
-	return h.published(w, r, task, "answered", err, &refused{task: task, answer: content})
+	return h.published(w, r, task, after, err, &refused{task: task, answer: content})
+}
+
+// toolName is what a redirect's tool= may hold.
+var toolName = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,128}$`)
+
+// outcome is where a form's redirect goes once its decision or answer of
+// task is published (done: approved, denied, answered): its form's back
+// (the conversation's page) or the inbox, with a notice that names the
+// call and says which decision of its conversation's it was ("decision 1
+// of 2", SPEC §21), as the calls waiting before it say.
+func (h *handler) outcome(r *http.Request, conv, task, done string) string {
+	to := "/"
+	if r.PostForm.Get("back") == "/conversations/"+conv {
+		to = "/conversations/" + conv
+	}
+	q := url.Values{"done": {done}, "task": {task}}
+	calls, err := h.Desk.Calls(r.Context(), pending.Filter{Conversation: conv, Kinds: pending.ForPeople})
+	if err == nil {
+		for _, c := range calls {
+			if c.TaskID == task {
+				of := max(c.Of, len(calls))
+				q.Set("tool", c.Tool)
+				if of > 1 {
+					q.Set("n", strconv.Itoa(of-len(calls)+1))
+					q.Set("of", strconv.Itoa(of))
+				}
+			}
+		}
+	}
+	return to + "?" + q.Encode()
+}
+
+// noticeOf is the notice a page shows after a redirect's query q
+// ([handler.outcome]): what was done, to which call, and which decision
+// of its conversation's it was; "" when q says nothing done.
+func noticeOf(q url.Values) string {
+	base, ok := notices[q.Get("done")]
+	if !ok {
+		return ""
+	}
+	tool, task := q.Get("tool"), q.Get("task")
+	if _, err := protocol.ParseID(task); err != nil || !toolName.MatchString(tool) {
+		return base
+	}
+	msg := fmt.Sprintf("%s %s (task %s).", strings.TrimSuffix(base, "."), tool, task)
+	n, err1 := strconv.Atoi(q.Get("n"))
+	of, err2 := strconv.Atoi(q.Get("of"))
+	if err1 != nil || err2 != nil || of < 2 || n < 1 || n > of || of > 10000 {
+		return msg
+	}
+	left := of - n
+	switch left {
+	case 0:
+		return msg + fmt.Sprintf(" Decision %d of %d of its conversation: none waits now, it continues.", n, of)
+	case 1:
+		return msg + fmt.Sprintf(" Decision %d of %d of its conversation: 1 more waits.", n, of)
+	}
+	return msg + fmt.Sprintf(" Decision %d of %d of its conversation: %d more wait.", n, of, left)
 }
 
 // published answers a form once its decision or answer was published (err
-// nil: redirect to the inbox with done's notice) or refused (the inbox
+// nil: redirect to after, [handler.outcome]) or refused (the inbox
 // again: with why at the call, the form as it was sent in ref).
-func (h *handler) published(w http.ResponseWriter, r *http.Request, task, done string, err error, ref *refused) error {
+func (h *handler) published(w http.ResponseWriter, r *http.Request, task, after string, err error, ref *refused) error {
 	var (
 		re *conversation.RefusedError
 		ae *pending.ArgsError
 	)
 	switch {
 	case err == nil:
-		http.Redirect(w, r, "/?done="+done, http.StatusSeeOther)
+		http.Redirect(w, r, after, http.StatusSeeOther)
 		return nil
 	case errors.As(err, &ae):
 		ref.error = ae.Message

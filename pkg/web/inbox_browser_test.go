@@ -108,7 +108,7 @@ func TestInboxInBrowser(t *testing.T) {
 		chromedp.WaitVisible("#call-"+taskProd),
 	)
 	card := text(ctx, t, "#call-"+taskProd)
-	for _, want := range []string{"approval", "deploy", "agent ops", `"target": "prod"`, "Last prompt: “deploy prod”", "waiting", "deny at ", "Links for someone else"} {
+	for _, want := range []string{"approval", "deploy", "agent ops", "Approving runs deploy: Deploy a target.", `"target": "prod"`, "Last prompt: “deploy prod”", "waiting", "deny at ", "Links for someone else"} {
 		if !strings.Contains(card, want) {
 			t.Errorf("the call's card lacks %q:\n%s", want, card)
 		}
@@ -158,7 +158,7 @@ func TestInboxInBrowser(t *testing.T) {
 	// and a notice: waiting for the call's card to go waits for the new
 	// page (the old one may show a notice too).
 	do(ctx, t, "approve", chromedp.Click(prodCard+" button[value=approve]"), chromedp.WaitNotPresent(prodCard), chromedp.WaitVisible("#notice"))
-	if n := text(ctx, t, "#notice"); n != "Approved." {
+	if n := text(ctx, t, "#notice"); n != "Approved deploy (task "+taskProd+")." {
 		t.Errorf("notice after approving: %q", n)
 	}
 	stagingCard := "#call-" + taskStaging
@@ -175,7 +175,7 @@ func TestInboxInBrowser(t *testing.T) {
 		chromedp.WaitNotPresent(askCard),
 		chromedp.WaitVisible("#notice"),
 	)
-	if n := text(ctx, t, "#notice"); n != "Answered." {
+	if n := text(ctx, t, "#notice"); n != "Answered ask (task "+taskAsk+")." {
 		t.Errorf("notice after answering: %q", n)
 	}
 	// The conversations continue.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/offload-dev/offload/pkg/agentproc"
 	"github.com/offload-dev/offload/pkg/natsjs/serve/servetest"
+	"github.com/offload-dev/offload/pkg/protocol"
 )
 
 // inboxServer serves r's API with the web inbox, with the test's tokens
@@ -158,7 +159,7 @@ func TestInboxGuards(t *testing.T) {
 		t.Fatalf("a refused form stored a decision: %v", err)
 	}
 	// The form as the page has it: published, redirected to the inbox.
-	if resp, _ := send(t, c, "POST", decide, url.Values{"action": {"approve"}, "args_digest": {digest}, "csrf": {csrf}}, http.Header{"Origin": {srv.URL}}); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/?done=approved" {
+	if resp, _ := send(t, c, "POST", decide, url.Values{"action": {"approve"}, "args_digest": {digest}, "csrf": {csrf}}, http.Header{"Origin": {srv.URL}}); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/?done=approved&task="+task+"&tool=deploy" {
 		t.Fatalf("approve: %d %s", resp.StatusCode, resp.Header.Get("Location"))
 	}
 	servetest.Finished(t, r, conv, "done deployed prod")
@@ -187,4 +188,39 @@ func loginCSRF(t *testing.T, c *http.Client, srv *httptest.Server) string {
 		return m[1]
 	}
 	return ""
+}
+
+// The notice after a form names the call from the redirect's query only
+// when its tool is a tool's name and its task a task ID, and counts
+// decisions only within bounds: a crafted link shows nothing of its own
+// (SPEC §21).
+func TestNoticeNamesOnlyWellFormedCalls(t *testing.T) {
+	b := servetest.Setup(t)
+	r := b.Replica(t, "r1")
+	srv := inboxServer(t, r)
+	c := clientWith(t, srv, adminToken)
+	task := protocol.NewID()
+	for _, tc := range []struct {
+		query url.Values
+		want  string
+	}{
+		{url.Values{"done": {"approved"}, "tool": {"deploy"}, "task": {task}, "n": {"1"}, "of": {"2"}},
+			"Approved deploy (task " + task + "). Decision 1 of 2 of its conversation: 1 more waits."},
+		{url.Values{"done": {"denied"}, "tool": {"deploy"}, "task": {task}, "n": {"3"}, "of": {"3"}},
+			"Denied deploy (task " + task + "). Decision 3 of 3 of its conversation: none waits now, it continues."},
+		{url.Values{"done": {"approved"}, "tool": {"<b>rm -rf</b> now"}, "task": {task}}, "Approved."},
+		{url.Values{"done": {"approved"}, "tool": {"deploy"}, "task": {"not-a-task"}}, "Approved."},
+		{url.Values{"done": {"approved"}, "tool": {"deploy"}, "task": {task}, "n": {"5"}, "of": {"2"}}, "Approved deploy (task " + task + ")."},
+		{url.Values{"done": {"pwned"}, "tool": {"deploy"}, "task": {task}}, ""},
+	} {
+		_, body := send(t, c, "GET", srv.URL+"/?"+tc.query.Encode(), nil, nil)
+		got := ""
+		if i := strings.Index(body, `<p class="notice" id="notice">`); i >= 0 {
+			rest := body[i+len(`<p class="notice" id="notice">`):]
+			got = rest[:strings.Index(rest, "</p>")]
+		}
+		if got != tc.want {
+			t.Errorf("notice of %s: %q, want %q", tc.query.Encode(), got, tc.want)
+		}
+	}
 }

@@ -3,6 +3,7 @@ package web
 import (
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -36,10 +37,16 @@ type entry struct {
 	// it claimed, if another).
 	Unverified bool
 	Claimed    string
+	// WaitTask, on a call, is the task of its pending call a person
+	// decides on the page (its card's anchor).
+	WaitTask string
 }
 
-// timeline shows conversation id as a timeline, with the calls it waits
-// for.
+// timeline shows conversation id's page (SPEC §21): its status, agent,
+// who started it and why it failed; its timeline (the saved history,
+// then the calls of its live run the history does not hold yet, with
+// their progress and results); the calls it waits for, decidable there;
+// and a cancel button while a run of it is live.
 func (h *handler) timeline(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	if _, err := protocol.ParseID(id); err != nil {
@@ -52,9 +59,9 @@ func (h *handler) timeline(w http.ResponseWriter, r *http.Request) error {
 		}
 		return err
 	}
-	agentName := ""
-	if st.Agent != nil {
-		agentName = st.Agent.Name
+	view, err := h.Core.Get(r.Context(), id)
+	if err != nil {
+		return err
 	}
 	calls, err := h.Desk.Calls(r.Context(), pending.Filter{Conversation: id, Kinds: pending.ForPeople})
 	if err != nil {
@@ -64,8 +71,35 @@ func (h *handler) timeline(w http.ResponseWriter, r *http.Request) error {
 	for _, c := range calls {
 		waiting = append(waiting, h.itemOf(c))
 	}
-	h.render(w, r, http.StatusOK, "timeline", map[string]any{"ID": id, "Agent": agentName, "Entries": entries(st.History),
-		"Waiting": waiting})
+	positions(waiting)
+	es := entries(st.History)
+	byCall := map[string]string{}
+	for _, it := range waiting {
+		byCall[it.ToolCallID] = it.Task
+	}
+	for i := range es {
+		if es[i].Kind == "call" {
+			es[i].WaitTask = byCall[es[i].Task]
+		}
+	}
+	var live []liveCall
+	if view.Status == conversation.StatusRunning {
+		if live, err = h.liveCalls(r, id, st.History, st.UpdatedAt); err != nil {
+			h.Logger.Warn("conversation page: the live run's events", slog.String("conversation_id", id), slog.Any("error", err))
+		}
+	}
+	c := callerOf(r)
+	data := map[string]any{"ID": id, "View": view, "Entries": es, "Live": live, "Waiting": waiting,
+		"Notice": noticeOf(r.URL.Query()), "Role": string(c.Role), "MayDecide": c.may(RoleApprover), "MayAnswer": c.may(RoleAnswerer),
+		"MayCancel": c.may(RoleOperator) && view.Status == conversation.StatusRunning, "Links": h.Links != nil,
+		"Back": "/conversations/" + id}
+	if r.URL.Query().Get("done") == "cancelling" {
+		data["Notice"] = "Cancelling: the run stops where it is, its state saved."
+	}
+	if pid, err := protocol.ParseID(id); err == nil {
+		data["Started"] = pid.Timestamp().UTC()
+	}
+	h.render(w, r, http.StatusOK, "timeline", data)
 	return nil
 }
 

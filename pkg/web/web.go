@@ -70,6 +70,9 @@ type Config struct {
 	// Limits bound what clients may hold (zero fields: the defaults);
 	// give [ListenAndServe] the same.
 	Limits Limits
+	// Tools, if set, serves the operator's hands on the fleet's tools at
+	// /v1/tools (SPEC §19), to the roles admin and operator.
+	Tools service.Tools
 }
 
 // handler serves the routes of one Config.
@@ -171,6 +174,17 @@ func (h *handler) routes() []route {
 		{pattern: "POST /v1/conversations/{id}/cancel", face: api, roles: operators, handle: h.cancel},
 		{pattern: "GET /v1/pending", face: api, roles: anyRole, handle: h.pending},
 	}
+	if h.Tools != nil {
+		rs = append(rs,
+			route{pattern: "GET /v1/tools", face: api, roles: operators, handle: h.tools},
+			route{pattern: "POST /v1/tools/{tool}/pause", face: api, roles: operators, handle: h.pauseTool},
+			route{pattern: "POST /v1/tools/{tool}/resume", face: api, roles: operators, handle: h.resumeTool},
+			route{pattern: "POST /v1/tools/{tool}/cancel", face: api, roles: operators, handle: h.cancelCalls},
+			route{pattern: "GET /v1/tools/{tool}/dead", face: api, roles: operators, handle: h.deadLetters},
+			route{pattern: "POST /v1/tools/{tool}/dead/{seq}/replay", face: api, roles: operators, handle: h.replay},
+			route{pattern: "POST /v1/tools/{tool}/dead/{seq}/discard", face: api, roles: operators, handle: h.discard},
+		)
+	}
 	if !h.Inbox {
 		return rs
 	}
@@ -182,7 +196,9 @@ func (h *handler) routes() []route {
 		route{pattern: "GET /inbox/events", face: page, roles: anyRole, stream: true, handle: h.inboxChanges},
 		route{pattern: "POST /conversations/{id}/calls/{task}/decide", face: page, roles: approvers, handle: h.inboxDecide},
 		route{pattern: "POST /conversations/{id}/calls/{task}/answer", face: page, roles: answerers, handle: h.inboxAnswer},
+		route{pattern: "GET /conversations", face: page, roles: anyRole, handle: h.conversationsPage},
 		route{pattern: "GET /conversations/{id}", face: page, roles: anyRole, handle: h.timeline},
+		route{pattern: "POST /conversations/{id}/cancel", face: page, roles: operators, handle: h.cancelPage},
 		route{pattern: "GET /conversations/{id}/events", face: page, roles: anyRole, stream: true, handle: h.events},
 	)
 	if h.Links != nil {

@@ -168,6 +168,11 @@ func (br *bgRun) decided(ctx context.Context, t *bgTask) (bool, error) {
 	id := t.call.Call.ToolCallID
 	if t.wait == deferred.KindExternal {
 		br.info.Emit(agent.Event{Type: agent.EventDeferredToolResults, Results: &deferred.Results{Calls: map[string]any{id: t.val}, Approvals: map[string]any{}}})
+		if tool.AnswersNextAttempt(t.meta) {
+			// The answer is the call's input (an MCP elicitation's): the
+			// call runs again as its task's next attempt, with it.
+			return br.runApproved(ctx, t, deferred.ToolApproved{}, map[string]any{tool.AnswerMetaKey: agent.AnswerInput(t.val)})
+		}
 		return false, nil
 	}
 	var meta map[string]any

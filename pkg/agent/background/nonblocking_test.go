@@ -192,3 +192,66 @@ func TestNonBlockingDecisionMetadata(t *testing.T) {
 		t.Errorf("deferred_tool_results = %+v", results)
 	}
 }
+
+// A non-blocking external call whose answer goes to its next attempt (an
+// MCP elicitation, SPEC §16): the model keeps working; the answer runs
+// the tool again, under the same task, with the answer as its input, and
+// what that returns is the follow-up.
+func TestNonBlockingAnswerToNextAttempt(t *testing.T) {
+	t.Parallel()
+	var runs atomic.Int32
+	var task atomic.Value
+	ask := tool.Func("ask", "", func(_ context.Context, rc *tool.RunContext, _ struct{}) (string, error) {
+		runs.Add(1)
+		ans, ok := rc.ToolCallMetadata[tool.AnswerMetaKey].(map[string]any)
+		if !ok {
+			return "", &tool.CallDeferred{Metadata: map[string]any{tool.AnswerToMetaKey: tool.AnswerToNextAttempt}}
+		}
+		task.Store(rc.TaskID)
+		return "hello " + ans["content"].(map[string]any)["name"].(string), nil
+	})
+	d := background.NewDecisions()
+	m := model(func(n int, req *llm.Request) *llm.Response {
+		switch {
+		case n == 0:
+			return calls(call("ask", "c1", "{}"))
+		case strings.Contains(lastUserText(req), "completed."):
+			return text("done")
+		}
+		return text("waiting")
+	})
+	a := newAgentCfg(t, agent.Config{Model: m, Capabilities: []agent.Capability{background.Tools(background.Config{
+		NonBlocking: &background.NonBlockingConfig{Tools: background.SelectAll(), Waiter: d}})}}, ask)
+	type ran struct {
+		res *agent.Result
+		err error
+	}
+	out := make(chan ran, 1)
+	go func() {
+		res, err := a.Run(t.Context(), "go", nil)
+		out <- ran{res, err}
+	}()
+	asked, signal := d.Asked()
+	for len(asked) == 0 {
+		select {
+		case <-signal:
+		case r := <-out:
+			t.Fatalf("the run returned before it waited for the answer: %v", r.err)
+		}
+		asked, signal = d.Asked()
+	}
+	if err := d.Decide(asked[0].TaskID, map[string]any{"name": "Ada"}); err != nil {
+		t.Fatal(err)
+	}
+	r := offloadtest.WaitOrTimeout(t, out, "the run to return")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	want := "Background tool 'ask' (task " + asked[0].TaskID + ") completed.\nResult: hello Ada"
+	if got := lastUserText(m.requests()[len(m.requests())-1]); got != want {
+		t.Errorf("follow-up = %q, want %q", got, want)
+	}
+	if runs.Load() != 2 || task.Load() != asked[0].TaskID {
+		t.Errorf("the tool ran %d times, the second under task %v, want 2 under %s", runs.Load(), task.Load(), asked[0].TaskID)
+	}
+}

@@ -44,3 +44,23 @@ func TestWritePendingNonBlocking(t *testing.T) {
 		t.Errorf("pending:\n%q\nwant\n%q", got, want)
 	}
 }
+
+// agent pending shows what an MCP server's elicitation asks: its message,
+// and the fields of its requested schema or the URL to open.
+func TestWritePendingElicitation(t *testing.T) {
+	var out bytes.Buffer
+	liveview.WritePending(&out, []deferred.PendingTask{
+		{TaskID: "T1", Kind: deferred.KindExternal, Tool: "ask", Args: json.RawMessage(`{}`), Metadata: map[string]any{
+			"mcp.elicitation": map[string]any{"message": "Your\nname?", "requestedSchema": map[string]any{
+				"type": "object", "properties": map[string]any{"name": map[string]any{}, "age": map[string]any{}}, "required": []any{"name"}}},
+		}},
+		{TaskID: "T2", Kind: deferred.KindExternal, Tool: "login", Args: json.RawMessage(`{}`), Metadata: map[string]any{
+			"mcp.elicitation": map[string]any{"message": "Sign in"}, "mcp.url": "https://example.com/auth",
+		}},
+	}, nil)
+	want := "T1 external ask {}\n  asks: Your name?\n  fields of the answer's content: age, name*\n" +
+		"T2 external login {}\n  asks: Sign in\n  open: https://example.com/auth\n"
+	if got := out.String(); got != want {
+		t.Errorf("pending:\n%q\nwant\n%q", got, want)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/offload-dev/offload/pkg/deferred"
@@ -25,6 +26,7 @@ func WritePending(w io.Writer, pending []deferred.PendingTask, commands func(def
 			mark = " (non-blocking)"
 		}
 		fmt.Fprintf(w, "%s %s %s %s%s\n", p.TaskID, p.Kind, p.Tool, compact(p.Args), mark)
+		writeAsks(w, p.Metadata)
 		if commands != nil {
 			for _, c := range commands(p) {
 				fmt.Fprintln(w, c)
@@ -32,6 +34,48 @@ func WritePending(w io.Writer, pending []deferred.PendingTask, commands func(def
 		}
 	}
 }
+
+// writeAsks writes what an MCP server's elicitation asks a person (SPEC
+// §16: metadata mcp.elicitation, mcp.url), indented: "asks: <message>", then the
+// URL to open or the fields of the requested schema ("*" marks a required
+// one), which the answer's content gives.
+func writeAsks(w io.Writer, md map[string]any) {
+	e, ok := md["mcp.elicitation"].(map[string]any)
+	if !ok {
+		return
+	}
+	msg, _ := e["message"].(string)
+	fmt.Fprintf(w, "  asks: %s\n", oneLine(msg))
+	if url, _ := md["mcp.url"].(string); url != "" {
+		fmt.Fprintf(w, "  open: %s\n", oneLine(url))
+		return
+	}
+	schema, _ := e["requestedSchema"].(map[string]any)
+	props, _ := schema["properties"].(map[string]any)
+	if len(props) == 0 {
+		return
+	}
+	required := map[string]bool{}
+	if rs, ok := schema["required"].([]any); ok {
+		for _, r := range rs {
+			if n, ok := r.(string); ok {
+				required[n] = true
+			}
+		}
+	}
+	names := make([]string, 0, len(props))
+	for n := range props {
+		if required[n] {
+			n += "*"
+		}
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	fmt.Fprintf(w, "  fields of the answer's content: %s\n", oneLine(strings.Join(names, ", ")))
+}
+
+// oneLine keeps a server's text on one line.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // WritePauseSummary says that the run paused, what it waits for, how to
 // answer it and, when resume is set, how to continue (SPEC §6.2).

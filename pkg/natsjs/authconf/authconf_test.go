@@ -32,12 +32,15 @@ func TestWorkerReachesOnlyItsTools(t *testing.T) {
 		"$JS.API.DIRECT.GET.ACME_CANCEL.acme.cancel.*.*.beta",
 		"$KV.acme_effects.alpha.*.*", "$JS.API.DIRECT.GET.KV_acme_effects.$KV.acme_effects.beta.*.*",
 		"$JS.API.DIRECT.GET.ACME_RESULTS.acme.result.*.*.alpha",
+		"$KV.acme_limits.alpha.state", "$JS.API.DIRECT.GET.KV_acme_limits.$KV.acme_limits.beta.state",
+		"$KV.acme_queue.alpha.*.*", "acme.dead.*.*.beta", "$JS.API.CONSUMER.PAUSE.ACME_TASKS.task_alpha",
 	} {
 		if !slices.Contains(p.PublishSubjects(), want) {
 			t.Errorf("publish lacks %s", want)
 		}
 	}
-	if got := p.SubscribeSubjects(); !slices.Equal(got, []string{"acme.cancel.*.*.alpha", "acme.cancel.*.*.beta", "_INBOX_worker_x.>"}) {
+	if got := p.SubscribeSubjects(); !slices.Equal(got, []string{"acme.cancel.*.*.alpha", "$KV.acme_limits.alpha.state",
+		"acme.cancel.*.*.beta", "$KV.acme_limits.beta.state", "_INBOX_worker_x.>"}) {
 		t.Errorf("subscribe %v", got)
 	}
 }

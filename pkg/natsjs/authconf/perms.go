@@ -49,7 +49,8 @@ func InboxPrefix(user string) string { return "_INBOX_" + user }
 func streamInfos(n natsjs.Names) []string {
 	var out []string
 	for _, s := range []string{n.Tasks, n.Results, n.Approvals, n.Decisions, n.Expiries, n.Cancel, n.Answers,
-		n.RegistryStream, n.ConversationsStream, n.HistoriesStream, n.PendingStream, n.Wake, n.Events, n.EffectsStream, n.ServiceStream} {
+		n.RegistryStream, n.ConversationsStream, n.HistoriesStream, n.PendingStream, n.Wake, n.Events, n.EffectsStream, n.ServiceStream,
+		n.LimitsStream, n.QueueStream, n.Dead, n.Audit} {
 		out = append(out, "$JS.API.STREAM.INFO."+s)
 	}
 	return out
@@ -97,9 +98,17 @@ func Serve(prefix string) Permissions {
 			Rule{"the decisions and answers it publishes on behalf of the people its\n inbox, API and signed links authenticated (the decisions signed with\n its key)", []string{s.All(protocol.KindDecision), s.All(protocol.KindAnswer)}},
 			Rule{"its own bucket: the decision key pair, the links' key and the links\n used, made once across replicas", []string{"$KV." + n.ServiceBucket + ".>",
 				"$JS.API.DIRECT.GET." + n.ServiceStream, "$JS.API.DIRECT.GET." + n.ServiceStream + ".>"}},
+			Rule{"the operator's hands on the fleet's tools (SPEC §19, /v1/tools): the\n tools' fleet control states, read and written with compare-and-set (a\n pause, a resume, a cancel); the dead letters, read, counted and deleted\n once replayed or discarded; the audit record of each action (not the\n task consumers' info: the calls not delivered yet are counted for admin\n alone)", toolOperatorGrants(n, s)},
 		),
 		Subscribe: []Rule{{"", []string{s.All(protocol.KindProgress), InboxPrefix("serve") + ".>"}}},
 	}
+}
+
+// toolOperatorGrants are what the operator's hands on the tools take
+// (package toolctl), beside an agent's task and cancel subjects.
+func toolOperatorGrants(n natsjs.Names, s protocol.Subjects) []string {
+	out := append([]string{"$KV." + n.LimitsBucket + ".*.state", "$JS.FC." + n.LimitsStream + ".>"}, reader(n.LimitsStream)...)
+	return append(out, "$JS.API.DIRECT.GET."+n.Dead, "$JS.API.STREAM.MSG.DELETE."+n.Dead, s.Prefix+".audit.>")
 }
 
 // agentRules are the publish rules of an agent's runs, shared by the
@@ -180,8 +189,18 @@ func Worker(prefix, user string, tools []string) Permissions {
 				"$JS.API.DIRECT.GET." + n.EffectsStream + ".$KV." + n.EffectsBucket + "." + t + ".*.*",
 				"$JS.API.DIRECT.GET." + n.Results + "." + s.OfTool(protocol.KindResult, t),
 			},
+		}, Rule{
+			"tool " + t + ": fleet control (SPEC §19): its shared state, key <tool>.state\n of the limits bucket, and its queued calls, keys <tool>.<task>.<attempt>\n of the queue bucket (written with compare-and-set, read by direct gets\n of their keys); its dead letters (and the look-up that finds their\n stream); its task consumer's pause, for a\n cool-down an upstream asked for",
+			[]string{
+				"$KV." + n.LimitsBucket + "." + natsjs.LimitsKey(t),
+				"$JS.API.DIRECT.GET." + n.LimitsStream + ".$KV." + n.LimitsBucket + "." + natsjs.LimitsKey(t),
+				"$KV." + n.QueueBucket + "." + t + ".*.*",
+				"$JS.API.DIRECT.GET." + n.QueueStream + ".$KV." + n.QueueBucket + "." + t + ".*.*",
+				s.OfTool(protocol.KindDead, t), "$JS.API.DIRECT.GET." + n.Dead + "." + s.OfTool(protocol.KindDead, t),
+				"$JS.API.CONSUMER.PAUSE." + n.Tasks + "." + c,
+			},
 		})
-		subs = append(subs, s.OfTool(protocol.KindCancel, t))
+		subs = append(subs, s.OfTool(protocol.KindCancel, t), "$KV."+n.LimitsBucket+"."+natsjs.LimitsKey(t))
 	}
 	p.Subscribe = []Rule{{"", append(subs, InboxPrefix(user)+".>")}}
 	return p

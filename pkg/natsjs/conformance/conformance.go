@@ -31,9 +31,11 @@ const (
 	RuleRespondAttempt   = "respond (attempt)"
 	RuleRespondDuplicate = "respond (duplicate delivery)"
 	RuleArguments        = "arguments"
+	RuleDecode           = "decode"
 	RuleCancelled        = "cancelled"
 	RuleDeadline         = "deadline"
 	RuleRunCancelled     = "run (cancelled)"
+	RuleRunDeadline      = "run (deadline)"
 	RuleHoldInProgress   = "hold (in-progress acks)"
 	RuleRegistryRefresh  = "registry refresh"
 	RuleSIGTERM          = "SIGTERM hand-back"
@@ -55,9 +57,11 @@ var rules = [...]struct {
 	{RuleRespondAttempt, "respond", (*checker).attempt},
 	{RuleRespondDuplicate, "respond", (*checker).duplicate},
 	{RuleArguments, "arguments", (*checker).invalidArgs},
+	{RuleDecode, "decode", (*checker).malformedTask},
 	{RuleCancelled, "cancelled", (*checker).cancelBefore},
 	{RuleDeadline, "deadline", (*checker).pastDeadline},
 	{RuleRunCancelled, "run", (*checker).cancelDuring},
+	{RuleRunDeadline, "run", (*checker).deadlineDuring},
 	{RuleHoldInProgress, "hold", (*checker).inProgress},
 	{RuleRegistryRefresh, "", (*checker).registryRefresh},
 	{RuleSIGTERM, "", (*checker).sigterm},
@@ -130,8 +134,8 @@ type Config struct {
 	Args json.RawMessage
 	// SlowArgs are the arguments of a call that succeeds after running
 	// longer than the task consumer's ack wait. Without them the rules
-	// that need a running task ([RuleRunCancelled], [RuleHoldInProgress])
-	// are skipped.
+	// that need a running task ([RuleRunCancelled], [RuleRunDeadline],
+	// [RuleHoldInProgress], [RuleSIGTERM], [RuleSIGKILL]) are skipped.
 	SlowArgs json.RawMessage
 	// Exec, when set, is the command (run by sh) that starts the worker
 	// under test: the kit starts it before the first rule, and it checks

@@ -89,7 +89,7 @@ func TestRulesNameTheWorkerRules(t *testing.T) {
 		}
 		checked[tr] = true
 	}
-	for _, want := range []string{"hold", "cancelled", "deadline", "arguments", "effect ledger", "run", "respond"} {
+	for _, want := range []string{"decode", "hold", "cancelled", "deadline", "arguments", "effect ledger", "run", "respond"} {
 		if !checked[want] {
 			t.Errorf("no rule of the kit checks the rule of a task %q", want)
 		}
@@ -191,6 +191,8 @@ func TestCheckFailsFaultyWorkers(t *testing.T) {
 		{"runs invalid arguments", faults{noValidation: true}, conformance.RuleArguments, "status ok"},
 		{"never refreshes its entry", faults{noRegistryUpdate: true}, conformance.RuleRegistryRefresh, "not written again"},
 		{"not idempotent, no ledger", faults{notIdempotent: true}, conformance.RuleEffectLedger, "no ledger entry"},
+		{"terminates a malformed task without a result", faults{silentMalformed: true}, conformance.RuleDecode, "does not decode"},
+		{"checks the deadline only before running", faults{deadlineAtStart: true}, conformance.RuleRunDeadline, "status ok"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

@@ -29,6 +29,8 @@ type faults struct {
 	noRegistryUpdate bool // writes its entry once
 	ackCancelled     bool // acks a cancelled task instead of terminating it
 	notIdempotent    bool // advertises the tool not idempotent, yet keeps no effect ledger
+	silentMalformed  bool // terminates a task that does not decode without a result
+	deadlineAtStart  bool // checks the deadline before running only, not while the tool runs
 }
 
 // fakeTool is the tool the fake worker serves: {"seconds": number
@@ -150,7 +152,7 @@ func (w *fakeWorker) onTask(msg jetstream.Msg) {
 func (w *fakeWorker) handle(msg jetstream.Msg) {
 	task, err := protocol.DecodeTask(msg.Data(), nil)
 	if err != nil {
-		_ = msg.Term()
+		w.malformed(msg)
 		return
 	}
 	md, _ := msg.Metadata()
@@ -217,12 +219,38 @@ func (w *fakeWorker) outcome(ctx context.Context, task protocol.Task) (protocol.
 	}
 	timer := time.NewTimer(time.Duration(seconds * float64(time.Second)))
 	defer timer.Stop()
+	var deadline <-chan time.Time // nil: none, or not watched while running
+	if !task.Deadline.IsZero() && !w.f.deadlineAtStart {
+		dt := time.NewTimer(time.Until(task.Deadline))
+		defer dt.Stop()
+		deadline = dt.C
+	}
 	select {
 	case <-timer.C:
 		return protocol.Result{Status: protocol.StatusOK, Content: json.RawMessage(`{"slept":true}`)}, false
+	case <-deadline:
+		return protocol.Result{Status: protocol.StatusError, ErrorType: protocol.ErrorDeadlineExceeded}, false
 	case <-ctx.Done():
 		return cancelled, true
 	}
+}
+
+// malformed answers a task that does not decode with an error result when
+// its IDs can be read, then terminates it.
+func (w *fakeWorker) malformed(msg jetstream.Msg) {
+	var ids struct {
+		TaskID         string `json:"task_id"`
+		ConversationID string `json:"conversation_id"`
+	}
+	if !w.f.silentMalformed && json.Unmarshal(msg.Data(), &ids) == nil {
+		_, e1 := protocol.ParseID(ids.TaskID)
+		_, e2 := protocol.ParseID(ids.ConversationID)
+		if e1 == nil && e2 == nil {
+			w.publish(protocol.Task{TaskID: ids.TaskID, ConversationID: ids.ConversationID, Tool: fakeTool}, nil,
+				protocol.Result{Status: protocol.StatusError, ErrorType: "DecodeError", Message: "the task does not decode"})
+		}
+	}
+	_ = msg.Term()
 }
 
 func (w *fakeWorker) publish(task protocol.Task, md *jetstream.MsgMetadata, res protocol.Result) {

@@ -117,12 +117,12 @@ func (a *Announcer) Announced(ctx context.Context, conv, task string) (protocol.
 	return ap, true
 }
 
-// Waiting returns the approvals a live run of conversation conv waits for
-// (agent --approve wait): announced, not resolved, with no decision stored
-// yet, and not among skip (the stored pending record's calls), in the
-// order of their task IDs (their time). Best effort: a role that cannot
-// read the approvals stream (only admin and approver can) sees none.
-func (a *Announcer) Waiting(ctx context.Context, conv string, skip map[string]bool) []deferred.PendingTask {
+// open returns the approvals announced for a live run of conversation
+// conv (agent --approve wait) and not resolved since, in the order of
+// their task IDs (their time); whether a decision is stored for them is
+// [Pending.LiveWaiting]'s question. Best effort: a role that cannot read
+// the approvals stream (only admin and approver can) sees none.
+func (a *Announcer) open(ctx context.Context, conv string) []protocol.Approval {
 	approvals, err := a.js.Stream(ctx, a.names.Approvals)
 	if err != nil {
 		return nil
@@ -131,21 +131,17 @@ func (a *Announcer) Waiting(ctx context.Context, conv string, skip map[string]bo
 	if err != nil || len(info.State.Subjects) == 0 {
 		return nil
 	}
-	var out []deferred.PendingTask
+	var out []protocol.Approval
 	for _, subject := range slices.Sorted(maps.Keys(info.State.Subjects)) { // task IDs sort by time
 		m, err := approvals.GetLastMsgForSubject(ctx, subject)
 		if err != nil {
 			continue
 		}
 		ap, open := announced(m.Data, conv)
-		if !open || subject != a.subj.Approval(conv, ap.TaskID) || skip[ap.TaskID] {
+		if !open || subject != a.subj.Approval(conv, ap.TaskID) {
 			continue
 		}
-		if decided, err := storedOn(ctx, a.js.Conn(), a.names.Decisions, a.subj.Decision(conv, ap.TaskID)); err == nil && decided {
-			continue // decided; the run has not read it yet
-		}
-		out = append(out, deferred.PendingTask{TaskID: ap.TaskID, ToolCallID: ap.ToolCallID, Kind: deferred.KindApproval,
-			Tool: ap.Tool, Args: ap.Args, Metadata: ap.Metadata})
+		out = append(out, ap)
 	}
 	return out
 }

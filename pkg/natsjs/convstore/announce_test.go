@@ -68,8 +68,9 @@ func TestAnnouncer(t *testing.T) {
 }
 
 // What a live run waits for (agent pending, approve with --approve wait):
-// an announced approval, until a decision is stored for it or it is
-// resolved; a decision published twice (Publisher) is stored once.
+// an announced approval, until a decision the run admits is stored for it
+// or it is resolved (a malformed one hides nothing: issue 38); a decision
+// published twice (Publisher) is stored once.
 func TestAnnouncerWaitingAndPublisher(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -77,6 +78,10 @@ func TestAnnouncerWaitingAndPublisher(t *testing.T) {
 	ctx := context.Background()
 	conv, task, other := protocol.NewID(), protocol.NewID(), protocol.NewID()
 	a, p := convstore.NewAnnouncer(b.js, ""), convstore.NewPublisher(b.js, "")
+	people, err := convstore.OpenPending(ctx, convstore.OpenConfig{JetStream: b.srv.JetStream(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	rec := &deferred.PendingRecord{ConversationID: conv, RunID: protocol.NewID(), Tasks: []deferred.PendingTask{
 		{TaskID: task, Kind: deferred.KindApproval, Tool: "deploy", ToolCallID: "c1", Args: json.RawMessage(`{}`)},
 		{TaskID: other, Kind: deferred.KindApproval, Tool: "shell", ToolCallID: "c2", Args: json.RawMessage(`{}`)},
@@ -84,8 +89,16 @@ func TestAnnouncerWaitingAndPublisher(t *testing.T) {
 	if err := a.Announce(ctx, rec); err != nil {
 		t.Fatal(err)
 	}
-	if w := a.Waiting(ctx, conv, map[string]bool{other: true}); len(w) != 1 || w[0].TaskID != task || w[0].Tool != "deploy" || !a.Awaits(ctx, conv, task) {
+	if w := people.LiveWaiting(ctx, conv, map[string]bool{other: true}); len(w) != 1 || w[0].TaskID != task || w[0].Tool != "deploy" || !a.Awaits(ctx, conv, task) {
 		t.Fatalf("waiting %+v, awaits %v; want the announced approval", w, a.Awaits(ctx, conv, task))
+	}
+	for _, junk := range []string{`{approved:true}`, `{"approved":"yes"}`} {
+		if _, err := b.js.Publish(ctx, "tools.decision."+conv+"."+task, []byte(junk)); err != nil {
+			t.Fatal(err)
+		}
+		if w := people.LiveWaiting(ctx, conv, map[string]bool{other: true}); len(w) != 1 || w[0].TaskID != task {
+			t.Fatalf("waiting %+v after the malformed decision %s, want the approval still", w, junk)
+		}
 	}
 	for range 2 {
 		subject, err := p.Publish(ctx, conversation.ArrivalDecision, conv, task, []byte(`{"approved":true}`))
@@ -93,15 +106,15 @@ func TestAnnouncerWaitingAndPublisher(t *testing.T) {
 			t.Fatalf("publish on %s: %v", subject, err)
 		}
 	}
-	if w := a.Waiting(ctx, conv, nil); len(w) != 1 || w[0].TaskID != other {
+	if w := people.LiveWaiting(ctx, conv, nil); len(w) != 1 || w[0].TaskID != other {
 		t.Fatalf("waiting %+v after a decision, want the other approval only", w)
 	}
 	decisions, err := b.js.Stream(ctx, natsjs.NamesFor("").Decisions)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info, err := decisions.Info(ctx); err != nil || info.State.Msgs != 1 {
-		t.Fatalf("decisions stored: %+v %v, want 1", info, err)
+	if info, err := decisions.Info(ctx); err != nil || info.State.Msgs != 3 {
+		t.Fatalf("decisions stored: %+v %v, want the 2 malformed ones and 1", info, err)
 	}
 	if err := a.Resolve(ctx, conv, protocol.Resolution{TaskID: task, Resolved: protocol.ResolvedApproved}); err != nil {
 		t.Fatal(err)

@@ -104,27 +104,23 @@ func (p *Pending) List(ctx context.Context) ([]string, error) {
 }
 
 // Waiting returns what s's conversation waits for: the tasks of its
-// record for which no decision or answer is stored yet (a record is as
-// old as the last save: what people published since is looked up), in
-// the record's order. Background tasks are listed as they are.
+// record for which nothing its run will admit is stored yet (a record is
+// as old as the last save: what people published since is looked up; a
+// message the run refuses, malformed or stale, answers nothing and hides
+// no call: SPEC §21), in the record's order. Background tasks are listed
+// as they are.
 func (p *Pending) Waiting(ctx context.Context, s *conversation.Summary) ([]deferred.PendingTask, error) {
 	var out []deferred.PendingTask
+	st := s.State()
 	for _, t := range s.Tasks {
-		var stream, subject string
-		switch t.Kind {
-		case deferred.KindApproval:
-			stream, subject = p.names.Decisions, p.subj.Decision(s.ConversationID, t.TaskID)
-		case deferred.KindExternal:
-			stream, subject = p.names.Answers, p.subj.Answer(s.ConversationID, t.TaskID)
-		}
 		// A call that needs a quorum waits until the run has applied its
 		// decisions: one approval stored is not its end.
-		if stream != "" && t.Required <= 1 {
-			_, settled, err := p.settled(ctx, s.ConversationID, s, t.Kind, t.TaskID, stream, subject)
+		if t.Kind != deferred.KindBackground && t.Required <= 1 {
+			_, answered, err := p.stored(ctx, st, t.Kind, t.TaskID)
 			if err != nil {
 				return nil, err
 			}
-			if settled {
+			if answered {
 				continue
 			}
 		}
@@ -133,21 +129,70 @@ func (p *Pending) Waiting(ctx context.Context, s *conversation.Summary) ([]defer
 	return out, nil
 }
 
+// LiveWaiting returns the approvals a live run of conversation conv
+// waits for (agent --approve wait: announced, not resolved, no pending
+// record holds them yet) for which nothing the run will admit is stored
+// yet, skipping the tasks of skip (the stored pending record's calls),
+// in the order of their task IDs (their time). Best effort: a role that
+// cannot read the approvals stream (only admin and approver can) sees
+// none.
+func (p *Pending) LiveWaiting(ctx context.Context, conv string, skip map[string]bool) []deferred.PendingTask {
+	var out []deferred.PendingTask
+	for _, ap := range p.Announcer.open(ctx, conv) {
+		if skip[ap.TaskID] {
+			continue
+		}
+		t := liveTask(ap)
+		st := &conversation.State{ID: conv, Pending: &deferred.PendingRecord{ConversationID: conv, Tasks: []deferred.PendingTask{t}}}
+		if _, answered, err := p.stored(ctx, st, t.Kind, t.TaskID); err == nil && answered {
+			continue // decided; the run has not read it yet
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+// liveTask is the pending approval a live run announced with ap.
+func liveTask(ap protocol.Approval) deferred.PendingTask {
+	return deferred.PendingTask{TaskID: ap.TaskID, ToolCallID: ap.ToolCallID, Kind: deferred.KindApproval,
+		Tool: ap.Tool, Args: ap.Args, Metadata: ap.Metadata}
+}
+
+// pendingState is the state a decision or an answer for task of
+// conversation conv is checked against: s's (its pending record, nil
+// when it has none), with the approval a live run announced for task
+// when the record does not hold it (agent --approve wait reads
+// decisions live).
+func (p *Pending) pendingState(ctx context.Context, conv string, s *conversation.Summary, kind conversation.ArrivalKind, task string) *conversation.State {
+	st := &conversation.State{ID: conv, Pending: &deferred.PendingRecord{ConversationID: conv}}
+	if s != nil {
+		st = s.State()
+	}
+	if _, ok := st.PendingTask(task); ok || kind != conversation.ArrivalDecision {
+		return st
+	}
+	if ap, ok := p.Announcer.Announced(ctx, conv, task); ok {
+		st.Pending.Tasks = append(st.Pending.Tasks, liveTask(ap))
+	}
+	return st
+}
+
 // Publish checks data, a decision or an answer for task of conversation
 // conv given by hand, against s, its pending record (nil when it has
 // none), as the run that reads it will (conversation.State.Admit; a
 // decision for an approval a live run awaits, see [Announcer.Awaits],
 // passes too), and publishes it, first wins: one published when a
-// decision or an answer is already stored for the task is refused, as
-// the run would refuse it (a *conversation.RefusedError, reason
-// duplicate). A stale record (the run has resolved the task since its
-// last save) is harmless: the run refuses what no longer resolves a
-// pending task. It returns the subject.
+// decision or an answer the run will admit is already stored for the
+// task is refused, as the run would refuse it (a
+// *conversation.RefusedError, reason duplicate; so is one for a task the
+// record no longer holds with such a message stored: the task was
+// resolved, SPEC §11's 409). A message stored that the run refuses
+// (malformed, stale, a forged timeout) keeps no one from deciding: this
+// one is published after it. A stale record (the run has resolved the
+// task since its last save) is harmless: the run refuses what no longer
+// resolves a pending task. It returns the subject.
 func (p *Pending) Publish(ctx context.Context, conv string, s *conversation.Summary, kind conversation.ArrivalKind, task string, data []byte) (string, error) {
-	st := &conversation.State{ID: conv}
-	if s != nil {
-		st = s.State()
-	}
+	st := p.pendingState(ctx, conv, s, kind, task)
 	// A decision published here is signed with the service's key, if
 	// any: its by and channel are then verified, and its by a quorum's
 	// identity (SPEC §12).
@@ -160,12 +205,11 @@ func (p *Pending) Publish(ctx context.Context, conv string, s *conversation.Summ
 		o = p.Identities.admitOptions(conv, task, data, nats.Header{SignatureHeader: []string{sig}})
 	}
 	o.At, o.MaxSize = time.Now(), p.maxPayload
-	err := st.AdmitWith(kind, task, data, o)
-	var re *conversation.RefusedError
-	if errors.As(err, &re) && re.Reason == conversation.ReasonUnknownTask && kind == conversation.ArrivalDecision && p.Announcer.Awaits(ctx, conv, task) {
-		err = nil // a run with --approve wait announced it and reads decisions live
-	}
-	if err != nil {
+	if err := st.AdmitWith(kind, task, data, o); err != nil {
+		var re *conversation.RefusedError
+		if errors.As(err, &re) && re.Reason == conversation.ReasonUnknownTask && p.resolved(ctx, conv, deferredKind(kind), task) {
+			err = &conversation.RefusedError{Reason: conversation.ReasonDuplicate, TaskID: task, Err: errors.New("the task was already resolved")}
+		}
 		return "", err
 	}
 	if pt, ok := st.PendingTask(task); ok && pt.Required > 1 && kind == conversation.ArrivalDecision {
@@ -183,11 +227,7 @@ func (p *Pending) Publish(ctx context.Context, conv string, s *conversation.Summ
 		// What is stored wins only if the run will admit it: one it
 		// refuses (a forged timeout, a malformed one) keeps no one from
 		// deciding after it.
-		stream := p.names.Decisions
-		if kind == conversation.ArrivalAnswer {
-			stream = p.names.Answers
-		}
-		if last, settled, serr := p.settled(ctx, conv, s, deferredKind(kind), task, stream, subject); serr == nil && !settled && last != nil {
+		if last, answered, serr := p.stored(ctx, st, deferredKind(kind), task); serr == nil && !answered && last != nil {
 			subject, err = p.Publisher.publishAfter(ctx, kind, conv, task, data, sig, last.Seq)
 		}
 	}
@@ -205,19 +245,30 @@ func deferredKind(k conversation.ArrivalKind) deferred.Kind {
 	return deferred.KindApproval
 }
 
-// settled returns the last message stored on subject of stream for task
-// (of kind) of conversation conv, and whether it settles the task: the
-// run will admit it against s, conv's pending record (a task the record
-// does not hold, a live run's approval, is settled by any message). It
-// is read by a direct get of the subject, which the people roles may do.
-func (p *Pending) settled(ctx context.Context, conv string, s *conversation.Summary, kind deferred.Kind, task, stream, subject string) (*direct.Msg, bool, error) {
+// subjectOf returns the stream and subject of the decisions (approval)
+// or the answers (external call) of task of conversation conv.
+func (p *Pending) subjectOf(kind deferred.Kind, conv, task string) (stream, subject string) {
+	if kind == deferred.KindExternal {
+		return p.names.Answers, p.subj.Answer(conv, task)
+	}
+	return p.names.Decisions, p.subj.Decision(conv, task)
+}
+
+// stored is what counts as stored for task of kind, pending in st (SPEC
+// §21): it returns the last message stored on the task's subject (a
+// decision for an approval, an answer for an external call; nil when
+// none), and whether it answers the task: whether the run that reads it
+// will admit it against st (decoded, of the right kind, bound to the
+// arguments as pending, a timeout's only as the call's own). A message
+// the run refuses answers nothing: the call stays pending and decidable.
+// A task st does not hold is answered by any message (a record of a
+// conversation that went on). It is read by a direct get of the
+// subject, which the people roles may do.
+func (p *Pending) stored(ctx context.Context, st *conversation.State, kind deferred.Kind, task string) (*direct.Msg, bool, error) {
+	stream, subject := p.subjectOf(kind, st.ID, task)
 	m, err := direct.Last(ctx, p.nc, stream, subject)
 	if err != nil || m == nil {
 		return m, false, err
-	}
-	st := &conversation.State{ID: conv}
-	if s != nil {
-		st = s.State()
 	}
 	if _, ok := st.PendingTask(task); !ok {
 		return m, true, nil
@@ -225,8 +276,27 @@ func (p *Pending) settled(ctx context.Context, conv string, s *conversation.Summ
 	ak := conversation.ArrivalAnswer
 	o := conversation.AdmitOptions{}
 	if kind == deferred.KindApproval {
-		ak, o = conversation.ArrivalDecision, p.Identities.admitOptions(conv, task, m.Data, m.Header)
+		ak, o = conversation.ArrivalDecision, p.Identities.admitOptions(st.ID, task, m.Data, m.Header)
 	}
 	o.At, o.MaxSize = m.Stored, p.maxPayload
-	return m, st.AdmitWith(ak, task, m.Data, o) == nil, nil
+	check := &conversation.State{ID: st.ID, Pending: st.Pending, UpdatedAt: st.UpdatedAt, Votes: slices.Clone(st.Votes)}
+	return m, check.AdmitWith(ak, task, m.Data, o) == nil, nil
+}
+
+// resolved reports whether task of kind, which conversation conv's
+// pending record does not hold, was resolved: a well-formed decision or
+// answer is stored for it (the run admitted it and went on). A task
+// with none stored, or only malformed ones, is unknown.
+func (p *Pending) resolved(ctx context.Context, conv string, kind deferred.Kind, task string) bool {
+	stream, subject := p.subjectOf(kind, conv, task)
+	m, err := direct.Last(ctx, p.nc, stream, subject)
+	if err != nil || m == nil {
+		return false
+	}
+	if kind == deferred.KindExternal {
+		_, err = protocol.DecodeResult(m.Data, task, nil)
+	} else {
+		_, err = protocol.DecodeDecision(m.Data, nil)
+	}
+	return err == nil
 }

@@ -111,7 +111,7 @@ func (s *Store) backfillStatus(ctx context.Context, st *conversation.State, rev 
 	if conversation.Summarize(st, rev) != nil {
 		status = "paused"
 	}
-	entry := conversation.Status{ConversationID: st.ID, Status: status, UpdatedAt: time.Now().UTC()}
+	entry := conversation.Status{ConversationID: st.ID, Status: status, UpdatedAt: time.Now().UTC(), StartedBy: st.StartedBy}
 	if st.Agent != nil {
 		entry.Agent = st.Agent.Name
 	}

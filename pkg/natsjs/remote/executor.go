@@ -62,6 +62,7 @@ func (e *Executor) Start(ctx context.Context, c *background.Call) (agent.Backgro
 		// (SPEC §20); without one, by the dispatcher's default.
 		task.Deadline = time.Now().Add(c.Call.Tool.Timeout).UTC()
 	}
+	task.Limits = e.r.cfg.Policies[name].Limits // the agent's own, beside the worker's (SPEC §19)
 	// Subscribe to progress before the task exists, so no report is missed.
 	stop := e.r.relayProgress(ctx, task.ConversationID, task.TaskID, task.Tool)
 	h, err := e.r.cfg.Dispatcher.Dispatch(context.WithoutCancel(ctx), task)

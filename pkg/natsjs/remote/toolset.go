@@ -387,6 +387,7 @@ func (r *Toolset) handler(name string) tool.HandlerFunc {
 	return func(ctx context.Context, rc *tool.RunContext, args json.RawMessage) (any, error) {
 		task := callTask(rc, name, args, protocol.ModeInline)
 		task.TaskID, task.Attempt = rc.TaskID, rc.Attempt
+		task.Limits = r.cfg.Policies[name].Limits // the agent's own, beside the worker's (SPEC §19)
 		if task.TaskID == "" {
 			task.TaskID = protocol.NewID()
 		}

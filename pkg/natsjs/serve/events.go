@@ -64,6 +64,8 @@ type feeds struct {
 	closed bool // the service stopped: no feed starts
 	// batch reads the events stored since a resumed watch's last one.
 	batch func(ctx context.Context, stream, filter string, from uint64, n int) ([]*direct.Msg, bool, error)
+	// since reads the events stored from a time on (Service.Recent).
+	since func(ctx context.Context, stream, filter string, since time.Time, n int) ([]*direct.Msg, bool, error)
 }
 
 // feed reads one conversation's events for its watchers.
@@ -190,6 +192,37 @@ func (s *Service) Watch(ctx context.Context, conv string, after uint64, ready fu
 		if err != nil {
 			return fmt.Errorf("serve: watch conversation %s: %w", conv, err)
 		}
+	}
+}
+
+// recentMax bounds the events [Service.Recent] gives.
+const recentMax = 512
+
+// Recent calls fn with the events of conversation conv stored at or after
+// since (by the NATS server's clock), in order, until fn returns false,
+// recentMax have been given or none more is stored: it does not wait for
+// more (implements service.Core). The conversation's page shows with them
+// what its saved history does not hold yet: the calls of a live run and
+// their progress (SPEC §21).
+func (s *Service) Recent(ctx context.Context, conv string, since time.Time, fn func(event json.RawMessage) bool) error {
+	stream, subj := natsjs.NamesFor(s.cfg.Provision.Prefix).Events, s.eventSubject(conv)
+	msgs, more, err := s.feeds.since(ctx, stream, subj, since, direct.BatchSize)
+	for given := 0; ; {
+		for _, m := range msgs {
+			if !fn(m.Data) {
+				return nil
+			}
+			if given++; given >= recentMax {
+				return nil
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("serve: events of conversation %s: %w", conv, err)
+		}
+		if !more || len(msgs) == 0 {
+			return nil
+		}
+		msgs, more, err = s.feeds.batch(ctx, stream, subj, msgs[len(msgs)-1].Seq+1, direct.BatchSize)
 	}
 }
 

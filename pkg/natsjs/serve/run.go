@@ -61,7 +61,9 @@ func (s *Service) startRun(ctx context.Context, name, prompt, id string, wait bo
 	if !s.enter() {
 		return nil, service.ErrClosed
 	}
-	sess, err := session.Open(ctx, s.sessionConfig(wait, a.Name), id, create)
+	sc := s.sessionConfig(wait, a.Name)
+	sc.StartedBy = service.StartedBy(ctx)
+	sess, err := session.Open(ctx, sc, id, create)
 	if err != nil {
 		s.wg.Done()
 		return nil, err
@@ -81,7 +83,13 @@ func (s *Service) startRun(ctx context.Context, name, prompt, id string, wait bo
 		s.wg.Done()
 		return nil, err
 	}
-	return s.launch(sess, a, prompt, opts), nil
+	run := s.launch(sess, a, prompt, opts)
+	what := "conversation started"
+	if !create {
+		what = "conversation continued with a prompt"
+	}
+	s.cfg.Lifecycle.Info(what, slog.String("conversation_id", id), slog.String("agent", a.Name), slog.String("run_id", run.ID))
+	return run, nil
 }
 
 // launch runs a on the claimed session sess on a goroutine of the service
@@ -94,6 +102,7 @@ func (s *Service) launch(sess *session.Session, a Agent, prompt string, opts *ag
 	s.runs[r.ConversationID] = r
 	s.mu.Unlock()
 	opts.Suspend = s.suspend
+	opts.RunID = run.ID // the events carry the run ID the API answered
 	events := &runEvents{s: s}
 	opts.OnEvent = events.publish
 	// Non-blocking calls are waited for by the session: their decisions
@@ -119,7 +128,7 @@ func (s *Service) launch(sess *session.Session, a Agent, prompt string, opts *ag
 		}
 		s.mu.Unlock()
 		s.closeSession(sess)
-		s.log.Info("run ended", slog.String("conversation_id", r.ConversationID), slog.String("status", final.Status))
+		s.logEnd(final, err == nil && res.Suspended)
 		if err == nil && res.Suspended {
 			s.handOver(r.ConversationID)
 		}
@@ -129,6 +138,26 @@ func (s *Service) launch(sess *session.Session, a Agent, prompt string, opts *ag
 		finish(final) // Done last, as before: OnFinal has been told
 	}()
 	return run
+}
+
+// logEnd says how a run ended (Config.Lifecycle): paused, finished or
+// failed; a run suspended to be handed over says so.
+func (s *Service) logEnd(f service.Final, suspended bool) {
+	attrs := []any{slog.String("conversation_id", f.ConversationID), slog.String("run_id", f.RunID)}
+	switch {
+	case suspended:
+		s.cfg.Lifecycle.Info("conversation suspended: handed over to another replica", attrs...)
+	case f.Status == conversation.StatusPaused:
+		tasks := make([]string, 0, len(f.Pending))
+		for _, t := range f.Pending {
+			tasks = append(tasks, string(t.Kind)+" "+t.Tool+" "+t.TaskID)
+		}
+		s.cfg.Lifecycle.Info("conversation paused", append(attrs, slog.Int("waiting", len(f.Pending)), slog.Any("calls", tasks))...)
+	case f.Status == conversation.StatusFailed:
+		s.cfg.Lifecycle.Warn("conversation failed", append(attrs, slog.String("error", f.Error))...)
+	default:
+		s.cfg.Lifecycle.Info("conversation finished", attrs...)
+	}
 }
 
 // closeSession ends this replica's hold on sess's conversation: it stops

@@ -75,6 +75,11 @@ type Config struct {
 	Holder string
 	// Logger receives the service's logs. Defaults to discarding them.
 	Logger *slog.Logger
+	// Lifecycle, if set, receives one line, at Info (a failure at
+	// Warn), per conversation started, paused, woken, finished and failed
+	// on this replica (SPEC §21): what an operator follows at agent serve's
+	// default verbosity, without its debug logs. Defaults to Logger.
+	Lifecycle *slog.Logger
 	// RetryDelay is how long a wake message waits before it is delivered
 	// again while another process holds its conversation. Defaults to 1 s.
 	RetryDelay time.Duration
@@ -180,6 +185,9 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Lifecycle == nil {
+		cfg.Lifecycle = cfg.Logger
+	}
 	if cfg.RetryDelay <= 0 {
 		cfg.RetryDelay = time.Second
 	}
@@ -200,9 +208,10 @@ func New(cfg Config) (*Service, error) {
 	}
 	cfg.Session.Store, cfg.Session.Inbox = cfg.Store, cfg.Inbox
 	cfg.Session.Holder, cfg.Session.Logger = cfg.Holder, cfg.Logger
+	batches := direct.NewBatches(cfg.JetStream.Conn())
 	s := &Service{cfg: cfg, log: cfg.Logger, agents: agents, suspend: make(chan struct{}),
 		wakes: make(chan struct{}, cfg.Concurrency), runs: map[string]*liveRun{}, missing: map[string]string{},
-		running: runningSet{ids: map[string]uint64{}}, feeds: feeds{m: map[string]*feed{}, batch: direct.NewBatches(cfg.JetStream.Conn()).Next}}
+		running: runningSet{ids: map[string]uint64{}}, feeds: feeds{m: map[string]*feed{}, batch: batches.Next, since: batches.Since}}
 	if cfg.Records != nil {
 		d, err := pending.New(pending.Config{Records: cfg.Records, Logger: cfg.Logger})
 		if err != nil {

@@ -3,6 +3,7 @@ package serve_test
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/convstore"
+	"github.com/offload-dev/offload/pkg/natsjs/serve"
 	"github.com/offload-dev/offload/pkg/natsjs/serve/servetest"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/session"
@@ -103,5 +105,60 @@ offload_conversations{status="running"} 0
 `
 	if err := testutil.CollectAndCompare(r.Svc.ConversationsCollector(), strings.NewReader(want)); err != nil {
 		t.Error(err)
+	}
+}
+
+// staleStore is a store whose next Load of a conversation returns a state
+// saved earlier, as a load that raced with the run's last save does.
+type staleStore struct {
+	serve.Store
+	mu    sync.Mutex
+	stale map[string]*conversation.State
+}
+
+func (s *staleStore) Load(ctx context.Context, id string) (*conversation.State, conversation.Revision, error) {
+	s.mu.Lock()
+	st := s.stale[id]
+	delete(s.stale, id)
+	s.mu.Unlock()
+	if st != nil {
+		return st, 1, nil
+	}
+	return s.Store.Load(ctx, id)
+}
+
+// GET /v1/conversations/{id} reads the state, then the lease: a run that
+// ended between the two (its last save, then its lease released) left a
+// view of a state waiting for the model with no holder, said paused with
+// nothing pending (issue 38). The view loads it again and shows it
+// finished.
+func TestGetBetweenSaveAndRelease(t *testing.T) {
+	b := servetest.Setup(t)
+	stale := &staleStore{stale: map[string]*conversation.State{}}
+	r := b.ReplicaWith(t, "r1", servetest.ReplicaOpts{Config: func(c *serve.Config) {
+		stale.Store = c.Store
+		c.Store = stale
+	}})
+	first := r.Start(t, "deploy prod")
+	conv, task := first.ConversationID, servetest.Paused(t, first)
+	paused, err := r.Svc.State(t.Context(), conv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Decide(t, r.JS, conv, task)
+	servetest.Finished(t, r, conv, "done deployed prod")
+	// The state as the continuation's collect saved it: the decision
+	// arrived, the history waits for the tool's run.
+	mid := *paused
+	mid.Arrivals = append(mid.Arrivals, conversation.Arrival{TaskID: task, Kind: conversation.ArrivalDecision, Data: []byte(`{"approved":true}`), At: time.Now()})
+	stale.mu.Lock()
+	stale.stale[conv] = &mid
+	stale.mu.Unlock()
+	c, err := r.Svc.Get(t.Context(), conv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Status != "finished" || c.Output != "done deployed prod" {
+		t.Fatalf("view %+v, want the finished conversation", c)
 	}
 }

@@ -20,6 +20,9 @@ type Store interface {
 	// session records its running and outcome there).
 	session.StatusRecorder
 	session.FailureRecorder
+	// SetStatus keeps a whole entry of the status index (who started
+	// the conversation too, SPEC §21).
+	session.StatusSetter
 
 	// TryClaim claims conversation id without waiting: a lease held by
 	// another is a *conversation.ClaimedError at once.

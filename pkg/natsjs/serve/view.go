@@ -9,14 +9,44 @@ import (
 	"github.com/offload-dev/offload/pkg/service"
 )
 
+// getAttempts bounds the loads of [Service.Get]: a conversation saved
+// again between its load and the read of its lease is loaded again.
+const getAttempts = 3
+
 // Get returns the view of conversation id (conversation.ErrNotFound for
-// an unknown one).
+// an unknown one). Its state and its lease are read one after the other:
+// when the state loaded says a run was under way and no process holds
+// the lease, the state is loaded again, and a later revision (the run's
+// end was saved before its lease was released) is what the view shows
+// (issue 38: it briefly said paused, with nothing pending).
 func (s *Service) Get(ctx context.Context, id string) (*service.Conversation, error) {
-	st, _, err := s.cfg.Store.Load(ctx, id)
+	st, rev, err := s.cfg.Store.Load(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	c := &service.Conversation{ConversationID: id, UpdatedAt: st.UpdatedAt, Pending: st.Unresolved(), Output: lastOutput(st.History)}
+	for attempt := 1; ; attempt++ {
+		c, settled := s.view(ctx, id, st)
+		if settled || attempt == getAttempts {
+			return c, nil
+		}
+		again, rev2, err := s.cfg.Store.Load(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if rev2 == rev {
+			return c, nil // saved by no one since: no run holds it
+		}
+		st, rev = again, rev2
+	}
+}
+
+// view is the view of conversation id whose stored state is st; settled
+// is false when st's history waits for the model or a tool and no
+// process held its lease when read (a run ended since st was saved, or
+// its holder was killed): [Service.Get] loads it again to tell.
+func (s *Service) view(ctx context.Context, id string, st *conversation.State) (*service.Conversation, bool) {
+	c := &service.Conversation{ConversationID: id, UpdatedAt: st.UpdatedAt, Pending: st.Unresolved(), Output: lastOutput(st.History),
+		StartedBy: st.StartedBy}
 	if c.Pending == nil {
 		c.Pending = []deferred.PendingTask{}
 	}
@@ -44,10 +74,15 @@ func (s *Service) Get(ctx context.Context, id string) (*service.Conversation, er
 		c.Status = conversation.StatusRunning
 	default:
 		// Its history waits for the model or a tool, and no process holds
-		// it (its holder was killed): as the list says, paused.
+		// it (its holder was killed): as the list says, paused, until a
+		// replica (or agent resume) continues it.
 		c.Status = conversation.StatusPaused
+		if c.Note == "" {
+			c.Note = "no process holds it: its last run stopped before its end; a replica continues it"
+		}
+		return c, false
 	}
-	return c, nil
+	return c, true
 }
 
 // heldElsewhere reports whether a process holds conversation id's lease

@@ -173,7 +173,7 @@ func (s *Service) wake(ctx context.Context, id string, stored time.Time, marker 
 	if s.cfg.OnContinue != nil {
 		s.cfg.OnContinue(id)
 	}
-	s.log.Info("wake: continuing", slog.String("conversation_id", id), slog.String("agent", a.Name))
+	s.cfg.Lifecycle.Info("conversation woken: continuing", slog.String("conversation_id", id), slog.String("agent", a.Name))
 	if !stored.IsZero() && s.cfg.Metrics != nil {
 		ro.Capabilities = append(ro.Capabilities, &wakeTimer{stored: stored, m: s.cfg.Metrics})
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -36,6 +37,7 @@ const (
 	verdictAnswered                // the attempt's result is stored: acknowledge without running
 	verdictUnknown                 // started by a worker that stopped, no result: a person decides
 	verdictBusy                    // this worker runs the attempt on another delivery
+	verdictResume                  // started by a worker that stopped, which recorded how to resume: resume it
 )
 
 // beginEffect consults and writes the ledger before the attempt's tool
@@ -106,8 +108,62 @@ func (w *Worker) beginEffect(t *tool.Tool, fl *inflight, md *jetstream.MsgMetada
 	if e.Started.Worker == w.cfg.ID && w.cancels.runsAttempt(fl) {
 		return verdictBusy, e, nil
 	}
+	if len(e.Resume) > 0 {
+		return w.takeOver(ctx, fl, key, rev, e, mine)
+	}
 	fl.effect = &effectHold{key: key, rev: rev, started: e.Started}
 	return verdictUnknown, e, nil
+}
+
+// takeOver makes this worker the holder of an attempt whose worker
+// stopped after recording how to resume it (Effect.Resume): the entry is
+// rewritten, started by this worker with the same state, by
+// compare-and-set on the revision read, so that of two deliveries only one
+// resumes it (the other finds it started by a live worker: busy on this
+// one, unknown elsewhere until that worker too is gone).
+func (w *Worker) takeOver(ctx context.Context, fl *inflight, key string, rev uint64, e natsjs.Effect, mine natsjs.EffectStarted) (verdict, natsjs.Effect, error) {
+	taken := natsjs.Effect{Started: mine, Resume: e.Resume}
+	data, err := json.Marshal(taken)
+	if err != nil {
+		return 0, e, fmt.Errorf("encode effect entry: %w", err)
+	}
+	newRev, err := w.effects.Update(ctx, key, data, rev)
+	if err != nil {
+		return 0, e, fmt.Errorf("take effect entry %s over: %w", key, err)
+	}
+	fl.effect = &effectHold{key: key, rev: newRev, started: mine}
+	return verdictResume, e, nil
+}
+
+// checkpoint is the RunContext.Checkpoint of the attempt fl holds the
+// entry of: it rewrites the entry with the tool's state, by compare-and-set
+// on the revision held (nil when no entry is held: an idempotent tool, or
+// no ledger).
+func (w *Worker) checkpoint(fl *inflight) func(context.Context, json.RawMessage) error {
+	h := fl.effect
+	if h == nil {
+		return nil
+	}
+	var mu sync.Mutex
+	return func(ctx context.Context, state json.RawMessage) error {
+		if !json.Valid(state) {
+			return fmt.Errorf("natsjs: checkpoint of %s: not JSON", h.key)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		data, err := json.Marshal(natsjs.Effect{Started: h.started, Resume: state})
+		if err != nil {
+			return fmt.Errorf("encode effect entry: %w", err)
+		}
+		ctx, cancel := context.WithTimeout(ctx, jsop.Timeout)
+		defer cancel()
+		rev, err := w.effects.Update(ctx, h.key, data, h.rev)
+		if err != nil {
+			return fmt.Errorf("checkpoint effect entry %s: %w", h.key, err)
+		}
+		h.rev = rev
+		return nil
+	}
 }
 
 // idempotentEffect is beginEffect for a tool declared idempotent: running
@@ -183,6 +239,8 @@ func (w *Worker) finishEffect(log *slog.Logger, fl *inflight, status protocol.St
 		return
 	}
 	data, err := json.Marshal(natsjs.Effect{Started: h.started, Finished: &natsjs.EffectFinished{Status: status, ResultSeq: seq}})
+	// h.rev is read after the tool returned: its checkpoints (the same
+	// goroutine's, or ones it waited for) are done.
 	if err == nil {
 		m := nats.NewMsg(w.effectsSubject + h.key)
 		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(h.rev, 10))

@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/offload-dev/offload/internal/offloadtest"
+	"github.com/offload-dev/offload/pkg/limits"
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
@@ -258,4 +260,43 @@ func settled(ctx context.Context, c jetstream.Consumer) error {
 // echoLike is a tool that returns result at once.
 func echoLike(name, result string, opts ...tool.Option) *tool.Tool {
 	return tool.Func(name, "Answer at once.", func(context.Context, *tool.RunContext, struct{}) (string, error) { return result, nil }, opts...)
+}
+
+// toolState returns the fleet control state of toolName as stored.
+func (b *bundle) toolState(t *testing.T, toolName string) *limits.State {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	kv, err := b.js.KeyValue(ctx, "tools_limits")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := kv.Get(ctx, natsjs.LimitsKey(toolName))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return &limits.State{}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st limits.State
+	if err := json.Unmarshal(e.Value(), &st); err != nil {
+		t.Fatal(err)
+	}
+	return &st
+}
+
+// signalProgress returns a channel that receives the progress reports of
+// task (subscribed before it returns).
+func (b *bundle) signalProgress(t *testing.T, task protocol.Task) <-chan protocol.Progress {
+	t.Helper()
+	ch := make(chan protocol.Progress, 16)
+	b.subscribe(t, "tools.progress."+task.ConversationID+"."+task.TaskID+"."+task.Tool, func(m *nats.Msg) {
+		if p, err := protocol.DecodeProgress(m.Data, task.TaskID, nil); err == nil {
+			select {
+			case ch <- p:
+			default:
+			}
+		}
+	})
+	return ch
 }

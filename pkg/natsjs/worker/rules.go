@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -49,8 +50,10 @@ var taskRules = [...]rule{
 	{"authentication", (*Worker).ruleAuthentication},
 	{"approval", (*Worker).ruleApproval},
 	{"arguments", (*Worker).ruleArguments},
+	{"limits", (*Worker).ruleLimits},
 	{"effect ledger", (*Worker).ruleEffectLedger},
 	{"run", (*Worker).ruleRun},
+	{"retry after", (*Worker).ruleRetryAfter},
 	{"respond", (*Worker).ruleRespond},
 }
 
@@ -86,6 +89,15 @@ type delivery struct {
 	started time.Time
 	out     outcome
 	term    bool // a cancelled task's delivery is terminated
+	// resume is the state the attempt's tool recorded on a worker that
+	// stopped (effect ledger: verdictResume), given to it in
+	// RunContext.Resume.
+	resume json.RawMessage
+
+	// holding is the ID of the call's attempt while it holds slots of its
+	// tool's limits, admitted at this delivery (limits.go); a call run
+	// from the queue holds them by its claim (queue.go).
+	holding string
 
 	// What release gives back, in reverse order of taking.
 	stopHeartbeat  func()
@@ -115,8 +127,8 @@ func (w *Worker) handle(t *tool.Tool, toolLog *slog.Logger, msg jetstream.Msg) {
 
 // release gives back what the rules took for d, in reverse order: the
 // Inflight gauge's count, the deadline's timer, the heartbeat, the
-// registration where cancels reach the task, its context, its span and,
-// last, its slot.
+// registration where cancels reach the task, its context, its span, the
+// slots of its tool's limits and, last, its worker slot.
 func (w *Worker) release(d *delivery) {
 	if d.running {
 		w.cfg.Metrics.Inflight.WithLabelValues(d.tool.Name).Dec()
@@ -129,6 +141,13 @@ func (w *Worker) release(d *delivery) {
 		w.cancels.remove(&d.inflight)
 		d.cancel(nil)
 		d.span.End()
+	}
+	if d.holding != "" {
+		w.releaseHold(d)
+	}
+	if q, ok := d.msg.(*queuedMsg); ok {
+		w.held.remove(q.tool, q.entry.ID)
+		w.kickPump(q.tool)
 	}
 	d.slot.release()
 }
@@ -215,6 +234,11 @@ func (w *Worker) ruleDeliveryLimit(d *delivery) step {
 	}
 	detail := fmt.Sprintf("delivered %d times without a result", limit)
 	d.log.Warn("task exhausted its deliveries", slog.String("detail", detail))
+	if err := w.deadLetter(d, protocol.ErrorDeliveriesExhausted); err != nil {
+		delay := handBackDelay(d.md)
+		d.log.Warn("dead letter not kept; task handed back", slog.Duration("delay", delay), slog.Any("error", err))
+		return d.handBack(delay)
+	}
 	return w.answer(d, protocol.ResultFromOutcome(nil, &protocol.RemoteError{
 		Type:    protocol.ErrorDeliveriesExhausted,
 		Message: detail,
@@ -293,6 +317,25 @@ func (w *Worker) ruleArguments(d *delivery) step {
 	return next
 }
 
+// ruleLimits: a task of a tool with limits (the tool's own and those the
+// task carries, combined: SPEC §19) starts only when they allow it, across
+// every replica: it holds a slot of each of its limits (given back by
+// release) and charges their rates; otherwise it is queued and its
+// delivery acked without a result (Worker.admit, Worker.park), to run
+// later from the queue (queue.go), where it was admitted when claimed. A
+// call of a tool without limits is held so too while the tool is paused
+// or cools down (gate.go), and otherwise reads no state. A state that
+// cannot be read hands the task back.
+func (w *Worker) ruleLimits(d *delivery) step {
+	if w.state == nil || d.tool.Limits == nil && d.task.Limits == nil && !w.gateClosed(d.tool.Name) {
+		return next
+	}
+	if _, queued := d.msg.(*queuedMsg); queued {
+		return next
+	}
+	return w.admit(d)
+}
+
 // ruleEffectLedger: the effect ledger is consulted and written before the
 // tool runs (Worker.beginEffect, SPEC §13): an attempt answered before is
 // acked without running; one this worker runs on another delivery is
@@ -319,6 +362,10 @@ func (w *Worker) ruleEffectLedger(d *delivery) step {
 		d.log.Warn("attempt started by a worker that stopped, no result stored: not run again, a person decides",
 			slog.String("started_by", effect.Started.Worker), slog.Time("started_at", effect.Started.At))
 		return w.answer(d, unknownEffect(effect), false)
+	case verdictResume:
+		d.log.Warn("attempt started by a worker that stopped, which recorded how to resume it: resumed here",
+			slog.String("started_by", effect.Started.Worker), slog.Time("started_at", effect.Started.At))
+		d.resume = effect.Resume
 	case verdictRun:
 		if effect.Started.Worker != w.cfg.ID {
 			d.log.Warn("idempotent tool run again: its worker stopped while running it",
@@ -349,6 +396,9 @@ func (w *Worker) ruleRun(d *delivery) step {
 		TaskID:           task.TaskID,
 		Attempt:          task.Attempt,
 		IdempotencyKey:   protocol.IdempotencyKey(task.TaskID, task.Attempt),
+		Background:       task.Mode == protocol.ModeBackground,
+		Checkpoint:       w.checkpoint(&d.inflight),
+		Resume:           d.resume,
 	}
 	runCtx := progress.WithReporter(d.ctx, w.reporter(task.ConversationID, task.TaskID, t.Name))
 	d.started = time.Now()
@@ -381,6 +431,13 @@ func (w *Worker) ruleRun(d *delivery) step {
 		d.log.Info("task handed back on shutdown")
 		w.withdrawEffect(d.log, &d.inflight)
 		return d.handBack(0)
+	case errors.Is(o.err, tool.ErrWorkerFault) && d.ctx.Err() == nil:
+		// What runs the tool failed under it (an MCP server died): the
+		// task is handed back as if this worker had died, its ledger entry
+		// kept (the next delivery applies the rules for a worker gone).
+		delay := handBackDelay(d.md)
+		d.log.Warn("worker fault under the tool; task handed back", slog.Duration("delay", delay), slog.Any("error", o.err))
+		return d.handBack(delay)
 	case d.ctx.Err() != nil && errors.Is(cause, errDeadline) && o.err != nil:
 		d.log.Info("task deadline exceeded")
 		d.out = outcome{err: context.DeadlineExceeded}
@@ -391,6 +448,21 @@ func (w *Worker) ruleRun(d *delivery) step {
 		d.out = o
 	}
 	return next
+}
+
+// ruleRetryAfter: a tool that says the service behind it refused the call
+// for now (tool.RateLimited: a 429 or 503 with Retry-After, a command
+// exiting 75) cools its tool (or its key) down on every replica, and the
+// call is held, not answered: queued again (or handed back) to run after
+// the cool-down, its ledger entry withdrawn, no retry of the model
+// counted (Worker.retryAfter). On its last delivery it is answered
+// RateLimited with retry_after, and kept as a dead letter.
+func (w *Worker) ruleRetryAfter(d *delivery) step {
+	var rl *tool.RateLimited
+	if w.state == nil || !errors.As(d.out.err, &rl) {
+		return next
+	}
+	return w.retryAfter(d, rl)
 }
 
 // ruleRespond: the run's outcome is published as the task's result

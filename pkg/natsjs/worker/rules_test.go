@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/offload-dev/offload/internal/offloadtest"
+	"github.com/offload-dev/offload/pkg/limits"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
 	"github.com/offload-dev/offload/pkg/natsjs/worker"
@@ -36,8 +37,10 @@ func TestRules(t *testing.T) {
 		"authentication": testRuleAuthentication,
 		"approval":       testRuleApproval,
 		"arguments":      testRuleArguments,
+		"limits":         testRuleLimits,
 		"effect ledger":  testRuleEffectLedger,
 		"run":            testRuleRun,
+		"retry after":    testRuleRetryAfter,
 		"respond":        testRuleRespond,
 	}
 	for _, name := range worker.Rules() {
@@ -329,6 +332,92 @@ func testRuleRespond(t *testing.T) {
 	}
 	if r.TaskID != task.TaskID || r.ToolCallID != task.ToolCallID || r.Attempt != 2 || r.Worker != "w" || r.StartedAt.IsZero() || r.FinishedAt.Before(r.StartedAt) {
 		t.Errorf("result %+v, want the task's IDs, attempt 2, worker w and when it ran", r)
+	}
+}
+
+// A task of a tool with limits runs when they allow it; otherwise it is
+// queued: its delivery acked without a result and without running, a
+// progress report saying why and behind how many, and it runs from the
+// queue once they allow it. A task without limits is not held.
+func testRuleLimits(t *testing.T) {
+	p := newProbe(t)
+	g := jstest.NewGate()
+	defer g.Open()
+	gated := g.Tool("job", "finished")
+	gated.Limits = &limits.Limits{MaxInFlight: 1}
+	p.bundle.worker(t, worker.Config{ID: "w", Tools: []*tool.Tool{gated}})
+	conv := protocol.NewID()
+	first := jstest.NewTask("job", conv, `{}`)
+	seq1 := p.publish(t, first, nil)
+	offloadtest.WaitOrTimeout(t, g.Started, "the first task to start")
+	second := jstest.NewTask("job", conv, `{}`)
+	progress := p.signalProgress(t, second)
+	seq2 := p.publish(t, second, nil)
+	p.settledWith(t, seq2, "ack") // queued
+	pr := offloadtest.WaitOrTimeout(t, progress, "the queued report")
+	if pr.Queued == nil || pr.Queued.Reason != limits.ReasonMaxInFlight || pr.Queued.Ahead != 0 ||
+		pr.Message != "queued: max_in_flight of tool job, 0 ahead" {
+		t.Errorf("progress %+v", pr)
+	}
+	if st := p.toolState(t, "job"); len(st.Queue) != 1 || st.Queue[0].Task != second.TaskID {
+		t.Fatalf("queue %+v, want the second task", st.Queue)
+	}
+	select {
+	case id := <-g.Started:
+		t.Fatalf("%s started while the first held the only slot", id)
+	default:
+	}
+	g.Open()
+	p.settledWith(t, seq1, "ack")
+	if r := p.storedResult(t, second, 0); r.Status != protocol.StatusOK {
+		t.Errorf("the queued task's result %+v", r)
+	}
+	offloadtest.Eventually(t, "the queue and its slots emptied", func() bool { // released after the result's ack: no signal
+		st := p.toolState(t, "job")
+		return len(st.Queue) == 0 && st.Running(time.Now()) == 0
+	})
+}
+
+// A tool that says the service behind it refused the call for now
+// (tool.RetryAfter) is not answered: its tool cools down (the task
+// consumer paused, the state's cool-down set), the task is handed back
+// and runs again after the cool-down, the model's retry not counted.
+func testRuleRetryAfter(t *testing.T) {
+	p := newProbe(t)
+	var mu sync.Mutex
+	var starts []time.Time
+	var retries []int
+	limited := tool.Func("job", "Refused once.", func(_ context.Context, rc *tool.RunContext, _ struct{}) (string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		starts, retries = append(starts, time.Now()), append(retries, rc.Retry)
+		if len(starts) == 1 {
+			return "", fmt.Errorf("upstream said 429: %w", tool.RetryAfter(400*time.Millisecond))
+		}
+		return "ran", nil
+	})
+	p.bundle.worker(t, worker.Config{ID: "w", Tools: []*tool.Tool{limited}})
+	task := jstest.NewTask("job", protocol.NewID(), `{}`)
+	seq := p.publish(t, task, nil)
+	p.settledWith(t, seq, "nak")
+	c := p.taskConsumer(t, "job")
+	info, err := c.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !info.Paused {
+		t.Error("the task consumer is not paused for the cool-down")
+	}
+	if until, _ := p.toolState(t, "job").CoolUntil(time.Now()); until.IsZero() {
+		t.Error("no cool-down in the tool's state")
+	}
+	if r := p.storedResult(t, task, 0); r.Status != protocol.StatusOK {
+		t.Fatalf("result %+v", r)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(starts) != 2 || starts[1].Sub(starts[0]) < 400*time.Millisecond || retries[1] != 0 {
+		t.Errorf("runs at %v (retry %v): want a second one after the cool-down, no retry counted", starts, retries)
 	}
 }
 

@@ -31,6 +31,14 @@ func (w *Worker) findStreams(ctx context.Context, js jetstream.JetStream, popts 
 	if !w.cfg.NoEffectLedger {
 		probes = append(probes, probe{w.names.EffectsStream, "$KV." + w.names.EffectsBucket + "." + natsjs.EffectKey(tool, "0", 0)})
 	}
+	if !w.cfg.NoLimits {
+		probes = append(probes,
+			probe{w.names.LimitsStream, "$KV." + w.names.LimitsBucket + "." + natsjs.LimitsKey(tool)},
+			probe{w.names.QueueStream, "$KV." + w.names.QueueBucket + "." + natsjs.QueueKey(tool, "0", 0)},
+			probe{w.names.Dead, w.subj.Dead("0", "0", tool)})
+	} else {
+		probes = append(probes, probe{w.names.Dead, w.subj.Dead("0", "0", tool)})
+	}
 	for _, p := range probes {
 		pctx, cancel := context.WithTimeout(ctx, jsop.Timeout)
 		_, err := direct.Last(pctx, w.cfg.Conn, p.stream, p.subject)

@@ -23,6 +23,7 @@ import (
 	"github.com/offload-dev/offload/pkg/natsjs/internal/direct"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jsop"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/startstop"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/toolstate"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/telemetry"
 	"github.com/offload-dev/offload/pkg/tool"
@@ -115,6 +116,17 @@ type Config struct {
 	// of SPEC §5.3 alone. It exists to measure what the ledger costs
 	// (make bench).
 	NoEffectLedger bool
+	// NoLimits runs the tools without fleet control (SPEC §19): no
+	// limit is applied (neither the tools' nor those tasks carry), no call
+	// waits in a queue, a tool's retry_after is answered as its error. It
+	// exists to measure what the limits cost an unlimited tool (make
+	// bench).
+	NoLimits bool
+	// SlotLease is how long a slot of a tool's limits, or the claim of a
+	// call run from its queue, lasts unless renewed (every third of it
+	// while the call runs): how soon the slots of a worker killed while
+	// holding them are free again. Defaults to [DefaultSlotLease].
+	SlotLease time.Duration
 }
 
 // Worker serves tools to agents over JetStream (SPEC §5.3): it pulls tasks
@@ -138,6 +150,14 @@ type Worker struct {
 	heartbeatEvery time.Duration // set by Start from the consumers' ack wait
 	slots          *slotPool
 	cancels        *cancelIndex
+
+	// Fleet control (limits.go, queue.go): the tools' shared states (nil
+	// with NoLimits), the slots and claims held, each tool's pump.
+	state *toolstate.Store
+	lease time.Duration
+	held  held
+	pumps map[string]*pump
+	gates map[string]*gate
 
 	js             jetstream.JetStream
 	tasksStream    jetstream.Stream
@@ -226,6 +246,9 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.RegistryRefresh <= 0 {
 		cfg.RegistryRefresh = DefaultRegistryRefresh
 	}
+	if cfg.SlotLease <= 0 {
+		cfg.SlotLease = DefaultSlotLease
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -241,6 +264,9 @@ func New(cfg Config) (*Worker, error) {
 		bufs:    bufpool.New(),
 		cancels: newCancelIndex(),
 		bgStop:  make(chan struct{}),
+		lease:   cfg.SlotLease,
+		pumps:   make(map[string]*pump, len(tools)),
+		gates:   make(map[string]*gate, len(tools)),
 	}
 	reconn := make(chan struct{})
 	w.reconn.Store(&reconn)
@@ -328,6 +354,9 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 		return err
 	}
 	w.registry = direct.Keys{JS: js, NC: w.cfg.Conn, Stream: w.names.RegistryStream, Bucket: w.names.RegistryBucket}
+	if !w.cfg.NoLimits {
+		w.state = toolstate.New(js, w.cfg.Conn, w.names)
+	}
 	w.heartbeatEvery = w.cfg.HeartbeatInterval
 	if w.heartbeatEvery <= 0 {
 		w.heartbeatEvery = ackWait / 3
@@ -351,6 +380,14 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	if err := w.subscribeCancels(); err != nil {
 		return err
 	}
+	if w.state != nil {
+		for _, name := range w.toolNames() {
+			w.gates[name] = &gate{}
+		}
+		if err := w.watchGates(); err != nil {
+			return err
+		}
+	}
 	fctx, cancel := context.WithTimeout(ctx, jsop.Timeout) // Flush needs a deadline
 	defer cancel()
 	if err := w.cfg.Conn.FlushWithContext(fctx); err != nil {
@@ -362,6 +399,15 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	// watcher has caught up.
 	if err := w.catchUp(ctx, w.cancels.epoch()); err != nil {
 		w.log.Warn("cancel index not caught up at start; looking every task up", slog.Any("error", err))
+	}
+	for name, g := range w.gates { // subscribed and flushed: every later write reaches the gate
+		sctx, cancel := context.WithTimeout(ctx, jsop.Timeout)
+		st, _, err := w.state.Load(sctx, name)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("natsjs: worker: %w", err)
+		}
+		g.set(st)
 	}
 	if err := w.writeRegistry(ctx); err != nil {
 		w.deleteRegistry(ctx) // the entries written before the failure
@@ -383,9 +429,20 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 		}
 		w.fetchers.Add(1)
 		go w.fetch(w.tools[name], c, rs)
+		if w.state != nil {
+			// The pump of the tool's queue shares its runners.
+			p := &pump{w: w, t: w.tools[name], rs: rs, kick: make(chan struct{}, 1)}
+			w.pumps[name] = p
+			w.fetchers.Add(1)
+			go p.run()
+		}
 	}
 	w.periodic.Add(1)
 	go w.refreshRegistry() //nolint:gosec // G118: owned by the worker, stopped by Stop (bgStop, periodic), not by Start's ctx
+	if w.state != nil {
+		w.periodic.Add(1)
+		go w.renewLeases()
+	}
 	w.ready.Store(true)
 	w.log.Info("worker started", slog.Int("tools", len(w.tools)), slog.Int("concurrency", w.cfg.Concurrency),
 		slog.Duration("ack_wait", ackWait), slog.Duration("heartbeat", w.heartbeatEvery))

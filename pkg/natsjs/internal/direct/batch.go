@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 )
@@ -87,12 +88,28 @@ func (b *Batches) route(m *nats.Msg) {
 // past the last of them when the batch ended. Those of a batch cut short
 // by an error are returned with it.
 func (b *Batches) Next(ctx context.Context, stream, filter string, from uint64, n int) ([]*Msg, bool, error) {
-	req, _ := json.Marshal(struct {
-		Seq      uint64 `json:"seq"`
-		NextFor  string `json:"next_by_subj"`
-		Batch    int    `json:"batch"`
-		MaxBytes int    `json:"max_bytes"`
-	}{from, filter, n, batchBytes})
+	return b.get(ctx, stream, filter, batchRequest{Seq: from, NextFor: filter, Batch: n, MaxBytes: batchBytes})
+}
+
+// Since is [Batches.Next] from the first message on filter stored at or
+// after time since (the server's clock) rather than from a sequence.
+func (b *Batches) Since(ctx context.Context, stream, filter string, since time.Time, n int) ([]*Msg, bool, error) {
+	return b.get(ctx, stream, filter, batchRequest{StartTime: &since, NextFor: filter, Batch: n, MaxBytes: batchBytes})
+}
+
+// batchRequest is a batched direct get's request.
+type batchRequest struct {
+	Seq       uint64     `json:"seq,omitempty"`
+	StartTime *time.Time `json:"start_time,omitempty"`
+	NextFor   string     `json:"next_by_subj"`
+	Batch     int        `json:"batch"`
+	MaxBytes  int        `json:"max_bytes"`
+}
+
+// get makes the batched direct get r of stream.
+func (b *Batches) get(ctx context.Context, stream, filter string, r batchRequest) ([]*Msg, bool, error) {
+	n := r.Batch
+	req, _ := json.Marshal(r)
 	reply, replies, stop, err := b.open(n + 1)
 	if err != nil {
 		return nil, false, fmt.Errorf("natsjs: look %s up: %w", filter, err)

@@ -121,6 +121,40 @@ func (k Keys) Get(ctx context.Context, key string) ([]byte, uint64, error) {
 	return m.Data, m.Seq, nil
 }
 
+// GetMsg returns key's value as the message it is stored in (its
+// headers with it); nil when it has none (never written, or deleted).
+func (k Keys) GetMsg(ctx context.Context, key string) (*Msg, error) {
+	m, err := Last(ctx, k.NC, k.Stream, k.subject(key))
+	if err != nil || m == nil || m.Deleted() {
+		return nil, err
+	}
+	return m, nil
+}
+
+// CreateMsg is Create for a value with headers: m's data and headers are
+// stored (its subject is the key's).
+func (k Keys) CreateMsg(ctx context.Context, key string, m *nats.Msg) (uint64, error) {
+	m.Subject = k.subject(key)
+	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
+	rev, err := k.publish(ctx, m)
+	if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return rev, err
+	}
+	last, lerr := Last(ctx, k.NC, k.Stream, k.subject(key))
+	if lerr != nil {
+		return 0, lerr
+	}
+	if last == nil || !last.Deleted() {
+		return 0, jetstream.ErrKeyExists
+	}
+	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(last.Seq, 10)) // over the delete marker
+	rev, err = k.publish(ctx, m)
+	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return 0, jetstream.ErrKeyExists
+	}
+	return rev, err
+}
+
 // Put writes key's value, whatever it was, and returns its revision.
 func (k Keys) Put(ctx context.Context, key string, value []byte) (uint64, error) {
 	ack, err := k.JS.Publish(ctx, k.subject(key), value)

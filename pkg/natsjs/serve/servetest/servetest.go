@@ -35,6 +35,7 @@ import (
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/natsjs/serve"
+	"github.com/offload-dev/offload/pkg/progress"
 	"github.com/offload-dev/offload/pkg/service"
 	"github.com/offload-dev/offload/pkg/session"
 	"github.com/offload-dev/offload/pkg/tool"
@@ -191,6 +192,8 @@ func (b *World) Agent(t *testing.T) (*agent.Agent, tool.Toolset) {
 		return "deployed " + a.Target, nil
 	}, tool.NeedsApproval(), tool.Meta(b.DeployMeta))
 	slow := tool.Func("slow", "Works slowly.", func(ctx context.Context, _ *tool.RunContext, a TargetArgs) (string, error) {
+		half := 0.5
+		progress.Report(ctx, "half of "+a.Target+" done", &half)
 		b.SlowStarted <- struct{}{}
 		select {
 		case <-b.SlowGate:

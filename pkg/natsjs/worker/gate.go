@@ -1,0 +1,86 @@
+package worker
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/offload-dev/offload/pkg/limits"
+	"github.com/offload-dev/offload/pkg/natsjs"
+)
+
+// gate is what a worker knows, without a look-up, of whether a tool's
+// calls are held as a whole: an operator's pause, a cool-down of the tool
+// (SPEC §19). A call of a tool without limits passes the limits rule
+// without reading the tool's state while its gate is open; while it is
+// closed, the call is held in the queue like a limited one (and reported
+// queued). The gate follows every write of the tool's state (a core
+// subscription on its key's subject) and every state the worker reads.
+type gate struct {
+	v atomic.Pointer[gateState]
+}
+
+type gateState struct {
+	pause *limits.Pause
+	cool  time.Time // the tool's own cool-down
+}
+
+// closed reports whether the tool's calls are held at now.
+func (g *gate) closed(now time.Time) bool {
+	if g == nil {
+		return false
+	}
+	s := g.v.Load()
+	return s != nil && (s.pause.Active(now) || now.Before(s.cool))
+}
+
+// set records st (nil: the tool has no state).
+func (g *gate) set(st *limits.State) {
+	if st == nil {
+		g.v.Store(nil)
+		return
+	}
+	s := &gateState{pause: st.Pause}
+	if b := st.Buckets[""]; b != nil {
+		s.cool = b.Cool
+	}
+	g.v.Store(s)
+}
+
+// gateClosed reports whether toolName's calls are held as a whole now.
+func (w *Worker) gateClosed(toolName string) bool {
+	return w.gates[toolName].closed(time.Now())
+}
+
+// watchGates subscribes to the writes of the worker's tools' states, then
+// reads each state once: the gates are current from then on, while the
+// connection is up (and again at the pump's next read after a reconnect).
+func (w *Worker) watchGates() error {
+	for _, name := range w.toolNames() {
+		subject := "$KV." + w.names.LimitsBucket + "." + natsjs.LimitsKey(name)
+		g := w.gates[name]
+		sub, err := w.cfg.Conn.Subscribe(subject, func(m *nats.Msg) {
+			if op := m.Header.Get("KV-Operation"); op != "" {
+				g.set(nil) // deleted or purged
+				return
+			}
+			var st limits.State
+			if err := json.Unmarshal(m.Data, &st); err != nil {
+				w.log.Debug("a tool state not read", slog.String("tool", name), slog.Any("error", err))
+				return
+			}
+			g.set(&st)
+		})
+		if err != nil {
+			return fmt.Errorf("natsjs: worker: subscribe to the state of tool %s: %w", name, err)
+		}
+		w.mu.Lock()
+		w.subs = append(w.subs, sub)
+		w.mu.Unlock()
+	}
+	return nil
+}

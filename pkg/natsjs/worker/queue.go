@@ -1,0 +1,235 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/offload-dev/offload/pkg/limits"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/jsop"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/toolstate"
+	"github.com/offload-dev/offload/pkg/tool"
+)
+
+// queuedMsg is a call claimed from its tool's queue, as a delivery the
+// rules of a task apply to like any other: acknowledging or terminating it
+// removes the call from the queue (and its stored task), handing it back
+// puts it back to wait; its metadata counts its deliveries, before it
+// waited and since. Its claim is renewed with the worker's slots (held),
+// not by in-progress acks.
+type queuedMsg struct {
+	w      *Worker
+	tool   string
+	entry  limits.Entry
+	data   []byte
+	header nats.Header
+	md     jetstream.MsgMetadata
+}
+
+var _ jetstream.Msg = (*queuedMsg)(nil)
+
+func (q *queuedMsg) Data() []byte                              { return q.data }
+func (q *queuedMsg) Headers() nats.Header                      { return q.header }
+func (q *queuedMsg) Subject() string                           { return q.w.subj.Task(q.tool) }
+func (q *queuedMsg) Reply() string                             { return "" }
+func (q *queuedMsg) Metadata() (*jetstream.MsgMetadata, error) { return &q.md, nil }
+func (q *queuedMsg) Ack() error                                { return q.done() }
+func (q *queuedMsg) DoubleAck(context.Context) error           { return q.done() }
+func (q *queuedMsg) Term() error                               { return q.done() }
+func (q *queuedMsg) TermWithReason(string) error               { return q.done() }
+func (q *queuedMsg) Nak() error                                { return q.NakWithDelay(0) }
+func (q *queuedMsg) InProgress() error                         { return nil }
+func (q *queuedMsg) NakWithDelay(delay time.Duration) error    { return q.back(delay) }
+
+// done removes the call from its queue, its slots with it, then its stored
+// task: its run is settled.
+func (q *queuedMsg) done() error {
+	ctx, cancel := context.WithTimeout(context.Background(), jsop.Timeout)
+	defer cancel()
+	if _, err := q.w.state.Update(ctx, q.tool, func(st *limits.State) error {
+		st.Remove(q.entry.ID)
+		st.Prune(time.Now())
+		return nil
+	}); err != nil {
+		return err
+	}
+	if err := q.w.state.DeleteTask(ctx, q.tool, q.entry.Task, q.entry.Attempt); err != nil {
+		q.w.log.Debug("queued task not deleted; it ages out", slog.String("tool", q.tool), slog.Any("error", err))
+	}
+	return nil
+}
+
+// back puts the call back to wait, not before delay from now.
+func (q *queuedMsg) back(delay time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), jsop.Timeout)
+	defer cancel()
+	var nb time.Time
+	if delay > 0 {
+		nb = time.Now().Add(delay)
+	}
+	_, err := q.w.state.Update(ctx, q.tool, func(st *limits.State) error {
+		if !st.Unclaim(q.entry.ID, nb) {
+			return toolstate.ErrNoChange
+		}
+		return nil
+	})
+	q.w.kickPump(q.tool)
+	return err
+}
+
+// pump claims the calls of one tool's queue that may start, one per slot
+// of the worker, and hands them to the tool's runners: woken when this
+// worker queued a call or gave slots back, when the state said something
+// may start (a rate, a cool-down, a claim lapsing), and at least every
+// second while calls wait (every ten otherwise: a replica that queued one
+// may have stopped).
+type pump struct {
+	w    *Worker
+	t    *tool.Tool
+	rs   *runnerPool
+	kick chan struct{}
+}
+
+// kickPump wakes tool's pump, if any.
+func (w *Worker) kickPump(toolName string) {
+	if p := w.pumps[toolName]; p != nil {
+		select {
+		case p.kick <- struct{}{}:
+		default: // woken already
+		}
+	}
+}
+
+// run runs the pump until the worker stops fetching.
+func (p *pump) run() {
+	defer p.w.fetchers.Done()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-p.kick:
+		case <-timer.C:
+		case <-p.w.fetchCtx.Done():
+			return
+		}
+		wait := p.drain()
+		if p.w.fetchCtx.Err() != nil {
+			return
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		timer.Reset(wait)
+	}
+}
+
+// drain claims the calls that may start now while the worker has slots
+// for them, and returns how long to wait before looking again.
+func (p *pump) drain() time.Duration {
+	w := p.w
+	for {
+		ctx, cancel := w.stateCtx()
+		st, _, err := w.state.Load(ctx, p.t.Name)
+		cancel()
+		if err != nil {
+			w.log.Warn("the tool's queue could not be read", slog.String("tool", p.t.Name), slog.Any("error", err))
+			return pumpRetryWait
+		}
+		now := time.Now()
+		w.observe(p.t.Name, st, now)
+		st.Prune(now)
+		i, wake := st.Next(now)
+		if i < 0 {
+			return p.waitFor(wake, now, len(st.Queue) > 0)
+		}
+		if int(p.rs.busy.Load()) >= p.rs.n {
+			return pumpMinWait * 20 // every runner is busy: look again soon
+		}
+		if err := w.slots.acquire(w.fetchCtx, "queue "+p.t.Name); err != nil {
+			return 0 // stopping
+		}
+		msg, err := p.claim()
+		if err != nil || msg == nil {
+			w.slots.release()
+			if err != nil {
+				w.log.Warn("a queued call could not be claimed", slog.String("tool", p.t.Name), slog.Any("error", err))
+				return pumpRetryWait
+			}
+			continue // another replica claimed it first: look again
+		}
+		w.held.add(p.t.Name, msg.entry.ID)
+		p.rs.busy.Add(1)
+		select {
+		case p.rs.tasks <- msg:
+		case <-w.fetchCtx.Done():
+			_ = msg.Nak()
+			w.held.remove(p.t.Name, msg.entry.ID)
+			w.slots.release()
+			p.rs.done()
+			return 0
+		}
+	}
+}
+
+// waitFor returns how long to wait before looking again: until wake, or
+// at most a second while calls wait (ten seconds otherwise).
+func (p *pump) waitFor(wake, now time.Time, waiting bool) time.Duration {
+	most := pumpIdle
+	if waiting || p.t.Limits != nil {
+		most = pumpActive
+	}
+	if wake.IsZero() {
+		return most
+	}
+	return min(max(wake.Sub(now), pumpMinWait), most)
+}
+
+// claim claims the next call that may start and returns it as a delivery
+// with its stored task; nil when none may (another replica claimed it
+// first). A claimed call whose task is gone is removed; one whose task
+// cannot be read waits again a second.
+func (p *pump) claim() (*queuedMsg, error) {
+	w := p.w
+	ctx, cancel := w.stateCtx()
+	defer cancel()
+	var e limits.Entry
+	claimed := false
+	now := time.Now()
+	if _, err := w.state.Update(ctx, p.t.Name, func(st *limits.State) error {
+		claimed = false
+		st.Prune(now)
+		i, _ := st.Next(now)
+		if i < 0 {
+			return toolstate.ErrNoChange
+		}
+		e, claimed = st.Claim(i, w.cfg.ID, now, w.lease), true
+		return nil
+	}); err != nil || !claimed {
+		return nil, err
+	}
+	m, err := w.state.GetTask(ctx, p.t.Name, e.Task, e.Attempt)
+	if err != nil || m == nil {
+		_, uerr := w.state.Update(ctx, p.t.Name, func(st *limits.State) error {
+			if m == nil && err == nil {
+				st.Remove(e.ID) // nothing to run: its task is gone
+			} else {
+				st.Unclaim(e.ID, time.Now().Add(claimRetryDelay))
+			}
+			return nil
+		})
+		if err == nil {
+			w.log.Warn("a queued call's task is gone; removed from the queue", slog.String("tool", p.t.Name), slog.String("task_id", e.Task))
+		}
+		return nil, errors.Join(err, uerr)
+	}
+	q := &queuedMsg{w: w, tool: p.t.Name, entry: e, data: m.Data, header: keptHeaders(m.Header)}
+	q.md = jetstream.MsgMetadata{NumDelivered: uint64(max(e.Deliveries, 1)), Timestamp: e.Since, Stream: w.names.QueueStream}
+	return q, nil
+}

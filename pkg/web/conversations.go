@@ -1,0 +1,194 @@
+package web
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/offload-dev/offload/pkg/conversation"
+	"github.com/offload-dev/offload/pkg/message"
+	"github.com/offload-dev/offload/pkg/protocol"
+)
+
+// The conversations' pages (SPEC §21): the list of the conversations
+// agent serve ran, by status, and each conversation's page (its
+// timeline, in inbox_timeline.go), server-rendered like the inbox and
+// live with its script.
+
+// listMax bounds the rows of the conversations page: the newest first.
+const listMax = 500
+
+// row is a conversation as the conversations page lists it.
+type row struct {
+	ID, Status, Agent, StartedBy, Error string
+	// Started is when it was started (its ID's time), Age the time since;
+	// Updated when its status last changed, Last the time since.
+	Started, Updated time.Time
+	Age, Last        string
+}
+
+// conversationsPage lists the conversations of the status index, of
+// ?status= when given, the newest first.
+func (h *handler) conversationsPage(w http.ResponseWriter, r *http.Request) error {
+	status := r.URL.Query().Get("status")
+	if status != "" && !slices.Contains(conversation.Statuses, status) {
+		return badRequest("status is running, paused, finished or failed")
+	}
+	var rows []row
+	counts := map[string]int{}
+	total := 0
+	if err := h.Core.List(r.Context(), "", func(st conversation.Status) error {
+		counts[st.Status]++
+		total++
+		if status != "" && st.Status != status {
+			return nil
+		}
+		rw := row{ID: st.ConversationID, Status: st.Status, Agent: st.Agent, StartedBy: st.StartedBy, Error: st.Error, Updated: st.UpdatedAt}
+		if id, err := protocol.ParseID(st.ConversationID); err == nil {
+			rw.Started = id.Timestamp().UTC()
+			rw.Age = age(h.Now().Sub(rw.Started))
+		}
+		if !st.UpdatedAt.IsZero() {
+			rw.Last = age(h.Now().Sub(st.UpdatedAt)) + " ago"
+		}
+		rows = append(rows, rw)
+		return nil
+	}); err != nil {
+		return fmt.Errorf("the conversations cannot be listed: %w", err)
+	}
+	slices.SortFunc(rows, func(a, b row) int { return strings.Compare(b.ID, a.ID) }) // IDs sort by time
+	more := 0
+	if len(rows) > listMax {
+		more, rows = len(rows)-listMax, rows[:listMax]
+	}
+	type tab struct {
+		Status, Label string
+		Count         int
+		Current       bool
+	}
+	tabs := []tab{{Label: "all", Count: total, Current: status == ""}}
+	for _, s := range conversation.Statuses {
+		tabs = append(tabs, tab{Status: s, Label: s, Count: counts[s], Current: s == status})
+	}
+	h.render(w, r, http.StatusOK, "conversations", map[string]any{"Rows": rows, "Tabs": tabs, "Status": status, "More": more})
+	return nil
+}
+
+// cancelPage interrupts a conversation's live run from its page (the
+// cancel button), then shows its page again.
+func (h *handler) cancelPage(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathConversation(r)
+	if err != nil {
+		return err
+	}
+	if err := h.Core.Cancel(r.Context(), id); err != nil {
+		return unknownConversation(id, err)
+	}
+	http.Redirect(w, r, "/conversations/"+id+"?done=cancelling", http.StatusSeeOther) //nolint:gosec // G710: id is a parsed ULID (pathConversation): a path of this site
+	return nil
+}
+
+// liveCall is a call of a live run its saved history does not hold yet:
+// running (with its last progress), or returned since the last save.
+type liveCall struct {
+	Tool, ToolCallID, Task, Args string
+	At                           time.Time
+	// Progress is its last progress message, Fraction its fraction in
+	// percent (-1: none said).
+	Progress string
+	Fraction int
+	// Outcome and Result are its result's, once returned.
+	Outcome, Result string
+}
+
+// liveEvent is the part of a §6.3 event the conversation's page reads.
+type liveEvent struct {
+	Type       string          `json:"type"`
+	At         time.Time       `json:"at"`
+	ToolCallID string          `json:"tool_call_id"`
+	Tool       string          `json:"tool"`
+	TaskID     string          `json:"task_id"`
+	Args       json.RawMessage `json:"args"`
+	Outcome    string          `json:"outcome"`
+	Content    json.RawMessage `json:"content"`
+	Message    string          `json:"message"`
+	Fraction   *float64        `json:"fraction"`
+}
+
+// recentSlack is how far before a state's last save the page reads the
+// events of its run: the save's clock (its process's) and the events'
+// (the NATS server's) may differ by as much.
+const recentSlack = 5 * time.Second
+
+// liveCalls returns the calls of conversation id's live run that its
+// saved history hist (saved at saved) does not hold: the tool_call
+// events stored since, with their progress and results.
+func (h *handler) liveCalls(r *http.Request, id string, hist message.History, saved time.Time) ([]liveCall, error) {
+	known := map[string]bool{}
+	for _, m := range hist {
+		for _, p := range m.Parts {
+			if c, ok := p.(message.ToolCall); ok {
+				known[c.ToolCallID] = true
+			}
+		}
+	}
+	var calls []*liveCall
+	byCall, byTask := map[string]*liveCall{}, map[string]*liveCall{}
+	err := h.Core.Recent(r.Context(), id, saved.Add(-recentSlack), func(raw json.RawMessage) bool {
+		var ev liveEvent
+		if json.Unmarshal(raw, &ev) != nil {
+			return true
+		}
+		switch ev.Type {
+		case "tool_call":
+			if known[ev.ToolCallID] || byCall[ev.ToolCallID] != nil {
+				return true
+			}
+			c := &liveCall{Tool: ev.Tool, ToolCallID: ev.ToolCallID, Task: ev.TaskID, Args: pretty(ev.Args), At: ev.At, Fraction: -1}
+			calls = append(calls, c)
+			byCall[ev.ToolCallID] = c
+			if ev.TaskID != "" {
+				byTask[ev.TaskID] = c
+			}
+		case "background_task_started":
+			if c := byCall[ev.ToolCallID]; c != nil && ev.TaskID != "" {
+				c.Task = ev.TaskID
+				byTask[ev.TaskID] = c
+			}
+		case "progress":
+			c := byCall[ev.ToolCallID]
+			if c == nil {
+				c = byTask[ev.TaskID]
+			}
+			if c != nil {
+				c.Progress = ev.Message
+				if ev.Fraction != nil {
+					c.Fraction = int(*ev.Fraction * 100)
+				}
+			}
+		case "tool_result":
+			if c := byCall[ev.ToolCallID]; c != nil {
+				c.Outcome = cmp.Or(ev.Outcome, "success")
+				var text string
+				if json.Unmarshal(ev.Content, &text) != nil {
+					text = string(ev.Content)
+				}
+				c.Result = text
+			}
+		case "final":
+			// A run that ended: its history holds (or will hold) the
+			// rest; a later run's calls follow.
+			calls, byCall, byTask = nil, map[string]*liveCall{}, map[string]*liveCall{}
+		}
+		return true
+	})
+	out := make([]liveCall, 0, len(calls))
+	for _, c := range calls {
+		out = append(out, *c)
+	}
+	return out, err
+}
