@@ -52,6 +52,10 @@ cluster/down: ## Stop the cluster of cluster/up
 soak: ## Fault soak (minutes): 1000 calls over 3 toolworkers, replicas and nats-server SIGKILLed (SOAK_CALLS, SOAK_KILL_EVERY)
 	$(GO) test -tags soak -run '^TestSoak$$' -count=1 -v -timeout 20m ./cmd/toolworker/
 
+.PHONY: chaos
+chaos: ## Chaos (minutes): conversations of four kinds while serve replicas, toolworkers and the nats-server are SIGKILLed; SPEC §20's invariants printed (CHAOS_CONVERSATIONS, CHAOS_FAULTS, CHAOS_KILL_EVERY, CHAOS_SEED)
+	$(GO) test -tags chaos -run '^TestChaos$$' -count=1 -v -timeout 15m ./cmd/agent/
+
 .PHONY: lint
 lint: ## go.mod tidy, gofmt, go vet and golangci-lint (pinned; .golangci.yaml: staticcheck, the import rules, gosec, ...)
 	@$(GO) mod tidy -diff >/dev/null || { echo "go.mod is not tidy: run go mod tidy"; $(GO) mod tidy -diff; exit 1; }

@@ -16,7 +16,7 @@ import (
 // any of the hook interfaces below ([RunWrapper], [ToolsPreparer],
 // [InstructionsProvider], [ModelRequestHook], [StepHook], [IdleHook],
 // [ToolCallPreparer], [ToolCallWrapper], [DeferredHolder],
-// [DeferredHandler], [HandoffKeeper]); the agent looks each one up with a
+// [DeferredHandler], [HandoffKeeper], [StepRecorder]); the agent looks each one up with a
 // type assertion, so a capability implements only what it needs.
 // Capabilities run in the order they are given: agent capabilities first,
 // then the run's.
@@ -53,6 +53,27 @@ type ModelRequestHook interface {
 // model request carrying them.
 type StepHook interface {
 	AfterStep(ctx context.Context, info *RunInfo, final bool) ([]message.Part, error)
+}
+
+// StepRecorder keeps a step durable while its tool calls run (SPEC §20),
+// so that a run continuing the stored history after the process died asks
+// the model nothing again and runs again nothing that ran: a durable
+// conversation's store is one (session's Checkpointer). With one, the
+// loop names every call of a model response by a task ID kept in the
+// response's metadata, and calls RecordStep before the response's first
+// call starts (and before its deferred calls are held or paused), before
+// an in-process tool not declared idempotent starts (the call marked
+// started), and as a call ends while others of its batch still run. A
+// continued history that ends with such a response has its calls without
+// an outcome run then (no model request first); one whose in-process tool
+// not declared idempotent was started becomes an unknown effect for a
+// person (SPEC §13): an approval with metadata offload.effect "unknown".
+// An error of RecordStep ends the run.
+type StepRecorder interface {
+	// RecordStep stores info.History(), which ends with the response of
+	// the step (with its step record), followed by a request of done, the
+	// result parts of the step's calls that ended so far (none at first).
+	RecordStep(ctx context.Context, info *RunInfo, done []message.Part) error
 }
 
 // IdleHook runs when the run is idle: once the model ended its turn

@@ -64,6 +64,11 @@ func (r *run) collectDeferred(slots []*slot, respIdx int) (*deferred.Requests, e
 			reqs.Metadata[id] = tool.DeepCopy(s.deferMeta)
 		}
 		entry := record[id]
+		if s.deferTask != "" && s.deferTask == entry.TaskID {
+			// Deferred again by the task it ran as (approved, its attempt
+			// became an unknown effect): once resolved, the next attempt.
+			entry.Attempt = max(entry.Attempt, s.attempt+1)
+		}
 		if entry.TaskID == "" {
 			entry.TaskID = s.deferTask
 			switch {
@@ -78,6 +83,8 @@ func (r *run) collectDeferred(slots []*slot, respIdx int) (*deferred.Requests, e
 				// validator before it started: its tool_call event showed
 				// this ID.
 				entry.TaskID = s.taskID
+			case s.stepTask != "":
+				entry.TaskID = s.stepTask // named by its recorded step
 			default:
 				entry.TaskID = ulid.Make().String()
 			}

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -28,9 +29,11 @@ func (r *run) runContext(s *slot) *tool.RunContext {
 		rc.ToolCallID, rc.ToolName = s.call.ToolCallID, s.call.ToolName
 		rc.ToolCallApproved = s.approved
 		rc.ToolCallMetadata = s.metadata
-		rc.TaskID, rc.Attempt = s.deferredTaskID, s.attempt
-		if rc.TaskID == "" {
-			rc.TaskID = s.dispatchID
+		rc.TaskID, rc.Attempt = cmp.Or(s.deferredTaskID, s.dispatchID, s.stepTask), s.attempt
+		if s.stepTask != "" {
+			// A recorded step (SPEC §20): the key an in-process tool runs
+			// with, the same when a continuation runs it again.
+			rc.IdempotencyKey = idempotencyKey(rc.TaskID, rc.Attempt)
 		}
 		if s.t != nil {
 			rc.MaxRetries = s.t.Retries
@@ -55,6 +58,10 @@ func (r *run) executeAll(ctx context.Context, st *stepState, slots []*slot) erro
 		// Starting a group of tools is a side effect: none starts once the
 		// run was cancelled or interrupted.
 		if err := r.alive(ctx); err != nil {
+			batch = nil
+			return err
+		}
+		if err := r.beginBatch(ctx, st, batch); err != nil {
 			batch = nil
 			return err
 		}
@@ -143,7 +150,7 @@ func (r *run) runCall(ctx context.Context, st *stepState, s *slot) error {
 	if s.part != nil {
 		r.emitResult(s)
 	}
-	return nil
+	return r.callEnded(ctx, st, s)
 }
 
 // chain is a call through the capabilities' ToolCallWrappers to its tool.

@@ -24,7 +24,10 @@ type run struct {
 	caps          []Capability
 	limits        UsageLimits
 	allowDeferred bool
-	info          *RunInfo
+	// records is set when a capability is a StepRecorder: the run keeps
+	// its steps done once (once.go).
+	records bool
+	info    *RunInfo
 
 	// logOnce builds log, the agent's logger with the run's IDs, when the
 	// run first logs: most runs never do.
@@ -80,6 +83,7 @@ func newRun(a *Agent, prompt string, opts *RunOptions) *run {
 	}
 	r.newFrom = len(history)
 	r.info = &RunInfo{RunID: r.runID, ConversationID: r.convID, Deps: opts.Deps, r: r}
+	r.records = len(r.recorders()) > 0
 	return r
 }
 
@@ -445,13 +449,20 @@ func (r *run) start(ctx context.Context) (message.Message, *Result, error) {
 		// trailing request holding some results): a new prompt would send
 		// the model a call without its result, so it is refused; without
 		// one the calls are processed as a first pass (approvals are
-		// deferred again, never dropped).
-		if r.prompt != "" {
+		// deferred again, never dropped). A step a process began and
+		// stored (SPEC §20: it died while the calls ran) is finished
+		// first, and a new prompt follows its results.
+		recorded := hasStepRecord(h[li])
+		if r.prompt != "" && !recorded {
 			return message.Message{}, nil, userErrorf(ErrPendingCalls, "Cannot provide a new user prompt when the message history contains unprocessed tool calls.")
 		}
 		parts, reqs, err := r.step(ctx, li, nil)
 		if err != nil {
 			return message.Message{}, nil, err
+		}
+		if r.prompt != "" {
+			parts = append(parts, message.UserText(r.prompt))
+			r.promptLast = true
 		}
 		if reqs != nil {
 			res, err := r.pause(ctx, parts, reqs)

@@ -49,6 +49,7 @@ type slot struct {
 	dispatchID  string // the task of an inline call of a dispatched tool
 
 	deferredTaskID string // the task ID it got when it was deferred
+	stepTask       string // the task ID its recorded step names it by (once.go)
 	attempt        int    // the attempt of its task: 0, or the next one after a worker deferred it
 	answerNext     bool   // an external call whose answer goes to its next attempt (tool.AnswersNextAttempt)
 	ran            bool   // its tool was started
@@ -103,6 +104,7 @@ func (r *run) step(ctx context.Context, respIdx int, supplied *deferred.Results)
 	for _, s := range slots {
 		s.skip = done[s.call.ToolCallID]
 	}
+	st.rec = r.newStepRecord(respIdx, slots)
 
 	fail := func(err error) ([]message.Part, *deferred.Requests, error) {
 		// Record what ran, so that a continued history never repeats a
@@ -235,5 +237,11 @@ func (r *run) firstPass(ctx context.Context, st *stepState, slots []*slot, names
 			}
 		}
 	}
-	return r.collectDeferred(slots, respIdx)
+	reqs, err := r.collectDeferred(slots, respIdx)
+	if err != nil || reqs == nil {
+		return reqs, err
+	}
+	// Stored before they are held or the run pauses: a continuation names
+	// them as they were announced.
+	return reqs, r.storeStep(ctx, st)
 }

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +20,8 @@ type stepState struct {
 	mu     sync.Mutex
 	failed map[string]bool
 	ok     map[string]bool
+	// rec is the step's record when the run records its steps (once.go).
+	rec *stepRecord
 }
 
 // succeeded records that a call of the named tool succeeded in the step.
@@ -116,7 +119,7 @@ func (r *run) validate(ctx context.Context, st *stepState, s *slot, names []stri
 // prepareCall runs the ToolCallPreparers on a call and returns the
 // arguments to validate; the task ID they named is kept in the slot.
 func (r *run) prepareCall(ctx context.Context, s *slot, deferred bool) (string, error) {
-	pc := &PreparedCall{Tool: s.t, Call: s.call, Args: s.rawArgs(), Deferred: deferred, DeferredTaskID: s.deferredTaskID}
+	pc := &PreparedCall{Tool: s.t, Call: s.call, Args: s.rawArgs(), Deferred: deferred, DeferredTaskID: cmp.Or(s.deferredTaskID, s.stepTask)}
 	s.taskID, s.dispatchID = "", ""
 	for _, c := range r.caps {
 		if p, ok := c.(ToolCallPreparer); ok {
@@ -130,7 +133,7 @@ func (r *run) prepareCall(ctx context.Context, s *slot, deferred bool) (string, 
 		// A call that runs inline as a task, or is deferred before it runs,
 		// is named up front, so that its tool_call event shows its task:
 		// the one the worker runs, or the one a person answers.
-		s.dispatchID = s.deferredTaskID
+		s.dispatchID = cmp.Or(s.deferredTaskID, s.stepTask)
 		if s.dispatchID == "" {
 			s.dispatchID = ulid.Make().String()
 		}

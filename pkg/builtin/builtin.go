@@ -50,6 +50,11 @@ const (
 	MaxDirEntries = 1000
 	// MaxSleepSeconds is the longest sleep.
 	MaxSleepSeconds = 3600
+	// SleepTimeout is sleep's timeout (its registry entry's): the longest
+	// sleep and a minute.
+	SleepTimeout = MaxSleepSeconds*time.Second + time.Minute
+	// FileTimeout is the timeout of read_file, list_dir and write_file.
+	FileTimeout = time.Minute
 )
 
 // Config configures the built-in tools. The zero value is usable.

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/offload-dev/offload/pkg/builtin"
 	"github.com/offload-dev/offload/pkg/tool"
@@ -63,7 +64,14 @@ func TestNamesMatchTools(t *testing.T) {
 	}
 	var names []string
 	approval, idempotent := map[string]bool{}, map[string]bool{}
+	// SPEC §20: each advertises the timeout that bounds its background
+	// calls: its own limit.
+	timeouts := map[string]time.Duration{"http_fetch": builtin.DefaultHTTPTimeout, "read_file": builtin.FileTimeout, "list_dir": builtin.FileTimeout,
+		"write_file": builtin.FileTimeout, "shell": builtin.DefaultShellMaxTimeout, "sleep": builtin.SleepTimeout}
 	for _, tl := range ts {
+		if tl.Timeout != timeouts[tl.Name] {
+			t.Errorf("%s: Timeout = %v, want %v", tl.Name, tl.Timeout, timeouts[tl.Name])
+		}
 		names = append(names, tl.Name)
 		approval[tl.Name] = tl.RequiresApproval
 		idempotent[tl.Name] = tl.Idempotent

@@ -147,19 +147,19 @@ func (f *files) checkOpened(op string, file *os.File, shown string) error {
 func (f *files) readTool() (*tool.Tool, error) {
 	return tool.NewFunc(NameReadFile,
 		fmt.Sprintf("Read a text file under the root directory (at most %s).", size(MaxFileBytes)),
-		f.read, tool.Idempotent()) // reads only: running it again changes nothing
+		f.read, tool.Idempotent(), tool.Timeout(FileTimeout)) // reads only: running it again changes nothing
 }
 
 func (f *files) listTool() (*tool.Tool, error) {
 	return tool.NewFunc(NameListDir,
 		"List a directory under the root directory: each entry's name, type (file, dir, symlink or other) and size in bytes.",
-		f.list, tool.Idempotent()) // reads only
+		f.list, tool.Idempotent(), tool.Timeout(FileTimeout)) // reads only
 }
 
 func (f *files) writeTool() (*tool.Tool, error) {
 	return tool.NewFunc(NameWriteFile,
 		fmt.Sprintf("Write a text file under the root directory (at most %s), replacing its content and creating missing parent directories.", size(MaxFileBytes)),
-		f.write, tool.NeedsApproval())
+		f.write, tool.NeedsApproval(), tool.Timeout(FileTimeout))
 }
 
 // rel returns p as a clean path relative to the root, or a failure when it

@@ -135,7 +135,7 @@ func httpFetchTool(cfg Config) (*tool.Tool, error) {
 	fetch := func(ctx context.Context, _ *tool.RunContext, a HTTPFetchArgs) (HTTPFetchResult, error) {
 		return f.fetch(ctx, a)
 	}
-	t, err := tool.NewFunc(NameHTTPFetch, desc, fetch)
+	t, err := tool.NewFunc(NameHTTPFetch, desc, fetch, tool.Timeout(cfg.HTTPTimeout))
 	if err != nil {
 		return nil, err
 	}

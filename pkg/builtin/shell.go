@@ -50,7 +50,7 @@ func shellTool(cfg Config) (*tool.Tool, error) {
 		}
 		return shell(ctx, cfg, task, a)
 	}
-	t, err := tool.NewFunc(NameShell, desc, run, tool.NeedsApproval())
+	t, err := tool.NewFunc(NameShell, desc, run, tool.NeedsApproval(), tool.Timeout(cfg.ShellMaxTimeout))
 	if err != nil {
 		return nil, err
 	}

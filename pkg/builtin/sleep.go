@@ -33,7 +33,7 @@ func sleepTool(cfg Config) (*tool.Tool, error) {
 	}
 	t, err := tool.NewFunc(NameSleep,
 		"Sleep for a number of seconds, reporting progress, then return the message given. For demonstrations and tests.",
-		run, tool.Meta(map[string]any{"background": "optional"}), tool.Idempotent()) // no side effect
+		run, tool.Meta(map[string]any{"background": "optional"}), tool.Idempotent(), tool.Timeout(SleepTimeout)) // no side effect
 	if err != nil {
 		return nil, err
 	}

@@ -226,6 +226,14 @@ tools:
 	if b := tools["bare"]; b.RequiresApproval || string(b.Parameters) != `{"type":"object","properties":{}}` {
 		t.Errorf("bare tool = %+v params %s", b, b.Parameters)
 	}
+	// The timeout is the tool's (advertised in its registry entry): the
+	// spec's, else the default.
+	if r.Timeout != cmdtool.DefaultTimeout {
+		t.Errorf("timeout %v, want the default %v", r.Timeout, cmdtool.DefaultTimeout)
+	}
+	if tl := build(t, t.TempDir(), "tools:\n  - {name: slow, command: [cat], timeout: 10m}\n", nil)["slow"]; tl.Timeout != 10*time.Minute {
+		t.Errorf("timeout %v, want 10m", tl.Timeout)
+	}
 }
 
 func TestRunText(t *testing.T) {

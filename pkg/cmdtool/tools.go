@@ -117,7 +117,7 @@ func (c *Config) Tools(opts Options) ([]*tool.Tool, error) {
 			log:     log,
 			runner:  proc.Runner{Reaper: opts.Reaper, User: user},
 		}
-		t, err := tool.New(def, r.run)
+		t, err := tool.New(def, r.run, tool.Timeout(r.timeout)) // advertised: it bounds a background call too
 		if err != nil {
 			return nil, s.errorf("%v", err)
 		}

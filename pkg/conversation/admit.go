@@ -7,6 +7,7 @@ import (
 
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/tool"
 )
 
 // Reasons a message is refused: the reason label of
@@ -103,6 +104,13 @@ type AdmitOptions struct {
 	Expiry bool
 }
 
+// unknownEffect reports whether r answers an attempt whose worker stopped
+// while running it (SPEC §13: approval_required, offload.effect unknown).
+func unknownEffect(r protocol.Result) bool {
+	v, _ := r.Metadata[tool.EffectMetaKey].(string)
+	return v == tool.EffectUnknown
+}
+
 // AdmitWith is [State.Admit] with options. An approval of a call that
 // needs a quorum (deferred.PendingTask.Required > 1, SPEC §12) is counted
 // as a [Vote] of its identity (o.Identify): refused unauthenticated
@@ -144,7 +152,10 @@ func (s *State) AdmitWith(kind ArrivalKind, task string, data []byte, o AdmitOpt
 	case ArrivalResult:
 		var res protocol.Result
 		res, err = protocol.DecodeResult(data, task, opts)
-		if err == nil && (res.Status == protocol.StatusApprovalRequired || res.Status == protocol.StatusCallDeferred) {
+		if err == nil && (res.Status == protocol.StatusApprovalRequired && !unknownEffect(res) || res.Status == protocol.StatusCallDeferred) {
+			// A background task's unknown effect (its worker stopped while
+			// running it, SPEC §13) is its attempt's last word: the run
+			// that reads it asks a person.
 			err = fmt.Errorf("status %s is not a final result", res.Status)
 		}
 	default:

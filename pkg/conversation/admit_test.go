@@ -163,3 +163,27 @@ func TestAdmitSignedDecision(t *testing.T) {
 		}
 	}
 }
+
+// A background task's result of approval_required is not its last word
+// (refused malformed), but for an unknown effect (SPEC §13: its worker
+// stopped while running it), which the run that reads it asks a person
+// about.
+func TestAdmitBackgroundUnknownEffect(t *testing.T) {
+	t.Parallel()
+	const bg, bg2 = "01J00000000000000000000002", "01J00000000000000000000003"
+	st := &conversation.State{ID: "01J00000000000000000000000", Pending: &deferred.PendingRecord{Tasks: []deferred.PendingTask{
+		{TaskID: bg, Kind: deferred.KindBackground, Tool: "charge"},
+		{TaskID: bg2, Kind: deferred.KindBackground, Tool: "charge"},
+	}}}
+	var re *conversation.RefusedError
+	err := st.Admit(conversation.ArrivalResult, bg, []byte(`{"status":"approval_required","metadata":{"reason":"big"}}`), 0, time.Now(), 0)
+	if !errors.As(err, &re) || re.Reason != conversation.ReasonMalformed {
+		t.Fatalf("a tool's own deferral: %v, want refused malformed", err)
+	}
+	if err := st.Admit(conversation.ArrivalResult, bg2, []byte(`{"status":"approval_required","metadata":{"offload.effect":"unknown","worker":"w1"}}`), 0, time.Now(), 0); err != nil {
+		t.Fatalf("an unknown effect: %v", err)
+	}
+	if !st.Arrived(bg2) || st.Arrived(bg) {
+		t.Fatalf("arrivals %+v", st.Arrivals)
+	}
+}

@@ -60,7 +60,7 @@ func TestToolsAndCalls(t *testing.T) {
 	s := startEverything(t, mcptool.ServerConfig{
 		Prefix:    "ev_",
 		Tools:     []string{"echo", "get-sum", "get-structured-content", "get-tiny-image", "trigger-long-running-operation", "simulate-research-query"},
-		Overrides: map[string]mcptool.Override{"get-sum": {Idempotent: &f, Description: "adds"}},
+		Overrides: map[string]mcptool.Override{"get-sum": {Idempotent: &f, Description: "adds", Timeout: mcptool.Duration(90 * time.Second)}},
 	}, mcptool.Options{})
 	echo := toolNamed(t, s, "ev_echo")
 	if echo.Metadata[mcptool.MetaServer] != "everything" || echo.Metadata[mcptool.MetaAnnotations] == nil {
@@ -69,8 +69,11 @@ func TestToolsAndCalls(t *testing.T) {
 	if !strings.Contains(string(echo.Parameters), `"message"`) {
 		t.Errorf("echo schema %s", echo.Parameters)
 	}
-	if sum := toolNamed(t, s, "ev_get-sum"); sum.Idempotent || sum.Description != "adds" {
-		t.Errorf("get-sum: idempotent %v (override false), description %q", sum.Idempotent, sum.Description)
+	if sum := toolNamed(t, s, "ev_get-sum"); sum.Idempotent || sum.Description != "adds" || sum.Timeout != 90*time.Second {
+		t.Errorf("get-sum: idempotent %v (override false), description %q, timeout %v (override 90s)", sum.Idempotent, sum.Description, sum.Timeout)
+	}
+	if echo.Timeout != mcptool.DefaultTimeout {
+		t.Errorf("echo's timeout %v, want the default %v: advertised, it bounds a background call (SPEC §20)", echo.Timeout, mcptool.DefaultTimeout)
 	}
 	if long := toolNamed(t, s, "ev_trigger-long-running-operation"); !long.Idempotent {
 		t.Error("trigger-long-running-operation (readOnlyHint) not idempotent")

@@ -83,7 +83,10 @@ func (s *Server) newTool(t mcpTool) (*tool.Tool, error) {
 		Name: name, Description: desc, Parameters: params, Metadata: md,
 		Idempotent: idempotent, RequiresApproval: o.RequiresApproval != nil && *o.RequiresApproval,
 	}
-	ot, err := tool.New(def, s.handler(t.Name, s.cfg.timeout(t.Name)))
+	timeout := s.cfg.timeout(t.Name)
+	// Advertised (the registry entry's timeout): it bounds a background
+	// call of the tool on the agent's side too (SPEC §20).
+	ot, err := tool.New(def, s.handler(t.Name, timeout), tool.Timeout(timeout))
 	if err != nil {
 		return nil, fmt.Errorf("mcptool: mcp server %q: tool %q: %w", s.cfg.Name, t.Name, err)
 	}

@@ -35,6 +35,10 @@ type RegistryEntry struct {
 	// Retries is the tool's retry budget (an optional field beyond
 	// SPEC §5.4's list: absent, the agent's default applies).
 	Retries *int `json:"retries,omitempty"`
+	// Timeout is the tool's timeout in seconds (> 0; optional): how long
+	// one call may take on the worker. The agent bounds each background
+	// call by it (SPEC §20); absent, by its own default.
+	Timeout float64 `json:"timeout,omitempty"`
 	// Limits are the limits the worker holds the tool's calls to (SPEC
 	// §19), optional: what `agent tools` shows and the agents' limits
 	// combine with.
@@ -57,6 +61,21 @@ func (e RegistryEntry) Def() tool.Def {
 	}
 }
 
+// TimeoutDuration is the entry's timeout: zero when it states none (or
+// one that is not positive), at most a year.
+func (e RegistryEntry) TimeoutDuration() time.Duration {
+	switch {
+	case !(e.Timeout > 0):
+		return 0
+	case e.Timeout >= maxTimeout.Seconds():
+		return maxTimeout
+	}
+	return time.Duration(e.Timeout * float64(time.Second))
+}
+
+// maxTimeout is the longest timeout an entry may state: a year.
+const maxTimeout = 365 * 24 * time.Hour
+
 // NewRegistryEntry returns the registry entry of t served by worker, valid
 // until expires: what a worker writes under [RegistryKey].
 func NewRegistryEntry(t *tool.Tool, worker string, expires time.Time) RegistryEntry {
@@ -73,6 +92,7 @@ func NewRegistryEntry(t *tool.Tool, worker string, expires time.Time) RegistryEn
 		RequiresApproval: d.RequiresApproval,
 		Idempotent:       d.Idempotent,
 		Retries:          &t.Retries,
+		Timeout:          t.Timeout.Seconds(),
 		Limits:           t.Limits,
 		Worker:           worker,
 		ExpiresAt:        expires.UTC(),

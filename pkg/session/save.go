@@ -150,6 +150,11 @@ func (s *Session) Checkpointer() agent.Capability { return checkpointer{s: s} }
 
 type checkpointer struct{ s *Session }
 
+var (
+	_ agent.ModelRequestHook = checkpointer{}
+	_ agent.StepRecorder     = checkpointer{}
+)
+
 func (c checkpointer) BeforeModelRequest(ctx context.Context, info *agent.RunInfo, req *message.Message) error {
 	h := info.History()
 	if len(req.Parts) > 0 {
@@ -179,6 +184,50 @@ func (c checkpointer) BeforeModelRequest(ctx context.Context, info *agent.RunInf
 	}
 	s.notifyAside(ctx)
 	return nil
+}
+
+// RecordStep implements agent.StepRecorder (SPEC §20): the history with
+// the model's response being handled, its step record, and the outcomes of
+// its calls that ended so far (a request after it) is saved, with the
+// background tasks live now added to the pending record; nothing is
+// settled and nothing that arrived is taken (the next model request's
+// save does that), so that a process killed while the step's calls run
+// is continued from the stored response.
+func (c checkpointer) RecordStep(ctx context.Context, info *agent.RunInfo, done []message.Part) error {
+	h := info.History()
+	if len(done) > 0 {
+		m := message.NewRequest(done...)
+		m.RunID, m.ConversationID, m.Timestamp = info.RunID, info.ConversationID, time.Now().UTC()
+		h = append(h, m)
+	}
+	s := c.s
+	live := background.Live(ctx)
+	s.mu.Lock()
+	s.stepped = true
+	s.st.History = h
+	s.st.Pending = stepPending(s.st.Pending, live, info)
+	s.stampQuorum(ctx, s.st.Pending)
+	err := s.saveLocked(ctx)
+	s.mu.Unlock()
+	return err
+}
+
+// stepPending is the pending record saved while a step runs: the tasks
+// live now, and the deferred calls of before that block the conversation
+// (those a continuation resolves as its step runs), nil when none.
+func stepPending(old *deferred.PendingRecord, live []deferred.PendingTask, info *agent.RunInfo) *deferred.PendingRecord {
+	tasks := slices.Clone(live)
+	if old != nil {
+		for _, t := range old.Tasks {
+			if !t.Background() && !t.NonBlocking && !slices.ContainsFunc(tasks, func(l deferred.PendingTask) bool { return l.TaskID == t.TaskID }) {
+				tasks = append(tasks, t)
+			}
+		}
+	}
+	if len(tasks) == 0 {
+		return nil
+	}
+	return &deferred.PendingRecord{ConversationID: info.ConversationID, RunID: info.RunID, Tasks: tasks}
 }
 
 // Finish saves what the run left: its history and, when it paused, its

@@ -411,8 +411,11 @@ func (s *Session) Prepare(prompt string) (*agent.RunOptions, error) {
 	for _, a := range s.st.Arrivals {
 		byTask[a.TaskID] = a
 	}
+	// A deferred call answered in the history already ran: its process
+	// stored its outcome while the step went on, and died (SPEC §20).
+	ran := answeredLast(s.st.History)
 	for _, t := range s.st.Pending.Tasks {
-		if t.Kind == deferred.KindBackground || t.NonBlocking {
+		if t.Kind == deferred.KindBackground || t.NonBlocking || ran[t.ToolCallID] {
 			continue
 		}
 		if res == nil {
@@ -456,6 +459,30 @@ func (s *Session) Prepare(prompt string) (*agent.RunOptions, error) {
 	}
 	s.handed = append(s.handed, s.st.Arrivals...)
 	return opts, nil
+}
+
+// answeredLast returns the IDs of the calls of the history's last
+// response that a request after it answers.
+func answeredLast(h message.History) map[string]bool {
+	var out map[string]bool
+	for i := len(h) - 1; i >= 0 && h[i].Role == message.RoleRequest; i-- {
+		for _, p := range h[i].Parts {
+			id := ""
+			switch x := p.(type) {
+			case message.ToolReturn:
+				id = x.ToolCallID
+			case message.RetryPrompt:
+				id = x.ToolCallID
+			}
+			if id != "" {
+				if out == nil {
+					out = map[string]bool{}
+				}
+				out[id] = true
+			}
+		}
+	}
+	return out
 }
 
 // endsWithAnswer reports whether the history's last message is a response

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
 
@@ -105,6 +106,11 @@ type Tool struct {
 	// Sequential tools never run concurrently with other tools of the same
 	// step, and never in the background.
 	Sequential bool
+	// Timeout bounds one call of the tool: a worker advertises it in the
+	// tool's registry entry (field timeout), and an agent ends a
+	// background call whose worker neither answers nor keeps it by then
+	// (and a grace) with DeadlineExceeded (SPEC §20). Zero: none stated.
+	Timeout time.Duration
 	// Dispatched marks a tool whose calls run as tasks on workers (a
 	// remote tool): the agent names each call with a task ID before it
 	// runs, shows it in the tool_call event and passes it in
@@ -155,6 +161,9 @@ func NeedsApproval() Option { return func(t *Tool) { t.RequiresApproval = true }
 // once, so that a worker may run it again after the worker that started it
 // stopped (SPEC §13).
 func Idempotent() Option { return func(t *Tool) { t.Idempotent = true } }
+
+// Timeout sets the tool's timeout (see [Tool.Timeout]).
+func Timeout(d time.Duration) Option { return func(t *Tool) { t.Timeout = d } }
 
 // Sequential makes the tool run alone: never concurrently with the other
 // tools of a step, never in the background.

@@ -28,6 +28,20 @@ func (br *bgRun) deliver(ctx context.Context) ([]message.Part, error) {
 	// stays live, and its result is delivered later.
 	arrived := all[:0:0]
 	for i, t := range all {
+		if t.wait == "" && t.err != nil {
+			// An unknown effect goes to a person (unknown.go): the task
+			// stays live, waiting for the decision.
+			asked, err := br.askPerson(ctx, t)
+			if err != nil {
+				br.mu.Lock()
+				br.arrived = append(append(arrived, all[i:]...), br.arrived...)
+				br.mu.Unlock()
+				return nil, err
+			}
+			if asked {
+				continue
+			}
+		}
 		if t.wait != "" && t.err == nil {
 			running, err := br.decided(ctx, t)
 			if err != nil {
@@ -193,6 +207,9 @@ func (br *bgRun) followUp(t *bgTask) (message.Part, error) {
 		}
 		return failed(tf.Message)
 	case errors.As(err, &ar):
+		if _, unknown := unknownEffectOf(err); unknown {
+			return unknownText(t, ""), nil // no one to ask in this run
+		}
 		return failed("ApprovalRequired was raised; background tools cannot defer a running task.")
 	case errors.As(err, &cd):
 		return failed("CallDeferred was raised; background tools cannot defer a running task.")

@@ -282,6 +282,9 @@ func (br *bgRun) waitFollowUp(t *bgTask) (message.Part, error) {
 	switch v := t.val.(type) {
 	case deferred.ToolDenied:
 		br.info.ReserveToolCalls(-1)
+		if e, _ := t.meta[tool.EffectMetaKey].(string); e == tool.EffectUnknown {
+			return unknownText(t, v.Message), nil // SPEC §13's text
+		}
 		return message.UserText(fmt.Sprintf("Tool '%s' (task %s) was denied: %s", name, id, v.Text())), nil
 	case ApprovalExpired:
 		br.info.ReserveToolCalls(-1)

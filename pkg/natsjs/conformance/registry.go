@@ -121,6 +121,9 @@ func checkEntry(e jetstream.KeyValueEntry, now time.Time) (natsjs.RegistryEntry,
 	if entry.Retries != nil && *entry.Retries < 0 {
 		return entry, fmt.Errorf("retries %d is negative", *entry.Retries)
 	}
+	if _, ok := raw["timeout"]; ok && !(entry.Timeout > 0) {
+		return entry, fmt.Errorf("timeout %v is not a positive number of seconds: the agent bounds background calls by its own default instead", entry.Timeout)
+	}
 	return entry, nil
 }
 

@@ -58,6 +58,11 @@ type DispatcherConfig struct {
 	// InlineDeadline is the deadline of an inline task dispatched without
 	// one (`agent --call-timeout`). Defaults to [DefaultInlineDeadline].
 	InlineDeadline time.Duration
+	// BackgroundDeadline is the deadline of a background task dispatched,
+	// or attached, without one (its tool's registry entry states no
+	// timeout): no background wait is unbounded (SPEC §20). Defaults to
+	// InlineDeadline.
+	BackgroundDeadline time.Duration
 	// DeadlineGrace is how long past a task's deadline the dispatcher
 	// waits for the worker's own DeadlineExceeded answer. Then no wait is
 	// left unbounded: the call fails with a DeadlineExceeded result, the
@@ -180,6 +185,9 @@ func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 	}
 	if cfg.ServerLostAfter <= 0 {
 		cfg.ServerLostAfter = DefaultServerLostAfter
+	}
+	if cfg.BackgroundDeadline <= 0 {
+		cfg.BackgroundDeadline = cfg.InlineDeadline
 	}
 	if cfg.DeadlineGrace <= 0 {
 		cfg.DeadlineGrace = DefaultDeadlineGrace
@@ -317,9 +325,11 @@ func (d *Dispatcher) Call(ctx context.Context, task protocol.Task) (protocol.Res
 // [Handle] reports it. The header Nats-Msg-Id is the task ID, or
 // "<task ID>:<attempt>" for a later attempt, so that the server drops
 // duplicates of one dispatch but not a dispatch again. An empty mode is
-// inline. An inline task always carries a deadline, so that the work of a
-// dead agent expires: ctx's deadline, or DispatcherConfig.InlineDeadline
-// from now. A task with a deadline is waited for until the deadline and
+// inline. Every task carries a deadline, so that the work of a dead agent
+// expires and no wait is unbounded: its own (a background call's is its
+// tool's timeout, SPEC §20), else ctx's, else DispatcherConfig.InlineDeadline
+// (inline) or BackgroundDeadline (background) from now. A task is waited
+// for until the deadline and
 // DispatcherConfig.DeadlineGrace have passed; then the handle reports a
 // DeadlineExceeded error result and the task is cancelled over the wire.
 // The publish is not cut short when ctx ends (a task whose publish was
@@ -334,6 +344,8 @@ func (d *Dispatcher) Dispatch(ctx context.Context, task protocol.Task) (*Handle,
 			task.Deadline = dl.UTC()
 		} else if task.Mode == protocol.ModeInline {
 			task.Deadline = now.Add(d.cfg.InlineDeadline).UTC()
+		} else {
+			task.Deadline = d.backgroundDeadline(now)
 		}
 	}
 	if task.CreatedAt.IsZero() {
@@ -400,10 +412,15 @@ func (d *Dispatcher) Dispatch(ctx context.Context, task protocol.Task) (*Handle,
 // Attach returns a handle for a task an earlier process dispatched (and
 // detached), without publishing it again: a result stored from now on
 // reaches the handle. A result stored before is not seen here; a resume
-// reads those from the stream (see [Inbox]) and then drops the handle.
+// reads those from the stream (see [Inbox]) and then drops the handle. A
+// task without a deadline gets DispatcherConfig.BackgroundDeadline from
+// now.
 func (d *Dispatcher) Attach(task protocol.Task) (*Handle, error) {
 	if err := checkTask(&task); err != nil {
 		return nil, err
+	}
+	if task.Deadline.IsZero() {
+		task.Deadline = d.backgroundDeadline(time.Now()) // left by a process before deadlines
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), jsop.Timeout)
 	defer cancel()
@@ -411,6 +428,13 @@ func (d *Dispatcher) Attach(task protocol.Task) (*Handle, error) {
 		return nil, err
 	}
 	return d.register(task, true, trace.SpanContext{})
+}
+
+// backgroundDeadline is the deadline of a background task that has none
+// from its tool's timeout: DispatcherConfig.BackgroundDeadline from now.
+// Past it and the grace, the task is ended like an inline one (expire).
+func (d *Dispatcher) backgroundDeadline(now time.Time) time.Time {
+	return now.Add(d.cfg.BackgroundDeadline).UTC()
 }
 
 // register makes a handle for task pending, unless the dispatcher is

@@ -57,6 +57,11 @@ func (e *Executor) Start(ctx context.Context, c *background.Call) (agent.Backgro
 	}
 	task := callTask(c.Call.RunContext, name, c.Call.Args, protocol.ModeBackground)
 	task.TaskID, task.Attempt = c.TaskID, c.Attempt
+	if c.Call.Tool != nil && c.Call.Tool.Timeout > 0 {
+		// Bounded by its tool's timeout, as its registry entry states it
+		// (SPEC §20); without one, by the dispatcher's default.
+		task.Deadline = time.Now().Add(c.Call.Tool.Timeout).UTC()
+	}
 	task.Limits = e.r.cfg.Policies[name].Limits // the agent's own, beside the worker's (SPEC §19)
 	// Subscribe to progress before the task exists, so no report is missed.
 	stop := e.r.relayProgress(ctx, task.ConversationID, task.TaskID, task.Tool)

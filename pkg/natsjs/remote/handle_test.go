@@ -42,8 +42,10 @@ func TestDispatchReturnsAHandle(t *testing.T) {
 	if err := json.Unmarshal(m.Data, &sent); err != nil {
 		t.Fatal(err)
 	}
-	if !sent.Deadline.IsZero() {
-		t.Errorf("background task got a deadline %v", sent.Deadline)
+	// Without its tool's timeout, a background task's deadline is the
+	// dispatcher's default (SPEC §20: no background wait is unbounded).
+	if until := time.Until(sent.Deadline); until < remote.DefaultInlineDeadline-time.Minute || until > remote.DefaultInlineDeadline {
+		t.Errorf("background task's deadline %v, want %v from now", sent.Deadline, remote.DefaultInlineDeadline)
 	}
 	if _, err := h.Result(); !errors.Is(err, natsjs.ErrPending) {
 		t.Fatalf("Result before the result: %v", err)

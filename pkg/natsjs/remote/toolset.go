@@ -357,7 +357,8 @@ func (r *Toolset) buildLocked(e natsjs.RegistryEntry) (*tool.Tool, error) {
 	sigBytes, err := json.Marshal(struct {
 		Def     tool.Def
 		Retries *int
-	}{def, e.Retries})
+		Timeout time.Duration
+	}{def, e.Retries, e.TimeoutDuration()})
 	if err != nil {
 		return nil, err
 	}
@@ -369,6 +370,7 @@ func (r *Toolset) buildLocked(e natsjs.RegistryEntry) (*tool.Tool, error) {
 	if e.Retries != nil && *e.Retries >= 0 {
 		opts = append(opts, tool.Retries(*e.Retries))
 	}
+	opts = append(opts, tool.Timeout(e.TimeoutDuration())) // bounds its background calls (executor.go)
 	t, err := tool.New(def, r.handler(def.Name), opts...)
 	if err != nil {
 		return nil, err

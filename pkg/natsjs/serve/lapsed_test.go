@@ -67,7 +67,7 @@ func (k *killWorld) agent(t *testing.T, name, hang string) serve.Agent {
 		}
 		return &llm.Response{Parts: []message.Part{message.ToolCall{ToolName: "work", ToolCallID: "call_1", Args: "{}"}}}, nil
 	})
-	a, err := agent.New(agent.Config{Model: model, Toolsets: []tool.Toolset{set}})
+	a, err := agent.New(agent.Config{Model: model, Toolsets: []tool.Toolset{set}, AllowDeferred: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,10 +77,13 @@ func (k *killWorld) agent(t *testing.T, name, hang string) serve.Agent {
 // A replica that dies mid-run (its connection gone, its lease never
 // released: a SIGKILL) leaves its conversation's status running and
 // nothing to wake it: no message comes. Another replica's sweep of the
-// running conversations continues it once the lease lapsed, from the
-// state saved before the hung step's model request (the step is done
-// again), exactly once across two live replicas (one continuation, the
-// tool completed once).
+// running conversations continues it once the lease lapsed, exactly once
+// across two live replicas: hung in its model request, from the state
+// saved before it (the request is made again, the tool completed once);
+// hung in its tool, from the step stored with the model's response (SPEC
+// §20: no model request again), the in-process tool, not declared
+// idempotent and started, an unknown effect for a person, which runs it
+// once approved.
 func TestLapsedRunContinued(t *testing.T) {
 	for _, hang := range []string{"model", "tool"} {
 		t.Run(hang, func(t *testing.T) {
@@ -98,7 +101,7 @@ func TestLapsedRunContinued(t *testing.T) {
 				}}
 			}
 			r1 := b.ReplicaWith(t, "r1", opts("r1", hang))
-			b.ReplicaWith(t, "r2", opts("r2", ""))
+			r2 := b.ReplicaWith(t, "r2", opts("r2", ""))
 			b.ReplicaWith(t, "r3", opts("r3", ""))
 			run, err := r1.Svc.StartConversation(context.Background(), "ops", "work", "")
 			if err != nil {
@@ -113,6 +116,21 @@ func TestLapsedRunContinued(t *testing.T) {
 				t.Fatalf("continued %s, want %s", conv, run.ConversationID)
 			}
 			f := offloadtest.WaitOrTimeout(t, k.finals, "the continuation's end")
+			if hang == "tool" {
+				if f.Status != "paused" || len(f.Pending) != 1 || f.Pending[0].Metadata["offload.effect"] != "unknown" {
+					t.Fatalf("continuation ended %+v, want paused on an unknown effect", f)
+				}
+				k.mu.Lock()
+				if n := k.requests["r2"] + k.requests["r3"]; n != 0 || k.works["r2"]+k.works["r3"] != 0 {
+					t.Errorf("%d model requests, %v works after the kill; want none", n, k.works)
+				}
+				k.mu.Unlock()
+				b.Decide(t, r2.JS, conv, f.Pending[0].TaskID)
+				if c := offloadtest.WaitOrTimeout(t, k.continued, "the decision's continuation"); c != conv {
+					t.Fatalf("continued %s, want %s", c, conv)
+				}
+				f = offloadtest.WaitOrTimeout(t, k.finals, "the approved continuation's end")
+			}
 			if f.ConversationID != conv || f.Status != "finished" || !strings.Contains(f.Output, "done worked") {
 				t.Fatalf("continuation ended %+v", f)
 			}
@@ -130,10 +148,12 @@ func TestLapsedRunContinued(t *testing.T) {
 			if n := k.works["r2"] + k.works["r3"]; n != 1 {
 				t.Errorf("work completed %d times, want once: %v", n, k.works)
 			}
-			// The checkpoint is the state saved before the hung step's model
-			// request: the step is done again (its request, then the tool).
-			if n := k.requests["r2"] + k.requests["r3"]; n != 2 {
-				t.Errorf("%d model requests after the kill, want 2 (%v)", n, k.requests)
+			// Hung in the model: the checkpoint is the state saved before
+			// the request, made again (then the tool's result's). Hung in
+			// the tool: only the result's request.
+			want := map[string]int{"model": 2, "tool": 1}[hang]
+			if n := k.requests["r2"] + k.requests["r3"]; n != want {
+				t.Errorf("%d model requests after the kill, want %d (%v)", n, want, k.requests)
 			}
 		})
 	}
