@@ -109,3 +109,10 @@ func (s *Session) recordEnd(res *agent.Result, err error) {
 	}
 	s.recordStatusErr(StatusOf(res, err), err)
 }
+
+// RecordEnded records, in the store's status index, that the conversation
+// has ended (finished) as its stored state says: the repair of a run whose
+// end was saved but whose status write was lost (its process killed
+// between the two), which agent serve's sweep of the lapsed runs finds
+// still running with nothing to resume (Continue's ErrNothingToResume).
+func (s *Session) RecordEnded() { s.recordStatus(conversation.StatusFinished) }

@@ -2,6 +2,7 @@ package serve_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/agent"
+	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/llm/script"
 	"github.com/offload-dev/offload/pkg/message"
@@ -240,4 +242,54 @@ func TestNextSweepAtTheLapse(t *testing.T) {
 	if got := serve.NextSweep(now, wait, now.Add(-time.Second)); got <= 0 || got > 50*time.Millisecond {
 		t.Errorf("a lease lapsed already: next sweep in %v, want within 50 ms", got)
 	}
+}
+
+// A run whose end was saved but whose status write was lost (its replica
+// killed between the two) reads running with nothing to resume: the sweep
+// of the lapsed runs records it finished, as its stored state says, instead
+// of dropping it with its entry saying running for ever (issue 41's chaos
+// finding).
+func TestLapsedEndWithoutItsStatus(t *testing.T) {
+	b := servetest.Setup(t)
+	r := b.ReplicaWith(t, "r1", servetest.ReplicaOpts{Config: func(c *serve.Config) { c.SweepInterval = 200 * time.Millisecond }})
+	run, err := r.Svc.StartConversation(context.Background(), "ops", "slow x", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	offloadtest.WaitOrTimeout(t, b.SlowStarted, "the slow call")
+	b.SlowGate <- struct{}{}
+	offloadtest.WaitOrTimeout(t, run.Done(), "the run's end")
+	conv := run.ConversationID
+	if f := run.Final(); f.Status != "finished" {
+		t.Fatalf("run: %+v", f)
+	}
+	status := func() (string, error) {
+		got := ""
+		err := r.Convs.Store.Statuses(context.Background(), func(st conversation.Status) error {
+			if st.ConversationID == conv {
+				got = st.Status
+			}
+			return nil
+		})
+		return got, err
+	}
+	if s, err := status(); err != nil || s != conversation.StatusFinished {
+		t.Fatalf("status after the run: %q, %v", s, err)
+	}
+	// The kill between the end's save and its status write, as the index
+	// is left by it.
+	if err := r.Convs.Store.SetStatus(context.Background(), conversation.Status{ConversationID: conv, Agent: "ops", Status: conversation.StatusRunning}); err != nil {
+		t.Fatal(err)
+	}
+	offloadtest.Eventually(t, "the status recorded finished again", func() error {
+		s, err := status()
+		if err != nil {
+			return err
+		}
+		if s != conversation.StatusFinished {
+			return fmt.Errorf("status %q", s)
+		}
+		return nil
+	})
+	servetest.Finished(t, r, conv, "done slowed x")
 }

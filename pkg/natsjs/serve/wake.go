@@ -162,6 +162,15 @@ func (s *Service) wake(ctx context.Context, id string, stored time.Time, marker 
 	var pe *session.PendingError
 	switch {
 	case errors.As(err, &pe), errors.Is(err, session.ErrNothingToResume):
+		if marker && errors.Is(err, session.ErrNothingToResume) {
+			// A run whose end was saved and whose status write was lost
+			// (killed between the two): its entry said running, which is
+			// why the sweep (or a hand-over) came. Left so, the sweep
+			// drops it and it reads running for ever (SPEC §20's first
+			// invariant); its status is written as its state says.
+			sess.RecordEnded()
+			s.cfg.Lifecycle.Info("conversation found ended with its status unwritten: recorded finished", slog.String("conversation_id", id))
+		}
 		s.closeSession(sess)
 		s.wg.Done()
 		return WakeConsumed, nil
