@@ -266,8 +266,15 @@ func contentOf(fields []askField, form url.Values) (json.RawMessage, []askField,
 		}
 	}
 	if len(problems) > 0 {
-		return nil, sent, fmt.Errorf("%s.", strings.Join(problems, "; "))
+		return nil, sent, formError(problems)
 	}
 	raw, err := json.Marshal(content)
 	return raw, sent, err
 }
+
+// formError is what a person must mend in an elicitation's form, one
+// problem per field, shown at the card as a sentence.
+type formError []string
+
+// Error implements error.
+func (e formError) Error() string { return strings.Join(e, "; ") + "." }
