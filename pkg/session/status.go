@@ -116,3 +116,10 @@ func (s *Session) recordEnd(res *agent.Result, err error) {
 // between the two), which agent serve's sweep of the lapsed runs finds
 // still running with nothing to resume (Continue's ErrNothingToResume).
 func (s *Session) RecordEnded() { s.recordStatus(conversation.StatusFinished) }
+
+// RecordPaused records, in the store's status index, that the conversation
+// waits for its pending calls (paused), as its stored state says: the
+// repair of a run killed while calls of it waited, whose entry the sweep
+// of the lapsed runs finds running with nothing to continue until they are
+// answered (Continue's PendingError).
+func (s *Session) RecordPaused() { s.recordStatus(conversation.StatusPaused) }

@@ -244,52 +244,64 @@ func TestNextSweepAtTheLapse(t *testing.T) {
 	}
 }
 
-// A run whose end was saved but whose status write was lost (its replica
-// killed between the two) reads running with nothing to resume: the sweep
-// of the lapsed runs records it finished, as its stored state says, instead
-// of dropping it with its entry saying running for ever (issue 41's chaos
-// finding).
-func TestLapsedEndWithoutItsStatus(t *testing.T) {
-	b := servetest.Setup(t)
-	r := b.ReplicaWith(t, "r1", servetest.ReplicaOpts{Config: func(c *serve.Config) { c.SweepInterval = 200 * time.Millisecond }})
-	run, err := r.Svc.StartConversation(context.Background(), "ops", "slow x", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	offloadtest.WaitOrTimeout(t, b.SlowStarted, "the slow call")
-	b.SlowGate <- struct{}{}
-	offloadtest.WaitOrTimeout(t, run.Done(), "the run's end")
-	conv := run.ConversationID
-	if f := run.Final(); f.Status != "finished" {
-		t.Fatalf("run: %+v", f)
-	}
-	status := func() (string, error) {
-		got := ""
-		err := r.Convs.Store.Statuses(context.Background(), func(st conversation.Status) error {
-			if st.ConversationID == conv {
-				got = st.Status
+// A run killed after its end's save and before its status write, or while
+// calls of it waited for a person, reads running with nothing to continue:
+// the sweep of the lapsed runs records its status as its stored state says
+// (finished; paused, its approval still offered and continuing it) instead
+// of dropping it with its entry reading running for ever (issue 41's
+// chaos finding).
+func TestLapsedRunWithoutItsStatus(t *testing.T) {
+	for _, c := range []struct{ name, want string }{{"ended", conversation.StatusFinished}, {"waiting", conversation.StatusPaused}} {
+		t.Run(c.name, func(t *testing.T) {
+			b := servetest.Setup(t)
+			r := b.ReplicaWith(t, "r1", servetest.ReplicaOpts{Config: func(c *serve.Config) { c.SweepInterval = 200 * time.Millisecond }})
+			var conv, task string
+			if c.name == "ended" {
+				run, err := r.Svc.StartConversation(context.Background(), "ops", "slow x", "")
+				if err != nil {
+					t.Fatal(err)
+				}
+				offloadtest.WaitOrTimeout(t, b.SlowStarted, "the slow call")
+				b.SlowGate <- struct{}{}
+				offloadtest.WaitOrTimeout(t, run.Done(), "the run's end")
+				conv = run.ConversationID
+			} else {
+				f := r.Start(t, "deploy prod")
+				conv, task = f.ConversationID, servetest.Paused(t, f)
 			}
-			return nil
+			status := func() (string, error) {
+				got := ""
+				err := r.Convs.Store.Statuses(context.Background(), func(st conversation.Status) error {
+					if st.ConversationID == conv {
+						got = st.Status
+					}
+					return nil
+				})
+				return got, err
+			}
+			if s, err := status(); err != nil || s != c.want {
+				t.Fatalf("status after the run: %q, %v; want %s", s, err, c.want)
+			}
+			// The kill, as the index is left by it.
+			if err := r.Convs.Store.SetStatus(context.Background(), conversation.Status{ConversationID: conv, Agent: "ops", Status: conversation.StatusRunning}); err != nil {
+				t.Fatal(err)
+			}
+			offloadtest.Eventually(t, "the status recorded "+c.want+" again", func() error {
+				s, err := status()
+				if err != nil {
+					return err
+				}
+				if s != c.want {
+					return fmt.Errorf("status %q", s)
+				}
+				return nil
+			})
+			if c.name == "ended" {
+				servetest.Finished(t, r, conv, "done slowed x")
+				return
+			}
+			b.Decide(t, r.JS, conv, task)
+			servetest.Finished(t, r, conv, "done deployed prod")
 		})
-		return got, err
 	}
-	if s, err := status(); err != nil || s != conversation.StatusFinished {
-		t.Fatalf("status after the run: %q, %v", s, err)
-	}
-	// The kill between the end's save and its status write, as the index
-	// is left by it.
-	if err := r.Convs.Store.SetStatus(context.Background(), conversation.Status{ConversationID: conv, Agent: "ops", Status: conversation.StatusRunning}); err != nil {
-		t.Fatal(err)
-	}
-	offloadtest.Eventually(t, "the status recorded finished again", func() error {
-		s, err := status()
-		if err != nil {
-			return err
-		}
-		if s != conversation.StatusFinished {
-			return fmt.Errorf("status %q", s)
-		}
-		return nil
-	})
-	servetest.Finished(t, r, conv, "done slowed x")
 }

@@ -162,12 +162,16 @@ func (s *Service) wake(ctx context.Context, id string, stored time.Time, marker 
 	var pe *session.PendingError
 	switch {
 	case errors.As(err, &pe), errors.Is(err, session.ErrNothingToResume):
-		if marker && errors.Is(err, session.ErrNothingToResume) {
-			// A run whose end was saved and whose status write was lost
-			// (killed between the two): its entry said running, which is
-			// why the sweep (or a hand-over) came. Left so, the sweep
-			// drops it and it reads running for ever (SPEC §20's first
-			// invariant); its status is written as its state says.
+		// A marker's conversation (the sweep's: its entry says running)
+		// with nothing to continue is a run killed after its end's save
+		// and before its status write, or while calls of it waited. Left
+		// so, the sweep drops it and it reads running for ever (SPEC §20's
+		// first invariant): its status is written as its state says.
+		switch {
+		case marker && pe != nil:
+			sess.RecordPaused()
+			s.cfg.Lifecycle.Info("conversation found waiting for its calls: recorded paused", slog.String("conversation_id", id), slog.Int("pending", len(pe.Waiting)))
+		case marker:
 			sess.RecordEnded()
 			s.cfg.Lifecycle.Info("conversation found ended with its status unwritten: recorded finished", slog.String("conversation_id", id))
 		}
