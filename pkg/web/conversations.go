@@ -125,16 +125,25 @@ type liveEvent struct {
 const recentSlack = 5 * time.Second
 
 // liveCalls returns the calls of conversation id's live run that its
-// saved history hist (saved at saved) does not hold: the tool_call
-// events stored since, with their progress and results.
-func (h *handler) liveCalls(r *http.Request, id string, hist message.History, saved time.Time) ([]liveCall, error) {
+// saved history hist (saved at saved) holds no outcome of: the tool_call
+// events stored since, with their progress and results. A call the
+// history holds without its return (its step stored before its calls
+// run, SPEC §20) is one of them, unless it is in skip (a call waiting for
+// a person, shown with its decision).
+func (h *handler) liveCalls(r *http.Request, id string, hist message.History, saved time.Time, skip map[string]string) ([]liveCall, error) {
 	known := map[string]bool{}
 	for _, m := range hist {
 		for _, p := range m.Parts {
-			if c, ok := p.(message.ToolCall); ok {
-				known[c.ToolCallID] = true
+			switch x := p.(type) {
+			case message.ToolReturn:
+				known[x.ToolCallID] = true
+			case message.RetryPrompt:
+				known[x.ToolCallID] = true
 			}
 		}
+	}
+	for call := range skip {
+		known[call] = true
 	}
 	var calls []*liveCall
 	byCall, byTask := map[string]*liveCall{}, map[string]*liveCall{}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -84,9 +85,16 @@ func (h *handler) timeline(w http.ResponseWriter, r *http.Request) error {
 	}
 	var live []liveCall
 	if view.Status == conversation.StatusRunning {
-		if live, err = h.liveCalls(r, id, st.History, st.UpdatedAt); err != nil {
+		if live, err = h.liveCalls(r, id, st.History, st.UpdatedAt, byCall); err != nil {
 			h.Logger.Warn("conversation page: the live run's events", slog.String("conversation_id", id), slog.Any("error", err))
 		}
+		// A call shown live (with its progress) is not shown again as the
+		// stored step's call.
+		running := map[string]bool{}
+		for _, c := range live {
+			running[c.ToolCallID] = true
+		}
+		es = slices.DeleteFunc(es, func(e entry) bool { return e.Kind == "call" && running[e.Task] })
 	}
 	c := callerOf(r)
 	data := map[string]any{"ID": id, "View": view, "Entries": es, "Live": live, "Waiting": waiting,
