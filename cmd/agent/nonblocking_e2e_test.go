@@ -396,6 +396,20 @@ func TestNonBlockingServe(t *testing.T) {
 		}
 		return nil
 	})
+	// Deploy's follow-up reaches the model first: its task leaves the
+	// pending record at the checkpoint of the request that carries it,
+	// and research is released only then (else, under load, research's
+	// could come first and the last output be deploy's).
+	offloadtest.Eventually(t, "deploy's follow-up taken by the live run", func() error {
+		_, view = api(t, "GET", url+"/v1/conversations/"+conv, serveViewer, "")
+		pending, _ := view["pending"].([]any)
+		for _, p := range pending {
+			if m := p.(map[string]any); m["task_id"] == task {
+				return fmt.Errorf("deploy still pending: %v", view)
+			}
+		}
+		return nil
+	})
 	w.tools.open()
 	view = awaitFinished(t, url, conv)
 	// Research's follow-up comes last (with deploy's, when both arrived
