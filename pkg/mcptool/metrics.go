@@ -1,8 +1,6 @@
 package mcptool
 
 import (
-	"time"
-
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -45,7 +43,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-func (m *Metrics) call(server, tool, outcome string, _ time.Duration) {
+func (m *Metrics) call(server, tool, outcome string) {
 	if m != nil {
 		m.Calls.WithLabelValues(server, tool, outcome).Inc()
 	}

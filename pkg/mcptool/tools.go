@@ -126,9 +126,8 @@ func (e *MCPError) Error() string { return fmt.Sprintf("MCP error %d: %s", e.Cod
 // handler is the tool handler of the MCP tool name.
 func (s *Server) handler(name string, timeout time.Duration) tool.HandlerFunc {
 	return func(ctx context.Context, rc *tool.RunContext, args json.RawMessage) (any, error) {
-		start := time.Now()
 		v, err := s.call(ctx, rc, name, args, timeout)
-		s.opts.Metrics.call(s.cfg.Name, name, outcomeOf(err), time.Since(start))
+		s.opts.Metrics.call(s.cfg.Name, name, outcomeOf(err))
 		return v, err
 	}
 }

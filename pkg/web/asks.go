@@ -64,6 +64,11 @@ func (f askField) Selected(o askOption) bool {
 	return f.Value == o.Value
 }
 
+// offers reports whether v is among f's choices.
+func (f askField) offers(v string) bool {
+	return slices.ContainsFunc(f.Options, func(o askOption) bool { return o.Value == v })
+}
+
 // Input is the HTML input type of a field that is no choice (a checkbox
 // for a boolean: see the card template).
 func (f askField) Input() string {
@@ -225,7 +230,7 @@ func contentOf(fields []askField, form url.Values) (json.RawMessage, []askField,
 			sent[i].Values = vs
 			chosen := []string{}
 			for _, v := range vs {
-				if !slices.ContainsFunc(f.Options, func(o askOption) bool { return o.Value == v }) {
+				if !f.offers(v) {
 					problems = append(problems, label+": "+v+" is not offered")
 					continue
 				}
@@ -259,7 +264,7 @@ func contentOf(fields []askField, form url.Values) (json.RawMessage, []askField,
 				continue
 			}
 			content[f.Name] = n
-		case len(f.Options) > 0 && !slices.ContainsFunc(f.Options, func(o askOption) bool { return o.Value == v }):
+		case len(f.Options) > 0 && !f.offers(v):
 			problems = append(problems, label+": "+v+" is not offered")
 		default:
 			content[f.Name] = v
