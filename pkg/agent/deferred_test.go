@@ -221,7 +221,7 @@ func TestParallelToolReturnWithDeferred(t *testing.T) {
 		t.Errorf("metadata = %v", tr.Metadata)
 	}
 	// On the wire both requests merge, tool results first.
-	wire := m.requests()[1].Messages
+	wire := m.Requests()[1].Messages
 	var wireKinds []string
 	for _, p := range wire[len(wire)-1].Parts {
 		wireKinds = append(wireKinds, p.PartKind())
@@ -571,8 +571,8 @@ func TestUnapprovedCallInHistory(t *testing.T) {
 	a := allowDeferred(t, m, times42("gated", tool.NeedsApproval()))
 	h := message.History{message.NewRequest(message.UserText("hi")), message.NewResponse(call("gated", "g", `{"x":1}`))}
 	res, err := a.Run(t.Context(), "", &agent.RunOptions{History: h})
-	if err != nil || len(res.Deferred.Approvals) != 1 || len(m.requests()) != 0 || len(res.Messages) != 2 {
-		t.Fatalf("%v %+v model calls %d", err, res, len(m.requests()))
+	if err != nil || len(res.Deferred.Approvals) != 1 || len(m.Requests()) != 0 || len(res.Messages) != 2 {
+		t.Fatalf("%v %+v model calls %d", err, res, len(m.Requests()))
 	}
 }
 

@@ -36,7 +36,7 @@ func TestFatalToolErrorEndsTheRun(t *testing.T) {
 		// Inline: the first request only. In the background the outcome is
 		// seen at the next boundary: before or after the model's turn on
 		// the acknowledgement, never later.
-		if n := len(m.requests()); n < 1 || n > 2 || (!bg && n != 1) {
+		if n := len(m.Requests()); n < 1 || n > 2 || (!bg && n != 1) {
 			t.Errorf("background %v: %d model requests", bg, n)
 		}
 	}

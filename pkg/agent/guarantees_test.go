@@ -98,7 +98,7 @@ func TestCancelThenReturnDoesNotCallModelAgain(t *testing.T) {
 	if !errors.Is(err, agent.ErrRunCancelled) {
 		t.Fatalf("err = %v", err)
 	}
-	if n := len(m.requests()); n != 1 {
+	if n := len(m.Requests()); n != 1 {
 		t.Errorf("model called %d times after Cancel, want 1", n)
 	}
 	last := res.Messages[len(res.Messages)-1]
@@ -223,7 +223,7 @@ func TestNewPromptOnPausedHistoryIsRefused(t *testing.T) {
 	if !errors.Is(err, agent.ErrPendingCalls) {
 		t.Fatalf("err = %v, want ErrPendingCalls", err)
 	}
-	if n := len(m.requests()); n != 1 {
+	if n := len(m.Requests()); n != 1 {
 		t.Errorf("model called %d times, want 1", n)
 	}
 }
@@ -242,7 +242,7 @@ func TestNoPromptOnPausedHistoryKeepsPendingApproval(t *testing.T) {
 	if res.Deferred.TaskIDs["b"] != paused.Deferred.TaskIDs["b"] {
 		t.Errorf("task id changed: %s → %s", paused.Deferred.TaskIDs["b"], res.Deferred.TaskIDs["b"])
 	}
-	if n := len(m.requests()); n != 1 || ticks.Load() != 1 {
+	if n := len(m.Requests()); n != 1 || ticks.Load() != 1 {
 		t.Errorf("model called %d times, tick ran %d times", n, ticks.Load())
 	}
 	// The approval can still be given.
@@ -250,7 +250,7 @@ func TestNoPromptOnPausedHistoryKeepsPendingApproval(t *testing.T) {
 	if err != nil || final.Paused() || final.Output != "done" {
 		t.Fatalf("resume: %v %+v", err, final)
 	}
-	if n := len(m.requests()); n != 2 || ticks.Load() != 1 {
+	if n := len(m.Requests()); n != 2 || ticks.Load() != 1 {
 		t.Errorf("after the approval: model called %d times (want 2), tick ran %d times (want 1)", n, ticks.Load())
 	}
 }
@@ -410,7 +410,7 @@ func TestEnqueuedInPausingStepIsKept(t *testing.T) {
 	}
 	wantRequests(t, m, 2)
 	found := false
-	for _, msg := range m.requests()[1].Messages {
+	for _, msg := range m.Requests()[1].Messages {
 		for _, p := range msg.Parts {
 			if u, ok := p.(message.UserPrompt); ok && len(u.Content) == 1 && u.Content[0].Text == "remember this" {
 				found = true
@@ -434,7 +434,7 @@ func TestDanglingCallInMiddleOfHistoryIsRepaired(t *testing.T) {
 	if _, err := newAgent(t, m).Run(t.Context(), "again", &agent.RunOptions{History: h}); err != nil {
 		t.Fatal(err)
 	}
-	msgs := m.requests()[0].Messages
+	msgs := m.Requests()[0].Messages
 	r, ok := msgs[2].Parts[0].(message.ToolReturn)
 	if !ok || r.ToolCallID != "c1" || r.Outcome != message.OutcomeCancelled {
 		t.Fatalf("dangling call not repaired: %+v", msgs[2])
@@ -547,7 +547,7 @@ func TestNestedToolReturnDoesNotLeakMetadata(t *testing.T) {
 	if err != nil || res.Output != "done" {
 		t.Fatalf("%v %+v", err, res)
 	}
-	if got := mustJSON(t, m.requests()[1].Messages); strings.Contains(got, "s3cret") {
+	if got := mustJSON(t, m.Requests()[1].Messages); strings.Contains(got, "s3cret") {
 		t.Errorf("application metadata reached the model: %s", got)
 	}
 }

@@ -136,7 +136,7 @@ func TestHandleDeferredToolCalls(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if n := len(m.requests()); n != tc.wantCalls {
+			if n := len(m.Requests()); n != tc.wantCalls {
 				t.Errorf("model calls = %d, want %d", n, tc.wantCalls)
 			}
 			var stepReq message.Message

@@ -65,7 +65,7 @@ func TestToolsPreparerChangesOfferedTools(t *testing.T) {
 	if _, err := newAgentCfg(t, agent.Config{Model: m, Capabilities: []agent.Capability{hide}}, keep, drop).Run(t.Context(), "go", nil); err != nil {
 		t.Fatal(err)
 	}
-	defs := m.requests()[0].Tools
+	defs := m.Requests()[0].Tools
 	if len(defs) != 1 || defs[0].Name != "keep" || defs[0].Description != "prepared" {
 		t.Errorf("offered %+v", defs)
 	}
@@ -90,14 +90,14 @@ func TestInstructionsProviderAddsToSystemPrompt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sys := m.requests()[0].Messages[0].Parts[0].(message.SystemPrompt); sys.Content != "base\n\nextra" {
+	if sys := m.Requests()[0].Messages[0].Parts[0].(message.SystemPrompt); sys.Content != "base\n\nextra" {
 		t.Errorf("system prompt %q", sys.Content)
 	}
 	// Only a new conversation gets them.
 	if _, err := a.Run(t.Context(), "again", &agent.RunOptions{History: res.Messages}); err != nil {
 		t.Fatal(err)
 	}
-	if n := strings.Count(mustJSON(t, m.requests()[1].Messages), "extra"); n != 1 {
+	if n := strings.Count(mustJSON(t, m.Requests()[1].Messages), "extra"); n != 1 {
 		t.Errorf("instructions added %d times", n)
 	}
 }
@@ -158,8 +158,8 @@ func TestStepHookFinalKeepsRunGoing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Output != "second" || len(m.requests()) != 3 {
-		t.Errorf("output %q after %d requests", res.Output, len(m.requests()))
+	if res.Output != "second" || len(m.Requests()) != 3 {
+		t.Errorf("output %q after %d requests", res.Output, len(m.Requests()))
 	}
 	if got := mustJSON(t, h.finals); got != "[false,true,true]" {
 		t.Errorf("finals = %s", got)
@@ -257,7 +257,7 @@ func TestToolCallPreparerRewritesArgsAndNamesTask(t *testing.T) {
 		t.Errorf("json %s", b)
 	}
 	// The history keeps the model's own arguments.
-	if got := m.requests()[2].Messages[3].Parts[0].(message.ToolCall).Args; got != `{"x":1,"tag":1}` {
+	if got := m.Requests()[2].Messages[3].Parts[0].(message.ToolCall).Args; got != `{"x":1,"tag":1}` {
 		t.Errorf("history args %s", got)
 	}
 }

@@ -122,7 +122,7 @@ func TestRetryExhaustion(t *testing.T) {
 	if !errors.As(err, &umb) || !strings.HasPrefix(err.Error(), "Tool 'broken' exceeded max retries count of 1.") {
 		t.Fatalf("err = %v", err)
 	}
-	if n := len(m.requests()); n != 2 {
+	if n := len(m.Requests()); n != 2 {
 		t.Errorf("model called %d times, want 2 (one retry)", n)
 	}
 
@@ -258,7 +258,7 @@ func TestRequestLimit(t *testing.T) {
 	if !errors.As(err, &ule) || ule.Limit != "request_limit" || !strings.HasPrefix(err.Error(), "The next request would exceed the request_limit of 3.") {
 		t.Fatalf("err = %v", err)
 	}
-	if n := len(m.requests()); n != 3 {
+	if n := len(m.Requests()); n != 3 {
 		t.Errorf("model called %d times, want 3", n)
 	}
 	// The default is 50.

@@ -164,7 +164,7 @@ func TestStepDoneOnceAfterCrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := len(w.m.requests()); n != 1 {
+	if n := len(w.m.Requests()); n != 1 {
 		t.Fatalf("%d model requests, want 1: the continuation asks nothing before the step's calls end", n)
 	}
 	if w.quick.Load() != 1 || w.slowRuns.Load() != 1 {
@@ -194,7 +194,7 @@ func TestStepDoneOnceAfterCrash(t *testing.T) {
 	if w.quick.Load() != 1 || w.slowRuns.Load() != 2 {
 		t.Fatalf("quick ran %d times, slow %d, want 1 and 2", w.quick.Load(), w.slowRuns.Load())
 	}
-	if n := len(w.m.requests()); n != 2 {
+	if n := len(w.m.Requests()); n != 2 {
 		t.Fatalf("%d model requests, want 2", n)
 	}
 }
@@ -229,7 +229,7 @@ func TestStepContinuationRunsAgainWithTheSameKey(t *testing.T) {
 			if w.quick.Load() != 1 || w.slowRuns.Load() != 2 {
 				t.Fatalf("quick ran %d times, slow %d, want 1 and 2", w.quick.Load(), w.slowRuns.Load())
 			}
-			if n := len(w.m.requests()); n != 2 {
+			if n := len(w.m.Requests()); n != 2 {
 				t.Fatalf("%d model requests, want 2", n)
 			}
 		})
@@ -300,7 +300,7 @@ func TestPromptAfterAnUnfinishedStep(t *testing.T) {
 	if err != nil || res.Output != "done" {
 		t.Fatalf("%v %+v", err, res)
 	}
-	last := w.m.requests()[1].Messages
+	last := w.m.Requests()[1].Messages
 	parts := last[len(last)-1].Parts
 	if u, ok := parts[len(parts)-1].(message.UserPrompt); !ok || u.Content[0].Text != "and now?" {
 		t.Fatalf("last parts %+v, want the prompt after the results", parts)

@@ -101,7 +101,7 @@ func TestThinkingKeptAcrossPauseAndResume(t *testing.T) {
 	}
 	wantRequests(t, m, 1)
 	var found bool
-	for _, msg := range m.requests()[0].Messages {
+	for _, msg := range m.Requests()[0].Messages {
 		if msg.Role != message.RoleResponse {
 			continue
 		}
@@ -110,6 +110,6 @@ func TestThinkingKeptAcrossPauseAndResume(t *testing.T) {
 		found = ok1 && ok2 && th.Content == "ask the outside" && th.Source == "reasoning_content" && tc.ProviderExtra == `{"google":{"thought_signature":"c2ln"}}`
 	}
 	if !found {
-		t.Errorf("resumed request lacks the thinking part or the provider fields: %+v", m.requests()[0].Messages)
+		t.Errorf("resumed request lacks the thinking part or the provider fields: %+v", m.Requests()[0].Messages)
 	}
 }

@@ -98,7 +98,7 @@ func wantEvents(t *testing.T, l *eventLog, want ...string) {
 
 func wantRequests(t *testing.T, m *fnModel, n int) {
 	t.Helper()
-	if got := len(m.requests()); got != n {
+	if got := len(m.Requests()); got != n {
 		t.Errorf("model requests = %d, want %d", got, n)
 	}
 }

@@ -105,7 +105,7 @@ func TestResumeDeliversArrivedBackgroundOutcome(t *testing.T) {
 	if err != nil || out.Output != "done" {
 		t.Fatalf("%v output %q", err, out.Output)
 	}
-	reqs := m.requests()
+	reqs := m.Requests()
 	if len(reqs) != 1 {
 		t.Fatalf("%d model requests, want 1", len(reqs))
 	}
@@ -158,7 +158,7 @@ func TestResumeAttachesRunningBackgroundTask(t *testing.T) {
 	if err != nil || !strings.HasSuffix(out.Output, "completed.\nResult: late result") {
 		t.Fatalf("%v output %q", err, out.Output)
 	}
-	if n := len(m.requests()); n != 2 {
+	if n := len(m.Requests()); n != 2 {
 		t.Errorf("%d model requests, want 2", n)
 	}
 }
@@ -177,7 +177,7 @@ func TestResumeWithoutAttacherFails(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "cannot attach") {
 		t.Fatalf("err = %v", err)
 	}
-	if n := len(m.requests()); n != 0 {
+	if n := len(m.Requests()); n != 0 {
 		t.Errorf("%d model requests", n)
 	}
 }
@@ -220,7 +220,7 @@ func TestSuspendWhileAResumeWaitsForItsTasks(t *testing.T) {
 		t.Error("the suspended run cancelled its task")
 	default:
 	}
-	if n := len(m.requests()); n != 0 {
+	if n := len(m.Requests()); n != 0 {
 		t.Errorf("%d model requests", n)
 	}
 }

@@ -88,7 +88,7 @@ func TestSuspendHandsOffAnInlineCall(t *testing.T) {
 		t.Fatalf("resume: %v %+v", err, out)
 	}
 	want := "Background tool 'remote' (task " + bg.TaskID + ") completed.\nResult: 42"
-	if got := mustJSON(t, m2.requests()[0].Messages); strings.Count(got, "completed.\\nResult: 42") != 1 || !strings.Contains(got, strings.ReplaceAll(want, "\n", "\\n")) {
+	if got := mustJSON(t, m2.Requests()[0].Messages); strings.Count(got, "completed.\\nResult: 42") != 1 || !strings.Contains(got, strings.ReplaceAll(want, "\n", "\\n")) {
 		t.Errorf("the resume's request does not carry the outcome once: %s", got)
 	}
 }

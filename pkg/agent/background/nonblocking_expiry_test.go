@@ -47,7 +47,7 @@ func TestNonBlockingExpiryFailsTheRun(t *testing.T) {
 		asked, signal = d.Asked()
 	}
 	offloadtest.Eventually(t, "the acknowledgement's model request", func() error {
-		if len(m.requests()) < 2 {
+		if len(m.Requests()) < 2 {
 			return errors.New("not yet")
 		}
 		return nil
@@ -59,7 +59,7 @@ func TestNonBlockingExpiryFailsTheRun(t *testing.T) {
 	if te, ok := errors.AsType[*deferred.ApprovalTimeoutError](err); !ok || te.TaskID != asked[0].TaskID {
 		t.Fatalf("run error %v, want the approval's timeout", err)
 	}
-	if n := len(m.requests()); n != 2 {
+	if n := len(m.Requests()); n != 2 {
 		t.Errorf("%d model requests, want 2 (the call, the acknowledgement)", n)
 	}
 	select {

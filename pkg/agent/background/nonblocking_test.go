@@ -68,13 +68,13 @@ func TestNonBlockingExternalAnswer(t *testing.T) {
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	ack := returnContent(t, m.requests()[1].Messages[len(m.requests()[1].Messages)-1].Parts[0])
+	ack := returnContent(t, m.Requests()[1].Messages[len(m.Requests()[1].Messages)-1].Parts[0])
 	wantAck := "Tool 'ask_ops' is waiting for an answer from outside as task " + asked[0].TaskID + ". The outcome will arrive later as a follow-up message; continue with other work meanwhile."
 	if ack != wantAck {
 		t.Errorf("ack = %q, want %q", ack, wantAck)
 	}
 	want := "Background tool 'ask_ops' (task " + asked[0].TaskID + ") completed.\nResult: 42"
-	if got := lastUserText(m.requests()[len(m.requests())-1]); got != want {
+	if got := lastUserText(m.Requests()[len(m.Requests())-1]); got != want {
 		t.Errorf("follow-up = %q, want %q", got, want)
 	}
 	if err := d.Decide(asked[0].TaskID, "43"); err == nil {
@@ -144,7 +144,7 @@ func TestNonBlockingCallsAlone(t *testing.T) {
 	if res.Output != "done" || runs.Load() != 1 {
 		t.Errorf("output %q, deploy ran %d times; want done, once", res.Output, runs.Load())
 	}
-	sys, _ := m.requests()[0].Messages[0].Parts[0].(message.SystemPrompt)
+	sys, _ := m.Requests()[0].Messages[0].Parts[0].(message.SystemPrompt)
 	if sys.Content != "Be brief." {
 		t.Errorf("system prompt %q, want only the agent's instructions", sys.Content)
 	}
@@ -248,7 +248,7 @@ func TestNonBlockingAnswerToNextAttempt(t *testing.T) {
 		t.Fatal(r.err)
 	}
 	want := "Background tool 'ask' (task " + asked[0].TaskID + ") completed.\nResult: hello Ada"
-	if got := lastUserText(m.requests()[len(m.requests())-1]); got != want {
+	if got := lastUserText(m.Requests()[len(m.Requests())-1]); got != want {
 		t.Errorf("follow-up = %q, want %q", got, want)
 	}
 	if runs.Load() != 2 || task.Load() != asked[0].TaskID {

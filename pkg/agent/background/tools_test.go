@@ -131,8 +131,8 @@ func TestSuspendStopsAtTheNextModelRequest(t *testing.T) {
 	m := turns(calls(call("t", "c1", `{}`)), text("continued"))
 	a := newAgent(t, m, stopper)
 	res, err := a.Run(t.Context(), "go", &agent.RunOptions{Suspend: suspend})
-	if err != nil || !res.Suspended || agent.StatusOf(res, err) != agent.StatusPaused || len(m.requests()) != 1 {
-		t.Fatalf("%v suspended %v requests %d", err, res.Suspended, len(m.requests()))
+	if err != nil || !res.Suspended || agent.StatusOf(res, err) != agent.StatusPaused || len(m.Requests()) != 1 {
+		t.Fatalf("%v suspended %v requests %d", err, res.Suspended, len(m.Requests()))
 	}
 	if rec := res.PendingRecord(); rec == nil || len(rec.Tasks) != 0 {
 		t.Errorf("record %+v", rec)
@@ -143,7 +143,7 @@ func TestSuspendStopsAtTheNextModelRequest(t *testing.T) {
 	if err != nil || res.Output != "continued" {
 		t.Fatalf("%v %q", err, res.Output)
 	}
-	if got := mustJSON(t, m.requests()[1].Messages); !strings.Contains(got, "queued before the stop") || !strings.Contains(got, `"ran"`) {
+	if got := mustJSON(t, m.Requests()[1].Messages); !strings.Contains(got, "queued before the stop") || !strings.Contains(got, `"ran"`) {
 		t.Errorf("the continued run lost what the suspended one produced: %s", got)
 	}
 }

@@ -95,7 +95,7 @@ func TestBackgroundUnknownEffectAsksAPerson(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := "Background tool 'charge' (task " + pt.TaskID + ")" + tc.want
-			if got := lastUserText(m.requests()[len(m.requests())-1]); got != want {
+			if got := lastUserText(m.Requests()[len(m.Requests())-1]); got != want {
 				t.Errorf("follow-up %q, want %q", got, want)
 			}
 			w.mu.Lock()
@@ -126,7 +126,7 @@ func TestBackgroundUnknownEffectAsksAPerson(t *testing.T) {
 		if _, err := a.Run(t.Context(), "go", nil); err != nil {
 			t.Fatal(err)
 		}
-		got := lastUserText(m.requests()[len(m.requests())-1])
+		got := lastUserText(m.Requests()[len(m.Requests())-1])
 		if !strings.HasSuffix(got, "): The outcome of tool 'charge' is unknown: its worker stopped while running it, and it was not run again.") {
 			t.Errorf("follow-up %q", got)
 		}
