@@ -21,3 +21,22 @@ func ToolDir(t testing.TB) string {
 	}
 	return dir
 }
+
+// ToolUserDirs returns two directories below one the tool user can reach
+// (its parents traversable), removed when the test ends: open (0755),
+// which the tool user may enter, and closed (0700), which it may not, for
+// the tests of the checks a tool user meets at a tool's start.
+func ToolUserDirs(t testing.TB) (open, closed string) {
+	t.Helper()
+	base := t.TempDir()
+	if err := os.Chmod(filepath.Dir(base), 0o711); err != nil { //nolint:gosec // G302: the tool user must traverse it, as the test says
+		t.Fatal(err)
+	}
+	open, closed = filepath.Join(base, "open"), filepath.Join(base, "closed")
+	for d, mode := range map[string]os.FileMode{open: 0o755, closed: 0o700} {
+		if err := os.Mkdir(d, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return open, closed
+}

@@ -2,14 +2,13 @@ package builtin_test
 
 import (
 	"errors"
-	"os"
 	"os/user"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/internal/proc"
+	"github.com/offload-dev/offload/internal/proctest"
 	"github.com/offload-dev/offload/pkg/builtin"
 )
 
@@ -24,16 +23,7 @@ func TestShellToolUser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := t.TempDir()
-	if err := os.Chmod(filepath.Dir(base), 0o711); err != nil {
-		t.Fatal(err)
-	}
-	open, closed := filepath.Join(base, "open"), filepath.Join(base, "closed")
-	for d, mode := range map[string]os.FileMode{open: 0o755, closed: 0o700} {
-		if err := os.Mkdir(d, mode); err != nil {
-			t.Fatal(err)
-		}
-	}
+	open, closed := proctest.ToolUserDirs(t)
 	cfg := builtin.Config{Root: open, ToolUser: "nobody"}
 	sh := toolsFor(t, cfg)["shell"]
 	out, err := call(t.Context(), t, sh, `{"command":"echo $(id -u) $(id -g) $(grep CapEff /proc/self/status | tr -d '\\t')"}`)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/internal/proc"
+	"github.com/offload-dev/offload/internal/proctest"
 	"github.com/offload-dev/offload/pkg/cmdtool"
 	"github.com/offload-dev/offload/pkg/tool"
 )
@@ -26,16 +27,7 @@ func TestToolUser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := t.TempDir()
-	if err := os.Chmod(filepath.Dir(base), 0o711); err != nil {
-		t.Fatal(err)
-	}
-	open, closed := filepath.Join(base, "open"), filepath.Join(base, "closed")
-	for d, mode := range map[string]os.FileMode{open: 0o755, closed: 0o700} {
-		if err := os.Mkdir(d, mode); err != nil {
-			t.Fatal(err)
-		}
-	}
+	open, closed := proctest.ToolUserDirs(t)
 	const who = `echo "$(id -u) $(id -g) $HOME $(grep CapEff /proc/self/status | tr -d '\t')"`
 	for _, d := range []string{open, closed} {
 		script(t, d, "who.sh", who)
