@@ -30,6 +30,7 @@ func (r *run) runContext(s *slot) *tool.RunContext {
 		rc.ToolCallApproved = s.approved
 		rc.ToolCallMetadata = s.metadata
 		rc.TaskID, rc.Attempt = cmp.Or(s.deferredTaskID, s.dispatchID, s.stepTask), s.attempt
+		rc.Again = s.again
 		if s.stepTask != "" {
 			// A recorded step (SPEC §20): the key an in-process tool runs
 			// with, the same when a continuation runs it again.

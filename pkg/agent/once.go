@@ -100,7 +100,7 @@ func (r *run) newStepRecord(respIdx int, slots []*slot) *stepRecord {
 			rec.entries[id] = e
 			rec.dirty = true
 		}
-		s.stepTask = e.TaskID
+		s.stepTask, s.again = e.TaskID, ok
 	}
 	return rec
 }

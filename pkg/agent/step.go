@@ -50,6 +50,7 @@ type slot struct {
 
 	deferredTaskID string // the task ID it got when it was deferred
 	stepTask       string // the task ID its recorded step names it by (once.go)
+	again          bool   // stepTask was read from the stored step: its task may have been dispatched before
 	attempt        int    // the attempt of its task: 0, or the next one after a worker deferred it
 	answerNext     bool   // an external call whose answer goes to its next attempt (tool.AnswersNextAttempt)
 	ran            bool   // its tool was started

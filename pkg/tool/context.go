@@ -61,6 +61,15 @@ type RunContext struct {
 	// payment API's idempotency key) has it once however often it runs;
 	// empty otherwise.
 	IdempotencyKey string
+	// Again is true when the call's task and attempt may have been
+	// dispatched before, by a process that stopped before it stored the
+	// call's outcome: a continuation runs the calls of a stored step under
+	// the task IDs the step names (SPEC §20). Such an attempt's worker may
+	// have stored its result already and then answer the task again
+	// without running it or publishing anything (SPEC §13): a tool that
+	// runs the call as a task reads the result stored for the attempt
+	// rather than only waiting for a new one.
+	Again bool
 	// ToolCallApproved is true when the call runs because a person approved it.
 	ToolCallApproved bool
 	// ToolCallMetadata is the metadata supplied with the approval, if any.

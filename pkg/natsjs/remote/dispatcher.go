@@ -335,6 +335,25 @@ func (d *Dispatcher) Call(ctx context.Context, task protocol.Task) (protocol.Res
 // The publish is not cut short when ctx ends (a task whose publish was
 // abandoned may still be stored and run, and only a handle can cancel it).
 func (d *Dispatcher) Dispatch(ctx context.Context, task protocol.Task) (*Handle, error) {
+	return d.dispatch(ctx, task, false)
+}
+
+// DispatchAgain is [Dispatcher.Dispatch] for a task whose attempt may have
+// been dispatched before, by a process that stopped before it stored the
+// call's outcome (tool.RunContext.Again: a continuation's call, SPEC §20):
+// once the task is published, the result stored for that attempt, if one
+// is, answers the call at once. Its worker, finding the attempt answered in
+// its effect ledger, acknowledges the task without running it or
+// publishing anything (SPEC §13), and the server drops the publish as a
+// duplicate only within its duplicate window and while it keeps the
+// task's ID (a workqueue stream's acknowledged task is forgotten when the
+// server restarts): without the read, such a call would wait for its
+// deadline.
+func (d *Dispatcher) DispatchAgain(ctx context.Context, task protocol.Task) (*Handle, error) {
+	return d.dispatch(ctx, task, true)
+}
+
+func (d *Dispatcher) dispatch(ctx context.Context, task protocol.Task, again bool) (*Handle, error) {
 	if err := checkTask(&task); err != nil {
 		return nil, err
 	}
@@ -399,8 +418,18 @@ func (d *Dispatcher) Dispatch(ctx context.Context, task protocol.Task) (*Handle,
 		h.finish(protocol.Result{}, err)
 		return nil, err
 	}
-	if ack != nil && ack.Duplicate {
+	switch {
+	case ack != nil && ack.Duplicate:
 		d.storedResult(ctx, h, task)
+	case again:
+		// Read after the publish: the conversation's results consumer,
+		// made before it, delivers whatever is stored from then on.
+		lctx, lcancel := context.WithTimeout(context.WithoutCancel(ctx), jsop.Timeout)
+		if d.lookUp(lctx, h) {
+			d.log.InfoContext(h.logCtx(), "a task dispatched again answered by the result stored for its attempt",
+				slog.String("task_id", task.TaskID), slog.Int("attempt", task.Attempt))
+		}
+		lcancel()
 	}
 	if d.log.Enabled(ctx, slog.LevelDebug) { // checked first: no attribute is built on the hot path otherwise
 		d.log.DebugContext(h.logCtx(), "task dispatched", slog.String("task_id", task.TaskID), slog.String("tool", task.Tool),

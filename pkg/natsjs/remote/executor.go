@@ -65,7 +65,11 @@ func (e *Executor) Start(ctx context.Context, c *background.Call) (agent.Backgro
 	task.Limits = e.r.cfg.Policies[name].Limits // the agent's own, beside the worker's (SPEC §19)
 	// Subscribe to progress before the task exists, so no report is missed.
 	stop := e.r.relayProgress(ctx, task.ConversationID, task.TaskID, task.Tool)
-	h, err := e.r.cfg.Dispatcher.Dispatch(context.WithoutCancel(ctx), task)
+	dispatch := e.r.cfg.Dispatcher.Dispatch
+	if rc := c.Call.RunContext; rc != nil && rc.Again {
+		dispatch = e.r.cfg.Dispatcher.DispatchAgain // its result may be stored already
+	}
+	h, err := dispatch(context.WithoutCancel(ctx), task)
 	if err != nil {
 		stop()
 		return nil, tool.Fatal(err)

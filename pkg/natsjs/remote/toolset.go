@@ -392,7 +392,11 @@ func (r *Toolset) handler(name string) tool.HandlerFunc {
 			task.TaskID = protocol.NewID()
 		}
 		stop := r.relayProgress(ctx, task.ConversationID, task.TaskID, task.Tool)
-		h, err := r.cfg.Dispatcher.Dispatch(ctx, task)
+		dispatch := r.cfg.Dispatcher.Dispatch
+		if rc.Again {
+			dispatch = r.cfg.Dispatcher.DispatchAgain // its result may be stored already
+		}
+		h, err := dispatch(ctx, task)
 		if err != nil {
 			stop()
 			return nil, fatalUnlessCancelled(ctx, err)
