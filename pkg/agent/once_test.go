@@ -78,11 +78,13 @@ type crashWorld struct {
 	quick    atomic.Int32
 	slowRuns atomic.Int32
 	slowKeys chan string
-	started  chan struct{}
+	// slowAgain has each run of slow's tool.RunContext.Again.
+	slowAgain chan bool
+	started   chan struct{}
 }
 
 func newCrashWorld() *crashWorld {
-	w := &crashWorld{slowKeys: make(chan string, 8), started: make(chan struct{}, 8)}
+	w := &crashWorld{slowKeys: make(chan string, 8), slowAgain: make(chan bool, 8), started: make(chan struct{}, 8)}
 	w.m = model(func(n int, req *llm.Request) *llm.Response {
 		last := req.Messages[len(req.Messages)-1]
 		for _, p := range last.Parts {
@@ -105,6 +107,7 @@ func (w *crashWorld) tools(slowOpts ...tool.Option) []*tool.Tool {
 	})
 	slow := tool.Func("slow", "", func(ctx context.Context, rc *tool.RunContext, _ struct{}) (string, error) {
 		w.slowKeys <- rc.IdempotencyKey
+		w.slowAgain <- rc.Again
 		if w.slowRuns.Add(1) == 1 {
 			w.started <- struct{}{}
 			<-ctx.Done()
@@ -191,6 +194,12 @@ func TestStepDoneOnceAfterCrash(t *testing.T) {
 	if got := offloadtest.WaitOrTimeout(t, w.slowKeys, "slow's run"); got != task+":1" {
 		t.Fatalf("approved run's key %q, want %s:1", got, task)
 	}
+	// The approved attempt, run by a continuation of the stored step, may
+	// have been dispatched before by a process that died (the chaos's
+	// stuck conversation): its call says so.
+	if first, approved := <-w.slowAgain, <-w.slowAgain; first || !approved {
+		t.Fatalf("RunContext.Again %v on the first run, %v on the approved one; want false, true", first, approved)
+	}
 	if w.quick.Load() != 1 || w.slowRuns.Load() != 2 {
 		t.Fatalf("quick ran %d times, slow %d, want 1 and 2", w.quick.Load(), w.slowRuns.Load())
 	}
@@ -225,6 +234,11 @@ func TestStepContinuationRunsAgainWithTheSameKey(t *testing.T) {
 			}
 			if again := offloadtest.WaitOrTimeout(t, w.slowKeys, "slow's run"); again != first || first == "" && tc.name == "idempotent" {
 				t.Fatalf("run again with key %q, first %q: want the same", again, first)
+			}
+			// The continuation's call may have been dispatched before (its
+			// worker's result then stored): it says so, the first does not.
+			if first, again := <-w.slowAgain, <-w.slowAgain; first || !again {
+				t.Fatalf("RunContext.Again %v on the first run, %v on the continuation; want false, true", first, again)
 			}
 			if w.quick.Load() != 1 || w.slowRuns.Load() != 2 {
 				t.Fatalf("quick ran %d times, slow %d, want 1 and 2", w.quick.Load(), w.slowRuns.Load())
