@@ -34,6 +34,7 @@ import (
 	"github.com/offload-dev/offload/pkg/natsjs/convstore"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/pkg/natsjs/remote"
 	"github.com/offload-dev/offload/pkg/natsjs/serve"
 	"github.com/offload-dev/offload/pkg/progress"
 	"github.com/offload-dev/offload/pkg/service"
@@ -247,6 +248,11 @@ type ReplicaOpts struct {
 	InboxLog *slog.Logger // the inbox's (its refusals); jstest.Logger() when nil
 	LeaseTTL time.Duration
 	Config   func(*serve.Config)
+	// Remote, if set, gives the replica a remote client (workers' tools,
+	// agentproc.Options.Remote), and Agents, if set, its agents, built on
+	// its process (its client's toolset) instead of the test's agent.
+	Remote *remote.ClientConfig
+	Agents func(t *testing.T, p *agentproc.Process) []serve.Agent
 }
 
 // ReplicaWith is Replica with opts.
@@ -260,7 +266,7 @@ func (b *World) ReplicaWith(t *testing.T, holder string, opts ReplicaOpts, names
 	ctx, cancel := context.WithTimeout(context.Background(), Wait)
 	defer cancel()
 	p, err := agentproc.Open(ctx, agentproc.Options{Conn: b.Srv.Conn(t), Provision: natsjs.ProvisionOptions{AckWait: 2 * time.Second},
-		Logger: cmp.Or(opts.InboxLog, jstest.Logger()), Conversations: true, Identities: b.Identities(), LeaseTTL: ttl})
+		Logger: cmp.Or(opts.InboxLog, jstest.Logger()), Conversations: true, Identities: b.Identities(), LeaseTTL: ttl, Remote: opts.Remote})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,6 +274,9 @@ func (b *World) ReplicaWith(t *testing.T, holder string, opts ReplicaOpts, names
 	for _, n := range names {
 		a, tools := b.Agent(t)
 		agents = append(agents, serve.Agent{Name: n, Digest: "sha256:test", Agent: a, Tools: tools, Approval: b.Approval, NonBlocking: b.NonBlocking})
+	}
+	if opts.Agents != nil {
+		agents = opts.Agents(t, p)
 	}
 	srv, err := p.Service(ctx, agentproc.ServeOptions{Agents: agents, Holder: holder, Service: func(c *serve.Config) {
 		c.Logger, c.RetryDelay, c.MissingDelay, c.TimerInterval = log, 100*time.Millisecond, 200*time.Millisecond, 100*time.Millisecond
@@ -295,6 +304,9 @@ func (r *Replica) Close(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), Wait)
 	defer cancel()
 	if err := r.Served.Stop(ctx); err != nil {
+		t.Error(err)
+	}
+	if err := r.Proc.Close(ctx); err != nil { // its remote client, if any
 		t.Error(err)
 	}
 }
