@@ -25,6 +25,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/offload-dev/offload/internal/mcptest"
 	"github.com/offload-dev/offload/internal/proctest"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/llm"
@@ -47,6 +48,24 @@ sleep 0.$(( $$ % 8 + 2 ))
 echo "$n done"
 `
 
+// chaosMCPScript is the command of the chaos's MCP server: the real
+// server-everything (stdio), every message the worker sends it appended
+// to mcp.log first, so that every tools/call is counted, also one a
+// SIGKILL interrupted.
+const chaosMCPScript = `#!/bin/sh
+tee -a "$(dirname "$0")/mcp.log" | %q %q stdio
+`
+
+// chaosMCP is the chaos's MCP tool: server-everything's
+// trigger-long-running-operation, which works for its duration argument
+// (each call's is its own, 0.5 s and a few millionths: the call it logs
+// is known by it), declared not idempotent in the worker's config (its
+// annotations say idempotent).
+const chaosMCP = "trigger-long-running-operation"
+
+// chaosMCPArg matches the duration of a call of chaosMCP in mcp.log.
+var chaosMCPArg = regexp.MustCompile(`"duration":(0\.5\d+)`)
+
 // chaosTools are the tools of the chaos (name → the YAML keys of its
 // entry beyond the command): every one but idem is not declared
 // idempotent.
@@ -68,6 +87,7 @@ var chaosPlans = []struct {
 	{"background", [][]string{{"bg", "inl"}}},
 	{"approval", [][]string{{"appr", "inl"}}},
 	{"non-blocking", [][]string{{"nb", "idem"}}},
+	{"mcp", [][]string{{chaosMCP, "idem"}}},
 }
 
 // chaosModel is the model of the chaos: it answers by the plan of the
@@ -77,6 +97,7 @@ var chaosPlans = []struct {
 type chaosModel struct {
 	mu   sync.Mutex
 	reqs []chaosRequest
+	mcp  map[string]string // the duration of each call of chaosMCP → its call ID
 }
 
 type chaosRequest struct {
@@ -117,7 +138,13 @@ func (m *chaosModel) answer(_ context.Context, req *llm.Request) (*llm.Response,
 		for k, name := range plan[steps] {
 			id := fmt.Sprintf("r%d_%d", n, k)
 			r.callIDs = append(r.callIDs, id)
-			parts = append(parts, message.ToolCall{ToolName: name, ToolCallID: id, Args: "{}"})
+			args := "{}"
+			if name == chaosMCP {
+				d := fmt.Sprintf("0.5%06d1", n*10+k) // its own, ending in 1: the text the log shows
+				m.mcp[d] = id
+				args = `{"duration":` + d + `,"steps":1}`
+			}
+			parts = append(parts, message.ToolCall{ToolName: name, ToolCallID: id, Args: args})
 		}
 	} else {
 		parts = []message.Part{message.Text{Content: fmt.Sprintf("chaos %d done", conv)}}
@@ -132,9 +159,9 @@ func (m *chaosModel) requests() []chaosRequest {
 	return slices.Clone(m.reqs)
 }
 
-// TestChaos is `make chaos` (SPEC §20): CHAOS_CONVERSATIONS (default 32)
-// conversations of four kinds (inline calls, a background call, an
-// approval, a non-blocking approval), started at a steady rate over the
+// TestChaos is `make chaos` (SPEC §20): CHAOS_CONVERSATIONS (default 40)
+// conversations of five kinds (inline calls, a background call, an
+// approval, a non-blocking approval, an MCP tool's call), started at a steady rate over the
 // API of two agent serve replicas, with two toolworkers, on a nats-server
 // process, while for CHAOS_FAULTS (default 60s) one of the processes is
 // SIGKILLed every CHAOS_KILL_EVERY (default 3s) and
@@ -145,10 +172,14 @@ func (m *chaosModel) requests() []chaosRequest {
 // declared idempotent ran twice for one attempt, no model request
 // repeated for a stored step, no result lost.
 func TestChaos(t *testing.T) {
-	convs := chaosInt(t, "CHAOS_CONVERSATIONS", 32)
+	convs := chaosInt(t, "CHAOS_CONVERSATIONS", 40)
 	faults := chaosDuration(t, "CHAOS_FAULTS", 60*time.Second)
 	killEvery := chaosDuration(t, "CHAOS_KILL_EVERY", 3*time.Second)
 	seed := chaosInt(t, "CHAOS_SEED", 1)
+	// The MCP server is a dependency like the nats-server: missing, the
+	// chaos fails (with how to install it) rather than skip.
+	t.Setenv("OFFLOAD_REQUIRE_MCP", "1")
+	node, everything := mcptest.EverythingScript(t)
 	agentBinary(t)
 	ns := natstest.StartNATSServer(t, natstest.BuildNATSServer(t, t.TempDir()))
 
@@ -164,10 +195,14 @@ func TestChaos(t *testing.T) {
 		}
 		names = append(names, tl.name)
 	}
+	writeTestFile(t, filepath.Join(tools, "mcp.sh"), fmt.Sprintf(chaosMCPScript, node, everything), 0o755)
+	fmt.Fprintf(&cfg, "mcp_servers:\n  - name: everything\n    command: [%q]\n    tools: [%s]\n    timeout: 30s\n    overrides:\n      %s: {idempotent: false}\n",
+		filepath.Join(tools, "mcp.sh"), chaosMCP, chaosMCP)
+	names = append(names, chaosMCP)
 	config := filepath.Join(tools, "tools.yaml")
 	writeTestFile(t, config, cfg.String(), 0o644)
 
-	model := &chaosModel{}
+	model := &chaosModel{mcp: map[string]string{}}
 	srv := openaitest.NewServer(script.New("fake-model", model.answer), openaitest.WithAPIKey("sk-test"))
 	t.Cleanup(srv.Close)
 	t.Setenv("OPENAI_API_KEY", "sk-test")
@@ -207,7 +242,7 @@ func TestChaos(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &chaosClient{urls: urls, nc: nc, decided: map[string]bool{}, unknown: map[string]bool{}}
+	c := &chaosClient{urls: urls, nc: nc, decided: map[string]bool{}, unknown: map[string]bool{}, unknownCalls: map[string]bool{}}
 	// Every stored revision of every conversation: when each answer of
 	// the model (its call IDs) was first stored.
 	watching, stopWatching := context.WithCancel(ctx)
@@ -341,6 +376,33 @@ func TestChaos(t *testing.T) {
 			}
 		}
 	}
+	// Nor the MCP tool, known by its calls' durations: a call run again is
+	// allowed once when its worker died in its first run (an unknown
+	// effect a person approved, run as the next attempt).
+	mcpLog, err := os.ReadFile(filepath.Join(tools, "mcp.log"))
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	mcpRuns := map[string]int{}
+	for _, g := range chaosMCPArg.FindAllStringSubmatch(string(mcpLog), -1) {
+		mcpRuns[g[1]]++
+		runs[chaosMCP]++
+	}
+	model.mu.Lock()
+	mcpCalls := maps.Clone(model.mcp)
+	model.mu.Unlock()
+	c.mu.Lock()
+	for d, n := range mcpRuns {
+		allowed := 1
+		if c.unknownCalls[mcpCalls[d]] {
+			allowed = 2
+		}
+		if n > allowed {
+			twice += n - allowed
+			t.Logf("%s ran %d times for call %s (duration %s)", chaosMCP, n, mcpCalls[d], d)
+		}
+	}
+	c.mu.Unlock()
 	// No model request repeated for a stored step: a request for a step
 	// made after an earlier request's answer for it was stored (seen in a
 	// stored revision, or in the last one). A request made again because
@@ -379,6 +441,15 @@ func TestChaos(t *testing.T) {
 		if c.status(ctx, ids[i]) != "finished" {
 			continue
 		}
+		if chaosPlans[i%len(chaosPlans)].kind == "mcp" && !slices.ContainsFunc(h, func(m message.Message) bool {
+			return slices.ContainsFunc(m.Parts, func(p message.Part) bool {
+				r, ok := p.(message.ToolReturn)
+				return ok && r.ToolName == chaosMCP && strings.Contains(message.ContentText(r.Content), "Long running operation completed")
+			})
+		}) {
+			lost++
+			t.Logf("conversation %d: no result of %s", i, chaosMCP)
+		}
 		for id, name := range calls {
 			switch n := answers[id]; {
 			case n == 0:
@@ -398,7 +469,7 @@ func TestChaos(t *testing.T) {
 	c.mu.Lock()
 	unknown, approvals := len(c.unknown), len(c.decided)
 	c.mu.Unlock()
-	report := fmt.Sprintf("chaos: %d conversations (inline, background, approval, non-blocking: %d each), %d model requests, %d tasks approved, seed %d\n"+
+	report := fmt.Sprintf("chaos: %d conversations (inline, background, approval, non-blocking, mcp: %d each), %d model requests, %d tasks approved, seed %d\n"+
 		"chaos: faults for %v: %v SIGKILLs, one every %v; settled %v after\n"+
 		"chaos: runs per tool %v; unknown effects surfaced to a person %d; idempotent idem run again with the same key %d\n"+
 		"chaos: invariant 1, conversations neither finished nor waiting for a person: %d (finished %d, waiting %d)\n"+
@@ -552,7 +623,9 @@ type chaosClient struct {
 	ids     []string
 	decided map[string]bool // the tasks decided
 	unknown map[string]bool // the tasks seen as an unknown effect
-	next    atomic.Int32
+	// unknownCalls are the tool call IDs of those of chaosMCP.
+	unknownCalls map[string]bool
+	next         atomic.Int32
 }
 
 // do makes a request on one replica after the other until one answers.
@@ -633,6 +706,10 @@ func (c *chaosClient) decide(ctx context.Context, ids func() []string) {
 				c.mu.Lock()
 				if md["offload.effect"] == "unknown" {
 					c.unknown[task] = true
+					if m["tool"] == chaosMCP {
+						id, _ := m["tool_call_id"].(string)
+						c.unknownCalls[id] = true
+					}
 				}
 				c.decided[task] = true
 				c.mu.Unlock()
