@@ -53,7 +53,7 @@ soak: ## Fault soak (minutes): 1000 calls over 3 toolworkers, replicas and nats-
 	$(GO) test -tags soak -run '^TestSoak$$' -count=1 -v -timeout 20m ./cmd/toolworker/
 
 .PHONY: chaos
-chaos: ## Chaos (minutes): conversations of four kinds while serve replicas, toolworkers and the nats-server are SIGKILLed; SPEC §20's invariants printed (CHAOS_CONVERSATIONS, CHAOS_FAULTS, CHAOS_KILL_EVERY, CHAOS_SEED)
+chaos: ## Chaos (minutes): conversations of five kinds (one an MCP tool's: npm ci --prefix internal/mcptest/node) while serve replicas, toolworkers and the nats-server are SIGKILLed; SPEC §20's invariants printed (CHAOS_CONVERSATIONS, CHAOS_FAULTS, CHAOS_KILL_EVERY, CHAOS_SEED)
 	$(GO) test -tags chaos -run '^TestChaos$$' -count=1 -v -timeout 15m ./cmd/agent/
 
 .PHONY: lint
