@@ -467,18 +467,18 @@ func TestChaos(t *testing.T) {
 		}
 	}
 	c.mu.Lock()
-	unknown, approvals := len(c.unknown), len(c.decided)
+	unknown, approvals, mcpUnknown := len(c.unknown), len(c.decided), len(c.unknownCalls)
 	c.mu.Unlock()
 	report := fmt.Sprintf("chaos: %d conversations (inline, background, approval, non-blocking, mcp: %d each), %d model requests, %d tasks approved, seed %d\n"+
 		"chaos: faults for %v: %v SIGKILLs, one every %v; settled %v after\n"+
-		"chaos: runs per tool %v; unknown effects surfaced to a person %d; idempotent idem run again with the same key %d\n"+
+		"chaos: runs per tool %v; unknown effects surfaced to a person %d (of the MCP tool %d); idempotent idem run again with the same key %d\n"+
 		"chaos: invariant 1, conversations neither finished nor waiting for a person: %d (finished %d, waiting %d)\n"+
 		"chaos: invariant 2, runs of a tool not declared idempotent again for one attempt: %d\n"+
 		"chaos: invariant 3, model requests repeated for a stored step: %d (asked again, no answer stored before the kill: %d)\n"+
 		"chaos: invariant 4, results lost: %d (answered twice: %d)\n",
 		convs, convs/len(chaosPlans), len(reqs), approvals, seed,
 		faults, kills, killEvery, settled.Round(time.Second),
-		runs, unknown, idemAgain,
+		runs, unknown, mcpUnknown, idemAgain,
 		neither, finished, waiting, twice, repeated, again, lost, dup)
 	fmt.Print(report)
 	t.Log("\n" + report)
