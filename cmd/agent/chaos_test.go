@@ -58,13 +58,14 @@ tee -a "$(dirname "$0")/mcp.log" | %q %q stdio
 
 // chaosMCP is the chaos's MCP tool: server-everything's
 // trigger-long-running-operation, which works for its duration argument
-// (each call's is its own, 0.5 s and a few millionths: the call it logs
-// is known by it), declared not idempotent in the worker's config (its
-// annotations say idempotent).
+// (each call's is its own, 2.5 s and a few millionths: long enough for the
+// workers' kills to hit some, and the call it logs is known by it),
+// declared not idempotent in the worker's config (its annotations say
+// idempotent).
 const chaosMCP = "trigger-long-running-operation"
 
 // chaosMCPArg matches the duration of a call of chaosMCP in mcp.log.
-var chaosMCPArg = regexp.MustCompile(`"duration":(0\.5\d+)`)
+var chaosMCPArg = regexp.MustCompile(`"duration":(2\.5\d+)`)
 
 // chaosTools are the tools of the chaos (name → the YAML keys of its
 // entry beyond the command): every one but idem is not declared
@@ -140,7 +141,7 @@ func (m *chaosModel) answer(_ context.Context, req *llm.Request) (*llm.Response,
 			r.callIDs = append(r.callIDs, id)
 			args := "{}"
 			if name == chaosMCP {
-				d := fmt.Sprintf("0.5%06d1", n*10+k) // its own, ending in 1: the text the log shows
+				d := fmt.Sprintf("2.5%06d1", n*10+k) // its own, ending in 1: the text the log shows
 				m.mcp[d] = id
 				args = `{"duration":` + d + `,"steps":1}`
 			}
@@ -242,7 +243,7 @@ func TestChaos(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &chaosClient{urls: urls, nc: nc, decided: map[string]bool{}, unknown: map[string]bool{}, unknownCalls: map[string]bool{}}
+	c := &chaosClient{urls: urls, nc: nc, decided: map[string]bool{}, unknown: map[string]bool{}, unknownCalls: map[string]map[string]bool{}, mcpTasks: map[string]string{}}
 	// Every stored revision of every conversation: when each answer of
 	// the model (its call IDs) was first stored.
 	watching, stopWatching := context.WithCancel(ctx)
@@ -376,9 +377,9 @@ func TestChaos(t *testing.T) {
 			}
 		}
 	}
-	// Nor the MCP tool, known by its calls' durations: a call run again is
-	// allowed once when its worker died in its first run (an unknown
-	// effect a person approved, run as the next attempt).
+	// Nor the MCP tool, known by its calls' durations: a call runs once
+	// per attempt, and it has one attempt more for each unknown effect a
+	// person approved (its worker died in a run).
 	mcpLog, err := os.ReadFile(filepath.Join(tools, "mcp.log"))
 	if err != nil && !os.IsNotExist(err) {
 		t.Fatal(err)
@@ -393,13 +394,11 @@ func TestChaos(t *testing.T) {
 	model.mu.Unlock()
 	c.mu.Lock()
 	for d, n := range mcpRuns {
-		allowed := 1
-		if c.unknownCalls[mcpCalls[d]] {
-			allowed = 2
-		}
-		if n > allowed {
+		id := mcpCalls[d]
+		if allowed := 1 + len(c.unknownCalls[id]); n > allowed {
 			twice += n - allowed
-			t.Logf("%s ran %d times for call %s (duration %s)", chaosMCP, n, mcpCalls[d], d)
+			t.Logf("%s ran %d times for call %s (duration %s), %d unknown effects approved\n%s", chaosMCP, n, id, d, allowed-1,
+				chaosLogs(c.mcpTasks[id], nil, workers))
 		}
 	}
 	c.mu.Unlock()
@@ -467,7 +466,10 @@ func TestChaos(t *testing.T) {
 		}
 	}
 	c.mu.Lock()
-	unknown, approvals, mcpUnknown := len(c.unknown), len(c.decided), len(c.unknownCalls)
+	unknown, approvals, mcpUnknown := len(c.unknown), len(c.decided), 0
+	for _, a := range c.unknownCalls {
+		mcpUnknown += len(a)
+	}
 	c.mu.Unlock()
 	report := fmt.Sprintf("chaos: %d conversations (inline, background, approval, non-blocking, mcp: %d each), %d model requests, %d tasks approved, seed %d\n"+
 		"chaos: faults for %v: %v SIGKILLs, one every %v; settled %v after\n"+
@@ -623,8 +625,11 @@ type chaosClient struct {
 	ids     []string
 	decided map[string]bool // the tasks decided
 	unknown map[string]bool // the tasks seen as an unknown effect
-	// unknownCalls are the tool call IDs of those of chaosMCP.
-	unknownCalls map[string]bool
+	// unknownCalls are those of chaosMCP: by tool call ID, the start of
+	// each attempt that became one (its worker's started_at); mcpTasks
+	// are their task IDs.
+	unknownCalls map[string]map[string]bool
+	mcpTasks     map[string]string
 	next         atomic.Int32
 }
 
@@ -708,7 +713,12 @@ func (c *chaosClient) decide(ctx context.Context, ids func() []string) {
 					c.unknown[task] = true
 					if m["tool"] == chaosMCP {
 						id, _ := m["tool_call_id"].(string)
-						c.unknownCalls[id] = true
+						at, _ := md["started_at"].(string)
+						if c.unknownCalls[id] == nil {
+							c.unknownCalls[id] = map[string]bool{}
+						}
+						c.unknownCalls[id][at] = true
+						c.mcpTasks[id] = task
 					}
 				}
 				c.decided[task] = true
