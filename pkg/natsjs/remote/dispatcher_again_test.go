@@ -2,9 +2,15 @@ package remote_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/offload-dev/offload/internal/offloadtest"
+	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
 	"github.com/offload-dev/offload/pkg/natsjs/remote"
 	"github.com/offload-dev/offload/pkg/natsjs/worker"
@@ -74,5 +80,47 @@ func TestDispatchAgainAnsweredBefore(t *testing.T) {
 	}
 	if n := runs.Load(); n != 1 {
 		t.Fatalf("the tool ran %d times, want once", n)
+	}
+}
+
+// A background call a continuation starts again (tool.RunContext.Again)
+// whose attempt's result was stored before (by the worker of the process
+// that died) ends with that result, though no worker answers its task
+// again.
+func TestBackgroundCallDispatchedAgainReadsTheStoredResult(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	entry := natsjs.RegistryEntry{Name: "done", Parameters: json.RawMessage(`{"type":"object","properties":{}}`), Worker: "w-gone",
+		ExpiresAt: time.Now().Add(natsjs.RegistryTTL)}
+	data, _ := json.Marshal(entry)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	// The process that died: its dispatcher made the streams, its worker
+	// stored the result.
+	gone, _ := b.dispatcher(t, remote.DispatcherConfig{})
+	if err := gone.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	conv, taskID := protocol.NewID(), protocol.NewID()
+	if _, err := b.js.Publish(ctx, protocol.Subjects{}.Result(conv, taskID, "done"), []byte(`{"content":"42","attempt":0}`)); err != nil {
+		t.Fatal(err)
+	}
+
+	d, _ := b.dispatcher(t, remote.DispatcherConfig{})
+	ts := b.toolset(t, d, nil)
+	if _, err := b.registry(t).Put(ctx, "done.w-gone", data); err != nil {
+		t.Fatal(err)
+	}
+	waitTools(t, ts, "done")
+	call := bgCall(t, ts, "done", conv)
+	call.TaskID = taskID
+	call.Call.RunContext.Again = true
+	task, err := ts.Executor(nil).Start(ctx, call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	offloadtest.WaitOrTimeout(t, task.Done(), "the call answered by the stored result")
+	if v, err := task.Outcome(); err != nil || !strings.Contains(fmt.Sprintf("%s", v), `"42"`) {
+		t.Fatalf("outcome %s, %v; want the stored result", v, err)
 	}
 }
