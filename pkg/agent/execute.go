@@ -21,6 +21,7 @@ func (r *run) runContext(s *slot) *tool.RunContext {
 	rc := &tool.RunContext{
 		RunID:          r.runID,
 		ConversationID: r.convID,
+		Tenant:         r.opts.Tenant,
 		Usage:          r.state.usageSnapshot(),
 		Deps:           r.opts.Deps,
 		Control:        r,

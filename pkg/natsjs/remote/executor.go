@@ -143,6 +143,7 @@ func callTask(rc *tool.RunContext, name string, args json.RawMessage, mode proto
 		Tool:             name,
 		Args:             args,
 		ConversationID:   rc.ConversationID,
+		Tenant:           rc.Tenant,
 		RunID:            rc.RunID,
 		ToolCallID:       rc.ToolCallID,
 		Mode:             mode,

@@ -387,6 +387,7 @@ func (w *Worker) ruleRun(d *delivery) step {
 	rc := &tool.RunContext{
 		RunID:            task.RunID,
 		ConversationID:   task.ConversationID,
+		Tenant:           task.Tenant,
 		ToolCallID:       task.ToolCallID,
 		ToolName:         t.Name,
 		ToolCallApproved: task.Approved,
