@@ -80,10 +80,11 @@ func (j *tenantJobs) snapshot() (running, most, calls map[string]int) {
 // conversation's tenant (field and header): two calls of each tenant run
 // at once (were the tenant lost, one key would hold all four to two),
 // never more, and every conversation finishes with its own tenant's
-// result. agent run --tenant carries its tenant the same way.
+// result. A conversation started naming none has the spec's tenant; agent
+// run --tenant carries its tenant the same way.
 func TestTenantsReachWorkerLimits(t *testing.T) {
 	w := newServeWorld(t)
-	if err := os.WriteFile(w.spec, []byte("name: ops\nmodel: openai:fake-model\ntools: [job]\n"), 0o600); err != nil {
+	if err := os.WriteFile(w.spec, []byte("name: ops\nmodel: openai:fake-model\ntools: [job]\ntenant: hooli\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(w.tokens, []byte(serveOperator+" operator ops\n"+tenantToken+" operator acmeops tenant=acme\n"), 0o600); err != nil {
@@ -166,6 +167,12 @@ func TestTenantsReachWorkerLimits(t *testing.T) {
 		t.Errorf("calls by tenant %v, want acme's and globex's only", calls)
 	}
 
+	// Neither the request nor the token names one: the spec's.
+	code, final := api(t, "POST", url1+"/v1/conversations?wait=1", serveOperator, `{"agent":"ops","prompt":"[{\"tool\":\"job\",\"args\":{}}]"}`)
+	if out, _ := final["output"].(string); code != 200 || out != "seen job:done for hooli" {
+		t.Errorf("a conversation of the spec's tenant: %d %v", code, final)
+	}
+
 	// agent run --tenant: the same tenant on its task.
 	r := w.agent("run", "--tenant", "initech", "--tools", "job", `[{"tool":"job","args":{}}]`)
 	if out, _ := r.final["output"].(string); r.code != 0 || out != "seen job:done for initech" {
@@ -175,10 +182,10 @@ func TestTenantsReachWorkerLimits(t *testing.T) {
 		t.Errorf("agent run --tenant initech stored tenant %q", st.Tenant)
 	}
 	headers := map[string]int{}
-	for range 2*perTenant + 1 {
+	for range 2*perTenant + 2 {
 		headers[offloadtest.WaitOrTimeout(t, tasks, "a job task")]++
 	}
-	if headers["acme"] != perTenant || headers["globex"] != perTenant || headers["initech"] != 1 || len(headers) != 3 {
+	if headers["acme"] != perTenant || headers["globex"] != perTenant || headers["hooli"] != 1 || headers["initech"] != 1 || len(headers) != 4 {
 		t.Errorf("the tasks' %s headers: %v", protocol.TenantHeader, headers)
 	}
 	bad := w.command("run", "--tenant", "no tenant", "--tools", "job", "hi")
