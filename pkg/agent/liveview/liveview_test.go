@@ -64,3 +64,14 @@ func TestWritePendingElicitation(t *testing.T) {
 		t.Errorf("pending:\n%q\nwant\n%q", got, want)
 	}
 }
+
+// A call waiting in its tool's queue is shown as such (SPEC §19), with
+// its task and why.
+func TestQueuedShown(t *testing.T) {
+	var out bytes.Buffer
+	v := liveview.New(&out)
+	v.Event(agent.Event{Type: agent.EventQueued, Tool: "job", TaskID: "T1", Message: "queued: max_in_flight of tool job for tenant=acme, 2 ahead"})
+	if got, want := out.String(), "⏸ job task T1: queued: max_in_flight of tool job for tenant=acme, 2 ahead\n"; got != want {
+		t.Errorf("live view %q, want %q", got, want)
+	}
+}
