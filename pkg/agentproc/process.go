@@ -30,6 +30,7 @@ import (
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/convstore"
 	"github.com/offload-dev/offload/pkg/natsjs/remote"
+	"github.com/offload-dev/offload/pkg/natsjs/toolctl"
 	"github.com/offload-dev/offload/pkg/pending"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/session"
@@ -234,7 +235,8 @@ func (p *Process) Announcer(ctx context.Context, approvals session.ApprovalPolic
 // timeout); a decision of a call that needs a quorum counts its by as
 // the identity (the CLI has no key to sign it; the replicas count it only
 // with --trust-nats-by). It needs only what the approver and answerer
-// roles are granted.
+// roles are granted; the calls held in the tools' queues (SPEC §19) are
+// listed too when the role may read the tools' states (admin), else none.
 func OpenDesk(ctx context.Context, nc *nats.Conn, prov natsjs.ProvisionOptions, refusals *natsjs.Refusals, log *slog.Logger, tp trace.TracerProvider) (*pending.Desk, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -245,7 +247,32 @@ func OpenDesk(ctx context.Context, nc *nats.Conn, prov natsjs.ProvisionOptions, 
 		return nil, err
 	}
 	recs.Identities = &convstore.Identities{TrustBy: true}
-	return pending.New(pending.Config{Records: recs, Live: watchedLive{p: recs, r: refusals}, Logger: log, TracerProvider: tp})
+	tools, err := toolctl.New(toolctl.Config{Conn: nc, Provision: prov})
+	if err != nil {
+		return nil, err
+	}
+	return pending.New(pending.Config{Records: recs, Live: watchedLive{p: recs, r: refusals}, Queue: watchedQueue{c: tools, r: refusals, log: log},
+		Logger: log, TracerProvider: tp})
+}
+
+// watchedQueue lists the calls held in the tools' queues, best effort: a
+// read refused (a role that may not read the tools' states) or failing
+// lists none, at once.
+type watchedQueue struct {
+	c   *toolctl.Control
+	r   *natsjs.Refusals
+	log *slog.Logger
+}
+
+func (w watchedQueue) Held(ctx context.Context) ([]pending.Queued, error) {
+	ctx, stop := w.r.Watch(ctx)
+	defer stop()
+	held, err := w.c.Held(ctx)
+	if err != nil {
+		w.log.Debug("the calls held in the tools' queues are not listed", slog.Any("error", err))
+		return nil, nil
+	}
+	return held, nil
 }
 
 // watchedLive reads the approvals live runs announced, each read ended at

@@ -247,16 +247,16 @@ func (p *Process) Face(ctx context.Context, srv *Served, o FaceOptions) (*Face, 
 	if err != nil {
 		return nil, err
 	}
-	desk, err := pending.New(pending.Config{Records: recs, Tools: svc.Tool, Timeouts: svc.ApprovalTimeout,
+	tools, err := toolctl.New(toolctl.Config{Conn: srv.Faces, Provision: p.opts.Provision})
+	if err != nil {
+		return nil, err
+	}
+	desk, err := pending.New(pending.Config{Records: recs, Tools: svc.Tool, Timeouts: svc.ApprovalTimeout, Queue: tools,
 		TracerProvider: p.opts.TracerProvider, Logger: p.log})
 	if err != nil {
 		return nil, err
 	}
 	f := &Face{Desk: desk, Links: links}
-	tools, err := toolctl.New(toolctl.Config{Conn: srv.Faces, Provision: p.opts.Provision})
-	if err != nil {
-		return nil, err
-	}
 	cfg := web.Config{Core: svc, Desk: desk, Tokens: o.Tokens, Inbox: true, Links: links, PublicURL: o.PublicURL, Logger: p.log, Metrics: o.Metrics,
 		Limits: o.Limits, Tools: tools}
 	if o.Registry != nil {
