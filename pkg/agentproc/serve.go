@@ -188,6 +188,9 @@ func (p *Process) Serve(ctx context.Context, o ServeOptions) (*Served, error) {
 	if err := o.Registry.Register(pending.NewCollector(out.Desk)); err != nil {
 		return fail(err)
 	}
+	if err := o.Registry.Register(toolctl.NewDeadLetters(face.Tools)); err != nil {
+		return fail(err)
+	}
 	if len(o.Receivers) > 0 {
 		n, err := notify.New(notify.Config{JetStream: out.faces, Provision: p.opts.Provision, Receivers: o.Receivers, PublicURL: o.PublicURL,
 			Store: p.Conversations.Store, Links: face.Links, Expiry: out.Service.ApprovalTimeout, Logger: p.log, Metrics: metrics.NewNotify(o.Registry)})
@@ -228,6 +231,8 @@ type Face struct {
 	Links *convstore.Links
 	// Handler is the API, the inbox and the links' pages (package web).
 	Handler http.Handler
+	// Tools are the operator's hands on the fleet's tools (/v1/tools).
+	Tools *toolctl.Control
 }
 
 // Face builds the HTTP face of replica srv on p, on its faces'
@@ -256,7 +261,7 @@ func (p *Process) Face(ctx context.Context, srv *Served, o FaceOptions) (*Face, 
 	if err != nil {
 		return nil, err
 	}
-	f := &Face{Desk: desk, Links: links}
+	f := &Face{Desk: desk, Links: links, Tools: tools}
 	cfg := web.Config{Core: svc, Desk: desk, Tokens: o.Tokens, Inbox: true, Links: links, PublicURL: o.PublicURL, Logger: p.log, Metrics: o.Metrics,
 		Limits: o.Limits, Tools: tools}
 	if o.Registry != nil {
