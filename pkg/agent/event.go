@@ -30,7 +30,7 @@ const (
 	// held by a limit (SPEC §19): Message says why in words, Queued in
 	// fields. The call keeps its place in the run's tool_calls limit.
 	EventQueued EventType = "queued"
-	EventFinal                  EventType = "final"
+	EventFinal  EventType = "final"
 )
 
 // Status is how a run ended.
