@@ -30,6 +30,7 @@ type tenantJobs struct {
 	mu            sync.Mutex
 	running, most map[string]int
 	calls         map[string]int
+	agents        map[string]int // calls by the agent their worker was given
 	gate          chan struct{}
 	gateOnce      sync.Once
 }
@@ -41,6 +42,7 @@ func (j *tenantJobs) tool() *tool.Tool {
 		j.mu.Lock()
 		j.running[rc.Tenant]++
 		j.calls[rc.Tenant]++
+		j.agents[rc.Agent]++
 		j.most[rc.Tenant] = max(j.most[rc.Tenant], j.running[rc.Tenant])
 		j.mu.Unlock()
 		defer func() {
@@ -81,7 +83,8 @@ func (j *tenantJobs) snapshot() (running, most, calls map[string]int) {
 // at once (were the tenant lost, one key would hold all four to two),
 // never more, and every conversation finishes with its own tenant's
 // result. A conversation started naming none has the spec's tenant; agent
-// run --tenant carries its tenant the same way.
+// run --tenant carries its tenant the same way. agent serve's tasks carry
+// their agent's name too (keys by agent).
 func TestTenantsReachWorkerLimits(t *testing.T) {
 	w := newServeWorld(t)
 	if err := os.WriteFile(w.spec, []byte("name: ops\nmodel: openai:fake-model\ntools: [job]\ntenant: hooli\n"), 0o600); err != nil {
@@ -90,7 +93,7 @@ func TestTenantsReachWorkerLimits(t *testing.T) {
 	if err := os.WriteFile(w.tokens, []byte(serveOperator+" operator ops\n"+tenantToken+" operator acmeops tenant=acme\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	jobs := &tenantJobs{running: map[string]int{}, most: map[string]int{}, calls: map[string]int{},
+	jobs := &tenantJobs{running: map[string]int{}, most: map[string]int{}, calls: map[string]int{}, agents: map[string]int{},
 		gate: make(chan struct{})}
 	defer jobs.open()
 	for i := range 3 {
@@ -188,6 +191,11 @@ func TestTenantsReachWorkerLimits(t *testing.T) {
 	if headers["acme"] != perTenant || headers["globex"] != perTenant || headers["hooli"] != 1 || headers["initech"] != 1 || len(headers) != 4 {
 		t.Errorf("the tasks' %s headers: %v", protocol.TenantHeader, headers)
 	}
+	jobs.mu.Lock()
+	if jobs.agents["ops"] != 2*perTenant+1 || jobs.agents[""] != 1 {
+		t.Errorf("calls by agent %v, want agent serve's %d of ops and agent run's one of none", jobs.agents, 2*perTenant+1)
+	}
+	jobs.mu.Unlock()
 	bad := w.command("run", "--tenant", "no tenant", "--tools", "job", "hi")
 	out, err := bad.CombinedOutput()
 	if code := exitCode(t, err); code != 2 || !strings.Contains(string(out), "--tenant") {

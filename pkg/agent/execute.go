@@ -22,6 +22,7 @@ func (r *run) runContext(s *slot) *tool.RunContext {
 		RunID:          r.runID,
 		ConversationID: r.convID,
 		Tenant:         r.opts.Tenant,
+		Agent:          r.opts.Agent,
 		Usage:          r.state.usageSnapshot(),
 		Deps:           r.opts.Deps,
 		Control:        r,

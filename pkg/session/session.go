@@ -613,9 +613,13 @@ func (e *TenantError) Error() string {
 	return fmt.Sprintf("session: conversation %s is not of tenant %s", e.ID, e.Tenant)
 }
 
-// tenant returns the conversation's tenant (State.Tenant).
-func (s *Session) tenant() string {
+// tenantAndAgent returns the conversation's tenant (State.Tenant) and
+// its agent's name (State.Agent, "" without one).
+func (s *Session) tenantAndAgent() (tenant, agent string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.st.Tenant
+	if s.st.Agent != nil {
+		agent = s.st.Agent.Name
+	}
+	return s.st.Tenant, agent
 }

@@ -144,6 +144,7 @@ func callTask(rc *tool.RunContext, name string, args json.RawMessage, mode proto
 		Args:             args,
 		ConversationID:   rc.ConversationID,
 		Tenant:           rc.Tenant,
+		Agent:            rc.Agent,
 		RunID:            rc.RunID,
 		ToolCallID:       rc.ToolCallID,
 		Mode:             mode,

@@ -388,6 +388,7 @@ func (w *Worker) ruleRun(d *delivery) step {
 		RunID:            task.RunID,
 		ConversationID:   task.ConversationID,
 		Tenant:           task.Tenant,
+		Agent:            task.Agent,
 		ToolCallID:       task.ToolCallID,
 		ToolName:         t.Name,
 		ToolCallApproved: task.Approved,
