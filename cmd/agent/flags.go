@@ -18,6 +18,7 @@ import (
 	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/natsjs/remote"
 	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/session"
 	"github.com/offload-dev/offload/pkg/telemetry"
 )
 
@@ -46,22 +47,16 @@ type runFlags struct {
 	wait           time.Duration
 	callTimeout    time.Duration
 	conversation   string
+	tenant         string // --tenant: a new conversation's, that a stored one must have (SPEC §19)
 	// resume is set for agent resume: the answers given on its command
 	// line.
-	resume *resumeFlags
+	resume *session.Answers
 	mf     modelFlags      // model transport
 	conn   natsflags.Flags // the NATS connection
 	// agentSpec is the spec of --spec, once read (nil without one);
 	// toolsFrom where tools came from when not from --tools.
 	agentSpec *agentspec.Spec
 	toolsFrom string
-}
-
-// resumeFlags are the answers given on resume's command line.
-type resumeFlags struct {
-	approve []string // TASK
-	deny    []string // TASK[=MSG]
-	results []string // TASK=JSON
 }
 
 // registerRunFlags registers the flags run and resume share.
@@ -76,6 +71,7 @@ func registerRunFlags(cmd *cobra.Command, f *runFlags, e env) {
 	fl.DurationVar(&f.wait, "wait", 5*time.Minute, "with --approve wait: how long to wait for decisions before pausing")
 	fl.DurationVar(&f.callTimeout, "call-timeout", remote.DefaultInlineDeadline, "deadline of an inline remote call: past it (and a 5s grace for the worker's answer) the call fails with DeadlineExceeded and its task is cancelled")
 	fl.StringVar(&f.conversation, "conversation", "", "continue the stored conversation with this ID")
+	fl.StringVar(&f.tenant, "tenant", "", "tenant of a new conversation (a stored one must have it): its tasks carry it and workers' limits keyed by tenant hold per tenant")
 	fl.StringVar(&f.root, "root", ".", "directory the built-in file and shell tools work in")
 	fl.StringVar(&f.toolUser, "tool-user", proc.DefaultToolUser, "when the agent runs as root: the user (name or ID) the embedded default's shell commands run as, every privilege dropped (root or empty: as root, able to read the agent's secrets)")
 	fl.BoolVar(&f.local, "local", false, "run the built-in tools in this process, without NATS (nothing is stored)")
@@ -166,6 +162,7 @@ func applySpec(fl *pflag.FlagSet, f *runFlags) error {
 	set("model", s.Model != "", func() { f.model = s.Model })
 	set("tools", s.Tools != nil, func() { f.tools, f.toolsFrom = strings.Join(s.ToolNames(), ","), "the tools of --spec "+f.spec })
 	set("approve", s.Approve != "", func() { f.approve = s.Approve })
+	set("tenant", s.Tenant != "", func() { f.tenant = s.Tenant })
 	set("request-limit", l.Requests != nil, func() { f.requestLimit = *l.Requests })
 	set("tool-calls-limit", l.ToolCalls != nil, func() { f.toolCallsLimit = *l.ToolCalls })
 	set("stream", ms.Stream != nil, func() { f.mf.stream = *ms.Stream })

@@ -53,6 +53,11 @@ func newPendingCmd(e env) *cobra.Command {
 				}
 				liveview.WritePending(e.stdout, tasks, resolveCommands(f, o.c.embedded, conv))
 			}
+			queued, err := o.desk.Queued(ctx, pending.Filter{Conversation: f.conversation})
+			if err != nil {
+				return &exitError{Code: exitFailed, Err: err}
+			}
+			liveview.WriteQueued(e.stdout, queued)
 			return nil
 		},
 	}

@@ -2,17 +2,16 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/agent/agentmetrics"
 	"github.com/offload-dev/offload/pkg/agent/liveview"
+	"github.com/offload-dev/offload/pkg/agentproc"
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/protocol"
@@ -20,7 +19,7 @@ import (
 )
 
 func newResumeCmd(e env) *cobra.Command {
-	f := &runFlags{resume: &resumeFlags{}}
+	f := &runFlags{resume: &session.Answers{}}
 	cmd := &cobra.Command{
 		Use:   "resume --conversation ID [flags] [PROMPT]",
 		Short: "Continue a paused conversation with the decisions and answers that arrived",
@@ -46,9 +45,9 @@ func newResumeCmd(e env) *cobra.Command {
 	}
 	registerRunFlags(cmd, f, e)
 	fl := cmd.Flags()
-	fl.StringArrayVar(&f.resume.approve, "approve-task", nil, "approve the pending call with this task ID (repeatable)")
-	fl.StringArrayVar(&f.resume.deny, "deny-task", nil, "deny the pending call with this task ID, TASK or TASK=MESSAGE (repeatable)")
-	fl.StringArrayVar(&f.resume.results, "result", nil, "answer the pending external call with this task ID, TASK=JSON, JSON an Answer such as {\"content\":\"42\"} (repeatable)")
+	fl.StringArrayVar(&f.resume.Approve, "approve-task", nil, "approve the pending call with this task ID (repeatable)")
+	fl.StringArrayVar(&f.resume.Deny, "deny-task", nil, "deny the pending call with this task ID, TASK or TASK=MESSAGE (repeatable)")
+	fl.StringArrayVar(&f.resume.Results, "result", nil, "answer the pending external call with this task ID, TASK=JSON, JSON an Answer such as {\"content\":\"42\"} (repeatable)")
 	return cmd
 }
 
@@ -98,25 +97,19 @@ func runDurable(ctx context.Context, e env, f *runFlags, cfg agent.Config, rem *
 // in the JetStream store and loads it; its approvals' timeouts are
 // scheduled with their announcements (agentproc.Process.Announcer).
 func openSession(ctx context.Context, e env, f *runFlags, rem *conn) (*session.Session, error) {
-	var def *session.ApprovalPolicy
-	if s := f.agentSpec; s != nil && s.Approval != nil {
-		var err error
-		if def, err = session.ParseApprovalPolicy(s.Approval.Map()); err != nil {
-			return nil, usageErr("--spec: %v", err)
-		}
-	}
-	id, create := f.conversation, f.conversation == ""
-	if create {
-		id = protocol.NewID()
+	def, err := agentproc.SpecApproval(f.agentSpec)
+	if err != nil {
+		return nil, usageErr("--spec: %v", err)
 	}
 	host, _ := os.Hostname()
-	sess, warn, err := rem.proc.OpenSession(ctx, id, create, fmt.Sprintf("agent %s pid %d", host, os.Getpid()), def)
+	sess, warn, err := rem.proc.OpenSession(ctx, agentproc.SessionOptions{ID: f.conversation, Holder: fmt.Sprintf("agent %s pid %d", host, os.Getpid()),
+		Approval: def, Tenant: f.tenant})
 	if warn != nil {
 		fmt.Fprintf(e.stderr, "agent: %v; a paused call waits for a decision (or for agent serve's timers)\n", warn)
 	}
 	switch {
 	case errors.Is(err, conversation.ErrNotFound):
-		return nil, &exitError{Code: exitFailed, Err: fmt.Errorf("conversation %s is unknown", id)}
+		return nil, &exitError{Code: exitFailed, Err: fmt.Errorf("conversation %s is unknown", f.conversation)}
 	case errors.Is(err, conversation.ErrClaimed):
 		return nil, &exitError{Code: exitFailed, Err: fmt.Errorf("conflict: %w", err)}
 	case err != nil:
@@ -130,9 +123,13 @@ func openSession(ctx context.Context, e env, f *runFlags, rem *conn) (*session.S
 // call has its answer, sets the run's options to continue it. Otherwise
 // it ends the command: exit 3 (paused still), or 2 when a prompt was given.
 func continueSession(ctx context.Context, e env, f *runFlags, sess *session.Session, prompt string, opts *agent.RunOptions, out *liveview.Printer) error {
-	given, flags, err := givenAnswers(f.resume)
-	if err != nil {
-		return out.Failed(err)
+	var given []session.Given
+	var flags []string
+	if f.resume != nil {
+		var err error
+		if given, flags, err = f.resume.Given(); err != nil {
+			return out.Failed(usageErr("%v", err))
+		}
 	}
 	co := session.ContinueOptions{Given: given, Prompt: prompt, Suspend: e.suspend,
 		OnDuplicate: func(i int, g session.Given, re *conversation.RefusedError) {
@@ -167,34 +164,4 @@ func continueSession(ctx context.Context, e env, f *runFlags, sess *session.Sess
 		return out.Failed(usageErr("conversation %s: nothing is pending and it has ended: give a PROMPT to continue it", sess.ID()))
 	}
 	return out.Failed(err)
-}
-
-// givenAnswers returns the answers given on resume's command line, each
-// with the flag that gave it (for messages), in the order approvals,
-// denials, results; a --result without = is a usage error.
-func givenAnswers(rf *resumeFlags) ([]session.Given, []string, error) {
-	if rf == nil {
-		return nil, nil, nil
-	}
-	var given []session.Given
-	var flags []string
-	add := func(flag, task string, kind conversation.ArrivalKind, data []byte) {
-		given, flags = append(given, session.Given{Kind: kind, TaskID: task, Data: data}), append(flags, flag)
-	}
-	for _, t := range rf.approve {
-		add("--approve-task", t, conversation.ArrivalDecision, []byte(`{"approved":true}`))
-	}
-	for _, v := range rf.deny {
-		task, msg, _ := strings.Cut(v, "=")
-		data, _ := json.Marshal(protocol.Decision{Approved: false, Message: msg})
-		add("--deny-task", task, conversation.ArrivalDecision, data)
-	}
-	for _, v := range rf.results {
-		task, js, ok := strings.Cut(v, "=")
-		if !ok {
-			return nil, nil, usageErr("--result %s: want TASK=JSON", v)
-		}
-		add("--result", task, conversation.ArrivalAnswer, []byte(js))
-	}
-	return given, flags, nil
 }

@@ -68,6 +68,9 @@ func runAgent(ctx context.Context, e env, f *runFlags, prompt string) error {
 	if err := protocol.ValidatePrefix(f.prefix); err != nil {
 		return usageErr("--prefix: %v", err)
 	}
+	if err := protocol.ValidateTenant(f.tenant); err != nil {
+		return usageErr("--tenant: %v", err)
+	}
 	continuing := f.conversation != "" || f.resume != nil
 	if f.local && continuing {
 		return usageErr("--local keeps no conversation: drop it to continue a stored one")
@@ -110,7 +113,7 @@ func runAgent(ctx context.Context, e env, f *runFlags, prompt string) error {
 	if h := agentspec.Approvals(f.approve, liveview.Ask(e.stdin, e.stderr)); h != nil {
 		ao.Capabilities = append(ao.Capabilities, agent.HandleDeferredToolCalls(agentmetrics.TimeApprovals(am, h)))
 	}
-	opts := &agent.RunOptions{OnEvent: out.Event, Suspend: e.suspend}
+	opts := &agent.RunOptions{OnEvent: out.Event, Suspend: e.suspend, Tenant: f.tenant} // stored, the conversation's wins
 	if !f.local {
 		rem, err := openAgent(ctx, e, f, logger, procOptions{conversations: true, key: agentproc.KeyBestEffort, metrics: am, approvals: approvals})
 		if err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/offload-dev/offload/pkg/natsjs/remote"
 	"github.com/offload-dev/offload/pkg/natsjs/serve"
 	"github.com/offload-dev/offload/pkg/natsjs/serve/notify"
+	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/web"
 )
 
@@ -59,6 +60,7 @@ func newServeCmd(e env) *cobra.Command {
 	fl.IPNetSliceVar(&sf.limits.TrustedProxies, "trusted-proxy", nil, "network (CIDR) of a proxy in front of the HTTP face, whose X-Forwarded-For names the client for the login lockouts (repeatable)")
 	fl.BoolVar(&sf.run.trustNATSBy, "trust-nats-by", false, "count every decision's by as its approver's identity for a quorum (approval.required): only when whoever may publish decisions is trusted to name themselves")
 	fl.StringVar(&sf.run.model, "model", "", "model of the specs that name none (default as agent run's)")
+	fl.StringVar(&sf.run.tenant, "tenant", "", "tenant of the conversations of the specs that name none, started without one (a request's or a bound token's wins)")
 	fl.DurationVar(&sf.run.callTimeout, "call-timeout", remote.DefaultInlineDeadline, "deadline of an inline remote call")
 	fl.StringVar(&sf.run.root, "root", ".", "directory the built-in file and shell tools work in (embedded default)")
 	fl.StringVar(&sf.run.toolUser, "tool-user", proc.DefaultToolUser, "when serve runs as root: the user (name or ID) the embedded default's shell commands run as, every privilege dropped (root or empty: as root)")
@@ -78,6 +80,9 @@ func runServe(ctx context.Context, e env, sf *serveFlags) error {
 	specs, err := agentspec.LoadNamed(sf.specs, sf.specDir)
 	if err != nil {
 		return usageErr("%v", err)
+	}
+	if err := protocol.ValidateTenant(f.tenant); err != nil {
+		return usageErr("--tenant: %v", err)
 	}
 	if sf.sweep <= 0 {
 		return usageErr("--sweep-interval: %s: want a positive duration", sf.sweep)
@@ -128,6 +133,7 @@ func runServe(ctx context.Context, e env, sf *serveFlags) error {
 		if err != nil {
 			return usageErr("%v", err)
 		}
+		a.Tenant = cmp.Or(a.Tenant, f.tenant)
 		agents = append(agents, a)
 	}
 	host, _ := os.Hostname()

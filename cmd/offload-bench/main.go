@@ -17,7 +17,13 @@
 //     no-op and a tool taking 2 ms, throughput and p50, with the stored
 //     writes and the CPU per call of each process (effects.go);
 //   - fleet control's cost on a tool without limits (SPEC §19): the same
-//     path with the limits enabled against worker.Config.NoLimits;
+//     path with the limits enabled against worker.Config.NoLimits; and its
+//     behaviour across 3 worker replicas (fleet.go): a rate's accuracy
+//     (-fleet-rate over -fleet-window, a shorter window at a higher rate
+//     than the spec's 30/min over a minute, which those flags give), the
+//     most calls of a tenant running at once under max_in_flight 2 per
+//     tenant, and a tenant's median queue wait with another flooding 10×
+//     against alone;
 //   - overlap: 20 background calls of 500 ms on 20 worker slots through the
 //     agent loop, against the ideal (500 ms plus the model's time);
 //   - the cost of tracing: offload inline traced (at
@@ -65,6 +71,11 @@ import (
 )
 
 type config struct {
+	// fleetRate and fleetWindow are the rate figure's limit (calls a
+	// second) and window (SPEC §19 says 30/min over a minute: -fleet-rate
+	// 0.5 -fleet-window 1m).
+	fleetRate                      float64
+	fleetWindow                    time.Duration
 	n, warmup, tn, inflight, slots int
 	tpRounds                       int
 	replicas                       []int
@@ -82,6 +93,8 @@ type config struct {
 func main() {
 	var c config
 	flag.IntVar(&c.n, "n", 2000, "round trips measured for latency")
+	flag.Float64Var(&c.fleetRate, "fleet-rate", 5, "fleet control's rate figure: the limit, calls a second (SPEC §19's 30/min over a minute: -fleet-rate 0.5 -fleet-window 1m)")
+	flag.DurationVar(&c.fleetWindow, "fleet-window", 6*time.Second, "fleet control's rate figure: the window the starts are counted over")
 	flag.IntVar(&c.warmup, "warmup", 200, "round trips before measuring")
 	flag.IntVar(&c.tn, "throughput-n", 5000, "calls per throughput round")
 	flag.IntVar(&c.tpRounds, "throughput-rounds", 6, "interleaved rounds of each throughput and scaling figure")
@@ -287,6 +300,11 @@ func run(ctx context.Context, c config, out io.Writer) error {
 			return fmt.Errorf("limits' cost: %w", err)
 		}
 		reportLimitsCost(out, c, mtp, mlats)
+		ff, err := measureFleet(ctx, off, ep, c)
+		if err != nil {
+			return fmt.Errorf("fleet control: %w", err)
+		}
+		reportFleet(out, ff)
 		return nil
 	}
 	if c.only == "ledger" {
@@ -452,6 +470,11 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		return fmt.Errorf("limits' cost: %w", err)
 	}
 	results = append(results, reportLimitsCost(out, c, mtp, mlats)...)
+	ff, err := measureFleet(ctx, off, ep, c)
+	if err != nil {
+		return fmt.Errorf("fleet control: %w", err)
+	}
+	results = append(results, reportFleet(out, ff)...)
 
 	// Memory per finished call: interleaved like the rest, raw first.
 	// A dispatcher of its own, so that its memory of the calls made so far

@@ -98,6 +98,14 @@ type RunOptions struct {
 	// ConversationID overrides the conversation ID (default: the latest one
 	// in History, else a new ULID).
 	ConversationID string
+	// Tenant is the conversation's tenant (SPEC §19), given to its tools
+	// as RunContext.Tenant: a call run on a worker carries it on its
+	// task. Empty: none.
+	Tenant string
+	// Agent is the name of the conversation's agent, given to its tools as
+	// RunContext.Agent (a call run on a worker carries it on its task).
+	// Empty: none.
+	Agent string
 	// RunID, if set, is the run's ID (default: a new ULID): a service
 	// that answered a run's ID before it started (agent serve's API) has
 	// its events carry that one.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/message"
+	"github.com/offload-dev/offload/pkg/progress"
 )
 
 // EventType names an [Event]. The values are the "type" field of the
@@ -25,7 +26,11 @@ const (
 	EventBackgroundTaskStarted  EventType = "background_task_started"
 	EventBackgroundTaskFinished EventType = "background_task_finished"
 	EventProgress               EventType = "progress"
-	EventFinal                  EventType = "final"
+	// EventQueued says a call run on a worker waits in its tool's queue,
+	// held by a limit (SPEC §19): Message says why in words, Queued in
+	// fields. The call keeps its place in the run's tool_calls limit.
+	EventQueued EventType = "queued"
+	EventFinal  EventType = "final"
 )
 
 // Status is how a run ended.
@@ -94,6 +99,8 @@ type Event struct {
 	Status   string
 	Message  string
 	Fraction *float64
+	// Queued says why a queued event's call waits.
+	Queued *progress.Queued
 	// Final is set on the final event.
 	Final *Final
 	// TraceID and SpanID are the W3C IDs (hex) of the run's span when the
@@ -164,6 +171,18 @@ func (e Event) MarshalJSON() ([]byte, error) {
 			m["fraction"] = *e.Fraction
 		} else {
 			m["fraction"] = nil
+		}
+	case EventQueued:
+		m["task_id"], m["message"] = e.TaskID, e.Message
+		m["tool_call_id"], m["tool"] = e.ToolCallID, e.Tool
+		if q := e.Queued; q != nil {
+			m["reason"], m["ahead"] = q.Reason, q.Ahead
+			if q.Key != "" {
+				m["key"] = q.Key
+			}
+			if !q.Until.IsZero() {
+				m["until"] = q.Until.UTC().Format(time.RFC3339Nano)
+			}
 		}
 	case EventFinal:
 		f := e.Final

@@ -21,6 +21,8 @@ func (r *run) runContext(s *slot) *tool.RunContext {
 	rc := &tool.RunContext{
 		RunID:          r.runID,
 		ConversationID: r.convID,
+		Tenant:         r.opts.Tenant,
+		Agent:          r.opts.Agent,
 		Usage:          r.state.usageSnapshot(),
 		Deps:           r.opts.Deps,
 		Control:        r,
@@ -313,4 +315,10 @@ func (p callProgress) Report(message string, fraction *float64) { p.ReportTask("
 
 func (p callProgress) ReportTask(taskID, message string, fraction *float64) {
 	p.r.emit(Event{Type: EventProgress, TaskID: taskID, ToolCallID: p.s.call.ToolCallID, Tool: p.s.call.ToolName, Message: message, Fraction: fraction})
+}
+
+// ReportQueued turns a remote call held in its tool's queue into a queued
+// event (progress.QueueReporter).
+func (p callProgress) ReportQueued(taskID, message string, q progress.Queued) {
+	p.r.emit(Event{Type: EventQueued, TaskID: taskID, ToolCallID: p.s.call.ToolCallID, Tool: p.s.call.ToolName, Message: message, Queued: &q})
 }

@@ -24,12 +24,15 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/offload-dev/offload/pkg/agentspec"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/convstore"
 	"github.com/offload-dev/offload/pkg/natsjs/remote"
+	"github.com/offload-dev/offload/pkg/natsjs/toolctl"
 	"github.com/offload-dev/offload/pkg/pending"
+	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/session"
 )
 
@@ -232,7 +235,8 @@ func (p *Process) Announcer(ctx context.Context, approvals session.ApprovalPolic
 // timeout); a decision of a call that needs a quorum counts its by as
 // the identity (the CLI has no key to sign it; the replicas count it only
 // with --trust-nats-by). It needs only what the approver and answerer
-// roles are granted.
+// roles are granted; the calls held in the tools' queues (SPEC §19) are
+// listed too when the role may read the tools' states (admin), else none.
 func OpenDesk(ctx context.Context, nc *nats.Conn, prov natsjs.ProvisionOptions, refusals *natsjs.Refusals, log *slog.Logger, tp trace.TracerProvider) (*pending.Desk, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -243,7 +247,32 @@ func OpenDesk(ctx context.Context, nc *nats.Conn, prov natsjs.ProvisionOptions, 
 		return nil, err
 	}
 	recs.Identities = &convstore.Identities{TrustBy: true}
-	return pending.New(pending.Config{Records: recs, Live: watchedLive{p: recs, r: refusals}, Logger: log, TracerProvider: tp})
+	tools, err := toolctl.New(toolctl.Config{Conn: nc, Provision: prov})
+	if err != nil {
+		return nil, err
+	}
+	return pending.New(pending.Config{Records: recs, Live: watchedLive{p: recs, r: refusals}, Queue: watchedQueue{c: tools, r: refusals, log: log},
+		Logger: log, TracerProvider: tp})
+}
+
+// watchedQueue lists the calls held in the tools' queues, best effort: a
+// read refused (a role that may not read the tools' states) or failing
+// lists none, at once.
+type watchedQueue struct {
+	c   *toolctl.Control
+	r   *natsjs.Refusals
+	log *slog.Logger
+}
+
+func (w watchedQueue) Held(ctx context.Context) ([]pending.Queued, error) {
+	ctx, stop := w.r.Watch(ctx)
+	defer stop()
+	held, err := w.c.Held(ctx)
+	if err != nil {
+		w.log.Debug("the calls held in the tools' queues are not listed", slog.Any("error", err))
+		return nil, nil
+	}
+	return held, nil
 }
 
 // watchedLive reads the approvals live runs announced, each read ended at
@@ -265,17 +294,48 @@ func (w watchedLive) Waiting(ctx context.Context, conv string, skip map[string]b
 	return w.p.LiveWaiting(ctx, conv, skip)
 }
 
-// OpenSession claims conversation id (created empty with create) and
+// SessionOptions say which conversation [Process.OpenSession] opens, for
+// whom.
+type SessionOptions struct {
+	// ID is the stored conversation to open; empty: a new one, created
+	// empty with a new ID.
+	ID string
+	// Holder names the process in the lease.
+	Holder string
+	// Approval is the approval policy of the tools whose metadata sets
+	// none (the spec's: [SpecApproval]); nil: none.
+	Approval *session.ApprovalPolicy
+	// Tenant, if set, is the tenant of a new conversation, and the one a
+	// stored conversation must have (session.Config.Tenant, SPEC §19).
+	Tenant string
+}
+
+// OpenSession claims the conversation of o (a new one without an ID) and
 // loads it: the session of `agent run` and `agent resume`. Its approvals'
-// policies are the remote client's tools' (else def, the spec's), their
+// policies are the remote client's tools' (else o.Approval), their
 // timeouts scheduled with their announcements; warn, when not nil, says
 // that the server cannot schedule them (see [Process.Announcer]).
-func (p *Process) OpenSession(ctx context.Context, id string, create bool, holder string, def *session.ApprovalPolicy) (sess *session.Session, warn, err error) {
-	approvals := session.ApprovalPolicies{Default: def, Logger: p.log}
+func (p *Process) OpenSession(ctx context.Context, o SessionOptions) (sess *session.Session, warn, err error) {
+	approvals := session.ApprovalPolicies{Default: o.Approval, Logger: p.log}
 	if p.Client != nil {
 		approvals.Tools = p.Client.Toolset()
 	}
+	id, create := o.ID, o.ID == ""
+	if create {
+		id = protocol.NewID()
+	}
 	announcer, warn := p.Announcer(ctx, approvals)
-	sess, err = session.Open(ctx, p.Session(holder, announcer, approvals), id, create)
+	cfg := p.Session(o.Holder, announcer, approvals)
+	cfg.Tenant = o.Tenant
+	sess, err = session.Open(ctx, cfg, id, create)
 	return sess, warn, err
+}
+
+// SpecApproval is the approval policy of spec s (its approval key), for
+// the tools whose metadata sets none; nil when s sets none.
+func SpecApproval(s *agentspec.Spec) (*session.ApprovalPolicy, error) {
+	if s == nil || s.Approval == nil {
+		return nil, nil
+	}
+	return session.ParseApprovalPolicy(s.Approval.Map())
 }

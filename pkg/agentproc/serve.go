@@ -40,11 +40,9 @@ func (p *Process) ServeAgent(s *agentspec.Spec, model llm.Model, stream bool) (s
 	if err != nil {
 		return serve.Agent{}, fmt.Errorf("spec %s: %w", s.Name, err)
 	}
-	sa := serve.Agent{Name: s.Name, Digest: s.Digest, Agent: a, Tools: tools, NonBlocking: s.Approve == "background"}
-	if s.Approval != nil {
-		if sa.Approval, err = session.ParseApprovalPolicy(s.Approval.Map()); err != nil {
-			return serve.Agent{}, fmt.Errorf("spec %s: %w", s.Name, err)
-		}
+	sa := serve.Agent{Name: s.Name, Digest: s.Digest, Agent: a, Tools: tools, NonBlocking: s.Approve == "background", Tenant: s.Tenant}
+	if sa.Approval, err = SpecApproval(s); err != nil {
+		return serve.Agent{}, fmt.Errorf("spec %s: %w", s.Name, err)
 	}
 	return sa, nil
 }
@@ -190,6 +188,9 @@ func (p *Process) Serve(ctx context.Context, o ServeOptions) (*Served, error) {
 	if err := o.Registry.Register(pending.NewCollector(out.Desk)); err != nil {
 		return fail(err)
 	}
+	if err := o.Registry.Register(toolctl.NewDeadLetters(face.Tools)); err != nil {
+		return fail(err)
+	}
 	if len(o.Receivers) > 0 {
 		n, err := notify.New(notify.Config{JetStream: out.faces, Provision: p.opts.Provision, Receivers: o.Receivers, PublicURL: o.PublicURL,
 			Store: p.Conversations.Store, Links: face.Links, Expiry: out.Service.ApprovalTimeout, Logger: p.log, Metrics: metrics.NewNotify(o.Registry)})
@@ -230,6 +231,8 @@ type Face struct {
 	Links *convstore.Links
 	// Handler is the API, the inbox and the links' pages (package web).
 	Handler http.Handler
+	// Tools are the operator's hands on the fleet's tools (/v1/tools).
+	Tools *toolctl.Control
 }
 
 // Face builds the HTTP face of replica srv on p, on its faces'
@@ -249,16 +252,16 @@ func (p *Process) Face(ctx context.Context, srv *Served, o FaceOptions) (*Face, 
 	if err != nil {
 		return nil, err
 	}
-	desk, err := pending.New(pending.Config{Records: recs, Tools: svc.Tool, Timeouts: svc.ApprovalTimeout,
-		TracerProvider: p.opts.TracerProvider, Logger: p.log})
-	if err != nil {
-		return nil, err
-	}
-	f := &Face{Desk: desk, Links: links}
 	tools, err := toolctl.New(toolctl.Config{Conn: srv.Faces, Provision: p.opts.Provision})
 	if err != nil {
 		return nil, err
 	}
+	desk, err := pending.New(pending.Config{Records: recs, Tools: svc.Tool, Timeouts: svc.ApprovalTimeout, Queue: tools,
+		TracerProvider: p.opts.TracerProvider, Logger: p.log})
+	if err != nil {
+		return nil, err
+	}
+	f := &Face{Desk: desk, Links: links, Tools: tools}
 	cfg := web.Config{Core: svc, Desk: desk, Tokens: o.Tokens, Inbox: true, Links: links, PublicURL: o.PublicURL, Logger: p.log, Metrics: o.Metrics,
 		Limits: o.Limits, Tools: tools}
 	if o.Registry != nil {

@@ -24,6 +24,7 @@ import (
 
 	"github.com/offload-dev/offload/pkg/agent/background"
 	"github.com/offload-dev/offload/pkg/limits"
+	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
@@ -58,6 +59,11 @@ type Spec struct {
 	ExternalTools []ExternalTool `yaml:"external_tools"`
 	// ModelSettings configure the model's requests and transport.
 	ModelSettings *ModelSettings `yaml:"model_settings"`
+	// Tenant, if set, is the tenant (SPEC §19) of the conversations the
+	// agent starts when none is given (agent run --tenant, agent serve's
+	// API field or a token bound to a tenant win): it travels on each of
+	// their tasks, and workers key limits by it.
+	Tenant string `yaml:"tenant"`
 
 	// Digest is "sha256:" and the hex SHA-256 of the file's bytes, set by
 	// [Parse] and [Load]: what identifies the spec a conversation ran
@@ -242,6 +248,9 @@ func (s *Spec) Validate() error {
 		if err := tool.ValidateName(s.Name); err != nil {
 			return fmt.Errorf("name: %w", err)
 		}
+	}
+	if err := protocol.ValidateTenant(s.Tenant); err != nil {
+		return fmt.Errorf("tenant: %w", err)
 	}
 	if s.Approve != "" && !slices.Contains(ApproveModes, s.Approve) {
 		return fmt.Errorf("approve: %q is not one of %s", s.Approve, strings.Join(ApproveModes, ", "))

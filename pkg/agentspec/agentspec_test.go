@@ -37,10 +37,21 @@ func TestParseRefuses(t *testing.T) {
 		{"limits: {requests: 0}\n", "limits.requests must be at least 1"},
 		{"capabilities: [{BackgroundTools: {tools: some}}]\n", "capabilities[0].BackgroundTools.tools"},
 		{"model: test\n---\nmodel: test\n", "more than one YAML document"},
+		{"tenant: \"a b\"\n", "tenant: protocol: invalid tenant"},
+		{"tenant: acme/eu\n", "tenant: protocol: invalid tenant"},
 	} {
 		if _, err := agentspec.Parse([]byte(tc.yaml)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: err %v, want %q", tc.yaml, err, tc.want)
 		}
+	}
+}
+
+// A spec's tenant (SPEC §19) is kept as given.
+func TestParseTenant(t *testing.T) {
+	t.Parallel()
+	s, err := agentspec.Parse([]byte("name: ops\ntenant: acme-eu\n"))
+	if err != nil || s.Tenant != "acme-eu" {
+		t.Fatalf("tenant %q, %v", s.Tenant, err)
 	}
 }
 

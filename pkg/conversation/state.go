@@ -52,6 +52,11 @@ type State struct {
 	// known (a conversation started by `agent run`, or stored before it
 	// was recorded).
 	StartedBy string `json:"started_by,omitempty"`
+	// Tenant is the conversation's tenant (SPEC §19), set when it was
+	// created (agent serve's API, --tenant, the spec's tenant) and never
+	// changed: every run of it, on any replica, carries it on its tasks.
+	// Empty: none.
+	Tenant string `json:"tenant,omitempty"`
 }
 
 // AgentRef is the agent a conversation runs with: the name of its spec

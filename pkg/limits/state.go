@@ -502,6 +502,18 @@ func (s *State) Waiting(now time.Time) int {
 	return n
 }
 
+// Held returns the calls that wait at now (as [State.Waiting] counts
+// them), those an operator cancelled left out, in the queue's order.
+func (s *State) Held(now time.Time) []Entry {
+	var out []Entry
+	for i := range s.Queue {
+		if e := s.Queue[i]; e.waiting(now) && !e.Cancelled {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 // Running returns how many distinct calls hold a slot at now.
 func (s *State) Running(now time.Time) int {
 	seen := map[string]bool{}

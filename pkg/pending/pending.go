@@ -94,6 +94,9 @@ type Config struct {
 	// Timeouts, if set, returns the expiry of the approvals of an agent's
 	// tool, shown with each call ([Call.Expires]).
 	Timeouts func(ctx context.Context, agent, tool string) (Timeout, bool)
+	// Queue, if set, lists the calls held in their tools' queues by a
+	// limit ([Desk.Queued], SPEC §19).
+	Queue Queue
 	// TracerProvider, if set, records a producer span for each decision
 	// and answer published (SPEC §14: send decision, send answer).
 	TracerProvider trace.TracerProvider

@@ -1,6 +1,9 @@
 package progress
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Reporter receives progress reports from a running tool. Implementations
 // must be safe for concurrent use and should not block: a tool calls Report
@@ -78,4 +81,41 @@ func ReportTask(ctx context.Context, taskID, message string, fraction *float64) 
 		return
 	}
 	r.Report(message, fraction)
+}
+
+// Queued is why a call waits in its tool's queue, held by a limit (SPEC
+// §19): Reason is max_in_flight, rate, cool_down, paused or order (calls
+// that go first wait), Ahead how many waiting calls go first, Key the
+// limit's key and value it waits for ("tenant=acme", empty for the
+// tool's own), Until when it may start at the earliest (zero: unknown).
+type Queued struct {
+	Reason string
+	Ahead  int
+	Key    string
+	Until  time.Time
+}
+
+// QueueReporter is implemented by reporters that show a remote call held
+// in its tool's queue as queued rather than as progress (the agent's
+// queued events). Relaying code calls [ReportQueued].
+type QueueReporter interface {
+	// ReportQueued says that the remote task taskID waits in its tool's
+	// queue for q; message says it in words.
+	ReportQueued(taskID, message string, q Queued)
+}
+
+// ReportQueued relays that the remote task taskID waits in its tool's
+// queue to the reporter carried by ctx: through ReportQueued when it is a
+// [QueueReporter], else as a progress report of message. It is a no-op
+// when ctx carries none.
+func ReportQueued(ctx context.Context, taskID, message string, q Queued) {
+	r, ok := FromContext(ctx)
+	if !ok {
+		return
+	}
+	if qr, ok := r.(QueueReporter); ok {
+		qr.ReportQueued(taskID, message, q)
+		return
+	}
+	ReportTask(ctx, taskID, message, nil)
 }

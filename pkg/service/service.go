@@ -103,6 +103,25 @@ func StartedBy(ctx context.Context) string {
 	return who
 }
 
+// tenantKey is the context key of [WithTenant].
+type tenantKey struct{}
+
+// WithTenant returns ctx saying the tenant (SPEC §19) the caller asks the
+// core for: a conversation [Core.StartConversation] creates with it
+// carries it (conversation.State.Tenant), and a stored conversation
+// started or continued with it must have it (else a
+// *session.TenantError). A face gives the tenant its caller's token is
+// bound to, else the one the request names.
+func WithTenant(ctx context.Context, tenant string) context.Context {
+	return context.WithValue(ctx, tenantKey{}, tenant)
+}
+
+// Tenant returns the tenant ctx asks for ([WithTenant]); "" when none.
+func Tenant(ctx context.Context) string {
+	t, _ := ctx.Value(tenantKey{}).(string)
+	return t
+}
+
 // Final is how a run ended: the §6.3 final event's information.
 type Final struct {
 	// ConversationID is the conversation.
@@ -169,4 +188,6 @@ type Conversation struct {
 	Error string `json:"error,omitempty"`
 	// StartedBy is who started it (conversation.State.StartedBy).
 	StartedBy string `json:"started_by,omitempty"`
+	// Tenant is its tenant (conversation.State.Tenant), when it has one.
+	Tenant string `json:"tenant,omitempty"`
 }

@@ -174,6 +174,7 @@ func (s *Session) Run(ctx context.Context, a *agent.Agent, prompt string, opts *
 		ro = *opts
 	}
 	ro.ConversationID = s.ID()
+	ro.Tenant, ro.Agent = s.tenantAndAgent()
 	ro.OnEvent = s.stampFinal(ctx, ro.OnEvent)
 	if !ro.Continues.IsValid() {
 		s.mu.Lock()

@@ -93,6 +93,10 @@ type Config struct {
 	// creates (State.StartedBy, SPEC §21): agent serve gives the name of
 	// the token that started one over its API.
 	StartedBy string
+	// Tenant, when set, is the tenant (SPEC §19) of the conversations this
+	// configuration creates, and the one a conversation it opens must
+	// have: one of another tenant, or of none, is a [*TenantError].
+	Tenant string
 	// MaxPayload bounds the messages given on a command line, as the
 	// server bounds the others; 0: no bound.
 	MaxPayload int
@@ -237,7 +241,7 @@ func Open(ctx context.Context, cfg Config, id string, create bool) (*Session, er
 	}
 	switch {
 	case errors.Is(err, conversation.ErrNotFound) && create:
-		st = &conversation.State{ID: id, History: message.History{}, StartedBy: cfg.StartedBy}
+		st = &conversation.State{ID: id, History: message.History{}, StartedBy: cfg.StartedBy, Tenant: cfg.Tenant}
 		if rev, err = cfg.Store.Save(ctx, st, 0); err != nil {
 			s.release()
 			return nil, err
@@ -245,6 +249,10 @@ func Open(ctx context.Context, cfg Config, id string, create bool) (*Session, er
 	case err != nil:
 		s.release()
 		return nil, err
+	}
+	if cfg.Tenant != "" && st.Tenant != cfg.Tenant {
+		s.release()
+		return nil, &TenantError{ID: id, Tenant: cfg.Tenant}
 	}
 	s.st, s.rev = st, rev
 	s.awaitAnswersLocked()
@@ -590,3 +598,28 @@ func callValue(r protocol.Result) any {
 }
 
 func toolFailed(msg string) error { return &tool.ToolFailed{Message: msg} }
+
+// TenantError is the error of [Open] for a conversation that is not of
+// the tenant its configuration asks for (Config.Tenant): a caller bound
+// to a tenant may not run another tenant's conversations, nor give a
+// stored conversation a tenant it was not created with. It names only
+// the tenant asked for, not the one the conversation has.
+type TenantError struct {
+	// ID is the conversation; Tenant the tenant asked for.
+	ID, Tenant string
+}
+
+func (e *TenantError) Error() string {
+	return fmt.Sprintf("session: conversation %s is not of tenant %s", e.ID, e.Tenant)
+}
+
+// tenantAndAgent returns the conversation's tenant (State.Tenant) and
+// its agent's name (State.Agent, "" without one).
+func (s *Session) tenantAndAgent() (tenant, agent string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.st.Agent != nil {
+		agent = s.st.Agent.Name
+	}
+	return s.st.Tenant, agent
+}

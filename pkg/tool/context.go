@@ -46,6 +46,14 @@ type RunContext struct {
 	RunID string
 	// ConversationID is the conversation's ID, stable across runs.
 	ConversationID string
+	// Tenant is the conversation's tenant (SPEC §19), when it has one:
+	// the calls a worker runs carry it on their tasks, and limits keyed
+	// by tenant hold per tenant.
+	Tenant string
+	// Agent is the name of the conversation's agent (agent serve's, SPEC
+	// §11), when it has one: the calls a worker runs carry it on their
+	// tasks, for limits keyed by agent.
+	Agent string
 	// ToolCallID is the model's ID of this call.
 	ToolCallID string
 	// ToolName is the name of the called tool.

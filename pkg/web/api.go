@@ -1,9 +1,11 @@
 package web
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -50,11 +52,13 @@ type startRequest struct {
 	Agent          string `json:"agent"`
 	Prompt         string `json:"prompt"`
 	ConversationID string `json:"conversation_id,omitempty"`
+	// Tenant is the conversation's tenant (SPEC §19).
+	Tenant string `json:"tenant,omitempty"`
 }
 
 func (h *handler) start(w http.ResponseWriter, r *http.Request) error {
 	var req startRequest
-	if err := decodeBody(r, &req, "a JSON object {agent, prompt, conversation_id?}"); err != nil {
+	if err := decodeBody(r, &req, "a JSON object {agent, prompt, conversation_id?, tenant?}"); err != nil {
 		return err
 	}
 	if strings.TrimSpace(req.Prompt) == "" {
@@ -65,12 +69,31 @@ func (h *handler) start(w http.ResponseWriter, r *http.Request) error {
 			return badRequest("conversation_id: %s", err.Error())
 		}
 	}
-	run, err := h.Core.StartConversation(service.WithStartedBy(r.Context(), callerOf(r).Name), req.Agent, req.Prompt, req.ConversationID)
+	ctx, err := tenantContext(r, req.Tenant)
+	if err != nil {
+		return err
+	}
+	run, err := h.Core.StartConversation(service.WithStartedBy(ctx, callerOf(r).Name), req.Agent, req.Prompt, req.ConversationID)
 	if err != nil {
 		return err
 	}
 	h.answerRun(w, r, run)
 	return nil
+}
+
+// tenantContext returns r's context asking the core for the tenant of
+// the caller's token when it is bound to one, else for asked (a
+// request's tenant; none when empty): 400 for a tenant that is not one,
+// 403 for a bound token asking for another tenant than its own.
+func tenantContext(r *http.Request, asked string) (context.Context, error) {
+	if err := protocol.ValidateTenant(asked); err != nil {
+		return nil, badRequest("tenant: %s must match %s", strconv.Quote(asked), protocol.TenantPattern)
+	}
+	c := callerOf(r)
+	if c.Tenant != "" && asked != "" && asked != c.Tenant {
+		return nil, errorf(http.StatusForbidden, "wrong_tenant", "the token of %s is bound to another tenant than %s", c.Name, asked)
+	}
+	return service.WithTenant(r.Context(), cmp.Or(c.Tenant, asked)), nil
 }
 
 // answerRun answers a run started: 202 with its IDs, or with ?wait=1 200

@@ -15,10 +15,10 @@ func (h *handler) pending(w http.ResponseWriter, r *http.Request) error {
 	f := pending.Filter{Tool: r.URL.Query().Get("tool")}
 	switch kind := deferred.Kind(r.URL.Query().Get("kind")); kind {
 	case "":
-	case deferred.KindApproval, deferred.KindExternal, deferred.KindBackground:
+	case deferred.KindApproval, deferred.KindExternal, deferred.KindBackground, pending.KindQueued:
 		f.Kinds = []deferred.Kind{kind}
 	default:
-		return badRequest("kind is approval, external or background")
+		return badRequest("kind is approval, external, background or queued")
 	}
 	calls, err := h.Desk.Calls(r.Context(), f)
 	if err != nil {
@@ -27,8 +27,22 @@ func (h *handler) pending(w http.ResponseWriter, r *http.Request) error {
 	if calls == nil {
 		calls = []pending.Call{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"pending": calls})
+	queued, err := h.queued(r, f)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"pending": calls, "queued": queued})
 	return nil
+}
+
+// queued returns the calls held in their tools' queues that f selects
+// (SPEC §19): listed beside the pending calls, never decided.
+func (h *handler) queued(r *http.Request, f pending.Filter) ([]pending.Queued, error) {
+	queued, err := h.Desk.Queued(r.Context(), f)
+	if queued == nil {
+		queued = []pending.Queued{}
+	}
+	return queued, err
 }
 
 // decisionRequest is the body of a decision; its by is the token's name.

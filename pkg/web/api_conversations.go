@@ -68,7 +68,11 @@ func (h *handler) postMessage(w http.ResponseWriter, r *http.Request) error {
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || strings.TrimSpace(req.Prompt) == "" {
 		return badRequest(`the body is not a message {"prompt"} with a prompt`)
 	}
-	run, err := h.Core.Continue(r.Context(), id, req.Prompt)
+	ctx, err := tenantContext(r, "") // a bound token continues its tenant's only
+	if err != nil {
+		return err
+	}
+	run, err := h.Core.Continue(ctx, id, req.Prompt)
 	if err != nil {
 		return err
 	}

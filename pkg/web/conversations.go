@@ -101,6 +101,9 @@ type liveCall struct {
 	// percent (-1: none said).
 	Progress string
 	Fraction int
+	// Queued says its last report was that it waits in its tool's queue,
+	// held by a limit (a queued event, SPEC §19; Progress says why).
+	Queued bool
 	// Outcome and Result are its result's, once returned.
 	Outcome, Result string
 }
@@ -174,11 +177,13 @@ func (h *handler) liveCalls(r *http.Request, id string, hist message.History, sa
 				c = byTask[ev.TaskID]
 			}
 			if c != nil {
-				c.Progress = ev.Message
+				c.Progress, c.Queued = ev.Message, false
 				if ev.Fraction != nil {
 					c.Fraction = int(*ev.Fraction * 100)
 				}
 			}
+		case "queued":
+			markQueued(byCall, byTask, ev)
 		case "tool_result":
 			if c := byCall[ev.ToolCallID]; c != nil {
 				c.Outcome = cmp.Or(ev.Outcome, "success")
@@ -200,4 +205,16 @@ func (h *handler) liveCalls(r *http.Request, id string, hist message.History, sa
 		out = append(out, *c)
 	}
 	return out, err
+}
+
+// markQueued marks the call of a queued event as waiting in its tool's
+// queue, its message as its progress.
+func markQueued(byCall, byTask map[string]*liveCall, ev liveEvent) {
+	c := byCall[ev.ToolCallID]
+	if c == nil {
+		c = byTask[ev.TaskID]
+	}
+	if c != nil {
+		c.Progress, c.Queued = ev.Message, true
+	}
 }

@@ -53,6 +53,7 @@ func answerOf(err error) *httpError {
 		re *conversation.RefusedError
 		ae *pending.ArgsError
 		pe *session.PendingError
+		te *session.TenantError
 	)
 	status, code := http.StatusInternalServerError, "internal"
 	switch {
@@ -74,6 +75,8 @@ func answerOf(err error) *httpError {
 		status, code = http.StatusNotFound, "not_found"
 	case errors.Is(err, conversation.ErrClaimed):
 		status, code = http.StatusConflict, "running"
+	case errors.As(err, &te):
+		status, code = http.StatusForbidden, "wrong_tenant"
 	case errors.As(err, &pe), errors.Is(err, session.ErrNothingToResume):
 		status, code = http.StatusConflict, "pending"
 	case errors.Is(err, service.ErrNoAgent):

@@ -205,8 +205,12 @@ func (h *handler) showInbox(w http.ResponseWriter, r *http.Request, code int, no
 	if notice == "" {
 		notice = noticeOf(r.URL.Query())
 	}
+	queued, err := h.Desk.Queued(r.Context(), pending.Filter{})
+	if err != nil {
+		return fmt.Errorf("the tools' queues cannot be read: %w", err)
+	}
 	c := callerOf(r)
-	h.render(w, r, code, "inbox", map[string]any{"Items": items, "Notice": notice, "Who": c.Name, "Role": string(c.Role),
+	h.render(w, r, code, "inbox", map[string]any{"Items": items, "Queued": queued, "Notice": notice, "Who": c.Name, "Role": string(c.Role),
 		"MayDecide": c.may(RoleApprover), "MayAnswer": c.may(RoleAnswerer), "Links": h.Links != nil})
 	return nil
 }

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/offload-dev/offload/pkg/protocol"
 )
 
 // Role is what a token may do (SPEC §11).
@@ -34,18 +36,21 @@ const (
 // Roles are the roles, in the order of SPEC §11.
 var Roles = []Role{RoleAdmin, RoleOperator, RoleApprover, RoleAnswerer, RoleViewer}
 
-// Identity is who a token is: its role and its NAME (a decision's by).
+// Identity is who a token is: its role, its NAME (a decision's by) and,
+// when it is bound to one, its tenant (SPEC §19): the conversations it
+// starts are that tenant's, and it may start or continue no other's.
 type Identity struct {
-	Role Role
-	Name string
+	Role   Role
+	Name   string
+	Tenant string
 }
 
 // Tokens are the bearer tokens the HTTP API accepts.
 type Tokens map[string]Identity
 
-// ParseTokens reads lines `TOKEN ROLE NAME` (blank lines and lines
-// starting with # skipped). A token easily guessed is refused
-// ([weakToken]).
+// ParseTokens reads lines `TOKEN ROLE NAME [tenant=TENANT]` (blank lines
+// and lines starting with # skipped): a token given a tenant is bound to
+// it (Identity.Tenant). A token easily guessed is refused ([weakToken]).
 func ParseTokens(r io.Reader) (Tokens, error) {
 	out := Tokens{}
 	sc := bufio.NewScanner(r)
@@ -55,8 +60,19 @@ func ParseTokens(r io.Reader) (Tokens, error) {
 			continue
 		}
 		f := strings.Fields(line)
-		if len(f) != 3 {
-			return nil, fmt.Errorf("tokens line %d: want TOKEN ROLE NAME", n)
+		if len(f) != 3 && len(f) != 4 {
+			return nil, fmt.Errorf("tokens line %d: want TOKEN ROLE NAME [tenant=TENANT]", n)
+		}
+		var tenant string
+		if len(f) == 4 {
+			t, ok := strings.CutPrefix(f[3], "tenant=")
+			if !ok || t == "" {
+				return nil, fmt.Errorf("tokens line %d: want tenant=TENANT after the name, not %q", n, f[3])
+			}
+			if err := protocol.ValidateTenant(t); err != nil {
+				return nil, fmt.Errorf("tokens line %d: %w", n, err)
+			}
+			tenant = t
 		}
 		if !slices.Contains(Roles, Role(f[1])) {
 			return nil, fmt.Errorf("tokens line %d: unknown role %q", n, f[1])
@@ -67,7 +83,7 @@ func ParseTokens(r io.Reader) (Tokens, error) {
 		if _, dup := out[f[0]]; dup {
 			return nil, fmt.Errorf("tokens line %d: token given twice", n)
 		}
-		out[f[0]] = Identity{Role: Role(f[1]), Name: f[2]}
+		out[f[0]] = Identity{Role: Role(f[1]), Name: f[2], Tenant: tenant}
 	}
 	if err := sc.Err(); err != nil {
 		return nil, err

@@ -40,3 +40,24 @@ func TestParseTokensRefusesWeakTokens(t *testing.T) {
 		}
 	}
 }
+
+// A token may be bound to a tenant (SPEC §19): a fourth field
+// tenant=TENANT; anything else there, or a tenant that is not one, is
+// refused with its line.
+func TestParseTokensTenant(t *testing.T) {
+	toks, err := web.ParseTokens(strings.NewReader("operator-token-0123456789 operator ops\nacme-token-0123456789x operator acmeops tenant=acme\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := toks["acme-token-0123456789x"]; got != (web.Identity{Role: web.RoleOperator, Name: "acmeops", Tenant: "acme"}) {
+		t.Errorf("bound token: %+v", got)
+	}
+	if got := toks["operator-token-0123456789"]; got.Tenant != "" {
+		t.Errorf("unbound token: %+v", got)
+	}
+	for _, bad := range []string{"acme", "tenant=", "tenant=ac/me", "tenant=acme extra", "team=acme"} {
+		if _, err := web.ParseTokens(strings.NewReader("# ops\nacme-token-0123456789x operator acmeops " + bad + "\n")); err == nil || !strings.Contains(err.Error(), "tokens line 2") {
+			t.Errorf("%q: %v, want it refused", bad, err)
+		}
+	}
+}

@@ -191,6 +191,26 @@ func (p *taskReporter) ReportTask(_ string, message string, fraction *float64) {
 	p.inner.Report(message, fraction)
 }
 
+// ReportQueued relays that the task waits in its tool's queue
+// (progress.QueueReporter), as its progress when the inner reporter
+// shows no queued calls.
+func (p *taskReporter) ReportQueued(_, message string, q progress.Queued) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ended {
+		return
+	}
+	if qr, ok := p.inner.(progress.QueueReporter); ok {
+		qr.ReportQueued(p.taskID, message, q)
+		return
+	}
+	if tr, ok := p.inner.(progress.TaskReporter); ok {
+		tr.ReportTask(p.taskID, message, nil)
+		return
+	}
+	p.inner.Report(message, nil)
+}
+
 // endWith ends the reports and calls emit (which emits the finished
 // event) once no report is being emitted. A nil p just calls emit.
 func (p *taskReporter) endWith(emit func()) {

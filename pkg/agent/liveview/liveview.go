@@ -98,6 +98,8 @@ func (v *View) Event(ev agent.Event) {
 			elapsed = " [" + since(lt.started, ev.At) + "]"
 		}
 		fmt.Fprintf(v.w, "… %s%s%s: %s%s\n", ev.Tool, task, elapsed, ev.Message, pct)
+	case agent.EventQueued:
+		v.queued(ev)
 	case agent.EventBackgroundTaskStarted:
 		if v.running == nil {
 			v.running = map[string]*liveTask{}
@@ -223,4 +225,17 @@ func clip(s string, n int) string {
 		return s[:n] + "…"
 	}
 	return s
+}
+
+// queued prints that a call waits in its tool's queue (SPEC §19), as its
+// progress: "⏸ tool task T: queued: rate limit of tool T, 3 ahead".
+func (v *View) queued(ev agent.Event) {
+	task := ""
+	if ev.TaskID != "" {
+		task = " task " + ev.TaskID
+	}
+	if lt := v.running[ev.TaskID]; lt != nil {
+		lt.last = ev.Message
+	}
+	fmt.Fprintf(v.w, "⏸ %s%s: %s\n", ev.Tool, task, ev.Message)
 }

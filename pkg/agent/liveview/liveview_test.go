@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/agent/liveview"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/message"
+	"github.com/offload-dev/offload/pkg/pending"
 )
 
 // An expired approval is shown as not approved in time, a denial as
@@ -62,5 +64,27 @@ func TestWritePendingElicitation(t *testing.T) {
 		"T2 external login {}\n  asks: Sign in\n  open: https://example.com/auth\n"
 	if got := out.String(); got != want {
 		t.Errorf("pending:\n%q\nwant\n%q", got, want)
+	}
+}
+
+// A call waiting in its tool's queue is shown as such (SPEC §19), with
+// its task and why.
+func TestQueuedShown(t *testing.T) {
+	var out bytes.Buffer
+	v := liveview.New(&out)
+	v.Event(agent.Event{Type: agent.EventQueued, Tool: "job", TaskID: "T1", Message: "queued: max_in_flight of tool job for tenant=acme, 2 ahead"})
+	if got, want := out.String(), "⏸ job task T1: queued: max_in_flight of tool job for tenant=acme, 2 ahead\n"; got != want {
+		t.Errorf("live view %q, want %q", got, want)
+	}
+}
+
+// agent pending lists a call held in its tool's queue after the pending
+// calls, as queued, with why and since when, and no command to resolve it.
+func TestWriteQueued(t *testing.T) {
+	var out bytes.Buffer
+	liveview.WriteQueued(&out, []pending.Queued{{ConversationID: "C1", TaskID: "T1", Tool: "job", Tenant: "acme", Reason: "max_in_flight",
+		Since: time.Date(2026, 12, 7, 22, 10, 5, 0, time.UTC)}})
+	if got, want := out.String(), "T1 queued job (max_in_flight, tenant acme, since 22:10:05) in conversation C1\n"; got != want {
+		t.Errorf("%q, want %q", got, want)
 	}
 }

@@ -2,6 +2,7 @@ package liveview
 
 import (
 	"bufio"
+	"cmp"
 	"fmt"
 	"io"
 	"os"
@@ -9,9 +10,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/message"
+	"github.com/offload-dev/offload/pkg/pending"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
@@ -282,5 +285,20 @@ func Ask(in io.Reader, out io.Writer) func(message.ToolCall) any {
 			return false
 		}
 		return deferred.ToolDenied{Message: line}
+	}
+}
+
+// WriteQueued writes one line per call held in its tool's queue by a
+// limit (SPEC §19), after the pending calls: "<task> queued <tool>
+// (<reason>[, tenant T], since HH:MM:SS) in conversation <id>"; nothing
+// resolves it, so no command follows.
+func WriteQueued(w io.Writer, queued []pending.Queued) {
+	for _, q := range queued {
+		tenant := ""
+		if q.Tenant != "" {
+			tenant = ", tenant " + q.Tenant
+		}
+		fmt.Fprintf(w, "%s queued %s (%s%s, since %s) in conversation %s\n", q.TaskID, q.Tool, cmp.Or(q.Reason, "waiting"), tenant,
+			q.Since.UTC().Format(time.TimeOnly), q.ConversationID)
 	}
 }

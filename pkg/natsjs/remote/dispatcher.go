@@ -400,6 +400,9 @@ func (d *Dispatcher) dispatch(ctx context.Context, task protocol.Task, again boo
 	m := nats.NewMsg(names.subject)
 	m.Header.Set(jetstream.MsgIDHeader, protocol.TaskMsgID(task.TaskID, task.Attempt))
 	m.Header.Set(protocol.IdempotencyKeyHeader, protocol.IdempotencyKey(task.TaskID, task.Attempt))
+	if task.Tenant != "" {
+		m.Header.Set(protocol.TenantHeader, task.Tenant)
+	}
 	if d.cfg.TaskKey != nil {
 		m.Header.Set(protocol.TaskMACHeader, protocol.TaskMAC(d.cfg.TaskKey, data))
 	}

@@ -147,6 +147,8 @@ func callTask(rc *tool.RunContext, name string, args json.RawMessage, mode proto
 		Tool:             name,
 		Args:             args,
 		ConversationID:   rc.ConversationID,
+		Tenant:           rc.Tenant,
+		Agent:            rc.Agent,
 		RunID:            rc.RunID,
 		ToolCallID:       rc.ToolCallID,
 		Mode:             mode,

@@ -40,6 +40,10 @@ func (r *Toolset) relayProgress(ctx context.Context, conv, taskID, toolName stri
 			r.log.Debug("progress report refused", slog.String("task_id", taskID), slog.Any("error", err))
 			return
 		}
+		if q := p.Queued; q != nil {
+			progress.ReportQueued(ctx, taskID, p.Message, progress.Queued{Reason: q.Reason, Ahead: q.Ahead, Key: q.Key, Until: q.Until})
+			return
+		}
 		progress.ReportTask(ctx, taskID, p.Message, p.Fraction)
 	})
 	if err != nil {

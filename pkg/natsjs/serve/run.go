@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -39,6 +40,9 @@ func (s *Service) Continue(ctx context.Context, id, prompt string) (*service.Run
 	if err != nil {
 		return nil, err
 	}
+	if t := service.Tenant(ctx); t != "" && st.Tenant != t {
+		return nil, &session.TenantError{ID: id, Tenant: t} // said before whether it runs
+	}
 	if st.Agent == nil {
 		return nil, fmt.Errorf("%w: %s", service.ErrNoAgent, id)
 	}
@@ -63,6 +67,10 @@ func (s *Service) startRun(ctx context.Context, name, prompt, id string, wait bo
 	}
 	sc := s.sessionConfig(wait, a.Name)
 	sc.StartedBy = service.StartedBy(ctx)
+	sc.Tenant = service.Tenant(ctx) // a stored conversation must have it
+	if create {
+		sc.Tenant = cmp.Or(sc.Tenant, a.Tenant)
+	}
 	sess, err := session.Open(ctx, sc, id, create)
 	if err != nil {
 		s.wg.Done()

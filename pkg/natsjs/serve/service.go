@@ -43,6 +43,10 @@ type Agent struct {
 	// non-blocking (spec approve: background, SPEC §12); without it, those
 	// of tools whose metadata says deferred: background are.
 	NonBlocking bool
+	// Tenant, if set, is the tenant (SPEC §19) of the conversations of
+	// Agent started without one (the spec's tenant, or agent serve
+	// --tenant): a caller's own ([service.WithTenant]) wins.
+	Tenant string
 }
 
 // Config configures a [Service].

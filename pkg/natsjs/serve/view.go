@@ -46,7 +46,7 @@ func (s *Service) Get(ctx context.Context, id string) (*service.Conversation, er
 // its holder was killed): [Service.Get] loads it again to tell.
 func (s *Service) view(ctx context.Context, id string, st *conversation.State) (*service.Conversation, bool) {
 	c := &service.Conversation{ConversationID: id, UpdatedAt: st.UpdatedAt, Pending: st.Unresolved(), Output: lastOutput(st.History),
-		StartedBy: st.StartedBy}
+		StartedBy: st.StartedBy, Tenant: st.Tenant}
 	if c.Pending == nil {
 		c.Pending = []deferred.PendingTask{}
 	}

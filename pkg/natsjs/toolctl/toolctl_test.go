@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/limits"
@@ -213,6 +214,11 @@ func (f *fleet) audited(t *testing.T, toolName string, n int) []toolctl.Record {
 	return out
 }
 
+// deadLettersMetric is the head of offload_dead_letters's exposition.
+const deadLettersMetric = `# HELP offload_dead_letters Number of calls kept as dead letters (their deliveries exhausted), by tool.
+# TYPE offload_dead_letters gauge
+`
+
 // exhaust publishes tasks and hands their first deliveries back, so that
 // a worker of delivery limit 1 finds their deliveries exhausted.
 func (f *fleet) exhaust(t *testing.T, tasks ...protocol.Task) {
@@ -276,6 +282,14 @@ func TestDeadLetterReplayRunsOnce(t *testing.T) {
 	if tl := f.toolOf(t, "job"); tl.DeadLetters != 2 {
 		t.Errorf("listed with %d dead letters, want 2", tl.DeadLetters)
 	}
+	dead := toolctl.NewDeadLetters(f.ctl) // offload_dead_letters{tool}
+	if err := testutil.CollectAndCompare(dead, strings.NewReader(deadLettersMetric+`offload_dead_letters{tool="job"} 2
+`)); err != nil {
+		t.Error(err)
+	}
+	if problems, err := testutil.CollectAndLint(dead); err != nil || len(problems) > 0 {
+		t.Errorf("offload_dead_letters lint: %v %v", problems, err)
+	}
 	if err := f.ctl.Discard(ctx, "job", discardLetter.Seq, "ops@example"); err != nil {
 		t.Fatal(err)
 	}
@@ -295,6 +309,9 @@ func TestDeadLetterReplayRunsOnce(t *testing.T) {
 	}
 	if left, err := f.ctl.DeadLetters(ctx, "job"); err != nil || len(left) != 0 {
 		t.Errorf("dead letters left %+v (%v)", left, err)
+	}
+	if n := testutil.CollectAndCount(dead); n != 0 {
+		t.Errorf("offload_dead_letters has %d series once none is kept, want none", n)
 	}
 	// The worker's delivery limit is 1: a wait on a signal that never
 	// comes for the discarded task, bounded by the replay's result above.

@@ -387,6 +387,8 @@ func (w *Worker) ruleRun(d *delivery) step {
 	rc := &tool.RunContext{
 		RunID:            task.RunID,
 		ConversationID:   task.ConversationID,
+		Tenant:           task.Tenant,
+		Agent:            task.Agent,
 		ToolCallID:       task.ToolCallID,
 		ToolName:         t.Name,
 		ToolCallApproved: task.Approved,
