@@ -63,6 +63,10 @@ type Names struct {
 	PendingBucket string
 	// PendingStream is its backing stream, KV_<prefix>_pending.
 	PendingStream string
+	// PendingIndex is the stream of <prefix>.pindex.>: the index of
+	// pending calls, one message per call a pending record holds, which
+	// the paged views read a page of (SPEC §21; natsjs/convstore).
+	PendingIndex string
 	// EffectsBucket is the effect ledger's KV bucket, <prefix>_effects
 	// (SPEC §13): key <tool>.<task>.<attempt>.
 	EffectsBucket string
@@ -123,6 +127,7 @@ func NamesFor(prefix string) Names {
 		HistoriesStream:     "OBJ_" + prefix + "_histories",
 		PendingBucket:       prefix + "_pending",
 		PendingStream:       "KV_" + prefix + "_pending",
+		PendingIndex:        up + "PENDING_INDEX",
 		EffectsBucket:       prefix + "_effects",
 		EffectsStream:       "KV_" + prefix + "_effects",
 		ServiceBucket:       prefix + "_service",

@@ -63,6 +63,7 @@ func TestDefinitionsInSync(t *testing.T) {
 				names.QueueStream:         "$KV." + names.QueueBucket + ".>",
 				names.Dead:                subj.All(protocol.KindDead),
 				names.Audit:               prefix + ".audit.>",
+				names.PendingIndex:        prefix + ".pindex.>",
 			}
 			// The decisions stream sources the approval timeouts of the
 			// same prefix onto the decision subjects (SPEC §12).
@@ -169,7 +170,7 @@ func TestDefinitionsInSync(t *testing.T) {
 func TestDefinitionFilesRoundTrip(t *testing.T) {
 	t.Parallel()
 	files, _ := fs.Glob(offload.Definitions(), "*/*.json")
-	if len(files) != 22 {
+	if len(files) != 23 {
 		t.Errorf("definition files: %v", files)
 	}
 	for _, file := range files {

@@ -58,6 +58,9 @@ type Records interface {
 	// Changes returns a channel that receives a signal whenever what
 	// waits may have changed, closed once ctx ends.
 	Changes(ctx context.Context) (<-chan struct{}, error)
+	// Index is the index of pending calls the paged views read
+	// ([Desk.Page]).
+	Index
 }
 
 // Live are the approvals that live runs wait for and no record holds yet
@@ -131,6 +134,10 @@ type Call struct {
 	// conversation's pause a person decides (SPEC §21: "decision 1 of
 	// 2"), those decided already but not yet applied included.
 	Of int `json:"of,omitempty"`
+	// Waiting is, for a call a person decides, how many calls of its
+	// conversation a person decides wait now, this one included (a page
+	// may show some of them only).
+	Waiting int `json:"-"`
 	// Description is its tool's description (Config.Tools), what
 	// approving it does (SPEC §21); empty when the tool is not found.
 	Description string `json:"description,omitempty"`
@@ -203,7 +210,7 @@ func (d *Desk) Records(ctx context.Context, fn func(*conversation.Summary) error
 func (d *Desk) Calls(ctx context.Context, f Filter) ([]Call, error) {
 	var out []Call
 	add := func(s *conversation.Summary) error {
-		calls, err := d.waiting(ctx, s)
+		calls, err := d.waiting(ctx, s, d.cfg.Live != nil)
 		if err != nil {
 			return err
 		}
@@ -252,9 +259,9 @@ func (d *Desk) Calls(ctx context.Context, f Filter) ([]Call, error) {
 	return out, nil
 }
 
-// waiting returns the calls of record s that wait (and the live
-// approvals of its conversation no record holds, with Config.Live).
-func (d *Desk) waiting(ctx context.Context, s *conversation.Summary) ([]Call, error) {
+// waiting returns the calls of record s that wait (and, with live, the
+// live approvals of its conversation no record holds: Config.Live).
+func (d *Desk) waiting(ctx context.Context, s *conversation.Summary, live bool) ([]Call, error) {
 	var tasks []deferred.PendingTask
 	if len(s.Tasks) > 0 {
 		var err error
@@ -262,7 +269,7 @@ func (d *Desk) waiting(ctx context.Context, s *conversation.Summary) ([]Call, er
 			return nil, err
 		}
 	}
-	if d.cfg.Live != nil {
+	if live {
 		recorded := make(map[string]bool, len(s.Tasks))
 		for _, t := range s.Tasks {
 			recorded[t.TaskID] = true
@@ -288,7 +295,7 @@ func (d *Desk) waiting(ctx context.Context, s *conversation.Summary) ([]Call, er
 	}
 	for i := range out {
 		if slices.Contains(ForPeople, out[i].Kind) {
-			out[i].Of = max(of, waitingOf)
+			out[i].Of, out[i].Waiting = max(of, waitingOf), waitingOf
 		}
 	}
 	return out, nil

@@ -3,14 +3,17 @@ package web
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/pending"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
-// pending lists the calls pending across conversations, nothing stored
-// for them yet, filtered by ?tool= and ?kind=.
+// pending lists a page of the calls pending across conversations,
+// nothing stored for them yet, filtered by ?tool= and ?kind=, from
+// ?cursor= (the page before's next), ?limit= of them at most (SPEC §21):
+// {"pending": [...], "next": "<cursor>"}, next only when more may follow.
 func (h *handler) pending(w http.ResponseWriter, r *http.Request) error {
 	f := pending.Filter{Tool: r.URL.Query().Get("tool")}
 	switch kind := deferred.Kind(r.URL.Query().Get("kind")); kind {
@@ -20,15 +23,36 @@ func (h *handler) pending(w http.ResponseWriter, r *http.Request) error {
 	default:
 		return badRequest("kind is approval, external or background")
 	}
-	calls, err := h.Desk.Calls(r.Context(), f)
+	page, err := h.pageOf(r, f)
 	if err != nil {
 		return err
 	}
+	calls := page.Calls
 	if calls == nil {
 		calls = []pending.Call{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"pending": calls})
+	out := map[string]any{"pending": calls}
+	if page.Next != "" {
+		out["next"] = page.Next
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// pageOf reads the page of the calls f selects that the request's
+// ?cursor= and ?limit= ask for (pending.Desk.Page): a limit that is not a
+// whole number from 1 is a 400, one over pending.MaxPageSize is cut to
+// it, a cursor not made for the same filter a 400 bad_cursor.
+func (h *handler) pageOf(r *http.Request, f pending.Filter) (pending.PageOf, error) {
+	limit := 0
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return pending.PageOf{}, badRequest("limit is a whole number from 1 (at most %d are listed)", pending.MaxPageSize)
+		}
+		limit = n
+	}
+	return h.Desk.Page(r.Context(), f, r.URL.Query().Get("cursor"), limit)
 }
 
 // decisionRequest is the body of a decision; its by is the token's name.

@@ -53,11 +53,14 @@ func answerOf(err error) *httpError {
 		re *conversation.RefusedError
 		ae *pending.ArgsError
 		pe *session.PendingError
+		ce *pending.CursorError
 	)
 	status, code := http.StatusInternalServerError, "internal"
 	switch {
 	case errors.As(err, &he):
 		return he
+	case errors.As(err, &ce):
+		status, code = http.StatusBadRequest, "bad_cursor"
 	case errors.As(err, &ae):
 		status, code = http.StatusUnprocessableEntity, "invalid_args"
 	case errors.As(err, &re) && re.Reason == conversation.ReasonDuplicate:

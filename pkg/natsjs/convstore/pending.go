@@ -40,10 +40,12 @@ type Pending struct {
 	// publishes with its key; nil authenticates none.
 	Identities *Identities
 	maxPayload int
+	batches    *direct.Batches // the index's pages (pindex.go)
 }
 
-// OpenPending ensures the pending bucket's stream (as natsjs.Provision
-// does, when the user may; else it must exist) and binds it.
+// OpenPending ensures the pending bucket's stream and the index of
+// pending calls (as natsjs.Provision does, when the user may; else they
+// must exist) and binds them.
 func OpenPending(ctx context.Context, cfg OpenConfig) (*Pending, error) {
 	js := cfg.JetStream
 	if js == nil {
@@ -54,8 +56,11 @@ func OpenPending(ctx context.Context, cfg OpenConfig) (*Pending, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := natsjs.EnsureStreams(ctx, js, cfg.Provision, names.PendingIndex); err != nil {
+		return nil, err
+	}
 	p := &Pending{kv: kv, nc: js.Conn(), subj: protocol.Subjects{Prefix: names.Prefix}, names: names,
-		Announcer: NewAnnouncer(js, names.Prefix), Publisher: NewPublisher(js, names.Prefix)}
+		Announcer: NewAnnouncer(js, names.Prefix), Publisher: NewPublisher(js, names.Prefix), batches: direct.NewBatches(js.Conn())}
 	if p.nc != nil {
 		p.maxPayload = int(p.nc.MaxPayload())
 	}
@@ -76,8 +81,13 @@ func (p *Pending) Get(ctx context.Context, id string) (*conversation.Summary, er
 	if err != nil {
 		return nil, fmt.Errorf("natsjs: pending record of %s: %w", id, err)
 	}
+	return decodeRecord(id, e.Value())
+}
+
+// decodeRecord decodes data, the pending record of conversation id.
+func decodeRecord(id string, data []byte) (*conversation.Summary, error) {
 	var s conversation.Summary
-	if err := json.Unmarshal(e.Value(), &s); err != nil {
+	if err := json.Unmarshal(data, &s); err != nil {
 		return nil, fmt.Errorf("natsjs: pending record of %s: %w", id, err)
 	}
 	if s.ConversationID != id {
