@@ -60,7 +60,7 @@ type Store struct {
 	kv      jetstream.KeyValue
 	obj     jetstream.ObjectStore
 	pending jetstream.KeyValue
-	records direct.Keys // the pending bucket's keys as messages (holding.go)
+	records direct.Keys      // the pending bucket's keys as messages (holding.go)
 	index   jetstream.Stream // the index of pending calls (pindex.go)
 	batches *direct.Batches  // its reads
 	// repairGrace is how old an entry RepairIndex removes must be.
