@@ -99,7 +99,8 @@ func (s *Store) writeRecord(ctx context.Context, id string, rev conversation.Rev
 
 // Reproject writes the pending record of every stored conversation again
 // from its state (see [Store.project]), and its status index entry when
-// it has none ([Store.backfillStatus]), and returns how many
+// it has none ([Store.backfillStatus]), then repairs the index of pending
+// calls ([Store.RepairIndex]), and returns how many
 // conversations it read: what `agent provision` does once for a store
 // written before the pending records or the status index existed, whose
 // conversations would otherwise have none until their next save or run.
@@ -122,6 +123,10 @@ func (s *Store) Reproject(ctx context.Context) (int, error) {
 		if err := s.backfillStatus(ctx, st, rev); err != nil {
 			return i, err
 		}
+	}
+	// The index of pending calls of the records written before it.
+	if _, _, err := s.RepairIndex(ctx); err != nil {
+		return len(ids), err
 	}
 	return len(ids), nil
 }
