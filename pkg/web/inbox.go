@@ -215,7 +215,7 @@ func (h *handler) showInbox(w http.ResponseWriter, r *http.Request, code int, no
 		notice = noticeOf(r.URL.Query())
 	}
 	c := callerOf(r)
-	h.render(w, r, code, "inbox", map[string]any{"Items": items, "Next": next, "Cursor": r.URL.Query().Get("cursor") != "", "Notice": notice, "Who": c.Name, "Role": string(c.Role),
+	h.render(w, r, code, "inbox", map[string]any{"Items": items, "Next": next, "Cursor": r.URL.Query().Get("cursor") != "", "Limit": r.URL.Query().Get("limit"), "Notice": notice, "Who": c.Name, "Role": string(c.Role),
 		"MayDecide": c.may(RoleApprover), "MayAnswer": c.may(RoleAnswerer), "Links": h.Links != nil})
 	return nil
 }
