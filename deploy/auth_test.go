@@ -508,6 +508,23 @@ func ops(d *deployServer) []op {
 			}
 			return nil
 		}},
+		// The index of statuses (SPEC §21): the conversation store's, read
+		// by agent serve's conversations page.
+		{"read the index of statuses (direct get by filter)", func(ctx context.Context, e opEnv) error {
+			req := fmt.Sprintf(`{"seq":1,"next_by_subj":%q}`, "tools.sindex.>")
+			m, err := e.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+names.StatusIndex, []byte(req))
+			if err != nil {
+				return err
+			}
+			if st := m.Header.Get("Status"); st != "" && st != "404" {
+				return fmt.Errorf("direct get: status %s", st)
+			}
+			return nil
+		}},
+		{"add a message to the index of statuses", func(ctx context.Context, e opEnv) error {
+			_, err := e.js.Publish(ctx, "tools.sindex.paused."+protocol.NewID(), []byte(`{}`))
+			return err
+		}},
 		{"look a task's decision up (direct get by subject)", func(ctx context.Context, e opEnv) error {
 			return e.directGet(ctx, names.Decisions, s.Decision(conv, task))
 		}},
@@ -691,6 +708,8 @@ var allowed = map[string][]string{
 	"read the index of pending calls (direct get by filter)":                 {"admin", "agent", "serve", "approver", "answerer"},
 	"add an entry to the index of pending calls":                             {"admin", "agent", "serve"},
 	"remove an entry of the index of pending calls (MSG.DELETE)":             {"admin", "agent", "serve"},
+	"read the index of statuses (direct get by filter)":                      {"admin", "agent", "serve"},
+	"add a message to the index of statuses":                                 {"admin", "agent", "serve"},
 	"look a task's decision up (direct get by subject)":                      {"admin", "agent", "serve", "approver", "answerer"},
 	"look a task's answer up (direct get by subject)":                        {"admin", "agent", "serve", "approver", "answerer"},
 	"read a history object":                                                  {"admin", "agent", "serve"},

@@ -67,6 +67,11 @@ type Names struct {
 	// pending calls, one message per call a pending record holds, which
 	// the paged views read a page of (SPEC §21; natsjs/convstore).
 	PendingIndex string
+	// StatusIndex is the stream of <prefix>.sindex.>: the index of the
+	// conversations' statuses, one message per conversation on
+	// <prefix>.sindex.<status>.<conversation>, which the conversations
+	// page reads a page of (SPEC §21; natsjs/convstore).
+	StatusIndex string
 	// EffectsBucket is the effect ledger's KV bucket, <prefix>_effects
 	// (SPEC §13): key <tool>.<task>.<attempt>.
 	EffectsBucket string
@@ -128,6 +133,7 @@ func NamesFor(prefix string) Names {
 		PendingBucket:       prefix + "_pending",
 		PendingStream:       "KV_" + prefix + "_pending",
 		PendingIndex:        up + "PENDING_INDEX",
+		StatusIndex:         up + "STATUS_INDEX",
 		EffectsBucket:       prefix + "_effects",
 		EffectsStream:       "KV_" + prefix + "_effects",
 		ServiceBucket:       prefix + "_service",

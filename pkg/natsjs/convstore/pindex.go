@@ -165,7 +165,7 @@ func (s *Store) unindexCalls(ctx context.Context, id string, sum *conversation.S
 // deleteEntry removes the entry at seq (one removed already is no error).
 func (s *Store) deleteEntry(ctx context.Context, seq uint64) error {
 	err := s.index.DeleteMsg(ctx, seq)
-	if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) && !errors.Is(err, jetstream.ErrMsgDeleteUnsuccessful) {
+	if err != nil && !isGone(err) {
 		return fmt.Errorf("natsjs: index of pending calls: remove %d: %w", seq, err)
 	}
 	return nil

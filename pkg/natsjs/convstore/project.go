@@ -144,12 +144,30 @@ func (s *Store) backfillStatus(ctx context.Context, st *conversation.State, rev 
 	if st.Agent != nil {
 		entry.Agent = st.Agent.Name
 	}
+	if cur, err := s.GetStatus(ctx, st.ID); err != nil || cur != nil {
+		if err == nil {
+			// An entry of before the index of statuses: indexed again.
+			_, err = s.indexStatus(ctx, *cur, mustJSON(*cur))
+		}
+		return err
+	}
 	data, err := json.Marshal(entry)
+	if err != nil {
+		return err
+	}
+	old, err := s.indexStatus(ctx, entry, data)
 	if err != nil {
 		return err
 	}
 	if _, err := s.kv.Create(ctx, statusKeyPre+st.ID, data); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
 		return fmt.Errorf("natsjs: status of %s: %w", st.ID, err)
 	}
+	s.unindexStatuses(ctx, st.ID, old)
 	return nil
+}
+
+// mustJSON is st's JSON form (a Status always has one).
+func mustJSON(st conversation.Status) []byte {
+	data, _ := json.Marshal(st)
+	return data
 }
