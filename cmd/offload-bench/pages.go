@@ -88,7 +88,7 @@ func (w *pagesWorld) firstPage(ctx context.Context) (time.Duration, error) {
 
 // pagesFigures are the section's measurements.
 type pagesFigures struct {
-	small, large latency      // the first page
+	small, large latency       // the first page
 	scan         time.Duration // the median of Desk.Calls with pagesLarge
 	fill         time.Duration // saving the pagesLarge conversations
 }

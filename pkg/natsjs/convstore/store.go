@@ -64,7 +64,7 @@ type Store struct {
 	index   jetstream.Stream // the index of pending calls (pindex.go)
 	// statusIndex is the index of the conversations' statuses (sindex.go).
 	statusIndex jetstream.Stream
-	batches *direct.Batches  // its reads
+	batches     *direct.Batches // its reads
 	// repairGrace is how old an entry RepairIndex removes must be.
 	repairGrace time.Duration
 
