@@ -44,15 +44,25 @@ func (h *handler) pending(w http.ResponseWriter, r *http.Request) error {
 // whole number from 1 is a 400, one over pending.MaxPageSize is cut to
 // it, a cursor not made for the same filter a 400 bad_cursor.
 func (h *handler) pageOf(r *http.Request, f pending.Filter) (pending.PageOf, error) {
-	limit := 0
-	if v := r.URL.Query().Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return pending.PageOf{}, badRequest("limit is a whole number from 1 (at most %d are listed)", pending.MaxPageSize)
-		}
-		limit = n
+	limit, err := limitOf(r)
+	if err != nil {
+		return pending.PageOf{}, err
 	}
 	return h.Desk.Page(r.Context(), f, r.URL.Query().Get("cursor"), limit)
+}
+
+// limitOf returns the request's ?limit= (0 when not given: the default
+// page size): a limit that is not a whole number from 1 is a 400.
+func limitOf(r *http.Request) (int, error) {
+	v := r.URL.Query().Get("limit")
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0, badRequest("limit is a whole number from 1 (at most %d are listed)", pending.MaxPageSize)
+	}
+	return n, nil
 }
 
 // decisionRequest is the body of a decision; its by is the token's name.

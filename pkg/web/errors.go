@@ -59,7 +59,7 @@ func answerOf(err error) *httpError {
 	switch {
 	case errors.As(err, &he):
 		return he
-	case errors.As(err, &ce):
+	case errors.As(err, &ce), errors.Is(err, service.ErrBadCursor):
 		status, code = http.StatusBadRequest, "bad_cursor"
 	case errors.As(err, &ae):
 		status, code = http.StatusUnprocessableEntity, "invalid_args"

@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"cmp"
 	"net/url"
 	"regexp"
 	"slices"
@@ -108,3 +109,89 @@ func TestPendingPages(t *testing.T) {
 		t.Errorf("the inbox with a garbled cursor: %d", resp.StatusCode)
 	}
 }
+
+// conversationsPage is an answer of GET /v1/conversations.
+type conversationsPage struct {
+	Conversations []struct {
+		ConversationID string `json:"conversation_id"`
+		Status         string `json:"status"`
+	} `json:"conversations"`
+	Next string `json:"next"`
+}
+
+// GET /v1/conversations and the conversations page are read page by page
+// (SPEC §21), the latest changed first: each conversation once across the
+// pages, by the API's next and the page's "Older" link (plain HTML),
+// which keeps the status tab; the tabs count from the index; a cursor of
+// another status, or a garbled one, is 400 bad_cursor.
+func TestConversationsPages(t *testing.T) {
+	b := servetest.Setup(t)
+	r := b.Replica(t, "r1")
+	srv := inboxServer(t, r)
+	var want []string
+	for range 5 {
+		code, final := call(t, srv, "POST", "/v1/conversations?wait=1", adminToken, `{"agent":"ops","prompt":"deploy prod"}`)
+		if code != 200 || final["status"] != "paused" {
+			t.Fatalf("start: %d %v", code, final)
+		}
+		want = append([]string{final["conversation_id"].(string)}, want...) // the latest first
+	}
+	var got []string
+	path, first := "/v1/conversations?status=paused&limit=2", ""
+	for pages := 0; ; pages++ {
+		var page conversationsPage
+		if code := callJSON(t, srv, "GET", path, viewerToken, "", &page); code != 200 || len(page.Conversations) > 2 {
+			t.Fatalf("%s: %d %+v", path, code, page)
+		}
+		for _, c := range page.Conversations {
+			got = append(got, c.ConversationID)
+		}
+		if page.Next == "" {
+			break
+		}
+		if pages > 5 {
+			t.Fatal("the pages never end")
+		}
+		first = cmp.Or(first, page.Next)
+		path = "/v1/conversations?status=paused&limit=2&cursor=" + url.QueryEscape(page.Next)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("the API's pages listed %v, want %v", got, want)
+	}
+	for _, q := range []string{"?cursor=garbage", "?status=failed&cursor=" + url.QueryEscape(first)} {
+		if code, m := call(t, srv, "GET", "/v1/conversations"+q, viewerToken, ""); code != 400 || errCode(m) != "bad_cursor" {
+			t.Errorf("conversations%s: %d %v, want 400 bad_cursor", q, code, m)
+		}
+	}
+
+	c := clientWith(t, srv, viewerToken)
+	rowOf := regexp.MustCompile(`<tr id="conv-([0-9A-Z]{26})"`)
+	got = nil
+	links := 0
+	for u := srv.URL + "/conversations?status=paused&limit=2"; ; links++ {
+		resp, body := send(t, c, "GET", u, nil, nil)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %d %s", u, resp.StatusCode, body)
+		}
+		if links == 0 && !strings.Contains(body, `paused <span class="meta">5</span>`) {
+			t.Errorf("the paused tab does not count 5: %s", body)
+		}
+		for _, m := range rowOf.FindAllStringSubmatch(body, -1) {
+			got = append(got, m[1])
+		}
+		m := olderLink.FindStringSubmatch(body)
+		if m == nil {
+			break
+		}
+		u = srv.URL + strings.ReplaceAll(m[1], "&amp;", "&")
+		if links > 5 {
+			t.Fatal("the conversations' pages never end")
+		}
+	}
+	if !slices.Equal(got, want) || links != 2 {
+		t.Errorf("the conversations page showed %v by %d links, want %v by 2", got, links, want)
+	}
+}
+
+// olderLink is the conversations page's link to its next page.
+var olderLink = regexp.MustCompile(`<a id="next-page" rel="next" href="([^"]+)">Older</a>`)

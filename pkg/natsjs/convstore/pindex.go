@@ -222,6 +222,12 @@ func (p *Pending) Index(ctx context.Context, q pending.IndexQuery, after uint64,
 // superset (several kinds of one audience are its wildcard; the desk
 // keeps the calls its filter selects of what it reads).
 func indexFilter(prefix string, q pending.IndexQuery) string {
+	if q.Conversation == "" && q.Agent == "" && q.Tool == "" && len(q.Kinds) == 0 {
+		// Every entry: the stream holds nothing else, and the server reads
+		// ">" without matching each subject (nor counting the entries
+		// past a batch by subject).
+		return ">"
+	}
 	tok := func(v string) string {
 		if v == "" {
 			return "*"
