@@ -93,10 +93,9 @@ func (w *pagesWorld) firstPage(ctx context.Context, f pending.Filter) (time.Dura
 
 // pagesFigures are the section's measurements.
 type pagesFigures struct {
-	small, large   latency       // the first page of every call (GET /v1/pending)
-	smallP, largeP latency       // of the calls for a person (the inbox)
-	scan           time.Duration // the median of Desk.Calls with pagesLarge
-	fill           time.Duration // saving the pagesLarge conversations
+	small, large [3]latency    // the first page of each of pagesFilters
+	scan         time.Duration // the median of Desk.Calls with pagesLarge
+	fill         time.Duration // saving the pagesLarge conversations
 }
 
 // measurePages fills the two prefixes, then times their first pages in
