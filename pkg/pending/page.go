@@ -106,7 +106,7 @@ func (d *Desk) Page(ctx context.Context, f Filter, cursor string, limit int) (Pa
 	if cursor == "" && d.cfg.Live != nil && f.Conversation == "" {
 		out.Calls = d.liveOnly(ctx, f)
 	}
-	q := IndexQuery{Conversation: f.Conversation, Agent: f.Agent, Tool: f.Tool, Kinds: f.Kinds}
+	q := IndexQuery(f)
 	records := map[string]map[string]Call{} // conversation → its waiting calls by task
 	budget := limit * (1 + pageSlack)
 	last := after

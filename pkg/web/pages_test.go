@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"cmp"
+	"net/http"
 	"net/url"
 	"regexp"
 	"slices"
@@ -84,7 +85,7 @@ func TestPendingPages(t *testing.T) {
 	taskOf := regexp.MustCompile(`data-task="([0-9A-Z]{26})"`)
 	for u := srv.URL + "/?limit=2"; ; pages++ {
 		resp, body := send(t, c, "GET", u, nil, nil)
-		if resp.StatusCode != 200 {
+		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("%s: %d %s", u, resp.StatusCode, body)
 		}
 		for _, m := range taskOf.FindAllStringSubmatch(body, -1) {
@@ -105,7 +106,7 @@ func TestPendingPages(t *testing.T) {
 	if !slices.Equal(got, want) || pages != 2 {
 		t.Errorf("the inbox's pages showed %v in %d links, want %v in 2", got, pages, want)
 	}
-	if resp, body := send(t, c, "GET", srv.URL+"/?cursor=garbage", nil, nil); resp.StatusCode != 400 || !strings.Contains(body, "not a cursor of this list") {
+	if resp, body := send(t, c, "GET", srv.URL+"/?cursor=garbage", nil, nil); resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "not a cursor of this list") {
 		t.Errorf("the inbox with a garbled cursor: %d", resp.StatusCode)
 	}
 }
@@ -170,7 +171,7 @@ func TestConversationsPages(t *testing.T) {
 	links := 0
 	for u := srv.URL + "/conversations?status=paused&limit=2"; ; links++ {
 		resp, body := send(t, c, "GET", u, nil, nil)
-		if resp.StatusCode != 200 {
+		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("%s: %d %s", u, resp.StatusCode, body)
 		}
 		if links == 0 && !strings.Contains(body, `paused <span class="meta">5</span>`) {
