@@ -17,6 +17,7 @@ import (
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/direct"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/jsop"
 	"github.com/offload-dev/offload/pkg/pending"
 )
 
@@ -102,11 +103,16 @@ func (s *Store) indexOf(ctx context.Context, conv string) ([]indexed, error) {
 
 // indexCalls adds the entries of the calls of sum, conversation id's
 // pending record about to be written, that the index lacks, and returns
-// the entries it held (for [Store.unindexCalls]).
-func (s *Store) indexCalls(ctx context.Context, sum *conversation.Summary) ([]indexed, error) {
-	have, err := s.indexOf(ctx, sum.ConversationID)
+// the entries it held (for [Store.unindexCalls]); read is false when they
+// could not be read, and then every call's entry is added (once: one
+// stored already keeps its place). A transient failure of an add is
+// retried (jsop.Retry): an entry that could not be added is a call the
+// pages miss until RepairIndex.
+func (s *Store) indexCalls(ctx context.Context, sum *conversation.Summary) (have []indexed, read bool, err error) {
+	have, err = s.indexOf(ctx, sum.ConversationID)
+	read = err == nil
 	if err != nil {
-		return nil, err
+		s.log.Warn("index of pending calls not read; every entry added", slog.String("conversation", sum.ConversationID), slog.Any("error", err))
 	}
 	prefix := s.indexPrefix()
 	for _, t := range sum.Tasks {
@@ -114,11 +120,11 @@ func (s *Store) indexCalls(ctx context.Context, sum *conversation.Summary) ([]in
 		if slices.ContainsFunc(have, func(e indexed) bool { return e.subject == subject }) {
 			continue
 		}
-		if err := s.addEntry(ctx, subject); err != nil {
-			return nil, err
+		if _, err := jsop.Retry(ctx, s.log, "index of pending calls", func(ctx context.Context) error { return s.addEntry(ctx, subject) }); err != nil {
+			return have, read, err
 		}
 	}
-	return have, nil
+	return have, read, nil
 }
 
 // addEntry publishes the entry subject once: one already stored keeps
@@ -178,14 +184,13 @@ func (s *Store) indexBefore(ctx context.Context, sum *conversation.Summary) (hav
 	if sum == nil {
 		return nil, false
 	}
-	have, err := s.indexCalls(ctx, sum)
+	have, read, err := s.indexCalls(ctx, sum)
 	if err != nil {
 		// The record is written all the same: RepairIndex adds what is
 		// missing.
 		s.log.Warn("index of pending calls not written", slog.String("conversation", sum.ConversationID), slog.Any("error", err))
-		return nil, false
 	}
-	return have, true
+	return have, read
 }
 
 // indexAfter removes, once conversation id's pending record sum (nil:
