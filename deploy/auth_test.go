@@ -522,7 +522,7 @@ func ops(d *deployServer) []op {
 			return nil
 		}},
 		{"add a message to the index of statuses", func(ctx context.Context, e opEnv) error {
-			_, err := e.js.Publish(ctx, "tools.sindex.paused."+protocol.NewID(), []byte(`{}`))
+			_, err := e.js.Publish(ctx, "tools.sindex."+protocol.NewID()+".paused", []byte(`{}`))
 			return err
 		}},
 		{"look a task's decision up (direct get by subject)", func(ctx context.Context, e opEnv) error {

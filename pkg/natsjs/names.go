@@ -69,7 +69,7 @@ type Names struct {
 	PendingIndex string
 	// StatusIndex is the stream of <prefix>.sindex.>: the index of the
 	// conversations' statuses, one message per conversation on
-	// <prefix>.sindex.<status>.<conversation>, which the conversations
+	// <prefix>.sindex.<conversation>.<status>, which the conversations
 	// page reads a page of (SPEC §21; natsjs/convstore).
 	StatusIndex string
 	// EffectsBucket is the effect ledger's KV bucket, <prefix>_effects

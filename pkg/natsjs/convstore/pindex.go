@@ -343,7 +343,7 @@ func (s *Store) allEntries(ctx context.Context) (map[string]*direct.Msg, error) 
 	out := map[string]*direct.Msg{}
 	from := uint64(1)
 	for {
-		msgs, more, err := s.batches.Next(ctx, s.names.PendingIndex, s.indexPrefix()+">", from, direct.BatchSize*4)
+		msgs, more, err := s.batches.Next(ctx, s.names.PendingIndex, ">", from, direct.BatchSize*4)
 		if err != nil {
 			return nil, fmt.Errorf("natsjs: index of pending calls: %w", err)
 		}

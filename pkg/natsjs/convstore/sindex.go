@@ -16,11 +16,15 @@ import (
 // The index of the conversations' statuses (SPEC §21): the stream
 // <PREFIX>_STATUS_INDEX holds one message per conversation, on
 //
-//	<prefix>.sindex.<status>.<conversation>
+//	<prefix>.sindex.<conversation>.<status>
 //
 // its entry of the status index (status.<id>) as its payload: what the
 // conversations page reads a page of, the newest first, filtered by
-// status on the subject. [Store.SetStatus] keeps it: the conversation's
+// status on the subject. The conversation comes first so that its own
+// messages, read at each change, are a literal prefix for the server;
+// the page of every status reads ">" (the server's linear path), a
+// status's page its subject's wildcard, which the server matches against
+// every subject. [Store.SetStatus] keeps it: the conversation's
 // message of its new status is published (again: it then comes last)
 // before the status entry is written, and its messages of other statuses
 // are removed after; the status entry stays the truth of each message
@@ -34,20 +38,20 @@ func (s *Store) statusIndexPrefix() string { return s.names.Prefix + ".sindex." 
 // statusFilter is the filter of the index's messages of status ("": all).
 func (s *Store) statusFilter(status string) string {
 	if status == "" {
-		return s.statusIndexPrefix() + "*.*"
+		return ">"
 	}
-	return s.statusIndexPrefix() + indexToken(status) + ".*"
+	return s.statusIndexPrefix() + "*." + indexToken(status)
 }
 
 // indexStatus publishes st's message of the index of statuses and
 // returns the conversation's messages of other statuses, which
 // [Store.unindexStatuses] removes once the status entry is written.
 func (s *Store) indexStatus(ctx context.Context, st conversation.Status, data []byte) ([]uint64, error) {
-	msgs, _, err := s.batches.Next(ctx, s.names.StatusIndex, s.statusIndexPrefix()+"*."+st.ConversationID, 1, len(conversation.Statuses)+1)
+	msgs, _, err := s.batches.Next(ctx, s.names.StatusIndex, s.statusIndexPrefix()+st.ConversationID+".*", 1, len(conversation.Statuses)+1)
 	if err != nil {
 		return nil, fmt.Errorf("natsjs: index of statuses of %s: %w", st.ConversationID, err)
 	}
-	subject := s.statusIndexPrefix() + indexToken(st.Status) + "." + st.ConversationID
+	subject := s.statusIndexPrefix() + st.ConversationID + "." + indexToken(st.Status)
 	if _, err := s.cfg.JetStream.PublishMsg(ctx, &nats.Msg{Subject: subject, Data: data}); err != nil {
 		return nil, fmt.Errorf("natsjs: index of statuses of %s: %w", st.ConversationID, err)
 	}
@@ -144,7 +148,7 @@ func (s *Store) statusWindow(ctx context.Context, filter string, lo, hi uint64) 
 // statusOf returns the status entry of the conversation of the index's
 // message subject, and whether it says the message's status.
 func (s *Store) statusOf(ctx context.Context, subject string) (conversation.Status, bool, error) {
-	token, id, ok := strings.Cut(strings.TrimPrefix(subject, s.statusIndexPrefix()), ".")
+	id, token, ok := strings.Cut(strings.TrimPrefix(subject, s.statusIndexPrefix()), ".")
 	if !ok {
 		return conversation.Status{}, false, nil
 	}

@@ -95,7 +95,7 @@ func TestStatusPages(t *testing.T) {
 	}
 	// Killed between the message and the entry: ids[1] (paused) said
 	// failed in the index only.
-	if _, err := b.js.Publish(ctx, "tools.sindex.failed."+ids[1], []byte(`{}`)); err != nil {
+	if _, err := b.js.Publish(ctx, "tools.sindex."+ids[1]+".failed", []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}
 	got = statusWalk(t, func(before uint64) ([]conversation.Status, uint64, error) {
