@@ -104,7 +104,9 @@ func (d *Desk) Page(ctx context.Context, f Filter, cursor string, limit int) (Pa
 	}
 	var out PageOf
 	if cursor == "" && d.cfg.Live != nil && f.Conversation == "" {
-		out.Calls = d.liveOnly(ctx, f)
+		if out.Calls, err = d.liveOnly(ctx, f); err != nil {
+			return PageOf{}, err
+		}
 	}
 	q := IndexQuery(f)
 	records := map[string]map[string]Call{} // conversation → its waiting calls by task
@@ -174,12 +176,15 @@ func (d *Desk) indexed(ctx context.Context, records map[string]map[string]Call, 
 // liveOnly returns the approvals live runs announced that f selects and
 // that no pending record holds (Config.Live): what the first page adds
 // to the index's calls.
-func (d *Desk) liveOnly(ctx context.Context, f Filter) []Call {
+func (d *Desk) liveOnly(ctx context.Context, f Filter) ([]Call, error) {
 	var out []Call
 	for _, id := range d.cfg.Live.Conversations(ctx) {
 		s, err := d.cfg.Records.Get(ctx, id)
-		if err != nil {
+		switch {
+		case errors.Is(err, conversation.ErrNotFound):
 			s = &conversation.Summary{ConversationID: id}
+		case err != nil:
+			return nil, err
 		}
 		recorded := make(map[string]bool, len(s.Tasks))
 		for _, t := range s.Tasks {
@@ -191,7 +196,7 @@ func (d *Desk) liveOnly(ctx context.Context, f Filter) []Call {
 			}
 		}
 	}
-	return out
+	return out, nil
 }
 
 // key is what a cursor is bound to: the filter it was made for.
