@@ -72,7 +72,8 @@ func (e *CursorError) Error() string {
 type PageOf struct {
 	// Calls are the page's calls, in the order their calls were first
 	// saved pending (the live approvals no record holds yet, with
-	// Config.Live, first on the first page).
+	// Config.Live, first on the first page, counted in its limit: all of
+	// them there, even past it).
 	Calls []Call
 	// Next is the cursor of the next page; empty on the last.
 	Next string
@@ -107,6 +108,10 @@ func (d *Desk) Page(ctx context.Context, f Filter, cursor string, limit int) (Pa
 		if out.Calls, err = d.liveOnly(ctx, f); err != nil {
 			return PageOf{}, err
 		}
+	}
+	if len(out.Calls) >= limit {
+		out.Next = encodeCursor(after, key)
+		return out, nil
 	}
 	q := IndexQuery(f)
 	records := map[string]map[string]Call{} // conversation → its waiting calls by task

@@ -1,6 +1,7 @@
 package pending_test
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,9 @@ import (
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/message"
+	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/convstore"
+	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/pending"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
@@ -225,5 +229,66 @@ func TestDeskPageCursor(t *testing.T) {
 	}
 	if whole, err := w.desk.Page(ctx, pending.Filter{}, "", pending.MaxPageSize*10); err != nil || len(whole.Calls) != 3 || whole.Next != "" {
 		t.Errorf("a page over the cap = %+v, %v; want the 3 calls and no next", whole, err)
+	}
+}
+
+// live is the approvals live runs announced, as agentproc.OpenDesk
+// reads them.
+type live struct{ p *convstore.Pending }
+
+func (l live) Conversations(ctx context.Context) []string { return l.p.Announcer.Conversations(ctx) }
+func (l live) Waiting(ctx context.Context, conv string, skip map[string]bool) []deferred.PendingTask {
+	return l.p.LiveWaiting(ctx, conv, skip)
+}
+
+// With Config.Live, the first page also lists, first and within its
+// limit, the approvals live runs announced that no record holds yet
+// (agent --approve wait), the filter applied; later pages do not list
+// them again.
+func TestDeskPageWithLive(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	js := srv.JetStream(t)
+	ctx := t.Context()
+	if err := natsjs.Provision(ctx, js, natsjs.ProvisionOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	store, err := convstore.New(ctx, convstore.Config{JetStream: js})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := convstore.OpenPending(ctx, convstore.OpenConfig{JetStream: js})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := pending.New(pending.Config{Records: recs, Live: live{recs}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &world{js: js, store: store, desk: d}
+	st1, _ := w.paused(t, approval("deploy", `{}`))
+	st2, _ := w.paused(t, approval("deploy", `{}`))
+	conv := protocol.NewID()
+	announced := approval("shell", `{"cmd":"ls"}`)
+	if err := recs.Announcer.Announce(ctx, &deferred.PendingRecord{ConversationID: conv, Tasks: []deferred.PendingTask{announced}}); err != nil {
+		t.Fatal(err)
+	}
+	first, err := d.Page(ctx, pending.Filter{}, "", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range first.Calls {
+		got = append(got, c.TaskID)
+	}
+	if !slices.Equal(got, []string{announced.TaskID, st1.Pending.Tasks[0].TaskID}) || first.Next == "" {
+		t.Fatalf("first page = %v (next %q), want the announced approval, then the first record's", got, first.Next)
+	}
+	second, err := d.Page(ctx, pending.Filter{}, first.Next, 2)
+	if err != nil || len(second.Calls) != 1 || second.Calls[0].TaskID != st2.Pending.Tasks[0].TaskID {
+		t.Fatalf("second page = %+v, %v; want only the second record's call", second, err)
+	}
+	if p, err := d.Page(ctx, pending.Filter{Tool: "deploy"}, "", 5); err != nil || len(p.Calls) != 2 {
+		t.Fatalf("a page of deploy = %+v, %v; want the two records' calls, not the announced shell", p, err)
 	}
 }
