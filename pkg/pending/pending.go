@@ -424,18 +424,51 @@ func (d *Desk) Decide(ctx context.Context, conv, task string, dec protocol.Decis
 // Answer publishes data, the answer of external call task in
 // conversation conv (an Answer of SPEC §5.2), checked against its
 // record as the run will, first wins; it returns the subject or the
-// refusal.
+// refusal. It names no one: see [Desk.AnswerAs].
 func (d *Desk) Answer(ctx context.Context, conv, task string, data []byte) (string, error) {
+	return d.AnswerAs(ctx, conv, task, data, "", "")
+}
+
+// AnswerAs is [Desk.Answer] of an answer given by by (the person the
+// face authenticated; "" for none) over channel (one of the
+// protocol.ChannelXxx): they are set in the answer, replacing any its
+// sender claimed, and the answer is signed with the service's key, if
+// any, so that the run records who answered (SPEC §21). A malformed
+// answer is published as given, for the refusal to say why.
+func (d *Desk) AnswerAs(ctx context.Context, conv, task string, data []byte, by, channel string) (string, error) {
 	s, err := d.record(ctx, conv)
 	if err != nil {
 		return "", err
 	}
-	subject, err := d.publish(ctx, conv, s, conversation.ArrivalAnswer, task, data, "")
+	data = attribute(data, by, channel)
+	subject, err := d.publish(ctx, conv, s, conversation.ArrivalAnswer, task, data, channel)
 	var re *conversation.RefusedError
 	if errors.As(err, &re) && re.Reason == conversation.ReasonMalformed {
 		re.Err = fmt.Errorf("%w; %s", re.Err, AnswerForm(data))
 	}
 	return subject, err
+}
+
+// attribute returns answer data with by and channel set (none claimed
+// when empty), data itself when it is not a JSON object.
+func attribute(data []byte, by, channel string) []byte {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(data, &m) != nil || m == nil {
+		return data
+	}
+	delete(m, "by")
+	delete(m, "channel")
+	if by != "" {
+		m["by"], _ = json.Marshal(by)
+	}
+	if channel != "" {
+		m["channel"], _ = json.Marshal(channel)
+	}
+	out, err := json.Marshal(m)
+	if err != nil {
+		return data
+	}
+	return out
 }
 
 // AnswerForm says what an answer is, with text (a malformed answer's)

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -61,7 +62,7 @@ func (s *Session) annotate(h message.History) message.History {
 				if md == nil {
 					md = map[string]any{}
 				}
-				md[DecisionMetaKey] = tool.DeepCopy(note.meta)
+				md[cmp.Or(note.key, DecisionMetaKey)] = tool.DeepCopy(note.meta)
 				tr.Metadata = md
 				m := h[i]
 				m.Parts = slices.Clone(m.Parts)

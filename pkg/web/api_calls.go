@@ -102,9 +102,10 @@ func (h *handler) answer(w http.ResponseWriter, r *http.Request) error {
 	if err := json.NewDecoder(r.Body).Decode(&body); err != nil || len(body) == 0 || body[0] != '{' {
 		return badRequest(`the body is not an answer {"content"…}`)
 	}
-	if _, err := h.Desk.Answer(r.Context(), conv, task, body); err != nil {
+	by := callerOf(r).Name
+	if _, err := h.Desk.AnswerAs(r.Context(), conv, task, body, by, protocol.ChannelAPI); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"conversation_id": conv, "task_id": task})
+	writeJSON(w, http.StatusOK, map[string]any{"conversation_id": conv, "task_id": task, "by": by})
 	return nil
 }

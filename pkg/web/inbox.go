@@ -312,7 +312,7 @@ func (h *handler) inboxAnswer(w http.ResponseWriter, r *http.Request) error {
 		return badRequest("%s", err.Error())
 	}
 	after := h.outcome(r, conv, task, "answered")
-	_, err = h.Desk.Answer(r.Context(), conv, task, data)
+	_, err = h.Desk.AnswerAs(r.Context(), conv, task, data, callerOf(r).Name, protocol.ChannelInbox)
 	return h.published(w, r, task, after, err, &refused{task: task, answer: content})
 }
 

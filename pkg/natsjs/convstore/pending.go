@@ -209,10 +209,14 @@ func (p *Pending) Publish(ctx context.Context, conv string, s *conversation.Summ
 	var d protocol.Decision
 	var sig string
 	o := conversation.AdmitOptions{}
-	if kind == conversation.ArrivalDecision {
+	switch kind {
+	case conversation.ArrivalDecision:
 		_ = json.Unmarshal(data, &d) // a malformed one is refused below
 		sig = p.Identities.Sign(conv, task, data)
-		o = p.Identities.admitOptions(conv, task, data, nats.Header{SignatureHeader: []string{sig}})
+		o = p.Identities.admitOptions(kind, conv, task, data, nats.Header{SignatureHeader: []string{sig}})
+	case conversation.ArrivalAnswer:
+		// An answer too: its by and channel are then verified (SPEC §21).
+		sig = p.Identities.SignAnswer(conv, task, data)
 	}
 	o.At, o.MaxSize = time.Now(), p.maxPayload
 	if err := st.AdmitWith(kind, task, data, o); err != nil {
@@ -284,10 +288,10 @@ func (p *Pending) stored(ctx context.Context, st *conversation.State, kind defer
 		return m, true, nil
 	}
 	ak := conversation.ArrivalAnswer
-	o := conversation.AdmitOptions{}
 	if kind == deferred.KindApproval {
-		ak, o = conversation.ArrivalDecision, p.Identities.admitOptions(st.ID, task, m.Data, m.Header)
+		ak = conversation.ArrivalDecision
 	}
+	o := p.Identities.admitOptions(ak, st.ID, task, m.Data, m.Header)
 	o.At, o.MaxSize = m.Stored, p.maxPayload
 	check := &conversation.State{ID: st.ID, Pending: st.Pending, UpdatedAt: st.UpdatedAt, Votes: slices.Clone(st.Votes)}
 	return m, check.AdmitWith(ak, task, m.Data, o) == nil, nil
