@@ -258,11 +258,15 @@ func TestServeE2EKilledMidStepDoneOnce(t *testing.T) {
 	w.release("charge")
 	w.worker("w2", cfg) // charge's task is redelivered to it: an unknown effect
 
+	// Between r1's lease lapsing and r2's sweep continuing the run, the
+	// conversation reads paused with nothing pending and a note (SPEC
+	// §11: a running entry with no holder reads as paused): the
+	// continuation's pause is the one with charge's call pending.
 	var view map[string]any
 	offloadtest.EventuallyWithin(t, 40*time.Second, "the continuation paused on charge", func() error {
 		var code int
 		code, view = api(t, "GET", url2+"/v1/conversations/"+conv, serveViewer, "")
-		if code != 200 || view["status"] != "paused" {
+		if pending, _ := view["pending"].([]any); code != 200 || view["status"] != "paused" || len(pending) == 0 {
 			return fmt.Errorf("%d %v", code, view)
 		}
 		return nil
