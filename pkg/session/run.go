@@ -174,7 +174,7 @@ func (s *Session) Run(ctx context.Context, a *agent.Agent, prompt string, opts *
 		ro = *opts
 	}
 	ro.ConversationID = s.ID()
-	ro.OnEvent = s.stampFinal(ctx, ro.OnEvent)
+	ro.OnEvent = s.stampAnswers(s.stampFinal(ctx, ro.OnEvent))
 	if !ro.Continues.IsValid() {
 		s.mu.Lock()
 		ro.Continues = telemetry.ParseTraceparent(s.st.Trace) // the run that saved last, when traced

@@ -402,6 +402,26 @@ func (s *Session) stampFinal(ctx context.Context, next func(agent.Event)) func(a
 	}
 }
 
+// stampAnswers returns the run's event handler next, with the
+// tool_result of each external call answered stamped with who answered
+// it (agent.Event.Answer: the note AnswerMetaKey records on its tool
+// return), so that the run's events say it as the history does.
+func (s *Session) stampAnswers(next func(agent.Event)) func(agent.Event) {
+	if next == nil {
+		return nil
+	}
+	return func(e agent.Event) {
+		if e.Type == agent.EventToolResult {
+			s.mu.Lock()
+			if n, ok := s.decisions[e.ToolCallID]; ok && n.key == AnswerMetaKey {
+				e.Answer = tool.DeepCopy(n.meta)
+			}
+			s.mu.Unlock()
+		}
+		next(e)
+	}
+}
+
 // Pending returns the calls the conversation's pending record lists as
 // saved (a paused run's, with their quorums), nil when nothing is
 // pending.

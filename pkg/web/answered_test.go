@@ -3,7 +3,9 @@ package web_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -35,6 +37,7 @@ func TestAnswersAttributed(t *testing.T) {
 
 	api := r.Start(t, "ask question")
 	convAPI, taskAPI := api.ConversationID, servetest.Paused(t, api)
+	apiEvents := rawEvents(t, srv, convAPI)
 	if code, m := call(t, srv, "POST", "/v1/conversations/"+convAPI+"/calls/"+taskAPI+"/answer", answerToken,
 		`{"content":"42","by":"mallory","channel":"inbox"}`); code != 200 || m["by"] != "bea" {
 		t.Fatalf("answer over the API: %d %v", code, m)
@@ -44,6 +47,9 @@ func TestAnswersAttributed(t *testing.T) {
 	if body := page(convAPI); !strings.Contains(body, `answered by <strong class="by">bea</strong> via <span class="channel">api</span>`) ||
 		strings.Contains(body, "mallory") {
 		t.Errorf("the timeline of the API's answer does not name bea over api alone:\n%s", body)
+	}
+	if ev := answersEvent(t, apiEvents); !strings.Contains(ev, `"by":"bea","channel":"api"`) || !strings.Contains(ev, `"verified":true`) || strings.Contains(ev, "mallory") {
+		t.Errorf("the events do not say bea answered over the API: %s", ev)
 	}
 	var hist struct {
 		Messages json.RawMessage `json:"messages"`
@@ -57,6 +63,7 @@ func TestAnswersAttributed(t *testing.T) {
 
 	inbox := r.Start(t, "ask question")
 	convInbox, taskInbox := inbox.ConversationID, servetest.Paused(t, inbox)
+	inboxEvents := rawEvents(t, srv, convInbox)
 	alice := clientWith(t, srv, adminToken)
 	_, home := send(t, alice, "GET", srv.URL+"/", nil, nil)
 	csrf := csrfField.FindStringSubmatch(home)
@@ -72,9 +79,13 @@ func TestAnswersAttributed(t *testing.T) {
 	if body := page(convInbox); !strings.Contains(body, `answered by <strong class="by">alice</strong> via <span class="channel">inbox</span>`) {
 		t.Errorf("the timeline of the inbox's answer does not name alice:\n%s", body)
 	}
+	if ev := answersEvent(t, inboxEvents); !strings.Contains(ev, `"by":"alice","channel":"inbox"`) {
+		t.Errorf("the events do not say alice answered in the inbox: %s", ev)
+	}
 
 	raw := r.Start(t, "ask question")
 	convRaw, taskRaw := raw.ConversationID, servetest.Paused(t, raw)
+	rawEv := rawEvents(t, srv, convRaw)
 	js := b.Srv.JetStream(t)
 	ctx, cancel := context.WithTimeout(t.Context(), servetest.Wait)
 	defer cancel()
@@ -87,4 +98,45 @@ func TestAnswersAttributed(t *testing.T) {
 		strings.Contains(body, "mallory") || strings.Contains(body, "answered by") {
 		t.Errorf("the timeline of a raw answer names someone, or does not say it is not signed:\n%s", body)
 	}
+	if ev := answersEvent(t, rawEv); !strings.Contains(ev, `"channel":"nats"`) || !strings.Contains(ev, `"verified":false`) || strings.Contains(ev, "mallory") || strings.Contains(ev, `"by"`) {
+		t.Errorf("the events of a raw answer name someone: %s", ev)
+	}
+}
+
+// rawEvents opens conversation conv's event stream (GET
+// /v1/conversations/{id}/events, from now) and sends its whole text once
+// it has ended (at the run's final event).
+func rawEvents(t *testing.T, srv *httptest.Server, conv string) <-chan string {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL+"/v1/conversations/"+conv+"/events", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+viewerToken)
+	resp, err := srv.Client().Do(req) //nolint:bodyclose // closed by the goroutine that reads it
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("events: %d", resp.StatusCode)
+	}
+	out := make(chan string, 1)
+	go func() {
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		out <- string(raw)
+	}()
+	return out
+}
+
+// answersEvent returns the data of the tool_result event of stream that
+// says who answered, whose end it waits for ("" when it has none).
+func answersEvent(t *testing.T, stream <-chan string) string {
+	t.Helper()
+	for _, line := range strings.Split(offloadtest.WaitOrTimeout(t, stream, "the events' end"), "\n") {
+		if data, ok := strings.CutPrefix(line, "data: "); ok && strings.Contains(data, `"type":"tool_result"`) && strings.Contains(data, `"answer":{`) {
+			return data
+		}
+	}
+	return ""
 }
