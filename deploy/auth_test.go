@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -156,6 +157,7 @@ func (d *deployServer) provision(t *testing.T) {
 	}
 	s := protocol.Subjects{}
 	for _, subject := range []string{
+		indexEntry(d.conv, d.task),
 		s.Result(d.conv, d.task, "sleep"), s.Answer(d.conv, d.task), s.Decision(d.conv, d.task),
 		s.Approval(d.conv, d.task), s.Cancel(d.conv, d.task, "sleep"),
 		s.Task("sleep"), s.Task("sleep"),
@@ -257,6 +259,12 @@ func (e opEnv) readStream(ctx context.Context, stream string) error {
 	}
 	_, err = c.Next(jetstream.FetchContext(ctx))
 	return err
+}
+
+// indexEntry is the subject of the entry of an approval of sleep, task
+// of conversation conv, in the index of pending calls.
+func indexEntry(conv, task string) string {
+	return "tools.pindex." + conv + "." + task + ".people.approval.~.sleep"
 }
 
 // directGet looks the last message on subject up in stream with a direct
@@ -461,6 +469,62 @@ func ops(d *deployServer) []op {
 			_, err = kv.Put(ctx, protocol.NewID(), []byte(`{}`))
 			return err
 		}},
+		// The index of pending calls (SPEC §21): read a page of it (the
+		// paged views), add and remove an entry (the conversation store).
+		{"read the index of pending calls (direct get by filter)", func(ctx context.Context, e opEnv) error {
+			req := fmt.Sprintf(`{"seq":1,"next_by_subj":%q}`, "tools.pindex.>")
+			m, err := e.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+names.PendingIndex, []byte(req))
+			if err != nil {
+				return err
+			}
+			if st := m.Header.Get("Status"); st != "" {
+				return fmt.Errorf("direct get: status %s", st)
+			}
+			return nil
+		}},
+		{"add an entry to the index of pending calls", func(ctx context.Context, e opEnv) error {
+			_, err := e.js.Publish(ctx, indexEntry(conv, protocol.NewID()), nil)
+			return err
+		}},
+		{"remove an entry of the index of pending calls (MSG.DELETE)", func(ctx context.Context, e opEnv) error {
+			req := fmt.Sprintf(`{"last_by_subj":%q}`, indexEntry(conv, task))
+			m, err := e.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+names.PendingIndex, []byte(req))
+			if err != nil {
+				return err
+			}
+			if st := m.Header.Get("Status"); st != "" {
+				return fmt.Errorf("direct get: status %s", st)
+			}
+			seq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
+			if err != nil {
+				return err
+			}
+			r, err := e.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.DELETE."+names.PendingIndex, fmt.Appendf(nil, `{"seq":%d}`, seq))
+			if err != nil {
+				return err
+			}
+			if !strings.Contains(string(r.Data), `"success":true`) {
+				return fmt.Errorf("remove: %s", r.Data)
+			}
+			return nil
+		}},
+		// The index of statuses (SPEC §21): the conversation store's, read
+		// by agent serve's conversations page.
+		{"read the index of statuses (direct get by filter)", func(ctx context.Context, e opEnv) error {
+			req := fmt.Sprintf(`{"seq":1,"next_by_subj":%q}`, "tools.sindex.>")
+			m, err := e.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+names.StatusIndex, []byte(req))
+			if err != nil {
+				return err
+			}
+			if st := m.Header.Get("Status"); st != "" && st != "404" {
+				return fmt.Errorf("direct get: status %s", st)
+			}
+			return nil
+		}},
+		{"add a message to the index of statuses", func(ctx context.Context, e opEnv) error {
+			_, err := e.js.Publish(ctx, "tools.sindex."+protocol.NewID()+".paused", []byte(`{}`))
+			return err
+		}},
 		{"look a task's decision up (direct get by subject)", func(ctx context.Context, e opEnv) error {
 			return e.directGet(ctx, names.Decisions, s.Decision(conv, task))
 		}},
@@ -641,6 +705,11 @@ var allowed = map[string][]string{
 	"look a shell task's stored result up (direct get by subject)":           {"admin", "agent", "serve", "worker_shell"},
 	"read the pending records (get, list)":                                   {"admin", "agent", "serve", "approver", "answerer"},
 	"write a pending record":                                                 {"admin", "agent", "serve"},
+	"read the index of pending calls (direct get by filter)":                 {"admin", "agent", "serve", "approver", "answerer"},
+	"add an entry to the index of pending calls":                             {"admin", "agent", "serve"},
+	"remove an entry of the index of pending calls (MSG.DELETE)":             {"admin", "agent", "serve"},
+	"read the index of statuses (direct get by filter)":                      {"admin", "agent", "serve"},
+	"add a message to the index of statuses":                                 {"admin", "agent", "serve"},
 	"look a task's decision up (direct get by subject)":                      {"admin", "agent", "serve", "approver", "answerer"},
 	"look a task's answer up (direct get by subject)":                        {"admin", "agent", "serve", "approver", "answerer"},
 	"read a history object":                                                  {"admin", "agent", "serve"},

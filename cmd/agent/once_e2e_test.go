@@ -258,6 +258,10 @@ func TestServeE2EKilledMidStepDoneOnce(t *testing.T) {
 	w.release("charge")
 	w.worker("w2", cfg) // charge's task is redelivered to it: an unknown effect
 
+	// Between r1's lease lapsing and r2's sweep continuing the run, the
+	// conversation reads paused with nothing pending and a note (SPEC
+	// §11: a running entry with no holder reads as paused): the
+	// continuation's pause is the one with charge's call pending.
 	var view map[string]any
 	// Between the lease's lapse and the continuation, the view says
 	// paused with nothing pending and a note (no process holds it): the

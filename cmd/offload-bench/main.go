@@ -106,7 +106,7 @@ func main() {
 	flag.IntVar(&c.longN, "long-n", 30_000, "calls per round of the side by side in long rounds")
 	flag.IntVar(&c.longRounds, "long-rounds", 3, "rounds of the side by side in long rounds")
 	flag.BoolVar(&c.skipOverlap, "skip-overlap", false, "skip the overlap and memory figures")
-	flag.StringVar(&c.only, "only", "", "run one figure alone, for profiling: a system's throughput (raw, next, offload or offload-idempotent; 1 replica, -throughput-n calls), the memory per pending background call (pending), the tracing cost (tracing), agent serve's figures (serve), the effect ledger's section (ledger), the side by side in long rounds (side), the MCP tools' section (mcp), or the cost of fleet control on a tool without limits (limits)")
+	flag.StringVar(&c.only, "only", "", "run one figure alone, for profiling: a system's throughput (raw, next, offload or offload-idempotent; 1 replica, -throughput-n calls), the memory per pending background call (pending), the tracing cost (tracing), agent serve's figures (serve), the effect ledger's section (ledger), the side by side in long rounds (side), the MCP tools' section (mcp), the cost of fleet control on a tool without limits (limits), or the first page of the pending calls with 10 000 pending against 10 (pages)")
 	flag.IntVar(&c.serveWakes, "serve-wakes", 200, "agent serve: wakes measured for the wake latency (0 skips agent serve's figures)")
 	flag.IntVar(&c.serveApprove, "serve-approve", 1000, "agent serve: paused conversations approved at once, continued by 2 replicas")
 	flag.IntVar(&c.servePaused, "serve-paused", 10_000, "agent serve: paused conversations in the store for the replica's memory")
@@ -319,6 +319,14 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		_, err := measureMCP(ctx, ep, c, proc, out)
 		return err
 	}
+	if c.only == "pages" {
+		f, err := measurePages(ctx, ep)
+		if err != nil {
+			return fmt.Errorf("paged views: %w", err)
+		}
+		reportPages(out, f)
+		return nil
+	}
 	if c.only == "side" {
 		_, err := sideBySide(ctx, c, rawS, offS, proc, out)
 		return err
@@ -326,7 +334,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	if c.only != "" {
 		s := map[string]system{"raw": rawS, "next": rawNS, "offload": offS, "offload-idempotent": offIdemSys{off, ep}}[c.only]
 		if s == nil {
-			return fmt.Errorf("-only %q: want raw, next, offload, offload-idempotent, pending, tracing, serve, ledger, side, mcp or limits", c.only)
+			return fmt.Errorf("-only %q: want raw, next, offload, offload-idempotent, pending, tracing, serve, ledger, side, mcp, limits or pages", c.only)
 		}
 		tp, err := throughputs(ctx, []system{s}, 1, c.slots, c.tn, c.inflight, 1, proc)
 		if err != nil {
@@ -475,6 +483,12 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		return fmt.Errorf("fleet control: %w", err)
 	}
 	results = append(results, reportFleet(out, ff)...)
+
+	pf, err := measurePages(ctx, ep)
+	if err != nil {
+		return fmt.Errorf("paged views: %w", err)
+	}
+	results = append(results, reportPages(out, pf)...)
 
 	// Memory per finished call: interleaved like the rest, raw first.
 	// A dispatcher of its own, so that its memory of the calls made so far

@@ -94,6 +94,11 @@ type Event struct {
 	Requests *deferred.Requests
 	// Results are the handler's answers of deferred_tool_results.
 	Results *deferred.Results
+	// Answer, on the tool_result of an external call, says who answered
+	// it, as the process that admitted the answer recorded it (session:
+	// its offload.answer note, SPEC §21); written as "answer" only when
+	// set.
+	Answer map[string]any
 	// TaskID and Status describe background and progress events.
 	TaskID   string
 	Status   string
@@ -138,6 +143,9 @@ func (e Event) MarshalJSON() ([]byte, error) {
 	case EventToolResult:
 		m["tool_call_id"], m["tool"], m["outcome"] = e.ToolCallID, e.Tool, e.Outcome
 		m["content"] = rawOrNull(e.Content)
+		if len(e.Answer) > 0 {
+			m["answer"] = e.Answer
+		}
 	case EventDeferredToolRequests:
 		r := e.Requests
 		if r == nil {

@@ -94,9 +94,9 @@ type AdmitOptions struct {
 	// when it has none; nil authenticates none. Only the approvals of
 	// calls that need a quorum ask it (see [State.AdmitWith]).
 	Identify func(d protocol.Decision) (string, bool)
-	// Signed says a decision carries the service's valid signature (its
-	// by and channel are the service's, not only its publisher's claim):
-	// recorded as its arrival's Verified.
+	// Signed says a decision or an answer carries the service's valid
+	// signature (its by and channel are the service's, not only its
+	// publisher's claim): recorded as its arrival's Verified.
 	Signed bool
 	// Expiry says the decision was written by the expiries stream (the
 	// server's write of a scheduled timeout, whose content its scheduler
@@ -173,7 +173,7 @@ func (s *State) AdmitWith(kind ArrivalKind, task string, data []byte, o AdmitOpt
 	case s.Arrived(task):
 		return refuse(ReasonDuplicate, errors.New("the task already has its answer (first wins)"))
 	}
-	verified := kind == ArrivalDecision && o.Signed
+	verified := (kind == ArrivalDecision || kind == ArrivalAnswer) && o.Signed
 	if kind == ArrivalDecision && (o.Expiry || IsTimeout(d)) {
 		if err := checkTimeout(pt, d, at); err != nil {
 			return refuse(ReasonInvalidTimeout, err)

@@ -164,6 +164,39 @@ func TestAdmitSignedDecision(t *testing.T) {
 	}
 }
 
+// An answer signed by the service (SPEC §21) is recorded Verified, as a
+// decision is; one unsigned is admitted all the same, unverified; a
+// worker's result is never verified, whatever the options say.
+func TestAdmitSignedAnswer(t *testing.T) {
+	t.Parallel()
+	task := protocol.NewID()
+	for _, signed := range []bool{true, false} {
+		st := &conversation.State{ID: protocol.NewID(), Pending: &deferred.PendingRecord{Tasks: []deferred.PendingTask{
+			{TaskID: task, Kind: deferred.KindExternal, Tool: "ask", Args: json.RawMessage(`{}`)}}}}
+		if err := st.AdmitWith(conversation.ArrivalAnswer, task, []byte(`{"content":"42","by":"bea","channel":"api"}`),
+			conversation.AdmitOptions{At: time.Now(), Signed: signed}); err != nil {
+			t.Fatal(err)
+		}
+		if st.Arrivals[0].Verified != signed {
+			t.Errorf("signed %v: verified %v", signed, st.Arrivals[0].Verified)
+		}
+	}
+	st := &conversation.State{ID: protocol.NewID(), Pending: &deferred.PendingRecord{Tasks: []deferred.PendingTask{
+		{TaskID: task, Kind: deferred.KindBackground, Tool: "charge"}}}}
+	if err := st.AdmitWith(conversation.ArrivalResult, task, []byte(`{"content":"ok"}`), conversation.AdmitOptions{At: time.Now(), Signed: true}); err != nil {
+		t.Fatal(err)
+	}
+	if st.Arrivals[0].Verified {
+		t.Error("a worker's result recorded verified")
+	}
+	st = &conversation.State{ID: protocol.NewID(), Pending: &deferred.PendingRecord{Tasks: []deferred.PendingTask{
+		{TaskID: task, Kind: deferred.KindExternal, Tool: "ask"}}}}
+	var re *conversation.RefusedError
+	if err := st.AdmitWith(conversation.ArrivalAnswer, task, []byte(`{"content":"42","channel":"carrier pigeon"}`), conversation.AdmitOptions{At: time.Now()}); !errors.As(err, &re) || re.Reason != conversation.ReasonMalformed {
+		t.Errorf("an answer of an unknown channel: %v, want refused malformed", err)
+	}
+}
+
 // A background task's result of approval_required is not its last word
 // (refused malformed), but for an unknown effect (SPEC §13: its worker
 // stopped while running it), which the run that reads it asks a person

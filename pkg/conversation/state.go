@@ -97,10 +97,11 @@ type Arrival struct {
 	// Trace is the W3C traceparent the message carried, if any (SPEC §14):
 	// the approval span of a decision links to it.
 	Trace string `json:"trace,omitempty"`
-	// Verified, for a decision, says it carried the service's valid
-	// signature (its by and channel are what the service's face, inbox,
-	// API or signed link, authenticated, not only what its publisher
-	// claims), or is the call's timeout as its policy sets it (SPEC §12).
+	// Verified, for a decision or an answer, says it carried the
+	// service's valid signature (its by and channel are what the
+	// service's face, inbox, API or signed link, authenticated, not only
+	// what its publisher claims: SPEC §12, §21), or, for a decision, is
+	// the call's timeout as its policy sets it.
 	Verified bool `json:"verified,omitempty"`
 }
 

@@ -63,6 +63,15 @@ type Names struct {
 	PendingBucket string
 	// PendingStream is its backing stream, KV_<prefix>_pending.
 	PendingStream string
+	// PendingIndex is the stream of <prefix>.pindex.>: the index of
+	// pending calls, one message per call a pending record holds, which
+	// the paged views read a page of (SPEC §21; natsjs/convstore).
+	PendingIndex string
+	// StatusIndex is the stream of <prefix>.sindex.>: the index of the
+	// conversations' statuses, one message per conversation on
+	// <prefix>.sindex.<conversation>.<status>, which the conversations
+	// page reads a page of (SPEC §21; natsjs/convstore).
+	StatusIndex string
 	// EffectsBucket is the effect ledger's KV bucket, <prefix>_effects
 	// (SPEC §13): key <tool>.<task>.<attempt>.
 	EffectsBucket string
@@ -123,6 +132,8 @@ func NamesFor(prefix string) Names {
 		HistoriesStream:     "OBJ_" + prefix + "_histories",
 		PendingBucket:       prefix + "_pending",
 		PendingStream:       "KV_" + prefix + "_pending",
+		PendingIndex:        up + "PENDING_INDEX",
+		StatusIndex:         up + "STATUS_INDEX",
 		EffectsBucket:       prefix + "_effects",
 		EffectsStream:       "KV_" + prefix + "_effects",
 		ServiceBucket:       prefix + "_service",

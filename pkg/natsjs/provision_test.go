@@ -63,6 +63,8 @@ func TestDefinitionsInSync(t *testing.T) {
 				names.QueueStream:         "$KV." + names.QueueBucket + ".>",
 				names.Dead:                subj.All(protocol.KindDead),
 				names.Audit:               prefix + ".audit.>",
+				names.PendingIndex:        prefix + ".pindex.>",
+				names.StatusIndex:         prefix + ".sindex.>",
 			}
 			// The decisions stream sources the approval timeouts of the
 			// same prefix onto the decision subjects (SPEC §12).
@@ -169,7 +171,7 @@ func TestDefinitionsInSync(t *testing.T) {
 func TestDefinitionFilesRoundTrip(t *testing.T) {
 	t.Parallel()
 	files, _ := fs.Glob(offload.Definitions(), "*/*.json")
-	if len(files) != 22 {
+	if len(files) != 24 {
 		t.Errorf("definition files: %v", files)
 	}
 	for _, file := range files {

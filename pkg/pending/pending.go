@@ -58,6 +58,9 @@ type Records interface {
 	// Changes returns a channel that receives a signal whenever what
 	// waits may have changed, closed once ctx ends.
 	Changes(ctx context.Context) (<-chan struct{}, error)
+	// Index is the index of pending calls the paged views read
+	// ([Desk.Page]).
+	Index
 }
 
 // Live are the approvals that live runs wait for and no record holds yet
@@ -134,6 +137,10 @@ type Call struct {
 	// conversation's pause a person decides (SPEC §21: "decision 1 of
 	// 2"), those decided already but not yet applied included.
 	Of int `json:"of,omitempty"`
+	// Waiting is, for a call a person decides, how many calls of its
+	// conversation a person decides wait now, this one included (a page
+	// may show some of them only).
+	Waiting int `json:"-"`
 	// Description is its tool's description (Config.Tools), what
 	// approving it does (SPEC §21); empty when the tool is not found.
 	Description string `json:"description,omitempty"`
@@ -206,7 +213,7 @@ func (d *Desk) Records(ctx context.Context, fn func(*conversation.Summary) error
 func (d *Desk) Calls(ctx context.Context, f Filter) ([]Call, error) {
 	var out []Call
 	add := func(s *conversation.Summary) error {
-		calls, err := d.waiting(ctx, s)
+		calls, err := d.waiting(ctx, s, d.cfg.Live != nil)
 		if err != nil {
 			return err
 		}
@@ -255,9 +262,9 @@ func (d *Desk) Calls(ctx context.Context, f Filter) ([]Call, error) {
 	return out, nil
 }
 
-// waiting returns the calls of record s that wait (and the live
-// approvals of its conversation no record holds, with Config.Live).
-func (d *Desk) waiting(ctx context.Context, s *conversation.Summary) ([]Call, error) {
+// waiting returns the calls of record s that wait (and, with live, the
+// live approvals of its conversation no record holds: Config.Live).
+func (d *Desk) waiting(ctx context.Context, s *conversation.Summary, live bool) ([]Call, error) {
 	var tasks []deferred.PendingTask
 	if len(s.Tasks) > 0 {
 		var err error
@@ -265,7 +272,7 @@ func (d *Desk) waiting(ctx context.Context, s *conversation.Summary) ([]Call, er
 			return nil, err
 		}
 	}
-	if d.cfg.Live != nil {
+	if live {
 		recorded := make(map[string]bool, len(s.Tasks))
 		for _, t := range s.Tasks {
 			recorded[t.TaskID] = true
@@ -291,7 +298,7 @@ func (d *Desk) waiting(ctx context.Context, s *conversation.Summary) ([]Call, er
 	}
 	for i := range out {
 		if slices.Contains(ForPeople, out[i].Kind) {
-			out[i].Of = max(of, waitingOf)
+			out[i].Of, out[i].Waiting = max(of, waitingOf), waitingOf
 		}
 	}
 	return out, nil
@@ -420,18 +427,51 @@ func (d *Desk) Decide(ctx context.Context, conv, task string, dec protocol.Decis
 // Answer publishes data, the answer of external call task in
 // conversation conv (an Answer of SPEC §5.2), checked against its
 // record as the run will, first wins; it returns the subject or the
-// refusal.
+// refusal. It names no one: see [Desk.AnswerAs].
 func (d *Desk) Answer(ctx context.Context, conv, task string, data []byte) (string, error) {
+	return d.AnswerAs(ctx, conv, task, data, "", "")
+}
+
+// AnswerAs is [Desk.Answer] of an answer given by by (the person the
+// face authenticated; "" for none) over channel (one of the
+// protocol.ChannelXxx): they are set in the answer, replacing any its
+// sender claimed, and the answer is signed with the service's key, if
+// any, so that the run records who answered (SPEC §21). A malformed
+// answer is published as given, for the refusal to say why.
+func (d *Desk) AnswerAs(ctx context.Context, conv, task string, data []byte, by, channel string) (string, error) {
 	s, err := d.record(ctx, conv)
 	if err != nil {
 		return "", err
 	}
-	subject, err := d.publish(ctx, conv, s, conversation.ArrivalAnswer, task, data, "")
+	data = attribute(data, by, channel)
+	subject, err := d.publish(ctx, conv, s, conversation.ArrivalAnswer, task, data, channel)
 	var re *conversation.RefusedError
 	if errors.As(err, &re) && re.Reason == conversation.ReasonMalformed {
 		re.Err = fmt.Errorf("%w; %s", re.Err, AnswerForm(data))
 	}
 	return subject, err
+}
+
+// attribute returns answer data with by and channel set (none claimed
+// when empty), data itself when it is not a JSON object.
+func attribute(data []byte, by, channel string) []byte {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(data, &m) != nil || m == nil {
+		return data
+	}
+	delete(m, "by")
+	delete(m, "channel")
+	if by != "" {
+		m["by"], _ = json.Marshal(by)
+	}
+	if channel != "" {
+		m["channel"], _ = json.Marshal(channel)
+	}
+	out, err := json.Marshal(m)
+	if err != nil {
+		return data
+	}
+	return out
 }
 
 // AnswerForm says what an answer is, with text (a malformed answer's)

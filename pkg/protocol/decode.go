@@ -407,6 +407,11 @@ func DecodeResult(data []byte, subjectTaskID string, opts *DecodeOpts) (Result, 
 	if r.RetryAfter < 0 || r.RetryAfter != r.RetryAfter {
 		f.fail("retry_after", ErrInvalidField, "%v is not a number of seconds", r.RetryAfter)
 	}
+	f.str("by", &r.By)
+	f.str("channel", &r.Channel)
+	if !validChannel(r.Channel) {
+		f.fail("channel", ErrInvalidField, "one of inbox, api, link, cli, nats")
+	}
 	if err := f.result(); err != nil {
 		return Result{}, err
 	}

@@ -178,6 +178,14 @@ type Result struct {
 	// runs the call again itself; it publishes such a result only when
 	// the call's deliveries are exhausted.
 	RetryAfter float64 `json:"retry_after,omitempty"`
+	// By and Channel are an answer's only (SPEC §21): who gave it and how
+	// (one of the ChannelXxx), as its publisher claims them. The
+	// service's faces set them to the person they authenticated and sign
+	// the answer; the run records them only when the signature is valid
+	// (an answer published raw is shown unattributed). A worker's result
+	// and a raw publisher leave them empty.
+	By      string `json:"by,omitempty"`
+	Channel string `json:"channel,omitempty"`
 }
 
 // Approval announces a call waiting for a person's decision. It is published

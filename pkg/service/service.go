@@ -44,6 +44,16 @@ type Core interface {
 	// List calls fn with the status of every conversation the status
 	// index holds, of status only when status is set.
 	List(ctx context.Context, status string, fn func(conversation.Status) error) error
+	// ListPage returns a page of at most limit conversations of the
+	// status index (of status only when status is set), the latest
+	// changed first, from cursor (the Next of the page before, for the
+	// same status; "" for the first page): read from an index, not the
+	// whole status index (SPEC §21). A cursor not made for status wraps
+	// ErrBadCursor.
+	ListPage(ctx context.Context, status, cursor string, limit int) (*ConversationsPage, error)
+	// StatusCounts returns how many conversations the status index holds
+	// of each status, as stored.
+	StatusCounts(ctx context.Context) (map[string]int, error)
 	// Watch calls fn with each event of conversation conv stored after
 	// sequence after (0: from now on), in order, until fn returns false,
 	// the conversation's next final event has been given, or ctx ends.
@@ -72,6 +82,10 @@ var (
 	ErrNoAgent = errors.New("serve: the conversation records no agent")
 	// ErrNotRunning: Cancel of a conversation no run of which is live.
 	ErrNotRunning = errors.New("serve: no run of the conversation is live")
+	// ErrBadCursor is the refusal of a cursor of the conversations' pages
+	// that the core did not make for the same status: garbled, altered,
+	// or of another list.
+	ErrBadCursor = errors.New("not a cursor of this list: pass the next cursor of the page before, with the same status")
 )
 
 // ErrCancelled is the cause of a run interrupted by [Core.Cancel]
@@ -190,4 +204,13 @@ type Conversation struct {
 	StartedBy string `json:"started_by,omitempty"`
 	// Tenant is its tenant (conversation.State.Tenant), when it has one.
 	Tenant string `json:"tenant,omitempty"`
+}
+
+// ConversationsPage is a page of the conversations' statuses
+// ([Core.ListPage]).
+type ConversationsPage struct {
+	// Conversations are the page's, the latest changed first.
+	Conversations []conversation.Status
+	// Next is the cursor of the next page; empty on the last.
+	Next string
 }

@@ -175,7 +175,7 @@ func (s *Session) Run(ctx context.Context, a *agent.Agent, prompt string, opts *
 	}
 	ro.ConversationID = s.ID()
 	ro.Tenant, ro.Agent = s.tenantAndAgent()
-	ro.OnEvent = s.stampFinal(ctx, ro.OnEvent)
+	ro.OnEvent = s.stampAnswers(s.stampFinal(ctx, ro.OnEvent))
 	if !ro.Continues.IsValid() {
 		s.mu.Lock()
 		ro.Continues = telemetry.ParseTraceparent(s.st.Trace) // the run that saved last, when traced

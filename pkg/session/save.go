@@ -1,6 +1,7 @@
 package session
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -61,7 +62,7 @@ func (s *Session) annotate(h message.History) message.History {
 				if md == nil {
 					md = map[string]any{}
 				}
-				md[DecisionMetaKey] = tool.DeepCopy(note.meta)
+				md[cmp.Or(note.key, DecisionMetaKey)] = tool.DeepCopy(note.meta)
 				tr.Metadata = md
 				m := h[i]
 				m.Parts = slices.Clone(m.Parts)
@@ -396,6 +397,26 @@ func (s *Session) stampFinal(ctx context.Context, next func(agent.Event)) func(a
 			f.Pending = slices.Clone(f.Pending)
 			s.stampTasks(ctx, f.Pending)
 			e.Final = &f
+		}
+		next(e)
+	}
+}
+
+// stampAnswers returns the run's event handler next, with the
+// tool_result of each external call answered stamped with who answered
+// it (agent.Event.Answer: the note AnswerMetaKey records on its tool
+// return), so that the run's events say it as the history does.
+func (s *Session) stampAnswers(next func(agent.Event)) func(agent.Event) {
+	if next == nil {
+		return nil
+	}
+	return func(e agent.Event) {
+		if e.Type == agent.EventToolResult {
+			s.mu.Lock()
+			if n, ok := s.decisions[e.ToolCallID]; ok && n.key == AnswerMetaKey {
+				e.Answer = tool.DeepCopy(n.meta)
+			}
+			s.mu.Unlock()
 		}
 		next(e)
 	}

@@ -139,6 +139,14 @@ type Config struct {
 // claimed_channel.
 const DecisionMetaKey = "offload.decision"
 
+// AnswerMetaKey is the key, in the metadata of a tool return part, of
+// who answered the external call (SPEC §21): {"task_id", "at",
+// "verified", "by", "channel"}. by and channel are there only when
+// verified (the service signed the answer: its face authenticated who
+// gave it); an answer published raw is recorded verified false, channel
+// "nats", and no by, whatever its publisher claimed.
+const AnswerMetaKey = "offload.answer"
+
 // Session is one process's claim on a conversation. It is safe for
 // concurrent use by the run's hooks.
 type Session struct {
@@ -189,6 +197,9 @@ type decisionNote struct {
 	from int
 	task string // set for a non-blocking call
 	meta map[string]any
+	// key is the metadata's key: DecisionMetaKey when empty, or
+	// AnswerMetaKey.
+	key string
 }
 
 // ErrNothingToResume is returned by Prepare for a conversation that has
@@ -493,6 +504,22 @@ func answeredLast(h message.History) map[string]bool {
 	return out
 }
 
+// answerNote is the note of answer r of external call t, arrived as a
+// (AnswerMetaKey): who gave it and how only when the service signed it.
+func answerNote(t deferred.PendingTask, a conversation.Arrival, r protocol.Result) map[string]any {
+	note := map[string]any{"task_id": t.TaskID, "verified": a.Verified, "channel": protocol.ChannelNATS}
+	if !a.At.IsZero() {
+		note["at"] = a.At.UTC().Format(time.RFC3339Nano) // when it was stored
+	}
+	if a.Verified {
+		note["channel"] = cmp.Or(r.Channel, protocol.ChannelNATS)
+		if r.By != "" {
+			note["by"] = r.By
+		}
+	}
+	return note
+}
+
 // endsWithAnswer reports whether the history's last message is a response
 // without tool calls (the model has answered; nothing waits).
 func endsWithAnswer(h message.History) bool {
@@ -568,6 +595,13 @@ func (s *Session) applyLocked(res *deferred.Results, t deferred.PendingTask, a c
 			return fmt.Errorf("session: stored answer of task %s: %w", t.TaskID, err)
 		}
 		res.Calls[id] = callValue(r)
+		if a.Kind == conversation.ArrivalAnswer {
+			dn := decisionNote{from: from, meta: answerNote(t, a, r), key: AnswerMetaKey}
+			if t.NonBlocking {
+				dn.from, dn.task = 0, t.TaskID
+			}
+			s.decisions[id] = dn
+		}
 		// An answer that goes to the call's next attempt (an MCP
 		// elicitation's) leaves the worker that holds the call running.
 		if a.Kind == conversation.ArrivalAnswer && !tool.AnswersNextAttempt(t.Metadata) {

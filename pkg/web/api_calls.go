@@ -3,14 +3,17 @@ package web
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/pending"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
-// pending lists the calls pending across conversations, nothing stored
-// for them yet, filtered by ?tool= and ?kind=.
+// pending lists a page of the calls pending across conversations,
+// nothing stored for them yet, filtered by ?tool= and ?kind=, from
+// ?cursor= (the page before's next), ?limit= of them at most (SPEC §21):
+// {"pending": [...], "next": "<cursor>"}, next only when more may follow.
 func (h *handler) pending(w http.ResponseWriter, r *http.Request) error {
 	f := pending.Filter{Tool: r.URL.Query().Get("tool")}
 	switch kind := deferred.Kind(r.URL.Query().Get("kind")); kind {
@@ -20,10 +23,11 @@ func (h *handler) pending(w http.ResponseWriter, r *http.Request) error {
 	default:
 		return badRequest("kind is approval, external, background or queued")
 	}
-	calls, err := h.Desk.Calls(r.Context(), f)
+	page, err := h.pageOf(r, f)
 	if err != nil {
 		return err
 	}
+	calls := page.Calls
 	if calls == nil {
 		calls = []pending.Call{}
 	}
@@ -31,7 +35,11 @@ func (h *handler) pending(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"pending": calls, "queued": queued})
+	out := map[string]any{"pending": calls, "queued": queued}
+	if page.Next != "" {
+		out["next"] = page.Next
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -43,6 +51,32 @@ func (h *handler) queued(r *http.Request, f pending.Filter) ([]pending.Queued, e
 		queued = []pending.Queued{}
 	}
 	return queued, err
+}
+
+// pageOf reads the page of the calls f selects that the request's
+// ?cursor= and ?limit= ask for (pending.Desk.Page): a limit that is not a
+// whole number from 1 is a 400, one over pending.MaxPageSize is cut to
+// it, a cursor not made for the same filter a 400 bad_cursor.
+func (h *handler) pageOf(r *http.Request, f pending.Filter) (pending.PageOf, error) {
+	limit, err := limitOf(r)
+	if err != nil {
+		return pending.PageOf{}, err
+	}
+	return h.Desk.Page(r.Context(), f, r.URL.Query().Get("cursor"), limit)
+}
+
+// limitOf returns the request's ?limit= (0 when not given: the default
+// page size): a limit that is not a whole number from 1 is a 400.
+func limitOf(r *http.Request) (int, error) {
+	v := r.URL.Query().Get("limit")
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0, badRequest("limit is a whole number from 1 (at most %d are listed)", pending.MaxPageSize)
+	}
+	return n, nil
 }
 
 // decisionRequest is the body of a decision; its by is the token's name.
@@ -82,9 +116,10 @@ func (h *handler) answer(w http.ResponseWriter, r *http.Request) error {
 	if err := json.NewDecoder(r.Body).Decode(&body); err != nil || len(body) == 0 || body[0] != '{' {
 		return badRequest(`the body is not an answer {"content"…}`)
 	}
-	if _, err := h.Desk.Answer(r.Context(), conv, task, body); err != nil {
+	by := callerOf(r).Name
+	if _, err := h.Desk.AnswerAs(r.Context(), conv, task, body, by, protocol.ChannelAPI); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"conversation_id": conv, "task_id": task})
+	writeJSON(w, http.StatusOK, map[string]any{"conversation_id": conv, "task_id": task, "by": by})
 	return nil
 }

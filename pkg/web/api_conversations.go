@@ -14,21 +14,32 @@ import (
 	"github.com/offload-dev/offload/pkg/service"
 )
 
-// list answers the conversations agent serve has run, of ?status= when
-// given, from the status index.
+// list answers a page of the conversations agent serve has run, of
+// ?status= when given, the latest changed first, from ?cursor= (the page
+// before's next), ?limit= of them at most (SPEC §21): {"conversations":
+// [...], "next": "<cursor>"}, next only when more may follow.
 func (h *handler) list(w http.ResponseWriter, r *http.Request) error {
 	status := r.URL.Query().Get("status")
 	if status != "" && !slices.Contains(conversation.Statuses, status) {
 		return badRequest("status is running, paused, finished or failed")
 	}
-	out := []conversation.Status{}
-	if err := h.Core.List(r.Context(), status, func(st conversation.Status) error {
-		out = append(out, st)
-		return nil
-	}); err != nil {
+	limit, err := limitOf(r)
+	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"conversations": out})
+	page, err := h.Core.ListPage(r.Context(), status, r.URL.Query().Get("cursor"), limit)
+	if err != nil {
+		return err
+	}
+	list := page.Conversations
+	if list == nil {
+		list = []conversation.Status{}
+	}
+	out := map[string]any{"conversations": list}
+	if page.Next != "" {
+		out["next"] = page.Next
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 

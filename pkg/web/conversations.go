@@ -3,24 +3,23 @@ package web
 import (
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/service"
 )
 
 // The conversations' pages (SPEC §21): the list of the conversations
 // agent serve ran, by status, and each conversation's page (its
 // timeline, in inbox_timeline.go), server-rendered like the inbox and
 // live with its script.
-
-// listMax bounds the rows of the conversations page: the newest first.
-const listMax = 500
 
 // row is a conversation as the conversations page lists it.
 type row struct {
@@ -31,22 +30,31 @@ type row struct {
 	Age, Last        string
 }
 
-// conversationsPage lists the conversations of the status index, of
-// ?status= when given, the newest first.
+// conversationsPage lists a page of the conversations of the status
+// index, of ?status= when given, the latest changed first, from ?cursor=
+// (its "Older" link's), ?limit= a page (SPEC §21).
 func (h *handler) conversationsPage(w http.ResponseWriter, r *http.Request) error {
 	status := r.URL.Query().Get("status")
 	if status != "" && !slices.Contains(conversation.Statuses, status) {
 		return badRequest("status is running, paused, finished or failed")
 	}
-	var rows []row
-	counts := map[string]int{}
-	total := 0
-	if err := h.Core.List(r.Context(), "", func(st conversation.Status) error {
-		counts[st.Status]++
-		total++
-		if status != "" && st.Status != status {
-			return nil
-		}
+	limit, err := limitOf(r)
+	if err != nil {
+		return err
+	}
+	page, err := h.Core.ListPage(r.Context(), status, r.URL.Query().Get("cursor"), limit)
+	if errors.Is(err, service.ErrBadCursor) {
+		return err
+	}
+	if err != nil {
+		return fmt.Errorf("the conversations cannot be listed: %w", err)
+	}
+	counts, err := h.Core.StatusCounts(r.Context())
+	if err != nil {
+		return fmt.Errorf("the conversations cannot be counted: %w", err)
+	}
+	rows := make([]row, 0, len(page.Conversations))
+	for _, st := range page.Conversations {
 		rw := row{ID: st.ConversationID, Status: st.Status, Agent: st.Agent, StartedBy: st.StartedBy, Error: st.Error, Updated: st.UpdatedAt}
 		if id, err := protocol.ParseID(st.ConversationID); err == nil {
 			rw.Started = id.Timestamp().UTC()
@@ -56,25 +64,33 @@ func (h *handler) conversationsPage(w http.ResponseWriter, r *http.Request) erro
 			rw.Last = age(h.Now().Sub(st.UpdatedAt)) + " ago"
 		}
 		rows = append(rows, rw)
-		return nil
-	}); err != nil {
-		return fmt.Errorf("the conversations cannot be listed: %w", err)
-	}
-	slices.SortFunc(rows, func(a, b row) int { return strings.Compare(b.ID, a.ID) }) // IDs sort by time
-	more := 0
-	if len(rows) > listMax {
-		more, rows = len(rows)-listMax, rows[:listMax]
 	}
 	type tab struct {
 		Status, Label string
 		Count         int
 		Current       bool
 	}
+	total := 0
+	for _, n := range counts {
+		total += n
+	}
 	tabs := []tab{{Label: "all", Count: total, Current: status == ""}}
 	for _, s := range conversation.Statuses {
 		tabs = append(tabs, tab{Status: s, Label: s, Count: counts[s], Current: s == status})
 	}
-	h.render(w, r, http.StatusOK, "conversations", map[string]any{"Rows": rows, "Tabs": tabs, "Status": status, "More": more})
+	next := ""
+	if page.Next != "" {
+		q := url.Values{"cursor": {page.Next}}
+		if status != "" {
+			q.Set("status", status)
+		}
+		if v := r.URL.Query().Get("limit"); v != "" {
+			q.Set("limit", v)
+		}
+		next = "/conversations?" + q.Encode()
+	}
+	h.render(w, r, http.StatusOK, "conversations", map[string]any{"Rows": rows, "Tabs": tabs, "Status": status, "Next": next,
+		"Cursor": r.URL.Query().Get("cursor") != ""})
 	return nil
 }
 

@@ -54,11 +54,14 @@ func answerOf(err error) *httpError {
 		ae *pending.ArgsError
 		pe *session.PendingError
 		te *session.TenantError
+		ce *pending.CursorError
 	)
 	status, code := http.StatusInternalServerError, "internal"
 	switch {
 	case errors.As(err, &he):
 		return he
+	case errors.As(err, &ce), errors.Is(err, service.ErrBadCursor):
+		status, code = http.StatusBadRequest, "bad_cursor"
 	case errors.As(err, &ae):
 		status, code = http.StatusUnprocessableEntity, "invalid_args"
 	case errors.As(err, &re) && re.Reason == conversation.ReasonDuplicate:

@@ -3,7 +3,6 @@ package web
 import (
 	"bytes"
 	"cmp"
-	"context"
 	"embed"
 	"encoding/json"
 	"errors"
@@ -78,8 +77,10 @@ type item struct {
 	Description, StartedBy string
 	// Of is how many calls of the conversation's pause a person decides,
 	// Next which decision of them the next is, Others how many wait
-	// besides this one ([positions]).
+	// besides this one ([positions]); waiting how many of them wait, as
+	// the desk read them (pending.Call.Waiting).
 	Of, Next, Others int
+	waiting          int
 	// Asks is what the server behind an external call asks (an MCP
 	// elicitation, SPEC §16): a form from its requested schema, or a URL
 	// to open; nil for any other external call.
@@ -92,21 +93,22 @@ type refused struct {
 	fields                    []askField // an elicitation's form as it was sent
 }
 
-// items returns the calls waiting for a person across conversations
-// (approvals and external calls, nothing stored for them yet), oldest
-// first.
-func (h *handler) items(ctx context.Context) ([]item, error) {
-	calls, err := h.Desk.Calls(ctx, pending.Filter{Kinds: pending.ForPeople})
+// items returns a page of the calls waiting for a person across
+// conversations (approvals and external calls, nothing stored for them
+// yet), oldest first, from the request's ?cursor=, and the next page's
+// cursor ("" on the last).
+func (h *handler) items(r *http.Request) ([]item, string, error) {
+	page, err := h.pageOf(r, pending.Filter{Kinds: pending.ForPeople})
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	out := make([]item, 0, len(calls))
-	for _, c := range calls {
+	out := make([]item, 0, len(page.Calls))
+	for _, c := range page.Calls {
 		out = append(out, h.itemOf(c))
 	}
 	slices.SortFunc(out, func(a, b item) int { return strings.Compare(a.Task, b.Task) }) // task IDs sort by time
 	positions(out)
-	return out, nil
+	return out, page.Next, nil
 }
 
 // positions sets each item's Next and Others from the items of its
@@ -117,7 +119,9 @@ func positions(items []item) {
 		waiting[it.Conversation]++
 	}
 	for i := range items {
-		w := waiting[items[i].Conversation]
+		// Its conversation's calls on this page, or all of them when
+		// some are on another page.
+		w := max(waiting[items[i].Conversation], items[i].waiting)
 		items[i].Of = max(items[i].Of, w)
 		items[i].Next, items[i].Others = items[i].Of-w+1, w-1
 	}
@@ -127,7 +131,7 @@ func positions(items []item) {
 func (h *handler) itemOf(c pending.Call) item {
 	it := item{Conversation: c.ConversationID, Task: c.TaskID, Tool: c.Tool, ToolCallID: c.ToolCallID, Agent: c.Agent,
 		Prompt: c.Prompt, Kind: string(c.Kind), Args: pretty(c.Args), Expires: c.Expires, OnTimeout: c.OnTimeout,
-		Description: c.Description, StartedBy: c.StartedBy, Of: c.Of}
+		Description: c.Description, StartedBy: c.StartedBy, Of: c.Of, waiting: c.Waiting}
 	it.EditArgs = it.Args
 	if c.Kind == deferred.KindExternal {
 		it.Asks = asksOf(c.Metadata)
@@ -185,11 +189,16 @@ func (h *handler) inboxPage(w http.ResponseWriter, r *http.Request) error {
 // showInbox renders the inbox with a notice, and a refused form shown
 // again at its call.
 func (h *handler) showInbox(w http.ResponseWriter, r *http.Request, code int, notice string, ref *refused) error {
-	items, err := h.items(r.Context())
+	items, next, err := h.items(r)
+	var ce *pending.CursorError
+	if errors.As(err, &ce) {
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("the pending records cannot be read: %w", err)
 	}
 	if ref != nil {
+		items = h.withRefused(r, items, ref.task)
 		for i := range items {
 			if items[i].Task == ref.task {
 				items[i].Error, items[i].Answer = ref.error, ref.answer
@@ -210,9 +219,23 @@ func (h *handler) showInbox(w http.ResponseWriter, r *http.Request, code int, no
 		return fmt.Errorf("the tools' queues cannot be read: %w", err)
 	}
 	c := callerOf(r)
-	h.render(w, r, code, "inbox", map[string]any{"Items": items, "Queued": queued, "Notice": notice, "Who": c.Name, "Role": string(c.Role),
+	h.render(w, r, code, "inbox", map[string]any{"Items": items, "Queued": queued, "Next": next, "Cursor": r.URL.Query().Get("cursor") != "", "Limit": r.URL.Query().Get("limit"), "Notice": notice, "Who": c.Name, "Role": string(c.Role),
 		"MayDecide": c.may(RoleApprover), "MayAnswer": c.may(RoleAnswerer), "Links": h.Links != nil})
 	return nil
+}
+
+// withRefused returns items with the call of task, a refused form's
+// whose conversation the form names, first when the page does not show
+// it (a form sent from a later page).
+func (h *handler) withRefused(r *http.Request, items []item, task string) []item {
+	if slices.ContainsFunc(items, func(it item) bool { return it.Task == task }) {
+		return items
+	}
+	c, err := h.Desk.Call(r.Context(), r.PathValue("id"), task)
+	if err != nil {
+		return items
+	}
+	return append([]item{h.itemOf(*c)}, items...)
 }
 
 // inboxDecide publishes a decision given with the inbox's form: approve,
@@ -293,7 +316,7 @@ func (h *handler) inboxAnswer(w http.ResponseWriter, r *http.Request) error {
 		return badRequest("%s", err.Error())
 	}
 	after := h.outcome(r, conv, task, "answered")
-	_, err = h.Desk.Answer(r.Context(), conv, task, data)
+	_, err = h.Desk.AnswerAs(r.Context(), conv, task, data, callerOf(r).Name, protocol.ChannelInbox)
 	return h.published(w, r, task, after, err, &refused{task: task, answer: content})
 }
 

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -19,7 +20,7 @@ import (
 // entry is one line of a conversation's timeline: a prompt, the model's
 // text, a call, its result, or a decision with who and when.
 type entry struct {
-	// Kind is prompt, model, call, result, retry or decision.
+	// Kind is prompt, model, call, result, retry, decision or answer.
 	Kind string
 	At   time.Time
 	// Tool and Task name the call a call, result or decision is of.
@@ -30,12 +31,14 @@ type entry struct {
 	// Outcome is a result's (success, failed, denied, …) or a decision's
 	// (approved, denied).
 	Outcome string
-	// By is who decided, Channel how (inbox, api, link, cli, nats);
+	// By is who decided or answered, Channel how (inbox, api, link,
+	// cli, nats);
 	// Edited the arguments a decision replaced.
 	By, Channel, Edited string
 	// Unverified marks a decision the service did not sign: its by is
 	// only what its publisher claimed, its channel nats (Claimed the one
-	// it claimed, if another).
+	// it claimed, if another); or an answer it did not sign, which names
+	// no one.
 	Unverified bool
 	Claimed    string
 	// WaitTask, on a call, is the task of its pending call a person
@@ -137,6 +140,9 @@ func entries(h message.History) []entry {
 				if d, ok := x.Metadata[session.DecisionMetaKey].(map[string]any); ok {
 					out = append(out, decisionEntry(x.ToolName, d, m.Timestamp))
 				}
+				if a, ok := x.Metadata[session.AnswerMetaKey].(map[string]any); ok {
+					out = append(out, answerEntry(x.ToolName, a, m.Timestamp))
+				}
 				out = append(out, entry{Kind: "result", At: m.Timestamp, Tool: x.ToolName, Task: x.ToolCallID,
 					Text: message.ContentText(x.Content), Outcome: string(x.Outcome)})
 			case message.RetryPrompt:
@@ -145,6 +151,27 @@ func entries(h message.History) []entry {
 		}
 	}
 	return out
+}
+
+// answerEntry is the entry of answer note a (session's offload.answer
+// metadata) of an external call of tool: who answered and how when the
+// service signed the answer; otherwise unverified, naming no one.
+func answerEntry(tool string, a map[string]any, fallback time.Time) entry {
+	e := entry{Kind: "answer", Tool: tool, At: fallback}
+	e.Task, _ = a["task_id"].(string)
+	if verified, ok := a["verified"].(bool); ok && verified {
+		e.By, _ = a["by"].(string)
+		e.Channel, _ = a["channel"].(string)
+		e.By = cmp.Or(e.By, "(not named)")
+	} else {
+		e.Unverified, e.Channel = true, protocol.ChannelNATS
+	}
+	if at, ok := a["at"].(string); ok {
+		if t, err := time.Parse(time.RFC3339Nano, at); err == nil {
+			e.At = t
+		}
+	}
+	return e
 }
 
 // decisionEntry is the entry of decision note d (session's

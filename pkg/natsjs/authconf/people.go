@@ -6,7 +6,8 @@ import (
 )
 
 // pendingReader returns what reading the pending records takes (read-only:
-// the bucket's info, watches and gets), and no other bucket: people read
+// the bucket's info, watches and gets; the index of pending calls' info
+// and its pages, batched direct gets), and no other bucket: people read
 // pending records, not histories (SPEC §9).
 func pendingReader(n natsjs.Names) []string {
 	s := n.PendingStream
@@ -16,6 +17,7 @@ func pendingReader(n natsjs.Names) []string {
 		"$JS.API.CONSUMER.CREATE." + s + ".>", "$JS.API.CONSUMER.INFO." + s + ".>",
 		"$JS.API.CONSUMER.DELETE." + s + ".>", "$JS.API.CONSUMER.MSG.NEXT." + s + ".>",
 		"$JS.FC." + s + ".>",
+		"$JS.API.STREAM.INFO." + n.PendingIndex, "$JS.API.DIRECT.GET." + n.PendingIndex,
 	}
 }
 

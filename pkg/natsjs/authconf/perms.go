@@ -50,7 +50,7 @@ func streamInfos(n natsjs.Names) []string {
 	var out []string
 	for _, s := range []string{n.Tasks, n.Results, n.Approvals, n.Decisions, n.Expiries, n.Cancel, n.Answers,
 		n.RegistryStream, n.ConversationsStream, n.HistoriesStream, n.PendingStream, n.Wake, n.Events, n.EffectsStream, n.ServiceStream,
-		n.LimitsStream, n.QueueStream, n.Dead, n.Audit} {
+		n.LimitsStream, n.QueueStream, n.Dead, n.Audit, n.PendingIndex, n.StatusIndex} {
 		out = append(out, "$JS.API.STREAM.INFO."+s)
 	}
 	return out
@@ -129,6 +129,10 @@ func agentRules(n natsjs.Names, s protocol.Subjects) []Rule {
 			[]string{"$JS.API.DIRECT.GET." + n.Approvals, "$JS.API.DIRECT.GET." + n.Approvals + ".>"}},
 		{"the pending records, read and write (the conversation store\n writes them with every save)", append(append([]string{"$KV." + n.PendingBucket + ".>"},
 			reader(n.PendingStream)...), "$JS.FC."+n.PendingStream+".>")},
+		{"the index of pending calls, kept with them: entries published, read\n (batched direct gets) and removed by sequence", []string{
+			n.Prefix + ".pindex.>", "$JS.API.DIRECT.GET." + n.PendingIndex, "$JS.API.STREAM.MSG.DELETE." + n.PendingIndex}},
+		{"the index of the conversations' statuses, kept with the status index:\n entries published, read (batched direct gets) and removed by sequence", []string{
+			n.Prefix + ".sindex.>", "$JS.API.DIRECT.GET." + n.StatusIndex, "$JS.API.STREAM.MSG.DELETE." + n.StatusIndex}},
 	}
 }
 

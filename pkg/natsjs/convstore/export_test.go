@@ -3,6 +3,7 @@ package convstore
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -95,3 +96,7 @@ func FailFirstGetAfter(in *Inbox, stream string, err error, other string, n int)
 		return msgs, more, berr
 	}
 }
+
+// SetRepairGrace sets how old an entry of the index of pending calls that
+// no record holds must be for s.RepairIndex to remove it.
+func SetRepairGrace(s *Store, d time.Duration) { s.repairGrace = d }

@@ -105,35 +105,37 @@ func (s *Store) lookRecord(ctx context.Context, id string) (seq uint64, live, ok
 
 // projectKnown writes the pending record value (nil: none) of held
 // conversation id as [Store.project] does, from what this process knows
-// of its key: no read, and nothing at all when neither had a record.
-// ok is false when it knows nothing, or the write was refused (then it
-// knows nothing any more): project reads the record and writes again.
-func (s *Store) projectKnown(ctx context.Context, id string, value []byte) (ok bool, err error) {
+// of its key, calling before first when it writes: no read, and nothing
+// at all when neither had a record. ok is false when it knows nothing,
+// or the write was refused (then it knows nothing any more): project
+// reads the record and writes again; wrote says whether it wrote.
+func (s *Store) projectKnown(ctx context.Context, id string, value []byte, before func()) (ok, wrote bool, err error) {
 	h, known := s.knownRecord(id)
 	if !known {
-		return false, nil
+		return false, false, nil
 	}
+	if value == nil && !h.live {
+		return true, false, nil
+	}
+	before()
 	var seq uint64
-	switch {
-	case value == nil && !h.live:
-		return true, nil
-	case value == nil:
+	if value == nil {
 		seq, err = s.deleteRecord(ctx, id, h.seq)
-	default:
+	} else {
 		// An update at the last revision replaces a record or a delete
 		// marker; at revision 0 it creates the key.
 		seq, err = s.pending.Update(ctx, id, value, h.seq)
 	}
 	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
 		s.forgetRecord(id)
-		return false, nil
+		return false, false, nil
 	}
 	if err != nil {
 		s.forgetRecord(id)
-		return false, fmt.Errorf("natsjs: pending record of %s: %w", id, err)
+		return false, false, fmt.Errorf("natsjs: pending record of %s: %w", id, err)
 	}
 	s.knowRecord(id, seq, value != nil)
-	return true, nil
+	return true, true, nil
 }
 
 // deleteRecord deletes conversation id's pending record at revision rev,

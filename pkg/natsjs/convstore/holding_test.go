@@ -11,8 +11,10 @@ import (
 
 // While a process holds a conversation's lease, its saves write the
 // pending record without reading it first (holding.go): one message for
-// the state and one for the record, none for the record when neither the
-// state nor the store had one; a record another writer changed meanwhile
+// the state and one for the record, and the index of pending calls kept
+// with it (pindex.go: one read of the conversation's entries, one message
+// per entry added or removed), none for the record nor the index when
+// neither the state nor the store had one; a record another writer changed meanwhile
 // is read and written again, and is the holder's in the end; releasing
 // the lease forgets what was known.
 func TestHolderProjectsWithoutReading(t *testing.T) {
@@ -47,8 +49,8 @@ func TestHolderProjectsWithoutReading(t *testing.T) {
 	if err := st.Admit(conversation.ArrivalDecision, task, []byte(`{"approved":true}`), 1, st.UpdatedAt, 0); err != nil {
 		t.Fatal(err)
 	}
-	if n := save("the decision arrived"); n != 2 || b.pendingRecord(t, conv) != nil {
-		t.Fatalf("the decision's save sent %d messages (want 2: the state, the record's deletion); record %+v", n, b.pendingRecord(t, conv))
+	if n := save("the decision arrived"); n != 4 || b.pendingRecord(t, conv) != nil {
+		t.Fatalf("the decision's save sent %d messages (want 4: the state, the record's deletion, the index read, its entry removed); record %+v", n, b.pendingRecord(t, conv))
 	}
 	st.Pending, st.Arrivals, st.Settled = nil, nil, append(st.Settled, task)
 	if n := save("nothing pending"); n != 1 || b.pendingRecord(t, conv) != nil {
@@ -56,8 +58,8 @@ func TestHolderProjectsWithoutReading(t *testing.T) {
 	}
 	next := protocol.NewID()
 	st.Pending = &deferred.PendingRecord{ConversationID: conv, Tasks: []deferred.PendingTask{{TaskID: next, Kind: deferred.KindApproval, Tool: "shell", ToolCallID: "call_2", Args: []byte(`{}`)}}}
-	if n := save("paused again"); n != 2 {
-		t.Fatalf("the pause's save sent %d messages, want 2 (the state, the record over its delete marker)", n)
+	if n := save("paused again"); n != 4 {
+		t.Fatalf("the pause's save sent %d messages, want 4 (the state, the index read, its entry added, the record over its delete marker)", n)
 	}
 	if rec := b.pendingRecord(t, conv); rec == nil || rec.Revision != rev || len(rec.Tasks) != 1 || rec.Tasks[0].TaskID != next {
 		t.Fatalf("record %+v after the pause at revision %d", rec, rev)

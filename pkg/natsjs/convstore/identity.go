@@ -13,10 +13,11 @@ import (
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
-// SignatureHeader is the header of a decision the service signed (SPEC
-// §12): "ed25519:" and the base64 Ed25519 signature, with the private
-// half of the service's decision key, of the decision's conversation,
-// task and whole payload (see [Identities.Sign]).
+// SignatureHeader is the header of a decision (SPEC §12) or an answer
+// (SPEC §21) the service signed: "ed25519:" and the base64 Ed25519
+// signature, with the private half of the service's decision key, of
+// the message's kind, conversation, task and whole payload (see
+// [Identities.Sign], [Identities.SignAnswer]).
 const SignatureHeader = "Offload-Decision-Signature"
 
 // sigPrefix names the signature's scheme in [SignatureHeader].
@@ -65,32 +66,59 @@ func (ids *Identities) public() ed25519.PublicKey {
 	return nil
 }
 
-// signed returns what is signed of decision data for task of
-// conversation conv.
-func signed(conv, task string, data []byte) []byte {
-	return append([]byte("offload.decision\x00"+conv+"\x00"+task+"\x00"), data...)
+// signed returns what is signed of data, a decision or an answer
+// (kind), for task of conversation conv: the kind is signed, so that
+// the signature of one is never valid for the other.
+func signed(kind conversation.ArrivalKind, conv, task string, data []byte) []byte {
+	domain := "offload.decision"
+	if kind == conversation.ArrivalAnswer {
+		domain = "offload.answer"
+	}
+	return append([]byte(domain+"\x00"+conv+"\x00"+task+"\x00"), data...)
 }
 
 // Sign returns the signature header's value of decision data (its whole
 // payload, as published) for task of conversation conv: "" without a
 // private key.
 func (ids *Identities) Sign(conv, task string, data []byte) string {
+	return ids.sign(conversation.ArrivalDecision, conv, task, data)
+}
+
+// SignAnswer returns the signature header's value of answer data (its
+// whole payload, as published) for external call task of conversation
+// conv (SPEC §21): "" without a private key. Its by and channel are
+// then the service's, not only its publisher's claim.
+func (ids *Identities) SignAnswer(conv, task string, data []byte) string {
+	return ids.sign(conversation.ArrivalAnswer, conv, task, data)
+}
+
+func (ids *Identities) sign(kind conversation.ArrivalKind, conv, task string, data []byte) string {
 	if ids == nil || len(ids.Private) != ed25519.PrivateKeySize {
 		return ""
 	}
-	return sigPrefix + base64.StdEncoding.EncodeToString(ed25519.Sign(ids.Private, signed(conv, task, data)))
+	return sigPrefix + base64.StdEncoding.EncodeToString(ed25519.Sign(ids.Private, signed(kind, conv, task, data)))
 }
 
 // Verify reports whether sig, a signature header's value, is the
 // service's signature of decision data for task of conversation conv.
 func (ids *Identities) Verify(conv, task string, data []byte, sig string) bool {
+	return ids.verify(conversation.ArrivalDecision, conv, task, data, sig)
+}
+
+// VerifyAnswer reports whether sig, a signature header's value, is the
+// service's signature of answer data for task of conversation conv.
+func (ids *Identities) VerifyAnswer(conv, task string, data []byte, sig string) bool {
+	return ids.verify(conversation.ArrivalAnswer, conv, task, data, sig)
+}
+
+func (ids *Identities) verify(kind conversation.ArrivalKind, conv, task string, data []byte, sig string) bool {
 	pub := ids.public()
 	raw, ok := strings.CutPrefix(sig, sigPrefix)
 	if pub == nil || !ok {
 		return false
 	}
 	b, err := base64.StdEncoding.DecodeString(raw)
-	return err == nil && ed25519.Verify(pub, signed(conv, task, data), b)
+	return err == nil && ed25519.Verify(pub, signed(kind, conv, task, data), b)
 }
 
 // Identify returns the quorum identity of decision d, verified when the
@@ -124,11 +152,15 @@ func (ids *Identities) VoteKey(conv, task, by string) string {
 	return "sig." + hex.EncodeToString(sum[:16])
 }
 
-// admitOptions returns the conversation.AdmitOptions of decision data,
-// read with headers h for task of conversation conv: whether it is
-// signed, its quorum identity, and whether the expiries stream wrote it.
-func (ids *Identities) admitOptions(conv, task string, data []byte, h nats.Header) conversation.AdmitOptions {
-	verified := ids.Verify(conv, task, data, h.Get(SignatureHeader))
+// admitOptions returns the conversation.AdmitOptions of data, a
+// decision or an answer (kind), read with headers h for task of
+// conversation conv: whether it is signed, a decision's quorum
+// identity, and whether the expiries stream wrote it.
+func (ids *Identities) admitOptions(kind conversation.ArrivalKind, conv, task string, data []byte, h nats.Header) conversation.AdmitOptions {
+	verified := ids.verify(kind, conv, task, data, h.Get(SignatureHeader))
+	if kind == conversation.ArrivalAnswer {
+		return conversation.AdmitOptions{Signed: verified}
+	}
 	o := conversation.AdmitOptions{Signed: verified, Expiry: h.Get(sourceHeader) != ""}
 	if ids != nil {
 		o.Identify = func(d protocol.Decision) (string, bool) { return ids.Identify(d, verified) }

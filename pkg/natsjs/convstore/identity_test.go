@@ -75,3 +75,40 @@ func TestIdentities(t *testing.T) {
 		t.Errorf("unsigned vote key %q", k)
 	}
 }
+
+// An answer's signature (SPEC §21) binds its conversation, task and
+// whole payload (by, channel) as a decision's does, and is of its kind:
+// a decision's signature of the same bytes is not an answer's, nor the
+// reverse.
+func TestAnswerSignatures(t *testing.T) {
+	t.Parallel()
+	serve := &convstore.Identities{Private: ed25519.NewKeyFromSeed([]byte(strings.Repeat("1", ed25519.SeedSize)))}
+	pub, _ := serve.Private.Public().(ed25519.PublicKey)
+	agent := &convstore.Identities{Public: pub}
+	data := []byte(`{"content":"42","by":"bea","channel":"api"}`)
+	sig := serve.SignAnswer("C", "T", data)
+	if !strings.HasPrefix(sig, "ed25519:") || !agent.VerifyAnswer("C", "T", data, sig) {
+		t.Fatalf("signed %q: not verified", sig)
+	}
+	if s := agent.SignAnswer("C", "T", data); s != "" {
+		t.Errorf("the public half signed: %q", s)
+	}
+	if agent.Verify("C", "T", data, sig) {
+		t.Error("an answer's signature verified as a decision's")
+	}
+	if agent.VerifyAnswer("C", "T", data, serve.Sign("C", "T", data)) {
+		t.Error("a decision's signature verified as an answer's")
+	}
+	for name, c := range map[string]struct{ conv, task, data, sig string }{
+		"unsigned":      {"C", "T", string(data), ""},
+		"other by":      {"C", "T", `{"content":"42","by":"mallory","channel":"api"}`, sig},
+		"other channel": {"C", "T", `{"content":"42","by":"bea","channel":"inbox"}`, sig},
+		"other content": {"C", "T", `{"content":"43","by":"bea","channel":"api"}`, sig},
+		"other task":    {"C", "U", string(data), sig},
+		"other conv":    {"D", "T", string(data), sig},
+	} {
+		if agent.VerifyAnswer(c.conv, c.task, []byte(c.data), c.sig) {
+			t.Errorf("%s: verified", name)
+		}
+	}
+}

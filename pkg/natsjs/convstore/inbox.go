@@ -226,8 +226,8 @@ func (in *Inbox) consider(st *conversation.State, kind conversation.ArrivalKind,
 		}
 	}
 	o := conversation.AdmitOptions{}
-	if kind == conversation.ArrivalDecision {
-		o = in.cfg.Identities.admitOptions(st.ID, task, data, h)
+	if kind == conversation.ArrivalDecision || kind == conversation.ArrivalAnswer {
+		o = in.cfg.Identities.admitOptions(kind, st.ID, task, data, h)
 	}
 	o.Seq, o.At, o.MaxSize = meta.Sequence.Stream, meta.Timestamp, in.cfg.MaxPayload
 	err := st.AdmitWith(kind, task, data, o)

@@ -40,10 +40,12 @@ type Pending struct {
 	// publishes with its key; nil authenticates none.
 	Identities *Identities
 	maxPayload int
+	batches    *direct.Batches // the index's pages (pindex.go)
 }
 
-// OpenPending ensures the pending bucket's stream (as natsjs.Provision
-// does, when the user may; else it must exist) and binds it.
+// OpenPending ensures the pending bucket's stream and the index of
+// pending calls (as natsjs.Provision does, when the user may; else they
+// must exist) and binds them.
 func OpenPending(ctx context.Context, cfg OpenConfig) (*Pending, error) {
 	js := cfg.JetStream
 	if js == nil {
@@ -54,8 +56,11 @@ func OpenPending(ctx context.Context, cfg OpenConfig) (*Pending, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := natsjs.EnsureStreams(ctx, js, cfg.Provision, names.PendingIndex); err != nil {
+		return nil, err
+	}
 	p := &Pending{kv: kv, nc: js.Conn(), subj: protocol.Subjects{Prefix: names.Prefix}, names: names,
-		Announcer: NewAnnouncer(js, names.Prefix), Publisher: NewPublisher(js, names.Prefix)}
+		Announcer: NewAnnouncer(js, names.Prefix), Publisher: NewPublisher(js, names.Prefix), batches: direct.NewBatches(js.Conn())}
 	if p.nc != nil {
 		p.maxPayload = int(p.nc.MaxPayload())
 	}
@@ -76,8 +81,13 @@ func (p *Pending) Get(ctx context.Context, id string) (*conversation.Summary, er
 	if err != nil {
 		return nil, fmt.Errorf("natsjs: pending record of %s: %w", id, err)
 	}
+	return decodeRecord(id, e.Value())
+}
+
+// decodeRecord decodes data, the pending record of conversation id.
+func decodeRecord(id string, data []byte) (*conversation.Summary, error) {
 	var s conversation.Summary
-	if err := json.Unmarshal(e.Value(), &s); err != nil {
+	if err := json.Unmarshal(data, &s); err != nil {
 		return nil, fmt.Errorf("natsjs: pending record of %s: %w", id, err)
 	}
 	if s.ConversationID != id {
@@ -199,10 +209,14 @@ func (p *Pending) Publish(ctx context.Context, conv string, s *conversation.Summ
 	var d protocol.Decision
 	var sig string
 	o := conversation.AdmitOptions{}
-	if kind == conversation.ArrivalDecision {
+	switch kind {
+	case conversation.ArrivalDecision:
 		_ = json.Unmarshal(data, &d) // a malformed one is refused below
 		sig = p.Identities.Sign(conv, task, data)
-		o = p.Identities.admitOptions(conv, task, data, nats.Header{SignatureHeader: []string{sig}})
+		o = p.Identities.admitOptions(kind, conv, task, data, nats.Header{SignatureHeader: []string{sig}})
+	case conversation.ArrivalAnswer:
+		// An answer too: its by and channel are then verified (SPEC §21).
+		sig = p.Identities.SignAnswer(conv, task, data)
 	}
 	o.At, o.MaxSize = time.Now(), p.maxPayload
 	if err := st.AdmitWith(kind, task, data, o); err != nil {
@@ -274,10 +288,10 @@ func (p *Pending) stored(ctx context.Context, st *conversation.State, kind defer
 		return m, true, nil
 	}
 	ak := conversation.ArrivalAnswer
-	o := conversation.AdmitOptions{}
 	if kind == deferred.KindApproval {
-		ak, o = conversation.ArrivalDecision, p.Identities.admitOptions(st.ID, task, m.Data, m.Header)
+		ak = conversation.ArrivalDecision
 	}
+	o := p.Identities.admitOptions(ak, st.ID, task, m.Data, m.Header)
 	o.At, o.MaxSize = m.Stored, p.maxPayload
 	check := &conversation.State{ID: st.ID, Pending: st.Pending, UpdatedAt: st.UpdatedAt, Votes: slices.Clone(st.Votes)}
 	return m, check.AdmitWith(ak, task, m.Data, o) == nil, nil

@@ -33,29 +33,53 @@ func (s *Store) project(ctx context.Context, st *conversation.State, rev convers
 			return fmt.Errorf("natsjs: pending record of %s: %w", st.ID, err)
 		}
 	}
-	if ok, err := s.projectKnown(ctx, st.ID, value); ok || err != nil {
-		return err
+	// The index of pending calls around the record (pindex.go): its
+	// calls' entries added before, the others' removed after.
+	var have []indexed
+	var read, indexing bool
+	before := func() {
+		if !indexing {
+			indexing = true
+			have, read = s.indexBefore(ctx, sum)
+		}
 	}
-	key := st.ID
+	wrote, err := s.writeRecord(ctx, st.ID, rev, value, before)
+	if wrote {
+		s.indexAfter(ctx, st.ID, sum, have, read)
+	}
+	return err
+}
+
+// writeRecord writes value (nil: none), conversation id's pending record
+// of revision rev, calling before first when it writes; wrote says
+// whether it did (a record of a later save, or no record before nor
+// now, is left as it is).
+func (s *Store) writeRecord(ctx context.Context, id string, rev conversation.Revision, value []byte, before func()) (wrote bool, err error) {
+	if ok, wrote, err := s.projectKnown(ctx, id, value, before); ok || err != nil {
+		return wrote, err
+	}
+	key := id
 	for range projectAttempts {
 		var cur uint64 // the record's revision; 0: no record
 		e, err := s.pending.Get(ctx, key)
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
 		case err != nil:
-			return fmt.Errorf("natsjs: pending record of %s: %w", st.ID, err)
+			return false, fmt.Errorf("natsjs: pending record of %s: %w", id, err)
 		default:
 			var have conversation.Summary
 			if json.Unmarshal(e.Value(), &have) == nil && have.Revision >= rev {
-				return nil // written by a later save
+				return false, nil // written by a later save
 			}
 			cur = e.Revision()
 		}
 		var seq uint64
+		if value == nil && cur == 0 {
+			return false, nil
+		}
+		before()
 		switch {
-		case sum == nil && cur == 0:
-			return nil
-		case sum == nil:
+		case value == nil:
 			seq, err = s.deleteRecord(ctx, key, cur)
 		case cur == 0:
 			seq, err = s.pending.Create(ctx, key, value)
@@ -63,19 +87,20 @@ func (s *Store) project(ctx context.Context, st *conversation.State, rev convers
 			seq, err = s.pending.Update(ctx, key, value, cur)
 		}
 		if err == nil {
-			s.knowRecord(key, seq, sum != nil)
-			return nil
+			s.knowRecord(key, seq, value != nil)
+			return true, nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-			return fmt.Errorf("natsjs: pending record of %s: %w", st.ID, err)
+			return false, fmt.Errorf("natsjs: pending record of %s: %w", id, err)
 		}
 	}
-	return fmt.Errorf("natsjs: pending record of %s: changed by another writer %d times", st.ID, projectAttempts)
+	return false, fmt.Errorf("natsjs: pending record of %s: changed by another writer %d times", id, projectAttempts)
 }
 
 // Reproject writes the pending record of every stored conversation again
 // from its state (see [Store.project]), and its status index entry when
-// it has none ([Store.backfillStatus]), and returns how many
+// it has none ([Store.backfillStatus]), then repairs the index of pending
+// calls ([Store.RepairIndex]), and returns how many
 // conversations it read: what `agent provision` does once for a store
 // written before the pending records or the status index existed, whose
 // conversations would otherwise have none until their next save or run.
@@ -99,6 +124,10 @@ func (s *Store) Reproject(ctx context.Context) (int, error) {
 			return i, err
 		}
 	}
+	// The index of pending calls of the records written before it.
+	if _, _, err := s.RepairIndex(ctx); err != nil {
+		return len(ids), err
+	}
 	return len(ids), nil
 }
 
@@ -115,12 +144,30 @@ func (s *Store) backfillStatus(ctx context.Context, st *conversation.State, rev 
 	if st.Agent != nil {
 		entry.Agent = st.Agent.Name
 	}
+	if cur, err := s.GetStatus(ctx, st.ID); err != nil || cur != nil {
+		if err == nil {
+			// An entry of before the index of statuses: indexed again.
+			_, err = s.indexStatus(ctx, *cur, mustJSON(*cur))
+		}
+		return err
+	}
 	data, err := json.Marshal(entry)
+	if err != nil {
+		return err
+	}
+	old, err := s.indexStatus(ctx, entry, data)
 	if err != nil {
 		return err
 	}
 	if _, err := s.kv.Create(ctx, statusKeyPre+st.ID, data); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
 		return fmt.Errorf("natsjs: status of %s: %w", st.ID, err)
 	}
+	s.unindexStatuses(ctx, st.ID, old)
 	return nil
+}
+
+// mustJSON is st's JSON form (a Status always has one).
+func mustJSON(st conversation.Status) []byte {
+	data, _ := json.Marshal(st)
+	return data
 }

@@ -24,7 +24,8 @@ const statusKeyPre = "status."
 // before the index.
 
 // SetStatus records st in the status index (last writer wins: only the
-// lease holder sets it).
+// lease holder sets it), and in the index of statuses the conversations
+// page reads (sindex.go).
 func (s *Store) SetStatus(ctx context.Context, st conversation.Status) error {
 	if err := checkConvID(st.ConversationID); err != nil {
 		return err
@@ -36,9 +37,16 @@ func (s *Store) SetStatus(ctx context.Context, st conversation.Status) error {
 	if err != nil {
 		return err
 	}
+	// The index of statuses around the entry (sindex.go): its message of
+	// this status before, those of other statuses removed after.
+	old, err := s.indexStatus(ctx, st, data)
+	if err != nil {
+		return err
+	}
 	if _, err := s.kv.Put(ctx, statusKeyPre+st.ConversationID, data); err != nil {
 		return fmt.Errorf("natsjs: status of %s: %w", st.ConversationID, err)
 	}
+	s.unindexStatuses(ctx, st.ConversationID, old)
 	return nil
 }
 

@@ -60,7 +60,13 @@ type Store struct {
 	kv      jetstream.KeyValue
 	obj     jetstream.ObjectStore
 	pending jetstream.KeyValue
-	records direct.Keys // the pending bucket's keys as messages (holding.go)
+	records direct.Keys      // the pending bucket's keys as messages (holding.go)
+	index   jetstream.Stream // the index of pending calls (pindex.go)
+	// statusIndex is the index of the conversations' statuses (sindex.go).
+	statusIndex jetstream.Stream
+	batches     *direct.Batches // its reads
+	// repairGrace is how old an entry RepairIndex removes must be.
+	repairGrace time.Duration
 
 	mu      sync.Mutex
 	objects map[string]string   // conversation → history object last read or written
@@ -85,7 +91,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	names := natsjs.NamesFor(cfg.Provision.Prefix)
-	if err := natsjs.EnsureStreams(ctx, cfg.JetStream, cfg.Provision, names.ConversationsStream, names.HistoriesStream, names.PendingStream); err != nil {
+	if err := natsjs.EnsureStreams(ctx, cfg.JetStream, cfg.Provision, names.ConversationsStream, names.HistoriesStream, names.PendingStream, names.PendingIndex, names.StatusIndex); err != nil {
 		return nil, err
 	}
 	kv, err := natsjs.BindBucket(ctx, cfg.JetStream, names.ConversationsBucket)
@@ -109,8 +115,17 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 			cfg.MaxInline = int(nc.MaxPayload()) * 3 / 4
 		}
 	}
+	index, err := cfg.JetStream.Stream(ctx, names.PendingIndex)
+	if err != nil {
+		return nil, fmt.Errorf("natsjs: bind stream %s: %w", names.PendingIndex, err)
+	}
+	statusIndex, err := cfg.JetStream.Stream(ctx, names.StatusIndex)
+	if err != nil {
+		return nil, fmt.Errorf("natsjs: bind stream %s: %w", names.StatusIndex, err)
+	}
 	records := direct.Keys{JS: cfg.JetStream, NC: cfg.JetStream.Conn(), Stream: names.PendingStream, Bucket: names.PendingBucket}
-	return &Store{cfg: cfg, log: log, names: names, kv: kv, records: records, obj: obj, pending: pending, objects: map[string]string{}, held: map[string]*holding{}}, nil
+	return &Store{statusIndex: statusIndex, cfg: cfg, log: log, names: names, kv: kv, records: records, index: index, batches: direct.NewBatches(cfg.JetStream.Conn()), repairGrace: repairGrace,
+		obj: obj, pending: pending, objects: map[string]string{}, held: map[string]*holding{}}, nil
 }
 
 // stored is the value of a conversation's key.

@@ -123,6 +123,10 @@ type Config struct {
 	// running while no process holds their lease (a replica was killed
 	// mid-run; lapsed.go). Defaults to 5 s.
 	SweepInterval time.Duration
+	// IndexRepairInterval is how often, jittered, the replica repairs the
+	// index of pending calls when its Store can (indexrepair.go). Defaults
+	// to 10 min.
+	IndexRepairInterval time.Duration
 	// Unfollow, if set, is called with a conversation's ID when its run on
 	// this replica has ended, its state saved: the wiring stops reading
 	// the conversation's results there (remote.Client.Unfollow, with
@@ -210,6 +214,9 @@ func New(cfg Config) (*Service, error) {
 	if cfg.SweepInterval <= 0 {
 		cfg.SweepInterval = 5 * time.Second
 	}
+	if cfg.IndexRepairInterval <= 0 {
+		cfg.IndexRepairInterval = 10 * time.Minute
+	}
 	cfg.Session.Store, cfg.Session.Inbox = cfg.Store, cfg.Inbox
 	cfg.Session.Holder, cfg.Session.Logger = cfg.Holder, cfg.Logger
 	batches := direct.NewBatches(cfg.JetStream.Conn())
@@ -293,6 +300,10 @@ func (s *Service) start(ctx context.Context) error {
 	}
 	s.wg.Add(1)
 	go s.lapsedLoop()
+	if r, ok := s.cfg.Store.(indexRepairer); ok {
+		s.wg.Add(1)
+		go s.indexRepairLoop(r)
+	}
 	return nil
 }
 

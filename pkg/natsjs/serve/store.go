@@ -49,6 +49,13 @@ type Store interface {
 	GetStatus(ctx context.Context, id string) (*conversation.Status, error)
 	// Statuses calls fn with every entry of the status index.
 	Statuses(ctx context.Context, fn func(conversation.Status) error) error
+	// StatusPage returns up to limit entries of the status index of
+	// status ("": all), the latest changed first, changed before sequence
+	// before of its index (0: the newest), and the sequence the next page
+	// reads before (0: none); StatusCounts how many it holds of each
+	// status (SPEC §21).
+	StatusPage(ctx context.Context, status string, before uint64, limit int) ([]conversation.Status, uint64, error)
+	StatusCounts(ctx context.Context) (map[string]int, error)
 	// WatchStatuses calls fn with every entry of the status index, then
 	// with each one written, until stop.
 	WatchStatuses(ctx context.Context, fn func(st conversation.Status, rev uint64)) (stop func(), err error)

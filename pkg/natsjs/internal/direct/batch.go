@@ -91,6 +91,42 @@ func (b *Batches) Next(ctx context.Context, stream, filter string, from uint64, 
 	return b.get(ctx, stream, filter, batchRequest{Seq: from, NextFor: filter, Batch: n, MaxBytes: batchBytes})
 }
 
+// Count returns how many messages are stored on filter (wildcards
+// allowed) in stream: a batch of one from the first, whose end-of-batch
+// status counts those past it (the server keeps the count by subject: no
+// message but the first is read).
+func (b *Batches) Count(ctx context.Context, stream, filter string) (uint64, error) {
+	req, _ := json.Marshal(batchRequest{Seq: 1, NextFor: filter, Batch: 1, MaxBytes: batchBytes})
+	reply, replies, stop, err := b.open(2)
+	if err != nil {
+		return 0, fmt.Errorf("natsjs: count %s: %w", filter, err)
+	}
+	defer stop()
+	if err := b.nc.PublishRequest("$JS.API.DIRECT.GET."+stream, reply, req); err != nil {
+		return 0, fmt.Errorf("natsjs: count %s: %w", filter, err)
+	}
+	var n uint64
+	for {
+		var m *nats.Msg
+		select {
+		case m = <-replies:
+		case <-ctx.Done():
+			return 0, fmt.Errorf("natsjs: count %s: %w", filter, ctx.Err())
+		}
+		switch m.Header.Get("Status") {
+		case "":
+			n++
+		case "404": // none at all
+			return 0, nil
+		case "204": // the end of the batch
+			pending, _ := strconv.ParseUint(m.Header.Get(numPendingHeader), 10, 64)
+			return n + pending, nil
+		default:
+			return 0, statusError(m, filter)
+		}
+	}
+}
+
 // Since is [Batches.Next] from the first message on filter stored at or
 // after time since (the server's clock) rather than from a sequence.
 func (b *Batches) Since(ctx context.Context, stream, filter string, since time.Time, n int) ([]*Msg, bool, error) {
