@@ -148,3 +148,35 @@ func TestServeAndRetireWhileRunning(t *testing.T) {
 		t.Fatalf("Retire after stop: %v", err)
 	}
 }
+
+// A task of a tool served while the worker runs, stored and cancelled
+// before its part subscribed to its cancels, is not run: the cancel index
+// saw no cancel of it, so the part looks its tasks stored until then up.
+func TestServeLooksUpCancelsStoredBefore(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	results := b.results(t)
+	w := b.worker(t, worker.Config{ID: "w", Tools: []*tool.Tool{echoLike("a", "a1")}})
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	b.provision(t) // the late tool's consumer is made by Serve; the streams are there
+	task := jstest.NewTask("late", protocol.NewID(), `{}`)
+	b.publishTask(t, task)
+	b.publishCancel(t, task)
+	ran := make(chan struct{}, 1)
+	late := tool.Func("late", "Record a run.", func(context.Context, *tool.RunContext, struct{}) (string, error) {
+		ran <- struct{}{}
+		return "ran", nil
+	})
+	if err := w.Serve(ctx, late); err != nil {
+		t.Fatal(err)
+	}
+	if r := resultOf(t, results, task); r.Status != protocol.StatusCancelled {
+		t.Fatalf("a task cancelled before its tool was served: %s %s", r.Status, r.Message)
+	}
+	select {
+	case <-ran:
+		t.Fatal("a task cancelled before its tool was served ran")
+	default:
+	}
+}
