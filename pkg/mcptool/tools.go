@@ -89,7 +89,11 @@ func (s *Server) newTool(t mcpTool) (*tool.Tool, error) {
 	timeout := s.cfg.timeout(t.Name)
 	// Advertised (the registry entry's timeout): it bounds a background
 	// call of the tool on the agent's side too (SPEC §20).
-	ot, err := tool.New(def, s.handler(t.Name, timeout), tool.Timeout(timeout))
+	opts := []tool.Option{tool.Timeout(timeout)}
+	if l := s.cfg.limitsOf(t.Name); l != nil {
+		opts = append(opts, tool.Limited(l))
+	}
+	ot, err := tool.New(def, s.handler(t.Name, timeout), opts...)
 	if err != nil {
 		return nil, fmt.Errorf("mcptool: mcp server %q: tool %q: %w", s.cfg.Name, t.Name, err)
 	}

@@ -16,6 +16,7 @@
 //   add-many {n}         registers n tools many-0 … many-<n-1>
 //   storm {n}            sends n notifications/tools/list_changed at once
 //   lists                how many tools/list requests the server answered
+//   span {ms}            sleeps ms, returns {"start","end"} (Unix ms)
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import { z } from "zod";
@@ -68,6 +69,12 @@ server.registerTool("add-many", { description: "Register n tools.", inputSchema:
 server.registerTool("storm", { description: "Send n tools/list_changed.", inputSchema: { n: z.number() } }, async ({ n }) => {
   for (let i = 0; i < n; i++) server.sendToolListChanged();
   return text("sent " + n);
+});
+
+server.registerTool("span", { description: "Sleep, say when it ran.", inputSchema: { ms: z.number() } }, async ({ ms }) => {
+  const start = Date.now();
+  await new Promise((r) => setTimeout(r, ms));
+  return text(JSON.stringify({ start, end: Date.now() }));
 });
 
 // Count the tools/list requests answered (the SDK's own handler, wrapped).
