@@ -93,8 +93,8 @@ func (f *followWorld) waitCount(t *testing.T, n int, substrs ...string) {
 
 // The worker follows a real MCP server's notifications/tools/list_changed
 // (SPEC §16): a tool the server registers after initialization is
-// advertised (schema, description, annotations, mcp.server) and served by
-// its own consumer; a changed schema is advertised; a tool removed has its
+// advertised (schema, description, annotations, mcp.server, the server's
+// limits) and served by its own consumer; a changed schema is advertised; a tool removed has its
 // registry entry withdrawn while a call of it in flight finishes with its
 // result; a name offload refuses, or one another tool of the worker has,
 // is not served; a storm of 200 notifications costs a few listings, not
@@ -112,6 +112,7 @@ func TestMCPToolsFollowListChanged(t *testing.T) {
 mcp_servers:
   - name: changing
     command: [%q, %q]
+    limits: {max_in_flight: 2}
 `, command[0], command[1]), 0o644)
 	f := &followWorld{p: proctest.StartProcess(t, bin, "--nats", srv.URL(), "--config", config, "--id", "follow", "-v")}
 	f.p.WaitLog(t, `"msg":"toolworker started"`, 60*time.Second)
@@ -143,7 +144,7 @@ mcp_servers:
 	f.waitCount(t, 1, `"msg":"mcp tool added"`, `"tool":"late"`)
 	e := f.entry(ctx, t, "late")
 	if e == nil || e.Description != "A tool registered after initialization." || !strings.Contains(string(e.Parameters), `"hold"`) ||
-		e.Metadata["mcp.server"] != "changing" || !e.Idempotent {
+		e.Metadata["mcp.server"] != "changing" || !e.Idempotent || e.Limits == nil || e.Limits.MaxInFlight != 2 {
 		t.Fatalf("registry entry of late: %+v", e)
 	}
 	if got := f.call(ctx, t, "late", `{"text":"hi"}`); got != "late: hi" {

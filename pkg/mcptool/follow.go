@@ -252,5 +252,5 @@ func (s *Server) apply(ctx context.Context) {
 
 // tooMany is the error of a listing over MaxTools.
 func tooMany(n int) error {
-	return fmt.Errorf("the server lists %d tools, more than %d: name those to serve in tools:", n, MaxTools)
+	return fmt.Errorf("the server lists %d tools, more than %d: name those to serve in the tools: allow-list", n, MaxTools)
 }
