@@ -172,6 +172,17 @@ mcp_servers:
 	if e := f.entry(ctx, t, "late"); e == nil || e.Description != "A tool changed after registration." || !strings.Contains(string(e.Parameters), `"n"`) {
 		t.Fatalf("registry entry of late after its change: %+v", e)
 	}
+	// The worker checks the arguments against the new schema (n is
+	// required now) before the server sees them.
+	res, err := f.d.Call(ctx, protocol.Task{TaskID: protocol.NewID(), Tool: "late", Args: json.RawMessage(`{"text":"old"}`), ConversationID: protocol.NewID()})
+	// (The server would refuse them too, with an MCPError: the worker's
+	// own schema check says "missing properties".)
+	if err != nil || res.Status != protocol.StatusRetry || !strings.Contains(res.Message, `missing properties: ["n"]`) {
+		t.Fatalf("a call of the old schema after the change: %+v %v", res, err)
+	}
+	if got := f.call(ctx, t, "late", `{"text":"new","n":1}`); got != "late: new" {
+		t.Fatalf("a call of the new schema: %q", got)
+	}
 	f.call(ctx, t, "remove-late", `{}`)
 	f.waitCount(t, 1, `"msg":"mcp tool retired"`, `"tool":"late"`)
 	if e := f.entry(ctx, t, "late"); e != nil {
