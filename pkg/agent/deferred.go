@@ -158,6 +158,9 @@ func (s *runState) setDeferredRecord(respIdx int, rec map[string]deferredEntry) 
 		if e.AnswerNext {
 			v["answer_next"] = true
 		}
+		if e.AnswerHolder != "" {
+			v["answer_holder"] = e.AnswerHolder
+		}
 		m[id] = v
 	}
 	s.mu.Lock()
