@@ -97,7 +97,7 @@ func (w *Worker) holderDeliveries(toolName string) uint64 {
 	if limit := w.deliveryLimit(toolName); limit > 0 {
 		n = min(n, max(limit-2, 1))
 	}
-	return uint64(n) //nolint:gosec // G115: positive and small
+	return uint64(n)
 }
 
 // serves reports whether the worker of ID id advertises toolName now: its

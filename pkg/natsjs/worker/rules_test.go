@@ -323,7 +323,12 @@ func testRuleAnswerHolder(t *testing.T) {
 	if err := kv.Delete(ctx, natsjs.RegistryKey("job", "h")); err != nil {
 		t.Fatal(err)
 	}
-	for p.nextAck(t, seq, false) == "nak" { // the deliveries before the delete
+	settlement := p.nextAck(t, seq, false)
+	for settlement == "nak" { // the deliveries before the delete
+		settlement = p.nextAck(t, seq, false)
+	}
+	if settlement != "ack" {
+		t.Fatalf("the answer for a holder gone was settled with %s, want ack", settlement)
 	}
 	if run := p.ran(t, theirs); run.rc.ToolCallMetadata[tool.AnswerHolderMetaKey] != "h" {
 		t.Errorf("run context %+v", run.rc)
