@@ -101,3 +101,70 @@ func testElicitationAcrossReplicas(t *testing.T, replicas int) {
 		}
 	}
 }
+
+// The replica that holds a parked elicitation is SIGKILLed (its server
+// and the call die with it; its registry entry outlives it until its TTL):
+// the answer's attempt, handed back by the other replica while it could
+// still be the holder's, is run there at last and answered as a call not
+// held — approval_required, effect unknown, for a person — never looping
+// and never calling the tool again.
+func TestMCPElicitationHolderKilled(t *testing.T) {
+	t.Parallel()
+	node, serverJS := mcptest.EverythingScript(t)
+	twBin, agentBin := binaries(t)
+	srv := natstest.Start(t)
+	dir := proctest.ToolDir(t)
+	writeFile(t, filepath.Join(dir, "tools.yaml"), fmt.Sprintf(`mcp_servers:
+  - name: everything
+    command: [%q, %q, "stdio"]
+    tools: [trigger-elicitation-request]
+`, node, serverJS), 0o644)
+	writeFile(t, filepath.Join(dir, "run.yaml"), "turns:\n  - tool_calls: [{tool: trigger-elicitation-request}]\n  - text: never reached\n", 0o644)
+	writeFile(t, filepath.Join(dir, "resume.yaml"), "turns:\n  - text: never reached\n", 0o644)
+	workers := []*proctest.Process{
+		startWorker(t, twBin, "--nats", srv.URL(), "--config", filepath.Join(dir, "tools.yaml"), "--id", "replica-0", "-v"),
+		startWorker(t, twBin, "--nats", srv.URL(), "--config", filepath.Join(dir, "tools.yaml"), "--id", "replica-1", "-v"),
+	}
+	r := startAgent(t, agentBin, dir, "run", "--nats", srv.URL(), "--model", "script:run.yaml", "--approve", "defer", "--tools", "trigger-elicitation-request", "--json", "go")
+	call := r.next(t, "tool_call")
+	final := r.next(t, "final")
+	if code := r.wait(t); code != 3 || final["status"] != "paused" {
+		t.Fatalf("exit %d, final %v; stderr:\n%s", code, final, r.stderr)
+	}
+	conv, _ := final["conversation_id"].(string)
+	task, _ := call["task_id"].(string)
+	holder, other := workers[0], workers[1]
+	if !strings.Contains(holder.Logs(), "the MCP call waits for a person's answer") {
+		holder, other = other, holder
+	}
+	holder.Kill()
+	<-holder.Done()
+
+	if out, err := exec.Command(natsCLI(t), "--server", srv.URL(), "pub", "tools.answer."+conv+"."+task, `{"content":{"name":"Ada","check":true}}`).CombinedOutput(); err != nil {
+		t.Fatalf("nats pub: %v\n%s", err, out)
+	}
+	r2 := startAgent(t, agentBin, dir, "resume", "--nats", srv.URL(), "--model", "script:resume.yaml", "--json", "--conversation", conv)
+	final2 := r2.next(t, "final")
+	if code := r2.wait(t); code != 3 || final2["status"] != "paused" {
+		t.Fatalf("resume: exit %d final %v; stderr:\n%s\nsurvivor:\n%s", code, final2, r2.stderr, other.Logs())
+	}
+	pending, _ := final2["pending"].([]any)
+	p, _ := func() (map[string]any, bool) {
+		if len(pending) != 1 {
+			return nil, false
+		}
+		m, ok := pending[0].(map[string]any)
+		return m, ok
+	}()
+	md, _ := p["metadata"].(map[string]any)
+	if p["kind"] != "approval" || md["offload.effect"] != "unknown" {
+		t.Errorf("pending after the answer %v, want one approval of an unknown effect", final2["pending"])
+	}
+	logs := other.Logs()
+	if !strings.Contains(logs, "answer not taken by the worker that holds its call; run here") && !strings.Contains(logs, "the worker that holds the answer's call is gone; run here") {
+		t.Errorf("the survivor did not run the answer for the holder gone:\n%s", logs)
+	}
+	if n := strings.Count(logs, `"msg":"tools/call"`); n != 0 {
+		t.Errorf("the survivor called the tool %d times, want 0: the answer never starts a call", n)
+	}
+}
