@@ -40,6 +40,9 @@ const (
 // goes to the call's next attempt (tool.AnswersNextAttempt): the worker
 // holds the call's open work, and that attempt is for it.
 func (w *Worker) holdAnswer(o outcome) outcome {
+	if o.err == nil {
+		return o // no allocation for a tool that returned a value
+	}
 	var cd *tool.CallDeferred
 	if !errors.As(o.err, &cd) || !tool.AnswersNextAttempt(cd.Metadata) {
 		return o
