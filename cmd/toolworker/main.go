@@ -497,6 +497,8 @@ func serve(o *options, tools []*tool.Tool, log *slog.Logger, signals <-chan os.S
 	for i, t := range tools {
 		names[i] = t.Name
 	}
+	// The MCP servers' tools follow their tools/list_changed from now on.
+	o.servers.Follow(w, names)
 	log.Info("toolworker started", slog.String("id", o.id), slog.String("nats", nc.ConnectedUrlRedacted()), slog.Any("tools", names), slog.Int("concurrency", o.concurrency))
 	if u, err := proc.ToolUser(o.toolUser); err == nil && u != nil {
 		log.Info("commands run as the tool user, every privilege dropped", slog.String("tool_user", u.String()))

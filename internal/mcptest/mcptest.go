@@ -46,3 +46,14 @@ func EverythingStdio(tb testing.TB) []string {
 	node, script := EverythingScript(tb)
 	return []string{node, script, "stdio"}
 }
+
+// ChangingToolsStdio returns the command of a stdio MCP server whose tool
+// set changes on a call (changing-tools.mjs: the official TypeScript SDK,
+// @modelcontextprotocol/sdk, driven by a script), for the tests of
+// notifications/tools/list_changed. Skipped or failed as
+// [EverythingScript] is.
+func ChangingToolsStdio(tb testing.TB) []string {
+	tb.Helper()
+	node, _ := EverythingScript(tb) // the SDK is installed with it
+	return []string{node, filepath.Join(dir(), "changing-tools.mjs")}
+}

@@ -91,6 +91,10 @@ func (r *run) collectDeferred(slots []*slot, respIdx int) (*deferred.Requests, e
 		}
 		entry.Kind = s.deferKind
 		entry.AnswerNext = s.deferKind == deferred.KindExternal && tool.AnswersNextAttempt(s.deferMeta)
+		entry.AnswerHolder = ""
+		if entry.AnswerNext {
+			entry.AnswerHolder, _ = s.deferMeta[tool.AnswerHolderMetaKey].(string)
+		}
 		entry.Effect = ""
 		if v, _ := s.deferMeta[tool.EffectMetaKey].(string); v == tool.EffectUnknown {
 			entry.Effect = v
@@ -115,6 +119,9 @@ type deferredEntry struct {
 	// AnswerNext marks an external call whose answer goes to its task's
 	// next attempt instead of being its result (tool.AnswersNextAttempt).
 	AnswerNext bool `json:"answer_next,omitempty"`
+	// AnswerHolder is the worker that holds such a call's open work
+	// (tool.AnswerHolderMetaKey), named on the answer's attempt.
+	AnswerHolder string `json:"answer_holder,omitempty"`
 }
 
 // deferredRecord reads the record of deferred calls kept in the response's
@@ -150,6 +157,9 @@ func (s *runState) setDeferredRecord(respIdx int, rec map[string]deferredEntry) 
 		}
 		if e.AnswerNext {
 			v["answer_next"] = true
+		}
+		if e.AnswerHolder != "" {
+			v["answer_holder"] = e.AnswerHolder
 		}
 		m[id] = v
 	}
@@ -231,7 +241,7 @@ func (r *run) resolveInline(ctx context.Context, st *stepState, slots []*slot, n
 		if s.deferKind != "" && s.part == nil && (inA || inC) {
 			s.deferredTaskID = reqs.TaskIDs[id]
 			entry := r.state.deferredRecord(respIdx)[id]
-			s.attempt, s.effect, s.answerNext = entry.Attempt, entry.Effect, entry.AnswerNext
+			s.attempt, s.effect, s.answerNext, s.answerHolder = entry.Attempt, entry.Effect, entry.AnswerNext, entry.AnswerHolder
 			resolved = append(resolved, s)
 		}
 	}
@@ -329,7 +339,7 @@ func (r *run) answer(ctx context.Context, st *stepState, slots []*slot, names []
 			// The answer is the tool's input: the call runs again as its
 			// task's next attempt, with the answer (tool.AnswerMetaKey).
 			s.approved = true
-			s.metadata = map[string]any{tool.AnswerMetaKey: AnswerInput(v)}
+			s.metadata = AnswerMetadata(v, s.answerHolder)
 			if err := r.validate(ctx, st, s, names, false); err != nil {
 				return err
 			}
@@ -369,6 +379,19 @@ func (r *run) supplied(s *slot, v any) error {
 		s.part, s.content = part, content
 	}
 	return nil
+}
+
+// AnswerMetadata is the ToolCallMetadata of the attempt that takes an
+// answer v to an external call whose answer goes to its task's next
+// attempt: the answer (tool.AnswerMetaKey, AnswerInput) and, when the
+// deferral named one, the worker that holds the call
+// (tool.AnswerHolderMetaKey), so that the attempt reaches it.
+func AnswerMetadata(v any, holder string) map[string]any {
+	md := map[string]any{tool.AnswerMetaKey: AnswerInput(v)}
+	if holder != "" {
+		md[tool.AnswerHolderMetaKey] = holder
+	}
+	return md
 }
 
 // AnswerInput is the answer to an external call whose answer goes to its

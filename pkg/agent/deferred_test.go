@@ -820,8 +820,9 @@ func TestResumeFailsClosedForRaisedDeferrals(t *testing.T) {
 // A call deferred with its answer to go to its next attempt (an MCP
 // elicitation, SPEC §16): the answer supplied for it is not its result:
 // the tool runs again, under the same task, with the answer in its
-// ToolCallMetadata (a value accepts, a failure declines), and what it
-// returns then is the call's result.
+// ToolCallMetadata (a value accepts, a failure declines) beside the
+// worker that holds the call, and what it returns then is the call's
+// result.
 func TestExternalAnswerToNextAttempt(t *testing.T) {
 	t.Parallel()
 	var runs []*tool.RunContext
@@ -832,7 +833,7 @@ func TestExternalAnswerToNextAttempt(t *testing.T) {
 		mu.Unlock()
 		ans, ok := rc.ToolCallMetadata[tool.AnswerMetaKey].(map[string]any)
 		if !ok {
-			return "", &tool.CallDeferred{Metadata: map[string]any{tool.AnswerToMetaKey: tool.AnswerToNextAttempt, "mcp.elicitation": map[string]any{"message": "Your name?"}}}
+			return "", &tool.CallDeferred{Metadata: map[string]any{tool.AnswerToMetaKey: tool.AnswerToNextAttempt, tool.AnswerHolderMetaKey: "worker-7", "mcp.elicitation": map[string]any{"message": "Your name?"}}}
 		}
 		if ans["action"] != "accept" {
 			return fmt.Sprintf("%v: %v", ans["action"], ans["message"]), nil
@@ -866,6 +867,11 @@ func TestExternalAnswerToNextAttempt(t *testing.T) {
 			}
 			if len(runs) != 2 || runs[1].TaskID != res.Deferred.TaskIDs["c1"] {
 				t.Errorf("%d runs, the second under task %q, want 2 under %q", len(runs), runs[len(runs)-1].TaskID, res.Deferred.TaskIDs["c1"])
+			}
+			// The worker that holds the call is named on the answer's
+			// attempt, so that it reaches that worker.
+			if h := runs[len(runs)-1].ToolCallMetadata[tool.AnswerHolderMetaKey]; h != "worker-7" {
+				t.Errorf("the answer's attempt names holder %v, want worker-7 (the deferral's)", h)
 			}
 		})
 	}

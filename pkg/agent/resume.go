@@ -95,6 +95,7 @@ func (r *run) resumePass(ctx context.Context, st *stepState, slots []*slot, name
 		}
 		kind := record[id].Kind
 		s.deferredTaskID, s.attempt, s.effect, s.answerNext = record[id].TaskID, record[id].Attempt, record[id].Effect, record[id].AnswerNext
+		s.answerHolder = record[id].AnswerHolder
 		if kind == "" && s.t != nil {
 			switch {
 			case s.t.Kind == tool.KindExternal:

@@ -53,6 +53,7 @@ type slot struct {
 	again          bool   // stepTask was read from the stored step: its task may have been dispatched before
 	attempt        int    // the attempt of its task: 0, or the next one after a worker deferred it
 	answerNext     bool   // an external call whose answer goes to its next attempt (tool.AnswersNextAttempt)
+	answerHolder   string // the worker that holds such a call's open work (tool.AnswerHolderMetaKey)
 	ran            bool   // its tool was started
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/offload-dev/offload/pkg/limits"
 	"github.com/offload-dev/offload/pkg/tool"
 )
 
@@ -60,6 +61,11 @@ type ServerConfig struct {
 	Prefix string `yaml:"prefix"`
 	// Timeout bounds one call; default [DefaultTimeout].
 	Timeout Duration `yaml:"timeout"`
+	// Limits are the fleet control limits (SPEC §19) of each of the
+	// server's tools: every tool holds its own calls to them, across
+	// every worker replica serving it, and carries them in its registry
+	// entry. An override's limits replace them for one tool. Optional.
+	Limits *limits.Limits `yaml:"limits"`
 	// Overrides change, per MCP tool name, what the server says of a tool.
 	Overrides map[string]Override `yaml:"overrides"`
 }
@@ -78,6 +84,8 @@ type Override struct {
 	Timeout Duration `yaml:"timeout"`
 	// Description replaces the server's description of the tool.
 	Description string `yaml:"description"`
+	// Limits replace the server's limits for this tool (SPEC §19).
+	Limits *limits.Limits `yaml:"limits"`
 }
 
 // Duration is a time.Duration written in YAML as a Go duration string
@@ -155,12 +163,27 @@ func (c *ServerConfig) Validate() error {
 			return bad("empty name in tools")
 		}
 	}
-	for name := range c.Overrides {
+	if err := c.Limits.Validate(); err != nil {
+		return bad("limits: %v", err)
+	}
+	for name, o := range c.Overrides {
 		if len(c.Tools) > 0 && !contains(c.Tools, name) {
 			return bad("override of %q, which tools: does not list", name)
 		}
+		if err := o.Limits.Validate(); err != nil {
+			return bad("overrides: %s: limits: %v", name, err)
+		}
 	}
 	return nil
+}
+
+// limitsOf returns the limits of the MCP tool name: its override's, else
+// the server's; nil for none.
+func (c *ServerConfig) limitsOf(name string) *limits.Limits {
+	if o, ok := c.Overrides[name]; ok && o.Limits != nil {
+		return o.Limits
+	}
+	return c.Limits
 }
 
 // timeout is the per-call timeout of the MCP tool name.

@@ -62,9 +62,6 @@ type Options struct {
 	User *proc.User
 	// Metrics, if set, records the metrics of SPEC §16.
 	Metrics *Metrics
-	// OnToolsChanged, if set, is called with the server's tools after a
-	// notifications/tools/list_changed changed them (see [Server.Tools]).
-	OnToolsChanged func(*Server)
 }
 
 // Server is one MCP server of a worker: its connection (a supervised
@@ -77,13 +74,17 @@ type Server struct {
 
 	ctx    context.Context // ended by Stop
 	cancel context.CancelFunc
-	wg     sync.WaitGroup // the supervisor
+	wg     sync.WaitGroup // the supervisor and the follower
+	kick   chan struct{}  // asks the follower to list the tools again (follow.go)
 
 	mu      sync.Mutex
 	conn    *conn         // the live connection; nil while down
 	changed chan struct{} // closed (and replaced) when conn changes
 	listed  []mcpTool     // the tools the server listed, allow-listed
 	byName  map[string]*mcpTool
+	served  servedSet // what the host serves of them
+	host    Host      // set by Follow
+	names   *names    // set by Follow
 
 	ids atomic.Int64 // request IDs of the calls this package sends
 
@@ -138,7 +139,8 @@ func Start(ctx context.Context, cfg ServerConfig, opts Options) (*Server, error)
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	opts.Getenv = getenvOr(opts.Getenv)
-	s := &Server{cfg: cfg, opts: opts, log: opts.Logger.With(slog.String("mcp_server", cfg.Name)), changed: make(chan struct{}), parked: map[string]*parkedCall{}}
+	s := &Server{cfg: cfg, opts: opts, log: opts.Logger.With(slog.String("mcp_server", cfg.Name)), changed: make(chan struct{}), parked: map[string]*parkedCall{},
+		kick: make(chan struct{}, 1), served: servedSet{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
@@ -150,8 +152,9 @@ func Start(ctx context.Context, cfg ServerConfig, opts Options) (*Server, error)
 	s.listed = tools
 	s.index()
 	s.setConn(c)
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go s.supervise(c)
+	go s.follower()
 	return s, nil
 }
 
@@ -242,6 +245,7 @@ func (s *Server) supervise(c *conn) {
 			s.noteTools(tools)
 			c = next
 			s.setConn(c)
+			s.relist() // the host serves what it lists now
 			s.log.Info("mcp server restarted")
 			break
 		}
@@ -512,6 +516,9 @@ func (s *Server) list(ctx context.Context, c *conn) ([]mcpTool, error) {
 				out = append(out, t)
 			}
 		}
+		if len(out) > MaxTools {
+			return nil, fmt.Errorf("tools/list: %w", tooMany(len(out)))
+		}
 		if page.NextCursor == "" || page.NextCursor == cursor {
 			break
 		}
@@ -548,8 +555,8 @@ func (s *Server) tool(name string) (mcpTool, bool) {
 	return *t, true
 }
 
-// noteTools records a new listing and tells OnToolsChanged when it
-// differs from the one before.
+// noteTools records a new listing (logged when it differs from the one
+// before; the follower hands the differences to the host).
 func (s *Server) noteTools(tools []mcpTool) {
 	s.mu.Lock()
 	before, _ := json.Marshal(s.listed)
@@ -559,9 +566,6 @@ func (s *Server) noteTools(tools []mcpTool) {
 	s.mu.Unlock()
 	if string(before) != string(after) {
 		s.log.Info("mcp server's tools changed", slog.Int("tools", len(tools)))
-		if s.opts.OnToolsChanged != nil {
-			s.opts.OnToolsChanged(s)
-		}
 	}
 }
 
@@ -579,23 +583,7 @@ func (s *Server) notification(c *conn, n mcp.JSONRPCNotification) {
 			report.(func(float64, float64, string))(p, total, msg)
 		}
 	case string(mcp.MethodNotificationToolsListChanged):
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			select {
-			case <-time.After(listChangedWait):
-			case <-s.ctx.Done():
-				return
-			}
-			ctx, cancel := context.WithTimeout(s.ctx, connectTimeout)
-			defer cancel()
-			tools, err := s.list(ctx, c)
-			if err != nil {
-				s.log.Warn("tools/list after tools/list_changed failed", slog.Any("error", err))
-				return
-			}
-			s.noteTools(tools)
-		}()
+		s.relist() // debounced by the follower
 	}
 }
 

@@ -37,16 +37,19 @@ const (
 // tool.NamePattern is an error naming the tool and the fix.
 func (s *Server) Tools() ([]*tool.Tool, error) {
 	s.mu.Lock()
-	listed := append([]mcpTool(nil), s.listed...)
-	s.mu.Unlock()
-	out := make([]*tool.Tool, 0, len(listed))
-	for _, t := range listed {
+	defer s.mu.Unlock()
+	out := make([]*tool.Tool, 0, len(s.listed))
+	served := make(servedSet, len(s.listed))
+	for _, t := range s.listed {
 		ot, err := s.newTool(t)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, ot)
+		served[t.Name] = servedTool{name: ot.Name, listing: listing(t)}
 	}
+	// What the worker serves from now on, until a change (Follow).
+	s.served = served
 	return out, nil
 }
 
@@ -86,7 +89,11 @@ func (s *Server) newTool(t mcpTool) (*tool.Tool, error) {
 	timeout := s.cfg.timeout(t.Name)
 	// Advertised (the registry entry's timeout): it bounds a background
 	// call of the tool on the agent's side too (SPEC §20).
-	ot, err := tool.New(def, s.handler(t.Name, timeout), tool.Timeout(timeout))
+	opts := []tool.Option{tool.Timeout(timeout)}
+	if l := s.cfg.limitsOf(t.Name); l != nil {
+		opts = append(opts, tool.Limited(l))
+	}
+	ot, err := tool.New(def, s.handler(t.Name, timeout), opts...)
 	if err != nil {
 		return nil, fmt.Errorf("mcptool: mcp server %q: tool %q: %w", s.cfg.Name, t.Name, err)
 	}

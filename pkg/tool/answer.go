@@ -18,6 +18,14 @@ const (
 	// AnswerMetaKey is the key "offload.answer" of the answer in the next
 	// attempt's ToolCallMetadata.
 	AnswerMetaKey = "offload.answer"
+	// AnswerHolderMetaKey is the key "offload.answer_holder" of the ID of
+	// the worker that holds the call's open work (an MCP call parked on
+	// an elicitation): a worker sets it on a deferral whose answer goes to
+	// the next attempt, the agent copies it beside the answer into that
+	// attempt's ToolCallMetadata, and a worker of another ID hands the
+	// attempt back so that the holder runs it (SPEC §16). It only routes:
+	// the holder continues only a call it holds.
+	AnswerHolderMetaKey = "offload.answer_holder"
 )
 
 // AnswersNextAttempt reports whether a deferral's metadata asks for its

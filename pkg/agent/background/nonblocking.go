@@ -171,7 +171,8 @@ func (br *bgRun) decided(ctx context.Context, t *bgTask) (bool, error) {
 		if tool.AnswersNextAttempt(t.meta) {
 			// The answer is the call's input (an MCP elicitation's): the
 			// call runs again as its task's next attempt, with it.
-			return br.runApproved(ctx, t, deferred.ToolApproved{}, map[string]any{tool.AnswerMetaKey: agent.AnswerInput(t.val)})
+			holder, _ := t.meta[tool.AnswerHolderMetaKey].(string)
+			return br.runApproved(ctx, t, deferred.ToolApproved{}, agent.AnswerMetadata(t.val, holder))
 		}
 		return false, nil
 	}

@@ -195,19 +195,21 @@ func TestNonBlockingDecisionMetadata(t *testing.T) {
 
 // A non-blocking external call whose answer goes to its next attempt (an
 // MCP elicitation, SPEC §16): the model keeps working; the answer runs
-// the tool again, under the same task, with the answer as its input, and
-// what that returns is the follow-up.
+// the tool again, under the same task, with the answer as its input (and
+// the worker that holds the call named), and what that returns is the
+// follow-up.
 func TestNonBlockingAnswerToNextAttempt(t *testing.T) {
 	t.Parallel()
 	var runs atomic.Int32
-	var task atomic.Value
+	var task, holder atomic.Value
 	ask := tool.Func("ask", "", func(_ context.Context, rc *tool.RunContext, _ struct{}) (string, error) {
 		runs.Add(1)
 		ans, ok := rc.ToolCallMetadata[tool.AnswerMetaKey].(map[string]any)
 		if !ok {
-			return "", &tool.CallDeferred{Metadata: map[string]any{tool.AnswerToMetaKey: tool.AnswerToNextAttempt}}
+			return "", &tool.CallDeferred{Metadata: map[string]any{tool.AnswerToMetaKey: tool.AnswerToNextAttempt, tool.AnswerHolderMetaKey: "worker-7"}}
 		}
 		task.Store(rc.TaskID)
+		holder.Store(rc.ToolCallMetadata[tool.AnswerHolderMetaKey])
 		return "hello " + ans["content"].(map[string]any)["name"].(string), nil
 	})
 	d := background.NewDecisions()
@@ -253,5 +255,8 @@ func TestNonBlockingAnswerToNextAttempt(t *testing.T) {
 	}
 	if runs.Load() != 2 || task.Load() != asked[0].TaskID {
 		t.Errorf("the tool ran %d times, the second under task %v, want 2 under %s", runs.Load(), task.Load(), asked[0].TaskID)
+	}
+	if h := holder.Load(); h != "worker-7" {
+		t.Errorf("the answer's attempt names holder %v, want worker-7 (the deferral's)", h)
 	}
 }

@@ -202,32 +202,29 @@ func (c *cancelIndex) handBackAll() int {
 	return n
 }
 
-// subscribeCancels subscribes to the cancels of the worker's tools,
-// <prefix>.cancel.*.*.<tool> for each (the subjects a worker's credential
-// may read, SPEC §9). The subscriptions never drop messages in the client
-// (no pending limits); a server that finds the worker too slow disconnects
-// it, which the connection watcher handles like any disconnect.
-func (w *Worker) subscribeCancels() error {
-	for _, name := range w.toolNames() {
-		subject := w.subj.OfTool(protocol.KindCancel, name)
-		sub, err := w.cfg.Conn.Subscribe(subject, w.onCancel)
-		if err != nil {
-			return fmt.Errorf("natsjs: worker: subscribe to cancellations on %s: %w", subject, err)
-		}
-		w.mu.Lock()
-		w.subs = append(w.subs, sub)
-		w.mu.Unlock()
-		if err := sub.SetPendingLimits(-1, -1); err != nil {
-			return fmt.Errorf("natsjs: worker: cancellations on %s: %w", subject, err)
-		}
+// subscribeCancels subscribes to the cancels of the tool named,
+// <prefix>.cancel.*.*.<tool> (the subjects a worker's credential may read,
+// SPEC §9). The subscription never drops messages in the client (no
+// pending limits); a server that finds the worker too slow disconnects it,
+// which the connection watcher handles like any disconnect. A
+// subscription made and not set up is returned with the error.
+func (w *Worker) subscribeCancels(name string) (*nats.Subscription, error) {
+	subject := w.subj.OfTool(protocol.KindCancel, name)
+	sub, err := w.cfg.Conn.Subscribe(subject, func(m *nats.Msg) { w.onCancel(m, name) })
+	if err != nil {
+		return nil, fmt.Errorf("natsjs: worker: subscribe to cancellations on %s: %w", subject, err)
 	}
-	return nil
+	if err := sub.SetPendingLimits(-1, -1); err != nil {
+		return sub, fmt.Errorf("natsjs: worker: cancellations on %s: %w", subject, err)
+	}
+	return sub, nil
 }
 
-// onCancel records a cancel and cancels the held task it names.
-func (w *Worker) onCancel(m *nats.Msg) {
+// onCancel records a cancel of a task of the tool named (its
+// subscription's) and cancels the held task it names.
+func (w *Worker) onCancel(m *nats.Msg, name string) {
 	kind, conv, taskID, toolName, err := w.subj.Parse(m.Subject)
-	if err != nil || kind != protocol.KindCancel || w.tools[toolName] == nil {
+	if err != nil || kind != protocol.KindCancel || toolName != name {
 		w.log.Debug("ignored cancel on an invalid subject", slog.String("subject", m.Subject))
 		return
 	}
@@ -264,6 +261,9 @@ var errLookup = errors.New("natsjs: cancel look-up failed")
 // in the cancel stream. A failed look-up is an error wrapping errLookup.
 func (w *Worker) cancelled(ctx context.Context, task protocol.Task, seq uint64) (bool, error) {
 	known, lookup := w.cancels.check(task.ConversationID, task.TaskID, seq)
+	if p := w.partOf(task.Tool); !known && !lookup && p != nil && seq <= p.floor {
+		lookup = true // stored before the tool's part subscribed to its cancels
+	}
 	if known || !lookup {
 		return known, nil
 	}

@@ -14,8 +14,14 @@ import "github.com/nats-io/nats.go/jetstream"
 // gave up on), only its own consumer's.
 
 // deliveryLimit returns toolName's delivery limit, read from its consumer
-// at start (0: none, the server's max_deliver governs).
-func (w *Worker) deliveryLimit(toolName string) int { return w.limits[toolName] }
+// when its part started (0: none, the server's max_deliver governs; also
+// for a tool retired meanwhile, whose running calls are past this check).
+func (w *Worker) deliveryLimit(toolName string) int {
+	if p := w.partOf(toolName); p != nil {
+		return p.limit
+	}
+	return 0
+}
 
 // overLimit reports whether the delivery md is past toolName's delivery
 // limit, and the limit.

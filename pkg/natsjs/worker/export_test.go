@@ -27,3 +27,7 @@ func StartedEntry(id string, at time.Time) ([]byte, error) {
 func SpanNames(w *Worker, subject, toolName string) (task, tool string) {
 	return w.taskSpanName(subject, toolName), w.toolSpanName(toolName)
 }
+
+// MaxHolderDeliveries is how many deliveries an answer's attempt takes to
+// reach its holder before another worker runs it.
+const MaxHolderDeliveries = maxHolderDeliveries

@@ -1,14 +1,13 @@
 package worker
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/offload-dev/offload/pkg/tool"
 )
 
 // fetcher pulls the tasks of one tool for as many slots as are free: a pull
@@ -32,10 +31,11 @@ import (
 // without in-progress acks, until another replica got it after its ack
 // wait.
 type fetcher struct {
-	w  *Worker
-	t  *tool.Tool
-	rs *runnerPool
-	p  *pullRequests
+	w    *Worker
+	name string          // the tool's
+	ctx  context.Context // its part's fetching
+	rs   *runnerPool
+	p    *pullRequests
 	// freed receives when a slot of the worker has become free.
 	freed chan struct{}
 	// pl is the long pull requests outstanding, which a fetcher of
@@ -54,12 +54,11 @@ type fetcher struct {
 	reconn <-chan struct{}
 }
 
-// fetch runs the fetcher of tool t on consumer c, handing tasks to rs,
-// until the worker stops fetching.
-func (w *Worker) fetch(t *tool.Tool, c jetstream.Consumer, rs *runnerPool) {
-	defer w.fetchers.Done()
-	info := c.CachedInfo()
-	f := &fetcher{w: w, t: t, rs: rs, p: newPullRequests(w.cfg.Conn, info.Stream, info.Name, w.cfg.Concurrency),
+// fetch runs the fetcher of part p on its consumer, handing tasks to rs,
+// until p stops fetching (retired, or the worker stopping).
+func (w *Worker) fetch(p *toolPart, rs *runnerPool) {
+	info := p.consumer.CachedInfo()
+	f := &fetcher{w: w, name: p.name, ctx: p.ctx, rs: rs, p: newPullRequests(w.cfg.Conn, info.Stream, info.Name, w.cfg.Concurrency),
 		freed: w.slots.watch(), preempt: make(chan struct{}), guard: time.NewTimer(pullWait), reconn: w.reconnected()}
 	defer w.slots.unwatch(f.freed)
 	defer f.guard.Stop()
@@ -102,7 +101,7 @@ func (f *fetcher) handoff(msg jetstream.Msg) {
 	f.rs.busy.Add(1)
 	select {
 	case f.rs.tasks <- msg:
-	case <-f.w.fetchCtx.Done():
+	case <-f.ctx.Done():
 		// Stopping: hand the task back at once.
 		_ = msg.Nak()
 		f.w.slots.release()
@@ -127,7 +126,7 @@ func (f *fetcher) loop() {
 			select {
 			case <-rs.idle:
 				continue
-			case <-w.fetchCtx.Done():
+			case <-f.ctx.Done():
 				return
 			}
 		}
@@ -155,10 +154,10 @@ func (f *fetcher) loop() {
 			f.abandon()
 		case <-f.guard.C:
 			if p.held > 0 {
-				w.log.Debug("pull requests unanswered; asking again", slog.String("tool", f.t.Name))
+				w.log.Debug("pull requests unanswered; asking again", slog.String("tool", f.name))
 				f.abandon()
 			}
-		case <-w.fetchCtx.Done():
+		case <-f.ctx.Done():
 			return
 		}
 	}
@@ -172,7 +171,7 @@ func (f *fetcher) request(spare int) (asked, ok bool) {
 	w, p := f.w, f.p
 	n := 0
 	if p.held == 0 {
-		if err := w.slots.acquire(w.fetchCtx, f.t.Name); err != nil {
+		if err := w.slots.acquire(f.ctx, f.name); err != nil {
 			return false, false
 		}
 		n = 1
@@ -183,7 +182,7 @@ func (f *fetcher) request(spare int) (asked, ok bool) {
 	if n == 0 {
 		return true, true
 	}
-	long := w.slots.canPullLong(f.t.Name)
+	long := w.slots.canPullLong(f.name)
 	expires := shortPull
 	if long {
 		expires = pullWait
@@ -193,12 +192,12 @@ func (f *fetcher) request(spare int) (asked, ok bool) {
 			w.slots.release()
 		}
 		f.abandon()
-		w.log.Warn("pull failed", slog.String("tool", f.t.Name), slog.Any("error", err))
-		return false, w.sleep(fetchRetryWait)
+		w.log.Warn("pull failed", slog.String("tool", f.name), slog.Any("error", err))
+		return false, f.sleep(fetchRetryWait)
 	}
 	if long && f.long == nil {
 		ch := f.preempt
-		f.long = w.slots.startLongPulls(func() { close(ch) }, f.t.Name)
+		f.long = w.slots.startLongPulls(func() { close(ch) }, f.name)
 	}
 	f.guard.Reset(f.lostAfter())
 	return true, true
@@ -216,12 +215,12 @@ func (f *fetcher) receive(m *nats.Msg) bool {
 	switch {
 	case errors.Is(err, errUncounted) && task != nil:
 		_ = task.Nak() // no slot was asked for it
-		w.log.Warn("pull failed", slog.String("tool", f.t.Name), slog.Any("error", err))
+		w.log.Warn("pull failed", slog.String("tool", f.name), slog.Any("error", err))
 		f.abandon()
 	case err != nil:
-		w.log.Warn("pull failed", slog.String("tool", f.t.Name), slog.Any("error", err))
+		w.log.Warn("pull failed", slog.String("tool", f.name), slog.Any("error", err))
 		f.abandon()
-		if !errors.Is(err, errUncounted) && !w.sleep(fetchRetryWait) {
+		if !errors.Is(err, errUncounted) && !f.sleep(fetchRetryWait) {
 			return false
 		}
 	case task != nil:
@@ -237,13 +236,13 @@ func (f *fetcher) receive(m *nats.Msg) bool {
 	return true
 }
 
-// sleep waits d, or less if the worker stops; it reports whether it did
+// sleep waits d, or less if the fetcher stops; it reports whether it did
 // not stop.
-func (w *Worker) sleep(d time.Duration) bool {
+func (f *fetcher) sleep(d time.Duration) bool {
 	select {
 	case <-time.After(d):
 		return true
-	case <-w.fetchCtx.Done():
+	case <-f.ctx.Done():
 		return false
 	}
 }

@@ -53,34 +53,32 @@ func (g *gate) set(st *limits.State) {
 
 // gateClosed reports whether toolName's calls are held as a whole now.
 func (w *Worker) gateClosed(toolName string) bool {
-	return w.gates[toolName].closed(time.Now())
+	if p := w.partOf(toolName); p != nil {
+		return p.gate.closed(time.Now())
+	}
+	return false
 }
 
-// watchGates subscribes to the writes of the worker's tools' states, then
-// reads each state once: the gates are current from then on, while the
-// connection is up (and again at the pump's next read after a reconnect).
-func (w *Worker) watchGates() error {
-	for _, name := range w.toolNames() {
-		subject := "$KV." + w.names.LimitsBucket + "." + natsjs.LimitsKey(name)
-		g := w.gates[name]
-		sub, err := w.cfg.Conn.Subscribe(subject, func(m *nats.Msg) {
-			if op := m.Header.Get("KV-Operation"); op != "" {
-				g.set(nil) // deleted or purged
-				return
-			}
-			var st limits.State
-			if err := json.Unmarshal(m.Data, &st); err != nil {
-				w.log.Debug("a tool state not read", slog.String("tool", name), slog.Any("error", err))
-				return
-			}
-			g.set(&st)
-		})
-		if err != nil {
-			return fmt.Errorf("natsjs: worker: subscribe to the state of tool %s: %w", name, err)
+// watchGate subscribes g to the writes of the state of the tool named:
+// the gate is current from then on, while the connection is up (and again
+// at the pump's next read after a reconnect), once the state was read
+// (loadGate).
+func (w *Worker) watchGate(name string, g *gate) (*nats.Subscription, error) {
+	subject := "$KV." + w.names.LimitsBucket + "." + natsjs.LimitsKey(name)
+	sub, err := w.cfg.Conn.Subscribe(subject, func(m *nats.Msg) {
+		if op := m.Header.Get("KV-Operation"); op != "" {
+			g.set(nil) // deleted or purged
+			return
 		}
-		w.mu.Lock()
-		w.subs = append(w.subs, sub)
-		w.mu.Unlock()
+		var st limits.State
+		if err := json.Unmarshal(m.Data, &st); err != nil {
+			w.log.Debug("a tool state not read", slog.String("tool", name), slog.Any("error", err))
+			return
+		}
+		g.set(&st)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("natsjs: worker: subscribe to the state of tool %s: %w", name, err)
 	}
-	return nil
+	return sub, nil
 }

@@ -307,8 +307,8 @@ func (w *Worker) renewLeases() {
 
 // observe records what a tool's state says in the metrics.
 func (w *Worker) observe(toolName string, st *limits.State, now time.Time) {
-	if g := w.gates[toolName]; g != nil && st != nil {
-		g.set(st)
+	if p := w.partOf(toolName); p != nil && p.gate != nil && st != nil {
+		p.gate.set(st)
 	}
 	if w.cfg.Metrics == nil || st == nil {
 		return

@@ -12,7 +12,6 @@ import (
 	"github.com/offload-dev/offload/pkg/limits"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jsop"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/toolstate"
-	"github.com/offload-dev/offload/pkg/tool"
 )
 
 // queuedMsg is a call claimed from its tool's queue, as a delivery the
@@ -89,35 +88,34 @@ func (q *queuedMsg) back(delay time.Duration) error {
 // may have stopped).
 type pump struct {
 	w    *Worker
-	t    *tool.Tool
+	part *toolPart
 	rs   *runnerPool
 	kick chan struct{}
 }
 
 // kickPump wakes tool's pump, if any.
 func (w *Worker) kickPump(toolName string) {
-	if p := w.pumps[toolName]; p != nil {
+	if pt := w.partOf(toolName); pt != nil && pt.pump != nil {
 		select {
-		case p.kick <- struct{}{}:
+		case pt.pump.kick <- struct{}{}:
 		default: // woken already
 		}
 	}
 }
 
-// run runs the pump until the worker stops fetching.
+// run runs the pump until its tool's part stops fetching.
 func (p *pump) run() {
-	defer p.w.fetchers.Done()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
 		select {
 		case <-p.kick:
 		case <-timer.C:
-		case <-p.w.fetchCtx.Done():
+		case <-p.part.ctx.Done():
 			return
 		}
 		wait := p.drain()
-		if p.w.fetchCtx.Err() != nil {
+		if p.part.ctx.Err() != nil {
 			return
 		}
 		if !timer.Stop() {
@@ -136,14 +134,14 @@ func (p *pump) drain() time.Duration {
 	w := p.w
 	for {
 		ctx, cancel := w.stateCtx()
-		st, _, err := w.state.Load(ctx, p.t.Name)
+		st, _, err := w.state.Load(ctx, p.part.name)
 		cancel()
 		if err != nil {
-			w.log.Warn("the tool's queue could not be read", slog.String("tool", p.t.Name), slog.Any("error", err))
+			w.log.Warn("the tool's queue could not be read", slog.String("tool", p.part.name), slog.Any("error", err))
 			return pumpRetryWait
 		}
 		now := time.Now()
-		w.observe(p.t.Name, st, now)
+		w.observe(p.part.name, st, now)
 		st.Prune(now)
 		i, wake := st.Next(now)
 		if i < 0 {
@@ -152,25 +150,25 @@ func (p *pump) drain() time.Duration {
 		if int(p.rs.busy.Load()) >= p.rs.n {
 			return pumpMinWait * 20 // every runner is busy: look again soon
 		}
-		if err := w.slots.acquire(w.fetchCtx, "queue "+p.t.Name); err != nil {
+		if err := w.slots.acquire(p.part.ctx, "queue "+p.part.name); err != nil {
 			return 0 // stopping
 		}
 		msg, err := p.claim()
 		if err != nil || msg == nil {
 			w.slots.release()
 			if err != nil {
-				w.log.Warn("a queued call could not be claimed", slog.String("tool", p.t.Name), slog.Any("error", err))
+				w.log.Warn("a queued call could not be claimed", slog.String("tool", p.part.name), slog.Any("error", err))
 				return pumpRetryWait
 			}
 			continue // another replica claimed it first: look again
 		}
-		w.held.add(p.t.Name, msg.entry.ID)
+		w.held.add(p.part.name, msg.entry.ID)
 		p.rs.busy.Add(1)
 		select {
 		case p.rs.tasks <- msg:
-		case <-w.fetchCtx.Done():
+		case <-p.part.ctx.Done():
 			_ = msg.Nak()
-			w.held.remove(p.t.Name, msg.entry.ID)
+			w.held.remove(p.part.name, msg.entry.ID)
 			w.slots.release()
 			p.rs.done()
 			return 0
@@ -182,7 +180,7 @@ func (p *pump) drain() time.Duration {
 // at most a second while calls wait (ten seconds otherwise).
 func (p *pump) waitFor(wake, now time.Time, waiting bool) time.Duration {
 	most := pumpIdle
-	if waiting || p.t.Limits != nil {
+	if waiting || p.part.tool.Load().Limits != nil {
 		most = pumpActive
 	}
 	if wake.IsZero() {
@@ -202,7 +200,7 @@ func (p *pump) claim() (*queuedMsg, error) {
 	var e limits.Entry
 	claimed := false
 	now := time.Now()
-	if _, err := w.state.Update(ctx, p.t.Name, func(st *limits.State) error {
+	if _, err := w.state.Update(ctx, p.part.name, func(st *limits.State) error {
 		claimed = false
 		st.Prune(now)
 		i, _ := st.Next(now)
@@ -214,9 +212,9 @@ func (p *pump) claim() (*queuedMsg, error) {
 	}); err != nil || !claimed {
 		return nil, err
 	}
-	m, err := w.state.GetTask(ctx, p.t.Name, e.Task, e.Attempt)
+	m, err := w.state.GetTask(ctx, p.part.name, e.Task, e.Attempt)
 	if err != nil || m == nil {
-		_, uerr := w.state.Update(ctx, p.t.Name, func(st *limits.State) error {
+		_, uerr := w.state.Update(ctx, p.part.name, func(st *limits.State) error {
 			if m == nil && err == nil {
 				st.Remove(e.ID) // nothing to run: its task is gone
 			} else {
@@ -225,11 +223,11 @@ func (p *pump) claim() (*queuedMsg, error) {
 			return nil
 		})
 		if err == nil {
-			w.log.Warn("a queued call's task is gone; removed from the queue", slog.String("tool", p.t.Name), slog.String("task_id", e.Task))
+			w.log.Warn("a queued call's task is gone; removed from the queue", slog.String("tool", p.part.name), slog.String("task_id", e.Task))
 		}
 		return nil, errors.Join(err, uerr)
 	}
-	q := &queuedMsg{w: w, tool: p.t.Name, entry: e, data: m.Data, header: keptHeaders(m.Header)}
+	q := &queuedMsg{w: w, tool: p.part.name, entry: e, data: m.Data, header: keptHeaders(m.Header)}
 	q.md = jetstream.MsgMetadata{NumDelivered: uint64(max(e.Deliveries, 1)), Timestamp: e.Since, Stream: w.names.QueueStream}
 	return q, nil
 }

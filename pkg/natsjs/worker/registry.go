@@ -2,8 +2,6 @@ package worker
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -13,14 +11,13 @@ import (
 
 // writeRegistry writes (or refreshes) the registry entry of every tool.
 func (w *Worker) writeRegistry(ctx context.Context) error {
+	w.regMu.Lock() // not one of a tool retired meanwhile
+	defer w.regMu.Unlock()
 	expires := time.Now().Add(natsjs.RegistryTTL)
+	parts := *w.parts.Load()
 	for _, name := range w.toolNames() {
-		data, err := json.Marshal(natsjs.NewRegistryEntry(w.tools[name], w.cfg.ID, expires))
-		if err != nil {
-			return fmt.Errorf("natsjs: worker: registry entry of %s: %w", name, err)
-		}
-		if _, err := w.registry.Put(ctx, natsjs.RegistryKey(name, w.cfg.ID), data); err != nil {
-			return fmt.Errorf("natsjs: worker: write registry entry of %s: %w", name, err)
+		if err := w.writeEntry(ctx, parts[name].tool.Load(), expires); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -62,11 +59,9 @@ func (w *Worker) deleteRegistry(ctx context.Context) {
 	if !w.cfg.Conn.IsConnected() {
 		return // the entries expire with their TTL
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), jsop.Timeout)
-	defer cancel()
-	for name := range w.tools {
-		if _, err := w.registry.Delete(ctx, natsjs.RegistryKey(name, w.cfg.ID), 0); err != nil {
-			w.log.Warn("registry entry not deleted", slog.String("tool", name), slog.Any("error", err))
-		}
+	w.regMu.Lock()
+	defer w.regMu.Unlock()
+	for _, name := range w.toolNames() {
+		w.deleteEntry(ctx, name)
 	}
 }

@@ -45,6 +45,7 @@ var taskRules = [...]rule{
 	{"decode", (*Worker).ruleDecode},
 	{"hold", (*Worker).ruleHold},
 	{"delivery limit", (*Worker).ruleDeliveryLimit},
+	{"answer holder", (*Worker).ruleAnswerHolder},
 	{"cancelled", (*Worker).ruleCancelled},
 	{"deadline", (*Worker).ruleDeadline},
 	{"authentication", (*Worker).ruleAuthentication},
@@ -447,7 +448,7 @@ func (w *Worker) ruleRun(d *delivery) step {
 		if o.err != nil {
 			d.log.Info("tool returned an error", slog.String("error_type", tool.ErrorType(o.err)), slog.Any("error", o.err))
 		}
-		d.out = o
+		d.out = w.holdAnswer(o)
 	}
 	return next
 }

@@ -32,6 +32,7 @@ func TestRules(t *testing.T) {
 		"decode":         testRuleDecode,
 		"hold":           testRuleHold,
 		"delivery limit": testRuleDeliveryLimit,
+		"answer holder":  testRuleAnswerHolder,
 		"cancelled":      testRuleCancelled,
 		"deadline":       testRuleDeadline,
 		"authentication": testRuleAuthentication,
@@ -276,6 +277,95 @@ func testRuleEffectLedger(t *testing.T) {
 	p.notRun(t, started)
 }
 
+// An attempt that brings an answer to a call another worker holds
+// (tool.AnswerHolderMetaKey) is handed back, not run, while that worker
+// advertises the tool; run here once it is gone, when it never advertised
+// it, and after maxHolderDeliveries deliveries. The holder runs it at
+// once; and a deferral whose answer goes to the next attempt names the
+// worker that made it.
+func testRuleAnswerHolder(t *testing.T) {
+	p := newProbe(t)
+	p.start(t, worker.Config{ID: "w"})
+	conv := protocol.NewID()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	kv, err := p.js.KeyValue(ctx, "tools_registry")
+	if err != nil {
+		t.Fatal(err)
+	}
+	advertise := func(id string, expires time.Time) {
+		t.Helper()
+		data, _ := json.Marshal(natsjs.NewRegistryEntry(tool.Func("job", "", func(context.Context, *tool.RunContext, jobArgs) (string, error) { return "", nil }), id, expires))
+		if _, err := kv.Put(ctx, natsjs.RegistryKey("job", id), data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	answer := func(holder string) protocol.Task {
+		task := jstest.NewTask("job", conv, `{"n":1}`)
+		task.Attempt, task.Approved = 1, true
+		task.ToolCallMetadata = map[string]any{tool.AnswerMetaKey: map[string]any{"action": "accept"}, tool.AnswerHolderMetaKey: holder}
+		return task
+	}
+
+	// Its own: run at once.
+	mine := answer("w")
+	seq := p.publish(t, mine, nil)
+	p.ran(t, mine)
+	p.settledWith(t, seq, "ack")
+
+	// Another worker's, alive: handed back until it is gone.
+	advertise("h", time.Now().Add(time.Hour))
+	theirs := answer("h")
+	seq = p.publish(t, theirs, nil)
+	p.settledWith(t, seq, "nak")
+	p.settledWith(t, seq, "nak")
+	p.notRun(t, theirs)
+	if err := kv.Delete(ctx, natsjs.RegistryKey("job", "h")); err != nil {
+		t.Fatal(err)
+	}
+	settlement := p.nextAck(t, seq, false)
+	for settlement == "nak" { // the deliveries before the delete
+		settlement = p.nextAck(t, seq, false)
+	}
+	if settlement != "ack" {
+		t.Fatalf("the answer for a holder gone was settled with %s, want ack", settlement)
+	}
+	if run := p.ran(t, theirs); run.rc.ToolCallMetadata[tool.AnswerHolderMetaKey] != "h" {
+		t.Errorf("run context %+v", run.rc)
+	}
+
+	// A worker that never advertised the tool, or whose entry lapsed: run
+	// here, without a hand-back.
+	advertise("lapsed", time.Now().Add(-time.Second))
+	for _, holder := range []string{"nobody", "lapsed"} {
+		task := answer(holder)
+		seq := p.publish(t, task, nil)
+		p.settledWith(t, seq, "ack")
+		p.ran(t, task)
+	}
+
+	// A holder alive that never pulls it: run here after
+	// maxHolderDeliveries deliveries, all but the last handed back.
+	advertise("stuck", time.Now().Add(time.Hour))
+	stuck := answer("stuck")
+	seq = p.publish(t, stuck, nil)
+	naks := 0
+	for p.nextAck(t, seq, false) == "nak" {
+		naks++
+	}
+	p.ran(t, stuck)
+	if naks != worker.MaxHolderDeliveries-1 {
+		t.Errorf("%d hand-backs before it ran, want %d", naks, worker.MaxHolderDeliveries-1)
+	}
+
+	// The deferral names its worker.
+	deferring := jstest.NewTask("job", conv, fmt.Sprintf(`{"n":%d}`, deferForAnswer))
+	p.publish(t, deferring, nil)
+	if r := p.storedResult(t, deferring, 0); r.Status != protocol.StatusCallDeferred || r.Metadata[tool.AnswerHolderMetaKey] != "w" {
+		t.Errorf("deferral %+v, want call_deferred naming w", r)
+	}
+}
+
 // The tool runs with the task's run context, and what it returns is the
 // result: a value, or its error as the result's status.
 func testRuleRun(t *testing.T) {
@@ -479,6 +569,10 @@ func newProbe(t *testing.T) *probe {
 	return p
 }
 
+// deferForAnswer is the n for which job defers its call, its answer to
+// go to the next attempt (an MCP elicitation's way).
+const deferForAnswer = -2
+
 // jobArgs are job's arguments.
 type jobArgs struct {
 	N int `json:"n,omitempty"`
@@ -495,6 +589,9 @@ func (p *probe) start(t *testing.T, cfg worker.Config, opts ...tool.Option) {
 		p.runs[rc.TaskID] = run
 		p.mu.Unlock()
 		notify(p.newRun)
+		if a.N == deferForAnswer {
+			return "", &tool.CallDeferred{Metadata: map[string]any{tool.AnswerToMetaKey: tool.AnswerToNextAttempt}}
+		}
 		if a.N < 0 {
 			return "", tool.Fail("n is negative")
 		}

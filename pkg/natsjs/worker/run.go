@@ -5,8 +5,6 @@ import (
 	"sync/atomic"
 
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/offload-dev/offload/pkg/tool"
 )
 
 // run runs the tasks fetch hands it, each in the slot fetch took for it.
@@ -14,22 +12,22 @@ import (
 // returned, while its result is still being published (see handle); a
 // tool has twice as many runners as the worker has slots, so that a
 // runner is free to take a task pulled for a slot given back that way.
-func (w *Worker) run(t *tool.Tool, rs *runnerPool) {
-	defer w.fetchers.Done()
-	log := w.log.With(slog.String("tool", t.Name))
+func (w *Worker) run(p *toolPart, rs *runnerPool) {
+	log := w.log.With(slog.String("tool", p.name))
 	for {
 		select {
 		case msg := <-rs.tasks:
-			if w.fetchCtx.Err() != nil {
+			if p.ctx.Err() != nil {
 				// Stopping: hand the task back at once.
 				_ = msg.Nak()
 				w.slots.release()
 				rs.done()
 				continue
 			}
-			w.handle(t, log, msg) // gives the task's slot back
+			// The tool as served now (Serve may have replaced it).
+			w.handle(p.tool.Load(), log, msg) // gives the task's slot back
 			rs.done()
-		case <-w.fetchCtx.Done():
+		case <-p.ctx.Done():
 			return
 		}
 	}

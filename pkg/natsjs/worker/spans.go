@@ -69,29 +69,22 @@ func endToolSpan(span trace.Span, err error) {
 // allocations a task, traced or not).
 type spanNames struct{ subject, process, execute string }
 
-// spanNamesOf returns the spanNames of each of tools.
-func spanNamesOf(subj protocol.Subjects, tools map[string]*tool.Tool) map[string]spanNames {
-	out := make(map[string]spanNames, len(tools))
-	for name := range tools {
-		subject := subj.Task(name)
-		out[name] = spanNames{subject: subject, process: "process " + subject, execute: telemetry.OpExecuteTool + " " + name}
-	}
-	return out
-}
+// spanExecute is the name of toolName's span.
+func spanExecute(toolName string) string { return telemetry.OpExecuteTool + " " + toolName }
 
 // taskSpanName returns the name of the span of a task of toolName
 // delivered on subject: process SUBJECT.
 func (w *Worker) taskSpanName(subject, toolName string) string {
-	if n := w.spanNames[toolName]; n.subject == subject {
-		return n.process
+	if p := w.partOf(toolName); p != nil && p.spans.subject == subject {
+		return p.spans.process
 	}
 	return "process " + subject
 }
 
 // toolSpanName returns the name of toolName's span: execute_tool NAME.
 func (w *Worker) toolSpanName(toolName string) string {
-	if n := w.spanNames[toolName].execute; n != "" {
-		return n
+	if p := w.partOf(toolName); p != nil {
+		return p.spans.execute
 	}
-	return telemetry.OpExecuteTool + " " + toolName
+	return spanExecute(toolName)
 }

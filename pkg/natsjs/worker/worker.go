@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"os"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -145,9 +143,7 @@ type Worker struct {
 	tracer         trace.Tracer
 	subj           protocol.Subjects
 	names          natsjs.Names
-	tools          map[string]*tool.Tool
-	spanNames      map[string]spanNames // by tool (spans.go)
-	heartbeatEvery time.Duration        // set by Start from the consumers' ack wait
+	heartbeatEvery time.Duration // set by Start from the consumers' ack wait
 	slots          *slotPool
 	cancels        *cancelIndex
 
@@ -156,16 +152,19 @@ type Worker struct {
 	state *toolstate.Store
 	lease time.Duration
 	held  held
-	pumps map[string]*pump
-	gates map[string]*gate
+
+	// The tools served (parts.go): read without a lock, replaced (copy on
+	// write) under setMu by Start, Serve and Retire; regMu orders the
+	// registry's writes and deletes.
+	parts atomic.Pointer[map[string]*toolPart]
+	setMu sync.Mutex
+	regMu sync.Mutex
 
 	js            jetstream.JetStream
 	tasksStream   jetstream.Stream
-	consumers     map[string]jetstream.Consumer
-	limits        map[string]int // per tool, the delivery limit of its consumer (natsjs.MaxDeliverKey)
-	registry      direct.Keys    // its tools' entries
-	effects       direct.Keys    // the effect ledger (SPEC §13)
-	startedPrefix []byte         // the start of this worker's started entries (startedEntry)
+	registry      direct.Keys // its tools' entries
+	effects       direct.Keys // the effect ledger (SPEC §13)
+	startedPrefix []byte      // the start of this worker's started entries (startedEntry)
 
 	life  startstop.Base
 	ready atomic.Bool
@@ -222,14 +221,8 @@ func New(cfg Config) (*Worker, error) {
 	}
 	tools := make(map[string]*tool.Tool, len(cfg.Tools))
 	for _, t := range cfg.Tools {
-		if t == nil {
-			return nil, fmt.Errorf("%w: worker: nil tool", natsjs.ErrInvalidConfig)
-		}
-		if err := tool.ValidateName(t.Name); err != nil {
-			return nil, fmt.Errorf("%w: worker: %w", natsjs.ErrInvalidConfig, err)
-		}
-		if t.Kind == tool.KindExternal || t.Handler == nil {
-			return nil, fmt.Errorf("%w: worker: tool %s is external", natsjs.ErrInvalidConfig, t.Name)
+		if err := checkTool(t); err != nil {
+			return nil, err
 		}
 		if _, dup := tools[t.Name]; dup {
 			return nil, fmt.Errorf("%w: worker: tool %s given twice", natsjs.ErrInvalidConfig, t.Name)
@@ -258,16 +251,17 @@ func New(cfg Config) (*Worker, error) {
 		log:     log.With(slog.String("worker", cfg.ID)),
 		subj:    protocol.Subjects{Prefix: cfg.Prefix},
 		names:   natsjs.NamesFor(cfg.Prefix),
-		tools:   tools,
 		slots:   newSlotPool(cfg.Concurrency),
 		bufs:    bufpool.New(),
 		cancels: newCancelIndex(),
 		bgStop:  make(chan struct{}),
 		lease:   cfg.SlotLease,
-		pumps:   make(map[string]*pump, len(tools)),
-		gates:   make(map[string]*gate, len(tools)),
 	}
-	w.spanNames = spanNamesOf(w.subj, tools)
+	parts := make(map[string]*toolPart, len(tools))
+	for name, t := range tools {
+		parts[name] = w.newPart(t)
+	}
+	w.parts.Store(&parts)
 	reconn := make(chan struct{})
 	w.reconn.Store(&reconn)
 	return w, nil
@@ -276,9 +270,18 @@ func New(cfg Config) (*Worker, error) {
 // ID returns the worker's ID.
 func (w *Worker) ID() string { return w.cfg.ID }
 
-// toolNames returns the names of the tools served, sorted.
-func (w *Worker) toolNames() []string {
-	return slices.Sorted(maps.Keys(w.tools))
+// checkTool checks a tool to serve.
+func checkTool(t *tool.Tool) error {
+	if t == nil {
+		return fmt.Errorf("%w: worker: nil tool", natsjs.ErrInvalidConfig)
+	}
+	if err := tool.ValidateName(t.Name); err != nil {
+		return fmt.Errorf("%w: worker: %w", natsjs.ErrInvalidConfig, err)
+	}
+	if t.Kind == tool.KindExternal || t.Handler == nil {
+		return fmt.Errorf("%w: worker: tool %s is external", natsjs.ErrInvalidConfig, t.Name)
+	}
+	return nil
 }
 
 // Ready reports whether the worker serves: the streams exist, every tool's
@@ -331,22 +334,14 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	if w.tasksStream, err = js.Stream(ctx, w.names.Tasks); err != nil {
 		return fmt.Errorf("natsjs: worker: bind stream %s: %w", w.names.Tasks, err)
 	}
-	w.consumers = make(map[string]jetstream.Consumer, len(w.tools))
-	w.limits = make(map[string]int, len(w.tools))
 	var ackWait time.Duration
-	for name := range w.tools {
-		c, err := natsjs.EnsureTaskConsumer(ctx, js, name, popts)
+	parts := *w.parts.Load()
+	for _, name := range w.toolNames() {
+		aw, err := w.bindPart(ctx, parts[name])
 		if err != nil {
-			return fmt.Errorf("natsjs: worker: %w", jsop.Nested(err))
+			return err
 		}
-		w.consumers[name] = c
-		if limit, ok := natsjs.DeliveryLimit(c.CachedInfo().Config); ok {
-			w.limits[name] = limit
-		} else {
-			w.log.Warn("task consumer has no delivery limit in its metadata; the server's max_deliver governs",
-				slog.String("tool", name), slog.String("key", natsjs.MaxDeliverKey))
-		}
-		if aw := c.CachedInfo().Config.AckWait; aw > 0 && (ackWait == 0 || aw < ackWait) {
+		if aw > 0 && (ackWait == 0 || aw < ackWait) {
 			ackWait = aw
 		}
 	}
@@ -372,14 +367,8 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	// stored, while the connection is up; the connection watcher catches
 	// up after a reconnect.
 	w.watchConn()
-	if err := w.subscribeCancels(); err != nil {
-		return err
-	}
-	if w.state != nil {
-		for _, name := range w.toolNames() {
-			w.gates[name] = &gate{}
-		}
-		if err := w.watchGates(); err != nil {
+	for _, name := range w.toolNames() {
+		if err := w.subscribePart(parts[name]); err != nil {
 			return err
 		}
 	}
@@ -395,14 +384,10 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	if err := w.catchUp(ctx, w.cancels.epoch()); err != nil {
 		w.log.Warn("cancel index not caught up at start; looking every task up", slog.Any("error", err))
 	}
-	for name, g := range w.gates { // subscribed and flushed: every later write reaches the gate
-		sctx, cancel := context.WithTimeout(ctx, jsop.Timeout)
-		st, _, err := w.state.Load(sctx, name)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("natsjs: worker: %w", err)
+	for _, name := range w.toolNames() { // subscribed and flushed: every later write reaches the gate
+		if err := w.loadGate(ctx, parts[name]); err != nil {
+			return err
 		}
-		g.set(st)
 	}
 	if err := w.writeRegistry(ctx); err != nil {
 		w.deleteRegistry(ctx) // the entries written before the failure
@@ -413,24 +398,10 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	w.runCtx, w.runCancel = context.WithCancelCause(context.Background())
 	w.hardCtx, w.hardCancel = context.WithCancel(context.Background())
 	// Each tool gets one fetcher, which pulls only while it holds slots
-	// and one task per slot held (no prefetching), and twice as many
-	// runners as the worker has slots, so that a runner is free for every
-	// slot, also for the slots of tasks whose results are being published.
-	for name, c := range w.consumers {
-		rs := newRunnerPool(2 * w.cfg.Concurrency)
-		for range rs.n {
-			w.fetchers.Add(1)
-			go w.run(w.tools[name], rs)
-		}
-		w.fetchers.Add(1)
-		go w.fetch(w.tools[name], c, rs)
-		if w.state != nil {
-			// The pump of the tool's queue shares its runners.
-			p := &pump{w: w, t: w.tools[name], rs: rs, kick: make(chan struct{}, 1)}
-			w.pumps[name] = p
-			w.fetchers.Add(1)
-			go p.run()
-		}
+	// and one task per slot held (no prefetching), and its runners
+	// (runPart).
+	for _, name := range w.toolNames() {
+		w.runPart(parts[name])
 	}
 	w.periodic.Add(1)
 	go w.refreshRegistry() //nolint:gosec // G118: owned by the worker, stopped by Stop (bgStop, periodic), not by Start's ctx
@@ -439,12 +410,12 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 		go w.renewLeases()
 	}
 	w.ready.Store(true)
-	w.log.Info("worker started", slog.Int("tools", len(w.tools)), slog.Int("concurrency", w.cfg.Concurrency),
+	w.log.Info("worker started", slog.Int("tools", len(parts)), slog.Int("concurrency", w.cfg.Concurrency),
 		slog.Duration("ack_wait", ackWait), slog.Duration("heartbeat", w.heartbeatEvery))
 	return nil
 }
 
-// unsubscribe drops every subscription.
+// unsubscribe drops every subscription: the worker's and its tools'.
 func (w *Worker) unsubscribe() {
 	w.mu.Lock()
 	subs := w.subs
@@ -452,6 +423,9 @@ func (w *Worker) unsubscribe() {
 	w.mu.Unlock()
 	for _, s := range subs {
 		_ = s.Unsubscribe()
+	}
+	for _, p := range *w.parts.Load() {
+		unsubscribePart(p)
 	}
 }
 
@@ -479,6 +453,10 @@ func (w *Worker) shutdown(ctx context.Context, grace time.Duration) error {
 		return nil
 	}
 	w.ready.Store(false)
+	// No part starts or retires from now on (Serve and Retire find the
+	// worker not running once they hold setMu).
+	w.setMu.Lock()
+	w.setMu.Unlock() //nolint:staticcheck // SA2001: a barrier, nothing to guard
 	w.log.Info("worker stopping", slog.Duration("grace", grace))
 	// Stop pulling first: a task pulled from now on is handed back; a
 	// runner running a task returns once the task is settled.
