@@ -30,6 +30,11 @@ type Core interface {
 	// that records none; a *conversation.ClaimedError while a run of it
 	// is live; a *session.PendingError while calls wait).
 	Continue(ctx context.Context, id, prompt string) (*Run, error)
+	// StartThread starts a run of agent on prompt in conversation id:
+	// created with that ID when the store holds none (a protocol face's
+	// thread, SPEC §18), else continued as Continue does (ErrOtherAgent
+	// when it records another agent).
+	StartThread(ctx context.Context, agent, prompt, id string) (*Run, error)
 	// Cancel interrupts the live run of conversation id wherever it runs
 	// (conversation.ErrNotFound for one the service never ran,
 	// ErrNotRunning when no run of it is live).
@@ -70,6 +75,8 @@ var (
 	// ErrNoAgent: Continue of a conversation that records no agent (one
 	// not started by agent serve).
 	ErrNoAgent = errors.New("serve: the conversation records no agent")
+	// ErrOtherAgent: StartThread of a conversation of another agent.
+	ErrOtherAgent = errors.New("serve: the conversation is another agent's")
 	// ErrNotRunning: Cancel of a conversation no run of which is live.
 	ErrNotRunning = errors.New("serve: no run of the conversation is live")
 )
