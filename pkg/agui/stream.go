@@ -30,7 +30,9 @@ type stream struct {
 	step    int    // the model requests started (the open step's number)
 	stepped bool   // a step is open
 	text    string // the open text message's ID ("": none)
-	results int    // TOOL_CALL_RESULTs sent (their message IDs)
+	// streamed: text deltas came since the step started.
+	streamed bool
+	results  int // TOOL_CALL_RESULTs sent (their message IDs)
 }
 
 // send writes ev, timestamped by the face's clock.
@@ -132,7 +134,7 @@ func (s *stream) translate(raw json.RawMessage) (done bool, err error) {
 			return false, err
 		}
 		s.step++
-		s.stepped = true
+		s.stepped, s.streamed = true, false
 		return false, s.send(events.NewStepStartedEvent(s.stepName()))
 	case "model_request_retry":
 		if err := s.closeText(); err != nil {
@@ -143,6 +145,7 @@ func (s *stream) translate(raw json.RawMessage) (done bool, err error) {
 		if ev.Delta == "" {
 			return false, nil
 		}
+		s.streamed = true
 		if s.text == "" {
 			s.text = s.messageID()
 			if err := s.send(events.NewTextMessageStartEvent(s.text, events.WithRole("assistant"))); err != nil {
@@ -267,8 +270,22 @@ func (s *stream) closeStep() error {
 	return s.send(events.NewStepFinishedEvent(s.stepName()))
 }
 
-// final ends the stream as the run's final event says.
+// final ends the stream as the run's final event says. The output of a
+// run whose model does not stream (no text deltas in its last step) is
+// sent as one text message.
 func (s *stream) final(ev coreEvent) error {
+	if err := s.closeText(); err != nil {
+		return err
+	}
+	if ev.Status == "finished" && ev.Output != "" && !s.streamed {
+		id := s.messageID()
+		for _, e := range []events.Event{events.NewTextMessageStartEvent(id, events.WithRole("assistant")),
+			events.NewTextMessageContentEvent(id, ev.Output), events.NewTextMessageEndEvent(id)} {
+			if err := s.send(e); err != nil {
+				return err
+			}
+		}
+	}
 	if err := s.closeStep(); err != nil {
 		return err
 	}

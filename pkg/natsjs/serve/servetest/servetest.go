@@ -79,7 +79,10 @@ type World struct {
 	// NonBlocking makes the replicas' approvals non-blocking (spec
 	// approve: background).
 	NonBlocking bool
-	ids         *convstore.Identities
+	// Stream makes the agents' model requests streamed (text_delta
+	// events).
+	Stream bool
+	ids    *convstore.Identities
 }
 
 // Setup returns a new world on a server of its own.
@@ -209,7 +212,7 @@ func (b *World) Agent(t *testing.T) (*agent.Agent, tool.Toolset) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := agent.New(agent.Config{Model: b.Model(), Toolsets: []tool.Toolset{set}, AllowDeferred: true})
+	a, err := agent.New(agent.Config{Model: b.Model(), Toolsets: []tool.Toolset{set}, AllowDeferred: true, Stream: b.Stream})
 	if err != nil {
 		t.Fatal(err)
 	}
