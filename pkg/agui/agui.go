@@ -159,7 +159,7 @@ func (f *Face) Run(ctx context.Context, agent string, c Caller, in types.RunAgen
 	if prompt == "" {
 		// The input's last user message is already the conversation's:
 		// the history sent again starts nothing.
-		return s.fromStore("")
+		return s.fromStore("", nil)
 	}
 	return s.follow(func() (bool, error) {
 		_, err := f.cfg.Core.StartThread(service.WithStartedBy(ctx, c.Name), agent, prompt, conv)

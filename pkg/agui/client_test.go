@@ -4,10 +4,13 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/offload-dev/offload/internal/aguitest"
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/agentproc"
 	"github.com/offload-dev/offload/pkg/natsjs/serve/servetest"
+	"github.com/offload-dev/offload/pkg/session"
 )
 
 // TestClientTwoReplicas drives two agent serve replicas with the AG-UI
@@ -128,4 +131,62 @@ func interruptsOf(t *testing.T, e aguitest.Event) []map[string]any {
 		out = append(out, x.(map[string]any))
 	}
 	return out
+}
+
+// TestClientExpiredResume: an approval whose timeout decided it while
+// the frontend waited is refused by name when the client resumes it: a
+// RUN_ERROR with code expired naming the interrupt, and the call never
+// runs.
+func TestClientExpiredResume(t *testing.T) {
+	aguitest.Script(t)
+	w := servetest.Setup(t)
+	w.Approval = &session.ApprovalPolicy{Timeout: 500 * time.Millisecond, OnTimeout: session.OnTimeoutDeny}
+	a, b := w.Replica(t, "a"), w.Replica(t, "b")
+	srvA, _ := a.Face(t, tokens, agentproc.FaceOptions{})
+	srvB, _ := b.Face(t, tokens, agentproc.FaceOptions{})
+	ctx, cancel := context.WithTimeout(t.Context(), 2*servetest.Wait)
+	defer cancel()
+	const thread = "0d7c1e2f-3a4b-4c5d-8e6f-abcdefabcdef"
+
+	res := aguitest.Do(ctx, t, aguitest.Run{URL: srvA.URL + "/agui/ops", Token: "operator-token-0123456789", ThreadID: thread, RunID: "r1", Prompt: "deploy prod"})
+	interrupts := interruptsOf(t, res.Last("RUN_FINISHED"))
+	if len(interrupts) != 1 || interrupts[0]["expiresAt"] == nil {
+		t.Fatalf("interrupts %v: want one with expiresAt", interrupts)
+	}
+	id := interrupts[0]["id"].(string)
+	conv := conversationOf(t, res)
+	// No signal reaches a test when the timeout's decision is applied:
+	// the stored status says so.
+	offloadtest.Eventually(t, "the expired call decided and the run finished", func() bool {
+		c, err := b.Svc.Get(ctx, conv)
+		return err == nil && c.Status == "finished"
+	})
+
+	res = aguitest.Do(ctx, t, aguitest.Run{URL: srvB.URL + "/agui/ops", Token: "approver-token-0123456789", ThreadID: thread, RunID: "r2",
+		Messages: res.Messages, Resume: []map[string]any{{"interruptId": id, "status": "resolved", "payload": map[string]any{"approved": true}}}})
+	re := res.Last("RUN_ERROR")
+	if re == nil || re["code"] != "expired" || !strings.Contains(re["message"].(string), id) {
+		t.Fatalf("resume of an expired approval: error %q, events %v", res.Error, res.Events)
+	}
+	w.Mu.Lock()
+	defer w.Mu.Unlock()
+	if w.Deploys["prod"] != 0 {
+		t.Fatalf("deploys: %d, want 0", w.Deploys["prod"])
+	}
+}
+
+// conversationOf is the conversation the offload.conversation event of r
+// names.
+func conversationOf(t *testing.T, r *aguitest.Result) string {
+	t.Helper()
+	for _, e := range r.Events {
+		if e.Type() == "CUSTOM" && e["name"] == "offload.conversation" {
+			v, _ := e["value"].(map[string]any)
+			if c, ok := v["conversation_id"].(string); ok {
+				return c
+			}
+		}
+	}
+	t.Fatalf("no offload.conversation in %v", r.Types())
+	return ""
 }

@@ -29,15 +29,17 @@ const (
 // fromStore ends the stream with what is stored of the conversation: a
 // STATE_SNAPSHOT and a MESSAGES_SNAPSHOT, then RUN_FINISHED, whose
 // outcome holds the interrupts of the calls that wait for people, or is
-// success with output as the result.
-func (s *stream) fromStore(output string) error {
+// success with output as the result. fin, when set, is the final event
+// of the run that just ended: what it left pending is what waits (the
+// people's record of it may be written a moment after the event).
+func (s *stream) fromStore(output string, fin *coreEvent) error {
 	st, err := s.f.cfg.Core.State(s.ctx, s.conv)
 	if errors.Is(err, conversation.ErrNotFound) {
 		st = &conversation.State{ID: s.conv}
 	} else if err != nil {
 		return s.fail(err)
 	}
-	calls, err := s.f.cfg.Desk.Calls(s.ctx, pending.Filter{Conversation: s.conv})
+	calls, err := s.waiting(fin)
 	if err != nil {
 		return s.fail(err)
 	}
@@ -68,6 +70,33 @@ func (s *stream) fromStore(output string) error {
 		return s.send(events.NewRunFinishedEventWithOptions(s.thread, s.run, events.WithInterruptOutcome(interrupts)))
 	}
 	return s.send(events.NewRunFinishedEventWithOptions(s.thread, s.run, events.WithSuccessOutcome(), events.WithResult(output)))
+}
+
+// waiting returns the calls that wait: those fin left pending, as the
+// desk tells them when their record holds them already (else as the
+// event does, their expiry from their policy), or without fin the
+// desk's.
+func (s *stream) waiting(fin *coreEvent) ([]pending.Call, error) {
+	if fin == nil {
+		return s.f.cfg.Desk.Calls(s.ctx, pending.Filter{Conversation: s.conv})
+	}
+	out := make([]pending.Call, 0, len(fin.Pending))
+	for _, t := range fin.Pending {
+		c, err := s.f.cfg.Desk.Call(s.ctx, s.conv, t.TaskID)
+		switch {
+		case errors.Is(err, pending.ErrNotPending):
+			c = &pending.Call{ConversationID: s.conv, Agent: s.agent, PendingTask: t}
+			if t.Kind == deferred.KindApproval && t.Expiry != nil && t.Expiry.After > 0 {
+				if at := c.Requested(); !at.IsZero() {
+					c.Expires, c.OnTimeout = at.Add(t.Expiry.After), t.Expiry.OnTimeout
+				}
+			}
+		case err != nil:
+			return nil, err
+		}
+		out = append(out, *c)
+	}
+	return out, nil
 }
 
 // lastOutput is the text of h's last model response.

@@ -80,7 +80,7 @@ func (s *stream) follow(act func() (started bool, err error)) error {
 	case actErr != nil:
 		return s.fail(actErr)
 	case !started && s.ctx.Err() == nil:
-		return s.fromStore("")
+		return s.fromStore("", nil)
 	case ended:
 		return nil
 	case s.ctx.Err() != nil:
@@ -291,7 +291,7 @@ func (s *stream) final(ev coreEvent) error {
 	}
 	switch ev.Status {
 	case "finished", "paused":
-		return s.fromStore(ev.Output)
+		return s.fromStore(ev.Output, &ev)
 	}
 	msg := ev.Error
 	if msg == "" {
