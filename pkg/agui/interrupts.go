@@ -112,7 +112,7 @@ func lastOutput(h message.History) string {
 // interrupt is waiting call c as an AG-UI interrupt: its id the task ID.
 func (s *stream) interrupt(c pending.Call) types.Interrupt {
 	digest, _ := protocol.ArgsDigest(c.Args)
-	meta := map[string]any{"args_digest": digest, "tool": c.Tool, "args": json.RawMessage(c.Args), "conversation_id": s.conv}
+	meta := map[string]any{"args_digest": digest, "tool": c.Tool, "args": c.Args, "conversation_id": s.conv}
 	in := types.Interrupt{ID: c.TaskID, ToolCallID: c.ToolCallID, Metadata: meta}
 	if c.Kind == deferred.KindExternal {
 		in.Reason = ReasonInputRequired

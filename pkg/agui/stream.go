@@ -126,7 +126,8 @@ func (s *stream) fail(err error) error {
 func (s *stream) translate(raw json.RawMessage) (done bool, err error) {
 	var ev coreEvent
 	if err := json.Unmarshal(raw, &ev); err != nil {
-		return false, nil // not an event of this release: skipped
+		s.f.cfg.Logger.Warn("agui: an event that is not one skipped", "conversation_id", s.conv, "error", err)
+		return false, nil
 	}
 	switch ev.Type {
 	case "model_request_started":
