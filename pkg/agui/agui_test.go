@@ -5,12 +5,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/offload-dev/offload/pkg/agentproc"
+	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/natsjs/serve/servetest"
+	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/session"
 )
 
 // tokens of the tests' faces.
@@ -172,4 +176,128 @@ func TestInterruptResumeOnOtherReplica(t *testing.T) {
 	if deploys != 2 {
 		t.Fatalf("deploys after the resume repeated: %d, want 2", deploys)
 	}
+}
+
+// TestResumeChecks: a ULID thread is its conversation; a call decided
+// elsewhere (the API) meanwhile is not asked again and its entry changes
+// nothing; a new message while calls wait, and an entry whose
+// args_digest is not the arguments', are RUN_ERRORs naming why, nothing
+// published; the resume's decision is recorded with its channel (agui)
+// and the token's name; malformed inputs are 400s.
+func TestResumeChecks(t *testing.T) {
+	w := servetest.Setup(t)
+	a := w.Replica(t, "a")
+	srv, _ := a.Face(t, tokens, agentproc.FaceOptions{})
+	const op, ap = "operator-token-0123456789", "approver-token-0123456789"
+	thread := protocol.NewID()
+
+	evs, code, body := post(t, srv.URL, op, input(thread, "r1", "deploys web db"))
+	if code != http.StatusOK {
+		t.Fatalf("POST: %d %s", code, body)
+	}
+	if c := customValue(evs, "offload.conversation")["conversation_id"]; c != thread {
+		t.Fatalf("the conversation of ULID thread %s: %v", thread, c)
+	}
+	ints := interrupts(t, last(evs, "RUN_FINISHED"))
+	if len(ints) != 2 {
+		t.Fatalf("interrupts: %v", ints)
+	}
+	first, second := ints[0], ints[1]
+
+	// The first decided over the API meanwhile.
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL+"/v1/conversations/"+thread+"/calls/"+first["id"].(string)+"/decision",
+		strings.NewReader(`{"approved":true}`))
+	req.Header.Set("Authorization", "Bearer "+ap)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("API decision: %d", resp.StatusCode)
+	}
+
+	// A new message while a call waits.
+	evs, _, _ = post(t, srv.URL, op, input(thread, "r2", "hello"))
+	if e := last(evs, "RUN_ERROR"); e == nil || e["code"] != "pending" {
+		t.Fatalf("a message while calls wait: %v", evs)
+	}
+	// A stale digest.
+	entry := func(in map[string]any, digest string) map[string]any {
+		return map[string]any{"interruptId": in["id"], "status": "resolved", "payload": map[string]any{"approved": true, "args_digest": digest}}
+	}
+	digest := func(in map[string]any) string { return in["metadata"].(map[string]any)["args_digest"].(string) }
+	res := input(thread, "r3", "")
+	res["messages"] = []any{}
+	res["resume"] = []any{entry(second, strings.Repeat("0", 64))}
+	evs, _, _ = post(t, srv.URL, ap, res)
+	if e := last(evs, "RUN_ERROR"); e == nil || e["code"] != "stale" || !strings.Contains(e["message"].(string), second["id"].(string)) {
+		t.Fatalf("a stale digest: %v", evs)
+	}
+	// Both entries: the first, decided already, changes nothing.
+	res["resume"] = []any{entry(first, digest(first)), entry(second, digest(second))}
+	evs, _, _ = post(t, srv.URL, ap, res)
+	if fin := last(evs, "RUN_FINISHED"); fin == nil || fin["outcome"].(map[string]any)["type"] != "success" {
+		t.Fatalf("resume: %v", evs)
+	}
+	w.Mu.Lock()
+	web, db := w.Deploys["web"], w.Deploys["db"]
+	w.Mu.Unlock()
+	if web != 1 || db != 1 {
+		t.Fatalf("deploys web %d db %d, want 1 each", web, db)
+	}
+	st, err := a.Svc.State(t.Context(), thread)
+	if err != nil {
+		t.Fatal(err)
+	}
+	channels := map[string]string{}
+	for _, m := range st.History {
+		for _, p := range m.Parts {
+			if tr, ok := p.(message.ToolReturn); ok {
+				if note, ok := tr.Metadata[session.DecisionMetaKey].(map[string]any); ok {
+					channels[note["task_id"].(string)] = fmt.Sprint(note["channel"], " ", note["by"])
+				}
+			}
+		}
+	}
+	if channels[first["id"].(string)] != "api alice" || channels[second["id"].(string)] != "agui alice" {
+		t.Fatalf("decisions recorded: %v", channels)
+	}
+
+	// Malformed inputs.
+	for name, in := range map[string]any{
+		"no thread":        input("", "r4", "hi"),
+		"no user message":  map[string]any{"threadId": thread, "runId": "r5", "messages": []any{map[string]any{"id": "x", "role": "assistant", "content": "hi"}}},
+		"not an interrupt": map[string]any{"threadId": thread, "runId": "r6", "messages": []any{}, "resume": []any{map[string]any{"interruptId": "x", "status": "resolved"}}},
+		"not JSON":         "{",
+	} {
+		if _, code, _ := post(t, srv.URL, op, in); code != http.StatusBadRequest {
+			t.Errorf("%s: %d, want 400", name, code)
+		}
+	}
+}
+
+// customValue returns the value of the last CUSTOM event named name.
+func customValue(evs []event, name string) map[string]any {
+	for i := len(evs) - 1; i >= 0; i-- {
+		if evs[i].typ() == "CUSTOM" && evs[i]["name"] == name {
+			v, _ := evs[i]["value"].(map[string]any)
+			return v
+		}
+	}
+	return nil
+}
+
+// interrupts returns a RUN_FINISHED's interrupts.
+func interrupts(t *testing.T, fin event) []map[string]any {
+	t.Helper()
+	o, _ := fin["outcome"].(map[string]any)
+	if o["type"] != "interrupt" {
+		t.Fatalf("RUN_FINISHED %v: not an interrupt", fin)
+	}
+	var out []map[string]any
+	for _, x := range o["interrupts"].([]any) {
+		out = append(out, x.(map[string]any))
+	}
+	return out
 }
