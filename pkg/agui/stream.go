@@ -33,12 +33,24 @@ type stream struct {
 	// streamed: text deltas came since the step started.
 	streamed bool
 	results  int // TOOL_CALL_RESULTs sent (their message IDs)
+
+	// join is set for a stream joined (GET …/events): each event has an
+	// ID a reconnect resumes after (see [Face.Join]).
+	join *joinPos
 }
 
-// send writes ev, timestamped by the face's clock.
+// send writes ev, timestamped by the face's clock; on a joined stream,
+// with its ID, unless a reconnect's client has it already.
 func (s *stream) send(ev events.Event) error {
 	ev.SetTimestamp(s.f.cfg.Now().UnixMilli())
-	return s.emit("", ev)
+	if s.join == nil {
+		return s.emit("", ev)
+	}
+	id, seen := s.join.next()
+	if seen {
+		return nil
+	}
+	return s.emit(id, ev)
 }
 
 // runError ends the stream with a RUN_ERROR of code saying msg.

@@ -29,8 +29,33 @@ func (h *handler) aguiRun(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	defer s.close()
+	return h.aguiStream(r, s, func(_ *bool, emit agui.Emit) error {
+		return h.AGUI.Run(r.Context(), r.PathValue("agent"), caller, in, emit)
+	})
+}
+
+// aguiJoin serves GET /agui/{agent}/threads/{thread}/events (SPEC §18):
+// a thread's AG-UI events as its runs emit them, to any role; a
+// reconnect's Last-Event-ID resumes after its last event, on any replica.
+func (h *handler) aguiJoin(w http.ResponseWriter, r *http.Request) error {
+	s, err := newSSE(w, h.Limits.Heartbeat)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	return h.aguiStream(r, s, func(opened *bool, emit agui.Emit) error {
+		return h.AGUI.Join(r.Context(), r.PathValue("agent"), r.PathValue("thread"), r.Header.Get("Last-Event-ID"), func() {
+			*opened = s.open("") == nil
+		}, emit)
+	})
+}
+
+// aguiStream runs one of the face's streams on s, opened at its first
+// event (or when run sets opened): an error before it is the request's
+// answer (an agui.InputError its status), one after it is logged.
+func (h *handler) aguiStream(r *http.Request, s *sse, run func(opened *bool, emit agui.Emit) error) error {
 	opened := false
-	err = h.AGUI.Run(r.Context(), r.PathValue("agent"), caller, in, func(id string, ev events.Event) error {
+	err := run(&opened, func(id string, ev events.Event) error {
 		data, err := json.Marshal(ev)
 		if err != nil {
 			return err

@@ -71,8 +71,8 @@ type Config struct {
 	// Limits bound what clients may hold (zero fields: the defaults);
 	// give [ListenAndServe] the same.
 	Limits Limits
-	// AGUI, if set, serves the AG-UI face at POST /agui/{agent} (SPEC
-	// §18).
+	// AGUI, if set, serves the AG-UI face at POST /agui/{agent} and GET
+	// /agui/{agent}/threads/{thread}/events (SPEC §18).
 	AGUI *agui.Face
 	// Tools, if set, serves the operator's hands on the fleet's tools at
 	// /v1/tools (SPEC §19), to the roles admin and operator.
@@ -182,7 +182,9 @@ func (h *handler) routes() []route {
 		{pattern: "GET /v1/pending", face: api, roles: anyRole, handle: h.pending},
 	}
 	if h.AGUI != nil {
-		rs = append(rs, route{pattern: "POST /agui/{agent}", face: api, roles: aguiRoles, stream: true, handle: h.aguiRun})
+		rs = append(rs,
+			route{pattern: "POST /agui/{agent}", face: api, roles: aguiRoles, stream: true, handle: h.aguiRun},
+			route{pattern: "GET /agui/{agent}/threads/{thread}/events", face: api, roles: anyRole, stream: true, handle: h.aguiJoin})
 	}
 	if h.Tools != nil {
 		rs = append(rs,
