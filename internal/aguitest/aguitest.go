@@ -112,3 +112,12 @@ func Do(ctx context.Context, tb testing.TB, in Run) *Result {
 	}
 	return &out
 }
+
+// NodeModules returns the directory of the installed client and its
+// dependencies (a page's import map serves them from there), skipping or
+// failing as [Script] does without them.
+func NodeModules(tb testing.TB) string {
+	tb.Helper()
+	Script(tb)
+	return filepath.Join(dir(), "node_modules")
+}

@@ -63,7 +63,13 @@ func (s *stream) fromStore(output string, fin *coreEvent) error {
 	if err := s.send(events.NewStateSnapshotEvent(snapshot)); err != nil {
 		return err
 	}
-	if err := s.send(events.NewMessagesSnapshotEvent(messagesOf(s.conv, st.History))); err != nil {
+	msgs := messagesOf(s.conv, st.History)
+	if fin != nil && fin.Status == "finished" && fin.Output != "" && !endsWith(st.History, fin.Output) {
+		// The final event is stored before the run's last save: its
+		// answer, as the stream sent it.
+		msgs = append(msgs, types.Message{ID: s.messageID(), Role: types.RoleAssistant, Content: fin.Output})
+	}
+	if err := s.send(events.NewMessagesSnapshotEvent(msgs)); err != nil {
 		return err
 	}
 	if len(interrupts) > 0 {
@@ -97,6 +103,11 @@ func (s *stream) waiting(fin *coreEvent) ([]pending.Call, error) {
 		out = append(out, *c)
 	}
 	return out, nil
+}
+
+// endsWith reports whether h ends with the model's answer output.
+func endsWith(h message.History, output string) bool {
+	return len(h) > 0 && h[len(h)-1].Role == message.RoleResponse && h[len(h)-1].Text() == output
 }
 
 // lastOutput is the text of h's last model response.
