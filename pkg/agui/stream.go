@@ -34,6 +34,10 @@ type stream struct {
 	streamed bool
 	results  int // TOOL_CALL_RESULTs sent (their message IDs)
 
+	// tasks are the tool call IDs of the background tasks started, by
+	// task ID.
+	tasks map[string]string
+
 	// join is set for a stream joined (GET …/events): each event has an
 	// ID a reconnect resumes after (see [Face.Join]).
 	join *joinPos
@@ -70,12 +74,14 @@ func (s *stream) follow(act func() (started bool, err error)) error {
 	ctx, cancel := context.WithCancel(s.ctx)
 	defer cancel()
 	var (
+		acted   bool // the watch began and act was called
 		started bool
 		actErr  error
 		sendErr error
 		ended   bool
 	)
 	err := s.f.cfg.Core.Watch(ctx, s.conv, 0, func() {
+		acted = true
 		started, actErr = act()
 		if !started || actErr != nil {
 			cancel()
@@ -89,6 +95,12 @@ func (s *stream) follow(act func() (started bool, err error)) error {
 	switch {
 	case sendErr != nil:
 		return sendErr
+	case !acted && s.ctx.Err() == nil:
+		// The watch did not begin: nothing was started or published.
+		if err == nil {
+			err = errors.New("the watch ended before it began")
+		}
+		return s.fail(err)
 	case actErr != nil:
 		return s.fail(actErr)
 	case !started && s.ctx.Err() == nil:
@@ -193,13 +205,23 @@ func (s *stream) translate(raw json.RawMessage) (done bool, err error) {
 		}
 		return false, s.result(ev.ToolCallID, message.ContentText(ev.Content))
 	case "background_task_started":
+		if s.tasks == nil {
+			s.tasks = map[string]string{}
+		}
+		s.tasks[ev.TaskID] = ev.ToolCallID
 		return false, s.send(events.NewCustomEvent(eventBackground, events.WithValue(map[string]any{
-			"task_id": ev.TaskID, "tool": ev.Tool, "tool_call_id": ev.ToolCallID})))
+			"task_id": ev.TaskID, "tool": ev.Tool, "tool_call_id": ev.ToolCallID, "status": "started"})))
 	case "background_task_finished":
 		// The outcome reaches the model as a follow-up; the call's
 		// second result (the acknowledgement was its first) says how it
-		// ended.
-		return false, s.result(ev.ToolCallID, fmt.Sprintf("background task %s %s", ev.TaskID, ev.Status))
+		// ended. The event names the task, not the call: a task this
+		// stream did not see start is told as a CUSTOM event alone.
+		id, ok := s.tasks[ev.TaskID]
+		if !ok || id == "" {
+			return false, s.send(events.NewCustomEvent(eventBackground, events.WithValue(map[string]any{
+				"task_id": ev.TaskID, "tool": ev.Tool, "status": ev.Status})))
+		}
+		return false, s.result(id, fmt.Sprintf("background task %s %s", ev.TaskID, ev.Status))
 	case "deferred_tool_results":
 		// The answers of non-blocking external calls, applied: their
 		// results arrive now.
