@@ -132,18 +132,20 @@ func (s *stream) interrupt(c pending.Call) types.Interrupt {
 		return in
 	}
 	in.Reason = ReasonToolCall
-	in.Message = fmt.Sprintf("approve %s(%s)?", c.Tool, c.Args)
-	if c.Description != "" {
-		in.Message += " " + c.Description
-	}
 	override := map[string]any{"type": "object", "description": "the arguments to run the call with instead"}
+	description := c.Description // the desk's, when the call's record is written already
 	if s.f.cfg.Tools != nil {
-		if tl, err := s.f.cfg.Tools(s.ctx, s.agent, c.Tool); err == nil && tl != nil && len(tl.Parameters) > 0 {
+		if tl, err := s.f.cfg.Tools(s.ctx, s.agent, c.Tool); err == nil && tl != nil {
+			description = tl.Description
 			var schema map[string]any
-			if json.Unmarshal(tl.Parameters, &schema) == nil {
+			if len(tl.Parameters) > 0 && json.Unmarshal(tl.Parameters, &schema) == nil {
 				override = schema
 			}
 		}
+	}
+	in.Message = fmt.Sprintf("approve %s(%s)?", c.Tool, c.Args)
+	if description != "" {
+		in.Message += " " + description
 	}
 	in.ResponseSchema = map[string]any{
 		"type": "object",
