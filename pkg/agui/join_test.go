@@ -34,7 +34,7 @@ func join(ctx context.Context, t *testing.T, url, thread, lastID string) <-chan 
 	if lastID != "" {
 		req.Header.Set("Last-Event-ID", lastID)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(req) //nolint:bodyclose // closed by the goroutine reading it, at the stream's end
 	if err != nil {
 		t.Fatal(err)
 	}
