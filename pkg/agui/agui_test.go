@@ -301,3 +301,34 @@ func interrupts(t *testing.T, fin event) []map[string]any {
 	}
 	return out
 }
+
+// TestExternalInterrupt: an external call pauses the run as an
+// input_required interrupt; a resume by an approver is refused by name
+// (an answer is an answerer's), nothing published; the answerer's resume
+// is the call's answer, and the run goes on with it.
+func TestExternalInterrupt(t *testing.T) {
+	w := servetest.Setup(t)
+	a := w.Replica(t, "a")
+	srv, _ := a.Face(t, tokens+"answerer-token-0123456789 answerer carol\n", agentproc.FaceOptions{})
+	const thread = "external-thread"
+	evs, code, body := post(t, srv.URL, "operator-token-0123456789", input(thread, "r1", "ask q"))
+	if code != http.StatusOK {
+		t.Fatalf("POST: %d %s", code, body)
+	}
+	ints := interrupts(t, last(evs, "RUN_FINISHED"))
+	if len(ints) != 1 || ints[0]["reason"] != "input_required" || ints[0]["toolCallId"] != "call_1" {
+		t.Fatalf("interrupts: %v", ints)
+	}
+	res := input(thread, "r2", "")
+	res["messages"] = []any{}
+	res["resume"] = []any{map[string]any{"interruptId": ints[0]["id"], "status": "resolved", "payload": "forty-two"}}
+	evs, _, _ = post(t, srv.URL, "approver-token-0123456789", res)
+	if e := last(evs, "RUN_ERROR"); e == nil || e["code"] != "forbidden" || !strings.Contains(e["message"].(string), ints[0]["id"].(string)) {
+		t.Fatalf("an approver's answer: %v", evs)
+	}
+	evs, _, _ = post(t, srv.URL, "answerer-token-0123456789", res)
+	fin := last(evs, "RUN_FINISHED")
+	if fin == nil || fin["outcome"].(map[string]any)["type"] != "success" || !strings.Contains(fmt.Sprint(fin["result"]), "forty-two") {
+		t.Fatalf("the answer's continuation: %v", evs)
+	}
+}
