@@ -177,3 +177,23 @@ type Conversation struct {
 	// StartedBy is who started it (conversation.State.StartedBy).
 	StartedBy string `json:"started_by,omitempty"`
 }
+
+// frontendToolsKey is the context key of [WithFrontendTools].
+type frontendToolsKey struct{}
+
+// WithFrontendTools returns ctx giving the core the tools a frontend
+// offers the model (SPEC §18, an AG-UI input's tools, checked by the
+// face): the conversation [Core.StartThread] starts or continues with it
+// records them in place of those it had (none, when tools is empty), and
+// its runs offer them on any replica until the next input replaces
+// them.
+func WithFrontendTools(ctx context.Context, tools []conversation.FrontendTool) context.Context {
+	return context.WithValue(ctx, frontendToolsKey{}, tools)
+}
+
+// FrontendTools returns the tools ctx gives ([WithFrontendTools]) and
+// whether it gives any set (an empty one included).
+func FrontendTools(ctx context.Context) ([]conversation.FrontendTool, bool) {
+	tools, ok := ctx.Value(frontendToolsKey{}).([]conversation.FrontendTool)
+	return tools, ok
+}

@@ -109,6 +109,13 @@ func (s *Service) startRun(ctx context.Context, name, prompt, id string, create,
 		s.wg.Done()
 		return nil, err
 	}
+	if tools, ok := service.FrontendTools(ctx); ok {
+		if err := sess.SetFrontendTools(ctx, tools); err != nil {
+			s.closeSession(sess)
+			s.wg.Done()
+			return nil, err
+		}
+	}
 	run := s.launch(sess, a, prompt, opts)
 	what := "conversation started"
 	if !create {
@@ -134,6 +141,8 @@ func (s *Service) launch(sess *session.Session, a Agent, prompt string, opts *ag
 	// Non-blocking calls are waited for by the session: their decisions
 	// arriving while the run is live are injected without a pause.
 	opts.Capabilities = append(opts.Capabilities, sess.NonBlockingCalls(a.NonBlocking))
+	// The frontend's tools (SPEC §18), as the conversation stores them.
+	opts.Capabilities = append(opts.Capabilities, sess.FrontendTools())
 	go func() {
 		defer s.wg.Done()
 		defer cancel(nil)
