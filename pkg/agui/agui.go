@@ -122,7 +122,18 @@ func (f *Face) Run(ctx context.Context, agent string, c Caller, in types.RunAgen
 		in.RunID = protocol.NewID()
 	}
 	var prompt string
-	if len(in.Resume) == 0 {
+	answers := toolMessages(in.Messages)
+	switch {
+	case len(in.Resume) > 0:
+		if err := checkResume(in.Resume); err != nil {
+			return err
+		}
+	case len(answers) > 0:
+		// The frontend's results of its tools' calls (SPEC §18).
+		if !c.Answer {
+			return forbidden("only an answerer answers a frontend tool's call")
+		}
+	default:
 		if !c.Start {
 			return forbidden("only an operator starts a run")
 		}
@@ -130,8 +141,6 @@ func (f *Face) Run(ctx context.Context, agent string, c Caller, in types.RunAgen
 		if prompt, err = lastPrompt(in.Messages); err != nil {
 			return err
 		}
-	} else if err := checkResume(in.Resume); err != nil {
-		return err
 	}
 	conv, err := f.conversation(ctx, agent, in.ThreadID)
 	if err != nil {
@@ -146,6 +155,10 @@ func (f *Face) Run(ctx context.Context, agent string, c Caller, in types.RunAgen
 	case st.Agent != nil && st.Agent.Name != agent:
 		return &InputError{Status: http.StatusConflict, Code: "other_agent", Message: fmt.Sprintf("thread %s is not agent %s's", in.ThreadID, agent)}
 	}
+	tools, err := f.frontendTools(ctx, agent, in.Tools)
+	if err != nil {
+		return err
+	}
 	s := &stream{f: f, ctx: ctx, emit: emit, thread: in.ThreadID, run: in.RunID, conv: conv, agent: agent}
 	if err := s.send(events.NewRunStartedEvent(in.ThreadID, in.RunID)); err != nil {
 		return err
@@ -156,13 +169,22 @@ func (f *Face) Run(ctx context.Context, agent string, c Caller, in types.RunAgen
 	if len(in.Resume) > 0 {
 		return s.resume(st, c, in.Resume)
 	}
+	if len(answers) > 0 {
+		entries, ended, err := s.toolAnswers(st, answers)
+		if ended {
+			return err // refused: a RUN_ERROR was sent
+		}
+		return s.resume(st, c, entries)
+	}
 	if prompt == "" {
 		// The input's last user message is already the conversation's:
 		// the history sent again starts nothing.
 		return s.fromStore("", nil)
 	}
 	return s.follow(func() (bool, error) {
-		_, err := f.cfg.Core.StartThread(service.WithStartedBy(ctx, c.Name), agent, prompt, conv)
+		// The input's tools replace the thread's (none: it has none).
+		ctx := service.WithFrontendTools(service.WithStartedBy(ctx, c.Name), tools)
+		_, err := f.cfg.Core.StartThread(ctx, agent, prompt, conv)
 		return err == nil, err
 	})
 }

@@ -46,9 +46,12 @@ func (s *stream) fromStore(output string, fin *coreEvent) error {
 	var interrupts []types.Interrupt
 	waiting := []map[string]any{}
 	for _, c := range calls {
+		// A frontend tool's call (SPEC §18) is the frontend's to run: a
+		// tool call its next input's tool message answers, no interrupt.
+		frontend := c.Kind == deferred.KindExternal && st.FrontendTool(c.Tool)
 		waiting = append(waiting, map[string]any{"task_id": c.TaskID, "kind": c.Kind, "tool": c.Tool,
-			"tool_call_id": c.ToolCallID, "nonblocking": c.NonBlocking})
-		if slices.Contains(pending.ForPeople, c.Kind) && !c.NonBlocking {
+			"tool_call_id": c.ToolCallID, "nonblocking": c.NonBlocking, "frontend": frontend})
+		if slices.Contains(pending.ForPeople, c.Kind) && !c.NonBlocking && !frontend {
 			interrupts = append(interrupts, s.interrupt(c))
 		}
 	}
