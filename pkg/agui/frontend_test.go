@@ -61,7 +61,8 @@ func frontendCall(t *testing.T, evs []event, callID string) {
 // the frontend's tool message sent to the other replica answers it (the
 // continuation there is offered the tool too, and calls it again); the
 // same tool message again changes nothing; a tool message of a call the
-// thread never made is a RUN_ERROR; bad tool definitions are 400s.
+// thread never made is a RUN_ERROR; a later turn's tools replace the
+// thread's; bad tool definitions are 400s.
 func TestFrontendTools(t *testing.T) {
 	w := servetest.Setup(t)
 	a, b := w.Replica(t, "a"), w.Replica(t, "b")
@@ -136,5 +137,13 @@ func TestFrontendTools(t *testing.T) {
 	evs, _, _ = post(t, srvB.URL, "answerer-token-0123456789", toolMessage(thread, "r5", "call_9", "teal"))
 	if e := last(evs, "RUN_ERROR"); e == nil || e["code"] != "unknown_tool_call" || !strings.Contains(e["message"].(string), "call_9") {
 		t.Fatalf("a tool message of no call: %v", evs)
+	}
+
+	// A later turn's tools replace the thread's: without any, the
+	// model's call of pick_color is of no tool it is offered.
+	evs, _, _ = post(t, srvB.URL, "operator-token-0123456789", input(thread, "r6", "pick_color blue"))
+	st := last(evs, "STATE_SNAPSHOT")
+	if snap, _ := st["snapshot"].(map[string]any); snap["status"] != "finished" || last(evs, "RUN_FINISHED") == nil {
+		t.Fatalf("a turn without tools: %v", evs)
 	}
 }
