@@ -72,10 +72,10 @@ func TestFrontendTools(t *testing.T) {
 	const thread = "frontend-thread"
 
 	for name, tool := range map[string]map[string]any{
-		"a name with a space": {"name": "pick color", "parameters": map[string]any{"type": "object"}},
-		"an agent's own tool": {"name": "deploy", "parameters": map[string]any{"type": "object"}},
+		"a name with a space":            {"name": "pick color", "parameters": map[string]any{"type": "object"}},
+		"an agent's own tool":            {"name": "deploy", "parameters": map[string]any{"type": "object"}},
 		"a schema that does not compile": {"name": "pick_color", "parameters": map[string]any{"type": 5}},
-		"a definition too large": {"name": "pick_color", "description": strings.Repeat("x", 17<<10)},
+		"a definition too large":         {"name": "pick_color", "description": strings.Repeat("x", 17<<10)},
 	} {
 		in := input(thread, "bad", "pick_color red")
 		in["tools"] = []any{tool}
