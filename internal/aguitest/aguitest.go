@@ -51,6 +51,17 @@ type Run struct {
 	Messages []map[string]any `json:"messages,omitempty"` // the agent's messages before the run
 	Prompt   string           `json:"prompt,omitempty"`   // a user message added, when set
 	Resume   []map[string]any `json:"resume,omitempty"`
+	// Tools are the frontend's tools the run's input offers.
+	Tools []map[string]any `json:"tools,omitempty"`
+	// ToolResult, when set, is a tool message added: the frontend's
+	// result of its tool's call.
+	ToolResult *ToolResult `json:"toolResult,omitempty"`
+}
+
+// ToolResult is a frontend's result of its tool's call.
+type ToolResult struct {
+	ToolCallID string `json:"toolCallId"`
+	Content    string `json:"content"`
 }
 
 // Event is an AG-UI event as the client handed it to its subscriber.

@@ -190,3 +190,33 @@ func conversationOf(t *testing.T, r *aguitest.Result) string {
 	t.Fatalf("no offload.conversation in %v", r.Types())
 	return ""
 }
+
+// TestClientFrontendTool drives a frontend tool with the AG-UI JS client:
+// the input's tool is called by the model, the run ends with the tool
+// call and no interrupt; the client's tool message, sent to the other
+// replica with the messages it kept, answers it and the run finishes
+// with the answer.
+func TestClientFrontendTool(t *testing.T) {
+	aguitest.Script(t)
+	w := servetest.Setup(t)
+	a, b := w.Replica(t, "a"), w.Replica(t, "b")
+	toks := tokens + "answerer-token-0123456789 answerer carol\n"
+	srvA, _ := a.Face(t, toks, agentproc.FaceOptions{})
+	srvB, _ := b.Face(t, toks, agentproc.FaceOptions{})
+	ctx, cancel := context.WithTimeout(t.Context(), 2*servetest.Wait)
+	defer cancel()
+	const thread = "0b8f6f0e-4c8a-4d55-9a1e-5f2b7c9d1e23"
+	tools := []map[string]any{pickColor}
+
+	res := aguitest.Do(ctx, t, aguitest.Run{URL: srvA.URL + "/agui/ops", Token: "operator-token-0123456789", ThreadID: thread, RunID: "r1",
+		Prompt: "pick_color red", Tools: tools})
+	if res.Error != "" || res.Last("TOOL_CALL_START")["toolCallName"] != "pick_color" || outcome(res.Last("RUN_FINISHED")) != "success" {
+		t.Fatalf("the frontend tool's call: %q %v", res.Error, res.Events)
+	}
+	id, _ := res.Last("TOOL_CALL_START")["toolCallId"].(string)
+	res = aguitest.Do(ctx, t, aguitest.Run{URL: srvB.URL + "/agui/ops", Token: "answerer-token-0123456789", ThreadID: thread, RunID: "r2",
+		Messages: res.Messages, Tools: tools, ToolResult: &aguitest.ToolResult{ToolCallID: id, Content: "crimson"}})
+	if res.Error != "" || outcome(res.Last("RUN_FINISHED")) != "success" || !strings.Contains(text(res), "done crimson") {
+		t.Fatalf("the tool message's continuation: %q %v", res.Error, res.Events)
+	}
+}
