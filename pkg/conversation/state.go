@@ -75,11 +75,7 @@ type FrontendTool struct {
 // wrapping tool.ErrInvalidName or tool.ErrInvalidTool). Parameters
 // empty or null: an object of any properties.
 func (d FrontendTool) Tool() (*tool.Tool, error) {
-	params := d.Parameters
-	if string(params) == "null" {
-		params = nil
-	}
-	t, err := tool.New(tool.Def{Name: d.Name, Description: d.Description, Parameters: params}, nil)
+	t, err := tool.New(tool.Def{Name: d.Name, Description: d.Description, Parameters: d.Parameters}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("frontend tool %q: %w", d.Name, err)
 	}
