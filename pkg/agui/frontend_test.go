@@ -147,3 +147,24 @@ func TestFrontendTools(t *testing.T) {
 		t.Fatalf("a turn without tools: %v", evs)
 	}
 }
+
+// TestFrontendToolsBlock: an agent whose approvals and external calls
+// are non-blocking (spec approve: background) still ends the run on a
+// frontend tool's call, which only the frontend's next input answers.
+func TestFrontendToolsBlock(t *testing.T) {
+	w := servetest.Setup(t)
+	w.NonBlocking = true
+	a := w.Replica(t, "a")
+	srv, _ := a.Face(t, tokens+"answerer-token-0123456789 answerer carol\n", agentproc.FaceOptions{})
+	in := input("block-thread", "r1", "pick_color red")
+	in["tools"] = []any{pickColor}
+	evs, code, body := post(t, srv.URL, "operator-token-0123456789", in)
+	if code != http.StatusOK {
+		t.Fatalf("POST: %d %s", code, body)
+	}
+	frontendCall(t, evs, "call_1")
+	evs, _, _ = post(t, srv.URL, "answerer-token-0123456789", toolMessage("block-thread", "r2", "call_1", "crimson"))
+	if fin := last(evs, "RUN_FINISHED"); fin == nil || !strings.Contains(fmt.Sprint(fin["result"]), "done crimson") {
+		t.Fatalf("the answer's continuation: %v", evs)
+	}
+}

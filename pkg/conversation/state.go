@@ -70,12 +70,19 @@ type FrontendTool struct {
 	Parameters  json.RawMessage `json:"parameters,omitempty"`
 }
 
-// Tool is d as an external tool (a call of it defers for its answer),
+// FrontendToolMeta is the metadata key (true) that marks a frontend
+// tool's [tool.Tool]: its calls always block the run (the frontend runs
+// them once the run ended), never non-blocking (SPEC §12).
+const FrontendToolMeta = "frontend"
+
+// Tool is d as an external tool (a call of it defers for its answer,
+// marked with FrontendToolMeta),
 // its name and parameters' schema checked as any tool's are (an error
 // wrapping tool.ErrInvalidName or tool.ErrInvalidTool). Parameters
 // empty or null: an object of any properties.
 func (d FrontendTool) Tool() (*tool.Tool, error) {
-	t, err := tool.New(tool.Def{Name: d.Name, Description: d.Description, Parameters: d.Parameters}, nil)
+	t, err := tool.New(tool.Def{Name: d.Name, Description: d.Description, Parameters: d.Parameters,
+		Metadata: map[string]any{FrontendToolMeta: true}}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("frontend tool %q: %w", d.Name, err)
 	}
