@@ -13,6 +13,7 @@ import (
 
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/agentspec"
+	"github.com/offload-dev/offload/pkg/agui"
 	"github.com/offload-dev/offload/pkg/llm"
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs/convstore"
@@ -239,8 +240,9 @@ type Face struct {
 // connection: the pending desk over the people's records (the decisions
 // it publishes signed with the service's key, their edited arguments
 // checked against the agents' tools, each publish traced), and web's
-// handler over srv's core with the inbox, signed links and the operator's
-// hands on the fleet's tools (toolctl, /v1/tools).
+// handler over srv's core with the inbox, signed links, the operator's
+// hands on the fleet's tools (toolctl, /v1/tools) and the AG-UI face
+// (agui, its threads mapped in the service's bucket).
 func (p *Process) Face(ctx context.Context, srv *Served, o FaceOptions) (*Face, error) {
 	svc := srv.Service
 	recs, err := convstore.OpenPending(ctx, convstore.OpenConfig{JetStream: srv.faces, Provision: p.opts.Provision})
@@ -262,8 +264,16 @@ func (p *Process) Face(ctx context.Context, srv *Served, o FaceOptions) (*Face, 
 		return nil, err
 	}
 	f := &Face{Desk: desk, Links: links, Tools: tools}
+	threads, err := convstore.OpenThreads(ctx, convstore.OpenConfig{JetStream: srv.faces, Provision: p.opts.Provision})
+	if err != nil {
+		return nil, err
+	}
+	ag, err := agui.New(agui.Config{Core: svc, Desk: desk, Threads: threads, Tools: svc.Tool, Logger: p.log})
+	if err != nil {
+		return nil, err
+	}
 	cfg := web.Config{Core: svc, Desk: desk, Tokens: o.Tokens, Inbox: true, Links: links, PublicURL: o.PublicURL, Logger: p.log, Metrics: o.Metrics,
-		Limits: o.Limits, Tools: tools}
+		Limits: o.Limits, Tools: tools, AGUI: ag}
 	if o.Registry != nil {
 		cfg.Gatherer = o.Registry
 	}

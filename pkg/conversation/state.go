@@ -2,11 +2,13 @@ package conversation
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"time"
 
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/message"
+	"github.com/offload-dev/offload/pkg/tool"
 )
 
 // State is what the store keeps of a conversation between runs. Its JSON
@@ -57,6 +59,45 @@ type State struct {
 	// changed: every run of it, on any replica, carries it on its tasks.
 	// Empty: none.
 	Tenant string `json:"tenant,omitempty"`
+	// FrontendTools are the tools a frontend offers the conversation's
+	// model (SPEC §18: an AG-UI input's tools), as the last input that
+	// carried them gave them: a call of one is an external call the
+	// frontend answers. Nil when none.
+	FrontendTools []FrontendTool `json:"frontend_tools,omitempty"`
+}
+
+// FrontendTool is a tool a frontend executes (SPEC §18): its name,
+// description and the JSON Schema of its parameters, as the frontend
+// declared them.
+type FrontendTool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters,omitempty"`
+}
+
+// FrontendToolMeta is the metadata key (true) that marks a frontend
+// tool's [tool.Tool]: its calls always block the run (the frontend runs
+// them once the run ended), never non-blocking (SPEC §12).
+const FrontendToolMeta = "frontend"
+
+// Tool is d as an external tool (a call of it defers for its answer,
+// marked with FrontendToolMeta),
+// its name and parameters' schema checked as any tool's are (an error
+// wrapping tool.ErrInvalidName or tool.ErrInvalidTool). Parameters
+// empty or null: an object of any properties.
+func (d FrontendTool) Tool() (*tool.Tool, error) {
+	t, err := tool.New(tool.Def{Name: d.Name, Description: d.Description, Parameters: d.Parameters,
+		Metadata: map[string]any{FrontendToolMeta: true}}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("frontend tool %q: %w", d.Name, err)
+	}
+	return t, nil
+}
+
+// FrontendTool reports whether name is one of the conversation's
+// frontend tools.
+func (s *State) FrontendTool(name string) bool {
+	return s != nil && slices.ContainsFunc(s.FrontendTools, func(t FrontendTool) bool { return t.Name == name })
 }
 
 // AgentRef is the agent a conversation runs with: the name of its spec

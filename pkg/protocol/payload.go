@@ -252,12 +252,15 @@ const (
 	ChannelLink  = "link"
 	ChannelCLI   = "cli"
 	ChannelNATS  = "nats"
+	// ChannelAGUI is the AG-UI face's (SPEC §18): a resume entry of a
+	// RunAgentInput.
+	ChannelAGUI = "agui"
 )
 
 // validChannel reports whether c is empty or one of the ChannelXxx.
 func validChannel(c string) bool {
 	switch c {
-	case "", ChannelInbox, ChannelAPI, ChannelLink, ChannelCLI, ChannelNATS:
+	case "", ChannelInbox, ChannelAPI, ChannelLink, ChannelCLI, ChannelNATS, ChannelAGUI:
 		return true
 	}
 	return false

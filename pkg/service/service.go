@@ -30,6 +30,11 @@ type Core interface {
 	// that records none; a *conversation.ClaimedError while a run of it
 	// is live; a *session.PendingError while calls wait).
 	Continue(ctx context.Context, id, prompt string) (*Run, error)
+	// StartThread starts a run of agent on prompt in conversation id:
+	// created with that ID when the store holds none (a protocol face's
+	// thread, SPEC §18), else continued as Continue does (ErrOtherAgent
+	// when it records another agent).
+	StartThread(ctx context.Context, agent, prompt, id string) (*Run, error)
 	// Cancel interrupts the live run of conversation id wherever it runs
 	// (conversation.ErrNotFound for one the service never ran,
 	// ErrNotRunning when no run of it is live).
@@ -80,6 +85,8 @@ var (
 	// ErrNoAgent: Continue of a conversation that records no agent (one
 	// not started by agent serve).
 	ErrNoAgent = errors.New("serve: the conversation records no agent")
+	// ErrOtherAgent: StartThread of a conversation of another agent.
+	ErrOtherAgent = errors.New("serve: the conversation is another agent's")
 	// ErrNotRunning: Cancel of a conversation no run of which is live.
 	ErrNotRunning = errors.New("serve: no run of the conversation is live")
 	// ErrBadCursor is the refusal of a cursor of the conversations' pages
@@ -213,4 +220,24 @@ type ConversationsPage struct {
 	Conversations []conversation.Status
 	// Next is the cursor of the next page; empty on the last.
 	Next string
+}
+
+// frontendToolsKey is the context key of [WithFrontendTools].
+type frontendToolsKey struct{}
+
+// WithFrontendTools returns ctx giving the core the tools a frontend
+// offers the model (SPEC §18, an AG-UI input's tools, checked by the
+// face): the conversation [Core.StartThread] starts or continues with it
+// records them in place of those it had (none, when tools is empty), and
+// its runs offer them on any replica until the next input replaces
+// them.
+func WithFrontendTools(ctx context.Context, tools []conversation.FrontendTool) context.Context {
+	return context.WithValue(ctx, frontendToolsKey{}, tools)
+}
+
+// FrontendTools returns the tools ctx gives ([WithFrontendTools]) and
+// whether it gives any set (an empty one included).
+func FrontendTools(ctx context.Context) ([]conversation.FrontendTool, bool) {
+	tools, ok := ctx.Value(frontendToolsKey{}).([]conversation.FrontendTool)
+	return tools, ok
 }

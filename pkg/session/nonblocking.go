@@ -50,7 +50,11 @@ func (s *Session) NonBlocking() background.DeferredWaiter {
 func (s *Session) NonBlockingCalls(all bool) agent.Capability {
 	sel := background.NonBlockingSelector
 	if all {
-		sel = background.SelectAll()
+		// Every call but a frontend tool's (SPEC §18): the frontend
+		// runs it once the run ended.
+		sel = background.SelectFunc(func(_ context.Context, _ *agent.RunInfo, t *tool.Tool) bool {
+			return t.Metadata[conversation.FrontendToolMeta] != true
+		})
 	}
 	return background.NonBlockingCalls(background.NonBlockingConfig{Tools: sel, Waiter: s.NonBlocking()})
 }

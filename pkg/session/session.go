@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -656,4 +657,15 @@ func (s *Session) tenantAndAgent() (tenant, agent string) {
 		agent = s.st.Agent.Name
 	}
 	return s.st.Tenant, agent
+}
+
+// SetFrontendTools records the tools a frontend offers the
+// conversation's model (SPEC §18), replacing those recorded before, and
+// saves them: every later run of the conversation, on any process,
+// offers them ([Session.FrontendTools]).
+func (s *Session) SetFrontendTools(ctx context.Context, tools []conversation.FrontendTool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.st.FrontendTools = slices.Clone(tools)
+	return s.saveLocked(ctx)
 }

@@ -82,6 +82,8 @@ func answerOf(err error) *httpError {
 		status, code = http.StatusForbidden, "wrong_tenant"
 	case errors.As(err, &pe), errors.Is(err, session.ErrNothingToResume):
 		status, code = http.StatusConflict, "pending"
+	case errors.Is(err, service.ErrOtherAgent):
+		status, code = http.StatusConflict, "other_agent"
 	case errors.Is(err, service.ErrNoAgent):
 		status, code = http.StatusConflict, "no_agent"
 	case errors.Is(err, service.ErrNotRunning):

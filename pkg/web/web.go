@@ -34,6 +34,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 
+	"github.com/offload-dev/offload/pkg/agui"
 	"github.com/offload-dev/offload/pkg/links"
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/pending"
@@ -70,6 +71,9 @@ type Config struct {
 	// Limits bound what clients may hold (zero fields: the defaults);
 	// give [ListenAndServe] the same.
 	Limits Limits
+	// AGUI, if set, serves the AG-UI face at POST /agui/{agent} and GET
+	// /agui/{agent}/threads/{thread}/events (SPEC §18).
+	AGUI *agui.Face
 	// Tools, if set, serves the operator's hands on the fleet's tools at
 	// /v1/tools (SPEC §19), to the roles admin and operator.
 	Tools service.Tools
@@ -155,6 +159,9 @@ var (
 	operators = []Role{RoleOperator}
 	approvers = []Role{RoleApprover}
 	answerers = []Role{RoleAnswerer}
+	// aguiRoles act through an AG-UI input: a turn, a resume's decisions
+	// or answers (package agui checks which the input needs).
+	aguiRoles = []Role{RoleOperator, RoleApprover, RoleAnswerer}
 )
 
 // routes is the table of every route but /metrics: the API of SPEC §11,
@@ -173,6 +180,11 @@ func (h *handler) routes() []route {
 		{pattern: "POST /v1/conversations/{id}/messages", face: api, roles: operators, handle: h.postMessage},
 		{pattern: "POST /v1/conversations/{id}/cancel", face: api, roles: operators, handle: h.cancel},
 		{pattern: "GET /v1/pending", face: api, roles: anyRole, handle: h.pending},
+	}
+	if h.AGUI != nil {
+		rs = append(rs,
+			route{pattern: "POST /agui/{agent}", face: api, roles: aguiRoles, stream: true, handle: h.aguiRun},
+			route{pattern: "GET /agui/{agent}/threads/{thread}/events", face: api, roles: anyRole, stream: true, handle: h.aguiJoin})
 	}
 	if h.Tools != nil {
 		rs = append(rs,

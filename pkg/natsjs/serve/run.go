@@ -28,7 +28,26 @@ type liveRun struct {
 // when id is set. It returns once the conversation is claimed and
 // recorded; the run goes on on the service's goroutine.
 func (s *Service) StartConversation(ctx context.Context, name, prompt, id string) (*service.Run, error) {
-	return s.startRun(ctx, name, prompt, id, true)
+	return s.startRun(ctx, name, prompt, id, id == "", true)
+}
+
+// StartThread starts a run of agent name on prompt in conversation id:
+// created with that ID when the store holds none (a protocol face's
+// thread, SPEC §18), else continued as [Service.Continue] does
+// (service.ErrOtherAgent when it records another agent). Its claim does
+// not wait: two requests creating the same conversation at once are one
+// run and a *conversation.ClaimedError.
+func (s *Service) StartThread(ctx context.Context, name, prompt, id string) (*service.Run, error) {
+	st, _, err := s.cfg.Store.Load(ctx, id)
+	switch {
+	case errors.Is(err, conversation.ErrNotFound):
+		return s.startRun(ctx, name, prompt, id, true, false)
+	case err != nil:
+		return nil, err
+	case st.Agent == nil || st.Agent.Name != name:
+		return nil, fmt.Errorf("%w: conversation %s is not agent %s's", service.ErrOtherAgent, id, name)
+	}
+	return s.Continue(ctx, id, prompt)
 }
 
 // Continue starts a run of stored conversation id, one with nothing
@@ -49,17 +68,18 @@ func (s *Service) Continue(ctx context.Context, id, prompt string) (*service.Run
 	if s.live(id) != nil {
 		return nil, &conversation.ClaimedError{ID: id, Holder: s.cfg.Holder, Until: time.Now().Add(conversation.LeaseTTL)}
 	}
-	return s.startRun(ctx, st.Agent.Name, prompt, id, false)
+	return s.startRun(ctx, st.Agent.Name, prompt, id, false, false)
 }
 
-// startRun is StartConversation, its claim waiting for another holder when wait is set.
-func (s *Service) startRun(ctx context.Context, name, prompt, id string, wait bool) (*service.Run, error) {
+// startRun is StartConversation: a new conversation when create is set
+// (of ID id when given), its claim waiting for another holder when wait
+// is set.
+func (s *Service) startRun(ctx context.Context, name, prompt, id string, create, wait bool) (*service.Run, error) {
 	a, ok := s.agents[name]
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", service.ErrUnknownAgent, name)
 	}
-	create := id == ""
-	if create {
+	if id == "" {
 		id = protocol.NewID()
 	}
 	if !s.enter() {
@@ -76,6 +96,12 @@ func (s *Service) startRun(ctx context.Context, name, prompt, id string, wait bo
 		s.wg.Done()
 		return nil, err
 	}
+	if create && len(sess.State().History) > 0 {
+		// Created meanwhile by another request, whose run has ended.
+		s.closeSession(sess)
+		s.wg.Done()
+		return nil, &conversation.ClaimedError{ID: id, Holder: "another request", Until: time.Now()}
+	}
 	opts := &agent.RunOptions{}
 	if !create {
 		ro, err := sess.Continue(ctx, session.ContinueOptions{Prompt: prompt})
@@ -90,6 +116,13 @@ func (s *Service) startRun(ctx context.Context, name, prompt, id string, wait bo
 		s.closeSession(sess)
 		s.wg.Done()
 		return nil, err
+	}
+	if tools, ok := service.FrontendTools(ctx); ok {
+		if err := sess.SetFrontendTools(ctx, tools); err != nil {
+			s.closeSession(sess)
+			s.wg.Done()
+			return nil, err
+		}
 	}
 	run := s.launch(sess, a, prompt, opts)
 	what := "conversation started"
@@ -116,6 +149,8 @@ func (s *Service) launch(sess *session.Session, a Agent, prompt string, opts *ag
 	// Non-blocking calls are waited for by the session: their decisions
 	// arriving while the run is live are injected without a pause.
 	opts.Capabilities = append(opts.Capabilities, sess.NonBlockingCalls(a.NonBlocking))
+	// The frontend's tools (SPEC §18), as the conversation stores them.
+	opts.Capabilities = append(opts.Capabilities, sess.FrontendTools())
 	go func() {
 		defer s.wg.Done()
 		defer cancel(nil)

@@ -80,7 +80,10 @@ type World struct {
 	// NonBlocking makes the replicas' approvals non-blocking (spec
 	// approve: background).
 	NonBlocking bool
-	ids         *convstore.Identities
+	// Stream makes the agents' model requests streamed (text_delta
+	// events).
+	Stream bool
+	ids    *convstore.Identities
 }
 
 // Setup returns a new world on a server of its own.
@@ -96,7 +99,8 @@ type TargetArgs struct {
 }
 
 // Model calls the tool its prompt names ("deploy X" or "slow X", "both X": see both) with
-// target X (and fails on "fail X"), and answers a tool's return with "done <content>".
+// target X (and fails on "fail X"), and answers a tool's return with "done <content>"
+// (a return "again X": the same tool called again with target X).
 func (b *World) Model() llm.Model {
 	return script.New("serve-test", func(_ context.Context, req *llm.Request) (*llm.Response, error) {
 		b.Mu.Lock()
@@ -108,6 +112,13 @@ func (b *World) Model() llm.Model {
 			case message.ToolReturn:
 				content := message.ContentText(x.Content)
 				target := content[strings.LastIndex(content, " ")+1:]
+				if again, ok := strings.CutPrefix(content, "again "); ok {
+					// A result "again X" calls the same tool again with
+					// target X (a frontend tool offered on the
+					// continuation too, SPEC §18).
+					args, _ := json.Marshal(TargetArgs{Target: again})
+					return &llm.Response{Parts: []message.Part{message.ToolCall{ToolName: x.ToolName, ToolCallID: x.ToolCallID + "_again", Args: string(args)}}}, nil
+				}
 				if t, ask, ok := both(req); ok && strings.HasSuffix(content, "meanwhile.") && (x.ToolName == "deploy" || x.ToolName == "ask") {
 					// "both X": the non-blocking deploy acknowledged,
 					// slow X keeps the run live; "both+ask X" asks X
@@ -210,7 +221,7 @@ func (b *World) Agent(t *testing.T) (*agent.Agent, tool.Toolset) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := agent.New(agent.Config{Model: b.Model(), Toolsets: []tool.Toolset{set}, AllowDeferred: true})
+	a, err := agent.New(agent.Config{Model: b.Model(), Toolsets: []tool.Toolset{set}, AllowDeferred: true, Stream: b.Stream})
 	if err != nil {
 		t.Fatal(err)
 	}
