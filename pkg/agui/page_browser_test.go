@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -15,65 +14,17 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/offload-dev/offload/internal/aguitest"
+	"github.com/offload-dev/offload/internal/browsertest"
 	"github.com/offload-dev/offload/pkg/agentproc"
 	"github.com/offload-dev/offload/pkg/natsjs/serve/servetest"
 	"github.com/offload-dev/offload/pkg/session"
 )
 
-// browser starts headless Chromium (Debian's chromium, or $CHROMIUM) and
-// returns a tab's context, closed when the test ends; skipped without it
-// unless OFFLOAD_REQUIRE_BROWSER is set (as pkg/web's browser tests).
-func browser(t *testing.T) context.Context {
-	t.Helper()
-	path := os.Getenv("CHROMIUM")
-	if path == "" {
-		var err error
-		if path, err = exec.LookPath("chromium"); err != nil {
-			if os.Getenv("OFFLOAD_REQUIRE_BROWSER") != "" {
-				t.Fatalf("OFFLOAD_REQUIRE_BROWSER is set and chromium is not installed: %v", err)
-			}
-			t.Skip("browser test skipped: chromium is not installed (apt-get install -y chromium; .ci/run installs it)")
-		}
-	}
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-quic", true), chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1000, 900),
-	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelTab := chromedp.NewContext(actx)
-	t.Cleanup(func() { cancelTab(); cancelAlloc() })
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
-	return ctx
-}
+// browser, do and eval are the browser kit's (internal/browsertest): a
+// tab of headless Chromium, steps run within a bound, a value of the page.
+func browser(t *testing.T) context.Context { return browsertest.Tab(t, 1000, 900) }
 
-// do runs steps in the browser within a bound; on failure it shows the page.
-func do(ctx context.Context, t *testing.T, what string, steps ...chromedp.Action[chromedp.Void]) {
-	t.Helper()
-	sctx, cancel := context.WithTimeout(ctx, servetest.Wait)
-	defer cancel()
-	if err := chromedp.Do(sctx, steps...); err != nil {
-		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		page, _ := chromedp.Run(dctx, chromedp.Evaluate[string](`location.href + "\n" + document.body.innerText`))
-		t.Fatalf("%s: %v; the page:\n%s", what, err, page)
-	}
-}
-
-// eval returns the value of expression in the page.
-func eval(ctx context.Context, t *testing.T, expression string) string {
-	t.Helper()
-	sctx, cancel := context.WithTimeout(ctx, servetest.Wait)
-	defer cancel()
-	v, err := chromedp.Run(sctx, chromedp.Evaluate[string](expression))
-	if err != nil {
-		t.Fatalf("%s: %v", expression, err)
-	}
-	return v
-}
+var do, eval = browsertest.Do, browsertest.Eval
 
 // poll waits until expression holds in the page.
 func poll(ctx context.Context, t *testing.T, what, expression string) {

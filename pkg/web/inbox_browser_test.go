@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -12,72 +11,18 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/offload-dev/offload/internal/browsertest"
 	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/agentproc"
 	"github.com/offload-dev/offload/pkg/natsjs/serve/servetest"
 	"github.com/offload-dev/offload/pkg/session"
 )
 
-// requireBrowser is the environment variable that makes a missing
-// Chromium a failure instead of a skip (.ci/run sets it once it has
-// installed Debian's chromium).
-const requireBrowser = "OFFLOAD_REQUIRE_BROWSER"
+// browser, do and text are the browser kit's (internal/browsertest): a
+// tab of headless Chromium, steps run within a bound, an element's text.
+func browser(t *testing.T) context.Context { return browsertest.Tab(t, 1200, 1000) }
 
-// browser starts headless Chromium (Debian's /usr/bin/chromium, or
-// $CHROMIUM) with a new profile and returns a tab's context, closed when
-// the test ends. Without Chromium the test is skipped, saying so, unless
-// OFFLOAD_REQUIRE_BROWSER is set.
-func browser(t *testing.T) context.Context {
-	t.Helper()
-	path := os.Getenv("CHROMIUM")
-	if path == "" {
-		var err error
-		if path, err = exec.LookPath("chromium"); err != nil {
-			if os.Getenv(requireBrowser) != "" {
-				t.Fatalf("%s is set and chromium is not installed: %v", requireBrowser, err)
-			}
-			t.Skip("browser test skipped: chromium is not installed (apt-get install -y chromium; .ci/run installs it)")
-		}
-	}
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-quic", true), chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1200, 1000),
-	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelTab := chromedp.NewContext(actx)
-	t.Cleanup(func() { cancelTab(); cancelAlloc() })
-	if err := chromedp.Do(ctx); err != nil { // starts the browser
-		t.Fatalf("start chromium: %v", err)
-	}
-	return ctx
-}
-
-// do runs steps in the browser within a bound.
-func do(ctx context.Context, t *testing.T, what string, steps ...chromedp.Action[chromedp.Void]) {
-	t.Helper()
-	sctx, cancel := context.WithTimeout(ctx, servetest.Wait)
-	defer cancel()
-	if err := chromedp.Do(sctx, steps...); err != nil {
-		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		page, _ := chromedp.Run(dctx, chromedp.Evaluate[string](`location.href + "\n" + document.body.innerText`))
-		t.Fatalf("%s: %v; the page:\n%s", what, err, page)
-	}
-}
-
-// text returns the text of the element sel.
-func text(ctx context.Context, t *testing.T, sel string) string {
-	t.Helper()
-	sctx, cancel := context.WithTimeout(ctx, servetest.Wait)
-	defer cancel()
-	s, err := chromedp.Run(sctx, chromedp.Text(sel))
-	if err != nil {
-		t.Fatalf("text of %s: %v", sel, err)
-	}
-	return s
-}
+var do, text = browsertest.Do, browsertest.Text
 
 // TestInboxInBrowser drives the web inbox (SPEC §12) in headless Chromium
 // as a person would: log in, see the pending calls (and one that pauses
