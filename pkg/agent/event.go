@@ -87,7 +87,8 @@ type Event struct {
 	// externally answered calls).
 	ArgsValid *bool
 	// Outcome and Content describe a tool_result; Outcome is "retry" for a
-	// retry prompt.
+	// retry prompt. Content is also a completed background task's result,
+	// on its background_task_finished (SPEC §6.3).
 	Outcome string
 	Content json.RawMessage
 	// Requests is the batch of deferred_tool_requests.
@@ -172,6 +173,9 @@ func (e Event) MarshalJSON() ([]byte, error) {
 		m["task_id"], m["tool"], m["tool_call_id"] = e.TaskID, e.Tool, e.ToolCallID
 	case EventBackgroundTaskFinished:
 		m["task_id"], m["tool"], m["status"] = e.TaskID, e.Tool, e.Status
+		if len(e.Content) > 0 {
+			m["content"] = e.Content // a completed task's result
+		}
 	case EventProgress:
 		m["task_id"], m["message"] = e.TaskID, e.Message
 		m["tool_call_id"], m["tool"] = e.ToolCallID, e.Tool

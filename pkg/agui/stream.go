@@ -213,13 +213,16 @@ func (s *stream) translate(raw json.RawMessage) (done bool, err error) {
 			"task_id": ev.TaskID, "tool": ev.Tool, "tool_call_id": ev.ToolCallID, "status": "started"})))
 	case "background_task_finished":
 		// The outcome reaches the model as a follow-up; the call's
-		// second result (the acknowledgement was its first) says how it
-		// ended. The event names the task, not the call: a task this
+		// second result (the acknowledgement was its first) is a
+		// completed task's result, or says how it ended. The event names the task, not the call: a task this
 		// stream did not see start is told as a CUSTOM event alone.
 		id, ok := s.tasks[ev.TaskID]
 		if !ok || id == "" {
 			return false, s.send(events.NewCustomEvent(eventBackground, events.WithValue(map[string]any{
 				"task_id": ev.TaskID, "tool": ev.Tool, "status": ev.Status})))
+		}
+		if ev.Status == "completed" && len(ev.Content) > 0 {
+			return false, s.result(id, message.ContentText(ev.Content)) // its result, as it arrives
 		}
 		return false, s.result(id, fmt.Sprintf("background task %s %s", ev.TaskID, ev.Status))
 	case "deferred_tool_results":

@@ -25,7 +25,11 @@ func TestTranslateBackground(t *testing.T) {
 		`{"type":"tool_call","tool_call_id":"c1","tool":"research","args":{"q":"x"}}`,
 		`{"type":"tool_result","tool_call_id":"c1","tool":"research","outcome":"success","content":"started in the background"}`,
 		`{"type":"background_task_started","task_id":"T1","tool":"research","tool_call_id":"c1"}`,
-		`{"type":"background_task_finished","task_id":"T1","tool":"research","status":"completed"}`,
+		`{"type":"background_task_finished","task_id":"T1","tool":"research","status":"completed","content":"found 3 papers"}`,
+		`{"type":"tool_call","tool_call_id":"c2","tool":"research","args":{"q":"y"}}`,
+		`{"type":"tool_result","tool_call_id":"c2","tool":"research","outcome":"success","content":"started in the background"}`,
+		`{"type":"background_task_started","task_id":"T2","tool":"research","tool_call_id":"c2"}`,
+		`{"type":"background_task_finished","task_id":"T2","tool":"research","status":"failed"}`,
 		`{"type":"background_task_finished","task_id":"T9","tool":"research","status":"failed"}`,
 		`not an event`,
 	} {
@@ -41,14 +45,19 @@ func TestTranslateBackground(t *testing.T) {
 			results[r.ToolCallID] = append(results[r.ToolCallID], r.Content)
 		}
 	}
-	want := "STEP_STARTED TEXT_MESSAGE_START TEXT_MESSAGE_CONTENT TEXT_MESSAGE_END TOOL_CALL_START TOOL_CALL_ARGS TOOL_CALL_END TOOL_CALL_RESULT CUSTOM TOOL_CALL_RESULT CUSTOM"
+	want := "STEP_STARTED TEXT_MESSAGE_START TEXT_MESSAGE_CONTENT TEXT_MESSAGE_END TOOL_CALL_START TOOL_CALL_ARGS TOOL_CALL_END TOOL_CALL_RESULT CUSTOM TOOL_CALL_RESULT " +
+		"TOOL_CALL_START TOOL_CALL_ARGS TOOL_CALL_END TOOL_CALL_RESULT CUSTOM TOOL_CALL_RESULT CUSTOM"
 	if strings.Join(types, " ") != want {
 		t.Fatalf("events:\n%s\nwant\n%s", strings.Join(types, " "), want)
 	}
-	if r := results["c1"]; len(r) != 2 || r[0] != "started in the background" || r[1] != "background task T1 completed" {
-		t.Fatalf("the call's results: %q", r)
+	// A completed task's second result is its result; a failed one's says so.
+	if r := results["c1"]; len(r) != 2 || r[0] != "started in the background" || r[1] != "found 3 papers" {
+		t.Fatalf("the completed call's results: %q", r)
 	}
-	if len(results) != 1 {
+	if r := results["c2"]; len(r) != 2 || r[1] != "background task T2 failed" {
+		t.Fatalf("the failed call's results: %q", r)
+	}
+	if len(results) != 2 {
 		t.Fatalf("results: %v", results)
 	}
 }

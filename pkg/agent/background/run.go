@@ -458,9 +458,15 @@ func (br *bgRun) finish(t *bgTask, task agent.BackgroundTask) {
 	case err != nil:
 		status = "failed"
 	}
-	t.progress.endWith(func() {
-		br.info.Emit(agent.Event{Type: agent.EventBackgroundTaskFinished, TaskID: t.id, Tool: t.call.Call.ToolName, ToolCallID: t.call.Call.ToolCallID, Status: status})
-	})
+	ev := agent.Event{Type: agent.EventBackgroundTaskFinished, TaskID: t.id, Tool: t.call.Call.ToolName, ToolCallID: t.call.Call.ToolCallID, Status: status}
+	if status == "completed" {
+		// Its result, as the follow-up will carry it (a face shows it
+		// when it arrives: AG-UI's TOOL_CALL_RESULT, SPEC §18).
+		if part, _, err := agent.ReturnPart(t.call.Call.ToolName, t.call.Call.ToolCallID, val); err == nil {
+			ev.Content = part.Content
+		}
+	}
+	t.progress.endWith(func() { br.info.Emit(ev) })
 	select {
 	case br.arrival <- struct{}{}:
 	default:

@@ -85,7 +85,8 @@ func eventsNameTheTask(t *testing.T, h Harness) {
 	if pr := ev.ofType(agent.EventProgress); len(pr) != 1 || pr[0].TaskID != id || pr[0].Message != "halfway" {
 		t.Errorf("progress events %+v", pr)
 	}
-	if fin := ev.ofType(agent.EventBackgroundTaskFinished); len(fin) != 1 || fin[0].TaskID != id || fin[0].Status != "completed" {
+	if fin := ev.ofType(agent.EventBackgroundTaskFinished); len(fin) != 1 || fin[0].TaskID != id || fin[0].Status != "completed" ||
+		string(fin[0].Content) != `"reported"` { // a completed task's result, as its follow-up carries it
 		t.Errorf("finished events %+v", fin)
 	}
 }
