@@ -19,8 +19,9 @@ import (
 // roles run it.
 func newPendingCmd(e env) *cobra.Command {
 	f := &runFlags{}
+	var queued bool
 	cmd := &cobra.Command{
-		Use:   "pending [--conversation ID]",
+		Use:   "pending [--conversation ID] [--queued]",
 		Short: "List the pending calls of a conversation (or of all) and the commands that resolve them",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -53,15 +54,19 @@ func newPendingCmd(e env) *cobra.Command {
 				}
 				liveview.WritePending(e.stdout, tasks, resolveCommands(f, o.c.embedded, conv))
 			}
-			queued, err := o.desk.Queued(ctx, pending.Filter{Conversation: f.conversation})
+			if !queued {
+				return nil // the tools' states: not every role may read them
+			}
+			held, err := o.desk.Queued(ctx, pending.Filter{Conversation: f.conversation})
 			if err != nil {
 				return &exitError{Code: exitFailed, Err: err}
 			}
-			liveview.WriteQueued(e.stdout, queued)
+			liveview.WriteQueued(e.stdout, held)
 			return nil
 		},
 	}
 	registerStoreFlags(cmd, f, e)
 	cmd.Flags().StringVar(&f.conversation, "conversation", "", "the conversation (default: every conversation with pending calls)")
+	cmd.Flags().BoolVar(&queued, "queued", false, "also list the calls held in the tools' queues by a limit (SPEC §19: read from the tools' states, which the admin role may read, not the approver's or answerer's)")
 	return cmd
 }

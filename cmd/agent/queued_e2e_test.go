@@ -16,7 +16,7 @@ import (
 // A call held by a paused tool is visible as queued on the agent side
 // (SPEC §19, issue 42): agent run --json emits a queued event for it
 // (reason paused) while it waits, agent pending lists it as queued with
-// its tenant, and agent tools resume releases it: the run finishes with
+// its tenant (--queued), and agent tools resume releases it: the run finishes with
 // its result.
 func TestPausedCallShownQueued(t *testing.T) {
 	d := newDurable(t)
@@ -78,7 +78,7 @@ func TestPausedCallShownQueued(t *testing.T) {
 	}
 	var listed string
 	offloadtest.Eventually(t, "agent pending listing the call queued", func() bool {
-		out := runBinary(t, nil, "pending", "--nats", d.nats.URL())
+		out := runBinary(t, nil, "pending", "--queued", "--nats", d.nats.URL())
 		listed = out.stdout
 		return out.code == 0 && strings.Contains(out.stdout, " queued job (paused, tenant acme, since ")
 	})
