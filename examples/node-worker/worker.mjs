@@ -274,7 +274,7 @@ const loop = (async () => {
 })();
 log("worker started", { id: opts.id, tool: TOOL, ack_wait_ms: ackWaitMs, delivery_limit: deliveryLimit });
 
-// Graceful stop (SIGTERM, SIGINT): stop pulling, delete the registry entry,
+// Graceful stop (SIGTERM, SIGINT): pull no more, delete the registry entry,
 // let running tasks finish within the grace period, then hand the rest back
 // (nak) and flush before the connection closes.
 let signals = 0;
@@ -282,7 +282,10 @@ const stop = async () => {
   if (signals++ > 0) return;
   stopping = true;
   log("worker stopping");
-  pull?.stop();
+  // The pull is not stopped: stopping it would drop a task it received
+  // and did not yet hand to the loop, which then waits out the ack wait
+  // on the server. It ends by its expiry (1 s); a task it still yields is
+  // handed back at once (handle naks it while stopping).
   slotFreed();
   clearInterval(refresh);
   await kv.delete(key).catch(() => {});
