@@ -145,6 +145,21 @@ func readDeferredRecord(m message.Message) map[string]deferredEntry {
 	return out
 }
 
+// setResponseMeta sets key of the metadata of response respIdx of the
+// history to v, on a copy (the message may be shared with a snapshot).
+func (s *runState) setResponseMeta(respIdx int, key string, v any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	msg := s.history[respIdx]
+	md := tool.DeepCopy(msg.Metadata)
+	if md == nil {
+		md = map[string]any{}
+	}
+	md[key] = v
+	msg.Metadata = md
+	s.history[respIdx] = msg
+}
+
 func (s *runState) setDeferredRecord(respIdx int, rec map[string]deferredEntry) {
 	m := map[string]any{}
 	for id, e := range rec {
@@ -163,16 +178,7 @@ func (s *runState) setDeferredRecord(respIdx int, rec map[string]deferredEntry) 
 		}
 		m[id] = v
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	msg := s.history[respIdx]
-	md := tool.DeepCopy(msg.Metadata)
-	if md == nil {
-		md = map[string]any{}
-	}
-	md[deferredMetaKey] = m
-	msg.Metadata = md
-	s.history[respIdx] = msg
+	s.setResponseMeta(respIdx, deferredMetaKey, m)
 }
 
 // resolveInline asks the DeferredHandler chain to resolve reqs, executes

@@ -131,16 +131,7 @@ func (s *runState) setStepEntries(respIdx int, entries map[string]stepEntry) {
 		}
 		m[id] = v
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	msg := s.history[respIdx]
-	md := tool.DeepCopy(msg.Metadata)
-	if md == nil {
-		md = map[string]any{}
-	}
-	md[stepMetaKey] = m
-	msg.Metadata = md
-	s.history[respIdx] = msg
+	s.setResponseMeta(respIdx, stepMetaKey, m)
 }
 
 // hasStepRecord reports whether response m was stored with a step record:
