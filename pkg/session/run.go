@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/offload-dev/offload/pkg/agent"
@@ -168,14 +169,19 @@ func (s *Session) Run(ctx context.Context, a *agent.Agent, prompt string, opts *
 	// any line after it leaves the status running and its lease lapsing,
 	// what agent serve's sweep continues.
 	s.recordStatus(conversation.StatusRunning)
-	defer func() { s.recordEnd(res, withCause(ctx, err)) }()
 	ro := agent.RunOptions{}
 	if opts != nil {
 		ro = *opts
 	}
+	// The final event is told last, once what it says is stored (the
+	// state, the pending record, the status): a face that reads the
+	// store on it finds the pause it names.
+	var held heldFinal
+	ro.OnEvent = held.wrap(s.stampAnswers(s.stampFinal(ctx, ro.OnEvent)))
+	defer held.emit()
+	defer func() { s.recordEnd(res, withCause(ctx, err)) }()
 	ro.ConversationID = s.ID()
 	ro.Tenant, ro.Agent = s.tenantAndAgent()
-	ro.OnEvent = s.stampAnswers(s.stampFinal(ctx, ro.OnEvent))
 	if !ro.Continues.IsValid() {
 		s.mu.Lock()
 		ro.Continues = telemetry.ParseTraceparent(s.st.Trace) // the run that saved last, when traced
@@ -227,4 +233,40 @@ func withCause(ctx context.Context, err error) error {
 		return fmt.Errorf("%w: %w", cause, err)
 	}
 	return err
+}
+
+// heldFinal holds a run's final event back until emit, passing every
+// other event on at once.
+type heldFinal struct {
+	mu    sync.Mutex
+	next  func(agent.Event)
+	final *agent.Event
+}
+
+// wrap returns next with the final event held (nil for a nil next).
+func (h *heldFinal) wrap(next func(agent.Event)) func(agent.Event) {
+	if next == nil {
+		return nil
+	}
+	h.next = next
+	return func(e agent.Event) {
+		if e.Type == agent.EventFinal {
+			h.mu.Lock()
+			h.final = &e
+			h.mu.Unlock()
+			return
+		}
+		next(e)
+	}
+}
+
+// emit tells the final event held, if any.
+func (h *heldFinal) emit() {
+	h.mu.Lock()
+	f := h.final
+	h.final = nil
+	h.mu.Unlock()
+	if f != nil {
+		h.next(*f)
+	}
 }
