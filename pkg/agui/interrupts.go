@@ -68,8 +68,8 @@ func (s *stream) fromStore(output string, fin *coreEvent) error {
 	}
 	msgs := messagesOf(s.conv, st.History)
 	if fin != nil && fin.Status == "finished" && fin.Output != "" && !endsWith(st.History, fin.Output) {
-		// The final event is stored before the run's last save: its
-		// answer, as the stream sent it.
+		// The run's last save not read (it failed: the final event is
+		// told after it, session.Run): its answer, as the stream sent it.
 		msgs = append(msgs, types.Message{ID: s.messageID(), Role: types.RoleAssistant, Content: fin.Output})
 	}
 	if err := s.send(events.NewMessagesSnapshotEvent(msgs)); err != nil {
@@ -170,27 +170,6 @@ func (s *stream) interrupt(c pending.Call) types.Interrupt {
 	return in
 }
 
-// callSoon reads the pending call task of the thread's conversation
-// again, a few times over about 1.5 s, while its record lacks it: a
-// resume may arrive just after the RUN_FINISHED that named the call and
-// before the run's pending record is written (the core emits a run's
-// final event before its last save). pending.ErrNotPending after that.
-func (s *stream) callSoon(task string) (*pending.Call, error) {
-	for delay := 50 * time.Millisecond; ; delay *= 2 {
-		t := time.NewTimer(delay)
-		select {
-		case <-s.ctx.Done():
-			t.Stop()
-			return nil, s.ctx.Err()
-		case <-t.C:
-		}
-		call, err := s.f.cfg.Desk.Call(s.ctx, s.conv, task)
-		if !errors.Is(err, pending.ErrNotPending) || delay >= 800*time.Millisecond {
-			return call, err
-		}
-	}
-}
-
 // resumeStep is a resume entry to publish, with the call it answers.
 type resumeStep struct {
 	entry types.ResumeEntry
@@ -220,22 +199,13 @@ func (s *stream) resume(st *conversation.State, c Caller, entries []types.Resume
 		call, err := s.f.cfg.Desk.Call(s.ctx, s.conv, e.InterruptID)
 		if errors.Is(err, pending.ErrNotPending) {
 			by, found := decidedBy(st, e.InterruptID)
-			if !found {
-				call, err = s.callSoon(e.InterruptID)
-			}
 			switch {
-			case err == nil:
-				// Pending after all: its record was written after the
-				// RUN_FINISHED that named it.
-			case !errors.Is(err, pending.ErrNotPending):
-				return s.fail(err)
 			case by == protocol.TimeoutDecider:
 				return s.runError("expired", fmt.Sprintf("interrupt %s expired: its approval was not given in time and its timeout decided it", e.InterruptID))
 			case !found:
 				return s.runError("unknown_interrupt", fmt.Sprintf("interrupt %s is not a call of this thread", e.InterruptID))
-			default:
-				continue // decided or answered already: nothing asked again
 			}
+			continue // decided or answered already: nothing asked again
 		}
 		if err != nil {
 			return s.fail(err)
