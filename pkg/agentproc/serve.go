@@ -41,7 +41,7 @@ func (p *Process) ServeAgent(s *agentspec.Spec, model llm.Model, stream bool) (s
 	if err != nil {
 		return serve.Agent{}, fmt.Errorf("spec %s: %w", s.Name, err)
 	}
-	sa := serve.Agent{Name: s.Name, Digest: s.Digest, Agent: a, Tools: tools, NonBlocking: s.Approve == "background", Tenant: s.Tenant}
+	sa := serve.Agent{Name: s.Name, Digest: s.Digest, Description: s.Summary(), Agent: a, Tools: tools, NonBlocking: s.Approve == "background", Tenant: s.Tenant}
 	if sa.Approval, err = SpecApproval(s); err != nil {
 		return serve.Agent{}, fmt.Errorf("spec %s: %w", s.Name, err)
 	}

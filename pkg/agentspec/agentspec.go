@@ -39,6 +39,10 @@ type Spec struct {
 	Name string `yaml:"name"`
 	// Model is the model reference: openai:NAME, test or script:FILE.
 	Model string `yaml:"model"`
+	// Description says what the agent does, for those who call it as a
+	// tool (agent serve --mcp, SPEC §17); without it, the first line of
+	// its instructions does ([Spec.Summary]).
+	Description string `yaml:"description"`
 	// Instructions replace the agent's instructions when set.
 	Instructions *string `yaml:"instructions"`
 	// Limits bound the run.
@@ -357,6 +361,26 @@ func (s *Spec) validateTools() error {
 		}
 	}
 	return nil
+}
+
+// Summary is what the agent does, in a line: its Description, else the
+// first non-empty line of its instructions ("" when it has neither).
+func (s *Spec) Summary() string {
+	if s == nil {
+		return ""
+	}
+	if d := strings.TrimSpace(s.Description); d != "" {
+		return d
+	}
+	if s.Instructions == nil {
+		return ""
+	}
+	for _, line := range strings.Split(*s.Instructions, "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			return line
+		}
+	}
+	return ""
 }
 
 // ToolNames returns the names of tools, in order (nil when the spec

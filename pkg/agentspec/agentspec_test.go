@@ -55,6 +55,22 @@ func TestParseTenant(t *testing.T) {
 	}
 }
 
+// An agent's summary (SPEC §17, its MCP tool's description): its
+// description, else its instructions' first line that says something.
+func TestSummary(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ yaml, want string }{
+		{"name: ops\ndescription: Deploys services.\ninstructions: You deploy.\n", "Deploys services."},
+		{"name: ops\ninstructions: \"\\n  You run the fleet.\\nBe careful.\"\n", "You run the fleet."},
+		{"name: ops\n", ""},
+	} {
+		s, err := agentspec.Parse([]byte(tc.yaml))
+		if err != nil || s.Summary() != tc.want {
+			t.Errorf("%q: summary %q, %v; want %q", tc.yaml, s.Summary(), err, tc.want)
+		}
+	}
+}
+
 // An approval's expiry (SPEC §12): a positive timeout, on_timeout deny,
 // approve or fail.
 func TestApprovalExpiry(t *testing.T) {

@@ -60,11 +60,11 @@ func TestDecodeArgsDigest(t *testing.T) {
 	}
 }
 
-// TestDecodeChannel: a decision's channel is one of inbox, api, link, cli
-// and nats, or absent.
+// TestDecodeChannel: a decision's channel is one of inbox, api, link, cli,
+// nats, agui, mcp and a2a, or absent.
 func TestDecodeChannel(t *testing.T) {
 	t.Parallel()
-	for _, c := range []string{"inbox", "api", "link", "cli", "nats"} {
+	for _, c := range []string{"inbox", "api", "link", "cli", "nats", "agui", "mcp", "a2a"} {
 		if d, err := protocol.DecodeDecision([]byte(`{"approved":true,"channel":"`+c+`"}`), nil); err != nil || d.Channel != c {
 			t.Errorf("channel %s: %+v, %v", c, d, err)
 		}

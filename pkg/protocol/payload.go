@@ -255,12 +255,17 @@ const (
 	// ChannelAGUI is the AG-UI face's (SPEC §18): a resume entry of a
 	// RunAgentInput.
 	ChannelAGUI = "agui"
+	// ChannelMCP is the MCP face's (SPEC §17): an elicitation answered.
+	ChannelMCP = "mcp"
+	// ChannelA2A is the A2A face's (SPEC §17): a message's decisions and
+	// answers.
+	ChannelA2A = "a2a"
 )
 
 // validChannel reports whether c is empty or one of the ChannelXxx.
 func validChannel(c string) bool {
 	switch c {
-	case "", ChannelInbox, ChannelAPI, ChannelLink, ChannelCLI, ChannelNATS, ChannelAGUI:
+	case "", ChannelInbox, ChannelAPI, ChannelLink, ChannelCLI, ChannelNATS, ChannelAGUI, ChannelMCP, ChannelA2A:
 		return true
 	}
 	return false

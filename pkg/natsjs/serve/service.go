@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,6 +31,9 @@ type Agent struct {
 	Name string
 	// Digest identifies the spec the agent was built from.
 	Digest string
+	// Description says what the agent does (agentspec.Spec.Summary): its
+	// MCP tool's description (SPEC §17).
+	Description string
 	// Agent runs the conversations. Its approvals must be left to pause
 	// (no handler deciding them within the run).
 	Agent *agent.Agent
@@ -376,6 +381,16 @@ func (s *Service) CheckReady(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// Agents returns the agents this replica serves, by name.
+func (s *Service) Agents() []Agent {
+	out := make([]Agent, 0, len(s.agents))
+	for _, a := range s.agents {
+		out = append(out, a)
+	}
+	slices.SortFunc(out, func(a, b Agent) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }
 
 // Agent returns the agent of that name this replica serves.
