@@ -1,0 +1,135 @@
+package convstore
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/offload-dev/offload/pkg/conversation"
+	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/protocol"
+)
+
+// mcpTaskPre prefixes the key of each MCP task: mcp.tasks.<owner>.<task>.
+const mcpTaskPre = "mcp.tasks."
+
+// MCPTasks keeps the MCP face's tasks (SPEC §17) in agent serve's own
+// bucket (natsjs.Names.ServiceBucket), one record a task, keyed by its
+// owner (the digest of the token that created it) and its ID: any
+// replica answers a task's requests, and a task is found only under the
+// owner that created it. The records are the face's own bytes.
+type MCPTasks struct {
+	kv jetstream.KeyValue
+}
+
+// OpenMCPTasks ensures the service's bucket of cfg's prefix (as
+// natsjs.Provision does, when the user may; else it must exist) and
+// binds it.
+func OpenMCPTasks(ctx context.Context, cfg OpenConfig) (*MCPTasks, error) {
+	if cfg.JetStream == nil {
+		return nil, fmt.Errorf("%w: mcp tasks: no JetStream", natsjs.ErrInvalidConfig)
+	}
+	n := natsjs.NamesFor(cfg.Provision.Prefix)
+	kv, err := natsjs.EnsureBucket(ctx, cfg.JetStream, cfg.Provision, n.ServiceStream, n.ServiceBucket)
+	if err != nil {
+		return nil, err
+	}
+	return &MCPTasks{kv: kv}, nil
+}
+
+// mcpTaskKey is the key of task id of owner; an error when either is not
+// a key token (owner: hex; id: a ULID).
+func mcpTaskKey(owner, id string) (string, error) {
+	if !hexOwner(owner) {
+		return "", fmt.Errorf("%w: mcp task owner %q", natsjs.ErrInvalidConfig, owner)
+	}
+	if _, err := protocol.ParseID(id); err != nil {
+		return "", fmt.Errorf("%w: mcp task %s", conversation.ErrNotFound, id)
+	}
+	return mcpTaskPre + owner + "." + id, nil
+}
+
+// hexOwner reports whether owner is an owner's key: hex, 16 to 64 digits.
+func hexOwner(owner string) bool {
+	if len(owner) < 16 || len(owner) > 64 {
+		return false
+	}
+	_, err := hex.DecodeString(owner)
+	return err == nil
+}
+
+// Create stores rec as task id of owner, once: it returns when the record
+// is stored (an error when the task exists).
+func (m *MCPTasks) Create(ctx context.Context, owner, id string, rec []byte) error {
+	key, err := mcpTaskKey(owner, id)
+	if err != nil {
+		return err
+	}
+	if _, err := m.kv.Create(ctx, key, rec); err != nil {
+		return fmt.Errorf("natsjs: create mcp task %s: %w", id, err)
+	}
+	return nil
+}
+
+// Put replaces the record of task id of owner.
+func (m *MCPTasks) Put(ctx context.Context, owner, id string, rec []byte) error {
+	key, err := mcpTaskKey(owner, id)
+	if err != nil {
+		return err
+	}
+	if _, err := m.kv.Put(ctx, key, rec); err != nil {
+		return fmt.Errorf("natsjs: put mcp task %s: %w", id, err)
+	}
+	return nil
+}
+
+// Get returns the record of task id of owner; conversation.ErrNotFound
+// when owner has no such task (another owner's included).
+func (m *MCPTasks) Get(ctx context.Context, owner, id string) ([]byte, error) {
+	key, err := mcpTaskKey(owner, id)
+	if err != nil {
+		return nil, err
+	}
+	e, err := m.kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, fmt.Errorf("%w: mcp task %s", conversation.ErrNotFound, id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("natsjs: mcp task %s: %w", id, err)
+	}
+	return e.Value(), nil
+}
+
+// List calls fn with each task of owner and its record, until fn returns
+// false.
+func (m *MCPTasks) List(ctx context.Context, owner string, fn func(id string, rec []byte) bool) error {
+	if !hexOwner(owner) {
+		return fmt.Errorf("%w: mcp task owner %q", natsjs.ErrInvalidConfig, owner)
+	}
+	pre := mcpTaskPre + owner + "."
+	keys, err := m.kv.ListKeysFiltered(ctx, pre+"*")
+	if err != nil {
+		return fmt.Errorf("natsjs: list mcp tasks: %w", err)
+	}
+	defer func() { _ = keys.Stop() }()
+	var ids []string
+	for k := range keys.Keys() {
+		ids = append(ids, k[len(pre):])
+	}
+	for _, id := range ids {
+		rec, err := m.Get(ctx, owner, id)
+		if errors.Is(err, conversation.ErrNotFound) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			return err
+		}
+		if !fn(id, rec) {
+			return nil
+		}
+	}
+	return nil
+}
