@@ -5,11 +5,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/direct"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
@@ -22,7 +24,9 @@ const mcpTaskPre = "mcp.tasks."
 // replica answers a task's requests, and a task is found only under the
 // owner that created it. The records are the face's own bytes.
 type MCPTasks struct {
-	kv jetstream.KeyValue
+	kv      jetstream.KeyValue
+	names   natsjs.Names
+	batches *direct.Batches
 }
 
 // OpenMCPTasks ensures the service's bucket of cfg's prefix (as
@@ -37,7 +41,7 @@ func OpenMCPTasks(ctx context.Context, cfg OpenConfig) (*MCPTasks, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &MCPTasks{kv: kv}, nil
+	return &MCPTasks{kv: kv, names: n, batches: direct.NewBatches(cfg.JetStream.Conn())}, nil
 }
 
 // mcpTaskKey is the key of task id of owner; an error when either is not
@@ -109,25 +113,35 @@ func (m *MCPTasks) List(ctx context.Context, owner string, fn func(id string, re
 	if !hexOwner(owner) {
 		return fmt.Errorf("%w: mcp task owner %q", natsjs.ErrInvalidConfig, owner)
 	}
-	pre := mcpTaskPre + owner + "."
-	keys, err := m.kv.ListKeysFiltered(ctx, pre+"*")
-	if err != nil {
-		return fmt.Errorf("natsjs: list mcp tasks: %w", err)
-	}
-	defer func() { _ = keys.Stop() }()
-	var ids []string
-	for k := range keys.Keys() {
-		ids = append(ids, k[len(pre):])
-	}
-	for _, id := range ids {
-		rec, err := m.Get(ctx, owner, id)
-		if errors.Is(err, conversation.ErrNotFound) {
-			continue // deleted meanwhile
-		}
+	// Read by batched direct gets, as every read of the service's bucket
+	// (agent serve's NATS role creates no consumer on it): the latest
+	// record of each key, its deletes skipped.
+	n := m.names
+	filter := "$KV." + n.ServiceBucket + "." + mcpTaskPre + owner + ".*"
+	recs := map[string][]byte{}
+	var order []string
+	for from := uint64(1); ; {
+		msgs, more, err := m.batches.Next(ctx, n.ServiceStream, filter, from, direct.BatchSize)
 		if err != nil {
-			return err
+			return fmt.Errorf("natsjs: list mcp tasks: %w", err)
 		}
-		if !fn(id, rec) {
+		for _, msg := range msgs {
+			id := msg.Subject[strings.LastIndexByte(msg.Subject, '.')+1:]
+			if _, seen := recs[id]; !seen {
+				order = append(order, id)
+			}
+			recs[id] = msg.Data
+			if msg.Deleted() {
+				recs[id] = nil
+			}
+			from = msg.Seq + 1
+		}
+		if !more || len(msgs) == 0 {
+			break
+		}
+	}
+	for _, id := range order {
+		if recs[id] != nil && !fn(id, recs[id]) {
 			return nil
 		}
 	}
