@@ -35,6 +35,7 @@ type serveFlags struct {
 	publicURL             string
 	sweep                 time.Duration
 	limits                web.Limits
+	mcp                   bool
 }
 
 func newServeCmd(e env) *cobra.Command {
@@ -59,6 +60,7 @@ func newServeCmd(e env) *cobra.Command {
 	fl.Float64Var(&sf.limits.TokenRate, "token-rate", web.DefaultLimits().TokenRate, "requests a second one token may make on average (bursts of 4 times as many); 429 beyond")
 	fl.IPNetSliceVar(&sf.limits.TrustedProxies, "trusted-proxy", nil, "network (CIDR) of a proxy in front of the HTTP face, whose X-Forwarded-For names the client for the login lockouts (repeatable)")
 	fl.BoolVar(&sf.run.trustNATSBy, "trust-nats-by", false, "count every decision's by as its approver's identity for a quorum (approval.required): only when whoever may publish decisions is trusted to name themselves")
+	fl.BoolVar(&sf.mcp, "mcp", false, "serve the agents as MCP tools at /mcp (streamable HTTP, the tokens' roles; calls as durable tasks any replica answers)")
 	fl.StringVar(&sf.run.model, "model", "", "model of the specs that name none (default as agent run's)")
 	fl.StringVar(&sf.run.tenant, "tenant", "", "tenant of the conversations of the specs that name none, started without one (a request's or a bound token's wins)")
 	fl.DurationVar(&sf.run.callTimeout, "call-timeout", remote.DefaultInlineDeadline, "deadline of an inline remote call")
@@ -138,7 +140,7 @@ func runServe(ctx context.Context, e env, sf *serveFlags) error {
 	}
 	host, _ := os.Hostname()
 	srv, err := rem.proc.Serve(ctx, agentproc.ServeOptions{Agents: agents, Holder: fmt.Sprintf("agent serve %s pid %d", host, os.Getpid()),
-		Tokens: tokens, Registry: reg, Receivers: receivers, PublicURL: public, Limits: sf.limits,
+		Tokens: tokens, Registry: reg, Receivers: receivers, PublicURL: public, Limits: sf.limits, MCP: sf.mcp,
 		Service: func(c *serve.Config) { c.SweepInterval, c.Lifecycle = sf.sweep, newLogger(e.stderr, true) }})
 	if err != nil {
 		return err

@@ -15,6 +15,7 @@ import (
 	"github.com/offload-dev/offload/pkg/agentspec"
 	"github.com/offload-dev/offload/pkg/agui"
 	"github.com/offload-dev/offload/pkg/llm"
+	"github.com/offload-dev/offload/pkg/mcpface"
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs/convstore"
 	"github.com/offload-dev/offload/pkg/natsjs/serve"
@@ -68,6 +69,8 @@ type ServeOptions struct {
 	// Limits bound what the HTTP face's clients may hold (web.Limits;
 	// zero fields: the defaults).
 	Limits web.Limits
+	// MCP serves the MCP face at /mcp (agent serve --mcp, SPEC §17).
+	MCP bool
 	// Service, if set, adjusts the service's configuration before it is
 	// built (tests and benchmarks: delays, callbacks).
 	Service func(*serve.Config)
@@ -181,7 +184,7 @@ func (p *Process) Serve(ctx context.Context, o ServeOptions) (*Served, error) {
 		return nil, err
 	}
 	face, err := p.Face(ctx, out, FaceOptions{Tokens: o.Tokens, Registry: o.Registry, Metrics: out.Metrics, PublicURL: o.PublicURL,
-		Limits: o.Limits})
+		Limits: o.Limits, MCP: o.MCP})
 	if err != nil {
 		return fail(err)
 	}
@@ -222,6 +225,8 @@ type FaceOptions struct {
 	PublicURL string
 	// Limits bound what the clients may hold (web.Limits).
 	Limits web.Limits
+	// MCP serves the MCP face at /mcp (agent serve --mcp, SPEC §17).
+	MCP bool
 }
 
 // Face is the HTTP face of a replica and what it decides with.
@@ -274,11 +279,31 @@ func (p *Process) Face(ctx context.Context, srv *Served, o FaceOptions) (*Face, 
 	}
 	cfg := web.Config{Core: svc, Desk: desk, Tokens: o.Tokens, Inbox: true, Links: links, PublicURL: o.PublicURL, Logger: p.log, Metrics: o.Metrics,
 		Limits: o.Limits, Tools: tools, AGUI: ag}
+	if o.MCP {
+		if cfg.MCP, err = p.mcpFace(ctx, srv, desk, o.Limits); err != nil {
+			return nil, err
+		}
+	}
 	if o.Registry != nil {
 		cfg.Gatherer = o.Registry
 	}
 	f.Handler = web.Handler(cfg)
 	return f, nil
+}
+
+// mcpFace is the MCP face of srv (mcpface: its agents as tools, its tasks
+// kept in the service's bucket).
+func (p *Process) mcpFace(ctx context.Context, srv *Served, desk *pending.Desk, lim web.Limits) (*mcpface.Face, error) {
+	tasks, err := convstore.OpenMCPTasks(ctx, convstore.OpenConfig{JetStream: srv.faces, Provision: p.opts.Provision})
+	if err != nil {
+		return nil, err
+	}
+	var agents []mcpface.Agent
+	for _, a := range srv.Service.Agents() {
+		agents = append(agents, mcpface.Agent{Name: a.Name, Description: a.Description})
+	}
+	return mcpface.New(mcpface.Config{Core: srv.Service, Desk: desk, Tasks: tasks, Agents: agents, Tools: srv.Service.Tool,
+		Heartbeat: cmp.Or(lim.Heartbeat, web.DefaultLimits().Heartbeat), Logger: p.log})
 }
 
 // Stop stops the notifier, then the core (its live runs suspend, within

@@ -36,6 +36,7 @@ import (
 
 	"github.com/offload-dev/offload/pkg/agui"
 	"github.com/offload-dev/offload/pkg/links"
+	"github.com/offload-dev/offload/pkg/mcpface"
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/pending"
 	"github.com/offload-dev/offload/pkg/service"
@@ -74,6 +75,9 @@ type Config struct {
 	// AGUI, if set, serves the AG-UI face at POST /agui/{agent} and GET
 	// /agui/{agent}/threads/{thread}/events (SPEC §18).
 	AGUI *agui.Face
+	// MCP, if set, serves the MCP face at POST /mcp (SPEC §17, agent
+	// serve --mcp).
+	MCP *mcpface.Face
 	// Tools, if set, serves the operator's hands on the fleet's tools at
 	// /v1/tools (SPEC §19), to the roles admin and operator.
 	Tools service.Tools
@@ -185,6 +189,11 @@ func (h *handler) routes() []route {
 		rs = append(rs,
 			route{pattern: "POST /agui/{agent}", face: api, roles: aguiRoles, stream: true, handle: h.aguiRun},
 			route{pattern: "GET /agui/{agent}/threads/{thread}/events", face: api, roles: anyRole, stream: true, handle: h.aguiJoin})
+	}
+	if h.MCP != nil {
+		// Any role: mcpface refuses a call to an operator's, an answer
+		// to an approver's or answerer's, with the protocol's error.
+		rs = append(rs, route{pattern: "POST /mcp", face: api, roles: anyRole, stream: true, handle: h.mcp})
 	}
 	if h.Tools != nil {
 		rs = append(rs,

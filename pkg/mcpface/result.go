@@ -1,0 +1,421 @@
+package mcpface
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/offload-dev/offload/pkg/conversation"
+	"github.com/offload-dev/offload/pkg/deferred"
+	"github.com/offload-dev/offload/pkg/pending"
+	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/service"
+)
+
+// forPeople are the calls of v that wait for a person and stop its run:
+// approvals and external calls, not non-blocking.
+func forPeople(v *service.Conversation) []deferred.PendingTask {
+	var out []deferred.PendingTask
+	for _, p := range v.Pending {
+		if slices.Contains(pending.ForPeople, p.Kind) && !p.NonBlocking {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// await calls step with the state load reads, then again each time it
+// may have changed (the conversation's next final event, or a change
+// seen once the watch began), until step says done; it returns the last
+// state.
+func (f *Face) await(ctx context.Context, conv string, load func(context.Context) (state, error), step func(state) (bool, error)) (state, error) {
+	for {
+		s, err := load(ctx)
+		if err != nil {
+			return s, err
+		}
+		if done, err := step(s); done || err != nil {
+			return s, err
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		err = f.cfg.Core.Watch(wctx, conv, 0, func() {
+			// Begun: what changed before is read now.
+			now, err := load(wctx)
+			if err != nil || changed(s, now) {
+				cancel()
+			}
+		}, func(uint64, json.RawMessage) bool { return true })
+		cancel()
+		if ctx.Err() != nil {
+			return s, ctx.Err()
+		}
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return s, err
+		}
+	}
+}
+
+// changed reports whether b says something a does not.
+func changed(a, b state) bool {
+	return a.status != b.status || !a.view.UpdatedAt.Equal(b.view.UpdatedAt) || a.view.Status != b.view.Status ||
+		len(a.view.Pending) != len(b.view.Pending)
+}
+
+// loader reads the state of the task of owner id (its record read again
+// each time: a cancel on another replica is seen).
+func (f *Face) loader(owner, id string) func(context.Context) (state, error) {
+	return func(ctx context.Context) (state, error) {
+		raw, err := f.cfg.Tasks.Get(ctx, owner, id)
+		if err != nil {
+			return state{}, err
+		}
+		var rec record
+		if err := json.Unmarshal(raw, &rec); err != nil {
+			return state{}, err
+		}
+		return f.stateOf(ctx, rec)
+	}
+}
+
+// resultOf is the CallToolResult of a conversation in state s: its
+// output when it finished, what waits when it waits for people, why it
+// failed.
+func resultOf(conv string, s state) *mcp.CallToolResult {
+	v := s.view
+	switch {
+	case s.status == mcp.TaskStatusCompleted:
+		r := mcp.NewToolResultText(v.Output)
+		r.StructuredContent = map[string]any{"conversation_id": conv, "status": "finished", "output": v.Output}
+		return r
+	case s.status == mcp.TaskStatusFailed, s.status == mcp.TaskStatusCancelled:
+		msg := cmpOr(s.msg, v.Error, string(s.status))
+		r := mcp.NewToolResultError(msg)
+		r.StructuredContent = map[string]any{"conversation_id": conv, "status": string(s.status), "error": msg}
+		return r
+	}
+	calls := []map[string]any{}
+	var lines []string
+	for _, p := range forPeople(v) {
+		digest, _ := protocol.ArgsDigest(p.Args)
+		calls = append(calls, map[string]any{"task_id": p.TaskID, "kind": p.Kind, "tool": p.Tool, "args": p.Args, "args_digest": digest})
+		lines = append(lines, fmt.Sprintf("- %s %s(%s) (task %s)", p.Kind, p.Tool, p.Args, p.TaskID))
+	}
+	text := fmt.Sprintf("The conversation %s is paused: these calls wait for people (the inbox, the API, or this call as a task):\n%s",
+		conv, strings.Join(lines, "\n"))
+	r := mcp.NewToolResultText(text)
+	r.StructuredContent = map[string]any{"conversation_id": conv, "status": "paused", "pending": calls}
+	return r
+}
+
+func cmpOr(vals ...string) string {
+	for _, v := range vals {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// callAgent serves a plain tools/call of agent: its run to the end, or
+// to the calls that wait for people, said in the answer.
+func (f *Face) callAgent(agent string) server.ToolHandlerFunc {
+	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		c := callerOf(ctx)
+		if !c.Start {
+			return nil, forbidden("only an operator calls an agent")
+		}
+		var a callArgs
+		if err := req.BindArguments(&a); err != nil {
+			return nil, invalidParams("arguments: %v", err)
+		}
+		if err := a.check(); err != nil {
+			return nil, err
+		}
+		run, err := f.start(ctx, c, agent, a)
+		if err != nil {
+			return nil, err
+		}
+		conv := run.ConversationID
+		rec := record{Conversation: conv}
+		s, err := f.await(ctx, conv, func(ctx context.Context) (state, error) { return f.stateOf(ctx, rec) },
+			func(s state) (bool, error) { return s.terminal() || s.status == mcp.TaskStatusInputRequired, nil })
+		if err != nil {
+			return nil, err
+		}
+		return resultOf(conv, s), nil
+	}
+}
+
+// sse is the event stream of a tasks/result: its writes serialized, a
+// comment written when nothing else was for a heartbeat.
+type sse struct {
+	mu   sync.Mutex
+	w    http.ResponseWriter
+	rc   *http.ResponseController
+	err  error
+	stop chan struct{}
+	done chan struct{}
+}
+
+// openSSE opens the stream of w and starts its heartbeat.
+func openSSE(w http.ResponseWriter, every time.Duration) *sse {
+	s := &sse{w: w, rc: http.NewResponseController(w), stop: make(chan struct{}), done: make(chan struct{})}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	s.err = s.rc.Flush()
+	go func() {
+		defer close(s.done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.stop:
+				return
+			case <-t.C:
+				s.write([]byte(": heartbeat\n\n"))
+			}
+		}
+	}()
+	return s
+}
+
+// write writes b and flushes it.
+func (s *sse) write(b []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return s.err
+	}
+	if _, s.err = s.w.Write(b); s.err == nil {
+		s.err = s.rc.Flush()
+	}
+	return s.err
+}
+
+// send writes one JSON-RPC message as an event.
+func (s *sse) send(msg any) error {
+	data, err := json.Marshal(msg)
+	if err != nil {
+		return err
+	}
+	return s.write([]byte("event: message\ndata: " + string(data) + "\n\n"))
+}
+
+// close stops the heartbeat.
+func (s *sse) close() {
+	close(s.stop)
+	<-s.done
+}
+
+// taskResult serves tasks/result: an event stream that, until the task
+// ends, asks each call that waits for people once as an elicitation
+// related to the task and tells each change of its status, then answers
+// the call's result.
+func (f *Face) taskResult(ctx context.Context, w http.ResponseWriter, m message) {
+	id, _, err := f.load(ctx, m.Params)
+	if err != nil {
+		f.reply(w, m.ID, answer{err: err})
+		return
+	}
+	c := callerOf(ctx)
+	s := openSSE(w, f.cfg.Heartbeat)
+	defer s.close()
+	asked := map[string]bool{}
+	var last mcp.TaskStatus
+	load := f.loader(c.Owner, id)
+	first, err := load(ctx)
+	if err != nil {
+		_ = s.send(responseOf(m.ID, answer{err: err}))
+		return
+	}
+	conv := first.view.ConversationID
+	end, err := f.await(ctx, conv, load, func(st state) (bool, error) {
+		if st.status != last {
+			last = st.status
+			t := f.taskOf(id, record{CreatedAt: st.created}, st.status, st.msg, st.view.UpdatedAt)
+			if err := s.send(map[string]any{"jsonrpc": "2.0", "method": mcp.MethodNotificationTasksStatus, "params": t}); err != nil {
+				return true, err
+			}
+		}
+		if st.terminal() {
+			return true, nil
+		}
+		if st.status != mcp.TaskStatusInputRequired {
+			return false, nil
+		}
+		for _, p := range forPeople(st.view) {
+			if asked[p.TaskID] {
+				continue
+			}
+			asked[p.TaskID] = true
+			if err := s.send(f.elicitation(ctx, id, conv, st.view.Agent, p)); err != nil {
+				return true, err
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			_ = s.send(responseOf(m.ID, answer{err: err}))
+		}
+		return
+	}
+	r := resultOf(conv, end)
+	r.Meta = &mcp.Meta{AdditionalFields: map[string]any{mcp.RelatedTaskMetaKey: mcp.RelatedTaskMeta(id), MetaConversation: conv}}
+	_ = s.send(responseOf(m.ID, answer{result: r}))
+}
+
+// elicitationPre prefixes the IDs of the face's elicitation requests:
+// offload-mcp/<task>/<call>/<args digest>. An answer posted to any
+// replica names what it answers.
+const elicitationPre = "offload-mcp/"
+
+// isElicitationID reports whether a response's id is one of the face's
+// elicitations'.
+func isElicitationID(id json.RawMessage) bool {
+	var s string
+	return json.Unmarshal(id, &s) == nil && strings.HasPrefix(s, elicitationPre)
+}
+
+// elicitation is the elicitation/create request of call p of task id.
+func (f *Face) elicitation(ctx context.Context, id, conv, agent string, p deferred.PendingTask) map[string]any {
+	digest, _ := protocol.ArgsDigest(p.Args)
+	params := map[string]any{"mode": "form", "_meta": map[string]any{mcp.RelatedTaskMetaKey: mcp.RelatedTaskMeta(id),
+		MetaConversation: conv, "offload/task_id": p.TaskID, "offload/args_digest": digest}}
+	if p.Kind == deferred.KindExternal {
+		params["message"] = fmt.Sprintf("%s(%s) waits for its answer.", p.Tool, p.Args)
+		params["requestedSchema"] = map[string]any{"type": "object", "properties": map[string]any{
+			"content": map[string]any{"type": "string", "title": "Answer", "description": "the call's result: JSON, or text"}},
+			"required": []string{"content"}}
+	} else {
+		msg := fmt.Sprintf("Approve %s(%s)?", p.Tool, p.Args)
+		if f.cfg.Tools != nil {
+			if tl, err := f.cfg.Tools(ctx, agent, p.Tool); err == nil && tl != nil && tl.Description != "" {
+				msg += " " + tl.Description
+			}
+		}
+		if c, err := f.cfg.Desk.Call(ctx, conv, p.TaskID); err == nil && !c.Expires.IsZero() {
+			msg += fmt.Sprintf(" (expires %s: then %s)", c.Expires.UTC().Format(time.RFC3339), c.OnTimeout)
+		}
+		params["message"] = msg
+		params["requestedSchema"] = map[string]any{"type": "object", "properties": map[string]any{
+			"approved": map[string]any{"type": "boolean", "title": "Approve", "description": "run the call as shown"},
+			"message":  map[string]any{"type": "string", "title": "Message", "description": "what the agent is told"}},
+			"required": []string{"approved"}}
+	}
+	return map[string]any{"jsonrpc": "2.0", "id": elicitationPre + id + "/" + p.TaskID + "/" + digest,
+		"method": mcp.MethodElicitationCreate, "params": params}
+}
+
+// elicitationAnswer serves the client's answer to one of the face's
+// elicitations, on any replica: a decision or an answer through the
+// desk, by the caller (channel mcp). A call decided or answered already
+// is not decided again; a refusal is the HTTP answer's status.
+func (f *Face) elicitationAnswer(ctx context.Context, w http.ResponseWriter, m message) {
+	var raw string
+	_ = json.Unmarshal(m.ID, &raw)
+	parts := strings.SplitN(strings.TrimPrefix(raw, elicitationPre), "/", 3)
+	if len(parts) != 3 {
+		http.Error(w, "not an elicitation of this server", http.StatusBadRequest)
+		return
+	}
+	id, task, digest := parts[0], parts[1], parts[2]
+	c := callerOf(ctx)
+	recRaw, err := f.cfg.Tasks.Get(ctx, c.Owner, id)
+	if errors.Is(err, conversation.ErrNotFound) {
+		http.Error(w, "task not found", http.StatusNotFound)
+		return
+	}
+	var rec record
+	if err == nil {
+		err = json.Unmarshal(recRaw, &rec)
+	}
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	if len(m.Error) > 0 && string(m.Error) != "null" {
+		w.WriteHeader(http.StatusAccepted) // the client could not ask: the call waits
+		return
+	}
+	var res struct {
+		Action  string         `json:"action"`
+		Content map[string]any `json:"content"`
+	}
+	if err := json.Unmarshal(m.Result, &res); err != nil {
+		http.Error(w, "the elicitation's result is not {action, content}", http.StatusBadRequest)
+		return
+	}
+	call, err := f.cfg.Desk.Call(ctx, rec.Conversation, task)
+	if errors.Is(err, pending.ErrNotPending) {
+		w.WriteHeader(http.StatusAccepted) // decided or answered already
+		return
+	}
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	if res.Action != "accept" && res.Action != "decline" {
+		w.WriteHeader(http.StatusAccepted) // cancelled: the call waits
+		return
+	}
+	switch call.Kind {
+	case deferred.KindApproval:
+		if !c.Decide {
+			http.Error(w, "forbidden: only an approver decides an approval", http.StatusForbidden)
+			return
+		}
+		if !call.Expires.IsZero() && !f.cfg.Now().Before(call.Expires) {
+			http.Error(w, "the approval expired: its timeout decides it", http.StatusConflict)
+			return
+		}
+		approved, _ := res.Content["approved"].(bool)
+		msg, _ := res.Content["message"].(string)
+		if res.Action == "decline" && msg == "" {
+			msg = "declined"
+		}
+		d := protocol.Decision{Approved: res.Action == "accept" && approved, Message: msg, By: c.Name, ArgsDigest: digest, Channel: protocol.ChannelMCP}
+		_, err = f.cfg.Desk.Decide(ctx, rec.Conversation, task, d)
+	case deferred.KindExternal:
+		if !c.Answer {
+			http.Error(w, "forbidden: only an answerer answers an external call", http.StatusForbidden)
+			return
+		}
+		var data []byte
+		if res.Action == "decline" {
+			data, _ = json.Marshal(protocol.Result{Status: protocol.StatusError, Message: "declined by " + c.Name, ErrorType: "declined"})
+		} else {
+			text, _ := res.Content["content"].(string)
+			content := json.RawMessage(text)
+			if !json.Valid(content) {
+				content, _ = json.Marshal(text)
+			}
+			data, _ = json.Marshal(map[string]json.RawMessage{"content": content})
+		}
+		_, err = f.cfg.Desk.AnswerAs(ctx, rec.Conversation, task, data, c.Name, protocol.ChannelMCP)
+	default:
+		http.Error(w, "a background task is not answered", http.StatusBadRequest)
+		return
+	}
+	var re *conversation.RefusedError
+	switch {
+	case errors.As(err, &re) && re.Reason == conversation.ReasonDuplicate:
+	case errors.As(err, &re):
+		http.Error(w, re.Error(), http.StatusConflict)
+		return
+	case err != nil:
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.WriteHeader(http.StatusAccepted)
+}
