@@ -14,12 +14,15 @@
 //   {"op":"get"|"result"|"cancel","client":"a","taskId":…}
 //   {"op":"tasks","client":"a"}                       → tasks/list
 //   {"op":"elicitations","client":"a"}                → the elicitations received so far
+// A step with "async":"NAME" starts and answers {"started":NAME} at once;
+// {"op":"await","name":NAME} answers its outcome once it has one.
 import { createInterface } from 'node:readline';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { CallToolResultSchema, CreateTaskResultSchema, ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 
 const clients = {};
+const started = {};
 const elicitations = {};
 
 async function step(s) {
@@ -68,6 +71,8 @@ async function step(s) {
       return await c.experimental.tasks.listTasks();
     case 'elicitations':
       return elicitations[s.client];
+    case 'await':
+      return await started[s.name];
     default:
       throw new Error(`unknown op ${s.op}`);
   }
@@ -78,7 +83,14 @@ for await (const line of rl) {
   if (!line.trim()) continue;
   let out;
   try {
-    out = { ok: (await step(JSON.parse(line))) ?? null };
+    const s = JSON.parse(line);
+    if (s.async) {
+      started[s.async] = step(s);
+      started[s.async].catch(() => {}); // awaited by its await step
+      out = { ok: { started: s.async } };
+    } else {
+      out = { ok: (await step(s)) ?? null };
+    }
   } catch (e) {
     out = { error: String(e?.message ?? e), code: e?.code };
   }
