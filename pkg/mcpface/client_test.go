@@ -209,8 +209,9 @@ func TestTasksTwoReplicas(t *testing.T) {
 	}
 }
 
-// TestPlainCallsAndRoles: a plain tools/call runs to the end, or answers
-// what waits for people when the run pauses; an operator's answer to an
+// TestPlainCallsAndRoles: a plain tools/call runs to the end, asking
+// the calls that wait for people as elicitations of a client that may
+// answer them, else answering what waits; an operator's answer to an
 // approval's elicitation is refused (the call still waits); a viewer
 // calls nothing; no token is 401.
 func TestPlainCallsAndRoles(t *testing.T) {
@@ -222,6 +223,7 @@ func TestPlainCallsAndRoles(t *testing.T) {
 	for _, conn := range []map[string]any{
 		{"client": "op", "url": srv.URL + "/mcp", "token": operator, "elicit": map[string]any{"approved": true}},
 		{"client": "viewer", "url": srv.URL + "/mcp", "token": viewer},
+		{"client": "admin", "url": srv.URL + "/mcp", "token": admin, "elicit": map[string]any{"approved": true}},
 	} {
 		conn["op"] = "connect"
 		mcptest.OK[map[string]any](c, conn)
@@ -239,6 +241,19 @@ func TestPlainCallsAndRoles(t *testing.T) {
 	}
 	if p, _ := pending[0].(map[string]any); p["tool"] != "deploy" || p["kind"] != "approval" || p["args_digest"] == "" {
 		t.Fatalf("pending %v", pending)
+	}
+
+	// An admin's plain call: its approval asked as an elicitation and
+	// decided by the answer (channel mcp), the run continued to its end.
+	asked := mcptest.OK[toolResult](c, map[string]any{"op": "call", "client": "admin", "tool": "ops", "args": map[string]any{"prompt": "deploy api"}})
+	if asked.IsError || !strings.Contains(asked.text(), "done deployed api") {
+		t.Fatalf("plain call with an elicitation: %+v", asked)
+	}
+	if d := decisionOf(t, a, asked.StructuredContent["conversation_id"].(string)); d["by"] != "alice" || d["channel"] != "mcp" {
+		t.Fatalf("decision %v", d)
+	}
+	if e := mcptest.OK[[]map[string]any](c, map[string]any{"op": "elicitations", "client": "op"}); len(e) != 0 {
+		t.Fatalf("an operator was asked approvals it may not give: %v", e)
 	}
 
 	// An operator's task: its approval is asked, its answer refused.

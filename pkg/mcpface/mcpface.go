@@ -33,6 +33,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/pending"
 	"github.com/offload-dev/offload/pkg/service"
 	"github.com/offload-dev/offload/pkg/tool"
@@ -126,10 +127,12 @@ func New(cfg Config) (*Face, error) {
 		f.agents[a.Name] = a
 		f.mcp.AddTool(agentTool(a), f.callAgent(a.Name))
 	}
-	// Stateless: every request may reach any replica. The face's tokens
+	// Every request may reach any replica. The face's tokens
 	// guard it, so the library's DNS-rebinding check of loopback Host
 	// headers (a proxy's) is not needed.
-	f.http = server.NewStreamableHTTPServer(f.mcp, server.WithStateLess(true), server.WithDisableLocalhostProtection(true),
+	// Its session IDs carry what the client declared (sessions): no
+	// replica keeps a session.
+	f.http = server.NewStreamableHTTPServer(f.mcp, server.WithSessionIdManagerResolver(sessions{}), server.WithDisableLocalhostProtection(true),
 		server.WithStreamableHTTPLogger(cfg.Logger))
 	return f, nil
 }
@@ -153,6 +156,18 @@ func agentTool(a Agent) mcp.Tool {
 type Caller struct {
 	Name, Owner           string
 	Start, Decide, Answer bool
+}
+
+// settles reports whether c may settle a call of kind: decide an
+// approval, answer an external call.
+func (c Caller) settles(kind deferred.Kind) bool {
+	switch kind {
+	case deferred.KindApproval:
+		return c.Decide
+	case deferred.KindExternal:
+		return c.Answer
+	}
+	return false
 }
 
 type callerKey struct{}
@@ -211,6 +226,9 @@ func (f *Face) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			f.reply(w, m.ID, f.createTask(ctx, m.Params))
 			return
 		}
+	}
+	if m.Method == string(mcp.MethodInitialize) {
+		r = r.WithContext(context.WithValue(r.Context(), elicitKey{}, declaresElicitation(m.Params)))
 	}
 	// A plain call runs as long as its conversation: the write deadline
 	// is set again ahead of the answer's first write (package web).

@@ -125,8 +125,11 @@ func cmpOr(vals ...string) string {
 	return ""
 }
 
-// callAgent serves a plain tools/call of agent: its run to the end, or
-// to the calls that wait for people, said in the answer.
+// callAgent serves a plain tools/call of agent: its run to the end. The
+// calls that wait for people are asked, each once, as elicitations when
+// the client declared it can be asked (its answers settled as a task's
+// are, on this replica: the call's stream is this one's); else the
+// answer says what waits.
 func (f *Face) callAgent(agent string) server.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		c := callerOf(ctx)
@@ -146,8 +149,39 @@ func (f *Face) callAgent(agent string) server.ToolHandlerFunc {
 		}
 		conv := run.ConversationID
 		rec := record{Conversation: conv}
-		s, err := f.await(ctx, conv, func(ctx context.Context) (state, error) { return f.stateOf(ctx, rec) },
-			func(s state) (bool, error) { return s.terminal() || s.status == mcp.TaskStatusInputRequired, nil })
+		session, elicit := canElicit(ctx)
+		asked := map[string]bool{}
+		s, err := f.await(ctx, conv, func(ctx context.Context) (state, error) { return f.stateOf(ctx, rec) }, func(s state) (bool, error) {
+			if s.terminal() || s.status == mcp.TaskStatusInputRequired && !elicit {
+				return true, nil
+			}
+			for _, p := range forPeople(s.view) {
+				if asked[p.TaskID] {
+					continue
+				}
+				asked[p.TaskID] = true
+				if !c.settles(p.Kind) {
+					return true, nil // a call the caller may not settle: said in the answer
+				}
+				res, err := session.RequestElicitation(ctx, mcp.ElicitationRequest{Params: f.elicitation(ctx, "", conv, agent, p)})
+				if err != nil {
+					if ctx.Err() != nil {
+						return true, ctx.Err()
+					}
+					f.cfg.Logger.Warn("mcp: elicitation", "conversation_id", conv, "task_id", p.TaskID, "error", err)
+					return true, nil // not asked: the answer says what waits
+				}
+				if res.Action == mcp.ElicitationResponseActionCancel {
+					return true, nil // the question dismissed: the call waits, said in the answer
+				}
+				digest, _ := protocol.ArgsDigest(p.Args)
+				if err := f.settle(ctx, c, conv, p.TaskID, digest, *res); err != nil {
+					f.cfg.Logger.Warn("mcp: an elicitation's answer refused", "conversation_id", conv, "task_id", p.TaskID, "error", err)
+					return true, nil
+				}
+			}
+			return false, nil
+		})
 		if err != nil {
 			return nil, err
 		}
@@ -258,7 +292,7 @@ func (f *Face) taskResult(ctx context.Context, w http.ResponseWriter, m message)
 				continue
 			}
 			asked[p.TaskID] = true
-			if err := s.send(f.elicitation(ctx, id, conv, st.view.Agent, p)); err != nil {
+			if err := s.send(f.elicitationRequest(ctx, id, conv, st.view.Agent, p)); err != nil {
 				return true, err
 			}
 		}
@@ -287,40 +321,121 @@ func isElicitationID(id json.RawMessage) bool {
 	return json.Unmarshal(id, &s) == nil && strings.HasPrefix(s, elicitationPre)
 }
 
-// elicitation is the elicitation/create request of call p of task id.
-func (f *Face) elicitation(ctx context.Context, id, conv, agent string, p deferred.PendingTask) map[string]any {
+// elicitation is the elicitation/create params of call p of
+// conversation conv (of task id: related to it; "" for a plain call's).
+func (f *Face) elicitation(ctx context.Context, id, conv, agent string, p deferred.PendingTask) mcp.ElicitationParams {
 	digest, _ := protocol.ArgsDigest(p.Args)
-	params := map[string]any{"mode": "form", "_meta": map[string]any{mcp.RelatedTaskMetaKey: mcp.RelatedTaskMeta(id),
-		MetaConversation: conv, "offload/task_id": p.TaskID, "offload/args_digest": digest}}
+	meta := map[string]any{MetaConversation: conv, "offload/task_id": p.TaskID, "offload/args_digest": digest}
+	if id != "" {
+		meta[mcp.RelatedTaskMetaKey] = mcp.RelatedTaskMeta(id)
+	}
+	params := mcp.ElicitationParams{Mode: mcp.ElicitationModeForm, Meta: &mcp.Meta{AdditionalFields: meta}}
 	if p.Kind == deferred.KindExternal {
-		params["message"] = fmt.Sprintf("%s(%s) waits for its answer.", p.Tool, p.Args)
-		params["requestedSchema"] = map[string]any{"type": "object", "properties": map[string]any{
+		params.Message = fmt.Sprintf("%s(%s) waits for its answer.", p.Tool, p.Args)
+		params.RequestedSchema = map[string]any{"type": "object", "properties": map[string]any{
 			"content": map[string]any{"type": "string", "title": "Answer", "description": "the call's result: JSON, or text"}},
 			"required": []string{"content"}}
-	} else {
-		msg := fmt.Sprintf("Approve %s(%s)?", p.Tool, p.Args)
-		if f.cfg.Tools != nil {
-			if tl, err := f.cfg.Tools(ctx, agent, p.Tool); err == nil && tl != nil && tl.Description != "" {
-				msg += " " + tl.Description
-			}
-		}
-		if c, err := f.cfg.Desk.Call(ctx, conv, p.TaskID); err == nil && !c.Expires.IsZero() {
-			msg += fmt.Sprintf(" (expires %s: then %s)", c.Expires.UTC().Format(time.RFC3339), c.OnTimeout)
-		}
-		params["message"] = msg
-		params["requestedSchema"] = map[string]any{"type": "object", "properties": map[string]any{
-			"approved": map[string]any{"type": "boolean", "title": "Approve", "description": "run the call as shown"},
-			"message":  map[string]any{"type": "string", "title": "Message", "description": "what the agent is told"}},
-			"required": []string{"approved"}}
+		return params
 	}
-	return map[string]any{"jsonrpc": "2.0", "id": elicitationPre + id + "/" + p.TaskID + "/" + digest,
-		"method": mcp.MethodElicitationCreate, "params": params}
+	msg := fmt.Sprintf("Approve %s(%s)?", p.Tool, p.Args)
+	if f.cfg.Tools != nil {
+		if tl, err := f.cfg.Tools(ctx, agent, p.Tool); err == nil && tl != nil && tl.Description != "" {
+			msg += " " + tl.Description
+		}
+	}
+	if c, err := f.cfg.Desk.Call(ctx, conv, p.TaskID); err == nil && !c.Expires.IsZero() {
+		msg += fmt.Sprintf(" (expires %s: then %s)", c.Expires.UTC().Format(time.RFC3339), c.OnTimeout)
+	}
+	params.Message = msg
+	params.RequestedSchema = map[string]any{"type": "object", "properties": map[string]any{
+		"approved": map[string]any{"type": "boolean", "title": "Approve", "description": "run the call as shown"},
+		"message":  map[string]any{"type": "string", "title": "Message", "description": "what the agent is told"}},
+		"required": []string{"approved"}}
+	return params
 }
 
-// elicitationAnswer serves the client's answer to one of the face's
-// elicitations, on any replica: a decision or an answer through the
-// desk, by the caller (channel mcp). A call decided or answered already
-// is not decided again; a refusal is the HTTP answer's status.
+// elicitationRequest is the JSON-RPC request of task id's elicitation of
+// call p, its ID naming what its answer answers.
+func (f *Face) elicitationRequest(ctx context.Context, id, conv, agent string, p deferred.PendingTask) map[string]any {
+	digest, _ := protocol.ArgsDigest(p.Args)
+	return map[string]any{"jsonrpc": "2.0", "id": elicitationPre + id + "/" + p.TaskID + "/" + digest,
+		"method": mcp.MethodElicitationCreate, "params": f.elicitation(ctx, id, conv, agent, p)}
+}
+
+// refusal is an elicitation's answer the desk did not take: the HTTP
+// status of its POST and why.
+type refusal struct {
+	status int
+	msg    string
+}
+
+func (r *refusal) Error() string { return r.msg }
+
+// settle publishes c's answer to the elicitation of call task of conv
+// (its arguments' digest): a decision or an answer through the desk,
+// channel mcp. A call decided or answered already, an elicitation
+// cancelled, are nothing to publish (nil); a refusal is a *refusal.
+func (f *Face) settle(ctx context.Context, c Caller, conv, task, digest string, res mcp.ElicitationResult) error {
+	call, err := f.cfg.Desk.Call(ctx, conv, task)
+	if errors.Is(err, pending.ErrNotPending) {
+		return nil // decided or answered already: not asked again
+	}
+	if err != nil {
+		return err
+	}
+	if res.Action != mcp.ElicitationResponseActionAccept && res.Action != mcp.ElicitationResponseActionDecline {
+		return nil // cancelled: the call waits
+	}
+	content, _ := res.Content.(map[string]any)
+	switch call.Kind {
+	case deferred.KindApproval:
+		if !c.Decide {
+			return &refusal{http.StatusForbidden, "forbidden: only an approver decides an approval"}
+		}
+		if !call.Expires.IsZero() && !f.cfg.Now().Before(call.Expires) {
+			return &refusal{http.StatusConflict, "the approval expired: its timeout decides it"}
+		}
+		approved, _ := content["approved"].(bool)
+		msg, _ := content["message"].(string)
+		if res.Action == mcp.ElicitationResponseActionDecline && msg == "" {
+			msg = "declined"
+		}
+		d := protocol.Decision{Approved: res.Action == mcp.ElicitationResponseActionAccept && approved, Message: msg, By: c.Name,
+			ArgsDigest: digest, Channel: protocol.ChannelMCP}
+		_, err = f.cfg.Desk.Decide(ctx, conv, task, d)
+	case deferred.KindExternal:
+		if !c.Answer {
+			return &refusal{http.StatusForbidden, "forbidden: only an answerer answers an external call"}
+		}
+		var data []byte
+		if res.Action == mcp.ElicitationResponseActionDecline {
+			data, _ = json.Marshal(protocol.Result{Status: protocol.StatusError, Message: "declined by " + c.Name, ErrorType: "declined"})
+		} else {
+			text, _ := content["content"].(string)
+			raw := json.RawMessage(text)
+			if !json.Valid(raw) {
+				raw, _ = json.Marshal(text)
+			}
+			data, _ = json.Marshal(map[string]json.RawMessage{"content": raw})
+		}
+		_, err = f.cfg.Desk.AnswerAs(ctx, conv, task, data, c.Name, protocol.ChannelMCP)
+	default:
+		return &refusal{http.StatusBadRequest, "a background task is not answered"}
+	}
+	var re *conversation.RefusedError
+	switch {
+	case errors.As(err, &re) && re.Reason == conversation.ReasonDuplicate:
+		return nil
+	case errors.As(err, &re):
+		return &refusal{http.StatusConflict, re.Error()}
+	}
+	return err
+}
+
+// elicitationAnswer serves the client's answer to one of a task's
+// elicitations, on any replica: settled by the caller, the task the
+// caller's (another token's: 404). Its POST's status says whether the
+// desk took it (202) or why not.
 func (f *Face) elicitationAnswer(ctx context.Context, w http.ResponseWriter, m message) {
 	var raw string
 	_ = json.Unmarshal(m.ID, &raw)
@@ -348,74 +463,18 @@ func (f *Face) elicitationAnswer(ctx context.Context, w http.ResponseWriter, m m
 		w.WriteHeader(http.StatusAccepted) // the client could not ask: the call waits
 		return
 	}
-	var res struct {
-		Action  string         `json:"action"`
-		Content map[string]any `json:"content"`
-	}
+	var res mcp.ElicitationResult
 	if err := json.Unmarshal(m.Result, &res); err != nil {
 		http.Error(w, "the elicitation's result is not {action, content}", http.StatusBadRequest)
 		return
 	}
-	call, err := f.cfg.Desk.Call(ctx, rec.Conversation, task)
-	if errors.Is(err, pending.ErrNotPending) {
-		w.WriteHeader(http.StatusAccepted) // decided or answered already
-		return
-	}
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	if res.Action != "accept" && res.Action != "decline" {
-		w.WriteHeader(http.StatusAccepted) // cancelled: the call waits
-		return
-	}
-	switch call.Kind {
-	case deferred.KindApproval:
-		if !c.Decide {
-			http.Error(w, "forbidden: only an approver decides an approval", http.StatusForbidden)
-			return
-		}
-		if !call.Expires.IsZero() && !f.cfg.Now().Before(call.Expires) {
-			http.Error(w, "the approval expired: its timeout decides it", http.StatusConflict)
-			return
-		}
-		approved, _ := res.Content["approved"].(bool)
-		msg, _ := res.Content["message"].(string)
-		if res.Action == "decline" && msg == "" {
-			msg = "declined"
-		}
-		d := protocol.Decision{Approved: res.Action == "accept" && approved, Message: msg, By: c.Name, ArgsDigest: digest, Channel: protocol.ChannelMCP}
-		_, err = f.cfg.Desk.Decide(ctx, rec.Conversation, task, d)
-	case deferred.KindExternal:
-		if !c.Answer {
-			http.Error(w, "forbidden: only an answerer answers an external call", http.StatusForbidden)
-			return
-		}
-		var data []byte
-		if res.Action == "decline" {
-			data, _ = json.Marshal(protocol.Result{Status: protocol.StatusError, Message: "declined by " + c.Name, ErrorType: "declined"})
-		} else {
-			text, _ := res.Content["content"].(string)
-			content := json.RawMessage(text)
-			if !json.Valid(content) {
-				content, _ = json.Marshal(text)
-			}
-			data, _ = json.Marshal(map[string]json.RawMessage{"content": content})
-		}
-		_, err = f.cfg.Desk.AnswerAs(ctx, rec.Conversation, task, data, c.Name, protocol.ChannelMCP)
-	default:
-		http.Error(w, "a background task is not answered", http.StatusBadRequest)
-		return
-	}
-	var re *conversation.RefusedError
-	switch {
-	case errors.As(err, &re) && re.Reason == conversation.ReasonDuplicate:
-	case errors.As(err, &re):
-		http.Error(w, re.Error(), http.StatusConflict)
-		return
+	var rf *refusal
+	switch err := f.settle(ctx, c, rec.Conversation, task, digest, res); {
+	case errors.As(err, &rf):
+		http.Error(w, rf.msg, rf.status)
 	case err != nil:
 		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
+	default:
+		w.WriteHeader(http.StatusAccepted)
 	}
-	w.WriteHeader(http.StatusAccepted)
 }
