@@ -81,6 +81,10 @@ type Config struct {
 	Heartbeat time.Duration
 	// PollInterval is the tasks' suggested pollInterval. Defaults to 1 s.
 	PollInterval time.Duration
+	// Recheck is how long a tasks/result or a plain call waits for its
+	// conversation's next event before it reads its state again.
+	// Defaults to 10 s.
+	Recheck time.Duration
 	// Version is the server's version in initialize. Defaults to "dev".
 	Version string
 	// Now is the clock of the expiries. Defaults to time.Now.
@@ -105,6 +109,9 @@ func New(cfg Config) (*Face, error) {
 	}
 	if cfg.Heartbeat <= 0 {
 		cfg.Heartbeat = 20 * time.Second
+	}
+	if cfg.Recheck <= 0 {
+		cfg.Recheck = 10 * time.Second
 	}
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = time.Second

@@ -35,8 +35,8 @@ func forPeople(v *service.Conversation) []deferred.PendingTask {
 
 // await calls step with the state load reads, then again each time it
 // may have changed (the conversation's next final event, or a change
-// seen once the watch began), until step says done; it returns the last
-// state.
+// seen once the watch began, or Config.Recheck passed), until step
+// says done; it returns the last state.
 func (f *Face) await(ctx context.Context, conv string, load func(context.Context) (state, error), step func(state) (bool, error)) (state, error) {
 	for {
 		s, err := load(ctx)
@@ -46,7 +46,10 @@ func (f *Face) await(ctx context.Context, conv string, load func(context.Context
 		if done, err := step(s); done || err != nil {
 			return s, err
 		}
-		wctx, cancel := context.WithCancel(ctx)
+		// Bounded: what changes with no event (a task cancelled while
+		// it waits for people, a record written) is read at the next
+		// look.
+		wctx, cancel := context.WithTimeout(ctx, f.cfg.Recheck)
 		err = f.cfg.Core.Watch(wctx, conv, 0, func() {
 			// Begun: what changed before is read now.
 			now, err := load(wctx)
@@ -58,7 +61,7 @@ func (f *Face) await(ctx context.Context, conv string, load func(context.Context
 		if ctx.Err() != nil {
 			return s, ctx.Err()
 		}
-		if err != nil && !errors.Is(err, context.Canceled) {
+		if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 			return s, err
 		}
 	}
