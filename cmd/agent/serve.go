@@ -36,6 +36,7 @@ type serveFlags struct {
 	sweep                 time.Duration
 	limits                web.Limits
 	mcp                   bool
+	mcpTools              []string
 }
 
 func newServeCmd(e env) *cobra.Command {
@@ -61,6 +62,7 @@ func newServeCmd(e env) *cobra.Command {
 	fl.IPNetSliceVar(&sf.limits.TrustedProxies, "trusted-proxy", nil, "network (CIDR) of a proxy in front of the HTTP face, whose X-Forwarded-For names the client for the login lockouts (repeatable)")
 	fl.BoolVar(&sf.run.trustNATSBy, "trust-nats-by", false, "count every decision's by as its approver's identity for a quorum (approval.required): only when whoever may publish decisions is trusted to name themselves")
 	fl.BoolVar(&sf.mcp, "mcp", false, "serve the agents as MCP tools at /mcp (streamable HTTP, the tokens' roles; calls as durable tasks any replica answers)")
+	fl.StringSliceVar(&sf.mcpTools, "mcp-tools", nil, "with --mcp: also serve the registry's tools named (a,b) or all of them as MCP tools, each call dispatched to the workers under the tool's policy")
 	fl.StringVar(&sf.run.model, "model", "", "model of the specs that name none (default as agent run's)")
 	fl.StringVar(&sf.run.tenant, "tenant", "", "tenant of the conversations of the specs that name none, started without one (a request's or a bound token's wins)")
 	fl.DurationVar(&sf.run.callTimeout, "call-timeout", remote.DefaultInlineDeadline, "deadline of an inline remote call")
@@ -140,7 +142,7 @@ func runServe(ctx context.Context, e env, sf *serveFlags) error {
 	}
 	host, _ := os.Hostname()
 	srv, err := rem.proc.Serve(ctx, agentproc.ServeOptions{Agents: agents, Holder: fmt.Sprintf("agent serve %s pid %d", host, os.Getpid()),
-		Tokens: tokens, Registry: reg, Receivers: receivers, PublicURL: public, Limits: sf.limits, MCP: sf.mcp,
+		Tokens: tokens, Registry: reg, Receivers: receivers, PublicURL: public, Limits: sf.limits, MCP: sf.mcp, MCPTools: sf.mcpTools,
 		Service: func(c *serve.Config) { c.SweepInterval, c.Lifecycle = sf.sweep, newLogger(e.stderr, true) }})
 	if err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -71,6 +72,11 @@ type ServeOptions struct {
 	Limits web.Limits
 	// MCP serves the MCP face at /mcp (agent serve --mcp, SPEC §17).
 	MCP bool
+	// MCPTools are the registry's tools served besides the agents, each
+	// as an agent of its own (ToolAgents; ["all"]: every one the registry
+	// holds at the start): on the MCP face with MCP (agent serve
+	// --mcp-tools).
+	MCPTools []string
 	// Service, if set, adjusts the service's configuration before it is
 	// built (tests and benchmarks: delays, callbacks).
 	Service func(*serve.Config)
@@ -120,6 +126,13 @@ type Served struct {
 func (p *Process) Service(ctx context.Context, o ServeOptions) (*Served, error) {
 	if p.Conversations == nil {
 		return nil, errors.New("agentproc: a service needs the conversations")
+	}
+	if len(o.MCPTools) > 0 {
+		tools, err := p.ToolAgents(ctx, o.MCPTools)
+		if err != nil {
+			return nil, err
+		}
+		o.Agents = append(slices.Clip(o.Agents), tools...)
 	}
 	if o.Registry == nil {
 		o.Registry = prometheus.NewRegistry()
@@ -172,6 +185,9 @@ func (p *Process) Service(ctx context.Context, o ServeOptions) (*Served, error) 
 // o.Receivers (on the faces' connection), each metric registered in
 // o.Registry (served on GET /metrics).
 func (p *Process) Serve(ctx context.Context, o ServeOptions) (*Served, error) {
+	if len(o.MCPTools) > 0 && !o.MCP {
+		return nil, errors.New("agentproc: the fleet's tools (--mcp-tools) are served on the MCP face (--mcp)")
+	}
 	if o.Registry == nil {
 		o.Registry = prometheus.NewRegistry()
 	}
@@ -300,7 +316,7 @@ func (p *Process) mcpFace(ctx context.Context, srv *Served, desk *pending.Desk, 
 	}
 	var agents []mcpface.Agent
 	for _, a := range srv.Service.Agents() {
-		agents = append(agents, mcpface.Agent{Name: a.Name, Description: a.Description})
+		agents = append(agents, mcpface.Agent{Name: a.Name, Description: a.Description, Input: a.Input})
 	}
 	return mcpface.New(mcpface.Config{Core: srv.Service, Desk: desk, Tasks: tasks, Agents: agents, Tools: srv.Service.Tool,
 		Heartbeat: cmp.Or(lim.Heartbeat, web.DefaultLimits().Heartbeat), Logger: p.log})

@@ -46,6 +46,10 @@ type Agent struct {
 	// Description says what it does (the spec's description, else its
 	// instructions' first line).
 	Description string
+	// Input, if set, is the tool's input schema: the agent calls one
+	// fleet tool (agent serve --mcp-tools), and a call's arguments are
+	// its prompt, its result the tool's.
+	Input json.RawMessage
 }
 
 // Tasks keeps the face's task records (natsjs/convstore.MCPTasks): one
@@ -146,6 +150,11 @@ func New(cfg Config) (*Face, error) {
 
 // agentTool is agent a's tool.
 func agentTool(a Agent) mcp.Tool {
+	if len(a.Input) > 0 {
+		t := mcp.NewToolWithRawSchema(a.Name, a.Description, a.Input)
+		t.Execution = &mcp.ToolExecution{TaskSupport: mcp.TaskSupportOptional}
+		return t
+	}
 	desc := a.Description
 	if desc == "" {
 		desc = "The offload agent " + a.Name + "."
@@ -299,10 +308,21 @@ type callArgs struct {
 	ConversationID string `json:"conversation_id"`
 }
 
-// check refuses arguments without a prompt.
-func (a callArgs) check() error {
-	if strings.TrimSpace(a.Prompt) == "" {
-		return invalidParams("prompt is empty")
+// args are the arguments raw of a call of a: an agent's {prompt,
+// conversation_id?}; a fleet tool's arguments are its prompt.
+func (a Agent) args(raw json.RawMessage) (callArgs, error) {
+	if len(a.Input) > 0 {
+		if len(raw) == 0 || string(raw) == "null" {
+			raw = json.RawMessage("{}")
+		}
+		return callArgs{Prompt: string(raw)}, nil
 	}
-	return nil
+	var out callArgs
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return out, invalidParams("arguments: %v", err)
+	}
+	if strings.TrimSpace(out.Prompt) == "" {
+		return out, invalidParams("prompt is empty")
+	}
+	return out, nil
 }

@@ -139,11 +139,12 @@ func (f *Face) callAgent(agent string) server.ToolHandlerFunc {
 		if !c.Start {
 			return nil, forbidden("only an operator calls an agent")
 		}
-		var a callArgs
-		if err := req.BindArguments(&a); err != nil {
+		raw, err := json.Marshal(req.Params.Arguments)
+		if err != nil {
 			return nil, invalidParams("arguments: %v", err)
 		}
-		if err := a.check(); err != nil {
+		a, err := f.agents[agent].args(raw)
+		if err != nil {
 			return nil, err
 		}
 		run, err := f.start(ctx, c, agent, a)

@@ -54,19 +54,21 @@ func (f *Face) createTask(ctx context.Context, params json.RawMessage) answer {
 		return answer{err: forbidden("only an operator calls an agent")}
 	}
 	var p struct {
-		Name      string   `json:"name"`
-		Arguments callArgs `json:"arguments"`
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
 	}
 	if err := json.Unmarshal(params, &p); err != nil {
 		return answer{err: invalidParams("tools/call: %v", err)}
 	}
-	if _, ok := f.agents[p.Name]; !ok {
+	a, ok := f.agents[p.Name]
+	if !ok {
 		return answer{err: invalidParams("tool %q not found", p.Name)}
 	}
-	if err := p.Arguments.check(); err != nil {
+	args, err := a.args(p.Arguments)
+	if err != nil {
 		return answer{err: err}
 	}
-	run, err := f.start(ctx, c, p.Name, p.Arguments)
+	run, err := f.start(ctx, c, p.Name, args)
 	if err != nil {
 		return answer{err: err}
 	}

@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -34,6 +35,10 @@ type Agent struct {
 	// Description says what the agent does (agentspec.Spec.Summary): its
 	// MCP tool's description (SPEC §17).
 	Description string
+	// Input, if set, is the JSON Schema of the agent's prompt: the agent
+	// calls one fleet tool, its prompt the call's arguments (agent serve
+	// --mcp-tools, SPEC §17).
+	Input json.RawMessage
 	// Agent runs the conversations. Its approvals must be left to pause
 	// (no handler deciding them within the run).
 	Agent *agent.Agent
