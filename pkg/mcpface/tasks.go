@@ -105,8 +105,11 @@ func (f *Face) coreErr(run *service.Run, err error) (*service.Run, error) {
 	var (
 		ce *conversation.ClaimedError
 		pe *session.PendingError
+		te *session.TenantError
 	)
 	switch {
+	case errors.As(err, &te):
+		return nil, invalidParams("wrong_tenant: the conversation is not of the token's tenant")
 	case errors.As(err, &ce), errors.Is(err, conversation.ErrClaimed):
 		return nil, invalidParams("the conversation is running: wait for its run to end")
 	case errors.Is(err, service.ErrOtherAgent):
