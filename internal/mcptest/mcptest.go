@@ -89,7 +89,7 @@ type Outcome struct {
 func NewClient(tb testing.TB) *Client {
 	tb.Helper()
 	node, _ := EverythingScript(tb) // the SDK is installed with it
-	cmd := exec.Command(node, filepath.Join(dir(), "task-client.mjs"))
+	cmd := exec.CommandContext(tb.Context(), node, filepath.Join(dir(), "task-client.mjs"))
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		tb.Fatal(err)

@@ -220,7 +220,7 @@ func openSSE(w http.ResponseWriter, every time.Duration) *sse {
 			case <-s.stop:
 				return
 			case <-t.C:
-				s.write([]byte(": heartbeat\n\n"))
+				_ = s.write([]byte(": heartbeat\n\n"))
 			}
 		}
 	}()

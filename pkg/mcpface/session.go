@@ -42,7 +42,7 @@ func declaresElicitation(params json.RawMessage) bool {
 type sessions struct{}
 
 // ResolveSessionIdManager implements server.SessionIdManagerResolver.
-func (sessions) ResolveSessionIdManager(r *http.Request) server.SessionIdManager {
+func (sessions) ResolveSessionIdManager(r *http.Request) server.SessionIdManager { //nolint:revive // mcp-go's interface names it
 	if r != nil {
 		if elicit, _ := r.Context().Value(elicitKey{}).(bool); elicit {
 			return sessionIDs{elicit: true}
