@@ -21,13 +21,15 @@ import (
 const tokens = "admin-token-0123456789abc admin alice\n" +
 	"operator-token-0123456789 operator ops-team\n" +
 	"other-admin-token-0123456 admin mallory\n" +
-	"viewer-token-0123456789ab viewer bob\n"
+	"viewer-token-0123456789ab viewer bob\n" +
+	"acme-operator-token-0123x operator acme-ops tenant=acme\n"
 
 const (
 	admin    = "admin-token-0123456789abc"
 	operator = "operator-token-0123456789"
 	other    = "other-admin-token-0123456"
 	viewer   = "viewer-token-0123456789ab"
+	acme     = "acme-operator-token-0123x"
 )
 
 // task is an MCP task as the client reads it.
@@ -224,6 +226,7 @@ func TestPlainCallsAndRoles(t *testing.T) {
 		{"client": "op", "url": srv.URL + "/mcp", "token": operator, "elicit": map[string]any{"approved": true}},
 		{"client": "viewer", "url": srv.URL + "/mcp", "token": viewer},
 		{"client": "admin", "url": srv.URL + "/mcp", "token": admin, "elicit": map[string]any{"approved": true}},
+		{"client": "acme", "url": srv.URL + "/mcp", "token": acme},
 	} {
 		conn["op"] = "connect"
 		mcptest.OK[map[string]any](c, conn)
@@ -280,12 +283,29 @@ func TestPlainCallsAndRoles(t *testing.T) {
 	}
 	waitStatus(t, c, "op", created.Task.TaskID, "input_required")
 
-	// A viewer calls nothing; no token: 401.
+	// A token bound to a tenant starts its tenant's conversations and
+	// continues no other's (SPEC §19).
+	mine := mcptest.OK[toolResult](c, map[string]any{"op": "call", "client": "acme", "tool": "ops", "args": map[string]any{"prompt": "slow s3"}})
+	if st, err := a.Svc.State(t.Context(), mine.StructuredContent["conversation_id"].(string)); err != nil || st.Tenant != "acme" {
+		t.Fatalf("a tenant's call: tenant %q, %v", st.Tenant, err)
+	}
+	if o := c.Do(map[string]any{"op": "call", "client": "acme", "tool": "ops", "args": map[string]any{"prompt": "slow s4", "conversation_id": conv}}); !strings.Contains(o.Error, "wrong_tenant") {
+		t.Fatalf("a tenant's token continuing another's conversation: %+v", o)
+	}
+
+	// A viewer calls nothing; no token: 401; no standalone stream.
 	if o := c.Do(map[string]any{"op": "call", "client": "viewer", "tool": "ops", "args": map[string]any{"prompt": "slow s2"}}); !strings.Contains(o.Error, "forbidden") {
 		t.Fatalf("a viewer's call: %+v", o)
 	}
 	if code := postMCP(t, srv.URL, "", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`); code != http.StatusUnauthorized {
 		t.Fatalf("no token: %d, want 401", code)
+	}
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL+"/mcp", nil)
+	req.Header.Set("Authorization", "Bearer "+admin)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Fatalf("GET /mcp: %v %v, want 405", resp, err)
+	} else {
+		_ = resp.Body.Close()
 	}
 }
 
