@@ -146,6 +146,16 @@ func TestTasksTwoReplicas(t *testing.T) {
 	if rt, _ := meta["io.modelcontextprotocol/related-task"].(map[string]any); rt["taskId"] != id {
 		t.Fatalf("elicitation not related to the task: %v", asked[0])
 	}
+	// The status notifications of the result's stream, in order.
+	var told []string
+	for _, n := range mcptest.OK[[]map[string]any](c, map[string]any{"op": "statuses", "client": "b"}) {
+		if n["taskId"] == id {
+			told = append(told, n["status"].(string))
+		}
+	}
+	if strings.Join(told, " ") != "input_required working completed" && strings.Join(told, " ") != "input_required completed" {
+		t.Fatalf("status notifications %v", told)
+	}
 	waitStatus(t, c, "a", id, "completed")
 	// The decision: the one path's, by the token's name, channel mcp.
 	decision := decisionOf(t, b, conv.(string))

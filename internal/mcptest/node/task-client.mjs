@@ -14,16 +14,18 @@
 //   {"op":"get"|"result"|"cancel","client":"a","taskId":…}
 //   {"op":"tasks","client":"a"}                       → tasks/list
 //   {"op":"elicitations","client":"a"}                → the elicitations received so far
+//   {"op":"statuses","client":"a"}                    → the notifications/tasks/status received so far
 // A step with "async":"NAME" starts and answers {"started":NAME} at once;
 // {"op":"await","name":NAME} answers its outcome once it has one.
 import { createInterface } from 'node:readline';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { CallToolResultSchema, CreateTaskResultSchema, ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { CallToolResultSchema, CreateTaskResultSchema, ElicitRequestSchema, TaskStatusNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 
 const clients = {};
 const started = {};
 const elicitations = {};
+const statuses = {};
 
 async function step(s) {
   const c = clients[s.client];
@@ -32,6 +34,10 @@ async function step(s) {
       const caps = s.elicit === null || s.elicit === undefined ? {} : { elicitation: {} };
       const client = new Client({ name: 'offload-test', version: '1.0.0' }, { capabilities: caps });
       elicitations[s.client] = [];
+      statuses[s.client] = [];
+      client.setNotificationHandler(TaskStatusNotificationSchema, (n) => {
+        statuses[s.client].push({ taskId: n.params.taskId, status: n.params.status });
+      });
       if (caps.elicitation) {
         client.setRequestHandler(ElicitRequestSchema, async (req) => {
           elicitations[s.client].push(req.params);
@@ -71,6 +77,8 @@ async function step(s) {
       return await c.experimental.tasks.listTasks();
     case 'elicitations':
       return elicitations[s.client];
+    case 'statuses':
+      return statuses[s.client];
     case 'await':
       return await started[s.name];
     default:
