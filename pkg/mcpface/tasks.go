@@ -234,6 +234,9 @@ func (f *Face) listTasks(ctx context.Context) answer {
 			return true
 		}
 		s, err := f.stateOf(ctx, rec)
+		if errors.Is(err, conversation.ErrNotFound) {
+			return true // its conversation is gone: so is the task
+		}
 		if err != nil {
 			failed = err
 			return false
