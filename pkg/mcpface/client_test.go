@@ -366,3 +366,41 @@ func toJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// TestDecidedElsewhereNotAsked: of a task's two approvals, the one decided
+// in the inbox meanwhile is not asked; the other is, and the task
+// completes with both calls run once.
+func TestDecidedElsewhereNotAsked(t *testing.T) {
+	c := mcptest.NewClient(t)
+	w := servetest.Setup(t)
+	a := w.Replica(t, "a")
+	srv, face := a.Face(t, tokens, agentproc.FaceOptions{MCP: true})
+	mcptest.OK[map[string]any](c, map[string]any{"op": "connect", "client": "a", "url": srv.URL + "/mcp", "token": admin,
+		"elicit": map[string]any{"approved": true}})
+	created := mcptest.OK[struct {
+		Task task           `json:"task"`
+		Meta map[string]any `json:"_meta"`
+	}](c, map[string]any{"op": "create", "client": "a", "tool": "ops", "args": map[string]any{"prompt": "deploys web db"}})
+	waitStatus(t, c, "a", created.Task.TaskID, "input_required")
+	conv := created.Meta["offload/conversation_id"].(string)
+	v, err := a.Svc.Get(t.Context(), conv)
+	if err != nil || len(v.Pending) != 2 {
+		t.Fatalf("pending %+v, %v", v, err)
+	}
+	if _, err := face.Desk.Decide(t.Context(), conv, v.Pending[0].TaskID, protocol.Decision{Approved: true, By: "carol", Channel: protocol.ChannelInbox}); err != nil {
+		t.Fatal(err)
+	}
+	res := mcptest.OK[toolResult](c, map[string]any{"op": "result", "client": "a", "taskId": created.Task.TaskID})
+	if res.IsError || !strings.Contains(res.text(), "done deployed") {
+		t.Fatalf("result %+v", res)
+	}
+	asked := mcptest.OK[[]map[string]any](c, map[string]any{"op": "elicitations", "client": "a"})
+	if len(asked) != 1 || !strings.Contains(toJSON(asked[0]), v.Pending[1].TaskID) {
+		t.Fatalf("asked %v, want only %s", asked, v.Pending[1].TaskID)
+	}
+	w.Mu.Lock()
+	defer w.Mu.Unlock()
+	if w.Deploys["web"] != 1 || w.Deploys["db"] != 1 {
+		t.Fatalf("deploys %v, want each once", w.Deploys)
+	}
+}

@@ -33,6 +33,24 @@ func forPeople(v *service.Conversation) []deferred.PendingTask {
 	return out
 }
 
+// toAsk are the calls of conv to ask people now: those the desk lists
+// with nothing stored for them yet (a call decided elsewhere, its run not
+// yet continued, is not asked again), approvals and external calls that
+// stop the run.
+func (f *Face) toAsk(ctx context.Context, conv string) ([]deferred.PendingTask, error) {
+	calls, err := f.cfg.Desk.Calls(ctx, pending.Filter{Conversation: conv, Kinds: pending.ForPeople})
+	if err != nil {
+		return nil, err
+	}
+	var out []deferred.PendingTask
+	for _, c := range calls {
+		if !c.NonBlocking {
+			out = append(out, c.PendingTask)
+		}
+	}
+	return out, nil
+}
+
 // await calls step with the state load reads, then again each time it
 // may have changed (the conversation's next final event, or a change
 // seen once the watch began, or Config.Recheck passed), until step
@@ -159,7 +177,11 @@ func (f *Face) callAgent(agent string) server.ToolHandlerFunc {
 			if s.terminal() || s.status == mcp.TaskStatusInputRequired && !elicit {
 				return true, nil
 			}
-			for _, p := range forPeople(s.view) {
+			calls, err := f.toAsk(ctx, conv)
+			if err != nil {
+				return true, err
+			}
+			for _, p := range calls {
 				if asked[p.TaskID] {
 					continue
 				}
@@ -291,7 +313,11 @@ func (f *Face) taskResult(ctx context.Context, w http.ResponseWriter, m message)
 		if st.status != mcp.TaskStatusInputRequired {
 			return false, nil
 		}
-		for _, p := range forPeople(st.view) {
+		calls, err := f.toAsk(ctx, conv)
+		if err != nil {
+			return true, err
+		}
+		for _, p := range calls {
 			if asked[p.TaskID] {
 				continue
 			}
