@@ -1,6 +1,7 @@
 package mcpface
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -118,7 +119,7 @@ func resultOf(conv string, s state) *mcp.CallToolResult {
 		r.StructuredContent = map[string]any{"conversation_id": conv, "status": "finished", "output": v.Output}
 		return r
 	case s.status == mcp.TaskStatusFailed, s.status == mcp.TaskStatusCancelled:
-		msg := cmpOr(s.msg, v.Error, string(s.status))
+		msg := cmp.Or(s.msg, v.Error, string(s.status))
 		r := mcp.NewToolResultError(msg)
 		r.StructuredContent = map[string]any{"conversation_id": conv, "status": string(s.status), "error": msg}
 		return r
@@ -135,15 +136,6 @@ func resultOf(conv string, s state) *mcp.CallToolResult {
 	r := mcp.NewToolResultText(text)
 	r.StructuredContent = map[string]any{"conversation_id": conv, "status": "paused", "pending": calls}
 	return r
-}
-
-func cmpOr(vals ...string) string {
-	for _, v := range vals {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }
 
 // callAgent serves a plain tools/call of agent: its run to the end. The
