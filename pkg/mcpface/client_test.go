@@ -404,3 +404,66 @@ func TestDecidedElsewhereNotAsked(t *testing.T) {
 		t.Fatalf("deploys %v, want each once", w.Deploys)
 	}
 }
+
+// TestMalformed: the requests the face answers itself, malformed or
+// forged, are refused with the protocol's errors and start nothing.
+func TestMalformed(t *testing.T) {
+	w := servetest.Setup(t)
+	a := w.Replica(t, "a")
+	srv, _ := a.Face(t, tokens, agentproc.FaceOptions{MCP: true})
+	rpc := func(body string) (int, map[string]any) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL+"/mcp", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+admin)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, out
+	}
+	code := func(m map[string]any) any {
+		e, _ := m["error"].(map[string]any)
+		return e["code"]
+	}
+	for _, body := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"../../x.>"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"01ARZ3NDEKTSV4RRFFQ69G5FAV"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tasks/cancel","params":{"taskId":"01ARZ3NDEKTSV4RRFFQ69G5FAV"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tasks/result","params":{"taskId":"01ARZ3NDEKTSV4RRFFQ69G5FAV"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"nobody","arguments":{"prompt":"x"},"task":{}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ops","arguments":{"prompt":" "},"task":{}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ops","arguments":{"prompt":"x","conversation_id":"not-one"},"task":{}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ops","arguments":"a string","task":{}}}`,
+	} {
+		if status, out := rpc(body); status != http.StatusOK || code(out) != float64(-32602) {
+			t.Errorf("%s: %d %v, want a JSON-RPC -32602", body, status, out)
+		}
+	}
+	for body, want := range map[string]int{
+		`{"jsonrpc":"2.0","id":"offload-mcp/garbage","result":{"action":"accept"}}`:                                 http.StatusBadRequest,
+		`{"jsonrpc":"2.0","id":"offload-mcp/01ARZ3NDEKTSV4RRFFQ69G5FAV/x/y","result":{"action":"accept"}}`:          http.StatusNotFound,
+		`{"jsonrpc":"2.0","id":"offload-mcp/not-a-task/01ARZ3NDEKTSV4RRFFQ69G5FAV/y","result":{"action":"accept"}}`: http.StatusNotFound,
+	} {
+		if status, _ := rpc(body); status != want {
+			t.Errorf("%s: %d, want %d", body, status, want)
+		}
+	}
+	statuses, err := a.Svc.StatusCounts(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for s, n := range statuses {
+		if n != 0 {
+			t.Errorf("%d conversations %s: the refusals started some", n, s)
+		}
+	}
+}
