@@ -18,10 +18,10 @@ import (
 )
 
 // TestFleetTools: agent serve --mcp-tools serves the registry's tools on
-// the MCP endpoint: a worker's approval-gated tool called as a task by
-// the TypeScript SDK's client, its approval answered by elicitation, runs
-// once on the worker; a long call as a task cancelled over MCP is
-// cancelled on the worker.
+// the MCP endpoint of two replicas: a worker's approval-gated tool called
+// as a task by the TypeScript SDK's client, its approval answered by
+// elicitation, runs once on the worker; a long call as a task created on
+// one replica and cancelled on the other is cancelled on the worker.
 func TestFleetTools(t *testing.T) {
 	c := mcptest.NewClient(t)
 	w := servetest.Setup(t)
@@ -51,20 +51,25 @@ func TestFleetTools(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	r := w.ReplicaWith(t, "a", servetest.ReplicaOpts{Remote: &remote.ClientConfig{}, Agents: func(t *testing.T, p *agentproc.Process) []serve.Agent {
-		var agents []serve.Agent
-		offloadtest.Eventually(t, "the worker's tools in the registry", func() error {
-			var err error
-			if agents, err = p.ToolAgents(t.Context(), []string{"all"}); err == nil && len(agents) != 2 {
-				err = errors.New("not yet")
-			}
-			return err
-		})
-		return agents
-	}})
-	srv, _ := r.Face(t, tokens, agentproc.FaceOptions{MCP: true})
-	mcptest.OK[map[string]any](c, map[string]any{"op": "connect", "client": "a", "url": srv.URL + "/mcp", "token": admin,
-		"elicit": map[string]any{"approved": true}})
+	replica := func(name string) *servetest.Replica {
+		return w.ReplicaWith(t, name, servetest.ReplicaOpts{Remote: &remote.ClientConfig{}, Agents: func(t *testing.T, p *agentproc.Process) []serve.Agent {
+			var agents []serve.Agent
+			offloadtest.Eventually(t, "the worker's tools in the registry", func() error {
+				var err error
+				if agents, err = p.ToolAgents(t.Context(), []string{"all"}); err == nil && len(agents) != 2 {
+					err = errors.New("not yet")
+				}
+				return err
+			})
+			return agents
+		}})
+	}
+	srvA, _ := replica("a").Face(t, tokens, agentproc.FaceOptions{MCP: true})
+	srvB, _ := replica("b").Face(t, tokens, agentproc.FaceOptions{MCP: true})
+	for name, url := range map[string]string{"a": srvA.URL, "b": srvB.URL} {
+		mcptest.OK[map[string]any](c, map[string]any{"op": "connect", "client": name, "url": url + "/mcp", "token": admin,
+			"elicit": map[string]any{"approved": true}})
+	}
 
 	tools := mcptest.OK[[]map[string]any](c, map[string]any{"op": "list", "client": "a"})
 	if len(tools) != 2 {
@@ -91,12 +96,13 @@ func TestFleetTools(t *testing.T) {
 		t.Fatalf("elicitations %v", e)
 	}
 
-	// A long call as a task, cancelled: cancelled on the worker.
+	// A long call as a task created on one replica, cancelled on the
+	// other: cancelled on the worker.
 	created := mcptest.OK[struct {
 		Task task `json:"task"`
 	}](c, map[string]any{"op": "create", "client": "a", "tool": "long", "args": map[string]any{"target": "db"}})
 	offloadtest.WaitOrTimeout(t, started, "long started on the worker")
-	if got := mcptest.OK[task](c, map[string]any{"op": "cancel", "client": "a", "taskId": created.Task.TaskID}); got.Status != "cancelled" {
+	if got := mcptest.OK[task](c, map[string]any{"op": "cancel", "client": "b", "taskId": created.Task.TaskID}); got.Status != "cancelled" {
 		t.Fatalf("cancel %+v", got)
 	}
 	if err := offloadtest.WaitOrTimeout(t, stopped, "long cancelled on the worker"); !errors.Is(err, context.Canceled) {
