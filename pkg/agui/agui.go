@@ -154,6 +154,10 @@ func (f *Face) Run(ctx context.Context, agent string, c Caller, in types.RunAgen
 		return err
 	case st.Agent != nil && st.Agent.Name != agent:
 		return &InputError{Status: http.StatusConflict, Code: "other_agent", Message: fmt.Sprintf("thread %s is not agent %s's", in.ThreadID, agent)}
+	case service.Tenant(ctx) != "" && st.Tenant != service.Tenant(ctx):
+		// A caller bound to a tenant (service.WithTenant) runs, resumes
+		// and answers its tenant's threads only, as over the API.
+		return &InputError{Status: http.StatusForbidden, Code: "wrong_tenant", Message: fmt.Sprintf("thread %s is not tenant %s's", in.ThreadID, service.Tenant(ctx))}
 	}
 	tools, err := f.frontendTools(ctx, agent, in.Tools)
 	if err != nil {

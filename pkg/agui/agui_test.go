@@ -332,3 +332,55 @@ func TestExternalInterrupt(t *testing.T) {
 		t.Fatalf("the answer's continuation: %v", evs)
 	}
 }
+
+// TestTenantBoundToken: a token bound to a tenant starts its tenant's
+// threads over AG-UI, as over the API (SPEC §19), and may not run a
+// thread of another tenant (403 wrong_tenant, before any event).
+func TestTenantBoundToken(t *testing.T) {
+	w := servetest.Setup(t)
+	srv, _ := w.Replica(t, "a").Face(t, tokens+"acme-token-0123456789 operator acmeops tenant=acme\n", agentproc.FaceOptions{})
+	tenantOf := func(thread string) any {
+		t.Helper()
+		code, view := getJSON(t, srv.URL+"/v1/conversations/"+thread, "viewer-token-0123456789")
+		if code != http.StatusOK {
+			t.Fatalf("view %s: %d %v", thread, code, view)
+		}
+		return view["tenant"]
+	}
+	acme, other := protocol.NewID(), protocol.NewID()
+	if _, code, body := post(t, srv.URL, "acme-token-0123456789", input(acme, "r1", "hello")); code != http.StatusOK {
+		t.Fatalf("the bound token's run: %d %s", code, body)
+	}
+	if got := tenantOf(acme); got != "acme" {
+		t.Errorf("the bound token's thread: tenant %v, want acme", got)
+	}
+	if _, code, body := post(t, srv.URL, "operator-token-0123456789", input(other, "r1", "hello")); code != http.StatusOK {
+		t.Fatalf("an unbound token's run: %d %s", code, body)
+	}
+	if got := tenantOf(other); got != nil {
+		t.Errorf("an unbound token's thread: tenant %v, want none", got)
+	}
+	if _, code, body := post(t, srv.URL, "acme-token-0123456789", input(other, "r2", "more")); code != http.StatusForbidden || !strings.Contains(body, "wrong_tenant") {
+		t.Errorf("the bound token on another tenant's thread: %d %s", code, body)
+	}
+}
+
+// getJSON GETs url with token and decodes its JSON answer.
+func getJSON(t *testing.T, url, token string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, m
+}

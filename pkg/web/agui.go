@@ -10,6 +10,7 @@ import (
 	"github.com/ag-ui-protocol/ag-ui/sdks/community/go/pkg/core/types"
 
 	"github.com/offload-dev/offload/pkg/agui"
+	"github.com/offload-dev/offload/pkg/service"
 )
 
 // aguiRun serves POST /agui/{agent} (SPEC §18): a RunAgentInput in, its
@@ -23,6 +24,13 @@ func (h *handler) aguiRun(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	c := callerOf(r)
+	ctx := r.Context()
+	if c.Tenant != "" {
+		// A token bound to a tenant runs its tenant's threads only, as
+		// over the API (tenantContext): a new thread is its tenant's, an
+		// existing one of another tenant is 403 wrong_tenant.
+		ctx = service.WithTenant(ctx, c.Tenant)
+	}
 	caller := agui.Caller{Name: c.Name, Start: c.may(operators...), Decide: c.may(approvers...), Answer: c.may(answerers...)}
 	s, err := newSSE(w, h.Limits.Heartbeat)
 	if err != nil {
@@ -30,7 +38,7 @@ func (h *handler) aguiRun(w http.ResponseWriter, r *http.Request) error {
 	}
 	defer s.close()
 	return h.aguiStream(r, s, func(_ *bool, emit agui.Emit) error {
-		return h.AGUI.Run(r.Context(), r.PathValue("agent"), caller, in, emit)
+		return h.AGUI.Run(ctx, r.PathValue("agent"), caller, in, emit)
 	})
 }
 
