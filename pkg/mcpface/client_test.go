@@ -16,9 +16,10 @@ import (
 	"github.com/offload-dev/offload/pkg/session"
 )
 
-// tokens of the tests' faces: an admin (who calls and answers), an
-// operator (who calls but decides nothing), another admin, a viewer.
-const tokens = "admin-token-0123456789abc admin alice\n" +
+// tokens of the tests' faces: a host's token given the roles that call
+// and answer (admin, as the tests name it, though it is no admin), an
+// operator (who calls but decides nothing), an admin, a viewer.
+const tokens = "admin-token-0123456789abc operator,approver,answerer alice\n" +
 	"operator-token-0123456789 operator ops-team\n" +
 	"other-admin-token-0123456 admin mallory\n" +
 	"viewer-token-0123456789ab viewer bob\n" +

@@ -49,10 +49,10 @@ func callerOf(r *http.Request) caller {
 	return c
 }
 
-// may reports whether the caller's role may do what roles may (admin
-// always; any role when roles is empty).
+// may reports whether one of the caller's roles may do what roles may
+// (admin always; any role when roles is empty).
 func (c caller) may(roles ...Role) bool {
-	return c.Role == RoleAdmin || len(roles) == 0 || slices.Contains(roles, c.Role)
+	return len(roles) == 0 || slices.ContainsFunc(roles, c.Has)
 }
 
 // authorize lets a request of route rt through when its token is known
@@ -98,7 +98,7 @@ func (h *handler) authorize(w http.ResponseWriter, r *http.Request, rt route) (*
 		}
 	}
 	if !c.may(rt.roles...) {
-		return r, errorf(http.StatusForbidden, "forbidden", "role %s may not do this", id.Role)
+		return r, errorf(http.StatusForbidden, "forbidden", "role %s may not do this", id)
 	}
 	return r.WithContext(context.WithValue(r.Context(), sessionKey, c)), nil
 }

@@ -219,7 +219,7 @@ func (h *handler) showInbox(w http.ResponseWriter, r *http.Request, code int, no
 		return fmt.Errorf("the tools' queues cannot be read: %w", err)
 	}
 	c := callerOf(r)
-	h.render(w, r, code, "inbox", map[string]any{"Items": items, "Queued": queued, "Next": next, "Cursor": r.URL.Query().Get("cursor") != "", "Limit": r.URL.Query().Get("limit"), "Notice": notice, "Who": c.Name, "Role": string(c.Role),
+	h.render(w, r, code, "inbox", map[string]any{"Items": items, "Queued": queued, "Next": next, "Cursor": r.URL.Query().Get("cursor") != "", "Limit": r.URL.Query().Get("limit"), "Notice": notice, "Who": c.Name, "Role": c.Identity.String(),
 		"MayDecide": c.may(RoleApprover), "MayAnswer": c.may(RoleAnswerer), "Links": h.Links != nil})
 	return nil
 }

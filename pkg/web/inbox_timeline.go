@@ -101,7 +101,7 @@ func (h *handler) timeline(w http.ResponseWriter, r *http.Request) error {
 	}
 	c := callerOf(r)
 	data := map[string]any{"ID": id, "View": view, "Entries": es, "Live": live, "Waiting": waiting,
-		"Notice": noticeOf(r.URL.Query()), "Role": string(c.Role), "MayDecide": c.may(RoleApprover), "MayAnswer": c.may(RoleAnswerer),
+		"Notice": noticeOf(r.URL.Query()), "Role": c.Identity.String(), "MayDecide": c.may(RoleApprover), "MayAnswer": c.may(RoleAnswerer),
 		"MayCancel": c.may(RoleOperator) && view.Status == conversation.StatusRunning, "Links": h.Links != nil,
 		"Back": "/conversations/" + id}
 	if r.URL.Query().Get("done") == "cancelling" {

@@ -37,7 +37,7 @@ func LoadTokens(file, storeDir string) (Tokens, string, error) {
 		if err != nil {
 			return nil, "", err
 		}
-		return Tokens{tok: {Role: RoleAdmin, Name: "admin"}}, tok, nil
+		return Tokens{tok: {Roles: []Role{RoleAdmin}, Name: "admin"}}, tok, nil
 	}
 	f, err := os.Open(filepath.Clean(file))
 	if err != nil {

@@ -36,21 +36,40 @@ const (
 // Roles are the roles, in the order of SPEC §11.
 var Roles = []Role{RoleAdmin, RoleOperator, RoleApprover, RoleAnswerer, RoleViewer}
 
-// Identity is who a token is: its role, its NAME (a decision's by) and,
+// Identity is who a token is: its roles, its NAME (a decision's by) and,
 // when it is bound to one, its tenant (SPEC §19): the conversations it
 // starts are that tenant's, and it may start or continue no other's.
 type Identity struct {
-	Role   Role
+	// Roles are what the token may do: one, or several given as
+	// ROLE,ROLE (an MCP or A2A host calls an agent and answers its
+	// approvals with one token: operator,approver).
+	Roles  []Role
 	Name   string
 	Tenant string
+}
+
+// Has reports whether the identity has role r, or is admin.
+func (id Identity) Has(r Role) bool {
+	return slices.Contains(id.Roles, RoleAdmin) || slices.Contains(id.Roles, r)
+}
+
+// String returns the identity's roles as its tokens line gives them
+// (ROLE or ROLE,ROLE).
+func (id Identity) String() string {
+	names := make([]string, len(id.Roles))
+	for i, r := range id.Roles {
+		names[i] = string(r)
+	}
+	return strings.Join(names, ",")
 }
 
 // Tokens are the bearer tokens the HTTP API accepts.
 type Tokens map[string]Identity
 
-// ParseTokens reads lines `TOKEN ROLE NAME [tenant=TENANT]` (blank lines
-// and lines starting with # skipped): a token given a tenant is bound to
-// it (Identity.Tenant). A token easily guessed is refused ([weakToken]).
+// ParseTokens reads lines `TOKEN ROLE[,ROLE…] NAME [tenant=TENANT]`
+// (blank lines and lines starting with # skipped): a token given several
+// roles has each (Identity.Roles), a token given a tenant is bound to it
+// (Identity.Tenant). A token easily guessed is refused ([weakToken]).
 func ParseTokens(r io.Reader) (Tokens, error) {
 	out := Tokens{}
 	sc := bufio.NewScanner(r)
@@ -61,7 +80,7 @@ func ParseTokens(r io.Reader) (Tokens, error) {
 		}
 		f := strings.Fields(line)
 		if len(f) != 3 && len(f) != 4 {
-			return nil, fmt.Errorf("tokens line %d: want TOKEN ROLE NAME [tenant=TENANT]", n)
+			return nil, fmt.Errorf("tokens line %d: want TOKEN ROLE[,ROLE…] NAME [tenant=TENANT]", n)
 		}
 		var tenant string
 		if len(f) == 4 {
@@ -74,8 +93,16 @@ func ParseTokens(r io.Reader) (Tokens, error) {
 			}
 			tenant = t
 		}
-		if !slices.Contains(Roles, Role(f[1])) {
-			return nil, fmt.Errorf("tokens line %d: unknown role %q", n, f[1])
+		var roles []Role
+		for name := range strings.SplitSeq(f[1], ",") {
+			r := Role(name)
+			switch {
+			case !slices.Contains(Roles, r):
+				return nil, fmt.Errorf("tokens line %d: unknown role %q", n, name)
+			case slices.Contains(roles, r):
+				return nil, fmt.Errorf("tokens line %d: role %s given twice", n, name)
+			}
+			roles = append(roles, r)
 		}
 		if why := weakToken(f[0]); why != "" {
 			return nil, fmt.Errorf("tokens line %d: the token %s: make one with `openssl rand -hex 24`", n, why)
@@ -83,7 +110,7 @@ func ParseTokens(r io.Reader) (Tokens, error) {
 		if _, dup := out[f[0]]; dup {
 			return nil, fmt.Errorf("tokens line %d: token given twice", n)
 		}
-		out[f[0]] = Identity{Role: Role(f[1]), Name: f[2], Tenant: tenant}
+		out[f[0]] = Identity{Roles: roles, Name: f[2], Tenant: tenant}
 	}
 	if err := sc.Err(); err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -49,7 +50,7 @@ func TestParseTokensTenant(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := toks["acme-token-0123456789x"]; got != (web.Identity{Role: web.RoleOperator, Name: "acmeops", Tenant: "acme"}) {
+	if got := toks["acme-token-0123456789x"]; !reflect.DeepEqual(got, web.Identity{Roles: []web.Role{web.RoleOperator}, Name: "acmeops", Tenant: "acme"}) {
 		t.Errorf("bound token: %+v", got)
 	}
 	if got := toks["operator-token-0123456789"]; got.Tenant != "" {
@@ -57,6 +58,28 @@ func TestParseTokensTenant(t *testing.T) {
 	}
 	for _, bad := range []string{"acme", "tenant=", "tenant=ac/me", "tenant=acme extra", "team=acme"} {
 		if _, err := web.ParseTokens(strings.NewReader("# ops\nacme-token-0123456789x operator acmeops " + bad + "\n")); err == nil || !strings.Contains(err.Error(), "tokens line 2") {
+			t.Errorf("%q: %v, want it refused", bad, err)
+		}
+	}
+}
+
+// A token may have several roles (ROLE,ROLE: an MCP or A2A host calls an
+// agent and answers its approvals with one token); an unknown role among
+// them, or one given twice, is refused with its line.
+func TestParseTokensRoles(t *testing.T) {
+	toks, err := web.ParseTokens(strings.NewReader("host-token-0123456789xyz operator,approver host\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := toks["host-token-0123456789xyz"]
+	if !id.Has(web.RoleOperator) || !id.Has(web.RoleApprover) || id.Has(web.RoleAnswerer) || id.Has(web.RoleAdmin) || id.String() != "operator,approver" {
+		t.Errorf("operator,approver: %+v %q", id, id)
+	}
+	if admin := (web.Identity{Roles: []web.Role{web.RoleAdmin}}); !admin.Has(web.RoleAnswerer) {
+		t.Error("admin has every role")
+	}
+	for _, bad := range []string{"operator,", "operator,approver,operator", "operator,root", ",viewer"} {
+		if _, err := web.ParseTokens(strings.NewReader("# hosts\nhost-token-0123456789xyz " + bad + " host\n")); err == nil || !strings.Contains(err.Error(), "tokens line 2") {
 			t.Errorf("%q: %v, want it refused", bad, err)
 		}
 	}
