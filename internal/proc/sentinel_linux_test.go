@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
-
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -54,7 +53,7 @@ func TestSentinelNotRoot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(bin, b, 0o755); err != nil { //nolint:gosec // G306: the tool user must run it
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	killParent(t, exec.Command(bin), u, u)
