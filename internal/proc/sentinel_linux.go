@@ -63,8 +63,9 @@ func sentinel(id, parent string, watch io.Reader, ready io.WriteCloser, stderr i
 		return 2
 	}
 	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGPIPE)
-	// Nothing to read in it (its environment is empty), but it is root's
-	// under a root worker: no tool of the same user attaches to it.
+	// Nothing to read in it (its environment is empty), but under a
+	// worker that is not root its commands are its user: none may attach
+	// to it (ptrace) and make it signal what it would not.
 	_ = NoDump()
 	if _, err := io.WriteString(ready, sentinelReady); err != nil {
 		return 1
