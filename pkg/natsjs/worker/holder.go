@@ -121,7 +121,7 @@ func (w *Worker) nakDelayAdded(toolName string, md *jetstream.MsgMetadata) time.
 		return 0
 	}
 	// The server's index: the deliveries before this one, at most the last.
-	i := min(md.NumDelivered-1, uint64(len(cfg.BackOff)-1))
+	i := min(md.NumDelivered-1, uint64(len(cfg.BackOff)-1)) //nolint:gosec // G115: a slice's length less one, never negative here
 	return max(cfg.BackOff[i]-cfg.AckWait, 0)
 }
 
