@@ -80,6 +80,7 @@ func usageErr(format string, args ...any) error {
 }
 
 func main() {
+	proc.SentinelMain() // the reaper's sentinel is this binary again
 	// SIGINT interrupts (live tasks cancelled, exit 130): the context's
 	// cause, errInterrupted, says so in the final event; SIGTERM (a
 	// deploy, a supervisor) suspends: state saved, live background tasks

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/offload-dev/offload/internal/offloadtest"
+	"github.com/offload-dev/offload/internal/proctest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/natsjs/remote"
 	"github.com/offload-dev/offload/pkg/protocol"
@@ -247,4 +248,65 @@ func TestToolIsolation(t *testing.T) {
 		}
 		gone(t, tk)
 	})
+}
+
+// holdScript leaves a detached `sleep 600` behind (setsid and a double
+// fork), writes its pid to <task ID>.detached, writes its own to <task
+// ID>.leader and becomes a `sleep 600`.
+const holdScript = `#!/bin/sh
+setsid sh -c 'sleep 600 & echo $! > "$1.tmp" && mv "$1.tmp" "$1"' sh "$OFFLOAD_TASK_ID.detached" &
+wait
+echo $$ > "$OFFLOAD_TASK_ID.tmp" && mv "$OFFLOAD_TASK_ID.tmp" "$OFFLOAD_TASK_ID.leader"
+exec sleep 600
+`
+
+// TestToolCommandDiesWithWorker (issue 39): a command tool that runs on,
+// and what it detached, die with its worker SIGKILLed mid-call (before,
+// both ran on under init: a command that never writes its stdout does not
+// notice that the worker is gone).
+func TestToolCommandDiesWithWorker(t *testing.T) {
+	t.Parallel()
+	bin, _ := binaries(t)
+	srv := natstest.Start(t)
+	dir := proctest.ToolDir(t)
+	writeFile(t, filepath.Join(dir, "hold.sh"), holdScript, 0o755)
+	writeFile(t, filepath.Join(dir, "tools.yaml"), `tools:
+  - name: hold
+    description: Leave a detached sleep behind and run on.
+    command: ["./hold.sh"]
+    timeout: 1h
+    parameters: {type: object, properties: {}}
+`, 0o644)
+	w := startWorker(t, bin, "--nats", srv.URL(), "--config", filepath.Join(dir, "tools.yaml"), "--id", "hold", "-v")
+	ctx := context.Background()
+	d, err := remote.NewDispatcher(remote.DispatcherConfig{Conn: srv.Conn(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Stop(context.Background()) })
+	tk := protocol.Task{TaskID: protocol.NewID(), Tool: "hold", Args: json.RawMessage(`{}`), ConversationID: protocol.NewID()}
+	if _, err := d.Dispatch(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, name := range []string{tk.TaskID + ".leader", tk.TaskID + ".detached"} {
+		var b []byte
+		offloadtest.Eventually(t, "the command's pid file "+name, func() error {
+			b, err = os.ReadFile(filepath.Join(dir, name))
+			return err
+		})
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || pid <= 1 {
+			t.Fatalf("pid file %s: %q", name, b)
+		}
+		t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+		pids = append(pids, pid)
+	}
+	w.Kill()
+	for _, pid := range pids {
+		offloadtest.WaitDead(t, pid)
+	}
 }

@@ -110,6 +110,7 @@ type options struct {
 }
 
 func main() {
+	proc.SentinelMain() // the reaper's sentinel is this binary again
 	// The worker holds NATS credentials and the tools' API keys: no
 	// command it runs may read them (/proc/<pid>/environ) nor outlive its
 	// task.

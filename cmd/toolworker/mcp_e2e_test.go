@@ -214,6 +214,33 @@ func serverPIDs(needle string) []int {
 	return out
 }
 
+// groupMembers returns the processes (not zombies) whose process group is
+// one of groups.
+func groupMembers(groups map[int]bool) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		i := bytes.LastIndexByte(stat, ')')
+		if err != nil || i < 0 {
+			continue
+		}
+		// pid (comm) state ppid pgrp …
+		f := strings.Fields(string(stat[i+1:]))
+		if len(f) < 3 || f[0] == "Z" {
+			continue
+		}
+		if g, err := strconv.Atoi(f[2]); err == nil && groups[g] {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
 // A stdio MCP server runs as the tool user under a root worker and dies
 // with its worker, SIGKILLed (no orphan).
 func TestMCPServerDiesWithWorker(t *testing.T) {

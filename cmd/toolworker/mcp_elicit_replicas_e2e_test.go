@@ -5,11 +5,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/offload-dev/offload/internal/mcptest"
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/internal/proctest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
+	"github.com/offload-dev/offload/pkg/protocol"
 )
 
 // An MCP tool that elicits, served by two and by three toolworker
@@ -114,17 +118,23 @@ func TestMCPElicitationHolderKilled(t *testing.T) {
 	twBin, agentBin := binaries(t)
 	srv := natstest.Start(t)
 	dir := proctest.ToolDir(t)
-	writeFile(t, filepath.Join(dir, "tools.yaml"), fmt.Sprintf(`mcp_servers:
+	// Each replica's server has an argument of its own (a marker), so
+	// that its processes are told apart.
+	var workers []*proctest.Process
+	var markers []string
+	for i := range 2 {
+		marker := "mcp-holder-killed-" + protocol.NewID()
+		config := filepath.Join(dir, fmt.Sprintf("tools-%d.yaml", i))
+		writeFile(t, config, fmt.Sprintf(`mcp_servers:
   - name: everything
-    command: [%q, %q, "stdio"]
+    command: [%q, %q, "stdio", %q]
     tools: [trigger-elicitation-request]
-`, node, serverJS), 0o644)
+`, node, serverJS, marker), 0o644)
+		workers = append(workers, startWorker(t, twBin, "--nats", srv.URL(), "--config", config, "--id", fmt.Sprintf("replica-%d", i), "-v"))
+		markers = append(markers, marker)
+	}
 	writeFile(t, filepath.Join(dir, "run.yaml"), "turns:\n  - tool_calls: [{tool: trigger-elicitation-request}]\n  - text: never reached\n", 0o644)
 	writeFile(t, filepath.Join(dir, "resume.yaml"), "turns:\n  - text: never reached\n", 0o644)
-	workers := []*proctest.Process{
-		startWorker(t, twBin, "--nats", srv.URL(), "--config", filepath.Join(dir, "tools.yaml"), "--id", "replica-0", "-v"),
-		startWorker(t, twBin, "--nats", srv.URL(), "--config", filepath.Join(dir, "tools.yaml"), "--id", "replica-1", "-v"),
-	}
 	r := startAgent(t, agentBin, dir, "run", "--nats", srv.URL(), "--model", "script:run.yaml", "--approve", "defer", "--tools", "trigger-elicitation-request", "--json", "go")
 	call := r.next(t, "tool_call")
 	final := r.next(t, "final")
@@ -134,11 +144,38 @@ func TestMCPElicitationHolderKilled(t *testing.T) {
 	conv, _ := final["conversation_id"].(string)
 	task, _ := call["task_id"].(string)
 	holder, other := workers[0], workers[1]
+	holderMarker, otherMarker := markers[0], markers[1]
 	if !strings.Contains(holder.Logs(), "the MCP call waits for a person's answer") {
 		holder, other = other, holder
+		holderMarker, otherMarker = otherMarker, holderMarker
+	}
+	// The holder's server waits on the elicitation's answer: the EOF of
+	// its stdin does not end it. It dies with its worker, its process
+	// group with it (issue 39).
+	held := serverPIDs(holderMarker)
+	if len(held) == 0 {
+		t.Fatal("the holder's server does not run")
+	}
+	groups := map[int]bool{}
+	for _, pid := range held {
+		if g, err := syscall.Getpgid(pid); err == nil {
+			groups[g] = true
+		}
 	}
 	holder.Kill()
 	<-holder.Done()
+	offloadtest.EventuallyWithin(t, 10*time.Second, "the killed holder's server and its process group gone", func() error {
+		if left := serverPIDs(holderMarker); len(left) > 0 {
+			return fmt.Errorf("server processes left: %v", left)
+		}
+		if left := groupMembers(groups); len(left) > 0 {
+			return fmt.Errorf("processes left in the server's process groups %v: %v", groups, left)
+		}
+		return nil
+	})
+	if len(serverPIDs(otherMarker)) == 0 {
+		t.Error("the survivor's server died with the holder")
+	}
 
 	if out, err := exec.Command(natsCLI(t), "--server", srv.URL(), "pub", "tools.answer."+conv+"."+task, `{"content":{"name":"Ada","check":true}}`).CombinedOutput(); err != nil {
 		t.Fatalf("nats pub: %v\n%s", err, out)

@@ -4,5 +4,8 @@
 // its task, with a minimal environment that never carries the process's
 // secrets (SPEC §6.5), and, under root, as an unprivileged user with every
 // privilege dropped ([User], [Runner]), so that they cannot read the
-// process's environment or memory.
+// process's environment or memory. With a [Reaper], what they detached
+// is killed too, and so is everything they left running when the process
+// itself ends, SIGKILLed included (its sentinel: a binary that makes a
+// Reaper calls [SentinelMain] first in main).
 package proc

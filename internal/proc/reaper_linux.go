@@ -30,8 +30,9 @@ const ScopeEnv = "OFFLOAD_TASK_SCOPE"
 const maxSweeps = 64
 
 // Reaper kills every descendant of a command when the command ends, however
-// it detached from the command's process group. It makes the process a
-// child subreaper (prctl PR_SET_CHILD_SUBREAPER): a descendant whose parent
+// it detached from the command's process group, and when the process
+// itself ends, however (SIGKILL included). It makes the process a child
+// subreaper (prctl PR_SET_CHILD_SUBREAPER): a descendant whose parent
 // exits (a double fork, `setsid sleep 600 &`) is reparented to this process
 // instead of init. When a command run with [Reaper.Run] ends (it exited,
 // timed out or was cancelled), its process group is killed, then every
@@ -39,6 +40,19 @@ const maxSweeps = 64
 // whose environment carries the ended command's scope ([ScopeEnv]), or no
 // live command's scope, or cannot be read, is killed (SIGKILL) and reaped,
 // until none is left.
+//
+// Nothing runs in a process once it is SIGKILLed: its commands would go on
+// (an MCP server with a call pending does not end at the EOF of its
+// stdin), reparented to init. So before its first command a reaper starts
+// its sentinel, a process of its own that outlives it: the process's own
+// binary again ([SentinelMain]), as the process's user, in a process group
+// of its own, with an empty environment, blocked reading a pipe whose only
+// write end the reaper holds. However the process ends, the kernel closes
+// that end; the sentinel reads EOF, kills every process whose scope is one
+// of this reaper's (each scope begins with the reaper's ID) with the
+// process group it leads, and exits. A sentinel that ended (killed) is
+// started again before the next command; one that cannot start fails the
+// command, which would otherwise outlive a SIGKILLed process.
 //
 // The subreaper is process-wide: a process with a Reaper must start its
 // children through it (the toolworker and the agent on the embedded
@@ -48,15 +62,24 @@ const maxSweeps = 64
 // root. Its limits: a descendant of another user that the process may not
 // signal (a setuid program, under a process that is not root) cannot be
 // killed; work handed to another service (systemd-run, at, cron, a
-// daemon over a socket) is not a descendant; descendants outlive a
-// process that is SIGKILLed itself (they go to init); a descendant that
-// forks faster than the sweeps kill it may outlast maxSweeps passes.
+// daemon over a socket) is not a descendant; after the process itself
+// ended, a descendant that both cleared its environment and left its
+// command's process group is not found, and a process of the same user
+// (the process's own user, when it is not root and runs its commands as
+// itself) may have killed the sentinel first; a descendant that forks
+// faster than the sweeps kill it may outlast maxSweeps passes.
 type Reaper struct {
 	self int
+	id   string // hex, idLen long: the prefix of its commands' scopes
 
 	mu      sync.Mutex
 	leaders map[int]string  // pid of a running command → its scope
 	live    map[string]bool // scopes of running commands
+	// sentinel is the pid of the sentinel (0: none yet); watch the write
+	// end of the pipe it reads, closed by the kernel when the process
+	// ends.
+	sentinel int
+	watch    *os.File
 }
 
 // NewReaper makes the process a child subreaper and returns its reaper.
@@ -64,23 +87,46 @@ func NewReaper() (*Reaper, error) {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return nil, fmt.Errorf("proc: prctl(PR_SET_CHILD_SUBREAPER): %w", err)
 	}
-	return &Reaper{self: os.Getpid(), leaders: map[int]string{}, live: map[string]bool{}}, nil
+	return &Reaper{self: os.Getpid(), id: randomHex(idLen / 2), leaders: map[int]string{}, live: map[string]bool{}}, nil
 }
 
 // start starts cmd as a command of scope, as u ([User.Start]): under the
 // reaper's lock, so that a sweep never takes a command just forked for an
-// orphan.
+// orphan, and once the reaper's sentinel runs.
 func (r *Reaper) start(cmd *exec.Cmd, scope string, u *User) error {
 	if r == nil {
 		return u.Start(cmd)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if err := r.watched(); err != nil {
+		return err
+	}
 	if err := u.Start(cmd); err != nil {
 		return err
 	}
 	r.leaders[cmd.Process.Pid] = scope
 	r.live[scope] = true
+	return nil
+}
+
+// watched makes sure the reaper's sentinel runs: it starts one when there
+// is none yet or the last one ended (reaped here). Called under r.mu.
+func (r *Reaper) watched() error {
+	if r.sentinel != 0 {
+		var ws syscall.WaitStatus
+		if pid, err := syscall.Wait4(r.sentinel, &ws, syscall.WNOHANG, nil); pid == 0 && err == nil {
+			return nil // it runs
+		}
+		r.watch.Close()
+		r.sentinel, r.watch = 0, nil
+	}
+	p, watch, err := sentinelStart(r.id, r.self)
+	if err != nil {
+		return err
+	}
+	r.sentinel, r.watch = p.Pid, watch
+	_ = p.Release() // waited for by pid (above), never through p
 	return nil
 }
 
@@ -110,7 +156,7 @@ func (r *Reaper) sweep(scope string) int {
 	found := 0
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil || r.leaders[pid] != "" {
+		if err != nil || r.leaders[pid] != "" || pid == r.sentinel {
 			continue
 		}
 		ppid, zombie, ok := parentOf(pid)
@@ -227,12 +273,18 @@ func owner(pid int) (uid, gid uint32, err error) {
 	return u, g, nil
 }
 
-// newScope returns a fresh scope value ("" without a reaper).
+// newScope returns a fresh scope value, "<reaper ID>.<random>" ("" without
+// a reaper).
 func (r *Reaper) newScope() string {
 	if r == nil {
 		return ""
 	}
-	b := make([]byte, 16)
+	return r.id + "." + randomHex(16)
+}
+
+// randomHex returns n random bytes, hex.
+func randomHex(n int) string {
+	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }

@@ -89,7 +89,40 @@ func (w *Worker) ruleAnswerHolder(d *delivery) step {
 	if d.md != nil {
 		delay = min(time.Duration(d.md.NumDelivered)*holderNakDelay, maxHolderNakDelay) //nolint:gosec // G115: a count of deliveries, far below what would overflow
 	}
+	if w.nakDelayAdded(d.tool.Name, d.md) > 0 {
+		// The server would redeliver it tens of seconds late: wait here
+		// (at most maxHolderNakDelay, far within the delivery's backoff),
+		// then hand it back for redelivery at once.
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-d.ctx.Done():
+			t.Stop()
+		}
+		return d.handBack(0)
+	}
 	return d.handBack(delay)
+}
+
+// nakDelayAdded returns what the server adds to the delay of a nak of the
+// delivery md of toolName's task consumer: nats-server (2.15) sets a
+// delayed nak's redelivery at the delay past the ack wait's end, and
+// redelivers when the consumer's backoff for the delivery has passed, so
+// a backoff entry longer than the ack wait is added to the delay: 20 s at
+// the 4th delivery and 50 s from the 5th of the shipped task consumer (ack
+// wait 10 s, backoff 10, 10, 10, 30 and 60 s). Zero without a backoff.
+func (w *Worker) nakDelayAdded(toolName string, md *jetstream.MsgMetadata) time.Duration {
+	p := w.partOf(toolName)
+	if p == nil || md == nil || md.NumDelivered == 0 {
+		return 0
+	}
+	cfg := p.consumer.CachedInfo().Config
+	if len(cfg.BackOff) == 0 {
+		return 0
+	}
+	// The server's index: the deliveries before this one, at most the last.
+	i := min(md.NumDelivered-1, uint64(len(cfg.BackOff)-1)) //nolint:gosec // G115: a slice's length less one, never negative here
+	return max(cfg.BackOff[i]-cfg.AckWait, 0)
 }
 
 // holderDeliveries is the delivery of an answer's attempt from which a

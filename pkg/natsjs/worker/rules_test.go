@@ -364,6 +364,46 @@ func testRuleAnswerHolder(t *testing.T) {
 	if r := p.storedResult(t, deferring, 0); r.Status != protocol.StatusCallDeferred || r.Metadata[tool.AnswerHolderMetaKey] != "w" {
 		t.Errorf("deferral %+v, want call_deferred naming w", r)
 	}
+
+	testAnswerHolderShippedBackoff(t)
+}
+
+// testAnswerHolderShippedBackoff: under the task consumer as shipped (ack
+// wait 10 s, backoff 10, 10, 10, 30 and 60 s), the hand-backs of an
+// answer for a holder alive that never pulls it come at their own delays
+// still (the server would add 20 s to a delayed nak of the 4th delivery
+// and 50 s to one of the 5th: a holder SIGKILLed had its answer run 71 s
+// late): with a delivery limit of 8, five hand-backs, then run here, in
+// about a second.
+func testAnswerHolderShippedBackoff(t *testing.T) {
+	p := newProbe(t)
+	p.start(t, worker.Config{ID: "w", AckWait: -1, MaxDeliver: 8})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	kv, err := p.js.KeyValue(ctx, "tools_registry")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := json.Marshal(natsjs.NewRegistryEntry(tool.Func("job", "", func(context.Context, *tool.RunContext, jobArgs) (string, error) { return "", nil }), "stuck", time.Now().Add(time.Hour)))
+	if _, err := kv.Put(ctx, natsjs.RegistryKey("job", "stuck"), data); err != nil {
+		t.Fatal(err)
+	}
+	task := jstest.NewTask("job", protocol.NewID(), `{"n":1}`)
+	task.Attempt, task.Approved = 1, true
+	task.ToolCallMetadata = map[string]any{tool.AnswerMetaKey: map[string]any{"action": "accept"}, tool.AnswerHolderMetaKey: "stuck"}
+	began := time.Now()
+	seq := p.publish(t, task, nil)
+	naks := 0
+	for p.nextAck(t, seq, false) == "nak" {
+		naks++
+	}
+	p.ran(t, task)
+	if naks != 5 {
+		t.Errorf("%d hand-backs before it ran, want 5 (delivery limit 8)", naks)
+	}
+	if took := time.Since(began); took > 10*time.Second {
+		t.Errorf("ran %v after it was stored, want about a second of hand-backs", took)
+	}
 }
 
 // The tool runs with the task's run context, and what it returns is the
