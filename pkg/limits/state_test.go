@@ -1,6 +1,7 @@
 package limits_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -263,5 +264,36 @@ func TestCancelledStartsAtOnce(t *testing.T) {
 	}
 	if i, _ := s.Next(t0); i >= 0 {
 		t.Errorf("%s may start: only the cancelled ones may", s.Queue[i].ID)
+	}
+}
+
+// TestClone checks that a clone shares nothing a change alters: a change
+// tried on it and dropped leaves the original as it was.
+func TestClone(t *testing.T) {
+	t.Parallel()
+	p := plan(limits.Call{Tenant: "a"}, &limits.Limits{MaxInFlight: 1, Key: limits.KeyTenant,
+		Rate: &limits.Rate{Limit: 1, Period: limits.Duration(time.Second)}, Fairness: &limits.Fairness{Key: limits.KeyTenant}})
+	var s limits.State
+	if r := s.Admit(p, "run", "w", t0, lease); r != "" {
+		t.Fatal(r)
+	}
+	if _, err := s.Park(entry("wait", p, t0)); err != nil {
+		t.Fatal(err)
+	}
+	s.Pause = &limits.Pause{By: "op", At: t0}
+	before, _ := json.Marshal(&s)
+	c := s.Clone()
+	c.Release("run")
+	c.Renew("w", map[string]bool{"wait": true}, t0.Add(time.Hour))
+	c.Queue[0].Plan.Holds[0].Max = 9
+	c.Pause.By = "else"
+	c.CoolDown("", t0.Add(time.Minute))
+	i, _ := c.Next(t0.Add(2 * time.Second))
+	if i >= 0 {
+		c.Claim(i, "w2", t0.Add(2*time.Second), lease)
+	}
+	c.Remove("wait")
+	if after, _ := json.Marshal(&s); string(after) != string(before) {
+		t.Fatalf("changes of the clone reached the original:\n%s\nwas\n%s", after, before)
 	}
 }
