@@ -150,7 +150,7 @@ func (p *pump) drain() time.Duration {
 		if int(p.rs.busy.Load()) >= p.rs.n {
 			return pumpMinWait * 20 // every runner is busy: look again soon
 		}
-		if err := w.slots.acquire(p.part.ctx, "queue "+p.part.name); err != nil {
+		if err := w.slots.acquireQueued(p.part.ctx, p.part.name); err != nil {
 			return 0 // stopping
 		}
 		msg, err := p.claim()

@@ -18,8 +18,10 @@ import (
 // watch channel.
 //
 // Preemption is only across tools: a tool's pulls are never cut short by
-// its own fetcher (a cut pull may drop a message already on its way, which
-// then waits for its ack wait to be redelivered).
+// its own fetcher nor by its own queue's pump (a cut pull may drop a
+// message already on its way, which then waits for its ack wait to be
+// redelivered); while its pump waits for a slot, its fetcher's pulls are
+// short instead, so that the pump waits at most one short pull.
 type slotPool struct {
 	mu       sync.Mutex
 	free     int
@@ -29,8 +31,9 @@ type slotPool struct {
 }
 
 type waiter struct {
-	ch   chan struct{} // closed when granted a slot
-	tool string
+	ch    chan struct{} // closed when granted a slot
+	tool  string
+	queue bool // the tool's pump, for a call of its queue
 }
 
 // longPulls are a fetcher's long pull requests, which cancel abandons.
@@ -46,6 +49,18 @@ func newSlotPool(n int) *slotPool {
 // acquire takes a slot for a fetcher of tool, waiting (and preempting a
 // long pull of another tool) when none is free. It fails only when ctx ends.
 func (p *slotPool) acquire(ctx context.Context, tool string) error {
+	return p.take(ctx, waiter{tool: tool})
+}
+
+// acquireQueued takes a slot for the pump of tool's queue, as acquire
+// does: it preempts no pull of tool's own, whose pulls are short while it
+// waits.
+func (p *slotPool) acquireQueued(ctx context.Context, tool string) error {
+	return p.take(ctx, waiter{tool: tool, queue: true})
+}
+
+func (p *slotPool) take(ctx context.Context, wt waiter) error {
+	tool := wt.tool
 	p.mu.Lock()
 	if p.free > 0 && len(p.waiters) == 0 {
 		p.free--
@@ -53,7 +68,8 @@ func (p *slotPool) acquire(ctx context.Context, tool string) error {
 		return nil
 	}
 	ch := make(chan struct{})
-	p.waiters = append(p.waiters, waiter{ch: ch, tool: tool})
+	wt.ch = ch
+	p.waiters = append(p.waiters, wt)
 	for pl := range p.long { // preempt one of another tool
 		if pl.tool != tool {
 			delete(p.long, pl)
@@ -129,12 +145,12 @@ func (p *slotPool) unwatch(ch chan struct{}) {
 }
 
 // canPullLong reports whether a pull of tool may be long: no fetcher of
-// another tool waits for a slot (otherwise pulls are short, so that the
-// slots rotate among the tools).
+// another tool, nor a pump, waits for a slot (otherwise pulls are short,
+// so that the slots rotate among the tools and the queues).
 func (p *slotPool) canPullLong(tool string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return !slices.ContainsFunc(p.waiters, func(w waiter) bool { return w.tool != tool })
+	return !slices.ContainsFunc(p.waiters, func(w waiter) bool { return w.tool != tool || w.queue })
 }
 
 // startLongPulls records that a fetcher of tool holds slots in long pulls,

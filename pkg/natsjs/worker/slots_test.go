@@ -103,6 +103,43 @@ func TestSlotPoolWatchAndLong(t *testing.T) {
 	})
 }
 
+// TestSlotPoolQueueWaiter checks that a tool's pump waiting for a slot
+// does not preempt its own tool's long pull (a cut pull may drop a task on
+// its way, which then waits out its ack wait: the pump once did, and a
+// flood's calls waited ten seconds), and that the tool's pulls are short
+// while it waits, so that it waits at most a short pull.
+func TestSlotPoolQueueWaiter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newSlotPool(1)
+		ctx := t.Context()
+		if err := p.acquire(ctx, "a"); err != nil {
+			t.Fatal(err)
+		}
+		own := make(chan struct{})
+		p.startLongPulls(func() { close(own) }, "a")
+		granted := make(chan error, 1)
+		go func() { granted <- p.acquireQueued(ctx, "a") }()
+		synctest.Wait()
+		if n := waiters(p); n != 1 {
+			t.Fatalf("%d wait, want the pump", n)
+		}
+		if closed(own) {
+			t.Fatal("the pump preempted its own tool's pull")
+		}
+		if p.canPullLong("a") {
+			t.Fatal("the tool's pulls are long while its pump waits for a slot")
+		}
+		p.release()
+		if err := <-granted; err != nil {
+			t.Fatal(err)
+		}
+		if !p.canPullLong("a") {
+			t.Fatal("the tool's pulls are short with nobody waiting")
+		}
+		p.release()
+	})
+}
+
 // TestSlotPoolAcquireCancelled checks that a fetcher whose context ends
 // while it waits leaves the queue, and that a slot granted to it just
 // then is given back.
