@@ -62,7 +62,9 @@ func (w *Worker) gateClosed(toolName string) bool {
 // watchGate subscribes g to the writes of the state of the tool named:
 // the gate is current from then on, while the connection is up (and again
 // at the pump's next read after a reconnect), once the state was read
-// (loadGate).
+// (loadGate). A write after which a waiting call may start (a call ended
+// or was parked, on any replica) wakes the tool's pump, so that a slot
+// freed is taken up at once rather than at the pump's next look.
 func (w *Worker) watchGate(name string, g *gate) (*nats.Subscription, error) {
 	subject := "$KV." + w.names.LimitsBucket + "." + natsjs.LimitsKey(name)
 	sub, err := w.cfg.Conn.Subscribe(subject, func(m *nats.Msg) {
@@ -76,6 +78,9 @@ func (w *Worker) watchGate(name string, g *gate) (*nats.Subscription, error) {
 			return
 		}
 		g.set(&st)
+		if i, _ := st.Next(time.Now()); i >= 0 {
+			w.kickPump(name) // a call waits that may start: a slot freed, on any replica
+		}
 	})
 	if err != nil {
 		return nil, fmt.Errorf("natsjs: worker: subscribe to the state of tool %s: %w", name, err)
