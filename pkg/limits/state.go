@@ -232,6 +232,17 @@ func (s *State) acquire(p Plan, id, worker string, now time.Time, lease time.Dur
 // the same or a higher priority: the new call waits its turn). It returns
 // the reason it must wait when it may not start.
 func (s *State) Admit(p Plan, id, worker string, now time.Time, lease time.Duration) (reason string) {
+	if r := s.MustWait(p, id, now); r != "" {
+		return r
+	}
+	s.acquire(p, id, worker, now, lease)
+	return ""
+}
+
+// MustWait returns why a call id of plan p that was not waiting may not
+// start at now, as [State.Admit] decides it, changing nothing: "" when it
+// may.
+func (s *State) MustWait(p Plan, id string, now time.Time) (reason string) {
 	if r, _ := s.Blocked(p, now); r != "" {
 		return r
 	}
@@ -243,7 +254,6 @@ func (s *State) Admit(p Plan, id, worker string, now time.Time, lease time.Durat
 			}
 		}
 	}
-	s.acquire(p, id, worker, now, lease)
 	return ""
 }
 

@@ -297,3 +297,42 @@ func TestClone(t *testing.T) {
 		t.Fatalf("changes of the clone reached the original:\n%s\nwas\n%s", after, before)
 	}
 }
+
+// TestMustWait checks that MustWait decides as Admit does, changing
+// nothing: a key full or a waiting call that goes first holds the call, a
+// free key admits it.
+func TestMustWait(t *testing.T) {
+	t.Parallel()
+	l := &limits.Limits{MaxInFlight: 1, Key: limits.KeyTenant}
+	a, b := plan(limits.Call{Tenant: "a"}, l), plan(limits.Call{Tenant: "b"}, l)
+	var s limits.State
+	if r := s.Admit(a, "a1", "w", t0, lease); r != "" {
+		t.Fatal(r)
+	}
+	if _, err := s.Park(entry("b1", b, t0)); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := json.Marshal(&s)
+	for _, c := range []struct {
+		id   string
+		p    limits.Plan
+		want string
+	}{
+		{"a2", a, limits.ReasonMaxInFlight}, // a's key is full
+		{"b2", b, limits.ReasonOrder},       // b1 waits and may start: it goes first
+	} {
+		if got := s.MustWait(c.p, c.id, t0); got != c.want {
+			t.Errorf("MustWait(%s) = %q, want %q", c.id, got, c.want)
+		}
+	}
+	if after, _ := json.Marshal(&s); string(after) != string(before) {
+		t.Fatalf("MustWait changed the state:\n%s\nwas\n%s", after, before)
+	}
+	s.Remove("b1")
+	if got := s.MustWait(b, "b2", t0); got != "" {
+		t.Errorf("MustWait(b2) with b's key free = %q, want it to start", got)
+	}
+	if r := s.Admit(b, "b2", "w", t0, lease); r != "" {
+		t.Errorf("Admit(b2) = %q after MustWait said it may start", r)
+	}
+}

@@ -141,9 +141,9 @@ func (p *pump) drain() time.Duration {
 			return pumpRetryWait
 		}
 		now := time.Now()
-		w.observe(p.part.name, st, now)
 		st.Prune(now)
 		i, wake := st.Next(now)
+		w.observe(p.part.name, st, now) // not changed after: its gate keeps it
 		if i < 0 {
 			return p.waitFor(wake, now, len(st.Queue) > 0)
 		}
