@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // slotPool bounds how many tasks a worker holds at once, across its tools.
@@ -17,11 +18,14 @@ import (
 // whose requests are outstanding learns of slots freed meanwhile from a
 // watch channel.
 //
-// Preemption is only across tools: a tool's pulls are never cut short by
-// its own fetcher nor by its own queue's pump (a cut pull may drop a
-// message already on its way, which then waits for its ack wait to be
-// redelivered); while its pump waits for a slot, its fetcher's pulls are
-// short instead, so that the pump waits at most one short pull.
+// Preemption is across tools: a tool's pulls are never cut short by its
+// own fetcher, nor by its own queue's pump while tasks wait in its
+// consumer (a cut pull may drop a message already on its way, which then
+// waits for its ack wait to be redelivered: the pump once cut them so, and
+// a flood's calls started ten seconds late); while its pump waits for a
+// slot, its fetcher's pulls are short, so that the pump waits at most one
+// short pull, or none once the consumer is drained (its long pulls, quiet,
+// are then cut: no task is on its way to them but one stored just then).
 type slotPool struct {
 	mu       sync.Mutex
 	free     int
@@ -40,6 +44,10 @@ type waiter struct {
 type longPulls struct {
 	cancel func()
 	tool   string
+	// quiet says the fetcher's last delivery left no task waiting in the
+	// consumer: its tool's own pump may then preempt them, no task being
+	// on its way to them but one stored just then.
+	quiet *atomic.Bool
 }
 
 func newSlotPool(n int) *slotPool {
@@ -70,8 +78,8 @@ func (p *slotPool) take(ctx context.Context, wt waiter) error {
 	ch := make(chan struct{})
 	wt.ch = ch
 	p.waiters = append(p.waiters, wt)
-	for pl := range p.long { // preempt one of another tool
-		if pl.tool != tool {
+	for pl := range p.long { // preempt one of another tool, or a quiet one of its own for its pump
+		if pl.tool != tool || (wt.queue && pl.quiet != nil && pl.quiet.Load()) {
 			delete(p.long, pl)
 			pl.cancel()
 			break
@@ -156,8 +164,8 @@ func (p *slotPool) canPullLong(tool string) bool {
 // startLongPulls records that a fetcher of tool holds slots in long pulls,
 // which a fetcher of another tool that has to wait may preempt by calling
 // cancel (once, under the pool's lock).
-func (p *slotPool) startLongPulls(cancel func(), tool string) *longPulls {
-	pl := &longPulls{cancel: cancel, tool: tool}
+func (p *slotPool) startLongPulls(cancel func(), tool string, quiet *atomic.Bool) *longPulls {
+	pl := &longPulls{cancel: cancel, tool: tool, quiet: quiet}
 	p.mu.Lock()
 	p.long[pl] = struct{}{}
 	p.mu.Unlock()
