@@ -200,6 +200,9 @@ func (p *pump) waitFor(wake, now time.Time, waiting bool) time.Duration {
 	if waiting || p.part.tool.Load().Limits != nil {
 		most = pumpActive
 	}
+	if d := time.Duration(p.w.pumpLook.Load()); d > 0 {
+		most = d
+	}
 	if wake.IsZero() {
 		return most
 	}
