@@ -179,8 +179,18 @@ func (w *Worker) mustWait(d *delivery, p limits.Plan, id string, now time.Time) 
 // park stores the task d holds in its tool's queue, not to start before
 // notBefore (zero: as soon as it may), and acknowledges its delivery. When
 // it may start after all (a slot freed meanwhile, no notBefore), it runs
-// instead. A queue that cannot take it hands the task back.
+// instead, unless it gave its worker slot back to pull the next task of a
+// backlog. A queue that cannot take it hands the task back.
 func (w *Worker) park(d *delivery, plan limits.Plan, id, reason string, notBefore time.Time) step {
+	early := d.md != nil && d.md.NumPending > 0 && !d.slot.released
+	if early {
+		// Tasks were waiting when this one was delivered (a flood): pull
+		// the next while this one is parked, as ruleRun does while a
+		// result is published (the runners outnumber the slots for that).
+		// Holding no slot, it is then parked even if it may start by
+		// then: the pump, woken, claims it with a slot.
+		d.slot.release()
+	}
 	ctx, cancel := w.stateCtx()
 	defer cancel()
 	if err := w.state.PutTask(ctx, d.tool.Name, d.task.TaskID, d.task.Attempt, d.msg.Data(), keptHeaders(d.msg.Headers())); err != nil {
@@ -206,7 +216,7 @@ func (w *Worker) park(d *delivery, plan limits.Plan, id, reason string, notBefor
 			return nil // parked already: by an earlier delivery (its claim, if it runs, kept whole)
 		}
 		st.Release(id) // a call held again after it ran (retry after)
-		if notBefore.IsZero() {
+		if notBefore.IsZero() && !early {
 			if reason = st.Admit(plan, id, w.cfg.ID, now, w.lease); reason == "" {
 				admitted = true
 				return nil
