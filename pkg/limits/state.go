@@ -2,6 +2,7 @@ package limits
 
 import (
 	"errors"
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -231,6 +232,17 @@ func (s *State) acquire(p Plan, id, worker string, now time.Time, lease time.Dur
 // the same or a higher priority: the new call waits its turn). It returns
 // the reason it must wait when it may not start.
 func (s *State) Admit(p Plan, id, worker string, now time.Time, lease time.Duration) (reason string) {
+	if r := s.MustWait(p, id, now); r != "" {
+		return r
+	}
+	s.acquire(p, id, worker, now, lease)
+	return ""
+}
+
+// MustWait returns why a call id of plan p that was not waiting may not
+// start at now, as [State.Admit] decides it, changing nothing: "" when it
+// may.
+func (s *State) MustWait(p Plan, id string, now time.Time) (reason string) {
 	if r, _ := s.Blocked(p, now); r != "" {
 		return r
 	}
@@ -242,7 +254,6 @@ func (s *State) Admit(p Plan, id, worker string, now time.Time, lease time.Durat
 			}
 		}
 	}
-	s.acquire(p, id, worker, now, lease)
 	return ""
 }
 
@@ -556,6 +567,36 @@ func (s *State) Prune(now time.Time) {
 	if len(s.Queue) == 0 && len(s.Pass) == 0 {
 		s.VT = 0
 	}
+}
+
+// Clone returns a copy of s that shares nothing a change of either
+// alters: a change may be tried on it and dropped.
+func (s *State) Clone() *State {
+	c := &State{VT: s.VT, Pass: maps.Clone(s.Pass)}
+	if s.Queue != nil {
+		c.Queue = make([]Entry, len(s.Queue))
+		for i, e := range s.Queue {
+			e.Plan.Holds = slices.Clone(e.Plan.Holds)
+			if e.Claim != nil {
+				cl := *e.Claim
+				e.Claim = &cl
+			}
+			c.Queue[i] = e
+		}
+	}
+	if s.Buckets != nil {
+		c.Buckets = make(map[string]*Bucket, len(s.Buckets))
+		for name, b := range s.Buckets {
+			cb := *b
+			cb.Holders = maps.Clone(b.Holders)
+			c.Buckets[name] = &cb
+		}
+	}
+	if s.Pause != nil {
+		p := *s.Pause
+		c.Pause = &p
+	}
+	return c
 }
 
 // Empty reports whether the state holds nothing.

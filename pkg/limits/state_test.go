@@ -1,6 +1,7 @@
 package limits_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -263,5 +264,75 @@ func TestCancelledStartsAtOnce(t *testing.T) {
 	}
 	if i, _ := s.Next(t0); i >= 0 {
 		t.Errorf("%s may start: only the cancelled ones may", s.Queue[i].ID)
+	}
+}
+
+// TestClone checks that a clone shares nothing a change alters: a change
+// tried on it and dropped leaves the original as it was.
+func TestClone(t *testing.T) {
+	t.Parallel()
+	p := plan(limits.Call{Tenant: "a"}, &limits.Limits{MaxInFlight: 1, Key: limits.KeyTenant,
+		Rate: &limits.Rate{Limit: 1, Period: limits.Duration(time.Second)}, Fairness: &limits.Fairness{Key: limits.KeyTenant}})
+	var s limits.State
+	if r := s.Admit(p, "run", "w", t0, lease); r != "" {
+		t.Fatal(r)
+	}
+	if _, err := s.Park(entry("wait", p, t0)); err != nil {
+		t.Fatal(err)
+	}
+	s.Pause = &limits.Pause{By: "op", At: t0}
+	before, _ := json.Marshal(&s)
+	c := s.Clone()
+	c.Release("run")
+	c.Renew("w", map[string]bool{"wait": true}, t0.Add(time.Hour))
+	c.Queue[0].Plan.Holds[0].Max = 9
+	c.Pause.By = "else"
+	c.CoolDown("", t0.Add(time.Minute))
+	i, _ := c.Next(t0.Add(2 * time.Second))
+	if i >= 0 {
+		c.Claim(i, "w2", t0.Add(2*time.Second), lease)
+	}
+	c.Remove("wait")
+	if after, _ := json.Marshal(&s); string(after) != string(before) {
+		t.Fatalf("changes of the clone reached the original:\n%s\nwas\n%s", after, before)
+	}
+}
+
+// TestMustWait checks that MustWait decides as Admit does, changing
+// nothing: a key full or a waiting call that goes first holds the call, a
+// free key admits it.
+func TestMustWait(t *testing.T) {
+	t.Parallel()
+	l := &limits.Limits{MaxInFlight: 1, Key: limits.KeyTenant}
+	a, b := plan(limits.Call{Tenant: "a"}, l), plan(limits.Call{Tenant: "b"}, l)
+	var s limits.State
+	if r := s.Admit(a, "a1", "w", t0, lease); r != "" {
+		t.Fatal(r)
+	}
+	if _, err := s.Park(entry("b1", b, t0)); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := json.Marshal(&s)
+	for _, c := range []struct {
+		id   string
+		p    limits.Plan
+		want string
+	}{
+		{"a2", a, limits.ReasonMaxInFlight}, // a's key is full
+		{"b2", b, limits.ReasonOrder},       // b1 waits and may start: it goes first
+	} {
+		if got := s.MustWait(c.p, c.id, t0); got != c.want {
+			t.Errorf("MustWait(%s) = %q, want %q", c.id, got, c.want)
+		}
+	}
+	if after, _ := json.Marshal(&s); string(after) != string(before) {
+		t.Fatalf("MustWait changed the state:\n%s\nwas\n%s", after, before)
+	}
+	s.Remove("b1")
+	if got := s.MustWait(b, "b2", t0); got != "" {
+		t.Errorf("MustWait(b2) with b's key free = %q, want it to start", got)
+	}
+	if r := s.Admit(b, "b2", "w", t0, lease); r != "" {
+		t.Errorf("Admit(b2) = %q after MustWait said it may start", r)
 	}
 }

@@ -31,3 +31,7 @@ func SpanNames(w *Worker, subject, toolName string) (task, tool string) {
 // MaxHolderDeliveries is how many deliveries an answer's attempt takes to
 // reach its holder before another worker runs it.
 const MaxHolderDeliveries = maxHolderDeliveries
+
+// SetPumpLook makes w's pumps look at their queues unwoken only every d:
+// a test then sees what wakes them.
+func SetPumpLook(w *Worker, d time.Duration) { w.pumpLook.Store(int64(d)) }

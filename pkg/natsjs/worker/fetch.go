@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -48,8 +49,10 @@ type fetcher struct {
 	// a second while requests are outstanding: the server lost them (a
 	// restart), and they are abandoned.
 	guard *time.Timer
-	// backlog is whether tasks were waiting at the last delivery.
+	// backlog is whether tasks were waiting at the last delivery; quiet
+	// its opposite, which the tool's pump reads (see slotPool).
 	backlog bool
+	quiet   atomic.Bool
 	// reconn is closed at the next reconnect.
 	reconn <-chan struct{}
 }
@@ -60,6 +63,7 @@ func (w *Worker) fetch(p *toolPart, rs *runnerPool) {
 	info := p.consumer.CachedInfo()
 	f := &fetcher{w: w, name: p.name, ctx: p.ctx, rs: rs, p: newPullRequests(w.cfg.Conn, info.Stream, info.Name, w.cfg.Concurrency),
 		freed: w.slots.watch(), preempt: make(chan struct{}), guard: time.NewTimer(pullWait), reconn: w.reconnected()}
+	f.quiet.Store(true)
 	defer w.slots.unwatch(f.freed)
 	defer f.guard.Stop()
 	defer f.abandon()
@@ -197,7 +201,7 @@ func (f *fetcher) request(spare int) (asked, ok bool) {
 	}
 	if long && f.long == nil {
 		ch := f.preempt
-		f.long = w.slots.startLongPulls(func() { close(ch) }, f.name)
+		f.long = w.slots.startLongPulls(func() { close(ch) }, f.name, &f.quiet)
 	}
 	f.guard.Reset(f.lostAfter())
 	return true, true
@@ -226,6 +230,7 @@ func (f *fetcher) receive(m *nats.Msg) bool {
 	case task != nil:
 		md, err := task.Metadata()
 		f.backlog = err == nil && md.NumPending > 0
+		f.quiet.Store(!f.backlog)
 		f.handoff(task)
 	}
 	if p.held == 0 {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/limits"
+	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
 	"github.com/offload-dev/offload/pkg/natsjs/natstest"
 	"github.com/offload-dev/offload/pkg/natsjs/worker"
@@ -445,5 +446,64 @@ func TestFairnessAcrossReplicas(t *testing.T) {
 	}
 	if k != other {
 		t.Errorf("%d calls of the other tenant ran, want %d", k, other)
+	}
+}
+
+// A write of a tool's state after which a waiting call may start wakes
+// the tool's pump, from any writer: here the operator's resume, which no
+// worker made, starts the call the pause held, though the pump would not
+// look at its queue unwoken for an hour.
+func TestStateWriteWakesPump(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	results := b.results(t)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	job := echoLike("job", "done", tool.Limited(&limits.Limits{MaxInFlight: 1}))
+	w, err := worker.New(worker.Config{Conn: b.srv.Conn(t), ID: "w", Tools: []*tool.Tool{job}, AckWait: jstest.AckWait,
+		Logger: jstest.Logger().With("test", t.Name())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	worker.SetPumpLook(w, time.Hour)
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		if err := w.StopAndCancel(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	kv, err := b.js.KeyValue(ctx, "tools_limits")
+	if err != nil {
+		t.Fatal(err)
+	}
+	paused, _ := json.Marshal(limits.State{Pause: &limits.Pause{By: "op", At: time.Now()}})
+	rev, err := kv.Create(ctx, natsjs.LimitsKey("job"), paused)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.publishTask(t, jstest.NewTask("job", protocol.NewID(), `{}`))
+	offloadtest.Eventually(t, "the call to wait in the queue", func() bool { // parked asynchronously: polled in the stored state
+		return len(b.toolState(t, "job").Queue) == 1
+	})
+	e, err := kv.Get(ctx, natsjs.LimitsKey("job"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st limits.State
+	if err := json.Unmarshal(e.Value(), &st); err != nil {
+		t.Fatal(err)
+	}
+	st.Pause = nil
+	resumed, _ := json.Marshal(&st)
+	if _, err := kv.Update(ctx, natsjs.LimitsKey("job"), resumed, e.Revision()); err != nil {
+		t.Fatalf("resume (the state at %d, created at %d): %v", e.Revision(), rev, err)
+	}
+	res := offloadtest.WaitOrTimeout(t, results, "the call's result once resumed")
+	if res.Status != protocol.StatusOK {
+		t.Errorf("result %+v", res)
 	}
 }

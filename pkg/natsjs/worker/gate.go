@@ -27,6 +27,10 @@ type gate struct {
 type gateState struct {
 	pause *limits.Pause
 	cool  time.Time // the tool's own cool-down
+	// view is the state last written or read, kept whole: what the limits
+	// rule looks at to park a call at once that must wait (a view may be
+	// late; the compare-and-set of the state decides). Never changed.
+	view *limits.State
 }
 
 // closed reports whether the tool's calls are held at now.
@@ -38,13 +42,26 @@ func (g *gate) closed(now time.Time) bool {
 	return s != nil && (s.pause.Active(now) || now.Before(s.cool))
 }
 
-// set records st (nil: the tool has no state).
+// view returns the tool's state as the gate last saw it (nil: none),
+// not to be changed.
+func (g *gate) view() *limits.State {
+	if g == nil {
+		return nil
+	}
+	if s := g.v.Load(); s != nil {
+		return s.view
+	}
+	return nil
+}
+
+// set records st (nil: the tool has no state), which is not changed
+// after.
 func (g *gate) set(st *limits.State) {
 	if st == nil {
 		g.v.Store(nil)
 		return
 	}
-	s := &gateState{pause: st.Pause}
+	s := &gateState{pause: st.Pause, view: st}
 	if b := st.Buckets[""]; b != nil {
 		s.cool = b.Cool
 	}
@@ -62,7 +79,9 @@ func (w *Worker) gateClosed(toolName string) bool {
 // watchGate subscribes g to the writes of the state of the tool named:
 // the gate is current from then on, while the connection is up (and again
 // at the pump's next read after a reconnect), once the state was read
-// (loadGate).
+// (loadGate). A write after which a waiting call may start (a call ended
+// or was parked, on any replica) wakes the tool's pump, so that a slot
+// freed is taken up at once rather than at the pump's next look.
 func (w *Worker) watchGate(name string, g *gate) (*nats.Subscription, error) {
 	subject := "$KV." + w.names.LimitsBucket + "." + natsjs.LimitsKey(name)
 	sub, err := w.cfg.Conn.Subscribe(subject, func(m *nats.Msg) {
@@ -75,7 +94,11 @@ func (w *Worker) watchGate(name string, g *gate) (*nats.Subscription, error) {
 			w.log.Debug("a tool state not read", slog.String("tool", name), slog.Any("error", err))
 			return
 		}
+		i, _ := st.Next(time.Now())
 		g.set(&st)
+		if i >= 0 {
+			w.kickPump(name) // a call waits that may start: a slot freed, on any replica
+		}
 	})
 	if err != nil {
 		return nil, fmt.Errorf("natsjs: worker: subscribe to the state of tool %s: %w", name, err)

@@ -116,6 +116,13 @@ func (w *Worker) admit(d *delivery) step {
 	}
 	id := limits.ID(d.task.TaskID, d.task.Attempt)
 	now := time.Now()
+	if reason := w.mustWait(d, plan, id, now); reason != "" {
+		// The state as this worker last saw it holds the call (a flood of
+		// one key behind its limit): it is parked at once, which admits it
+		// still if the state says otherwise by then, rather than read
+		// first only to be refused.
+		return w.park(d, plan, id, reason, time.Time{})
+	}
 	var reason string
 	var dup bool
 	ctx, cancel := w.stateCtx()
@@ -150,11 +157,40 @@ func (w *Worker) admit(d *delivery) step {
 	return w.park(d, plan, id, reason, time.Time{})
 }
 
+// mustWait returns why the call id of plan p must wait at now by the
+// state of its tool as this worker last saw it (its gate's view): "" when
+// it may start, as far as the view says, or there is no view. A call
+// parked already (a redelivery) is left to admit, which acknowledges it.
+func (w *Worker) mustWait(d *delivery, p limits.Plan, id string, now time.Time) string {
+	pt := w.partOf(d.tool.Name)
+	if pt == nil {
+		return ""
+	}
+	v := pt.gate.view()
+	if v == nil {
+		return ""
+	}
+	if _, ok := v.Get(id); ok {
+		return ""
+	}
+	return v.MustWait(p, id, now)
+}
+
 // park stores the task d holds in its tool's queue, not to start before
 // notBefore (zero: as soon as it may), and acknowledges its delivery. When
 // it may start after all (a slot freed meanwhile, no notBefore), it runs
-// instead. A queue that cannot take it hands the task back.
+// instead, unless it gave its worker slot back to pull the next task of a
+// backlog. A queue that cannot take it hands the task back.
 func (w *Worker) park(d *delivery, plan limits.Plan, id, reason string, notBefore time.Time) step {
+	early := d.md != nil && d.md.NumPending > 0 && !d.slot.released
+	if early {
+		// Tasks were waiting when this one was delivered (a flood): pull
+		// the next while this one is parked, as ruleRun does while a
+		// result is published (the runners outnumber the slots for that).
+		// Holding no slot, it is then parked even if it may start by
+		// then: the pump, woken, claims it with a slot.
+		d.slot.release()
+	}
 	ctx, cancel := w.stateCtx()
 	defer cancel()
 	if err := w.state.PutTask(ctx, d.tool.Name, d.task.TaskID, d.task.Attempt, d.msg.Data(), keptHeaders(d.msg.Headers())); err != nil {
@@ -176,11 +212,11 @@ func (w *Worker) park(d *delivery, plan limits.Plan, id, reason string, notBefor
 	st, err := w.state.Update(ctx, d.tool.Name, func(st *limits.State) error {
 		admitted, parked, blocked = false, false, ""
 		st.Prune(now)
-		st.Release(id) // a call held again after it ran (retry after)
 		if _, ok := st.Get(id); ok {
-			return nil // parked already: by an earlier delivery
+			return nil // parked already: by an earlier delivery (its claim, if it runs, kept whole)
 		}
-		if notBefore.IsZero() {
+		st.Release(id) // a call held again after it ran (retry after)
+		if notBefore.IsZero() && !early {
 			if reason = st.Admit(plan, id, w.cfg.ID, now, w.lease); reason == "" {
 				admitted = true
 				return nil

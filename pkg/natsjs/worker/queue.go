@@ -108,13 +108,15 @@ func (p *pump) run() {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
+		kicked := false
 		select {
 		case <-p.kick:
+			kicked = true
 		case <-timer.C:
 		case <-p.part.ctx.Done():
 			return
 		}
-		wait := p.drain()
+		wait := p.drain(kicked)
 		if p.part.ctx.Err() != nil {
 			return
 		}
@@ -129,48 +131,63 @@ func (p *pump) run() {
 }
 
 // drain claims the calls that may start now while the worker has slots
-// for them, and returns how long to wait before looking again.
-func (p *pump) drain() time.Duration {
+// for them, and returns how long to wait before looking again. Woken by a
+// kick (a write of the state, which its gate saw, or a change of this
+// worker's), it looks first at the state as its gate last saw it; on its
+// timer, it reads the state (a write missed while disconnected).
+func (p *pump) drain(kicked bool) time.Duration {
 	w := p.w
 	for {
-		ctx, cancel := w.stateCtx()
-		st, _, err := w.state.Load(ctx, p.part.name)
-		cancel()
-		if err != nil {
-			w.log.Warn("the tool's queue could not be read", slog.String("tool", p.part.name), slog.Any("error", err))
-			return pumpRetryWait
+		var st *limits.State
+		if v := p.part.gate.view(); kicked && v != nil {
+			st = v.Clone() // the gate's is not to be changed
+		} else {
+			ctx, cancel := w.stateCtx()
+			var err error
+			st, _, err = w.state.Load(ctx, p.part.name)
+			cancel()
+			if err != nil {
+				w.log.Warn("the tool's queue could not be read", slog.String("tool", p.part.name), slog.Any("error", err))
+				return pumpRetryWait
+			}
 		}
+		kicked = true // after a claim, its state is the gate's view
 		now := time.Now()
-		w.observe(p.part.name, st, now)
 		st.Prune(now)
 		i, wake := st.Next(now)
+		w.observe(p.part.name, st, now) // not changed after: its gate keeps it
 		if i < 0 {
 			return p.waitFor(wake, now, len(st.Queue) > 0)
 		}
-		if int(p.rs.busy.Load()) >= p.rs.n {
+		free := p.rs.n - int(p.rs.busy.Load())
+		if free <= 0 {
 			return pumpMinWait * 20 // every runner is busy: look again soon
 		}
-		if err := w.slots.acquire(p.part.ctx, "queue "+p.part.name); err != nil {
+		if err := w.slots.acquireQueued(p.part.ctx, p.part.name); err != nil {
 			return 0 // stopping
 		}
-		msg, err := p.claim()
-		if err != nil || msg == nil {
+		n := 1 + w.slots.tryAcquire(free-1)
+		msgs, err := p.claim(n)
+		for range n - len(msgs) {
 			w.slots.release()
-			if err != nil {
-				w.log.Warn("a queued call could not be claimed", slog.String("tool", p.part.name), slog.Any("error", err))
-				return pumpRetryWait
-			}
-			continue // another replica claimed it first: look again
 		}
-		w.held.add(p.part.name, msg.entry.ID)
-		p.rs.busy.Add(1)
-		select {
-		case p.rs.tasks <- msg:
-		case <-p.part.ctx.Done():
-			_ = msg.Nak()
-			w.held.remove(p.part.name, msg.entry.ID)
-			w.slots.release()
-			p.rs.done()
+		for _, msg := range msgs {
+			w.held.add(p.part.name, msg.entry.ID)
+			p.rs.busy.Add(1)
+			select {
+			case p.rs.tasks <- msg:
+			case <-p.part.ctx.Done():
+				_ = msg.Nak()
+				w.held.remove(p.part.name, msg.entry.ID)
+				w.slots.release()
+				p.rs.done()
+			}
+		}
+		if err != nil {
+			w.log.Warn("a queued call could not be claimed", slog.String("tool", p.part.name), slog.Any("error", err))
+			return pumpRetryWait
+		}
+		if p.part.ctx.Err() != nil {
 			return 0
 		}
 	}
@@ -183,51 +200,74 @@ func (p *pump) waitFor(wake, now time.Time, waiting bool) time.Duration {
 	if waiting || p.part.tool.Load().Limits != nil {
 		most = pumpActive
 	}
+	if d := time.Duration(p.w.pumpLook.Load()); d > 0 {
+		most = d
+	}
 	if wake.IsZero() {
 		return most
 	}
 	return min(max(wake.Sub(now), pumpMinWait), most)
 }
 
-// claim claims the next call that may start and returns it as a delivery
-// with its stored task; nil when none may (another replica claimed it
-// first). A claimed call whose task is gone is removed; one whose task
-// cannot be read waits again a second.
-func (p *pump) claim() (*queuedMsg, error) {
+// claim claims, by one change of the state, up to n calls that may
+// start (in the order of limits.State.Next) and returns them as
+// deliveries with their stored tasks; none when none may (another replica
+// claimed them first). A claimed call whose task is gone is removed; one
+// whose task cannot be read waits again a second.
+func (p *pump) claim(n int) ([]*queuedMsg, error) {
 	w := p.w
 	ctx, cancel := w.stateCtx()
 	defer cancel()
-	var e limits.Entry
-	claimed := false
+	var claimed []limits.Entry
 	now := time.Now()
-	if _, err := w.state.Update(ctx, p.part.name, func(st *limits.State) error {
-		claimed = false
+	st, err := w.state.Update(ctx, p.part.name, func(st *limits.State) error {
+		claimed = claimed[:0]
 		st.Prune(now)
-		i, _ := st.Next(now)
-		if i < 0 {
+		for range n {
+			i, _ := st.Next(now)
+			if i < 0 {
+				break
+			}
+			claimed = append(claimed, st.Claim(i, w.cfg.ID, now, w.lease))
+		}
+		if len(claimed) == 0 {
 			return toolstate.ErrNoChange
 		}
-		e, claimed = st.Claim(i, w.cfg.ID, now, w.lease), true
 		return nil
-	}); err != nil || !claimed {
+	})
+	if err != nil {
 		return nil, err
 	}
-	m, err := w.state.GetTask(ctx, p.part.name, e.Task, e.Attempt)
-	if err != nil || m == nil {
+	w.observe(p.part.name, st, now)
+	var out []*queuedMsg
+	var gone, unread []string
+	var errs []error
+	for _, e := range claimed {
+		m, err := w.state.GetTask(ctx, p.part.name, e.Task, e.Attempt)
+		switch {
+		case err != nil:
+			unread = append(unread, e.ID)
+			errs = append(errs, err)
+		case m == nil:
+			gone = append(gone, e.ID)
+			w.log.Warn("a queued call's task is gone; removed from the queue", slog.String("tool", p.part.name), slog.String("task_id", e.Task))
+		default:
+			q := &queuedMsg{w: w, tool: p.part.name, entry: e, data: m.Data, header: keptHeaders(m.Header)}
+			q.md = jetstream.MsgMetadata{NumDelivered: uint64(max(e.Deliveries, 1)), Timestamp: e.Since, Stream: w.names.QueueStream}
+			out = append(out, q)
+		}
+	}
+	if len(gone)+len(unread) > 0 {
 		_, uerr := w.state.Update(ctx, p.part.name, func(st *limits.State) error {
-			if m == nil && err == nil {
-				st.Remove(e.ID) // nothing to run: its task is gone
-			} else {
-				st.Unclaim(e.ID, time.Now().Add(claimRetryDelay))
+			for _, id := range gone {
+				st.Remove(id) // nothing to run: its task is gone
+			}
+			for _, id := range unread {
+				st.Unclaim(id, time.Now().Add(claimRetryDelay))
 			}
 			return nil
 		})
-		if err == nil {
-			w.log.Warn("a queued call's task is gone; removed from the queue", slog.String("tool", p.part.name), slog.String("task_id", e.Task))
-		}
-		return nil, errors.Join(err, uerr)
+		errs = append(errs, uerr)
 	}
-	q := &queuedMsg{w: w, tool: p.part.name, entry: e, data: m.Data, header: keptHeaders(m.Header)}
-	q.md = jetstream.MsgMetadata{NumDelivered: uint64(max(e.Deliveries, 1)), Timestamp: e.Since, Stream: w.names.QueueStream}
-	return q, nil
+	return out, errors.Join(errs...)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // slotPool bounds how many tasks a worker holds at once, across its tools.
@@ -17,9 +18,14 @@ import (
 // whose requests are outstanding learns of slots freed meanwhile from a
 // watch channel.
 //
-// Preemption is only across tools: a tool's pulls are never cut short by
-// its own fetcher (a cut pull may drop a message already on its way, which
-// then waits for its ack wait to be redelivered).
+// Preemption is across tools: a tool's pulls are never cut short by its
+// own fetcher, nor by its own queue's pump while tasks wait in its
+// consumer (a cut pull may drop a message already on its way, which then
+// waits for its ack wait to be redelivered: the pump once cut them so, and
+// a flood's calls started ten seconds late); while its pump waits for a
+// slot, its fetcher's pulls are short, so that the pump waits at most one
+// short pull, or none once the consumer is drained (its long pulls, quiet,
+// are then cut: no task is on its way to them but one stored just then).
 type slotPool struct {
 	mu       sync.Mutex
 	free     int
@@ -29,14 +35,19 @@ type slotPool struct {
 }
 
 type waiter struct {
-	ch   chan struct{} // closed when granted a slot
-	tool string
+	ch    chan struct{} // closed when granted a slot
+	tool  string
+	queue bool // the tool's pump, for a call of its queue
 }
 
 // longPulls are a fetcher's long pull requests, which cancel abandons.
 type longPulls struct {
 	cancel func()
 	tool   string
+	// quiet says the fetcher's last delivery left no task waiting in the
+	// consumer: its tool's own pump may then preempt them, no task being
+	// on its way to them but one stored just then.
+	quiet *atomic.Bool
 }
 
 func newSlotPool(n int) *slotPool {
@@ -46,6 +57,18 @@ func newSlotPool(n int) *slotPool {
 // acquire takes a slot for a fetcher of tool, waiting (and preempting a
 // long pull of another tool) when none is free. It fails only when ctx ends.
 func (p *slotPool) acquire(ctx context.Context, tool string) error {
+	return p.take(ctx, waiter{tool: tool})
+}
+
+// acquireQueued takes a slot for the pump of tool's queue, as acquire
+// does: it preempts no pull of tool's own, whose pulls are short while it
+// waits.
+func (p *slotPool) acquireQueued(ctx context.Context, tool string) error {
+	return p.take(ctx, waiter{tool: tool, queue: true})
+}
+
+func (p *slotPool) take(ctx context.Context, wt waiter) error {
+	tool := wt.tool
 	p.mu.Lock()
 	if p.free > 0 && len(p.waiters) == 0 {
 		p.free--
@@ -53,9 +76,10 @@ func (p *slotPool) acquire(ctx context.Context, tool string) error {
 		return nil
 	}
 	ch := make(chan struct{})
-	p.waiters = append(p.waiters, waiter{ch: ch, tool: tool})
-	for pl := range p.long { // preempt one of another tool
-		if pl.tool != tool {
+	wt.ch = ch
+	p.waiters = append(p.waiters, wt)
+	for pl := range p.long { // preempt one of another tool, or a quiet one of its own for its pump
+		if pl.tool != tool || (wt.queue && pl.quiet != nil && pl.quiet.Load()) {
 			delete(p.long, pl)
 			pl.cancel()
 			break
@@ -129,19 +153,19 @@ func (p *slotPool) unwatch(ch chan struct{}) {
 }
 
 // canPullLong reports whether a pull of tool may be long: no fetcher of
-// another tool waits for a slot (otherwise pulls are short, so that the
-// slots rotate among the tools).
+// another tool, nor a pump, waits for a slot (otherwise pulls are short,
+// so that the slots rotate among the tools and the queues).
 func (p *slotPool) canPullLong(tool string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return !slices.ContainsFunc(p.waiters, func(w waiter) bool { return w.tool != tool })
+	return !slices.ContainsFunc(p.waiters, func(w waiter) bool { return w.tool != tool || w.queue })
 }
 
 // startLongPulls records that a fetcher of tool holds slots in long pulls,
 // which a fetcher of another tool that has to wait may preempt by calling
 // cancel (once, under the pool's lock).
-func (p *slotPool) startLongPulls(cancel func(), tool string) *longPulls {
-	pl := &longPulls{cancel: cancel, tool: tool}
+func (p *slotPool) startLongPulls(cancel func(), tool string, quiet *atomic.Bool) *longPulls {
+	pl := &longPulls{cancel: cancel, tool: tool, quiet: quiet}
 	p.mu.Lock()
 	p.long[pl] = struct{}{}
 	p.mu.Unlock()

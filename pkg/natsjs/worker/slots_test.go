@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 )
@@ -67,7 +68,7 @@ func TestSlotPoolWatchAndLong(t *testing.T) {
 			t.Fatal("pull not long while nobody waits")
 		}
 		own := make(chan struct{})
-		p.startLongPulls(func() { close(own) }, "a")
+		p.startLongPulls(func() { close(own) }, "a", quietPulls(true))
 		granted := make(chan error, 1)
 		go func() { granted <- p.acquire(ctx, "a") }() // same tool: no preemption
 		synctest.Wait()
@@ -101,6 +102,62 @@ func TestSlotPoolWatchAndLong(t *testing.T) {
 			t.Fatal("watchers not told of a freed slot")
 		}
 	})
+}
+
+// TestSlotPoolQueueWaiter checks that a tool's pump waiting for a slot
+// does not preempt its own tool's long pull while tasks wait in the
+// consumer (a cut pull may drop a task on its way, which then waits out
+// its ack wait: the pump once did, and a flood's calls waited ten
+// seconds), that the tool's pulls are short while it waits, so that it
+// waits at most a short pull, and that it preempts a quiet one (the
+// consumer drained) rather than wait for its end.
+func TestSlotPoolQueueWaiter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newSlotPool(1)
+		ctx := t.Context()
+		if err := p.acquire(ctx, "a"); err != nil {
+			t.Fatal(err)
+		}
+		own := make(chan struct{})
+		quiet := quietPulls(false)
+		p.startLongPulls(func() { close(own) }, "a", quiet)
+		granted := make(chan error, 1)
+		go func() { granted <- p.acquireQueued(ctx, "a") }()
+		synctest.Wait()
+		if n := waiters(p); n != 1 {
+			t.Fatalf("%d wait, want the pump", n)
+		}
+		if closed(own) {
+			t.Fatal("the pump preempted its own tool's pull while tasks wait in its consumer")
+		}
+		if p.canPullLong("a") {
+			t.Fatal("the tool's pulls are long while its pump waits for a slot")
+		}
+		p.release()
+		if err := <-granted; err != nil {
+			t.Fatal(err)
+		}
+		if !p.canPullLong("a") {
+			t.Fatal("the tool's pulls are short with nobody waiting")
+		}
+		quiet.Store(true)
+		go func() { granted <- p.acquireQueued(ctx, "a") }()
+		synctest.Wait()
+		if !closed(own) {
+			t.Fatal("the pump did not preempt its tool's quiet long pull")
+		}
+		p.release()
+		if err := <-granted; err != nil {
+			t.Fatal(err)
+		}
+		p.release()
+	})
+}
+
+func quietPulls(v bool) *atomic.Bool {
+	var b atomic.Bool
+	b.Store(v)
+	return &b
 }
 
 // TestSlotPoolAcquireCancelled checks that a fetcher whose context ends

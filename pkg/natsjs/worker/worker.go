@@ -152,6 +152,9 @@ type Worker struct {
 	state *toolstate.Store
 	lease time.Duration
 	held  held
+	// pumpLook, when set (tests), replaces pumpActive and pumpIdle: the
+	// longest a pump waits before looking at its queue again unwoken.
+	pumpLook atomic.Int64
 
 	// The tools served (parts.go): read without a lock, replaced (copy on
 	// write) under setMu by Start, Serve and Retire; regMu orders the

@@ -1,0 +1,9 @@
+package toolstate
+
+import (
+	"testing"
+
+	"github.com/offload-dev/offload/internal/offloadtest"
+)
+
+func TestMain(m *testing.M) { offloadtest.WrapTestMain(m) }
