@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/offload-dev/offload/pkg/a2aface"
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/agentspec"
 	"github.com/offload-dev/offload/pkg/agui"
@@ -42,6 +44,9 @@ func (p *Process) ServeAgent(s *agentspec.Spec, model llm.Model, stream bool) (s
 		return serve.Agent{}, fmt.Errorf("spec %s: %w", s.Name, err)
 	}
 	sa := serve.Agent{Name: s.Name, Digest: s.Digest, Agent: a, Tools: tools, NonBlocking: s.Approve == "background", Tenant: s.Tenant}
+	if s.Instructions != nil {
+		sa.Description, _, _ = strings.Cut(strings.TrimSpace(*s.Instructions), "\n")
+	}
 	if sa.Approval, err = SpecApproval(s); err != nil {
 		return serve.Agent{}, fmt.Errorf("spec %s: %w", s.Name, err)
 	}
@@ -68,6 +73,8 @@ type ServeOptions struct {
 	// Limits bound what the HTTP face's clients may hold (web.Limits;
 	// zero fields: the defaults).
 	Limits web.Limits
+	// A2A serves the agents over A2A too (FaceOptions.A2A).
+	A2A bool
 	// Service, if set, adjusts the service's configuration before it is
 	// built (tests and benchmarks: delays, callbacks).
 	Service func(*serve.Config)
@@ -92,6 +99,8 @@ type Served struct {
 	// " faces" (agent serve: "agent faces"); closed by [Served.Stop].
 	Faces *nats.Conn
 	faces jetstream.JetStream
+	// agents are the agents served.
+	agents []serve.Agent
 	// Desk is the pending desk of its face.
 	Desk *pending.Desk
 	// Notifier sends the notifications (nil without receivers).
@@ -126,7 +135,7 @@ func (p *Process) Service(ctx context.Context, o ServeOptions) (*Served, error) 
 		return nil, err
 	}
 	recs.Identities = p.Identities
-	out := &Served{Metrics: metrics.NewServe(o.Registry)}
+	out := &Served{Metrics: metrics.NewServe(o.Registry), agents: o.Agents}
 	if out.Faces, err = dialLike(p.opts.Conn, " faces"); err != nil {
 		return nil, fmt.Errorf("agentproc: the faces' connection: %w", err)
 	}
@@ -181,7 +190,7 @@ func (p *Process) Serve(ctx context.Context, o ServeOptions) (*Served, error) {
 		return nil, err
 	}
 	face, err := p.Face(ctx, out, FaceOptions{Tokens: o.Tokens, Registry: o.Registry, Metrics: out.Metrics, PublicURL: o.PublicURL,
-		Limits: o.Limits})
+		Limits: o.Limits, A2A: o.A2A})
 	if err != nil {
 		return fail(err)
 	}
@@ -222,6 +231,9 @@ type FaceOptions struct {
 	PublicURL string
 	// Limits bound what the clients may hold (web.Limits).
 	Limits web.Limits
+	// A2A serves the agents over A2A (SPEC §17, package a2aface: its
+	// tasks' records in the service's bucket).
+	A2A bool
 }
 
 // Face is the HTTP face of a replica and what it decides with.
@@ -274,11 +286,31 @@ func (p *Process) Face(ctx context.Context, srv *Served, o FaceOptions) (*Face, 
 	}
 	cfg := web.Config{Core: svc, Desk: desk, Tokens: o.Tokens, Inbox: true, Links: links, PublicURL: o.PublicURL, Logger: p.log, Metrics: o.Metrics,
 		Limits: o.Limits, Tools: tools, AGUI: ag}
+	if o.A2A {
+		if cfg.A2A, err = p.a2aFace(ctx, srv, desk, threads); err != nil {
+			return nil, err
+		}
+	}
 	if o.Registry != nil {
 		cfg.Gatherer = o.Registry
 	}
 	f.Handler = web.Handler(cfg)
 	return f, nil
+}
+
+// a2aFace builds the A2A face of replica srv: its agents, its tasks'
+// records in the service's bucket, AG-UI's thread mapping for the
+// contexts that are not conversation IDs.
+func (p *Process) a2aFace(ctx context.Context, srv *Served, desk *pending.Desk, threads *convstore.Threads) (*a2aface.Face, error) {
+	tasks, err := convstore.OpenA2ATasks(ctx, convstore.OpenConfig{JetStream: srv.faces, Provision: p.opts.Provision})
+	if err != nil {
+		return nil, err
+	}
+	agents := make([]a2aface.Agent, 0, len(srv.agents))
+	for _, a := range srv.agents {
+		agents = append(agents, a2aface.Agent{Name: a.Name, Description: a.Description})
+	}
+	return a2aface.New(a2aface.Config{Core: srv.Service, Desk: desk, Tasks: tasks, Threads: threads, Agents: agents, Logger: p.log})
 }
 
 // Stop stops the notifier, then the core (its live runs suspend, within

@@ -255,12 +255,17 @@ const (
 	// ChannelAGUI is the AG-UI face's (SPEC §18): a resume entry of a
 	// RunAgentInput.
 	ChannelAGUI = "agui"
+	// ChannelA2A is the A2A face's (SPEC §17): a data part of a message
+	// to an A2A task waiting for input.
+	ChannelA2A = "a2a"
+	// ChannelMCP is the MCP face's (SPEC §17): an elicitation's answer.
+	ChannelMCP = "mcp"
 )
 
 // validChannel reports whether c is empty or one of the ChannelXxx.
 func validChannel(c string) bool {
 	switch c {
-	case "", ChannelInbox, ChannelAPI, ChannelLink, ChannelCLI, ChannelNATS, ChannelAGUI:
+	case "", ChannelInbox, ChannelAPI, ChannelLink, ChannelCLI, ChannelNATS, ChannelAGUI, ChannelA2A, ChannelMCP:
 		return true
 	}
 	return false

@@ -29,6 +29,9 @@ type Agent struct {
 	Name string
 	// Digest identifies the spec the agent was built from.
 	Digest string
+	// Description says what the agent does, to the protocol faces (an
+	// A2A agent card): the first line of its spec's instructions.
+	Description string
 	// Agent runs the conversations. Its approvals must be left to pause
 	// (no handler deciding them within the run).
 	Agent *agent.Agent

@@ -1,0 +1,138 @@
+package convstore
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/offload-dev/offload/pkg/conversation"
+	"github.com/offload-dev/offload/pkg/natsjs"
+	"github.com/offload-dev/offload/pkg/protocol"
+)
+
+// a2aTaskPre prefixes the key of each A2A task's record:
+// a2a.tasks.<owner digest>.<task ULID>.
+const a2aTaskPre = "a2a.tasks."
+
+// A2ATasks keeps the records of the A2A face's tasks (SPEC §17, package
+// a2aface: which turn of which conversation a task is, its owner, how it
+// ended) in agent serve's own bucket (natsjs.Names.ServiceBucket), so
+// that any replica answers any request of any task. A record's key holds
+// a digest of its owner (the name of the token that created it): a
+// token reads and lists its own tasks only, by key. It implements
+// a2aface.Store.
+type A2ATasks struct {
+	kv jetstream.KeyValue
+}
+
+// OpenA2ATasks ensures the service's bucket of cfg's prefix (as
+// natsjs.Provision does, when the user may; else it must exist) and
+// binds it.
+func OpenA2ATasks(ctx context.Context, cfg OpenConfig) (*A2ATasks, error) {
+	if cfg.JetStream == nil {
+		return nil, fmt.Errorf("%w: a2a tasks: no JetStream", natsjs.ErrInvalidConfig)
+	}
+	n := natsjs.NamesFor(cfg.Provision.Prefix)
+	kv, err := natsjs.EnsureBucket(ctx, cfg.JetStream, cfg.Provision, n.ServiceStream, n.ServiceBucket)
+	if err != nil {
+		return nil, err
+	}
+	return &A2ATasks{kv: kv}, nil
+}
+
+// ownerPre is the key prefix of owner's records.
+func ownerPre(owner string) string {
+	sum := sha256.Sum256([]byte(owner))
+	return a2aTaskPre + hex.EncodeToString(sum[:16]) + "."
+}
+
+// a2aKey is the key of owner's record id, or an error for an ID that is
+// not a ULID (anything a client sends is checked before it is a key).
+func a2aKey(owner, id string) (string, error) {
+	if _, err := protocol.ParseID(id); err != nil {
+		return "", fmt.Errorf("natsjs: a2a task %q: %w", id, conversation.ErrNotFound)
+	}
+	return ownerPre(owner) + id, nil
+}
+
+// Create stores owner's new record id (conversation.ErrConflict when it
+// exists).
+func (a *A2ATasks) Create(ctx context.Context, owner, id string, data []byte) error {
+	key, err := a2aKey(owner, id)
+	if err != nil {
+		return err
+	}
+	if _, err := a.kv.Create(ctx, key, data); errors.Is(err, jetstream.ErrKeyExists) {
+		return fmt.Errorf("natsjs: a2a task %s: %w", id, conversation.ErrConflict)
+	} else if err != nil {
+		return fmt.Errorf("natsjs: a2a task %s: %w", id, err)
+	}
+	return nil
+}
+
+// Get returns owner's record id and its revision (conversation.ErrNotFound
+// for one owner does not have).
+func (a *A2ATasks) Get(ctx context.Context, owner, id string) ([]byte, uint64, error) {
+	key, err := a2aKey(owner, id)
+	if err != nil {
+		return nil, 0, err
+	}
+	e, err := a.kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, 0, fmt.Errorf("natsjs: a2a task %s: %w", id, conversation.ErrNotFound)
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("natsjs: a2a task %s: %w", id, err)
+	}
+	return e.Value(), e.Revision(), nil
+}
+
+// Update replaces owner's record id when its revision is still rev
+// (conversation.ErrConflict when it changed since) and returns the new
+// revision.
+func (a *A2ATasks) Update(ctx context.Context, owner, id string, data []byte, rev uint64) (uint64, error) {
+	key, err := a2aKey(owner, id)
+	if err != nil {
+		return 0, err
+	}
+	next, err := a.kv.Update(ctx, key, data, rev)
+	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
+		return 0, fmt.Errorf("natsjs: a2a task %s: %w", id, conversation.ErrConflict)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("natsjs: a2a task %s: %w", id, err)
+	}
+	return next, nil
+}
+
+// List calls fn with each of owner's records.
+func (a *A2ATasks) List(ctx context.Context, owner string, fn func(data []byte) error) error {
+	lister, err := a.kv.ListKeysFiltered(ctx, ownerPre(owner)+"*")
+	if errors.Is(err, jetstream.ErrNoKeysFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("natsjs: a2a tasks: %w", err)
+	}
+	var keys []string
+	for k := range lister.Keys() {
+		keys = append(keys, k)
+	}
+	for _, k := range keys {
+		e, err := a.kv.Get(ctx, k)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("natsjs: a2a task %s: %w", k, err)
+		}
+		if err := fn(e.Value()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
