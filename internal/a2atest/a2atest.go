@@ -5,6 +5,7 @@
 package a2atest
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -105,11 +106,90 @@ func Do(ctx context.Context, tb testing.TB, in Request) *Result {
 	if err := cmd.Run(); err != nil {
 		tb.Fatalf("node %s: %v\n%s", script, err, stderr.String())
 	}
+	return lastResult(tb, stdout.Bytes(), stderr.String())
+}
+
+// lastResult is the result of the script's output: its last line.
+func lastResult(tb testing.TB, stdout []byte, stderr string) *Result {
+	tb.Helper()
+	lines := bytes.Split(bytes.TrimSpace(stdout), []byte("\n"))
 	var out Result
-	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
-		tb.Fatalf("node %s: %v: %q\n%s", script, err, stdout.String(), stderr.String())
+	if err := json.Unmarshal(lines[len(lines)-1], &out); err != nil {
+		tb.Fatalf("a2a.mjs: %v: %q\n%s", err, stdout, stderr)
 	}
 	return &out
+}
+
+// Streaming is a stream or subscribe request the client is making
+// ([Start]): its events as they arrive, then its result.
+type Streaming struct {
+	cmd    *exec.Cmd
+	lines  *bufio.Scanner
+	out    bytes.Buffer // every line read
+	stderr bytes.Buffer
+}
+
+// Start starts request in (op stream or subscribe) with the client; its
+// process is ended when the test ends, if it has not.
+func Start(ctx context.Context, tb testing.TB, in Request) *Streaming {
+	tb.Helper()
+	node, script := Script(tb)
+	data, err := json.Marshal(in)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	file := filepath.Join(tb.TempDir(), "request.json")
+	if err := os.WriteFile(file, data, 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	s := &Streaming{cmd: exec.CommandContext(ctx, node, script, file)}
+	s.cmd.Stderr = &s.stderr
+	pipe, err := s.cmd.StdoutPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := s.cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if s.cmd.ProcessState == nil {
+			_ = s.cmd.Process.Kill()
+			_ = s.cmd.Wait()
+		}
+	})
+	s.lines = bufio.NewScanner(pipe)
+	s.lines.Buffer(make([]byte, 0, 64*1024), 16<<20)
+	return s
+}
+
+// Next returns the stream's next event as it arrives; false once the
+// stream ended (then [Streaming.Wait] tells how).
+func (s *Streaming) Next() (map[string]any, bool) {
+	for s.lines.Scan() {
+		s.out.Write(s.lines.Bytes())
+		s.out.WriteByte('\n')
+		var line struct {
+			Event map[string]any `json:"event"`
+		}
+		if json.Unmarshal(s.lines.Bytes(), &line) == nil && line.Event != nil {
+			return line.Event, true
+		}
+	}
+	return nil, false
+}
+
+// Wait reads the rest of the stream and returns the result.
+func (s *Streaming) Wait(tb testing.TB) *Result {
+	tb.Helper()
+	for {
+		if _, ok := s.Next(); !ok {
+			break
+		}
+	}
+	if err := s.cmd.Wait(); err != nil {
+		tb.Fatalf("a2a.mjs: %v\n%s", err, s.stderr.String())
+	}
+	return lastResult(tb, s.out.Bytes(), s.stderr.String())
 }
 
 // State is task's status state (TASK_STATE_…).

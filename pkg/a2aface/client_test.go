@@ -2,6 +2,7 @@ package a2aface_test
 
 import (
 	"context"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -105,4 +106,179 @@ func deploys(w *servetest.World, target string) int {
 	w.Mu.Lock()
 	defer w.Mu.Unlock()
 	return w.Deploys[target]
+}
+
+// TestClientTokens: without a token the card is public and a request is
+// 401; another token's task is not found (and not listed); an operator's
+// decision is refused with the pending call still listed and nothing
+// run.
+func TestClientTokens(t *testing.T) {
+	a2atest.Script(t)
+	w := servetest.Setup(t)
+	a, b := w.Replica(t, "a"), w.Replica(t, "b")
+	srvA, _ := a.Face(t, tokens, agentproc.FaceOptions{A2A: true})
+	srvB, _ := b.Face(t, tokens, agentproc.FaceOptions{A2A: true})
+	ctx, cancel := context.WithTimeout(t.Context(), 2*servetest.Wait)
+	defer cancel()
+
+	card := a2atest.Do(ctx, t, a2atest.Request{URL: srvA.URL + "/a2a/ops/", Op: "card"})
+	if card.Error != "" || card.Result["name"] != "ops" {
+		t.Fatalf("card without a token: %q %v", card.Error, card.Result)
+	}
+	res := a2atest.Do(ctx, t, a2atest.Request{URL: srvA.URL + "/a2a/ops/", Op: "send", Text: "deploy web"})
+	if !strings.Contains(res.Error, "401") {
+		t.Fatalf("send without a token: %q %v", res.Error, res.Result)
+	}
+	resp, err := http.Post(srvB.URL+"/a2a/ops", "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("POST /a2a/ops without a token: %s", resp.Status)
+	}
+
+	res = a2atest.Do(ctx, t, a2atest.Request{URL: srvA.URL + "/a2a/ops/", Token: oper, Op: "send", Text: "deploy db"})
+	task := res.Task()
+	if res.Error != "" || a2atest.State(task) != "TASK_STATE_INPUT_REQUIRED" {
+		t.Fatalf("operator's send: %q %v", res.Error, res.Result)
+	}
+	id, pend := task["id"].(string), pendingOf(t, task)
+	for _, tok := range []string{another, admin} {
+		res = a2atest.Do(ctx, t, a2atest.Request{URL: srvB.URL + "/a2a/ops/", Token: tok, Op: "get", TaskID: id})
+		if res.Error == "" || !strings.Contains(strings.ToLower(res.Error), "not found") {
+			t.Fatalf("another token's get: %q %v", res.Error, res.Result)
+		}
+		res = a2atest.Do(ctx, t, a2atest.Request{URL: srvB.URL + "/a2a/ops/", Token: tok, Op: "list"})
+		if res.Error != "" || len(tasksOf(res)) != 0 {
+			t.Fatalf("another token's list: %q %v", res.Error, res.Result)
+		}
+	}
+	decision := map[string]any{"decisions": []any{map[string]any{"task_id": pend[0]["task_id"], "approved": true}}}
+	res = a2atest.Do(ctx, t, a2atest.Request{URL: srvB.URL + "/a2a/ops/", Token: oper, Op: "send", TaskID: id, Data: decision})
+	if res.Error == "" || !strings.Contains(res.Error, "only an approver") {
+		t.Fatalf("operator's decision: %q %v", res.Error, res.Result)
+	}
+	res = a2atest.Do(ctx, t, a2atest.Request{URL: srvB.URL + "/a2a/ops/", Token: oper, Op: "get", TaskID: id})
+	if res.Error != "" || a2atest.State(res.Task()) != "TASK_STATE_INPUT_REQUIRED" || len(pendingOf(t, res.Task())) != 1 {
+		t.Fatalf("after the refused decision: %q %v", res.Error, res.Result)
+	}
+	res = a2atest.Do(ctx, t, a2atest.Request{URL: srvA.URL + "/a2a/ops/", Token: oper, Op: "list"})
+	if got := tasksOf(res); res.Error != "" || len(got) != 1 || got[0]["id"] != id {
+		t.Fatalf("operator's list: %q %v", res.Error, res.Result)
+	}
+	if n := deploys(w, "db"); n != 0 {
+		t.Fatalf("deploys after a refused decision: %d", n)
+	}
+}
+
+// TestClientStreams: a streamed message shows the task, WORKING, then
+// INPUT_REQUIRED; the streamed decision (to the other replica) shows
+// WORKING, the output artifact and COMPLETED. A subscriber on the other
+// replica of a task that works sees it end; a cancelled task is CANCELED
+// on both.
+func TestClientStreams(t *testing.T) {
+	a2atest.Script(t)
+	w := servetest.Setup(t)
+	a, b := w.Replica(t, "a"), w.Replica(t, "b")
+	srvA, _ := a.Face(t, tokens, agentproc.FaceOptions{A2A: true})
+	srvB, _ := b.Face(t, tokens, agentproc.FaceOptions{A2A: true})
+	ctx, cancel := context.WithTimeout(t.Context(), 2*servetest.Wait)
+	defer cancel()
+
+	res := a2atest.Do(ctx, t, a2atest.Request{URL: srvA.URL + "/a2a/ops/", Token: admin, Op: "stream", Text: "deploy api"})
+	evs := res.Events()
+	if res.Error != "" || len(evs) < 3 || kinds(evs) != "task statusUpdate statusUpdate" ||
+		stateOf(evs[1]) != "TASK_STATE_WORKING" || stateOf(evs[2]) != "TASK_STATE_INPUT_REQUIRED" {
+		t.Fatalf("stream: %q %s %v", res.Error, kinds(evs), evs)
+	}
+	task, _ := evs[0]["task"].(map[string]any)
+	up, _ := evs[2]["statusUpdate"].(map[string]any)
+	pend := pendingOf(t, up)
+	decision := map[string]any{"decisions": []any{map[string]any{"task_id": pend[0]["task_id"], "approved": true}}}
+	res = a2atest.Do(ctx, t, a2atest.Request{URL: srvB.URL + "/a2a/ops/", Token: admin, Op: "stream", TaskID: task["id"].(string), Data: decision})
+	evs = res.Events()
+	if res.Error != "" || kinds(evs) != "task statusUpdate artifactUpdate statusUpdate" || stateOf(evs[3]) != "TASK_STATE_COMPLETED" {
+		t.Fatalf("streamed decision: %q %s %v", res.Error, kinds(evs), evs)
+	}
+	art, _ := evs[2]["artifactUpdate"].(map[string]any)
+	if out := output(map[string]any{"artifacts": []any{art["artifact"]}}); !strings.Contains(out, "done deployed api") {
+		t.Fatalf("artifact: %v", art)
+	}
+
+	// A task that works (slow waits for the gate), subscribed to on the
+	// other replica: the subscriber sees it work, then end.
+	res = a2atest.Do(ctx, t, a2atest.Request{URL: srvA.URL + "/a2a/ops/", Token: admin, Op: "send", Text: "slow s1", ReturnImmediately: true})
+	if res.Error != "" || a2atest.State(res.Task()) != "TASK_STATE_WORKING" {
+		t.Fatalf("returnImmediately: %q %v", res.Error, res.Result)
+	}
+	id := res.Task()["id"].(string)
+	<-w.SlowStarted
+	sub := a2atest.Start(ctx, t, a2atest.Request{URL: srvB.URL + "/a2a/ops/", Token: admin, Op: "subscribe", TaskID: id})
+	first, ok := sub.Next()
+	if !ok || a2atest.State(first["task"].(map[string]any)) != "TASK_STATE_WORKING" {
+		t.Fatalf("subscribe: first %v", first)
+	}
+	close(w.SlowGate)
+	res = sub.Wait(t)
+	evs = res.Events()
+	if res.Error != "" || kinds(evs) != "task artifactUpdate statusUpdate" || stateOf(evs[2]) != "TASK_STATE_COMPLETED" {
+		t.Fatalf("subscribe: %q %s %v", res.Error, kinds(evs), evs)
+	}
+	res = a2atest.Do(ctx, t, a2atest.Request{URL: srvB.URL + "/a2a/ops/", Token: admin, Op: "subscribe", TaskID: id})
+	if res.Error == "" {
+		t.Fatalf("subscribe to a completed task: %v", res.Result)
+	}
+
+	// Cancel: a task that waits for input, cancelled on the other replica.
+	res = a2atest.Do(ctx, t, a2atest.Request{URL: srvA.URL + "/a2a/ops/", Token: admin, Op: "send", Text: "deploy cache"})
+	id = res.Task()["id"].(string)
+	res = a2atest.Do(ctx, t, a2atest.Request{URL: srvB.URL + "/a2a/ops/", Token: admin, Op: "cancel", TaskID: id})
+	if res.Error != "" || a2atest.State(res.Task()) != "TASK_STATE_CANCELED" {
+		t.Fatalf("cancel: %q %v", res.Error, res.Result)
+	}
+	res = a2atest.Do(ctx, t, a2atest.Request{URL: srvA.URL + "/a2a/ops/", Token: admin, Op: "get", TaskID: id})
+	if res.Error != "" || a2atest.State(res.Task()) != "TASK_STATE_CANCELED" {
+		t.Fatalf("get after cancel: %q %v", res.Error, res.Result)
+	}
+	res = a2atest.Do(ctx, t, a2atest.Request{URL: srvA.URL + "/a2a/ops/", Token: admin, Op: "list"})
+	states := map[string]int{}
+	for _, tk := range tasksOf(res) {
+		states[a2atest.State(tk)]++
+	}
+	if res.Error != "" || states["TASK_STATE_COMPLETED"] != 2 || states["TASK_STATE_CANCELED"] != 1 {
+		t.Fatalf("list: %q %v", res.Error, states)
+	}
+}
+
+// kinds lists the kinds of stream events (task, statusUpdate, …).
+func kinds(evs []map[string]any) string {
+	var out []string
+	for _, e := range evs {
+		for k := range e {
+			out = append(out, k)
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// stateOf is the state of a stream event's task or status update.
+func stateOf(ev map[string]any) string {
+	for _, k := range []string{"task", "statusUpdate"} {
+		if m, ok := ev[k].(map[string]any); ok {
+			return a2atest.State(m)
+		}
+	}
+	return ""
+}
+
+// tasksOf is the tasks of a list's result.
+func tasksOf(r *a2atest.Result) []map[string]any {
+	list, _ := r.Result["tasks"].([]any)
+	var out []map[string]any
+	for _, x := range list {
+		m, _ := x.(map[string]any)
+		out = append(out, m)
+	}
+	return out
 }

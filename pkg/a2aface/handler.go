@@ -94,6 +94,12 @@ func (h *handler) ListTasks(ctx context.Context, req *a2a.ListTasksRequest) (*a2
 	if size < 0 || size > listMax {
 		return nil, fmt.Errorf("%w: pageSize is 1 to %d", a2a.ErrInvalidParams, listMax)
 	}
+	switch req.Status {
+	case a2a.TaskStateUnspecified, a2a.TaskStateSubmitted, a2a.TaskStateWorking, a2a.TaskStateInputRequired,
+		a2a.TaskStateCompleted, a2a.TaskStateFailed, a2a.TaskStateCanceled, a2a.TaskStateRejected, a2a.TaskStateAuthRequired:
+	default:
+		return nil, fmt.Errorf("%w: status %q is not a task state", a2a.ErrInvalidParams, req.Status)
+	}
 	from := 0
 	if req.PageToken != "" {
 		n, err := strconv.Atoi(req.PageToken)
@@ -217,13 +223,14 @@ func (h *handler) SendStreamingMessage(ctx context.Context, req *a2a.SendMessage
 		if !yield(first, nil) {
 			return
 		}
-		h.stream(ctx, op.rec, first, op.act, yield)
+		h.stream(ctx, op.rec, func() *a2a.Task { return first }, op.act, yield)
 	}
 }
 
-// SubscribeToTask implements a2asrv.RequestHandler: the task as it is,
-// then its updates until it waits for input again or ends (a task that
-// has ended is refused, as A2A says).
+// SubscribeToTask implements a2asrv.RequestHandler: the task as it is
+// (read once the watch of its conversation has begun: nothing after it
+// is missed), then its updates until it waits for input again or ends (a
+// task that has ended is refused, as A2A says).
 func (h *handler) SubscribeToTask(ctx context.Context, req *a2a.SubscribeToTaskRequest) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
 		rec, err := h.load(ctx, req.ID)
@@ -231,49 +238,47 @@ func (h *handler) SubscribeToTask(ctx context.Context, req *a2a.SubscribeToTaskR
 			yield(nil, err)
 			return
 		}
-		first, err := h.f.task(ctx, rec)
-		switch {
-		case err != nil:
-			yield(nil, err)
-			return
-		case first.Status.State.Terminal():
-			yield(nil, fmt.Errorf("%w: task %s is %s", a2a.ErrUnsupportedOperation, req.ID, first.Status.State))
-			return
-		}
-		if !yield(first, nil) {
-			return
-		}
-		// The watch begins, then the task is read again: a change
-		// between the two reads ends the wait at once, one after them
-		// is an event of the watch.
-		h.stream(ctx, rec, first, func() (bool, error) {
-			now, err := h.f.task(ctx, rec)
-			if err != nil {
+		var first *a2a.Task
+		ended := false
+		h.stream(ctx, rec, func() *a2a.Task { return first }, func() (bool, error) {
+			t, err := h.f.task(ctx, rec)
+			switch {
+			case err != nil:
 				return false, err
+			case t.Status.State.Terminal():
+				return false, fmt.Errorf("%w: task %s is %s", a2a.ErrUnsupportedOperation, req.ID, t.Status.State)
 			}
-			return now.Status.State == first.Status.State, nil
-		}, yield)
+			first = t
+			if !yield(t, nil) {
+				ended = true
+				return false, errStopped
+			}
+			return true, nil
+		}, func(ev a2a.Event, err error) bool {
+			return !ended && yield(ev, err)
+		})
 	}
 }
 
-// stream yields the updates of rec's task after first: WORKING at the
-// run's first event (when first was not), then how the wait ended.
-func (h *handler) stream(ctx context.Context, rec *Record, first *a2a.Task, act func() (bool, error), yield func(a2a.Event, error) bool) {
-	working := first.Status.State == a2a.TaskStateWorking
-	stopped := false
+// stream yields the updates of rec's task after the first (first, once
+// act has run): WORKING at the run's first event (when the first was
+// not), then how the wait ended.
+func (h *handler) stream(ctx context.Context, rec *Record, first func() *a2a.Task, act func() (bool, error), yield func(a2a.Event, error) bool) {
+	working, stopped := false, false
 	t, err := h.await(ctx, rec, act, func(coreEvent) bool {
-		if working {
+		if working || first().Status.State == a2a.TaskStateWorking {
+			working = true
 			return true
 		}
 		working = true
-		if !yield(a2a.NewStatusUpdateEvent(first, a2a.TaskStateWorking, nil), nil) {
+		if !yield(a2a.NewStatusUpdateEvent(first(), a2a.TaskStateWorking, nil), nil) {
 			stopped = true
 			return false
 		}
 		return true
 	})
 	switch {
-	case stopped:
+	case stopped || errors.Is(err, errStopped):
 		return
 	case err != nil:
 		yield(nil, err)

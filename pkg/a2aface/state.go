@@ -160,7 +160,7 @@ func (f *Face) waiting(ctx context.Context, rec *Record, pend []deferred.Pending
 			return nil, err
 		}
 		digest, _ := protocol.ArgsDigest(c.Args)
-		w := Waiting{TaskID: c.TaskID, Tool: c.Tool, Kind: c.Kind, Args: json.RawMessage(c.Args), ArgsDigest: digest,
+		w := Waiting{TaskID: c.TaskID, Tool: c.Tool, Kind: c.Kind, Args: c.Args, ArgsDigest: digest,
 			ToolCallID: c.ToolCallID, Description: c.Description}
 		if len(w.Args) == 0 {
 			w.Args = json.RawMessage("{}")

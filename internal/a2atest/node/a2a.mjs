@@ -1,7 +1,9 @@
 // The A2A JS client (@a2a-js/sdk, pinned in package.json) driving one
 // request of offload's A2A face (SPEC §17): node a2a.mjs REQUEST.json
-// prints {"result": …} (the proto JSON of what the client returned: a
-// task, a message, a list, or the stream's events) or {"error": …, "code": …}.
+// prints, last, {"result": …} (the proto JSON of what the client
+// returned: a task, a message, a list, or the stream's events) or
+// {"error": …, "code": …}; before it, a stream's events one a line
+// ({"event": …}) as they arrive.
 import { readFileSync } from 'node:fs';
 import { ClientFactory, ClientFactoryOptions, DefaultAgentCardResolver, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
 import { Message, Task, StreamResponse, ListTasksResponse } from '@a2a-js/sdk';
@@ -55,7 +57,11 @@ try {
     case 'subscribe': {
       const events = [];
       const it = req.op === 'stream' ? client.sendMessageStream(sendParams()) : client.resubscribeTask({ id: req.taskId, tenant: '' });
-      for await (const ev of it) events.push(StreamResponse.toJSON(ev));
+      for await (const ev of it) {
+        const e = StreamResponse.toJSON(ev);
+        out({ event: e }); // as it arrives: a test acts on it
+        events.push(e);
+      }
       result = { events };
       break;
     }
@@ -63,7 +69,7 @@ try {
       result = { task: Task.toJSON(await client.getTask({ id: req.taskId, tenant: '' })) };
       break;
     case 'list':
-      result = ListTasksResponse.toJSON(await client.listTasks({ tenant: '', contextId: req.contextId || '', pageSize: req.pageSize || 0, pageToken: req.pageToken || '', includeArtifacts: true }));
+      result = ListTasksResponse.toJSON(await client.listTasks({ tenant: '', contextId: req.contextId || '', status: 0 /* TASK_STATE_UNSPECIFIED: any */, pageSize: req.pageSize || 0, pageToken: req.pageToken || '', includeArtifacts: true }));
       break;
     case 'cancel':
       result = { task: Task.toJSON(await client.cancelTask({ id: req.taskId, tenant: '' })) };
