@@ -8,7 +8,10 @@ import (
 
 	"github.com/offload-dev/offload/internal/a2atest"
 	"github.com/offload-dev/offload/pkg/agentproc"
+	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/natsjs/serve/servetest"
+	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/session"
 )
 
 // The tokens of the tests: an admin (starts runs and settles their
@@ -59,6 +62,77 @@ func TestClientTwoReplicas(t *testing.T) {
 	if res.Error != "" || a2atest.State(res.Task()) != "TASK_STATE_COMPLETED" {
 		t.Fatalf("get: %q %v", res.Error, res.Result)
 	}
+	// The decision is in the history as the inbox's are: by the token's
+	// name, channel a2a.
+	if by, channel := decisionOf(t, a, ctxID); by != "alice" || channel != protocol.ChannelA2A {
+		t.Fatalf("the decision recorded: by %q, channel %q", by, channel)
+	}
+	// The same decision again: the task has ended, nothing runs again.
+	res = a2atest.Do(ctx, t, a2atest.Request{URL: srvA.URL + "/a2a/ops/", Token: admin, Op: "send", TaskID: id, Data: decision})
+	if res.Error == "" || deploys(w, "web") != 1 {
+		t.Fatalf("decision again: %q %v, deploys %d", res.Error, res.Result, deploys(w, "web"))
+	}
+}
+
+// TestDecidedElsewhere: a call the task waits for, decided over the API
+// (the desk of the other replica, channel api): the task completes
+// without being asked, and a decision for it sent as A2A input
+// meanwhile is skipped, not run twice.
+func TestDecidedElsewhere(t *testing.T) {
+	a2atest.Script(t)
+	w := servetest.Setup(t)
+	a, b := w.Replica(t, "a"), w.Replica(t, "b")
+	srvA, _ := a.Face(t, tokens, agentproc.FaceOptions{A2A: true})
+	_, faceB := b.Face(t, tokens, agentproc.FaceOptions{A2A: true})
+	ctx, cancel := context.WithTimeout(t.Context(), 2*servetest.Wait)
+	defer cancel()
+
+	res := a2atest.Do(ctx, t, a2atest.Request{URL: srvA.URL + "/a2a/ops/", Token: admin, Op: "send", Text: "deploy edge"})
+	task := res.Task()
+	if res.Error != "" || a2atest.State(task) != "TASK_STATE_INPUT_REQUIRED" {
+		t.Fatalf("send: %q %v", res.Error, res.Result)
+	}
+	id, conv, call := task["id"].(string), task["contextId"].(string), pendingOf(t, task)[0]["task_id"].(string)
+	if _, err := faceB.Desk.Decide(ctx, conv, call, protocol.Decision{Approved: true, By: "bob", Channel: protocol.ChannelAPI}); err != nil {
+		t.Fatal(err)
+	}
+	decision := map[string]any{"decisions": []any{map[string]any{"task_id": call, "approved": true}}}
+	res = a2atest.Do(ctx, t, a2atest.Request{URL: srvA.URL + "/a2a/ops/", Token: admin, Op: "send", TaskID: id, Data: decision})
+	if res.Error != "" && !strings.Contains(res.Error, "TASK_STATE_COMPLETED") {
+		t.Fatalf("the decision made elsewhere, sent again: %q", res.Error)
+	}
+	servetest.Finished(t, a, conv, "done deployed edge")
+	res = a2atest.Do(ctx, t, a2atest.Request{URL: srvA.URL + "/a2a/ops/", Token: admin, Op: "get", TaskID: id})
+	if res.Error != "" || a2atest.State(res.Task()) != "TASK_STATE_COMPLETED" || output(res.Task()) != "done deployed edge" {
+		t.Fatalf("get: %q %v", res.Error, res.Result)
+	}
+	if n := deploys(w, "edge"); n != 1 {
+		t.Fatalf("deploys: %d, want 1", n)
+	}
+	if by, channel := decisionOf(t, a, conv); by != "bob" || channel != protocol.ChannelAPI {
+		t.Fatalf("the decision recorded: by %q, channel %q", by, channel)
+	}
+}
+
+// decisionOf returns who decided conversation conv's call and through
+// which channel, as its history records it.
+func decisionOf(t *testing.T, r *servetest.Replica, conv string) (by, channel string) {
+	t.Helper()
+	st, err := r.Svc.State(t.Context(), conv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range st.History {
+		for _, p := range m.Parts {
+			if tr, ok := p.(message.ToolReturn); ok {
+				if note, ok := tr.Metadata[session.DecisionMetaKey].(map[string]any); ok {
+					by, _ = note["by"].(string)
+					channel, _ = note["channel"].(string)
+				}
+			}
+		}
+	}
+	return by, channel
 }
 
 // pendingOf is the pending calls of task's status message's data part.
