@@ -167,13 +167,14 @@ func (f *Face) CardHandler(agent, base string) http.Handler {
 }
 
 // Handler serves the JSON-RPC binding of agent for caller c (the SDK's
-// binding over this face's [a2asrv.RequestHandler]); nil when the face
-// does not serve agent.
-func (f *Face) Handler(agent string, c Caller) http.Handler {
+// binding over this face's [a2asrv.RequestHandler]), its streams writing
+// a keep-alive comment every heartbeat (none: 0); nil when the face does
+// not serve agent.
+func (f *Face) Handler(agent string, c Caller, heartbeat time.Duration) http.Handler {
 	if !f.Serves(agent) {
 		return nil
 	}
-	return a2asrv.NewJSONRPCHandler(f.RequestHandler(agent, c))
+	return a2asrv.NewJSONRPCHandler(f.RequestHandler(agent, c), a2asrv.WithTransportKeepAlive(heartbeat))
 }
 
 // RequestHandler returns the A2A request handler of agent for caller c.

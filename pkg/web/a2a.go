@@ -32,7 +32,7 @@ func (h *handler) a2aCard(w http.ResponseWriter, r *http.Request) error {
 func (h *handler) a2aRPC(w http.ResponseWriter, r *http.Request) error {
 	c := callerOf(r)
 	caller := a2aface.Caller{Name: c.Name, Tenant: c.Tenant, Start: c.may(operators...), Decide: c.may(approvers...), Answer: c.may(answerers...)}
-	rpc := h.A2A.Handler(r.PathValue("agent"), caller)
+	rpc := h.A2A.Handler(r.PathValue("agent"), caller, h.Limits.Heartbeat)
 	if rpc == nil {
 		return errorf(http.StatusNotFound, "not_found", "no agent %q is served over A2A", r.PathValue("agent"))
 	}
