@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -18,13 +19,28 @@ import (
 // a2a.tasks.<owner digest>.<task ULID>.
 const a2aTaskPre = "a2a.tasks."
 
+// a2aOwnerPre prefixes the key of each owner's index: a2a.owners.<owner
+// digest>, the IDs of its tasks, oldest first, the last [a2aOwnerMax].
+// A list reads it and each record by direct gets: agent serve's role
+// may not make consumers on its bucket (a key listing is one).
+const a2aOwnerPre = "a2a.owners."
+
+// a2aOwnerMax bounds an owner's index: older tasks are kept but no
+// longer listed.
+const a2aOwnerMax = 1024
+
+// a2aIndexTries bounds the rereads of an owner's index that keeps
+// changing under a create.
+const a2aIndexTries = 16
+
 // A2ATasks keeps the records of the A2A face's tasks (SPEC §17, package
 // a2aface: which turn of which conversation a task is, its owner, how it
 // ended) in agent serve's own bucket (natsjs.Names.ServiceBucket), so
 // that any replica answers any request of any task. A record's key holds
-// a digest of its owner (the name of the token that created it): a
-// token reads and lists its own tasks only, by key. It implements
-// a2aface.Store.
+// a digest of its owner (the name of the token that created it), and so
+// does the owner's index of its tasks: a token reads and lists its own
+// tasks only, by key, with direct gets (the serve role makes no consumer
+// on its bucket). It implements a2aface.Store.
 type A2ATasks struct {
 	kv jetstream.KeyValue
 }
@@ -44,11 +60,14 @@ func OpenA2ATasks(ctx context.Context, cfg OpenConfig) (*A2ATasks, error) {
 	return &A2ATasks{kv: kv}, nil
 }
 
-// ownerPre is the key prefix of owner's records.
-func ownerPre(owner string) string {
+// ownerDigest names owner in keys.
+func ownerDigest(owner string) string {
 	sum := sha256.Sum256([]byte(owner))
-	return a2aTaskPre + hex.EncodeToString(sum[:16]) + "."
+	return hex.EncodeToString(sum[:16])
 }
+
+// ownerPre is the key prefix of owner's records.
+func ownerPre(owner string) string { return a2aTaskPre + ownerDigest(owner) + "." }
 
 // a2aKey is the key of owner's record id, or an error for an ID that is
 // not a ULID (anything a client sends is checked before it is a key).
@@ -60,7 +79,8 @@ func a2aKey(owner, id string) (string, error) {
 }
 
 // Create stores owner's new record id (conversation.ErrConflict when it
-// exists).
+// exists), then adds it to owner's index (compare-and-set: replicas
+// creating tasks of one owner at once each add theirs).
 func (a *A2ATasks) Create(ctx context.Context, owner, id string, data []byte) error {
 	key, err := a2aKey(owner, id)
 	if err != nil {
@@ -71,7 +91,51 @@ func (a *A2ATasks) Create(ctx context.Context, owner, id string, data []byte) er
 	} else if err != nil {
 		return fmt.Errorf("natsjs: a2a task %s: %w", id, err)
 	}
-	return nil
+	index := a2aOwnerPre + ownerDigest(owner)
+	for range a2aIndexTries {
+		ids, rev, err := a.index(ctx, owner)
+		if err != nil {
+			return err
+		}
+		ids = append(ids, id)
+		if len(ids) > a2aOwnerMax {
+			ids = ids[len(ids)-a2aOwnerMax:]
+		}
+		data, err := json.Marshal(ids)
+		if err != nil {
+			return err
+		}
+		if rev == 0 {
+			_, err = a.kv.Create(ctx, index, data)
+		} else {
+			_, err = a.kv.Update(ctx, index, data, rev)
+		}
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+			continue // another task of owner indexed meanwhile: read again
+		default:
+			return fmt.Errorf("natsjs: a2a tasks' index: %w", err)
+		}
+	}
+	return fmt.Errorf("natsjs: a2a tasks' index: %w (%d tries)", conversation.ErrConflict, a2aIndexTries)
+}
+
+// index returns owner's index and its revision (0: none yet).
+func (a *A2ATasks) index(ctx context.Context, owner string) ([]string, uint64, error) {
+	e, err := a.kv.Get(ctx, a2aOwnerPre+ownerDigest(owner))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("natsjs: a2a tasks' index: %w", err)
+	}
+	var ids []string
+	if err := json.Unmarshal(e.Value(), &ids); err != nil {
+		return nil, 0, fmt.Errorf("natsjs: a2a tasks' index: %w", err)
+	}
+	return ids, e.Revision(), nil
 }
 
 // Get returns owner's record id and its revision (conversation.ErrNotFound
@@ -109,28 +173,22 @@ func (a *A2ATasks) Update(ctx context.Context, owner, id string, data []byte, re
 	return next, nil
 }
 
-// List calls fn with each of owner's records.
+// List calls fn with each of owner's records its index holds (the last
+// a2aOwnerMax created), newest first.
 func (a *A2ATasks) List(ctx context.Context, owner string, fn func(data []byte) error) error {
-	lister, err := a.kv.ListKeysFiltered(ctx, ownerPre(owner)+"*")
-	if errors.Is(err, jetstream.ErrNoKeysFound) {
-		return nil
-	}
+	ids, _, err := a.index(ctx, owner)
 	if err != nil {
-		return fmt.Errorf("natsjs: a2a tasks: %w", err)
+		return err
 	}
-	var keys []string
-	for k := range lister.Keys() {
-		keys = append(keys, k)
-	}
-	for _, k := range keys {
-		e, err := a.kv.Get(ctx, k)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
+	for i := len(ids) - 1; i >= 0; i-- {
+		data, _, err := a.Get(ctx, owner, ids[i])
+		if errors.Is(err, conversation.ErrNotFound) {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("natsjs: a2a task %s: %w", k, err)
+			return err
 		}
-		if err := fn(e.Value()); err != nil {
+		if err := fn(data); err != nil {
 			return err
 		}
 	}

@@ -14,7 +14,8 @@ import (
 // TestA2ATasks: a record is its owner's alone (another owner's read is
 // not found and its list empty); an update of a revision read before is
 // a conflict, of concurrent writers one wins each round; a second create
-// of an ID and an ID that is not a ULID are refused.
+// of an ID and an ID that is not a ULID are refused; tasks created at
+// once by several replicas are all listed.
 func TestA2ATasks(t *testing.T) {
 	b := setup(t)
 	open := func() *convstore.A2ATasks {
@@ -80,5 +81,29 @@ func TestA2ATasks(t *testing.T) {
 	slices.Sort(all)
 	if !slices.Equal(all, []string{`{"v":1}`, `{"v":2}`}) {
 		t.Fatalf("list: %v", all)
+	}
+	// Tasks of one owner created at once by several replicas: each is
+	// in the owner's index.
+	var ids sync.Map
+	for i := range 8 {
+		st := []*convstore.A2ATasks{s, other}[i%2]
+		wg.Go(func() {
+			id := protocol.NewID()
+			if err := st.Create(ctx, "bob", id, []byte(`"`+id+`"`)); err != nil {
+				t.Error(err)
+			}
+			ids.Store(`"`+id+`"`, true)
+		})
+	}
+	wg.Wait()
+	listed := 0
+	if err := s.List(ctx, "bob", func(data []byte) error {
+		if _, ok := ids.Load(string(data)); !ok {
+			t.Errorf("listed %s, not created", data)
+		}
+		listed++
+		return nil
+	}); err != nil || listed != 8 {
+		t.Fatalf("bob's list: %d of 8, %v", listed, err)
 	}
 }
