@@ -203,7 +203,11 @@ func TestClientTokens(t *testing.T) {
 	if !strings.Contains(res.Error, "401") {
 		t.Fatalf("send without a token: %q %v", res.Error, res.Result)
 	}
-	resp, err := http.Post(srvB.URL+"/a2a/ops", "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}`))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, srvB.URL+"/a2a/ops", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
