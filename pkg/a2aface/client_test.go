@@ -2,11 +2,13 @@ package a2aface_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/offload-dev/offload/internal/a2atest"
+	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/agentproc"
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/natsjs/serve/servetest"
@@ -359,4 +361,53 @@ func tasksOf(r *a2atest.Result) []map[string]any {
 		out = append(out, m)
 	}
 	return out
+}
+
+// TestClientCancelAndFail: a task that works (its tool runs), cancelled
+// on the other replica, is CANCELED there and on the first, its run
+// interrupted; a turn whose model fails is FAILED, saying why.
+func TestClientCancelAndFail(t *testing.T) {
+	a2atest.Script(t)
+	w := servetest.Setup(t)
+	a, b := w.Replica(t, "a"), w.Replica(t, "b")
+	srvA, _ := a.Face(t, tokens, agentproc.FaceOptions{A2A: true})
+	srvB, _ := b.Face(t, tokens, agentproc.FaceOptions{A2A: true})
+	ctx, cancel := context.WithTimeout(t.Context(), 2*servetest.Wait)
+	defer cancel()
+
+	res := a2atest.Do(ctx, t, a2atest.Request{URL: srvA.URL + "/a2a/ops/", Token: admin, Op: "send", Text: "slow s5", ReturnImmediately: true})
+	if res.Error != "" || a2atest.State(res.Task()) != "TASK_STATE_WORKING" {
+		t.Fatalf("send: %q %v", res.Error, res.Result)
+	}
+	id, conv := res.Task()["id"].(string), res.Task()["contextId"].(string)
+	<-w.SlowStarted
+	res = a2atest.Do(ctx, t, a2atest.Request{URL: srvB.URL + "/a2a/ops/", Token: oper, Op: "cancel", TaskID: id})
+	if res.Error == "" {
+		t.Fatalf("another token's cancel: %v", res.Result)
+	}
+	res = a2atest.Do(ctx, t, a2atest.Request{URL: srvB.URL + "/a2a/ops/", Token: admin, Op: "cancel", TaskID: id})
+	if res.Error != "" || a2atest.State(res.Task()) != "TASK_STATE_CANCELED" {
+		t.Fatalf("cancel: %q %v", res.Error, res.Result)
+	}
+	offloadtest.Eventually(t, "the run interrupted", func() error {
+		c, err := a.Svc.Get(t.Context(), conv)
+		if err != nil {
+			return err
+		}
+		if c.Status != "failed" {
+			return fmt.Errorf("%+v", c)
+		}
+		return nil
+	})
+	res = a2atest.Do(ctx, t, a2atest.Request{URL: srvA.URL + "/a2a/ops/", Token: admin, Op: "get", TaskID: id})
+	if res.Error != "" || a2atest.State(res.Task()) != "TASK_STATE_CANCELED" {
+		t.Fatalf("get after the cancel: %q %v", res.Error, res.Result)
+	}
+
+	res = a2atest.Do(ctx, t, a2atest.Request{URL: srvA.URL + "/a2a/ops/", Token: admin, Op: "send", Text: "fail now"})
+	task := res.Task()
+	st, _ := task["status"].(map[string]any)
+	if res.Error != "" || a2atest.State(task) != "TASK_STATE_FAILED" || !strings.Contains(fmt.Sprint(st["message"]), "the model is down") {
+		t.Fatalf("a failing turn: %q %v", res.Error, res.Result)
+	}
 }
