@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
+	"time"
 )
 
 // Client is the pinned version of @a2a-js/sdk.
@@ -88,9 +89,15 @@ func (r *Result) Events() []map[string]any {
 	return out
 }
 
+// RequestTimeout bounds one request of [Do] (node's start, the card and
+// the call) and a [Start]ed stream: generous, for machines under load.
+const RequestTimeout = 2 * time.Minute
+
 // Do makes request in with the client and returns what it got.
 func Do(ctx context.Context, tb testing.TB, in Request) *Result {
 	tb.Helper()
+	ctx, cancel := context.WithTimeout(ctx, RequestTimeout)
+	defer cancel()
 	node, script := Script(tb)
 	data, err := json.Marshal(in)
 	if err != nil {
@@ -142,6 +149,8 @@ func Start(ctx context.Context, tb testing.TB, in Request) *Streaming {
 	if err := os.WriteFile(file, data, 0o600); err != nil {
 		tb.Fatal(err)
 	}
+	ctx, cancel := context.WithTimeout(ctx, RequestTimeout)
+	tb.Cleanup(cancel)
 	s := &Streaming{cmd: exec.CommandContext(ctx, node, script, file)}
 	s.cmd.Stderr = &s.stderr
 	pipe, err := s.cmd.StdoutPipe()

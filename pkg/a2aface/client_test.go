@@ -1,7 +1,6 @@
 package a2aface_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -37,8 +36,7 @@ func TestClientTwoReplicas(t *testing.T) {
 	a, b := w.Replica(t, "a"), w.Replica(t, "b")
 	srvA, _ := a.Face(t, tokens, agentproc.FaceOptions{A2A: true})
 	srvB, _ := b.Face(t, tokens, agentproc.FaceOptions{A2A: true})
-	ctx, cancel := context.WithTimeout(t.Context(), 2*servetest.Wait)
-	defer cancel()
+	ctx := t.Context() // each request bounded by a2atest.Do
 
 	res := a2atest.Do(ctx, t, a2atest.Request{URL: srvA.URL + "/a2a/ops/", Token: admin, Op: "send", Text: "deploy web"})
 	task := res.Task()
@@ -86,8 +84,7 @@ func TestDecidedElsewhere(t *testing.T) {
 	a, b := w.Replica(t, "a"), w.Replica(t, "b")
 	srvA, _ := a.Face(t, tokens, agentproc.FaceOptions{A2A: true})
 	_, faceB := b.Face(t, tokens, agentproc.FaceOptions{A2A: true})
-	ctx, cancel := context.WithTimeout(t.Context(), 2*servetest.Wait)
-	defer cancel()
+	ctx := t.Context() // each request bounded by a2atest.Do
 
 	res := a2atest.Do(ctx, t, a2atest.Request{URL: srvA.URL + "/a2a/ops/", Token: admin, Op: "send", Text: "deploy edge"})
 	task := res.Task()
@@ -194,8 +191,7 @@ func TestClientTokens(t *testing.T) {
 	a, b := w.Replica(t, "a"), w.Replica(t, "b")
 	srvA, _ := a.Face(t, tokens, agentproc.FaceOptions{A2A: true})
 	srvB, _ := b.Face(t, tokens, agentproc.FaceOptions{A2A: true})
-	ctx, cancel := context.WithTimeout(t.Context(), 2*servetest.Wait)
-	defer cancel()
+	ctx := t.Context() // each request bounded by a2atest.Do
 
 	card := a2atest.Do(ctx, t, a2atest.Request{URL: srvA.URL + "/a2a/ops/", Op: "card"})
 	if card.Error != "" || card.Result["name"] != "ops" {
@@ -263,8 +259,7 @@ func TestClientStreams(t *testing.T) {
 	a, b := w.Replica(t, "a"), w.Replica(t, "b")
 	srvA, _ := a.Face(t, tokens, agentproc.FaceOptions{A2A: true})
 	srvB, _ := b.Face(t, tokens, agentproc.FaceOptions{A2A: true})
-	ctx, cancel := context.WithTimeout(t.Context(), 2*servetest.Wait)
-	defer cancel()
+	ctx := t.Context() // each request bounded by a2atest.Do
 
 	res := a2atest.Do(ctx, t, a2atest.Request{URL: srvA.URL + "/a2a/ops/", Token: admin, Op: "stream", Text: "deploy api"})
 	evs := res.Events()
@@ -372,8 +367,7 @@ func TestClientCancelAndFail(t *testing.T) {
 	a, b := w.Replica(t, "a"), w.Replica(t, "b")
 	srvA, _ := a.Face(t, tokens, agentproc.FaceOptions{A2A: true})
 	srvB, _ := b.Face(t, tokens, agentproc.FaceOptions{A2A: true})
-	ctx, cancel := context.WithTimeout(t.Context(), 2*servetest.Wait)
-	defer cancel()
+	ctx := t.Context() // each request bounded by a2atest.Do
 
 	res := a2atest.Do(ctx, t, a2atest.Request{URL: srvA.URL + "/a2a/ops/", Token: admin, Op: "send", Text: "slow s5", ReturnImmediately: true})
 	if res.Error != "" || a2atest.State(res.Task()) != "TASK_STATE_WORKING" {
