@@ -38,10 +38,16 @@ func TestClientTwoReplicas(t *testing.T) {
 	srvB, _ := b.Face(t, tokens, agentproc.FaceOptions{A2A: true})
 	ctx := t.Context() // each request bounded by a2atest.Do
 
-	res := a2atest.Do(ctx, t, a2atest.Request{URL: srvA.URL + "/a2a/ops/", Token: admin, Op: "send", Text: "deploy web"})
+	res := a2atest.Do(ctx, t, a2atest.Request{URL: srvA.URL + "/a2a/ops/", Token: admin, Op: "send", Text: "deploy web", MessageID: "msg-web-1"})
 	task := res.Task()
 	if res.Error != "" || a2atest.State(task) != "TASK_STATE_INPUT_REQUIRED" {
 		t.Fatalf("send: %q %v", res.Error, res.Result)
+	}
+	// The same message again (a client's retry), to the other replica:
+	// the same task, no second turn.
+	again := a2atest.Do(ctx, t, a2atest.Request{URL: srvB.URL + "/a2a/ops/", Token: admin, Op: "send", Text: "deploy web", MessageID: "msg-web-1"})
+	if again.Error != "" || again.Task()["id"] != task["id"] || a2atest.State(again.Task()) != "TASK_STATE_INPUT_REQUIRED" {
+		t.Fatalf("the message again: %q %v", again.Error, again.Result)
 	}
 	pend := pendingOf(t, task)
 	if len(pend) != 1 || pend[0]["tool"] != "deploy" || pend[0]["kind"] != "approval" || pend[0]["args_digest"] == "" {

@@ -463,6 +463,27 @@ func (h *handler) turn(ctx context.Context, m *a2a.Message) (*operation, error) 
 	now := h.f.cfg.Now().UTC()
 	rec := &Record{ID: protocol.NewID(), ContextID: contextID, Conversation: conv, Agent: h.agent, Owner: h.c.Name,
 		Created: now, Updated: now}
+	// A message sent again (a client's retry) is answered with the task
+	// the first one started: no second turn.
+	if m.ID == "" {
+		return nil, fmt.Errorf("%w: the message has no messageId", a2a.ErrInvalidParams)
+	}
+	first, err := h.f.cfg.Tasks.Message(ctx, h.c.Name, m.ID, rec.ID)
+	if err != nil {
+		return nil, err
+	}
+	if first != rec.ID {
+		was, err := h.load(ctx, a2a.TaskID(first))
+		switch {
+		case err == nil:
+			return &operation{id: a2a.TaskID(first), rec: was, act: func() (bool, error) { return false, nil }}, nil
+		case !errors.Is(err, a2a.ErrTaskNotFound):
+			return nil, err
+		}
+		// Mapped by a request that ended before it created the task:
+		// this one creates it.
+		rec.ID = first
+	}
 	msg := *m
 	msg.TaskID, msg.ContextID = a2a.TaskID(rec.ID), contextID
 	rec.History = []*a2a.Message{&msg}

@@ -60,6 +60,10 @@ type Store interface {
 	Update(ctx context.Context, owner, id string, data []byte, rev uint64) (uint64, error)
 	// List calls fn with each of owner's records, in no set order.
 	List(ctx context.Context, owner string, fn func(data []byte) error) error
+	// Message maps owner's message ID msg to task id the first time and
+	// returns the task it maps to: id, or the task of the first message
+	// of that ID (a message sent again starts nothing new).
+	Message(ctx context.Context, owner, msg, id string) (string, error)
 }
 
 // records reads and writes the records of a [Store].

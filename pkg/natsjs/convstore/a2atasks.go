@@ -29,6 +29,10 @@ const a2aOwnerPre = "a2a.owners."
 // longer listed.
 const a2aOwnerMax = 1024
 
+// a2aMsgPre prefixes the key of each owner's message mapped to the task
+// it started: a2a.msgs.<owner digest>.<sha256(message ID)>.
+const a2aMsgPre = "a2a.msgs."
+
 // a2aIndexTries bounds the rereads of an owner's index that keeps
 // changing under a create.
 const a2aIndexTries = 16
@@ -120,6 +124,29 @@ func (a *A2ATasks) Create(ctx context.Context, owner, id string, data []byte) er
 		}
 	}
 	return fmt.Errorf("natsjs: a2a tasks' index: %w (%d tries)", conversation.ErrConflict, a2aIndexTries)
+}
+
+// Message maps owner's message ID msg to task id with a create (the
+// first replica's wins) and returns the task it maps to.
+func (a *A2ATasks) Message(ctx context.Context, owner, msg, id string) (string, error) {
+	sum := sha256.Sum256([]byte(msg))
+	key := a2aMsgPre + ownerDigest(owner) + "." + hex.EncodeToString(sum[:])
+	for range 3 {
+		if _, err := a.kv.Create(ctx, key, []byte(id)); err == nil {
+			return id, nil
+		} else if !errors.Is(err, jetstream.ErrKeyExists) {
+			return "", fmt.Errorf("natsjs: a2a message: %w", err)
+		}
+		e, err := a.kv.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue // deleted meanwhile: create again
+		}
+		if err != nil {
+			return "", fmt.Errorf("natsjs: a2a message: %w", err)
+		}
+		return string(e.Value()), nil
+	}
+	return "", fmt.Errorf("natsjs: a2a message: %w", conversation.ErrConflict)
 }
 
 // index returns owner's index and its revision (0: none yet).

@@ -82,6 +82,17 @@ func TestA2ATasks(t *testing.T) {
 	if !slices.Equal(all, []string{`{"v":1}`, `{"v":2}`}) {
 		t.Fatalf("list: %v", all)
 	}
+	// A message ID maps to the first task asked; another owner's message
+	// of the same ID is its own.
+	if got, err := s.Message(ctx, "alice", "m-1", id); err != nil || got != id {
+		t.Fatalf("first message: %q %v", got, err)
+	}
+	if got, err := other.Message(ctx, "alice", "m-1", second); err != nil || got != id {
+		t.Fatalf("the message again: %q %v, want %s", got, err, id)
+	}
+	if got, err := other.Message(ctx, "mallory", "m-1", second); err != nil || got != second {
+		t.Fatalf("another owner's message: %q %v", got, err)
+	}
 	// Tasks of one owner created at once by several replicas: each is
 	// in the owner's index.
 	var ids sync.Map
