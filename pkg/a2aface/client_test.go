@@ -411,3 +411,37 @@ func TestClientCancelAndFail(t *testing.T) {
 		t.Fatalf("a failing turn: %q %v", res.Error, res.Result)
 	}
 }
+
+// TestLargeInputKeepsTheTask: messages to a task whose data parts are
+// large (600 KiB each: more than one value of the store holds, put
+// together) settle its calls; the task's history keeps them as a note.
+func TestLargeInputKeepsTheTask(t *testing.T) {
+	a2atest.Script(t)
+	w := servetest.Setup(t)
+	a := w.Replica(t, "a")
+	srvA, _ := a.Face(t, tokens, agentproc.FaceOptions{A2A: true})
+	ctx := t.Context()
+
+	res := a2atest.Do(ctx, t, a2atest.Request{URL: srvA.URL + "/a2a/ops/", Token: admin, Op: "send", Text: "deploys big1 big2"})
+	task := res.Task()
+	pend := pendingOf(t, task)
+	if res.Error != "" || a2atest.State(task) != "TASK_STATE_INPUT_REQUIRED" || len(pend) != 2 {
+		t.Fatalf("send: %q %v", res.Error, res.Result)
+	}
+	pad := strings.Repeat("x", 600<<10)
+	for i, c := range pend {
+		data := map[string]any{"decisions": []any{map[string]any{"task_id": c["task_id"], "approved": true}}, "note": pad}
+		res = a2atest.Do(ctx, t, a2atest.Request{URL: srvA.URL + "/a2a/ops/", Token: admin, Op: "send", TaskID: task["id"].(string),
+			Data: data, ReturnImmediately: i == 0})
+		if res.Error != "" {
+			t.Fatalf("decision %d: %q", i, res.Error)
+		}
+	}
+	if a2atest.State(res.Task()) != "TASK_STATE_COMPLETED" {
+		t.Fatalf("after the decisions: %v", res.Result)
+	}
+	history, _ := res.Task()["history"].([]any)
+	if len(history) != 3 || !strings.Contains(fmt.Sprint(history[2]), "not kept in the task's history") {
+		t.Fatalf("history: %d messages", len(history))
+	}
+}

@@ -486,7 +486,7 @@ func (h *handler) turn(ctx context.Context, m *a2a.Message) (*operation, error) 
 	}
 	msg := *m
 	msg.TaskID, msg.ContextID = a2a.TaskID(rec.ID), contextID
-	rec.History = []*a2a.Message{&msg}
+	rec.History = []*a2a.Message{kept(&msg)}
 	if err := h.f.tasks.create(ctx, rec); err != nil {
 		return nil, err
 	}

@@ -149,7 +149,7 @@ func (h *handler) input(ctx context.Context, m *a2a.Message, in Input) (*operati
 		if slices.ContainsFunc(r.History, func(x *a2a.Message) bool { return x.ID == m.ID }) {
 			return false
 		}
-		r.History = append(r.History, &msg)
+		r.History = append(r.History, kept(&msg))
 		if len(r.History) > historyMax {
 			r.History = r.History[len(r.History)-historyMax:]
 		}

@@ -42,8 +42,27 @@ type Record struct {
 	History []*a2a.Message `json:"history,omitempty"`
 }
 
-// historyMax bounds a record's history.
-const historyMax = 32
+// historyMax bounds a record's history; messageMax the JSON of one
+// message kept in it (a record is one value of the store: a request's
+// body may be 1 MiB).
+const (
+	historyMax = 32
+	messageMax = 8 << 10
+)
+
+// kept is m as a record's history keeps it: as sent, or, when its JSON
+// is over messageMax, its IDs and role with a text part saying how large
+// it was.
+func kept(m *a2a.Message) *a2a.Message {
+	data, err := json.Marshal(m)
+	if err == nil && len(data) <= messageMax {
+		return m
+	}
+	out := *m
+	out.Metadata = nil
+	out.Parts = a2a.ContentParts{a2a.NewTextPart(fmt.Sprintf("(a message of %d bytes, not kept in the task's history)", len(data)))}
+	return &out
+}
 
 // Store keeps the A2A tasks' records, as JSON, by owner and ID
 // (natsjs/convstore.A2ATasks: any replica reads and writes them). It
