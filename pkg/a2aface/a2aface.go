@@ -61,6 +61,11 @@ type Config struct {
 	// Now is the clock of the expiries and the tasks' timestamps.
 	// Defaults to time.Now.
 	Now func() time.Time
+	// Push, if set, serves push notification configs and sends their
+	// notifications ([Face.RunPushes]); without it they are the SDK's
+	// "push notification not supported" and the cards do not declare
+	// them.
+	Push *PushOptions
 	// Logger receives what goes wrong after an answer began. Defaults
 	// to discarding it.
 	Logger *slog.Logger
@@ -79,6 +84,7 @@ type Face struct {
 	cfg    Config
 	tasks  records
 	agents map[string]Agent
+	push   *pushes // nil: no push notifications
 }
 
 // New returns the face of cfg.
@@ -95,6 +101,9 @@ func New(cfg Config) (*Face, error) {
 	f := &Face{cfg: cfg, tasks: records{cfg.Tasks}, agents: map[string]Agent{}}
 	for _, a := range cfg.Agents {
 		f.agents[a.Name] = a
+	}
+	if cfg.Push != nil {
+		f.push = newPushes(*cfg.Push)
 	}
 	return f, nil
 }
@@ -145,7 +154,7 @@ func (f *Face) Card(agent, base string) *a2a.AgentCard {
 		Version:     "1.0.0",
 		SupportedInterfaces: []*a2a.AgentInterface{{URL: strings.TrimSuffix(base, "/") + "/a2a/" + a.Name,
 			ProtocolBinding: a2a.TransportProtocolJSONRPC, ProtocolVersion: a2a.Version}},
-		Capabilities:       a2a.AgentCapabilities{Streaming: true},
+		Capabilities:       a2a.AgentCapabilities{Streaming: true, PushNotifications: f.push != nil},
 		DefaultInputModes:  []string{"text/plain", "application/json"},
 		DefaultOutputModes: []string{"text/plain", "application/json"},
 		SecuritySchemes: a2a.NamedSecuritySchemes{SecurityScheme: a2a.HTTPAuthSecurityScheme{Scheme: "Bearer",

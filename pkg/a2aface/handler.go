@@ -568,24 +568,84 @@ func textOf(m *a2a.Message) string {
 	return b.String()
 }
 
-// GetTaskPushConfig implements a2asrv.RequestHandler: not served.
-func (h *handler) GetTaskPushConfig(context.Context, *a2a.GetTaskPushConfigRequest) (*a2a.PushConfig, error) {
-	return nil, a2a.ErrPushNotificationNotSupported
+// pushTask returns the caller's record of task id, the face's pushes
+// enabled.
+func (h *handler) pushTask(ctx context.Context, id a2a.TaskID) (*Record, error) {
+	if h.f.push == nil {
+		return nil, a2a.ErrPushNotificationNotSupported
+	}
+	return h.load(ctx, id)
 }
 
-// ListTaskPushConfigs implements a2asrv.RequestHandler: not served.
-func (h *handler) ListTaskPushConfigs(context.Context, *a2a.ListTaskPushConfigRequest) (*a2a.ListTaskPushConfigResponse, error) {
-	return nil, a2a.ErrPushNotificationNotSupported
+// GetTaskPushConfig implements a2asrv.RequestHandler: the caller's
+// task's config.
+func (h *handler) GetTaskPushConfig(ctx context.Context, req *a2a.GetTaskPushConfigRequest) (*a2a.PushConfig, error) {
+	rec, err := h.pushTask(ctx, req.TaskID)
+	if err != nil {
+		return nil, err
+	}
+	return pushConfig(rec, req.ID)
 }
 
-// CreateTaskPushConfig implements a2asrv.RequestHandler: not served.
-func (h *handler) CreateTaskPushConfig(context.Context, *a2a.PushConfig) (*a2a.PushConfig, error) {
-	return nil, a2a.ErrPushNotificationNotSupported
+// ListTaskPushConfigs implements a2asrv.RequestHandler: the caller's
+// task's configs (one page: a task has at most pushMax).
+func (h *handler) ListTaskPushConfigs(ctx context.Context, req *a2a.ListTaskPushConfigRequest) (*a2a.ListTaskPushConfigResponse, error) {
+	rec, err := h.pushTask(ctx, req.TaskID)
+	if err != nil {
+		return nil, err
+	}
+	return &a2a.ListTaskPushConfigResponse{Configs: append([]*a2a.PushConfig{}, rec.Push...)}, nil
 }
 
-// DeleteTaskPushConfig implements a2asrv.RequestHandler: not served.
-func (h *handler) DeleteTaskPushConfig(context.Context, *a2a.DeleteTaskPushConfigRequest) error {
-	return a2a.ErrPushNotificationNotSupported
+// CreateTaskPushConfig implements a2asrv.RequestHandler: the config is
+// checked (an http(s) URL; an address not allowed refused), stored in
+// the caller's task's record (replacing one of the same ID; an ID given
+// when it has none), and the task watched by every replica's sweep.
+func (h *handler) CreateTaskPushConfig(ctx context.Context, req *a2a.PushConfig) (*a2a.PushConfig, error) {
+	rec, err := h.pushTask(ctx, req.TaskID)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.f.push.checkPush(req); err != nil {
+		return nil, err
+	}
+	c := *req
+	c.Tenant = ""
+	if c.ID == "" {
+		c.ID = protocol.NewID()
+	}
+	if _, err := h.f.change(ctx, rec.Owner, rec.ID, func(r *Record) bool {
+		r.Push = slices.DeleteFunc(r.Push, func(p *a2a.PushConfig) bool { return p.ID == c.ID })
+		r.Push = append(r.Push, &c)
+		if len(r.Push) > pushMax {
+			r.Push = r.Push[len(r.Push)-pushMax:]
+		}
+		return true
+	}); err != nil {
+		return nil, err
+	}
+	if err := h.f.cfg.Tasks.Watch(ctx, rec.Owner, rec.ID); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// DeleteTaskPushConfig implements a2asrv.RequestHandler: the caller's
+// task's config is removed.
+func (h *handler) DeleteTaskPushConfig(ctx context.Context, req *a2a.DeleteTaskPushConfigRequest) error {
+	rec, err := h.pushTask(ctx, req.TaskID)
+	if err != nil {
+		return err
+	}
+	if _, err := pushConfig(rec, req.ID); err != nil {
+		return err
+	}
+	_, err = h.f.change(ctx, rec.Owner, rec.ID, func(r *Record) bool {
+		n := len(r.Push)
+		r.Push = slices.DeleteFunc(r.Push, func(p *a2a.PushConfig) bool { return p.ID == req.ID })
+		return len(r.Push) != n
+	})
+	return err
 }
 
 // GetExtendedAgentCard implements a2asrv.RequestHandler: the cards are

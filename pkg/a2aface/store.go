@@ -40,6 +40,13 @@ type Record struct {
 	// History are the messages the client sent to the task (the last
 	// [historyMax]).
 	History []*a2a.Message `json:"history,omitempty"`
+	// Push are the task's push notification configs (the last
+	// [pushMax]); Pushed the key of the last change they were sent
+	// (its state and when it was reached); Claim the replica's claim to
+	// send the next, while it holds.
+	Push   []*a2a.PushConfig `json:"push,omitempty"`
+	Pushed string            `json:"pushed,omitempty"`
+	Claim  *PushClaim        `json:"push_claim,omitempty"`
 }
 
 // historyMax bounds a record's history; messageMax the JSON of one
@@ -83,6 +90,12 @@ type Store interface {
 	// returns the task it maps to: id, or the task of the first message
 	// of that ID (a message sent again starts nothing new).
 	Message(ctx context.Context, owner, msg, id string) (string, error)
+	// Watch adds owner's task id to the tasks watched for push
+	// notifications; Unwatch removes it; Watched calls fn with each
+	// watched.
+	Watch(ctx context.Context, owner, id string) error
+	Unwatch(ctx context.Context, owner, id string) error
+	Watched(ctx context.Context, fn func(owner, id string)) error
 }
 
 // records reads and writes the records of a [Store].

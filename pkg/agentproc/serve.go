@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -73,8 +74,11 @@ type ServeOptions struct {
 	// Limits bound what the HTTP face's clients may hold (web.Limits;
 	// zero fields: the defaults).
 	Limits web.Limits
-	// A2A serves the agents over A2A too (FaceOptions.A2A).
-	A2A bool
+	// A2A serves the agents over A2A too (FaceOptions.A2A), with push
+	// notifications (FaceOptions.A2APush) whose URLs may reach the
+	// networks of A2APushAllow although they are not public.
+	A2A          bool
+	A2APushAllow PushAllow
 	// Service, if set, adjusts the service's configuration before it is
 	// built (tests and benchmarks: delays, callbacks).
 	Service func(*serve.Config)
@@ -114,6 +118,7 @@ type Served struct {
 	// Metrics are the replica's (offload_wake_seconds, the HTTP
 	// requests).
 	Metrics *metrics.Serve
+	face    *Face // stopped by Stop
 }
 
 // Service builds and starts the core of an `agent serve` replica on p
@@ -190,11 +195,11 @@ func (p *Process) Serve(ctx context.Context, o ServeOptions) (*Served, error) {
 		return nil, err
 	}
 	face, err := p.Face(ctx, out, FaceOptions{Tokens: o.Tokens, Registry: o.Registry, Metrics: out.Metrics, PublicURL: o.PublicURL,
-		Limits: o.Limits, A2A: o.A2A})
+		Limits: o.Limits, A2A: o.A2A, A2APush: &a2aface.PushOptions{Allow: o.A2APushAllow, Holder: o.Holder}})
 	if err != nil {
 		return fail(err)
 	}
-	out.Desk, out.Handler = face.Desk, face.Handler
+	out.Desk, out.Handler, out.face = face.Desk, face.Handler, face
 	if err := o.Registry.Register(pending.NewCollector(out.Desk)); err != nil {
 		return fail(err)
 	}
@@ -213,6 +218,36 @@ func (p *Process) Serve(ctx context.Context, o ServeOptions) (*Served, error) {
 		out.Notifier = n
 	}
 	return out, nil
+}
+
+// PushAllow are the networks A2A push URLs may reach although they are
+// not public (agent serve --a2a-push-allow CIDR, repeatable): a
+// flag.Value.
+type PushAllow []netip.Prefix
+
+// String implements flag.Value.
+func (p *PushAllow) String() string {
+	if p == nil {
+		return ""
+	}
+	out := make([]string, len(*p))
+	for i, n := range *p {
+		out[i] = n.String()
+	}
+	return strings.Join(out, ",")
+}
+
+// Type names the flag's values (pflag.Value).
+func (p *PushAllow) Type() string { return "CIDR" }
+
+// Set implements flag.Value: one CIDR more.
+func (p *PushAllow) Set(v string) error {
+	n, err := netip.ParsePrefix(v)
+	if err != nil {
+		return fmt.Errorf("not a CIDR: %w", err)
+	}
+	*p = append(*p, n.Masked())
+	return nil
 }
 
 // FaceOptions configure [Process.Face].
@@ -234,6 +269,9 @@ type FaceOptions struct {
 	// A2A serves the agents over A2A (SPEC §17, package a2aface: its
 	// tasks' records in the service's bucket).
 	A2A bool
+	// A2APush, if set with A2A, serves A2A push notification configs and
+	// sends their notifications from this replica too (a2aface.PushOptions).
+	A2APush *a2aface.PushOptions
 }
 
 // Face is the HTTP face of a replica and what it decides with.
@@ -246,6 +284,19 @@ type Face struct {
 	Handler http.Handler
 	// Tools are the operator's hands on the fleet's tools (/v1/tools).
 	Tools *toolctl.Control
+
+	stop   context.CancelFunc // of the A2A pushes' sweep
+	pushed chan struct{}      // closed once it returned
+}
+
+// Stop stops what the face runs by itself (the A2A pushes' sweep: the
+// notifications it was sending are sent by another replica) and waits
+// for it. It is idempotent.
+func (f *Face) Stop() {
+	if f.stop != nil {
+		f.stop()
+		<-f.pushed
+	}
 }
 
 // Face builds the HTTP face of replica srv on p, on its faces'
@@ -287,8 +338,17 @@ func (p *Process) Face(ctx context.Context, srv *Served, o FaceOptions) (*Face, 
 	cfg := web.Config{Core: svc, Desk: desk, Tokens: o.Tokens, Inbox: true, Links: links, PublicURL: o.PublicURL, Logger: p.log, Metrics: o.Metrics,
 		Limits: o.Limits, Tools: tools, AGUI: ag}
 	if o.A2A {
-		if cfg.A2A, err = p.a2aFace(ctx, srv, desk, threads); err != nil {
+		if cfg.A2A, err = p.a2aFace(ctx, srv, desk, threads, o.A2APush); err != nil {
 			return nil, err
+		}
+		if o.A2APush != nil {
+			var pctx context.Context
+			pctx, f.stop = context.WithCancel(context.WithoutCancel(ctx))
+			f.pushed = make(chan struct{})
+			go func() {
+				defer close(f.pushed)
+				cfg.A2A.RunPushes(pctx)
+			}()
 		}
 	}
 	if o.Registry != nil {
@@ -301,7 +361,7 @@ func (p *Process) Face(ctx context.Context, srv *Served, o FaceOptions) (*Face, 
 // a2aFace builds the A2A face of replica srv: its agents, its tasks'
 // records in the service's bucket, AG-UI's thread mapping for the
 // contexts that are not conversation IDs.
-func (p *Process) a2aFace(ctx context.Context, srv *Served, desk *pending.Desk, threads *convstore.Threads) (*a2aface.Face, error) {
+func (p *Process) a2aFace(ctx context.Context, srv *Served, desk *pending.Desk, threads *convstore.Threads, push *a2aface.PushOptions) (*a2aface.Face, error) {
 	tasks, err := convstore.OpenA2ATasks(ctx, convstore.OpenConfig{JetStream: srv.faces, Provision: p.opts.Provision})
 	if err != nil {
 		return nil, err
@@ -310,7 +370,7 @@ func (p *Process) a2aFace(ctx context.Context, srv *Served, desk *pending.Desk, 
 	for _, a := range srv.agents {
 		agents = append(agents, a2aface.Agent{Name: a.Name, Description: a.Description})
 	}
-	return a2aface.New(a2aface.Config{Core: srv.Service, Desk: desk, Tasks: tasks, Threads: threads, Agents: agents, Logger: p.log})
+	return a2aface.New(a2aface.Config{Core: srv.Service, Desk: desk, Tasks: tasks, Threads: threads, Agents: agents, Push: push, Logger: p.log})
 }
 
 // Stop stops the notifier, then the core (its live runs suspend, within
@@ -318,6 +378,9 @@ func (p *Process) a2aFace(ctx context.Context, srv *Served, desk *pending.Desk, 
 // connection (what the face still watches ends).
 func (s *Served) Stop(ctx context.Context) error {
 	var errs []error
+	if s.face != nil {
+		s.face.Stop()
+	}
 	if s.Notifier != nil {
 		errs = append(errs, s.Notifier.Stop())
 	}

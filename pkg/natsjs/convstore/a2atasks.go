@@ -221,3 +221,105 @@ func (a *A2ATasks) List(ctx context.Context, owner string, fn func(data []byte) 
 	}
 	return nil
 }
+
+// a2aPushKey is the key of the index of the tasks with push
+// notification configs: a JSON list of {owner, id}, the last
+// [a2aPushMax], which each replica's sweep reads (direct gets, as the
+// owners' indexes).
+const a2aPushKey = "a2a.pushes"
+
+// a2aPushMax bounds the tasks watched for push notifications at once.
+const a2aPushMax = 1024
+
+// pushRef names a task watched for push notifications: its owner and
+// ID.
+type pushRef struct {
+	Owner string `json:"owner"`
+	ID    string `json:"id"`
+}
+
+// Watched calls fn with the owner and ID of each task watched for push
+// notifications, the oldest added first.
+func (a *A2ATasks) Watched(ctx context.Context, fn func(owner, id string)) error {
+	refs, _, err := a.pushes(ctx)
+	for _, r := range refs {
+		fn(r.Owner, r.ID)
+	}
+	return err
+}
+
+func (a *A2ATasks) pushes(ctx context.Context) ([]pushRef, uint64, error) {
+	e, err := a.kv.Get(ctx, a2aPushKey)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("natsjs: a2a pushes: %w", err)
+	}
+	var refs []pushRef
+	if err := json.Unmarshal(e.Value(), &refs); err != nil {
+		return nil, 0, fmt.Errorf("natsjs: a2a pushes: %w", err)
+	}
+	return refs, e.Revision(), nil
+}
+
+// Watch adds owner's task id to the tasks watched for push
+// notifications (once; compare-and-set, as replicas add theirs at once).
+func (a *A2ATasks) Watch(ctx context.Context, owner, id string) error {
+	return a.changePushes(ctx, func(refs []pushRef) ([]pushRef, bool) {
+		for _, r := range refs {
+			if r.Owner == owner && r.ID == id {
+				return refs, false
+			}
+		}
+		refs = append(refs, pushRef{Owner: owner, ID: id})
+		if len(refs) > a2aPushMax {
+			refs = refs[len(refs)-a2aPushMax:]
+		}
+		return refs, true
+	})
+}
+
+// Unwatch removes owner's task id from the tasks watched.
+func (a *A2ATasks) Unwatch(ctx context.Context, owner, id string) error {
+	return a.changePushes(ctx, func(refs []pushRef) ([]pushRef, bool) {
+		out := refs[:0:0]
+		for _, r := range refs {
+			if r.Owner != owner || r.ID != id {
+				out = append(out, r)
+			}
+		}
+		return out, len(out) != len(refs)
+	})
+}
+
+func (a *A2ATasks) changePushes(ctx context.Context, fn func([]pushRef) ([]pushRef, bool)) error {
+	for range a2aIndexTries {
+		refs, rev, err := a.pushes(ctx)
+		if err != nil {
+			return err
+		}
+		refs, changed := fn(refs)
+		if !changed {
+			return nil
+		}
+		data, err := json.Marshal(refs)
+		if err != nil {
+			return err
+		}
+		if rev == 0 {
+			_, err = a.kv.Create(ctx, a2aPushKey, data)
+		} else {
+			_, err = a.kv.Update(ctx, a2aPushKey, data, rev)
+		}
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+			continue
+		default:
+			return fmt.Errorf("natsjs: a2a pushes: %w", err)
+		}
+	}
+	return fmt.Errorf("natsjs: a2a pushes: %w (%d tries)", conversation.ErrConflict, a2aIndexTries)
+}
