@@ -69,7 +69,7 @@ lint: ## go.mod tidy, gofmt, go vet and golangci-lint (pinned; .golangci.yaml: s
 
 # The faces of agent serve and what they share with its core: no NATS code
 # among their dependencies (issue 36).
-FACES := ./pkg/web ./pkg/service ./pkg/pending ./pkg/links ./pkg/agui ./pkg/mcpface
+FACES := ./pkg/web ./pkg/service ./pkg/pending ./pkg/links ./pkg/agui ./pkg/mcpface ./pkg/a2aface
 
 .PHONY: lint/demo
 lint/demo: ## Show that make lint's import rules bite: a face importing nats.go, and a package importing the wiring, each fail it

@@ -40,8 +40,8 @@ func TestServeWithRoles(t *testing.T) {
 	if err := os.WriteFile(spec, []byte("name: ops\ntools: [shell]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	const token, approverToken = "operator-token-0123456789", "approver-token-0123456789"
-	if err := os.WriteFile(tokens, []byte(token+" operator ops\n"+approverToken+" approver bob\n"), 0o600); err != nil {
+	const token, approverToken, adminToken = "operator-token-0123456789", "approver-token-0123456789", "admin-token-0123456789abc"
+	if err := os.WriteFile(tokens, []byte(token+" operator ops\n"+approverToken+" approver bob\n"+adminToken+" admin carol\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	w := proctest.StartProcess(t, workerBin, "--nats", d.roleURL("worker_shell"), "--inbox-prefix", inboxPrefix("worker_shell"), "--tools", "shell", "--root", proctest.ToolDir(t), "--id", "serve-e2e")
@@ -56,7 +56,7 @@ func TestServeWithRoles(t *testing.T) {
 	addr := "127.0.0.1:" + strconv.Itoa(proctest.FreePort(t))
 	// The credentials in the environment, as the README tells operators.
 	s := proctest.StartProcessEnv(t, append(os.Environ(), "NATS_URL="+d.roleURL("serve"), "NATS_INBOX_PREFIX="+inboxPrefix("serve")),
-		agentBin, "serve", "--model", "test", "--spec", spec, "--tokens", tokens, "--http", addr, "--store", filepath.Join(dir, "store"), "--notify", recv.URL)
+		agentBin, "serve", "--model", "test", "--spec", spec, "--tokens", tokens, "--http", addr, "--store", filepath.Join(dir, "store"), "--notify", recv.URL, "--a2a")
 	s.WaitLog(t, "agent serve: http://", 30*time.Second)
 	base := "http://" + addr
 
@@ -131,8 +131,35 @@ func TestServeWithRoles(t *testing.T) {
 		t.Errorf("the approver's raw decision is not shown unverified:\n%s", page)
 	}
 
+	// --a2a: a task paused on the approval, listed, approved by a data
+	// part, completed; its records in the service's bucket written and
+	// read as the serve user (direct gets, no consumer).
+	rpc := func(method, params string) map[string]any {
+		t.Helper()
+		r := callAs(adminToken, "POST", "/a2a/ops", `{"jsonrpc":"2.0","id":1,"method":"`+method+`","params":`+params+`}`)
+		res, ok := r["result"].(map[string]any)
+		if !ok {
+			t.Fatalf("%s: %v\n%s", method, r, s.Logs())
+		}
+		return res
+	}
+	a2aTask := rpc("SendMessage", `{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"run it"}]}}`)["task"].(map[string]any)
+	if st := a2aTask["status"].(map[string]any); st["state"] != "TASK_STATE_INPUT_REQUIRED" {
+		t.Fatalf("A2A send: %v", a2aTask)
+	}
+	if list := rpc("ListTasks", `{}`); fmt.Sprint(list["totalSize"]) != "1" {
+		t.Fatalf("A2A list: %v", list)
+	}
+	parts := a2aTask["status"].(map[string]any)["message"].(map[string]any)["parts"].([]any)
+	a2aCall := parts[1].(map[string]any)["data"].(map[string]any)["pending"].([]any)[0].(map[string]any)["task_id"]
+	a2aTask = rpc("SendMessage", `{"message":{"messageId":"m2","role":"ROLE_USER","taskId":"`+a2aTask["id"].(string)+
+		`","parts":[{"data":{"decisions":[{"task_id":"`+fmt.Sprint(a2aCall)+`","approved":true}]}}]}}`)["task"].(map[string]any)
+	if st := a2aTask["status"].(map[string]any); st["state"] != "TASK_STATE_COMPLETED" || !strings.Contains(fmt.Sprint(a2aTask["artifacts"]), "shell returned") {
+		t.Fatalf("A2A decision: %v", a2aTask)
+	}
+	want := map[string]bool{"approval_requested " + fmt.Sprint(a2aCall): true, "approval_resolved " + fmt.Sprint(a2aCall): true}
+
 	// --notify: the notify consumer read and acked as the serve user.
-	want := map[string]bool{}
 	for _, task := range []string{inboxTask, apiTask, cliTask} {
 		want["approval_requested "+task], want["approval_resolved "+task] = true, true
 	}

@@ -37,6 +37,8 @@ type serveFlags struct {
 	limits                web.Limits
 	mcp                   bool
 	mcpTools              []string
+	a2a                   bool
+	pushAllow             agentproc.PushAllow
 }
 
 func newServeCmd(e env) *cobra.Command {
@@ -54,6 +56,8 @@ func newServeCmd(e env) *cobra.Command {
 	fl.StringVar(&sf.addr, "http", "127.0.0.1:8080", "address of the HTTP API")
 	fl.StringVar(&sf.tokens, "tokens", "", "file of bearer tokens, lines TOKEN ROLE NAME (default: an admin token generated into --store)")
 	fl.StringArrayVar(&sf.notify, "notify", nil, "POST a JSON notification with signed approve/deny links to URL for each approval requested and resolved; slack:URL for a Slack incoming webhook (repeatable)")
+	fl.BoolVar(&sf.a2a, "a2a", false, "serve the agents over A2A 1.0 too: POST /a2a/AGENT (JSON-RPC), cards at /a2a/AGENT/.well-known/agent-card.json")
+	fl.Var(&sf.pushAllow, "a2a-push-allow", "a `CIDR` A2A push URLs may reach although not public (loopback, private, link-local), repeatable")
 	fl.StringVar(&sf.publicURL, "public-url", "", "base URL people reach the service at, for the links of the notifications and the inbox (default http://ADDR of --http)")
 	fl.IntVar(&sf.limits.MaxConnections, "max-connections", web.DefaultLimits().MaxConnections, "open HTTP connections at most; more wait in the listen backlog")
 	fl.IntVar(&sf.limits.MaxStreams, "max-streams", web.DefaultLimits().MaxStreams, "open event streams (Server-Sent Events) of the replica at most; 429 beyond")
@@ -143,6 +147,7 @@ func runServe(ctx context.Context, e env, sf *serveFlags) error {
 	host, _ := os.Hostname()
 	srv, err := rem.proc.Serve(ctx, agentproc.ServeOptions{Agents: agents, Holder: fmt.Sprintf("agent serve %s pid %d", host, os.Getpid()),
 		Tokens: tokens, Registry: reg, Receivers: receivers, PublicURL: public, Limits: sf.limits, MCP: sf.mcp, MCPTools: sf.mcpTools,
+		A2A: sf.a2a, A2APushAllow: sf.pushAllow,
 		Service: func(c *serve.Config) { c.SweepInterval, c.Lifecycle = sf.sweep, newLogger(e.stderr, true) }})
 	if err != nil {
 		return err

@@ -6,12 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"slices"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/offload-dev/offload/pkg/a2aface"
 	"github.com/offload-dev/offload/pkg/agent"
 	"github.com/offload-dev/offload/pkg/agentspec"
 	"github.com/offload-dev/offload/pkg/agui"
@@ -77,6 +80,11 @@ type ServeOptions struct {
 	// holds at the start): on the MCP face with MCP (agent serve
 	// --mcp-tools).
 	MCPTools []string
+	// A2A serves the agents over A2A too (FaceOptions.A2A), with push
+	// notifications (FaceOptions.A2APush) whose URLs may reach the
+	// networks of A2APushAllow although they are not public.
+	A2A          bool
+	A2APushAllow PushAllow
 	// Service, if set, adjusts the service's configuration before it is
 	// built (tests and benchmarks: delays, callbacks).
 	Service func(*serve.Config)
@@ -101,6 +109,8 @@ type Served struct {
 	// " faces" (agent serve: "agent faces"); closed by [Served.Stop].
 	Faces *nats.Conn
 	faces jetstream.JetStream
+	// agents are the agents served.
+	agents []serve.Agent
 	// Desk is the pending desk of its face.
 	Desk *pending.Desk
 	// Notifier sends the notifications (nil without receivers).
@@ -114,6 +124,7 @@ type Served struct {
 	// Metrics are the replica's (offload_wake_seconds, the HTTP
 	// requests).
 	Metrics *metrics.Serve
+	face    *Face // stopped by Stop
 }
 
 // Service builds and starts the core of an `agent serve` replica on p
@@ -142,7 +153,7 @@ func (p *Process) Service(ctx context.Context, o ServeOptions) (*Served, error) 
 		return nil, err
 	}
 	recs.Identities = p.Identities
-	out := &Served{Metrics: metrics.NewServe(o.Registry)}
+	out := &Served{Metrics: metrics.NewServe(o.Registry), agents: o.Agents}
 	if out.Faces, err = dialLike(p.opts.Conn, " faces"); err != nil {
 		return nil, fmt.Errorf("agentproc: the faces' connection: %w", err)
 	}
@@ -200,11 +211,11 @@ func (p *Process) Serve(ctx context.Context, o ServeOptions) (*Served, error) {
 		return nil, err
 	}
 	face, err := p.Face(ctx, out, FaceOptions{Tokens: o.Tokens, Registry: o.Registry, Metrics: out.Metrics, PublicURL: o.PublicURL,
-		Limits: o.Limits, MCP: o.MCP})
+		Limits: o.Limits, MCP: o.MCP, A2A: o.A2A, A2APush: &a2aface.PushOptions{Allow: o.A2APushAllow, Holder: o.Holder}})
 	if err != nil {
 		return fail(err)
 	}
-	out.Desk, out.Handler = face.Desk, face.Handler
+	out.Desk, out.Handler, out.face = face.Desk, face.Handler, face
 	if err := o.Registry.Register(pending.NewCollector(out.Desk)); err != nil {
 		return fail(err)
 	}
@@ -225,6 +236,36 @@ func (p *Process) Serve(ctx context.Context, o ServeOptions) (*Served, error) {
 	return out, nil
 }
 
+// PushAllow are the networks A2A push URLs may reach although they are
+// not public (agent serve --a2a-push-allow CIDR, repeatable): a
+// flag.Value.
+type PushAllow []netip.Prefix
+
+// String implements flag.Value.
+func (p *PushAllow) String() string {
+	if p == nil {
+		return ""
+	}
+	out := make([]string, len(*p))
+	for i, n := range *p {
+		out[i] = n.String()
+	}
+	return strings.Join(out, ",")
+}
+
+// Type names the flag's values (pflag.Value).
+func (p *PushAllow) Type() string { return "CIDR" }
+
+// Set implements flag.Value: one CIDR more.
+func (p *PushAllow) Set(v string) error {
+	n, err := netip.ParsePrefix(v)
+	if err != nil {
+		return fmt.Errorf("not a CIDR: %w", err)
+	}
+	*p = append(*p, n.Masked())
+	return nil
+}
+
 // FaceOptions configure [Process.Face].
 type FaceOptions struct {
 	// Tokens are the bearer tokens accepted. Required.
@@ -243,6 +284,12 @@ type FaceOptions struct {
 	Limits web.Limits
 	// MCP serves the MCP face at /mcp (agent serve --mcp, SPEC §17).
 	MCP bool
+	// A2A serves the agents over A2A (SPEC §17, package a2aface: its
+	// tasks' records in the service's bucket).
+	A2A bool
+	// A2APush, if set with A2A, serves A2A push notification configs and
+	// sends their notifications from this replica too (a2aface.PushOptions).
+	A2APush *a2aface.PushOptions
 }
 
 // Face is the HTTP face of a replica and what it decides with.
@@ -255,6 +302,19 @@ type Face struct {
 	Handler http.Handler
 	// Tools are the operator's hands on the fleet's tools (/v1/tools).
 	Tools *toolctl.Control
+
+	stop   context.CancelFunc // of the A2A pushes' sweep
+	pushed chan struct{}      // closed once it returned
+}
+
+// Stop stops what the face runs by itself (the A2A pushes' sweep: the
+// notifications it was sending are sent by another replica) and waits
+// for it. It is idempotent.
+func (f *Face) Stop() {
+	if f.stop != nil {
+		f.stop()
+		<-f.pushed
+	}
 }
 
 // Face builds the HTTP face of replica srv on p, on its faces'
@@ -300,6 +360,20 @@ func (p *Process) Face(ctx context.Context, srv *Served, o FaceOptions) (*Face, 
 			return nil, err
 		}
 	}
+	if o.A2A {
+		if cfg.A2A, err = p.a2aFace(ctx, srv, desk, threads, o.A2APush); err != nil {
+			return nil, err
+		}
+		if o.A2APush != nil {
+			var pctx context.Context
+			pctx, f.stop = context.WithCancel(context.WithoutCancel(ctx))
+			f.pushed = make(chan struct{})
+			go func() {
+				defer close(f.pushed)
+				cfg.A2A.RunPushes(pctx)
+			}()
+		}
+	}
 	if o.Registry != nil {
 		cfg.Gatherer = o.Registry
 	}
@@ -322,11 +396,29 @@ func (p *Process) mcpFace(ctx context.Context, srv *Served, desk *pending.Desk, 
 		Heartbeat: cmp.Or(lim.Heartbeat, web.DefaultLimits().Heartbeat), Logger: p.log})
 }
 
+// a2aFace builds the A2A face of replica srv: its agents, its tasks'
+// records in the service's bucket, AG-UI's thread mapping for the
+// contexts that are not conversation IDs.
+func (p *Process) a2aFace(ctx context.Context, srv *Served, desk *pending.Desk, threads *convstore.Threads, push *a2aface.PushOptions) (*a2aface.Face, error) {
+	tasks, err := convstore.OpenA2ATasks(ctx, convstore.OpenConfig{JetStream: srv.faces, Provision: p.opts.Provision})
+	if err != nil {
+		return nil, err
+	}
+	agents := make([]a2aface.Agent, 0, len(srv.agents))
+	for _, a := range srv.agents {
+		agents = append(agents, a2aface.Agent{Name: a.Name, Description: a.Description})
+	}
+	return a2aface.New(a2aface.Config{Core: srv.Service, Desk: desk, Tasks: tasks, Threads: threads, Agents: agents, Push: push, Logger: p.log})
+}
+
 // Stop stops the notifier, then the core (its live runs suspend, within
 // ctx, and are handed over to another replica), then closes the faces'
 // connection (what the face still watches ends).
 func (s *Served) Stop(ctx context.Context) error {
 	var errs []error
+	if s.face != nil {
+		s.face.Stop()
+	}
 	if s.Notifier != nil {
 		errs = append(errs, s.Notifier.Stop())
 	}

@@ -34,6 +34,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 
+	"github.com/offload-dev/offload/pkg/a2aface"
 	"github.com/offload-dev/offload/pkg/agui"
 	"github.com/offload-dev/offload/pkg/links"
 	"github.com/offload-dev/offload/pkg/mcpface"
@@ -78,6 +79,11 @@ type Config struct {
 	// MCP, if set, serves the MCP face at POST /mcp (SPEC §17, agent
 	// serve --mcp).
 	MCP *mcpface.Face
+	// A2A, if set, serves the A2A face (SPEC §17): POST /a2a/{agent} (the
+	// JSON-RPC binding) and the agents' cards at
+	// /a2a/{agent}/.well-known/agent-card.json (and at
+	// /.well-known/agent-card.json when it serves one agent).
+	A2A *a2aface.Face
 	// Tools, if set, serves the operator's hands on the fleet's tools at
 	// /v1/tools (SPEC §19), to the roles admin and operator.
 	Tools service.Tools
@@ -194,6 +200,14 @@ func (h *handler) routes() []route {
 		// Any role: mcpface refuses a call to an operator's, an answer
 		// to an approver's or answerer's, with the protocol's error.
 		rs = append(rs, route{pattern: "POST /mcp", face: api, roles: anyRole, stream: true, handle: h.mcp})
+	}
+	if h.A2A != nil {
+		rs = append(rs,
+			route{pattern: "GET /a2a/{agent}/.well-known/agent-card.json", face: api, public: true, handle: h.a2aCard},
+			route{pattern: "POST /a2a/{agent}", face: api, roles: anyRole, stream: true, handle: h.a2aRPC})
+		if h.A2A.Single() != "" {
+			rs = append(rs, route{pattern: "GET /.well-known/agent-card.json", face: api, public: true, handle: h.a2aCard})
+		}
 	}
 	if h.Tools != nil {
 		rs = append(rs,

@@ -344,6 +344,7 @@ func (r *Replica) Face(t *testing.T, lines string, o agentproc.FaceOptions) (*ht
 	h = f.Handler
 	srv.Start()
 	t.Cleanup(srv.Close)
+	t.Cleanup(f.Stop)
 	return srv, f
 }
 
