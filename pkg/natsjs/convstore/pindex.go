@@ -264,15 +264,29 @@ func indexFilter(prefix string, q pending.IndexQuery) string {
 }
 
 // RepairIndex makes the index of pending calls true to the pending
+// records (repairPending) and the index of statuses true to the status
+// entries (repairStatuses, sindex_repair.go). It reads every record,
+// entry and message of both: `agent provision` runs it, and agent serve
+// now and then, never a view. It returns how many entries and messages
+// it added and removed.
+func (s *Store) RepairIndex(ctx context.Context) (added, removed int, err error) {
+	added, removed, err = s.repairPending(ctx)
+	if err != nil {
+		return added, removed, err
+	}
+	sa, sr, err := s.repairStatuses(ctx)
+	return added + sa, removed + sr, err
+}
+
+// repairPending makes the index of pending calls true to the pending
 // records: it adds the entries of the calls the records hold that it
 // lacks (a store written before the index, an add that failed), and
 // removes those of calls no record holds (a record expired with its
 // conversation; a crash between a record's write and the removal) that
 // are older than the records read (an entry added by a save still
-// writing its record is kept). It reads every record and every entry:
-// `agent provision` runs it, and agent serve now and then, never a view.
-// It returns how many entries it added and removed.
-func (s *Store) RepairIndex(ctx context.Context) (added, removed int, err error) {
+// writing its record is kept). It returns how many entries it added and
+// removed.
+func (s *Store) repairPending(ctx context.Context) (added, removed int, err error) {
 	// The entries stored before the records are read: one added since
 	// may be of a record not written yet.
 	before, err := s.allEntries(ctx)

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/offload-dev/offload/pkg/conversation"
+	"github.com/offload-dev/offload/pkg/natsjs/internal/direct"
 )
 
 // The index of the conversations' statuses (SPEC §21): the stream
@@ -21,19 +22,28 @@ import (
 // its entry of the status index (status.<id>) as its payload: what the
 // conversations page reads a page of, the newest first, filtered by
 // status on the subject. The conversation comes first so that its own
-// messages, read at each change, are a literal prefix for the server;
-// the page of every status reads ">" (the server's linear path), a
-// status's page its subject's wildcard, which the server matches against
-// every subject. [Store.SetStatus] keeps it: the conversation's
-// message of its new status is published (again: it then comes last)
-// before the status entry is written, and its messages of other statuses
-// are removed after; the status entry stays the truth of each message
+// messages are a literal prefix for the server; the page of every status
+// reads ">" (the server's linear path), a status's page its subject's
+// wildcard, which the server matches against every subject.
+// [Store.SetStatus] keeps it in one round trip where the status does not
+// change, two where it does (writeStatus): the conversation's message of
+// its new status is published (again: it then comes last), its entry
+// written and its messages read at once, the message first on the
+// connection; its messages of other statuses are removed once both writes
+// are acknowledged. The status entry stays the truth of each message
 // listed (a message whose status it no longer says is skipped), so a
 // process killed between the writes leaves a message too many, never a
-// conversation unlisted.
+// conversation unlisted; an entry written whose message the server
+// refused (SetStatus then fails), or a message of another status a
+// removal missed, [Store.RepairIndex] repairs (repairStatuses).
 
 // statusIndexPrefix is <prefix>.sindex.
 func (s *Store) statusIndexPrefix() string { return s.names.Prefix + ".sindex." }
+
+// statusSubject is the subject of conversation id's message of status.
+func (s *Store) statusSubject(id, status string) string {
+	return s.statusIndexPrefix() + id + "." + indexToken(status)
+}
 
 // statusFilter is the filter of the index's messages of status ("": all).
 func (s *Store) statusFilter(status string) string {
@@ -43,34 +53,69 @@ func (s *Store) statusFilter(status string) string {
 	return s.statusIndexPrefix() + "*." + indexToken(status)
 }
 
-// indexStatus publishes st's message of the index of statuses and
-// returns the conversation's messages of other statuses, which
-// [Store.unindexStatuses] removes once the status entry is written.
-func (s *Store) indexStatus(ctx context.Context, st conversation.Status, data []byte) ([]uint64, error) {
-	msgs, _, err := s.batches.Next(ctx, s.names.StatusIndex, s.statusIndexPrefix()+st.ConversationID+".*", 1, len(conversation.Statuses)+1)
+// writeStatus writes the status entry data of st with put and its
+// message of the index of statuses, then removes the conversation's
+// messages of other statuses. The message is published first (its
+// publish queued on the connection before put sends the entry, so that
+// the server reads it first), and the conversation's messages are read
+// meanwhile: put, the publish and the read take one round trip, the
+// removal (when the status changed) a second one. Nothing is removed
+// unless both writes succeeded; a removal that fails is logged and left
+// to the next write or [Store.RepairIndex].
+func (s *Store) writeStatus(ctx context.Context, st conversation.Status, data []byte, put func(context.Context) error) error {
+	id := st.ConversationID
+	subject := s.statusSubject(id, st.Status)
+	ack, err := s.publishStatus(&nats.Msg{Subject: subject, Data: data})
 	if err != nil {
-		return nil, fmt.Errorf("natsjs: index of statuses of %s: %w", st.ConversationID, err)
+		return fmt.Errorf("natsjs: index of statuses of %s: %w", id, err)
 	}
-	subject := s.statusIndexPrefix() + st.ConversationID + "." + indexToken(st.Status)
-	if _, err := s.cfg.JetStream.PublishMsg(ctx, &nats.Msg{Subject: subject, Data: data}); err != nil {
-		return nil, fmt.Errorf("natsjs: index of statuses of %s: %w", st.ConversationID, err)
+	type read struct {
+		msgs []*direct.Msg
+		err  error
 	}
-	var old []uint64
-	for _, m := range msgs {
-		if m.Subject != subject {
-			old = append(old, m.Seq)
+	reads := make(chan read, 1)
+	go func() {
+		msgs, _, err := s.batches.Next(ctx, s.names.StatusIndex, s.statusIndexPrefix()+id+".*", 1, len(conversation.Statuses)+1)
+		reads <- read{msgs, err}
+	}()
+	putErr := put(ctx)
+	var seq uint64
+	select {
+	case a := <-ack.Ok():
+		seq = a.Sequence
+	case err = <-ack.Err():
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	r := <-reads // its read ends with ctx at the latest
+	switch {
+	case err != nil:
+		return fmt.Errorf("natsjs: index of statuses of %s: %w", id, err)
+	case putErr != nil:
+		return putErr
+	case r.err != nil:
+		s.log.Warn("index of statuses not cleaned", slog.String("conversation", id), slog.Any("error", r.err))
+		return nil
+	}
+	for _, m := range r.msgs {
+		if m.Subject == subject || m.Seq >= seq {
+			continue // this write's, or a later one's
 		}
-	}
-	return old, nil
-}
-
-// unindexStatuses removes the messages old of the index of statuses.
-func (s *Store) unindexStatuses(ctx context.Context, id string, old []uint64) {
-	for _, seq := range old {
-		if err := s.statusIndex.DeleteMsg(ctx, seq); err != nil && !isGone(err) {
+		if err := s.statusIndex.DeleteMsg(ctx, m.Seq); err != nil && !isGone(err) {
 			s.log.Warn("index of statuses not cleaned", slog.String("conversation", id), slog.Any("error", err))
 		}
 	}
+	return nil
+}
+
+// indexStatus publishes st's message of the index of statuses (data its
+// entry's JSON form) and waits for the server to store it.
+func (s *Store) indexStatus(ctx context.Context, st conversation.Status, data []byte) error {
+	m := &nats.Msg{Subject: s.statusSubject(st.ConversationID, st.Status), Data: data}
+	if _, err := s.cfg.JetStream.PublishMsg(ctx, m); err != nil {
+		return fmt.Errorf("natsjs: index of statuses of %s: %w", st.ConversationID, err)
+	}
+	return nil
 }
 
 // StatusPage returns up to limit entries of the status index of status

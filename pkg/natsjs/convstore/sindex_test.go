@@ -1,6 +1,7 @@
 package convstore_test
 
 import (
+	"errors"
 	"slices"
 	"testing"
 
@@ -107,5 +108,82 @@ func TestStatusPages(t *testing.T) {
 	all := statusWalk(t, func(before uint64) ([]conversation.Status, uint64, error) { return s.StatusPage(ctx, "", before, 4) })
 	if n := len(slices.DeleteFunc(slices.Clone(all), func(id string) bool { return id != ids[1] })); len(all) != 30 || n != 1 {
 		t.Fatalf("all pages list %d conversations (%v), want 30 each once", len(all), all)
+	}
+}
+
+// A status entry written whose message of the index of statuses is lost
+// (the server refused it, as a process killed between the two writes
+// would leave it): SetStatus fails, the entry says the new status, and
+// the pages lag (the conversation's message of its former status is
+// skipped: it is on none) until RepairIndex publishes the message, which
+// lists it again; the message of the former status it removes once past
+// the grace, and the counts follow. A message whose entry was never
+// written (killed between the message and the entry) it removes too.
+func TestStatusIndexRepairedAfterLostMessage(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s := b.store(t, convstore.Config{})
+	ctx := t.Context()
+	c, other := protocol.NewID(), protocol.NewID()
+	for _, id := range []string{c, other} {
+		if err := s.SetStatus(ctx, conversation.Status{ConversationID: id, Agent: "ops", Status: conversation.StatusPaused}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lister := b.store(t, convstore.Config{}) // another process's view
+	page := func(status string) []string {
+		t.Helper()
+		return statusWalk(t, func(before uint64) ([]conversation.Status, uint64, error) {
+			return lister.StatusPage(ctx, status, before, 5)
+		})
+	}
+
+	convstore.LoseStatusMessages(s, errors.New("refused"))
+	err := s.SetStatus(ctx, conversation.Status{ConversationID: c, Agent: "ops", Status: conversation.StatusRunning})
+	if err == nil {
+		t.Fatal("SetStatus with its message refused succeeded")
+	}
+	if st, err := lister.GetStatus(ctx, c); err != nil || st == nil || st.Status != conversation.StatusRunning {
+		t.Fatalf("the entry: %+v, %v; want running", st, err)
+	}
+	if got := page(conversation.StatusRunning); len(got) != 0 {
+		t.Fatalf("running pages before the repair: %v", got)
+	}
+	if got := page(""); !slices.Equal(got, []string{other}) {
+		t.Fatalf("all pages before the repair: %v, want %v", got, []string{other})
+	}
+
+	// Killed between the message and the entry: a message of a status
+	// no entry says, and one of a conversation with no entry.
+	stray := protocol.NewID()
+	for _, subject := range []string{"tools.sindex." + other + ".failed", "tools.sindex." + stray + ".running"} {
+		if _, err := b.js.Publish(ctx, subject, []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Within the grace: the missing message published, none removed.
+	if added, removed, err := lister.RepairIndex(ctx); err != nil || added != 1 || removed != 0 {
+		t.Fatalf("RepairIndex within the grace = %d added, %d removed, %v; want 1, 0", added, removed, err)
+	}
+	if got := page(conversation.StatusRunning); !slices.Equal(got, []string{c}) {
+		t.Fatalf("running pages after the repair: %v, want %v", got, []string{c})
+	}
+	if got := page(""); !slices.Equal(got, []string{c, other}) {
+		t.Fatalf("all pages after the repair: %v, want %v", got, []string{c, other})
+	}
+	if counts, _ := lister.StatusCounts(ctx); counts[conversation.StatusPaused] != 2 || counts[conversation.StatusRunning] != 2 {
+		t.Fatalf("counts within the grace: %v; want the strays still counted", counts)
+	}
+	// Past the grace: the strays removed.
+	convstore.SetRepairGrace(lister, 0)
+	if added, removed, err := lister.RepairIndex(ctx); err != nil || added != 0 || removed != 3 {
+		t.Fatalf("RepairIndex past the grace = %d added, %d removed, %v; want 0, 3", added, removed, err)
+	}
+	counts, err := lister.StatusCounts(ctx)
+	if err != nil || counts[conversation.StatusPaused] != 1 || counts[conversation.StatusRunning] != 1 || counts[conversation.StatusFailed] != 0 {
+		t.Fatalf("counts after the repair: %v, %v; want 1 paused, 1 running", counts, err)
+	}
+	if added, removed, err := lister.RepairIndex(ctx); err != nil || added+removed != 0 {
+		t.Fatalf("RepairIndex of a true index = %d added, %d removed, %v", added, removed, err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/offload-dev/offload/pkg/conversation"
@@ -64,7 +65,10 @@ type Store struct {
 	index   jetstream.Stream // the index of pending calls (pindex.go)
 	// statusIndex is the index of the conversations' statuses (sindex.go).
 	statusIndex jetstream.Stream
-	batches     *direct.Batches // its reads
+	// publishStatus publishes a message of it without waiting
+	// (JetStream.PublishMsgAsync; a fault in tests).
+	publishStatus func(*nats.Msg, ...jetstream.PublishOpt) (jetstream.PubAckFuture, error)
+	batches       *direct.Batches // its reads
 	// repairGrace is how old an entry RepairIndex removes must be.
 	repairGrace time.Duration
 
@@ -124,7 +128,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("natsjs: bind stream %s: %w", names.StatusIndex, err)
 	}
 	records := direct.Keys{JS: cfg.JetStream, NC: cfg.JetStream.Conn(), Stream: names.PendingStream, Bucket: names.PendingBucket}
-	return &Store{statusIndex: statusIndex, cfg: cfg, log: log, names: names, kv: kv, records: records, index: index, batches: direct.NewBatches(cfg.JetStream.Conn()), repairGrace: repairGrace,
+	return &Store{statusIndex: statusIndex, publishStatus: cfg.JetStream.PublishMsgAsync, cfg: cfg, log: log, names: names, kv: kv, records: records, index: index, batches: direct.NewBatches(cfg.JetStream.Conn()), repairGrace: repairGrace,
 		obj: obj, pending: pending, objects: map[string]string{}, held: map[string]*holding{}}, nil
 }
 
