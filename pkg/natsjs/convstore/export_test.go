@@ -124,3 +124,7 @@ type refusedAck struct {
 func (f *refusedAck) Ok() <-chan *jetstream.PubAck { return f.ok }
 func (f *refusedAck) Err() <-chan error            { return f.err }
 func (f *refusedAck) Msg() *nats.Msg               { return f.msg }
+
+// SettleStatuses waits for s's removals of former messages of the index
+// of statuses under way.
+func SettleStatuses(s *Store) { s.cleaning.Wait() }

@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/offload-dev/offload/pkg/conversation"
-	"github.com/offload-dev/offload/pkg/natsjs/internal/direct"
 )
 
 // The index of the conversations' statuses (SPEC §21): the stream
@@ -25,12 +25,12 @@ import (
 // messages are a literal prefix for the server; the page of every status
 // reads ">" (the server's linear path), a status's page its subject's
 // wildcard, which the server matches against every subject.
-// [Store.SetStatus] keeps it in one round trip where the status does not
-// change, two where it does (writeStatus): the conversation's message of
-// its new status is published (again: it then comes last), its entry
-// written and its messages read at once, the message first on the
-// connection; its messages of other statuses are removed once both writes
-// are acknowledged. The status entry stays the truth of each message
+// [Store.SetStatus] keeps it in one round trip, as the entry alone
+// (writeStatus): the conversation's message of its new status is
+// published (again: it then comes last) and its entry written at once,
+// the message first on the connection; its messages of other statuses
+// are removed once both writes are acknowledged, off the writer's path
+// (cleanStatuses), until which its former status counts it. The status entry stays the truth of each message
 // listed (a message whose status it no longer says is skipped), so a
 // process killed between the writes leaves a message too many, never a
 // conversation unlisted; an entry written whose message the server
@@ -54,14 +54,11 @@ func (s *Store) statusFilter(status string) string {
 }
 
 // writeStatus writes the status entry data of st with put and its
-// message of the index of statuses, then removes the conversation's
-// messages of other statuses. The message is published first (its
+// message of the index of statuses at once, the message first (its
 // publish queued on the connection before put sends the entry, so that
-// the server reads it first), and the conversation's messages are read
-// meanwhile: put, the publish and the read take one round trip, the
-// removal (when the status changed) a second one. Nothing is removed
-// unless both writes succeeded; a removal that fails is logged and left
-// to the next write or [Store.RepairIndex].
+// the server reads it first): one round trip, as the entry alone. Once
+// both are stored, the conversation's messages of other statuses are
+// removed off the caller's path (cleanStatuses).
 func (s *Store) writeStatus(ctx context.Context, st conversation.Status, data []byte, put func(context.Context) error) error {
 	id := st.ConversationID
 	subject := s.statusSubject(id, st.Status)
@@ -69,15 +66,6 @@ func (s *Store) writeStatus(ctx context.Context, st conversation.Status, data []
 	if err != nil {
 		return fmt.Errorf("natsjs: index of statuses of %s: %w", id, err)
 	}
-	type read struct {
-		msgs []*direct.Msg
-		err  error
-	}
-	reads := make(chan read, 1)
-	go func() {
-		msgs, _, err := s.batches.Next(ctx, s.names.StatusIndex, s.statusIndexPrefix()+id+".*", 1, len(conversation.Statuses)+1)
-		reads <- read{msgs, err}
-	}()
 	putErr := put(ctx)
 	var seq uint64
 	select {
@@ -87,25 +75,48 @@ func (s *Store) writeStatus(ctx context.Context, st conversation.Status, data []
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
-	r := <-reads // its read ends with ctx at the latest
 	switch {
 	case err != nil:
 		return fmt.Errorf("natsjs: index of statuses of %s: %w", id, err)
 	case putErr != nil:
 		return putErr
-	case r.err != nil:
-		s.log.Warn("index of statuses not cleaned", slog.String("conversation", id), slog.Any("error", r.err))
-		return nil
 	}
-	for _, m := range r.msgs {
-		if m.Subject == subject || m.Seq >= seq {
-			continue // this write's, or a later one's
-		}
-		if err := s.statusIndex.DeleteMsg(ctx, m.Seq); err != nil && !isGone(err) {
-			s.log.Warn("index of statuses not cleaned", slog.String("conversation", id), slog.Any("error", err))
-		}
-	}
+	s.cleanStatuses(id, subject, seq)
 	return nil
+}
+
+// cleanTimeout bounds a removal of a conversation's former messages of
+// the index of statuses.
+const cleanTimeout = 5 * time.Second
+
+// cleanStatuses removes, on a goroutine of its own (counted by
+// Store.cleaning), conversation id's messages of the index of statuses
+// stored before seq on another subject than subject: its former status's,
+// or one a kill left. Until they are removed (a round trip or two after
+// the write) the conversation's former status counts it; a removal that
+// fails, or a process that exits meanwhile, leaves them to the next write
+// of its status or to [Store.RepairIndex] (a minute after their write).
+// The pages skip them all along: each message is read against its entry.
+func (s *Store) cleanStatuses(id, subject string, seq uint64) {
+	s.cleaning.Add(1)
+	go func() {
+		defer s.cleaning.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), cleanTimeout)
+		defer cancel()
+		msgs, _, err := s.batches.Next(ctx, s.names.StatusIndex, s.statusIndexPrefix()+id+".*", 1, len(conversation.Statuses)+1)
+		if err != nil {
+			s.log.Warn("index of statuses not cleaned", slog.String("conversation", id), slog.Any("error", err))
+			return
+		}
+		for _, m := range msgs {
+			if m.Subject == subject || m.Seq >= seq {
+				continue // this write's, or a later one's
+			}
+			if err := s.statusIndex.DeleteMsg(ctx, m.Seq); err != nil && !isGone(err) {
+				s.log.Warn("index of statuses not cleaned", slog.String("conversation", id), slog.Any("error", err))
+			}
+		}
+	}()
 }
 
 // indexStatus publishes st's message of the index of statuses (data its

@@ -68,7 +68,10 @@ type Store struct {
 	// publishStatus publishes a message of it without waiting
 	// (JetStream.PublishMsgAsync; a fault in tests).
 	publishStatus func(*nats.Msg, ...jetstream.PublishOpt) (jetstream.PubAckFuture, error)
-	batches       *direct.Batches // its reads
+	// cleaning counts the removals of its former messages under way
+	// (sindex.go cleanStatuses), each bounded by cleanTimeout.
+	cleaning sync.WaitGroup
+	batches  *direct.Batches // its reads
 	// repairGrace is how old an entry RepairIndex removes must be.
 	repairGrace time.Duration
 
