@@ -125,6 +125,16 @@ func (f *refusedAck) Ok() <-chan *jetstream.PubAck { return f.ok }
 func (f *refusedAck) Err() <-chan error            { return f.err }
 func (f *refusedAck) Msg() *nats.Msg               { return f.msg }
 
-// SettleStatuses waits for s's removals of former messages of the index
-// of statuses under way.
-func SettleStatuses(s *Store) { s.cleaning.Wait() }
+// HoldRemovals makes s's removals of entries of the index of pending
+// calls, off its saves' path, wait until release is called; release lets
+// every one go from then on. waits receives a value each time a save
+// waits for a removal under way.
+func HoldRemovals(s *Store) (release func(), waits <-chan struct{}) {
+	gate, w := make(chan struct{}), make(chan struct{}, 16)
+	s.mu.Lock()
+	s.removals = gate
+	s.waitsRemoval = func() { w <- struct{}{} }
+	s.mu.Unlock()
+	var once sync.Once
+	return func() { once.Do(func() { close(gate) }) }, w
+}

@@ -124,7 +124,11 @@ func (s *Store) Reproject(ctx context.Context) (int, error) {
 			return i, err
 		}
 	}
-	// The index of pending calls of the records written before it.
+	// The index of pending calls of the records written before it, once
+	// the removals the writes left under way have ended.
+	if err := s.Flush(ctx); err != nil {
+		return len(ids), err
+	}
 	if _, _, err := s.RepairIndex(ctx); err != nil {
 		return len(ids), err
 	}

@@ -83,7 +83,9 @@ func TestStatusPages(t *testing.T) {
 	}
 	// Its message of running is removed off the write's path: skipped by
 	// the pages meanwhile, counted until it is.
-	convstore.SettleStatuses(s)
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
 	first, _, err := s.StatusPage(ctx, "", 0, 3)
 	if err != nil || len(first) != 3 || first[0].ConversationID != ids[0] || first[0].Status != conversation.StatusFinished {
 		t.Fatalf("first page after the change: %+v, %v", first, err)

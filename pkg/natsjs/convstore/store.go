@@ -68,8 +68,10 @@ type Store struct {
 	// publishStatus publishes a message of it without waiting
 	// (JetStream.PublishMsgAsync; a fault in tests).
 	publishStatus func(*nats.Msg, ...jetstream.PublishOpt) (jetstream.PubAckFuture, error)
-	// cleaning counts the removals of its former messages under way
-	// (sindex.go cleanStatuses), each bounded by cleanTimeout.
+	// cleaning counts the removals under way off the writers' path, of
+	// the index of statuses' former messages (sindex.go cleanStatuses)
+	// and of the index of pending calls' entries (pindex.go indexAfter),
+	// each bounded by cleanTimeout: [Store.Flush] waits for them.
 	cleaning sync.WaitGroup
 	batches  *direct.Batches // its reads
 	// repairGrace is how old an entry RepairIndex removes must be.
@@ -78,6 +80,15 @@ type Store struct {
 	mu      sync.Mutex
 	objects map[string]string   // conversation → history object last read or written
 	held    map[string]*holding // the conversations whose lease this process holds (holding.go)
+	// unindexing holds, by conversation, the end of its last removal of
+	// entries of the index of pending calls under way (pindex.go).
+	unindexing map[string]chan struct{}
+	// removals, when set (tests, under mu), is received from before each removal
+	// of entries of the index of pending calls off a save's path.
+	removals chan struct{}
+	// waitsRemoval, when set (tests, under mu), is called when a save
+	// waits for a removal under way before it adds entries.
+	waitsRemoval func()
 }
 
 var _ conversation.Store = (*Store)(nil)
@@ -132,7 +143,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	records := direct.Keys{JS: cfg.JetStream, NC: cfg.JetStream.Conn(), Stream: names.PendingStream, Bucket: names.PendingBucket}
 	return &Store{statusIndex: statusIndex, publishStatus: cfg.JetStream.PublishMsgAsync, cfg: cfg, log: log, names: names, kv: kv, records: records, index: index, batches: direct.NewBatches(cfg.JetStream.Conn()), repairGrace: repairGrace,
-		obj: obj, pending: pending, objects: map[string]string{}, held: map[string]*holding{}}, nil
+		obj: obj, pending: pending, objects: map[string]string{}, held: map[string]*holding{}, unindexing: map[string]chan struct{}{}}, nil
 }
 
 // stored is the value of a conversation's key.
