@@ -30,12 +30,13 @@ import (
 // published (again: it then comes last) and its entry written at once,
 // the message first on the connection; its messages of other statuses
 // are removed once both writes are acknowledged, off the writer's path
-// (cleanStatuses), until which its former status counts it. The status entry stays the truth of each message
-// listed (a message whose status it no longer says is skipped), so a
-// process killed between the writes leaves a message too many, never a
-// conversation unlisted; an entry written whose message the server
-// refused (SetStatus then fails), or a message of another status a
-// removal missed, [Store.RepairIndex] repairs (repairStatuses).
+// (cleanStatuses), until which its former status counts it. The status
+// entry stays the truth of each message listed (a message whose status
+// it no longer says is skipped), so a process killed between the writes
+// leaves a message too many, never a conversation unlisted; an entry
+// written whose message the server refused (SetStatus then fails), or a
+// message of another status a removal missed, [Store.RepairIndex]
+// repairs (repairStatuses).
 
 // statusIndexPrefix is <prefix>.sindex.
 func (s *Store) statusIndexPrefix() string { return s.names.Prefix + ".sindex." }
