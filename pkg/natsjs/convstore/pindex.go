@@ -207,7 +207,7 @@ func (s *Store) indexBefore(ctx context.Context, sum *conversation.Summary) (hav
 // for it). Until then the pages skip the entries (each is read against
 // its record); a removal that fails, or a process that exits meanwhile,
 // leaves them to RepairIndex.
-func (s *Store) indexAfter(_ context.Context, id string, sum *conversation.Summary, have []indexed, read bool) {
+func (s *Store) indexAfter(ctx context.Context, id string, sum *conversation.Summary, have []indexed, read bool) {
 	done := make(chan struct{})
 	s.mu.Lock()
 	prev := s.unindexing[id]
@@ -233,7 +233,7 @@ func (s *Store) indexAfter(_ context.Context, id string, sum *conversation.Summa
 		if gate != nil {
 			<-gate
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), cleanTimeout)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanTimeout) // the save's, which returns meanwhile
 		defer cancel()
 		if err := s.unindexCalls(ctx, id, sum, have, read); err != nil {
 			// A stale entry hides nothing (the record is read for each one
