@@ -82,8 +82,27 @@ func (s *Store) writeStatus(ctx context.Context, st conversation.Status, data []
 	case putErr != nil:
 		return putErr
 	}
-	s.cleanStatuses(id, subject, seq)
+	s.cleanStatuses(id, subject, seq, s.wroteStatus(id, statusMsg{subject, seq}))
 	return nil
+}
+
+// statusMsg is a message of the index of statuses: its subject and
+// sequence.
+type statusMsg struct {
+	subject string
+	seq     uint64
+}
+
+// wroteStatus records m, the message of the index of statuses this
+// process just wrote for conversation id, if it holds its lease, and
+// returns the one it wrote before while holding it (seq 0: none).
+func (s *Store) wroteStatus(id string, m statusMsg) (before statusMsg) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h := s.held[id]; h != nil {
+		before, h.status = h.status, m
+	}
+	return before
 }
 
 // cleanTimeout bounds a removal of a conversation's former messages of
@@ -93,17 +112,29 @@ const cleanTimeout = 5 * time.Second
 // cleanStatuses removes, on a goroutine of its own (counted by
 // Store.cleaning), conversation id's messages of the index of statuses
 // stored before seq on another subject than subject: its former status's,
-// or one a kill left. Until they are removed (a round trip or two after
+// or one a kill left. When this process wrote the former one while it
+// held the lease (before: a run's end after its running), that one is
+// removed without a read (one a kill left before then is the repair's);
+// otherwise the conversation's messages are read. Until they are removed (a round trip or two after
 // the write) the conversation's former status counts it; a removal that
 // fails, or a process that exits meanwhile, leaves them to the next write
 // of its status or to [Store.RepairIndex] (a minute after their write).
 // The pages skip them all along: each message is read against its entry.
-func (s *Store) cleanStatuses(id, subject string, seq uint64) {
+func (s *Store) cleanStatuses(id, subject string, seq uint64, before statusMsg) {
+	if before.seq != 0 && before.subject == subject {
+		return // replaced on its subject
+	}
 	s.cleaning.Add(1)
 	go func() {
 		defer s.cleaning.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), cleanTimeout)
 		defer cancel()
+		if before.seq != 0 {
+			if err := s.statusIndex.DeleteMsg(ctx, before.seq); err != nil && !isGone(err) {
+				s.log.Warn("index of statuses not cleaned", slog.String("conversation", id), slog.Any("error", err))
+			}
+			return
+		}
 		msgs, _, err := s.batches.Next(ctx, s.names.StatusIndex, s.statusIndexPrefix()+id+".*", 1, len(conversation.Statuses)+1)
 		if err != nil {
 			s.log.Warn("index of statuses not cleaned", slog.String("conversation", id), slog.Any("error", err))

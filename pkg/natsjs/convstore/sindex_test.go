@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/natsjs/convstore"
@@ -190,5 +191,51 @@ func TestStatusIndexRepairedAfterLostMessage(t *testing.T) {
 	}
 	if added, removed, err := lister.RepairIndex(ctx); err != nil || added+removed != 0 {
 		t.Fatalf("RepairIndex of a true index = %d added, %d removed, %v", added, removed, err)
+	}
+}
+
+// The lease holder knows the message of the index of statuses it wrote
+// last: its next status change removes that one without reading the
+// conversation's messages (three messages: the new one, the entry, the
+// removal), and the counts follow; one of the same status is replaced on
+// its subject, nothing removed.
+func TestHolderReplacesItsStatusWithoutReading(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	js := b.srv.JetStream(t)
+	s := newConvStore(t, js, convstore.Config{LeaseTTL: time.Hour}) // no renewal meanwhile
+	ctx := t.Context()
+	id := protocol.NewID()
+	if err := s.SetStatus(ctx, conversation.Status{ConversationID: id, Agent: "ops", Status: conversation.StatusPaused}); err != nil {
+		t.Fatal(err)
+	}
+	lease, err := s.TryClaim(ctx, id, "holder")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = lease.Release(ctx) }()
+	set := func(status string) uint64 {
+		t.Helper()
+		before := js.Conn().Stats().OutMsgs
+		if err := s.SetStatus(ctx, conversation.Status{ConversationID: id, Agent: "ops", Status: status}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return js.Conn().Stats().OutMsgs - before
+	}
+	if n := set(conversation.StatusRunning); n != 4 { // the paused one another run wrote: read, then removed
+		t.Fatalf("the wake's status sent %d messages, want 4 (the message, the entry, the read, the removal)", n)
+	}
+	if n := set(conversation.StatusFinished); n != 3 {
+		t.Fatalf("the run's end sent %d messages, want 3 (the message, the entry, the removal of its running)", n)
+	}
+	if n := set(conversation.StatusFinished); n != 2 {
+		t.Fatalf("the same status again sent %d messages, want 2 (the message, the entry)", n)
+	}
+	counts, err := s.StatusCounts(ctx)
+	if err != nil || counts[conversation.StatusFinished] != 1 || counts[conversation.StatusRunning] != 0 || counts[conversation.StatusPaused] != 0 {
+		t.Fatalf("counts %v, %v; want 1 finished", counts, err)
 	}
 }
