@@ -181,12 +181,18 @@ func (p *Process) open(ctx context.Context) error {
 	return nil
 }
 
-// Close stops the remote client. The connection is the caller's.
+// Close stops the remote client and waits for the removals the
+// conversation store's writes left under way (convstore.Store.Flush). The
+// connection is the caller's.
 func (p *Process) Close(ctx context.Context) error {
+	var err error
 	if p.Client != nil {
-		return p.Client.Stop(ctx)
+		err = p.Client.Stop(ctx)
 	}
-	return nil
+	if p.Conversations != nil {
+		err = errors.Join(err, p.Conversations.Store.Flush(ctx))
+	}
+	return err
 }
 
 // Session is the configuration of the process's sessions (SPEC §5.5): the

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/offload-dev/offload/pkg/natsjs/internal/direct"
 )
@@ -100,3 +101,40 @@ func FailFirstGetAfter(in *Inbox, stream string, err error, other string, n int)
 // SetRepairGrace sets how old an entry of the index of pending calls that
 // no record holds must be for s.RepairIndex to remove it.
 func SetRepairGrace(s *Store, d time.Duration) { s.repairGrace = d }
+
+// LoseStatusMessages makes the server refuse s's messages of the index
+// of statuses from now on (each publish's acknowledgement err), as a
+// process killed between a status entry's write and its message's would
+// leave the index: the entries are written all the same.
+func LoseStatusMessages(s *Store, err error) {
+	s.publishStatus = func(m *nats.Msg, _ ...jetstream.PublishOpt) (jetstream.PubAckFuture, error) {
+		f := &refusedAck{msg: m, ok: make(chan *jetstream.PubAck), err: make(chan error, 1)}
+		f.err <- err
+		return f, nil
+	}
+}
+
+// refusedAck is the acknowledgement of a publish the server refused.
+type refusedAck struct {
+	msg *nats.Msg
+	ok  chan *jetstream.PubAck
+	err chan error
+}
+
+func (f *refusedAck) Ok() <-chan *jetstream.PubAck { return f.ok }
+func (f *refusedAck) Err() <-chan error            { return f.err }
+func (f *refusedAck) Msg() *nats.Msg               { return f.msg }
+
+// HoldRemovals makes s's removals of entries of the index of pending
+// calls, off its saves' path, wait until release is called; release lets
+// every one go from then on. waits receives a value each time a save
+// waits for a removal under way.
+func HoldRemovals(s *Store) (release func(), waits <-chan struct{}) {
+	gate, w := make(chan struct{}), make(chan struct{}, 16)
+	s.mu.Lock()
+	s.removals = gate
+	s.waitsRemoval = func() { w <- struct{}{} }
+	s.mu.Unlock()
+	var once sync.Once
+	return func() { once.Do(func() { close(gate) }) }, w
+}

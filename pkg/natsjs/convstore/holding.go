@@ -25,6 +25,9 @@ type holding struct {
 	seq   uint64
 	live  bool
 	known bool
+	// status is the subject and sequence of the message of the index of
+	// statuses this process last wrote for it (sindex.go; seq 0: none).
+	status statusMsg
 }
 
 // hold records that this process holds conversation id's lease.
@@ -67,7 +70,7 @@ func (s *Store) knownRecord(id string) (h holding, ok bool) {
 func (s *Store) knowRecord(id string, seq uint64, live bool) {
 	s.mu.Lock()
 	if h := s.held[id]; h != nil {
-		*h = holding{seq: seq, live: live, known: true}
+		h.seq, h.live, h.known = seq, live, true
 	}
 	s.mu.Unlock()
 }

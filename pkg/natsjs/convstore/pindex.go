@@ -184,6 +184,11 @@ func (s *Store) indexBefore(ctx context.Context, sum *conversation.Summary) (hav
 	if sum == nil {
 		return nil, false
 	}
+	// The removal an earlier save left under way ends first: it would
+	// remove an entry this save finds and keeps.
+	if err := s.unindexed(ctx, sum.ConversationID); err != nil {
+		return nil, false // the record is written all the same, as below
+	}
 	have, read, err := s.indexCalls(ctx, sum)
 	if err != nil {
 		// The record is written all the same: RepairIndex adds what is
@@ -194,12 +199,86 @@ func (s *Store) indexBefore(ctx context.Context, sum *conversation.Summary) (hav
 }
 
 // indexAfter removes, once conversation id's pending record sum (nil:
-// none) is written, the entries of the calls it no longer holds.
+// none) is written, the entries of the calls it no longer holds: on a
+// goroutine of its own (counted by Store.cleaning), off the saver's path
+// (a continuation's save, before its model request, paid a read and a
+// removal), after the removal an earlier save of the conversation left
+// under way, and before the next save adds entries (indexBefore waits
+// for it). Until then the pages skip the entries (each is read against
+// its record); a removal that fails, or a process that exits meanwhile,
+// leaves them to RepairIndex.
 func (s *Store) indexAfter(ctx context.Context, id string, sum *conversation.Summary, have []indexed, read bool) {
-	if err := s.unindexCalls(ctx, id, sum, have, read); err != nil {
-		// A stale entry hides nothing (the record is read for each one
-		// listed); RepairIndex removes it.
-		s.log.Warn("index of pending calls not cleaned", slog.String("conversation", id), slog.Any("error", err))
+	done := make(chan struct{})
+	s.mu.Lock()
+	prev := s.unindexing[id]
+	s.unindexing[id] = done
+	s.mu.Unlock()
+	s.cleaning.Add(1)
+	go func() {
+		defer s.cleaning.Done()
+		defer func() {
+			s.mu.Lock()
+			if s.unindexing[id] == done {
+				delete(s.unindexing, id)
+			}
+			s.mu.Unlock()
+			close(done)
+		}()
+		if prev != nil {
+			<-prev
+		}
+		s.mu.Lock()
+		gate := s.removals
+		s.mu.Unlock()
+		if gate != nil {
+			<-gate
+		}
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanTimeout) // the save's, which returns meanwhile
+		defer cancel()
+		if err := s.unindexCalls(ctx, id, sum, have, read); err != nil {
+			// A stale entry hides nothing (the record is read for each one
+			// listed); RepairIndex removes it.
+			s.log.Warn("index of pending calls not cleaned", slog.String("conversation", id), slog.Any("error", err))
+		}
+	}()
+}
+
+// unindexed waits until the removal of conversation id's entries under
+// way, if one is, has ended, or ctx ends.
+func (s *Store) unindexed(ctx context.Context, id string) error {
+	s.mu.Lock()
+	done, waits := s.unindexing[id], s.waitsRemoval
+	s.mu.Unlock()
+	if done == nil {
+		return nil
+	}
+	if waits != nil {
+		waits()
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Flush waits until the removals the store's writes left under way, off
+// their path, have ended (a former status's message of the index of
+// statuses, the entries of the index of pending calls a record no longer
+// holds), or ctx ends: what a process does before it exits, so that it
+// leaves none to the repair.
+func (s *Store) Flush(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		s.cleaning.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -264,15 +343,29 @@ func indexFilter(prefix string, q pending.IndexQuery) string {
 }
 
 // RepairIndex makes the index of pending calls true to the pending
+// records (repairPending) and the index of statuses true to the status
+// entries (repairStatuses, sindex_repair.go). It reads every record,
+// entry and message of both: `agent provision` runs it, and agent serve
+// now and then, never a view. It returns how many entries and messages
+// it added and removed.
+func (s *Store) RepairIndex(ctx context.Context) (added, removed int, err error) {
+	added, removed, err = s.repairPending(ctx)
+	if err != nil {
+		return added, removed, err
+	}
+	sa, sr, err := s.repairStatuses(ctx)
+	return added + sa, removed + sr, err
+}
+
+// repairPending makes the index of pending calls true to the pending
 // records: it adds the entries of the calls the records hold that it
 // lacks (a store written before the index, an add that failed), and
 // removes those of calls no record holds (a record expired with its
 // conversation; a crash between a record's write and the removal) that
 // are older than the records read (an entry added by a save still
-// writing its record is kept). It reads every record and every entry:
-// `agent provision` runs it, and agent serve now and then, never a view.
-// It returns how many entries it added and removed.
-func (s *Store) RepairIndex(ctx context.Context) (added, removed int, err error) {
+// writing its record is kept). It returns how many entries it added and
+// removed.
+func (s *Store) repairPending(ctx context.Context) (added, removed int, err error) {
 	// The entries stored before the records are read: one added since
 	// may be of a record not written yet.
 	before, err := s.allEntries(ctx)

@@ -120,6 +120,9 @@ func TestIndexFollowsRecordsAndRepairs(t *testing.T) {
 	if _, err := s.Save(ctx, a, rev); err != nil {
 		t.Fatal(err)
 	}
+	if err := s.Flush(ctx); err != nil { // removed off the save's path
+		t.Fatal(err)
+	}
 	if got := indexed(t, p, pending.IndexQuery{}); !slices.Equal(got, []string{c.Tasks[0].TaskID}) {
 		t.Fatalf("after a's calls were resolved the index holds %v, want only c's", got)
 	}
@@ -136,5 +139,60 @@ func TestIndexFollowsRecordsAndRepairs(t *testing.T) {
 	}
 	if got := indexed(t, p, pending.IndexQuery{}); len(got) != 0 {
 		t.Fatalf("the index holds %v, want nothing", got)
+	}
+}
+
+// A save's removal of the entries of the calls its record no longer
+// holds runs off the save's path (the save returns while it is held),
+// and the conversation's next save waits for it before it adds entries:
+// a call pending again that the removal would otherwise remove after the
+// add found its entry (and kept it) stays listed.
+func TestIndexRemovalOffTheSavePath(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.provision(t)
+	s := b.store(t, convstore.Config{})
+	ctx := t.Context()
+	p, err := convstore.OpenPending(ctx, convstore.OpenConfig{JetStream: b.js})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := sampleState(protocol.NewID(), 1)
+	rev, err := s.Save(ctx, st, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := st.Pending.Tasks[0].TaskID
+	pend := st.Pending
+	release, waits := convstore.HoldRemovals(s)
+	defer release()
+	st.Pending = nil
+	if rev, err = s.Save(ctx, st, rev); err != nil { // returns with its removal held
+		t.Fatal(err)
+	}
+	if got := indexed(t, p, pending.IndexQuery{}); !slices.Equal(got, []string{task}) {
+		t.Fatalf("the index holds %v while the removal is held, want %v", got, []string{task})
+	}
+	st.Pending = pend // the same call pending again
+	saved := make(chan error, 1)
+	go func() {
+		_, err := s.Save(ctx, st, rev)
+		saved <- err
+	}()
+	select {
+	case <-waits: // the save waits for the removal: let it go
+		release()
+		err = <-saved
+	case err = <-saved: // saved past the removal held
+		release()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := indexed(t, p, pending.IndexQuery{}); !slices.Equal(got, []string{task}) {
+		t.Fatalf("the index holds %v once the removals ended, want %v", got, []string{task})
 	}
 }

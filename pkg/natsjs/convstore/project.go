@@ -124,7 +124,11 @@ func (s *Store) Reproject(ctx context.Context) (int, error) {
 			return i, err
 		}
 	}
-	// The index of pending calls of the records written before it.
+	// The index of pending calls of the records written before it, once
+	// the removals the writes left under way have ended.
+	if err := s.Flush(ctx); err != nil {
+		return len(ids), err
+	}
 	if _, _, err := s.RepairIndex(ctx); err != nil {
 		return len(ids), err
 	}
@@ -147,7 +151,7 @@ func (s *Store) backfillStatus(ctx context.Context, st *conversation.State, rev 
 	if cur, err := s.GetStatus(ctx, st.ID); err != nil || cur != nil {
 		if err == nil {
 			// An entry of before the index of statuses: indexed again.
-			_, err = s.indexStatus(ctx, *cur, mustJSON(*cur))
+			err = s.indexStatus(ctx, *cur, mustJSON(*cur))
 		}
 		return err
 	}
@@ -155,15 +159,12 @@ func (s *Store) backfillStatus(ctx context.Context, st *conversation.State, rev 
 	if err != nil {
 		return err
 	}
-	old, err := s.indexStatus(ctx, entry, data)
-	if err != nil {
-		return err
-	}
-	if _, err := s.kv.Create(ctx, statusKeyPre+st.ID, data); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
-		return fmt.Errorf("natsjs: status of %s: %w", st.ID, err)
-	}
-	s.unindexStatuses(ctx, st.ID, old)
-	return nil
+	return s.writeStatus(ctx, entry, data, func(ctx context.Context) error {
+		if _, err := s.kv.Create(ctx, statusKeyPre+st.ID, data); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+			return fmt.Errorf("natsjs: status of %s: %w", st.ID, err)
+		}
+		return nil
+	})
 }
 
 // mustJSON is st's JSON form (a Status always has one).

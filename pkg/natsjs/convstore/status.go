@@ -37,17 +37,13 @@ func (s *Store) SetStatus(ctx context.Context, st conversation.Status) error {
 	if err != nil {
 		return err
 	}
-	// The index of statuses around the entry (sindex.go): its message of
-	// this status before, those of other statuses removed after.
-	old, err := s.indexStatus(ctx, st, data)
-	if err != nil {
-		return err
-	}
-	if _, err := s.kv.Put(ctx, statusKeyPre+st.ConversationID, data); err != nil {
-		return fmt.Errorf("natsjs: status of %s: %w", st.ConversationID, err)
-	}
-	s.unindexStatuses(ctx, st.ConversationID, old)
-	return nil
+	// The entry with its message of the index of statuses (sindex.go).
+	return s.writeStatus(ctx, st, data, func(ctx context.Context) error {
+		if _, err := s.kv.Put(ctx, statusKeyPre+st.ConversationID, data); err != nil {
+			return fmt.Errorf("natsjs: status of %s: %w", st.ConversationID, err)
+		}
+		return nil
+	})
 }
 
 // RecordStatus records conversation id's status of agent agentName

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/offload-dev/offload/pkg/conversation"
@@ -64,13 +65,30 @@ type Store struct {
 	index   jetstream.Stream // the index of pending calls (pindex.go)
 	// statusIndex is the index of the conversations' statuses (sindex.go).
 	statusIndex jetstream.Stream
-	batches     *direct.Batches // its reads
+	// publishStatus publishes a message of it without waiting
+	// (JetStream.PublishMsgAsync; a fault in tests).
+	publishStatus func(*nats.Msg, ...jetstream.PublishOpt) (jetstream.PubAckFuture, error)
+	// cleaning counts the removals under way off the writers' path, of
+	// the index of statuses' former messages (sindex.go cleanStatuses)
+	// and of the index of pending calls' entries (pindex.go indexAfter),
+	// each bounded by cleanTimeout: [Store.Flush] waits for them.
+	cleaning sync.WaitGroup
+	batches  *direct.Batches // its reads
 	// repairGrace is how old an entry RepairIndex removes must be.
 	repairGrace time.Duration
 
 	mu      sync.Mutex
 	objects map[string]string   // conversation → history object last read or written
 	held    map[string]*holding // the conversations whose lease this process holds (holding.go)
+	// unindexing holds, by conversation, the end of its last removal of
+	// entries of the index of pending calls under way (pindex.go).
+	unindexing map[string]chan struct{}
+	// removals, when set (tests, under mu), is received from before each removal
+	// of entries of the index of pending calls off a save's path.
+	removals chan struct{}
+	// waitsRemoval, when set (tests, under mu), is called when a save
+	// waits for a removal under way before it adds entries.
+	waitsRemoval func()
 }
 
 var _ conversation.Store = (*Store)(nil)
@@ -124,8 +142,8 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("natsjs: bind stream %s: %w", names.StatusIndex, err)
 	}
 	records := direct.Keys{JS: cfg.JetStream, NC: cfg.JetStream.Conn(), Stream: names.PendingStream, Bucket: names.PendingBucket}
-	return &Store{statusIndex: statusIndex, cfg: cfg, log: log, names: names, kv: kv, records: records, index: index, batches: direct.NewBatches(cfg.JetStream.Conn()), repairGrace: repairGrace,
-		obj: obj, pending: pending, objects: map[string]string{}, held: map[string]*holding{}}, nil
+	return &Store{statusIndex: statusIndex, publishStatus: cfg.JetStream.PublishMsgAsync, cfg: cfg, log: log, names: names, kv: kv, records: records, index: index, batches: direct.NewBatches(cfg.JetStream.Conn()), repairGrace: repairGrace,
+		obj: obj, pending: pending, objects: map[string]string{}, held: map[string]*holding{}, unindexing: map[string]chan struct{}{}}, nil
 }
 
 // stored is the value of a conversation's key.

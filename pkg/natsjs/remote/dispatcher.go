@@ -155,6 +155,9 @@ type Dispatcher struct {
 	// expiring counts the deadline expiries under way (dispatcher_expire.go),
 	// which Stop waits for.
 	expiring sync.WaitGroup
+	// readingAgain counts the reads of the results stored for tasks
+	// dispatched again (dispatcher_again.go), which Stop waits for.
+	readingAgain sync.WaitGroup
 	// The recoveries (dispatcher_recover.go): requested on recoverReq,
 	// run by the recoverer until ctx is cancelled (Stop), which then
 	// closes recovered; the results they answered calls with, by task.
@@ -293,6 +296,7 @@ func (d *Dispatcher) shutdown(ctx context.Context) error {
 	}
 	d.stopReaders()
 	d.expiring.Wait()
+	d.readingAgain.Wait()
 	for _, h := range waiting {
 		h.finish(protocol.Result{}, natsjs.ErrStopped)
 		d.setPending(h.task.Mode, -1)
@@ -425,14 +429,7 @@ func (d *Dispatcher) dispatch(ctx context.Context, task protocol.Task, again boo
 	case ack != nil && ack.Duplicate:
 		d.storedResult(ctx, h, task)
 	case again:
-		// Read after the publish: the conversation's results consumer,
-		// made before it, delivers whatever is stored from then on.
-		lctx, lcancel := context.WithTimeout(context.WithoutCancel(ctx), jsop.Timeout)
-		if d.lookUp(lctx, h) {
-			d.log.InfoContext(h.logCtx(), "a task dispatched again answered by the result stored for its attempt",
-				slog.String("task_id", task.TaskID), slog.Int("attempt", task.Attempt))
-		}
-		lcancel()
+		d.lookUpAgain(h) // after the publish, beside the wait (dispatcher_again.go)
 	}
 	if d.log.Enabled(ctx, slog.LevelDebug) { // checked first: no attribute is built on the hot path otherwise
 		d.log.DebugContext(h.logCtx(), "task dispatched", slog.String("task_id", task.TaskID), slog.String("tool", task.Tool),

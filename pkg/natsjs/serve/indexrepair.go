@@ -6,16 +6,18 @@ import (
 	"time"
 )
 
-// indexRepairer is a store that repairs the index of pending calls
-// (convstore.Store.RepairIndex, SPEC §21): the entries of calls no record
-// holds any more (a record expired, a process killed between a record's
-// write and its entries' removal) removed, those the records hold and the
-// index lacks added.
+// indexRepairer is a store that repairs the index of pending calls and
+// the index of statuses (convstore.Store.RepairIndex, SPEC §21): the
+// entries of calls no record holds any more (a record expired, a process
+// killed between a record's write and its entries' removal) removed,
+// those the records hold and the index lacks added; the messages of
+// statuses no entry says removed, those of entries the index lacks
+// published.
 type indexRepairer interface {
 	RepairIndex(ctx context.Context) (added, removed int, err error)
 }
 
-// indexRepairLoop repairs the index of pending calls every
+// indexRepairLoop repairs the indexes of pending calls and statuses every
 // Config.IndexRepairInterval, jittered, until Close asks the live runs to
 // suspend: the pages skip a stale entry (each is read against its
 // record), but every one costs a read.
@@ -34,9 +36,9 @@ func (s *Service) indexRepairLoop(r indexRepairer) {
 			cancel()
 			switch {
 			case err != nil:
-				s.log.Warn("index of pending calls: repair", slog.Any("error", err))
+				s.log.Warn("indexes of pending calls and statuses: repair", slog.Any("error", err))
 			case added+removed > 0:
-				s.log.Info("index of pending calls repaired", slog.Int("added", added), slog.Int("removed", removed))
+				s.log.Info("indexes of pending calls and statuses repaired", slog.Int("added", added), slog.Int("removed", removed))
 			}
 			t.Reset(jitter(iv))
 		}
