@@ -614,14 +614,14 @@ func (h *handler) CreateTaskPushConfig(ctx context.Context, req *a2a.PushConfig)
 	if c.ID == "" {
 		c.ID = protocol.NewID()
 	}
-	if _, err := h.f.change(ctx, rec.Owner, rec.ID, func(r *Record) bool {
+	if _, err := h.f.write(ctx, rec.Owner, rec.ID, func(r *Record) bool {
 		r.Push = slices.DeleteFunc(r.Push, func(p *a2a.PushConfig) bool { return p.ID == c.ID })
 		r.Push = append(r.Push, &c)
 		if len(r.Push) > pushMax {
 			r.Push = r.Push[len(r.Push)-pushMax:]
 		}
 		return true
-	}); err != nil {
+	}, false); err != nil {
 		return nil, err
 	}
 	if err := h.f.cfg.Tasks.Watch(ctx, rec.Owner, rec.ID); err != nil {
@@ -640,11 +640,11 @@ func (h *handler) DeleteTaskPushConfig(ctx context.Context, req *a2a.DeleteTaskP
 	if _, err := pushConfig(rec, req.ID); err != nil {
 		return err
 	}
-	_, err = h.f.change(ctx, rec.Owner, rec.ID, func(r *Record) bool {
+	_, err = h.f.write(ctx, rec.Owner, rec.ID, func(r *Record) bool {
 		n := len(r.Push)
 		r.Push = slices.DeleteFunc(r.Push, func(p *a2a.PushConfig) bool { return p.ID == req.ID })
 		return len(r.Push) != n
-	})
+	}, false)
 	return err
 }
 
