@@ -53,7 +53,8 @@ type Request struct {
 	Token    string `json:"token,omitempty"`
 	// Op is card, send, stream, subscribe, get, list, cancel, or a push
 	// config's push-create, push-get, push-list or push-delete (of TaskID:
-	// PushID, PushURL, PushToken).
+	// PushID, PushURL, PushToken; a send's or a stream's PushURL is its
+	// configuration.taskPushNotificationConfig).
 	Op        string `json:"op"`
 	Text      string `json:"text,omitempty"`
 	Data      any    `json:"data,omitempty"`

@@ -211,3 +211,31 @@ func TestPushClaimLapsed(t *testing.T) {
 		t.Fatalf("push: %+v", p)
 	}
 }
+
+// TestPushWithSend: a message's configuration.taskPushNotificationConfig
+// is its task's push config (its first change sent); one to an address
+// not allowed refuses the message, starting nothing.
+func TestPushWithSend(t *testing.T) {
+	a2atest.Script(t)
+	w := servetest.Setup(t)
+	a := w.Replica(t, "a")
+	srvA, _ := a.Face(t, tokens, agentproc.FaceOptions{A2A: true, A2APush: pushOptions("a", time.Minute)})
+	rc := newReceiver(t, 0, false)
+	ctx := t.Context()
+
+	res := a2atest.Do(ctx, t, a2atest.Request{URL: srvA.URL + "/a2a/ops/", Token: admin, Op: "send", Text: "deploy db", PushURL: "http://192.168.0.9/hook"})
+	if !strings.Contains(res.Error, "not a public address") || deploys(w, "db") != 0 {
+		t.Fatalf("send with a private push URL: %q %v", res.Error, res.Result)
+	}
+	res = a2atest.Do(ctx, t, a2atest.Request{URL: srvA.URL + "/a2a/ops/", Token: admin, Op: "list"})
+	if res.Error != "" || len(tasksOf(res)) != 0 {
+		t.Fatalf("list: %q %v", res.Error, res.Result)
+	}
+	res = a2atest.Do(ctx, t, a2atest.Request{URL: srvA.URL + "/a2a/ops/", Token: admin, Op: "send", Text: "deploy db", PushURL: rc.srv.URL, PushToken: "tok-3"})
+	if res.Error != "" || a2atest.State(res.Task()) != "TASK_STATE_INPUT_REQUIRED" {
+		t.Fatalf("send: %q %v", res.Error, res.Result)
+	}
+	if p := rc.wait(t, "TASK_STATE_INPUT_REQUIRED"); p.ID != res.Task()["id"] || p.Token != "tok-3" {
+		t.Fatalf("push: %+v", p)
+	}
+}

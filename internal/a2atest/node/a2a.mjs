@@ -33,7 +33,11 @@ function message() {
 }
 
 function sendParams() {
-  const configuration = req.returnImmediately ? { returnImmediately: true, acceptedOutputModes: [] } : undefined;
+  let configuration = req.returnImmediately ? { returnImmediately: true, acceptedOutputModes: [] } : undefined;
+  if (req.pushUrl && (req.op === 'send' || req.op === 'stream')) {
+    configuration = { ...(configuration ?? { acceptedOutputModes: [] }),
+      taskPushNotificationConfig: { tenant: '', id: req.pushId || '', taskId: '', url: req.pushUrl, token: req.pushToken || '', authentication: undefined } };
+  }
   return { message: message(), configuration };
 }
 
