@@ -51,7 +51,10 @@ type Request struct {
 	URL      string `json:"url"`
 	CardPath string `json:"cardPath,omitempty"`
 	Token    string `json:"token,omitempty"`
-	// Op is card, send, stream, subscribe, get, list or cancel.
+	// Op is card, send, stream, subscribe, get, list, cancel, or a push
+	// config's push-create, push-get, push-list or push-delete (of TaskID:
+	// PushID, PushURL, PushToken; a send's or a stream's PushURL is its
+	// configuration.taskPushNotificationConfig).
 	Op        string `json:"op"`
 	Text      string `json:"text,omitempty"`
 	Data      any    `json:"data,omitempty"`
@@ -59,8 +62,11 @@ type Request struct {
 	ContextID string `json:"contextId,omitempty"`
 	TaskID    string `json:"taskId,omitempty"`
 	// ReturnImmediately sets the send's configuration.returnImmediately.
-	ReturnImmediately bool `json:"returnImmediately,omitempty"`
-	PageSize          int  `json:"pageSize,omitempty"`
+	ReturnImmediately bool   `json:"returnImmediately,omitempty"`
+	PageSize          int    `json:"pageSize,omitempty"`
+	PushID            string `json:"pushId,omitempty"`
+	PushURL           string `json:"pushUrl,omitempty"`
+	PushToken         string `json:"pushToken,omitempty"`
 }
 
 // Result is what the client returned, as the protocol's JSON (its

@@ -15,10 +15,11 @@ import (
 	"github.com/offload-dev/offload/pkg/session"
 )
 
-// The tokens of the tests: an admin (starts runs and settles their
-// input), an operator (starts runs, may not approve), another admin.
+// The tokens of the tests: a client's token given the roles that start
+// runs and settle their input (admin, as the tests name it, though it is
+// no admin), an operator (starts runs, may not approve), an admin.
 const (
-	tokens  = "admin-token-0123456789abc admin alice\noperator-token-0123456789 operator ops-team\nother-token-0123456789abc admin mallory\n"
+	tokens  = "admin-token-0123456789abc operator,approver,answerer alice\noperator-token-0123456789 operator ops-team\nother-token-0123456789abc admin mallory\n"
 	admin   = "admin-token-0123456789abc"
 	oper    = "operator-token-0123456789"
 	another = "other-token-0123456789abc"

@@ -419,20 +419,40 @@ func (h *handler) prepare(ctx context.Context, req *a2a.SendMessageRequest) (*op
 	case m.Role != a2a.MessageRoleUser:
 		return nil, fmt.Errorf("%w: the message's role is not ROLE_USER", a2a.ErrInvalidParams)
 	}
+	var push *a2a.PushConfig
 	if req.Config != nil && req.Config.PushConfig != nil {
-		return nil, fmt.Errorf("%w: this agent sends no push notifications", a2a.ErrPushNotificationNotSupported)
+		if h.f.push == nil {
+			return nil, fmt.Errorf("%w: this agent sends no push notifications", a2a.ErrPushNotificationNotSupported)
+		}
+		push = req.Config.PushConfig
+		if err := h.f.push.checkPush(push); err != nil {
+			return nil, err
+		}
 	}
 	in, err := inputOf(m)
 	if err != nil {
 		return nil, err
 	}
-	if m.TaskID != "" {
-		return h.input(ctx, m, in)
-	}
-	if !in.empty() {
+	var op *operation
+	switch {
+	case m.TaskID != "":
+		op, err = h.input(ctx, m, in)
+	case !in.empty():
 		return nil, fmt.Errorf("%w: decisions and answers go to the task that waits for them (the message's taskId)", a2a.ErrInvalidParams)
+	default:
+		op, err = h.turn(ctx, m)
 	}
-	return h.turn(ctx, m)
+	if err != nil || push == nil {
+		return op, err
+	}
+	// The message's push config is the task's before anything of the
+	// message runs: its first change is sent.
+	c := *push
+	c.TaskID = op.id
+	if _, err := h.CreateTaskPushConfig(ctx, &c); err != nil {
+		return nil, err
+	}
+	return op, nil
 }
 
 // turn creates the task of a new turn on m's text, in m's context's
@@ -614,14 +634,14 @@ func (h *handler) CreateTaskPushConfig(ctx context.Context, req *a2a.PushConfig)
 	if c.ID == "" {
 		c.ID = protocol.NewID()
 	}
-	if _, err := h.f.change(ctx, rec.Owner, rec.ID, func(r *Record) bool {
+	if _, err := h.f.write(ctx, rec.Owner, rec.ID, func(r *Record) bool {
 		r.Push = slices.DeleteFunc(r.Push, func(p *a2a.PushConfig) bool { return p.ID == c.ID })
 		r.Push = append(r.Push, &c)
 		if len(r.Push) > pushMax {
 			r.Push = r.Push[len(r.Push)-pushMax:]
 		}
 		return true
-	}); err != nil {
+	}, false); err != nil {
 		return nil, err
 	}
 	if err := h.f.cfg.Tasks.Watch(ctx, rec.Owner, rec.ID); err != nil {
@@ -640,11 +660,11 @@ func (h *handler) DeleteTaskPushConfig(ctx context.Context, req *a2a.DeleteTaskP
 	if _, err := pushConfig(rec, req.ID); err != nil {
 		return err
 	}
-	_, err = h.f.change(ctx, rec.Owner, rec.ID, func(r *Record) bool {
+	_, err = h.f.write(ctx, rec.Owner, rec.ID, func(r *Record) bool {
 		n := len(r.Push)
 		r.Push = slices.DeleteFunc(r.Push, func(p *a2a.PushConfig) bool { return p.ID == req.ID })
 		return len(r.Push) != n
-	})
+	}, false)
 	return err
 }
 

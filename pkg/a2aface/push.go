@@ -159,11 +159,15 @@ func (p *pushes) checkPush(c *a2a.PushConfig) error {
 	return nil
 }
 
-// pushKey names a change of t the pushes send: its state and when it
-// was reached; "" for a state not sent (SUBMITTED and WORKING: the
-// pushes say when a task waits for input or has ended).
+// pushKey names a change of t the pushes send: its state, and for
+// INPUT_REQUIRED when it was reached (a task may wait more than once; it
+// ends once); "" for a state not sent (SUBMITTED and WORKING: the pushes
+// say when a task waits for input or has ended).
 func pushKey(t *a2a.Task) string {
-	if t.Status.State != a2a.TaskStateInputRequired && !t.Status.State.Terminal() {
+	switch {
+	case t.Status.State.Terminal():
+		return string(t.Status.State)
+	case t.Status.State != a2a.TaskStateInputRequired:
 		return ""
 	}
 	at := ""
@@ -259,14 +263,14 @@ func (f *Face) claimPush(ctx context.Context, owner, id string) (*Record, *a2a.T
 	}
 	now := f.cfg.Now()
 	claimed := false
-	rec, err = f.change(ctx, owner, id, func(r *Record) bool {
+	rec, err = f.write(ctx, owner, id, func(r *Record) bool {
 		claimed = false
 		if r.Pushed == key || r.Claim != nil && r.Claim.Key == key && now.Before(r.Claim.Until) {
 			return false
 		}
 		r.Claim, claimed = &PushClaim{Key: key, By: f.push.o.Holder, Until: now.Add(f.push.o.Lease)}, true
 		return true
-	})
+	}, false)
 	if err != nil || !claimed {
 		return nil, nil, "", err
 	}
@@ -309,7 +313,7 @@ func (f *Face) sendPush(ctx context.Context, rec *Record, t *a2a.Task, key strin
 			delay *= 2
 		}
 	}
-	_, err = f.change(context.WithoutCancel(ctx), rec.Owner, rec.ID, func(r *Record) bool {
+	_, err = f.write(context.WithoutCancel(ctx), rec.Owner, rec.ID, func(r *Record) bool {
 		if r.Pushed == key {
 			return false
 		}
@@ -318,7 +322,7 @@ func (f *Face) sendPush(ctx context.Context, rec *Record, t *a2a.Task, key strin
 			r.Claim = nil
 		}
 		return true
-	})
+	}, false)
 	if err != nil {
 		f.cfg.Logger.Warn("a2aface: a push sent not recorded (it is sent again)", "task", rec.ID, "error", err)
 	}

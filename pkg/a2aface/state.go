@@ -195,6 +195,12 @@ const changeTries = 8
 // a change, rereading it when it changed meanwhile; it returns the
 // record as stored.
 func (f *Face) change(ctx context.Context, owner, id string, fn func(*Record) bool) (*Record, error) {
+	return f.write(ctx, owner, id, fn, true)
+}
+
+// write is change, touching the record's Updated (the time of an ended
+// task's status) when touch: the pushes' bookkeeping does not.
+func (f *Face) write(ctx context.Context, owner, id string, fn func(*Record) bool, touch bool) (*Record, error) {
 	for range changeTries {
 		r, rev, err := f.tasks.get(ctx, owner, id)
 		if err != nil {
@@ -203,7 +209,9 @@ func (f *Face) change(ctx context.Context, owner, id string, fn func(*Record) bo
 		if !fn(r) {
 			return r, nil
 		}
-		r.Updated = f.cfg.Now().UTC()
+		if touch {
+			r.Updated = f.cfg.Now().UTC()
+		}
 		if _, err := f.tasks.update(ctx, r, rev); err == nil {
 			return r, nil
 		} else if !errors.Is(err, conversation.ErrConflict) {

@@ -6,7 +6,7 @@
 // ({"event": …}) as they arrive.
 import { readFileSync } from 'node:fs';
 import { ClientFactory, ClientFactoryOptions, DefaultAgentCardResolver, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
-import { Message, Task, StreamResponse, ListTasksResponse } from '@a2a-js/sdk';
+import { Message, Task, StreamResponse, ListTasksResponse, TaskPushNotificationConfig, ListTaskPushNotificationConfigsResponse } from '@a2a-js/sdk';
 
 const req = JSON.parse(readFileSync(process.argv[2], 'utf8'));
 
@@ -33,7 +33,11 @@ function message() {
 }
 
 function sendParams() {
-  const configuration = req.returnImmediately ? { returnImmediately: true, acceptedOutputModes: [] } : undefined;
+  let configuration = req.returnImmediately ? { returnImmediately: true, acceptedOutputModes: [] } : undefined;
+  if (req.pushUrl && (req.op === 'send' || req.op === 'stream')) {
+    configuration = { ...(configuration ?? { acceptedOutputModes: [] }),
+      taskPushNotificationConfig: { tenant: '', id: req.pushId || '', taskId: '', url: req.pushUrl, token: req.pushToken || '', authentication: undefined } };
+  }
   return { message: message(), configuration };
 }
 
@@ -73,6 +77,19 @@ try {
       break;
     case 'cancel':
       result = { task: Task.toJSON(await client.cancelTask({ id: req.taskId, tenant: '' })) };
+      break;
+    case 'push-create':
+      result = TaskPushNotificationConfig.toJSON(await client.createTaskPushNotificationConfig({ tenant: '', id: req.pushId || '', taskId: req.taskId, url: req.pushUrl, token: req.pushToken || '', authentication: undefined }));
+      break;
+    case 'push-get':
+      result = TaskPushNotificationConfig.toJSON(await client.getTaskPushNotificationConfig({ tenant: '', taskId: req.taskId, id: req.pushId }));
+      break;
+    case 'push-list':
+      result = ListTaskPushNotificationConfigsResponse.toJSON(await client.listTaskPushNotificationConfig({ tenant: '', taskId: req.taskId, pageSize: 0, pageToken: '' }));
+      break;
+    case 'push-delete':
+      await client.deleteTaskPushNotificationConfig({ tenant: '', taskId: req.taskId, id: req.pushId });
+      result = { deleted: req.pushId };
       break;
     default:
       throw new Error(`unknown op ${req.op}`);

@@ -118,3 +118,41 @@ func TestA2ATasks(t *testing.T) {
 		t.Fatalf("bob's list: %d of 8, %v", listed, err)
 	}
 }
+
+// TestA2APushesWatched: a task watched twice is listed once, the
+// watches of replicas at once are all kept, and an unwatched task is no
+// longer listed.
+func TestA2APushesWatched(t *testing.T) {
+	b := setup(t)
+	ctx := t.Context()
+	s, err := convstore.OpenA2ATasks(ctx, convstore.OpenConfig{JetStream: b.srv.JetStream(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := []string{protocol.NewID(), protocol.NewID(), protocol.NewID(), protocol.NewID()}
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Go(func() {
+			if err := s.Watch(ctx, []string{"alice", "bob"}[i%2], id); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := s.Watch(ctx, "alice", ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Unwatch(ctx, "bob", ids[1]); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	if err := s.Watched(ctx, func(owner, id string) { got = append(got, owner+"/"+id) }); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(got)
+	want := []string{"alice/" + ids[0], "alice/" + ids[2], "bob/" + ids[3]}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("watched: %v, want %v", got, want)
+	}
+}
