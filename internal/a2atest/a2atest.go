@@ -14,7 +14,10 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
+
 	"time"
+
+	"github.com/offload-dev/offload/internal/nodetest"
 )
 
 // Client is the pinned version of @a2a-js/sdk.
@@ -32,15 +35,7 @@ func dir() string {
 // fails.
 func Script(tb testing.TB) (node, script string) {
 	tb.Helper()
-	node, err := exec.LookPath("node")
-	_, serr := os.Stat(filepath.Join(dir(), "node_modules", "@a2a-js", "sdk", "package.json"))
-	if err != nil || serr != nil {
-		msg := "node and @a2a-js/sdk are needed (npm ci --prefix internal/a2atest/node, which .ci/run runs)"
-		if os.Getenv("CI") != "" || os.Getenv("OFFLOAD_REQUIRE_A2A") == "1" {
-			tb.Fatalf("%s: %v, %v", msg, err, serr)
-		}
-		tb.Skipf("%s: %v, %v", msg, err, serr)
-	}
+	node = nodetest.Node(tb, nodetest.Peer{Dir: dir(), Package: "@a2a-js/sdk", Require: "OFFLOAD_REQUIRE_A2A"})
 	return node, filepath.Join(dir(), "a2a.mjs")
 }
 

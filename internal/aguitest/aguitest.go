@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
+
+	"github.com/offload-dev/offload/internal/nodetest"
 )
 
 // Client is the pinned version of @ag-ui/client.
@@ -30,15 +32,7 @@ func dir() string {
 // it fails.
 func Script(tb testing.TB) (node, script string) {
 	tb.Helper()
-	node, err := exec.LookPath("node")
-	_, serr := os.Stat(filepath.Join(dir(), "node_modules", "@ag-ui", "client", "package.json"))
-	if err != nil || serr != nil {
-		msg := "node and @ag-ui/client are needed (npm ci --prefix internal/aguitest/node, which .ci/run runs)"
-		if os.Getenv("CI") != "" || os.Getenv("OFFLOAD_REQUIRE_AGUI") == "1" {
-			tb.Fatalf("%s: %v, %v", msg, err, serr)
-		}
-		tb.Skipf("%s: %v, %v", msg, err, serr)
-	}
+	node = nodetest.Node(tb, nodetest.Peer{Dir: dir(), Package: "@ag-ui/client", Require: "OFFLOAD_REQUIRE_AGUI"})
 	return node, filepath.Join(dir(), "agui.mjs")
 }
 

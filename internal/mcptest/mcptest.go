@@ -14,7 +14,10 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+
 	"time"
+
+	"github.com/offload-dev/offload/internal/nodetest"
 )
 
 // Everything is the pinned version of @modelcontextprotocol/server-everything.
@@ -32,17 +35,8 @@ func dir() string {
 // with OFFLOAD_REQUIRE_MCP=1, where it fails.
 func EverythingScript(tb testing.TB) (node, script string) {
 	tb.Helper()
-	node, err := exec.LookPath("node")
-	script = filepath.Join(dir(), "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
-	_, serr := os.Stat(script)
-	if err != nil || serr != nil {
-		msg := "node and @modelcontextprotocol/server-everything are needed (npm ci --prefix internal/mcptest/node, which .ci/run runs)"
-		if os.Getenv("CI") != "" || os.Getenv("OFFLOAD_REQUIRE_MCP") == "1" {
-			tb.Fatalf("%s: %v, %v", msg, err, serr)
-		}
-		tb.Skipf("%s: %v, %v", msg, err, serr)
-	}
-	return node, script
+	p := nodetest.Peer{Dir: dir(), Package: "@modelcontextprotocol/server-everything", File: "dist/index.js", Require: "OFFLOAD_REQUIRE_MCP"}
+	return nodetest.Node(tb, p), p.Path()
 }
 
 // EverythingStdio returns the command of a stdio server-everything.
