@@ -12,7 +12,6 @@ import (
 
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/deferred"
-	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/pending"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/session"
@@ -114,7 +113,7 @@ func (h *handler) input(ctx context.Context, m *a2a.Message, in Input) (*operati
 		seen[task] = true
 		call, err := h.f.cfg.Desk.Call(ctx, rec.Conversation, task)
 		if errors.Is(err, pending.ErrNotPending) {
-			by, found := decidedBy(st, task)
+			by, found := session.DecidedBy(st, task)
 			switch {
 			case by == protocol.TimeoutDecider:
 				return fmt.Errorf("%w: call %s expired: its timeout decided it", a2a.ErrInvalidParams, task)
@@ -239,36 +238,4 @@ func (h *handler) publish(ctx context.Context, conv string, s step) error {
 	}
 	_, err := h.f.cfg.Desk.Decide(ctx, conv, s.call.TaskID, dec)
 	return err
-}
-
-// decidedBy returns who decided task in st: the decision recorded on its
-// call's return, or stored and not applied yet; found when task was a
-// call of st at all (an answer or a decision stored for it, or it is
-// settled). The AG-UI face reads a resume's calls the same way.
-func decidedBy(st *conversation.State, task string) (by string, found bool) {
-	for _, m := range st.History {
-		for _, p := range m.Parts {
-			tr, ok := p.(message.ToolReturn)
-			if !ok {
-				continue
-			}
-			note, ok := tr.Metadata[session.DecisionMetaKey].(map[string]any)
-			if ok && note["task_id"] == task {
-				by, _ := note["by"].(string)
-				return by, true
-			}
-		}
-	}
-	for _, a := range st.Arrivals {
-		if a.TaskID != task {
-			continue
-		}
-		if a.Kind == conversation.ArrivalDecision {
-			if d, err := protocol.DecodeDecision(a.Data, &protocol.DecodeOpts{MaxSize: -1}); err == nil {
-				return d.By, true
-			}
-		}
-		return "", true
-	}
-	return "", slices.Contains(st.Settled, task)
 }

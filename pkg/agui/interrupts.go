@@ -198,7 +198,7 @@ func (s *stream) resume(st *conversation.State, c Caller, entries []types.Resume
 	for _, e := range entries {
 		call, err := s.f.cfg.Desk.Call(s.ctx, s.conv, e.InterruptID)
 		if errors.Is(err, pending.ErrNotPending) {
-			by, found := decidedBy(st, e.InterruptID)
+			by, found := session.DecidedBy(st, e.InterruptID)
 			switch {
 			case by == protocol.TimeoutDecider:
 				return s.runError("expired", fmt.Sprintf("interrupt %s expired: its approval was not given in time and its timeout decided it", e.InterruptID))
@@ -325,36 +325,4 @@ func decodePayload[T any](payload any) (T, error) {
 	}
 	err = json.Unmarshal(raw, &out)
 	return out, err
-}
-
-// decidedBy returns who decided task in st: the decision recorded on its
-// call's return, or stored and not applied yet; found when task was a
-// call of st at all (an answer or a decision stored for it, or it is
-// settled).
-func decidedBy(st *conversation.State, task string) (by string, found bool) {
-	for _, m := range st.History {
-		for _, p := range m.Parts {
-			tr, ok := p.(message.ToolReturn)
-			if !ok {
-				continue
-			}
-			note, ok := tr.Metadata[session.DecisionMetaKey].(map[string]any)
-			if ok && note["task_id"] == task {
-				by, _ := note["by"].(string)
-				return by, true
-			}
-		}
-	}
-	for _, a := range st.Arrivals {
-		if a.TaskID != task {
-			continue
-		}
-		if a.Kind == conversation.ArrivalDecision {
-			if d, err := protocol.DecodeDecision(a.Data, &protocol.DecodeOpts{MaxSize: -1}); err == nil {
-				return d.By, true
-			}
-		}
-		return "", true
-	}
-	return "", slices.Contains(st.Settled, task)
 }
