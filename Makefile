@@ -61,7 +61,7 @@ lint: ## go.mod tidy, gofmt, go vet and golangci-lint (pinned; .golangci.yaml: s
 	@$(GO) mod tidy -diff >/dev/null || { echo "go.mod is not tidy: run go mod tidy"; $(GO) mod tidy -diff; exit 1; }
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
-	@deps=$$($(GO) list -deps ./cmd/toolworker | grep -E '/offload/pkg/(agent|agentspec|session|conversation|llm|natsjs/remote|natsjs/convstore)(/|$$)'); \
+	@deps=$$($(GO) list -deps ./cmd/toolworker | grep -E '/offload/pkg/(agent|agentspec|session|conversation|llm|natsjs/remote|natsjs/convstore|natsjs/facestore)(/|$$)'); \
 	if [ -n "$$deps" ]; then echo "cmd/toolworker links agent-side packages (ARCHITECTURE.md, dependency rules):"; echo "$$deps"; exit 1; fi
 	@deps=$$($(GO) list -deps $(FACES) | grep -E '^github.com/nats-io/|/offload/pkg/(natsjs|embedded)(/|$$)'); \
 	if [ -n "$$deps" ]; then echo "the faces ($(FACES)) link NATS code (ARCHITECTURE.md, dependency rules):"; echo "$$deps"; exit 1; fi

@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
-
 	"time"
 
 	"github.com/offload-dev/offload/internal/nodetest"

@@ -14,7 +14,6 @@ import (
 	"runtime"
 	"sync"
 	"testing"
-
 	"time"
 
 	"github.com/offload-dev/offload/internal/nodetest"

@@ -17,7 +17,7 @@
 // Its types, its server interface ([a2asrv.RequestHandler]), its JSON-RPC
 // binding and its agent card handler are the official Go SDK's
 // (github.com/a2aproject/a2a-go/v2); its tasks' records are kept in the
-// core's store behind [Store] (natsjs/convstore.A2ATasks: the service's
+// core's store behind [Store] (natsjs/facestore.A2ATasks: the service's
 // bucket on JetStream), and it imports no NATS code. Package web serves
 // it (its route rows, tokens and limits).
 package a2aface
@@ -72,7 +72,7 @@ type Config struct {
 }
 
 // Threads maps the context IDs that are not ULIDs to conversations, in
-// the core's store (natsjs/convstore.Threads).
+// the core's store (natsjs/facestore.Threads).
 type Threads interface {
 	// Conversation returns the conversation thread of agent is mapped
 	// to, mapping it to a new conversation ID the first time.

@@ -72,7 +72,7 @@ func kept(m *a2a.Message) *a2a.Message {
 }
 
 // Store keeps the A2A tasks' records, as JSON, by owner and ID
-// (natsjs/convstore.A2ATasks: any replica reads and writes them). It
+// (natsjs/facestore.A2ATasks: any replica reads and writes them). It
 // answers conversation.ErrNotFound for a record the owner does not have
 // and conversation.ErrConflict for a create of an ID taken or an update
 // of a record changed since its revision.

@@ -22,6 +22,7 @@ import (
 	"github.com/offload-dev/offload/pkg/mcpface"
 	"github.com/offload-dev/offload/pkg/metrics"
 	"github.com/offload-dev/offload/pkg/natsjs/convstore"
+	"github.com/offload-dev/offload/pkg/natsjs/facestore"
 	"github.com/offload-dev/offload/pkg/natsjs/serve"
 	"github.com/offload-dev/offload/pkg/natsjs/serve/notify"
 	"github.com/offload-dev/offload/pkg/natsjs/toolctl"
@@ -345,7 +346,7 @@ func (p *Process) Face(ctx context.Context, srv *Served, o FaceOptions) (*Face, 
 		return nil, err
 	}
 	f := &Face{Desk: desk, Links: links, Tools: tools}
-	threads, err := convstore.OpenThreads(ctx, convstore.OpenConfig{JetStream: srv.faces, Provision: p.opts.Provision})
+	threads, err := facestore.OpenThreads(ctx, facestore.Config{JetStream: srv.faces, Provision: p.opts.Provision})
 	if err != nil {
 		return nil, err
 	}
@@ -384,7 +385,7 @@ func (p *Process) Face(ctx context.Context, srv *Served, o FaceOptions) (*Face, 
 // mcpFace is the MCP face of srv (mcpface: its agents as tools, its tasks
 // kept in the service's bucket).
 func (p *Process) mcpFace(ctx context.Context, srv *Served, desk *pending.Desk, lim web.Limits) (*mcpface.Face, error) {
-	tasks, err := convstore.OpenMCPTasks(ctx, convstore.OpenConfig{JetStream: srv.faces, Provision: p.opts.Provision})
+	tasks, err := facestore.OpenMCPTasks(ctx, facestore.Config{JetStream: srv.faces, Provision: p.opts.Provision})
 	if err != nil {
 		return nil, err
 	}
@@ -399,8 +400,8 @@ func (p *Process) mcpFace(ctx context.Context, srv *Served, desk *pending.Desk, 
 // a2aFace builds the A2A face of replica srv: its agents, its tasks'
 // records in the service's bucket, AG-UI's thread mapping for the
 // contexts that are not conversation IDs.
-func (p *Process) a2aFace(ctx context.Context, srv *Served, desk *pending.Desk, threads *convstore.Threads, push *a2aface.PushOptions) (*a2aface.Face, error) {
-	tasks, err := convstore.OpenA2ATasks(ctx, convstore.OpenConfig{JetStream: srv.faces, Provision: p.opts.Provision})
+func (p *Process) a2aFace(ctx context.Context, srv *Served, desk *pending.Desk, threads *facestore.Threads, push *a2aface.PushOptions) (*a2aface.Face, error) {
+	tasks, err := facestore.OpenA2ATasks(ctx, facestore.Config{JetStream: srv.faces, Provision: p.opts.Provision})
 	if err != nil {
 		return nil, err
 	}

@@ -33,7 +33,7 @@ import (
 )
 
 // Threads maps the thread IDs that are not ULIDs to conversations, in
-// the core's store (natsjs/convstore.Threads).
+// the core's store (natsjs/facestore.Threads).
 type Threads interface {
 	// Conversation returns the conversation thread of agent is mapped
 	// to, mapping it to a new conversation ID the first time.

@@ -52,7 +52,7 @@ type Agent struct {
 	Input json.RawMessage
 }
 
-// Tasks keeps the face's task records (natsjs/convstore.MCPTasks): one
+// Tasks keeps the face's task records (natsjs/facestore.MCPTasks): one
 // a task, under the key of the token that created it (owner).
 type Tasks interface {
 	// Create stores rec as task id of owner, once.

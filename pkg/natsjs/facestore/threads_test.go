@@ -1,10 +1,10 @@
-package convstore_test
+package facestore_test
 
 import (
 	"sync"
 	"testing"
 
-	"github.com/offload-dev/offload/pkg/natsjs/convstore"
+	"github.com/offload-dev/offload/pkg/natsjs/facestore"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
@@ -13,15 +13,15 @@ import (
 // thread of the same ID to another conversation.
 func TestThreads(t *testing.T) {
 	b := setup(t)
-	open := func() *convstore.Threads {
-		th, err := convstore.OpenThreads(t.Context(), convstore.OpenConfig{JetStream: b.srv.JetStream(t)})
+	open := func() *facestore.Threads {
+		th, err := facestore.OpenThreads(t.Context(), facestore.Config{JetStream: b.srv.JetStream(t)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return th
 	}
 	const thread = "3f2a9b1c-uuid-of-a-frontend"
-	procs := []*convstore.Threads{open(), open(), open(), open()}
+	procs := []*facestore.Threads{open(), open(), open(), open()}
 	ids := make([]string, len(procs))
 	var wg sync.WaitGroup
 	for i, th := range procs {

@@ -1,4 +1,4 @@
-package convstore
+package facestore
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
@@ -28,12 +27,8 @@ type Threads struct {
 // OpenThreads ensures the service's bucket of cfg's prefix (as
 // natsjs.Provision does, when the user may; else it must exist) and
 // binds it.
-func OpenThreads(ctx context.Context, cfg OpenConfig) (*Threads, error) {
-	if cfg.JetStream == nil {
-		return nil, fmt.Errorf("%w: threads: no JetStream", natsjs.ErrInvalidConfig)
-	}
-	n := natsjs.NamesFor(cfg.Provision.Prefix)
-	kv, err := natsjs.EnsureBucket(ctx, cfg.JetStream, cfg.Provision, n.ServiceStream, n.ServiceBucket)
+func OpenThreads(ctx context.Context, cfg Config) (*Threads, error) {
+	kv, _, err := bucket(ctx, cfg, "threads")
 	if err != nil {
 		return nil, err
 	}

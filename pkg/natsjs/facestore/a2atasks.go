@@ -1,4 +1,4 @@
-package convstore
+package facestore
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/offload-dev/offload/pkg/conversation"
-	"github.com/offload-dev/offload/pkg/natsjs"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
@@ -52,12 +51,8 @@ type A2ATasks struct {
 // OpenA2ATasks ensures the service's bucket of cfg's prefix (as
 // natsjs.Provision does, when the user may; else it must exist) and
 // binds it.
-func OpenA2ATasks(ctx context.Context, cfg OpenConfig) (*A2ATasks, error) {
-	if cfg.JetStream == nil {
-		return nil, fmt.Errorf("%w: a2a tasks: no JetStream", natsjs.ErrInvalidConfig)
-	}
-	n := natsjs.NamesFor(cfg.Provision.Prefix)
-	kv, err := natsjs.EnsureBucket(ctx, cfg.JetStream, cfg.Provision, n.ServiceStream, n.ServiceBucket)
+func OpenA2ATasks(ctx context.Context, cfg Config) (*A2ATasks, error) {
+	kv, _, err := bucket(ctx, cfg, "a2a tasks")
 	if err != nil {
 		return nil, err
 	}

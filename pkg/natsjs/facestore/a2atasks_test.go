@@ -1,4 +1,4 @@
-package convstore_test
+package facestore_test
 
 import (
 	"errors"
@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/offload-dev/offload/pkg/conversation"
-	"github.com/offload-dev/offload/pkg/natsjs/convstore"
+	"github.com/offload-dev/offload/pkg/natsjs/facestore"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
@@ -18,8 +18,8 @@ import (
 // once by several replicas are all listed.
 func TestA2ATasks(t *testing.T) {
 	b := setup(t)
-	open := func() *convstore.A2ATasks {
-		s, err := convstore.OpenA2ATasks(t.Context(), convstore.OpenConfig{JetStream: b.srv.JetStream(t)})
+	open := func() *facestore.A2ATasks {
+		s, err := facestore.OpenA2ATasks(t.Context(), facestore.Config{JetStream: b.srv.JetStream(t)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -53,7 +53,7 @@ func TestA2ATasks(t *testing.T) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for i := range 4 {
-		st := []*convstore.A2ATasks{s, other}[i%2]
+		st := []*facestore.A2ATasks{s, other}[i%2]
 		wg.Go(func() {
 			_, err := st.Update(ctx, "alice", id, []byte(`{"v":1}`), rev)
 			mu.Lock()
@@ -97,7 +97,7 @@ func TestA2ATasks(t *testing.T) {
 	// in the owner's index.
 	var ids sync.Map
 	for i := range 8 {
-		st := []*convstore.A2ATasks{s, other}[i%2]
+		st := []*facestore.A2ATasks{s, other}[i%2]
 		wg.Go(func() {
 			id := protocol.NewID()
 			if err := st.Create(ctx, "bob", id, []byte(`"`+id+`"`)); err != nil {
@@ -125,7 +125,7 @@ func TestA2ATasks(t *testing.T) {
 func TestA2APushesWatched(t *testing.T) {
 	b := setup(t)
 	ctx := t.Context()
-	s, err := convstore.OpenA2ATasks(ctx, convstore.OpenConfig{JetStream: b.srv.JetStream(t)})
+	s, err := facestore.OpenA2ATasks(ctx, facestore.Config{JetStream: b.srv.JetStream(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,11 +1,11 @@
-package convstore_test
+package facestore_test
 
 import (
 	"errors"
 	"testing"
 
 	"github.com/offload-dev/offload/pkg/conversation"
-	"github.com/offload-dev/offload/pkg/natsjs/convstore"
+	"github.com/offload-dev/offload/pkg/natsjs/facestore"
 	"github.com/offload-dev/offload/pkg/protocol"
 )
 
@@ -14,8 +14,8 @@ import (
 // only.
 func TestMCPTasks(t *testing.T) {
 	b := setup(t)
-	open := func() *convstore.MCPTasks {
-		m, err := convstore.OpenMCPTasks(t.Context(), convstore.OpenConfig{JetStream: b.srv.JetStream(t)})
+	open := func() *facestore.MCPTasks {
+		m, err := facestore.OpenMCPTasks(t.Context(), facestore.Config{JetStream: b.srv.JetStream(t)})
 		if err != nil {
 			t.Fatal(err)
 		}

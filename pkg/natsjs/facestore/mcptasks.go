@@ -1,4 +1,4 @@
-package convstore
+package facestore
 
 import (
 	"context"
@@ -32,12 +32,8 @@ type MCPTasks struct {
 // OpenMCPTasks ensures the service's bucket of cfg's prefix (as
 // natsjs.Provision does, when the user may; else it must exist) and
 // binds it.
-func OpenMCPTasks(ctx context.Context, cfg OpenConfig) (*MCPTasks, error) {
-	if cfg.JetStream == nil {
-		return nil, fmt.Errorf("%w: mcp tasks: no JetStream", natsjs.ErrInvalidConfig)
-	}
-	n := natsjs.NamesFor(cfg.Provision.Prefix)
-	kv, err := natsjs.EnsureBucket(ctx, cfg.JetStream, cfg.Provision, n.ServiceStream, n.ServiceBucket)
+func OpenMCPTasks(ctx context.Context, cfg Config) (*MCPTasks, error) {
+	kv, n, err := bucket(ctx, cfg, "mcp tasks")
 	if err != nil {
 		return nil, err
 	}
