@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/offload-dev/offload/internal/offloadtest"
 	"github.com/offload-dev/offload/pkg/natsjs/internal/jstest"
@@ -122,10 +123,17 @@ func TestCloseHandsOver(t *testing.T) {
 func TestWakeExactlyOnce(t *testing.T) {
 	const n, rounds = 30, 6
 	b := servetest.Setup(t)
+	// Replicas leave by Close, which hands their runs over: nothing here
+	// waits for a lease to lapse, and a lease long enough that a starved
+	// CPU cannot let it lapse keeps a holder's run its own (a lapse would
+	// rightly let another replica continue it too).
+	replica := func(holder string) *servetest.Replica {
+		return b.ReplicaWith(t, holder, servetest.ReplicaOpts{LeaseTTL: time.Minute})
+	}
 	seed := rand.Uint64() //nolint:gosec // G404: a logged seed of the test's choices, not a secret
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 1)) //nolint:gosec // G404: a repeatable choice of replicas, not a secret
-	first := b.Replica(t, "first")
+	first := replica("first")
 	type paused struct{ conv, task, target string }
 	var all []paused
 	for i := range n {
@@ -137,7 +145,7 @@ func TestWakeExactlyOnce(t *testing.T) {
 		all = append(all, paused{f.ConversationID, f.Pending[0].TaskID, target})
 	}
 	first.Close(t)
-	live := []*servetest.Replica{b.Replica(t, "r0")}
+	live := []*servetest.Replica{replica("r0")}
 	var wg sync.WaitGroup
 	for _, p := range all {
 		// The decision, and two more wake messages for the same
@@ -153,7 +161,7 @@ func TestWakeExactlyOnce(t *testing.T) {
 			live[k].Close(t)
 			live = append(live[:k], live[k+1:]...)
 		} else {
-			live = append(live, b.Replica(t, "r"+strconv.Itoa(i+1)))
+			live = append(live, replica("r"+strconv.Itoa(i+1)))
 		}
 	}
 	wg.Wait()
