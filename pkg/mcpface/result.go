@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -20,6 +19,7 @@ import (
 	"github.com/offload-dev/offload/pkg/pending"
 	"github.com/offload-dev/offload/pkg/protocol"
 	"github.com/offload-dev/offload/pkg/service"
+	"github.com/offload-dev/offload/pkg/sse"
 )
 
 // forPeople are the calls of v that wait for a person and stop its run:
@@ -207,66 +207,13 @@ func (f *Face) callAgent(agent string) server.ToolHandlerFunc {
 	}
 }
 
-// sse is the event stream of a tasks/result: its writes serialized, a
-// comment written when nothing else was for a heartbeat.
-type sse struct {
-	mu   sync.Mutex
-	w    http.ResponseWriter
-	rc   *http.ResponseController
-	err  error
-	stop chan struct{}
-	done chan struct{}
-}
-
-// openSSE opens the stream of w and starts its heartbeat.
-func openSSE(w http.ResponseWriter, every time.Duration) *sse {
-	s := &sse{w: w, rc: http.NewResponseController(w), stop: make(chan struct{}), done: make(chan struct{})}
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	s.err = s.rc.Flush()
-	go func() {
-		defer close(s.done)
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-s.stop:
-				return
-			case <-t.C:
-				_ = s.write([]byte(": heartbeat\n\n"))
-			}
-		}
-	}()
-	return s
-}
-
-// write writes b and flushes it.
-func (s *sse) write(b []byte) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.err != nil {
-		return s.err
-	}
-	if _, s.err = s.w.Write(b); s.err == nil {
-		s.err = s.rc.Flush()
-	}
-	return s.err
-}
-
-// send writes one JSON-RPC message as an event.
-func (s *sse) send(msg any) error {
+// send writes one JSON-RPC message on s as an event "message".
+func send(s *sse.Writer, msg any) error {
 	data, err := json.Marshal(msg)
 	if err != nil {
 		return err
 	}
-	return s.write([]byte("event: message\ndata: " + string(data) + "\n\n"))
-}
-
-// close stops the heartbeat.
-func (s *sse) close() {
-	close(s.stop)
-	<-s.done
+	return s.Event("", "message", data)
 }
 
 // taskResult serves tasks/result: an event stream that, until the task
@@ -280,14 +227,21 @@ func (f *Face) taskResult(ctx context.Context, w http.ResponseWriter, m message)
 		return
 	}
 	c := callerOf(ctx)
-	s := openSSE(w, f.cfg.Heartbeat)
-	defer s.close()
+	s, err := sse.New(w, f.cfg.Heartbeat)
+	if err != nil {
+		f.reply(w, m.ID, answer{err: err})
+		return
+	}
+	defer s.Close()
+	if s.Open("") != nil {
+		return
+	}
 	asked := map[string]bool{}
 	var last mcp.TaskStatus
 	load := f.loader(c.Owner, id)
 	first, err := load(ctx)
 	if err != nil {
-		_ = s.send(responseOf(m.ID, answer{err: err}))
+		_ = send(s, responseOf(m.ID, answer{err: err}))
 		return
 	}
 	conv := first.view.ConversationID
@@ -295,7 +249,7 @@ func (f *Face) taskResult(ctx context.Context, w http.ResponseWriter, m message)
 		if st.status != last {
 			last = st.status
 			t := f.taskOf(id, record{CreatedAt: st.created}, st.status, st.msg, st.view.UpdatedAt)
-			if err := s.send(map[string]any{"jsonrpc": "2.0", "method": mcp.MethodNotificationTasksStatus, "params": t}); err != nil {
+			if err := send(s, map[string]any{"jsonrpc": "2.0", "method": mcp.MethodNotificationTasksStatus, "params": t}); err != nil {
 				return true, err
 			}
 		}
@@ -314,7 +268,7 @@ func (f *Face) taskResult(ctx context.Context, w http.ResponseWriter, m message)
 				continue
 			}
 			asked[p.TaskID] = true
-			if err := s.send(f.elicitationRequest(ctx, id, conv, st.view.Agent, p)); err != nil {
+			if err := send(s, f.elicitationRequest(ctx, id, conv, st.view.Agent, p)); err != nil {
 				return true, err
 			}
 		}
@@ -322,13 +276,13 @@ func (f *Face) taskResult(ctx context.Context, w http.ResponseWriter, m message)
 	})
 	if err != nil {
 		if ctx.Err() == nil {
-			_ = s.send(responseOf(m.ID, answer{err: err}))
+			_ = send(s, responseOf(m.ID, answer{err: err}))
 		}
 		return
 	}
 	r := resultOf(conv, end)
 	r.Meta = &mcp.Meta{AdditionalFields: map[string]any{mcp.RelatedTaskMetaKey: mcp.RelatedTaskMeta(id), MetaConversation: conv}}
-	_ = s.send(responseOf(m.ID, answer{result: r}))
+	_ = send(s, responseOf(m.ID, answer{result: r}))
 }
 
 // elicitationPre prefixes the IDs of the face's elicitation requests:

@@ -11,6 +11,7 @@ import (
 
 	"github.com/offload-dev/offload/pkg/agui"
 	"github.com/offload-dev/offload/pkg/service"
+	"github.com/offload-dev/offload/pkg/sse"
 )
 
 // aguiRun serves POST /agui/{agent} (SPEC §18): a RunAgentInput in, its
@@ -32,11 +33,11 @@ func (h *handler) aguiRun(w http.ResponseWriter, r *http.Request) error {
 		ctx = service.WithTenant(ctx, c.Tenant)
 	}
 	caller := agui.Caller{Name: c.Name, Start: c.may(operators...), Decide: c.may(approvers...), Answer: c.may(answerers...)}
-	s, err := newSSE(w, h.Limits.Heartbeat)
+	s, err := sse.New(w, h.Limits.Heartbeat)
 	if err != nil {
 		return err
 	}
-	defer s.close()
+	defer s.Close()
 	return h.aguiStream(r, s, func(_ *bool, emit agui.Emit) error {
 		return h.AGUI.Run(ctx, r.PathValue("agent"), caller, in, emit)
 	})
@@ -46,14 +47,14 @@ func (h *handler) aguiRun(w http.ResponseWriter, r *http.Request) error {
 // a thread's AG-UI events as its runs emit them, to any role; a
 // reconnect's Last-Event-ID resumes after its last event, on any replica.
 func (h *handler) aguiJoin(w http.ResponseWriter, r *http.Request) error {
-	s, err := newSSE(w, h.Limits.Heartbeat)
+	s, err := sse.New(w, h.Limits.Heartbeat)
 	if err != nil {
 		return err
 	}
-	defer s.close()
+	defer s.Close()
 	return h.aguiStream(r, s, func(opened *bool, emit agui.Emit) error {
 		return h.AGUI.Join(r.Context(), r.PathValue("agent"), r.PathValue("thread"), r.Header.Get("Last-Event-ID"), func() {
-			*opened = s.open("") == nil
+			*opened = s.Open("") == nil
 		}, emit)
 	})
 }
@@ -61,7 +62,7 @@ func (h *handler) aguiJoin(w http.ResponseWriter, r *http.Request) error {
 // aguiStream runs one of the face's streams on s, opened at its first
 // event (or when run sets opened): an error before it is the request's
 // answer (an agui.InputError its status), one after it is logged.
-func (h *handler) aguiStream(r *http.Request, s *sse, run func(opened *bool, emit agui.Emit) error) error {
+func (h *handler) aguiStream(r *http.Request, s *sse.Writer, run func(opened *bool, emit agui.Emit) error) error {
 	opened := false
 	err := run(&opened, func(id string, ev events.Event) error {
 		data, err := json.Marshal(ev)
@@ -69,12 +70,12 @@ func (h *handler) aguiStream(r *http.Request, s *sse, run func(opened *bool, emi
 			return err
 		}
 		if !opened {
-			if err := s.open(""); err != nil {
+			if err := s.Open(""); err != nil {
 				return err
 			}
 			opened = true
 		}
-		return s.event(id, "", data)
+		return s.Event(id, "", data)
 	})
 	if !opened {
 		var ie *agui.InputError

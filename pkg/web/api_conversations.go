@@ -12,6 +12,7 @@ import (
 	"github.com/offload-dev/offload/pkg/conversation"
 	"github.com/offload-dev/offload/pkg/message"
 	"github.com/offload-dev/offload/pkg/service"
+	"github.com/offload-dev/offload/pkg/sse"
 )
 
 // list answers a page of the conversations agent serve has run, of
@@ -122,16 +123,16 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) error {
 			return badRequest("Last-Event-ID: not an event id")
 		}
 	}
-	s, err := newSSE(w, h.Limits.Heartbeat)
+	s, err := sse.New(w, h.Limits.Heartbeat)
 	if err != nil {
 		return err
 	}
-	defer s.close()
+	defer s.Close()
 	began := false
 	err = h.Core.Watch(r.Context(), conv, after, func() {
-		began = s.open("") == nil
+		began = s.Open("") == nil
 	}, func(seq uint64, ev json.RawMessage) bool {
-		return s.event(strconv.FormatUint(seq, 10), "", ev) == nil
+		return s.Event(strconv.FormatUint(seq, 10), "", ev) == nil
 	})
 	if err != nil && !began {
 		return err

@@ -21,6 +21,7 @@ import (
 	"github.com/offload-dev/offload/pkg/deferred"
 	"github.com/offload-dev/offload/pkg/pending"
 	"github.com/offload-dev/offload/pkg/protocol"
+	"github.com/offload-dev/offload/pkg/sse"
 )
 
 // The web inbox (SPEC §12): server-rendered pages over the pending calls
@@ -409,17 +410,17 @@ func (h *handler) published(w http.ResponseWriter, r *http.Request, task, after 
 // "changed" whenever what waits may have changed, until the client goes;
 // every open inbox of the replica follows one watch ([changes]).
 func (h *handler) inboxChanges(w http.ResponseWriter, r *http.Request) error {
-	s, err := newSSE(w, h.Limits.Heartbeat)
+	s, err := sse.New(w, h.Limits.Heartbeat)
 	if err != nil {
 		return err
 	}
-	defer s.close()
+	defer s.Close()
 	ch, unsubscribe, err := h.changes.subscribe(r.Context())
 	if err != nil {
 		return err
 	}
 	defer unsubscribe()
-	s.signals(r.Context(), ch, "watching the pending records", "changed")
+	s.Signals(r.Context(), ch, "watching the pending records", "changed")
 	return nil
 }
 

@@ -1,4 +1,7 @@
-package web
+// Package sse writes Server-Sent Events streams: the one writer of agent
+// serve's faces (the API's conversation events, the inbox's changes, the
+// AG-UI face's events, the MCP face's tasks/result streams).
+package sse
 
 import (
 	"context"
@@ -9,13 +12,12 @@ import (
 	"time"
 )
 
-// sse writes a Server-Sent Events stream: the one writer of the API's
-// conversation events and the inbox's changes. Once open, it writes a
+// Writer writes one Server-Sent Events stream. Once open, it writes a
 // comment every heartbeat while nothing else is written, so that a
 // client gone is noticed (the write fails, or its deadline passes: the
-// route wrapper's deadlineWriter sets one ahead of each write);
-// [sse.close] stops that before the handler returns.
-type sse struct {
+// web route wrapper's deadlineWriter sets one ahead of each write);
+// [Writer.Close] stops that before the handler returns.
+type Writer struct {
 	w         http.ResponseWriter
 	fl        http.Flusher
 	heartbeat time.Duration
@@ -25,21 +27,21 @@ type sse struct {
 	done chan struct{} // closed when the heartbeat has stopped; nil until open
 }
 
-// errNoStreaming is the error of a response writer that cannot flush.
-var errNoStreaming = errors.New("streaming unsupported")
+// ErrNoStreaming is the error of a response writer that cannot flush.
+var ErrNoStreaming = errors.New("streaming unsupported")
 
-// newSSE returns the stream of w, its headers not written yet.
-func newSSE(w http.ResponseWriter, heartbeat time.Duration) (*sse, error) {
+// New returns the stream of w, its headers not written yet.
+func New(w http.ResponseWriter, heartbeat time.Duration) (*Writer, error) {
 	fl, ok := w.(http.Flusher)
 	if !ok {
-		return nil, errNoStreaming
+		return nil, ErrNoStreaming
 	}
-	return &sse{w: w, fl: fl, heartbeat: heartbeat, stop: make(chan struct{})}, nil
+	return &Writer{w: w, fl: fl, heartbeat: heartbeat, stop: make(chan struct{})}, nil
 }
 
-// open writes the stream's headers (200, text/event-stream, no caching)
+// Open writes the stream's headers (200, text/event-stream, no caching)
 // and, when comment is set, a comment line, and starts the heartbeat.
-func (s *sse) open(comment string) error {
+func (s *Writer) Open(comment string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	h := s.w.Header()
@@ -58,7 +60,7 @@ func (s *sse) open(comment string) error {
 }
 
 // beat writes a comment every heartbeat until close.
-func (s *sse) beat() {
+func (s *Writer) beat() {
 	defer close(s.done)
 	t := time.NewTicker(s.heartbeat)
 	defer t.Stop()
@@ -80,18 +82,18 @@ func (s *sse) beat() {
 	}
 }
 
-// close stops the heartbeat; the stream's handler calls it before it
+// Close stops the heartbeat; the stream's handler calls it before it
 // returns.
-func (s *sse) close() {
+func (s *Writer) Close() {
 	close(s.stop)
 	if s.done != nil {
 		<-s.done
 	}
 }
 
-// event writes one event: its id (when set), its name (when set) and its
+// Event writes one event: its id (when set), its name (when set) and its
 // data on one line.
-func (s *sse) event(id, name string, data []byte) error {
+func (s *Writer) Event(id, name string, data []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var err error
@@ -111,11 +113,11 @@ func (s *sse) event(id, name string, data []byte) error {
 	return nil
 }
 
-// signals opens the stream (with comment) and writes an event name with
+// Signals opens the stream (with comment) and writes an event name with
 // data {} for each signal of ch, until ch is closed or ctx ends (the
 // client went).
-func (s *sse) signals(ctx context.Context, ch <-chan struct{}, comment, name string) {
-	if s.open(comment) != nil {
+func (s *Writer) Signals(ctx context.Context, ch <-chan struct{}, comment, name string) {
+	if s.Open(comment) != nil {
 		return
 	}
 	for {
@@ -123,7 +125,7 @@ func (s *sse) signals(ctx context.Context, ch <-chan struct{}, comment, name str
 		case <-ctx.Done():
 			return
 		case _, ok := <-ch:
-			if !ok || s.event("", name, []byte("{}")) != nil {
+			if !ok || s.Event("", name, []byte("{}")) != nil {
 				return
 			}
 		}
