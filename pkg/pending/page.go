@@ -184,11 +184,8 @@ func (d *Desk) indexed(ctx context.Context, records map[string]map[string]Call, 
 func (d *Desk) liveOnly(ctx context.Context, f Filter) ([]Call, error) {
 	var out []Call
 	for _, id := range d.cfg.Live.Conversations(ctx) {
-		s, err := d.cfg.Records.Get(ctx, id)
-		switch {
-		case errors.Is(err, conversation.ErrNotFound):
-			s = &conversation.Summary{ConversationID: id}
-		case err != nil:
+		s, err := d.recordOf(ctx, id)
+		if err != nil {
 			return nil, err
 		}
 		recorded := make(map[string]bool, len(s.Tasks))

@@ -225,11 +225,8 @@ func (d *Desk) Calls(ctx context.Context, f Filter) ([]Call, error) {
 		return nil
 	}
 	if f.Conversation != "" {
-		s, err := d.cfg.Records.Get(ctx, f.Conversation)
-		switch {
-		case errors.Is(err, conversation.ErrNotFound):
-			s = &conversation.Summary{ConversationID: f.Conversation}
-		case err != nil:
+		s, err := d.recordOf(ctx, f.Conversation)
+		if err != nil {
 			return nil, err
 		}
 		return out, add(s)
@@ -248,11 +245,8 @@ func (d *Desk) Calls(ctx context.Context, f Filter) ([]Call, error) {
 	}
 	slices.Sort(ids)
 	for _, id := range ids {
-		s, err := d.cfg.Records.Get(ctx, id)
-		switch {
-		case errors.Is(err, conversation.ErrNotFound):
-			s = &conversation.Summary{ConversationID: id}
-		case err != nil:
+		s, err := d.recordOf(ctx, id)
+		if err != nil {
 			return nil, err
 		}
 		if err := add(s); err != nil {
@@ -545,4 +539,15 @@ func (d *Desk) checkArgs(ctx context.Context, agent string, t deferred.PendingTa
 // published), closed once ctx ends.
 func (d *Desk) Changes(ctx context.Context) (<-chan struct{}, error) {
 	return d.cfg.Records.Changes(ctx)
+}
+
+// recordOf returns conversation id's pending record, an empty one when
+// the store holds none (a live run may have announced approvals before
+// its first record).
+func (d *Desk) recordOf(ctx context.Context, id string) (*conversation.Summary, error) {
+	s, err := d.cfg.Records.Get(ctx, id)
+	if errors.Is(err, conversation.ErrNotFound) {
+		return &conversation.Summary{ConversationID: id}, nil
+	}
+	return s, err
 }
